@@ -1,0 +1,132 @@
+"""CIGARs: packed <-> text, per-pair totals, and the independent judge.
+
+Packed form: ``len << 4 | op`` with BAM op codes (M0 I1 D2 N3 S4 H5 P6 =7 X8).
+SAM orientation: ``I`` = bases only in the query, ``D`` = bases only in the target.
+``check_cigar`` and ``score_cigar`` judge any engine's output from the
+sequences alone; they share nothing with the engines.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .config import Penalties
+from .pack import equal
+
+OPS = "MIDNSHP=X"
+M, I, D, N, S, H, P, EQ, X = range(9)
+_OP_CODE = {c: i for i, c in enumerate(OPS)}
+_CIGAR_RE = re.compile(r"(\d+)([MIDNSHP=X])")
+_OP_BYTES = np.frombuffer(OPS.encode(), dtype=np.uint8)
+
+
+def pack(pairs) -> np.ndarray:
+    """[(op, len), ...] -> packed uint32 (merges adjacent equal ops, drops zero lengths)."""
+    out: list[int] = []
+    last_op, run = -1, 0
+    for op, ln in pairs:
+        if ln == 0:
+            continue
+        if op == last_op:
+            run += ln
+        else:
+            if run:
+                out.append(run << 4 | last_op)
+            last_op, run = op, ln
+    if run:
+        out.append(run << 4 | last_op)
+    return np.array(out, dtype=np.uint32)
+
+
+def from_text(text: str) -> np.ndarray:
+    if text in ("", "*"):
+        return np.zeros(0, dtype=np.uint32)
+    parts = _CIGAR_RE.findall(text)
+    if "".join(a + b for a, b in parts) != text:
+        raise ValueError(f"not a CIGAR string: {text!r}")
+    return pack((_OP_CODE[o], int(n)) for n, o in parts)
+
+
+def to_text(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> list[str]:
+    """Packed CIGARs of many pairs -> list of strings, built in bulk."""
+    n = len(length)
+    if len(cigar) == 0:
+        return [""] * n
+    tokens = np.char.add(np.char.mod("%d", cigar >> 4), _OP_BYTES[cigar & 15].view("S1").astype("U1"))
+    toks = tokens.tolist()
+    ends = (np.asarray(off) + np.asarray(length)).tolist()
+    return ["".join(toks[o:e]) for o, e in zip(np.asarray(off).tolist(), ends)]
+
+
+def op_totals(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> dict:
+    """Per pair: matches (=), mismatches (X), ins (I), dels (D) in bases, as int64 arrays."""
+    n = len(length)
+    pair = np.repeat(np.arange(n, dtype=np.int64), np.asarray(length, dtype=np.int64))
+    # cigars are stored contiguously in pair order by every producer (AlignBatch invariant)
+    ops = cigar & 15
+    lens = (cigar >> 4).astype(np.int64)
+    out = {}
+    for name, code in (("matches", EQ), ("mismatches", X), ("ins", I), ("dels", D)):
+        sel = ops == code
+        out[name] = np.bincount(pair[sel], weights=lens[sel], minlength=n).astype(np.int64)
+    return out
+
+
+def consumed(ops: np.ndarray) -> tuple[int, int]:
+    """(query bases, target bases) consumed by a packed CIGAR."""
+    op = ops & 15
+    ln = (ops >> 4).astype(np.int64)
+    q = int(ln[np.isin(op, (M, I, S, EQ, X))].sum())
+    t = int(ln[np.isin(op, (M, D, N, EQ, X))].sum())
+    return q, t
+
+
+def check_cigar(query: bytes, target: bytes, ops: np.ndarray, n_mismatch: bool = False) -> None:
+    """Raise ValueError unless ops is a valid global alignment of query to target.
+
+    Checks: only =/X/I/D, no zero-length or unmerged ops, consumes exactly both
+    sequences, and every = / X agrees with a real comparison under the rule.
+    """
+    ops = np.asarray(ops, dtype=np.uint32)
+    op = ops & 15
+    ln = (ops >> 4).astype(np.int64)
+    if not np.isin(op, (I, D, EQ, X)).all():
+        raise ValueError("CIGAR holds ops other than =/X/I/D")
+    if (ln == 0).any():
+        raise ValueError("CIGAR holds a zero-length op")
+    if len(op) > 1 and (op[1:] == op[:-1]).any():
+        raise ValueError("CIGAR holds adjacent equal ops (not merged)")
+    qn, tn = consumed(ops)
+    if qn != len(query) or tn != len(target):
+        raise ValueError(f"CIGAR consumes {qn}/{tn} bases, sequences have {len(query)}/{len(target)}")
+    # positions of every aligned (=/X) column
+    qadv = np.where(np.isin(op, (EQ, X, I)), ln, 0)
+    tadv = np.where(np.isin(op, (EQ, X, D)), ln, 0)
+    qstart = np.concatenate([[0], np.cumsum(qadv)[:-1]])
+    tstart = np.concatenate([[0], np.cumsum(tadv)[:-1]])
+    col = np.isin(op, (EQ, X))
+    reps = ln[col]
+    if reps.sum():
+        step = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+        qi = np.repeat(qstart[col], reps) + step
+        ti = np.repeat(tstart[col], reps) + step
+        q = np.frombuffer(query, dtype=np.uint8)[qi]
+        t = np.frombuffer(target, dtype=np.uint8)[ti]
+        want = np.repeat(op[col] == EQ, reps)
+        got = equal(q, t, n_mismatch)
+        if (want != got).any():
+            k = int(np.argmax(want != got))
+            raise ValueError(f"CIGAR says {'=' if want[k] else 'X'} at query {qi[k]} / target {ti[k]} "
+                             f"({chr(q[k])} vs {chr(t[k])})")
+
+
+def score_cigar(ops: np.ndarray, penalties: Penalties) -> int:
+    """Penalty of a packed CIGAR: x per mismatch, o + l*e per gap run of length l."""
+    ops = np.asarray(ops, dtype=np.uint32)
+    op = ops & 15
+    ln = (ops >> 4).astype(np.int64)
+    gaps = np.isin(op, (I, D))
+    return int(penalties.mismatch * ln[op == X].sum() + penalties.gap_open * gaps.sum()
+               + penalties.gap_extend * ln[gaps].sum())

@@ -1,0 +1,140 @@
+"""Command line: parse -> AlignConfig -> pipeline; GpualignError -> one line on stderr.
+
+Exit codes: 0 success, 1 runtime/input error, 2 bad options, 130 Ctrl-C,
+141 broken pipe (quietly).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shlex
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from . import __version__
+from .config import AlignConfig, Penalties
+from .errors import GpualignError
+
+CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
+             "(N matches N, as in edlib and WFA2-lib); with --n-mismatch every character other than "
+             "A/C/G/T mismatches everything, itself included (SAM's NM rule). The rule applies to the "
+             "score, the CIGAR =/X, NM and the PAF columns alike.")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Exact pairwise DNA alignment and edit distance (GPU when present, else CPU).")
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"gpualign {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    pass
+
+
+def _stderr():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def _print_summary(summary, path: Optional[str], quiet: bool) -> None:
+    rows = summary.rows()
+    if path:
+        with open(path, "w") as fh:
+            fh.write("key\tvalue\n" + "".join(f"{k}\t{v}\n" for k, v in rows))
+    if quiet:
+        return
+    from rich.table import Table
+
+    table = Table(title="gpualign summary", show_header=False, box=None)
+    for k, v in rows:
+        table.add_row(k, v)
+    _stderr().print(table)
+
+
+def _run(body, debug: bool) -> None:
+    """Run body() and turn every failure into a one-line message and an exit code."""
+    try:
+        body()
+    except GpualignError as e:
+        if debug:
+            raise
+        _stderr().print(f"[bold red]error:[/] {e}", markup=True, soft_wrap=True)
+        raise typer.Exit(e.exit_code)
+    except KeyboardInterrupt:
+        raise typer.Exit(130)
+    except (BrokenPipeError, OSError) as e:
+        if isinstance(e, BrokenPipeError) or getattr(e, "errno", None) == errno.EPIPE:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(141)
+        if debug:
+            raise
+        _stderr().print(f"error: {e}", markup=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+@app.command(epilog="Examples:\n\n"
+             "  gpualign pairs reads.fa refs.fa > out.paf\n\n"
+             "  gpualign pairs a.fq.gz b.fa.gz --metric affine -o out.bam\n\n"
+             "  zcat a.fa.gz | gpualign pairs - b.fa --distance-only --format tsv\n\n" + CHAR_RULE)
+def pairs(
+    query: Annotated[str, typer.Argument(help="Queries (FASTA/FASTQ, gz ok; '-' = stdin).")],
+    target: Annotated[str, typer.Argument(help="Targets: record i is aligned with query record i.")],
+    output: Annotated[str, typer.Option("-o", "--output", help="Output file ('-' = stdout).")] = "-",
+    fmt: Annotated[Optional[str], typer.Option("--format", "-f",
+                   help="paf|sam|bam|tsv (default: from -o's extension; PAF on stdout, TSV with --distance-only).")] = None,
+    metric: Annotated[str, typer.Option("--metric", "-m", help="edit (Levenshtein) or affine.")] = "edit",
+    mismatch: Annotated[int, typer.Option("--mismatch", "-x", help="Affine mismatch penalty x.")] = 4,
+    gap_open: Annotated[int, typer.Option("--gap-open", "-O", help="Affine gap-open o (a gap of length l costs o+l*e).")] = 6,
+    gap_extend: Annotated[int, typer.Option("--gap-extend", "-E", help="Affine gap-extend e.")] = 2,
+    distance_only: Annotated[bool, typer.Option("--distance-only", help="Score only, no CIGAR (faster).")] = False,
+    n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything, N included.")] = False,
+    threads: Annotated[int, typer.Option("--threads", "-t", help="CPU worker processes (0 = all cores).")] = 0,
+    device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")] = "auto",
+    summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV to this file.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    batch_bases: Annotated[int, typer.Option("--batch-bases", hidden=True)] = 1 << 24,
+) -> None:
+    """Align record i of QUERY with record i of TARGET (global, exact): PAF/SAM/BAM/TSV."""
+    from .pipeline import run_pairs
+
+    def body():
+        cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend),
+                          distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=threads,
+                          batch_bases=batch_bases)
+        err = _stderr()
+        notice = None if quiet else (lambda text: err.print(f"gpualign: {text}", markup=False, soft_wrap=True))
+        command_line = "gpualign " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        if not quiet and sys.stderr.isatty():
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                          console=err, transient=True) as bar:
+                task = bar.add_task("aligning")
+                report = lambda p, b: bar.update(task, description=f"{p:,} pairs, {b:,} bases")  # noqa: E731
+                result = run_pairs(query, target, output, fmt, cfg, command_line, report, notice)
+        else:
+            result = run_pairs(query, target, output, fmt, cfg, command_line, None, notice)
+        _print_summary(result, summary, quiet)
+        if result.failed and not quiet:
+            err.print(f"gpualign: warning: {result.failed} pair(s) failed (see zr:Z / status)", markup=False)
+
+    _run(body, debug)
+
+
+def main() -> None:
+    app(prog_name="gpualign")
+
+
+if __name__ == "__main__":
+    main()

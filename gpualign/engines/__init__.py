@@ -1,0 +1,58 @@
+"""Engine protocol and the one place that decides which engines run.
+
+An engine: ``name``, ``accepts(batch) -> bool mask``, ``align(batch, cfg) -> AlignBatch``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from ..config import AlignConfig
+from ..errors import DeviceError
+from ..records import AlignBatch, PairBatch
+from ._cuda import gpu_status
+from .cpu_wfa import CpuWfaEngine
+
+
+class Engine(Protocol):
+    name: str
+
+    def accepts(self, batch: PairBatch) -> np.ndarray: ...
+
+    def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch: ...
+
+
+class CpuEngine(CpuWfaEngine):
+    """The CPU engine accepts every pair: the end of every chain."""
+
+    def accepts(self, batch: PairBatch) -> np.ndarray:
+        return np.ones(batch.n, dtype=bool)
+
+
+def gpu_engines(cfg: AlignConfig) -> list:
+    """GPU engines for this config (none yet implemented for any metric)."""
+    return []
+
+
+def select_engines(cfg: AlignConfig) -> tuple[list, str]:
+    """The engine chain for cfg and a one-line notice saying what runs where."""
+    cpu = CpuEngine(cfg.n_threads)
+    if not cpu.available():
+        raise DeviceError("pywfa (WFA2-lib) is not installed: pip install pywfa")
+    cpu_note = f"cpu-wfa (WFA2-lib, {cfg.n_threads} process{'es' if cfg.n_threads > 1 else ''})"
+    if cfg.device == "cpu":
+        return [cpu], f"engine: {cpu_note}"
+    ok, what = gpu_status()
+    if not ok:
+        if cfg.device == "gpu":
+            raise DeviceError(f"--device gpu: no GPU available ({what})")
+        return [cpu], f"engine: {cpu_note}; no GPU ({what})"
+    gpus = gpu_engines(cfg)
+    if not gpus:
+        if cfg.device == "gpu":
+            raise DeviceError(f"--device gpu: no GPU engine for --metric {cfg.metric} in this version")
+        return [cpu], f"engine: {cpu_note}; GPU {what} present but no GPU engine for this metric"
+    names = ", ".join(e.name for e in gpus)
+    return [*gpus, cpu], f"engines: {names} on {what}, rescue {cpu_note}"

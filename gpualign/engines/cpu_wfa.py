@@ -1,0 +1,151 @@
+"""CPU engine: WFA2-lib through pywfa, over a pool of worker processes.
+
+Exact, end-to-end, no heuristic: every WFA2-lib attribute comes from
+``AlignConfig.to_pywfa_kwargs``. Also the rescue engine of the GPU paths.
+WFA2-lib's CIGAR uses the opposite I/D orientation to SAM: converted here.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from concurrent.futures import Future, ProcessPoolExecutor
+
+import numpy as np
+
+from .. import pack
+from ..config import AlignConfig
+from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
+
+NAME = "cpu-wfa"
+# WFA2-lib pads the pattern with '!' and the text with '?': a text holding '!'
+# (or a pattern holding '?') would extend past the end. Move both out of the way.
+_WFA_SAFE = bytes.maketrans(b"!?", b"\x03\x04")
+# pywfa cigartuple codes (WFA orientation) -> BAM op codes (SAM orientation)
+_OPMAP = {0: 7, 8: 8, 1: 2, 2: 1}
+LONG_PAIR = 10_000  # above this length use WFA2-lib's medium memory mode
+
+_aligners: dict = {}
+
+
+def _aligner(kwargs: dict):
+    key = tuple(sorted(kwargs.items()))
+    al = _aligners.get(key)
+    if al is None:
+        from pywfa import WavefrontAligner
+
+        al = _aligners[key] = WavefrontAligner(**kwargs)
+    return al
+
+
+def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off, t_len, want_cigar: bool):
+    """Align pairs whose sequences are slices of text; runs in a worker process."""
+    n = len(q_len)
+    score = np.zeros(n, np.int32)
+    status = np.full(n, OK, np.uint8)
+    clen = np.zeros(n, np.int64)
+    ops: list[int] = []
+    reason = {}
+    short_al, long_al = _aligner(kwargs), _aligner(long_kwargs)
+    for i in range(n):
+        qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
+        al = long_al if max(ql, tl) > LONG_PAIR else short_al
+        s = al.wavefront_align(text[to : to + tl], text[qo : qo + ql])
+        if al.status != 0:
+            status[i] = FAILED
+            reason[i] = f"WFA2-lib status {al.status}"
+            continue
+        score[i] = abs(s)
+        if want_cigar:
+            before = len(ops)
+            ops.extend(ln << 4 | _OPMAP[op] for op, ln in al.cigartuples)
+            clen[i] = len(ops) - before
+    return score, status, np.array(ops, dtype=np.uint32), clen, reason
+
+
+def _assemble(parts, has_cigar: bool) -> AlignBatch:
+    score = np.concatenate([p[0] for p in parts])
+    status = np.concatenate([p[1] for p in parts])
+    cigar = np.concatenate([p[2] for p in parts])
+    clen = np.concatenate([p[3] for p in parts])
+    reason, base = {}, 0
+    for p in parts:
+        reason.update({base + k: v for k, v in p[4].items()})
+        base += len(p[0])
+    engine = np.full(len(score), ENGINE_CODE[NAME], np.uint8)
+    return AlignBatch(score, status, engine, cigar, offsets_from_lengths(clen), clen, has_cigar, reason)
+
+
+class _Joined(Future):
+    """A future over the chunk futures of one batch."""
+
+    def __init__(self, futures, has_cigar: bool):
+        super().__init__()
+        self._futures, self._has_cigar = futures, has_cigar
+
+    def result(self, timeout=None) -> AlignBatch:
+        return _assemble([f.result(timeout) for f in self._futures], self._has_cigar)
+
+
+class _Done(Future):
+    def __init__(self, value):
+        super().__init__()
+        self.set_result(value)
+
+
+class CpuWfaEngine:
+    """Batch in, scores/CIGARs out. ``submit`` returns a future so callers overlap work."""
+
+    name = NAME
+
+    def __init__(self, threads: int = 1, inline_bases: int = 20_000):
+        self.threads = max(1, threads)
+        self.inline_bases = inline_bases
+        self._pool: ProcessPoolExecutor | None = None
+
+    @staticmethod
+    def available() -> bool:
+        try:
+            import pywfa  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def _get_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+            self._pool = ProcessPoolExecutor(self.threads, mp_context=ctx)
+        return self._pool
+
+    def start(self) -> None:
+        """Create the worker pool now (before threads or CUDA exist in this process)."""
+        if self.threads > 1:
+            self._get_pool()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
+        return self.submit(batch, cfg).result()
+
+    def submit(self, batch: PairBatch, cfg: AlignConfig) -> Future:
+        kw = (cfg.to_pywfa_kwargs(), cfg.to_pywfa_kwargs(long_pairs=True))
+        want = not cfg.distance_only
+
+        def chunk_args(sub: PairBatch):
+            text = pack.compare_view(sub, cfg.n_mismatch).tobytes().translate(_WFA_SAFE).decode("ascii")
+            cols = [a.tolist() for a in (sub.q_off, sub.q_len, sub.t_off, sub.t_len)]
+            return (*kw, text, *cols, want)
+
+        if self.threads == 1 or batch.bases <= self.inline_bases or batch.n < 2:
+            return _Done(_assemble([_align_chunk(*chunk_args(batch))], want))
+        # chunks of about equal bases, several per worker for balance
+        cum = np.cumsum(batch.q_len + batch.t_len)
+        n_chunks = min(batch.n, 4 * self.threads)
+        cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n_chunks) / n_chunks)
+        bounds = [0, *sorted(set(int(c) + 1 for c in cuts if 0 <= c < batch.n - 1)), batch.n]
+        pool = self._get_pool()
+        futs = [pool.submit(_align_chunk, *chunk_args(batch.take(np.arange(a, b))))
+                for a, b in zip(bounds[:-1], bounds[1:])]
+        return _Joined(futs, want)

@@ -1,0 +1,148 @@
+"""FASTA/FASTQ streams (plain, gzip, bgzip, '-' for stdin) -> PairBatch chunks.
+
+Parsing is htslib's (pysam.FastxFile). This module adds what a user needs:
+a sniff that tells "empty" from "not FASTA/FASTQ", errors that name the file
+and record, a check of the sequence bytes, and batching in bounded memory.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from typing import Iterator
+
+import numpy as np
+
+from .. import pack
+from ..errors import InputError
+from ..records import PairBatch, offsets_from_lengths
+
+STDIN = "-"
+
+
+def display_name(path: str) -> str:
+    return "stdin" if path == STDIN else path
+
+
+def sniff(path: str) -> None:
+    """Raise InputError if path is missing, unreadable, empty or not FASTA/FASTQ."""
+    if path == STDIN:
+        return
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory, not a FASTA/FASTQ file")
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(2)
+        opener = gzip.open if magic == b"\x1f\x8b" else open
+        with opener(path, "rb") as fh:
+            head = fh.read(1 << 16)
+            while head and not head.strip():
+                head = fh.read(1 << 16)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise InputError(f"{path}: corrupt or truncated gzip data ({e})") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    first = head.lstrip()[:1]
+    if not first:
+        raise InputError(f"{path}: empty file (no FASTA/FASTQ records)")
+    if first not in (b">", b"@"):
+        raise InputError(f"{path}: not FASTA or FASTQ (first character {first.decode('latin-1')!r}, "
+                         "expected '>' or '@')")
+
+
+def records(path: str) -> Iterator[tuple[str, str, str | None]]:
+    """Yield (name, sequence, quality or None) per record, with errors naming file:record."""
+    import pysam
+
+    pysam.set_verbosity(0)  # htslib's own messages: we raise our one-line error instead
+    sniff(path)
+    name = display_name(path)
+    n = 0
+    try:
+        fh = pysam.FastxFile(path, persist=False)
+    except OSError as e:
+        raise InputError(f"{name}: cannot open ({e})") from None
+    try:
+        with fh:
+            for rec in fh:
+                n += 1
+                yield rec.name, rec.sequence or "", rec.quality
+    except UnicodeDecodeError:
+        raise InputError(f"{name}: record {n + 1}: non-ASCII byte in the record") from None
+    except (ValueError, OSError) as e:
+        msg = str(e)
+        if "quality" in msg:
+            raise InputError(f"{name}: record {n + 1}: quality length differs from sequence length") from None
+        raise InputError(f"{name}: record {n + 1}: truncated or malformed input ({msg.split(' in ')[0]})") from None
+    if n == 0:
+        raise InputError(f"{name}: no FASTA/FASTQ records (empty input or not FASTA/FASTQ)")
+
+
+def _encode(seqs: list[str], path: str, first_record: int) -> bytes:
+    """Join, check and case-fold a chunk's sequences."""
+    joined = "".join(seqs)
+    try:
+        raw = joined.encode("ascii")
+    except UnicodeEncodeError as e:
+        bad = e.start
+        raw = None
+    else:
+        bad = pack.first_bad_byte(np.frombuffer(raw, dtype=np.uint8))
+    if bad >= 0:
+        lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+        k = int(np.searchsorted(np.cumsum(lens), bad, side="right"))
+        ch = joined[bad]
+        raise InputError(f"{display_name(path)}: record {first_record + k}: invalid sequence character "
+                         f"{ch!r} (code {ord(ch)}); printable ASCII only")
+    return raw.translate(pack.FOLD)
+
+
+def _batch(path_a, path_b, first, qn, qs, qq, tn, ts) -> PairBatch:
+    qbuf = _encode(qs, path_a, first + 1)
+    tbuf = _encode(ts, path_b, first + 1)
+    ql = np.fromiter((len(s) for s in qs), dtype=np.int64, count=len(qs))
+    tl = np.fromiter((len(s) for s in ts), dtype=np.int64, count=len(ts))
+    seq = np.frombuffer(qbuf + tbuf, dtype=np.uint8)
+    return PairBatch(seq, offsets_from_lengths(ql), ql, offsets_from_lengths(tl) + len(qbuf), tl,
+                     np.arange(first, first + len(qs), dtype=np.int64), qn, tn, qq)
+
+
+def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int) -> Iterator[PairBatch]:
+    """Record i of A with record i of B, in batches of bounded size."""
+    if path_a == STDIN and path_b == STDIN:
+        raise InputError("only one of the two inputs can be '-' (stdin)")
+    ra, rb = records(path_a), records(path_b)
+    done = object()
+    count = 0
+    qn, qs, qq, tn, ts = [], [], [], [], []
+    bases = 0
+    while True:
+        a = next(ra, done)
+        b = next(rb, done)
+        if a is done or b is done:
+            if a is not done or b is not done:
+                longer, shorter = (path_a, path_b) if b is done else (path_b, path_a)
+                raise InputError(f"{display_name(longer)} has more records than {display_name(shorter)} "
+                                 f"({display_name(shorter)} ends after {count} records)")
+            break
+        qn.append(a[0]); qs.append(a[1]); qq.append(a[2])
+        tn.append(b[0]); ts.append(b[1])
+        count += 1
+        bases += len(a[1]) + len(b[1])
+        if bases >= batch_bases or len(qs) >= batch_pairs:
+            yield _batch(path_a, path_b, count - len(qs), qn, qs, qq, tn, ts)
+            qn, qs, qq, tn, ts = [], [], [], [], []
+            bases = 0
+    if qs:
+        yield _batch(path_a, path_b, count - len(qs), qn, qs, qq, tn, ts)
+
+
+def names_and_lengths(path: str) -> Iterator[tuple[str, int]]:
+    """(name, length) of every record: the first pass SAM headers need."""
+    for name, seq, _ in records(path):
+        yield name, len(seq)

@@ -1,0 +1,72 @@
+"""The one character rule and the encodings derived from it.
+
+Sequences are case-folded once when read (``fold``). Allowed bytes are
+printable ASCII (33..126). Comparison bytes (``compare_view``) implement the
+N/IUPAC policy: by default equal characters match; with ``n_mismatch`` every
+non-ACGT character is rewritten to a code that matches nothing (1 in queries,
+2 in targets), so any byte-comparing engine obeys the rule unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .records import PairBatch, segment_index
+
+FOLD = bytes.maketrans(b"abcdefghijklmnopqrstuvwxyz", b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+MIN_BYTE, MAX_BYTE = 33, 126
+Q_WILD, T_WILD = 1, 2  # n_mismatch codes: never equal to each other or to a letter
+
+_ACGT = np.zeros(256, dtype=bool)
+_ACGT[list(b"ACGT")] = True
+
+# 2-bit codes from bits 1-2 of the ASCII byte: A=0, C=1, T=2, G=3 (GPU packing uses the same)
+CODE2 = np.full(256, 255, dtype=np.uint8)
+for _c in b"ACGT":
+    CODE2[_c] = (_c >> 1) & 3
+
+
+def fold(seq: bytes) -> bytes:
+    return seq.translate(FOLD)
+
+
+def first_bad_byte(buf: np.ndarray) -> int:
+    """Index of the first byte outside 33..126, or -1."""
+    bad = (buf < MIN_BYTE) | (buf > MAX_BYTE)
+    if not bad.any():
+        return -1
+    return int(np.argmax(bad))
+
+
+def is_acgt(buf: np.ndarray) -> np.ndarray:
+    return _ACGT[buf]
+
+
+def compare_view(batch: PairBatch, n_mismatch: bool) -> np.ndarray:
+    """The bytes engines compare: seq itself, or with non-ACGT made unmatchable."""
+    if not n_mismatch:
+        return batch.seq
+    out = batch.seq.copy()
+    for off, ln, code in ((batch.q_off, batch.q_len, Q_WILD), (batch.t_off, batch.t_len, T_WILD)):
+        idx = segment_index(off, ln)
+        sub = out[idx]
+        sub[~_ACGT[sub]] = code
+        out[idx] = sub
+    return out
+
+
+def equal(a: np.ndarray, b: np.ndarray, n_mismatch: bool) -> np.ndarray:
+    """Elementwise match under the character rule (inputs already case-folded)."""
+    eq = a == b
+    if n_mismatch:
+        eq &= _ACGT[a] & _ACGT[b]
+    return eq
+
+
+def all_acgt(batch: PairBatch) -> np.ndarray:
+    """Per pair: True when query and target hold only A, C, G, T."""
+    bad = ~_ACGT[batch.seq]
+    csum = np.concatenate([[0], np.cumsum(bad, dtype=np.int64)])
+    qbad = csum[batch.q_off + batch.q_len] - csum[batch.q_off]
+    tbad = csum[batch.t_off + batch.t_len] - csum[batch.t_off]
+    return (qbad == 0) & (tbad == 0)

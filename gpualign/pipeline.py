@@ -1,0 +1,221 @@
+"""read -> route -> engines -> write, in input order, with per-stage timings.
+
+Reading runs in a thread ahead of alignment; alignment of batch i+1 runs in a
+thread while batch i is written. Output to a file goes to a temporary name
+that is renamed only when everything was written.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .config import AlignConfig
+from .engines import select_engines
+from .errors import ConfigError, InputError
+from .io import fastx
+from .output.paf import PafWriter
+from .output.sam import BamWriter, SamWriter
+from .output.tsv import TsvWriter
+from .records import OK
+from .route import run_chain
+
+FORMATS = ("paf", "sam", "bam", "tsv")
+_EXT = {".paf": "paf", ".sam": "sam", ".bam": "bam", ".tsv": "tsv", ".txt": "tsv"}
+
+
+def infer_format(fmt: str | None, out: str, distance_only: bool) -> str:
+    if fmt:
+        fmt = fmt.lower()
+        if fmt not in FORMATS:
+            raise ConfigError(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
+    elif out != "-":
+        fmt = _EXT.get(os.path.splitext(out)[1].lower())
+        if fmt is None:
+            raise ConfigError(f"cannot tell the format from the name {out!r}: use --format "
+                              f"{'|'.join(FORMATS)}")
+    else:
+        fmt = "tsv" if distance_only else "paf"
+    if fmt == "paf" and distance_only:
+        raise ConfigError("PAF needs CIGAR-derived columns: use --format tsv or sam with --distance-only")
+    return fmt
+
+
+@dataclass
+class Summary:
+    pairs: int = 0
+    bases: int = 0
+    written: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    counts: dict = field(default_factory=dict)
+    notice: str = ""
+
+    def add_counts(self, counts: dict) -> None:
+        for k, v in counts.items():
+            self.counts[k] = self.counts.get(k, 0) + v
+
+    def rows(self) -> list[tuple[str, str]]:
+        rate = self.pairs / self.seconds if self.seconds > 0 else 0.0
+        rows = [("pairs", str(self.pairs)), ("bases", str(self.bases)), ("records_written", str(self.written)),
+                ("failed", str(self.failed)), ("wall_seconds", f"{self.seconds:.3f}"),
+                ("pairs_per_second", f"{rate:.0f}")]
+        rows += [(f"route:{k}", str(v)) for k, v in sorted(self.counts.items())]
+        return rows
+
+
+def _collect_targets(path: str) -> dict:
+    """Target names -> lengths for the SAM header (names must be unique)."""
+    targets: dict = {}
+    for name, ln in fastx.names_and_lengths(path):
+        old = targets.setdefault(name, ln)
+        if old != ln:
+            raise InputError(f"{fastx.display_name(path)}: target name {name!r} appears twice with different "
+                             f"lengths ({old} and {ln}); SAM needs unique names (use PAF or TSV output)")
+    return targets
+
+
+def _spool_stdin() -> str:
+    fd, path = tempfile.mkstemp(prefix="gpualign-stdin-")
+    with os.fdopen(fd, "wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+    return path
+
+
+class _Output:
+    """stdout, or a temporary file renamed over the target name at commit()."""
+
+    def __init__(self, path: str, binary_via_path: bool):
+        self.path = path
+        self.tmp = None
+        if path == "-":
+            self.target = "-" if binary_via_path else sys.stdout.buffer
+        else:
+            d = os.path.dirname(os.path.abspath(path))
+            try:
+                fd, self.tmp = tempfile.mkstemp(prefix=".gpualign-", suffix=os.path.basename(path), dir=d)
+            except OSError as e:
+                raise InputError(f"{path}: cannot write ({e.strerror})") from None
+            if binary_via_path:
+                os.close(fd)
+                self.target = self.tmp
+            else:
+                self.target = os.fdopen(fd, "wb", buffering=1 << 20)
+
+    def commit(self) -> None:
+        if not isinstance(self.target, str):
+            self.target.flush()
+            if self.tmp:
+                self.target.close()
+        if self.tmp:
+            os.replace(self.tmp, self.path)
+            self.tmp = None
+
+    def abort(self) -> None:
+        if self.tmp:
+            if not isinstance(self.target, str):
+                try:
+                    self.target.close()
+                except OSError:
+                    pass
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+
+
+def _reader_thread(gen, q: queue.Queue, stop: threading.Event) -> None:
+    try:
+        for batch in gen:
+            while not stop.is_set():
+                try:
+                    q.put(batch, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if stop.is_set():
+                return
+        q.put(None)
+    except BaseException as e:  # forwarded to the main thread
+        q.put(e)
+
+
+def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignConfig, command_line: str,
+              progress=None, on_notice=None) -> Summary:
+    cfg.validate()
+    fmt = infer_format(fmt, out, cfg.distance_only)
+    if path_a == "-" and path_b == "-":
+        raise ConfigError("only one of the two inputs can be '-' (stdin)")
+    t0 = time.perf_counter()
+    spooled = None
+    try:
+        targets = {}
+        if fmt in ("sam", "bam"):
+            if path_b == "-":
+                spooled = path_b = _spool_stdin()
+            targets = _collect_targets(path_b)
+        chain, notice = select_engines(cfg)
+        for e in chain:
+            getattr(e, "start", lambda: None)()
+        summary = Summary(notice=notice)
+        if on_notice:
+            on_notice(notice)
+        output = _Output(out, binary_via_path=(fmt == "bam"))
+        try:
+            writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
+            writer = writer_cls(output.target, targets=targets,
+                                command_line=command_line, metric=cfg.metric)
+            _stream(fastx.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs), chain, cfg, writer,
+                    summary, progress)
+            writer.close()
+            output.commit()
+        except BaseException:
+            output.abort()
+            raise
+        finally:
+            for e in chain:
+                getattr(e, "close", lambda: None)()
+    finally:
+        if spooled:
+            os.unlink(spooled)
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def _stream(batches, chain, cfg, writer, summary: Summary, progress) -> None:
+    q: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+    reader = threading.Thread(target=_reader_thread, args=(batches, q, stop), daemon=True)
+    reader.start()
+    pending = []
+    try:
+        with ThreadPoolExecutor(1) as aligner:
+            while True:
+                item = q.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if item is not None:
+                    pending.append((item, aligner.submit(run_chain, item, chain, cfg)))
+                # keep one batch aligning while the previous one is written
+                while pending and (item is None or len(pending) > 1):
+                    batch, fut = pending.pop(0)
+                    res, counts = fut.result()
+                    summary.written += writer.write(batch, res)
+                    summary.pairs += batch.n
+                    summary.bases += batch.bases
+                    summary.failed += int((res.status != OK).sum())
+                    summary.add_counts(counts)
+                    if progress:
+                        progress(summary.pairs, summary.bases)
+                if item is None:
+                    break
+    finally:
+        stop.set()
+

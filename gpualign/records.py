@@ -1,0 +1,165 @@
+"""The arrays that flow between reader, engines and writers (see DESIGN.md).
+
+PairBatch: what every engine receives. AlignBatch: what every engine returns.
+Both are plain numpy arrays on the host; nothing here is per base in Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# status codes
+OK, EXCEEDED, FAILED = 0, 1, 2
+STATUS_NAMES = ("ok", "exceeded", "failed")
+
+# engine codes: one registry, the same strings in CLI, logs and outputs
+ENGINE_NAMES = ("none", "cpu-wfa", "gpu-edit", "gpu-affine", "gpu-long")
+ENGINE_CODE = {name: i for i, name in enumerate(ENGINE_NAMES)}
+
+
+def segment_index(off: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Flat indices of the segments [off[i], off[i]+length[i]) concatenated in order."""
+    length = np.asarray(length, dtype=np.int64)
+    total = int(length.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.repeat(np.asarray(off, dtype=np.int64) - np.cumsum(length) + length, length)
+    return starts + np.arange(total, dtype=np.int64)
+
+
+def offsets_from_lengths(length: np.ndarray) -> np.ndarray:
+    off = np.zeros(len(length), dtype=np.int64)
+    if len(length) > 1:
+        np.cumsum(length[:-1], out=off[1:])
+    return off
+
+
+@dataclass
+class PairBatch:
+    """A chunk of pairs: one byte buffer (case-folded) plus offsets and lengths."""
+
+    seq: np.ndarray  # uint8, all query and target bytes
+    q_off: np.ndarray  # int64
+    q_len: np.ndarray  # int64
+    t_off: np.ndarray  # int64
+    t_len: np.ndarray  # int64
+    index: np.ndarray  # int64, position of each pair in the input
+    q_names: list = field(default_factory=list)
+    t_names: list = field(default_factory=list)
+    q_quals: list = field(default_factory=list)  # str or None per pair
+
+    @property
+    def n(self) -> int:
+        return len(self.q_len)
+
+    @property
+    def bases(self) -> int:
+        return int(self.q_len.sum() + self.t_len.sum())
+
+    def query(self, i: int) -> bytes:
+        o = int(self.q_off[i])
+        return self.seq[o : o + int(self.q_len[i])].tobytes()
+
+    def target(self, i: int) -> bytes:
+        o = int(self.t_off[i])
+        return self.seq[o : o + int(self.t_len[i])].tobytes()
+
+    def take(self, idx: np.ndarray) -> "PairBatch":
+        """A batch of the pairs idx (sequences re-packed contiguously)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        ql, tl = self.q_len[idx], self.t_len[idx]
+        qpart = self.seq[segment_index(self.q_off[idx], ql)]
+        tpart = self.seq[segment_index(self.t_off[idx], tl)]
+        seq = np.concatenate([qpart, tpart]) if len(idx) else np.zeros(0, np.uint8)
+        q_off = offsets_from_lengths(ql)
+        t_off = offsets_from_lengths(tl) + int(ql.sum())
+        pick = lambda xs: [xs[i] for i in idx] if xs else []  # noqa: E731
+        return PairBatch(seq, q_off, ql.copy(), t_off, tl.copy(), self.index[idx].copy(),
+                         pick(self.q_names), pick(self.t_names), pick(self.q_quals))
+
+    @classmethod
+    def from_sequences(cls, queries, targets, index_start: int = 0, q_names=None, t_names=None,
+                       q_quals=None) -> "PairBatch":
+        """Build a batch from bytes (already case-folded and validated)."""
+        ql = np.fromiter((len(q) for q in queries), dtype=np.int64, count=len(queries))
+        tl = np.fromiter((len(t) for t in targets), dtype=np.int64, count=len(targets))
+        buf = b"".join(queries) + b"".join(targets)
+        seq = np.frombuffer(buf, dtype=np.uint8)
+        q_off = offsets_from_lengths(ql)
+        t_off = offsets_from_lengths(tl) + int(ql.sum())
+        n = len(ql)
+        return cls(seq, q_off, ql, t_off, tl, np.arange(index_start, index_start + n, dtype=np.int64),
+                   list(q_names or []), list(t_names or []), list(q_quals or []))
+
+
+@dataclass
+class AlignBatch:
+    """Results for a PairBatch, pair i of the result = pair i of the batch.
+
+    CIGAR ops are packed ``len << 4 | op`` (BAM op codes, = is 7, X is 8) in one
+    flat uint32 buffer; cigar_off/cigar_len index it per pair (in ops).
+    """
+
+    score: np.ndarray  # int32 penalty >= 0 (valid where status == OK)
+    status: np.ndarray  # uint8
+    engine: np.ndarray  # uint8 (ENGINE_NAMES)
+    cigar: np.ndarray  # uint32 packed ops
+    cigar_off: np.ndarray  # int64
+    cigar_len: np.ndarray  # int64
+    has_cigar: bool = True
+    reason: dict = field(default_factory=dict)  # pair -> text, for failed pairs
+
+    @property
+    def n(self) -> int:
+        return len(self.score)
+
+    @classmethod
+    def empty(cls, n: int, has_cigar: bool) -> "AlignBatch":
+        return cls(np.zeros(n, np.int32), np.full(n, FAILED, np.uint8), np.zeros(n, np.uint8),
+                   np.zeros(0, np.uint32), np.zeros(n, np.int64), np.zeros(n, np.int64), has_cigar)
+
+    def take(self, idx: np.ndarray) -> "AlignBatch":
+        idx = np.asarray(idx, dtype=np.int64)
+        lens = self.cigar_len[idx]
+        cig = self.cigar[segment_index(self.cigar_off[idx], lens)]
+        pos = {int(j): i for i, j in enumerate(idx)}
+        reason = {pos[k]: v for k, v in self.reason.items() if k in pos}
+        return AlignBatch(self.score[idx].copy(), self.status[idx].copy(), self.engine[idx].copy(), cig,
+                          offsets_from_lengths(lens), lens.copy(), self.has_cigar, reason)
+
+    @classmethod
+    def merge(cls, n: int, parts, has_cigar: bool) -> "AlignBatch":
+        """Assemble results computed for index subsets into one batch of n pairs.
+
+        parts: iterable of (idx, AlignBatch); a later part overrides an earlier one.
+        """
+        out = cls.empty(n, has_cigar)
+        src_part = np.full(n, -1, np.int64)
+        src_pos = np.zeros(n, np.int64)
+        parts = list(parts)
+        for p, (idx, res) in enumerate(parts):
+            idx = np.asarray(idx, dtype=np.int64)
+            out.score[idx] = res.score
+            out.status[idx] = res.status
+            out.engine[idx] = res.engine
+            src_part[idx] = p
+            src_pos[idx] = np.arange(len(idx))
+            for k, v in res.reason.items():
+                out.reason[int(idx[k])] = v
+        out.reason = {k: v for k, v in out.reason.items() if out.status[k] != OK}
+        # CIGARs: concatenate all parts' buffers, then gather in output order
+        if parts:
+            bases = offsets_from_lengths(np.array([len(r.cigar) for _, r in parts], dtype=np.int64))
+            flat = np.concatenate([r.cigar for _, r in parts])
+            offs = np.zeros(n, np.int64)
+            lens = np.zeros(n, np.int64)
+            for p, (idx, res) in enumerate(parts):
+                mine = np.nonzero(src_part == p)[0]
+                offs[mine] = res.cigar_off[src_pos[mine]] + bases[p]
+                lens[mine] = res.cigar_len[src_pos[mine]]
+            out.cigar = flat[segment_index(offs, lens)]
+            out.cigar_len = lens
+            out.cigar_off = offsets_from_lengths(lens)
+        return out

@@ -1,0 +1,47 @@
+"""Routing policy: which engine takes which pair first, and the rescue chain.
+
+Pure functions of lengths, character content, metric and the engines present
+(no cupy import). The rule:
+1. The chain is the ordered list of engines for the config (GPU engines first
+   when present, the CPU engine last: it accepts every pair).
+2. A pair starts at the first engine of the chain that accepts it (its
+   ``accepts`` says so from lengths/characters alone).
+3. A pair whose result is ``exceeded`` moves to the next engine that accepts it.
+Results stay exact whatever the routing: routing only chooses who computes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .records import EXCEEDED, FAILED, AlignBatch, PairBatch
+
+
+def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
+    """Align a batch through the chain; returns the merged result and per-engine pair counts."""
+    accept = [engine.accepts(batch) for engine in chain]
+    start = np.full(batch.n, -1, np.int64)
+    for k in range(len(chain) - 1, -1, -1):
+        start[accept[k]] = k
+    parts, counts = [], {}
+    carried = np.zeros(batch.n, dtype=bool)
+    for k, engine in enumerate(chain):
+        here = (start == k) | (carried & accept[k])
+        carried &= ~here
+        idx = np.nonzero(here)[0]
+        if len(idx) == 0:
+            continue
+        res = engine.align(batch.take(idx), cfg)
+        parts.append((idx, res))
+        counts[engine.name] = counts.get(engine.name, 0) + int(len(idx))
+        exceeded = res.status == EXCEEDED
+        if exceeded.any():
+            carried[idx[exceeded]] = True
+            counts["rescued"] = counts.get("rescued", 0) + int(exceeded.sum())
+    out = AlignBatch.merge(batch.n, parts, not cfg.distance_only)
+    for i in np.nonzero(start < 0)[0].tolist():
+        out.reason[i] = "no engine accepts this pair"
+    for i in np.nonzero(carried)[0].tolist():
+        out.status[i] = FAILED
+        out.reason[i] = "exceeded the bounds of every engine"
+    return out, counts
