@@ -1,0 +1,60 @@
+"""Independent judges: edlib (edit distance) and parasail (gap-affine), plus checks of results."""
+
+from __future__ import annotations
+
+import re
+
+import edlib
+import numpy as np
+import parasail
+
+from gpualign import cigar as C
+from gpualign.config import Penalties
+
+_NON_ACGT = re.compile(rb"[^ACGT]")
+
+
+def rule(q: bytes, t: bytes, n_mismatch: bool) -> tuple[bytes, bytes]:
+    """Case-fold, and for --n-mismatch make non-ACGT unmatchable ('1' in q, '2' in t)."""
+    q, t = q.upper(), t.upper()
+    if n_mismatch:
+        q, t = _NON_ACGT.sub(b"1", q), _NON_ACGT.sub(b"2", t)
+    return q, t
+
+
+def edit(q: bytes, t: bytes, n_mismatch: bool = False) -> int:
+    q, t = rule(q, t, n_mismatch)
+    if not q or not t:
+        return max(len(q), len(t))
+    return edlib.align(q, t, mode="NW", task="distance")["editDistance"]
+
+
+def affine(q: bytes, t: bytes, p: Penalties, n_mismatch: bool = False) -> int:
+    q, t = rule(q, t, n_mismatch)
+    if not q or not t:
+        n = max(len(q), len(t))
+        return p.gap_open + n * p.gap_extend if n else 0
+    alphabet = "".join(sorted(set((q + t).decode())))
+    m = parasail.matrix_create(alphabet, 0, -p.mismatch)
+    # parasail charges open + (k-1)*extend for a gap of k: open = o + e, extend = e
+    return -parasail.nw(q.decode(), t.decode(), p.gap_open + p.gap_extend, p.gap_extend, m).score
+
+
+def oracle(q: bytes, t: bytes, metric: str, p: Penalties, n_mismatch: bool = False) -> int:
+    return edit(q, t, n_mismatch) if metric == "edit" else affine(q, t, p, n_mismatch)
+
+
+def check_results(batch, res, cfg, queries=None, targets=None) -> None:
+    """Every score equals the oracle's; every CIGAR is valid and scores what the engine said."""
+    from gpualign.records import OK
+
+    pen = cfg.effective_penalties
+    for i in range(batch.n):
+        q, t = batch.query(i), batch.target(i)
+        assert res.status[i] == OK, (i, res.reason.get(i))
+        want = oracle(q, t, cfg.metric, cfg.penalties, cfg.n_mismatch)
+        assert int(res.score[i]) == want, (i, q[:60], t[:60], int(res.score[i]), want)
+        if res.has_cigar:
+            ops = res.cigar[res.cigar_off[i] : res.cigar_off[i] + res.cigar_len[i]]
+            C.check_cigar(q, t, ops, cfg.n_mismatch)
+            assert C.score_cigar(ops, pen) == want, (i, C.to_text(ops, np.array([0]), np.array([len(ops)])))

@@ -1,0 +1,45 @@
+import numpy as np
+import pytest
+
+from gpualign import cigar as C
+from gpualign.config import Penalties
+
+
+def test_text_roundtrip_and_merge():
+    ops = C.from_text("3=1X2I4=1D")
+    assert C.to_text(ops, np.array([0]), np.array([len(ops)])) == ["3=1X2I4=1D"]
+    assert C.to_text(C.pack([(7, 2), (7, 3), (1, 0), (8, 1)]), np.array([0]), np.array([2])) == ["5=1X"]
+    with pytest.raises(ValueError):
+        C.from_text("3=Q")
+
+
+def test_score_by_hand():
+    p = Penalties(4, 6, 2)
+    # 1 mismatch (4) + a 2-base insertion (6+4) + a 1-base deletion (6+2)
+    assert C.score_cigar(C.from_text("3=1X2I4=1D"), p) == 4 + 10 + 8
+    assert C.score_cigar(C.from_text("2I3D"), p) == (6 + 4) + (6 + 6)
+
+
+def test_check_catches_errors():
+    q, t = b"ACGTTTACGT", b"ACGAACGTA"
+    C.check_cigar(q, t, C.from_text("3=1X2I4=1D"))
+    for bad in ("3=1X2I4=", "4=2I4=1D", "3=1=2I4=1D", "3M1X2I4=1D", "2=1X1X2I4=1D"):
+        with pytest.raises(ValueError):
+            C.check_cigar(q, t, C.from_text(bad) if bad != "2=1X1X2I4=1D" else
+                          np.array([2 << 4 | 7, 1 << 4 | 8, 1 << 4 | 8, 2 << 4 | 1, 4 << 4 | 7, 1 << 4 | 2],
+                                   np.uint32))
+
+
+def test_n_rule_in_check():
+    C.check_cigar(b"ANA", b"ANA", C.from_text("3="))
+    with pytest.raises(ValueError):
+        C.check_cigar(b"ANA", b"ANA", C.from_text("3="), n_mismatch=True)
+    C.check_cigar(b"ANA", b"ANA", C.from_text("1=1X1="), n_mismatch=True)
+
+
+def test_totals():
+    ops = np.concatenate([C.from_text("3=1X2I4=1D"), C.from_text("5=")])
+    tot = C.op_totals(ops, np.array([0, 5]), np.array([5, 1]))
+    assert tot["matches"].tolist() == [7, 5]
+    assert tot["mismatches"].tolist() == [1, 0]
+    assert tot["ins"].tolist() == [2, 0] and tot["dels"].tolist() == [1, 0]

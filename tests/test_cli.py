@@ -1,0 +1,221 @@
+"""The CLI as a user runs it: formats read back, streams, and every bad input."""
+
+import gzip
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pysam
+import pytest
+
+from gpualign import cigar as C
+from gpualign.config import AlignConfig
+from oracles import oracle
+
+ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+
+
+def run(args, stdin=None, cwd=None):
+    p = subprocess.run([sys.executable, "-m", "gpualign", *args], input=stdin, capture_output=True, cwd=cwd,
+                       env=ENV, timeout=120)
+    return p.returncode, p.stdout, p.stderr.decode()
+
+
+def write(path, text, gz=False):
+    data = text.encode() if isinstance(text, str) else text
+    with (gzip.open(path, "wb") if gz else open(path, "wb")) as fh:
+        fh.write(data)
+    return str(path)
+
+
+@pytest.fixture
+def demo(root):
+    return os.path.join(root, "data", "demo", "a.fa"), os.path.join(root, "data", "demo", "b.fa")
+
+
+def fasta_seqs(path):
+    with pysam.FastxFile(path) as fh:
+        return [(r.name, r.sequence.upper().encode(), r.quality) for r in fh]
+
+
+def test_demo_paf_is_exact(demo):
+    rc, out, err = run(["pairs", *demo, "-t", "2"])
+    assert rc == 0, err
+    assert "cpu-wfa" in err  # the notice says which engine ran
+    qs, ts = fasta_seqs(demo[0]), fasta_seqs(demo[1])
+    lines = out.decode().splitlines()
+    assert len(lines) == len(qs) == 300
+    for line, (qn, q, _), (tn, t, _) in zip(lines, qs, ts):
+        f = line.split("\t")
+        assert f[0] == qn and f[5] == tn and int(f[1]) == len(q) and int(f[6]) == len(t)
+        assert f[4] == "+" and f[11] == "255" and f[2] == "0" and f[7] == "0"
+        tags = dict(x.split(":", 1) for x in f[12:])
+        ops = C.from_text(tags["cg"][2:])
+        C.check_cigar(q, t, ops)
+        score = oracle(q, t, "edit", AlignConfig().penalties)
+        assert tags["AS"] == f"i:{-score}" and C.score_cigar(ops, AlignConfig().effective_penalties) == score
+        tot = C.op_totals(ops, np.array([0]), np.array([len(ops)]))
+        assert int(f[9]) == tot["matches"][0]
+        assert int(f[10]) == sum(int(v[0]) for v in tot.values())
+        assert tags["NM"] == f"i:{tot['mismatches'][0] + tot['ins'][0] + tot['dels'][0]}"
+
+
+@pytest.mark.parametrize("ext", ["sam", "bam"])
+def test_sam_bam_read_back(demo, tmp_path, ext):
+    out = str(tmp_path / f"o.{ext}")
+    rc, _, err = run(["pairs", *demo, "--metric", "affine", "-o", out, "-q"])
+    assert rc == 0, err
+    assert err == ""  # -q: nothing on stderr
+    qs, ts = fasta_seqs(demo[0]), fasta_seqs(demo[1])
+    with pysam.AlignmentFile(out, check_sq=True) as fh:
+        hd = fh.header.to_dict()
+        assert hd["HD"]["VN"] == "1.6" and hd["HD"]["GO"] == "query"
+        assert [s["SN"] for s in hd["SQ"]] == [n for n, _, _ in ts]
+        assert hd["PG"][0]["ID"] == "gpualign" and "pairs" in hd["PG"][0]["CL"]
+        recs = list(fh)
+    assert len(recs) == len(qs)
+    p = AlignConfig(metric="affine").penalties
+    for r, (qn, q, _), (tn, t, _) in zip(recs, qs, ts):
+        assert r.query_name == qn and r.reference_name == tn and r.reference_start == 0
+        assert r.flag == 0 and r.mapping_quality == 255
+        assert r.query_sequence.encode() == q
+        ops = C.pack((op, ln) for op, ln in r.cigartuples)
+        C.check_cigar(q, t, ops)
+        assert r.get_tag("AS") == -oracle(q, t, "affine", p) == -C.score_cigar(ops, p)
+        assert r.reference_end == len(t)
+
+
+def test_samtools_style_validation(demo, tmp_path):
+    """htslib parses the SAM text strictly: reading every record must not raise."""
+    out = str(tmp_path / "o.sam")
+    assert run(["pairs", *demo, "-o", out, "-q"])[0] == 0
+    with pysam.AlignmentFile(out) as fh:
+        n = sum(1 for r in fh if r.get_tag("NM") >= 0)
+    assert n == 300
+
+
+def test_tsv_and_distance_only(demo, tmp_path):
+    rc, out, err = run(["pairs", *demo, "--distance-only", "-q"])
+    assert rc == 0, err
+    lines = out.decode().splitlines()
+    assert lines[0].split("\t")[:6] == ["query", "target", "query_len", "target_len", "score", "edit_distance"]
+    qs, ts = fasta_seqs(demo[0]), fasta_seqs(demo[1])
+    for line, (_, q, _), (_, t, _) in zip(lines[1:], qs, ts):
+        f = line.split("\t")
+        assert int(f[4]) == oracle(q, t, "edit", None) and f[6] == "*"
+    rc, out, err = run(["pairs", *demo, "--distance-only", "--format", "paf"])
+    assert rc == 2 and "PAF" in err
+
+
+def test_fastq_gz_stdin_stdout_and_quality(tmp_path):
+    a = write(tmp_path / "a.fq.gz", "@r1 desc\nACGTACGT\n+\nIIIIIIII\n@r2\nacgtnn\n+\n!!!!!!\n", gz=True)
+    b = "\r\n".join([">t1", "ACGTTACGT", ">t2", "ACG", "TNN", ""])  # CRLF, multi-line
+    rc, out, err = run(["pairs", a, "-", "--format", "sam", "-q"], stdin=b.encode())
+    assert rc == 0, err
+    lines = [x for x in out.decode().splitlines() if not x.startswith("@")]
+    f1, f2 = lines[0].split("\t"), lines[1].split("\t")
+    assert f1[0] == "r1" and f1[5] == "4=1D4=" and f1[10] == "IIIIIIII"
+    assert f2[9] == "ACGTNN" and f2[10] == "!!!!!!" and f2[5] == "6="
+    assert "@SQ\tSN:t2\tLN:6" in out.decode()
+
+
+def test_empty_sequences_are_valid(tmp_path):
+    a = write(tmp_path / "a.fa", ">q1\n\n>q2\nACGT\n>q3\n\n")
+    b = write(tmp_path / "b.fa", ">t1\nACG\n>t2\n\n>t3\n\n")
+    rc, out, err = run(["pairs", a, b, "-q"])
+    assert rc == 0, err
+    cg = [line.split("\t")[-1] for line in out.decode().splitlines()]
+    assert cg == ["cg:Z:3D", "cg:Z:4I", "cg:Z:"]
+    rc, out, err = run(["pairs", a, b, "-q", "--format", "sam"])
+    recs = [x.split("\t") for x in out.decode().splitlines() if not x.startswith("@")]
+    assert recs[0][5] == "3D" and recs[0][9] == "*"
+    assert recs[1][1] == "4" and "zr:Z:empty_target" in recs[1]  # no @SQ for a zero-length target
+
+
+def test_n_mismatch_rule(tmp_path):
+    a = write(tmp_path / "a.fa", ">q\nACNNGT\n")
+    b = write(tmp_path / "b.fa", ">t\nACNNGT\n")
+    assert run(["pairs", a, b, "-q"])[1].decode().rstrip().endswith("cg:Z:6=")
+    out = run(["pairs", a, b, "-q", "--n-mismatch"])[1].decode()
+    assert "cg:Z:2=2X2=" in out and "NM:i:2" in out and "\t4\t6\t255" in out
+
+
+def test_summary_file_and_version(demo, tmp_path):
+    s = tmp_path / "s.tsv"
+    rc, _, err = run(["pairs", *demo, "-o", str(tmp_path / "o.paf"), "--summary", str(s)])
+    assert rc == 0 and "pairs" in err
+    rows = dict(line.split("\t") for line in s.read_text().splitlines()[1:])
+    assert rows["pairs"] == "300" and rows["route:cpu-wfa"] == "300" and rows["failed"] == "0"
+    rc, out, _ = run(["--version"])
+    assert rc == 0 and out.decode().startswith("gpualign ")
+    rc, out, _ = run(["pairs", "--help"])
+    assert rc == 0 and b"--n-mismatch" in out and b"case-insensitively" in out
+
+
+def test_broken_pipe_is_quiet(demo):
+    p = subprocess.run(f"{sys.executable} -m gpualign pairs {demo[0]} {demo[1]} -q | head -n 1",
+                       shell=True, capture_output=True, env=ENV, timeout=120)
+    assert p.stdout.count(b"\n") == 1
+    assert b"Traceback" not in p.stderr and b"Error" not in p.stderr
+
+
+BAD = {
+    "missing": (None, "no such file"),
+    "empty": ("", "empty file"),
+    "not_fasta": ("hello world\n", "not FASTA or FASTQ"),
+    "bad_quality": ("@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIII\n", "record 2: quality length"),
+    "bad_char": (">r1\nACGT\n>r2\nAC GT\n", "record 2: invalid sequence character"),
+    "non_ascii": (b">r1\nACGT\n>r2\nAC\xc3\xa9GT\n", "record 2"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_one_line(tmp_path, case):
+    content, expect = BAD[case]
+    a = str(tmp_path / f"{case}.fa")
+    if content is not None:
+        write(a, content)
+    b = write(tmp_path / "b.fa", ">t1\nACGT\n>t2\nACGT\n")
+    out = tmp_path / "o.paf"
+    rc, _, err = run(["pairs", a, b, "-o", str(out)])
+    assert rc == 1, err
+    lines = [x for x in err.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and expect in lines[0] and case in lines[0], err
+    assert "Traceback" not in err
+    assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.startswith(".gpualign")]
+
+
+def test_truncated_gzip(tmp_path):
+    data = gzip.compress(b"".join(b">r%d\nACGTACGTACGTTTGACCA\n" % i for i in range(20000)))
+    a = write(tmp_path / "a.fa.gz", data[: len(data) // 2])
+    b = write(tmp_path / "b.fa", "".join(f">t{i}\nACGT\n" for i in range(20000)))
+    rc, _, err = run(["pairs", a, b, "-o", str(tmp_path / "o.paf")])
+    assert rc == 1 and "a.fa.gz: record" in err and "truncated" in err and "Traceback" not in err
+    assert not (tmp_path / "o.paf").exists()
+
+
+def test_record_count_mismatch(tmp_path):
+    a = write(tmp_path / "a.fa", ">q1\nACGT\n>q2\nACGT\n>q3\nA\n")
+    b = write(tmp_path / "b.fa", ">t1\nACGT\n")
+    rc, out, err = run(["pairs", a, b])
+    assert rc == 1 and "a.fa has more records than" in err and "ends after 1 records" in err
+    rc, out, err = run(["pairs", b, a])
+    assert rc == 1 and "a.fa has more records than" in err
+
+
+def test_bad_options(demo):
+    assert run(["pairs", *demo, "--metric", "hamming"])[0] == 2
+    assert run(["pairs", *demo, "--gap-extend", "0", "--metric", "affine"])[0] == 2
+    assert run(["pairs", *demo, "-o", "out.xyz"])[0] == 2
+    rc, _, err = run(["pairs", "-", "-"])
+    assert rc == 2 and "only one" in err
+
+
+def test_device_gpu_without_gpu(demo):
+    from gpualign.engines._cuda import gpu_status
+
+    if gpu_status()[0]:
+        pytest.skip("a GPU is present")
+    rc, _, err = run(["pairs", *demo, "--device", "gpu"])
+    assert rc == 1 and "no GPU" in err and "Traceback" not in err

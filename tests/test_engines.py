@@ -1,0 +1,122 @@
+"""Every engine against independent oracles (edlib, parasail) with every CIGAR checked.
+
+The ``engine`` fixture runs the same bodies on the CPU engine and (marked gpu,
+skipped without one) on each GPU engine.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpualign.config import AlignConfig, Penalties
+from gpualign.engines import CpuEngine, gpu_engines
+from gpualign.route import run_chain
+from oracles import check_results
+from strategies import adversarial, batches, to_batch
+
+CONFIGS = [
+    AlignConfig(),
+    AlignConfig(n_mismatch=True),
+    AlignConfig(metric="affine"),
+    AlignConfig(metric="affine", penalties=Penalties(3, 5, 1), n_mismatch=True),
+]
+
+
+def _engines():
+    yield pytest.param("cpu1", id="cpu-1proc")
+    yield pytest.param("cpu2", id="cpu-2proc")
+    yield pytest.param("gpu", id="gpu", marks=pytest.mark.gpu)
+
+
+@pytest.fixture(params=list(_engines()))
+def chain(request):
+    if request.param == "gpu":
+        gpus = gpu_engines(AlignConfig())
+        if not gpus:
+            pytest.skip("no GPU engine")
+        engines = [*gpus, CpuEngine(1)]
+    else:
+        engines = [CpuEngine(1 if request.param == "cpu1" else 2, inline_bases=0)]
+    yield engines
+    for e in engines:
+        getattr(e, "close", lambda: None)()
+
+
+def _run(chain, batch, cfg):
+    res, counts = run_chain(batch, chain, cfg)
+    return res, counts
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.metric}{'-N' if c.n_mismatch else ''}")
+def test_adversarial(chain, cfg):
+    batch = to_batch(adversarial())
+    res, _ = _run(chain, batch, cfg)
+    check_results(batch, res, cfg)
+    dist, _ = _run(chain, batch, cfg.with_(distance_only=True))
+    assert not dist.has_cigar and len(dist.cigar) == 0
+    assert dist.score.tolist() == res.score.tolist()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(batches(max_pairs=15, max_len=400), st.sampled_from(CONFIGS))
+def test_random_batches(chain, pairs, cfg):
+    batch = to_batch(pairs)
+    res, _ = _run(chain, batch, cfg)
+    check_results(batch, res, cfg)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches(max_pairs=8, max_len=120, alphabet=b"ACGTNacgtnRY"), st.integers(1, 7), st.integers(0, 9),
+       st.integers(1, 5), st.booleans())
+def test_random_penalties_and_iupac(chain, pairs, x, o, e, n_mismatch):
+    cfg = AlignConfig(metric="affine", penalties=Penalties(x, o, e), n_mismatch=n_mismatch)
+    batch = to_batch(pairs)
+    res, _ = _run(chain, batch, cfg)
+    check_results(batch, res, cfg)
+
+
+def test_insertion_and_deletion_orientation(chain):
+    # a query with one extra base gives 1I; a query missing a base gives 1D (SAM)
+    batch = to_batch([(b"ACGTTACGT", b"ACGTACGT"), (b"ACGACGT", b"ACGTACGT")])
+    for cfg in (AlignConfig(), AlignConfig(metric="affine")):
+        res, _ = _run(chain, batch, cfg)
+        ops = [res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]] for i in range(2)]
+        assert [int(o[(o & 15) == 1].sum() >> 4 if ((o & 15) == 1).any() else 0) for o in ops] == [1, 0]
+        assert [int(((o & 15) == 2).sum()) for o in ops] == [0, 1]
+
+
+def test_simulated_sets(chain):
+    from simulate import simulate
+
+    for n, ln, rate, prof in ((200, 150, 0.02, "uniform"), (40, 1000, 0.10, "uniform"), (10, 3000, 0.12, "long")):
+        q, t = simulate(n, ln, rate, seed=ln, profile=prof)
+        batch = to_batch(list(zip(q, t)))
+        for cfg in (AlignConfig(), AlignConfig(metric="affine")):
+            res, _ = _run(chain, batch, cfg)
+            check_results(batch, res, cfg)
+
+
+def test_real_sequences(chain, root):
+    """Real genomes: human vs orangutan mtDNA windows, DWV vs VDV1 virus windows."""
+    import os
+
+    import pysam
+
+    real = os.path.join(root, "..", "shared", "data", "real")
+    if not os.path.isdir(real):
+        pytest.skip("shared/data/real not present")
+    seq = {}
+    for f in ("mtDNA_human_minimap2.fa", "mtDNA_orangutan.fa", "virus_DWV_NC_004830.fa", "virus_VDV1_NC_006494.fa"):
+        with pysam.FastxFile(os.path.join(real, f)) as fh:
+            seq[f] = next(iter(fh)).sequence.encode()
+    pairs = []
+    for a, b in (("mtDNA_human_minimap2.fa", "mtDNA_orangutan.fa"), ("virus_DWV_NC_004830.fa", "virus_VDV1_NC_006494.fa")):
+        for start in range(0, 8000, 1000):
+            pairs.append((seq[a][start:start + 700], seq[b][start:start + 700]))
+    batch = to_batch(pairs)
+    for cfg in (AlignConfig(), AlignConfig(metric="affine")):
+        res, _ = _run(chain, batch, cfg)
+        check_results(batch, res, cfg)
+    assert np.all(res.score > 0)

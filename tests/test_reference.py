@@ -1,0 +1,27 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpualign.config import Penalties
+from gpualign.engines import reference
+from oracles import affine, edit
+
+seqs = st.binary(min_size=0, max_size=40).map(lambda b: bytes(b"ACGTN"[x % 5] for x in b))
+
+
+@settings(max_examples=200, deadline=None)
+@given(seqs, seqs, st.booleans())
+def test_reference_edit_matches_edlib(q, t, n_mismatch):
+    assert reference.edit_distance(q, t, n_mismatch) == edit(q, t, n_mismatch)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seqs, seqs, st.integers(1, 6), st.integers(0, 8), st.integers(1, 4), st.booleans())
+def test_reference_affine_matches_parasail(q, t, x, o, e, n_mismatch):
+    p = Penalties(x, o, e)
+    assert reference.affine_score(q, t, p, n_mismatch) == affine(q, t, p, n_mismatch)
+
+
+def test_one_gap_by_hand():
+    # one 2-base gap: o + 2e
+    assert reference.affine_score(b"ACGTAC", b"ACAC", Penalties(4, 6, 2)) == 10
+    assert affine(b"ACGTAC", b"ACAC", Penalties(4, 6, 2)) == 10

@@ -1,0 +1,74 @@
+"""The routing/rescue chain, with stand-in engines in front of the real CPU engine."""
+
+import numpy as np
+
+from gpualign.config import AlignConfig
+from gpualign.engines import CpuEngine
+from gpualign.records import ENGINE_CODE, EXCEEDED, OK, PairBatch
+from gpualign.route import run_chain
+from oracles import check_results
+from strategies import to_batch
+
+
+class BoundedEngine:
+    """Stands in for a GPU kernel: accepts short pairs, gives up (exceeded) above a score bound."""
+
+    def __init__(self, name, max_len, bound):
+        self.name, self.max_len, self.bound = name, max_len, bound
+        self.cpu = CpuEngine(1)
+        self.seen = []
+
+    def accepts(self, batch: PairBatch):
+        return np.maximum(batch.q_len, batch.t_len) <= self.max_len
+
+    def align(self, batch, cfg):
+        self.seen.append(batch.index.copy())
+        res = self.cpu.align(batch, cfg)
+        res.engine[:] = ENGINE_CODE["gpu-edit"]
+        over = res.score > self.bound
+        res.status[over] = EXCEEDED
+        # an exceeded result carries no CIGAR
+        res.cigar_len[over] = 0
+        keep = np.repeat(~over, np.diff(np.append(res.cigar_off, len(res.cigar))).astype(np.int64)) \
+            if len(res.cigar) else np.zeros(0, bool)
+        res.cigar = res.cigar[keep]
+        res.cigar_off = np.concatenate([[0], np.cumsum(res.cigar_len)[:-1]]).astype(np.int64)
+        return res
+
+
+def _pairs():
+    from simulate import simulate
+
+    q, t = simulate(60, 200, 0.05, seed=3)
+    q2, t2 = simulate(20, 200, 0.25, seed=4)  # noisy: exceed the small bound
+    q3, t3 = simulate(10, 2000, 0.02, seed=5)  # long: not accepted by the short engine
+    pairs = list(zip(q + q2 + q3, t + t2 + t3))
+    order = np.random.default_rng(0).permutation(len(pairs))
+    return [pairs[i] for i in order]
+
+
+def test_rescue_and_order():
+    batch = to_batch(_pairs())
+    small = BoundedEngine("gpu-edit-32", max_len=500, bound=20)
+    big = BoundedEngine("gpu-edit-64", max_len=500, bound=40)
+    cpu = CpuEngine(1)
+    cfg = AlignConfig()
+    res, counts = run_chain(batch, [small, big, cpu], cfg)
+    check_results(batch, res, cfg)  # exact whatever the route
+    assert (res.status == OK).all()
+    assert counts["gpu-edit-32"] == 80 and counts["cpu-wfa"] >= 10
+    assert counts["rescued"] > 0
+    # pairs the first engine could not hold went to the second, long ones straight to the CPU
+    long_idx = np.nonzero(np.maximum(batch.q_len, batch.t_len) > 500)[0]
+    assert not np.isin(long_idx, np.concatenate(small.seen)).any()
+    assert (res.engine[long_idx] == ENGINE_CODE["cpu-wfa"]).all()
+    assert len(big.seen) == 1 and set(big.seen[0]) <= set(small.seen[0])
+
+
+def test_nothing_dropped_when_no_engine_can_hold():
+    batch = to_batch(_pairs())
+    only = BoundedEngine("gpu-edit-32", max_len=10_000, bound=5)
+    res, counts = run_chain(batch, [only], AlignConfig())
+    assert res.n == batch.n
+    failed = res.status != OK
+    assert failed.any() and all(i in res.reason for i in np.nonzero(failed)[0])
