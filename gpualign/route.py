@@ -5,7 +5,7 @@ Pure functions of lengths, character content, metric and the engines present
 1. The chain is the ordered list of engines for the config (GPU engines first
    when present, the CPU engine last: it accepts every pair).
 2. A pair starts at the first engine of the chain that accepts it (its
-   ``accepts`` says so from lengths/characters alone).
+   ``accepts(batch, cfg)`` says so from lengths/characters/metric alone).
 3. A pair whose result is ``exceeded`` moves to the next engine that accepts it.
 Results stay exact whatever the routing: routing only chooses who computes.
 """
@@ -19,7 +19,7 @@ from .records import EXCEEDED, FAILED, AlignBatch, PairBatch
 
 def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
     """Align a batch through the chain; returns the merged result and per-engine pair counts."""
-    accept = [engine.accepts(batch) for engine in chain]
+    accept = [engine.accepts(batch, cfg) for engine in chain]
     start = np.full(batch.n, -1, np.int64)
     for k in range(len(chain) - 1, -1, -1):
         start[accept[k]] = k
@@ -34,6 +34,8 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
         res = engine.align(batch.take(idx), cfg)
         parts.append((idx, res))
         counts[engine.name] = counts.get(engine.name, 0) + int(len(idx))
+        for key, v in getattr(engine, "last_counts", {}).items():  # per-kernel counts, if the engine has them
+            counts[key] = counts.get(key, 0) + v
         exceeded = res.status == EXCEEDED
         if exceeded.any():
             carried[idx[exceeded]] = True

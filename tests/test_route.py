@@ -18,7 +18,7 @@ class BoundedEngine:
         self.cpu = CpuEngine(1)
         self.seen = []
 
-    def accepts(self, batch: PairBatch):
+    def accepts(self, batch: PairBatch, cfg=None):
         return np.maximum(batch.q_len, batch.t_len) <= self.max_len
 
     def align(self, batch, cfg):

@@ -1,6 +1,6 @@
 """Engine protocol and the one place that decides which engines run.
 
-An engine: ``name``, ``accepts(batch) -> bool mask``, ``align(batch, cfg) -> AlignBatch``.
+An engine: ``name``, ``accepts(batch, cfg) -> bool mask``, ``align(batch, cfg) -> AlignBatch``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .cpu_wfa import CpuWfaEngine
 class Engine(Protocol):
     name: str
 
-    def accepts(self, batch: PairBatch) -> np.ndarray: ...
+    def accepts(self, batch: PairBatch, cfg: AlignConfig) -> np.ndarray: ...
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch: ...
 
@@ -27,13 +27,15 @@ class Engine(Protocol):
 class CpuEngine(CpuWfaEngine):
     """The CPU engine accepts every pair: the end of every chain."""
 
-    def accepts(self, batch: PairBatch) -> np.ndarray:
+    def accepts(self, batch: PairBatch, cfg: AlignConfig | None = None) -> np.ndarray:
         return np.ones(batch.n, dtype=bool)
 
 
 def gpu_engines(cfg: AlignConfig) -> list:
-    """GPU engines for this config (none yet implemented for any metric)."""
-    return []
+    """GPU engines that can serve this config, in chain order (call only when a GPU is present)."""
+    from .gpu_edit import GpuEditEngine
+
+    return [e for e in (GpuEditEngine(),) if e.accepts_cfg(cfg)]
 
 
 def select_engines(cfg: AlignConfig) -> tuple[list, str]:

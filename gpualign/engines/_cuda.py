@@ -21,3 +21,36 @@ def gpu_status() -> tuple[bool, str]:
         return True, name
     except Exception as e:
         return False, f"no usable CUDA device ({type(e).__name__})"
+
+
+def kernel_dir() -> str:
+    """kernels/ beside the package (source checkout / editable install)."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(here, "..", "..", "kernels"), os.path.join(here, "..", "kernels")):
+        if os.path.isfile(os.path.join(cand, "common.cuh")):
+            return os.path.normpath(cand)
+    raise FileNotFoundError("gpualign kernels/ directory not found")
+
+
+_modules: dict = {}
+
+
+def load_module(filename: str, name_expressions: tuple, defines: tuple = ()):
+    """Compile kernels/<filename> once per device (CuPy RawModule + its disk cache)."""
+    import os
+
+    import cupy
+
+    key = (cupy.cuda.Device().id, filename, name_expressions, defines)
+    mod = _modules.get(key)
+    if mod is None:
+        kdir = kernel_dir()
+        with open(os.path.join(kdir, filename)) as fh:
+            code = fh.read()
+        opts = ("-std=c++17", f"-I{kdir}", *(f"-D{d}" for d in defines))
+        mod = cupy.RawModule(code=code, options=opts, name_expressions=name_expressions)
+        mod.compile()
+        _modules[key] = mod
+    return mod

@@ -1,0 +1,34 @@
+// common.cuh -- sequence access shared by the gpualign kernels.
+//
+// Sequences live in one buffer of 32-bit words holding symbols of BITS bits,
+// least significant first: BITS = 8 is the raw (case-folded) byte buffer
+// itself, BITS = 2 is its 2-bit packing (A=0 C=1 T=2 G=3, bits 1-2 of the
+// ASCII code). A symbol position is the byte offset in the raw buffer, for
+// both encodings. Buffers carry two spare words at the end, so a window read
+// at the last symbol stays in bounds.
+#pragma once
+#include <stdint.h>
+
+template <int BITS>
+__device__ __forceinline__ uint32_t load_window(const uint32_t* __restrict__ w, uint32_t pos) {
+    constexpr int S = 32 / BITS;  // symbols per word
+    const uint32_t word = pos / S;
+    const uint32_t shift = (pos % S) * BITS;
+    return __funnelshift_r(w[word], w[word + 1], shift);
+}
+
+// Length of the common prefix of sequences at symbol positions a and b, at most maxlen.
+template <int BITS>
+__device__ __forceinline__ int common_prefix(const uint32_t* __restrict__ w, uint32_t a, uint32_t b, int maxlen) {
+    constexpr int S = 32 / BITS;
+    int l = 0;
+    while (l < maxlen) {
+        const uint32_t x = load_window<BITS>(w, a + l) ^ load_window<BITS>(w, b + l);
+        if (x) {
+            l += (__ffs(x) - 1) / BITS;
+            break;
+        }
+        l += S;
+    }
+    return l < maxlen ? l : maxlen;
+}

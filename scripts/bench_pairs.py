@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Benchmark `gpualign pairs` against its peers on the same simulated pairs, in one run.
+
+For each (length, error) setting it simulates N pairs (scripts/simulate.py), writes them as FASTA and
+times, on the same data:
+  e2e      gpualign pairs A.fa B.fa -o out.paf   (end to end: parse, align, format, write)
+  engine   the engine chain alone on in-memory batches (upload + kernels + CIGARs back on a GPU)
+  pywfa    pywfa (WFA2-lib) called directly, all cores, same metric, CIGAR, no I/O
+  edlib    edlib, all cores, edit distance + path (edit metric only)
+and prints a table with pairs/s and ratios, plus one JSON line per run (--json).
+
+  python scripts/bench_pairs.py -n 100000 -l 150,1000 -e 0.02,0.10 --device cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing import Pool
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from simulate import simulate, write_fasta  # noqa: E402
+
+_al = None
+
+
+def _pywfa_chunk(args):
+    global _al
+    metric, qs, ts = args
+    from pywfa import WavefrontAligner
+
+    if _al is None or _al[0] != metric:
+        _al = (metric, WavefrontAligner(distance="levenshtein" if metric == "edit" else "affine", span="end-to-end",
+                                        heuristic=None, scope="full", memory_mode="high", match=0, mismatch=4,
+                                        gap_opening=6, gap_extension=2))
+    a = _al[1]
+    out = 0
+    for q, t in zip(qs, ts):
+        a.wavefront_align(t, q)
+        out += len(a.cigarstring)
+    return out
+
+
+def _edlib_chunk(args):
+    import edlib
+
+    qs, ts = args
+    return sum(len(edlib.align(q, t, task="path")["cigar"] or "") for q, t in zip(qs, ts))
+
+
+def _pool_time(fn, chunks, threads):
+    with Pool(threads) as pool:
+        pool.map(fn, chunks[:1])  # warm up the workers
+        t0 = time.perf_counter()
+        pool.map(fn, chunks)
+        return time.perf_counter() - t0
+
+
+def _chunks(qs, ts, n, extra=()):
+    step = max(1, len(qs) // n)
+    return [(*extra, qs[i:i + step], ts[i:i + step]) for i in range(0, len(qs), step)]
+
+
+def _engine_time(q, t, metric, device, threads):
+    """The engine chain on in-memory batches (what `align_pairs` runs), warm."""
+    from gpualign.config import AlignConfig
+    from gpualign.engines import select_engines
+    from gpualign.records import PairBatch
+    from gpualign.route import run_chain
+
+    cfg = AlignConfig(metric=metric, device=device, threads=threads)
+    chain, notice = select_engines(cfg)
+    for e in chain:
+        getattr(e, "start", lambda: None)()
+    batches = []
+    step = cfg.batch_pairs
+    for i in range(0, len(q), step):
+        b = PairBatch.from_sequences(q[i:i + step], t[i:i + step])
+        batches.append(b)
+    run_chain(batches[0].take(list(range(min(1000, batches[0].n)))), chain, cfg)  # warm-up / compile
+    t0 = time.perf_counter()
+    counts = {}
+    for b in batches:
+        _, c = run_chain(b, chain, cfg)
+        for k, v in c.items():
+            counts[k] = counts.get(k, 0) + v
+    dt = time.perf_counter() - t0
+    for e in chain:
+        getattr(e, "close", lambda: None)()
+    return dt, counts, notice
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", "--pairs", type=int, default=100_000)
+    ap.add_argument("-l", "--lengths", default="150,1000")
+    ap.add_argument("-e", "--errors", default="0.02,0.10")
+    ap.add_argument("--metric", default="edit", choices=("edit", "affine"))
+    ap.add_argument("--device", default="cpu", choices=("cpu", "gpu", "auto"))
+    ap.add_argument("--peers", default="pywfa,edlib", help="comma list of pywfa,edlib (or none)")
+    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", help="append one JSON line per setting to this file")
+    ap.add_argument("--workdir", default=None)
+    a = ap.parse_args()
+    peers = [p for p in a.peers.split(",") if p and p != "none"]
+    work = a.workdir or tempfile.mkdtemp(prefix="gpualign-bench-")
+    rows = []
+    for length in map(int, a.lengths.split(",")):
+        for err in map(float, a.errors.split(",")):
+            q, t = simulate(a.pairs, length, err, seed=a.seed)
+            fa, fb, out = (os.path.join(work, f"{length}_{err}_{x}") for x in ("a.fa", "b.fa", "o.paf"))
+            write_fasta(fa, q, "q")
+            write_fasta(fb, t, "t")
+            row = {"pairs": a.pairs, "length": length, "error": err, "metric": a.metric, "device": a.device,
+                   "threads": a.threads, "host": platform.node()}
+            t0 = time.perf_counter()
+            p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out, "-q", "--metric",
+                                a.metric, "--device", a.device, "-t", str(a.threads)], capture_output=True)
+            row["e2e_s"] = time.perf_counter() - t0
+            if p.returncode:
+                sys.exit(p.stderr.decode())
+            row["engine_s"], row["routes"], row["notice"] = _engine_time(q, t, a.metric, a.device, a.threads)
+            qs = [x.decode() for x in q]
+            ts = [x.decode() for x in t]
+            if "pywfa" in peers:
+                row["pywfa_s"] = _pool_time(_pywfa_chunk, _chunks(qs, ts, 8 * a.threads, (a.metric,)), a.threads)
+            if "edlib" in peers and a.metric == "edit":
+                row["edlib_s"] = _pool_time(_edlib_chunk, _chunks(qs, ts, 8 * a.threads), a.threads)
+            rows.append(row)
+            if a.json:
+                with open(a.json, "a") as fh:
+                    fh.write(json.dumps(row) + "\n")
+            print(json.dumps(row), file=sys.stderr)
+    cols = [c for c in ("e2e_s", "engine_s", "pywfa_s", "edlib_s") if any(c in r for r in rows)]
+    print(f"\n{a.metric}, device={a.device}, {a.threads} threads, {platform.node()}")
+    print("pairs\tlen\terr\t" + "\t".join(f"{c[:-2]}(s)\t{c[:-2]}(p/s)" for c in cols) + "\tpywfa/e2e\tpywfa/engine")
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c)
+            cells += [f"{v:.3f}", f"{r['pairs'] / v:,.0f}"] if v else ["-", "-"]
+        ratio = lambda k: f"{r['pywfa_s'] / r[k]:.2f}x" if "pywfa_s" in r else "-"  # noqa: E731
+        print(f"{r['pairs']}\t{r['length']}\t{r['error']:.2f}\t" + "\t".join(cells) + f"\t{ratio('e2e_s')}\t{ratio('engine_s')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""eWFA on the GPU against edlib and the CPU engine (run on the device: pytest -m gpu)."""
+
+import numpy as np
+import pytest
+
+from gpualign import cigar as C
+from gpualign.config import AlignConfig
+from gpualign.engines import CpuEngine
+from gpualign.records import ENGINE_CODE, OK
+from gpualign.route import run_chain
+from oracles import edit
+from strategies import adversarial, to_batch
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def chain():
+    from gpualign.engines.gpu_edit import GpuEditEngine
+
+    cpu = CpuEngine(16)
+    yield [GpuEditEngine(), cpu]
+    cpu.close()
+
+
+def random_pairs(n_groups, per_group, seed, max_len=2000, max_rate=0.15, with_n=False):
+    from simulate import simulate
+
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for g in range(n_groups):
+        ln = int(rng.integers(1, max_len + 1))
+        rate = float(rng.uniform(0, max_rate))
+        q, t = simulate(per_group, ln, rate, seed=seed * 1000 + g)
+        if with_n:
+            q = [x[: len(x) // 3] + b"N" * min(7, len(x)) + x[len(x) // 3 + 7:] if len(x) > 10 else x for x in q]
+            t = [x.lower() if i % 2 else x for i, x in enumerate(t)]
+        pairs += list(zip(q, t))
+    return pairs
+
+
+def verify(batch, res, cfg, cpu_res=None, check_every=1):
+    assert (res.status == OK).all(), res.reason
+    want = np.array([edit(batch.query(i), batch.target(i), cfg.n_mismatch) for i in range(batch.n)])
+    bad = np.nonzero(res.score != want)[0]
+    assert len(bad) == 0, [(int(i), int(res.score[i]), int(want[i])) for i in bad[:5]]
+    if cpu_res is not None:
+        assert (cpu_res.score == res.score).all()
+    if res.has_cigar:
+        for i in range(0, batch.n, check_every):
+            ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
+            C.check_cigar(batch.query(i), batch.target(i), ops, cfg.n_mismatch)
+            assert C.score_cigar(ops, cfg.effective_penalties) == want[i]
+
+
+@pytest.mark.parametrize("cfg", [AlignConfig(), AlignConfig(distance_only=True)], ids=["cigar", "distance"])
+def test_adversarial(chain, cfg):
+    for n_mm in (False, True):
+        c = cfg.with_(n_mismatch=n_mm)
+        batch = to_batch(adversarial())
+        res, _ = run_chain(batch, chain, c)
+        verify(batch, res, c)
+
+
+@pytest.mark.parametrize("cfg", [AlignConfig(), AlignConfig(distance_only=True)], ids=["cigar", "distance"])
+def test_100k_random_pairs(chain, cfg):
+    batch = to_batch(random_pairs(100, 1000, seed=7))
+    res, counts = run_chain(batch, chain, cfg)
+    verify(batch, res, cfg, run_chain(batch, chain[1:], cfg)[0])
+    # every level and the CPU rescue were exercised
+    levels = [k for k in counts if k.startswith("gpu-edit:E")]
+    assert len(levels) >= 3, counts
+    assert counts.get("cpu-wfa", 0) > 0 or counts.get("rescued", 0) > 0, counts
+    assert (res.engine == ENGINE_CODE["gpu-edit"]).sum() > 0.5 * batch.n
+
+
+@pytest.mark.parametrize("n_mm", [False, True], ids=["N-matches", "N-mismatch"])
+def test_100k_pairs_with_n_and_lowercase(chain, n_mm):
+    cfg = AlignConfig(n_mismatch=n_mm)
+    batch = to_batch(random_pairs(100, 1000, seed=8, with_n=True))
+    res, counts = run_chain(batch, chain, cfg)
+    verify(batch, res, cfg, check_every=3)
+    assert any(k.endswith("-bytes") for k in counts), counts
+
+
+def test_threshold_at_level_bounds(chain):
+    """d = E-1, E, E+1 at every level: the boundary between levels and the rescue path."""
+    pairs = []
+    for e in (32, 64, 128):
+        for d in (e - 1, e, e + 1):
+            pairs.append((b"A" * 300, b"A" * (300 - d)))  # exactly d deletions
+            pairs.append((b"AC" * 150, b"AC" * 150 + b"G" * d))
+            q = bytearray(b"ACGT" * 100)
+            for j in range(d):
+                q[j * 3] = ord("T") if q[j * 3] != ord("T") else ord("A")
+            pairs.append((bytes(q), b"ACGT" * 100))
+    batch = to_batch(pairs)
+    for cfg in (AlignConfig(), AlignConfig(distance_only=True)):
+        res, _ = run_chain(batch, chain, cfg)
+        verify(batch, res, cfg)
+
+
+def test_real_reads_against_virus(chain, root):
+    """Real Illumina reads (72 nt) against the DWV genome windows they come from, via mappy-free slicing."""
+    import gzip
+    import os
+
+    real = os.path.join(root, "..", "shared", "data", "real")
+    if not os.path.isdir(real):
+        pytest.skip("no real data")
+    reads = []
+    with gzip.open(os.path.join(real, "reads_honeybee_virus_Illumina_SRR059298_subset.fastq.gz"), "rt") as fh:
+        for i, line in enumerate(fh):
+            if i % 4 == 1:
+                reads.append(line.strip().encode())
+            if len(reads) >= 20000:
+                break
+    genome = b"".join(x.strip().encode() for x in open(os.path.join(real, "virus_DWV_NC_004830.fa")) if not x.startswith(">"))
+    rng = np.random.default_rng(1)
+    starts = rng.integers(0, len(genome) - 80, len(reads))
+    pairs = [(r, genome[s: s + len(r)]) for r, s in zip(reads, starts)]
+    batch = to_batch(pairs)
+    cfg = AlignConfig()
+    res, _ = run_chain(batch, chain, cfg)
+    verify(batch, res, cfg, check_every=5)
