@@ -7,7 +7,12 @@
 // both encodings. Buffers carry two spare words at the end, so a window read
 // at the last symbol stays in bounds.
 #pragma once
+#ifdef __CUDACC_RTC__  // NVRTC (CuPy) has no C library headers
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#else
 #include <stdint.h>
+#endif
 
 template <int BITS>
 __device__ __forceinline__ uint32_t load_window(const uint32_t* __restrict__ w, uint32_t pos) {

@@ -117,7 +117,7 @@ __global__ void ewfa_align(const uint32_t* __restrict__ seq, const int* __restri
         }
         if (lane == 0) score[it] = done ? s : -1;
         if (BT && done) {
-            for (int w = lane; w < W; w += 32) bt[(size_t)it * W + w] = (w <= ((s - 1) >> 4) && s > 0) ? btA[w * D + kf + E + 1] : 0u;
+            for (int w = lane; w < W; w += 32) bt[(unsigned long long)it * W + w] = (w <= ((s - 1) >> 4) && s > 0) ? btA[w * D + kf + E + 1] : 0u;
         }
         __syncwarp();
         // both buffers are re-initialised for the next pair; keep pointer parity deterministic
@@ -156,7 +156,7 @@ __global__ void ewfa_cigar(const uint32_t* __restrict__ seq, const int* __restri
         int l = common_prefix<BITS>(seq, qp, tp, n < m ? n : m);
         c.emit(7, l); v += l; h += l;
         for (int j = 0; j < s; j++) {
-            const uint32_t op = (bt[(size_t)it * W + (j >> 4)] >> (2 * (j & 15))) & 3u;
+            const uint32_t op = (bt[(unsigned long long)it * W + (j >> 4)] >> (2 * (j & 15))) & 3u;
             if (op == 1) { c.emit(8, 1); v++; h++; }
             else if (op == 2) { c.emit(2, 1); h++; }
             else { c.emit(1, 1); v++; }

@@ -26,3 +26,13 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def root():
     return ROOT
+
+
+@pytest.fixture
+def real_data():
+    """../shared/data/real, or $GPUALIGN_REAL_DATA, or .realdata/ (a copy carried to the GPU machine)."""
+    for cand in (os.environ.get("GPUALIGN_REAL_DATA", ""), os.path.join(ROOT, "..", "shared", "data", "real"),
+                 os.path.join(ROOT, ".realdata")):
+        if cand and os.path.isdir(cand):
+            return cand
+    pytest.skip("real data not present")

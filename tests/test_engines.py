@@ -98,15 +98,13 @@ def test_simulated_sets(chain):
             check_results(batch, res, cfg)
 
 
-def test_real_sequences(chain, root):
+def test_real_sequences(chain, real_data):
     """Real genomes: human vs orangutan mtDNA windows, DWV vs VDV1 virus windows."""
     import os
 
     import pysam
 
-    real = os.path.join(root, "..", "shared", "data", "real")
-    if not os.path.isdir(real):
-        pytest.skip("shared/data/real not present")
+    real = real_data
     seq = {}
     for f in ("mtDNA_human_minimap2.fa", "mtDNA_orangutan.fa", "virus_DWV_NC_004830.fa", "virus_VDV1_NC_006494.fa"):
         with pysam.FastxFile(os.path.join(real, f)) as fh:

@@ -100,14 +100,12 @@ def test_threshold_at_level_bounds(chain):
         verify(batch, res, cfg)
 
 
-def test_real_reads_against_virus(chain, root):
+def test_real_reads_against_virus(chain, real_data):
     """Real Illumina reads (72 nt) against the DWV genome windows they come from, via mappy-free slicing."""
     import gzip
     import os
 
-    real = os.path.join(root, "..", "shared", "data", "real")
-    if not os.path.isdir(real):
-        pytest.skip("no real data")
+    real = real_data
     reads = []
     with gzip.open(os.path.join(real, "reads_honeybee_virus_Illumina_SRR059298_subset.fastq.gz"), "rt") as fh:
         for i, line in enumerate(fh):
