@@ -31,7 +31,7 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
         idx = np.nonzero(here)[0]
         if len(idx) == 0:
             continue
-        res = engine.align(batch.take(idx), cfg)
+        res = engine.align(batch if len(idx) == batch.n else batch.take(idx), cfg)
         parts.append((idx, res))
         counts[engine.name] = counts.get(engine.name, 0) + int(len(idx))
         for key, v in getattr(engine, "last_counts", {}).items():  # per-kernel counts, if the engine has them

@@ -6,17 +6,19 @@
 //     raw: case-folded bytes (ACGT only where 2-bit mode is used), as words; packed[j] holds
 //     the 2-bit codes of bytes 16j..16j+15. One thread per output word.
 //
-//   ewfa_align<E, BITS, BT>(seq, list, nlist, qpos, qlen, tpos, tlen, score, bt)
-//     seq      uint32*  symbols (BITS = 2 packed, BITS = 8 raw bytes), see common.cuh
+//   ewfa_align<E, BT>(packed, raw, list, nlist, qpos, qlen, tpos, tlen, score, mode, bt)
+//     packed   uint32*  2-bit codes of the batch (pack2); raw: the bytes themselves (see common.cuh)
 //     list     int32*   pair ids to align in this launch (nlist of them)
-//     qpos/tpos uint32* symbol position of each pair's query/target; qlen/tlen int32*
+//     qpos/tpos uint32* byte offset of each pair's query/target; qlen/tlen int32*
 //     score    int32*   out, per list entry: edit distance, or -1 when it exceeds E
+//     mode     uint8*   out, per list entry: 2 when both sequences are ACGT-only (2-bit compare,
+//                       16 bases per word), else 8 (byte compare: N, IUPAC, --n-mismatch codes)
 //     bt       uint32*  out (BT only), per list entry W = E/16 words: the 2-bit edit ops of
 //                       the path, op s at bits 2s..2s+1 of word s/16 (1 = X, 2 = D, 3 = I)
-//     Launch: blockDim.x = 32 * warps, dynamic shared memory = warps * warp_smem_bytes(E, BT),
-//     any grid (warps stride over the list). Limits: |qlen - tlen| <= E is checked (else -1).
+//     Launch: blockDim.x = 32 * warps, dynamic shared memory = warps * 4 * WarpSmem<E, BT>::WORDS
+//     bytes, any grid (warps stride over the list). |qlen - tlen| > E gives -1 at once.
 //
-//   ewfa_cigar<BITS>(seq, list, nlist, qpos, qlen, tpos, tlen, score, bt, W, cig_off, cigar, ncig)
+//   ewfa_cigar(packed, raw, list, nlist, qpos, qlen, tpos, tlen, score, mode, bt, W, cig_off, cigar, ncig)
 //     One thread per list entry with score >= 0: replays the ops with extend and writes the
 //     CIGAR (BAM op codes, len << 4 | op, SAM orientation: I = query-only, D = target-only)
 //     at cigar[cig_off[i]...] (room for 2 * score + 1 ops); ncig[i] = number of ops, or -1 if
@@ -51,78 +53,98 @@ struct WarpSmem {
     static constexpr int WORDS = 2 * D + 2 * D * W;
 };
 
+// One warp: do all bytes of seq[pos, pos + len) hold A, C, G or T?
+__device__ __forceinline__ bool warp_all_acgt(const unsigned char* __restrict__ raw, uint32_t pos, int len, int lane) {
+    bool ok = true;
+    for (int i = lane; i < len; i += 32) {
+        const unsigned char c = raw[pos + i];
+        ok &= (c == 'A') | (c == 'C') | (c == 'G') | (c == 'T');
+    }
+    return __all_sync(0xffffffffu, ok);
+}
+
+// Align one pair with the whole warp; returns the score (or -1 beyond E) to every lane.
 template <int E, int BITS, bool BT>
-__global__ void ewfa_align(const uint32_t* __restrict__ seq, const int* __restrict__ list, int nlist,
+__device__ int warp_align(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp, int m,
+                          int* offA, int* offB, uint32_t* btA, uint32_t* btB, uint32_t* __restrict__ bt_out,
+                          int lane) {
+    constexpr int D = WarpSmem<E, BT>::D, W = WarpSmem<E, BT>::W;
+    const int kf = m - n;
+    for (int i = lane; i < D; i += 32) { offA[i] = NEG; offB[i] = NEG; }
+    __syncwarp();
+    if (lane == 0) offA[E + 1] = common_prefix<BITS>(seq, qp, tp, n < m ? n : m);
+    __syncwarp();
+    int s = 0;
+    bool done = (kf == 0 && offA[E + 1] == m);
+    while (!done && s < E) {
+        s++;
+        const int lo = -s > -n ? -s : -n;
+        const int hi = s < m ? s : m;
+        const int cw = (s - 1) >> 4;
+        const uint32_t shift = 2 * ((s - 1) & 15);
+        for (int k = lo + lane; k <= hi; k += 32) {
+            const int i = k + E + 1;
+            const int hx = offA[i] + 1, hd = offA[i - 1] + 1, hn = offA[i + 1];
+            int best = NEG, src = i;
+            uint32_t op = 0;
+            if (hx >= 0 && hx <= m && hx - k <= n) { best = hx; src = i; op = 1; }
+            if (hd >= 0 && hd <= m && hd - k <= n && hd > best) { best = hd; src = i - 1; op = 2; }
+            if (hn >= 0 && hn <= m && hn - k <= n && hn > best) { best = hn; src = i + 1; op = 3; }
+            if (best >= 0) {
+                const int v = best - k;
+                const int room = (n - v) < (m - best) ? (n - v) : (m - best);
+                best += common_prefix<BITS>(seq, qp + v, tp + best, room);
+                if (BT) {
+                    for (int w = 0; w < cw; w++) btB[w * D + i] = btA[w * D + src];
+                    const uint32_t prev = shift ? btA[cw * D + src] : 0u;
+                    btB[cw * D + i] = prev | (op << shift);
+                }
+            }
+            offB[i] = best;
+        }
+        __syncwarp();
+        done = (offB[kf + E + 1] == m);
+        int* t = offA; offA = offB; offB = t;
+        uint32_t* u = btA; btA = btB; btB = u;
+        __syncwarp();
+    }
+    if (BT && done) {
+        for (int w = lane; w < W; w += 32) bt_out[w] = (s > 0 && w <= ((s - 1) >> 4)) ? btA[w * D + kf + E + 1] : 0u;
+    }
+    __syncwarp();
+    return done ? s : -1;
+}
+
+template <int E, bool BT>
+__global__ void ewfa_align(const uint32_t* __restrict__ packed, const uint32_t* __restrict__ raw,
+                           const int* __restrict__ list, int nlist,
                            const uint32_t* __restrict__ qpos, const int* __restrict__ qlen,
                            const uint32_t* __restrict__ tpos, const int* __restrict__ tlen,
-                           int* __restrict__ score, uint32_t* __restrict__ bt) {
+                           int* __restrict__ score, unsigned char* __restrict__ mode, uint32_t* __restrict__ bt) {
     using L = WarpSmem<E, BT>;
     constexpr int D = L::D, W = L::W;
     extern __shared__ int smem[];
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     int* base = smem + warp * L::WORDS;
-    int* offA = base;
-    int* offB = base + D;
-    uint32_t* btA = reinterpret_cast<uint32_t*>(base + 2 * D);  // [W][D], word-major: no bank conflicts
-    uint32_t* btB = btA + W * D;
+    uint32_t* bt0 = reinterpret_cast<uint32_t*>(base + 2 * D);  // [W][D], word-major: no bank conflicts
     const int warps_total = gridDim.x * (blockDim.x >> 5);
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(raw);
 
     for (int it = blockIdx.x * (blockDim.x >> 5) + warp; it < nlist; it += warps_total) {
         const int p = list[it];
         const int n = qlen[p], m = tlen[p];
         const uint32_t qp = qpos[p], tp = tpos[p];
         const int kf = m - n;
-        if (kf > E || kf < -E) {
-            if (lane == 0) score[it] = -1;
-            continue;
+        int s = -1;
+        bool two_bit = false;
+        if (kf <= E && kf >= -E) {
+            two_bit = warp_all_acgt(bytes, qp, n, lane) && warp_all_acgt(bytes, tp, m, lane);
+            uint32_t* out = bt + (unsigned long long)it * (W ? W : 1);
+            s = two_bit ? warp_align<E, 2, BT>(packed, qp, n, tp, m, base, base + D, bt0, bt0 + W * D, out, lane)
+                        : warp_align<E, 8, BT>(raw, qp, n, tp, m, base, base + D, bt0, bt0 + W * D, out, lane);
         }
-        for (int i = lane; i < D; i += 32) { offA[i] = NEG; offB[i] = NEG; }
-        __syncwarp();
-        if (lane == 0) offA[E + 1] = common_prefix<BITS>(seq, qp, tp, n < m ? n : m);
-        __syncwarp();
-        int s = 0;
-        bool done = (kf == 0 && offA[E + 1] == m);
-        while (!done && s < E) {
-            s++;
-            const int lo = -s > -n ? -s : -n;
-            const int hi = s < m ? s : m;
-            const int cw = (s - 1) >> 4;
-            const uint32_t shift = 2 * ((s - 1) & 15);
-            for (int k = lo + lane; k <= hi; k += 32) {
-                const int i = k + E + 1;
-                const int hx = offA[i] + 1, hd = offA[i - 1] + 1, hn = offA[i + 1];
-                int best = NEG, src = i;
-                uint32_t op = 0;
-                if (hx >= 0 && hx <= m && hx - k <= n) { best = hx; src = i; op = 1; }
-                if (hd >= 0 && hd <= m && hd - k <= n && hd > best) { best = hd; src = i - 1; op = 2; }
-                if (hn >= 0 && hn <= m && hn - k <= n && hn > best) { best = hn; src = i + 1; op = 3; }
-                if (best >= 0) {
-                    const int v = best - k;
-                    const int room = (n - v) < (m - best) ? (n - v) : (m - best);
-                    best += common_prefix<BITS>(seq, qp + v, tp + best, room);
-                    if (BT) {
-                        for (int w = 0; w < cw; w++) btB[w * D + i] = btA[w * D + src];
-                        const uint32_t prev = shift ? btA[cw * D + src] : 0u;
-                        btB[cw * D + i] = prev | (op << shift);
-                    }
-                }
-                offB[i] = best;
-            }
-            __syncwarp();
-            done = (offB[kf + E + 1] == m);
-            int* t = offA; offA = offB; offB = t;
-            uint32_t* u = btA; btA = btB; btB = u;
-            __syncwarp();
-        }
-        if (lane == 0) score[it] = done ? s : -1;
-        if (BT && done) {
-            for (int w = lane; w < W; w += 32) bt[(unsigned long long)it * W + w] = (w <= ((s - 1) >> 4) && s > 0) ? btA[w * D + kf + E + 1] : 0u;
-        }
-        __syncwarp();
-        // both buffers are re-initialised for the next pair; keep pointer parity deterministic
-        offA = base; offB = base + D;
-        btA = reinterpret_cast<uint32_t*>(base + 2 * D); btB = btA + W * D;
+        if (lane == 0) { score[it] = s; mode[it] = two_bit ? 2 : 8; }
     }
 }
 
@@ -139,42 +161,45 @@ struct CigarOut {
 };
 
 template <int BITS>
-__global__ void ewfa_cigar(const uint32_t* __restrict__ seq, const int* __restrict__ list, int nlist,
+__device__ void replay(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp, int m, int s,
+                       const uint32_t* __restrict__ ops, uint32_t* __restrict__ out, int* __restrict__ nout) {
+    CigarOut c{out, 0, -1, 0};
+    int v = 0, h = 0;
+    int l = common_prefix<BITS>(seq, qp, tp, n < m ? n : m);
+    c.emit(7, l); v += l; h += l;
+    for (int j = 0; j < s; j++) {
+        const uint32_t op = (ops[j >> 4] >> (2 * (j & 15))) & 3u;
+        if (op == 1) { c.emit(8, 1); v++; h++; }
+        else if (op == 2) { c.emit(2, 1); h++; }
+        else { c.emit(1, 1); v++; }
+        const int room = (n - v) < (m - h) ? (n - v) : (m - h);
+        l = room > 0 ? common_prefix<BITS>(seq, qp + v, tp + h, room) : 0;
+        c.emit(7, l); v += l; h += l;
+    }
+    c.flush();
+    *nout = (v == n && h == m) ? c.n : -1;
+}
+
+extern "C" __global__ void ewfa_cigar(const uint32_t* __restrict__ packed, const uint32_t* __restrict__ raw,
+                           const int* __restrict__ list, int nlist,
                            const uint32_t* __restrict__ qpos, const int* __restrict__ qlen,
                            const uint32_t* __restrict__ tpos, const int* __restrict__ tlen,
-                           const int* __restrict__ score, const uint32_t* __restrict__ bt, int W,
+                           const int* __restrict__ score, const unsigned char* __restrict__ mode,
+                           const uint32_t* __restrict__ bt, int W,
                            const long long* __restrict__ cig_off, uint32_t* __restrict__ cigar,
                            int* __restrict__ ncig) {
     for (int it = blockIdx.x * blockDim.x + threadIdx.x; it < nlist; it += gridDim.x * blockDim.x) {
         const int s = score[it];
         if (s < 0) { ncig[it] = 0; continue; }
         const int p = list[it];
-        const int n = qlen[p], m = tlen[p];
-        const uint32_t qp = qpos[p], tp = tpos[p];
-        CigarOut c{cigar + cig_off[it], 0, -1, 0};
-        int v = 0, h = 0;
-        int l = common_prefix<BITS>(seq, qp, tp, n < m ? n : m);
-        c.emit(7, l); v += l; h += l;
-        for (int j = 0; j < s; j++) {
-            const uint32_t op = (bt[(unsigned long long)it * W + (j >> 4)] >> (2 * (j & 15))) & 3u;
-            if (op == 1) { c.emit(8, 1); v++; h++; }
-            else if (op == 2) { c.emit(2, 1); h++; }
-            else { c.emit(1, 1); v++; }
-            const int room = (n - v) < (m - h) ? (n - v) : (m - h);
-            l = room > 0 ? common_prefix<BITS>(seq, qp + v, tp + h, room) : 0;
-            c.emit(7, l); v += l; h += l;
-        }
-        c.flush();
-        ncig[it] = (v == n && h == m) ? c.n : -1;
+        const uint32_t* ops = bt + (unsigned long long)it * W;
+        if (mode[it] == 2) replay<2>(packed, qpos[p], qlen[p], tpos[p], tlen[p], s, ops, cigar + cig_off[it], ncig + it);
+        else replay<8>(raw, qpos[p], qlen[p], tpos[p], tlen[p], s, ops, cigar + cig_off[it], ncig + it);
     }
 }
 
 // Explicit instances: what gpu_edit.py asks for by name, and what a bare nvcc build checks.
-#define EWFA_ALIGN(E, B, T) template __global__ void ewfa_align<E, B, T>(const uint32_t*, const int*, int, \
-    const uint32_t*, const int*, const uint32_t*, const int*, int*, uint32_t*);
-#define EWFA_BOTH(E, T) EWFA_ALIGN(E, 2, T) EWFA_ALIGN(E, 8, T)
-EWFA_BOTH(32, true) EWFA_BOTH(64, true) EWFA_BOTH(128, true)
-EWFA_BOTH(32, false) EWFA_BOTH(64, false) EWFA_BOTH(128, false) EWFA_BOTH(256, false) EWFA_BOTH(512, false)
-#define EWFA_CIGAR(B) template __global__ void ewfa_cigar<B>(const uint32_t*, const int*, int, const uint32_t*, \
-    const int*, const uint32_t*, const int*, const int*, const uint32_t*, int, const long long*, uint32_t*, int*);
-EWFA_CIGAR(2) EWFA_CIGAR(8)
+#define EWFA_ALIGN(E, T) template __global__ void ewfa_align<E, T>(const uint32_t*, const uint32_t*, const int*, \
+    int, const uint32_t*, const int*, const uint32_t*, const int*, int*, unsigned char*, uint32_t*);
+EWFA_ALIGN(32, true) EWFA_ALIGN(64, true) EWFA_ALIGN(128, true)
+EWFA_ALIGN(32, false) EWFA_ALIGN(64, false) EWFA_ALIGN(128, false) EWFA_ALIGN(256, false) EWFA_ALIGN(512, false)

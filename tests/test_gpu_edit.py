@@ -69,8 +69,9 @@ def test_100k_random_pairs(chain, cfg):
     verify(batch, res, cfg, run_chain(batch, chain[1:], cfg)[0])
     # every level and the CPU rescue were exercised
     levels = [k for k in counts if k.startswith("gpu-edit:E")]
-    assert len(levels) >= 3, counts
-    assert counts.get("cpu-wfa", 0) > 0 or counts.get("rescued", 0) > 0, counts
+    assert len(levels) >= 2, counts
+    if not cfg.distance_only:  # 2 kbp at 15% is beyond E128: rescued by the CPU engine
+        assert counts.get("rescued", 0) > 0 and counts.get("cpu-wfa", 0) > 0, counts
     assert (res.engine == ENGINE_CODE["gpu-edit"]).sum() > 0.5 * batch.n
 
 

@@ -32,12 +32,23 @@ def _smem_words(e: int, bt: bool) -> int:
 
 
 def _names():
-    names = ["pack2"]
-    for bits in (2, 8):
-        names += [f"ewfa_align<{e}, {bits}, true>" for e in CIGAR_LEVELS]
-        names += [f"ewfa_align<{e}, {bits}, false>" for e in sorted(set(CIGAR_LEVELS + DISTANCE_LEVELS))]
-        names.append(f"ewfa_cigar<{bits}>")
+    names = ["pack2", "ewfa_cigar"]
+    names += [f"ewfa_align<{e}, true>" for e in CIGAR_LEVELS]
+    names += [f"ewfa_align<{e}, false>" for e in sorted(set(CIGAR_LEVELS + DISTANCE_LEVELS))]
     return tuple(names)
+
+
+def start_level(levels: tuple, sample_scores: np.ndarray) -> int:
+    """First level to try: the smallest that holds 80% of a sample's scores (exceeding ones count as
+    beyond every level). Only speed depends on it: pairs above it still escalate."""
+    if len(sample_scores) == 0:
+        return levels[0]
+    s = np.where(sample_scores < 0, np.iinfo(np.int32).max, sample_scores)
+    q = np.quantile(s, 0.8, method="higher")
+    for e in levels:
+        if q <= e:
+            return e
+    return levels[-1]
 
 
 class GpuEditEngine:
@@ -69,80 +80,99 @@ class GpuEditEngine:
         return (np.abs(batch.q_len - batch.t_len) <= top) & (longest <= MAX_LEN)
 
     # -- the device work -------------------------------------------------------------
-    def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
+    def _upload(self, batch: PairBatch, cfg: AlignConfig):
+        """Raw bytes (pinned, one copy) and the 2-bit packing made on the device."""
         import cupy
+        import cupyx
 
-        mod = self._module()
+        seq = pack.compare_view(batch, cfg.n_mismatch)
+        size = (len(seq) + 127) // 64 * 64 + 64
+        if getattr(self, "_pinned", None) is None or len(self._pinned) < size:
+            self._pinned = cupyx.empty_pinned(max(size, 1 << 22), dtype=np.uint8)
+        host = self._pinned[:size]
+        host[: len(seq)] = seq
+        host[len(seq):] = 0
+        d_raw = cupy.empty(size, dtype=cupy.uint8)
+        d_raw.set(host)
+        nwords = size // 16
+        d_packed = cupy.empty(nwords + 2, dtype=cupy.uint32)
+        d_packed[-2:] = 0
+        self._mod.get_function("pack2")((min(4096, (nwords + 255) // 256),), (256,),
+                                        (d_raw.view(cupy.uint32), d_packed, np.int32(nwords)))
+        meta = np.empty((4, batch.n), dtype=np.int32)
+        meta[0], meta[1], meta[2], meta[3] = batch.q_off, batch.q_len, batch.t_off, batch.t_len
+        return d_packed, d_raw.view(cupy.uint32), cupy.asarray(meta)
+
+    def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
+        self._module()
         n = batch.n
         want_cigar = not cfg.distance_only
-        seq = pack.compare_view(batch, cfg.n_mismatch)
-        padded = np.zeros((len(seq) + 127) // 64 * 64 + 64, dtype=np.uint8)
-        padded[: len(seq)] = seq
-        d_raw = cupy.asarray(padded).view(cupy.uint32)
-        nwords = len(padded) // 16
-        d_packed = cupy.zeros(nwords + 2, dtype=cupy.uint32)
-        mod.get_function("pack2")((min(4096, (nwords + 255) // 256),), (256,), (d_raw, d_packed, np.int32(nwords)))
-        meta = np.empty((4, n), dtype=np.int32)
-        meta[0], meta[1], meta[2], meta[3] = batch.q_off, batch.q_len, batch.t_off, batch.t_len
-        d_meta = cupy.asarray(meta)
-        d_qpos, d_qlen, d_tpos, d_tlen = (d_meta[i] for i in range(4))
-        acgt = pack.all_acgt(batch)
+        d_packed, d_raw, d_meta = self._upload(batch, cfg)
+        dev = (d_packed, d_raw, d_meta[0], d_meta[1], d_meta[2], d_meta[3])
+        levels = self.levels(cfg)
+        # a small distance-only sample at the top level picks where to start
+        sample = np.arange(n, dtype=np.int32)
+        if n > 1024:
+            sample = np.sort(np.random.default_rng(n).choice(n, 1024, replace=False)).astype(np.int32)
+        first = start_level(levels, self._run_level(levels[-1], dev, sample, False)[0])
 
         score = np.full(n, -1, np.int32)
         status = np.full(n, EXCEEDED, np.uint8)
         cig_parts = []  # (pair ids, flat ops, offsets, counts)
         counts: dict = {}
-        todo = {2: np.nonzero(acgt)[0].astype(np.int32), 8: np.nonzero(~acgt)[0].astype(np.int32)}
-        for e in self.levels(cfg):
-            for bits, d_seq in ((2, d_packed), (8, d_raw)):
-                ids = todo[bits]
-                if len(ids) == 0:
-                    continue
-                got = self._run_level(mod, e, bits, d_seq, ids, d_qpos, d_qlen, d_tpos, d_tlen, want_cigar)
-                s, ops, off, cnt = got
-                done = s >= 0
-                score[ids[done]] = s[done]
-                status[ids[done]] = OK
-                if want_cigar:
-                    bad = done & (cnt < 0)
-                    status[ids[bad]] = FAILED
-                    good = done & (cnt >= 0)
-                    cig_parts.append((ids[good], ops, off[good], cnt[good]))
-                counts[f"gpu-edit:E{e}{'' if bits == 2 else '-bytes'}"] = int(done.sum())
-                todo[bits] = ids[~done]
+        todo = np.arange(n, dtype=np.int32)
+        for e in levels[levels.index(first):]:
+            if len(todo) == 0:
+                break
+            s, mode, ops, off, cnt = self._run_level(e, dev, todo, want_cigar)
+            done = s >= 0
+            score[todo[done]] = s[done]
+            status[todo[done]] = OK
+            if want_cigar:
+                bad = done & (cnt < 0)
+                status[todo[bad]] = FAILED
+                good = done & (cnt >= 0)
+                cig_parts.append((todo[good], ops, off[good], cnt[good]))
+            n2 = int((done & (mode == 2)).sum())
+            counts[f"gpu-edit:E{e}"] = n2
+            counts[f"gpu-edit:E{e}-bytes"] = int(done.sum()) - n2
+            todo = todo[~done]
         self.last_counts = {k: v for k, v in counts.items() if v}
         return self._assemble(n, score, status, cig_parts, want_cigar)
 
-    def _run_level(self, mod, e, bits, d_seq, ids, d_qpos, d_qlen, d_tpos, d_tlen, want_cigar):
+    def _run_level(self, e, dev, ids, want_cigar):
         import cupy
 
+        mod = self._mod
+        d_packed, d_raw, d_qpos, d_qlen, d_tpos, d_tlen = dev
         nl = len(ids)
         d_list = cupy.asarray(ids)
         d_score = cupy.empty(nl, dtype=cupy.int32)
+        d_mode = cupy.empty(nl, dtype=cupy.uint8)
         w = e // 16
         d_bt = cupy.empty(nl * w if want_cigar else 1, dtype=cupy.uint32)
-        kern = mod.get_function(f"ewfa_align<{e}, {bits}, {'true' if want_cigar else 'false'}>")
+        kern = mod.get_function(f"ewfa_align<{e}, {'true' if want_cigar else 'false'}>")
         per_warp = 4 * _smem_words(e, want_cigar)
         warps = max(1, min(8, SMEM_TARGET // per_warp))
         smem = warps * per_warp
         if smem > 48 * 1024:
             kern.max_dynamic_shared_size_bytes = smem
         grid = max(1, min((nl + warps - 1) // warps, self._sms * 64))
-        kern((grid,), (32 * warps,), (d_seq, d_list, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen, d_score, d_bt),
-             shared_mem=smem)
+        kern((grid,), (32 * warps,), (d_packed, d_raw, d_list, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen,
+                                      d_score, d_mode, d_bt), shared_mem=smem)
         s = d_score.get()
+        mode = d_mode.get()
         if not want_cigar:
-            return s, None, None, None
+            return s, mode, None, None, None
         cap = np.where(s >= 0, 2 * s.astype(np.int64) + 1, 0)
         off = offsets_from_lengths(cap)
         d_off = cupy.asarray(off)
         d_cig = cupy.empty(max(1, int(cap.sum())), dtype=cupy.uint32)
         d_cnt = cupy.empty(nl, dtype=cupy.int32)
-        cig = mod.get_function(f"ewfa_cigar<{bits}>")
-        cig(((nl + 127) // 128,), (128,), (d_seq, d_list, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen, d_score, d_bt,
-                                        np.int32(w), d_off, d_cig, d_cnt))
-        return s, d_cig.get(), off, d_cnt.get()
-
+        mod.get_function("ewfa_cigar")(((nl + 127) // 128,), (128,),
+                                       (d_packed, d_raw, d_list, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen,
+                                        d_score, d_mode, d_bt, np.int32(w), d_off, d_cig, d_cnt))
+        return s, mode, d_cig.get(), off, d_cnt.get()
     @staticmethod
     def _assemble(n, score, status, parts, want_cigar) -> AlignBatch:
         engine = np.full(n, ENGINE_CODE[NAME], np.uint8)
