@@ -50,14 +50,28 @@ def from_text(text: str) -> np.ndarray:
 
 
 def to_text(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> list[str]:
-    """Packed CIGARs of many pairs -> list of strings, built in bulk."""
+    """Packed CIGARs of many pairs -> list of strings, built in bulk (no per-op Python)."""
     n = len(length)
     if len(cigar) == 0:
         return [""] * n
-    tokens = np.char.add(np.char.mod("%d", cigar >> 4), _OP_BYTES[cigar & 15].view("S1").astype("U1"))
-    toks = tokens.tolist()
-    ends = (np.asarray(off) + np.asarray(length)).tolist()
-    return ["".join(toks[o:e]) for o, e in zip(np.asarray(off).tolist(), ends)]
+    lens = (cigar >> 4).astype(np.int64)
+    ndig = np.ones(len(lens), dtype=np.int64)
+    for p in range(1, 10):
+        ndig += lens >= 10**p
+    width = ndig + 1
+    start = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(width, out=start[1:])
+    buf = np.empty(int(start[-1]), dtype=np.uint8)
+    for d in range(int(ndig.max())):
+        sel = np.nonzero(d < ndig)[0]
+        div = 10 ** (ndig[sel] - 1 - d)
+        buf[start[sel] + d] = 48 + (lens[sel] // div) % 10
+    buf[start[1:] - 1] = _OP_BYTES[cigar & 15]
+    text = buf.tobytes().decode("ascii")
+    off = np.asarray(off, dtype=np.int64)
+    end = off + np.asarray(length, dtype=np.int64)
+    cs, ce = start[off].tolist(), start[end].tolist()
+    return [text[a:b] for a, b in zip(cs, ce)]
 
 
 def op_totals(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> dict:
