@@ -16,7 +16,7 @@ import typer
 
 from . import __version__
 from .config import AlignConfig, Penalties
-from .errors import GpualignError
+from .errors import ConfigError, GpualignError
 
 CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
              "(N matches N, as in edlib and WFA2-lib); with --n-mismatch every character other than "
@@ -101,6 +101,7 @@ def pairs(
     threads: Annotated[int, typer.Option("--threads", "-t", help="CPU worker processes (0 = all cores).")] = 0,
     device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")] = "auto",
     summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV to this file.")] = None,
+    verify: Annotated[float, typer.Option("--verify", help="Re-align this fraction of pairs with the CPU engine (WFA2-lib) and report the share that is optimal (recall).")] = 0.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
     batch_bases: Annotated[int, typer.Option("--batch-bases", hidden=True)] = 1 << 24,
@@ -109,6 +110,8 @@ def pairs(
     from .pipeline import run_pairs
 
     def body():
+        if not 0.0 <= verify <= 1.0:
+            raise ConfigError(f"--verify must be a fraction in [0, 1] (got {verify})")
         cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend),
                           distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=threads,
                           batch_bases=batch_bases)
@@ -122,9 +125,9 @@ def pairs(
                           console=err, transient=True) as bar:
                 task = bar.add_task("aligning")
                 report = lambda p, b: bar.update(task, description=f"{p:,} pairs, {b:,} bases")  # noqa: E731
-                result = run_pairs(query, target, output, fmt, cfg, command_line, report, notice)
+                result = run_pairs(query, target, output, fmt, cfg, command_line, report, notice, verify)
         else:
-            result = run_pairs(query, target, output, fmt, cfg, command_line, None, notice)
+            result = run_pairs(query, target, output, fmt, cfg, command_line, None, notice, verify)
         _print_summary(result, summary, quiet)
         if result.failed and not quiet:
             err.print(f"gpualign: warning: {result.failed} pair(s) failed (see zr:Z / status)", markup=False)

@@ -17,6 +17,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .config import AlignConfig
 from .engines import select_engines
 from .errors import ConfigError, InputError
@@ -57,6 +59,8 @@ class Summary:
     seconds: float = 0.0
     counts: dict = field(default_factory=dict)
     notice: str = ""
+    verified: int = 0
+    verified_optimal: int = 0
 
     def add_counts(self, counts: dict) -> None:
         for k, v in counts.items():
@@ -68,6 +72,9 @@ class Summary:
                 ("failed", str(self.failed)), ("wall_seconds", f"{self.seconds:.3f}"),
                 ("pairs_per_second", f"{rate:.0f}")]
         rows += [(f"route:{k}", str(v)) for k, v in sorted(self.counts.items())]
+        if self.verified:
+            rows += [("verified", str(self.verified)), ("verified_optimal", str(self.verified_optimal)),
+                     ("recall", f"{100.0 * self.verified_optimal / self.verified:.4f}%")]
         return rows
 
 
@@ -148,7 +155,7 @@ def _reader_thread(gen, q: queue.Queue, stop: threading.Event) -> None:
 
 
 def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignConfig, command_line: str,
-              progress=None, on_notice=None) -> Summary:
+              progress=None, on_notice=None, verify: float = 0.0) -> Summary:
     cfg.validate()
     fmt = infer_format(fmt, out, cfg.distance_only)
     if path_a == "-" and path_b == "-":
@@ -173,7 +180,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             writer = writer_cls(output.target, targets=targets,
                                 command_line=command_line, metric=cfg.metric)
             _stream(fastx.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs), chain, cfg, writer,
-                    summary, progress)
+                    summary, progress, verify)
             writer.close()
             output.commit()
         except BaseException:
@@ -189,7 +196,18 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
     return summary
 
 
-def _stream(batches, chain, cfg, writer, summary: Summary, progress) -> None:
+def _verify(batch, res, cpu, cfg, fraction: float, summary: Summary) -> None:
+    """Re-align a random fraction of the pairs with the CPU engine; count the optimal scores."""
+    rng = np.random.default_rng(int(batch.index[0]) if batch.n else 0)
+    idx = np.nonzero((rng.random(batch.n) < fraction) & (res.status == OK))[0]
+    if len(idx) == 0:
+        return
+    check = cpu.align(batch.take(idx), cfg.with_(distance_only=True))
+    summary.verified += len(idx)
+    summary.verified_optimal += int(((check.status == OK) & (check.score == res.score[idx])).sum())
+
+
+def _stream(batches, chain, cfg, writer, summary: Summary, progress, verify: float = 0.0) -> None:
     q: queue.Queue = queue.Queue(maxsize=2)
     stop = threading.Event()
     reader = threading.Thread(target=_reader_thread, args=(batches, q, stop), daemon=True)
@@ -212,6 +230,8 @@ def _stream(batches, chain, cfg, writer, summary: Summary, progress) -> None:
                     summary.bases += batch.bases
                     summary.failed += int((res.status != OK).sum())
                     summary.add_counts(counts)
+                    if verify > 0:
+                        _verify(batch, res, chain[-1], cfg, verify, summary)
                     if progress:
                         progress(summary.pairs, summary.bases)
                 if item is None:

@@ -219,3 +219,31 @@ def test_device_gpu_without_gpu(demo):
         pytest.skip("a GPU is present")
     rc, _, err = run(["pairs", *demo, "--device", "gpu"])
     assert rc == 1 and "no GPU" in err and "Traceback" not in err
+
+
+def test_verify_reports_recall(demo, tmp_path):
+    s = tmp_path / "s.tsv"
+    rc, _, err = run(["pairs", *demo, "-o", str(tmp_path / "o.paf"), "--verify", "0.5", "--summary", str(s)])
+    assert rc == 0, err
+    rows = dict(line.split("\t") for line in s.read_text().splitlines()[1:])
+    assert 100 < int(rows["verified"]) < 200 and rows["recall"] == "100.0000%"
+    assert run(["pairs", *demo, "--verify", "2"])[0] == 2
+
+
+def test_ctrl_c_exits_130(tmp_path):
+    import signal
+    import time
+
+    from simulate import simulate, write_fasta
+
+    q, t = simulate(20000, 2000, 0.15, seed=1)
+    write_fasta(str(tmp_path / "a.fa"), q, "q")
+    write_fasta(str(tmp_path / "b.fa"), t, "t")
+    p = subprocess.Popen([sys.executable, "-m", "gpualign", "pairs", str(tmp_path / "a.fa"), str(tmp_path / "b.fa"),
+                          "-o", str(tmp_path / "o.paf"), "-t", "1"], stderr=subprocess.PIPE, env=ENV)
+    time.sleep(2.5)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert b"Traceback" not in err and not (tmp_path / "o.paf").exists()
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".gpualign")]

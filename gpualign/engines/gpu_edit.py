@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import pack
 from ..config import AlignConfig
-from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths, segment_index
+from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
 from ._cuda import load_module
 
 NAME = "gpu-edit"
@@ -23,6 +23,8 @@ CIGAR_LEVELS = (32, 64, 128)
 DISTANCE_LEVELS = (32, 128, 512)
 SMEM_TARGET = 96 * 1024  # shared memory per block we aim for (more warps per block when smaller)
 MAX_LEN = 1 << 20  # longer pairs go to other engines
+_NULL_I64 = np.uint64(0)  # null device pointers for the count-only CIGAR pass
+_NULL_U32 = np.uint64(0)
 
 
 def _smem_words(e: int, bt: bool) -> int:
@@ -32,7 +34,7 @@ def _smem_words(e: int, bt: bool) -> int:
 
 
 def _names():
-    names = ["pack2", "ewfa_cigar"]
+    names = ["pack2", "ewfa_cigar", "gather_ops"]
     names += [f"ewfa_align<{e}, true>" for e in CIGAR_LEVELS]
     names += [f"ewfa_align<{e}, false>" for e in sorted(set(CIGAR_LEVELS + DISTANCE_LEVELS))]
     return tuple(names)
@@ -164,17 +166,24 @@ class GpuEditEngine:
         mode = d_mode.get()
         if not want_cigar:
             return s, mode, None, None, None
-        cap = np.where(s >= 0, 2 * s.astype(np.int64) + 1, 0)
-        off = offsets_from_lengths(cap)
-        d_off = cupy.asarray(off)
-        d_cig = cupy.empty(max(1, int(cap.sum())), dtype=cupy.uint32)
+        # CIGARs in two passes: count, offsets (device scan), write compactly
         d_cnt = cupy.empty(nl, dtype=cupy.int32)
-        mod.get_function("ewfa_cigar")(((nl + 127) // 128,), (128,),
-                                       (d_packed, d_raw, d_list, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen,
-                                        d_score, d_mode, d_bt, np.int32(w), d_off, d_cig, d_cnt))
-        return s, mode, d_cig.get(), off, d_cnt.get()
-    @staticmethod
-    def _assemble(n, score, status, parts, want_cigar) -> AlignBatch:
+        cig = mod.get_function("ewfa_cigar")
+        args = (d_packed, d_raw, d_list, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen, d_score, d_mode, d_bt,
+                np.int32(w))
+        grid = ((nl + 127) // 128,)
+        cig(grid, (128,), (*args, _NULL_I64, _NULL_U32, d_cnt))
+        d_len = cupy.maximum(d_cnt, 0).astype(cupy.int64)
+        d_off = cupy.cumsum(d_len) - d_len
+        total = int(d_off[-1] + d_len[-1]) if nl else 0
+        d_cig = cupy.empty(max(1, total), dtype=cupy.uint32)
+        cig(grid, (128,), (*args, d_off, d_cig, d_cnt))
+        return s, mode, d_cig, d_off.get(), d_cnt.get()
+
+    def _assemble(self, n, score, status, parts, want_cigar) -> AlignBatch:
+        """Results in pair order; the CIGARs of all levels gathered on the device, downloaded once."""
+        import cupy
+
         engine = np.full(n, ENGINE_CODE[NAME], np.uint8)
         res = AlignBatch(score, status, engine, np.zeros(0, np.uint32), np.zeros(n, np.int64),
                          np.zeros(n, np.int64), want_cigar)
@@ -183,16 +192,22 @@ class GpuEditEngine:
         if not want_cigar or not parts:
             return res
         lens = np.zeros(n, np.int64)
-        srcs = []
-        base = 0
         src_off = np.zeros(n, np.int64)
-        for ids, ops, off, cnt in parts:
+        base = 0
+        for ids, d_ops, off, cnt in parts:
             lens[ids] = cnt
             src_off[ids] = off + base
-            srcs.append(ops)
-            base += len(ops)
-        flat = np.concatenate(srcs)
-        res.cigar = flat[segment_index(src_off, lens)]
-        res.cigar_len = lens
-        res.cigar_off = offsets_from_lengths(lens)
+            base += len(d_ops)
+        dst_off = offsets_from_lengths(lens)
+        total = int(lens.sum())
+        if len(parts) == 1 and np.array_equal(src_off, dst_off):
+            flat = parts[0][1][:total].get()  # one level, already in pair order
+        else:
+            d_src = cupy.concatenate([p[1] for p in parts])
+            d_dst = cupy.empty(max(1, total), dtype=cupy.uint32)
+            self._mod.get_function("gather_ops")(((n + 127) // 128,), (128,), (
+                d_src, cupy.asarray(src_off), cupy.asarray(lens.astype(np.int32)), cupy.asarray(dst_off),
+                d_dst, np.int32(n)))
+            flat = d_dst[:total].get()
+        res.cigar, res.cigar_len, res.cigar_off = flat, lens, dst_off
         return res
