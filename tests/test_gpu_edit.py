@@ -15,12 +15,18 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def chain():
+def cpu():
+    engine = CpuEngine(16)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module", params=["auto", "E32"])
+def chain(request, cpu):
+    """The GPU engine with its sampled start level, and forced to start at E32 (every level runs)."""
     from gpualign.engines.gpu_edit import GpuEditEngine
 
-    cpu = CpuEngine(16)
-    yield [GpuEditEngine(), cpu]
-    cpu.close()
+    return [GpuEditEngine(start=None if request.param == "auto" else 32), cpu]
 
 
 def random_pairs(n_groups, per_group, seed, max_len=2000, max_rate=0.15, with_n=False):
@@ -68,8 +74,9 @@ def test_100k_random_pairs(chain, cfg):
     res, counts = run_chain(batch, chain, cfg)
     verify(batch, res, cfg, run_chain(batch, chain[1:], cfg)[0])
     # every level and the CPU rescue were exercised
-    levels = [k for k in counts if k.startswith("gpu-edit:E")]
-    assert len(levels) >= 2, counts
+    levels = {k.split("-bytes")[0] for k in counts if k.startswith("gpu-edit:E")}
+    if chain[0].start == 32:  # escalation through every level
+        assert levels >= {"gpu-edit:E32", "gpu-edit:E128"} | ({"gpu-edit:E64"} if not cfg.distance_only else set()), counts
     if not cfg.distance_only:  # 2 kbp at 15% is beyond E128: rescued by the CPU engine
         assert counts.get("rescued", 0) > 0 and counts.get("cpu-wfa", 0) > 0, counts
     assert (res.engine == ENGINE_CODE["gpu-edit"]).sum() > 0.5 * batch.n
@@ -97,8 +104,10 @@ def test_threshold_at_level_bounds(chain):
             pairs.append((bytes(q), b"ACGT" * 100))
     batch = to_batch(pairs)
     for cfg in (AlignConfig(), AlignConfig(distance_only=True)):
-        res, _ = run_chain(batch, chain, cfg)
+        res, counts = run_chain(batch, chain, cfg)
         verify(batch, res, cfg)
+        if chain[0].start == 32 and not cfg.distance_only:
+            assert {"gpu-edit:E32", "gpu-edit:E64", "gpu-edit:E128", "cpu-wfa"} <= set(counts), counts
 
 
 def test_real_reads_against_virus(chain, real_data):

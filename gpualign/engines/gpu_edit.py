@@ -53,11 +53,27 @@ def start_level(levels: tuple, sample_scores: np.ndarray) -> int:
     return levels[-1]
 
 
+def copy_parallel(dst: np.ndarray, src: np.ndarray, threads: int = 8, chunk: int = 1 << 23) -> None:
+    """dst[:len(src)] = src with several threads (numpy releases the GIL): pinned staging is
+    otherwise limited by one core's memcpy."""
+    n = len(src)
+    if n <= chunk:
+        dst[:n] = src
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = list(range(0, n, chunk)) + [n]
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda ab: np.copyto(dst[ab[0]:ab[1]], src[ab[0]:ab[1]]), zip(bounds[:-1], bounds[1:])))
+
+
 class GpuEditEngine:
     name = NAME
 
-    def __init__(self):
+    def __init__(self, start: int | None = None):
+        """start: first level to try (None = chosen per batch from a sample; tests force 32)."""
         self._mod = None
+        self.start = start
         self.last_counts: dict = {}
 
     def _module(self):
@@ -92,7 +108,7 @@ class GpuEditEngine:
         if getattr(self, "_pinned", None) is None or len(self._pinned) < size:
             self._pinned = cupyx.empty_pinned(max(size, 1 << 22), dtype=np.uint8)
         host = self._pinned[:size]
-        host[: len(seq)] = seq
+        copy_parallel(host, seq)
         host[len(seq):] = 0
         d_raw = cupy.empty(size, dtype=cupy.uint8)
         d_raw.set(host)
@@ -112,11 +128,13 @@ class GpuEditEngine:
         d_packed, d_raw, d_meta = self._upload(batch, cfg)
         dev = (d_packed, d_raw, d_meta[0], d_meta[1], d_meta[2], d_meta[3])
         levels = self.levels(cfg)
-        # a small distance-only sample at the top level picks where to start
-        sample = np.arange(n, dtype=np.int32)
-        if n > 1024:
-            sample = np.sort(np.random.default_rng(n).choice(n, 1024, replace=False)).astype(np.int32)
-        first = start_level(levels, self._run_level(levels[-1], dev, sample, False)[0])
+        if self.start is not None:
+            first = self.start
+        else:  # a small distance-only sample at the top level picks where to start
+            sample = np.arange(n, dtype=np.int32)
+            if n > 1024:
+                sample = np.unique(np.random.default_rng(n).integers(0, n, 1024)).astype(np.int32)
+            first = start_level(levels, self._run_level(levels[-1], dev, sample, False)[0])
 
         score = np.full(n, -1, np.int32)
         status = np.full(n, EXCEEDED, np.uint8)
