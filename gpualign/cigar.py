@@ -54,38 +54,42 @@ def to_text(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> list[str]
     n = len(length)
     if len(cigar) == 0:
         return [""] * n
-    lens = (cigar >> 4).astype(np.int64)
+    lens = (cigar >> 4).astype(np.uint32)
+    top = int(lens.max())
     ndig = np.ones(len(lens), dtype=np.int64)
-    for p in range(1, 10):
-        ndig += lens >= 10**p
-    width = ndig + 1
+    p = 10
+    while p <= top:
+        ndig += lens >= p
+        p *= 10
     start = np.zeros(len(lens) + 1, dtype=np.int64)
-    np.cumsum(width, out=start[1:])
+    np.cumsum(ndig + 1, out=start[1:])
+    end = start[1:] - 1  # the op character's position
     buf = np.empty(int(start[-1]), dtype=np.uint8)
-    for d in range(int(ndig.max())):
-        sel = np.nonzero(d < ndig)[0]
-        div = 10 ** (ndig[sel] - 1 - d)
-        buf[start[sel] + d] = 48 + (lens[sel] // div) % 10
-    buf[start[1:] - 1] = _OP_BYTES[cigar & 15]
+    buf[end] = _OP_BYTES[cigar & 15]
+    rest, pos, live = lens, end, None  # write digits right to left
+    while True:
+        buf[pos - 1] = 48 + rest % 10
+        rest = rest // 10
+        more = rest > 0
+        if not more.any():
+            break
+        live = np.nonzero(more)[0]
+        rest, pos = rest[live], pos[live] - 1
     text = buf.tobytes().decode("ascii")
     off = np.asarray(off, dtype=np.int64)
-    end = off + np.asarray(length, dtype=np.int64)
-    cs, ce = start[off].tolist(), start[end].tolist()
-    return [text[a:b] for a, b in zip(cs, ce)]
+    stop = off + np.asarray(length, dtype=np.int64)
+    return [text[a:b] for a, b in zip(start[off].tolist(), start[stop].tolist())]
 
 
 def op_totals(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> dict:
-    """Per pair: matches (=), mismatches (X), ins (I), dels (D) in bases, as int64 arrays."""
+    """Per pair: matches (=), mismatches (X), ins (I), dels (D) in bases, as int64 arrays.
+
+    CIGARs are stored contiguously in pair order (the AlignBatch invariant)."""
     n = len(length)
     pair = np.repeat(np.arange(n, dtype=np.int64), np.asarray(length, dtype=np.int64))
-    # cigars are stored contiguously in pair order by every producer (AlignBatch invariant)
-    ops = cigar & 15
-    lens = (cigar >> 4).astype(np.int64)
-    out = {}
-    for name, code in (("matches", EQ), ("mismatches", X), ("ins", I), ("dels", D)):
-        sel = ops == code
-        out[name] = np.bincount(pair[sel], weights=lens[sel], minlength=n).astype(np.int64)
-    return out
+    key = pair * 16 + (cigar & 15)
+    sums = np.bincount(key, weights=(cigar >> 4), minlength=16 * n).reshape(n, 16).astype(np.int64)
+    return {"matches": sums[:, EQ], "mismatches": sums[:, X], "ins": sums[:, I], "dels": sums[:, D]}
 
 
 def consumed(ops: np.ndarray) -> tuple[int, int]:

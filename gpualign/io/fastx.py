@@ -1,6 +1,7 @@
 """FASTA/FASTQ streams (plain, gzip, bgzip, '-' for stdin) -> PairBatch chunks.
 
-Parsing is htslib's (pysam.FastxFile). This module adds what a user needs:
+Parsing is htslib's (pysam.FastxFile), taken in chunks of records so that the
+Python work per record stays small. This module adds what a user needs:
 a sniff that tells "empty" from "not FASTA/FASTQ", errors that name the file
 and record, a check of the sequence bytes, and batching in bounded memory.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import gzip
 import os
 import zlib
+from itertools import islice
 from typing import Iterator
 
 import numpy as np
@@ -55,8 +57,12 @@ def sniff(path: str) -> None:
                          "expected '>' or '@')")
 
 
-def records(path: str) -> Iterator[tuple[str, str, str | None]]:
-    """Yield (name, sequence, quality or None) per record, with errors naming file:record."""
+CHUNK = 16384  # records taken from htslib per Python step
+
+
+def record_chunks(path: str, chunk: int = CHUNK) -> Iterator[tuple[list, list, list]]:
+    """Yield (names, sequences, qualities or None) lists of up to chunk records each;
+    errors name the file and record."""
     import pysam
 
     pysam.set_verbosity(0)  # htslib's own messages: we raise our one-line error instead
@@ -67,11 +73,22 @@ def records(path: str) -> Iterator[tuple[str, str, str | None]]:
         fh = pysam.FastxFile(path, persist=False)
     except OSError as e:
         raise InputError(f"{name}: cannot open ({e})") from None
+    it = iter(fh)
     try:
         with fh:
-            for rec in fh:
-                n += 1
-                yield rec.name, rec.sequence or "", rec.quality
+            while True:
+                names, seqs, quals = [], [], []
+                put_n, put_s, put_q = names.append, seqs.append, quals.append
+                try:
+                    for r in islice(it, chunk):  # persist=False: read each proxy before the next
+                        put_n(r.name)
+                        put_s(r.sequence or "")
+                        put_q(r.quality)
+                finally:
+                    n += len(names)
+                if not names:
+                    break
+                yield names, seqs, quals
     except UnicodeDecodeError:
         raise InputError(f"{name}: record {n + 1}: non-ASCII byte in the record") from None
     except (ValueError, OSError) as e:
@@ -81,6 +98,12 @@ def records(path: str) -> Iterator[tuple[str, str, str | None]]:
         raise InputError(f"{name}: record {n + 1}: truncated or malformed input ({msg.split(' in ')[0]})") from None
     if n == 0:
         raise InputError(f"{name}: no FASTA/FASTQ records (empty input or not FASTA/FASTQ)")
+
+
+def records(path: str) -> Iterator[tuple[str, str, str | None]]:
+    """(name, sequence, quality or None) per record."""
+    for names, seqs, quals in record_chunks(path):
+        yield from zip(names, seqs, quals)
 
 
 def _encode(seqs: list[str], path: str, first_record: int) -> bytes:
@@ -112,34 +135,60 @@ def _batch(path_a, path_b, first, qn, qs, qq, tn, ts) -> PairBatch:
                      np.arange(first, first + len(qs), dtype=np.int64), qn, tn, qq)
 
 
+class _Buffered:
+    """Records of one file, taken in chunks and handed out in any count."""
+
+    def __init__(self, path: str):
+        self.chunks = record_chunks(path)
+        self.names, self.seqs, self.quals = [], [], []
+        self.done = False
+
+    def fill(self, want: int) -> int:
+        while len(self.names) < want and not self.done:
+            try:
+                n, s, q = next(self.chunks)
+            except StopIteration:
+                self.done = True
+                break
+            self.names += n
+            self.seqs += s
+            self.quals += q
+        return len(self.names)
+
+    def take(self, k: int):
+        out = self.names[:k], self.seqs[:k], self.quals[:k]
+        del self.names[:k], self.seqs[:k], self.quals[:k]
+        return out
+
+
 def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int) -> Iterator[PairBatch]:
-    """Record i of A with record i of B, in batches of bounded size."""
+    """Record i of A with record i of B, in batches of bounded size (bases and pairs)."""
     if path_a == STDIN and path_b == STDIN:
         raise InputError("only one of the two inputs can be '-' (stdin)")
-    ra, rb = records(path_a), records(path_b)
-    done = object()
+    a, b = _Buffered(path_a), _Buffered(path_b)
     count = 0
-    qn, qs, qq, tn, ts = [], [], [], [], []
-    bases = 0
     while True:
-        a = next(ra, done)
-        b = next(rb, done)
-        if a is done or b is done:
-            if a is not done or b is not done:
-                longer, shorter = (path_a, path_b) if b is done else (path_b, path_a)
+        want = CHUNK
+        while True:  # enough records buffered for one batch, or the end of a file
+            avail = min(a.fill(want), b.fill(want))
+            total = sum(map(len, a.seqs[:avail])) + sum(map(len, b.seqs[:avail]))
+            if avail < want or total >= batch_bases or avail >= batch_pairs:
+                break
+            want += CHUNK
+        if avail == 0:
+            if a.names or b.names:
+                longer, shorter = (path_a, path_b) if a.names else (path_b, path_a)
                 raise InputError(f"{display_name(longer)} has more records than {display_name(shorter)} "
                                  f"({display_name(shorter)} ends after {count} records)")
-            break
-        qn.append(a[0]); qs.append(a[1]); qq.append(a[2])
-        tn.append(b[0]); ts.append(b[1])
-        count += 1
-        bases += len(a[1]) + len(b[1])
-        if bases >= batch_bases or len(qs) >= batch_pairs:
-            yield _batch(path_a, path_b, count - len(qs), qn, qs, qq, tn, ts)
-            qn, qs, qq, tn, ts = [], [], [], [], []
-            bases = 0
-    if qs:
-        yield _batch(path_a, path_b, count - len(qs), qn, qs, qq, tn, ts)
+            return
+        # as many pairs as the size bounds allow (at least one)
+        lens = np.fromiter((len(x) + len(y) for x, y in zip(a.seqs[:avail], b.seqs[:avail])), np.int64, avail)
+        k = int(np.searchsorted(np.cumsum(lens), batch_bases, side="left")) + 1
+        k = max(1, min(k, avail, batch_pairs))
+        qn, qs, qq = a.take(k)
+        tn, ts, _ = b.take(k)
+        yield _batch(path_a, path_b, count, qn, qs, qq, tn, ts)
+        count += k
 
 
 def names_and_lengths(path: str) -> Iterator[tuple[str, int]]:
