@@ -104,7 +104,7 @@ def pairs(
     verify: Annotated[float, typer.Option("--verify", help="Re-align this fraction of pairs with the CPU engine (WFA2-lib) and report the share that is optimal (recall).")] = 0.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
-    batch_bases: Annotated[int, typer.Option("--batch-bases", hidden=True)] = 1 << 24,
+    batch_bases: Annotated[int, typer.Option("--batch-bases", hidden=True)] = 1 << 25,
 ) -> None:
     """Align record i of QUERY with record i of TARGET (global, exact): PAF/SAM/BAM/TSV."""
     from .pipeline import run_pairs

@@ -54,7 +54,7 @@ class AlignConfig:
     n_mismatch: bool = False
     device: str = "auto"
     threads: int = 0  # 0 = all cores
-    batch_bases: int = 1 << 24  # bases per PairBatch (query + target)
+    batch_bases: int = 1 << 25  # bases per PairBatch (query + target)
     batch_pairs: int = 1 << 18  # pairs per PairBatch at most
 
     def validate(self) -> "AlignConfig":

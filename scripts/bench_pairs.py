@@ -109,6 +109,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="append one JSON line per setting to this file")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--verify", type=float, default=0.0,
+                    help="pass --verify F to the end-to-end run and report its recall")
     a = ap.parse_args()
     peers = [p for p in a.peers.split(",") if p and p != "none"]
     work = a.workdir or tempfile.mkdtemp(prefix="gpualign-bench-")
@@ -121,12 +123,20 @@ def main() -> None:
             write_fasta(fb, t, "t")
             row = {"pairs": a.pairs, "length": length, "error": err, "metric": a.metric, "device": a.device,
                    "threads": a.threads, "host": platform.node()}
+            summ = os.path.join(work, "summary.tsv")
             t0 = time.perf_counter()
             p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out, "-q", "--metric",
-                                a.metric, "--device", a.device, "-t", str(a.threads)], capture_output=True)
+                                a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ],
+                               capture_output=True)
             row["e2e_s"] = time.perf_counter() - t0
             if p.returncode:
                 sys.exit(p.stderr.decode())
+            if a.verify > 0:  # a second end-to-end run, with the sampled check of optimality
+                subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out, "-q", "--metric",
+                                a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ,
+                                "--verify", str(a.verify)], check=True, capture_output=True)
+                rows_s = dict(line.split("\t") for line in open(summ).read().splitlines()[1:])
+                row["verified"], row["recall"] = int(rows_s.get("verified", 0)), rows_s.get("recall", "-")
             row["engine_s"], row["routes"], row["notice"] = _engine_time(q, t, a.metric, a.device, a.threads)
             qs = [x.decode() for x in q]
             ts = [x.decode() for x in t]
@@ -141,14 +151,16 @@ def main() -> None:
             print(json.dumps(row), file=sys.stderr)
     cols = [c for c in ("e2e_s", "engine_s", "pywfa_s", "edlib_s") if any(c in r for r in rows)]
     print(f"\n{a.metric}, device={a.device}, {a.threads} threads, {platform.node()}")
-    print("pairs\tlen\terr\t" + "\t".join(f"{c[:-2]}(s)\t{c[:-2]}(p/s)" for c in cols) + "\tpywfa/e2e\tpywfa/engine")
+    print("pairs\tlen\terr\t" + "\t".join(f"{c[:-2]}(s)\t{c[:-2]}(p/s)" for c in cols)
+          + "\tpywfa/e2e\tpywfa/engine\trecall")
     for r in rows:
         cells = []
         for c in cols:
             v = r.get(c)
             cells += [f"{v:.3f}", f"{r['pairs'] / v:,.0f}"] if v else ["-", "-"]
         ratio = lambda k: f"{r['pywfa_s'] / r[k]:.2f}x" if "pywfa_s" in r else "-"  # noqa: E731
-        print(f"{r['pairs']}\t{r['length']}\t{r['error']:.2f}\t" + "\t".join(cells) + f"\t{ratio('e2e_s')}\t{ratio('engine_s')}")
+        print(f"{r['pairs']}\t{r['length']}\t{r['error']:.2f}\t" + "\t".join(cells)
+              + f"\t{ratio('e2e_s')}\t{ratio('engine_s')}\t{r.get('recall', '-')}")
 
 
 if __name__ == "__main__":
