@@ -26,7 +26,7 @@ def chain(request, cpu):
     """The GPU engine with its sampled start level, and forced to start at E32 (every level runs)."""
     from gpualign.engines.gpu_edit import GpuEditEngine
 
-    return [GpuEditEngine(start=None if request.param == "auto" else 32), cpu]
+    return [GpuEditEngine(first_level=None if request.param == "auto" else 32), cpu]
 
 
 def random_pairs(n_groups, per_group, seed, max_len=2000, max_rate=0.15, with_n=False):
@@ -75,7 +75,7 @@ def test_100k_random_pairs(chain, cfg):
     verify(batch, res, cfg, run_chain(batch, chain[1:], cfg)[0])
     # every level and the CPU rescue were exercised
     levels = {k.split("-bytes")[0] for k in counts if k.startswith("gpu-edit:E")}
-    if chain[0].start == 32:  # escalation through every level
+    if chain[0].first_level == 32:  # escalation through every level
         assert levels >= {"gpu-edit:E32", "gpu-edit:E128"} | ({"gpu-edit:E64"} if not cfg.distance_only else set()), counts
     if not cfg.distance_only:  # 2 kbp at 15% is beyond E128: rescued by the CPU engine
         assert counts.get("rescued", 0) > 0 and counts.get("cpu-wfa", 0) > 0, counts
@@ -106,7 +106,7 @@ def test_threshold_at_level_bounds(chain):
     for cfg in (AlignConfig(), AlignConfig(distance_only=True)):
         res, counts = run_chain(batch, chain, cfg)
         verify(batch, res, cfg)
-        if chain[0].start == 32 and not cfg.distance_only:
+        if chain[0].first_level == 32 and not cfg.distance_only:
             assert {"gpu-edit:E32", "gpu-edit:E64", "gpu-edit:E128", "cpu-wfa"} <= set(counts), counts
 
 
@@ -131,3 +131,26 @@ def test_real_reads_against_virus(chain, real_data):
     cfg = AlignConfig()
     res, _ = run_chain(batch, chain, cfg)
     verify(batch, res, cfg, check_every=5)
+
+
+def test_cli_gpu_equals_cpu(root, tmp_path):
+    """`gpualign pairs --device gpu` end to end: same scores as the CPU engine, valid CIGARs, GPU routes."""
+    import os
+    import subprocess
+    import sys
+
+    a, b = (os.path.join(root, "data", "demo", f) for f in ("a.fa", "b.fa"))
+    outs = {}
+    for dev in ("gpu", "cpu"):
+        summ = tmp_path / f"{dev}.tsv"
+        p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", a, b, "--device", dev, "--format", "tsv",
+                            "--summary", str(summ), "--verify", "1"], capture_output=True, timeout=300)
+        assert p.returncode == 0, p.stderr.decode()
+        outs[dev] = [line.split("\t") for line in p.stdout.decode().splitlines()[1:]]
+        rows = dict(line.split("\t") for line in summ.read_text().splitlines()[1:])
+        assert rows["recall"] == "100.0000%"
+        if dev == "gpu":
+            assert int(rows.get("route:gpu-edit", 0)) > 0 and "gpu-edit" in p.stderr.decode()
+    assert [r[4] for r in outs["gpu"]] == [r[4] for r in outs["cpu"]]
+    for r in outs["gpu"]:
+        assert r[7] == "ok"

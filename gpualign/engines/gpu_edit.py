@@ -70,10 +70,10 @@ def copy_parallel(dst: np.ndarray, src: np.ndarray, threads: int = 8, chunk: int
 class GpuEditEngine:
     name = NAME
 
-    def __init__(self, start: int | None = None):
-        """start: first level to try (None = chosen per batch from a sample; tests force 32)."""
+    def __init__(self, first_level: int | None = None):
+        """first_level: first level to try (None = chosen per batch from a sample; tests force 32)."""
         self._mod = None
-        self.start = start
+        self.first_level = first_level
         self.last_counts: dict = {}
 
     def _module(self):
@@ -128,8 +128,8 @@ class GpuEditEngine:
         d_packed, d_raw, d_meta = self._upload(batch, cfg)
         dev = (d_packed, d_raw, d_meta[0], d_meta[1], d_meta[2], d_meta[3])
         levels = self.levels(cfg)
-        if self.start is not None:
-            first = self.start
+        if self.first_level is not None:
+            first = self.first_level
         else:  # a small distance-only sample at the top level picks where to start
             sample = np.arange(n, dtype=np.int32)
             if n > 1024:
