@@ -61,6 +61,7 @@ class Summary:
     notice: str = ""
     verified: int = 0
     verified_optimal: int = 0
+    stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "align": 0.0, "write": 0.0})
 
     def add_counts(self, counts: dict) -> None:
         for k, v in counts.items():
@@ -71,6 +72,8 @@ class Summary:
         rows = [("pairs", str(self.pairs)), ("bases", str(self.bases)), ("records_written", str(self.written)),
                 ("failed", str(self.failed)), ("wall_seconds", f"{self.seconds:.3f}"),
                 ("pairs_per_second", f"{rate:.0f}")]
+        # busy time of each stage; the stages overlap (reader, aligner and writer run concurrently)
+        rows += [(f"{k}_seconds", f"{v:.3f}") for k, v in self.stage_seconds.items()]
         rows += [(f"route:{k}", str(v)) for k, v in sorted(self.counts.items())]
         if self.verified:
             rows += [("verified", str(self.verified)), ("verified_optimal", str(self.verified_optimal)),
@@ -136,6 +139,20 @@ class _Output:
                 os.unlink(self.tmp)
             except OSError:
                 pass
+
+
+def _timed(gen, stages: dict, key: str):
+    """Iterate gen, adding the time spent producing each item to stages[key]."""
+    it = iter(gen)
+    while True:
+        t0 = time.perf_counter()
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        finally:
+            stages[key] += time.perf_counter() - t0
+        yield item
 
 
 def _reader_thread(gen, q: queue.Queue, stop: threading.Event) -> None:
@@ -210,7 +227,16 @@ def _verify(batch, res, cpu, cfg, fraction: float, summary: Summary) -> None:
 def _stream(batches, chain, cfg, writer, summary: Summary, progress, verify: float = 0.0) -> None:
     q: queue.Queue = queue.Queue(maxsize=2)
     stop = threading.Event()
-    reader = threading.Thread(target=_reader_thread, args=(batches, q, stop), daemon=True)
+    stages = summary.stage_seconds
+    reader = threading.Thread(target=_reader_thread, args=(_timed(batches, stages, "read"), q, stop), daemon=True)
+
+    def align(batch):
+        t0 = time.perf_counter()
+        try:
+            return run_chain(batch, chain, cfg)
+        finally:
+            stages["align"] += time.perf_counter() - t0
+
     reader.start()
     pending = []
     try:
@@ -220,12 +246,14 @@ def _stream(batches, chain, cfg, writer, summary: Summary, progress, verify: flo
                 if isinstance(item, BaseException):
                     raise item
                 if item is not None:
-                    pending.append((item, aligner.submit(run_chain, item, chain, cfg)))
+                    pending.append((item, aligner.submit(align, item)))
                 # keep one batch aligning while the previous one is written
                 while pending and (item is None or len(pending) > 1):
                     batch, fut = pending.pop(0)
                     res, counts = fut.result()
+                    t0 = time.perf_counter()
                     summary.written += writer.write(batch, res)
+                    stages["write"] += time.perf_counter() - t0
                     summary.pairs += batch.n
                     summary.bases += batch.bases
                     summary.failed += int((res.status != OK).sum())
