@@ -100,13 +100,13 @@ def record_chunks(path: str, chunk: int = CHUNK) -> Iterator[tuple[list, list, l
         raise InputError(f"{name}: no FASTA/FASTQ records (empty input or not FASTA/FASTQ)")
 
 
-def records(path: str) -> Iterator[tuple[str, str, str | None]]:
-    """(name, sequence, quality or None) per record."""
-    for names, seqs, quals in record_chunks(path):
+def records(path: str, chunk: int = CHUNK) -> Iterator[tuple[str, str, str | None]]:
+    """(name, sequence, quality or None) per record (chunk=1 for genomes: one in memory at a time)."""
+    for names, seqs, quals in record_chunks(path, chunk):
         yield from zip(names, seqs, quals)
 
 
-def _encode(seqs: list[str], path: str, first_record: int) -> bytes:
+def encode(seqs: list[str], path: str, first_record: int) -> bytes:
     """Join, check and case-fold a chunk's sequences."""
     joined = "".join(seqs)
     try:
@@ -126,8 +126,8 @@ def _encode(seqs: list[str], path: str, first_record: int) -> bytes:
 
 
 def _batch(path_a, path_b, first, qn, qs, qq, tn, ts) -> PairBatch:
-    qbuf = _encode(qs, path_a, first + 1)
-    tbuf = _encode(ts, path_b, first + 1)
+    qbuf = encode(qs, path_a, first + 1)
+    tbuf = encode(ts, path_b, first + 1)
     ql = np.fromiter((len(s) for s in qs), dtype=np.int64, count=len(qs))
     tl = np.fromiter((len(s) for s in ts), dtype=np.int64, count=len(ts))
     seq = np.frombuffer(qbuf + tbuf, dtype=np.uint8)

@@ -1,0 +1,136 @@
+"""`gpualign genome`: exact edit distance between chromosome-scale strings.
+
+Record i of A against record i of B (or the records named with --query-record/--target-record),
+one pair in memory at a time. GPU: engines/gpu_long.py; CPU: engines/cpu_long.py.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import pack
+from .config import AlignConfig
+from .errors import ConfigError, DeviceError, InputError
+from .io import fastx
+
+HEADER = ("query\ttarget\tquery_len\ttarget_len\tdistance\tidentity\tseconds\tcups\tcells_per_second\t"
+          "engine\n")
+
+
+@dataclass
+class GenomeResult:
+    query: str
+    target: str
+    query_len: int
+    target_len: int
+    distance: int
+    seconds: float
+    cells: int | None
+    engine: str
+
+    def tsv(self) -> str:
+        longest = max(self.query_len, self.target_len)
+        ident = 1.0 - self.distance / longest if longest else 1.0
+        cups = self.query_len * self.target_len / self.seconds if self.seconds > 0 else 0.0
+        cps = f"{self.cells / self.seconds:.4g}" if self.cells and self.seconds > 0 else "*"
+        return (f"{self.query}\t{self.target}\t{self.query_len}\t{self.target_len}\t{self.distance}\t{ident:.6f}\t"
+                f"{self.seconds:.3f}\t{cups:.4g}\t{cps}\t{self.engine}\n")
+
+
+def _pick(path: str, name: str | None):
+    """All records of path in order, or the one named (a missing name is an error)."""
+    if name is None:
+        yield from fastx.records(path, chunk=1)
+        return
+    for rec in fastx.records(path, chunk=1):
+        if rec[0] == name:
+            yield rec
+            return
+    raise InputError(f"{fastx.display_name(path)}: no record named {name!r}")
+
+
+def _pairs(path_a, path_b, qname, tname):
+    ra, rb = _pick(path_a, qname), _pick(path_b, tname)
+    done = object()
+    i = 0
+    while True:
+        a, b = next(ra, done), next(rb, done)
+        if a is done or b is done:
+            if a is not done or b is not done:
+                longer, shorter = (path_a, path_b) if b is done else (path_b, path_a)
+                raise InputError(f"{fastx.display_name(longer)} has more records than "
+                                 f"{fastx.display_name(shorter)} ({fastx.display_name(shorter)} ends after {i})")
+            return
+        i += 1
+        qa = np.frombuffer(fastx.encode([a[1]], path_a, i), dtype=np.uint8)
+        tb = np.frombuffer(fastx.encode([b[1]], path_b, i), dtype=np.uint8)
+        yield a[0], b[0], qa, tb
+
+
+def _apply_rule(q: np.ndarray, t: np.ndarray, n_mismatch: bool):
+    if not n_mismatch:
+        return q, t
+    q, t = q.copy(), t.copy()
+    q[~pack.is_acgt(q)] = pack.Q_WILD
+    t[~pack.is_acgt(t)] = pack.T_WILD
+    return q, t
+
+
+def use_gpu(device: str) -> bool:
+    from .engines._cuda import gpu_status
+
+    ok, what = gpu_status()
+    if device == "gpu" and not ok:
+        raise DeviceError(f"--device gpu: no GPU available ({what})")
+    return ok and device != "cpu"
+
+
+def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None, tname=None, on_notice=None,
+               progress=None, prune: bool = True, cpu_method: str = "auto") -> list[GenomeResult]:
+    cfg.validate()
+    if not cfg.distance_only:
+        raise ConfigError("gpualign genome computes distances only for now: add --distance-only "
+                          "(the alignment path for chromosome-scale strings is not available yet)")
+    if cfg.metric != "edit":
+        raise ConfigError("gpualign genome supports --metric edit only")
+    gpu = use_gpu(cfg.device)
+    if on_notice:
+        on_notice("engine: gpu-long (wavefront, dynamic diamond)" if gpu else
+                  "warning: no GPU in use; the CPU path (WFA2-lib BiWFA or edlib) can take minutes to hours "
+                  "on distant chromosome-scale strings")
+    results = []
+    sink = open(out, "w") if out != "-" else None
+    try:
+        import sys
+
+        stream = sink or sys.stdout
+        stream.write(HEADER)
+        for qn, tn, q, t in _pairs(path_a, path_b, qname, tname):
+            q, t = _apply_rule(q, t, cfg.n_mismatch)
+            t0 = time.perf_counter()
+            if gpu:
+                from .engines import gpu_long
+
+                r = gpu_long.distance(q, t, prune=prune, progress=progress)
+                res = GenomeResult(qn, tn, len(q), len(t), r["distance"], time.perf_counter() - t0, r["cells"],
+                                   "gpu-long")
+            else:
+                from .engines import cpu_long
+
+                d, how = cpu_long.distance(q.tobytes(), t.tobytes(), cpu_method)
+                res = GenomeResult(qn, tn, len(q), len(t), d, time.perf_counter() - t0, None, f"cpu-{how}")
+            stream.write(res.tsv())
+            stream.flush()
+            results.append(res)
+    except BaseException:
+        if sink:
+            sink.close()
+            os.unlink(out)
+        raise
+    if sink:
+        sink.close()
+    return results

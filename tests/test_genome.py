@@ -1,0 +1,143 @@
+"""`gpualign genome`: the CPU path end to end against edlib (CI), and the GPU kernel (device)."""
+
+import os
+import subprocess
+import sys
+
+import edlib
+import numpy as np
+import pytest
+
+from gpualign.engines import cpu_long
+from oracles import edit
+
+ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+
+
+def mutate(seq: bytes, rate: float, seed: int) -> bytes:
+    from simulate import simulate  # noqa: F401  (same generator family as the benchmarks)
+
+    rng = np.random.default_rng(seed)
+    a = np.frombuffer(seq, np.uint8).copy()
+    k = int(len(a) * rate)
+    pos = np.sort(rng.integers(0, max(1, len(a)), k))
+    kind = rng.integers(0, 3, k)
+    out, last = [], 0
+    for p, t in zip(pos.tolist(), kind.tolist()):
+        out.append(a[last:p])
+        if t == 0:
+            out.append(np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, 1)])
+            last = p + 1
+        elif t == 1:
+            out.append(np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, 1)])
+            last = p
+        else:
+            last = p + 1
+    out.append(a[last:])
+    return np.concatenate(out).tobytes() if out else b""
+
+
+def rand(n: int, seed: int) -> bytes:
+    return np.frombuffer(b"ACGT", np.uint8)[np.random.default_rng(seed).integers(0, 4, n)].tobytes()
+
+
+CASES = {
+    "identical": lambda: (rand(50_000, 1), rand(50_000, 1)),
+    "1pct": lambda: (rand(100_000, 2), mutate(rand(100_000, 2), 0.01, 3)),
+    "10pct": lambda: (rand(60_000, 4), mutate(rand(60_000, 4), 0.10, 5)),
+    "unequal": lambda: (rand(80_000, 6), mutate(rand(80_000, 6), 0.02, 7)[:50_000]),
+    "n_runs_lower": lambda: (rand(30_000, 8)[:10_000] + b"N" * 5_000 + rand(30_000, 8)[15_000:],
+                             mutate(rand(30_000, 8), 0.03, 9).lower()),
+    "one_empty": lambda: (b"", rand(1_000, 10)),
+    "unrelated": lambda: (rand(20_000, 11), rand(20_000, 12)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("method", ["wfa", "edlib", "auto"])
+def test_cpu_distance(case, method):
+    q, t = CASES[case]()
+    q, t = q.upper(), t.upper()
+    assert cpu_long.distance(q, t, method)[0] == edit(q, t)
+
+
+def write_fa(path, recs):
+    with open(path, "wb") as fh:
+        for name, s in recs:
+            fh.write(b">%s soft-masked\n" % name.encode())
+            for i in range(0, len(s), 60):
+                fh.write(s[i:i + 60] + b"\n")
+    return str(path)
+
+
+def run(args):
+    p = subprocess.run([sys.executable, "-m", "gpualign", "genome", *args], capture_output=True, env=ENV,
+                       timeout=300)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def test_cli_cpu_end_to_end(tmp_path):
+    pairs = [CASES[c]() for c in ("1pct", "unequal", "n_runs_lower")]
+    a = write_fa(tmp_path / "a.fa", [(f"chrA{i}", q) for i, (q, _) in enumerate(pairs)])
+    b = write_fa(tmp_path / "b.fa", [(f"chrB{i}", t) for i, (_, t) in enumerate(pairs)])
+    rc, out, err = run([a, b, "--distance-only", "--device", "cpu"])
+    assert rc == 0, err
+    assert "warning" in err
+    lines = [x.split("\t") for x in out.splitlines()]
+    assert lines[0][:6] == ["query", "target", "query_len", "target_len", "distance", "identity"]
+    for row, (q, t) in zip(lines[1:], pairs):
+        d = edlib.align(q.upper(), t.upper(), task="distance")["editDistance"]
+        assert int(row[4]) == d and int(row[2]) == len(q) and int(row[3]) == len(t)
+        assert abs(float(row[5]) - (1 - d / max(len(q), len(t)))) < 1e-6
+    # one named pair, written to a file
+    o = tmp_path / "d.tsv"
+    rc, _, err = run([a, b, "--distance-only", "--device", "cpu", "--query-record", "chrA1", "--target-record",
+                      "chrB1", "-o", str(o), "-q"])
+    assert rc == 0 and err == ""
+    row = o.read_text().splitlines()[1].split("\t")
+    assert row[:2] == ["chrA1", "chrB1"] and int(row[4]) == edit(pairs[1][0], pairs[1][1])
+    # --n-mismatch: the N run of pair 2 no longer matches anything
+    rc, out, _ = run([a, b, "--distance-only", "--device", "cpu", "--n-mismatch", "--query-record", "chrA2",
+                      "--target-record", "chrB2", "-q"])
+    assert int(out.splitlines()[1].split("\t")[4]) == edit(pairs[2][0], pairs[2][1], n_mismatch=True)
+
+
+def test_cli_errors(tmp_path):
+    a = write_fa(tmp_path / "a.fa", [("x", rand(100, 1)), ("y", rand(100, 2))])
+    b = write_fa(tmp_path / "b.fa", [("x", rand(100, 1))])
+    rc, _, err = run([a, b])
+    assert rc == 2 and "not available yet" in err and "--distance-only" in err
+    rc, _, err = run([a, b, "--distance-only", "--device", "cpu", "-o", str(tmp_path / "o.tsv")])
+    assert rc == 1 and "a.fa has more records" in err and not (tmp_path / "o.tsv").exists()
+    rc, _, err = run([a, b, "--distance-only", "--device", "cpu", "--query-record", "zz"])
+    assert rc == 1 and "no record named 'zz'" in err
+    rc, _, err = run([str(tmp_path / "missing.fa"), b, "--distance-only"])
+    assert rc == 1 and "no such file" in err and "Traceback" not in err
+
+
+# ---- GPU (device machine) --------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_gpu_equals_edlib_and_plain(case):
+    from gpualign.engines import gpu_long
+
+    q, t = (np.frombuffer(x.upper(), np.uint8) for x in CASES[case]())
+    want = edit(q.tobytes(), t.tobytes())
+    pruned = gpu_long.distance(q, t, prune=True)
+    plain = gpu_long.distance(q, t, prune=False)
+    assert pruned["distance"] == plain["distance"] == want
+    assert pruned["cells"] <= plain["cells"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,rate", [(2_000_000, 0.01), (500_000, 0.10), (200_000, 0.30), (100_000, 0.50)])
+def test_gpu_large(n, rate):
+    from gpualign.engines import gpu_long
+
+    q = rand(n, n)
+    t = mutate(q, rate, n + 1)
+    want = edlib.align(q, t, task="distance")["editDistance"]
+    got = gpu_long.distance(np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8))
+    assert got["distance"] == want
+    assert cpu_long.distance(q, t, "wfa")[0] == want if n <= 500_000 else True
