@@ -96,10 +96,15 @@ extern "C" __global__ void wfa_long(const uint32_t* __restrict__ seq, uint32_t q
         if (f >= 0 && s + (long long)(m - f) < U) U = s + (long long)(m - f);
         int* t = colA; colA = colB; colB = t;
         lo_p = lo; hi_p = hi;
-        if (tid == 0 && ((s & 255) == 0 || done)) {
+        if (tid == 0 && (s & 255) == 0) {
             volatile long long* o = out;
             o[1] = s; o[2] = U; o[3] = hi - lo + 1; o[4] = f; o[5] = cells;
-            if (done) { o[0] = s; __threadfence_system(); o[7] = 1; }
         }
+    }
+    if (tid == 0) {  // also reached when the strings are equal (s = 0)
+        volatile long long* o = out;
+        o[1] = s; o[2] = U; o[4] = f; o[5] = cells; o[0] = s;
+        __threadfence_system();
+        o[7] = 1;
     }
 }
