@@ -135,6 +135,46 @@ def pairs(
     _run(body, debug)
 
 
+@app.command(name="paf", epilog="Examples:\n\n"
+             "  minimap2 ref.fa reads.fq > cands.paf && gpualign paf cands.paf reads.fq ref.fa -o out.paf\n\n"
+             "  gpualign paf cands.paf reads.fa ref.fa --mode global -o out.bam\n\n" + CHAR_RULE)
+def paf_cmd(
+    candidates: Annotated[str, typer.Argument(help="PAF candidates (minimap2's 12 columns, any tags).")],
+    query: Annotated[str, typer.Argument(help="Query reads (FASTA/FASTQ, gz ok).")],
+    target: Annotated[str, typer.Argument(help="Target FASTA (plain or bgzip; .fai built when missing).")],
+    output: Annotated[str, typer.Option("-o", "--output", help="Output paf/sam/bam ('-' = stdout, PAF).")] = "-",
+    fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="paf|sam|bam (default: from -o).")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="ends-free (pad the target window, free its ends) or global (the box end to end).")] = "ends-free",
+    target_pad: Annotated[int, typer.Option("--target-pad", help="Bases added on both sides of the target window (ends-free).")] = 100,
+    metric: Annotated[str, typer.Option("--metric", "-m", help="affine (default) or edit.")] = "affine",
+    mismatch: Annotated[int, typer.Option("--mismatch", "-x")] = 4,
+    gap_open: Annotated[int, typer.Option("--gap-open", "-O")] = 6,
+    gap_extend: Annotated[int, typer.Option("--gap-extend", "-E")] = 2,
+    cs: Annotated[bool, typer.Option("--cs", help="Add the cs:Z tag (short form) to PAF output.")] = False,
+    n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything.")] = False,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Log bad candidates and go on instead of stopping.")] = False,
+    threads: Annotated[int, typer.Option("--threads", "-t", help="CPU worker processes (0 = all cores).")] = 0,
+    device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu.")] = "auto",
+    summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV here.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    debug: Annotated[bool, typer.Option("--debug")] = False,
+) -> None:
+    """Exact re-alignment of PAF candidates: recomputed coordinates, NM/AS/de/cg (and cs)."""
+    from .realign import run_paf
+
+    def body():
+        cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend), n_mismatch=n_mismatch,
+                          device=device, threads=threads)
+        err = _stderr()
+        notice = None if quiet else (lambda text: err.print(f"gpualign: {text}", markup=False, soft_wrap=True))
+        command_line = "gpualign " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        result = run_paf(candidates, query, target, output, fmt, cfg, command_line, mode, target_pad, cs, skip_bad,
+                         notice)
+        _print_summary(result, summary, quiet)
+
+    _run(body, debug)
+
+
 @app.command(epilog="Examples:\n\n"
              "  gpualign genome chr21_human.fa chr21_chimp.fa --distance-only -o dist.tsv\n\n"
              "  gpualign genome asm1.fa.gz asm2.fa.gz --distance-only --query-record chr2 --target-record chr2\n\n"

@@ -56,6 +56,7 @@ class AlignConfig:
     threads: int = 0  # 0 = all cores
     batch_bases: int = 1 << 25  # bases per PairBatch (query + target)
     batch_pairs: int = 1 << 18  # pairs per PairBatch at most
+    ends_free_target: bool = False  # semi-global: the query end to end, the target's ends free
 
     def validate(self) -> "AlignConfig":
         if self.metric not in METRICS:
@@ -98,7 +99,11 @@ class AlignConfig:
             gap_opening=p.gap_open,
             gap_extension=p.gap_extend,
             scope="score" if self.distance_only else "full",
-            span="end-to-end",
+            span="ends-free" if self.ends_free_target else "end-to-end",
+            pattern_begin_free=0,
+            pattern_end_free=0,
+            text_begin_free=0,  # set per pair to the target length when ends_free_target
+            text_end_free=0,
             heuristic=None,
             memory_mode="medium" if long_pairs else "high",
             max_steps=0,

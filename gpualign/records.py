@@ -110,6 +110,9 @@ class AlignBatch:
     cigar_len: np.ndarray  # int64
     has_cigar: bool = True
     reason: dict = field(default_factory=dict)  # pair -> text, for failed pairs
+    # aligned target window [t_start, t_end) within the pair's target (ends-free); None = all of it
+    t_start: np.ndarray | None = None
+    t_end: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -126,8 +129,10 @@ class AlignBatch:
         cig = self.cigar[segment_index(self.cigar_off[idx], lens)]
         pos = {int(j): i for i, j in enumerate(idx)}
         reason = {pos[k]: v for k, v in self.reason.items() if k in pos}
+        sub = lambda a: None if a is None else a[idx].copy()  # noqa: E731
         return AlignBatch(self.score[idx].copy(), self.status[idx].copy(), self.engine[idx].copy(), cig,
-                          offsets_from_lengths(lens), lens.copy(), self.has_cigar, reason)
+                          offsets_from_lengths(lens), lens.copy(), self.has_cigar, reason, sub(self.t_start),
+                          sub(self.t_end))
 
     @classmethod
     def merge(cls, n: int, parts, has_cigar: bool) -> "AlignBatch":
@@ -141,8 +146,14 @@ class AlignBatch:
         out = cls.empty(n, has_cigar)
         src_part = np.full(n, -1, np.int64)
         src_pos = np.zeros(n, np.int64)
+        if any(r.t_start is not None for _, r in parts):
+            out.t_start = np.zeros(n, np.int64)
+            out.t_end = np.full(n, -1, np.int64)  # -1: whole target (filled by the caller's lengths)
         for p, (idx, res) in enumerate(parts):
             idx = np.asarray(idx, dtype=np.int64)
+            if res.t_start is not None:
+                out.t_start[idx] = res.t_start
+                out.t_end[idx] = res.t_end
             out.score[idx] = res.score
             out.status[idx] = res.status
             out.engine[idx] = res.engine

@@ -40,6 +40,9 @@ def _aligner(kwargs: dict):
 def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off, t_len, want_cigar: bool):
     """Align pairs whose sequences are slices of text; runs in a worker process."""
     n = len(q_len)
+    ends_free = kwargs["span"] == "ends-free"
+    t_start = np.zeros(n, np.int64)
+    t_end = np.array(t_len, dtype=np.int64)
     score = np.zeros(n, np.int32)
     status = np.full(n, OK, np.uint8)
     clen = np.zeros(n, np.int64)
@@ -49,6 +52,8 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off
     for i in range(n):
         qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
         al = long_al if max(ql, tl) > LONG_PAIR else short_al
+        if ends_free:
+            al.text_begin_free = al.text_end_free = tl
         s = al.wavefront_align(text[to : to + tl], text[qo : qo + ql])
         if al.status != 0:
             status[i] = FAILED
@@ -56,13 +61,21 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off
             continue
         score[i] = abs(s)
         if want_cigar:
+            tup = al.cigartuples
+            if ends_free:  # free target ends come back as leading/trailing WFA 'I' (target-only): trim
+                if tup and tup[0][0] == 1:
+                    t_start[i] = tup[0][1]
+                    tup = tup[1:]
+                if tup and tup[-1][0] == 1:
+                    t_end[i] -= tup[-1][1]
+                    tup = tup[:-1]
             before = len(ops)
-            ops.extend(ln << 4 | _OPMAP[op] for op, ln in al.cigartuples)
+            ops.extend(ln << 4 | _OPMAP[op] for op, ln in tup)
             clen[i] = len(ops) - before
-    return score, status, np.array(ops, dtype=np.uint32), clen, reason
+    return score, status, np.array(ops, dtype=np.uint32), clen, reason, t_start, t_end
 
 
-def _assemble(parts, has_cigar: bool) -> AlignBatch:
+def _assemble(parts, has_cigar: bool, ends_free: bool = False) -> AlignBatch:
     score = np.concatenate([p[0] for p in parts])
     status = np.concatenate([p[1] for p in parts])
     cigar = np.concatenate([p[2] for p in parts])
@@ -72,18 +85,22 @@ def _assemble(parts, has_cigar: bool) -> AlignBatch:
         reason.update({base + k: v for k, v in p[4].items()})
         base += len(p[0])
     engine = np.full(len(score), ENGINE_CODE[NAME], np.uint8)
-    return AlignBatch(score, status, engine, cigar, offsets_from_lengths(clen), clen, has_cigar, reason)
+    res = AlignBatch(score, status, engine, cigar, offsets_from_lengths(clen), clen, has_cigar, reason)
+    if ends_free:
+        res.t_start = np.concatenate([p[5] for p in parts])
+        res.t_end = np.concatenate([p[6] for p in parts])
+    return res
 
 
 class _Joined(Future):
     """A future over the chunk futures of one batch."""
 
-    def __init__(self, futures, has_cigar: bool):
+    def __init__(self, futures, has_cigar: bool, ends_free: bool):
         super().__init__()
-        self._futures, self._has_cigar = futures, has_cigar
+        self._futures, self._has_cigar, self._ends_free = futures, has_cigar, ends_free
 
     def result(self, timeout=None) -> AlignBatch:
-        return _assemble([f.result(timeout) for f in self._futures], self._has_cigar)
+        return _assemble([f.result(timeout) for f in self._futures], self._has_cigar, self._ends_free)
 
 
 class _Done(Future):
@@ -123,7 +140,7 @@ class CpuWfaEngine:
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
@@ -139,7 +156,7 @@ class CpuWfaEngine:
             return (*kw, text, *cols, want)
 
         if self.threads == 1 or batch.bases <= self.inline_bases or batch.n < 2:
-            return _Done(_assemble([_align_chunk(*chunk_args(batch))], want))
+            return _Done(_assemble([_align_chunk(*chunk_args(batch))], want, cfg.ends_free_target))
         # chunks of about equal bases, several per worker for balance
         cum = np.cumsum(batch.q_len + batch.t_len)
         n_chunks = min(batch.n, 4 * self.threads)
@@ -148,4 +165,4 @@ class CpuWfaEngine:
         pool = self._get_pool()
         futs = [pool.submit(_align_chunk, *chunk_args(batch.take(np.arange(a, b))))
                 for a, b in zip(bounds[:-1], bounds[1:])]
-        return _Joined(futs, want)
+        return _Joined(futs, want, cfg.ends_free_target)

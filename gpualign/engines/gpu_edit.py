@@ -88,7 +88,7 @@ class GpuEditEngine:
         return DISTANCE_LEVELS if cfg.distance_only else CIGAR_LEVELS
 
     def accepts_cfg(self, cfg: AlignConfig) -> bool:
-        return cfg.metric == "edit"
+        return cfg.metric == "edit" and not cfg.ends_free_target
 
     def accepts(self, batch: PairBatch, cfg: AlignConfig) -> np.ndarray:
         if not self.accepts_cfg(cfg):

@@ -1,0 +1,149 @@
+"""PAF candidates (minimap2's 12 columns + tags) and the sequences they point into.
+
+Targets are read by random access (pysam.FastaFile; the .fai is built when missing). Queries are
+read by random access when the file can be indexed (plain or bgzip FASTA), otherwise streamed in
+file order alongside the PAF (minimap2 writes candidates grouped in query-file order), so memory
+stays bounded whatever the number of reads.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Iterator
+
+from .. import pack
+from ..errors import InputError
+from . import fastx
+
+_COMP = bytes.maketrans(b"ACGTUNRYKMSWBDHVacgtunrykmswbdhv", b"TGCAANYRMKSWVHDBtgcaanyrmkswvhdb")
+STALE_TAGS = ("cm", "s1", "s2", "dv", "ms", "NM", "AS", "de", "cg", "cs", "rl", "zd")
+
+
+def revcomp(seq: bytes) -> bytes:
+    return seq.translate(_COMP)[::-1]
+
+
+@dataclass
+class Candidate:
+    line: int
+    qname: str
+    qlen: int
+    qs: int
+    qe: int
+    strand: str
+    tname: str
+    tlen: int
+    ts: int
+    te: int
+    mapq: int
+    tags: list  # input tags still meaningful after re-alignment
+
+
+def read_candidates(path: str, on_bad=None) -> Iterator[Candidate]:
+    """Candidates in file order; a malformed line raises InputError, or goes to on_bad(error) if given."""
+    for item in _parse(path):
+        if isinstance(item, InputError):
+            if on_bad is None:
+                raise item
+            on_bad(item)
+        else:
+            yield item
+
+
+def _parse(path: str):
+    name = fastx.display_name(path)
+    try:
+        fh = open(path, "rt") if path != "-" else sys.stdin
+    except OSError as e:
+        raise InputError(f"{name}: cannot read ({e.strerror})") from None
+    with fh:
+        for ln, line in enumerate(fh, 1):
+            line = line.rstrip("\r\n")
+            if not line or line.startswith("#"):
+                continue
+            f = line.split("\t")
+            err = _check(name, ln, f)
+            if err is not None:
+                yield err
+                continue
+            vals = {col: int(f[col - 1]) for col in (2, 3, 4, 8, 9, 12)}
+            tags = [t for t in f[12:] if t[:2] not in STALE_TAGS]
+            yield Candidate(ln, f[0], vals[2], vals[3], vals[4], f[4], f[5], int(f[6]), vals[8], vals[9],
+                            vals[12], tags)
+
+
+def _check(name: str, ln: int, f: list):
+    """The InputError for a malformed PAF line, or None."""
+    if len(f) < 12:
+        return InputError(f"{name}: line {ln}: {len(f)} columns, PAF needs 12")
+    vals = {}
+    for col in (2, 3, 4, 7, 8, 9, 10, 11, 12):
+        try:
+            vals[col] = int(f[col - 1])
+        except ValueError:
+            return InputError(f"{name}: line {ln}: column {col} is not an integer ({f[col - 1]!r})")
+    if f[4] not in ("+", "-"):
+        return InputError(f"{name}: line {ln}: column 5 (strand) must be + or - (got {f[4]!r})")
+    if not 0 <= vals[3] <= vals[4] <= vals[2]:
+        return InputError(f"{name}: line {ln}: query coordinates {vals[3]}-{vals[4]} outside 0-{vals[2]}")
+    if not 0 <= vals[8] <= vals[9] <= vals[7]:
+        return InputError(f"{name}: line {ln}: target coordinates {vals[8]}-{vals[9]} outside 0-{vals[7]}")
+    return None
+
+
+class Targets:
+    """Random access to the target FASTA (names, lengths, slices)."""
+
+    def __init__(self, path: str):
+        import pysam
+
+        fastx.sniff(path)
+        try:
+            self.fa = pysam.FastaFile(path)
+        except (OSError, ValueError) as e:
+            raise InputError(f"{path}: cannot index for random access ({e}); decompress it or use bgzip") from None
+        self.path = path
+        self.lengths = dict(zip(self.fa.references, self.fa.lengths))
+
+    def fetch(self, c: Candidate, start: int, end: int) -> bytes:
+        ln = self.lengths.get(c.tname)
+        if ln is None:
+            raise InputError(f"line {c.line}: target {c.tname!r} is not in {self.path}")
+        if ln != c.tlen:
+            raise InputError(f"line {c.line}: target {c.tname!r} has length {c.tlen} in the PAF but {ln} in {self.path}")
+        return self.fa.fetch(c.tname, start, end).encode("ascii").translate(pack.FOLD)
+
+
+class Queries:
+    """Whole query records by name: indexed when possible, else streamed in file order."""
+
+    def __init__(self, path: str):
+        import pysam
+
+        fastx.sniff(path)
+        self.path = path
+        self.fa = None
+        self.stream = None
+        self.current = None
+        try:
+            self.fa = pysam.FastaFile(path)
+        except (OSError, ValueError):
+            self.stream = fastx.records(path, chunk=256)
+
+    def get(self, c: Candidate) -> tuple[bytes, str | None]:
+        if self.fa is not None:
+            if c.qname not in self.fa:
+                raise InputError(f"line {c.line}: query {c.qname!r} is not in {self.path}")
+            seq, qual = self.fa.fetch(c.qname), None
+        else:
+            while self.current is None or self.current[0] != c.qname:
+                self.current = next(self.stream, None)
+                if self.current is None:
+                    raise InputError(f"line {c.line}: query {c.qname!r} not found in {self.path} (the PAF must "
+                                     "follow the query file's order, or give an indexable FASTA)")
+            _, seq, qual = self.current
+        if len(seq) != c.qlen:
+            raise InputError(f"line {c.line}: query {c.qname!r} has length {c.qlen} in the PAF but {len(seq)} "
+                             f"in {self.path}")
+        return seq.encode("ascii").translate(pack.FOLD), qual

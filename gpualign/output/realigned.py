@@ -1,0 +1,136 @@
+"""PAF and SAM/BAM for re-aligned candidates (`gpualign paf`): coordinates on the original sequences."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import __version__
+from .. import cigar as C
+from ..records import OK
+from .common import columns
+from .sam import SEQ_TABLE, _clean
+
+
+def _cs(q: bytes, t: bytes, ops: np.ndarray) -> str:
+    """minimap2's short cs: ':N' identical run, '*tq' substitution, '+seq' insertion, '-seq' deletion."""
+    out, qi, ti = [], 0, 0
+    for v in ops.tolist():
+        op, ln = v & 15, v >> 4
+        if op == C.EQ:
+            out.append(f":{ln}")
+            qi += ln
+            ti += ln
+        elif op == C.X:
+            out.append("".join(f"*{chr(t[ti + j]).lower()}{chr(q[qi + j]).lower()}" for j in range(ln)))
+            qi += ln
+            ti += ln
+        elif op == C.I:
+            out.append("+" + q[qi:qi + ln].decode().lower())
+            qi += ln
+        else:
+            out.append("-" + t[ti:ti + ln].decode().lower())
+            ti += ln
+    return "".join(out)
+
+
+def _coords(batch, res, meta):
+    """Realigned target start/end on the whole target, per pair."""
+    win = np.asarray(meta["win_start"], dtype=np.int64)
+    if res.t_start is None:
+        return win.copy(), win + batch.t_len
+    t_end = np.where(res.t_end < 0, batch.t_len, res.t_end)
+    return win + res.t_start, win + t_end
+
+
+class RealignedPaf:
+    def __init__(self, stream, cs: bool = False, **_):
+        self.stream, self.cs = stream, cs
+
+    def write(self, batch, res, meta) -> int:
+        c = columns(res)
+        ts, te = _coords(batch, res, meta)
+        ts, te = ts.tolist(), te.tolist()
+        lines = []
+        for i, cand in enumerate(meta["cands"]):
+            if not c.ok[i]:
+                continue
+            ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
+            opens = int(np.isin(ops & 15, (C.I, C.D)).sum())
+            denom = c.matches[i] + c.mismatches[i] + opens
+            de = (c.mismatches[i] + opens) / denom if denom else 0.0
+            tags = [f"NM:i:{c.nm[i]}", f"AS:i:{-c.score[i]}", f"de:f:{de:.4f}", *cand.tags, f"cg:Z:{c.cigar[i]}"]
+            if self.cs:
+                w = int(meta["win_start"][i])
+                t_al = batch.target(i)[ts[i] - w: te[i] - w]
+                tags.append(f"cs:Z:{_cs(batch.query(i), t_al, ops)}")
+            lines.append(f"{cand.qname}\t{cand.qlen}\t{cand.qs}\t{cand.qe}\t{cand.strand}\t{cand.tname}\t{cand.tlen}\t"
+                         f"{ts[i]}\t{te[i]}\t{c.matches[i]}\t{c.block[i]}\t{cand.mapq}\t" + "\t".join(tags) + "\n")
+        self.stream.write("".join(lines).encode())
+        return len(lines)
+
+    def close(self):
+        pass
+
+
+def sam_header(targets, command_line: str) -> str:
+    lines = ["@HD\tVN:1.6\tSO:unsorted\tGO:query"]
+    lines += [f"@SQ\tSN:{n}\tLN:{ln}" for n, ln in targets.lengths.items() if ln > 0]
+    cl = command_line.replace("\t", " ").replace("\n", " ")
+    lines.append(f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}")
+    return "\n".join(lines) + "\n"
+
+
+def sam_records(batch, res, meta) -> list[str]:
+    c = columns(res)
+    ts, _ = _coords(batch, res, meta)
+    out = []
+    for i, cand in enumerate(meta["cands"]):
+        seq, qual = meta["full_query"][i], meta["full_qual"][i]
+        rev = cand.strand == "-"
+        if rev:
+            from ..io.paf import revcomp
+
+            seq, qual = revcomp(seq), (qual[::-1] if qual else qual)
+        s = seq.translate(SEQ_TABLE).decode() or "*"
+        q = qual or "*"
+        if not c.ok[i]:
+            out.append(f"{cand.qname}\t4\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\tzr:Z:{_clean(res.reason.get(i, 'failed'))}\n")
+            continue
+        left, right = (cand.qlen - cand.qe, cand.qs) if rev else (cand.qs, cand.qlen - cand.qe)
+        cig = (f"{left}S" if left else "") + c.cigar[i] + (f"{right}S" if right else "")
+        out.append(f"{cand.qname}\t{16 if rev else 0}\t{cand.tname}\t{int(ts[i]) + 1}\t{cand.mapq}\t{cig}\t*\t0\t0\t"
+                   f"{s}\t{q}\tNM:i:{c.nm[i]}\tAS:i:{-c.score[i]}\n")
+    return out
+
+
+class RealignedSam:
+    def __init__(self, stream, targets, command_line: str, **_):
+        self.stream = stream
+        stream.write(sam_header(targets, command_line).encode())
+
+    def write(self, batch, res, meta) -> int:
+        recs = sam_records(batch, res, meta)
+        self.stream.write("".join(recs).encode())
+        return len(recs)
+
+    def close(self):
+        pass
+
+
+class RealignedBam:
+    def __init__(self, path: str, targets, command_line: str, **_):
+        import pysam
+
+        self.header = pysam.AlignmentHeader.from_text(sam_header(targets, command_line))
+        self.fh = pysam.AlignmentFile(path, "wb", header=self.header)
+
+    def write(self, batch, res, meta) -> int:
+        import pysam
+
+        recs = sam_records(batch, res, meta)
+        for line in recs:
+            self.fh.write(pysam.AlignedSegment.fromstring(line.rstrip("\n"), self.header))
+        return len(recs)
+
+    def close(self):
+        self.fh.close()

@@ -1,0 +1,148 @@
+"""`gpualign paf`: simulated reads from a real genome, re-aligned and judged independently."""
+
+import gzip
+import os
+import subprocess
+import sys
+
+import numpy as np
+import parasail
+import pysam
+import pytest
+
+from gpualign import cigar as C
+from gpualign.config import Penalties
+from gpualign.io.paf import revcomp
+
+ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+P = Penalties()
+MATRIX = parasail.matrix_create("ACGTN", 0, -P.mismatch)
+
+
+def run(args):
+    p = subprocess.run([sys.executable, "-m", "gpualign", "paf", *args], capture_output=True, env=ENV, timeout=300)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+@pytest.fixture
+def sim(tmp_path, real_data):
+    """60 reads (300-2000 bp, ~5% edits, both strands, random flanks) from the DWV genome, and
+    candidates whose target ends are off by up to 15 bp (as minimap2 without -c gives)."""
+    g = b"".join(x.strip().encode() for x in open(os.path.join(real_data, "virus_DWV_NC_004830.fa"))
+                 if not x.startswith(">")).upper()
+    rng = np.random.default_rng(7)
+    reads, lines = [], []
+    for i in range(60):
+        L = int(rng.integers(300, 2000))
+        s = int(rng.integers(0, len(g) - L))
+        q = bytearray(g[s:s + L])
+        for _ in range(L // 20):
+            p, k = int(rng.integers(0, len(q))), int(rng.integers(0, 3))
+            if k == 0:
+                q[p] = b"ACGT"[rng.integers(0, 4)]
+            elif k == 1:
+                q.insert(p, b"ACGT"[rng.integers(0, 4)])
+            else:
+                del q[p]
+        strand = "+-"[i % 2]
+        q = bytes(q) if strand == "+" else revcomp(bytes(q))
+        lead, tail = (bytes(b"ACGT"[x] for x in rng.integers(0, 4, int(rng.integers(0, 30)))) for _ in range(2))
+        full = lead + q + tail
+        ts, te = max(0, s + int(rng.integers(-15, 16))), min(len(g), s + L + int(rng.integers(-15, 16)))
+        reads.append((f"r{i}", full))
+        lines.append(f"r{i}\t{len(full)}\t{len(lead)}\t{len(lead) + len(q)}\t{strand}\tdwv\t{len(g)}\t{ts}\t{te}\t"
+                     f"100\t{te - ts}\t60\ttp:A:P\tcm:i:30\ts1:i:200\tdv:f:0.01\n")
+    (tmp_path / "ref.fa").write_bytes(b">dwv\n" + g + b"\n")
+    (tmp_path / "reads.fa").write_bytes(b"".join(b">%s\n%s\n" % (n.encode(), s) for n, s in reads))
+    with gzip.open(tmp_path / "reads.fq.gz", "wb") as fh:  # not indexable: streamed in order
+        fh.write(b"".join(b"@%s\n%s\n+\n%s\n" % (n.encode(), s, b"I" * len(s)) for n, s in reads))
+    (tmp_path / "c.paf").write_text("".join(lines))
+    return tmp_path, g, dict(reads), lines
+
+
+def _query_part(reads, f):
+    part = reads[f[0]][int(f[2]):int(f[3])]
+    return part if f[4] == "+" else revcomp(part)
+
+
+@pytest.mark.parametrize("mode", ["ends-free", "global"])
+@pytest.mark.parametrize("queries", ["reads.fa", "reads.fq.gz"])
+def test_paf_output_is_optimal(sim, mode, queries):
+    d, g, reads, cands = sim
+    rc, out, err = run([str(d / "c.paf"), str(d / queries), str(d / "ref.fa"), "--mode", mode, "--cs", "-t", "2"])
+    assert rc == 0, err
+    rows = [x.split("\t") for x in out.splitlines()]
+    assert len(rows) == len(cands)
+    for f, cand in zip(rows, cands):
+        c = cand.rstrip("\n").split("\t")
+        assert f[:7] == c[:7] and f[11] == "60"
+        tags = dict(x.split(":", 1) for x in f[12:])
+        assert "tp" in tags and not {"cm", "s1", "dv"} & set(tags)
+        q = _query_part(reads, f)
+        ts, te = int(f[7]), int(f[8])
+        ops = C.from_text(tags["cg"][2:])
+        C.check_cigar(q, g[ts:te], ops)
+        score = C.score_cigar(ops, P)
+        assert tags["AS"] == f"i:{-score}"
+        bts, bte = int(c[7]), int(c[8])
+        if mode == "global":
+            assert (ts, te) == (bts, bte)
+            want = -parasail.nw(q.decode(), g[bts:bte].decode(), P.gap_open + P.gap_extend, P.gap_extend, MATRIX).score
+        else:
+            ws, we = max(0, bts - 100), min(len(g), bte + 100)
+            assert ws <= ts <= te <= we
+            # independent oracle: parasail semi-global with the target's (s2) ends free
+            want = -parasail.sg_dx(q.decode(), g[ws:we].decode(), P.gap_open + P.gap_extend, P.gap_extend,
+                                   MATRIX).score
+        assert score == want
+        tot = C.op_totals(ops, np.array([0]), np.array([len(ops)]))
+        assert int(f[9]) == tot["matches"][0] and int(f[10]) == sum(int(v[0]) for v in tot.values())
+        assert tags["cs"].startswith("Z:")
+
+
+def test_sam_and_bam_strands(sim):
+    d, g, reads, cands = sim
+    for ext in ("sam", "bam"):
+        out = d / f"o.{ext}"
+        rc, _, err = run([str(d / "c.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "-o", str(out), "-q"])
+        assert rc == 0, err
+        with pysam.AlignmentFile(str(out)) as fh:
+            assert fh.header.to_dict()["SQ"] == [{"SN": "dwv", "LN": len(g)}]
+            recs = list(fh)
+        assert len(recs) == len(cands)
+        for r, cand in zip(recs, cands):
+            c = cand.split("\t")
+            full = reads[c[0]]
+            assert r.is_reverse == (c[4] == "-") and r.mapping_quality == 60
+            assert r.query_sequence.encode() == (full if c[4] == "+" else revcomp(full))
+            ops = C.pack((op, ln) for op, ln in r.cigartuples if op != 4)
+            # the aligned SEQ reproduces the target span through the CIGAR
+            C.check_cigar(r.query_alignment_sequence.encode(), g[r.reference_start:r.reference_end], ops)
+            assert r.query_alignment_sequence.encode() == (_query_part(reads, c) if c[4] == "+" else
+                                                            _query_part(reads, c))
+            assert r.get_tag("AS") == -C.score_cigar(ops, P)
+
+
+def test_bad_candidates(sim):
+    d, g, reads, cands = sim
+    bad = list(cands)
+    bad[1] = bad[1].replace("\t60\ttp", "\tx60\ttp")  # column 12 not an integer
+    (d / "bad1.paf").write_text("".join(bad))
+    rc, _, err = run([str(d / "bad1.paf"), str(d / "reads.fa"), str(d / "ref.fa")])
+    assert rc == 1 and "line 2: column 12 is not an integer" in err and "Traceback" not in err
+    bad = list(cands)
+    f = bad[2].split("\t")
+    f[5] = "nochr"
+    bad[2] = "\t".join(f)
+    f = bad[3].split("\t")
+    f[8] = str(len(g) + 5)
+    bad[3] = "\t".join(f)
+    (d / "bad2.paf").write_text("".join(bad))
+    rc, out, err = run([str(d / "bad2.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "-o", str(d / "o.paf")])
+    assert rc == 1 and ("line 3: target 'nochr'" in err or "line 4" in err) and not (d / "o.paf").exists()
+    (d / "bad3.paf").write_text("".join(bad))
+    rc, out, err = run([str(d / "bad3.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "--skip-bad"])
+    assert rc == 0 and err.count("skipped") == 2 and len(out.splitlines()) == len(cands) - 2
+    assert "line 4: target coordinates" in err
+    rc, _, err = run([str(d / "bad2.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "--mode", "banded"])
+    assert rc == 2
