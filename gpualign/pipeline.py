@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -141,6 +142,23 @@ class _Output:
                 pass
 
 
+@contextmanager
+def running(chain, output: "_Output"):
+    """Engines started and the output committed on success; on any failure the partial output is
+    removed. The engines are closed either way."""
+    for e in chain:
+        getattr(e, "start", lambda: None)()
+    try:
+        yield
+        output.commit()
+    except BaseException:
+        output.abort()
+        raise
+    finally:
+        for e in chain:
+            getattr(e, "close", lambda: None)()
+
+
 def _timed(gen, stages: dict, key: str):
     """Iterate gen, adding the time spent producing each item to stages[key]."""
     it = iter(gen)
@@ -186,26 +204,17 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
                 spooled = path_b = _spool_stdin()
             targets = _collect_targets(path_b)
         chain, notice = select_engines(cfg)
-        for e in chain:
-            getattr(e, "start", lambda: None)()
         summary = Summary(notice=notice)
         if on_notice:
             on_notice(notice)
         output = _Output(out, binary_via_path=(fmt == "bam"))
-        try:
+        with running(chain, output):
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
             writer = writer_cls(output.target, targets=targets,
                                 command_line=command_line, metric=cfg.metric)
             _stream(fastx.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs), chain, cfg, writer,
                     summary, progress, verify)
             writer.close()
-            output.commit()
-        except BaseException:
-            output.abort()
-            raise
-        finally:
-            for e in chain:
-                getattr(e, "close", lambda: None)()
     finally:
         if spooled:
             os.unlink(spooled)

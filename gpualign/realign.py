@@ -15,7 +15,7 @@ from .engines import select_engines
 from .errors import ConfigError, InputError
 from .io import paf as P
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
-from .pipeline import FORMATS, Summary, _Output, infer_format
+from .pipeline import FORMATS, Summary, _Output, infer_format, running
 from .records import OK, PairBatch
 from .route import run_chain
 
@@ -62,15 +62,13 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     targets = P.Targets(target_path)
     queries = P.Queries(query_path)
     chain, notice = select_engines(cfg)
-    for e in chain:
-        getattr(e, "start", lambda: None)()
     summary = Summary(notice=notice)
     say = on_notice or (lambda text: None)
     say(notice)
     output = _Output(out, binary_via_path=(fmt == "bam"))
-    writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
-        output.target, targets=targets, command_line=command_line, cs=cs)
-    try:
+    with running(chain, output):
+        writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
+            output.target, targets=targets, command_line=command_line, cs=cs)
         buf, bases = [], 0
         items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, summary, say)
         for item in items:
@@ -82,13 +80,6 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
         if buf:
             _flush(buf, chain, cfg, writer, summary, progress)
         writer.close()
-        output.commit()
-    except BaseException:
-        output.abort()
-        raise
-    finally:
-        for e in chain:
-            getattr(e, "close", lambda: None)()
     summary.seconds = time.perf_counter() - t0
     return summary
 
