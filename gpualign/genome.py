@@ -112,10 +112,19 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         for qn, tn, q, t in _pairs(path_a, path_b, qname, tname):
             q, t = _apply_rule(q, t, cfg.n_mismatch)
             t0 = time.perf_counter()
+            r = None
             if gpu:
                 from .engines import gpu_long
+                from .engines import is_out_of_memory
 
-                r = gpu_long.distance(q, t, prune=prune, progress=progress)
+                try:
+                    r = gpu_long.distance(q, t, prune=prune, progress=progress)
+                except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
+                    if not is_out_of_memory(err):
+                        raise
+                    if on_notice:
+                        on_notice(f"warning: {qn} vs {tn}: out of GPU memory, computing on the CPU")
+            if r is not None:
                 res = GenomeResult(qn, tn, len(q), len(t), r["distance"], time.perf_counter() - t0, r["cells"],
                                    "gpu-long")
             else:

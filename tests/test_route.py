@@ -72,3 +72,40 @@ def test_nothing_dropped_when_no_engine_can_hold():
     assert res.n == batch.n
     failed = res.status != OK
     assert failed.any() and all(i in res.reason for i in np.nonzero(failed)[0])
+
+
+class OutOfMemoryError(Exception):
+    """Stands in for cupy.cuda.memory.OutOfMemoryError (matched by name)."""
+
+
+def test_out_of_memory_degrades_then_rescues():
+    from gpualign.engines import align_degrading
+
+    batch = to_batch(_pairs())
+    cpu = CpuEngine(1)
+    sizes = []
+
+    def once(b, cfg):  # the "device" holds at most 16 pairs at a time, and never pair 0
+        sizes.append(b.n)
+        if b.n > 16 or (b.index == batch.index[0]).any():
+            raise OutOfMemoryError("out of memory allocating 1234 bytes")
+        return cpu.align(b, cfg)
+
+    class Flaky:
+        name = "gpu-edit"
+
+        def accepts(self, b, cfg=None):
+            return np.ones(b.n, bool)
+
+        def align(self, b, cfg):
+            return align_degrading(once, b, cfg, min_pairs=4)
+
+    cfg = AlignConfig()
+    res, counts = run_chain(batch, [Flaky(), cpu], cfg)
+    check_results(batch, res, cfg)  # nothing lost, every score exact
+    assert counts["rescued"] >= 1 and max(s for s in sizes if s <= 16) <= 16
+    # other errors are not swallowed
+    import pytest
+
+    with pytest.raises(ValueError):
+        align_degrading(lambda b, c: (_ for _ in ()).throw(ValueError("bug")), batch, cfg)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..config import AlignConfig
 from ..errors import DeviceError
-from ..records import AlignBatch, PairBatch
+from ..records import EXCEEDED, AlignBatch, PairBatch
 from ._cuda import gpu_status
 from .cpu_wfa import CpuWfaEngine
 
@@ -22,6 +22,29 @@ class Engine(Protocol):
     def accepts(self, batch: PairBatch, cfg: AlignConfig) -> np.ndarray: ...
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch: ...
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """A device allocation failure (CuPy's OutOfMemoryError, or the CUDA error behind it)."""
+    return type(err).__name__ == "OutOfMemoryError" or "out of memory" in str(err).lower()
+
+
+def align_degrading(align_once, batch: PairBatch, cfg: AlignConfig, min_pairs: int = 64) -> AlignBatch:
+    """align_once(batch, cfg), halving the batch while the device runs out of memory; pairs that fail
+    even alone-ish (below min_pairs) come back ``exceeded`` so the router rescues them on the CPU."""
+    try:
+        return align_once(batch, cfg)
+    except Exception as err:  # noqa: BLE001 - only memory errors are handled, the rest re-raised
+        if not is_out_of_memory(err):
+            raise
+    if batch.n <= min_pairs:
+        res = AlignBatch.empty(batch.n, not cfg.distance_only)
+        res.status[:] = EXCEEDED
+        return res
+    half = batch.n // 2
+    parts = [(idx, align_degrading(align_once, batch.take(idx), cfg, min_pairs))
+             for idx in (np.arange(half), np.arange(half, batch.n))]
+    return AlignBatch.merge(batch.n, parts, not cfg.distance_only)
 
 
 class CpuEngine(CpuWfaEngine):

@@ -122,6 +122,24 @@ class GpuEditEngine:
         return d_packed, d_raw.view(cupy.uint32), cupy.asarray(meta)
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
+        """Device out-of-memory halves the batch (down to a few pairs, then CPU rescue)."""
+        from . import align_degrading
+
+        return align_degrading(self._align_once, batch, cfg)
+
+    def _align_once(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
+        try:
+            return self._align_device(batch, cfg)
+        except Exception as err:
+            from . import is_out_of_memory
+
+            if is_out_of_memory(err):  # give the pool's cached blocks back before the smaller retry
+                import cupy
+
+                cupy.get_default_memory_pool().free_all_blocks()
+            raise
+
+    def _align_device(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         self._module()
         n = batch.n
         want_cigar = not cfg.distance_only
