@@ -23,6 +23,7 @@ CIGAR_LEVELS = (32, 64, 128)
 DISTANCE_LEVELS = (32, 128, 512)
 SMEM_TARGET = 96 * 1024  # shared memory per block we aim for (more warps per block when smaller)
 MAX_LEN = 1 << 20  # longer pairs go to other engines
+MAX_BATCH_BASES = 1 << 30  # bases per device launch set (offsets are 32-bit on the device)
 _NULL_I64 = np.uint64(0)  # null device pointers for the count-only CIGAR pass
 _NULL_U32 = np.uint64(0)
 
@@ -122,9 +123,14 @@ class GpuEditEngine:
         return d_packed, d_raw.view(cupy.uint32), cupy.asarray(meta)
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
-        """Device out-of-memory halves the batch (down to a few pairs, then CPU rescue)."""
+        """Device out-of-memory halves the batch (down to a few pairs, then CPU rescue); batches over
+        MAX_BATCH_BASES (32-bit offsets on the device) are split first."""
         from . import align_degrading
 
+        if batch.n > 1 and batch.bases > MAX_BATCH_BASES:
+            half = batch.n // 2
+            parts = [(idx, self.align(batch.take(idx), cfg)) for idx in (np.arange(half), np.arange(half, batch.n))]
+            return AlignBatch.merge(batch.n, parts, not cfg.distance_only)
         return align_degrading(self._align_once, batch, cfg)
 
     def _align_once(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
