@@ -60,13 +60,102 @@ def sniff(path: str) -> None:
 CHUNK = 16384  # records taken from htslib per Python step
 
 
+class _NotSimple(Exception):
+    """The file is not strict 2-line FASTA / 4-line FASTQ from here on (after `records` records)."""
+
+    def __init__(self, records: int):
+        super().__init__(records)
+        self.records = records
+
+
+_BLOCK = 1 << 23
+
+
+def _simple_chunks(path: str, chunk: int):
+    """Fast path for the common layout: FASTA with one sequence line per record, or 4-line FASTQ, no CR.
+    Anything else raises _NotSimple(records already yielded) and htslib takes over from there."""
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    done = 0
+    with (gzip.open(path, "rb") if gz else open(path, "rb")) as fh:
+        carry = b""
+        step = None
+        while True:
+            try:
+                block = fh.read(_BLOCK)
+            except (EOFError, OSError, zlib.error):
+                raise _NotSimple(done) from None  # htslib reports the damage with the record number
+            data = carry + block
+            if b"\r" in data:
+                raise _NotSimple(done)
+            lines = data.split(b"\n")
+            last = lines.pop()
+            if not block and last:  # no newline at the end of the input
+                lines.append(last)
+                last = b""
+            if step is None and lines:
+                step = 2 if lines[0][:1] == b">" else 4
+            if not step:
+                if not block:
+                    return
+                carry = last
+                continue
+            if not block:  # end of input: every line must belong to a whole record
+                if len(lines) % step:
+                    raise _NotSimple(done)
+                whole = len(lines)
+            else:  # hold the last record back: its sequence may go on in the next block
+                whole = max(0, len(lines) // step - 1) * step
+            carry = b"\n".join(lines[whole:] + [last])
+            # check every complete line of the block (held-back ones too: the line after the last
+            # record yielded must start the next record), then take the records up to `whole`
+            heads = lines[0::step]
+            try:
+                if step == 2:
+                    seqs = lines[1::step]
+                    ok = all(h[:1] == b">" for h in heads) and not any(x[:1] == b">" for x in seqs)
+                else:
+                    n4 = len(lines) // 4
+                    seqs, qb = lines[1::4][:n4], lines[3::4][:n4]
+                    ok = (all(h[:1] == b"@" for h in heads) and all(x[:1] == b"+" for x in lines[2::4])
+                          and list(map(len, seqs)) == list(map(len, qb)))
+                if not ok:
+                    raise _NotSimple(done)
+                k = whole // step
+                heads, seqs = heads[:k], seqs[:k]
+                quals = [None] * k if step == 2 else [x.decode("ascii") for x in qb[:k]]
+                names = [h[1:].split(None, 1)[0].decode("ascii") for h in heads]
+            except (IndexError, UnicodeDecodeError):
+                raise _NotSimple(done) from None
+            for i in range(0, len(names), chunk):
+                yield names[i:i + chunk], seqs[i:i + chunk], quals[i:i + chunk]
+                done += len(names[i:i + chunk])
+            if not block:
+                return
+
+
 def record_chunks(path: str, chunk: int = CHUNK) -> Iterator[tuple[list, list, list]]:
-    """Yield (names, sequences, qualities or None) lists of up to chunk records each;
-    errors name the file and record."""
+    """Yield (names, sequences (str or bytes), qualities or None) lists of up to chunk records each;
+    errors name the file and record. Strict 2-line FASTA / 4-line FASTQ files take a fast path;
+    any other layout (multi-line FASTA, CR line ends, damage) is parsed by htslib."""
+    sniff(path)
+    n = 0
+    if path != STDIN:
+        try:
+            for item in _simple_chunks(path, chunk):
+                n += len(item[0])
+                yield item
+            return
+        except _NotSimple as e:
+            n = e.records
+    yield from _htslib_chunks(path, chunk, n)
+
+
+def _htslib_chunks(path: str, chunk: int, skip: int) -> Iterator[tuple[list, list, list]]:
+    """htslib's parser (pysam.FastxFile), starting after the first `skip` records."""
     import pysam
 
     pysam.set_verbosity(0)  # htslib's own messages: we raise our one-line error instead
-    sniff(path)
     name = display_name(path)
     n = 0
     try:
@@ -76,6 +165,8 @@ def record_chunks(path: str, chunk: int = CHUNK) -> Iterator[tuple[list, list, l
     it = iter(fh)
     try:
         with fh:
+            for _ in islice(it, skip):
+                n += 1
             while True:
                 names, seqs, quals = [], [], []
                 put_n, put_s, put_q = names.append, seqs.append, quals.append
@@ -106,16 +197,20 @@ def records(path: str, chunk: int = CHUNK) -> Iterator[tuple[str, str, str | Non
         yield from zip(names, seqs, quals)
 
 
-def encode(seqs: list[str], path: str, first_record: int) -> bytes:
-    """Join, check and case-fold a chunk's sequences."""
-    joined = "".join(seqs)
-    try:
-        raw = joined.encode("ascii")
-    except UnicodeEncodeError as e:
-        bad = e.start
-        raw = None
-    else:
+def encode(seqs: list, path: str, first_record: int) -> bytes:
+    """Join, check and case-fold a chunk's sequences (str or bytes)."""
+    if seqs and isinstance(seqs[0], bytes):
+        raw = b"".join(seqs)
         bad = pack.first_bad_byte(np.frombuffer(raw, dtype=np.uint8))
+        joined = raw.decode("latin-1") if bad >= 0 else ""
+    else:
+        joined = "".join(seqs)
+        try:
+            raw = joined.encode("ascii")
+        except UnicodeEncodeError as e:
+            bad = e.start
+        else:
+            bad = pack.first_bad_byte(np.frombuffer(raw, dtype=np.uint8))
     if bad >= 0:
         lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
         k = int(np.searchsorted(np.cumsum(lens), bad, side="right"))
@@ -128,8 +223,8 @@ def encode(seqs: list[str], path: str, first_record: int) -> bytes:
 def _batch(path_a, path_b, first, qn, qs, qq, tn, ts) -> PairBatch:
     qbuf = encode(qs, path_a, first + 1)
     tbuf = encode(ts, path_b, first + 1)
-    ql = np.fromiter((len(s) for s in qs), dtype=np.int64, count=len(qs))
-    tl = np.fromiter((len(s) for s in ts), dtype=np.int64, count=len(ts))
+    ql = np.fromiter(map(len, qs), dtype=np.int64, count=len(qs))
+    tl = np.fromiter(map(len, ts), dtype=np.int64, count=len(ts))
     seq = np.frombuffer(qbuf + tbuf, dtype=np.uint8)
     return PairBatch(seq, offsets_from_lengths(ql), ql, offsets_from_lengths(tl) + len(qbuf), tl,
                      np.arange(first, first + len(qs), dtype=np.int64), qn, tn, qq)
@@ -182,7 +277,8 @@ def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int) -> 
                                  f"({display_name(shorter)} ends after {count} records)")
             return
         # as many pairs as the size bounds allow (at least one)
-        lens = np.fromiter((len(x) + len(y) for x, y in zip(a.seqs[:avail], b.seqs[:avail])), np.int64, avail)
+        lens = (np.fromiter(map(len, a.seqs[:avail]), np.int64, avail)
+                + np.fromiter(map(len, b.seqs[:avail]), np.int64, avail))
         k = int(np.searchsorted(np.cumsum(lens), batch_bases, side="left")) + 1
         k = max(1, min(k, avail, batch_pairs))
         qn, qs, qq = a.take(k)

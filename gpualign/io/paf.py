@@ -146,4 +146,5 @@ class Queries:
         if len(seq) != c.qlen:
             raise InputError(f"line {c.line}: query {c.qname!r} has length {c.qlen} in the PAF but {len(seq)} "
                              f"in {self.path}")
-        return seq.encode("ascii").translate(pack.FOLD), qual
+        raw = seq if isinstance(seq, bytes) else seq.encode("ascii")
+        return raw.translate(pack.FOLD), qual
