@@ -25,14 +25,30 @@ def simulate(n: int, length: int, rate: float, seed: int = 0, profile: str = "un
     rng = np.random.default_rng(seed)
     if profile == "long":
         lens = np.maximum(1, rng.lognormal(np.log(length), 0.3, n)).astype(np.int64)
-        p_types = [0.2, 0.4, 0.4]
     elif profile == "uniform":
         lens = np.full(n, length, dtype=np.int64)
-        p_types = [1 / 3, 1 / 3, 1 / 3]
     else:
         raise ValueError(f"unknown profile {profile!r}")
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
     codes = rng.integers(0, 4, int(lens.sum()), dtype=np.uint8)
+    return _mutate(codes, lens, rate, rng, profile)
+
+
+def mutate(seqs: list, rate: float, seed: int = 0, profile: str = "uniform"):
+    """Apply the profile's edits to given ACGT sequences (other bytes become random bases)."""
+    rng = np.random.default_rng(seed)
+    lut = np.full(256, 255, np.uint8)
+    lut[list(b"ACGT")], lut[list(b"acgt")] = np.arange(4), np.arange(4)
+    codes = lut[np.frombuffer(b"".join(seqs), np.uint8)]
+    other = codes == 255
+    codes[other] = rng.integers(0, 4, int(other.sum()), dtype=np.uint8)
+    return _mutate(codes, np.array([len(x) for x in seqs], np.int64), rate, rng, profile)[1]
+
+
+def _mutate(codes: np.ndarray, lens: np.ndarray, rate: float, rng, profile: str):
+    """(originals, mutated) for the sequences of `lens` packed as 2-bit codes in `codes`."""
+    n = len(lens)
+    p_types = [0.2, 0.4, 0.4] if profile == "long" else [1 / 3, 1 / 3, 1 / 3]
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
     k = np.rint(lens * rate).astype(np.int64)
     k = np.where(lens > 0, k, 0)
     pair = np.repeat(np.arange(n), k)
