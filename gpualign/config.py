@@ -89,7 +89,8 @@ class AlignConfig:
     def to_pywfa_kwargs(self, long_pairs: bool = False) -> dict:
         """Every WFA2-lib attribute set explicitly: exact, end-to-end, no heuristic.
 
-        long_pairs selects WFA2-lib's medium memory mode (same result, less memory).
+        long_pairs selects BiWFA (O(s) memory; about 4x faster than the default mode on 12 kbp reads at 10%
+        error; slower on short pairs). Ends-free alignment keeps the medium memory mode instead.
         """
         p = self.penalties
         return dict(
@@ -105,7 +106,7 @@ class AlignConfig:
             text_begin_free=0,  # set per pair to the target length when ends_free_target
             text_end_free=0,
             heuristic=None,
-            memory_mode="medium" if long_pairs else "high",
+            memory_mode=("medium" if self.ends_free_target else "biwfa") if long_pairs else "high",
             max_steps=0,
             max_memory=0,
         )

@@ -118,3 +118,14 @@ def test_real_sequences(chain, real_data):
         res, _ = _run(chain, batch, cfg)
         check_results(batch, res, cfg)
     assert np.all(res.score > 0)
+
+
+def test_long_pairs_take_biwfa_and_stay_exact(chain):
+    """Pairs over 10 kbp use WFA2-lib's BiWFA on the CPU: scores and CIGARs judged like all others."""
+    from simulate import simulate
+
+    q, t = simulate(2, 12_000, 0.08, seed=12, profile="long")
+    batch = to_batch(list(zip(q, t)))
+    for cfg in (AlignConfig(), AlignConfig(metric="affine")):
+        res, _ = _run(chain, batch, cfg)
+        check_results(batch, res, cfg)
