@@ -93,8 +93,14 @@ class AlignConfig:
         error; slower on short pairs). Ends-free alignment keeps the medium memory mode instead.
         """
         p = self.penalties
+        if self.metric == "edit" and self.ends_free_target:
+            # WFA2-lib's levenshtein ends-free backtrace can report a mismatch as a match (seen with
+            # pywfa 0.6.0; caught by check_cigar): the same metric as linear gaps, x = 1, indel = 1
+            distance, p = "linear", EDIT_PENALTIES
+        else:
+            distance = "levenshtein" if self.metric == "edit" else "affine"
         return dict(
-            distance="levenshtein" if self.metric == "edit" else "affine",
+            distance=distance,
             match=0,
             mismatch=p.mismatch,
             gap_opening=p.gap_open,

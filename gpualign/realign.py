@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from .config import AlignConfig
 from .engines import select_engines
 from .errors import ConfigError, InputError
@@ -42,7 +44,8 @@ def _candidates(paf_path, queries, targets, mode, pad, skip_bad, summary, warn):
             bad(e)
             continue
         part = qseq[c.qs:c.qe]
-        yield c, (P.revcomp(part) if c.strand == "-" else part), tseq, ws, qseq, qual
+        free = (c.ts + pad - ws, we - (c.te - pad)) if mode != "global" else (0, 0)
+        yield c, (P.revcomp(part) if c.strand == "-" else part), tseq, ws, qseq, qual, free
 
 
 def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str | None, cfg: AlignConfig,
@@ -88,6 +91,7 @@ def _flush(buf, chain, cfg, writer, summary, progress) -> None:
     cands = [b[0] for b in buf]
     batch = PairBatch.from_sequences([b[1] for b in buf], [b[2] for b in buf], summary.pairs,
                                      [c.qname for c in cands], [c.tname for c in cands])
+    batch.t_free = np.array([b[6] for b in buf], dtype=np.int64).reshape(-1, 2)
     t0 = time.perf_counter()
     res, counts = run_chain(batch, chain, cfg)
     summary.stage_seconds["align"] += time.perf_counter() - t0

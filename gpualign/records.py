@@ -49,6 +49,9 @@ class PairBatch:
     q_names: list = field(default_factory=list)
     t_names: list = field(default_factory=list)
     q_quals: list = field(default_factory=list)  # str or None per pair
+    # ends-free alignment: at most t_free[i, 0] target bases skipped at the start, t_free[i, 1] at the end
+    # (None: the whole target may be skipped at either end)
+    t_free: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -77,7 +80,8 @@ class PairBatch:
         t_off = offsets_from_lengths(tl) + int(ql.sum())
         pick = lambda xs: [xs[i] for i in idx] if xs else []  # noqa: E731
         return PairBatch(seq, q_off, ql.copy(), t_off, tl.copy(), self.index[idx].copy(),
-                         pick(self.q_names), pick(self.t_names), pick(self.q_quals))
+                         pick(self.q_names), pick(self.t_names), pick(self.q_quals),
+                         None if self.t_free is None else self.t_free[idx].copy())
 
     @classmethod
     def from_sequences(cls, queries, targets, index_start: int = 0, q_names=None, t_names=None,

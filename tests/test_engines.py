@@ -129,3 +129,36 @@ def test_long_pairs_take_biwfa_and_stay_exact(chain):
     for cfg in (AlignConfig(), AlignConfig(metric="affine")):
         res, _ = _run(chain, batch, cfg)
         check_results(batch, res, cfg)
+
+
+def test_bounded_ends_free(chain):
+    """Ends-free with bounded free target ends: a longer overhang pays for its remainder as a gap."""
+    from gpualign import cigar as C
+    from gpualign.engines import reference
+    from simulate import simulate
+
+    q, t = simulate(30, 300, 0.05, seed=30)
+    rng = np.random.default_rng(30)
+    pairs, free = [], []
+    for i, (a, b) in enumerate(zip(q, t)):
+        lead = bytes(b"ACGT"[x] for x in rng.integers(0, 4, int(rng.integers(0, 120))))
+        tail = bytes(b"ACGT"[x] for x in rng.integers(0, 4, int(rng.integers(0, 120))))
+        pairs.append((a, lead + b + tail))
+        free.append((int(rng.integers(0, 100)), int(rng.integers(0, 100))))
+    pairs.append((b"", b"ACGTACGTAC"))
+    free.append((3, 4))
+    batch = to_batch(pairs)
+    batch.t_free = np.array(free, dtype=np.int64)
+    for cfg in (AlignConfig(metric="affine", ends_free_target=True), AlignConfig(ends_free_target=True)):
+        res, _ = _run(chain, batch, cfg)
+        pen = cfg.effective_penalties
+        for i in range(batch.n):
+            qq, tt = batch.query(i), batch.target(i)
+            fb, fe = free[i]
+            want = reference.affine_score(qq, tt, pen, False, fb, fe)
+            assert res.score[i] == want, (i, res.score[i], want)
+            s, e = int(res.t_start[i]), int(res.t_end[i])
+            assert s <= fb and e >= len(tt) - fe
+            ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
+            C.check_cigar(qq, tt[s:e], ops)
+            assert C.score_cigar(ops, pen) == want

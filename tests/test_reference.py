@@ -25,3 +25,19 @@ def test_one_gap_by_hand():
     # one 2-base gap: o + 2e
     assert reference.affine_score(b"ACGTAC", b"ACAC", Penalties(4, 6, 2)) == 10
     assert affine(b"ACGTAC", b"ACAC", Penalties(4, 6, 2)) == 10
+
+
+@settings(max_examples=150, deadline=None)
+@given(seqs, seqs, st.integers(0, 50), st.integers(0, 50))
+def test_reference_ends_free(q, t, fb, fe):
+    """Target ends free: with unbounded freedom it equals parasail's semi-global sg_dx; bounds in between
+    lie between that and the global score."""
+    import parasail
+
+    p = Penalties(4, 6, 2)
+    full = reference.affine_score(q, t, p, False, len(t), len(t))
+    if q and t:
+        m = parasail.matrix_create("ACGTN", 0, -4)
+        assert full == -parasail.sg_dx(q.decode(), t.decode(), 8, 2, m).score
+    bounded = reference.affine_score(q, t, p, False, fb, fe)
+    assert full <= bounded <= reference.affine_score(q, t, p)

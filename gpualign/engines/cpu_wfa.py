@@ -37,7 +37,8 @@ def _aligner(kwargs: dict):
     return al
 
 
-def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off, t_len, want_cigar: bool):
+def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off, t_len, free_b, free_e,
+                 want_cigar: bool):
     """Align pairs whose sequences are slices of text; runs in a worker process."""
     n = len(q_len)
     ends_free = kwargs["span"] == "ends-free"
@@ -53,7 +54,7 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off
         qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
         al = long_al if max(ql, tl) > LONG_PAIR else short_al
         if ends_free:
-            al.text_begin_free = al.text_end_free = tl
+            al.text_begin_free, al.text_end_free = min(tl, free_b[i]), min(tl, free_e[i])
         s = al.wavefront_align(text[to : to + tl], text[qo : qo + ql])
         if al.status != 0:
             status[i] = FAILED
@@ -63,12 +64,16 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off
         if want_cigar:
             tup = al.cigartuples
             if ends_free:  # free target ends come back as leading/trailing WFA 'I' (target-only): trim
+                tup = list(tup)  # the free part only; a longer run keeps its paid remainder as a gap
                 if tup and tup[0][0] == 1:
-                    t_start[i] = tup[0][1]
-                    tup = tup[1:]
+                    cut = min(tup[0][1], free_b[i])
+                    t_start[i] = cut
+                    tup[0] = (1, tup[0][1] - cut)
                 if tup and tup[-1][0] == 1:
-                    t_end[i] -= tup[-1][1]
-                    tup = tup[:-1]
+                    cut = min(tup[-1][1], free_e[i])
+                    t_end[i] -= cut
+                    tup[-1] = (1, tup[-1][1] - cut)
+                tup = [x for x in tup if x[1]]
             before = len(ops)
             ops.extend(ln << 4 | _OPMAP[op] for op, ln in tup)
             clen[i] = len(ops) - before
@@ -152,7 +157,8 @@ class CpuWfaEngine:
 
         def chunk_args(sub: PairBatch):
             text = pack.compare_view(sub, cfg.n_mismatch).tobytes().translate(_WFA_SAFE).decode("ascii")
-            cols = [a.tolist() for a in (sub.q_off, sub.q_len, sub.t_off, sub.t_len)]
+            free = sub.t_free if sub.t_free is not None else np.stack([sub.t_len, sub.t_len], axis=1)
+            cols = [a.tolist() for a in (sub.q_off, sub.q_len, sub.t_off, sub.t_len, free[:, 0], free[:, 1])]
             return (*kw, text, *cols, want)
 
         if self.threads == 1 or batch.bases <= self.inline_bases or batch.n < 2:

@@ -33,14 +33,16 @@ def edit_distance(query: bytes, target: bytes, n_mismatch: bool = False) -> int:
     return int(prev[m])
 
 
-def affine_score(query: bytes, target: bytes, p: Penalties, n_mismatch: bool = False) -> int:
-    """Gotoh: mismatch x, a gap of length l costs o + l*e, match 0."""
+def affine_score(query: bytes, target: bytes, p: Penalties, n_mismatch: bool = False, t_begin_free: int = 0,
+                 t_end_free: int = 0) -> int:
+    """Gotoh: mismatch x, a gap of length l costs o + l*e, match 0. Global, except that up to
+    t_begin_free / t_end_free target bases may be skipped for free at the start / end (ends-free)."""
     q, t = _arrays(query, target)
     n, m = len(q), len(t)
     x, o, e = p.mismatch, p.gap_open, p.gap_extend
     ar = np.arange(m + 1, dtype=np.int64)
-    H = o + ar * e
-    H[0] = 0
+    fb = min(t_begin_free, m)
+    H = np.where(ar <= fb, 0, o + (ar - fb) * e)
     F = np.full(m + 1, INF, dtype=np.int64)
     for i in range(1, n + 1):
         F = np.minimum(F + e, H + o + e)
@@ -52,7 +54,7 @@ def affine_score(query: bytes, target: bytes, p: Penalties, n_mismatch: bool = F
         E = np.full(m + 1, INF, dtype=np.int64)
         E[1:] = pref[:-1] + o + ar[1:] * e
         H = np.minimum(G, E)
-    return int(H[m])
+    return int(H[max(0, m - t_end_free):].min())
 
 
 def score(query: bytes, target: bytes, metric: str, p: Penalties, n_mismatch: bool = False) -> int:
