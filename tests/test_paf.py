@@ -147,3 +147,46 @@ def test_bad_candidates(sim):
     assert "line 4: target coordinates" in err
     rc, _, err = run([str(d / "bad2.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "--mode", "banded"])
     assert rc == 2
+
+
+def test_minimap2_candidates(tmp_path, real_data):
+    """Candidates from minimap2 itself (mappy) on ONT-like reads from a real genome: every re-alignment
+    is checked against the extracted sequences and the reference DP with the same free-end bounds."""
+    mappy = pytest.importorskip("mappy")
+    from gpualign.engines import reference
+    from simulate import mutate
+
+    with pysam.FastxFile(os.path.join(real_data, "virus_DWV_NC_004830.fa")) as fh:
+        g = next(iter(fh)).sequence.upper().encode()
+    rng = np.random.default_rng(3)
+    starts = rng.integers(0, len(g) - 3000, 40).tolist()
+    lens = rng.integers(800, 3000, 40).tolist()
+    reads = mutate([g[s:s + n] for s, n in zip(starts, lens)], 0.08, seed=4, profile="long")
+    reads = [r if i % 2 else revcomp(r) for i, r in enumerate(reads)]
+    (tmp_path / "ref.fa").write_bytes(b">dwv\n" + g + b"\n")
+    (tmp_path / "reads.fa").write_bytes(b"".join(b">m%d\n%s\n" % (i, r) for i, r in enumerate(reads)))
+    al = mappy.Aligner(str(tmp_path / "ref.fa"), preset="map-ont")
+    lines, boxes = [], {}
+    for i, r in enumerate(reads):
+        for h in al.map(r):
+            if h.is_primary:
+                lines.append(f"m{i}\t{len(r)}\t{h.q_st}\t{h.q_en}\t{'+-'[h.strand < 0]}\tdwv\t{len(g)}\t{h.r_st}\t"
+                             f"{h.r_en}\t{h.mlen}\t{h.blen}\t{h.mapq}\ttp:A:P\tcm:i:1\n")
+                boxes[f"m{i}"] = (h.r_st, h.r_en)
+    assert len(lines) > 30
+    (tmp_path / "c.paf").write_text("".join(lines))
+    rc, out, err = run([str(tmp_path / "c.paf"), str(tmp_path / "reads.fa"), str(tmp_path / "ref.fa"), "-t", "2"])
+    assert rc == 0, err
+    rows = [x.split("\t") for x in out.splitlines()]
+    assert len(rows) == len(lines)
+    for f in rows:
+        q = dict((f"m{i}", r) for i, r in enumerate(reads))[f[0]][int(f[2]):int(f[3])]
+        q = q if f[4] == "+" else revcomp(q)
+        ts, te = int(f[7]), int(f[8])
+        tags = dict(x.split(":", 1) for x in f[12:])
+        ops = C.from_text(tags["cg"][2:])
+        C.check_cigar(q, g[ts:te], ops)
+        bs, be = boxes[f[0]]
+        ws, we = max(0, bs - 100), min(len(g), be + 100)
+        want = reference.affine_score(q, g[ws:we], P, False, bs + 100 - ws, we - (be - 100))
+        assert -int(tags["AS"][2:]) == C.score_cigar(ops, P) == want
