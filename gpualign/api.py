@@ -32,8 +32,13 @@ class Alignments:
 
 
 def _as_bytes(s, what: str, i: int) -> bytes:
-    b = s.encode("ascii", "replace") if isinstance(s, str) else bytes(s)
-    b = pack.fold(b)
+    if isinstance(s, str):
+        try:
+            s = s.encode("ascii")
+        except UnicodeEncodeError as e:
+            raise InputError(f"{what} {i}: invalid sequence character at position {e.start}; "
+                             "printable ASCII only") from None
+    b = pack.fold(bytes(s))
     bad = pack.first_bad_byte(np.frombuffer(b, dtype=np.uint8))
     if bad >= 0:
         raise InputError(f"{what} {i}: invalid sequence character at position {bad}; printable ASCII only")

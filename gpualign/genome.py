@@ -6,7 +6,6 @@ one pair in memory at a time. GPU: engines/gpu_long.py; CPU: engines/cpu_long.py
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 
@@ -16,6 +15,7 @@ from . import pack
 from .config import AlignConfig
 from .errors import ConfigError, DeviceError, InputError
 from .io import fastx
+from .pipeline import Output
 
 HEADER = ("query\ttarget\tquery_len\ttarget_len\tdistance\tidentity\tseconds\tcups\tcells_per_second\t"
           "engine\n")
@@ -103,12 +103,9 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                   "warning: no GPU in use; the CPU path (WFA2-lib BiWFA or edlib) can take minutes to hours "
                   "on distant chromosome-scale strings")
     results = []
-    sink = open(out, "w") if out != "-" else None
+    output = Output(out, binary_via_path=False)
     try:
-        import sys
-
-        stream = sink or sys.stdout
-        stream.write(HEADER)
+        output.target.write(HEADER.encode())
         for qn, tn, q, t in _pairs(path_a, path_b, qname, tname):
             q, t = _apply_rule(q, t, cfg.n_mismatch)
             t0 = time.perf_counter()
@@ -132,14 +129,11 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
 
                 d, how = cpu_long.distance(q.tobytes(), t.tobytes(), cpu_method)
                 res = GenomeResult(qn, tn, len(q), len(t), d, time.perf_counter() - t0, None, f"cpu-{how}")
-            stream.write(res.tsv())
-            stream.flush()
+            output.target.write(res.tsv().encode())
+            output.target.flush()
             results.append(res)
+        output.commit()
     except BaseException:
-        if sink:
-            sink.close()
-            os.unlink(out)
+        output.abort()
         raise
-    if sink:
-        sink.close()
     return results

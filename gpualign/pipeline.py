@@ -100,7 +100,7 @@ def _spool_stdin() -> str:
     return path
 
 
-class _Output:
+class Output:
     """stdout, or a temporary file renamed over the target name at commit()."""
 
     def __init__(self, path: str, binary_via_path: bool):
@@ -126,6 +126,9 @@ class _Output:
             if self.tmp:
                 self.target.close()
         if self.tmp:
+            umask = os.umask(0)  # mkstemp made the file 0600: give it the mode a plain open() would
+            os.umask(umask)
+            os.chmod(self.tmp, 0o666 & ~umask)
             os.replace(self.tmp, self.path)
             self.tmp = None
 
@@ -143,7 +146,7 @@ class _Output:
 
 
 @contextmanager
-def running(chain, output: "_Output"):
+def running(chain, output: "Output"):
     """Engines started and the output committed on success; on any failure the partial output is
     removed. The engines are closed either way."""
     for e in chain:
@@ -207,7 +210,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         summary = Summary(notice=notice)
         if on_notice:
             on_notice(notice)
-        output = _Output(out, binary_via_path=(fmt == "bam"))
+        output = Output(out, binary_via_path=(fmt == "bam"))
         with running(chain, output):
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
             writer = writer_cls(output.target, targets=targets,

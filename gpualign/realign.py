@@ -17,7 +17,7 @@ from .engines import select_engines
 from .errors import ConfigError, InputError
 from .io import paf as P
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
-from .pipeline import FORMATS, Summary, _Output, infer_format, running
+from .pipeline import FORMATS, Summary, Output, infer_format, running
 from .records import OK, PairBatch
 from .route import run_chain
 
@@ -68,7 +68,7 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     summary = Summary(notice=notice)
     say = on_notice or (lambda text: None)
     say(notice)
-    output = _Output(out, binary_via_path=(fmt == "bam"))
+    output = Output(out, binary_via_path=(fmt == "bam"))
     with running(chain, output):
         writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
             output.target, targets=targets, command_line=command_line, cs=cs)

@@ -247,3 +247,11 @@ def test_ctrl_c_exits_130(tmp_path):
     assert p.returncode == 130, err
     assert b"Traceback" not in err and not (tmp_path / "o.paf").exists()
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".gpualign")]
+
+
+def test_api_rejects_non_ascii():
+    import gpualign
+    from gpualign.errors import InputError
+
+    with pytest.raises(InputError, match="query 1: invalid sequence character"):
+        gpualign.align_pairs(["ACGT", "ACéGT"], ["ACGT", "ACGT"])

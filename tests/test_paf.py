@@ -179,8 +179,9 @@ def test_minimap2_candidates(tmp_path, real_data):
     assert rc == 0, err
     rows = [x.split("\t") for x in out.splitlines()]
     assert len(rows) == len(lines)
+    by_name = {f"m{i}": r for i, r in enumerate(reads)}
     for f in rows:
-        q = dict((f"m{i}", r) for i, r in enumerate(reads))[f[0]][int(f[2]):int(f[3])]
+        q = by_name[f[0]][int(f[2]):int(f[3])]
         q = q if f[4] == "+" else revcomp(q)
         ts, te = int(f[7]), int(f[8])
         tags = dict(x.split(":", 1) for x in f[12:])

@@ -24,8 +24,7 @@ DISTANCE_LEVELS = (32, 128, 512)
 SMEM_TARGET = 96 * 1024  # shared memory per block we aim for (more warps per block when smaller)
 MAX_LEN = 1 << 20  # longer pairs go to other engines
 MAX_BATCH_BASES = 1 << 30  # bases per device launch set (offsets are 32-bit on the device)
-_NULL_I64 = np.uint64(0)  # null device pointers for the count-only CIGAR pass
-_NULL_U32 = np.uint64(0)
+_NULL = np.uint64(0)  # a null device pointer (the count-only CIGAR pass)
 
 
 def _smem_words(e: int, bt: bool) -> int:
@@ -74,8 +73,9 @@ class GpuEditEngine:
     def __init__(self, first_level: int | None = None):
         """first_level: first level to try (None = chosen per batch from a sample; tests force 32)."""
         self._mod = None
+        self._pinned = None  # host staging buffer, grown as needed
         self.first_level = first_level
-        self.last_counts: dict = {}
+        self.last_counts: dict = {}  # pairs per kernel level of the last align() call
 
     def _module(self):
         if self._mod is None:
@@ -106,7 +106,7 @@ class GpuEditEngine:
 
         seq = pack.compare_view(batch, cfg.n_mismatch)
         size = (len(seq) + 127) // 64 * 64 + 64
-        if getattr(self, "_pinned", None) is None or len(self._pinned) < size:
+        if self._pinned is None or len(self._pinned) < size:
             self._pinned = cupyx.empty_pinned(max(size, 1 << 22), dtype=np.uint8)
         host = self._pinned[:size]
         copy_parallel(host, seq)
@@ -124,12 +124,18 @@ class GpuEditEngine:
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         """Device out-of-memory halves the batch (down to a few pairs, then CPU rescue); batches over
-        MAX_BATCH_BASES (32-bit offsets on the device) are split first."""
+        MAX_BATCH_BASES (32-bit offsets on the device) are split first. last_counts adds up every
+        device run of this call."""
+        self.last_counts = {}
+        return self._align_split(batch, cfg)
+
+    def _align_split(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         from . import align_degrading
 
         if batch.n > 1 and batch.bases > MAX_BATCH_BASES:
             half = batch.n // 2
-            parts = [(idx, self.align(batch.take(idx), cfg)) for idx in (np.arange(half), np.arange(half, batch.n))]
+            parts = [(idx, self._align_split(batch.take(idx), cfg))
+                     for idx in (np.arange(half), np.arange(half, batch.n))]
             return AlignBatch.merge(batch.n, parts, not cfg.distance_only)
         return align_degrading(self._align_once, batch, cfg)
 
@@ -152,8 +158,8 @@ class GpuEditEngine:
         d_packed, d_raw, d_meta = self._upload(batch, cfg)
         dev = (d_packed, d_raw, d_meta[0], d_meta[1], d_meta[2], d_meta[3])
         levels = self.levels(cfg)
-        if self.first_level is not None:
-            first = self.first_level
+        if self.first_level is not None:  # the smallest level that holds first_level
+            first = next((e for e in levels if e >= self.first_level), levels[-1])
         else:  # a small distance-only sample at the top level picks where to start
             sample = np.arange(n, dtype=np.int32)
             if n > 1024:
@@ -181,7 +187,9 @@ class GpuEditEngine:
             counts[f"gpu-edit:E{e}"] = n2
             counts[f"gpu-edit:E{e}-bytes"] = int(done.sum()) - n2
             todo = todo[~done]
-        self.last_counts = {k: v for k, v in counts.items() if v}
+        for k, v in counts.items():
+            if v:
+                self.last_counts[k] = self.last_counts.get(k, 0) + v
         return self._assemble(n, score, status, cig_parts, want_cigar)
 
     def _run_level(self, e, dev, ids, want_cigar):
@@ -214,7 +222,7 @@ class GpuEditEngine:
         args = (d_packed, d_raw, d_list, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen, d_score, d_mode, d_bt,
                 np.int32(w))
         grid = ((nl + 127) // 128,)
-        cig(grid, (128,), (*args, _NULL_I64, _NULL_U32, d_cnt))
+        cig(grid, (128,), (*args, _NULL, _NULL, d_cnt))
         d_len = cupy.maximum(d_cnt, 0).astype(cupy.int64)
         d_off = cupy.cumsum(d_len) - d_len
         total = int(d_off[-1] + d_len[-1]) if nl else 0

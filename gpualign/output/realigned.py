@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import __version__
 from .. import cigar as C
+from ..io.paf import revcomp
 from ..records import OK
 from .common import columns
 from .sam import SEQ_TABLE, _clean
@@ -88,8 +89,6 @@ def sam_records(batch, res, meta) -> list[str]:
         seq, qual = meta["full_query"][i], meta["full_qual"][i]
         rev = cand.strand == "-"
         if rev:
-            from ..io.paf import revcomp
-
             seq, qual = revcomp(seq), (qual[::-1] if qual else qual)
         s = seq.translate(SEQ_TABLE).decode() or "*"
         q = qual or "*"
