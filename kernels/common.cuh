@@ -37,3 +37,30 @@ __device__ __forceinline__ int common_prefix(const uint32_t* __restrict__ w, uin
     }
     return l < maxlen ? l : maxlen;
 }
+
+// Run-length CIGAR writer (BAM op codes, len << 4 | op); with out == nullptr it only counts the
+// ops, and it never writes beyond cap ops (n > cap afterwards says the buffer was too small).
+struct CigarOut {
+    uint32_t* out;
+    int n, cur_op, cur_len, cap;
+    __device__ void put() { if (out && n < cap) out[n] = ((uint32_t)cur_len << 4) | cur_op; n++; }
+    __device__ void emit(int op, int len) {
+        if (len <= 0) return;
+        if (op == cur_op) { cur_len += len; return; }
+        if (cur_len) put();
+        cur_op = op; cur_len = len;
+    }
+    __device__ void flush() { if (cur_len) put(); cur_len = 0; }
+};
+
+// Copy each pair's ops from src[src_off[i]...] to dst[dst_off[i]...] (cnt[i] of them): the final
+// CIGAR buffer in pair order, assembled on the device from the levels' buffers.
+extern "C" __global__ void gather_ops(const uint32_t* __restrict__ src, const long long* __restrict__ src_off,
+                                      const int* __restrict__ cnt, const long long* __restrict__ dst_off,
+                                      uint32_t* __restrict__ dst, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const long long a = src_off[i], b = dst_off[i];
+        for (int j = 0; j < cnt[i]; j++) dst[b + j] = src[a + j];
+    }
+}
+

@@ -25,7 +25,7 @@
 //     (qlen, tlen) (never expected: reported as a failure). cigar == nullptr: count only
 //     (the first of two passes: counts -> offsets -> write).
 //
-//   gather_ops(src, src_off, cnt, dst_off, dst, n): per pair, copy cnt[i] ops (thread per pair).
+//   gather_ops (common.cuh): the final CIGAR buffer in pair order.
 //
 // Method: wavefront W[s][k] = furthest target offset h on diagonal k = h - v with s edits.
 // W[s][k] = max(W[s-1][k] + 1 (X), W[s-1][k-1] + 1 (D), W[s-1][k+1] (I)), each candidate kept
@@ -151,24 +151,10 @@ __global__ void ewfa_align(const uint32_t* __restrict__ packed, const uint32_t* 
     }
 }
 
-// Run-length CIGAR writer; with out == nullptr it only counts the ops.
-struct CigarOut {
-    uint32_t* out;
-    int n, cur_op, cur_len;
-    __device__ void put() { if (out) out[n] = ((uint32_t)cur_len << 4) | cur_op; n++; }
-    __device__ void emit(int op, int len) {
-        if (len <= 0) return;
-        if (op == cur_op) { cur_len += len; return; }
-        if (cur_len) put();
-        cur_op = op; cur_len = len;
-    }
-    __device__ void flush() { if (cur_len) put(); cur_len = 0; }
-};
-
 template <int BITS>
 __device__ void replay(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp, int m, int s,
                        const uint32_t* __restrict__ ops, uint32_t* __restrict__ out, int* __restrict__ nout) {
-    CigarOut c{out, 0, -1, 0};
+    CigarOut c{out, 0, -1, 0, 0x7fffffff};
     int v = 0, h = 0;
     int l = common_prefix<BITS>(seq, qp, tp, n < m ? n : m);
     c.emit(7, l); v += l; h += l;
@@ -201,17 +187,6 @@ extern "C" __global__ void ewfa_cigar(const uint32_t* __restrict__ packed, const
         uint32_t* out = cigar ? cigar + cig_off[it] : nullptr;
         if (mode[it] == 2) replay<2>(packed, qpos[p], qlen[p], tpos[p], tlen[p], s, ops, out, ncig + it);
         else replay<8>(raw, qpos[p], qlen[p], tpos[p], tlen[p], s, ops, out, ncig + it);
-    }
-}
-
-// Copy each pair's ops from src[src_off[i]...] to dst[dst_off[i]...] (cnt[i] of them): the final
-// CIGAR buffer in pair order, assembled on the device from the levels' buffers.
-extern "C" __global__ void gather_ops(const uint32_t* __restrict__ src, const long long* __restrict__ src_off,
-                                      const int* __restrict__ cnt, const long long* __restrict__ dst_off,
-                                      uint32_t* __restrict__ dst, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const long long a = src_off[i], b = dst_off[i];
-        for (int j = 0; j < cnt[i]; j++) dst[b + j] = src[a + j];
     }
 }
 

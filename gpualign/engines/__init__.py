@@ -55,10 +55,13 @@ class CpuEngine(CpuWfaEngine):
 
 
 def gpu_engines(cfg: AlignConfig) -> list:
-    """GPU engines that can serve this config, in chain order (call only when a GPU is present)."""
+    """GPU engines that can serve this config, in chain order (call only when a GPU is present):
+    eWFA levels for short edit-distance pairs, then the affine WFA engine (affine metric, and edit
+    pairs beyond eWFA's bounds)."""
+    from .gpu_affine import GpuAffineEngine
     from .gpu_edit import GpuEditEngine
 
-    return [e for e in (GpuEditEngine(),) if e.accepts_cfg(cfg)]
+    return [e for e in (GpuEditEngine(), GpuAffineEngine()) if e.accepts_cfg(cfg)]
 
 
 def select_engines(cfg: AlignConfig) -> tuple[list, str]:

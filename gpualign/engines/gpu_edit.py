@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import pack
 from ..config import AlignConfig
-from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
+from ..records import EXCEEDED, FAILED, OK, AlignBatch, PairBatch
 from ._cuda import load_module
+from ._device import Staging, align_split, assemble
 
 NAME = "gpu-edit"
 CIGAR_LEVELS = (32, 64, 128)
 DISTANCE_LEVELS = (32, 128, 512)
 SMEM_TARGET = 96 * 1024  # shared memory per block we aim for (more warps per block when smaller)
 MAX_LEN = 1 << 20  # longer pairs go to other engines
-MAX_BATCH_BASES = 1 << 30  # bases per device launch set (offsets are 32-bit on the device)
 _NULL = np.uint64(0)  # a null device pointer (the count-only CIGAR pass)
 
 
@@ -53,27 +52,13 @@ def start_level(levels: tuple, sample_scores: np.ndarray) -> int:
     return levels[-1]
 
 
-def copy_parallel(dst: np.ndarray, src: np.ndarray, threads: int = 8, chunk: int = 1 << 23) -> None:
-    """dst[:len(src)] = src with several threads (numpy releases the GIL): pinned staging is
-    otherwise limited by one core's memcpy."""
-    n = len(src)
-    if n <= chunk:
-        dst[:n] = src
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    bounds = list(range(0, n, chunk)) + [n]
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda ab: np.copyto(dst[ab[0]:ab[1]], src[ab[0]:ab[1]]), zip(bounds[:-1], bounds[1:])))
-
-
 class GpuEditEngine:
     name = NAME
 
     def __init__(self, first_level: int | None = None):
         """first_level: first level to try (None = chosen per batch from a sample; tests force 32)."""
         self._mod = None
-        self._pinned = None  # host staging buffer, grown as needed
+        self._staging = Staging()
         self.first_level = first_level
         self.last_counts: dict = {}  # pairs per kernel level of the last align() call
 
@@ -102,54 +87,21 @@ class GpuEditEngine:
     def _upload(self, batch: PairBatch, cfg: AlignConfig):
         """Raw bytes (pinned, one copy) and the 2-bit packing made on the device."""
         import cupy
-        import cupyx
 
-        seq = pack.compare_view(batch, cfg.n_mismatch)
-        size = (len(seq) + 127) // 64 * 64 + 64
-        if self._pinned is None or len(self._pinned) < size:
-            self._pinned = cupyx.empty_pinned(max(size, 1 << 22), dtype=np.uint8)
-        host = self._pinned[:size]
-        copy_parallel(host, seq)
-        host[len(seq):] = 0
-        d_raw = cupy.empty(size, dtype=cupy.uint8)
-        d_raw.set(host)
-        nwords = size // 16
+        d_raw, d_meta = self._staging.upload(batch, cfg)
+        nwords = len(d_raw) // 16
         d_packed = cupy.empty(nwords + 2, dtype=cupy.uint32)
         d_packed[-2:] = 0
         self._mod.get_function("pack2")((min(4096, (nwords + 255) // 256),), (256,),
                                         (d_raw.view(cupy.uint32), d_packed, np.int32(nwords)))
-        meta = np.empty((4, batch.n), dtype=np.int32)
-        meta[0], meta[1], meta[2], meta[3] = batch.q_off, batch.q_len, batch.t_off, batch.t_len
-        return d_packed, d_raw.view(cupy.uint32), cupy.asarray(meta)
+        return d_packed, d_raw.view(cupy.uint32), d_meta
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         """Device out-of-memory halves the batch (down to a few pairs, then CPU rescue); batches over
         MAX_BATCH_BASES (32-bit offsets on the device) are split first. last_counts adds up every
         device run of this call."""
         self.last_counts = {}
-        return self._align_split(batch, cfg)
-
-    def _align_split(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
-        from . import align_degrading
-
-        if batch.n > 1 and batch.bases > MAX_BATCH_BASES:
-            half = batch.n // 2
-            parts = [(idx, self._align_split(batch.take(idx), cfg))
-                     for idx in (np.arange(half), np.arange(half, batch.n))]
-            return AlignBatch.merge(batch.n, parts, not cfg.distance_only)
-        return align_degrading(self._align_once, batch, cfg)
-
-    def _align_once(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
-        try:
-            return self._align_device(batch, cfg)
-        except Exception as err:
-            from . import is_out_of_memory
-
-            if is_out_of_memory(err):  # give the pool's cached blocks back before the smaller retry
-                import cupy
-
-                cupy.get_default_memory_pool().free_all_blocks()
-            raise
+        return align_split(self._align_device, batch, cfg)
 
     def _align_device(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         self._module()
@@ -190,7 +142,7 @@ class GpuEditEngine:
         for k, v in counts.items():
             if v:
                 self.last_counts[k] = self.last_counts.get(k, 0) + v
-        return self._assemble(n, score, status, cig_parts, want_cigar)
+        return assemble(self._mod.get_function("gather_ops"), NAME, n, score, status, cig_parts, want_cigar)
 
     def _run_level(self, e, dev, ids, want_cigar):
         import cupy
@@ -229,35 +181,3 @@ class GpuEditEngine:
         d_cig = cupy.empty(max(1, total), dtype=cupy.uint32)
         cig(grid, (128,), (*args, d_off, d_cig, d_cnt))
         return s, mode, d_cig, d_off.get(), d_cnt.get()
-
-    def _assemble(self, n, score, status, parts, want_cigar) -> AlignBatch:
-        """Results in pair order; the CIGARs of all levels gathered on the device, downloaded once."""
-        import cupy
-
-        engine = np.full(n, ENGINE_CODE[NAME], np.uint8)
-        res = AlignBatch(score, status, engine, np.zeros(0, np.uint32), np.zeros(n, np.int64),
-                         np.zeros(n, np.int64), want_cigar)
-        res.reason = {int(i): "GPU CIGAR replay did not reach the end (internal error)"
-                      for i in np.nonzero(status == FAILED)[0]}
-        if not want_cigar or not parts:
-            return res
-        lens = np.zeros(n, np.int64)
-        src_off = np.zeros(n, np.int64)
-        base = 0
-        for ids, d_ops, off, cnt in parts:
-            lens[ids] = cnt
-            src_off[ids] = off + base
-            base += len(d_ops)
-        dst_off = offsets_from_lengths(lens)
-        total = int(lens.sum())
-        if len(parts) == 1 and np.array_equal(src_off, dst_off):
-            flat = parts[0][1][:total].get()  # one level, already in pair order
-        else:
-            d_src = cupy.concatenate([p[1] for p in parts])
-            d_dst = cupy.empty(max(1, total), dtype=cupy.uint32)
-            self._mod.get_function("gather_ops")(((n + 127) // 128,), (128,), (
-                d_src, cupy.asarray(src_off), cupy.asarray(lens.astype(np.int32)), cupy.asarray(dst_off),
-                d_dst, np.int32(n)))
-            flat = d_dst[:total].get()
-        res.cigar, res.cigar_len, res.cigar_off = flat, lens, dst_off
-        return res

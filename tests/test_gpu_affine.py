@@ -1,0 +1,155 @@
+"""Affine WFA on the GPU against parasail, WFA2-lib (CPU engine) and edlib (run on the device: pytest -m gpu)."""
+
+import numpy as np
+import pytest
+
+from gpualign import cigar as C
+from gpualign.config import AlignConfig, Penalties
+from gpualign.engines import CpuEngine
+from gpualign.records import ENGINE_CODE, OK
+from gpualign.route import run_chain
+from oracles import affine, edit
+from strategies import adversarial, to_batch
+
+pytestmark = pytest.mark.gpu
+
+PENALTIES = [Penalties(4, 6, 2), Penalties(1, 0, 1), Penalties(3, 5, 1), Penalties(5, 1, 3), Penalties(2, 12, 1),
+             Penalties(6, 2, 2)]
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    engine = CpuEngine(16)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    from gpualign.engines.gpu_affine import GpuAffineEngine
+
+    return GpuAffineEngine()
+
+
+def pairs_random(n_groups, per_group, seed, max_len=2000, max_rate=0.2, profile="uniform", min_len=1):
+    from simulate import simulate
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for g in range(n_groups):
+        ln = int(rng.integers(min_len, max_len + 1))
+        q, t = simulate(per_group, ln, float(rng.uniform(0, max_rate)), seed=seed * 1000 + g, profile=profile)
+        out += list(zip(q, t))
+    return out
+
+
+def verify(batch, res, cfg, want, check_every=1):
+    assert (res.status == OK).all(), {k: v for k, v in list(res.reason.items())[:3]}
+    bad = np.nonzero(res.score != want)[0]
+    assert len(bad) == 0, [(int(i), int(res.score[i]), int(want[i])) for i in bad[:5]]
+    if res.has_cigar:
+        for i in range(0, batch.n, check_every):
+            ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
+            C.check_cigar(batch.query(i), batch.target(i), ops, cfg.n_mismatch)
+            assert C.score_cigar(ops, cfg.effective_penalties) == want[i], i
+
+
+@pytest.mark.parametrize("pen", PENALTIES, ids=lambda p: f"{p.mismatch},{p.gap_open},{p.gap_extend}")
+def test_random_pairs_vs_parasail(gpu, pen):
+    """Pairs up to 2 kbp, error 0-20%, uniform and indel-heavy: scores equal parasail's, CIGARs check."""
+    pairs = pairs_random(30, 40, seed=pen.mismatch * 7 + pen.gap_open) + \
+        pairs_random(10, 40, seed=5, profile="long", max_len=1500)
+    batch = to_batch(pairs)
+    want = np.array([affine(q, t, pen) for q, t in pairs])
+    for do in (False, True):
+        cfg = AlignConfig(metric="affine", penalties=pen, distance_only=do)
+        res = gpu.align(batch, cfg)
+        verify(batch, res, cfg, want)
+        assert (res.engine == ENGINE_CODE["gpu-affine"]).all()
+
+
+@pytest.mark.parametrize("n_mm", [False, True], ids=["N-matches", "N-mismatch"])
+def test_adversarial(gpu, cpu, n_mm):
+    pairs = adversarial()
+    batch = to_batch(pairs)
+    for pen in PENALTIES[:3]:
+        for do in (False, True):
+            cfg = AlignConfig(metric="affine", penalties=pen, distance_only=do, n_mismatch=n_mm)
+            want = np.array([affine(batch.query(i), batch.target(i), pen, n_mm) for i in range(batch.n)])
+            res, _ = run_chain(batch, [gpu, cpu], cfg)
+            verify(batch, res, cfg, want)
+
+
+def test_long_pairs_vs_wfa2(gpu, cpu):
+    """10-50 kbp, long-read profile up to 15%: scores equal WFA2-lib's (CPU engine)."""
+    pairs = pairs_random(6, 3, seed=11, min_len=10_000, max_len=50_000, max_rate=0.15, profile="long")
+    batch = to_batch(pairs)
+    cfg = AlignConfig(metric="affine")
+    want = cpu.align(batch, cfg).score
+    res = gpu.align(batch, cfg)
+    verify(batch, res, cfg, want, check_every=1)
+    assert (res.engine == ENGINE_CODE["gpu-affine"]).all()
+
+
+def test_edit_metric_beyond_ewfa(cpu):
+    """Edit metric: pairs eWFA cannot hold (d > 128, length differences) go to the affine engine; edlib agrees."""
+    from gpualign.engines import gpu_engines
+
+    pairs = pairs_random(20, 20, seed=3, min_len=800, max_len=3000, max_rate=0.25)
+    pairs += [(b"ACGT" * 300, b"ACGT" * 100), (b"A" * 2000, b"C" * 1500)]
+    batch = to_batch(pairs)
+    want = np.array([edit(q, t) for q, t in pairs])
+    for do in (False, True):
+        cfg = AlignConfig(distance_only=do)
+        res, counts = run_chain(batch, [*gpu_engines(cfg), cpu], cfg)
+        verify(batch, res, cfg, want)
+        # every pair on the GPU but the last: 2,000 bp against 1,500 (d = 2,000) is beyond both levels
+        assert counts.get("gpu-affine", 0) > 0 and counts.get("cpu-wfa", 0) == 1, counts
+
+
+def test_forced_rescue(cpu):
+    """A tiny first level and a small second: escalation, then CPU rescue, all exact."""
+    from gpualign.engines.gpu_affine import GpuAffineEngine
+
+    pairs = pairs_random(20, 25, seed=9, max_len=1500, max_rate=0.2)
+    batch = to_batch(pairs)
+    pen = Penalties()
+    want = np.array([affine(q, t, pen) for q, t in pairs])
+    for do in (False, True):
+        cfg = AlignConfig(metric="affine", distance_only=do)
+        res, counts = run_chain(batch, [GpuAffineEngine(levels=(0.02, 0.08)), cpu], cfg)
+        verify(batch, res, cfg, want)
+        assert counts.get("gpu-affine:L0", 0) > 0 and counts.get("gpu-affine:L1", 0) > 0, counts
+        assert counts.get("rescued", 0) > 0 and counts.get("cpu-wfa", 0) > 0, counts
+
+
+def test_gpu_equals_cpu_many_pairs(gpu, cpu):
+    """50,000 pairs of 100-1000 bp at up to 15%: GPU scores == CPU engine scores; CIGARs checked on a sample."""
+    pairs = pairs_random(50, 1000, seed=21, max_len=1000, max_rate=0.15, min_len=100)
+    batch = to_batch(pairs)
+    cfg = AlignConfig(metric="affine")
+    res = gpu.align(batch, cfg)
+    ref = cpu.align(batch, cfg)
+    assert (res.status == OK).all() and (ref.score == res.score).all()
+    verify(batch, res, cfg, ref.score, check_every=97)
+
+
+def test_real_mito_windows(gpu, cpu, real_data):
+    """Human vs orangutan mtDNA windows (real divergence, indels): GPU == WFA2-lib."""
+    import os
+
+    def read(name):
+        return b"".join(x.strip().encode() for x in open(os.path.join(real_data, name)) if not x.startswith(">"))
+
+    a, b = read("mtDNA_human_minimap2.fa"), read("mtDNA_orangutan.fa")
+    rng = np.random.default_rng(2)
+    pairs = []
+    for _ in range(200):
+        ln = int(rng.integers(200, 3000))
+        s = int(rng.integers(0, min(len(a), len(b)) - ln))
+        pairs.append((a[s:s + ln], b[s:s + ln + int(rng.integers(-20, 20))]))
+    batch = to_batch(pairs)
+    cfg = AlignConfig(metric="affine")
+    ref = cpu.align(batch, cfg)
+    res = gpu.align(batch, cfg)
+    verify(batch, res, cfg, ref.score, check_every=1)
