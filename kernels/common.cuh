@@ -38,6 +38,27 @@ __device__ __forceinline__ int common_prefix(const uint32_t* __restrict__ w, uin
     return l < maxlen ? l : maxlen;
 }
 
+// Byte sequences only (BITS = 8), 8 bytes per step: common prefix length at byte positions a and b,
+// at most maxlen. Reads up to 3 words past a window start (the buffers' padding covers it).
+__device__ __forceinline__ uint64_t load_bytes8(const uint32_t* __restrict__ w, uint32_t pos) {
+    const uint32_t word = pos >> 2, shift = (pos & 3) * 8;
+    const uint64_t lo = ((uint64_t)w[word + 1] << 32) | w[word];
+    return shift ? (lo >> shift) | ((uint64_t)w[word + 2] << (64 - shift)) : lo;
+}
+
+__device__ __forceinline__ int common_prefix_bytes8(const uint32_t* __restrict__ w, uint32_t a, uint32_t b, int maxlen) {
+    int l = 0;
+    while (l < maxlen) {
+        const uint64_t x = load_bytes8(w, a + l) ^ load_bytes8(w, b + l);
+        if (x) {
+            l += (__ffsll((long long)x) - 1) >> 3;
+            break;
+        }
+        l += 8;
+    }
+    return l < maxlen ? l : maxlen;
+}
+
 // Run-length CIGAR writer (BAM op codes, len << 4 | op); with out == nullptr it only counts the
 // ops, and it never writes beyond cap ops (n > cap afterwards says the buffer was too small).
 struct CigarOut {

@@ -2,8 +2,8 @@
 //
 // Entry points (template instances, listed in gpualign/engines/gpu_affine.py):
 //
-//   wfa_affine<BT>(raw, list, nlist, qpos, qlen, tpos, tlen, x, o, e, s_cap, kcap, ring_in_smem,
-//                  ring, rowbase, bt, slot_bt, tok, tok_cap, cigar, cig_cap, score, ncig, counter)
+//   wfa_affine<BT, T>(raw, list, nlist, qpos, qlen, tpos, tlen, x, o, e, s_cap, kcap, ring_in_smem,
+//                     ring, bt, slot_bt, score, counter)
 //     raw      uint32*  the batch's compare bytes (see common.cuh; byte compare only)
 //     list     int32*   pair ids in the order blocks take them (longest first balances the load)
 //     qpos/tpos uint32* byte offset of each pair's query/target; qlen/tlen int32*
@@ -12,17 +12,21 @@
 //     s_cap    largest score tried; a pair whose score exceeds it gets score -1 ("exceeded")
 //     kcap     widest diagonal kept: kb(s) = min((s - o) / e, kcap) for s >= o + e, else 0
 //              (a diagonal |k| costs at least o + |k| e, so |k| <= kb(s) holds every cell of score s)
-//     ring     per resident block (RM + 2 RI) * (2 kcap + 3) int32 wavefront rows, RM = max(x, o+e) + 1,
-//              RI = e + 1; unused when ring_in_smem (then the same rows are dynamic shared memory)
-//     rowbase  int64[s_cap + 2]: start of score s's backtrace row (2 kb(s) + 1 bytes) in a slot
-//     bt       BT only: per resident block slot_bt bytes of backtrace rows
-//     tok      BT only: per resident block tok_cap bytes, the backtrace's path tokens
-//     cigar    BT only: per list entry cig_cap ops (BAM codes, len << 4 | op; SAM orientation:
-//              I = query-only, D = target-only); ncig[i] = ops written, -1 when the replay does
-//              not end at (qlen, tlen) or the buffers were too small (never expected: a failure)
+//     ring     T = int or short (pairs up to 32,767 bases): per resident block (RM + 2 RI) * (2 kcap + 3)
+//              wavefront cells, RM = max(x, o+e) + 1, RI = e + 1; unused when ring_in_smem (then
+//              the same rows are dynamic shared memory)
+//     bt       BT only: per list entry slot_bt bytes, the backtrace rows (score s's row: 2 kb(s) + 1
+//              bytes at rowbase[s] = sum of the rows before it)
 //     score    out, per list entry (reduced units), -1 beyond s_cap
 //     counter  int32 work queue head, 0 at launch
-//     Launch: any block size (multiple of 32), grid <= the resident blocks the ring/bt buffers hold.
+//     Launch: any block size (multiple of 32), any grid (blocks take pairs from the queue).
+//
+//   wfa_affine_cigar(raw, list, nlist, qpos, qlen, tpos, tlen, x, o, e, kcap, rowbase, bt, slot_bt,
+//                    tok, tok_cap, cigar, cig_cap, score, ncig)
+//     One thread per list entry: walks the backtrace (path tokens in tok, tok_cap bytes per entry)
+//     and writes the CIGAR at cigar + i * cig_cap (BAM codes, len << 4 | op; SAM orientation:
+//     I = query-only, D = target-only); ncig[i] = ops written, -1 when the replay does not end at
+//     (qlen, tlen) or a buffer was too small (never expected: reported as a failure).
 //
 // Method (Marco-Sola et al. 2021): for each score s and diagonal k = h - v (h: target offset,
 // v: query offset) the furthest offset reached in each state:
@@ -31,8 +35,8 @@
 //   M[s][k] = max(M[s-x][k] + 1, I[s][k], D[s][k]), then extended along matches,
 // each candidate kept only inside the matrix (h <= tlen, v <= qlen). Threads stride over the
 // diagonals, one barrier per score. The backtrace keeps, per cell, which candidate won (one byte:
-// bits 0-1 M's source X/I/D, bit 2 I extended, bit 3 D extended); after the last score one thread
-// walks it back into path tokens and replays them forward, re-deriving the matches by extend.
+// bits 0-1 M's source X/I/D, bit 2 I extended, bit 3 D extended); a second kernel walks it back
+// into path tokens and replays them forward, re-deriving the matches by extend.
 #include "common.cuh"
 
 #define NUL (-0x40000000)
@@ -80,7 +84,7 @@ __device__ int backtrace_cigar(const uint32_t* __restrict__ raw, uint32_t qp, in
         const int t = tok[j];
         if (t == TOK_EXTEND) {
             const int room = (n - v) < (m - h) ? (n - v) : (m - h);
-            const int l = room > 0 ? common_prefix<8>(raw, qp + v, tp + h, room) : 0;
+            const int l = room > 0 ? common_prefix_bytes8(raw, qp + v, tp + h, room) : 0;
             c.emit(7, l); v += l; h += l;
         } else if (t == TOK_X) { c.emit(8, 1); v++; h++; }
         else if (t == TOK_D) { c.emit(2, 1); h++; }
@@ -90,33 +94,36 @@ __device__ int backtrace_cigar(const uint32_t* __restrict__ raw, uint32_t qp, in
     return (v == n && h == m && c.n <= cap) ? c.n : -1;
 }
 
-template <bool BT>
+// Ring cell types: int16 rings (pairs up to 32,767 bases) halve shared memory per block.
+template <typename T> struct Nul;
+template <> struct Nul<int> { static constexpr int value = NUL; };
+template <> struct Nul<short> { static constexpr int value = -32768; };
+
+template <bool BT, typename T>
 __global__ void wfa_affine(const uint32_t* __restrict__ raw, const int* __restrict__ list, int nlist,
                            const uint32_t* __restrict__ qpos, const int* __restrict__ qlen,
                            const uint32_t* __restrict__ tpos, const int* __restrict__ tlen,
                            int x, int o, int e, int s_cap, int kcap, int ring_in_smem,
-                           int* ring_g, const long long* __restrict__ rowbase,
-                           unsigned char* bt_g, long long slot_bt, unsigned char* tok_g, int tok_cap,
-                           uint32_t* __restrict__ cigar, int cig_cap,
-                           int* __restrict__ score, int* __restrict__ ncig, int* __restrict__ counter) {
+                           T* ring_g, unsigned char* bt_g, long long slot_bt,
+                           int* __restrict__ score, int* __restrict__ counter) {
+    constexpr int NL = Nul<T>::value;
     extern __shared__ int smem[];
     __shared__ int sh_it, sh_first;
     const int W = 2 * kcap + 3;  // diagonals -kcap-1 .. kcap+1: the outer two stay NUL
     const int oe = o + e;
     const int RM = (x > oe ? x : oe) + 1, RI = e + 1;
     const int ring_words = (RM + 2 * RI) * W;
-    int* ring = ring_in_smem ? smem : ring_g + (long long)blockIdx.x * ring_words;
-    int* const Mr = ring + kcap + 1;  // row r, diagonal k: Mr[r * W + k]
-    int* const Ir = Mr + RM * W;
-    int* const Dr = Ir + RI * W;
-    unsigned char* bt = BT ? bt_g + (long long)blockIdx.x * slot_bt : nullptr;
+    T* ring = ring_in_smem ? reinterpret_cast<T*>(smem) : ring_g + (long long)blockIdx.x * ring_words;
+    T* const Mr = ring + kcap + 1;  // row r, diagonal k: Mr[r * W + k]
+    T* const Ir = Mr + RM * W;
+    T* const Dr = Ir + RI * W;
 
     for (;;) {
         if (threadIdx.x == 0) sh_it = atomicAdd(counter, 1);
         // Every ring cell starts NUL. A row is rewritten over a range that contains the range of
         // its previous use (wavefronts only widen), so a read anywhere in the row gives the cell's
         // value or NUL: no bounds checks in the loop below.
-        for (int j = threadIdx.x; j < ring_words; j += blockDim.x) ring[j] = NUL;
+        for (int j = threadIdx.x; j < ring_words; j += blockDim.x) ring[j] = (T)NL;
         __syncthreads();
         const int it = sh_it;
         if (it >= nlist) break;
@@ -124,80 +131,91 @@ __global__ void wfa_affine(const uint32_t* __restrict__ raw, const int* __restri
         const int n = qlen[p], m = tlen[p];
         const uint32_t qp = qpos[p], tp = tpos[p];
         const int kf = m - n;
+        unsigned char* bt = BT ? bt_g + (long long)it * slot_bt : nullptr;
         if (threadIdx.x == 0) {
-            const int h0 = common_prefix<8>(raw, qp, tp, n < m ? n : m);
-            Mr[0] = h0;
+            const int h0 = common_prefix_bytes8(raw, qp, tp, n < m ? n : m);
+            Mr[0] = (T)h0;
             if (BT) bt[0] = 3;
             sh_first = (kf == 0 && h0 == m) ? 0 : -1;
         }
         __syncthreads();
         int final_s = sh_first, s = 0;
-        int rm = 0, ri = 0, q = 0, qr = 0;  // s % RM, s % RI, (s - o) / e and its remainder
+        int rm = 0, ri = 0, q = 0, qr = 0, kb = 0;  // s % RM, s % RI, (s - o) / e and its remainder
+        long long rb = 0;  // start of score s's backtrace row (rowbase[s] in gpu_affine.py)
         while (final_s < 0 && s < s_cap) {
             s++;
+            rb += 2 * kb + 1;
             if (++rm == RM) rm = 0;
             if (++ri == RI) ri = 0;
             if (s == oe) { q = 1; qr = 0; }
             else if (s > oe && ++qr == e) { qr = 0; q++; }
-            const int kb = q < kcap ? q : kcap;
+            kb = q < kcap ? q : kcap;
             const int lo = -kb > -n ? -kb : -n, hi = kb < m ? kb : m;
             int rx = rm - x, rg = rm - oe, re = ri - e;
             if (rx < 0) rx += RM;
             if (rg < 0) rg += RM;
             if (re < 0) re += RI;
-            const int* Mx = Mr + rx * W;
-            const int* Mg = Mr + rg * W;
-            const int* Ie = Ir + re * W;
-            const int* De = Dr + re * W;
-            int* Mo = Mr + rm * W;
-            int* Io = Ir + ri * W;
-            int* Do = Dr + ri * W;
-            unsigned char* bto = BT ? bt + rowbase[s] + kb : nullptr;
+            const T* Mx = Mr + rx * W;
+            const T* Mg = Mr + rg * W;
+            const T* Ie = Ir + re * W;
+            const T* De = Dr + re * W;
+            T* Mo = Mr + rm * W;
+            T* Io = Ir + ri * W;
+            T* Do = Dr + ri * W;
+            unsigned char* bto = BT ? bt + rb + kb : nullptr;
             for (int k = lo + (int)threadIdx.x; k <= hi; k += blockDim.x) {
                 // target-only gap, from diagonal k - 1 (h + 1)
                 const int dm = Mg[k - 1], dd = De[k - 1];
                 const int dext = dd > dm;
                 int d = (dext ? dd : dm) + 1;
-                if (d < 0 || d > m) d = NUL;
+                if (d < 0 || d > m) d = NL;
                 // query-only gap, from diagonal k + 1 (v + 1)
                 const int im = Mg[k + 1], ii = Ie[k + 1];
                 const int iext = ii > im;
                 int i = iext ? ii : im;
-                if (i < 0 || i - k > n) i = NUL;
+                if (i < 0 || i - k > n) i = NL;
                 // mismatch, same diagonal
                 int mm = Mx[k] + 1, msrc = 0;
-                if (mm < 1 || mm > m || mm - k > n) { mm = NUL; msrc = 3; }
+                if (mm < 1 || mm > m || mm - k > n) { mm = NL; msrc = 3; }
                 if (i > mm) { mm = i; msrc = 1; }
                 if (d > mm) { mm = d; msrc = 2; }
                 if (mm >= 0) {
                     const int v = mm - k;
                     const int room = (n - v) < (m - mm) ? (n - v) : (m - mm);
-                    if (room > 0) mm += common_prefix<8>(raw, qp + v, tp + mm, room);
+                    if (room > 0) mm += common_prefix_bytes8(raw, qp + v, tp + mm, room);
                 }
-                Mo[k] = mm; Io[k] = i; Do[k] = d;
+                Mo[k] = (T)mm; Io[k] = (T)i; Do[k] = (T)d;
                 if (BT) bto[k] = (unsigned char)(msrc | (iext << 2) | (dext << 3));
             }
             __syncthreads();
             // every thread reads the same cell (NUL unless reached): the loop condition stays uniform
             if (Mo[kf] == m) final_s = s;
         }
-        if (threadIdx.x == 0) {
-            score[it] = final_s;
-            if (BT) {
-                int nc = 0;
-                if (final_s >= 0) {
-                    nc = backtrace_cigar(raw, qp, n, tp, m, final_s, x, o, e, kcap, rowbase, bt,
-                                         tok_g + (long long)blockIdx.x * tok_cap, tok_cap,
-                                         cigar + (long long)it * cig_cap, cig_cap);
-                }
-                ncig[it] = nc;
-            }
-        }
-        __syncthreads();  // the rows, backtrace and sh_it are reused by the next pair
+        if (threadIdx.x == 0) score[it] = final_s;
+        __syncthreads();  // the rows and sh_it are reused by the next pair
     }
 }
 
-#define WFA_AFFINE(T) template __global__ void wfa_affine<T>(const uint32_t*, const int*, int, const uint32_t*, \
-    const int*, const uint32_t*, const int*, int, int, int, int, int, int, int*, const long long*, unsigned char*, \
-    long long, unsigned char*, int, uint32_t*, int, int*, int*, int*);
-WFA_AFFINE(true) WFA_AFFINE(false)
+// One thread per list entry with a score: the backtrace walk and CIGAR (see backtrace_cigar).
+extern "C" __global__ void wfa_affine_cigar(const uint32_t* __restrict__ raw, const int* __restrict__ list, int nlist,
+                                            const uint32_t* __restrict__ qpos, const int* __restrict__ qlen,
+                                            const uint32_t* __restrict__ tpos, const int* __restrict__ tlen,
+                                            int x, int o, int e, int kcap, const long long* __restrict__ rowbase,
+                                            const unsigned char* __restrict__ bt_g, long long slot_bt,
+                                            unsigned char* __restrict__ tok_g, int tok_cap,
+                                            uint32_t* __restrict__ cigar, int cig_cap,
+                                            const int* __restrict__ score, int* __restrict__ ncig) {
+    for (int it = blockIdx.x * blockDim.x + threadIdx.x; it < nlist; it += gridDim.x * blockDim.x) {
+        const int s = score[it];
+        if (s < 0) { ncig[it] = 0; continue; }
+        const int p = list[it];
+        ncig[it] = backtrace_cigar(raw, qpos[p], qlen[p], tpos[p], tlen[p], s, x, o, e, kcap, rowbase,
+                                   bt_g + (long long)it * slot_bt, tok_g + (long long)it * tok_cap, tok_cap,
+                                   cigar + (long long)it * cig_cap, cig_cap);
+    }
+}
+
+#define WFA_AFFINE(B, T) template __global__ void wfa_affine<B, T>(const uint32_t*, const int*, int, \
+    const uint32_t*, const int*, const uint32_t*, const int*, int, int, int, int, int, int, T*, unsigned char*, \
+    long long, int*, int*);
+WFA_AFFINE(true, int) WFA_AFFINE(false, int) WFA_AFFINE(true, short) WFA_AFFINE(false, short)

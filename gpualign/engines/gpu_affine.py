@@ -26,10 +26,12 @@ from ._device import Staging, align_split, assemble
 
 NAME = "gpu-affine"
 LEVELS = (0.15, 0.6)  # score cap per level, in edits per base of the longest sequence (see module doc)
-SMEM_RING_MAX = 96 * 1024  # rings up to this size live in shared memory
 SMEM_PER_SM = 227 * 1024
+SMEM_RING_MAX = SMEM_PER_SM - 8 * 1024  # rings up to this size live in shared memory
+SHORT_MAX = 32767  # pairs up to this length keep int16 rings
 MEMORY_SHARE = 0.5  # of the free device memory, for backtrace slots and rings
-CIGAR_CHUNK_BYTES = 1 << 30  # per-pair CIGAR capacity of one launch, at most
+WORKSPACE_MAX = 16 << 30  # backtrace + CIGAR workspace of one launch: always the same request, so
+# CuPy's pool hands back the same block and no call pays for a fresh device allocation
 
 
 def reduced(x: int, o: int, e: int) -> tuple[tuple[int, int, int], int]:
@@ -54,7 +56,8 @@ class Plan:
         self.s_cap = int(math.ceil(f * longest * worst)) + (o + e * maxdiff if maxdiff else 0) + 2 * worst
         self.kcap = int(min(max(0, (self.s_cap - o) // e), longest))
         self.rm, self.ri = worst + 1, e + 1
-        self.ring_bytes = 4 * (self.rm + 2 * self.ri) * (2 * self.kcap + 3)
+        self.ring_type = "short" if longest <= SHORT_MAX else "int"
+        self.ring_bytes = (2 if longest <= SHORT_MAX else 4) * (self.rm + 2 * self.ri) * (2 * self.kcap + 3)
         widths = 2 * kbound(np.arange(self.s_cap + 1), o, e, self.kcap) + 1
         self.rowbase = np.zeros(self.s_cap + 2, np.int64)
         np.cumsum(widths, out=self.rowbase[1:])
@@ -66,8 +69,9 @@ class Plan:
         # about half the widest wavefront per thread sweep (a power of 2, 64..1024)
         self.threads = int(min(1024, max(64, 1 << max(1, self.kcap // 2).bit_length() - 1)))
 
-    def slot_bytes(self) -> int:
-        return self.slot_bt + self.tok_cap + (0 if self.in_smem else self.ring_bytes)
+    def pair_bytes(self) -> int:
+        """Device memory per pair of a launch (backtrace rows, path tokens, CIGAR)."""
+        return self.slot_bt + self.tok_cap + 4 * self.cig_cap
 
     def resident_per_sm(self) -> int:
         """Blocks per SM: shared-memory rings by occupancy; device-memory rings (long pairs) 2 per SM,
@@ -86,15 +90,33 @@ class GpuAffineEngine:
         self._staging = Staging()
         self.levels = tuple(levels)
         self.last_counts: dict = {}
-        self.tune: dict = {}  # benchmark overrides of the plan: threads, per_sm
+        self.tune: dict = {}  # benchmark overrides of the plan: threads, per_sm; timing=True: kernel seconds
+        self.timings: dict = {}  # with tune["timing"]: seconds per kernel, summed over calls
+        self._last = None
 
     def _module(self):
         if self._mod is None:
-            self._mod = load_module("wfa_affine.cu", ("wfa_affine<true>", "wfa_affine<false>", "gather_ops"))
+            names = tuple(f"wfa_affine<{b}, {t}>" for b in ("true", "false") for t in ("int", "short"))
+            self._mod = load_module("wfa_affine.cu", (*names, "wfa_affine_cigar", "gather_ops"))
             import cupy
 
             self._sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
         return self._mod
+
+    def _mark(self, what: str) -> None:
+        """With tune["timing"]: seconds since the previous mark (device synchronised), added to
+        timings[what]; "start" only sets the clock."""
+        if not self.tune.get("timing"):
+            return
+        import time
+
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+        now = time.perf_counter()
+        if what != "start":
+            self.timings[what] = self.timings.get(what, 0.0) + now - self._last
+        self._last = now
 
     def accepts_cfg(self, cfg: AlignConfig) -> bool:
         return not cfg.ends_free_target
@@ -111,7 +133,9 @@ class GpuAffineEngine:
         p = cfg.effective_penalties
         pen, g = reduced(p.mismatch, p.gap_open, p.gap_extend)
         want_cigar = not cfg.distance_only
+        self._mark("start")
         d_raw, d_meta = self._staging.upload(batch, cfg)
+        self._mark("upload")
         n = batch.n
         score = np.full(n, -1, np.int32)
         status = np.full(n, EXCEEDED, np.uint8)
@@ -138,66 +162,86 @@ class GpuAffineEngine:
                 key = f"{NAME}:L{li}"
                 self.last_counts[key] = self.last_counts.get(key, 0) + int(done.sum())
                 todo = todo[~done]
-        return assemble(self._mod.get_function("gather_ops"), NAME, n, score, status, parts, want_cigar)
+        self._mark("start")
+        out = assemble(self._mod.get_function("gather_ops"), NAME, n, score, status, parts, want_cigar)
+        self._mark("assemble")
+        return out
 
     def _run(self, plan: Plan, pen, d_raw, d_meta, ids: np.ndarray, want_cigar: bool):
-        """One level over ids. Returns per id: reduced score (-1 exceeded), CIGAR op count, and the
-        compacted device CIGAR buffer with per-id offsets."""
+        """One level over ids, in launches bounded by memory. Returns per id: reduced score (-1 exceeded),
+        CIGAR op count, and the compacted device CIGAR buffer with per-id offsets."""
         import cupy
 
         nl = len(ids)
-        pool = cupy.get_default_memory_pool()
-        free = cupy.cuda.runtime.memGetInfo()[0] + pool.free_bytes()
-        threads = self.tune.get("threads", plan.threads)
-        per_sm = self.tune.get("per_sm", plan.resident_per_sm())
-        slots = min(nl, self._sms * per_sm, int(MEMORY_SHARE * free) // max(1, plan.slot_bytes()))
         s_out = np.full(nl, -1, np.int32)
         cnt_out = np.zeros(nl, np.int32)
         off_out = np.zeros(nl, np.int64)
-        if slots <= 0:  # not even one block fits: every pair goes on (next level / CPU)
+        threads = self.tune.get("threads", plan.threads)
+        slots = self._sms * self.tune.get("per_sm", plan.resident_per_sm())
+        pool = cupy.get_default_memory_pool()
+        budget = int(MEMORY_SHARE * (cupy.cuda.runtime.memGetInfo()[0] + pool.free_bytes()))
+        budget -= 0 if plan.in_smem else slots * plan.ring_bytes
+        ws_bytes = min(budget, WORKSPACE_MAX) // 4096 * 4096 if want_cigar else 0
+        chunk = min(nl, ws_bytes // max(1, plan.pair_bytes())) if want_cigar else nl
+        if slots <= 0 or chunk <= 0:  # not even one pair fits: every pair goes on (next level / CPU)
             return s_out, cnt_out, cupy.zeros(1, cupy.uint32), off_out
-        kern = self._mod.get_function(f"wfa_affine<{'true' if want_cigar else 'false'}>")
+        kern = self._mod.get_function(f"wfa_affine<{'true' if want_cigar else 'false'}, {plan.ring_type}>")
         smem = plan.ring_bytes if plan.in_smem else 0
         if smem > 48 * 1024:
             kern.max_dynamic_shared_size_bytes = smem
-        d_ring = cupy.empty(1 if plan.in_smem else slots * plan.ring_bytes // 4, dtype=cupy.int32)
-        d_rowbase = cupy.asarray(plan.rowbase)
-        d_bt = cupy.empty(max(1, slots * plan.slot_bt), dtype=cupy.uint8)
-        d_tok = cupy.empty(max(1, slots * plan.tok_cap), dtype=cupy.uint8)
+        ring_dtype = cupy.int16 if plan.ring_type == "short" else cupy.int32
+        d_ring = cupy.empty(1 if plan.in_smem else slots * plan.ring_bytes // ring_dtype().itemsize, dtype=ring_dtype)
         x, o, e = pen
-        chunk = max(1, CIGAR_CHUNK_BYTES // max(1, 4 * plan.cig_cap)) if want_cigar else nl
+        if want_cigar:  # one workspace: CIGARs (aligned first), backtrace rows, tokens
+            d_rowbase = cupy.asarray(plan.rowbase)
+            ws = cupy.empty(ws_bytes, dtype=cupy.uint8)
+            n_cig, n_bt = chunk * plan.cig_cap, chunk * plan.slot_bt
+            d_cig = ws[:4 * n_cig].view(cupy.uint32)
+            d_bt = ws[4 * n_cig:4 * n_cig + n_bt]
+            d_tok = ws[4 * n_cig + n_bt:4 * n_cig + n_bt + chunk * plan.tok_cap]
+        else:
+            d_bt = cupy.empty(1, dtype=cupy.uint8)
         cig_parts, base = [], 0
         for a in range(0, nl, chunk):
             sub = ids[a:a + chunk]
             m = len(sub)
             d_list = cupy.asarray(sub)
             d_score = cupy.empty(m, dtype=cupy.int32)
-            d_ncig = cupy.zeros(m, dtype=cupy.int32)
-            d_cig = cupy.empty(max(1, m * plan.cig_cap), dtype=cupy.uint32)
             d_counter = cupy.zeros(1, dtype=cupy.int32)
-            grid = min(slots, m)
-            kern((grid,), (threads,), (
+            self._mark("start")
+            kern((min(slots, m),), (threads,), (
                 d_raw, d_list, np.int32(m), d_meta[0], d_meta[1], d_meta[2], d_meta[3],
                 np.int32(x), np.int32(o), np.int32(e), np.int32(plan.s_cap), np.int32(plan.kcap),
-                np.int32(1 if plan.in_smem else 0), d_ring, d_rowbase, d_bt, np.int64(plan.slot_bt),
-                d_tok, np.int32(plan.tok_cap), d_cig, np.int32(plan.cig_cap), d_score, d_ncig, d_counter),
+                np.int32(1 if plan.in_smem else 0), d_ring, d_bt, np.int64(plan.slot_bt), d_score, d_counter),
                 shared_mem=smem)
+            self._mark("forward")
+            if not want_cigar:
+                s_out[a:a + m] = d_score.get()
+                continue
+            d_ncig = cupy.empty(m, dtype=cupy.int32)
+            # few threads per block: the walks are latency-bound, and spread over every SM each
+            # pair's sequence stays in its SM's L1 cache during the replay
+            tpb = min(64, -(-m // (2 * self._sms)))
+            self._mod.get_function("wfa_affine_cigar")(((m + tpb - 1) // tpb,), (tpb,), (
+                d_raw, d_list, np.int32(m), d_meta[0], d_meta[1], d_meta[2], d_meta[3],
+                np.int32(x), np.int32(o), np.int32(e), np.int32(plan.kcap), d_rowbase, d_bt,
+                np.int64(plan.slot_bt), d_tok, np.int32(plan.tok_cap), d_cig, np.int32(plan.cig_cap), d_score, d_ncig))
+            self._mark("backtrace")
             s_out[a:a + m] = d_score.get()
-            if want_cigar:  # compact the fixed-capacity rows on the device
-                cnt = d_ncig.get()
-                cnt_out[a:a + m] = cnt
-                lens = np.maximum(cnt, 0).astype(np.int64)
-                dst = np.zeros(m, np.int64)
-                np.cumsum(lens[:-1], out=dst[1:])
-                total = int(lens.sum())
-                d_dst = cupy.empty(max(1, total), dtype=cupy.uint32)
-                src = np.arange(m, dtype=np.int64) * plan.cig_cap
-                self._mod.get_function("gather_ops")(((m + 127) // 128,), (128,), (
-                    d_cig, cupy.asarray(src), cupy.asarray(lens.astype(np.int32)), cupy.asarray(dst), d_dst,
-                    np.int32(m)))
-                off_out[a:a + m] = dst + base
-                base += len(d_dst)
-                cig_parts.append(d_dst)
-        d_all = cig_parts[0] if len(cig_parts) == 1 else cupy.concatenate(cig_parts) if cig_parts else \
-            cupy.zeros(1, cupy.uint32)
-        return s_out, cnt_out, d_all, off_out
+            cnt = d_ncig.get()
+            cnt_out[a:a + m] = cnt
+            # compact the fixed-capacity rows on the device
+            lens = np.maximum(cnt, 0).astype(np.int64)
+            dst = np.zeros(m, np.int64)
+            np.cumsum(lens[:-1], out=dst[1:])
+            d_dst = cupy.empty(max(1, int(lens.sum())), dtype=cupy.uint32)
+            src = np.arange(m, dtype=np.int64) * plan.cig_cap
+            self._mod.get_function("gather_ops")(((m + 127) // 128,), (128,), (
+                d_cig, cupy.asarray(src), cupy.asarray(lens.astype(np.int32)), cupy.asarray(dst), d_dst, np.int32(m)))
+            off_out[a:a + m] = dst + base
+            base += len(d_dst)
+            cig_parts.append(d_dst)
+            self._mark("compact")
+        if not cig_parts:
+            return s_out, cnt_out, cupy.zeros(1, cupy.uint32), off_out
+        return s_out, cnt_out, cig_parts[0] if len(cig_parts) == 1 else cupy.concatenate(cig_parts), off_out
