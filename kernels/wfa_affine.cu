@@ -50,19 +50,22 @@ __device__ __forceinline__ int kbound(int s, int o, int e, int kcap) {
 // Extend-replay tokens (one byte each, written backwards by the walk).
 enum { TOK_EXTEND = 0, TOK_X = 1, TOK_D = 2, TOK_I = 3 };
 
-// Walk the backtrace of the pair that ended at (s, kf) and write its CIGAR; returns the op count,
-// or -1 (walk or replay inconsistent, buffers too small).
+// Walk the backtrace of the pair that ended at (s, kend) and write its CIGAR; returns the op count,
+// or -1 (walk or replay inconsistent, buffers too small). Ends-free (ef): the walk may end on any
+// start diagonal k0 in [0, fbeg] (the target bases before k0 are skipped for free) and the path
+// ends where the query does, at least m - fend target bases in; *t0 / *t1 get the target span.
 __device__ int backtrace_cigar(const uint32_t* __restrict__ raw, uint32_t qp, int n, uint32_t tp, int m,
-                               int s, int x, int o, int e, int kcap, const long long* __restrict__ rowbase,
-                               const unsigned char* bt, unsigned char* tok, int tok_cap,
-                               uint32_t* __restrict__ out, int cap) {
-    int k = m - n, comp = 0, nt = 0;
+                               int s, int kend, bool ef, int fbeg, int fend, int x, int o, int e, int kcap,
+                               int fbmax, const long long* __restrict__ rowbase, const unsigned char* bt,
+                               unsigned char* tok, int tok_cap, uint32_t* __restrict__ out, int cap,
+                               int* t0, int* t1) {
+    int k = kend, comp = 0, nt = 0;
     for (;;) {
         if (nt + 2 > tok_cap || s < 0) return -1;
         if (comp == 0) {
             tok[nt++] = TOK_EXTEND;
             if (s == 0) {
-                if (k != 0) return -1;
+                if (ef ? (k < 0 || k > fbeg) : k != 0) return -1;
                 break;
             }
             const int src = bt[rowbase[s] + kbound(s, o, e, kcap) + k] & 3;
@@ -79,7 +82,8 @@ __device__ int backtrace_cigar(const uint32_t* __restrict__ raw, uint32_t qp, in
         }
     }
     CigarOut c{out, 0, -1, 0, cap};
-    int v = 0, h = 0;
+    int v = 0, h = k;  // k: the start diagonal (0 end to end)
+    *t0 = h;
     for (int j = nt - 1; j >= 0; j--) {
         const int t = tok[j];
         if (t == TOK_EXTEND) {
@@ -91,7 +95,9 @@ __device__ int backtrace_cigar(const uint32_t* __restrict__ raw, uint32_t qp, in
         else { c.emit(1, 1); v++; }
     }
     c.flush();
-    return (v == n && h == m && c.n <= cap) ? c.n : -1;
+    *t1 = h;
+    const bool end_ok = ef ? (h >= m - fend && h <= m && h - v == kend) : h == m;
+    return (v == n && end_ok && c.n <= cap) ? c.n : -1;
 }
 
 // Ring cell types: int16 rings (pairs up to 32,767 bases) halve shared memory per block.
@@ -99,17 +105,19 @@ template <typename T> struct Nul;
 template <> struct Nul<int> { static constexpr int value = NUL; };
 template <> struct Nul<short> { static constexpr int value = -32768; };
 
-template <bool BT, typename T>
+template <bool BT, typename T, bool EF>
 __global__ void wfa_affine(const uint32_t* __restrict__ raw, const int* __restrict__ list, int nlist,
                            const uint32_t* __restrict__ qpos, const int* __restrict__ qlen,
                            const uint32_t* __restrict__ tpos, const int* __restrict__ tlen,
+                           const int* __restrict__ fbeg, const int* __restrict__ fend, int fbmax,
                            int x, int o, int e, int s_cap, int kcap, int ring_in_smem,
                            T* ring_g, unsigned char* bt_g, long long slot_bt,
-                           int* __restrict__ score, int* __restrict__ counter) {
+                           int* __restrict__ score, int* __restrict__ kend, int* __restrict__ counter) {
     constexpr int NL = Nul<T>::value;
+    constexpr int NONE = 0x7fffffff;
     extern __shared__ int smem[];
-    __shared__ int sh_it, sh_first;
-    const int W = 2 * kcap + 3;  // diagonals -kcap-1 .. kcap+1: the outer two stay NUL
+    __shared__ int sh_it, sh_end;
+    const int W = 2 * kcap + 3 + fbmax;  // diagonals -kcap-1 .. kcap+1+fbmax: the outer two stay NUL
     const int oe = o + e;
     const int RM = (x > oe ? x : oe) + 1, RI = e + 1;
     const int ring_words = (RM + 2 * RI) * W;
@@ -119,7 +127,7 @@ __global__ void wfa_affine(const uint32_t* __restrict__ raw, const int* __restri
     T* const Dr = Ir + RI * W;
 
     for (;;) {
-        if (threadIdx.x == 0) sh_it = atomicAdd(counter, 1);
+        if (threadIdx.x == 0) { sh_it = atomicAdd(counter, 1); sh_end = NONE; }
         // Every ring cell starts NUL. A row is rewritten over a range that contains the range of
         // its previous use (wavefronts only widen), so a read anywhere in the row gives the cell's
         // value or NUL: no bounds checks in the loop below.
@@ -130,27 +138,30 @@ __global__ void wfa_affine(const uint32_t* __restrict__ raw, const int* __restri
         const int p = list[it];
         const int n = qlen[p], m = tlen[p];
         const uint32_t qp = qpos[p], tp = tpos[p];
-        const int kf = m - n;
+        // ends-free: start diagonals 0..fb (v = 0, h = k), end anywhere v = n with h >= m - fe
+        const int fb = EF ? (fbeg[p] < m ? fbeg[p] : m) : 0;
+        const int fe = EF ? fend[p] : 0;
         unsigned char* bt = BT ? bt_g + (long long)it * slot_bt : nullptr;
-        if (threadIdx.x == 0) {
-            const int h0 = common_prefix_bytes8(raw, qp, tp, n < m ? n : m);
-            Mr[0] = (T)h0;
-            if (BT) bt[0] = 3;
-            sh_first = (kf == 0 && h0 == m) ? 0 : -1;
+        for (int k = threadIdx.x; k <= fb; k += blockDim.x) {
+            const int room = n < m - k ? n : m - k;
+            const int h = k + common_prefix_bytes8(raw, qp, tp + k, room);
+            Mr[k] = (T)h;
+            if (BT) bt[k] = 3;
+            if (h - k == n && h >= m - fe) atomicMin(&sh_end, k);
         }
         __syncthreads();
-        int final_s = sh_first, s = 0;
+        int final_s = sh_end != NONE ? 0 : -1, s = 0;
         int rm = 0, ri = 0, q = 0, qr = 0, kb = 0;  // s % RM, s % RI, (s - o) / e and its remainder
         long long rb = 0;  // start of score s's backtrace row (rowbase[s] in gpu_affine.py)
         while (final_s < 0 && s < s_cap) {
             s++;
-            rb += 2 * kb + 1;
+            rb += 2 * kb + 1 + fbmax;
             if (++rm == RM) rm = 0;
             if (++ri == RI) ri = 0;
             if (s == oe) { q = 1; qr = 0; }
             else if (s > oe && ++qr == e) { qr = 0; q++; }
             kb = q < kcap ? q : kcap;
-            const int lo = -kb > -n ? -kb : -n, hi = kb < m ? kb : m;
+            const int lo = -kb > -n ? -kb : -n, hi = kb + fb < m ? kb + fb : m;
             int rx = rm - x, rg = rm - oe, re = ri - e;
             if (rx < 0) rx += RM;
             if (rg < 0) rg += RM;
@@ -183,39 +194,52 @@ __global__ void wfa_affine(const uint32_t* __restrict__ raw, const int* __restri
                     const int v = mm - k;
                     const int room = (n - v) < (m - mm) ? (n - v) : (m - mm);
                     if (room > 0) mm += common_prefix_bytes8(raw, qp + v, tp + mm, room);
+                    if (EF && mm - k == n && mm >= m - fe) atomicMin(&sh_end, k);
                 }
                 Mo[k] = (T)mm; Io[k] = (T)i; Do[k] = (T)d;
                 if (BT) bto[k] = (unsigned char)(msrc | (iext << 2) | (dext << 3));
             }
             __syncthreads();
-            // every thread reads the same cell (NUL unless reached): the loop condition stays uniform
-            if (Mo[kf] == m) final_s = s;
+            // every thread reads the same cell or flag: the loop condition stays uniform
+            if (EF ? sh_end != NONE : Mo[m - n] == m) final_s = s;
         }
-        if (threadIdx.x == 0) score[it] = final_s;
-        __syncthreads();  // the rows and sh_it are reused by the next pair
+        if (threadIdx.x == 0) {
+            score[it] = final_s;
+            kend[it] = EF ? sh_end : m - n;
+        }
+        __syncthreads();  // the rows, sh_it and sh_end are reused by the next pair
     }
 }
 
-// One thread per list entry with a score: the backtrace walk and CIGAR (see backtrace_cigar).
+// One thread per list entry with a score: the backtrace walk and CIGAR (see backtrace_cigar);
+// tspan (ends-free only, else nullptr): the aligned target span [tspan[2i], tspan[2i+1]).
 extern "C" __global__ void wfa_affine_cigar(const uint32_t* __restrict__ raw, const int* __restrict__ list, int nlist,
                                             const uint32_t* __restrict__ qpos, const int* __restrict__ qlen,
                                             const uint32_t* __restrict__ tpos, const int* __restrict__ tlen,
+                                            const int* __restrict__ fbeg, const int* __restrict__ fend, int fbmax,
                                             int x, int o, int e, int kcap, const long long* __restrict__ rowbase,
                                             const unsigned char* __restrict__ bt_g, long long slot_bt,
                                             unsigned char* __restrict__ tok_g, int tok_cap,
                                             uint32_t* __restrict__ cigar, int cig_cap,
-                                            const int* __restrict__ score, int* __restrict__ ncig) {
+                                            const int* __restrict__ score, const int* __restrict__ kend,
+                                            int* __restrict__ ncig, int* __restrict__ tspan) {
     for (int it = blockIdx.x * blockDim.x + threadIdx.x; it < nlist; it += gridDim.x * blockDim.x) {
         const int s = score[it];
         if (s < 0) { ncig[it] = 0; continue; }
         const int p = list[it];
-        ncig[it] = backtrace_cigar(raw, qpos[p], qlen[p], tpos[p], tlen[p], s, x, o, e, kcap, rowbase,
+        const bool ef = fbeg != nullptr;
+        int t0, t1;
+        ncig[it] = backtrace_cigar(raw, qpos[p], qlen[p], tpos[p], tlen[p], s, kend[it], ef, ef ? fbeg[p] : 0,
+                                   ef ? fend[p] : 0, x, o, e, kcap, fbmax, rowbase,
                                    bt_g + (long long)it * slot_bt, tok_g + (long long)it * tok_cap, tok_cap,
-                                   cigar + (long long)it * cig_cap, cig_cap);
+                                   cigar + (long long)it * cig_cap, cig_cap, &t0, &t1);
+        if (tspan) { tspan[2 * it] = t0; tspan[2 * it + 1] = t1; }
     }
 }
 
-#define WFA_AFFINE(B, T) template __global__ void wfa_affine<B, T>(const uint32_t*, const int*, int, \
-    const uint32_t*, const int*, const uint32_t*, const int*, int, int, int, int, int, int, T*, unsigned char*, \
-    long long, int*, int*);
-WFA_AFFINE(true, int) WFA_AFFINE(false, int) WFA_AFFINE(true, short) WFA_AFFINE(false, short)
+#define WFA_AFFINE(B, T, F) template __global__ void wfa_affine<B, T, F>(const uint32_t*, const int*, int, \
+    const uint32_t*, const int*, const uint32_t*, const int*, const int*, const int*, int, int, int, int, int, \
+    int, int, T*, unsigned char*, long long, int*, int*, int*);
+WFA_AFFINE(true, int, false) WFA_AFFINE(false, int, false) WFA_AFFINE(true, short, false)
+WFA_AFFINE(false, short, false) WFA_AFFINE(true, int, true) WFA_AFFINE(false, int, true)
+WFA_AFFINE(true, short, true) WFA_AFFINE(false, short, true)

@@ -153,3 +153,37 @@ def test_real_mito_windows(gpu, cpu, real_data):
     ref = cpu.align(batch, cfg)
     res = gpu.align(batch, cfg)
     verify(batch, res, cfg, ref.score, check_every=1)
+
+
+@pytest.mark.parametrize("metric", ["affine", "edit"])
+def test_ends_free_bounded(gpu, cpu, metric):
+    """Ends-free (query end to end, at most t_free target bases skipped at each end): scores equal the
+    reference DP with those bounds and the CPU engine; the CIGAR spans [t_start, t_end) and checks."""
+    from gpualign.engines import reference
+
+    rng = np.random.default_rng(4)
+    pairs, free = [], []
+    for q, t in pairs_random(20, 15, seed=13, max_len=600, max_rate=0.15):
+        lead = bytes(b"ACGT"[i] for i in rng.integers(0, 4, int(rng.integers(0, 60))))
+        tail = bytes(b"ACGT"[i] for i in rng.integers(0, 4, int(rng.integers(0, 60))))
+        pairs.append((q, lead + t + tail))
+        free.append((int(rng.integers(0, 80)), int(rng.integers(0, 80))))
+    pairs += [(b"", b"ACGT"), (b"ACGT", b""), (b"", b""), (b"ACGTACGT", b"TTTTACGTACGTTTTT")]
+    free += [(4, 0), (3, 3), (0, 0), (4, 4)]
+    batch = to_batch(pairs)
+    batch.t_free = np.array(free, dtype=np.int64)
+    pen = Penalties(4, 6, 2) if metric == "affine" else Penalties(1, 0, 1)
+    want = np.array([reference.affine_score(q, t, pen, False, fb, fe) for (q, t), (fb, fe) in zip(pairs, free)])
+    for do in (False, True):
+        cfg = AlignConfig(metric=metric, penalties=pen, ends_free_target=True, distance_only=do)
+        res = gpu.align(batch, cfg)
+        assert (res.status == OK).all() and (res.score == want).all(), np.nonzero(res.score != want)
+        assert (cpu.align(batch, cfg).score == want).all()
+        if do:
+            continue
+        for i in range(batch.n):
+            ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
+            t0, t1 = int(res.t_start[i]), int(res.t_end[i])
+            assert 0 <= t0 <= free[i][0] and len(pairs[i][1]) - free[i][1] <= t1 <= len(pairs[i][1])
+            C.check_cigar(batch.query(i), batch.target(i)[t0:t1], ops)
+            assert C.score_cigar(ops, pen) == want[i]

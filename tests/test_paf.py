@@ -66,12 +66,16 @@ def _query_part(reads, f):
     return part if f[4] == "+" else revcomp(part)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("mode", ["ends-free", "global"])
 @pytest.mark.parametrize("queries", ["reads.fa", "reads.fq.gz"])
-def test_paf_output_is_optimal(sim, mode, queries):
+def test_paf_output_is_optimal(sim, mode, queries, device):
     d, g, reads, cands = sim
-    rc, out, err = run([str(d / "c.paf"), str(d / queries), str(d / "ref.fa"), "--mode", mode, "--cs", "-t", "2"])
+    rc, out, err = run([str(d / "c.paf"), str(d / queries), str(d / "ref.fa"), "--mode", mode, "--cs", "-t", "2",
+                        "--device", device, "--summary", str(d / "summary.tsv")])
     assert rc == 0, err
+    routes = dict(x.split("\t") for x in (d / "summary.tsv").read_text().splitlines()[1:])
+    assert int(routes.get("route:gpu-affine" if device == "gpu" else "route:cpu-wfa", 0)) == len(cands), routes
     rows = [x.split("\t") for x in out.splitlines()]
     assert len(rows) == len(cands)
     for f, cand in zip(rows, cands):

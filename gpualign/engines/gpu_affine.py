@@ -1,16 +1,18 @@
 """GPU engine 2: gap-affine WFA of pairs of any length (kernels/wfa_affine.cu).
 
 One thread block per alignment, threads over diagonals, a ring of the last max(x, o+e) + 1 M rows
-and e + 1 I/D rows (shared memory when it fits, else a per-block slot in device memory), one
-backtrace byte per cell in a per-block slot, a work queue over resident blocks (longest pairs
-first). It serves the affine metric, and the edit metric (x=1, o=0, e=1) for pairs the eWFA
-levels cannot hold.
+and e + 1 I/D rows (shared memory when it fits, else a per-block slot in device memory; int16
+cells up to 32 kbp), a work queue over resident blocks (longest pairs first), one backtrace byte
+per cell in a per-pair workspace, then a second kernel (a thread per pair) walks the backtrace
+and replays it into the CIGAR. It serves the affine metric, the edit metric (x=1, o=0, e=1) for
+pairs the eWFA levels cannot hold, and ends-free alignment (query end to end, at most t_free
+target bases skipped at each end: `gpualign paf`).
 
 Bounds: pairs are grouped by length (within a factor 2); each group runs at the levels of
 LEVELS, a level's score cap being f * longest * max(x, o+e) plus the gap the length difference
 forces. A pair above the cap comes back ``exceeded`` and goes to the next level, then to the CPU
 engine (WFA2-lib) through the router. Device memory for the backtrace is sized from the cap,
-within a share of the free memory; a level that cannot hold even one block is skipped.
+within a share of the free memory; a level that cannot hold even one pair is skipped.
 """
 
 from __future__ import annotations
@@ -50,15 +52,19 @@ def kbound(s: np.ndarray, o: int, e: int, kcap: int) -> np.ndarray:
 class Plan:
     """Buffer sizes for one group at one level."""
 
-    def __init__(self, f: float, longest: int, maxdiff: int, pen: tuple[int, int, int], want_cigar: bool):
+    def __init__(self, f: float, longest: int, maxdiff: int, pen: tuple[int, int, int], want_cigar: bool,
+                 fbmax: int = 0):
+        """fbmax: the most free target bases at the start of any pair (ends-free; 0 end to end): every
+        row holds that many more diagonals."""
         x, o, e = pen
+        self.fbmax = int(fbmax)
         worst = max(x, o + e)
         self.s_cap = int(math.ceil(f * longest * worst)) + (o + e * maxdiff if maxdiff else 0) + 2 * worst
         self.kcap = int(min(max(0, (self.s_cap - o) // e), longest))
         self.rm, self.ri = worst + 1, e + 1
         self.ring_type = "short" if longest <= SHORT_MAX else "int"
-        self.ring_bytes = (2 if longest <= SHORT_MAX else 4) * (self.rm + 2 * self.ri) * (2 * self.kcap + 3)
-        widths = 2 * kbound(np.arange(self.s_cap + 1), o, e, self.kcap) + 1
+        self.ring_bytes = (2 if longest <= SHORT_MAX else 4) * (self.rm + 2 * self.ri) * (2 * self.kcap + 3 + self.fbmax)
+        widths = 2 * kbound(np.arange(self.s_cap + 1), o, e, self.kcap) + 1 + self.fbmax
         self.rowbase = np.zeros(self.s_cap + 2, np.int64)
         np.cumsum(widths, out=self.rowbase[1:])
         max_ops = self.s_cap // min(x, e)
@@ -96,7 +102,8 @@ class GpuAffineEngine:
 
     def _module(self):
         if self._mod is None:
-            names = tuple(f"wfa_affine<{b}, {t}>" for b in ("true", "false") for t in ("int", "short"))
+            names = tuple(f"wfa_affine<{b}, {t}, {f}>" for b in ("true", "false") for t in ("int", "short")
+                          for f in ("true", "false"))
             self._mod = load_module("wfa_affine.cu", (*names, "wfa_affine_cigar", "gather_ops"))
             import cupy
 
@@ -119,10 +126,10 @@ class GpuAffineEngine:
         self._last = now
 
     def accepts_cfg(self, cfg: AlignConfig) -> bool:
-        return not cfg.ends_free_target
+        return True  # both metrics, end to end and ends-free
 
     def accepts(self, batch: PairBatch, cfg: AlignConfig) -> np.ndarray:
-        return np.full(batch.n, self.accepts_cfg(cfg), dtype=bool)
+        return np.ones(batch.n, dtype=bool)
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         self.last_counts = {}
@@ -133,12 +140,22 @@ class GpuAffineEngine:
         p = cfg.effective_penalties
         pen, g = reduced(p.mismatch, p.gap_open, p.gap_extend)
         want_cigar = not cfg.distance_only
+        ef = cfg.ends_free_target
         self._mark("start")
         d_raw, d_meta = self._staging.upload(batch, cfg)
+        free = None
+        if ef:  # free target bases at each end (all of the target when the batch gives no bound)
+            import cupy
+
+            free = batch.t_free if batch.t_free is not None else np.stack([batch.t_len, batch.t_len], axis=1)
+            free = np.minimum(free, batch.t_len[:, None]).astype(np.int32)
+            d_free = (cupy.asarray(np.ascontiguousarray(free[:, 0])), cupy.asarray(np.ascontiguousarray(free[:, 1])))
         self._mark("upload")
         n = batch.n
         score = np.full(n, -1, np.int32)
         status = np.full(n, EXCEEDED, np.uint8)
+        span = np.zeros((n, 2), np.int64)
+        span[:, 1] = batch.t_len
         parts = []
         longest = np.maximum(batch.q_len, batch.t_len)
         group = np.ceil(np.log2(np.maximum(longest, 1))).astype(np.int64)
@@ -149,8 +166,10 @@ class GpuAffineEngine:
                 if len(todo) == 0:
                     break
                 diff = np.abs(batch.q_len[todo] - batch.t_len[todo])
-                plan = Plan(f, int(longest[todo].max()), int(diff.max()), pen, want_cigar)
-                s, cnt, d_cig, off = self._run(plan, pen, d_raw, d_meta, todo, want_cigar)
+                fbmax = int(free[todo, 0].max()) if ef else 0
+                plan = Plan(f, int(longest[todo].max()), int(diff.max()), pen, want_cigar, fbmax)
+                s, cnt, d_cig, off, tspan = self._run(plan, pen, d_raw, d_meta, d_free if ef else None, todo,
+                                                      want_cigar)
                 done = s >= 0
                 score[todo[done]] = s[done] * g
                 status[todo[done]] = OK
@@ -159,23 +178,30 @@ class GpuAffineEngine:
                     status[todo[bad]] = FAILED
                     good = done & (cnt >= 0)
                     parts.append((todo[good], d_cig, off[good], cnt[good]))
+                    if ef:
+                        span[todo[good]] = tspan[good]
                 key = f"{NAME}:L{li}"
                 self.last_counts[key] = self.last_counts.get(key, 0) + int(done.sum())
                 todo = todo[~done]
         self._mark("start")
         out = assemble(self._mod.get_function("gather_ops"), NAME, n, score, status, parts, want_cigar)
+        if ef:
+            out.t_start, out.t_end = span[:, 0].copy(), span[:, 1].copy()
         self._mark("assemble")
         return out
 
-    def _run(self, plan: Plan, pen, d_raw, d_meta, ids: np.ndarray, want_cigar: bool):
+    def _run(self, plan: Plan, pen, d_raw, d_meta, d_free, ids: np.ndarray, want_cigar: bool):
         """One level over ids, in launches bounded by memory. Returns per id: reduced score (-1 exceeded),
-        CIGAR op count, and the compacted device CIGAR buffer with per-id offsets."""
+        CIGAR op count, the compacted device CIGAR buffer with per-id offsets, and (ends-free) the
+        aligned target span."""
         import cupy
 
         nl = len(ids)
         s_out = np.full(nl, -1, np.int32)
         cnt_out = np.zeros(nl, np.int32)
         off_out = np.zeros(nl, np.int64)
+        span_out = np.zeros((nl, 2), np.int64)
+        nothing = (s_out, cnt_out, cupy.zeros(1, cupy.uint32), off_out, span_out)
         threads = self.tune.get("threads", plan.threads)
         slots = self._sms * self.tune.get("per_sm", plan.resident_per_sm())
         pool = cupy.get_default_memory_pool()
@@ -184,13 +210,17 @@ class GpuAffineEngine:
         ws_bytes = min(budget, WORKSPACE_MAX) // 4096 * 4096 if want_cigar else 0
         chunk = min(nl, ws_bytes // max(1, plan.pair_bytes())) if want_cigar else nl
         if slots <= 0 or chunk <= 0:  # not even one pair fits: every pair goes on (next level / CPU)
-            return s_out, cnt_out, cupy.zeros(1, cupy.uint32), off_out
-        kern = self._mod.get_function(f"wfa_affine<{'true' if want_cigar else 'false'}, {plan.ring_type}>")
+            return nothing
+        ef = d_free is not None
+        kern = self._mod.get_function(
+            f"wfa_affine<{'true' if want_cigar else 'false'}, {plan.ring_type}, {'true' if ef else 'false'}>")
         smem = plan.ring_bytes if plan.in_smem else 0
         if smem > 48 * 1024:
             kern.max_dynamic_shared_size_bytes = smem
         ring_dtype = cupy.int16 if plan.ring_type == "short" else cupy.int32
         d_ring = cupy.empty(1 if plan.in_smem else slots * plan.ring_bytes // ring_dtype().itemsize, dtype=ring_dtype)
+        null = np.uint64(0)
+        fb_ptr, fe_ptr = d_free if ef else (null, null)
         x, o, e = pen
         if want_cigar:  # one workspace: CIGARs (aligned first), backtrace rows, tokens
             d_rowbase = cupy.asarray(plan.rowbase)
@@ -207,29 +237,34 @@ class GpuAffineEngine:
             m = len(sub)
             d_list = cupy.asarray(sub)
             d_score = cupy.empty(m, dtype=cupy.int32)
+            d_kend = cupy.empty(m, dtype=cupy.int32)
             d_counter = cupy.zeros(1, dtype=cupy.int32)
             self._mark("start")
             kern((min(slots, m),), (threads,), (
-                d_raw, d_list, np.int32(m), d_meta[0], d_meta[1], d_meta[2], d_meta[3],
-                np.int32(x), np.int32(o), np.int32(e), np.int32(plan.s_cap), np.int32(plan.kcap),
-                np.int32(1 if plan.in_smem else 0), d_ring, d_bt, np.int64(plan.slot_bt), d_score, d_counter),
-                shared_mem=smem)
+                d_raw, d_list, np.int32(m), d_meta[0], d_meta[1], d_meta[2], d_meta[3], fb_ptr, fe_ptr,
+                np.int32(plan.fbmax), np.int32(x), np.int32(o), np.int32(e), np.int32(plan.s_cap),
+                np.int32(plan.kcap), np.int32(1 if plan.in_smem else 0), d_ring, d_bt, np.int64(plan.slot_bt),
+                d_score, d_kend, d_counter), shared_mem=smem)
             self._mark("forward")
             if not want_cigar:
                 s_out[a:a + m] = d_score.get()
                 continue
             d_ncig = cupy.empty(m, dtype=cupy.int32)
+            d_span = cupy.empty(2 * m if ef else 1, dtype=cupy.int32)
             # few threads per block: the walks are latency-bound, and spread over every SM each
             # pair's sequence stays in its SM's L1 cache during the replay
             tpb = min(64, -(-m // (2 * self._sms)))
             self._mod.get_function("wfa_affine_cigar")(((m + tpb - 1) // tpb,), (tpb,), (
-                d_raw, d_list, np.int32(m), d_meta[0], d_meta[1], d_meta[2], d_meta[3],
-                np.int32(x), np.int32(o), np.int32(e), np.int32(plan.kcap), d_rowbase, d_bt,
-                np.int64(plan.slot_bt), d_tok, np.int32(plan.tok_cap), d_cig, np.int32(plan.cig_cap), d_score, d_ncig))
+                d_raw, d_list, np.int32(m), d_meta[0], d_meta[1], d_meta[2], d_meta[3], fb_ptr, fe_ptr,
+                np.int32(plan.fbmax), np.int32(x), np.int32(o), np.int32(e), np.int32(plan.kcap), d_rowbase, d_bt,
+                np.int64(plan.slot_bt), d_tok, np.int32(plan.tok_cap), d_cig, np.int32(plan.cig_cap), d_score,
+                d_kend, d_ncig, d_span if ef else null))
             self._mark("backtrace")
             s_out[a:a + m] = d_score.get()
             cnt = d_ncig.get()
             cnt_out[a:a + m] = cnt
+            if ef:
+                span_out[a:a + m] = d_span.get().reshape(m, 2)
             # compact the fixed-capacity rows on the device
             lens = np.maximum(cnt, 0).astype(np.int64)
             dst = np.zeros(m, np.int64)
@@ -243,5 +278,6 @@ class GpuAffineEngine:
             cig_parts.append(d_dst)
             self._mark("compact")
         if not cig_parts:
-            return s_out, cnt_out, cupy.zeros(1, cupy.uint32), off_out
-        return s_out, cnt_out, cig_parts[0] if len(cig_parts) == 1 else cupy.concatenate(cig_parts), off_out
+            return s_out, cnt_out, cupy.zeros(1, cupy.uint32), off_out, span_out
+        d_all = cig_parts[0] if len(cig_parts) == 1 else cupy.concatenate(cig_parts)
+        return s_out, cnt_out, d_all, off_out, span_out
