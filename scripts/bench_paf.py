@@ -6,8 +6,8 @@ both strands; maps them with mappy (minimap2's binding, all cores) and times tha
 chaining + base-level alignment with CIGAR (mappy cannot skip the CIGAR, so the candidates written to
 the PAF carry minimap2's own ends; gpualign re-aligns them ends-free with a padded window anyway).
 Then times (a) `gpualign paf` on the GPU and (b) on the CPU engine for the same candidates, compares
-the edits (NM) each reports per candidate, and checks a sample of gpualign's scores against parasail
-(semi-global, target ends free) as an independent judge of optimality.
+the edits (NM) each reports per candidate and whether both devices give the same scores, and checks a
+sample of gpualign's scores against the reference DP on the same bounded ends-free problem.
 
   python scripts/bench_paf.py --genome ../shared/data/real/bact_Ecoli_K12_W3110_NC_007779.fa.gz \
       --ont 50000 --hifi 200000 --devices gpu,cpu
@@ -50,7 +50,7 @@ def main():
     ap.add_argument("--hifi", type=int, default=200_000)
     ap.add_argument("--devices", default="gpu,cpu")
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--sample", type=int, default=20, help="candidates re-checked with parasail")
+    ap.add_argument("--sample", type=int, default=20, help="candidates re-checked with the reference DP")
     ap.add_argument("--workdir")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -83,7 +83,7 @@ def main():
             hits = list(pool.map(map_one, range(n), chunksize=64))
         mm2_s = time.perf_counter() - t0
         paf = os.path.join(work, f"{label}.paf")
-        mm2_nm = {}
+        mm2_nm, box, scores = {}, {}, {}
         with open(paf, "w") as fh:
             for i, hs in hits:
                 for h in hs[:1]:
@@ -91,6 +91,7 @@ def main():
                     fh.write(f"{name}\t{len(reads[i])}\t{h.q_st}\t{h.q_en}\t{'+' if h.strand > 0 else '-'}\t{h.ctg}\t"
                              f"{h.ctg_len}\t{h.r_st}\t{h.r_en}\t{h.mlen}\t{h.blen}\t{h.mapq}\ttp:A:P\n")
                     mm2_nm[name] = h.NM
+                    box[name] = (h.r_st, h.r_en)
         row = {"set": label, "reads": n, "candidates": len(mm2_nm), "minimap2_s": mm2_s}
         for dev in a.devices.split(","):
             out = os.path.join(work, f"{label}.{dev}.paf")
@@ -107,34 +108,38 @@ def main():
                 f = line.split("\t")
                 tags = dict(x.split(":", 1) for x in f[12:])
                 ours[f[0]] = (int(tags["NM"][2:]), -int(tags["AS"][2:]), f)
+            scores[dev] = {k: v[1] for k, v in ours.items()}
             fewer = sum(1 for k, (nm, _, _) in ours.items() if nm < mm2_nm.get(k, nm))
             row[f"{dev}_fewer_edits_than_minimap2"] = fewer / max(1, len(ours))
             row[f"{dev}_mean_nm"] = float(np.mean([v[0] for v in ours.values()])) if ours else None
             if dev == a.devices.split(",")[0] and a.sample:
-                row["verified"], row["verified_optimal"] = verify(ours, reads, genome, a.sample)
+                row["verified"], row["verified_optimal"] = verify(ours, box, reads, genome, a.sample)
+        if len(scores) == 2:  # both devices ran: the same optimal score for every candidate
+            d1, d2 = scores.values()
+            row["devices_agree"] = sum(d1[k] == d2.get(k) for k in d1) / max(1, len(d1))
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
         if a.json:
             with open(a.json, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
     print("set\treads\tcands\tminimap2_s\t" + "\t".join(f"gpualign_{d}_s" for d in a.devices.split(","))
-          + "\tfewer_edits\tverified_optimal")
+          + "\tfewer_edits\tverified_optimal\tdevices_agree")
     for r in rows:
         d0 = a.devices.split(",")[0]
         print(f"{r['set']}\t{r['reads']}\t{r['candidates']}\t{r['minimap2_s']:.2f}\t"
               + "\t".join(f"{r.get(f'gpualign_{d}_s', float('nan')):.2f}" for d in a.devices.split(","))
               + f"\t{r.get(f'{d0}_fewer_edits_than_minimap2', float('nan')):.3f}\t"
-              f"{r.get('verified_optimal', '-')}/{r.get('verified', '-')}")
+              f"{r.get('verified_optimal', '-')}/{r.get('verified', '-')}\t{r.get('devices_agree', '-')}")
 
 
-def verify(ours, reads, genome, k):
-    """parasail semi-global (target ends free) on the same padded windows: the score must match."""
-    import parasail
-
+def verify(ours, box, reads, genome, k, pad=100):
+    """The reference DP (gpualign.engines.reference, pinned to parasail in tests) on the problem
+    gpualign paf solves by default: the candidate box padded by `pad`, clamped, with up to that many
+    target bases free at each end. The score must match."""
     from gpualign.config import Penalties
+    from gpualign.engines import reference
 
     p = Penalties()
-    m = parasail.matrix_create("ACGTN", 0, -p.mismatch)
     names = sorted(ours)[:k]
     ok = 0
     for name in names:
@@ -143,12 +148,9 @@ def verify(ours, reads, genome, k):
         q = reads[i][int(f[2]):int(f[3])]
         if f[4] == "-":
             q = q.translate(COMP)[::-1]
-        # the window gpualign used: the candidate box padded by 100 (default), clamped
-        # (the output columns 8/9 are the re-aligned span, inside that window)
-        ts, te = int(f[7]), int(f[8])
-        ws, we = max(0, ts - 100), min(len(genome), te + 100)
-        want = -parasail.sg_dx_striped_32(q.decode(), genome[ws:we].decode(), p.gap_open + p.gap_extend,
-                                          p.gap_extend, m).score
+        cts, cte = box[name]
+        ws, we = max(0, cts - pad), min(len(genome), cte + pad)
+        want = reference.affine_score(q, genome[ws:we], p, False, cts + pad - ws, we - (cte - pad))
         ok += int(want == score)
     return len(names), ok
 

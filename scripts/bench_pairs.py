@@ -7,6 +7,8 @@ times, on the same data:
   engine   the engine chain alone on in-memory batches (upload + kernels + CIGARs back on a GPU)
   pywfa    pywfa (WFA2-lib) called directly, all cores, same metric, CIGAR, no I/O
   edlib    edlib, all cores, edit distance + path (edit metric only)
+  parasail parasail nw (striped, traceback), all cores, affine metric only, on a sample of the pairs
+           (--parasail-sample; quadratic, so only a sample is feasible at 1 kbp and above)
 and prints a table with pairs/s and ratios, plus one JSON line per run (--json).
 
   python scripts/bench_pairs.py -n 100000 -l 150,1000 -e 0.02,0.10 --device cpu
@@ -32,27 +34,42 @@ _al = None
 
 
 def _pywfa_chunk(args):
+    """WFA2-lib as gpualign's CPU engine runs it: exact, high memory mode, BiWFA above 10 kbp."""
     global _al
-    metric, qs, ts = args
+    metric, scope, qs, ts = args
     from pywfa import WavefrontAligner
 
-    if _al is None or _al[0] != metric:
-        _al = (metric, WavefrontAligner(distance="levenshtein" if metric == "edit" else "affine", span="end-to-end",
-                                        heuristic=None, scope="full", memory_mode="high", match=0, mismatch=4,
-                                        gap_opening=6, gap_extension=2))
+    mode = "biwfa" if max(map(len, qs)) > 10_000 else "high"
+    if _al is None or _al[0] != (metric, scope, mode):
+        _al = ((metric, scope, mode), WavefrontAligner(
+            distance="levenshtein" if metric == "edit" else "affine", span="end-to-end", heuristic=None,
+            scope=scope, memory_mode=mode, match=0, mismatch=4, gap_opening=6, gap_extension=2))
     a = _al[1]
     out = 0
     for q, t in zip(qs, ts):
-        a.wavefront_align(t, q)
-        out += len(a.cigarstring)
+        out += a.wavefront_align(t, q)
+        if scope == "full":
+            out += len(a.cigarstring)
+    return out
+
+
+def _parasail_chunk(args):
+    import parasail
+
+    qs, ts = args
+    m = parasail.matrix_create("ACGT", 0, -4)
+    out = 0
+    for q, t in zip(qs, ts):  # open = o + e, extend = e (parasail's convention; tests/oracles.py)
+        r = parasail.nw_trace_striped_32(q, t, 8, 2, m)
+        out += len(r.cigar.decode)
     return out
 
 
 def _edlib_chunk(args):
     import edlib
 
-    qs, ts = args
-    return sum(len(edlib.align(q, t, task="path")["cigar"] or "") for q, t in zip(qs, ts))
+    task, qs, ts = args
+    return sum(edlib.align(q, t, task=task)["editDistance"] for q, t in zip(qs, ts))
 
 
 def _pool_time(fn, chunks, threads):
@@ -68,14 +85,14 @@ def _chunks(qs, ts, n, extra=()):
     return [(*extra, qs[i:i + step], ts[i:i + step]) for i in range(0, len(qs), step)]
 
 
-def _engine_time(q, t, metric, device, threads):
+def _engine_time(q, t, metric, device, threads, distance_only=False):
     """The engine chain on in-memory batches (what `align_pairs` runs), warm."""
     from gpualign.config import AlignConfig
     from gpualign.engines import select_engines
     from gpualign.records import PairBatch
     from gpualign.route import run_chain
 
-    cfg = AlignConfig(metric=metric, device=device, threads=threads)
+    cfg = AlignConfig(metric=metric, device=device, threads=threads, distance_only=distance_only)
     chain, notice = select_engines(cfg)
     for e in chain:
         getattr(e, "start", lambda: None)()
@@ -84,7 +101,7 @@ def _engine_time(q, t, metric, device, threads):
     for i in range(0, len(q), step):
         b = PairBatch.from_sequences(q[i:i + step], t[i:i + step])
         batches.append(b)
-    run_chain(batches[0].take(list(range(min(1000, batches[0].n)))), chain, cfg)  # warm-up / compile
+    run_chain(batches[0], chain, cfg)  # warm-up: compile, staging buffers and device pool at full size
     t0 = time.perf_counter()
     counts = {}
     for b in batches:
@@ -103,8 +120,11 @@ def main() -> None:
     ap.add_argument("-l", "--lengths", default="150,1000")
     ap.add_argument("-e", "--errors", default="0.02,0.10")
     ap.add_argument("--metric", default="edit", choices=("edit", "affine"))
+    ap.add_argument("--profile", default="uniform", choices=("uniform", "long"), help="simulate.py error profile")
+    ap.add_argument("--distance-only", action="store_true", help="scores only, every tool")
+    ap.add_argument("--parasail-sample", type=int, default=2000, help="pairs timed with parasail (affine)")
     ap.add_argument("--device", default="cpu", choices=("cpu", "gpu", "auto"))
-    ap.add_argument("--peers", default="pywfa,edlib", help="comma list of pywfa,edlib (or none)")
+    ap.add_argument("--peers", default="pywfa,edlib,parasail", help="comma list of pywfa,edlib,parasail (or none)")
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count())
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="append one JSON line per setting to this file")
@@ -117,42 +137,53 @@ def main() -> None:
     rows = []
     for length in map(int, a.lengths.split(",")):
         for err in map(float, a.errors.split(",")):
-            q, t = simulate(a.pairs, length, err, seed=a.seed)
-            fa, fb, out = (os.path.join(work, f"{length}_{err}_{x}") for x in ("a.fa", "b.fa", "o.paf"))
+            q, t = simulate(a.pairs, length, err, seed=a.seed, profile=a.profile)
+            fa, fb, out = (os.path.join(work, f"{length}_{err}_{x}") for x in
+                           ("a.fa", "b.fa", "o.tsv" if a.distance_only else "o.paf"))
             write_fasta(fa, q, "q")
             write_fasta(fb, t, "t")
             row = {"pairs": a.pairs, "length": length, "error": err, "metric": a.metric, "device": a.device,
-                   "threads": a.threads, "host": platform.node()}
+                   "threads": a.threads, "host": platform.node(), "profile": a.profile,
+                   "distance_only": a.distance_only}
+            dflag = ["--distance-only"] if a.distance_only else []
             summ = os.path.join(work, "summary.tsv")
             t0 = time.perf_counter()
             p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out, "-q", "--metric",
-                                a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ],
+                                a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ, *dflag],
                                capture_output=True)
             row["e2e_s"] = time.perf_counter() - t0
             if p.returncode:
                 sys.exit(p.stderr.decode())
             if a.verify > 0:  # a second end-to-end run, with the sampled check of optimality
                 subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out, "-q", "--metric",
-                                a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ,
+                                a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ, *dflag,
                                 "--verify", str(a.verify)], check=True, capture_output=True)
                 rows_s = dict(line.split("\t") for line in open(summ).read().splitlines()[1:])
                 row["verified"], row["recall"] = int(rows_s.get("verified", 0)), rows_s.get("recall", "-")
-            row["engine_s"], row["routes"], row["notice"] = _engine_time(q, t, a.metric, a.device, a.threads)
+            row["engine_s"], row["routes"], row["notice"] = _engine_time(q, t, a.metric, a.device, a.threads,
+                                                                         a.distance_only)
             qs = [x.decode() for x in q]
             ts = [x.decode() for x in t]
             if "pywfa" in peers:
-                row["pywfa_s"] = _pool_time(_pywfa_chunk, _chunks(qs, ts, 8 * a.threads, (a.metric,)), a.threads)
+                scope = "score" if a.distance_only else "full"
+                row["pywfa_s"] = _pool_time(_pywfa_chunk, _chunks(qs, ts, 8 * a.threads, (a.metric, scope)), a.threads)
+            if "parasail" in peers and a.metric == "affine" and not a.distance_only:
+                k = min(len(qs), a.parasail_sample)  # time a sample, scale to all pairs
+                row["parasail_s"] = _pool_time(_parasail_chunk, _chunks(qs[:k], ts[:k], 4 * a.threads),
+                                               a.threads) * len(qs) / k
             if "edlib" in peers and a.metric == "edit":
-                row["edlib_s"] = _pool_time(_edlib_chunk, _chunks(qs, ts, 8 * a.threads), a.threads)
+                task = "distance" if a.distance_only else "path"
+                row["edlib_s"] = _pool_time(_edlib_chunk, _chunks(qs, ts, 8 * a.threads, (task,)), a.threads)
             rows.append(row)
             if a.json:
                 with open(a.json, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
             print(json.dumps(row), file=sys.stderr)
-    cols = [c for c in ("e2e_s", "engine_s", "pywfa_s", "edlib_s") if any(c in r for r in rows)]
-    print(f"\n{a.metric}, device={a.device}, {a.threads} threads, {platform.node()}")
+    cols = [c for c in ("e2e_s", "engine_s", "pywfa_s", "edlib_s", "parasail_s") if any(c in r for r in rows)]
+    print(f"\n{a.metric}{' distance-only' if a.distance_only else ''}, profile {a.profile}, device={a.device}, "
+          f"{a.threads} threads, {platform.node()} (parasail: sampled, scaled)")
     print("pairs\tlen\terr\t" + "\t".join(f"{c[:-2]}(s)\t{c[:-2]}(p/s)" for c in cols)
-          + "\tpywfa/e2e\tpywfa/engine\trecall")
+          + "\tpywfa/e2e\tpywfa/engine\trecall\troutes")
     for r in rows:
         cells = []
         for c in cols:
@@ -160,7 +191,7 @@ def main() -> None:
             cells += [f"{v:.3f}", f"{r['pairs'] / v:,.0f}"] if v else ["-", "-"]
         ratio = lambda k: f"{r['pywfa_s'] / r[k]:.2f}x" if "pywfa_s" in r else "-"  # noqa: E731
         print(f"{r['pairs']}\t{r['length']}\t{r['error']:.2f}\t" + "\t".join(cells)
-              + f"\t{ratio('e2e_s')}\t{ratio('engine_s')}\t{r.get('recall', '-')}")
+              + f"\t{ratio('e2e_s')}\t{ratio('engine_s')}\t{r.get('recall', '-')}\t{r['routes']}")
 
 
 if __name__ == "__main__":
