@@ -2,8 +2,8 @@
 //
 // Entry points (template instances, listed in gpualign/engines/gpu_affine.py):
 //
-//   wfa_affine<BT, T>(raw, list, nlist, qpos, qlen, tpos, tlen, x, o, e, s_cap, kcap, ring_in_smem,
-//                     ring, bt, slot_bt, score, counter)
+//   wfa_affine<BT, EF, SMEM>(raw, list, nlist, qpos, qlen, tpos, tlen, fbeg, fend, fbmax, x, o, e,
+//                            s_cap, kcap, ring, bt, slot_bt, score, kend, counter)
 //     raw      uint32*  the batch's compare bytes (see common.cuh; byte compare only)
 //     list     int32*   pair ids in the order blocks take them (longest first balances the load)
 //     qpos/tpos uint32* byte offset of each pair's query/target; qlen/tlen int32*
@@ -12,21 +12,25 @@
 //     s_cap    largest score tried; a pair whose score exceeds it gets score -1 ("exceeded")
 //     kcap     widest diagonal kept: kb(s) = min((s - o) / e, kcap) for s >= o + e, else 0
 //              (a diagonal |k| costs at least o + |k| e, so |k| <= kb(s) holds every cell of score s)
-//     ring     T = int or short (pairs up to 32,767 bases): per resident block (RM + 2 RI) * (2 kcap + 3)
-//              wavefront cells, RM = max(x, o+e) + 1, RI = e + 1; unused when ring_in_smem (then
-//              the same rows are dynamic shared memory)
+//     fbeg/fend EF only (ends-free): per pair, the most target bases skipped free at the start / end;
+//              fbmax >= every fbeg (rows are that much wider); nullptr and 0 end to end
+//     ring     per resident block (RM + 2 RI) * (2 kcap + 3 + fbmax) wavefront cells, RM = max(x, o+e) + 1,
+//              RI = e + 1: SMEM, int16 cells in dynamic shared memory (pairs up to 32,767 bases;
+//              ring unused), else int32 cells in device memory
 //     bt       BT only: per list entry slot_bt bytes, the backtrace rows (score s's row: 2 kb(s) + 1
 //              bytes at rowbase[s] = sum of the rows before it)
 //     score    out, per list entry (reduced units), -1 beyond s_cap
+//     kend     out, per list entry: the diagonal the alignment ends on (m - n end to end)
 //     counter  int32 work queue head, 0 at launch
 //     Launch: any block size (multiple of 32), any grid (blocks take pairs from the queue).
 //
-//   wfa_affine_cigar(raw, list, nlist, qpos, qlen, tpos, tlen, x, o, e, kcap, rowbase, bt, slot_bt,
-//                    tok, tok_cap, cigar, cig_cap, score, ncig)
+//   wfa_affine_cigar(raw, list, nlist, qpos, qlen, tpos, tlen, fbeg, fend, fbmax, x, o, e, kcap, rowbase,
+//                    bt, slot_bt, tok, tok_cap, cigar, cig_cap, score, kend, ncig, tspan)
 //     One thread per list entry: walks the backtrace (path tokens in tok, tok_cap bytes per entry)
 //     and writes the CIGAR at cigar + i * cig_cap (BAM codes, len << 4 | op; SAM orientation:
 //     I = query-only, D = target-only); ncig[i] = ops written, -1 when the replay does not end at
-//     (qlen, tlen) or a buffer was too small (never expected: reported as a failure).
+//     (qlen, tlen) or a buffer was too small (never expected: reported as a failure); tspan (EF):
+//     the aligned target span [tspan[2i], tspan[2i+1]).
 //
 // Method (Marco-Sola et al. 2021): for each score s and diagonal k = h - v (h: target offset,
 // v: query offset) the furthest offset reached in each state:
@@ -100,28 +104,36 @@ __device__ int backtrace_cigar(const uint32_t* __restrict__ raw, uint32_t qp, in
     return (v == n && end_ok && c.n <= cap) ? c.n : -1;
 }
 
-// Ring cell types: int16 rings (pairs up to 32,767 bases) halve shared memory per block.
-template <typename T> struct Nul;
-template <> struct Nul<int> { static constexpr int value = NUL; };
-template <> struct Nul<short> { static constexpr int value = -32768; };
+// Rings in shared memory hold int16 cells (pairs up to 32,767 bases: half the memory per block);
+// rings in device memory (longer pairs, or too wide for shared memory) hold int32 cells.
+template <bool SMEM> struct Ring { typedef int T; static constexpr int NUL_CELL = NUL; };
+template <> struct Ring<true> { typedef short T; static constexpr int NUL_CELL = -32768; };
 
-template <bool BT, typename T, bool EF>
-__global__ void wfa_affine(const uint32_t* __restrict__ raw, const int* __restrict__ list, int nlist,
+// Register cap: blocks of up to 1024 threads, at least WFA_AFFINE_MIN_BLOCKS of them per SM.
+#ifndef WFA_AFFINE_MIN_BLOCKS
+#define WFA_AFFINE_MIN_BLOCKS 1
+#endif
+
+template <bool BT, bool EF, bool SMEM>
+__global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const uint32_t* __restrict__ raw, const int* __restrict__ list, int nlist,
                            const uint32_t* __restrict__ qpos, const int* __restrict__ qlen,
                            const uint32_t* __restrict__ tpos, const int* __restrict__ tlen,
                            const int* __restrict__ fbeg, const int* __restrict__ fend, int fbmax,
-                           int x, int o, int e, int s_cap, int kcap, int ring_in_smem,
-                           T* ring_g, unsigned char* bt_g, long long slot_bt,
+                           int x, int o, int e, int s_cap, int kcap,
+                           int* ring_g, unsigned char* bt_g, long long slot_bt,
                            int* __restrict__ score, int* __restrict__ kend, int* __restrict__ counter) {
-    constexpr int NL = Nul<T>::value;
+    typedef typename Ring<SMEM>::T T;
+    constexpr int NL = Ring<SMEM>::NUL_CELL;
     constexpr int NONE = 0x7fffffff;
-    extern __shared__ int smem[];
+    extern __shared__ short smem[];
     __shared__ int sh_it, sh_end;
     const int W = 2 * kcap + 3 + fbmax;  // diagonals -kcap-1 .. kcap+1+fbmax: the outer two stay NUL
     const int oe = o + e;
     const int RM = (x > oe ? x : oe) + 1, RI = e + 1;
     const int ring_words = (RM + 2 * RI) * W;
-    T* ring = ring_in_smem ? reinterpret_cast<T*>(smem) : ring_g + (long long)blockIdx.x * ring_words;
+    T* ring;
+    if constexpr (SMEM) ring = smem;  // a __shared__ pointer: 32-bit shared-memory addressing
+    else ring = ring_g + (long long)blockIdx.x * ring_words;
     T* const Mr = ring + kcap + 1;  // row r, diagonal k: Mr[r * W + k]
     T* const Ir = Mr + RM * W;
     T* const Dr = Ir + RI * W;
@@ -237,9 +249,9 @@ extern "C" __global__ void wfa_affine_cigar(const uint32_t* __restrict__ raw, co
     }
 }
 
-#define WFA_AFFINE(B, T, F) template __global__ void wfa_affine<B, T, F>(const uint32_t*, const int*, int, \
+#define WFA_AFFINE(B, F, S) template __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine<B, F, S>(const uint32_t*, const int*, int, \
     const uint32_t*, const int*, const uint32_t*, const int*, const int*, const int*, int, int, int, int, int, \
-    int, int, T*, unsigned char*, long long, int*, int*, int*);
-WFA_AFFINE(true, int, false) WFA_AFFINE(false, int, false) WFA_AFFINE(true, short, false)
-WFA_AFFINE(false, short, false) WFA_AFFINE(true, int, true) WFA_AFFINE(false, int, true)
-WFA_AFFINE(true, short, true) WFA_AFFINE(false, short, true)
+    int, int*, unsigned char*, long long, int*, int*, int*);
+WFA_AFFINE(true, false, true) WFA_AFFINE(false, false, true) WFA_AFFINE(true, true, true)
+WFA_AFFINE(false, true, true) WFA_AFFINE(true, false, false) WFA_AFFINE(false, false, false)
+WFA_AFFINE(true, true, false) WFA_AFFINE(false, true, false)

@@ -30,12 +30,15 @@ def main():
     ap.add_argument("--metric", default="affine")
     ap.add_argument("--threads", type=int, help="override the plan's block size")
     ap.add_argument("--per-sm", type=int, help="override the plan's resident blocks per SM")
+    ap.add_argument("--min-blocks", type=int, help="register cap: WFA_AFFINE_MIN_BLOCKS")
     ap.add_argument("--timing", action="store_true", help="kernel seconds (synchronises after each kernel)")
     a = ap.parse_args()
     x, o, e = map(int, a.penalties.split(","))
     eng = GpuAffineEngine()
     eng.tune = {k: v for k, v in (("threads", a.threads), ("per_sm", a.per_sm)) if v}
     eng.tune["timing"] = a.timing
+    if a.min_blocks:
+        eng.tune["min_blocks"] = a.min_blocks
     print(f"{'set':>22} {'mode':>8} {'seconds':>8} {'pairs/s':>10}  levels")
     for spec in a.sets:
         parts = spec.split("x")

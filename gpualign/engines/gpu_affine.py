@@ -36,6 +36,10 @@ WORKSPACE_MAX = 16 << 30  # backtrace + CIGAR workspace of one launch: always th
 # CuPy's pool hands back the same block and no call pays for a fresh device allocation
 
 
+def _b(flag) -> str:
+    return "true" if flag else "false"
+
+
 def reduced(x: int, o: int, e: int) -> tuple[tuple[int, int, int], int]:
     """Penalties divided by their common divisor (fewer, equivalent score steps) and the divisor."""
     g = math.gcd(x, math.gcd(o, e))
@@ -62,8 +66,10 @@ class Plan:
         self.s_cap = int(math.ceil(f * longest * worst)) + (o + e * maxdiff if maxdiff else 0) + 2 * worst
         self.kcap = int(min(max(0, (self.s_cap - o) // e), longest))
         self.rm, self.ri = worst + 1, e + 1
-        self.ring_type = "short" if longest <= SHORT_MAX else "int"
-        self.ring_bytes = (2 if longest <= SHORT_MAX else 4) * (self.rm + 2 * self.ri) * (2 * self.kcap + 3 + self.fbmax)
+        cells = (self.rm + 2 * self.ri) * (2 * self.kcap + 3 + self.fbmax)
+        # int16 rings in shared memory when the pair length and the size allow, else int32 in device memory
+        self.in_smem = longest <= SHORT_MAX and 2 * cells <= SMEM_RING_MAX
+        self.ring_bytes = (2 if self.in_smem else 4) * cells
         widths = 2 * kbound(np.arange(self.s_cap + 1), o, e, self.kcap) + 1 + self.fbmax
         self.rowbase = np.zeros(self.s_cap + 2, np.int64)
         np.cumsum(widths, out=self.rowbase[1:])
@@ -71,7 +77,6 @@ class Plan:
         self.slot_bt = int(self.rowbase[-1]) if want_cigar else 0
         self.tok_cap = 2 * max_ops + 8 if want_cigar else 0
         self.cig_cap = min(2 * max_ops + 1, 4 * longest + 1) if want_cigar else 0
-        self.in_smem = self.ring_bytes <= SMEM_RING_MAX
         # about half the widest wavefront per thread sweep (a power of 2, 64..1024)
         self.threads = int(min(1024, max(64, 1 << max(1, self.kcap // 2).bit_length() - 1)))
 
@@ -96,15 +101,17 @@ class GpuAffineEngine:
         self._staging = Staging()
         self.levels = tuple(levels)
         self.last_counts: dict = {}
-        self.tune: dict = {}  # benchmark overrides of the plan: threads, per_sm; timing=True: kernel seconds
+        # benchmark overrides: threads, per_sm (plan), min_blocks (register cap, before the first call);
+        # timing=True: seconds per stage in timings
+        self.tune: dict = {}
         self.timings: dict = {}  # with tune["timing"]: seconds per kernel, summed over calls
         self._last = None
 
     def _module(self):
         if self._mod is None:
-            names = tuple(f"wfa_affine<{b}, {t}, {f}>" for b in ("true", "false") for t in ("int", "short")
-                          for f in ("true", "false"))
-            self._mod = load_module("wfa_affine.cu", (*names, "wfa_affine_cigar", "gather_ops"))
+            names = tuple(f"wfa_affine<{_b(b)}, {_b(f)}, {_b(s)}>" for b in (0, 1) for f in (0, 1) for s in (0, 1))
+            defines = (f"WFA_AFFINE_MIN_BLOCKS={self.tune['min_blocks']}",) if "min_blocks" in self.tune else ()
+            self._mod = load_module("wfa_affine.cu", (*names, "wfa_affine_cigar", "gather_ops"), defines)
             import cupy
 
             self._sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
@@ -212,13 +219,11 @@ class GpuAffineEngine:
         if slots <= 0 or chunk <= 0:  # not even one pair fits: every pair goes on (next level / CPU)
             return nothing
         ef = d_free is not None
-        kern = self._mod.get_function(
-            f"wfa_affine<{'true' if want_cigar else 'false'}, {plan.ring_type}, {'true' if ef else 'false'}>")
+        kern = self._mod.get_function(f"wfa_affine<{_b(want_cigar)}, {_b(ef)}, {_b(plan.in_smem)}>")
         smem = plan.ring_bytes if plan.in_smem else 0
         if smem > 48 * 1024:
             kern.max_dynamic_shared_size_bytes = smem
-        ring_dtype = cupy.int16 if plan.ring_type == "short" else cupy.int32
-        d_ring = cupy.empty(1 if plan.in_smem else slots * plan.ring_bytes // ring_dtype().itemsize, dtype=ring_dtype)
+        d_ring = cupy.empty(1 if plan.in_smem else slots * plan.ring_bytes // 4, dtype=cupy.int32)
         null = np.uint64(0)
         fb_ptr, fe_ptr = d_free if ef else (null, null)
         x, o, e = pen
@@ -243,7 +248,7 @@ class GpuAffineEngine:
             kern((min(slots, m),), (threads,), (
                 d_raw, d_list, np.int32(m), d_meta[0], d_meta[1], d_meta[2], d_meta[3], fb_ptr, fe_ptr,
                 np.int32(plan.fbmax), np.int32(x), np.int32(o), np.int32(e), np.int32(plan.s_cap),
-                np.int32(plan.kcap), np.int32(1 if plan.in_smem else 0), d_ring, d_bt, np.int64(plan.slot_bt),
+                np.int32(plan.kcap), d_ring, d_bt, np.int64(plan.slot_bt),
                 d_score, d_kend, d_counter), shared_mem=smem)
             self._mark("forward")
             if not want_cigar:
