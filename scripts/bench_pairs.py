@@ -154,6 +154,9 @@ def main() -> None:
             row["e2e_s"] = time.perf_counter() - t0
             if p.returncode:
                 sys.exit(p.stderr.decode())
+            stages = dict(line.split("\t") for line in open(summ).read().splitlines()[1:])
+            row["e2e_stages"] = {k: float(stages[k]) for k in ("wall_seconds", "read_seconds", "align_seconds",
+                                                                 "write_seconds") if k in stages}
             if a.verify > 0:  # a second end-to-end run, with the sampled check of optimality
                 subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out, "-q", "--metric",
                                 a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ, *dflag,
@@ -184,6 +187,9 @@ def main() -> None:
           f"{a.threads} threads, {platform.node()} (parasail: sampled, scaled)")
     print("pairs\tlen\terr\t" + "\t".join(f"{c[:-2]}(s)\t{c[:-2]}(p/s)" for c in cols)
           + "\tpywfa/e2e\tpywfa/engine\trecall\troutes")
+    for r in rows:
+        if "e2e_stages" in r:
+            print(f"# {r['length']} bp {r['error']:.2f}: e2e busy seconds per stage {r['e2e_stages']}")
     for r in rows:
         cells = []
         for c in cols:

@@ -220,40 +220,59 @@ def encode(seqs: list, path: str, first_record: int) -> bytes:
     return raw.translate(pack.FOLD)
 
 
-def _batch(path_a, path_b, first, qn, qs, qq, tn, ts) -> PairBatch:
-    qbuf = encode(qs, path_a, first + 1)
-    tbuf = encode(ts, path_b, first + 1)
-    ql = np.fromiter(map(len, qs), dtype=np.int64, count=len(qs))
-    tl = np.fromiter(map(len, ts), dtype=np.int64, count=len(ts))
-    seq = np.frombuffer(qbuf + tbuf, dtype=np.uint8)
-    return PairBatch(seq, offsets_from_lengths(ql), ql, offsets_from_lengths(tl) + len(qbuf), tl,
-                     np.arange(first, first + len(qs), dtype=np.int64), qn, tn, qq)
+def encoded_chunks(path: str, chunk: int = CHUNK) -> Iterator[tuple[list, bytes, np.ndarray, list]]:
+    """(names, sequences joined + checked + case-folded, their lengths, qualities) per chunk."""
+    n = 0
+    for names, seqs, quals in record_chunks(path, chunk):
+        buf = encode(seqs, path, n + 1)
+        yield names, buf, np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)), quals
+        n += len(names)
 
 
 class _Buffered:
-    """Records of one file, taken in chunks and handed out in any count."""
+    """Encoded records of one file, taken in chunks and handed out in any count."""
 
     def __init__(self, path: str):
-        self.chunks = record_chunks(path)
-        self.names, self.seqs, self.quals = [], [], []
+        self.chunks = encoded_chunks(path)
+        self.names, self.quals = [], []
+        self.pieces: list[tuple[memoryview, np.ndarray]] = []  # (sequence bytes, lengths) not yet taken
+        self.lens = np.zeros(0, np.int64)  # lengths of every buffered record
         self.done = False
 
     def fill(self, want: int) -> int:
         while len(self.names) < want and not self.done:
             try:
-                n, s, q = next(self.chunks)
+                n, buf, ln, q = next(self.chunks)
             except StopIteration:
                 self.done = True
                 break
             self.names += n
-            self.seqs += s
             self.quals += q
+            self.pieces.append((memoryview(buf), ln))
+            self.lens = np.concatenate([self.lens, ln])
         return len(self.names)
 
     def take(self, k: int):
-        out = self.names[:k], self.seqs[:k], self.quals[:k]
-        del self.names[:k], self.seqs[:k], self.quals[:k]
-        return out
+        """(names, quals, sequence bytes, lengths) of the next k records."""
+        names, quals = self.names[:k], self.quals[:k]
+        del self.names[:k], self.quals[:k]
+        lens, self.lens = self.lens[:k], self.lens[k:]
+        parts, need = [], k
+        while need:
+            buf, ln = self.pieces[0]
+            if len(ln) <= need:
+                parts.append(buf)
+                need -= len(ln)
+                self.pieces.pop(0)
+            else:
+                cut = int(ln[:need].sum())
+                parts.append(buf[:cut])
+                self.pieces[0] = (buf[cut:], ln[need:])
+                need = 0
+        return names, quals, b"".join(parts), lens
+
+    def close(self) -> None:
+        self.chunks.close()
 
 
 def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int) -> Iterator[PairBatch]:
@@ -262,29 +281,33 @@ def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int) -> 
         raise InputError("only one of the two inputs can be '-' (stdin)")
     a, b = _Buffered(path_a), _Buffered(path_b)
     count = 0
-    while True:
-        want = CHUNK
-        while True:  # enough records buffered for one batch, or the end of a file
-            avail = min(a.fill(want), b.fill(want))
-            total = sum(map(len, a.seqs[:avail])) + sum(map(len, b.seqs[:avail]))
-            if avail < want or total >= batch_bases or avail >= batch_pairs:
-                break
-            want += CHUNK
-        if avail == 0:
-            if a.names or b.names:
-                longer, shorter = (path_a, path_b) if a.names else (path_b, path_a)
-                raise InputError(f"{display_name(longer)} has more records than {display_name(shorter)} "
-                                 f"({display_name(shorter)} ends after {count} records)")
-            return
-        # as many pairs as the size bounds allow (at least one)
-        lens = (np.fromiter(map(len, a.seqs[:avail]), np.int64, avail)
-                + np.fromiter(map(len, b.seqs[:avail]), np.int64, avail))
-        k = int(np.searchsorted(np.cumsum(lens), batch_bases, side="left")) + 1
-        k = max(1, min(k, avail, batch_pairs))
-        qn, qs, qq = a.take(k)
-        tn, ts, _ = b.take(k)
-        yield _batch(path_a, path_b, count, qn, qs, qq, tn, ts)
-        count += k
+    try:
+        while True:
+            want = CHUNK
+            while True:  # enough records buffered for one batch, or the end of a file
+                avail = min(a.fill(want), b.fill(want))
+                total = int(a.lens[:avail].sum() + b.lens[:avail].sum())
+                if avail < want or total >= batch_bases or avail >= batch_pairs:
+                    break
+                want += CHUNK
+            if avail == 0:
+                if a.names or b.names:
+                    longer, shorter = (path_a, path_b) if a.names else (path_b, path_a)
+                    raise InputError(f"{display_name(longer)} has more records than {display_name(shorter)} "
+                                     f"({display_name(shorter)} ends after {count} records)")
+                return
+            # as many pairs as the size bounds allow (at least one)
+            k = int(np.searchsorted(np.cumsum(a.lens[:avail] + b.lens[:avail]), batch_bases, side="left")) + 1
+            k = max(1, min(k, avail, batch_pairs))
+            qn, qq, qbuf, ql = a.take(k)
+            tn, _, tbuf, tl = b.take(k)
+            seq = np.frombuffer(qbuf + tbuf, dtype=np.uint8)
+            yield PairBatch(seq, offsets_from_lengths(ql), ql, offsets_from_lengths(tl) + len(qbuf), tl,
+                            np.arange(count, count + k, dtype=np.int64), qn, tn, qq)
+            count += k
+    finally:
+        a.close()
+        b.close()
 
 
 def names_and_lengths(path: str) -> Iterator[tuple[str, int]]:
