@@ -17,8 +17,8 @@
 //     ring     per resident block (RM + 2 RI) * (2 kcap + 3 + fbmax) wavefront cells, RM = max(x, o+e) + 1,
 //              RI = e + 1: SMEM, int16 cells in dynamic shared memory (pairs up to 32,767 bases;
 //              ring unused), else int32 cells in device memory
-//     bt       BT only: per list entry slot_bt bytes, the backtrace rows (score s's row: 2 kb(s) + 1
-//              bytes at rowbase[s] = sum of the rows before it)
+//     bt       BT only: per list entry slot_bt bytes, the backtrace rows of 4-bit cells (score s's row:
+//              2 kb(s) + 1 + fbmax cells rounded up to even, from cell rowbase[s] = the rows before it)
 //     score    out, per list entry (reduced units), -1 beyond s_cap
 //     kend     out, per list entry: the diagonal the alignment ends on (m - n end to end)
 //     counter  int32 work queue head, 0 at launch
@@ -38,7 +38,7 @@
 //   I[s][k] = max(M[s-o-e][k+1], I[s-e][k+1])              (query-only gap)
 //   M[s][k] = max(M[s-x][k] + 1, I[s][k], D[s][k]), then extended along matches,
 // each candidate kept only inside the matrix (h <= tlen, v <= qlen). Threads stride over the
-// diagonals, one barrier per score. The backtrace keeps, per cell, which candidate won (one byte:
+// diagonals, one barrier per score. The backtrace keeps, per cell, which candidate won (4 bits:
 // bits 0-1 M's source X/I/D, bit 2 I extended, bit 3 D extended); a second kernel walks it back
 // into path tokens and replays them forward, re-deriving the matches by extend.
 #include "common.cuh"
@@ -49,6 +49,19 @@ __device__ __forceinline__ int kbound(int s, int o, int e, int kcap) {
     if (s < o + e) return 0;
     const int k = (s - o) / e;
     return k < kcap ? k : kcap;
+}
+
+// Backtrace cells are 4 bits, two per byte: cell i in the low (even i) or high (odd i) half of byte
+// i / 2. Rows start at even cells.
+__device__ __forceinline__ unsigned bt_cell(const unsigned char* bt, long long i) {
+    return (bt[i >> 1] >> ((i & 1) << 2)) & 15u;
+}
+
+// Write the cells of a row from a warp: lane pairs (2j, 2j+1) hold cells (2j, 2j+1) of the same byte
+// (the loop aligns each warp's first cell to an even index); the even lane stores the byte.
+__device__ __forceinline__ void bt_store(unsigned char* bt, long long i, unsigned cell, bool store) {
+    const unsigned next = __shfl_down_sync(0xffffffffu, cell, 1);
+    if (store && !(i & 1)) bt[i >> 1] = (unsigned char)(cell | (next << 4));
 }
 
 // Extend-replay tokens (one byte each, written backwards by the walk).
@@ -72,12 +85,12 @@ __device__ int backtrace_cigar(const uint32_t* __restrict__ raw, uint32_t qp, in
                 if (ef ? (k < 0 || k > fbeg) : k != 0) return -1;
                 break;
             }
-            const int src = bt[rowbase[s] + kbound(s, o, e, kcap) + k] & 3;
+            const int src = bt_cell(bt, rowbase[s] + kbound(s, o, e, kcap) + k) & 3;
             if (src == 0) { tok[nt++] = TOK_X; s -= x; }
             else if (src == 3) return -1;
             else comp = src;  // 1: I, 2: D (same cell)
         } else {
-            const unsigned char b = bt[rowbase[s] + kbound(s, o, e, kcap) + k];
+            const unsigned b = bt_cell(bt, rowbase[s] + kbound(s, o, e, kcap) + k);
             const bool ext = comp == 1 ? (b >> 2) & 1 : (b >> 3) & 1;
             tok[nt++] = comp == 1 ? TOK_I : TOK_D;
             k += comp == 1 ? 1 : -1;
@@ -154,12 +167,15 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
         const int fb = EF ? (fbeg[p] < m ? fbeg[p] : m) : 0;
         const int fe = EF ? fend[p] : 0;
         unsigned char* bt = BT ? bt_g + (long long)it * slot_bt : nullptr;
-        for (int k = threadIdx.x; k <= fb; k += blockDim.x) {
-            const int room = n < m - k ? n : m - k;
-            const int h = k + common_prefix_bytes8(raw, qp, tp + k, room);
-            Mr[k] = (T)h;
-            if (BT) bt[k] = 3;
-            if (h - k == n && h >= m - fe) atomicMin(&sh_end, k);
+        for (int k0 = 0; k0 <= fb; k0 += blockDim.x) {  // uniform trip count: whole warps shuffle
+            const int k = k0 + (int)threadIdx.x;
+            if (k <= fb) {
+                const int room = n < m - k ? n : m - k;
+                const int h = k + common_prefix_bytes8(raw, qp, tp + k, room);
+                Mr[k] = (T)h;
+                if (h - k == n && h >= m - fe) atomicMin(&sh_end, k);
+            }
+            if (BT) bt_store(bt, k, 3u, k <= fb);
         }
         __syncthreads();
         int final_s = sh_end != NONE ? 0 : -1, s = 0;
@@ -167,7 +183,7 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
         long long rb = 0;  // start of score s's backtrace row (rowbase[s] in gpu_affine.py)
         while (final_s < 0 && s < s_cap) {
             s++;
-            rb += 2 * kb + 1 + fbmax;
+            rb += (2 * kb + 2 + fbmax) & ~1;  // row widths rounded up to whole bytes
             if (++rm == RM) rm = 0;
             if (++ri == RI) ri = 0;
             if (s == oe) { q = 1; qr = 0; }
@@ -185,31 +201,39 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
             T* Mo = Mr + rm * W;
             T* Io = Ir + ri * W;
             T* Do = Dr + ri * W;
-            unsigned char* bto = BT ? bt + rb + kb : nullptr;
-            for (int k = lo + (int)threadIdx.x; k <= hi; k += blockDim.x) {
-                // target-only gap, from diagonal k - 1 (h + 1)
-                const int dm = Mg[k - 1], dd = De[k - 1];
-                const int dext = dd > dm;
-                int d = (dext ? dd : dm) + 1;
-                if (d < 0 || d > m) d = NL;
-                // query-only gap, from diagonal k + 1 (v + 1)
-                const int im = Mg[k + 1], ii = Ie[k + 1];
-                const int iext = ii > im;
-                int i = iext ? ii : im;
-                if (i < 0 || i - k > n) i = NL;
-                // mismatch, same diagonal
-                int mm = Mx[k] + 1, msrc = 0;
-                if (mm < 1 || mm > m || mm - k > n) { mm = NL; msrc = 3; }
-                if (i > mm) { mm = i; msrc = 1; }
-                if (d > mm) { mm = d; msrc = 2; }
-                if (mm >= 0) {
-                    const int v = mm - k;
-                    const int room = (n - v) < (m - mm) ? (n - v) : (m - mm);
-                    if (room > 0) mm += common_prefix_bytes8(raw, qp + v, tp + mm, room);
-                    if (EF && mm - k == n && mm >= m - fe) atomicMin(&sh_end, k);
+            // whole warps run the loop (uniform trip count, for the backtrace shuffle); each warp's first
+            // cell index rb + kb + k is even
+            const int klo = lo - (int)((rb + kb + lo) & 1);
+            for (int k0 = klo; k0 <= hi; k0 += blockDim.x) {
+                const int k = k0 + (int)threadIdx.x;
+                const bool live = k >= lo && k <= hi;
+                unsigned cell = 0;
+                if (live) {
+                    // target-only gap, from diagonal k - 1 (h + 1)
+                    const int dm = Mg[k - 1], dd = De[k - 1];
+                    const int dext = dd > dm;
+                    int d = (dext ? dd : dm) + 1;
+                    if (d < 0 || d > m) d = NL;
+                    // query-only gap, from diagonal k + 1 (v + 1)
+                    const int im = Mg[k + 1], ii = Ie[k + 1];
+                    const int iext = ii > im;
+                    int i = iext ? ii : im;
+                    if (i < 0 || i - k > n) i = NL;
+                    // mismatch, same diagonal
+                    int mm = Mx[k] + 1, msrc = 0;
+                    if (mm < 1 || mm > m || mm - k > n) { mm = NL; msrc = 3; }
+                    if (i > mm) { mm = i; msrc = 1; }
+                    if (d > mm) { mm = d; msrc = 2; }
+                    if (mm >= 0) {
+                        const int v = mm - k;
+                        const int room = (n - v) < (m - mm) ? (n - v) : (m - mm);
+                        if (room > 0) mm += common_prefix_bytes8(raw, qp + v, tp + mm, room);
+                        if (EF && mm - k == n && mm >= m - fe) atomicMin(&sh_end, k);
+                    }
+                    Mo[k] = (T)mm; Io[k] = (T)i; Do[k] = (T)d;
+                    cell = (unsigned)(msrc | (iext << 2) | (dext << 3));
                 }
-                Mo[k] = (T)mm; Io[k] = (T)i; Do[k] = (T)d;
-                if (BT) bto[k] = (unsigned char)(msrc | (iext << 2) | (dext << 3));
+                if (BT) bt_store(bt, rb + kb + k, cell, k >= lo - 1 && k <= hi);
             }
             __syncthreads();
             // every thread reads the same cell or flag: the loop condition stays uniform

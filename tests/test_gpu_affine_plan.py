@@ -30,7 +30,8 @@ def test_plan_sizes():
     p = Plan(0.15, 1000, 40, (2, 3, 1), True)
     assert p.s_cap >= 3 + 40  # the forced gap of the length difference fits under the cap
     assert p.kcap <= 1000 and len(p.rowbase) == p.s_cap + 2
-    assert p.rowbase[-1] == (2 * kbound(np.arange(p.s_cap + 1), 3, 1, p.kcap) + 1).sum()
+    assert p.rowbase[-1] == ((2 * kbound(np.arange(p.s_cap + 1), 3, 1, p.kcap) + 2) & ~1).sum()
+    assert p.slot_bt * 2 == p.rowbase[-1] and (p.rowbase % 2 == 0).all()  # 4-bit cells, rows on bytes
     assert p.cig_cap >= 2 * 1 + 1 and p.tok_cap > 0 and p.in_smem
     assert p.threads in (64, 128, 256, 512) and p.resident_per_sm() >= 1 
     assert p.pair_bytes() == p.slot_bt + p.tok_cap + 4 * p.cig_cap

@@ -2,7 +2,7 @@
 
 One thread block per alignment, threads over diagonals, a ring of the last max(x, o+e) + 1 M rows
 and e + 1 I/D rows (shared memory when it fits, else a per-block slot in device memory; int16
-cells up to 32 kbp), a work queue over resident blocks (longest pairs first), one backtrace byte
+cells up to 32 kbp), a work queue over resident blocks (longest pairs first), 4 backtrace bits
 per cell in a per-pair workspace, then a second kernel (a thread per pair) walks the backtrace
 and replays it into the CIGAR. It serves the affine metric, the edit metric (x=1, o=0, e=1) for
 pairs the eWFA levels cannot hold, and ends-free alignment (query end to end, at most t_free
@@ -32,7 +32,7 @@ SMEM_PER_SM = 227 * 1024
 SMEM_RING_MAX = SMEM_PER_SM - 8 * 1024  # rings up to this size live in shared memory
 SHORT_MAX = 32767  # pairs up to this length keep int16 rings
 MEMORY_SHARE = 0.5  # of the free device memory, for backtrace slots and rings
-WORKSPACE_MAX = 16 << 30  # backtrace + CIGAR workspace of one launch: always the same request, so
+WORKSPACE_MAX = 32 << 30  # backtrace + CIGAR workspace of one launch: always the same request, so
 # CuPy's pool hands back the same block and no call pays for a fresh device allocation
 
 
@@ -70,11 +70,12 @@ class Plan:
         # int16 rings in shared memory when the pair length and the size allow, else int32 in device memory
         self.in_smem = longest <= SHORT_MAX and 2 * cells <= SMEM_RING_MAX
         self.ring_bytes = (2 if self.in_smem else 4) * cells
-        widths = 2 * kbound(np.arange(self.s_cap + 1), o, e, self.kcap) + 1 + self.fbmax
+        # backtrace rows: 4-bit cells, each row rounded up to whole bytes (kernel: rb)
+        widths = (2 * kbound(np.arange(self.s_cap + 1), o, e, self.kcap) + 2 + self.fbmax) & ~1
         self.rowbase = np.zeros(self.s_cap + 2, np.int64)
         np.cumsum(widths, out=self.rowbase[1:])
         max_ops = self.s_cap // min(x, e)
-        self.slot_bt = int(self.rowbase[-1]) if want_cigar else 0
+        self.slot_bt = int(self.rowbase[-1]) // 2 if want_cigar else 0
         self.tok_cap = 2 * max_ops + 8 if want_cigar else 0
         self.cig_cap = min(2 * max_ops + 1, 4 * longest + 1) if want_cigar else 0
         # about half the widest wavefront per thread sweep (a power of 2, 64..1024)
