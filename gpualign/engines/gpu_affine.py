@@ -215,7 +215,9 @@ class GpuAffineEngine:
         pool = cupy.get_default_memory_pool()
         budget = int(MEMORY_SHARE * (cupy.cuda.runtime.memGetInfo()[0] + pool.free_bytes()))
         budget -= 0 if plan.in_smem else slots * plan.ring_bytes
-        ws_bytes = min(budget, WORKSPACE_MAX) // 4096 * 4096 if want_cigar else 0
+        # whole GiB when possible: the same request every call, so the pool hands back the same block
+        ws_bytes = min(budget, WORKSPACE_MAX)
+        ws_bytes = (ws_bytes >> 30 << 30 if ws_bytes >= 1 << 30 else ws_bytes >> 12 << 12) if want_cigar else 0
         chunk = min(nl, ws_bytes // max(1, plan.pair_bytes())) if want_cigar else nl
         if slots <= 0 or chunk <= 0:  # not even one pair fits: every pair goes on (next level / CPU)
             return nothing

@@ -3,7 +3,8 @@
 One warp per alignment, wavefronts and piggybacked backtrace in shared memory,
 kernels specialised by the error bound E. Pairs go through the levels
 (E32 -> E64 -> E128 with CIGAR; larger levels score-only); a pair beyond the
-last level comes back ``exceeded`` and the router sends it on (CPU engine).
+last level comes back ``exceeded`` and the router sends it on (the affine GPU
+engine with edit penalties, then the CPU engine).
 ACGT-only pairs use the 2-bit packed compare (packing runs on the GPU); pairs
 with other characters use the byte compare of the same kernels, so N/IUPAC
 and --n-mismatch are exact too.
