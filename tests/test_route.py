@@ -109,3 +109,17 @@ def test_out_of_memory_degrades_then_rescues():
 
     with pytest.raises(ValueError):
         align_degrading(lambda b, c: (_ for _ in ()).throw(ValueError("bug")), batch, cfg)
+
+
+def test_gpu_chain_per_config():
+    """Which GPU engines serve which config (constructing them needs no GPU): eWFA then the affine
+    engine for edit; the affine engine alone for affine and for ends-free (paf) alignment."""
+    from gpualign.config import AlignConfig
+    from gpualign.engines import gpu_engines
+
+    names = lambda cfg: [e.name for e in gpu_engines(cfg)]  # noqa: E731
+    assert names(AlignConfig()) == ["gpu-edit", "gpu-affine"]
+    assert names(AlignConfig(distance_only=True)) == ["gpu-edit", "gpu-affine"]
+    assert names(AlignConfig(metric="affine")) == ["gpu-affine"]
+    assert names(AlignConfig(ends_free_target=True)) == ["gpu-affine"]
+    assert names(AlignConfig(metric="affine", ends_free_target=True)) == ["gpu-affine"]
