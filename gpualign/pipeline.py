@@ -199,13 +199,15 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
     if path_a == "-" and path_b == "-":
         raise ConfigError("only one of the two inputs can be '-' (stdin)")
     t0 = time.perf_counter()
-    spooled = None
+    spooled = reader = None
     try:
         targets = {}
         if fmt in ("sam", "bam"):
             if path_b == "-":
                 spooled = path_b = _spool_stdin()
             targets = _collect_targets(path_b)
+        # the parsing processes of big inputs are forked first, before threads, engines and the GPU
+        reader = fastx.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs)
         chain, notice = select_engines(cfg)
         summary = Summary(notice=notice)
         if on_notice:
@@ -215,10 +217,11 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
             writer = writer_cls(output.target, targets=targets,
                                 command_line=command_line, metric=cfg.metric)
-            _stream(fastx.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs), chain, cfg, writer,
-                    summary, progress, verify)
+            _stream(reader, chain, cfg, writer, summary, progress, verify)
             writer.close()
     finally:
+        if reader is not None:
+            reader.abort()
         if spooled:
             os.unlink(spooled)
     summary.seconds = time.perf_counter() - t0

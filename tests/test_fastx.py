@@ -81,3 +81,52 @@ def test_bad_quality_found_by_either_path(tmp_path, monkeypatch):
     path.write_text(body)
     with pytest.raises(fastx.InputError, match="record 31: quality length"):
         via_ours(str(path))
+
+
+def _batches(a, b, min_bytes, **kw):
+    out = []
+    for batch in fastx.read_pairs(str(a), str(b), kw.get("bases", 5000), kw.get("pairs", 37), min_bytes):
+        out.append((batch.q_names, batch.t_names, batch.q_quals, batch.seq.tobytes(), batch.q_len.tolist(),
+                    batch.t_len.tolist(), batch.index.tolist()))
+    return out
+
+
+@pytest.mark.parametrize("layout", ["fasta", "fastq.gz", "wrapped"])
+def test_child_process_reader_matches(tmp_path, layout):
+    """Big inputs parse in a child process: the same batches as parsing in-process, for the fast path
+    and the htslib fallback (wrapped FASTA), plain and gzip."""
+    recs = [(f"r{i}", " d", "ACGTN"[i % 5] * (i % 70) + "acgt") for i in range(500)]
+    fq, wrap = layout.startswith("fastq"), (7 if layout == "wrapped" else 0)
+    data = render(recs, fq, wrap, False, True)
+    a = tmp_path / ("a.fq.gz" if fq else "a.fa")
+    a.write_bytes(gzip.compress(data) if fq else data)
+    b = tmp_path / "b.fa"
+    b.write_bytes(render(recs[::-1], False, 0, False, True))
+    assert _batches(a, b, 0) == _batches(a, b, 1 << 40)
+
+
+@pytest.mark.parametrize("case", ["bad_char", "truncated_gz", "count"])
+def test_child_process_reader_errors(tmp_path, case):
+    """Errors found in a child process reach the parent as the same one-line InputError."""
+    good = "".join(f">t{i}\nACGTACGT\n" for i in range(3000))
+    b = tmp_path / "b.fa"
+    b.write_text(good)
+    if case == "bad_char":
+        a = tmp_path / "a.fa"
+        a.write_text(good.replace(">t2500\nACGTACGT", ">t2500\nACG TACGT"))
+        match = "a.fa: record 2501: invalid sequence character"
+    elif case == "truncated_gz":
+        a = tmp_path / "a.fa.gz"
+        data = gzip.compress(good.encode())
+        a.write_bytes(data[: len(data) // 2])
+        match = "a.fa.gz: (record|corrupt or truncated)"
+    else:
+        a = tmp_path / "a.fa"
+        a.write_text(good + ">extra\nA\n")
+        match = "a.fa has more records than"
+    said = []
+    for min_bytes in (0, 1 << 40):
+        with pytest.raises(fastx.InputError, match=match) as e:
+            _batches(a, b, min_bytes)
+        said.append(str(e.value))
+    assert said[0] == said[1]

@@ -229,11 +229,91 @@ def encoded_chunks(path: str, chunk: int = CHUNK) -> Iterator[tuple[list, bytes,
         n += len(names)
 
 
+PARALLEL_MIN_BYTES = 16 << 20  # files at least this big are parsed in a child process
+
+
+def _produce(path: str, conn) -> None:
+    """Child process: a file's encoded chunks down the pipe (metadata, then the raw sequence bytes),
+    then ("end",), or ("error", exception)."""
+    try:
+        for names, buf, lens, quals in encoded_chunks(path):
+            conn.send(("chunk", names, lens, quals))
+            conn.send_bytes(buf)
+        conn.send(("end",))
+    except BaseException as e:  # noqa: BLE001 - forwarded to the parent, which raises it
+        try:
+            conn.send(("error", e))
+        except Exception:  # noqa: BLE001 - the parent is gone
+            pass
+    finally:
+        conn.close()
+
+
+class _Chunks:
+    """encoded_chunks(path); files of at least min_bytes are parsed in a child process started here,
+    so that both inputs parse in parallel and beside the alignment, and the parent only receives ready
+    buffers through a pipe (which bounds what is in flight). Stdin, small files and platforms without
+    fork parse in this process. Start it before threads or the GPU: the child is forked."""
+
+    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES):
+        import multiprocessing as mp
+
+        self.path, self.proc, self.conn = path, None, None
+        try:
+            big = path != STDIN and os.path.getsize(path) >= min_bytes
+        except OSError:
+            big = False
+        if not big or "fork" not in mp.get_all_start_methods():
+            self.it = encoded_chunks(path)
+            return
+        sniff(path)  # the common errors before a process starts
+        ctx = mp.get_context("fork")
+        self.conn, child = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_produce, args=(path, child), daemon=True)
+        self.proc.start()
+        child.close()
+        self.it = self._receive()
+
+    def _receive(self):
+        while True:
+            try:
+                msg = self.conn.recv()
+                if msg[0] == "chunk":
+                    yield msg[1], self.conn.recv_bytes(), msg[2], msg[3]
+                    continue
+            except EOFError:
+                self.proc.join(timeout=5)
+                raise InputError(f"{display_name(self.path)}: reader process ended unexpectedly "
+                                 f"(exit code {self.proc.exitcode})") from None
+            if msg[0] == "end":
+                return
+            raise msg[1]
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self.it)
+
+    def close(self) -> None:
+        self.it.close()
+        self.abort()
+
+    def abort(self) -> None:
+        """Stop the child (if any) and drop the pipe; safe from another thread and more than once."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            self.conn.close()
+            if proc.is_alive():
+                proc.terminate()
+            proc.join(timeout=5)
+
+
 class _Buffered:
     """Encoded records of one file, taken in chunks and handed out in any count."""
 
-    def __init__(self, path: str):
-        self.chunks = encoded_chunks(path)
+    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES):
+        self.chunks = _Chunks(path, min_bytes)
         self.names, self.quals = [], []
         self.pieces: list[tuple[memoryview, np.ndarray]] = []  # (sequence bytes, lengths) not yet taken
         self.lens = np.zeros(0, np.int64)  # lengths of every buffered record
@@ -253,7 +333,7 @@ class _Buffered:
         return len(self.names)
 
     def take(self, k: int):
-        """(names, quals, sequence bytes, lengths) of the next k records."""
+        """(names, quals, sequence byte pieces (memoryviews, in order), lengths) of the next k records."""
         names, quals = self.names[:k], self.quals[:k]
         del self.names[:k], self.quals[:k]
         lens, self.lens = self.lens[:k], self.lens[k:]
@@ -269,17 +349,46 @@ class _Buffered:
                 parts.append(buf[:cut])
                 self.pieces[0] = (buf[cut:], ln[need:])
                 need = 0
-        return names, quals, b"".join(parts), lens
+        return names, quals, parts, lens
 
     def close(self) -> None:
         self.chunks.close()
 
 
-def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int) -> Iterator[PairBatch]:
-    """Record i of A with record i of B, in batches of bounded size (bases and pairs)."""
+def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int,
+               parallel_min_bytes: int = PARALLEL_MIN_BYTES) -> Iterator[PairBatch]:
+    """Record i of A with record i of B, in batches of bounded size (bases and pairs). Big inputs start
+    their parsing processes now (call this before starting threads or the GPU), batches come lazily."""
     if path_a == STDIN and path_b == STDIN:
         raise InputError("only one of the two inputs can be '-' (stdin)")
-    a, b = _Buffered(path_a), _Buffered(path_b)
+    return PairReader(path_a, path_b, batch_bases, batch_pairs, parallel_min_bytes)
+
+
+class PairReader:
+    """The batches of read_pairs; abort() stops the parsing processes from any thread (on failure)."""
+
+    def __init__(self, path_a, path_b, batch_bases, batch_pairs, parallel_min_bytes):
+        self.a = _Buffered(path_a, parallel_min_bytes)
+        try:
+            self.b = _Buffered(path_b, parallel_min_bytes)
+        except BaseException:
+            self.a.chunks.abort()
+            raise
+        self.gen = _batches(self.a, self.b, path_a, path_b, batch_bases, batch_pairs)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> PairBatch:
+        return next(self.gen)
+
+    def abort(self) -> None:
+        self.a.chunks.abort()
+        self.b.chunks.abort()
+
+
+def _batches(a: _Buffered, b: _Buffered, path_a: str, path_b: str, batch_bases: int,
+             batch_pairs: int) -> Iterator[PairBatch]:
     count = 0
     try:
         while True:
@@ -299,10 +408,15 @@ def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int) -> 
             # as many pairs as the size bounds allow (at least one)
             k = int(np.searchsorted(np.cumsum(a.lens[:avail] + b.lens[:avail]), batch_bases, side="left")) + 1
             k = max(1, min(k, avail, batch_pairs))
-            qn, qq, qbuf, ql = a.take(k)
-            tn, _, tbuf, tl = b.take(k)
-            seq = np.frombuffer(qbuf + tbuf, dtype=np.uint8)
-            yield PairBatch(seq, offsets_from_lengths(ql), ql, offsets_from_lengths(tl) + len(qbuf), tl,
+            qn, qq, qparts, ql = a.take(k)
+            tn, _, tparts, tl = b.take(k)
+            seq = np.empty(sum(map(len, qparts)) + sum(map(len, tparts)), dtype=np.uint8)
+            at = 0
+            for part in qparts + tparts:  # one copy from the chunks into the batch
+                seq[at:at + len(part)] = np.frombuffer(part, dtype=np.uint8)
+                at += len(part)
+            nq = int(ql.sum())
+            yield PairBatch(seq, offsets_from_lengths(ql), ql, offsets_from_lengths(tl) + nq, tl,
                             np.arange(count, count + k, dtype=np.int64), qn, tn, qq)
             count += k
     finally:
