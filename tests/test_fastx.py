@@ -130,3 +130,25 @@ def test_child_process_reader_errors(tmp_path, case):
             _batches(a, b, min_bytes)
         said.append(str(e.value))
     assert said[0] == said[1]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(rec, min_size=1, max_size=40), st.booleans(), st.sampled_from([0, 7]), st.booleans(), st.booleans())
+def test_child_process_chunks_equal_in_process(tmp_path, recs, fq, wrap, crlf, gz):
+    """Random layouts: the child process hands over exactly the chunks (or the error) parsed in-process."""
+    data = render(recs, fq, wrap, crlf, True)
+    path = tmp_path / ("r.fq.gz" if gz else "r.fq")
+    path.write_bytes(gzip.compress(data) if gz else data)
+
+    def collect(chunks):
+        try:
+            return [(n, bytes(b), ln.tolist(), q) for n, b, ln, q in chunks]
+        except fastx.InputError as e:
+            return str(e)
+
+    child = fastx._Chunks(str(path), 0)
+    try:
+        assert child.proc is not None
+        assert collect(child) == collect(fastx.encoded_chunks(str(path)))
+    finally:
+        child.close()
