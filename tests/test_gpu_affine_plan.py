@@ -37,3 +37,23 @@ def test_plan_sizes():
     assert p.pair_bytes() == p.slot_bt + p.tok_cap + 4 * p.cig_cap
     q = Plan(0.15, 50_000, 0, (2, 3, 1), False)
     assert not q.in_smem and q.slot_bt == 0 and q.cig_cap == 0 
+
+
+def test_record_level_books_scores_failures_and_cigars():
+    """The bookkeeping both GPU engines share after each kernel level (numpy only)."""
+    from gpualign.engines._device import record_level
+    from gpualign.records import EXCEEDED, FAILED, OK
+
+    score = np.full(6, -1, np.int32)
+    status = np.full(6, EXCEEDED, np.uint8)
+    parts = []
+    ids = np.array([4, 1, 3], np.int32)
+    done = record_level(ids, np.array([5, -1, 7]), np.array([2, 0, -1]), "ops", np.array([0, 2, 2]), score,
+                        status, parts, True, scale=2)
+    assert done.tolist() == [True, False, True]
+    assert score.tolist() == [-1, -1, -1, 14, 10, -1]
+    assert status.tolist() == [EXCEEDED, EXCEEDED, EXCEEDED, FAILED, OK, EXCEEDED]
+    (pids, ops, off, cnt), = parts
+    assert pids.tolist() == [4] and ops == "ops" and off.tolist() == [0] and cnt.tolist() == [2]
+    record_level(np.array([0]), np.array([3]), None, None, None, score, status, parts, False)
+    assert score[0] == 3 and status[0] == OK and len(parts) == 1

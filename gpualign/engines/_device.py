@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import pack
 from ..config import AlignConfig
-from ..records import ENGINE_CODE, AlignBatch, PairBatch, offsets_from_lengths
+from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
 
 MAX_BATCH_BASES = 1 << 30  # bases per device launch set (offsets are 32-bit on the device)
 
@@ -52,12 +52,25 @@ class Staging:
         return d_raw, cupy.asarray(meta)
 
 
+def record_level(ids: np.ndarray, s: np.ndarray, cnt, d_ops, off, score: np.ndarray, status: np.ndarray,
+                 parts: list, want_cigar: bool, scale: int = 1) -> np.ndarray:
+    """Book one kernel level's results for pairs ids: those with a score (s >= 0, times scale) are OK,
+    or FAILED when their CIGAR replay failed (cnt < 0); their CIGARs (device buffer d_ops, per-id
+    offsets off and op counts cnt) join parts for assemble(). Returns the mask of ids done."""
+    done = s >= 0
+    score[ids[done]] = s[done] * scale
+    status[ids[done]] = OK
+    if want_cigar:
+        status[ids[done & (cnt < 0)]] = FAILED
+        good = done & (cnt >= 0)
+        parts.append((ids[good], d_ops, off[good], cnt[good]))
+    return done
+
+
 def assemble(gather, name: str, n: int, score, status, parts, want_cigar: bool) -> AlignBatch:
     """Results in pair order. parts: (pair ids, device ops buffer, ops offset per pair, ops count per
     pair); gather: the common.cuh gather_ops kernel."""
     import cupy
-
-    from ..records import FAILED
 
     engine = np.full(n, ENGINE_CODE[name], np.uint8)
     res = AlignBatch(score, status, engine, np.zeros(0, np.uint32), np.zeros(n, np.int64),

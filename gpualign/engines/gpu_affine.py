@@ -22,9 +22,9 @@ import math
 import numpy as np
 
 from ..config import AlignConfig
-from ..records import EXCEEDED, FAILED, OK, AlignBatch, PairBatch
+from ..records import EXCEEDED, AlignBatch, PairBatch
 from ._cuda import load_module
-from ._device import Staging, align_split, assemble
+from ._device import Staging, align_split, assemble, record_level
 
 NAME = "gpu-affine"
 LEVELS = (0.15, 0.6)  # score cap per level, in edits per base of the longest sequence (see module doc)
@@ -178,16 +178,10 @@ class GpuAffineEngine:
                 plan = Plan(f, int(longest[todo].max()), int(diff.max()), pen, want_cigar, fbmax)
                 s, cnt, d_cig, off, tspan = self._run(plan, pen, d_raw, d_meta, d_free if ef else None, todo,
                                                       want_cigar)
-                done = s >= 0
-                score[todo[done]] = s[done] * g
-                status[todo[done]] = OK
-                if want_cigar:
-                    bad = done & (cnt < 0)
-                    status[todo[bad]] = FAILED
+                done = record_level(todo, s, cnt, d_cig, off, score, status, parts, want_cigar, g)
+                if want_cigar and ef:
                     good = done & (cnt >= 0)
-                    parts.append((todo[good], d_cig, off[good], cnt[good]))
-                    if ef:
-                        span[todo[good]] = tspan[good]
+                    span[todo[good]] = tspan[good]
                 key = f"{NAME}:L{li}"
                 self.last_counts[key] = self.last_counts.get(key, 0) + int(done.sum())
                 todo = todo[~done]

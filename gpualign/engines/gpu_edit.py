@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import AlignConfig
-from ..records import EXCEEDED, FAILED, OK, AlignBatch, PairBatch
+from ..records import EXCEEDED, AlignBatch, PairBatch
 from ._cuda import load_module
-from ._device import Staging, align_split, assemble
+from ._device import Staging, align_split, assemble, record_level
 
 NAME = "gpu-edit"
 CIGAR_LEVELS = (32, 64, 128)
@@ -128,14 +128,7 @@ class GpuEditEngine:
             if len(todo) == 0:
                 break
             s, mode, ops, off, cnt = self._run_level(e, dev, todo, want_cigar)
-            done = s >= 0
-            score[todo[done]] = s[done]
-            status[todo[done]] = OK
-            if want_cigar:
-                bad = done & (cnt < 0)
-                status[todo[bad]] = FAILED
-                good = done & (cnt >= 0)
-                cig_parts.append((todo[good], ops, off[good], cnt[good]))
+            done = record_level(todo, s, cnt, ops, off, score, status, cig_parts, want_cigar)
             n2 = int((done & (mode == 2)).sum())
             counts[f"gpu-edit:E{e}"] = n2
             counts[f"gpu-edit:E{e}-bytes"] = int(done.sum()) - n2
