@@ -9,6 +9,7 @@ from gpualign.engines import CpuEngine
 from gpualign.records import ENGINE_CODE, OK
 from gpualign.route import run_chain
 from oracles import affine, edit
+from oracles import check_against as verify
 from strategies import adversarial, to_batch
 
 pytestmark = pytest.mark.gpu
@@ -41,17 +42,6 @@ def pairs_random(n_groups, per_group, seed, max_len=2000, max_rate=0.2, profile=
         q, t = simulate(per_group, ln, float(rng.uniform(0, max_rate)), seed=seed * 1000 + g, profile=profile)
         out += list(zip(q, t))
     return out
-
-
-def verify(batch, res, cfg, want, check_every=1):
-    assert (res.status == OK).all(), {k: v for k, v in list(res.reason.items())[:3]}
-    bad = np.nonzero(res.score != want)[0]
-    assert len(bad) == 0, [(int(i), int(res.score[i]), int(want[i])) for i in bad[:5]]
-    if res.has_cigar:
-        for i in range(0, batch.n, check_every):
-            ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
-            C.check_cigar(batch.query(i), batch.target(i), ops, cfg.n_mismatch)
-            assert C.score_cigar(ops, cfg.effective_penalties) == want[i], i
 
 
 @pytest.mark.parametrize("pen", PENALTIES, ids=lambda p: f"{p.mismatch},{p.gap_open},{p.gap_extend}")
