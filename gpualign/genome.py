@@ -80,6 +80,31 @@ def _apply_rule(q: np.ndarray, t: np.ndarray, n_mismatch: bool):
     return q, t
 
 
+BOUND_MIN_D = 200_000  # expected distances at least this large get an anchored upper bound first
+BOUND_MAX_RATE = 0.35  # beyond this divergence exact 16-mer anchors are too rare to help
+
+
+def worth_bounding(q: np.ndarray, t: np.ndarray) -> bool:
+    """The bound halves the kernel's cells but costs ~10 ms per Mbp: worth it when the kernel is bound
+    by cells (a large distance), not by its number of steps, and when anchors can be found."""
+    from .engines.cpu_long import estimate_divergence
+
+    rate = estimate_divergence(q.tobytes(), t.tobytes())
+    return rate <= BOUND_MAX_RATE and rate * max(len(q), len(t)) >= BOUND_MIN_D
+
+
+def gpu_bound(q: np.ndarray, t: np.ndarray, cfg: AlignConfig) -> int:
+    """An upper bound on the distance (long_bound.py): anchors found with cupy, gaps aligned by the
+    GPU eWFA engine (the strings already carry the character rule, so the gaps use plain bytes)."""
+    import cupy
+
+    from . import long_bound
+    from .engines.gpu_edit import GpuEditEngine
+
+    gap_cfg = AlignConfig(distance_only=True, device="gpu", threads=cfg.threads)
+    return long_bound.upper_bound(q, t, [GpuEditEngine()], gap_cfg, xp=cupy)["bound"]
+
+
 def use_gpu(device: str) -> bool:
     from .engines._cuda import gpu_status
 
@@ -115,7 +140,8 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                 from .engines import is_out_of_memory
 
                 try:
-                    r = gpu_long.distance(q, t, prune=prune, progress=progress)
+                    upper = gpu_bound(q, t, cfg) if prune and worth_bounding(q, t) else None
+                    r = gpu_long.distance(q, t, prune=prune, progress=progress, upper=upper)
                 except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
                     if not is_out_of_memory(err):
                         raise

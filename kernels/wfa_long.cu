@@ -108,3 +108,184 @@ extern "C" __global__ void wfa_long(const uint32_t* __restrict__ seq, uint32_t q
         o[7] = 1;
     }
 }
+
+// ---- Tiled version: several steps per tile between grid barriers -------------------------------
+//
+//   wfa_long_tiled(seq, qp, n, tp, m, colA, colB, center, prune, band, tmin, tmax, bar, state, out,
+//                  warm_bytes)
+//     seq .. center, bar, out   as for wfa_long (out[3] = diagonals of the last round's output)
+//     seq      as for wfa_long, but 8-byte aligned with 48 spare bytes after the last symbol
+//     band     int32   steps per round (between two grid barriers)
+//     tmin/tmax int32  output diagonals per tile; dynamic shared memory 2 * (tmax + 2 * band) int32
+//     state    int32*  4 words: [0], [1] upper bound U (both set to max(n, m) by the host),
+//                      [2], [3] distance found (both INT_MAX); double-buffered by round parity so no
+//                      block reads a word that another block may be writing in the same round
+//     warm_bytes       bytes of seq to prefetch into L2 first (0: none; the strings should fit in L2)
+//     Launch: blockDim.x = TILE_THREADS, at most 2 blocks per SM, all resident (software grid barrier).
+//
+// A round advances the wavefront from score s0 (column A, diagonals [lo_p, hi_p]) to s1 = s0 + bq
+// (column B). Its output diagonals [loB, hiB] are cut into tiles of T; a tile loads column A for its
+// diagonals widened by bq on each side (the dependency cone: a cell needs diagonals k-1..k+1 of the
+// step before) into shared memory, runs the bq steps there with one block barrier per step, the
+// computed range narrowing by one diagonal per side per step, and writes its T diagonals of step s1.
+// Halo cells are computed twice (by neighbouring tiles), the same values both times.
+// Pruning (prune = 1): U, read once per round, bounds d from above, so step s needs only diagonals
+// with |k - kf| <= U - s (kf = m - n: any path through (s, k) costs at least s + |k - kf|). U is
+// lowered after each round from every cell of its last step: a cell (s, k) with offsets (v, h) gives
+// d <= s + max(n - v, m - h) (the rest costs at most one edit per base of the longer remainder).
+// Both ends stay exact: every cell of an optimal path lies inside the band of every round.
+#ifndef TILE_THREADS
+#define TILE_THREADS 512
+#endif
+
+__device__ __forceinline__ void step_range(int s, int n, int m, int kf, int U, int prune, int& lo, int& hi) {
+    lo = -s > -n ? -s : -n;
+    hi = s < m ? s : m;
+    if (prune) {
+        const long long slack = (long long)U - s;
+        if ((long long)kf - slack > lo) lo = (int)(kf - slack);
+        if ((long long)kf + slack < hi) hi = (int)(kf + slack);
+    }
+}
+
+__device__ __forceinline__ int remaining_bound(int s, int k, int h, int n, int m) {
+    const long long v = (long long)h - k;
+    const long long rest = (n - v) > (m - h) ? (n - v) : (long long)(m - h);
+    const long long u = s + rest;
+    return u < 0x7fffffff ? (int)u : 0x7fffffff;
+}
+
+extern "C" __global__ void __launch_bounds__(TILE_THREADS, 2)
+wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp, int m, int* colA, int* colB,
+               int center, int prune, int band, int tmin, int tmax, unsigned int* bar, int* state,
+               long long* out, long long warm_bytes) {
+    extern __shared__ int sh[];
+    const uint64_t* __restrict__ w64 = reinterpret_cast<const uint64_t*>(seq);  // 8-byte aligned
+    int* const buf0 = sh;
+    int* const buf1 = sh + tmax + 2 * band;
+    const int kf = m - n;
+    volatile int* vstate = state;
+    // bring both strings into L2 when they fit (warm_bytes > 0): the leading diagonals then extend
+    // from L2 instead of device memory, which is most of a step's latency for close strings
+    for (long long b = (long long)(blockIdx.x * blockDim.x + threadIdx.x) * 128; b < warm_bytes;
+         b += (long long)gridDim.x * blockDim.x * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(seq) + b));
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        const int f0 = common_prefix_bytes8(seq, qp, tp, n < m ? n : m);
+        colA[center] = f0;
+        if (kf == 0 && f0 == m) state[2] = 0;
+        if (prune) atomicMin(state, remaining_bound(0, 0, f0, n, m));
+    }
+    grid_barrier(bar, bar + 1, gridDim.x);
+    int s0 = 0, lo_p = 0, hi_p = 0, r = 0;
+    long long cells = 1;
+    int dist;
+    while (true) {
+        const int U = vstate[r & 1];
+        dist = vstate[2 + (r & 1)];
+        if (dist != 0x7fffffff) break;
+        int* const u_next = state + ((r + 1) & 1);
+        int* const d_next = state + 2 + ((r + 1) & 1);
+        if (blockIdx.x == 0 && threadIdx.x == 0) atomicMin(u_next, U);
+        const int bq = band < U - s0 ? band : U - s0;  // >= 1: s0 < d <= U while not done
+        int loB, hiB;
+        step_range(s0 + bq, n, m, kf, U, prune, loB, hiB);
+        const int w = hiB - loB + 1;
+        int T = (w + gridDim.x - 1) / gridDim.x;
+        T = T < tmin ? tmin : (T > tmax ? tmax : T);
+        const int ntiles = (w + T - 1) / T;
+        for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+            const int a = loB + tile * T;
+            const int b = a + T - 1 < hiB ? a + T - 1 : hiB;
+            const int base = a - bq, W = b - a + 1 + 2 * bq;
+            for (int i = threadIdx.x; i < W; i += blockDim.x) {
+                const int k = base + i;
+                buf0[i] = (k >= lo_p && k <= hi_p) ? __ldcg(colA + k + center) : NEG;
+            }
+            __syncthreads();
+            int umin = 0x7fffffff;
+            for (int j = 1; j <= bq; j++) {
+                const int s = s0 + j;
+                int lo, hi;
+                step_range(s, n, m, kf, U, prune, lo, hi);
+                const int* prev = (j & 1) ? buf0 : buf1;
+                int* cur = (j & 1) ? buf1 : buf0;
+                const int i_lo = lo - base, i_hi = hi - base, i_end = W - 1 - j;
+                // two cells per thread and pass: the first 8-byte compares of both are issued together
+                for (int i0 = j + threadIdx.x; i0 <= i_end; i0 += 2 * TILE_THREADS) {
+                    int bst[2], rm[2];
+                    uint64_t x[2];
+#pragma unroll
+                    for (int u = 0; u < 2; u++) {
+                        const int i = i0 + u * TILE_THREADS, k = base + i;
+                        int best = NEG, room = 0;
+                        uint64_t xx = 0;
+                        if (i <= i_end && i >= i_lo && i <= i_hi) {
+                            // a candidate counts when it stays in the matrix: h <= m and v = h - k <= n;
+                            // "no path" (NEG) candidates stay negative whatever wins
+                            const int lim = m < n + k ? m : n + k;
+                            const int hx = prev[i] + 1, hd = prev[i - 1] + 1, hn = prev[i + 1];
+                            best = max(max(hx <= lim ? hx : NEG, hd <= lim ? hd : NEG), hn <= lim ? hn : NEG);
+                            if (best >= 0) {
+                                const int v = best - k;
+                                room = (n - v) < (m - best) ? (n - v) : (m - best);
+                                xx = window8(w64, qp + v) ^ window8(w64, tp + best);
+                            }
+                        }
+                        bst[u] = best; rm[u] = room; x[u] = xx;
+                    }
+#pragma unroll
+                    for (int u = 0; u < 2; u++) {
+                        const int i = i0 + u * TILE_THREADS, k = base + i;
+                        if (i > i_end) break;
+                        int best = bst[u];
+                        if (best >= 0) {
+                            int l = x[u] ? (__ffsll((long long)x[u]) - 1) >> 3 : 8;
+                            if (l >= rm[u]) l = rm[u];
+                            else if (!x[u]) l = common_prefix_from(w64, qp + best - k, tp + best, 8, rm[u]);
+                            best += l;
+                            if (k == kf && best == m) atomicMin(d_next, s);
+                            if (j == bq) {
+                                const int ub = remaining_bound(s, k, best, n, m);
+                                umin = ub < umin ? ub : umin;
+                            }
+                        }
+                        cur[i] = best;
+                    }
+                }
+                __syncthreads();
+            }
+            const int* fin = (bq & 1) ? buf1 : buf0;
+            for (int i = bq + threadIdx.x; i <= bq + b - a; i += blockDim.x) colB[base + i + center] = fin[i];
+            if (prune) {
+                for (int o = 16; o > 0; o >>= 1) {
+                    const int x = __shfl_xor_sync(0xffffffffu, umin, o);
+                    umin = x < umin ? x : umin;
+                }
+                if ((threadIdx.x & 31) == 0 && umin != 0x7fffffff) atomicMin(u_next, umin);
+            }
+            if (threadIdx.x == 0 && kf >= a && kf <= b) ((volatile long long*)out)[4] = fin[kf - base];
+            __syncthreads();  // the next tile reloads buf0
+        }
+        if (blockIdx.x == 0 && threadIdx.x == 0) {
+            for (int j = 1; j <= bq; j++) {
+                int lo, hi;
+                step_range(s0 + j, n, m, kf, U, prune, lo, hi);
+                cells += hi - lo + 1;
+            }
+            volatile long long* o = out;
+            o[1] = s0 + bq; o[2] = U; o[3] = w; o[5] = cells;
+        }
+        grid_barrier(bar, bar + 1, gridDim.x);
+        int* t = colA; colA = colB; colB = t;
+        lo_p = loB; hi_p = hiB;
+        s0 += bq;
+        r++;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        volatile long long* o = out;
+        o[1] = dist; o[5] = cells; o[0] = dist;
+        __threadfence_system();
+        o[7] = 1;
+    }
+}

@@ -3,9 +3,16 @@
 
 Sets (generated with numpy, seeded, as in the long-string paper's generator: uniform edits):
   G1 5 Mbp at 1%, G2 5 Mbp at 10%, G3 48 Mbp at 8.4% (chr21-like), G4 3.2 Mbp at 47%,
-plus a real pair given with --real A.fa B.fa (e.g. the two E. coli genomes). The GPU distance is
-timed (upload included) with the dynamic diamond and, with --check-plain, checked against the
-plain kernel; WFA2-lib and edlib run in subprocesses that are stopped after --cpu-timeout seconds.
+plus a real pair given with --real A.fa B.fa (e.g. the two E. coli genomes). Per set, in one run:
+  e2e_s    `gpualign genome` in this process (run_genome: both FASTA files read, upload, kernel, TSV out;
+           the kernels compiled beforehand, as the disk cache does for every run after the first)
+  bound_s  the anchored upper bound (long_bound.py: k-mer anchors with cupy, gaps on the GPU eWFA engine)
+  gpu_s    the tiled kernel seeded with that bound (upload included), band --band; bound_s + gpu_s is the
+           GPU work of `gpualign genome`
+  nobound_s  the tiled kernel without the bound
+  step_s   the one-step-per-barrier kernel (--step-sets), which must give the same distance
+  plain_s  the unpruned one-step kernel (--check-plain)
+  wfa_s, edlib_s  WFA2-lib and edlib in subprocesses stopped after --cpu-timeout seconds (--cpu-sets).
 
   python scripts/bench_genome.py --sets G1,G2,G4 --real a.fa.gz b.fa.gz --cpu-sets G1
 """
@@ -17,6 +24,7 @@ import json
 import multiprocessing as mp
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -47,6 +55,21 @@ def cpu_run(method, q, t, timeout):
     return a.recv()
 
 
+def end_to_end(tmp, q, t):
+    """`gpualign genome` in this process on FASTA files of q and t: (seconds, distance)."""
+    from gpualign.config import AlignConfig
+    from gpualign.genome import run_genome
+
+    paths = []
+    for name, seq in (("a", q), ("b", t)):
+        paths.append(os.path.join(tmp, name + ".fa"))
+        with open(paths[-1], "wb") as fh:
+            fh.write(b">" + name.encode() + b"\n" + seq + b"\n")
+    t0 = time.perf_counter()
+    res = run_genome(*paths, os.path.join(tmp, "out.tsv"), AlignConfig(distance_only=True, device="gpu"))
+    return time.perf_counter() - t0, res[0].distance
+
+
 def load_real(path):
     import pysam
 
@@ -61,9 +84,14 @@ def main():
     ap.add_argument("--cpu-sets", default="G1", help="sets on which WFA2-lib and edlib also run")
     ap.add_argument("--cpu-timeout", type=float, default=120)
     ap.add_argument("--check-plain", default="G1", help="sets also run with the plain (unpruned) kernel")
+    ap.add_argument("--step-sets", default="G1,G2", help="sets also run with the one-step kernel")
+    ap.add_argument("--band", type=int, default=None, help="steps per round of the tiled kernel")
+    ap.add_argument("--bands", default="", help="also time the tiled kernel with these bands (e.g. 16,32,128)")
     ap.add_argument("--json")
     a = ap.parse_args()
+    from gpualign.config import AlignConfig
     from gpualign.engines import gpu_long
+    from gpualign.genome import gpu_bound
 
     jobs = []
     for name in [s for s in a.sets.split(",") if s]:
@@ -75,14 +103,36 @@ def main():
     if a.real:
         jobs.append(("real:" + os.path.basename(a.real[0]).split(".")[0], load_real(a.real[0]), load_real(a.real[1])))
     warm = np.frombuffer(b"ACGT" * 1000, np.uint8)
-    gpu_long.distance(warm, warm[::-1].copy())  # compile + warm up
+    for kernel in ("tiled", "step"):
+        gpu_long.distance(warm, warm[::-1].copy(), kernel=kernel)  # compile + warm up
+    wq, wt = simulate(1, 200_000, 0.05, seed=1)
+    gpu_bound(np.frombuffer(wq[0], np.uint8), np.frombuffer(wt[0], np.uint8), AlignConfig(distance_only=True))
+    band = dict(band=a.band) if a.band else {}
+    tmp = tempfile.mkdtemp(prefix="bench_genome_")
     rows = []
     for name, q, t in jobs:
         row = {"set": name, "n": len(q), "m": len(t)}
-        r = gpu_long.distance(np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8))
+        row["e2e_s"], e2e_d = end_to_end(tmp, q, t)
+        qa, ta = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
+        t0 = time.perf_counter()
+        upper = gpu_bound(qa, ta, AlignConfig(distance_only=True))
+        row.update(bound_s=time.perf_counter() - t0, bound=upper)
+        r = gpu_long.distance(qa, ta, upper=upper, **band)
         row.update(gpu_s=r["seconds"], distance=r["distance"], cells=r["cells"])
+        nb = gpu_long.distance(qa, ta, **band)
+        row.update(nobound_s=nb["seconds"], nobound_cells=nb["cells"])
+        assert nb["distance"] == r["distance"] and upper >= r["distance"]
+        assert e2e_d == r["distance"], "gpualign genome and the kernel disagree"
+        for b in [int(x) for x in a.bands.split(",") if x]:
+            rb = gpu_long.distance(qa, ta, band=b, upper=upper)
+            row[f"band{b}_s"] = rb["seconds"]
+            assert rb["distance"] == r["distance"], f"band {b} gives {rb['distance']}"
+        if name in a.step_sets.split(","):
+            p = gpu_long.distance(qa, ta, kernel="step")
+            row.update(step_s=p["seconds"], step_cells=p["cells"])
+            assert p["distance"] == r["distance"], "tiled and one-step kernels disagree"
         if name in a.check_plain.split(","):
-            p = gpu_long.distance(np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8), prune=False)
+            p = gpu_long.distance(qa, ta, prune=False, kernel="step")
             row.update(plain_s=p["seconds"], plain_distance=p["distance"], plain_cells=p["cells"])
             assert p["distance"] == r["distance"], "pruned and plain kernels disagree"
         if name in a.cpu_sets.split(","):
@@ -96,11 +146,16 @@ def main():
         if a.json:
             with open(a.json, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
-    print("set\tn\tm\tdistance\tgpu_s\tcells/s\tplain_s\twfa_s\tedlib_s")
+    extra = sorted({k for r in rows for k in r if k.startswith("band")})
+    print("\t".join(["set", "n", "m", "distance", "bound/d", "e2e_s", "bound_s", "gpu_s", "cells", "cells/s",
+                     "nobound_s", "nobound_cells", "step_s", "plain_s", "wfa_s", "edlib_s", *extra]))
     f = lambda v: f"{v:.3f}" if isinstance(v, float) else "-"  # noqa: E731
     for r in rows:
-        print(f"{r['set']}\t{r['n']}\t{r['m']}\t{r['distance']}\t{r['gpu_s']:.3f}\t{r['cells'] / r['gpu_s']:.3g}\t"
-              f"{f(r.get('plain_s'))}\t{f(r.get('wfa_s'))}\t{f(r.get('edlib_s'))}")
+        print("\t".join([r["set"], str(r["n"]), str(r["m"]), str(r["distance"]),
+                         f"{r['bound'] / max(1, r['distance']):.3f}", f(r["e2e_s"]), f(r["bound_s"]), f(r["gpu_s"]),
+                         f"{r['cells']:.3g}", f"{r['cells'] / r['gpu_s']:.3g}", f(r["nobound_s"]),
+                         f"{r['nobound_cells']:.3g}",
+                         *(f(r.get(k)) for k in ("step_s", "plain_s", "wfa_s", "edlib_s", *extra))]))
 
 
 if __name__ == "__main__":

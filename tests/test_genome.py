@@ -8,7 +8,9 @@ import edlib
 import numpy as np
 import pytest
 
+from gpualign.config import AlignConfig
 from gpualign.engines import cpu_long
+from gpualign.genome import gpu_bound
 from oracles import edit
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -120,14 +122,26 @@ def test_cli_errors(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_gpu_equals_edlib_and_plain(case):
+    """Tiled (pruned and not, odd bands and tile widths) == one-step kernel (plain and pruned) == edlib."""
     from gpualign.engines import gpu_long
 
     q, t = (np.frombuffer(x.upper(), np.uint8) for x in CASES[case]())
     want = edit(q.tobytes(), t.tobytes())
-    pruned = gpu_long.distance(q, t, prune=True)
-    plain = gpu_long.distance(q, t, prune=False)
-    assert pruned["distance"] == plain["distance"] == want
-    assert pruned["cells"] <= plain["cells"]
+    plain = gpu_long.distance(q, t, prune=False, kernel="step")
+    step = gpu_long.distance(q, t, prune=True, kernel="step")
+    assert plain["distance"] == step["distance"] == want
+    assert step["cells"] <= plain["cells"]
+    for band, tile_min in ((64, 128), (1, 1), (7, 16), (200, 3)):
+        tiled = gpu_long.distance(q, t, band=band, tile_min=tile_min)
+        assert tiled["distance"] == want, (band, tile_min)
+        # the pruned band never holds more diagonals than the plain one; the last round may run past d
+        assert tiled["cells"] <= plain["cells"] + band * (2 * (want + band) + 1), (band, tile_min)
+    assert gpu_long.distance(q, t, prune=False, band=5, tile_min=8)["distance"] == want
+    # seeded with an upper bound: the tightest valid one (the distance itself), one above, the anchored one
+    bound = gpu_bound(q, t, AlignConfig(distance_only=True))
+    assert want <= bound <= max(len(q), len(t))
+    for upper in (want, want + 1, bound):
+        assert gpu_long.distance(q, t, upper=upper, band=7, tile_min=16)["distance"] == want, upper
 
 
 @pytest.mark.gpu
@@ -138,6 +152,10 @@ def test_gpu_large(n, rate):
     q = rand(n, n)
     t = mutate(q, rate, n + 1)
     want = edlib.align(q, t, task="distance")["editDistance"]
-    got = gpu_long.distance(np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8))
-    assert got["distance"] == want
+    a, b = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
+    assert gpu_long.distance(a, b)["distance"] == want
+    bound = gpu_bound(a, b, AlignConfig(distance_only=True))
+    assert bound >= want
+    assert gpu_long.distance(a, b, upper=bound)["distance"] == want
+    assert gpu_long.distance(a, b, kernel="step")["distance"] == want
     assert cpu_long.distance(q, t, "wfa")[0] == want if n <= 500_000 else True

@@ -1,8 +1,13 @@
 """GPU engine 3: exact edit distance of chromosome-scale strings (kernels/wfa_long.cu).
 
-One persistent kernel runs every wavefront step, separated by a software grid barrier; the host
-only polls a small progress record from another stream. Two int32 columns of 2*max(n,m)+3 entries
-are allocated once. ``prune`` selects the dynamic-diamond band (default) or the plain version.
+One persistent kernel runs every wavefront step; its blocks meet at a software grid barrier, and the
+host only polls a small progress record from another stream. Two int32 columns of 2*max(n,m)+3
+entries are allocated once.
+
+kernel="tiled" (default): each round runs ``band`` steps per tile of diagonals in shared memory
+between two grid barriers. kernel="step": one grid barrier per step, one diagonal per thread (the
+straightforward version, kept to check the tiled one). ``prune`` selects the dynamic-diamond band
+(default) or every diagonal |k| <= s.
 """
 
 from __future__ import annotations
@@ -14,19 +19,28 @@ import numpy as np
 from ._cuda import load_module
 
 MAX_LEN = (1 << 31) - 64
+TILE_THREADS = 512  # must match kernels/wfa_long.cu (launch bounds: 2 blocks of 512 per SM)
+BAND = 64
+TILE_MIN = 128
+TILE_WIDTH = 4096  # diagonals in shared memory per tile, halo included
 
 
-def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, poll: float = 0.2) -> dict:
-    """q, t: uint8 arrays (folded, rule applied). Returns dict(distance, cells, seconds, steps)."""
+def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, poll: float = 0.2,
+             kernel: str = "tiled", band: int = BAND, tile_min: int = TILE_MIN, upper: int | None = None) -> dict:
+    """q, t: uint8 arrays (folded, rule applied). upper: a known upper bound on the distance (the tiled
+    kernel prunes with it from the first step; it must be >= the distance, see long_bound.py).
+    Returns dict(distance, cells, seconds, steps)."""
     import cupy
+    import cupyx
 
     n, m = len(q), len(t)
     if max(n, m) > MAX_LEN or n + m + 128 >= 1 << 32:
         raise ValueError("strings too long for the GPU long-string engine (2^31 bytes each)")
-    mod = load_module("wfa_long.cu", ("wfa_long",))
-    kern = mod.get_function("wfa_long")
+    if kernel not in ("tiled", "step"):
+        raise ValueError(f"unknown kernel {kernel!r}")
+    mod = load_module("wfa_long.cu", ("wfa_long", "wfa_long_tiled"))
     tp = (n + 63) // 64 * 64
-    size = (tp + m + 127) // 64 * 64 + 64
+    size = (tp + m + 127) // 64 * 64 + 64  # >= 64 spare bytes after the target (the kernels read ahead)
     host = np.zeros(size, np.uint8)
     host[:n] = q
     host[tp:tp + m] = t
@@ -41,22 +55,39 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
     sms = dev.attributes["MultiProcessorCount"]
     run = cupy.cuda.Stream(non_blocking=True)
     watch = cupy.cuda.Stream(non_blocking=True)
+    seq_args = (d_seq, np.uint32(0), np.int32(n), np.uint32(tp), np.int32(m), col_a, col_b, np.int32(center),
+                np.int32(1 if prune else 0))
+    if kernel == "tiled":
+        band = max(1, int(band))
+        tmax = TILE_WIDTH - 2 * band
+        if tmax < max(1, tile_min):
+            raise ValueError(f"band {band} too wide for tiles of {TILE_WIDTH} diagonals")
+        u0 = max(n, m) if upper is None else min(max(n, m), int(upper))
+        state = cupy.asarray(np.array([u0] * 2 + [2**31 - 1] * 2, np.int32))
+        l2 = dev.attributes["L2CacheSize"]
+        warm = size if size <= l2 // 2 else 0  # prefetch the strings into L2 when they fit easily
+        args = (*seq_args, np.int32(band), np.int32(max(1, tile_min)), np.int32(tmax), bar, state, out,
+                np.int64(warm))
+        # every block must be resident at once (software grid barrier): two 512-thread blocks per SM
+        launch = ((2 * sms,), (TILE_THREADS,), args)
+        smem = 2 * TILE_WIDTH * 4
+    else:
+        launch = ((sms,), (1024,), (*seq_args, bar, out))  # one 1024-thread block per SM
+        smem = 0
     dev.synchronize()
     with run:
-        # every block must be resident at once (software grid barrier): one 1024-thread block per SM
-        kern((sms,), (1024,), (d_seq, np.uint32(0), np.int32(n), np.uint32(tp), np.int32(m), col_a, col_b,
-                               np.int32(center), np.int32(1 if prune else 0), bar, out))
+        mod.get_function("wfa_long_tiled" if kernel == "tiled" else "wfa_long")(*launch, shared_mem=smem)
     done_event = run.record()
-    import cupyx
-
     snap = cupyx.empty_pinned(8, dtype=np.int64)  # pinned: the poll must not wait for the kernel
-    while not done_event.done:
-        time.sleep(poll)
-        if progress is not None:
+    last = time.perf_counter()
+    while progress is not None and not done_event.done:
+        time.sleep(0.001)  # short naps: the end is noticed within a millisecond
+        if time.perf_counter() - last >= poll:
+            last = time.perf_counter()
             out.get(stream=watch, out=snap)
             watch.synchronize()
             progress(dict(score=int(snap[1]), bound=int(snap[2]), diagonals=int(snap[3]), final_offset=int(snap[4]),
-                          target_len=m, elapsed=time.perf_counter() - t0))
+                          target_len=m, elapsed=last - t0))
     run.synchronize()
     res = out.get()
     if res[7] != 1:
