@@ -211,15 +211,16 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
                 const int* prev = (j & 1) ? buf0 : buf1;
                 int* cur = (j & 1) ? buf1 : buf0;
                 const int i_lo = lo - base, i_hi = hi - base, i_end = W - 1 - j;
-                // two cells per thread and pass: the first 8-byte compares of both are issued together
+                // two cells per thread and pass: the first 4-byte compares of both are issued together
+                // (32-bit windows: one funnel shift each; most cells stop inside them)
                 for (int i0 = j + threadIdx.x; i0 <= i_end; i0 += 2 * TILE_THREADS) {
                     int bst[2], rm[2];
-                    uint64_t x[2];
+                    uint32_t x[2];
 #pragma unroll
                     for (int u = 0; u < 2; u++) {
                         const int i = i0 + u * TILE_THREADS, k = base + i;
                         int best = NEG, room = 0;
-                        uint64_t xx = 0;
+                        uint32_t xx = 0;
                         if (i <= i_end && i >= i_lo && i <= i_hi) {
                             // a candidate counts when it stays in the matrix: h <= m and v = h - k <= n;
                             // "no path" (NEG) candidates stay negative whatever wins
@@ -229,7 +230,7 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
                             if (best >= 0) {
                                 const int v = best - k;
                                 room = (n - v) < (m - best) ? (n - v) : (m - best);
-                                xx = window8(w64, qp + v) ^ window8(w64, tp + best);
+                                xx = load_window<8>(seq, qp + v) ^ load_window<8>(seq, tp + best);
                             }
                         }
                         bst[u] = best; rm[u] = room; x[u] = xx;
@@ -240,9 +241,9 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
                         if (i > i_end) break;
                         int best = bst[u];
                         if (best >= 0) {
-                            int l = x[u] ? (__ffsll((long long)x[u]) - 1) >> 3 : 8;
+                            int l = x[u] ? (__ffs(x[u]) - 1) >> 3 : 4;
                             if (l >= rm[u]) l = rm[u];
-                            else if (!x[u]) l = common_prefix_from(w64, qp + best - k, tp + best, 8, rm[u]);
+                            else if (!x[u]) l = common_prefix_from(w64, qp + best - k, tp + best, 4, rm[u]);
                             best += l;
                             if (k == kf && best == m) atomicMin(d_next, s);
                             if (j == bq) {
