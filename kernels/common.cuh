@@ -59,6 +59,18 @@ __device__ __forceinline__ int common_prefix_bytes8(const uint32_t* __restrict__
     return l < maxlen ? l : maxlen;
 }
 
+// The same, cheaper when most calls stop within 4 bytes (cells off the alignment's diagonals): a
+// first 4-byte window (two loads and one funnel shift per side), then 8 bytes per step.
+__device__ __forceinline__ int common_prefix_bytes4_8(const uint32_t* __restrict__ w, uint32_t a, uint32_t b,
+                                                      int maxlen) {
+    const uint32_t x = load_window<8>(w, a) ^ load_window<8>(w, b);
+    if (x) {
+        const int l = (__ffs(x) - 1) >> 3;
+        return l < maxlen ? l : maxlen;
+    }
+    return maxlen <= 4 ? maxlen : 4 + common_prefix_bytes8(w, a + 4, b + 4, maxlen - 4);
+}
+
 // Run-length CIGAR writer (BAM op codes, len << 4 | op); with out == nullptr it only counts the
 // ops, and it never writes beyond cap ops (n > cap afterwards says the buffer was too small).
 struct CigarOut {

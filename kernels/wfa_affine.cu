@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
                     if (mm >= 0) {
                         const int v = mm - k;
                         const int room = (n - v) < (m - mm) ? (n - v) : (m - mm);
-                        if (room > 0) mm += common_prefix_bytes8(raw, qp + v, tp + mm, room);
+                        if (room > 0) mm += common_prefix_bytes4_8(raw, qp + v, tp + mm, room);
                         if (EF && mm - k == n && mm >= m - fe) atomicMin(&sh_end, k);
                     }
                     Mo[k] = (T)mm; Io[k] = (T)i; Do[k] = (T)d;
