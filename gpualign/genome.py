@@ -124,7 +124,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         raise ConfigError("gpualign genome supports --metric edit only")
     gpu = use_gpu(cfg.device)
     if on_notice:
-        on_notice("engine: gpu-long (wavefront, dynamic diamond)" if gpu else
+        on_notice("engine: gpu-long (tiled wavefront, dynamic diamond, anchored bound)" if gpu else
                   "warning: no GPU in use; the CPU path (WFA2-lib BiWFA or edlib) can take minutes to hours "
                   "on distant chromosome-scale strings")
     results = []
@@ -139,8 +139,14 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                 from .engines import gpu_long
                 from .engines import is_out_of_memory
 
+                upper = None
+                if prune and worth_bounding(q, t):
+                    try:
+                        upper = gpu_bound(q, t, cfg)
+                    except Exception as err:  # noqa: BLE001 - out of device memory: no bound, same result
+                        if not is_out_of_memory(err):
+                            raise
                 try:
-                    upper = gpu_bound(q, t, cfg) if prune and worth_bounding(q, t) else None
                     r = gpu_long.distance(q, t, prune=prune, progress=progress, upper=upper)
                 except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
                     if not is_out_of_memory(err):

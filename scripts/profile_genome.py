@@ -24,6 +24,7 @@ def main():
     ap.add_argument("--rate", type=float, default=0.10)
     ap.add_argument("--kernel", default="tiled")
     ap.add_argument("--band", type=int, default=64)
+    ap.add_argument("--tile-min", type=int, default=128)
     ap.add_argument("--no-bound", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
     a = ap.parse_args()
@@ -35,8 +36,8 @@ def main():
     q, t = np.frombuffer(q[0], np.uint8), np.frombuffer(t[0], np.uint8)
     upper = None if a.no_bound else gpu_bound(q, t, AlignConfig(distance_only=True))
     for _ in range(a.repeat):
-        r = gpu_long.distance(q, t, kernel=a.kernel, band=a.band, upper=upper)
-        print(f"n={a.n} rate={a.rate} d={r['distance']} upper={upper} cells={r['cells']:.3g} "
+        r = gpu_long.distance(q, t, kernel=a.kernel, band=a.band, tile_min=a.tile_min, upper=upper)
+        print(f"n={a.n} rate={a.rate} band={a.band} tile_min={a.tile_min} d={r['distance']} upper={upper} cells={r['cells']:.3g} "
               f"s={r['seconds']:.4f} cells/s={r['cells'] / r['seconds']:.3g}")
 
 

@@ -159,3 +159,24 @@ def test_gpu_large(n, rate):
     assert gpu_long.distance(a, b, upper=bound)["distance"] == want
     assert gpu_long.distance(a, b, kernel="step")["distance"] == want
     assert cpu_long.distance(q, t, "wfa")[0] == want if n <= 500_000 else True
+
+
+@pytest.mark.gpu
+def test_gpu_bound_and_distance_with_n_mismatch_rule(tmp_path, monkeypatch):
+    """`gpualign genome --n-mismatch` on the GPU with the anchored bound forced on (run_genome)."""
+    from gpualign import genome
+
+    q = rand(400_000, 31)[:150_000] + b"N" * 20_000 + rand(400_000, 31)[170_000:]
+    t = mutate(rand(400_000, 31), 0.12, 32)
+    (tmp_path / "a.fa").write_bytes(b">a\n" + q + b"\n")
+    (tmp_path / "b.fa").write_bytes(b">b\n" + t + b"\n")
+    qa, ta = genome._apply_rule(np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8), True)
+    want = edlib.align(qa.tobytes(), ta.tobytes(), task="distance")["editDistance"]
+    assert want <= gpu_bound(qa, ta, AlignConfig(distance_only=True))
+    monkeypatch.setattr(genome, "BOUND_MIN_D", 1)
+    bounded = []
+    monkeypatch.setattr(genome, "gpu_bound", lambda *a: bounded.append(gpu_bound(*a)) or bounded[-1])
+    cfg = AlignConfig(distance_only=True, n_mismatch=True, device="gpu")
+    res = genome.run_genome(str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), str(tmp_path / "o.tsv"), cfg)
+    assert bounded and res[0].distance == want and res[0].engine == "gpu-long"
+    assert (tmp_path / "o.tsv").read_text().splitlines()[1].split("\t")[4] == str(want)

@@ -76,3 +76,17 @@ def test_colinear_drops_backward_and_chance_anchors():
     kq, kt = LB._colinear(a_q, a_t)
     assert np.all(np.diff(kq) >= LB.K) and np.all(np.diff(kt) >= LB.K)
     assert 90_640 not in kt.tolist() and 100 not in kt.tolist() and len(kq) >= 4
+
+
+def test_bound_with_n_mismatch_rule():
+    """--n-mismatch rewrites non-ACGT to codes that match nothing (1 in queries, 2 in targets): no anchor
+    may hold them and the gaps holding them must still be costed as mismatches."""
+    from gpualign.genome import _apply_rule
+
+    q = rand(40_000, 21)[:15_000] + b"N" * 3_000 + rand(40_000, 21)[18_000:]
+    t = mutate(rand(40_000, 21), 0.03, 22)
+    t = t[:20_000] + b"NNNNRYN" * 200 + t[21_400:]
+    qa, ta = _apply_rule(u8(q), u8(t), True)
+    d = edlib.align(qa.tobytes(), ta.tobytes(), task="distance")["editDistance"]
+    r = LB.upper_bound(qa, ta, [CpuEngine(2)], CFG)
+    assert d <= r["bound"] <= 1.05 * d and r["anchors"] > 10
