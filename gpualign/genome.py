@@ -82,15 +82,19 @@ def _apply_rule(q: np.ndarray, t: np.ndarray, n_mismatch: bool):
 
 BOUND_MIN_D = 200_000  # expected distances at least this large get an anchored upper bound first
 BOUND_MAX_RATE = 0.35  # beyond this divergence exact 16-mer anchors are too rare to help
+WARP_EXTEND_BELOW = 0.05  # divergence under which runs of matches are long enough for warp-wide extend
 
 
-def worth_bounding(q: np.ndarray, t: np.ndarray) -> bool:
-    """The bound halves the kernel's cells but costs ~10 ms per Mbp: worth it when the kernel is bound
-    by cells (a large distance), not by its number of steps, and when anchors can be found."""
+def kernel_options(q: np.ndarray, t: np.ndarray) -> tuple[bool, bool]:
+    """(anchored bound worth computing, warp-wide extend) from a sampled divergence estimate.
+    The bound halves the kernel's cells but costs ~10 ms per Mbp: worth it when the kernel is bound by
+    cells (a large distance), not by its number of steps, and when anchors can be found. Warp-wide
+    extend pays where runs of matches are long (close strings)."""
     from .engines.cpu_long import estimate_divergence
 
     rate = estimate_divergence(q.tobytes(), t.tobytes())
-    return rate <= BOUND_MAX_RATE and rate * max(len(q), len(t)) >= BOUND_MIN_D
+    bound = rate <= BOUND_MAX_RATE and rate * max(len(q), len(t)) >= BOUND_MIN_D
+    return bound, rate < WARP_EXTEND_BELOW
 
 
 def gpu_bound(q: np.ndarray, t: np.ndarray, cfg: AlignConfig) -> int:
@@ -140,14 +144,15 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                 from .engines import is_out_of_memory
 
                 upper = None
-                if prune and worth_bounding(q, t):
+                want_bound, warp_extend = kernel_options(q, t)
+                if prune and want_bound:
                     try:
                         upper = gpu_bound(q, t, cfg)
                     except Exception as err:  # noqa: BLE001 - out of device memory: no bound, same result
                         if not is_out_of_memory(err):
                             raise
                 try:
-                    r = gpu_long.distance(q, t, prune=prune, progress=progress, upper=upper)
+                    r = gpu_long.distance(q, t, prune=prune, progress=progress, upper=upper, warp_extend=warp_extend)
                 except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
                     if not is_out_of_memory(err):
                         raise

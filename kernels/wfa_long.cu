@@ -112,15 +112,17 @@ extern "C" __global__ void wfa_long(const uint32_t* __restrict__ seq, uint32_t q
 // ---- Tiled version: several steps per tile between grid barriers -------------------------------
 //
 //   wfa_long_tiled(seq, qp, n, tp, m, colA, colB, center, prune, band, tmin, tmax, bar, state, out,
-//                  warm_bytes)
+//                  warm_bytes, warp_extend)
 //     seq .. center, bar, out   as for wfa_long (out[3] = diagonals of the last round's output)
-//     seq      as for wfa_long, but 8-byte aligned with 48 spare bytes after the last symbol
 //     band     int32   steps per round (between two grid barriers)
 //     tmin/tmax int32  output diagonals per tile; dynamic shared memory 2 * (tmax + 2 * band) int32
 //     state    int32*  4 words: [0], [1] upper bound U (both set to max(n, m) by the host),
 //                      [2], [3] distance found (both INT_MAX); double-buffered by round parity so no
 //                      block reads a word that another block may be writing in the same round
 //     warm_bytes       bytes of seq to prefetch into L2 first (0: none; the strings should fit in L2)
+//     warp_extend      1: runs of matches past the first 20 bytes are continued by the whole warp, 128
+//                      bytes per round trip (close strings: long runs); 0: by their own lane, 16 bytes per
+//                      round trip (distant strings: the warp-wide loop costs more than it saves)
 //     Launch: blockDim.x = TILE_THREADS, at most 2 blocks per SM, all resident (software grid barrier).
 //
 // A round advances the wavefront from score s0 (column A, diagonals [lo_p, hi_p]) to s1 = s0 + bq
@@ -155,12 +157,64 @@ __device__ __forceinline__ int remaining_bound(int s, int k, int h, int n, int m
     return u < 0x7fffffff ? (int)u : 0x7fffffff;
 }
 
+// NW 4-byte windows from byte l on: the common prefix length when it ends inside them (or reaches
+// maxlen), else -1 (all 4 * NW bytes matched). Independent loads: one memory round trip.
+template <int NW>
+__device__ __forceinline__ int prefix_windows(const uint32_t* __restrict__ w, uint32_t a, uint32_t b, int l,
+                                              int maxlen) {
+    const uint32_t pa = a + l, pb = b + l, sa = (pa & 3) * 8, sb = (pb & 3) * 8;
+    const uint32_t* A = w + (pa >> 2);
+    const uint32_t* B = w + (pb >> 2);
+    uint32_t ra[NW + 1], rb[NW + 1];
+#pragma unroll
+    for (int u = 0; u <= NW; u++) { ra[u] = A[u]; rb[u] = B[u]; }
+#pragma unroll
+    for (int u = 0; u < NW; u++) {
+        const uint32_t x = __funnelshift_r(ra[u], ra[u + 1], sa) ^ __funnelshift_r(rb[u], rb[u + 1], sb);
+        if (x) {
+            const int r = l + 4 * u + ((__ffs(x) - 1) >> 3);
+            return r < maxlen ? r : maxlen;
+        }
+    }
+    return l + 4 * NW >= maxlen ? maxlen : -1;
+}
+
+// Extend runs of matches with the whole warp: each lane with more = true (its first window matched)
+// has its run continued 128 bytes per memory round trip, one lane at a time, every lane comparing one
+// 4-byte window; returns the lane's common prefix length (l for lanes without more). All 32 lanes
+// of the warp must call it together.
+__device__ __forceinline__ int extend_warp(const uint32_t* __restrict__ w, uint32_t a, uint32_t b, int l, int room,
+                                           bool more) {
+    const unsigned full = 0xffffffffu;
+    const int lane = threadIdx.x & 31;
+    for (unsigned mask = __ballot_sync(full, more); mask; mask &= mask - 1) {
+        const int src = __ffs(mask) - 1;
+        const uint32_t sa = __shfl_sync(full, a, src), sb = __shfl_sync(full, b, src);
+        const int sroom = __shfl_sync(full, room, src);
+        int at = __shfl_sync(full, l, src), got = -1;
+        while (got < 0) {  // uniform: every lane sees the same broadcast values and ballots
+            const int off = at + 4 * lane;
+            uint32_t xx = 0;
+            if (off < sroom) xx = load_window<8>(w, sa + off) ^ load_window<8>(w, sb + off);
+            const unsigned stop = __ballot_sync(full, off >= sroom || xx != 0);
+            if (stop) {
+                const int f = __ffs(stop) - 1;
+                const uint32_t fx = __shfl_sync(full, xx, f);
+                const int r = at + 4 * f + (fx ? (__ffs(fx) - 1) >> 3 : 0);
+                got = r < sroom ? r : sroom;
+            }
+            at += 128;
+        }
+        if (lane == src) l = got;
+    }
+    return l;
+}
+
 extern "C" __global__ void __launch_bounds__(TILE_THREADS, 2)
 wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp, int m, int* colA, int* colB,
                int center, int prune, int band, int tmin, int tmax, unsigned int* bar, int* state,
-               long long* out, long long warm_bytes) {
+               long long* out, long long warm_bytes, int warp_extend) {
     extern __shared__ int sh[];
-    const uint64_t* __restrict__ w64 = reinterpret_cast<const uint64_t*>(seq);  // 8-byte aligned
     int* const buf0 = sh;
     int* const buf1 = sh + tmax + 2 * band;
     const int kf = m - n;
@@ -213,7 +267,9 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
                 const int i_lo = lo - base, i_hi = hi - base, i_end = W - 1 - j;
                 // two cells per thread and pass: the first 4-byte compares of both are issued together
                 // (32-bit windows: one funnel shift each; most cells stop inside them)
-                for (int i0 = j + threadIdx.x; i0 <= i_end; i0 += 2 * TILE_THREADS) {
+                // whole warps run the loop (the trip count follows the warp's first lane): runs of matches
+                // longer than the first window are extended by the warp together (extend_warp)
+                for (int i0 = j + threadIdx.x; i0 - (int)(threadIdx.x & 31) <= i_end; i0 += 2 * TILE_THREADS) {
                     int bst[2], rm[2];
                     uint32_t x[2];
 #pragma unroll
@@ -238,12 +294,28 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
 #pragma unroll
                     for (int u = 0; u < 2; u++) {
                         const int i = i0 + u * TILE_THREADS, k = base + i;
-                        if (i > i_end) break;
-                        int best = bst[u];
+                        int best = bst[u], l = 0;
+                        bool more = false;
+                        if (best >= 0) {  // (never for i > i_end)
+                            l = x[u] ? (__ffs(x[u]) - 1) >> 3 : 4;
+                            if (l >= rm[u]) {
+                                l = rm[u];
+                            } else if (!x[u]) {  // 16 more bytes alone, then the warp takes the rest
+                                const int r = prefix_windows<4>(seq, qp + best - k, tp + best, 4, rm[u]);
+                                more = r < 0;
+                                l = more ? 20 : r;
+                            }
+                        }
+                        if (warp_extend) {  // uniform (a kernel argument): whole warps call it
+                            l = extend_warp(seq, qp + best - k, tp + best, l, rm[u], more);
+                        } else {
+                            while (more) {  // alone, 16 bytes per round trip
+                                const int r = prefix_windows<4>(seq, qp + best - k, tp + best, l, rm[u]);
+                                more = r < 0;
+                                l = more ? l + 16 : r;
+                            }
+                        }
                         if (best >= 0) {
-                            int l = x[u] ? (__ffs(x[u]) - 1) >> 3 : 4;
-                            if (l >= rm[u]) l = rm[u];
-                            else if (!x[u]) l = common_prefix_from(w64, qp + best - k, tp + best, 4, rm[u]);
                             best += l;
                             if (k == kf && best == m) atomicMin(d_next, s);
                             if (j == bq) {
@@ -251,7 +323,7 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
                                 umin = ub < umin ? ub : umin;
                             }
                         }
-                        cur[i] = best;
+                        if (i <= i_end) cur[i] = best;
                     }
                 }
                 __syncthreads();

@@ -7,7 +7,8 @@ plus a real pair given with --real A.fa B.fa (e.g. the two E. coli genomes). Per
   e2e_s    `gpualign genome` in this process (run_genome: both FASTA files read, upload, kernel, TSV out;
            the kernels compiled beforehand, as the disk cache does for every run after the first)
   bound_s  the anchored upper bound (long_bound.py: k-mer anchors with cupy, gaps on the GPU eWFA engine)
-  gpu_s    the tiled kernel seeded with that bound (upload included), band --band; bound_s + gpu_s is the
+  gpu_s    the tiled kernel seeded with that bound (upload included), band --band, warp-wide extend as
+           `gpualign genome` chooses it (close strings); bound_s + gpu_s is the
            GPU work of `gpualign genome`
   nobound_s  the tiled kernel without the bound
   step_s   the one-step-per-barrier kernel (--step-sets), which must give the same distance
@@ -91,7 +92,7 @@ def main():
     a = ap.parse_args()
     from gpualign.config import AlignConfig
     from gpualign.engines import gpu_long
-    from gpualign.genome import gpu_bound
+    from gpualign.genome import gpu_bound, kernel_options
 
     jobs = []
     for name in [s for s in a.sets.split(",") if s]:
@@ -114,6 +115,7 @@ def main():
         row = {"set": name, "n": len(q), "m": len(t)}
         row["e2e_s"], e2e_d = end_to_end(tmp, q, t)
         qa, ta = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
+        band["warp_extend"] = row["warp_extend"] = kernel_options(qa, ta)[1]  # as gpualign genome chooses
         t0 = time.perf_counter()
         upper = gpu_bound(qa, ta, AlignConfig(distance_only=True))
         row.update(bound_s=time.perf_counter() - t0, bound=upper)
@@ -124,7 +126,7 @@ def main():
         assert nb["distance"] == r["distance"] and upper >= r["distance"]
         assert e2e_d == r["distance"], "gpualign genome and the kernel disagree"
         for b in [int(x) for x in a.bands.split(",") if x]:
-            rb = gpu_long.distance(qa, ta, band=b, upper=upper)
+            rb = gpu_long.distance(qa, ta, **{**band, "band": b}, upper=upper)
             row[f"band{b}_s"] = rb["seconds"]
             assert rb["distance"] == r["distance"], f"band {b} gives {rb['distance']}"
         if name in a.step_sets.split(","):

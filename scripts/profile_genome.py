@@ -26,18 +26,21 @@ def main():
     ap.add_argument("--band", type=int, default=64)
     ap.add_argument("--tile-min", type=int, default=128)
     ap.add_argument("--no-bound", action="store_true")
+    ap.add_argument("--warp-extend", type=int, choices=(0, 1), help="default: as gpualign genome chooses")
     ap.add_argument("--repeat", type=int, default=1)
     a = ap.parse_args()
     from gpualign.config import AlignConfig
     from gpualign.engines import gpu_long
-    from gpualign.genome import gpu_bound
+    from gpualign.genome import gpu_bound, kernel_options
 
     q, t = simulate(1, a.n, a.rate, seed=5)
     q, t = np.frombuffer(q[0], np.uint8), np.frombuffer(t[0], np.uint8)
     upper = None if a.no_bound else gpu_bound(q, t, AlignConfig(distance_only=True))
+    warp = kernel_options(q, t)[1] if a.warp_extend is None else bool(a.warp_extend)
     for _ in range(a.repeat):
-        r = gpu_long.distance(q, t, kernel=a.kernel, band=a.band, tile_min=a.tile_min, upper=upper)
-        print(f"n={a.n} rate={a.rate} band={a.band} tile_min={a.tile_min} d={r['distance']} upper={upper} cells={r['cells']:.3g} "
+        r = gpu_long.distance(q, t, kernel=a.kernel, band=a.band, tile_min=a.tile_min, upper=upper,
+                             warp_extend=warp)
+        print(f"n={a.n} rate={a.rate} band={a.band} tile_min={a.tile_min} warp={int(warp)} d={r['distance']} upper={upper} cells={r['cells']:.3g} "
               f"s={r['seconds']:.4f} cells/s={r['cells'] / r['seconds']:.3g}")
 
 

@@ -131,9 +131,9 @@ def test_gpu_equals_edlib_and_plain(case):
     step = gpu_long.distance(q, t, prune=True, kernel="step")
     assert plain["distance"] == step["distance"] == want
     assert step["cells"] <= plain["cells"]
-    for band, tile_min in ((64, 128), (1, 1), (7, 16), (200, 3)):
-        tiled = gpu_long.distance(q, t, band=band, tile_min=tile_min)
-        assert tiled["distance"] == want, (band, tile_min)
+    for band, tile_min, warp in ((64, 128, False), (64, 128, True), (1, 1, True), (7, 16, False), (200, 3, True)):
+        tiled = gpu_long.distance(q, t, band=band, tile_min=tile_min, warp_extend=warp)
+        assert tiled["distance"] == want, (band, tile_min, warp)
         # the pruned band never holds more diagonals than the plain one; the last round may run past d
         assert tiled["cells"] <= plain["cells"] + band * (2 * (want + band) + 1), (band, tile_min)
     assert gpu_long.distance(q, t, prune=False, band=5, tile_min=8)["distance"] == want
@@ -154,6 +154,7 @@ def test_gpu_large(n, rate):
     want = edlib.align(q, t, task="distance")["editDistance"]
     a, b = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
     assert gpu_long.distance(a, b)["distance"] == want
+    assert gpu_long.distance(a, b, warp_extend=True)["distance"] == want
     bound = gpu_bound(a, b, AlignConfig(distance_only=True))
     assert bound >= want
     assert gpu_long.distance(a, b, upper=bound)["distance"] == want

@@ -26,9 +26,12 @@ TILE_WIDTH = 4096  # diagonals in shared memory per tile, halo included
 
 
 def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, poll: float = 0.2,
-             kernel: str = "tiled", band: int = BAND, tile_min: int = TILE_MIN, upper: int | None = None) -> dict:
+             kernel: str = "tiled", band: int = BAND, tile_min: int = TILE_MIN, upper: int | None = None,
+             warp_extend: bool = False) -> dict:
     """q, t: uint8 arrays (folded, rule applied). upper: a known upper bound on the distance (the tiled
     kernel prunes with it from the first step; it must be >= the distance, see long_bound.py).
+    warp_extend: long runs of matches extended by whole warps (faster for close strings, ~5% slower
+    for distant ones; see kernels/wfa_long.cu).
     Returns dict(distance, cells, seconds, steps)."""
     import cupy
     import cupyx
@@ -67,7 +70,7 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
         l2 = dev.attributes["L2CacheSize"]
         warm = size if size <= l2 // 2 else 0  # prefetch the strings into L2 when they fit easily
         args = (*seq_args, np.int32(band), np.int32(max(1, tile_min)), np.int32(tmax), bar, state, out,
-                np.int64(warm))
+                np.int64(warm), np.int32(1 if warp_extend else 0))
         # every block must be resident at once (software grid barrier): two 512-thread blocks per SM
         launch = ((2 * sms,), (TILE_THREADS,), args)
         smem = 2 * TILE_WIDTH * 4
