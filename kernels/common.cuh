@@ -96,39 +96,3 @@ extern "C" __global__ void gather_ops(const uint32_t* __restrict__ src, const lo
         for (int j = 0; j < cnt[i]; j++) dst[b + j] = src[a + j];
     }
 }
-
-// Byte sequences viewed as 64-bit words (buffer 8-byte aligned, padded by 48 bytes past the last
-// symbol): the 8 bytes at byte position pos, two aligned loads.
-__device__ __forceinline__ uint64_t join8(uint64_t lo, uint64_t hi, uint32_t sh) {
-    return (lo >> sh) | ((hi << 1) << (63 - sh));  // sh = 0 keeps lo alone
-}
-
-__device__ __forceinline__ uint64_t window8(const uint64_t* __restrict__ w, uint32_t pos) {
-    const uint32_t word = pos >> 3;
-    return join8(w[word], w[word + 1], (pos & 7) * 8);
-}
-
-// Common prefix length at byte positions a and b, at most maxlen, knowing the first l bytes equal:
-// 32 bytes per iteration from ten independent loads, so a long run of matches costs one memory
-// latency per 32 bases instead of one per 8.
-__device__ __forceinline__ int common_prefix_from(const uint64_t* __restrict__ w, uint32_t a, uint32_t b, int l,
-                                                  int maxlen) {
-    while (l < maxlen) {
-        const uint32_t pa = a + l, pb = b + l, sa = (pa & 7) * 8, sb = (pb & 7) * 8;
-        const uint64_t* A = w + (pa >> 3);
-        const uint64_t* B = w + (pb >> 3);
-        uint64_t ra[5], rb[5];
-#pragma unroll
-        for (int u = 0; u < 5; u++) { ra[u] = A[u]; rb[u] = B[u]; }
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const uint64_t x = join8(ra[u], ra[u + 1], sa) ^ join8(rb[u], rb[u + 1], sb);
-            if (x) {
-                const int r = l + u * 8 + ((__ffsll((long long)x) - 1) >> 3);
-                return r < maxlen ? r : maxlen;
-            }
-        }
-        l += 32;
-    }
-    return maxlen;
-}

@@ -111,8 +111,8 @@ extern "C" __global__ void wfa_long(const uint32_t* __restrict__ seq, uint32_t q
 
 // ---- Tiled version: several steps per tile between grid barriers -------------------------------
 //
-//   wfa_long_tiled<WARP>(seq, qp, n, tp, m, colA, colB, center, prune, band, tmin, tmax, bar, state, out,
-//                        warm_bytes)
+//   wfa_long_tiled(seq, qp, n, tp, m, colA, colB, center, prune, band, tmin, tmax, bar, state, out,
+//                  warm_bytes, warp_extend)
 //     seq .. center, bar, out   as for wfa_long (out[3] = diagonals of the last round's output)
 //     band     int32   steps per round (between two grid barriers)
 //     tmin/tmax int32  output diagonals per tile; dynamic shared memory 2 * (tmax + 2 * band) int32
@@ -120,10 +120,9 @@ extern "C" __global__ void wfa_long(const uint32_t* __restrict__ seq, uint32_t q
 //                      [2], [3] distance found (both INT_MAX); double-buffered by round parity so no
 //                      block reads a word that another block may be writing in the same round
 //     warm_bytes       bytes of seq to prefetch into L2 first (0: none; the strings should fit in L2)
-//     seq      8-byte aligned, 48 spare bytes after the last symbol
-//     WARP     true: runs of matches past the first 20 bytes are continued by the whole warp, 128 bytes
-//              per round trip (close strings: long runs); false: by their own lane, 32 bytes per round
-//              trip (distant strings: the warp-wide loop costs more than it saves)
+//     warp_extend      1: runs of matches past the first 20 bytes are continued by the whole warp, 128
+//                      bytes per round trip (close strings: long runs); 0: by their own lane, 16 bytes per
+//                      round trip (distant strings: the warp-wide loop costs more than it saves)
 //     Launch: blockDim.x = TILE_THREADS, at most 2 blocks per SM, all resident (software grid barrier).
 //
 // A round advances the wavefront from score s0 (column A, diagonals [lo_p, hi_p]) to s1 = s0 + bq
@@ -211,11 +210,10 @@ __device__ __forceinline__ int extend_warp(const uint32_t* __restrict__ w, uint3
     return l;
 }
 
-template <bool WARP>
-__global__ void __launch_bounds__(TILE_THREADS, 2)
+extern "C" __global__ void __launch_bounds__(TILE_THREADS, 2)
 wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp, int m, int* colA, int* colB,
                int center, int prune, int band, int tmin, int tmax, unsigned int* bar, int* state,
-               long long* out, long long warm_bytes) {
+               long long* out, long long warm_bytes, int warp_extend) {
     extern __shared__ int sh[];
     int* const buf0 = sh;
     int* const buf1 = sh + tmax + 2 * band;
@@ -271,8 +269,7 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
                 // (32-bit windows: one funnel shift each; most cells stop inside them)
                 // whole warps run the loop (the trip count follows the warp's first lane): runs of matches
                 // longer than the first window are extended by the warp together (extend_warp)
-                for (int i0 = j + threadIdx.x; (WARP ? i0 - (int)(threadIdx.x & 31) : i0) <= i_end;
-                     i0 += 2 * TILE_THREADS) {
+                for (int i0 = j + threadIdx.x; i0 - (int)(threadIdx.x & 31) <= i_end; i0 += 2 * TILE_THREADS) {
                     int bst[2], rm[2];
                     uint32_t x[2];
 #pragma unroll
@@ -297,25 +294,27 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
 #pragma unroll
                     for (int u = 0; u < 2; u++) {
                         const int i = i0 + u * TILE_THREADS, k = base + i;
-                        if (!WARP && i > i_end) break;
                         int best = bst[u], l = 0;
                         bool more = false;
                         if (best >= 0) {  // (never for i > i_end)
                             l = x[u] ? (__ffs(x[u]) - 1) >> 3 : 4;
                             if (l >= rm[u]) {
                                 l = rm[u];
-                            } else if (!x[u]) {
-                                if constexpr (WARP) {  // 16 more bytes alone, then the warp takes the rest
-                                    const int r = prefix_windows<4>(seq, qp + best - k, tp + best, 4, rm[u]);
-                                    more = r < 0;
-                                    l = more ? 20 : r;
-                                } else {
-                                    l = common_prefix_from(reinterpret_cast<const uint64_t*>(seq), qp + best - k,
-                                                           tp + best, 4, rm[u]);
-                                }
+                            } else if (!x[u]) {  // 16 more bytes alone, then the warp takes the rest
+                                const int r = prefix_windows<4>(seq, qp + best - k, tp + best, 4, rm[u]);
+                                more = r < 0;
+                                l = more ? 20 : r;
                             }
                         }
-                        if constexpr (WARP) l = extend_warp(seq, qp + best - k, tp + best, l, rm[u], more);
+                        if (warp_extend) {  // uniform (a kernel argument): whole warps call it
+                            l = extend_warp(seq, qp + best - k, tp + best, l, rm[u], more);
+                        } else {
+                            while (more) {  // alone, 16 bytes per round trip
+                                const int r = prefix_windows<4>(seq, qp + best - k, tp + best, l, rm[u]);
+                                more = r < 0;
+                                l = more ? l + 16 : r;
+                            }
+                        }
                         if (best >= 0) {
                             best += l;
                             if (k == kf && best == m) atomicMin(d_next, s);
@@ -324,7 +323,7 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
                                 umin = ub < umin ? ub : umin;
                             }
                         }
-                        if (!WARP || i <= i_end) cur[i] = best;
+                        if (i <= i_end) cur[i] = best;
                     }
                 }
                 __syncthreads();
@@ -363,8 +362,3 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
         o[7] = 1;
     }
 }
-
-template __global__ void __launch_bounds__(TILE_THREADS, 2) wfa_long_tiled<true>(const uint32_t* __restrict__, uint32_t,
-    int, uint32_t, int, int*, int*, int, int, int, int, int, unsigned int*, int*, long long*, long long);
-template __global__ void __launch_bounds__(TILE_THREADS, 2) wfa_long_tiled<false>(const uint32_t* __restrict__, uint32_t,
-    int, uint32_t, int, int*, int*, int, int, int, int, int, unsigned int*, int*, long long*, long long);

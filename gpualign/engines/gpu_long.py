@@ -41,8 +41,7 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
         raise ValueError("strings too long for the GPU long-string engine (2^31 bytes each)")
     if kernel not in ("tiled", "step"):
         raise ValueError(f"unknown kernel {kernel!r}")
-    tiled = f"wfa_long_tiled<{'true' if warp_extend else 'false'}>"
-    mod = load_module("wfa_long.cu", ("wfa_long", "wfa_long_tiled<true>", "wfa_long_tiled<false>"))
+    mod = load_module("wfa_long.cu", ("wfa_long", "wfa_long_tiled"))
     tp = (n + 63) // 64 * 64
     size = (tp + m + 127) // 64 * 64 + 64  # >= 64 spare bytes after the target (the kernels read ahead)
     host = np.zeros(size, np.uint8)
@@ -71,7 +70,7 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
         l2 = dev.attributes["L2CacheSize"]
         warm = size if size <= l2 // 2 else 0  # prefetch the strings into L2 when they fit easily
         args = (*seq_args, np.int32(band), np.int32(max(1, tile_min)), np.int32(tmax), bar, state, out,
-                np.int64(warm))
+                np.int64(warm), np.int32(1 if warp_extend else 0))
         # every block must be resident at once (software grid barrier): two 512-thread blocks per SM
         launch = ((2 * sms,), (TILE_THREADS,), args)
         smem = 2 * TILE_WIDTH * 4
@@ -80,7 +79,7 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
         smem = 0
     dev.synchronize()
     with run:
-        mod.get_function(tiled if kernel == "tiled" else "wfa_long")(*launch, shared_mem=smem)
+        mod.get_function("wfa_long_tiled" if kernel == "tiled" else "wfa_long")(*launch, shared_mem=smem)
     done_event = run.record()
     snap = cupyx.empty_pinned(8, dtype=np.int64)  # pinned: the poll must not wait for the kernel
     last = time.perf_counter()
