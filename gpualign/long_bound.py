@@ -6,9 +6,9 @@ d^2 when U is near d). Any path through the edit matrix gives such a bound; this
 
 1. k-mers (K = 16, A/C/G/T only) sampled by a hash of their content (the same positions in both
    strings keep a shared k-mer), kept where the k-mer occurs exactly once in each string: anchors.
-2. Anchors sorted along the query, thinned to one per even block of K query bases, kept where a neighbour lies on a nearby diagonal (isolated ones are
-   chance matches), then pairs that overlap or go backwards dropped until the chain is colinear and
-   anchors are K apart on both strings.
+2. Anchors sorted along the query, thinned to one per even block of K query bases, kept where a
+   neighbour lies on a nearby diagonal (isolated ones are chance matches), then pairs that overlap or
+   go backwards dropped until the chain is colinear and anchors are K apart on both strings.
 3. The path: each anchor an exact match (cost 0), each gap between anchors (and the ends) aligned
    exactly by a pairs engine (the GPU eWFA engine, or the CPU engine); a gap that engine cannot take
    costs max(len_q, len_t), which is always achievable.

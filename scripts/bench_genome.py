@@ -57,9 +57,10 @@ def cpu_run(method, q, t, timeout):
 
 
 def end_to_end(tmp, q, t):
-    """`gpualign genome` in this process on FASTA files of q and t: (seconds, distance)."""
+    """`gpualign genome` in this process on FASTA files of q and t: (seconds, distance, stages) where
+    stages times the host steps alone afterwards (reading both files, the divergence estimate)."""
     from gpualign.config import AlignConfig
-    from gpualign.genome import run_genome
+    from gpualign.genome import _pairs, kernel_options, run_genome
 
     paths = []
     for name, seq in (("a", q), ("b", t)):
@@ -68,7 +69,12 @@ def end_to_end(tmp, q, t):
             fh.write(b">" + name.encode() + b"\n" + seq + b"\n")
     t0 = time.perf_counter()
     res = run_genome(*paths, os.path.join(tmp, "out.tsv"), AlignConfig(distance_only=True, device="gpu"))
-    return time.perf_counter() - t0, res[0].distance
+    e2e = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _, _, qa, ta = next(_pairs(*paths, None, None))
+    t1 = time.perf_counter()
+    kernel_options(qa, ta)
+    return e2e, res[0].distance, dict(read_s=t1 - t0, estimate_s=time.perf_counter() - t1)
 
 
 def load_real(path):
@@ -113,7 +119,8 @@ def main():
     rows = []
     for name, q, t in jobs:
         row = {"set": name, "n": len(q), "m": len(t)}
-        row["e2e_s"], e2e_d = end_to_end(tmp, q, t)
+        row["e2e_s"], e2e_d, stages = end_to_end(tmp, q, t)
+        row.update(stages)
         qa, ta = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
         band["warp_extend"] = row["warp_extend"] = kernel_options(qa, ta)[1]  # as gpualign genome chooses
         t0 = time.perf_counter()
@@ -149,12 +156,14 @@ def main():
             with open(a.json, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
     extra = sorted({k for r in rows for k in r if k.startswith("band")})
-    print("\t".join(["set", "n", "m", "distance", "bound/d", "e2e_s", "bound_s", "gpu_s", "cells", "cells/s",
+    print("\t".join(["set", "n", "m", "distance", "bound/d", "e2e_s", "read_s", "estimate_s", "bound_s", "gpu_s",
+                     "cells", "cells/s",
                      "nobound_s", "nobound_cells", "step_s", "plain_s", "wfa_s", "edlib_s", *extra]))
     f = lambda v: f"{v:.3f}" if isinstance(v, float) else "-"  # noqa: E731
     for r in rows:
         print("\t".join([r["set"], str(r["n"]), str(r["m"]), str(r["distance"]),
-                         f"{r['bound'] / max(1, r['distance']):.3f}", f(r["e2e_s"]), f(r["bound_s"]), f(r["gpu_s"]),
+                         f"{r['bound'] / max(1, r['distance']):.3f}", f(r["e2e_s"]), f(r["read_s"]),
+                         f(r["estimate_s"]), f(r["bound_s"]), f(r["gpu_s"]),
                          f"{r['cells']:.3g}", f"{r['cells'] / r['gpu_s']:.3g}", f(r["nobound_s"]),
                          f"{r['nobound_cells']:.3g}",
                          *(f(r.get(k)) for k in ("step_s", "plain_s", "wfa_s", "edlib_s", *extra))]))
