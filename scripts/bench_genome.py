@@ -114,7 +114,7 @@ def main():
         gpu_long.distance(warm, warm[::-1].copy(), kernel=kernel)  # compile + warm up
     wq, wt = simulate(1, 200_000, 0.05, seed=1)
     gpu_bound(np.frombuffer(wq[0], np.uint8), np.frombuffer(wt[0], np.uint8), AlignConfig(distance_only=True))
-    band = dict(band=a.band) if a.band else {}
+    kw = dict(band=a.band) if a.band else {}  # kernel options, as gpualign genome sets them
     tmp = tempfile.mkdtemp(prefix="bench_genome_")
     rows = []
     for name, q, t in jobs:
@@ -122,18 +122,18 @@ def main():
         row["e2e_s"], e2e_d, stages = end_to_end(tmp, q, t)
         row.update(stages)
         qa, ta = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
-        band["warp_extend"] = row["warp_extend"] = kernel_options(qa, ta)[1]  # as gpualign genome chooses
+        kw["warp_extend"] = row["warp_extend"] = kernel_options(qa, ta)[1]  # as gpualign genome chooses
         t0 = time.perf_counter()
         upper = gpu_bound(qa, ta, AlignConfig(distance_only=True))
         row.update(bound_s=time.perf_counter() - t0, bound=upper)
-        r = gpu_long.distance(qa, ta, upper=upper, **band)
+        r = gpu_long.distance(qa, ta, upper=upper, **kw)
         row.update(gpu_s=r["seconds"], distance=r["distance"], cells=r["cells"])
-        nb = gpu_long.distance(qa, ta, **band)
+        nb = gpu_long.distance(qa, ta, **kw)
         row.update(nobound_s=nb["seconds"], nobound_cells=nb["cells"])
         assert nb["distance"] == r["distance"] and upper >= r["distance"]
         assert e2e_d == r["distance"], "gpualign genome and the kernel disagree"
         for b in [int(x) for x in a.bands.split(",") if x]:
-            rb = gpu_long.distance(qa, ta, **{**band, "band": b}, upper=upper)
+            rb = gpu_long.distance(qa, ta, **{**kw, "band": b}, upper=upper)
             row[f"band{b}_s"] = rb["seconds"]
             assert rb["distance"] == r["distance"], f"band {b} gives {rb['distance']}"
         if name in a.step_sets.split(","):
