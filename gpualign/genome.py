@@ -74,10 +74,7 @@ def _pairs(path_a, path_b, qname, tname):
 def _apply_rule(q: np.ndarray, t: np.ndarray, n_mismatch: bool):
     if not n_mismatch:
         return q, t
-    q, t = q.copy(), t.copy()
-    q[~pack.is_acgt(q)] = pack.Q_WILD
-    t[~pack.is_acgt(t)] = pack.T_WILD
-    return q, t
+    return pack.make_wild(q.copy(), pack.Q_WILD), pack.make_wild(t.copy(), pack.T_WILD)
 
 
 BOUND_MIN_D = 200_000  # expected distances at least this large get an anchored upper bound first

@@ -23,13 +23,12 @@ import time
 
 import numpy as np
 
+from .pack import CODE2
+
 K = 16
 SAMPLE_BITS = 3  # keep 1/8 of k-mer positions (by content hash, so both strings keep the same k-mers)
 MAX_GAP = 4096  # gaps longer than this are not aligned (cost max(len_q, len_t))
 _HASH = np.uint32(0x9E3779B1)
-_CODE = np.full(256, 4, dtype=np.uint8)
-for _c in b"ACGT":
-    _CODE[_c] = (_c >> 1) & 3
 
 
 def _kmers(s, xp):
@@ -37,7 +36,7 @@ def _kmers(s, xp):
     n = len(s)
     if n < K:
         return xp.zeros(0, xp.uint32), xp.zeros(0, xp.int64)
-    code = xp.asarray(_CODE)[s]
+    code = xp.asarray(CODE2)[s]  # 2-bit codes, 255 for anything but A/C/G/T
     bad = xp.concatenate([xp.zeros(1, xp.int32), xp.cumsum(code > 3, dtype=xp.int32)])
     c = (code & 3).astype(xp.uint32)
     width = 1

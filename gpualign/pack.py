@@ -49,10 +49,14 @@ def compare_view(batch: PairBatch, n_mismatch: bool) -> np.ndarray:
     out = batch.seq.copy()
     for off, ln, code in ((batch.q_off, batch.q_len, Q_WILD), (batch.t_off, batch.t_len, T_WILD)):
         idx = segment_index(off, ln)
-        sub = out[idx]
-        sub[~_ACGT[sub]] = code
-        out[idx] = sub
+        out[idx] = make_wild(out[idx], code)
     return out
+
+
+def make_wild(seq: np.ndarray, code: int) -> np.ndarray:
+    """seq with every non-ACGT byte rewritten to code (Q_WILD for queries, T_WILD for targets), in place."""
+    seq[~_ACGT[seq]] = code
+    return seq
 
 
 def equal(a: np.ndarray, b: np.ndarray, n_mismatch: bool) -> np.ndarray:
@@ -61,12 +65,3 @@ def equal(a: np.ndarray, b: np.ndarray, n_mismatch: bool) -> np.ndarray:
     if n_mismatch:
         eq &= _ACGT[a] & _ACGT[b]
     return eq
-
-
-def all_acgt(batch: PairBatch) -> np.ndarray:
-    """Per pair: True when query and target hold only A, C, G, T."""
-    bad = ~_ACGT[batch.seq]
-    csum = np.concatenate([[0], np.cumsum(bad, dtype=np.int64)])
-    qbad = csum[batch.q_off + batch.q_len] - csum[batch.q_off]
-    tbad = csum[batch.t_off + batch.t_len] - csum[batch.t_off]
-    return (qbad == 0) & (tbad == 0)
