@@ -80,18 +80,39 @@ def _apply_rule(q: np.ndarray, t: np.ndarray, n_mismatch: bool):
 BOUND_MIN_D = 200_000  # expected distances at least this large get an anchored upper bound first
 BOUND_MAX_RATE = 0.35  # beyond this divergence exact 16-mer anchors are too rare to help
 WARP_EXTEND_BELOW = 0.05  # divergence under which runs of matches are long enough for warp-wide extend
+# cost models of the two GPU kernels (H100 measurements; they only choose, both are exact)
+WFA_CELLS_PER_S = 1.5e11  # wavefront cells (diagonals x steps) per second, pruned with the bound
+BP_STEP_S = 4e-8  # seconds per DP column: the banded bit-parallel kernel's sequential chain
+BP_CELLS_PER_S = 2e13  # its DP cells (rows x band) per second when enough strips run at once
+BP_SLACK = 1.25  # band from the estimate: this much above the estimated distance (too narrow: widened)
 
 
-def kernel_options(q: np.ndarray, t: np.ndarray) -> tuple[bool, bool]:
-    """(anchored bound worth computing, warp-wide extend) from a sampled divergence estimate.
-    The bound halves the kernel's cells but costs ~10 ms per Mbp: worth it when the kernel is bound by
-    cells (a large distance), not by its number of steps, and when anchors can be found. Warp-wide
-    extend pays where runs of matches are long (close strings)."""
+@dataclass
+class KernelPlan:
+    kernel: str  # "wfa" (tiled wavefront) or "bp" (banded bit-parallel)
+    bound: bool  # compute the anchored upper bound first
+    warp_extend: bool  # wavefront kernel: warp-wide extend
+    guess: int  # an estimate of the distance (sampled)
+
+
+def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
+    """Which kernel, with which help, from a sampled divergence estimate. The wavefront kernel costs
+    ~d^2/2 cells (with the bound), the bit-parallel one ~n x band cells but at least one step per
+    column: wavefronts win on close strings, bit-parallel on distant ones. The bound halves the
+    wavefront kernel's cells and narrows the bit-parallel band, but costs ~10 ms per Mbp: worth it when
+    the distance is large and anchors can be found. Warp-wide extend pays where runs of matches are
+    long (close strings)."""
     from .engines.cpu_long import estimate_divergence
 
+    n, m = len(q), len(t)
+    top = max(n, m)
     rate = estimate_divergence(q.tobytes(), t.tobytes())
-    bound = rate <= BOUND_MAX_RATE and rate * max(len(q), len(t)) >= BOUND_MIN_D
-    return bound, rate < WARP_EXTEND_BELOW
+    guess = int(rate * top)
+    bound = rate <= BOUND_MAX_RATE and guess >= BOUND_MIN_D
+    wfa_s = guess * guess / 2 / WFA_CELLS_PER_S
+    width = min(top, BP_SLACK * guess + abs(n - m) + 2048)
+    bp_s = max((m + width) * BP_STEP_S, n * width / BP_CELLS_PER_S)
+    return KernelPlan("bp" if bp_s < wfa_s else "wfa", bound, rate < WARP_EXTEND_BELOW, guess)
 
 
 def gpu_bound(q: np.ndarray, t: np.ndarray, cfg: AlignConfig) -> int:
@@ -125,7 +146,8 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         raise ConfigError("gpualign genome supports --metric edit only")
     gpu = use_gpu(cfg.device)
     if on_notice:
-        on_notice("engine: gpu-long (tiled wavefront, dynamic diamond, anchored bound)" if gpu else
+        on_notice("engine: gpu-long (wfa: tiled wavefront, dynamic diamond; bp: banded bit-parallel DP; "
+                  "chosen per pair by a divergence estimate)" if gpu else
                   "warning: no GPU in use; the CPU path (WFA2-lib BiWFA or edlib) can take minutes to hours "
                   "on distant chromosome-scale strings")
     results = []
@@ -141,15 +163,22 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                 from .engines import is_out_of_memory
 
                 upper = None
-                want_bound, warp_extend = kernel_options(q, t)
-                if prune and want_bound:
+                plan = kernel_options(q, t)
+                if prune and plan.bound:
                     try:
                         upper = gpu_bound(q, t, cfg)
                     except Exception as err:  # noqa: BLE001 - out of device memory: no bound, same result
                         if not is_out_of_memory(err):
                             raise
                 try:
-                    r = gpu_long.distance(q, t, prune=prune, progress=progress, upper=upper, warp_extend=warp_extend)
+                    if plan.kernel == "bp" and prune:  # a guessed band is widened until it holds the result
+                        guess = int(BP_SLACK * plan.guess) + abs(len(q) - len(t)) + 1024
+                        r = gpu_long.bp_distance(q, t, upper=upper, guess=guess)
+                        kernel = "bp"
+                    if r is None:
+                        kernel = "wfa"
+                        r = gpu_long.distance(q, t, prune=prune, progress=progress, upper=upper,
+                                              warp_extend=plan.warp_extend)
                 except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
                     if not is_out_of_memory(err):
                         raise
@@ -157,7 +186,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                         on_notice(f"warning: {qn} vs {tn}: out of GPU memory, computing on the CPU")
             if r is not None:
                 res = GenomeResult(qn, tn, len(q), len(t), r["distance"], time.perf_counter() - t0, r["cells"],
-                                   "gpu-long")
+                                   f"gpu-long:{kernel}")
             else:
                 from .engines import cpu_long
 

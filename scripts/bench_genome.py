@@ -10,7 +10,10 @@ plus a real pair given with --real A.fa B.fa (e.g. the two E. coli genomes). Per
   gpu_s    the tiled kernel seeded with that bound (upload included), band --band, warp-wide extend as
            `gpualign genome` chooses it (close strings); bound_s + gpu_s is the
            GPU work of `gpualign genome`
-  nobound_s  the tiled kernel without the bound
+  nobound_s  the tiled kernel without the bound (--nobound-sets)
+  bp_s     the banded bit-parallel kernel, band from the anchored bound (upload included)
+  bpg_s    the same with the band `gpualign genome` guesses when it skips the bound (widened if too narrow)
+  kernel   the kernel `gpualign genome` picks for the set (e2e_s used it)
   step_s   the one-step-per-barrier kernel (--step-sets), which must give the same distance
   plain_s  the unpruned one-step kernel (--check-plain)
   wfa_s, edlib_s  WFA2-lib and edlib in subprocesses stopped after --cpu-timeout seconds (--cpu-sets).
@@ -92,13 +95,14 @@ def main():
     ap.add_argument("--cpu-timeout", type=float, default=120)
     ap.add_argument("--check-plain", default="G1", help="sets also run with the plain (unpruned) kernel")
     ap.add_argument("--step-sets", default="G1,G2", help="sets also run with the one-step kernel")
+    ap.add_argument("--nobound-sets", default="G1,G2,G4", help="sets also run with the tiled kernel unbounded")
     ap.add_argument("--band", type=int, default=None, help="steps per round of the tiled kernel")
     ap.add_argument("--bands", default="", help="also time the tiled kernel with these bands (e.g. 16,32,128)")
     ap.add_argument("--json")
     a = ap.parse_args()
     from gpualign.config import AlignConfig
     from gpualign.engines import gpu_long
-    from gpualign.genome import gpu_bound, kernel_options
+    from gpualign.genome import BP_SLACK, gpu_bound, kernel_options
 
     jobs = []
     for name in [s for s in a.sets.split(",") if s]:
@@ -112,6 +116,7 @@ def main():
     warm = np.frombuffer(b"ACGT" * 1000, np.uint8)
     for kernel in ("tiled", "step"):
         gpu_long.distance(warm, warm[::-1].copy(), kernel=kernel)  # compile + warm up
+    gpu_long.bp_distance(warm, warm[::-1].copy())
     wq, wt = simulate(1, 200_000, 0.05, seed=1)
     gpu_bound(np.frombuffer(wq[0], np.uint8), np.frombuffer(wt[0], np.uint8), AlignConfig(distance_only=True))
     kw = dict(band=a.band) if a.band else {}  # kernel options, as gpualign genome sets them
@@ -122,15 +127,25 @@ def main():
         row["e2e_s"], e2e_d, stages = end_to_end(tmp, q, t)
         row.update(stages)
         qa, ta = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
-        kw["warp_extend"] = row["warp_extend"] = kernel_options(qa, ta)[1]  # as gpualign genome chooses
+        plan = kernel_options(qa, ta)  # as gpualign genome chooses
+        kw["warp_extend"] = row["warp_extend"] = plan.warp_extend
+        row.update(kernel=plan.kernel, guess=plan.guess)
         t0 = time.perf_counter()
         upper = gpu_bound(qa, ta, AlignConfig(distance_only=True))
         row.update(bound_s=time.perf_counter() - t0, bound=upper)
         r = gpu_long.distance(qa, ta, upper=upper, **kw)
         row.update(gpu_s=r["seconds"], distance=r["distance"], cells=r["cells"])
-        nb = gpu_long.distance(qa, ta, **kw)
-        row.update(nobound_s=nb["seconds"], nobound_cells=nb["cells"])
-        assert nb["distance"] == r["distance"] and upper >= r["distance"]
+        assert upper >= r["distance"]
+        if name in a.nobound_sets.split(","):
+            nb = gpu_long.distance(qa, ta, **kw)
+            row.update(nobound_s=nb["seconds"], nobound_cells=nb["cells"])
+            assert nb["distance"] == r["distance"]
+        bp = gpu_long.bp_distance(qa, ta, upper=upper)
+        row.update(bp_s=bp["seconds"], bp_cells=bp["cells"])
+        assert bp["distance"] == r["distance"], f"bit-parallel gives {bp['distance']}"
+        bp = gpu_long.bp_distance(qa, ta, guess=int(BP_SLACK * plan.guess) + abs(len(qa) - len(ta)) + 1024)
+        row.update(bpg_s=bp["seconds"], bpg_passes=bp["passes"])
+        assert bp["distance"] == r["distance"], f"bit-parallel (guessed band) gives {bp['distance']}"
         assert e2e_d == r["distance"], "gpualign genome and the kernel disagree"
         for b in [int(x) for x in a.bands.split(",") if x]:
             rb = gpu_long.distance(qa, ta, **{**kw, "band": b}, upper=upper)
@@ -156,17 +171,17 @@ def main():
             with open(a.json, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
     extra = sorted({k for r in rows for k in r if k.startswith("band")})
-    print("\t".join(["set", "n", "m", "distance", "bound/d", "e2e_s", "read_s", "estimate_s", "bound_s", "gpu_s",
-                     "cells", "cells/s",
-                     "nobound_s", "nobound_cells", "step_s", "plain_s", "wfa_s", "edlib_s", *extra]))
+    print("\t".join(["set", "n", "m", "distance", "bound/d", "kernel", "e2e_s", "read_s", "estimate_s", "bound_s",
+                     "gpu_s", "cells", "cells/s", "bp_s", "bp_cells/s", "bpg_s", "bpg_passes",
+                     "nobound_s", "step_s", "plain_s", "wfa_s", "edlib_s", *extra]))
     f = lambda v: f"{v:.3f}" if isinstance(v, float) else "-"  # noqa: E731
     for r in rows:
         print("\t".join([r["set"], str(r["n"]), str(r["m"]), str(r["distance"]),
-                         f"{r['bound'] / max(1, r['distance']):.3f}", f(r["e2e_s"]), f(r["read_s"]),
+                         f"{r['bound'] / max(1, r['distance']):.3f}", r["kernel"], f(r["e2e_s"]), f(r["read_s"]),
                          f(r["estimate_s"]), f(r["bound_s"]), f(r["gpu_s"]),
-                         f"{r['cells']:.3g}", f"{r['cells'] / r['gpu_s']:.3g}", f(r["nobound_s"]),
-                         f"{r['nobound_cells']:.3g}",
-                         *(f(r.get(k)) for k in ("step_s", "plain_s", "wfa_s", "edlib_s", *extra))]))
+                         f"{r['cells']:.3g}", f"{r['cells'] / r['gpu_s']:.3g}", f(r["bp_s"]),
+                         f"{r['bp_cells'] / r['bp_s']:.3g}", f(r["bpg_s"]), str(r["bpg_passes"]),
+                         *(f(r.get(k)) for k in ("nobound_s", "step_s", "plain_s", "wfa_s", "edlib_s", *extra))]))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One run of the long-string kernel on a simulated pair, for profilers (ncu) and quick timing.
 
-  python scripts/profile_genome.py --n 2000000 --rate 0.10 [--kernel tiled|step] [--no-bound] [--band 64]
+  python scripts/profile_genome.py --n 2000000 --rate 0.10 [--kernel tiled|step|bp] [--no-bound] [--band 64]
   ncu -k regex:wfa_long_tiled --section WarpStateStats python scripts/profile_genome.py --n 1000000
 """
 
@@ -22,7 +22,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=2_000_000)
     ap.add_argument("--rate", type=float, default=0.10)
-    ap.add_argument("--kernel", default="tiled")
+    ap.add_argument("--kernel", default="tiled", choices=("tiled", "step", "bp"))
     ap.add_argument("--band", type=int, default=64)
     ap.add_argument("--tile-min", type=int, default=128)
     ap.add_argument("--no-bound", action="store_true")
@@ -36,10 +36,13 @@ def main():
     q, t = simulate(1, a.n, a.rate, seed=5)
     q, t = np.frombuffer(q[0], np.uint8), np.frombuffer(t[0], np.uint8)
     upper = None if a.no_bound else gpu_bound(q, t, AlignConfig(distance_only=True))
-    warp = kernel_options(q, t)[1] if a.warp_extend is None else bool(a.warp_extend)
+    warp = kernel_options(q, t).warp_extend if a.warp_extend is None else bool(a.warp_extend)
     for _ in range(a.repeat):
-        r = gpu_long.distance(q, t, kernel=a.kernel, band=a.band, tile_min=a.tile_min, upper=upper,
-                             warp_extend=warp)
+        if a.kernel == "bp":
+            r = gpu_long.bp_distance(q, t, upper=upper)
+        else:
+            r = gpu_long.distance(q, t, kernel=a.kernel, band=a.band, tile_min=a.tile_min, upper=upper,
+                                  warp_extend=warp)
         print(f"n={a.n} rate={a.rate} band={a.band} tile_min={a.tile_min} warp={int(warp)} d={r['distance']} upper={upper} cells={r['cells']:.3g} "
               f"s={r['seconds']:.4f} cells/s={r['cells'] / r['seconds']:.3g}")
 

@@ -144,6 +144,42 @@ def test_gpu_equals_edlib_and_plain(case):
         assert gpu_long.distance(q, t, upper=upper, band=7, tile_min=16)["distance"] == want, upper
 
 
+def _bp_edges():
+    """Lengths around the kernel's 32-row lanes and 1024-row strips, far apart lengths (band clipped by
+    both ends), symbols in one string only, IUPAC and lower case."""
+    out = {}
+    for n in (1, 31, 32, 33, 1023, 1024, 1025, 2048, 3001):
+        out[f"len{n}"] = (rand(n, n), mutate(rand(n, n), 0.08, n + 1))
+    out["long_vs_short"] = (rand(9000, 40), rand(9000, 40)[2000:2300])
+    out["short_vs_long"] = (rand(9000, 41)[100:400], mutate(rand(9000, 41), 0.05, 42))
+    out["iupac"] = (rand(5000, 43).replace(b"A", b"R", 300), mutate(rand(5000, 43), 0.1, 44).replace(b"C", b"Y", 50))
+    out["disjoint_symbols"] = (b"A" * 3000, b"C" * 2500 + b"A" * 700)
+    return out
+
+
+BP_EDGES = _bp_edges()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", sorted(CASES) + sorted(BP_EDGES))
+def test_gpu_bp_equals_edlib(case):
+    """Banded bit-parallel kernel == edlib: the full band, bands of exactly the distance and one more,
+    guessed bands too narrow (the host must widen them), and 1, 2 and 3 warps (strips reuse ring slots)."""
+    from gpualign.engines import gpu_long
+
+    qb, tb = (CASES[case]() if case in CASES else BP_EDGES[case])
+    q, t = (np.frombuffer(x.upper() if case in CASES else x, np.uint8) for x in (qb, tb))
+    want = edit(q.tobytes(), t.tobytes())
+    floor = abs(len(q) - len(t))
+    for guess in (None, want, want + 1, max(floor, want - 1), floor):
+        for warps in (None, 1, 2, 3):
+            r = gpu_long.bp_distance(q, t, guess=guess, warps=warps)
+            assert r["distance"] == want, (guess, warps)
+            if guess is not None and guess < want:
+                assert r["passes"] >= 2
+    assert gpu_long.bp_distance(q, t, upper=want, guess=floor)["distance"] == want  # widened up to the bound
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,rate", [(2_000_000, 0.01), (500_000, 0.10), (200_000, 0.30), (100_000, 0.50)])
 def test_gpu_large(n, rate):
@@ -159,12 +195,19 @@ def test_gpu_large(n, rate):
     assert bound >= want
     assert gpu_long.distance(a, b, upper=bound)["distance"] == want
     assert gpu_long.distance(a, b, kernel="step")["distance"] == want
+    assert gpu_long.bp_distance(a, b)["distance"] == want
+    assert gpu_long.bp_distance(a, b, upper=bound)["distance"] == want
+    assert gpu_long.bp_distance(a, b, upper=want, warps=5)["distance"] == want
+    assert gpu_long.bp_distance(a, b, guess=want // 3)["distance"] == want
     assert cpu_long.distance(q, t, "wfa")[0] == want if n <= 500_000 else True
 
 
 @pytest.mark.gpu
-def test_gpu_bound_and_distance_with_n_mismatch_rule(tmp_path, monkeypatch):
-    """`gpualign genome --n-mismatch` on the GPU with the anchored bound forced on (run_genome)."""
+@pytest.mark.parametrize("kernel,bound", [("wfa", True), ("bp", True), ("bp", False)])
+def test_gpu_run_genome_n_mismatch_rule(tmp_path, monkeypatch, kernel, bound):
+    """`gpualign genome --n-mismatch` on the GPU (run_genome) with each kernel forced: the wavefront
+    kernel with the anchored bound, the bit-parallel one with it and with a far too narrow guessed band
+    (widened until it holds the result)."""
     from gpualign import genome
 
     q = rand(400_000, 31)[:150_000] + b"N" * 20_000 + rand(400_000, 31)[170_000:]
@@ -174,10 +217,12 @@ def test_gpu_bound_and_distance_with_n_mismatch_rule(tmp_path, monkeypatch):
     qa, ta = genome._apply_rule(np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8), True)
     want = edlib.align(qa.tobytes(), ta.tobytes(), task="distance")["editDistance"]
     assert want <= gpu_bound(qa, ta, AlignConfig(distance_only=True))
-    monkeypatch.setattr(genome, "BOUND_MIN_D", 1)
+    monkeypatch.setattr(genome, "BOUND_MIN_D", 1 if bound else 1 << 40)
+    monkeypatch.setattr(genome, "BP_SLACK", 0.01)
+    monkeypatch.setattr(genome, "WFA_CELLS_PER_S" if kernel == "bp" else "BP_STEP_S", 1e-3 if kernel == "bp" else 1.0)
     bounded = []
     monkeypatch.setattr(genome, "gpu_bound", lambda *a: bounded.append(gpu_bound(*a)) or bounded[-1])
     cfg = AlignConfig(distance_only=True, n_mismatch=True, device="gpu")
     res = genome.run_genome(str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), str(tmp_path / "o.tsv"), cfg)
-    assert bounded and res[0].distance == want and res[0].engine == "gpu-long"
+    assert bool(bounded) == bound and res[0].distance == want and res[0].engine == f"gpu-long:{kernel}"
     assert (tmp_path / "o.tsv").read_text().splitlines()[1].split("\t")[4] == str(want)

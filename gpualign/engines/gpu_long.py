@@ -96,3 +96,92 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
     if res[7] != 1:
         raise RuntimeError("GPU long-string kernel ended without a result")
     return dict(distance=int(res[0]), cells=int(res[5]), seconds=time.perf_counter() - t0, steps=int(res[1]))
+
+
+# -- banded bit-parallel DP (kernels/bp_long.cu) -------------------------------------------------------
+STRIP_ROWS = 1024  # rows per strip (one warp): must match kernels/bp_long.cu
+BPAD = 64  # symbols of padding before the target's codes: must match kernels/bp_long.cu
+BP_WARPS_PER_BLOCK = 4
+BP_MAX_SYMBOLS = 31
+
+
+def band(n: int, m: int, upper: int) -> tuple[int, int]:
+    """Diagonals k = i - j that a path of cost <= upper can use: |k| + |k - (n - m)| <= upper."""
+    kf = n - m
+    return -((upper - kf) // 2), (kf + upper) // 2
+
+
+def symbol_codes(q, t, xp=np):
+    """(q codes, t codes, sigma): symbols present in both strings get codes 0..sigma-1 (equal bytes,
+    equal codes); every other byte gets sigma, which matches nothing. None when sigma > BP_MAX_SYMBOLS."""
+    both = (xp.bincount(q, minlength=256) > 0) & (xp.bincount(t, minlength=256) > 0)
+    sigma = int(both.sum())
+    if sigma > BP_MAX_SYMBOLS:
+        return None
+    table = xp.full(256, sigma, dtype=xp.uint8)
+    table[xp.nonzero(both)[0]] = xp.arange(sigma, dtype=xp.uint8)
+    return table[q], table[t], sigma
+
+
+def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: int | None = None,
+                warps: int | None = None) -> dict | None:
+    """Exact edit distance by banded bit-parallel DP on the GPU. upper: a known upper bound on the
+    distance (default: max(n, m)); guess: a band to try first (any value). The band holds every path
+    of cost <= its width parameter u = min(guess, upper); a result above u is not trusted and u is
+    doubled (up to upper, whose band holds the optimal path) until it holds the result. Time ~ n * band / 32 lane steps, at least ~m sequential steps: it beats the
+    wavefront kernel on distant strings. None when the strings hold more than BP_MAX_SYMBOLS distinct
+    common symbols (use distance()). Returns dict(distance, cells (DP cells computed), seconds, passes)."""
+    import cupy
+
+    n, m = len(q), len(t)
+    if max(n, m) > MAX_LEN:
+        raise ValueError("strings too long for the GPU long-string engine (2^31 bytes each)")
+    t0 = time.perf_counter()
+    if n == 0 or m == 0:
+        return dict(distance=max(n, m), cells=0, seconds=0.0, passes=0)
+    codes = symbol_codes(cupy.asarray(q), cupy.asarray(t), cupy)
+    if codes is None:
+        return None
+    qc, tc, sigma = codes
+    nstrips = (n + STRIP_ROWS - 1) // STRIP_ROWS
+    acode = cupy.full(nstrips * STRIP_ROWS + 64, sigma, dtype=cupy.uint8)
+    acode[:n] = qc
+    bcode = cupy.full(BPAD + m + BPAD + 192, sigma, dtype=cupy.uint8)
+    bcode[BPAD:BPAD + m] = tc
+    del qc, tc
+    mod = load_module("bp_long.cu", ("bp_long",))
+    kern = mod.get_function("bp_long")
+    dev = cupy.cuda.Device()
+    sms = dev.attributes["MultiProcessorCount"]
+    top = max(n, m)
+    ceiling = top if upper is None else max(abs(n - m), min(top, int(upper)))
+    u = ceiling if guess is None else max(abs(n - m), min(ceiling, int(guess)))
+    cells, passes = 0, 0
+    while True:
+        klo, khi = band(n, m, u)
+        width = khi - klo + 1
+        slot_words = (STRIP_ROWS + width + 15) // 16 + 4
+        # strips in flight: a strip starts ~STRIP_ROWS columns after the one above and runs
+        # STRIP_ROWS + width columns; more warps than that would only wait
+        want = warps or min(nstrips, (STRIP_ROWS + width) // STRIP_ROWS + 2, sms * 32)
+        want = max(1, want)
+        free = dev.mem_info[0]
+        while want > 1 and (want + 1) * slot_words * 8 > free // 2:
+            want //= 2
+        blocks = (want + BP_WARPS_PER_BLOCK - 1) // BP_WARPS_PER_BLOCK
+        threads = 32 * min(want, BP_WARPS_PER_BLOCK)
+        nslots = blocks * threads // 32 + 1
+        stream = cupy.zeros(nslots * slot_words, dtype=cupy.uint64)  # zero: no word carries a valid tag
+        tops = cupy.zeros(nslots, dtype=cupy.uint64)
+        ctl = cupy.zeros(2, dtype=cupy.int32)  # ticket, result
+        smem = (threads // 32) * (sigma + 1) * 32 * 4
+        kern((blocks,), (threads,), (acode, bcode, np.int32(n), np.int32(m), np.int32(sigma), np.int32(klo),
+                                     np.int32(khi), np.int32(nstrips), np.int32(nslots), np.int32(slot_words),
+                                     stream, tops, ctl, ctl[1:]), shared_mem=smem)
+        d = int(ctl[1].get())
+        del stream
+        passes += 1
+        cells += n * min(m, width)
+        if d <= u or u >= ceiling:
+            return dict(distance=d, cells=cells, seconds=time.perf_counter() - t0, passes=passes)
+        u = min(ceiling, max(2 * u, u + STRIP_ROWS))

@@ -1,0 +1,246 @@
+// bp_long.cu -- exact edit distance between two very long strings by banded bit-parallel dynamic
+// programming (Myers 1999 / Hyyro's multi-word form, as edlib uses on the CPU), run in strips on the GPU.
+// Distance only. tests/bp_model.py is a plain-Python transcription of the same bookkeeping.
+//
+// Entry point:
+//   bp_long(acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, stream, tops, ticket, result)
+//     acode   uint8   row symbols: acode[i-1] = code of A[i] (i = 1..n), padded with sigma to
+//                     nstrips * 1024 entries
+//     bcode   uint8   column symbols: bcode[j-1] = code of B[j] (j = 1..m), 64 entries of padding
+//     sigma   int     codes 0..sigma-1 are symbols present in both strings (equal codes match); sigma
+//                     matches nothing (any other character, --n-mismatch wildcards); sigma <= 31
+//     klo,khi int     the band: diagonals k = i - j with klo <= k <= khi are computed (see below)
+//     nstrips int     ceil(n / 1024)
+//     nslots  int     the number of warps launched + 1; slot_words: ceil((1024 + khi - klo) / 16) + 4
+//     stream  uint64* nslots * slot_words zeroed words; tops: nslots zeroed uint64
+//     ticket  int*    one zeroed word (strips are taken in order from it)
+//     result  int*    D[n][m] when the kernel ends
+//     Launch: any number of warps (blocks of a multiple of 32 threads), dynamic shared memory
+//     (sigma + 1) * 128 bytes per warp.
+//
+// Method: DP columns j = 1..m, rows i = 1..n, D[i][j] = edit distance of A[1..i] and B[1..j]. Each lane
+// keeps the vertical deltas of 32 rows (Pv/Mv bit vectors) and advances them one column per step;
+// a block's update takes the horizontal delta just above it (hin) and gives the one at its last row
+// (hout) to the lane below. A strip is 32 lanes = 1024 rows, one warp, skewed: lane l works on
+// column cs + x - l at step x, so hout passes down by one shuffle per step. The strip's last lane
+// streams its horizontal deltas (2 bits per column, 32 columns per word pair) into a slot that the
+// strip below reads: one 64-bit word per 16 columns, (producer strip + 1) << 32 | M bits << 16 | P bits,
+// so a reader needs no fence, only a word whose tag is the one it expects (zeroed memory never is).
+// Each lane follows the score of its last row from the deltas it streams (popcounts per 32 steps);
+// row n's score comes from its lane's last row less the vertical deltas below n.
+// Band: given U >= the distance, a path through diagonal k costs at least |k| + |k - (n - m)|, so
+// only klo = ceil((n - m - U) / 2) <= k <= khi = floor((n - m + U) / 2) can hold an optimal path
+// (the host passes that band). A strip computes the columns where its rows meet the band. Outside
+// the band values are those of real paths (a strip starts from "all vertical" deltas under the
+// score handed down from the strip above, and takes hin = +1 once the strip above has ended), so
+// every computed value is >= the true one and the result equals the distance whenever it is <= U;
+// the host checks that and widens the band otherwise.
+// Slots: strips finish in order (a strip's last column comes after its upper neighbour's), so when
+// a warp takes strip s, strip s - (warps) has finished and slot s % nslots is free again.
+#include "common.cuh"
+
+#define FULL_MASK 0xffffffffu
+#define STRIP_ROWS 1024
+#define BPAD 64   // symbols of padding before column 1 (lanes start up to 31 columns early)
+#define AHEAD 8   // symbol loads are issued this many steps before their use
+
+__device__ __forceinline__ unsigned long long ld_relaxed(const unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_relaxed(unsigned long long* p, unsigned long long v) {
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned long long wait_tag(const unsigned long long* p, unsigned long long v, unsigned tag) {
+    while ((unsigned)(v >> 32) != tag) v = ld_relaxed(p);
+    return v;
+}
+
+__device__ __forceinline__ void strip_columns(int s, int m, int klo, int khi, int& cs, int& ce) {
+    const long long r0 = (long long)s * STRIP_ROWS + 1;
+    const long long a = r0 - khi, b = r0 + STRIP_ROWS - 1 - klo;
+    cs = (int)(a < 1 ? 1 : a);
+    ce = (int)(b > m ? m : b);
+}
+
+// The strip above's bottom-row deltas for the 32 columns from its stream index j0: loads issued early
+// (issue), checked and assembled when needed (take); +1 past the strip above's end (or without one).
+struct StreamIn {
+    const unsigned long long* in;
+    unsigned tag;
+    int plen;
+    long long j0;
+    unsigned long long w[3];
+
+    __device__ __forceinline__ void issue(long long j) {
+        j0 = j;
+        if (in == nullptr || j0 >= plen) return;
+        const int c0 = (int)(j0 >> 4), nch = (plen + 15) >> 4;
+        w[0] = ld_relaxed(in + c0);
+        if (c0 + 1 < nch) w[1] = ld_relaxed(in + c0 + 1);
+        if ((j0 & 15) && c0 + 2 < nch) w[2] = ld_relaxed(in + c0 + 2);
+    }
+
+    __device__ __forceinline__ uint2 take() {
+        if (in == nullptr || j0 >= plen) return make_uint2(FULL_MASK, 0u);
+        const int c0 = (int)(j0 >> 4), sh = (int)(j0 & 15), nch = (plen + 15) >> 4;
+        unsigned long long p = 0, m = 0;
+        for (int k = 0; k < 3; ++k) {
+            if (c0 + k >= nch || (k == 2 && !sh)) break;
+            const unsigned long long v = wait_tag(in + c0 + k, w[k], tag);
+            p |= (v & 0xffffull) << (16 * k);
+            m |= ((v >> 16) & 0xffffull) << (16 * k);
+        }
+        unsigned P = (unsigned)(p >> sh), M = (unsigned)(m >> sh);
+        const long long v = plen - j0;
+        if (v < 32) {
+            const unsigned valid = (1u << v) - 1u;
+            P = (P & valid) | ~valid;
+            M &= valid;
+        }
+        return make_uint2(P, M);
+    }
+};
+
+// Lane state of a strip.
+struct Lane {
+    unsigned Pv, Mv, eq, oP, oM, w;
+    int score;
+    unsigned char sym[AHEAD];
+};
+
+// 32 steps x0 .. x0 + 31. EDGE: some lane is outside its columns (strip start and end) or lane 31
+// hands down the score this group: steps are checked one by one.
+template <bool EDGE>
+__device__ __forceinline__ void group(Lane& L, const unsigned* peq_l, const unsigned char* bptr, int x0, int lane, int len,
+                                      uint2 cur, unsigned long long* out, unsigned long long tag_out, int tops_x,
+                                      unsigned long long* tops_slot) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+        const int x = x0 + i;
+        const unsigned eq_n = peq_l[(unsigned)L.sym[(i + 1) & (AHEAD - 1)] << 5];  // step x + 1's match mask
+        L.sym[i & (AHEAD - 1)] = bptr[x + AHEAD];
+        const unsigned up = __shfl_up_sync(FULL_MASK, L.w, 1);
+        const unsigned st = ((cur.x >> i) & 1u) | ((cur.y << (31 - i)) & 0x80000000u);
+        const unsigned win = lane == 0 ? st : up;  // bit 0: hin = +1, bit 31: hin = -1
+        const unsigned pos = win & 1u, neg = win >> 31;
+        const unsigned eq = L.eq, Pv = L.Pv, Mv = L.Mv;
+        const unsigned xv = eq | Mv;
+        const unsigned e = eq | neg;
+        const unsigned xh = (((e & Pv) + Pv) ^ Pv) | e;
+        const unsigned ph = Mv | ~(xh | Pv);
+        const unsigned mh = Pv & xh;
+        unsigned w = (ph >> 31) | (mh & 0x80000000u);
+        const unsigned ph2 = (ph << 1) | pos, mh2 = (mh << 1) | neg;
+        if (EDGE) {
+            const bool act = (unsigned)(x - lane) < (unsigned)len;
+            if (act) {
+                L.Pv = mh2 | ~(xv | ph2);
+                L.Mv = ph2 & xv;
+            } else {
+                w = 0u;
+            }
+        } else {
+            L.Pv = mh2 | ~(xv | ph2);
+            L.Mv = ph2 & xv;
+        }
+        L.w = w;
+        L.eq = eq_n;
+        L.oP = __funnelshift_r(L.oP, w, 1);        // bit 31: this step's +1 on the last row
+        L.oM = (L.oM >> 1) | (w & 0x80000000u);  // bit 31: this step's -1
+        if (EDGE && lane == 31 && x == tops_x) {  // the next strip's top score: steps x0 .. x of this group
+            const unsigned keep = FULL_MASK << (31 - i);
+            const int sc = L.score + __popc(L.oP & keep) - __popc(L.oM & keep);
+            st_relaxed(tops_slot, (tag_out << 32) | (unsigned)sc);
+        }
+        if ((i & 15) == 14 && lane == 31 && x >= 46) {  // column indexes x - 46 .. x - 31 are complete
+            const int k = (x - 46) >> 4;
+            if (k * 16 < len) st_relaxed(out + k, (tag_out << 32) | (L.oM & 0xffff0000u) | (L.oP >> 16));
+        }
+    }
+    L.score += __popc(L.oP) - __popc(L.oM);
+}
+
+extern "C" __global__ void bp_long(const unsigned char* __restrict__ acode, const unsigned char* __restrict__ bcode,
+                                   int n, int m, int sigma, int klo, int khi, int nstrips, int nslots, int slot_words,
+                                   unsigned long long* stream, unsigned long long* tops, int* ticket, int* result) {
+    extern __shared__ unsigned s_peq[];
+    const int lane = threadIdx.x & 31;
+    unsigned* peq = s_peq + (threadIdx.x >> 5) * (sigma + 1) * 32;
+    for (;;) {
+        int s = 0;
+        if (lane == 0) s = atomicAdd(ticket, 1);
+        s = __shfl_sync(FULL_MASK, s, 0);
+        if (s >= nstrips) return;
+        const int r0 = s * STRIP_ROWS + 1;
+        const int base = r0 + lane * 32;  // row of bit 0
+        // match masks of this lane's rows, one word per symbol (and 0 for "matches nothing")
+        __syncwarp();
+        for (int c = 0; c <= sigma; ++c) peq[c * 32 + lane] = 0u;
+        for (int b = 0; b < 32; ++b) {
+            const int code = acode[base - 1 + b];
+            if (code < sigma) peq[code * 32 + lane] |= 1u << b;
+        }
+        __syncwarp();
+        int cs, ce;
+        strip_columns(s, m, klo, khi, cs, ce);
+        const int len = ce - cs + 1;
+        const int slot = s % nslots, pslot = (s + nslots - 1) % nslots;
+        unsigned long long* out = stream + (size_t)slot * slot_words;
+        StreamIn sin;
+        sin.in = nullptr;
+        sin.tag = (unsigned)s;  // strip s - 1 tags its words s
+        sin.plen = 0;
+        int delta = 0;
+        if (s > 0) {
+            int pcs, pce;
+            strip_columns(s - 1, m, klo, khi, pcs, pce);
+            sin.plen = pce - pcs + 1;
+            delta = cs - pcs;
+            sin.in = stream + (size_t)pslot * slot_words;
+        }
+        // D[r0 - 1][cs - 1]: column 0, or the score the strip above handed down
+        int top = r0 - 1;
+        if (cs > 1) {
+            if (lane == 0) top = (int)(unsigned)wait_tag(tops + pslot, 0ull, (unsigned)s);
+            top = __shfl_sync(FULL_MASK, top, 0);
+        }
+        const bool last = s == nstrips - 1;
+        // lane 31 hands down D[r0 + 1023][ncs - 1], ncs = where the next strip starts
+        const long long ncs = (long long)r0 + STRIP_ROWS - khi;
+        const int tops_x = (!last && ncs > 1) ? (int)(ncs - 1 - cs) + 31 : -1;
+        Lane L;
+        L.Pv = FULL_MASK;
+        L.Mv = 0u;
+        L.oP = L.oM = L.w = 0u;
+        L.score = top + 32 * (lane + 1);  // D[base + 31][cs - 1] under the all-vertical start
+        const unsigned* peq_l = peq + lane;
+        const unsigned char* bptr = bcode + BPAD + cs - 1 - lane;  // bptr[x]: symbol of this lane's column at step x
+#pragma unroll
+        for (int k = 0; k < AHEAD; ++k) L.sym[k] = bptr[k];
+        L.eq = peq_l[(unsigned)L.sym[0] << 5];
+        const int steps = len + 63;  // one extra group: lane 31 publishes its last words inside the loop
+        const unsigned long long tag_out = (unsigned long long)(s + 1);
+        if (lane == 0) sin.issue(delta);
+        for (int x0 = 0; x0 < steps; x0 += 32) {
+            uint2 cur = make_uint2(0u, 0u);
+            if (lane == 0) {
+                cur = sin.take();
+                sin.issue((long long)delta + x0 + 32);
+            }
+            const bool edge = x0 < 32 || x0 + 32 > len || (tops_x >= x0 && tops_x < x0 + 32);
+            if (edge)
+                group<true>(L, peq_l, bptr, x0, lane, len, cur, out, tag_out, tops_x, tops + slot);
+            else
+                group<false>(L, peq_l, bptr, x0, lane, len, cur, out, tag_out, tops_x, tops + slot);
+        }
+        if (last && n >= base && n < base + 32) {  // row n: this lane's last row less the deltas below n
+            const int tb = n - base;
+            const unsigned below = tb == 31 ? 0u : FULL_MASK << (tb + 1);
+            *result = L.score - (__popc(L.Pv & below) - __popc(L.Mv & below));
+        }
+    }
+}
