@@ -44,9 +44,9 @@ class GenomeResult:
 def _pick(path: str, name: str | None):
     """All records of path in order, or the one named (a missing name is an error)."""
     if name is None:
-        yield from fastx.records(path, chunk=1)
+        yield from fastx.records(path, chunk=1, fast=False)
         return
-    for rec in fastx.records(path, chunk=1):
+    for rec in fastx.records(path, chunk=1, fast=False):
         if rec[0] == name:
             yield rec
             return
@@ -82,8 +82,9 @@ BOUND_MAX_RATE = 0.35  # beyond this divergence exact 16-mer anchors are too rar
 WARP_EXTEND_BELOW = 0.05  # divergence under which runs of matches are long enough for warp-wide extend
 # cost models of the two GPU kernels (H100 measurements; they only choose, both are exact)
 WFA_CELLS_PER_S = 1.5e11  # wavefront cells (diagonals x steps) per second, pruned with the bound
-BP_STEP_S = 4e-8  # seconds per DP column: the banded bit-parallel kernel's sequential chain
-BP_CELLS_PER_S = 2e13  # its DP cells (rows x band) per second when enough strips run at once
+WFA_STEP_S = 1.4e-6  # seconds per wavefront step at least (close strings)
+BP_STEP_S = 6.5e-8  # seconds per DP column: the banded bit-parallel kernel's sequential chain
+BP_CELLS_PER_S = 1.5e13  # its DP cells (rows x band) per second when enough strips run at once
 BP_SLACK = 1.25  # band from the estimate: this much above the estimated distance (too narrow: widened)
 
 
@@ -97,8 +98,9 @@ class KernelPlan:
 
 def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
     """Which kernel, with which help, from a sampled divergence estimate. The wavefront kernel costs
-    ~d^2/2 cells (with the bound), the bit-parallel one ~n x band cells but at least one step per
-    column: wavefronts win on close strings, bit-parallel on distant ones. The bound halves the
+    ~d^2/2 cells (with the bound) but at least one step per edit, the bit-parallel one ~n x band cells
+    but at least one step per column: wavefronts win on close strings (on 5 Mbp below ~5%),
+    bit-parallel on distant ones. The bound halves the
     wavefront kernel's cells and narrows the bit-parallel band, but costs ~10 ms per Mbp: worth it when
     the distance is large and anchors can be found. Warp-wide extend pays where runs of matches are
     long (close strings)."""
@@ -109,7 +111,7 @@ def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
     rate = estimate_divergence(q.tobytes(), t.tobytes())
     guess = int(rate * top)
     bound = rate <= BOUND_MAX_RATE and guess >= BOUND_MIN_D
-    wfa_s = guess * guess / 2 / WFA_CELLS_PER_S
+    wfa_s = max(guess * guess / 2 / WFA_CELLS_PER_S, guess * WFA_STEP_S)
     width = min(top, BP_SLACK * guess + abs(n - m) + 2048)
     bp_s = max((m + width) * BP_STEP_S, n * width / BP_CELLS_PER_S)
     return KernelPlan("bp" if bp_s < wfa_s else "wfa", bound, rate < WARP_EXTEND_BELOW, guess)

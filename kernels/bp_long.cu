@@ -43,6 +43,9 @@
 #define STRIP_ROWS 1024
 #define BPAD 64   // symbols of padding before column 1 (lanes start up to 31 columns early)
 #define AHEAD 8   // symbol loads are issued this many steps before their use
+#ifndef BP_MIN_BLOCKS
+#define BP_MIN_BLOCKS 1  // launch bounds: resident 128-thread blocks per SM asked of the register allocator
+#endif
 
 __device__ __forceinline__ unsigned long long ld_relaxed(const unsigned long long* p) {
     unsigned long long v;
@@ -109,19 +112,19 @@ struct StreamIn {
 struct Lane {
     unsigned Pv, Mv, eq, oP, oM, w;
     int score;
-    unsigned char sym[AHEAD];
+    unsigned short sym[AHEAD];  // byte offsets of the symbols' match masks
 };
 
 // 32 steps x0 .. x0 + 31. EDGE: some lane is outside its columns (strip start and end) or lane 31
 // hands down the score this group: steps are checked one by one.
 template <bool EDGE>
-__device__ __forceinline__ void group(Lane& L, const unsigned* peq_l, const unsigned char* bptr, int x0, int lane, int len,
+__device__ __forceinline__ void group(Lane& L, const char* peq_l, const unsigned short* bptr, int x0, int lane, int len,
                                       uint2 cur, unsigned long long* out, unsigned long long tag_out, int tops_x,
                                       unsigned long long* tops_slot) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
         const int x = x0 + i;
-        const unsigned eq_n = peq_l[(unsigned)L.sym[(i + 1) & (AHEAD - 1)] << 5];  // step x + 1's match mask
+        const unsigned eq_n = *(const unsigned*)(peq_l + L.sym[(i + 1) & (AHEAD - 1)]);  // step x + 1's match mask
         L.sym[i & (AHEAD - 1)] = bptr[x + AHEAD];
         const unsigned up = __shfl_up_sync(FULL_MASK, L.w, 1);
         const unsigned st = ((cur.x >> i) & 1u) | ((cur.y << (31 - i)) & 0x80000000u);
@@ -164,7 +167,8 @@ __device__ __forceinline__ void group(Lane& L, const unsigned* peq_l, const unsi
     L.score += __popc(L.oP) - __popc(L.oM);
 }
 
-extern "C" __global__ void bp_long(const unsigned char* __restrict__ acode, const unsigned char* __restrict__ bcode,
+extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long(const unsigned char* __restrict__ acode,
+                                   const unsigned short* __restrict__ bcode,
                                    int n, int m, int sigma, int klo, int khi, int nstrips, int nslots, int slot_words,
                                    unsigned long long* stream, unsigned long long* tops, int* ticket, int* result) {
     extern __shared__ unsigned s_peq[];
@@ -217,11 +221,11 @@ extern "C" __global__ void bp_long(const unsigned char* __restrict__ acode, cons
         L.Mv = 0u;
         L.oP = L.oM = L.w = 0u;
         L.score = top + 32 * (lane + 1);  // D[base + 31][cs - 1] under the all-vertical start
-        const unsigned* peq_l = peq + lane;
-        const unsigned char* bptr = bcode + BPAD + cs - 1 - lane;  // bptr[x]: symbol of this lane's column at step x
+        const char* peq_l = (const char*)(peq + lane);
+        const unsigned short* bptr = bcode + BPAD + cs - 1 - lane;  // bptr[x]: symbol of this lane's column at step x
 #pragma unroll
         for (int k = 0; k < AHEAD; ++k) L.sym[k] = bptr[k];
-        L.eq = peq_l[(unsigned)L.sym[0] << 5];
+        L.eq = *(const unsigned*)(peq_l + L.sym[0]);
         const int steps = len + 63;  // one extra group: lane 31 publishes its last words inside the loop
         const unsigned long long tag_out = (unsigned long long)(s + 1);
         if (lane == 0) sin.issue(delta);

@@ -101,8 +101,10 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
 # -- banded bit-parallel DP (kernels/bp_long.cu) -------------------------------------------------------
 STRIP_ROWS = 1024  # rows per strip (one warp): must match kernels/bp_long.cu
 BPAD = 64  # symbols of padding before the target's codes: must match kernels/bp_long.cu
-BP_WARPS_PER_BLOCK = 4
+BP_WARPS_PER_BLOCK = 4  # kernels/bp_long.cu's launch bounds: 128 threads
 BP_MAX_SYMBOLS = 31
+BP_DEFINES: tuple = ()  # compile-time options of kernels/bp_long.cu (experiments: scripts/profile_genome.py)
+BP_WARPS_PER_SM = 20  # strips in flight per SM at most (what fits at the kernel's ~100 registers per thread)
 
 
 def band(n: int, m: int, upper: int) -> tuple[int, int]:
@@ -146,10 +148,10 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     nstrips = (n + STRIP_ROWS - 1) // STRIP_ROWS
     acode = cupy.full(nstrips * STRIP_ROWS + 64, sigma, dtype=cupy.uint8)
     acode[:n] = qc
-    bcode = cupy.full(BPAD + m + BPAD + 192, sigma, dtype=cupy.uint8)
-    bcode[BPAD:BPAD + m] = tc
+    bcode = cupy.full(BPAD + m + BPAD + 128, 128 * sigma, dtype=cupy.uint16)  # byte offsets of match masks
+    bcode[BPAD:BPAD + m] = tc.astype(cupy.uint16) * 128
     del qc, tc
-    mod = load_module("bp_long.cu", ("bp_long",))
+    mod = load_module("bp_long.cu", ("bp_long",), BP_DEFINES)
     kern = mod.get_function("bp_long")
     dev = cupy.cuda.Device()
     sms = dev.attributes["MultiProcessorCount"]
@@ -163,7 +165,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         slot_words = (STRIP_ROWS + width + 15) // 16 + 4
         # strips in flight: a strip starts ~STRIP_ROWS columns after the one above and runs
         # STRIP_ROWS + width columns; more warps than that would only wait
-        want = warps or min(nstrips, (STRIP_ROWS + width) // STRIP_ROWS + 2, sms * 32)
+        want = warps or min(nstrips, (STRIP_ROWS + width) // STRIP_ROWS + 2, sms * BP_WARPS_PER_SM)
         want = max(1, want)
         free = dev.mem_info[0]
         while want > 1 and (want + 1) * slot_words * 8 > free // 2:

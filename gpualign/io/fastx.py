@@ -134,13 +134,14 @@ def _simple_chunks(path: str, chunk: int):
                 return
 
 
-def record_chunks(path: str, chunk: int = CHUNK) -> Iterator[tuple[list, list, list]]:
+def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True) -> Iterator[tuple[list, list, list]]:
     """Yield (names, sequences (str or bytes), qualities or None) lists of up to chunk records each;
-    errors name the file and record. Strict 2-line FASTA / 4-line FASTQ files take a fast path;
+    errors name the file and record. Strict 2-line FASTA / 4-line FASTQ files take a fast path (many
+    short records; fast=False skips it: it re-copies a record that spans its 8 MB blocks);
     any other layout (multi-line FASTA, CR line ends, damage) is parsed by htslib."""
     sniff(path)
     n = 0
-    if path != STDIN:
+    if path != STDIN and fast:
         try:
             for item in _simple_chunks(path, chunk):
                 n += len(item[0])
@@ -191,9 +192,10 @@ def _htslib_chunks(path: str, chunk: int, skip: int) -> Iterator[tuple[list, lis
         raise InputError(f"{name}: no FASTA/FASTQ records (empty input or not FASTA/FASTQ)")
 
 
-def records(path: str, chunk: int = CHUNK) -> Iterator[tuple[str, str, str | None]]:
-    """(name, sequence, quality or None) per record (chunk=1 for genomes: one in memory at a time)."""
-    for names, seqs, quals in record_chunks(path, chunk):
+def records(path: str, chunk: int = CHUNK, fast: bool = True) -> Iterator[tuple[str, str, str | None]]:
+    """(name, sequence, quality or None) per record (chunk=1, fast=False for genomes: one long record
+    in memory at a time, read by htslib)."""
+    for names, seqs, quals in record_chunks(path, chunk, fast):
         yield from zip(names, seqs, quals)
 
 
