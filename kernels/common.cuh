@@ -96,3 +96,19 @@ extern "C" __global__ void gather_ops(const uint32_t* __restrict__ src, const lo
         for (int j = 0; j < cnt[i]; j++) dst[b + j] = src[a + j];
     }
 }
+
+// pack2(raw, packed, nwords): raw holds case-folded bytes (ACGT only where the 2-bit codes are used)
+// as words; packed[j] gets the 2-bit codes (bits 1-2 of each byte: A 0, C 1, T 2, G 3) of bytes
+// 16j..16j+15, symbol i at bits 2i..2i+1. One thread per output word, any grid.
+extern "C" __global__ void pack2(const uint32_t* __restrict__ raw, uint32_t* __restrict__ packed, int nwords) {
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < nwords; j += gridDim.x * blockDim.x) {
+        uint32_t out = 0;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const uint32_t w = raw[4 * j + q];
+#pragma unroll
+            for (int b = 0; b < 4; b++) out |= ((w >> (8 * b + 1)) & 3u) << (2 * (4 * q + b));
+        }
+        packed[j] = out;
+    }
+}

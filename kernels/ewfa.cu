@@ -2,9 +2,7 @@
 //
 // Entry points (template instances, listed in gpualign/engines/gpu_edit.py):
 //
-//   pack2(const uint32_t* raw, uint32_t* packed, int nwords)
-//     raw: case-folded bytes (ACGT only where 2-bit mode is used), as words; packed[j] holds
-//     the 2-bit codes of bytes 16j..16j+15. One thread per output word.
+//   pack2 (common.cuh): the 2-bit codes of the batch
 //
 //   ewfa_align<E, BT>(packed, raw, list, nlist, qpos, qlen, tpos, tlen, score, mode, bt)
 //     packed   uint32*  2-bit codes of the batch (pack2); raw: the bytes themselves (see common.cuh)
@@ -36,18 +34,6 @@
 
 #define NEG (-0x40000000)
 
-extern "C" __global__ void pack2(const uint32_t* __restrict__ raw, uint32_t* __restrict__ packed, int nwords) {
-    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < nwords; j += gridDim.x * blockDim.x) {
-        uint32_t out = 0;
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const uint32_t w = raw[4 * j + q];
-#pragma unroll
-            for (int b = 0; b < 4; b++) out |= ((w >> (8 * b + 1)) & 3u) << (2 * (4 * q + b));
-        }
-        packed[j] = out;
-    }
-}
 
 template <int E, bool BT>
 struct WarpSmem {

@@ -111,8 +111,10 @@ extern "C" __global__ void wfa_long(const uint32_t* __restrict__ seq, uint32_t q
 
 // ---- Tiled version: several steps per tile between grid barriers -------------------------------
 //
-//   wfa_long_tiled(seq, qp, n, tp, m, colA, colB, center, prune, band, tmin, tmax, bar, state, out,
-//                  warm_bytes, warp_extend)
+//   wfa_long_tiled<BITS>(seq, qp, n, tp, m, colA, colB, center, prune, band, tmin, tmax, bar, state, out,
+//                        warm_bytes, warp_extend)
+//     BITS     8: seq holds bytes (as for wfa_long); 2: seq holds 2-bit codes (pack2 in common.cuh, 16
+//              per word; ACGT-only strings), qp and tp count symbols; four times as many bases per load
 //     seq .. center, bar, out   as for wfa_long (out[3] = diagonals of the last round's output)
 //     band     int32   steps per round (between two grid barriers)
 //     tmin/tmax int32  output diagonals per tile; dynamic shared memory 2 * (tmax + 2 * band) int32
@@ -120,9 +122,9 @@ extern "C" __global__ void wfa_long(const uint32_t* __restrict__ seq, uint32_t q
 //                      [2], [3] distance found (both INT_MAX); double-buffered by round parity so no
 //                      block reads a word that another block may be writing in the same round
 //     warm_bytes       bytes of seq to prefetch into L2 first (0: none; the strings should fit in L2)
-//     warp_extend      1: runs of matches past the first 20 bytes are continued by the whole warp, 128
-//                      bytes per round trip (close strings: long runs); 0: by their own lane, 16 bytes per
-//                      round trip (distant strings: the warp-wide loop costs more than it saves)
+//     warp_extend      1: runs of matches past the first 5 windows are continued by the whole warp, 32
+//                      windows per round trip (close strings: long runs); 0: by their own lane, 4 windows
+//                      per round trip (distant strings: the warp-wide loop costs more than it saves)
 //     Launch: blockDim.x = TILE_THREADS, at most 2 blocks per SM, all resident (software grid barrier).
 //
 // A round advances the wavefront from score s0 (column A, diagonals [lo_p, hi_p]) to s1 = s0 + bq
@@ -157,14 +159,16 @@ __device__ __forceinline__ int remaining_bound(int s, int k, int h, int n, int m
     return u < 0x7fffffff ? (int)u : 0x7fffffff;
 }
 
-// NW 4-byte windows from byte l on: the common prefix length when it ends inside them (or reaches
-// maxlen), else -1 (all 4 * NW bytes matched). Independent loads: one memory round trip.
-template <int NW>
+// NW windows of 32 bits (S = 32 / BITS symbols each) from symbol l on: the common prefix length when it
+// ends inside them (or reaches maxlen), else -1 (all S * NW symbols matched). Independent loads: one
+// memory round trip.
+template <int NW, int BITS>
 __device__ __forceinline__ int prefix_windows(const uint32_t* __restrict__ w, uint32_t a, uint32_t b, int l,
                                               int maxlen) {
-    const uint32_t pa = a + l, pb = b + l, sa = (pa & 3) * 8, sb = (pb & 3) * 8;
-    const uint32_t* A = w + (pa >> 2);
-    const uint32_t* B = w + (pb >> 2);
+    constexpr int S = 32 / BITS;
+    const uint32_t pa = a + l, pb = b + l, sa = (pa % S) * BITS, sb = (pb % S) * BITS;
+    const uint32_t* A = w + pa / S;
+    const uint32_t* B = w + pb / S;
     uint32_t ra[NW + 1], rb[NW + 1];
 #pragma unroll
     for (int u = 0; u <= NW; u++) { ra[u] = A[u]; rb[u] = B[u]; }
@@ -172,19 +176,21 @@ __device__ __forceinline__ int prefix_windows(const uint32_t* __restrict__ w, ui
     for (int u = 0; u < NW; u++) {
         const uint32_t x = __funnelshift_r(ra[u], ra[u + 1], sa) ^ __funnelshift_r(rb[u], rb[u + 1], sb);
         if (x) {
-            const int r = l + 4 * u + ((__ffs(x) - 1) >> 3);
+            const int r = l + S * u + (__ffs(x) - 1) / BITS;
             return r < maxlen ? r : maxlen;
         }
     }
-    return l + 4 * NW >= maxlen ? maxlen : -1;
+    return l + S * NW >= maxlen ? maxlen : -1;
 }
 
 // Extend runs of matches with the whole warp: each lane with more = true (its first window matched)
-// has its run continued 128 bytes per memory round trip, one lane at a time, every lane comparing one
-// 4-byte window; returns the lane's common prefix length (l for lanes without more). All 32 lanes
-// of the warp must call it together.
+// has its run continued 32 windows (128 bytes, or 512 bases packed 2-bit) per memory round trip, one
+// lane at a time, every lane comparing one 32-bit window; returns the lane's common prefix length (l
+// for lanes without more). All 32 lanes of the warp must call it together.
+template <int BITS>
 __device__ __forceinline__ int extend_warp(const uint32_t* __restrict__ w, uint32_t a, uint32_t b, int l, int room,
                                            bool more) {
+    constexpr int S = 32 / BITS;
     const unsigned full = 0xffffffffu;
     const int lane = threadIdx.x & 31;
     for (unsigned mask = __ballot_sync(full, more); mask; mask &= mask - 1) {
@@ -193,27 +199,29 @@ __device__ __forceinline__ int extend_warp(const uint32_t* __restrict__ w, uint3
         const int sroom = __shfl_sync(full, room, src);
         int at = __shfl_sync(full, l, src), got = -1;
         while (got < 0) {  // uniform: every lane sees the same broadcast values and ballots
-            const int off = at + 4 * lane;
+            const int off = at + S * lane;
             uint32_t xx = 0;
-            if (off < sroom) xx = load_window<8>(w, sa + off) ^ load_window<8>(w, sb + off);
+            if (off < sroom) xx = load_window<BITS>(w, sa + off) ^ load_window<BITS>(w, sb + off);
             const unsigned stop = __ballot_sync(full, off >= sroom || xx != 0);
             if (stop) {
                 const int f = __ffs(stop) - 1;
                 const uint32_t fx = __shfl_sync(full, xx, f);
-                const int r = at + 4 * f + (fx ? (__ffs(fx) - 1) >> 3 : 0);
+                const int r = at + S * f + (fx ? (__ffs(fx) - 1) / BITS : 0);
                 got = r < sroom ? r : sroom;
             }
-            at += 128;
+            at += 32 * S;
         }
         if (lane == src) l = got;
     }
     return l;
 }
 
-extern "C" __global__ void __launch_bounds__(TILE_THREADS, 2)
+template <int BITS>
+__global__ void __launch_bounds__(TILE_THREADS, 2)
 wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp, int m, int* colA, int* colB,
                int center, int prune, int band, int tmin, int tmax, unsigned int* bar, int* state,
                long long* out, long long warm_bytes, int warp_extend) {
+    constexpr int S = 32 / BITS;  // symbols per 32-bit window
     extern __shared__ int sh[];
     int* const buf0 = sh;
     int* const buf1 = sh + tmax + 2 * band;
@@ -225,7 +233,8 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
          b += (long long)gridDim.x * blockDim.x * 128)
         asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(seq) + b));
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        const int f0 = common_prefix_bytes8(seq, qp, tp, n < m ? n : m);
+        const int f0 = BITS == 8 ? common_prefix_bytes8(seq, qp, tp, n < m ? n : m)
+                                 : common_prefix<BITS>(seq, qp, tp, n < m ? n : m);
         colA[center] = f0;
         if (kf == 0 && f0 == m) state[2] = 0;
         if (prune) atomicMin(state, remaining_bound(0, 0, f0, n, m));
@@ -265,7 +274,7 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
                 const int* prev = (j & 1) ? buf0 : buf1;
                 int* cur = (j & 1) ? buf1 : buf0;
                 const int i_lo = lo - base, i_hi = hi - base, i_end = W - 1 - j;
-                // two cells per thread and pass: the first 4-byte compares of both are issued together
+                // two cells per thread and pass: the first window compares of both are issued together
                 // (32-bit windows: one funnel shift each; most cells stop inside them)
                 // whole warps run the loop (the trip count follows the warp's first lane): runs of matches
                 // longer than the first window are extended by the warp together (extend_warp)
@@ -286,7 +295,7 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
                             if (best >= 0) {
                                 const int v = best - k;
                                 room = (n - v) < (m - best) ? (n - v) : (m - best);
-                                xx = load_window<8>(seq, qp + v) ^ load_window<8>(seq, tp + best);
+                                xx = load_window<BITS>(seq, qp + v) ^ load_window<BITS>(seq, tp + best);
                             }
                         }
                         bst[u] = best; rm[u] = room; x[u] = xx;
@@ -297,22 +306,22 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
                         int best = bst[u], l = 0;
                         bool more = false;
                         if (best >= 0) {  // (never for i > i_end)
-                            l = x[u] ? (__ffs(x[u]) - 1) >> 3 : 4;
+                            l = x[u] ? (__ffs(x[u]) - 1) / BITS : S;
                             if (l >= rm[u]) {
                                 l = rm[u];
-                            } else if (!x[u]) {  // 16 more bytes alone, then the warp takes the rest
-                                const int r = prefix_windows<4>(seq, qp + best - k, tp + best, 4, rm[u]);
+                            } else if (!x[u]) {  // 4 more windows alone, then the warp takes the rest
+                                const int r = prefix_windows<4, BITS>(seq, qp + best - k, tp + best, S, rm[u]);
                                 more = r < 0;
-                                l = more ? 20 : r;
+                                l = more ? 5 * S : r;
                             }
                         }
                         if (warp_extend) {  // uniform (a kernel argument): whole warps call it
-                            l = extend_warp(seq, qp + best - k, tp + best, l, rm[u], more);
+                            l = extend_warp<BITS>(seq, qp + best - k, tp + best, l, rm[u], more);
                         } else {
-                            while (more) {  // alone, 16 bytes per round trip
-                                const int r = prefix_windows<4>(seq, qp + best - k, tp + best, l, rm[u]);
+                            while (more) {  // alone, 4 windows per round trip
+                                const int r = prefix_windows<4, BITS>(seq, qp + best - k, tp + best, l, rm[u]);
                                 more = r < 0;
-                                l = more ? l + 16 : r;
+                                l = more ? l + 4 * S : r;
                             }
                         }
                         if (best >= 0) {
@@ -362,3 +371,9 @@ wfa_long_tiled(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp
         o[7] = 1;
     }
 }
+
+// Explicit instances: what gpu_long.py asks for by name, and what a bare nvcc build checks.
+#define WFA_LONG_TILED(B) template __global__ void __launch_bounds__(TILE_THREADS, 2) wfa_long_tiled<B>( \
+    const uint32_t*, uint32_t, int, uint32_t, int, int*, int*, int, int, int, int, int, unsigned int*, int*, \
+    long long*, long long, int);
+WFA_LONG_TILED(8) WFA_LONG_TILED(2)

@@ -5,11 +5,13 @@ Sets (generated with numpy, seeded, as in the long-string paper's generator: uni
   G1 5 Mbp at 1%, G2 5 Mbp at 10%, G3 48 Mbp at 8.4% (chr21-like), G4 3.2 Mbp at 47%,
 plus a real pair given with --real A.fa B.fa (e.g. the two E. coli genomes). Per set, in one run:
   e2e_s    `gpualign genome` in this process (run_genome: both FASTA files read, upload, kernel, TSV out;
-           the kernels compiled beforehand, as the disk cache does for every run after the first)
+           the kernels compiled beforehand, as the disk cache does for every run after the first): the
+           median of --e2e-repeats runs (sets up to 10 Mbp; every run in the JSON), one run above
   bound_s  the anchored upper bound (long_bound.py: k-mer anchors with cupy, gaps on the GPU eWFA engine)
   gpu_s    the tiled kernel seeded with that bound (upload included), band --band, warp-wide extend as
-           `gpualign genome` chooses it (close strings); bound_s + gpu_s is the
-           GPU work of `gpualign genome`
+           `gpualign genome` chooses it (close strings), 2-bit codes when the strings are ACGT-only;
+           bound_s + gpu_s is the GPU work of `gpualign genome` when it picks this kernel
+  bytes_s  the same comparing bytes (--bytes-sets)
   nobound_s  the tiled kernel without the bound (--nobound-sets)
   bp_s     the banded bit-parallel kernel, band from the anchored bound (upload included)
   bpg_s    the same with the band `gpualign genome` guesses when it skips the bound (widened if too narrow)
@@ -59,9 +61,10 @@ def cpu_run(method, q, t, timeout):
     return a.recv()
 
 
-def end_to_end(tmp, q, t):
-    """`gpualign genome` in this process on FASTA files of q and t: (seconds, distance, stages) where
-    stages times the host steps alone afterwards (reading both files, the divergence estimate)."""
+def end_to_end(tmp, q, t, repeats=1):
+    """`gpualign genome` in this process on FASTA files of q and t: (seconds, distance, stages, all runs' seconds)
+    where seconds is the median of `repeats` runs and stages times the host steps alone afterwards (reading
+    both files, the divergence estimate)."""
     from gpualign.config import AlignConfig
     from gpualign.genome import _pairs, kernel_options, run_genome
 
@@ -70,14 +73,17 @@ def end_to_end(tmp, q, t):
         paths.append(os.path.join(tmp, name + ".fa"))
         with open(paths[-1], "wb") as fh:
             fh.write(b">" + name.encode() + b"\n" + seq + b"\n")
-    t0 = time.perf_counter()
-    res = run_genome(*paths, os.path.join(tmp, "out.tsv"), AlignConfig(distance_only=True, device="gpu"))
-    e2e = time.perf_counter() - t0
+    runs = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        res = run_genome(*paths, os.path.join(tmp, "out.tsv"), AlignConfig(distance_only=True, device="gpu"))
+        runs.append(time.perf_counter() - t0)
     t0 = time.perf_counter()
     _, _, qa, ta = next(_pairs(*paths, None, None))
     t1 = time.perf_counter()
     kernel_options(qa, ta)
-    return e2e, res[0].distance, dict(read_s=t1 - t0, estimate_s=time.perf_counter() - t1)
+    return (float(np.median(runs)), res[0].distance, dict(read_s=t1 - t0, estimate_s=time.perf_counter() - t1),
+            runs)
 
 
 def load_real(path):
@@ -96,6 +102,9 @@ def main():
     ap.add_argument("--check-plain", default="G1", help="sets also run with the plain (unpruned) kernel")
     ap.add_argument("--step-sets", default="G1,G2", help="sets also run with the one-step kernel")
     ap.add_argument("--nobound-sets", default="G1,G2,G4", help="sets also run with the tiled kernel unbounded")
+    ap.add_argument("--bytes-sets", default="G1,G2", help="sets also run with the tiled kernel comparing bytes")
+    ap.add_argument("--e2e-repeats", type=int, default=5,
+                    help="end-to-end runs per set up to 10 Mbp (the median is reported; one run above)")
     ap.add_argument("--band", type=int, default=None, help="steps per round of the tiled kernel")
     ap.add_argument("--bands", default="", help="also time the tiled kernel with these bands (e.g. 16,32,128)")
     ap.add_argument("--json")
@@ -124,7 +133,8 @@ def main():
     rows = []
     for name, q, t in jobs:
         row = {"set": name, "n": len(q), "m": len(t)}
-        row["e2e_s"], e2e_d, stages = end_to_end(tmp, q, t)
+        reps = a.e2e_repeats if len(q) <= 10_000_000 else 1
+        row["e2e_s"], e2e_d, stages, row["e2e_runs"] = end_to_end(tmp, q, t, reps)
         row.update(stages)
         qa, ta = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
         plan = kernel_options(qa, ta)  # as gpualign genome chooses
@@ -134,7 +144,11 @@ def main():
         upper = gpu_bound(qa, ta, AlignConfig(distance_only=True))
         row.update(bound_s=time.perf_counter() - t0, bound=upper)
         r = gpu_long.distance(qa, ta, upper=upper, **kw)
-        row.update(gpu_s=r["seconds"], distance=r["distance"], cells=r["cells"])
+        row.update(gpu_s=r["seconds"], distance=r["distance"], cells=r["cells"], bits=r["bits"])
+        if r["bits"] == 2 and name in a.bytes_sets.split(","):
+            rb = gpu_long.distance(qa, ta, upper=upper, **kw, bits=8)
+            row["bytes_s"] = rb["seconds"]
+            assert rb["distance"] == r["distance"], "2-bit and byte compares disagree"
         assert upper >= r["distance"]
         if name in a.nobound_sets.split(","):
             nb = gpu_long.distance(qa, ta, **kw)
@@ -173,15 +187,18 @@ def main():
     extra = sorted({k for r in rows for k in r if k.startswith("band")})
     print("\t".join(["set", "n", "m", "distance", "bound/d", "kernel", "e2e_s", "read_s", "estimate_s", "bound_s",
                      "gpu_s", "cells", "cells/s", "bp_s", "bp_cells/s", "bpg_s", "bpg_passes",
-                     "nobound_s", "step_s", "plain_s", "wfa_s", "edlib_s", *extra]))
+                     "bytes_s", "nobound_s", "step_s", "plain_s", "wfa_s", "edlib_s", *extra]))
     f = lambda v: f"{v:.3f}" if isinstance(v, float) else "-"  # noqa: E731
+    for r in rows:
+        print(f"# {r['set']}: e2e runs " + ", ".join(f"{x:.3f}" for x in r["e2e_runs"]) + " s")
     for r in rows:
         print("\t".join([r["set"], str(r["n"]), str(r["m"]), str(r["distance"]),
                          f"{r['bound'] / max(1, r['distance']):.3f}", r["kernel"], f(r["e2e_s"]), f(r["read_s"]),
                          f(r["estimate_s"]), f(r["bound_s"]), f(r["gpu_s"]),
                          f"{r['cells']:.3g}", f"{r['cells'] / r['gpu_s']:.3g}", f(r["bp_s"]),
                          f"{r['bp_cells'] / r['bp_s']:.3g}", f(r["bpg_s"]), str(r["bpg_passes"]),
-                         *(f(r.get(k)) for k in ("nobound_s", "step_s", "plain_s", "wfa_s", "edlib_s", *extra))]))
+                         *(f(r.get(k)) for k in ("bytes_s", "nobound_s", "step_s", "plain_s", "wfa_s", "edlib_s",
+                                                 *extra))]))
 
 
 if __name__ == "__main__":

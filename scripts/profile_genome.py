@@ -33,6 +33,7 @@ def main():
     ap.add_argument("--guess", action="store_true", help="bp: the band gpualign genome guesses (no bound)")
     ap.add_argument("--defines", default="", help="bp: comma list of kernel defines (NAME=VALUE)")
     ap.add_argument("--warps-per-sm", type=int, help="bp: strips in flight per SM at most")
+    ap.add_argument("--bits", type=int, choices=(2, 8), help="tiled: 2-bit codes or bytes (default: auto)")
     a = ap.parse_args()
     from gpualign.config import AlignConfig
     from gpualign.engines import gpu_long
@@ -56,8 +57,8 @@ def main():
             r = gpu_long.bp_distance(q, t, upper=upper, guess=guess)
         else:
             r = gpu_long.distance(q, t, kernel=a.kernel, band=a.band, tile_min=a.tile_min, upper=upper,
-                                  warp_extend=warp)
-        print(f"{a.kernel} {a.defines or '-'} wps={gpu_long.BP_WARPS_PER_SM} n={a.n} rate={a.rate} band={a.band} tile_min={a.tile_min} warp={int(warp)} d={r['distance']} upper={upper} cells={r['cells']:.3g} "
+                                  warp_extend=warp, bits=a.bits)
+        print(f"{a.kernel} {a.defines or '-'} wps={gpu_long.BP_WARPS_PER_SM} n={a.n} rate={a.rate} band={a.band} tile_min={a.tile_min} warp={int(warp)} bits={r.get('bits', '-')} d={r['distance']} upper={upper} cells={r['cells']:.3g} "
               f"s={r['seconds']:.4f} cells/s={r['cells'] / r['seconds']:.3g}")
 
 

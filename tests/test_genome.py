@@ -122,7 +122,8 @@ def test_cli_errors(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_gpu_equals_edlib_and_plain(case):
-    """Tiled (pruned and not, odd bands and tile widths) == one-step kernel (plain and pruned) == edlib."""
+    """Tiled (pruned and not, odd bands and tile widths, bytes and 2-bit codes) == one-step kernel (plain
+    and pruned) == edlib."""
     from gpualign.engines import gpu_long
 
     q, t = (np.frombuffer(x.upper(), np.uint8) for x in CASES[case]())
@@ -131,9 +132,13 @@ def test_gpu_equals_edlib_and_plain(case):
     step = gpu_long.distance(q, t, prune=True, kernel="step")
     assert plain["distance"] == step["distance"] == want
     assert step["cells"] <= plain["cells"]
-    for band, tile_min, warp in ((64, 128, False), (64, 128, True), (1, 1, True), (7, 16, False), (200, 3, True)):
-        tiled = gpu_long.distance(q, t, band=band, tile_min=tile_min, warp_extend=warp)
-        assert tiled["distance"] == want, (band, tile_min, warp)
+    acgt = set(q.tobytes() + t.tobytes()) <= set(b"ACGT")
+    for band, tile_min, warp, bits in ((64, 128, False, 8), (64, 128, True, 8), (64, 128, False, None),
+                                       (64, 128, True, None), (1, 1, True, None), (7, 16, False, 8),
+                                       (200, 3, True, None), (7, 16, True, None)):
+        tiled = gpu_long.distance(q, t, band=band, tile_min=tile_min, warp_extend=warp, bits=bits)
+        assert tiled["distance"] == want, (band, tile_min, warp, bits)
+        assert tiled["bits"] == (bits or (2 if acgt else 8))
         # the pruned band never holds more diagonals than the plain one; the last round may run past d
         assert tiled["cells"] <= plain["cells"] + band * (2 * (want + band) + 1), (band, tile_min)
     assert gpu_long.distance(q, t, prune=False, band=5, tile_min=8)["distance"] == want
@@ -191,6 +196,8 @@ def test_gpu_large(n, rate):
     a, b = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
     assert gpu_long.distance(a, b)["distance"] == want
     assert gpu_long.distance(a, b, warp_extend=True)["distance"] == want
+    assert gpu_long.distance(a, b, bits=8)["distance"] == want
+    assert gpu_long.distance(a, b, warp_extend=True, bits=8)["distance"] == want
     bound = gpu_bound(a, b, AlignConfig(distance_only=True))
     assert bound >= want
     assert gpu_long.distance(a, b, upper=bound)["distance"] == want

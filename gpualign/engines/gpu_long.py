@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from ..pack import CODE2
 from ._cuda import load_module
 
 MAX_LEN = (1 << 31) - 64
@@ -27,12 +28,13 @@ TILE_WIDTH = 4096  # diagonals in shared memory per tile, halo included
 
 def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, poll: float = 0.2,
              kernel: str = "tiled", band: int = BAND, tile_min: int = TILE_MIN, upper: int | None = None,
-             warp_extend: bool = False) -> dict:
+             warp_extend: bool = False, bits: int | None = None) -> dict:
     """q, t: uint8 arrays (folded, rule applied). upper: a known upper bound on the distance (the tiled
     kernel prunes with it from the first step; it must be >= the distance, see long_bound.py).
     warp_extend: long runs of matches extended by whole warps (faster for close strings, ~5% slower
-    for distant ones; see kernels/wfa_long.cu).
-    Returns dict(distance, cells, seconds, steps)."""
+    for distant ones; see kernels/wfa_long.cu). bits: what the tiled kernel compares, 2 (2-bit codes
+    packed on the device: ACGT-only strings) or 8 (bytes); None: 2 when both strings allow it.
+    Returns dict(distance, cells, seconds, steps, bits)."""
     import cupy
     import cupyx
 
@@ -41,14 +43,16 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
         raise ValueError("strings too long for the GPU long-string engine (2^31 bytes each)")
     if kernel not in ("tiled", "step"):
         raise ValueError(f"unknown kernel {kernel!r}")
-    mod = load_module("wfa_long.cu", ("wfa_long", "wfa_long_tiled"))
+    mod = load_module("wfa_long.cu", ("wfa_long", "wfa_long_tiled<8>", "wfa_long_tiled<2>", "pack2"))
     tp = (n + 63) // 64 * 64
     size = (tp + m + 127) // 64 * 64 + 64  # >= 64 spare bytes after the target (the kernels read ahead)
-    host = np.zeros(size, np.uint8)
-    host[:n] = q
-    host[tp:tp + m] = t
     t0 = time.perf_counter()
-    d_seq = cupy.asarray(host).view(cupy.uint32)
+    d_bytes = cupy.zeros(size, dtype=cupy.uint8)  # the strings go straight to their places on the device
+    if n:
+        d_bytes[:n].set(np.ascontiguousarray(q))
+    if m:
+        d_bytes[tp:tp + m].set(np.ascontiguousarray(t))
+    d_seq = d_bytes.view(cupy.uint32)
     center = max(n, m) + 1
     col_a = cupy.empty(2 * center + 1, dtype=cupy.int32)
     col_b = cupy.empty(2 * center + 1, dtype=cupy.int32)
@@ -61,6 +65,17 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
     seq_args = (d_seq, np.uint32(0), np.int32(n), np.uint32(tp), np.int32(m), col_a, col_b, np.int32(center),
                 np.int32(1 if prune else 0))
     if kernel == "tiled":
+        if bits is None:
+            acgt = cupy.asarray(CODE2 != 255)
+            bits = 2 if bool(acgt[d_bytes[:n]].all()) and bool(acgt[d_bytes[tp:tp + m]].all()) else 8
+        if bits not in (2, 8):
+            raise ValueError(f"bits must be 2 or 8 (got {bits})")
+        tiled_seq = d_seq
+        if bits == 2:  # symbol i of the buffer at bits 2i..2i+1 of word i / 16: positions stay the same
+            nwords = size // 16
+            tiled_seq = cupy.zeros(nwords + 8, dtype=cupy.uint32)
+            mod.get_function("pack2")((min(4096, (nwords + 255) // 256),), (256,), (d_seq, tiled_seq,
+                                                                                 np.int32(nwords)))
         band = max(1, int(band))
         tmax = TILE_WIDTH - 2 * band
         if tmax < max(1, tile_min):
@@ -68,8 +83,9 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
         u0 = max(n, m) if upper is None else min(max(n, m), int(upper))
         state = cupy.asarray(np.array([u0] * 2 + [2**31 - 1] * 2, np.int32))
         l2 = dev.attributes["L2CacheSize"]
-        warm = size if size <= l2 // 2 else 0  # prefetch the strings into L2 when they fit easily
-        args = (*seq_args, np.int32(band), np.int32(max(1, tile_min)), np.int32(tmax), bar, state, out,
+        nbytes = tiled_seq.nbytes
+        warm = nbytes if nbytes <= l2 // 2 else 0  # prefetch the strings into L2 when they fit easily
+        args = (tiled_seq, *seq_args[1:], np.int32(band), np.int32(max(1, tile_min)), np.int32(tmax), bar, state, out,
                 np.int64(warm), np.int32(1 if warp_extend else 0))
         # every block must be resident at once (software grid barrier): two 512-thread blocks per SM
         launch = ((2 * sms,), (TILE_THREADS,), args)
@@ -79,7 +95,7 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
         smem = 0
     dev.synchronize()
     with run:
-        mod.get_function("wfa_long_tiled" if kernel == "tiled" else "wfa_long")(*launch, shared_mem=smem)
+        mod.get_function(f"wfa_long_tiled<{bits}>" if kernel == "tiled" else "wfa_long")(*launch, shared_mem=smem)
     done_event = run.record()
     snap = cupyx.empty_pinned(8, dtype=np.int64)  # pinned: the poll must not wait for the kernel
     last = time.perf_counter()
@@ -95,7 +111,8 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
     res = out.get()
     if res[7] != 1:
         raise RuntimeError("GPU long-string kernel ended without a result")
-    return dict(distance=int(res[0]), cells=int(res[5]), seconds=time.perf_counter() - t0, steps=int(res[1]))
+    return dict(distance=int(res[0]), cells=int(res[5]), seconds=time.perf_counter() - t0, steps=int(res[1]),
+                bits=bits if kernel == "tiled" else 8)
 
 
 # -- banded bit-parallel DP (kernels/bp_long.cu) -------------------------------------------------------
