@@ -82,7 +82,7 @@ BOUND_MAX_RATE = 0.35  # beyond this divergence exact 16-mer anchors are too rar
 WARP_EXTEND_BELOW = 0.05  # divergence under which runs of matches are long enough for warp-wide extend
 # cost models of the two GPU kernels (H100 measurements; they only choose, both are exact)
 WFA_CELLS_PER_S = 1.5e11  # wavefront cells (diagonals x steps) per second, pruned with the bound
-WFA_STEP_S = 1.4e-6  # seconds per wavefront step at least (close strings)
+WFA_STEP_S = 1.1e-6  # seconds per wavefront step at least (close strings)
 BP_STEP_S = 6.5e-8  # seconds per DP column: the banded bit-parallel kernel's sequential chain
 BP_CELLS_PER_S = 1.5e13  # its DP cells (rows x band) per second when enough strips run at once
 BP_SLACK = 1.25  # band from the estimate: this much above the estimated distance (too narrow: widened)
@@ -104,6 +104,7 @@ def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
     wavefront kernel's cells and narrows the bit-parallel band, but costs ~10 ms per Mbp: worth it when
     the distance is large and anchors can be found. Warp-wide extend pays where runs of matches are
     long (close strings)."""
+    from .engines import gpu_long
     from .engines.cpu_long import estimate_divergence
 
     n, m = len(q), len(t)
@@ -113,7 +114,8 @@ def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
     bound = rate <= BOUND_MAX_RATE and guess >= BOUND_MIN_D
     wfa_s = max(guess * guess / 2 / WFA_CELLS_PER_S, guess * WFA_STEP_S)
     width = min(top, BP_SLACK * guess + abs(n - m) + 2048)
-    bp_s = max((m + width) * BP_STEP_S, n * width / BP_CELLS_PER_S)
+    halves = 2 if m >= gpu_long.BP_SPLIT_MIN else 1  # two halves met in the middle: half the steps
+    bp_s = max((m / halves + width) * BP_STEP_S, n * width / BP_CELLS_PER_S)
     return KernelPlan("bp" if bp_s < wfa_s else "wfa", bound, rate < WARP_EXTEND_BELOW, guess)
 
 

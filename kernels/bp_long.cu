@@ -3,18 +3,23 @@
 // Distance only. tests/bp_model.py is a plain-Python transcription of the same bookkeeping.
 //
 // Entry point:
-//   bp_long(acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, stream, tops, ticket, result)
-//     acode   uint8   row symbols: acode[i-1] = code of A[i] (i = 1..n), padded with sigma to
+//   bp_long(acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, stream, tops, ticket, result,
+//           col_out)
+//     acode   uint8*  row symbols: acode[i-1] = code of A[i] (i = 1..n), padded with sigma to
 //                     nstrips * 1024 entries
-//     bcode   uint8   column symbols: bcode[j-1] = code of B[j] (j = 1..m), 64 entries of padding
+//     bcode   uint16* column symbols as byte offsets into a warp's match masks: bcode[BPAD + j - 1] =
+//                     128 * code of B[j] (j = 1..m), padded with 128 * sigma: BPAD entries before,
+//                     BPAD + 128 after
 //     sigma   int     codes 0..sigma-1 are symbols present in both strings (equal codes match); sigma
 //                     matches nothing (any other character, --n-mismatch wildcards); sigma <= 31
 //     klo,khi int     the band: diagonals k = i - j with klo <= k <= khi are computed (see below)
-//     nstrips int     ceil(n / 1024)
+//     nstrips int     ceil(n / 1024), or fewer with col_out (strips whose rows meet the band by column m)
 //     nslots  int     the number of warps launched + 1; slot_words: ceil((1024 + khi - klo) / 16) + 4
 //     stream  uint64* nslots * slot_words zeroed words; tops: nslots zeroed uint64
 //     ticket  int*    one zeroed word (strips are taken in order from it)
-//     result  int*    D[n][m] when the kernel ends
+//     result  int*    D[n][m] when the kernel ends (when row n lies in the last strip)
+//     col_out int*    nullptr, or n + 1 entries: every strip that reaches column m writes D[i][m] of its
+//                     rows i <= n there (the host meets two halves of a long problem in the middle)
 //     Launch: any number of warps (blocks of a multiple of 32 threads), dynamic shared memory
 //     (sigma + 1) * 128 bytes per warp.
 //
@@ -23,8 +28,8 @@
 // a block's update takes the horizontal delta just above it (hin) and gives the one at its last row
 // (hout) to the lane below. A strip is 32 lanes = 1024 rows, one warp, skewed: lane l works on
 // column cs + x - l at step x, so hout passes down by one shuffle per step. The strip's last lane
-// streams its horizontal deltas (2 bits per column, 32 columns per word pair) into a slot that the
-// strip below reads: one 64-bit word per 16 columns, (producer strip + 1) << 32 | M bits << 16 | P bits,
+// streams its horizontal deltas (2 bits per column) into a slot that the strip below reads: one
+// 64-bit word per 16 columns, (producer strip + 1) << 32 | M bits << 16 | P bits,
 // so a reader needs no fence, only a word whose tag is the one it expects (zeroed memory never is).
 // Each lane follows the score of its last row from the deltas it streams (popcounts per 32 steps);
 // row n's score comes from its lane's last row less the vertical deltas below n.
@@ -45,7 +50,7 @@
 #define AHEAD 8   // symbol loads are issued this many steps before their use
 #ifndef BP_MIN_BLOCKS
 #define BP_MIN_BLOCKS 1  // launch bounds: resident 128-thread blocks per SM asked of the register allocator
-#endif
+#endif                   // (H100 A/B: capping registers at 72 or 64 for more warps per SM loses)
 
 __device__ __forceinline__ unsigned long long ld_relaxed(const unsigned long long* p) {
     unsigned long long v;
@@ -170,7 +175,8 @@ __device__ __forceinline__ void group(Lane& L, const char* peq_l, const unsigned
 extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long(const unsigned char* __restrict__ acode,
                                    const unsigned short* __restrict__ bcode,
                                    int n, int m, int sigma, int klo, int khi, int nstrips, int nslots, int slot_words,
-                                   unsigned long long* stream, unsigned long long* tops, int* ticket, int* result) {
+                                   unsigned long long* stream, unsigned long long* tops, int* ticket, int* result,
+                                   int* col_out) {
     extern __shared__ unsigned s_peq[];
     const int lane = threadIdx.x & 31;
     unsigned* peq = s_peq + (threadIdx.x >> 5) * (sigma + 1) * 32;
@@ -245,6 +251,13 @@ extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long(const u
             const int tb = n - base;
             const unsigned below = tb == 31 ? 0u : FULL_MASK << (tb + 1);
             *result = L.score - (__popc(L.Pv & below) - __popc(L.Mv & below));
+        }
+        if (col_out != nullptr && ce == m) {  // the whole last column: from the last row upwards
+            int v = L.score;
+            for (int b = 31; b >= 0; --b) {
+                if (base + b <= n) col_out[base + b] = v;
+                v -= (int)((L.Pv >> b) & 1u) - (int)((L.Mv >> b) & 1u);
+            }
         }
     }
 }

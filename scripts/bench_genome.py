@@ -13,7 +13,8 @@ plus a real pair given with --real A.fa B.fa (e.g. the two E. coli genomes). Per
            bound_s + gpu_s is the GPU work of `gpualign genome` when it picks this kernel
   bytes_s  the same comparing bytes (--bytes-sets)
   nobound_s  the tiled kernel without the bound (--nobound-sets)
-  bp_s     the banded bit-parallel kernel, band from the anchored bound (upload included)
+  bp_s     the banded bit-parallel kernel, band from the anchored bound (upload included): two halves
+           of the target at once, met in the middle; bp1_s the same in one piece
   bpg_s    the same with the band `gpualign genome` guesses when it skips the bound (widened if too narrow)
   kernel   the kernel `gpualign genome` picks for the set (e2e_s used it)
   step_s   the one-step-per-barrier kernel (--step-sets), which must give the same distance
@@ -157,6 +158,9 @@ def main():
         bp = gpu_long.bp_distance(qa, ta, upper=upper)
         row.update(bp_s=bp["seconds"], bp_cells=bp["cells"])
         assert bp["distance"] == r["distance"], f"bit-parallel gives {bp['distance']}"
+        bp = gpu_long.bp_distance(qa, ta, upper=upper, split=False)
+        row.update(bp1_s=bp["seconds"])
+        assert bp["distance"] == r["distance"], f"bit-parallel (one piece) gives {bp['distance']}"
         bp = gpu_long.bp_distance(qa, ta, guess=int(BP_SLACK * plan.guess) + abs(len(qa) - len(ta)) + 1024)
         row.update(bpg_s=bp["seconds"], bpg_passes=bp["passes"])
         assert bp["distance"] == r["distance"], f"bit-parallel (guessed band) gives {bp['distance']}"
@@ -186,7 +190,7 @@ def main():
                 fh.write(json.dumps(row) + "\n")
     extra = sorted({k for r in rows for k in r if k.startswith("band")})
     print("\t".join(["set", "n", "m", "distance", "bound/d", "kernel", "e2e_s", "read_s", "estimate_s", "bound_s",
-                     "gpu_s", "cells", "cells/s", "bp_s", "bp_cells/s", "bpg_s", "bpg_passes",
+                     "gpu_s", "cells", "cells/s", "bp_s", "bp1_s", "bp_cells/s", "bpg_s", "bpg_passes",
                      "bytes_s", "nobound_s", "step_s", "plain_s", "wfa_s", "edlib_s", *extra]))
     f = lambda v: f"{v:.3f}" if isinstance(v, float) else "-"  # noqa: E731
     for r in rows:
@@ -195,7 +199,7 @@ def main():
         print("\t".join([r["set"], str(r["n"]), str(r["m"]), str(r["distance"]),
                          f"{r['bound'] / max(1, r['distance']):.3f}", r["kernel"], f(r["e2e_s"]), f(r["read_s"]),
                          f(r["estimate_s"]), f(r["bound_s"]), f(r["gpu_s"]),
-                         f"{r['cells']:.3g}", f"{r['cells'] / r['gpu_s']:.3g}", f(r["bp_s"]),
+                         f"{r['cells']:.3g}", f"{r['cells'] / r['gpu_s']:.3g}", f(r["bp_s"]), f(r["bp1_s"]),
                          f"{r['bp_cells'] / r['bp_s']:.3g}", f(r["bpg_s"]), str(r["bpg_passes"]),
                          *(f(r.get(k)) for k in ("bytes_s", "nobound_s", "step_s", "plain_s", "wfa_s", "edlib_s",
                                                  *extra))]))

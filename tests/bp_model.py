@@ -19,18 +19,23 @@ def strip_columns(s: int, rows: int, m: int, klo: int, khi: int) -> tuple[int, i
     return max(1, r0 - khi), min(m, r0 + rows - 1 - klo)
 
 
-def distance(a: bytes, b: bytes, upper: int, word: int = 32, lanes: int = 32) -> int:
-    """Banded distance: exact when it is <= upper (and then equal to the edit distance)."""
+def distance(a: bytes, b: bytes, upper: int, word: int = 32, lanes: int = 32, column: bool = False,
+             diagonals: tuple | None = None):
+    """Banded distance: exact when it is <= upper (and then equal to the edit distance). column=True:
+    the kernel's col_out mode, the last column {row: value} (rows of strips that reach column m; the
+    band from upper; only the strips whose rows meet the band by column m run). diagonals: (klo, khi)
+    instead of the band of (len(a), len(b), upper)."""
     n, m = len(a), len(b)
     if n == 0 or m == 0:
-        return max(n, m)
+        return {i: i + m for i in range(n + 1)} if column else max(n, m)
     full = (1 << word) - 1
     top_bit = word - 1
     rows = word * lanes
-    klo, khi = band(n, m, upper)
-    nstrips = (n + rows - 1) // rows
+    klo, khi = band(n, m, upper) if diagonals is None else diagonals
+    nstrips = ((min(n, m + khi) if column else n) + rows - 1) // rows
     stream_prev, top_prev = None, {}  # the strip above: bottom-row deltas by column index, tops
     result = None
+    col = {0: m}
     for s in range(nstrips):
         r0 = s * rows + 1
         cs, ce = strip_columns(s, rows, m, klo, khi)
@@ -75,9 +80,29 @@ def distance(a: bytes, b: bytes, upper: int, word: int = 32, lanes: int = 32) ->
             stream[c - cs] = hin
             if c == ncs - 1 and not last:
                 tops[c] = score[lanes - 1]
-            if last and c == m:  # row n: its lane's last row less the vertical deltas below n
+            if last and c == m and n < r0 + rows:  # row n: its lane's last row less the vertical deltas below n
                 ln = (n - r0) // word
                 below = full & ~((1 << (n - r0 - ln * word + 1)) - 1)
                 result = score[ln] - (bin(pv[ln] & below).count("1") - bin(mv[ln] & below).count("1"))
+        if ce == m:  # the kernel's col_out: every row of the strip, from each lane's last row upwards
+            for lane in range(lanes):
+                v = score[lane]
+                for bit in range(word - 1, -1, -1):
+                    row = r0 + lane * word + bit
+                    if row <= n:
+                        col[row] = v
+                    v -= ((pv[lane] >> bit) & 1) - ((mv[lane] >> bit) & 1)
         stream_prev, top_prev = stream, tops
-    return result
+    return col if column else result
+
+
+def split_distance(a: bytes, b: bytes, upper: int, word: int = 32, lanes: int = 32) -> int:
+    """The host's meet in the middle (gpu_long.bp_distance, split): the first half of b forwards, the
+    second half backwards with both strings reversed, in the band of the whole problem."""
+    n, m = len(a), len(b)
+    m1 = m // 2
+    whole = band(n, m, upper)  # the same diagonals in both halves' own coordinates
+    f = distance(a, b[:m1], upper, word, lanes, column=True, diagonals=whole)
+    r = distance(a[::-1], b[m1:][::-1], upper, word, lanes, column=True, diagonals=whole)
+    big = 1 << 30
+    return min(f.get(i, big) + r.get(n - i, big) for i in range(n + 1))

@@ -1,6 +1,7 @@
 """The banded bit-parallel algorithm of kernels/bp_long.cu, as transcribed in bp_model.py, against edlib:
 small words and few lanes per strip so that short random pairs cross many strips, band edges and
-strip starts; every band that holds the distance gives it exactly, a too narrow one never undercuts it."""
+strip starts; every band that holds the distance gives it exactly, a too narrow one never undercuts it;
+the same for two halves met in the middle (the host's split)."""
 
 import edlib
 import numpy as np
@@ -43,8 +44,12 @@ def test_model_equals_edlib(word, lanes):
         for upper in sorted({d, d + 1, d + 9, top}):
             upper = max(upper, abs(len(a) - len(b)))
             assert bp_model.distance(a, b, upper, word, lanes) == d, (len(a), len(b), upper)
+            if len(b) >= 2:  # two halves met in the middle
+                assert bp_model.split_distance(a, b, upper, word, lanes) == d, (len(a), len(b), upper)
         if d > abs(len(a) - len(b)):  # a band too narrow: never below the distance (the host then widens it)
             assert bp_model.distance(a, b, d - 1, word, lanes) >= d
+            if len(b) >= 2:
+                assert bp_model.split_distance(a, b, d - 1, word, lanes) >= d
 
 
 def test_band_shape():

@@ -169,7 +169,8 @@ BP_EDGES = _bp_edges()
 @pytest.mark.parametrize("case", sorted(CASES) + sorted(BP_EDGES))
 def test_gpu_bp_equals_edlib(case):
     """Banded bit-parallel kernel == edlib: the full band, bands of exactly the distance and one more,
-    guessed bands too narrow (the host must widen them), and 1, 2 and 3 warps (strips reuse ring slots)."""
+    guessed bands too narrow (the host must widen them), 1, 2 and 3 warps (strips reuse ring slots), in
+    one piece and as two halves met in the middle."""
     from gpualign.engines import gpu_long
 
     qb, tb = (CASES[case]() if case in CASES else BP_EDGES[case])
@@ -178,10 +179,12 @@ def test_gpu_bp_equals_edlib(case):
     floor = abs(len(q) - len(t))
     for guess in (None, want, want + 1, max(floor, want - 1), floor):
         for warps in (None, 1, 2, 3):
-            r = gpu_long.bp_distance(q, t, guess=guess, warps=warps)
-            assert r["distance"] == want, (guess, warps)
-            if guess is not None and guess < want:
-                assert r["passes"] >= 2
+            for split in (False, True):
+                r = gpu_long.bp_distance(q, t, guess=guess, warps=warps, split=split)
+                assert r["distance"] == want, (guess, warps, split)
+                assert r["split"] == (split and len(t) >= 2 and len(q) > 0)
+                if guess is not None and guess < want:
+                    assert r["passes"] >= 2
     assert gpu_long.bp_distance(q, t, upper=want, guess=floor)["distance"] == want  # widened up to the bound
 
 
@@ -204,6 +207,7 @@ def test_gpu_large(n, rate):
     assert gpu_long.distance(a, b, kernel="step")["distance"] == want
     assert gpu_long.bp_distance(a, b)["distance"] == want
     assert gpu_long.bp_distance(a, b, upper=bound)["distance"] == want
+    assert gpu_long.bp_distance(a, b, upper=bound, split=False)["distance"] == want
     assert gpu_long.bp_distance(a, b, upper=want, warps=5)["distance"] == want
     assert gpu_long.bp_distance(a, b, guess=want // 3)["distance"] == want
     assert cpu_long.distance(q, t, "wfa")[0] == want if n <= 500_000 else True
