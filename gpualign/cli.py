@@ -210,6 +210,11 @@ def genome(
                 task = bar.add_task("computing")
 
                 def report(p):
+                    if p["kernel"] == "bp":  # banded bit-parallel: strips of 1024 rows taken so far
+                        done = 100.0 * p["strips_taken"] / max(1, p["strips"])
+                        bar.update(task, description=f"bit-parallel  band {p['band']:,} (pass {p['band_pass']})  "
+                                                     f"strips {p['strips_taken']:,}/{p['strips']:,} {done:.1f}%")
+                        return
                     done = 100.0 * max(p["final_offset"], 0) / max(1, p["target_len"])
                     bar.update(task, description=f"score {p['score']:,}  bound {p['bound']:,}  "
                                                  f"diagonals {p['diagonals']:,}  final diagonal {done:.1f}%")

@@ -177,7 +177,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                 try:
                     if plan.kernel == "bp" and prune:  # a guessed band is widened until it holds the result
                         guess = int(BP_SLACK * plan.guess) + abs(len(q) - len(t)) + 1024
-                        r = gpu_long.bp_distance(q, t, upper=upper, guess=guess)
+                        r = gpu_long.bp_distance(q, t, upper=upper, guess=guess, progress=progress)
                         kernel = "bp"
                     if r is None:
                         kernel = "wfa"

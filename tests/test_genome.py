@@ -237,3 +237,26 @@ def test_gpu_run_genome_n_mismatch_rule(tmp_path, monkeypatch, kernel, bound):
     res = genome.run_genome(str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), str(tmp_path / "o.tsv"), cfg)
     assert bool(bounded) == bound and res[0].distance == want and res[0].engine == f"gpu-long:{kernel}"
     assert (tmp_path / "o.tsv").read_text().splitlines()[1].split("\t")[4] == str(want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["wfa", "bp"])
+def test_gpu_progress_reports(kernel):
+    """The progress callback (the CLI's display) while each kernel runs: sane, growing values."""
+    from gpualign.engines import gpu_long
+
+    q = rand(2_000_000, 77)
+    t = mutate(q, 0.10, 78)
+    a, b = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
+    want = edlib.align(q, t, task="distance")["editDistance"]
+    seen = []
+    run = gpu_long.bp_distance if kernel == "bp" else gpu_long.distance
+    assert run(a, b, progress=seen.append, poll=0.0)["distance"] == want
+    assert seen and all(p["kernel"] == kernel for p in seen)
+    assert [p["elapsed"] for p in seen] == sorted(p["elapsed"] for p in seen)
+    for p in seen:
+        if kernel == "bp":
+            assert 0 <= p["strips_taken"] <= p["strips"] and p["band"] > 0 and p["halves"] in (1, 2)
+        else:
+            # (a round of BAND steps may run past d before the end is seen)
+            assert 0 <= p["score"] <= want + gpu_long.BAND and want <= p["bound"] and p["target_len"] == len(b)

@@ -105,8 +105,8 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
             last = time.perf_counter()
             out.get(stream=watch, out=snap)
             watch.synchronize()
-            progress(dict(score=int(snap[1]), bound=int(snap[2]), diagonals=int(snap[3]), final_offset=int(snap[4]),
-                          target_len=m, elapsed=last - t0))
+            progress(dict(kernel="wfa", score=int(snap[1]), bound=int(snap[2]), diagonals=int(snap[3]),
+                          final_offset=int(snap[4]), target_len=m, elapsed=last - t0))
     run.synchronize()
     res = out.get()
     if res[7] != 1:
@@ -185,11 +185,35 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
                                      np.int32(khi), np.int32(nstrips), np.int32(nslots), np.int32(slot_words),
                                      ring, tops, ctl, ctl[1:], col_out if col_out is not None else np.uint64(0)),
              shared_mem=smem)
-    return ctl, (acode, bcode, ring, tops)
+    return ctl, (acode, bcode, ring, tops), nstrips
+
+
+def _bp_wait(streams, ctls, totals, progress, poll, t0, info):
+    """Wait for the runs on streams; meanwhile, every poll seconds, progress(dict) with the strips taken
+    so far (their tickets, read from another stream into pinned memory: the kernels are not disturbed)."""
+    import cupy
+    import cupyx
+
+    events = [st.record() for st in streams]
+    if progress is not None:
+        watch = cupy.cuda.Stream(non_blocking=True)
+        snap = cupyx.empty_pinned(len(ctls), dtype=np.int32)
+        last = time.perf_counter()
+        while not all(e.done for e in events):
+            time.sleep(0.001)
+            if time.perf_counter() - last >= poll:
+                last = time.perf_counter()
+                for i, ctl in enumerate(ctls):
+                    ctl[:1].get(stream=watch, out=snap[i:i + 1])
+                watch.synchronize()
+                taken = sum(min(int(x), total) for x, total in zip(snap, totals))
+                progress(dict(kernel="bp", strips_taken=taken, strips=sum(totals), elapsed=last - t0, **info))
+    for st in streams:
+        st.synchronize()
 
 
 def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: int | None = None,
-                warps: int | None = None, split: bool | None = None) -> dict | None:
+                warps: int | None = None, split: bool | None = None, progress=None, poll: float = 0.2) -> dict | None:
     """Exact edit distance by banded bit-parallel DP on the GPU. upper: a known upper bound on the
     distance (default: max(n, m)); guess: a band to try first (any value). The band holds every path
     of cost <= its width parameter u = min(guess, upper); a result above u is not trusted and u is
@@ -200,7 +224,8 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     Default: split when the target has BP_SPLIT_MIN symbols or more (H100: 5 Mbp at 10% 0.32 -> 0.19 s;
     runs bound by cells rather than steps lose 10-20%: 48 Mbp at 8.4% 10.0 -> 11.4 s). It beats the wavefront kernel on distant
     strings. None when the strings hold more than BP_MAX_SYMBOLS distinct common symbols (use
-    distance()). Returns dict(distance, cells (DP cells computed), seconds, passes, split)."""
+    distance()). progress: called every poll seconds with dict(kernel="bp", strips_taken, strips, band,
+    band_pass, halves, elapsed). Returns dict(distance, cells (DP cells computed), seconds, passes, split)."""
     import cupy
 
     n, m = len(q), len(t)
@@ -233,20 +258,21 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         # STRIP_ROWS + width columns; more warps than that would only wait
         cap = sms * BP_WARPS_PER_SM // len(streams)
         w = warps or min((STRIP_ROWS + width) // STRIP_ROWS + 2, cap)
+        info = dict(band=width, band_pass=passes + 1, halves=len(streams))
         if not split:
-            ctl, keep = _bp_launch(kern, qc, tc, sigma, klo, khi, w, None, streams[0])
-            streams[0].synchronize()
+            ctl, keep, total = _bp_launch(kern, qc, tc, sigma, klo, khi, w, None, streams[0])
+            _bp_wait(streams, [ctl], [total], progress, poll, t0, info)
             d = int(ctl[1].get())
         else:
-            cols, keep = [], []
+            cols, runs = [], []
             for (a, b), st in zip(halves, streams):
                 with st:
                     col = cupy.full(n + 1, big, dtype=cupy.int32)
                     col[0] = len(b)  # D[0][j] = j
-                keep.append(_bp_launch(kern, a, b, sigma, klo, khi, w, col, st))
+                runs.append(_bp_launch(kern, a, b, sigma, klo, khi, w, col, st))
                 cols.append(col)
-            for st in streams:
-                st.synchronize()
+            keep = [r[1] for r in runs]
+            _bp_wait(streams, [r[0] for r in runs], [r[2] for r in runs], progress, poll, t0, info)
             d = int((cols[0].astype(cupy.int64) + cols[1][::-1]).min())
         del keep
         passes += 1
