@@ -51,9 +51,18 @@ def from_text(text: str) -> np.ndarray:
 
 def to_text(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> list[str]:
     """Packed CIGARs of many pairs -> list of strings, built in bulk (no per-op Python)."""
+    buf, start, size = to_text_buffer(cigar, off, length)
+    text = buf.tobytes().decode("ascii")
+    return [text[a:a + b] for a, b in zip(start.tolist(), size.tolist())]
+
+
+def to_text_buffer(cigar: np.ndarray, off: np.ndarray, length: np.ndarray):
+    """Packed CIGARs of many pairs -> (text bytes as uint8, start and length of each pair's text)."""
     n = len(length)
+    off = np.asarray(off, dtype=np.int64)
     if len(cigar) == 0:
-        return [""] * n
+        z = np.zeros(n, np.int64)
+        return np.zeros(0, np.uint8), z, z
     lens = (cigar >> 4).astype(np.uint32)
     top = int(lens.max())
     ndig = np.ones(len(lens), dtype=np.int64)
@@ -66,7 +75,7 @@ def to_text(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> list[str]
     end = start[1:] - 1  # the op character's position
     buf = np.empty(int(start[-1]), dtype=np.uint8)
     buf[end] = _OP_BYTES[cigar & 15]
-    rest, pos, live = lens, end, None  # write digits right to left
+    rest, pos = lens, end  # write digits right to left
     while True:
         buf[pos - 1] = 48 + rest % 10
         rest = rest // 10
@@ -75,10 +84,8 @@ def to_text(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> list[str]
             break
         live = np.nonzero(more)[0]
         rest, pos = rest[live], pos[live] - 1
-    text = buf.tobytes().decode("ascii")
-    off = np.asarray(off, dtype=np.int64)
     stop = off + np.asarray(length, dtype=np.int64)
-    return [text[a:b] for a, b in zip(start[off].tolist(), start[stop].tolist())]
+    return buf, start[off], start[stop] - start[off]
 
 
 def op_totals(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> dict:

@@ -1,9 +1,13 @@
-"""PAF (minimap2's 12 columns) + NM:i, AS:i, cg:Z. Failed pairs are not written."""
+"""PAF (minimap2's 12 columns) + NM:i, AS:i, cg:Z. Failed pairs are not written. Lines built in bulk
+(output/text.py)."""
 
 from __future__ import annotations
 
-from ..records import AlignBatch, PairBatch
-from .common import columns
+import numpy as np
+
+from .. import cigar as C
+from ..records import OK, AlignBatch, PairBatch
+from .text import Strings, join_lines
 
 
 class PafWriter:
@@ -11,17 +15,23 @@ class PafWriter:
         self.stream = stream
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:
-        c = columns(res)
-        ql, tl = batch.q_len.tolist(), batch.t_len.tolist()
-        lines = []
-        for i in range(batch.n):
-            if not c.ok[i]:
-                continue
-            lines.append(f"{batch.q_names[i]}\t{ql[i]}\t0\t{ql[i]}\t+\t{batch.t_names[i]}\t{tl[i]}\t0\t{tl[i]}\t"
-                         f"{c.matches[i]}\t{c.block[i]}\t255\tNM:i:{c.nm[i]}\tAS:i:{-c.score[i]}\t"
-                         f"cg:Z:{c.cigar[i]}\n")
-        self.stream.write("".join(lines).encode())
-        return len(lines)
+        rows = np.flatnonzero(res.status == OK)
+        if len(rows) == 0:
+            return 0
+        if res.has_cigar:
+            tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
+            cig = Strings(*C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len)).take(rows)
+            matches = tot["matches"][rows]
+            nm = (tot["mismatches"] + tot["ins"] + tot["dels"])[rows]
+        else:
+            z = np.zeros(len(rows), np.int64)
+            cig, matches, nm = Strings(np.zeros(0, np.uint8), z, z), z, z
+        ql, tl = batch.q_len[rows], batch.t_len[rows]
+        fields = [Strings.of(batch.q_names).take(rows), ql, b"0", ql, b"+", Strings.of(batch.t_names).take(rows), tl,
+                  b"0", tl, matches, matches + nm, b"255", (b"NM:i:", nm), (b"AS:i:", -res.score[rows].astype(np.int64)),
+                  (b"cg:Z:", cig)]
+        self.stream.write(join_lines(fields, len(rows)))
+        return len(rows)
 
     def close(self) -> None:
         pass
