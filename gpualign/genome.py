@@ -99,11 +99,11 @@ class KernelPlan:
 def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
     """Which kernel, with which help, from a sampled divergence estimate. The wavefront kernel costs
     ~d^2/2 cells (with the bound) but at least one step per edit, the bit-parallel one ~n x band cells
-    but at least one step per column: wavefronts win on close strings (on 5 Mbp below ~5%),
-    bit-parallel on distant ones. The bound halves the
-    wavefront kernel's cells and narrows the bit-parallel band, but costs ~10 ms per Mbp: worth it when
-    the distance is large and anchors can be found. Warp-wide extend pays where runs of matches are
-    long (close strings)."""
+    but at least one step per column (of half the target, met in the middle): wavefronts win on close
+    strings (on 5 Mbp below ~3%), bit-parallel on distant ones. The bound halves the wavefront kernel's
+    cells and narrows the bit-parallel band, but costs ~10 ms per Mbp: worth it when the distance is
+    large and anchors can be found. Warp-wide extend pays where runs of matches are long (close
+    strings)."""
     from .engines import gpu_long
     from .engines.cpu_long import estimate_divergence
 

@@ -1,13 +1,15 @@
-"""GPU engine 3: exact edit distance of chromosome-scale strings (kernels/wfa_long.cu).
+"""GPU engine 3: exact edit distance of chromosome-scale strings, two kernels (genome.py picks one).
 
-One persistent kernel runs every wavefront step; its blocks meet at a software grid barrier, and the
-host only polls a small progress record from another stream. Two int32 columns of 2*max(n,m)+3
-entries are allocated once.
-
+distance() -- wavefront kernels (kernels/wfa_long.cu), for close strings: one persistent kernel runs
+every wavefront step; its blocks meet at a software grid barrier, and the host only polls a small
+progress record from another stream. Two int32 columns of 2*max(n,m)+3 entries are allocated once.
 kernel="tiled" (default): each round runs ``band`` steps per tile of diagonals in shared memory
 between two grid barriers. kernel="step": one grid barrier per step, one diagonal per thread (the
 straightforward version, kept to check the tiled one). ``prune`` selects the dynamic-diamond band
 (default) or every diagonal |k| <= s.
+
+bp_distance() -- banded bit-parallel DP (kernels/bp_long.cu), for distant strings: n x band / 32 word
+steps in strips of 1024 rows, the target's two halves at once, met in the middle.
 """
 
 from __future__ import annotations
@@ -122,6 +124,7 @@ BP_WARPS_PER_BLOCK = 4  # kernels/bp_long.cu's launch bounds: 128 threads
 BP_MAX_SYMBOLS = 31
 BP_DEFINES: tuple = ()  # compile-time options of kernels/bp_long.cu (experiments: scripts/profile_genome.py)
 BP_WARPS_PER_SM = 20  # strips in flight per SM at most (H100 A/B: 6..20 tried, 20 best)
+BP_SPLIT_MIN = 1 << 16  # targets at least this long run as two halves at once, met in the middle
 
 
 def band(n: int, m: int, upper: int) -> tuple[int, int]:
@@ -141,8 +144,6 @@ def symbol_codes(q, t, xp=np):
     table[xp.nonzero(both)[0]] = xp.arange(sigma, dtype=xp.uint8)
     return table[q], table[t], sigma
 
-
-BP_SPLIT_MIN = 1 << 16  # targets at least this long run as two halves at once, met in the middle
 
 
 def _bp_codes(qc, tc, sigma, nstrips):
@@ -222,9 +223,9 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     half of the target forwards and the second half backwards (both strings reversed) at the same time,
     each giving its whole last column, and takes d = min_i F[i] + R[n - i]: half the sequential steps.
     Default: split when the target has BP_SPLIT_MIN symbols or more (H100: 5 Mbp at 10% 0.32 -> 0.19 s;
-    runs bound by cells rather than steps lose 10-20%: 48 Mbp at 8.4% 10.0 -> 11.4 s). It beats the wavefront kernel on distant
-    strings. None when the strings hold more than BP_MAX_SYMBOLS distinct common symbols (use
-    distance()). progress: called every poll seconds with dict(kernel="bp", strips_taken, strips, band,
+    runs bound by cells rather than steps lose 10-20%: 48 Mbp at 8.4% 10.0 -> 11.4 s). It beats the
+    wavefront kernel on distant strings. None when the strings hold more than BP_MAX_SYMBOLS distinct
+    common symbols (use distance()). progress: called every poll seconds with dict(kernel="bp", strips_taken, strips, band,
     band_pass, halves, elapsed). Returns dict(distance, cells (DP cells computed), seconds, passes, split)."""
     import cupy
 
@@ -276,7 +277,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
             d = int((cols[0].astype(cupy.int64) + cols[1][::-1]).min())
         del keep
         passes += 1
-        cells += n * min(m, width)
+        cells += n * min(m, width)  # rows x band: what the strips compute, about
         if d <= u or u >= ceiling:
             return dict(distance=d, cells=cells, seconds=time.perf_counter() - t0, passes=passes, split=split)
         u = min(ceiling, max(2 * u, u + STRIP_ROWS))
