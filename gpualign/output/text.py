@@ -36,8 +36,25 @@ class Strings:
         end = np.concatenate([ends, [len(buf)]]).astype(np.int64)
         return cls(buf, start, end - start)
 
+    @classmethod
+    def of_ints(cls, values: np.ndarray) -> "Strings":
+        """Integers in decimal."""
+        v = np.asarray(values, dtype=np.int64)
+        width = _digits(v) + (v < 0)
+        start = offsets_from_lengths(width)
+        buf = np.empty(int(width.sum()), dtype=np.uint8)
+        _write_int(buf, start, v, width)
+        return cls(buf, start, width)
+
     def take(self, rows: np.ndarray) -> "Strings":
         return Strings(self.buf, self.start[rows], self.length[rows])
+
+    def where(self, mask: np.ndarray, text: bytes) -> "Strings":
+        """The same rows, those where mask is True replaced by text."""
+        buf = np.concatenate([self.buf, np.frombuffer(text, dtype=np.uint8)])
+        start, length = self.start.copy(), self.length.copy()
+        start[mask], length[mask] = len(self.buf), len(text)
+        return Strings(buf, start, length)
 
 
 def _digits(v: np.ndarray) -> np.ndarray:

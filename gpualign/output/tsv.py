@@ -1,11 +1,15 @@
-"""TSV: one header line, one line per pair, in input order."""
+"""TSV: one header line, one line per pair, in input order. Lines built in bulk (output/text.py)."""
 
 from __future__ import annotations
 
-from ..records import STATUS_NAMES, AlignBatch, PairBatch
-from .common import columns
+import numpy as np
+
+from .. import cigar as C
+from ..records import OK, STATUS_NAMES, AlignBatch, PairBatch
+from .text import Strings, join_lines
 
 HEADER = "query\ttarget\tquery_len\ttarget_len\tscore\tedit_distance\tcigar\tstatus\n"
+_STATUS = Strings.of(list(STATUS_NAMES))
 
 
 class TsvWriter:
@@ -14,23 +18,22 @@ class TsvWriter:
         stream.write(HEADER.encode())
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:
-        c = columns(res)
-        ql, tl = batch.q_len.tolist(), batch.t_len.tolist()
-        st = res.status.tolist()
-        lines = []
-        for i in range(batch.n):
-            if c.ok[i]:
-                score = c.score[i]
-                if res.has_cigar:
-                    nm, cig = c.nm[i], c.cigar[i] or "*"
-                else:
-                    nm, cig = (score if self.metric == "edit" else "*"), "*"
-            else:
-                score = nm = cig = "*"
-            lines.append(f"{batch.q_names[i]}\t{batch.t_names[i]}\t{ql[i]}\t{tl[i]}\t{score}\t{nm}\t{cig}\t"
-                         f"{STATUS_NAMES[st[i]]}\n")
-        self.stream.write("".join(lines).encode())
-        return batch.n
+        n = batch.n
+        if n == 0:
+            return 0
+        failed = res.status != OK
+        score = Strings.of_ints(res.score).where(failed, b"*")
+        if res.has_cigar:
+            tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
+            nm = Strings.of_ints(tot["mismatches"] + tot["ins"] + tot["dels"]).where(failed, b"*")
+            cig = Strings(*C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len))
+            cig = cig.where(failed | (res.cigar_len == 0), b"*")
+        else:  # distance only: the edit distance is the score (edit metric), no CIGAR
+            nm, cig = (score if self.metric == "edit" else b"*"), b"*"
+        fields = [Strings.of(batch.q_names), Strings.of(batch.t_names), batch.q_len, batch.t_len, score, nm, cig,
+                  _STATUS.take(res.status.astype(np.int64))]
+        self.stream.write(join_lines(fields, n))
+        return n
 
     def close(self) -> None:
         pass
