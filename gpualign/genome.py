@@ -94,6 +94,7 @@ class KernelPlan:
     bound: bool  # compute the anchored upper bound first
     warp_extend: bool  # wavefront kernel: warp-wide extend
     guess: int  # an estimate of the distance (sampled)
+    band_guess: int  # bit-parallel kernel without a bound: the band parameter to try first
 
 
 def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
@@ -113,10 +114,11 @@ def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
     guess = int(rate * top)
     bound = rate <= BOUND_MAX_RATE and guess >= BOUND_MIN_D
     wfa_s = max(guess * guess / 2 / WFA_CELLS_PER_S, guess * WFA_STEP_S)
-    width = min(top, BP_SLACK * guess + abs(n - m) + 2048)
+    band_guess = int(BP_SLACK * guess) + abs(n - m) + 1024
+    width = min(top, band_guess + 1024)
     halves = 2 if m >= gpu_long.BP_SPLIT_MIN else 1  # two halves met in the middle: half the steps
     bp_s = max((m / halves + width) * BP_STEP_S, n * width / BP_CELLS_PER_S)
-    return KernelPlan("bp" if bp_s < wfa_s else "wfa", bound, rate < WARP_EXTEND_BELOW, guess)
+    return KernelPlan("bp" if bp_s < wfa_s else "wfa", bound, rate < WARP_EXTEND_BELOW, guess, band_guess)
 
 
 def gpu_bound(q: np.ndarray, t: np.ndarray, cfg: AlignConfig) -> int:
@@ -176,8 +178,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                             raise
                 try:
                     if plan.kernel == "bp" and prune:  # a guessed band is widened until it holds the result
-                        guess = int(BP_SLACK * plan.guess) + abs(len(q) - len(t)) + 1024
-                        r = gpu_long.bp_distance(q, t, upper=upper, guess=guess, progress=progress)
+                        r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, progress=progress)
                         kernel = "bp"
                     if r is None:
                         kernel = "wfa"

@@ -112,7 +112,7 @@ def main():
     a = ap.parse_args()
     from gpualign.config import AlignConfig
     from gpualign.engines import gpu_long
-    from gpualign.genome import BP_SLACK, gpu_bound, kernel_options
+    from gpualign.genome import gpu_bound, kernel_options
 
     jobs = []
     for name in [s for s in a.sets.split(",") if s]:
@@ -161,7 +161,7 @@ def main():
         bp = gpu_long.bp_distance(qa, ta, upper=upper, split=False)
         row.update(bp1_s=bp["seconds"])
         assert bp["distance"] == r["distance"], f"bit-parallel (one piece) gives {bp['distance']}"
-        bp = gpu_long.bp_distance(qa, ta, guess=int(BP_SLACK * plan.guess) + abs(len(qa) - len(ta)) + 1024)
+        bp = gpu_long.bp_distance(qa, ta, guess=plan.band_guess)
         row.update(bpg_s=bp["seconds"], bpg_passes=bp["passes"])
         assert bp["distance"] == r["distance"], f"bit-parallel (guessed band) gives {bp['distance']}"
         assert e2e_d == r["distance"], "gpualign genome and the kernel disagree"

@@ -37,7 +37,7 @@ def main():
     a = ap.parse_args()
     from gpualign.config import AlignConfig
     from gpualign.engines import gpu_long
-    from gpualign.genome import BP_SLACK, _pairs, gpu_bound, kernel_options
+    from gpualign.genome import _pairs, gpu_bound, kernel_options
 
     if a.real:
         _, _, q, t = next(_pairs(*a.real, None, None))
@@ -51,7 +51,7 @@ def main():
     upper = None if a.no_bound or a.guess else gpu_bound(q, t, AlignConfig(distance_only=True))
     plan = kernel_options(q, t)
     warp = plan.warp_extend if a.warp_extend is None else bool(a.warp_extend)
-    guess = int(BP_SLACK * plan.guess) + abs(len(q) - len(t)) + 1024 if a.guess else None
+    guess = plan.band_guess if a.guess else None
     for _ in range(a.repeat):
         if a.kernel == "bp":
             r = gpu_long.bp_distance(q, t, upper=upper, guess=guess)
