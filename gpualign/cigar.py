@@ -99,6 +99,15 @@ def op_totals(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> dict:
     return {"matches": sums[:, EQ], "mismatches": sums[:, X], "ins": sums[:, I], "dels": sums[:, D]}
 
 
+def gap_opens(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Per pair: the number of I and D runs (gap openings), as an int64 array (CIGARs contiguous in pair
+    order, as for op_totals)."""
+    n = len(length)
+    pair = np.repeat(np.arange(n, dtype=np.int64), np.asarray(length, dtype=np.int64))
+    op = cigar & 15
+    return np.bincount(pair[(op == I) | (op == D)], minlength=n).astype(np.int64)
+
+
 def consumed(ops: np.ndarray) -> tuple[int, int]:
     """(query bases, target bases) consumed by a packed CIGAR."""
     op = ops & 15

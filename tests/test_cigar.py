@@ -43,3 +43,13 @@ def test_totals():
     assert tot["matches"].tolist() == [7, 5]
     assert tot["mismatches"].tolist() == [1, 0]
     assert tot["ins"].tolist() == [2, 0] and tot["dels"].tolist() == [1, 0]
+
+
+def test_gap_opens_counts_i_and_d_runs_per_pair():
+    rng = np.random.default_rng(9)
+    lens = rng.integers(0, 12, 200)
+    ops = rng.choice([C.EQ, C.X, C.I, C.D], int(lens.sum()))
+    cigar = (rng.integers(1, 50, len(ops)).astype(np.uint32) << 4) | ops.astype(np.uint32)
+    off = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    want = [int(np.isin(cigar[a:a + n] & 15, (C.I, C.D)).sum()) for a, n in zip(off, lens)]
+    assert C.gap_opens(cigar, off, lens).tolist() == want

@@ -51,16 +51,17 @@ class RealignedPaf:
         c = columns(res)
         ts, te = _coords(batch, res, meta)
         ts, te = ts.tolist(), te.tolist()
+        gaps = C.gap_opens(res.cigar, res.cigar_off, res.cigar_len).tolist() if res.has_cigar else [0] * res.n
         lines = []
         for i, cand in enumerate(meta["cands"]):
             if not c.ok[i]:
                 continue
-            ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
-            opens = int(np.isin(ops & 15, (C.I, C.D)).sum())
+            opens = gaps[i]
             denom = c.matches[i] + c.mismatches[i] + opens
             de = (c.mismatches[i] + opens) / denom if denom else 0.0
             tags = [f"NM:i:{c.nm[i]}", f"AS:i:{-c.score[i]}", f"de:f:{de:.4f}", *cand.tags, f"cg:Z:{c.cigar[i]}"]
             if self.cs:
+                ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
                 w = int(meta["win_start"][i])
                 t_al = batch.target(i)[ts[i] - w: te[i] - w]
                 tags.append(f"cs:Z:{_cs(batch.query(i), t_al, ops)}")
