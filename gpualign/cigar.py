@@ -14,6 +14,7 @@ import numpy as np
 
 from .config import Penalties
 from .pack import equal
+from .text import digits, write_ints
 
 OPS = "MIDNSHP=X"
 M, I, D, N, S, H, P, EQ, X = range(9)
@@ -64,26 +65,12 @@ def to_text_buffer(cigar: np.ndarray, off: np.ndarray, length: np.ndarray):
         z = np.zeros(n, np.int64)
         return np.zeros(0, np.uint8), z, z
     lens = (cigar >> 4).astype(np.uint32)
-    top = int(lens.max())
-    ndig = np.ones(len(lens), dtype=np.int64)
-    p = 10
-    while p <= top:
-        ndig += lens >= p
-        p *= 10
+    width = digits(lens)
     start = np.zeros(len(lens) + 1, dtype=np.int64)
-    np.cumsum(ndig + 1, out=start[1:])
-    end = start[1:] - 1  # the op character's position
+    np.cumsum(width + 1, out=start[1:])
     buf = np.empty(int(start[-1]), dtype=np.uint8)
-    buf[end] = _OP_BYTES[cigar & 15]
-    rest, pos = lens, end  # write digits right to left
-    while True:
-        buf[pos - 1] = 48 + rest % 10
-        rest = rest // 10
-        more = rest > 0
-        if not more.any():
-            break
-        live = np.nonzero(more)[0]
-        rest, pos = rest[live], pos[live] - 1
+    write_ints(buf, start[:-1], lens, width)
+    buf[start[1:] - 1] = _OP_BYTES[cigar & 15]  # each op's character after its length
     stop = off + np.asarray(length, dtype=np.int64)
     return buf, start[off], start[stop] - start[off]
 

@@ -1,9 +1,9 @@
-"""output/text.py: bulk-built lines equal Python's own formatting."""
+"""text.py: bulk-built lines equal Python's own formatting."""
 
 import numpy as np
 import pytest
 
-from gpualign.output.text import Strings, join_lines
+from gpualign.text import Strings, join_lines
 
 
 def test_join_lines_equals_python_formatting():

@@ -1,5 +1,5 @@
 """PAF (minimap2's 12 columns) + NM:i, AS:i, cg:Z. Failed pairs are not written. Lines built in bulk
-(output/text.py)."""
+(text.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import cigar as C
 from ..records import OK, AlignBatch, PairBatch
-from .text import Strings, join_lines
+from ..text import Strings, join_lines
 
 
 class PafWriter:

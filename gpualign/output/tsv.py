@@ -1,4 +1,4 @@
-"""TSV: one header line, one line per pair, in input order. Lines built in bulk (output/text.py)."""
+"""TSV: one header line, one line per pair, in input order. Lines built in bulk (text.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import cigar as C
 from ..records import OK, STATUS_NAMES, AlignBatch, PairBatch
-from .text import Strings, join_lines
+from ..text import Strings, join_lines
 
 HEADER = "query\ttarget\tquery_len\ttarget_len\tscore\tedit_distance\tcigar\tstatus\n"
 _STATUS = Strings.of(list(STATUS_NAMES))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..records import offsets_from_lengths, segment_index
+from .records import offsets_from_lengths, segment_index
 
 _POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
 
@@ -40,10 +40,10 @@ class Strings:
     def of_ints(cls, values: np.ndarray) -> "Strings":
         """Integers in decimal."""
         v = np.asarray(values, dtype=np.int64)
-        width = _digits(v) + (v < 0)
+        width = digits(v) + (v < 0)
         start = offsets_from_lengths(width)
         buf = np.empty(int(width.sum()), dtype=np.uint8)
-        _write_int(buf, start, v, width)
+        write_ints(buf, start, v, width)
         return cls(buf, start, width)
 
     def take(self, rows: np.ndarray) -> "Strings":
@@ -57,23 +57,33 @@ class Strings:
         return Strings(buf, start, length)
 
 
-def _digits(v: np.ndarray) -> np.ndarray:
+def digits(v: np.ndarray) -> np.ndarray:
     """Decimal digits of |v| (at least 1)."""
-    return 1 + np.searchsorted(_POW10, np.abs(v), side="right")
+    a = v if v.dtype.kind == "u" else np.abs(v)
+    n = np.ones(len(a), dtype=np.int64)
+    top = int(a.max()) if len(a) else 0
+    for p in _POW10[_POW10 <= top].tolist():  # one pass per digit of the largest value
+        n += a >= p
+    return n
 
 
-def _write_int(out: np.ndarray, pos: np.ndarray, v: np.ndarray, width: np.ndarray) -> None:
-    """Write v in decimal at out[pos : pos + width] (width from _digits plus one for a minus sign)."""
-    neg = v < 0
-    out[pos[neg]] = ord("-")
-    a = np.abs(v)
+def write_ints(out: np.ndarray, pos: np.ndarray, v: np.ndarray, width: np.ndarray) -> None:
+    """Write v in decimal at out[pos : pos + width] (width from digits() plus one for a minus sign)."""
+    if v.dtype.kind == "u":
+        a = v
+    else:
+        out[pos[v < 0]] = ord("-")
+        a = np.abs(v)
+    if a.dtype.itemsize > 4 and len(a) and a.max() < 1 << 32:
+        a = a.astype(np.uint32)  # 32-bit division is the faster
     at = pos + width - 1
-    live = np.arange(len(v))
-    while len(live):
+    while len(a):  # right to left, one digit per pass, for the numbers that still have one
         out[at] = 48 + a % 10
         a = a // 10
         more = a > 0
-        live, at, a = live[more], at[more] - 1, a[more]
+        if not more.all():
+            at, a = at[more], a[more]
+        at = at - 1
 
 
 def join_lines(fields: list, n: int, sep: bytes = b"\t") -> bytes:
@@ -87,7 +97,7 @@ def join_lines(fields: list, n: int, sep: bytes = b"\t") -> bytes:
             w = col.length.astype(np.int64)
         else:
             col = np.asarray(col, dtype=np.int64)
-            w = _digits(col) + (col < 0)
+            w = digits(col) + (col < 0)
         parts.append((prefix, col, w))
     line = np.full(n, len(sep) * (len(fields) - 1) + 1 + sum(len(p) for p, _, _ in parts), np.int64)
     for _, _, w in parts:
@@ -101,7 +111,7 @@ def join_lines(fields: list, n: int, sep: bytes = b"\t") -> bytes:
         if isinstance(col, Strings):
             out[segment_index(pos, w)] = col.buf[segment_index(col.start, w)]
         elif col is not None:
-            _write_int(out, pos, col, w)
+            write_ints(out, pos, col, w)
         pos += w
         for j, ch in enumerate(sep if k < len(fields) - 1 else b"\n"):
             out[pos + j] = ch
