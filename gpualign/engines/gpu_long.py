@@ -28,6 +28,30 @@ TILE_MIN = 128
 TILE_WIDTH = 4096  # diagonals in shared memory per tile, halo included
 
 
+def _watch(streams, sources, progress, poll: float, t0: float, report) -> None:
+    """Wait for the work queued on streams; meanwhile, every poll seconds, copy each device array of
+    sources into pinned memory from another stream (the kernels are not disturbed) and call
+    progress(report(host copies, seconds since t0)). Without progress: just wait."""
+    import cupy
+    import cupyx
+
+    if progress is not None:
+        events = [st.record() for st in streams]
+        watch = cupy.cuda.Stream(non_blocking=True)
+        snaps = [cupyx.empty_pinned(src.shape, dtype=src.dtype) for src in sources]
+        last = time.perf_counter()
+        while not all(e.done for e in events):
+            time.sleep(0.001)  # short naps: the end is noticed within a millisecond
+            if time.perf_counter() - last >= poll:
+                last = time.perf_counter()
+                for src, snap in zip(sources, snaps):
+                    src.get(stream=watch, out=snap)
+                watch.synchronize()
+                progress(report(snaps, last - t0))
+    for st in streams:
+        st.synchronize()
+
+
 def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, poll: float = 0.2,
              kernel: str = "tiled", band: int = BAND, tile_min: int = TILE_MIN, upper: int | None = None,
              warp_extend: bool = False, bits: int | None = None) -> dict:
@@ -38,7 +62,6 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
     packed on the device: ACGT-only strings) or 8 (bytes); None: 2 when both strings allow it.
     Returns dict(distance, cells, seconds, steps, bits)."""
     import cupy
-    import cupyx
 
     n, m = len(q), len(t)
     if max(n, m) > MAX_LEN or n + m + 128 >= 1 << 32:
@@ -63,7 +86,6 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
     dev = cupy.cuda.Device()
     sms = dev.attributes["MultiProcessorCount"]
     run = cupy.cuda.Stream(non_blocking=True)
-    watch = cupy.cuda.Stream(non_blocking=True)
     seq_args = (d_seq, np.uint32(0), np.int32(n), np.uint32(tp), np.int32(m), col_a, col_b, np.int32(center),
                 np.int32(1 if prune else 0))
     if kernel == "tiled":
@@ -98,18 +120,9 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
     dev.synchronize()
     with run:
         mod.get_function(f"wfa_long_tiled<{bits}>" if kernel == "tiled" else "wfa_long")(*launch, shared_mem=smem)
-    done_event = run.record()
-    snap = cupyx.empty_pinned(8, dtype=np.int64)  # pinned: the poll must not wait for the kernel
-    last = time.perf_counter()
-    while progress is not None and not done_event.done:
-        time.sleep(0.001)  # short naps: the end is noticed within a millisecond
-        if time.perf_counter() - last >= poll:
-            last = time.perf_counter()
-            out.get(stream=watch, out=snap)
-            watch.synchronize()
-            progress(dict(kernel="wfa", score=int(snap[1]), bound=int(snap[2]), diagonals=int(snap[3]),
-                          final_offset=int(snap[4]), target_len=m, elapsed=last - t0))
-    run.synchronize()
+    _watch([run], [out], progress, poll, t0, lambda snaps, elapsed: dict(
+        kernel="wfa", score=int(snaps[0][1]), bound=int(snaps[0][2]), diagonals=int(snaps[0][3]),
+        final_offset=int(snaps[0][4]), target_len=m, elapsed=elapsed))
     res = out.get()
     if res[7] != 1:
         raise RuntimeError("GPU long-string kernel ended without a result")
@@ -189,28 +202,12 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
     return ctl, (acode, bcode, ring, tops), nstrips
 
 
-def _bp_wait(streams, ctls, totals, progress, poll, t0, info):
-    """Wait for the runs on streams; meanwhile, every poll seconds, progress(dict) with the strips taken
-    so far (their tickets, read from another stream into pinned memory: the kernels are not disturbed)."""
-    import cupy
-    import cupyx
-
-    events = [st.record() for st in streams]
-    if progress is not None:
-        watch = cupy.cuda.Stream(non_blocking=True)
-        snap = cupyx.empty_pinned(len(ctls), dtype=np.int32)
-        last = time.perf_counter()
-        while not all(e.done for e in events):
-            time.sleep(0.001)
-            if time.perf_counter() - last >= poll:
-                last = time.perf_counter()
-                for i, ctl in enumerate(ctls):
-                    ctl[:1].get(stream=watch, out=snap[i:i + 1])
-                watch.synchronize()
-                taken = sum(min(int(x), total) for x, total in zip(snap, totals))
-                progress(dict(kernel="bp", strips_taken=taken, strips=sum(totals), elapsed=last - t0, **info))
-    for st in streams:
-        st.synchronize()
+def _strips_report(totals, info):
+    """The bit-parallel kernel's progress from its tickets (strips taken, one per run)."""
+    def report(snaps, elapsed):
+        taken = sum(min(int(snap[0]), total) for snap, total in zip(snaps, totals))
+        return dict(kernel="bp", strips_taken=taken, strips=sum(totals), elapsed=elapsed, **info)
+    return report
 
 
 def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: int | None = None,
@@ -262,7 +259,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         info = dict(band=width, band_pass=passes + 1, halves=len(streams))
         if not split:
             ctl, keep, total = _bp_launch(kern, qc, tc, sigma, klo, khi, w, None, streams[0])
-            _bp_wait(streams, [ctl], [total], progress, poll, t0, info)
+            _watch(streams, [ctl[:1]], progress, poll, t0, _strips_report([total], info))
             d = int(ctl[1].get())
         else:
             cols, runs = [], []
@@ -273,7 +270,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
                 runs.append(_bp_launch(kern, a, b, sigma, klo, khi, w, col, st))
                 cols.append(col)
             keep = [r[1] for r in runs]
-            _bp_wait(streams, [r[0] for r in runs], [r[2] for r in runs], progress, poll, t0, info)
+            _watch(streams, [r[0][:1] for r in runs], progress, poll, t0, _strips_report([r[2] for r in runs], info))
             d = int((cols[0].astype(cupy.int64) + cols[1][::-1]).min())
         del keep
         passes += 1
