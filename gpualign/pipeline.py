@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .config import AlignConfig
-from .engines import select_engines
+from .engines import host_allocator, select_engines
 from .errors import ConfigError, InputError
 from .io import fastx
 from .output.paf import PafWriter
@@ -209,6 +209,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         # the parsing processes of big inputs are forked first, before threads, engines and the GPU
         reader = fastx.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs)
         chain, notice = select_engines(cfg)
+        reader.alloc = host_allocator(chain)
         summary = Summary(notice=notice)
         if on_notice:
             on_notice(notice)

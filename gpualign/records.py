@@ -85,12 +85,16 @@ class PairBatch:
 
     @classmethod
     def from_sequences(cls, queries, targets, index_start: int = 0, q_names=None, t_names=None,
-                       q_quals=None) -> "PairBatch":
-        """Build a batch from bytes (already case-folded and validated)."""
+                       q_quals=None, alloc=None) -> "PairBatch":
+        """Build a batch from bytes (already case-folded and validated); alloc(n, dtype=np.uint8): where
+        the sequence bytes go (engines.host_allocator: pinned memory for the GPU engines)."""
         ql = np.fromiter((len(q) for q in queries), dtype=np.int64, count=len(queries))
         tl = np.fromiter((len(t) for t in targets), dtype=np.int64, count=len(targets))
         buf = b"".join(queries) + b"".join(targets)
         seq = np.frombuffer(buf, dtype=np.uint8)
+        if alloc is not None:
+            seq, view = alloc(len(buf), dtype=np.uint8), seq
+            seq[:] = view
         q_off = offsets_from_lengths(ql)
         t_off = offsets_from_lengths(tl) + int(ql.sum())
         n = len(ql)

@@ -88,7 +88,7 @@ def _chunks(qs, ts, n, extra=()):
 def _engine_time(q, t, metric, device, threads, distance_only=False):
     """The engine chain on in-memory batches (what `align_pairs` runs), warm."""
     from gpualign.config import AlignConfig
-    from gpualign.engines import select_engines
+    from gpualign.engines import host_allocator, select_engines
     from gpualign.records import PairBatch
     from gpualign.route import run_chain
 
@@ -99,7 +99,7 @@ def _engine_time(q, t, metric, device, threads, distance_only=False):
     batches = []
     step = cfg.batch_pairs
     for i in range(0, len(q), step):
-        b = PairBatch.from_sequences(q[i:i + step], t[i:i + step])
+        b = PairBatch.from_sequences(q[i:i + step], t[i:i + step], alloc=host_allocator(chain))  # as the reader
         batches.append(b)
     run_chain(batches[0], chain, cfg)  # warm-up: compile, staging buffers and device pool at full size
     t0 = time.perf_counter()

@@ -40,7 +40,7 @@ for ln, rate in ((150, 0.02), (150, 0.10), (1000, 0.02), (1000, 0.10)):
         cupy.cuda.Device().synchronize()
         up = (time.perf_counter() - dev_t0) * len(batches)
         dev = (d_packed, d_raw, d_meta[0], d_meta[1], d_meta[2], d_meta[3])
-        ids = np.arange(b.n, dtype=np.int32)
+        ids = cupy.arange(b.n, dtype=cupy.int32)
         lvl = e.levels(cfg)
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
         best = None
@@ -49,7 +49,7 @@ for ln, rate in ((150, 0.02), (150, 0.10), (1000, 0.02), (1000, 0.10)):
             s = e._run_level(lv, dev, ids, not cfg.distance_only)[0]
             end.record()
             end.synchronize()
-            if (s >= 0).mean() > 0.99:
+            if float((s >= 0).mean()) > 0.99:
                 best = cupy.cuda.get_elapsed_time(start, end) / 1000 * len(batches)
                 break
         mode = "dist" if cfg.distance_only else "cigar"

@@ -152,3 +152,24 @@ def test_child_process_chunks_equal_in_process(tmp_path, recs, fq, wrap, crlf, g
         assert collect(child) == collect(fastx.encoded_chunks(str(path)))
     finally:
         child.close()
+
+
+def test_batches_use_the_reader_allocator(tmp_path):
+    """Sequence buffers come from reader.alloc (pinned memory when a GPU engine runs): same batches."""
+    import numpy as np
+
+    recs = [(f"r{i}", "", "ACGT"[i % 4] * (i % 50 + 1)) for i in range(300)]
+    a, b = tmp_path / "a.fa", tmp_path / "b.fa"
+    a.write_bytes(render(recs, False, 0, False, True))
+    b.write_bytes(render(recs[::-1], False, 0, False, True))
+    sizes = []
+
+    def alloc(n, dtype):
+        sizes.append(n)
+        return np.full(n + 5, 255, dtype=dtype)[:n]  # a view of a bigger buffer, as pinned_empty gives
+
+    reader = fastx.read_pairs(str(a), str(b), 1000, 64)
+    reader.alloc = alloc
+    got = [(bt.seq.tobytes(), bt.q_len.tolist()) for bt in reader]
+    want = [(bt.seq.tobytes(), bt.q_len.tolist()) for bt in fastx.read_pairs(str(a), str(b), 1000, 64)]
+    assert got == want and sum(sizes) == sum(len(s) for s, _ in want) and len(sizes) == len(want) > 1

@@ -39,21 +39,47 @@ def test_plan_sizes():
     assert not q.in_smem and q.slot_bt == 0 and q.cig_cap == 0 
 
 
-def test_record_level_books_scores_failures_and_cigars():
-    """The bookkeeping both GPU engines share after each kernel level (numpy only)."""
-    from gpualign.engines._device import record_level
+def test_results_book_scores_failures_and_cigars():
+    """The per-pair bookkeeping both GPU engines share across kernel levels (numpy standing in for cupy),
+    and the CIGARs brought into pair order at the end."""
+    from gpualign.engines._device import Results
     from gpualign.records import EXCEEDED, FAILED, OK
 
-    score = np.full(6, -1, np.int32)
-    status = np.full(6, EXCEEDED, np.uint8)
-    parts = []
+    def gather(src, src_off, lens, dst_off, total):
+        dst = np.zeros(max(1, total), np.uint32)
+        for a, ln, b in zip(src_off, lens, dst_off):
+            dst[b:b + ln] = src[a:a + ln]
+        return dst
+
+    res = Results(6, True, np)
     ids = np.array([4, 1, 3], np.int32)
-    done = record_level(ids, np.array([5, -1, 7]), np.array([2, 0, -1]), "ops", np.array([0, 2, 2]), score,
-                        status, parts, True, scale=2)
+    level1 = np.array([41, 42, 99], np.uint32)  # pair 4: two ops at 0; pair 3 failed its replay
+    done = res.record(ids, np.array([5, -1, 7]), np.array([2, 0, -1]), level1, np.array([0, 2, 2]), scale=2)
     assert done.tolist() == [True, False, True]
-    assert score.tolist() == [-1, -1, -1, 14, 10, -1]
-    assert status.tolist() == [EXCEEDED, EXCEEDED, EXCEEDED, FAILED, OK, EXCEEDED]
-    (pids, ops, off, cnt), = parts
-    assert pids.tolist() == [4] and ops == "ops" and off.tolist() == [0] and cnt.tolist() == [2]
-    record_level(np.array([0]), np.array([3]), None, None, None, score, status, parts, False)
-    assert score[0] == 3 and status[0] == OK and len(parts) == 1
+    level2 = np.array([11, 12, 13, 21], np.uint32)  # pair 1: three ops at 0; pair 0: one op at 3
+    res.record(np.array([1, 0], np.int32), np.array([3, 1]), np.array([3, 1]), level2, np.array([0, 3]))
+    out = res.finish(gather, "gpu-edit")
+    assert out.score.tolist() == [1, 3, -1, 14, 10, -1]
+    assert out.status.tolist() == [OK, OK, EXCEEDED, FAILED, OK, EXCEEDED]
+    assert out.cigar_len.tolist() == [1, 3, 0, 0, 2, 0]
+    assert out.cigar_off.tolist() == [0, 1, 4, 4, 4, 6]
+    assert out.cigar.tolist() == [21, 11, 12, 13, 41, 42]
+    assert list(out.reason) == [3]
+    one = Results(2, True, np)  # one level, already in pair order: no gather
+    one.record(np.arange(2, dtype=np.int32), np.array([0, 2]), np.array([1, 2]), level2[:3], np.array([0, 1]))
+    out = one.finish(None, "gpu-affine")
+    assert out.cigar.tolist() == [11, 12, 13] and out.cigar_off.tolist() == [0, 1]
+    dist = Results(2, False, np)
+    dist.record(np.array([1], np.int32), np.array([3]))
+    out = dist.finish(None, "gpu-edit")
+    assert out.score.tolist() == [-1, 3] and out.status.tolist() == [EXCEEDED, OK] and not out.has_cigar
+
+
+def test_longest_first_orders_by_length():
+    from gpualign.engines.gpu_affine import longest_first
+
+    longest = np.array([5, 900, 7, 900, 1, 70_000, 40_000])
+    assert longest_first(np.array([0, 1, 2, 3, 4]), longest).tolist() == [1, 3, 2, 0, 4]
+    ids = longest_first(np.array([6, 5, 1]), longest)  # keys over 16 bits: coarsened, still ordered here
+    assert ids.tolist() == [5, 6, 1] and ids.dtype == np.int32
+    assert len(longest_first(np.zeros(0, np.int64), longest)) == 0

@@ -84,3 +84,13 @@ def select_engines(cfg: AlignConfig) -> tuple[list, str]:
         return [cpu], f"engine: {cpu_note}; GPU {what} present but no GPU engine for this metric"
     names = ", ".join(e.name for e in gpus)
     return [*gpus, cpu], f"engines: {names} on {what}, rescue {cpu_note}"
+
+
+def host_allocator(chain):
+    """alloc(n, dtype) for the sequence buffers of batches this chain aligns: page-locked memory when
+    a GPU engine runs (the device reads it with no staging copy), else numpy's."""
+    if any(getattr(e, "pinned_input", False) for e in chain):
+        from ._device import pinned_empty
+
+        return pinned_empty
+    return np.empty

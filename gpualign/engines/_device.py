@@ -1,5 +1,5 @@
-"""Host-side pieces the batch GPU engines share: staging the sequence bytes on the device, and
-assembling per-level results (CIGARs gathered on the device, downloaded once)."""
+"""Host-side pieces the batch GPU engines share: staging the sequence bytes on the device, and the
+per-pair results kept on the device while the kernel levels run (brought back once per batch)."""
 
 from __future__ import annotations
 
@@ -7,98 +7,161 @@ import numpy as np
 
 from .. import pack
 from ..config import AlignConfig
-from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
+from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch, PairBatch
 
 MAX_BATCH_BASES = 1 << 30  # bases per device launch set (offsets are 32-bit on the device)
+COPY_THREADS = 8
+_pool = None
 
 
-def copy_parallel(dst: np.ndarray, src: np.ndarray, threads: int = 8, chunk: int = 1 << 23) -> None:
+def pinned_empty(count: int, dtype=np.uint8) -> np.ndarray:
+    """A host array in page-locked memory, which the device reads and writes at full speed with no
+    staging copy. Sizes are rounded up to eighths of a power of two, so that cupy's pinned pool (which
+    reuses a freed block of the same size) serves the next batch without a new page-locking call."""
+    import cupy
+
+    want = max(1, count * np.dtype(dtype).itemsize)
+    step = max(4096, 1 << max(0, want.bit_length() - 4))
+    mem = cupy.cuda.alloc_pinned_memory(-(-want // step) * step)
+    return np.ndarray((count,), dtype=dtype, buffer=mem)
+
+
+def is_pinned(a: np.ndarray) -> bool:
+    """Does a live in page-locked (device-visible) host memory?"""
+    import cupy
+
+    if a.size == 0:
+        return False
+    try:
+        return cupy.cuda.runtime.pointerGetAttributes(a.ctypes.data).type == 1  # cudaMemoryTypeHost
+    except Exception:  # noqa: BLE001 - pageable memory on older drivers raises instead
+        return False
+
+
+def copy_parallel(dst: np.ndarray, src: np.ndarray, threads: int = COPY_THREADS, chunk: int = 1 << 23) -> None:
     """dst[:len(src)] = src with several threads (numpy releases the GIL): pinned staging is
     otherwise limited by one core's memcpy."""
+    global _pool
     n = len(src)
     if n <= chunk:
         dst[:n] = src
         return
-    from concurrent.futures import ThreadPoolExecutor
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
 
+        _pool = ThreadPoolExecutor(threads, thread_name_prefix="gpualign-copy")
     bounds = list(range(0, n, chunk)) + [n]
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda ab: np.copyto(dst[ab[0]:ab[1]], src[ab[0]:ab[1]]), zip(bounds[:-1], bounds[1:])))
+    list(_pool.map(lambda ab: np.copyto(dst[ab[0]:ab[1]], src[ab[0]:ab[1]]), zip(bounds[:-1], bounds[1:])))
 
 
 class Staging:
-    """A pinned host buffer (grown as needed) through which batches go to the device."""
+    """Batches to the device: sequence bytes already in pinned memory (the reader allocates them
+    there when a GPU engine runs: pinned_empty) go straight over; others through a pinned buffer."""
 
     def __init__(self):
         self._pinned = None
 
     def upload(self, batch: PairBatch, cfg: AlignConfig):
-        """(compare bytes on the device as uint8, padded to 64 bytes + 64 spare; per-pair
+        """(compare bytes on the device as uint8, padded to 64 bytes + 64 spare zeros; per-pair
         int32 rows q_off, q_len, t_off, t_len on the device)."""
         import cupy
-        import cupyx
 
         seq = pack.compare_view(batch, cfg.n_mismatch)
         size = (len(seq) + 127) // 64 * 64 + 64
-        if self._pinned is None or len(self._pinned) < size:
-            self._pinned = cupyx.empty_pinned(max(size, 1 << 22), dtype=np.uint8)
-        host = self._pinned[:size]
-        copy_parallel(host, seq)
-        host[len(seq):] = 0
         d_raw = cupy.empty(size, dtype=cupy.uint8)
-        d_raw.set(host)
+        stream = cupy.cuda.get_current_stream()
+        if is_pinned(seq):
+            d_raw[:len(seq)].set(seq, stream)
+        elif len(seq):
+            if self._pinned is None or len(self._pinned) < len(seq):
+                self._pinned = pinned_empty(max(len(seq), 1 << 22))
+            host = self._pinned[:len(seq)]
+            stream.synchronize()  # the previous batch's transfer out of the buffer has finished
+            copy_parallel(host, seq)
+            d_raw[:len(seq)].set(host, stream)
+        d_raw[len(seq):] = 0
         meta = np.empty((4, batch.n), dtype=np.int32)
         meta[0], meta[1], meta[2], meta[3] = batch.q_off, batch.q_len, batch.t_off, batch.t_len
         return d_raw, cupy.asarray(meta)
 
 
-def record_level(ids: np.ndarray, s: np.ndarray, cnt, d_ops, off, score: np.ndarray, status: np.ndarray,
-                 parts: list, want_cigar: bool, scale: int = 1) -> np.ndarray:
-    """Book one kernel level's results for pairs ids: those with a score (s >= 0, times scale) are OK,
-    or FAILED when their CIGAR replay failed (cnt < 0); their CIGARs (device buffer d_ops, per-id
-    offsets off and op counts cnt) join parts for assemble(). Returns the mask of ids done."""
-    done = s >= 0
-    score[ids[done]] = s[done] * scale
-    status[ids[done]] = OK
-    if want_cigar:
-        status[ids[done & (cnt < 0)]] = FAILED
-        good = done & (cnt >= 0)
-        parts.append((ids[good], d_ops, off[good], cnt[good]))
-    return done
+def gather_kernel(kernel):
+    """common.cuh's gather_ops as gather(src, src_off, lens, dst_off, total) -> dst (Results.finish)."""
+
+    def gather(src, src_off, lens, dst_off, total):
+        import cupy
+
+        n = len(lens)
+        dst = cupy.empty(max(1, total), dtype=cupy.uint32)
+        kernel(((n + 127) // 128,), (128,), (src, src_off, lens.astype(cupy.int32), dst_off, dst, np.int32(n)))
+        return dst
+
+    return gather
 
 
-def assemble(gather, name: str, n: int, score, status, parts, want_cigar: bool) -> AlignBatch:
-    """Results in pair order. parts: (pair ids, device ops buffer, ops offset per pair, ops count per
-    pair); gather: the common.cuh gather_ops kernel."""
-    import cupy
+class Results:
+    """Per-pair results of one batch, kept beside the kernels (xp = cupy; numpy in the CPU tests)
+    while the levels run, and brought to the host once (finish)."""
 
-    engine = np.full(n, ENGINE_CODE[name], np.uint8)
-    res = AlignBatch(score, status, engine, np.zeros(0, np.uint32), np.zeros(n, np.int64),
-                     np.zeros(n, np.int64), want_cigar)
-    res.reason = {int(i): "GPU CIGAR replay did not reach the end (internal error)"
-                  for i in np.nonzero(status == FAILED)[0]}
-    if not want_cigar or not parts:
+    def __init__(self, n: int, want_cigar: bool, xp):
+        self.xp, self.n, self.want_cigar = xp, n, want_cigar
+        self.score = xp.full(n, -1, dtype=xp.int32)
+        self.status = xp.full(n, EXCEEDED, dtype=xp.uint8)
+        self.ops_len = xp.zeros(n, dtype=xp.int64)  # CIGAR ops per pair
+        self.ops_src = xp.zeros(n, dtype=xp.int64)  # where they start in the buffers joined in order
+        self.buffers: list = []
+        self._base = 0
+
+    def record(self, ids, s, cnt=None, ops=None, off=None, scale: int = 1):
+        """Book one kernel level for the pairs ids (the launch's list): entries with a score (s >= 0,
+        times scale) are OK, or FAILED where the CIGAR replay failed (cnt < 0); their CIGARs are
+        cnt[i] ops at off[i] in the buffer ops. Inputs may be host or device arrays.
+        Returns the mask (xp) of ids done."""
+        xp = self.xp
+        s = xp.asarray(s)
+        done = s >= 0
+        sel = xp.nonzero(done)[0]
+        at = xp.asarray(ids)[sel]
+        self.score[at] = s[sel] * scale
+        if not self.want_cigar:
+            self.status[at] = OK
+            return done
+        c = xp.asarray(cnt)[sel]
+        self.status[at] = xp.where(c < 0, FAILED, OK).astype(xp.uint8)
+        self.ops_len[at] = xp.maximum(c, 0)
+        self.ops_src[at] = xp.asarray(off)[sel] + self._base
+        self.buffers.append(ops)
+        self._base += len(ops)
+        return done
+
+    def finish(self, gather, name: str) -> AlignBatch:
+        """The AlignBatch in pair order; gather(src, src_off, lens, dst_off, total) -> dst copies each
+        pair's ops to its place (gather_kernel on the device)."""
+        xp = self.xp
+        get = (lambda a: a) if xp is np else (lambda a: a.get())
+        n = self.n
+        engine = np.full(n, ENGINE_CODE[name], np.uint8)
+        res = AlignBatch(get(self.score), get(self.status), engine, np.zeros(0, np.uint32), np.zeros(n, np.int64),
+                         np.zeros(n, np.int64), self.want_cigar)
+        res.reason = {int(i): "GPU CIGAR replay did not reach the end (internal error)"
+                      for i in np.nonzero(res.status == FAILED)[0]}
+        if not self.want_cigar or not self.buffers or n == 0:
+            return res
+        lens = self.ops_len
+        dst = xp.cumsum(lens) - lens
+        total = int(dst[-1] + lens[-1])
+        if len(self.buffers) == 1 and bool((self.ops_src == dst).all()):
+            flat = self.buffers[0][:total]  # one level, already in pair order
+        else:
+            src = self.buffers[0] if len(self.buffers) == 1 else xp.concatenate(self.buffers)
+            flat = gather(src, self.ops_src, lens, dst, total)[:total]
+        if xp is np:
+            res.cigar = flat
+        else:  # into pinned memory: several times faster than into fresh pageable pages
+            res.cigar = pinned_empty(total, np.uint32)
+            flat.get(out=res.cigar)
+        res.cigar_len, res.cigar_off = get(lens), get(dst)
         return res
-    lens = np.zeros(n, np.int64)
-    src_off = np.zeros(n, np.int64)
-    base = 0
-    for ids, d_ops, off, cnt in parts:
-        lens[ids] = cnt
-        src_off[ids] = off + base
-        base += len(d_ops)
-    dst_off = offsets_from_lengths(lens)
-    total = int(lens.sum())
-    if len(parts) == 1 and np.array_equal(src_off, dst_off):
-        flat = parts[0][1][:total].get()  # one level, already in pair order
-    else:
-        d_src = cupy.concatenate([p[1] for p in parts])
-        d_dst = cupy.empty(max(1, total), dtype=cupy.uint32)
-        gather(((n + 127) // 128,), (128,), (
-            d_src, cupy.asarray(src_off), cupy.asarray(lens.astype(np.int32)), cupy.asarray(dst_off),
-            d_dst, np.int32(n)))
-        flat = d_dst[:total].get()
-    res.cigar, res.cigar_len, res.cigar_off = flat, lens, dst_off
-    return res
 
 
 def align_split(align_device, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import AlignConfig
-from ..records import EXCEEDED, AlignBatch, PairBatch
+from ..records import AlignBatch, PairBatch
 from ._cuda import load_module
-from ._device import Staging, align_split, assemble, record_level
+from ._device import Results, Staging, align_split, gather_kernel
 
 NAME = "gpu-edit"
 CIGAR_LEVELS = (32, 64, 128)
@@ -55,6 +55,7 @@ def start_level(levels: tuple, sample_scores: np.ndarray) -> int:
 
 class GpuEditEngine:
     name = NAME
+    pinned_input = True  # batches' sequence bytes in page-locked memory (engines.host_allocator)
 
     def __init__(self, first_level: int | None = None):
         """first_level: first level to try (None = chosen per batch from a sample; tests force 32)."""
@@ -105,6 +106,8 @@ class GpuEditEngine:
         return align_split(self._align_device, batch, cfg)
 
     def _align_device(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
+        import cupy
+
         self._module()
         n = batch.n
         want_cigar = not cfg.distance_only
@@ -117,34 +120,34 @@ class GpuEditEngine:
             sample = np.arange(n, dtype=np.int32)
             if n > 1024:
                 sample = np.unique(np.random.default_rng(n).integers(0, n, 1024)).astype(np.int32)
-            first = start_level(levels, self._run_level(levels[-1], dev, sample, False)[0])
+            first = start_level(levels, self._run_level(levels[-1], dev, cupy.asarray(sample), False)[0].get())
 
-        score = np.full(n, -1, np.int32)
-        status = np.full(n, EXCEEDED, np.uint8)
-        cig_parts = []  # (pair ids, flat ops, offsets, counts)
+        res = Results(n, want_cigar, cupy)
         counts: dict = {}
-        todo = np.arange(n, dtype=np.int32)
+        todo = cupy.arange(n, dtype=cupy.int32)  # pair ids still to align, on the device
         for e in levels[levels.index(first):]:
             if len(todo) == 0:
                 break
             s, mode, ops, off, cnt = self._run_level(e, dev, todo, want_cigar)
-            done = record_level(todo, s, cnt, ops, off, score, status, cig_parts, want_cigar)
-            n2 = int((done & (mode == 2)).sum())
+            done = res.record(todo, s, cnt, ops, off)
+            n_done, n2 = (int(v) for v in cupy.stack([done.sum(), (done & (mode == 2)).sum()]).get())
             counts[f"gpu-edit:E{e}"] = n2
-            counts[f"gpu-edit:E{e}-bytes"] = int(done.sum()) - n2
+            counts[f"gpu-edit:E{e}-bytes"] = n_done - n2
             todo = todo[~done]
         for k, v in counts.items():
             if v:
                 self.last_counts[k] = self.last_counts.get(k, 0) + v
-        return assemble(self._mod.get_function("gather_ops"), NAME, n, score, status, cig_parts, want_cigar)
+        return res.finish(gather_kernel(self._mod.get_function("gather_ops")), NAME)
 
     def _run_level(self, e, dev, ids, want_cigar):
+        """One level over the pair ids (device int32). Returns device arrays per id: score (-1 beyond
+        e), compare mode (2 or 8) and, with CIGARs, the ops buffer, each id's offset in it (int64) and
+        op count (-1: replay failed)."""
         import cupy
 
         mod = self._mod
         d_packed, d_raw, d_qpos, d_qlen, d_tpos, d_tlen = dev
         nl = len(ids)
-        d_list = cupy.asarray(ids)
         d_score = cupy.empty(nl, dtype=cupy.int32)
         d_mode = cupy.empty(nl, dtype=cupy.uint8)
         w = e // 16
@@ -156,16 +159,14 @@ class GpuEditEngine:
         if smem > 48 * 1024:
             kern.max_dynamic_shared_size_bytes = smem
         grid = max(1, min((nl + warps - 1) // warps, self._sms * 64))
-        kern((grid,), (32 * warps,), (d_packed, d_raw, d_list, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen,
+        kern((grid,), (32 * warps,), (d_packed, d_raw, ids, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen,
                                       d_score, d_mode, d_bt), shared_mem=smem)
-        s = d_score.get()
-        mode = d_mode.get()
         if not want_cigar:
-            return s, mode, None, None, None
+            return d_score, d_mode, None, None, None
         # CIGARs in two passes: count, offsets (device scan), write compactly
         d_cnt = cupy.empty(nl, dtype=cupy.int32)
         cig = mod.get_function("ewfa_cigar")
-        args = (d_packed, d_raw, d_list, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen, d_score, d_mode, d_bt,
+        args = (d_packed, d_raw, ids, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen, d_score, d_mode, d_bt,
                 np.int32(w))
         grid = ((nl + 127) // 128,)
         cig(grid, (128,), (*args, _NULL, _NULL, d_cnt))
@@ -174,4 +175,4 @@ class GpuEditEngine:
         total = int(d_off[-1] + d_len[-1]) if nl else 0
         d_cig = cupy.empty(max(1, total), dtype=cupy.uint32)
         cig(grid, (128,), (*args, d_off, d_cig, d_cnt))
-        return s, mode, d_cig, d_off.get(), d_cnt.get()
+        return d_score, d_mode, d_cig, d_off, d_cnt

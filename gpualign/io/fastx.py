@@ -376,7 +376,9 @@ class PairReader:
         except BaseException:
             self.a.chunks.abort()
             raise
-        self.gen = _batches(self.a, self.b, path_a, path_b, batch_bases, batch_pairs)
+        self.alloc = np.empty  # sequence buffers of the batches: set to engines.host_allocator(chain)
+        self.gen = _batches(self.a, self.b, path_a, path_b, batch_bases, batch_pairs,
+                            lambda n: self.alloc(n, dtype=np.uint8))
 
     def __iter__(self):
         return self
@@ -390,7 +392,7 @@ class PairReader:
 
 
 def _batches(a: _Buffered, b: _Buffered, path_a: str, path_b: str, batch_bases: int,
-             batch_pairs: int) -> Iterator[PairBatch]:
+             batch_pairs: int, alloc) -> Iterator[PairBatch]:
     count = 0
     try:
         while True:
@@ -412,7 +414,7 @@ def _batches(a: _Buffered, b: _Buffered, path_a: str, path_b: str, batch_bases: 
             k = max(1, min(k, avail, batch_pairs))
             qn, qq, qparts, ql = a.take(k)
             tn, _, tparts, tl = b.take(k)
-            seq = np.empty(sum(map(len, qparts)) + sum(map(len, tparts)), dtype=np.uint8)
+            seq = alloc(sum(map(len, qparts)) + sum(map(len, tparts)))
             at = 0
             for part in qparts + tparts:  # one copy from the chunks into the batch
                 seq[at:at + len(part)] = np.frombuffer(part, dtype=np.uint8)
