@@ -83,3 +83,16 @@ def test_longest_first_orders_by_length():
     ids = longest_first(np.array([6, 5, 1]), longest)  # keys over 16 bits: coarsened, still ordered here
     assert ids.tolist() == [5, 6, 1] and ids.dtype == np.int32
     assert len(longest_first(np.zeros(0, np.int64), longest)) == 0
+
+
+def test_length_groups_by_power_of_two():
+    from gpualign.engines.gpu_affine import length_groups
+
+    longest = np.array([1000, 513, 1024, 0, 1, 2, 3, 1025, 700])
+    got = [g.tolist() for g in length_groups(longest)]
+    want = {}
+    for i, ln in enumerate(longest):  # the rule: ceil(log2(max(length, 1)))
+        want.setdefault(int(np.ceil(np.log2(max(ln, 1)))), []).append(i)
+    assert got == [want[k] for k in sorted(want)]
+    assert [g.tolist() for g in length_groups(np.array([600, 1000, 513]))] == [[0, 1, 2]]
+    assert [g.tolist() for g in length_groups(np.zeros(0, np.int64))] == [[]]

@@ -53,6 +53,16 @@ def kbound(s: np.ndarray, o: int, e: int, kcap: int) -> np.ndarray:
     return np.minimum(k, kcap)
 
 
+def length_groups(longest: np.ndarray) -> list:
+    """Pair ids grouped by ceil(log2(length)) (lengths within a factor 2 share a plan), shortest
+    group first; one group at once when the batch's extremes share a class (the common case)."""
+    lo, hi = int(longest.min(initial=1)), int(longest.max(initial=1))
+    if (max(lo, 1) - 1).bit_length() == (max(hi, 1) - 1).bit_length():
+        return [np.arange(len(longest))]
+    group = np.ceil(np.log2(np.maximum(longest, 1))).astype(np.int64)
+    return [np.nonzero(group == g)[0] for g in np.nonzero(np.bincount(group))[0]]
+
+
 def longest_first(ids: np.ndarray, longest: np.ndarray) -> np.ndarray:
     """ids (int32) by decreasing length, the order in which resident blocks take them (long pairs
     first balance the load). Sorted by a 16-bit key (radix sort, ~6x faster than a 64-bit one),
@@ -177,9 +187,8 @@ class GpuAffineEngine:
         span = np.zeros((n, 2), np.int64)
         span[:, 1] = batch.t_len
         longest = np.maximum(batch.q_len, batch.t_len)
-        group = np.ceil(np.log2(np.maximum(longest, 1))).astype(np.int64)
-        for cls in np.unique(group):
-            todo = longest_first(np.nonzero(group == cls)[0], longest)
+        for members in length_groups(longest):
+            todo = longest_first(members, longest)
             for li, f in enumerate(self.levels):
                 if len(todo) == 0:
                     break

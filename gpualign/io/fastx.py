@@ -71,6 +71,26 @@ class _NotSimple(Exception):
 _BLOCK = 1 << 23
 
 
+def _all_start(lines: list, mark: bytes) -> bool:
+    """Does every line start with the one-byte mark? (joined once: no Python step per line)"""
+    return not lines or (lines[0][:1] == mark and b"\n".join(lines).count(b"\n" + mark) == len(lines) - 1)
+
+
+def _names(heads: list) -> list:
+    """Record names (the header up to the first whitespace, marker dropped) as str. Headers with no
+    whitespace at all, the common case, are split in one step; IndexError for an empty name."""
+    if not heads:
+        return []
+    text = b"\n".join(heads).decode("ascii")
+    if " " in text or "\t" in text or "\x0b" in text or "\x0c" in text:
+        names = [h[1:].split(None, 1)[0].decode("ascii") for h in heads]
+    else:
+        names = text[1:].split("\n" + text[0])
+    if len(names) != len(heads) or "" in names:
+        raise IndexError("empty record name")
+    return names
+
+
 def _simple_chunks(path: str, chunk: int):
     """Fast path for the common layout: FASTA with one sequence line per record, or 4-line FASTQ, no CR.
     Anything else raises _NotSimple(records already yielded) and htslib takes over from there."""
@@ -113,18 +133,18 @@ def _simple_chunks(path: str, chunk: int):
             try:
                 if step == 2:
                     seqs = lines[1::step]
-                    ok = all(h[:1] == b">" for h in heads) and not any(x[:1] == b">" for x in seqs)
+                    ok = _all_start(heads, b">") and (not seqs or b"\n>" not in b"\n" + b"\n".join(seqs))
                 else:
                     n4 = len(lines) // 4
                     seqs, qb = lines[1::4][:n4], lines[3::4][:n4]
-                    ok = (all(h[:1] == b"@" for h in heads) and all(x[:1] == b"+" for x in lines[2::4])
+                    ok = (_all_start(heads, b"@") and _all_start(lines[2::4], b"+")
                           and list(map(len, seqs)) == list(map(len, qb)))
                 if not ok:
                     raise _NotSimple(done)
                 k = whole // step
                 heads, seqs = heads[:k], seqs[:k]
                 quals = [None] * k if step == 2 else [x.decode("ascii") for x in qb[:k]]
-                names = [h[1:].split(None, 1)[0].decode("ascii") for h in heads]
+                names = _names(heads)
             except (IndexError, UnicodeDecodeError):
                 raise _NotSimple(done) from None
             for i in range(0, len(names), chunk):
