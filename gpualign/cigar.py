@@ -57,6 +57,10 @@ def to_text(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> list[str]
     return [text[a:a + b] for a, b in zip(start.tolist(), size.tolist())]
 
 
+_UNITS = (48 + np.arange(100) % 10).astype(np.uint8)  # digit characters of 0..99
+_TENS = (48 + np.arange(100) // 10).astype(np.uint8)
+
+
 def to_text_buffer(cigar: np.ndarray, off: np.ndarray, length: np.ndarray):
     """Packed CIGARs of many pairs -> (text bytes as uint8, start and length of each pair's text)."""
     n = len(length)
@@ -68,11 +72,19 @@ def to_text_buffer(cigar: np.ndarray, off: np.ndarray, length: np.ndarray):
     width = digits(lens)
     start = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(width + 1, out=start[1:])
-    buf = np.empty(int(start[-1]), dtype=np.uint8)
-    write_ints(buf, start[:-1], lens, width)
-    buf[start[1:] - 1] = _OP_BYTES[cigar & 15]  # each op's character after its length
+    buf = np.empty(int(start[-1]) + 1, dtype=np.uint8)  # one byte of room in front (see below)
+    at = start[1:]  # each op's character, shifted by the room byte
+    big = np.flatnonzero(lens >= 100)  # the few with 3 or more digits first, written exactly
+    if len(big):
+        write_ints(buf, start[big] + 1, lens[big], width[big])
+    # then the last two digits of every op, without selecting who has them: a 1-digit length's "tens"
+    # lands on the previous op's character (or the room byte), which is written last
+    low = lens % 100
+    buf[at - 1] = _UNITS[low]
+    buf[at - 2] = _TENS[low]
+    buf[at] = _OP_BYTES[cigar & 15]
     stop = off + np.asarray(length, dtype=np.int64)
-    return buf, start[off], start[stop] - start[off]
+    return buf[1:], start[off], start[stop] - start[off]
 
 
 def op_totals(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> dict:

@@ -34,7 +34,8 @@ class Strings:
             raise ValueError("a string holds a newline")
         start = np.concatenate([[0], ends + 1]).astype(np.int64)
         end = np.concatenate([ends, [len(buf)]]).astype(np.int64)
-        return cls(buf, start, end - start)
+        # separators dropped: rows one after another (join_lines copies such columns in one step)
+        return cls(np.delete(buf, ends), start - np.arange(len(items)), end - start)
 
     @classmethod
     def of_ints(cls, values: np.ndarray) -> "Strings":
@@ -109,7 +110,7 @@ def join_lines(fields: list, n: int, sep: bytes = b"\t") -> bytes:
             out[pos + j] = ch
         pos += len(prefix)
         if isinstance(col, Strings):
-            out[segment_index(pos, w)] = col.buf[segment_index(col.start, w)]
+            _copy_rows(out, pos, col, w)
         elif col is not None:
             write_ints(out, pos, col, w)
         pos += w
@@ -117,3 +118,21 @@ def join_lines(fields: list, n: int, sep: bytes = b"\t") -> bytes:
             out[pos + j] = ch
         pos += len(sep) if k < len(fields) - 1 else 1
     return out.tobytes()
+
+
+def _copy_rows(out: np.ndarray, pos: np.ndarray, col: Strings, w: np.ndarray) -> None:
+    """out[pos[i] : pos[i] + w[i]] = row i of col, for rows that end apart (one line each). Rows stored
+    one after another (CIGAR text, names) go in one masked copy: no index array per byte."""
+    n = len(w)
+    if n == 0 or not w.any():
+        return
+    if not np.array_equal(col.start[1:], col.start[:-1] + w[:-1]):
+        out[segment_index(pos, w)] = col.buf[segment_index(col.start, w)]
+        return
+    marks = np.zeros(len(out) + 1, np.int8)  # +1 where a row starts, -1 where it ends: cumsum = inside
+    some = w > 0
+    marks[pos[some]] = 1
+    marks[(pos + w)[some]] = -1
+    inside = np.cumsum(marks[:-1], dtype=np.int8).view(bool)
+    a = int(col.start[0])
+    out[inside] = col.buf[a:a + int(w.sum())]

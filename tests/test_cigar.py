@@ -53,3 +53,22 @@ def test_gap_opens_counts_i_and_d_runs_per_pair():
     off = np.concatenate([[0], np.cumsum(lens)[:-1]])
     want = [int(np.isin(cigar[a:a + n] & 15, (C.I, C.D)).sum()) for a, n in zip(off, lens)]
     assert C.gap_opens(cigar, off, lens).tolist() == want
+
+
+def test_to_text_buffer_all_widths():
+    """Bulk CIGAR text == per-op Python formatting, for lengths of 1 to 7 digits in any order (the bulk
+    writer lets short lengths' spare digit land on the previous op's character, written last)."""
+    from gpualign import cigar as C
+    from gpualign.records import offsets_from_lengths
+
+    rng = np.random.default_rng(7)
+    lens = (10 ** rng.integers(0, 7, 5000) * rng.random(5000)).astype(np.uint32) + 1
+    ops = rng.choice([0, 1, 2, 4, 7, 8], 5000).astype(np.uint32)
+    packed = (lens << 4) | ops
+    per = np.diff(np.sort(np.concatenate([[0, 5000], rng.integers(0, 5000, 900)])))  # ops per pair, some 0
+    off = offsets_from_lengths(per)
+    buf, start, size = C.to_text_buffer(packed, off, per)
+    for i in range(len(per)):
+        want = "".join(f"{ln}{'MIDNSHP=X'[op]}" for ln, op in zip(lens[off[i]:off[i] + per[i]],
+                                                                  ops[off[i]:off[i] + per[i]]))
+        assert buf[start[i]:start[i] + size[i]].tobytes().decode() == want

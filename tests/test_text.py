@@ -27,3 +27,19 @@ def test_strings_take_and_errors():
     assert join_lines([b"a", b"b"], 0) == b""
     with pytest.raises(ValueError):
         Strings.of(["a\nb"])
+
+
+def test_string_columns_stored_apart_or_in_a_row():
+    """Rows stored one after another (copied in one masked step) and rows stored anywhere (indexed
+    copy), empty rows included, give the same lines."""
+    rng = np.random.default_rng(5)
+    items = ["".join(rng.choice(list("=XID0123456789"), int(k))) for k in rng.integers(0, 30, 400)]
+    items[:3] = ["", "", "1="]
+    items[-1] = ""
+    row = Strings.of(items)
+    assert np.array_equal(row.start[1:], row.start[:-1] + row.length[:-1])  # stored in a row
+    order = rng.permutation(len(items))
+    for rows in (np.arange(len(items)), order, np.sort(order[:200])):  # in a row, shuffled, a subset
+        got = join_lines([b"x", (b"cg:Z:", row.take(rows)), b"y"], len(rows))
+        assert got == "".join(f"x\tcg:Z:{items[i]}\ty\n" for i in rows).encode()
+    assert join_lines([row], len(items)) == "".join(f"{t}\n" for t in items).encode()
