@@ -24,6 +24,7 @@ from .config import AlignConfig
 from .engines import host_allocator, select_engines
 from .errors import ConfigError, InputError
 from .io import fastx
+from .output import parallel
 from .output.paf import PafWriter
 from .output.sam import BamWriter, SamWriter
 from .output.tsv import TsvWriter
@@ -199,7 +200,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
     if path_a == "-" and path_b == "-":
         raise ConfigError("only one of the two inputs can be '-' (stdin)")
     t0 = time.perf_counter()
-    spooled = reader = None
+    spooled = reader = fmt_pool = None
     try:
         targets = {}
         if fmt in ("sam", "bam"):
@@ -208,6 +209,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             targets = _collect_targets(path_b)
         # the parsing processes of big inputs are forked first, before threads, engines and the GPU
         reader = fastx.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs)
+        if fmt in ("paf", "tsv"):  # text formatted in worker processes, forked now too
+            fmt_pool = parallel.start_pool(cfg.n_threads)
         chain, notice = select_engines(cfg)
         reader.alloc = host_allocator(chain)
         summary = Summary(notice=notice)
@@ -218,11 +221,13 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
             writer = writer_cls(output.target, targets=targets,
                                 command_line=command_line, metric=cfg.metric)
-            _stream(reader, chain, cfg, writer, summary, progress, verify)
+            _stream(reader, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify)
             writer.close()
     finally:
         if reader is not None:
             reader.abort()
+        if fmt_pool is not None:
+            fmt_pool.shutdown(wait=True, cancel_futures=True)
         if spooled:
             os.unlink(spooled)
     summary.seconds = time.perf_counter() - t0
@@ -240,7 +245,8 @@ def _verify(batch, res, cpu, cfg, fraction: float, summary: Summary) -> None:
     summary.verified_optimal += int(((check.status == OK) & (check.score == res.score[idx])).sum())
 
 
-def _stream(batches, chain, cfg, writer, summary: Summary, progress, verify: float = 0.0) -> None:
+def _stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary, progress,
+            verify: float = 0.0) -> None:
     q: queue.Queue = queue.Queue(maxsize=2)
     stop = threading.Event()
     stages = summary.stage_seconds
@@ -252,6 +258,9 @@ def _stream(batches, chain, cfg, writer, summary: Summary, progress, verify: flo
             return run_chain(batch, chain, cfg)
         finally:
             stages["align"] += time.perf_counter() - t0
+
+    def written(n: int) -> None:
+        summary.written += n
 
     reader.start()
     pending = []
@@ -268,7 +277,7 @@ def _stream(batches, chain, cfg, writer, summary: Summary, progress, verify: flo
                     batch, fut = pending.pop(0)
                     res, counts = fut.result()
                     t0 = time.perf_counter()
-                    summary.written += writer.write(batch, res)
+                    out.submit(batch, res, written)
                     stages["write"] += time.perf_counter() - t0
                     summary.pairs += batch.n
                     summary.bases += batch.bases
@@ -280,6 +289,9 @@ def _stream(batches, chain, cfg, writer, summary: Summary, progress, verify: flo
                         progress(summary.pairs, summary.bases)
                 if item is None:
                     break
+        t0 = time.perf_counter()
+        out.flush()
+        stages["write"] += time.perf_counter() - t0
     finally:
         stop.set()
 

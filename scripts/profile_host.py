@@ -51,6 +51,7 @@ def main():
     ap.add_argument("command", choices=("pairs", "paf"))
     ap.add_argument("inputs", nargs="+")
     ap.add_argument("--profile", action="store_true", help="also print the top functions (cProfile)")
+    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count(), help="as gpualign's -t (text formatting workers)")
     a = ap.parse_args()
     from gpualign import pipeline, realign
     from gpualign.config import AlignConfig
@@ -59,10 +60,11 @@ def main():
     pipeline.select_engines = realign.select_engines = lambda cfg: ([Instant()], "instant engine")
     if a.command == "pairs":
         def run():
-            return pipeline.run_pairs(*a.inputs[:2], out, "paf", AlignConfig(device="cpu"), "profile_host")
+            return pipeline.run_pairs(*a.inputs[:2], out, "paf", AlignConfig(device="cpu", threads=a.threads),
+                                      "profile_host")
     else:
         def run():
-            return realign.run_paf(*a.inputs[:3], out, "paf", AlignConfig(device="cpu", metric="affine"),
+            return realign.run_paf(*a.inputs[:3], out, "paf", AlignConfig(device="cpu", metric="affine", threads=a.threads),
                                    "profile_host")
     t0 = time.perf_counter()
     s = run()

@@ -62,3 +62,32 @@ def test_writers_equal_line_by_line(metric, distance_only):
         start = len(out.getvalue())
         w.write(batch, res)
         assert out.getvalue()[start:] == _expected(batch, res, fmt, metric), fmt
+
+
+@pytest.mark.parametrize("fmt", ["paf", "tsv"])
+def test_formatting_in_worker_processes_same_output(tmp_path, fmt, monkeypatch):
+    """-t 8 formats text in 2 worker processes, written in input order: same bytes as formatting in the
+    parent (-t 1), over many small batches; the summary counts every line."""
+    from gpualign.config import AlignConfig
+    from gpualign.output import parallel
+    from gpualign.pipeline import run_pairs
+
+    pools = []
+    start = parallel.start_pool
+    monkeypatch.setattr(parallel, "start_pool", lambda t: pools.append(start(t)) or pools[-1])
+
+    rng = np.random.default_rng(2)
+    qs = ["".join(rng.choice(list("ACGT"), int(k))) for k in rng.integers(0, 60, 300)]
+    ts = [q[: len(q) // 2] + "".join(rng.choice(list("ACGT"), 3)) + q[len(q) // 2:] for q in qs]
+    a, b = tmp_path / "a.fa", tmp_path / "b.fa"
+    a.write_text("".join(f">q{i}\n{s}\n" for i, s in enumerate(qs)))
+    b.write_text("".join(f">t{i}\n{s}\n" for i, s in enumerate(ts)))
+    out = {}
+    for threads in (1, 8):
+        cfg = AlignConfig(device="cpu", threads=threads, batch_pairs=7)
+        path = tmp_path / f"o{threads}.{fmt}"
+        summary = run_pairs(str(a), str(b), str(path), None, cfg, "test")
+        out[threads] = path.read_bytes()
+        assert summary.written == len(qs)
+    assert out[1] == out[8] and out[1].count(b"\n") == len(qs) + (fmt == "tsv")
+    assert pools[0] is None and pools[1]._max_workers == 2  # -t 1 in the parent, -t 8 in 2 workers

@@ -10,14 +10,13 @@ from ..records import OK, AlignBatch, PairBatch
 from ..text import Strings, join_lines
 
 
-class PafWriter:
-    def __init__(self, stream, **_):
-        self.stream = stream
+class PafFormat:
+    """A batch's PAF lines (picklable: formatting may run in a worker process, output/parallel.py)."""
 
-    def write(self, batch: PairBatch, res: AlignBatch) -> int:
+    def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
         rows = np.flatnonzero(res.status == OK)
         if len(rows) == 0:
-            return 0
+            return b"", 0
         if res.has_cigar:
             tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
             cig = Strings(*C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len)).take(rows)
@@ -30,8 +29,17 @@ class PafWriter:
         fields = [Strings.of(batch.q_names).take(rows), ql, b"0", ql, b"+", Strings.of(batch.t_names).take(rows), tl,
                   b"0", tl, matches, matches + nm, b"255", (b"NM:i:", nm), (b"AS:i:", -res.score[rows].astype(np.int64)),
                   (b"cg:Z:", cig)]
-        self.stream.write(join_lines(fields, len(rows)))
-        return len(rows)
+        return join_lines(fields, len(rows)), len(rows)
+
+
+class PafWriter:
+    def __init__(self, stream, **_):
+        self.stream, self.fmt = stream, PafFormat()
+
+    def write(self, batch: PairBatch, res: AlignBatch) -> int:
+        data, n = self.fmt.render(batch, res)
+        self.stream.write(data)
+        return n
 
     def close(self) -> None:
         pass

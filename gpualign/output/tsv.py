@@ -12,15 +12,16 @@ HEADER = "query\ttarget\tquery_len\ttarget_len\tscore\tedit_distance\tcigar\tsta
 _STATUS = Strings.of(list(STATUS_NAMES))
 
 
-class TsvWriter:
-    def __init__(self, stream, metric: str, **_):
-        self.stream, self.metric = stream, metric
-        stream.write(HEADER.encode())
+class TsvFormat:
+    """A batch's TSV lines (picklable: formatting may run in a worker process, output/parallel.py)."""
 
-    def write(self, batch: PairBatch, res: AlignBatch) -> int:
+    def __init__(self, metric: str):
+        self.metric = metric
+
+    def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
         n = batch.n
         if n == 0:
-            return 0
+            return b"", 0
         failed = res.status != OK
         score = Strings.of_ints(res.score).where(failed, b"*")
         if res.has_cigar:
@@ -32,7 +33,17 @@ class TsvWriter:
             nm, cig = (score if self.metric == "edit" else b"*"), b"*"
         fields = [Strings.of(batch.q_names), Strings.of(batch.t_names), batch.q_len, batch.t_len, score, nm, cig,
                   _STATUS.take(res.status.astype(np.int64))]
-        self.stream.write(join_lines(fields, n))
+        return join_lines(fields, n), n
+
+
+class TsvWriter:
+    def __init__(self, stream, metric: str, **_):
+        self.stream, self.fmt = stream, TsvFormat(metric)
+        stream.write(HEADER.encode())
+
+    def write(self, batch: PairBatch, res: AlignBatch) -> int:
+        data, n = self.fmt.render(batch, res)
+        self.stream.write(data)
         return n
 
     def close(self) -> None:
