@@ -32,6 +32,7 @@ from .records import OK
 from .route import run_chain
 
 FORMATS = ("paf", "sam", "bam", "tsv")
+READ_WORKERS_MAX = 4  # parsing processes per plain FASTA input (one per 4 threads)
 _EXT = {".paf": "paf", ".sam": "sam", ".bam": "bam", ".tsv": "tsv", ".txt": "tsv"}
 
 
@@ -208,7 +209,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
                 spooled = path_b = _spool_stdin()
             targets = _collect_targets(path_b)
         # the parsing processes of big inputs are forked first, before threads, engines and the GPU
-        reader = fastx.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs)
+        reader = fastx.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs,
+                                  workers=min(READ_WORKERS_MAX, cfg.n_threads // 4))
         if fmt in ("paf", "tsv"):  # text formatted in worker processes, forked now too
             fmt_pool = parallel.start_pool(cfg.n_threads)
         chain, notice = select_engines(cfg)

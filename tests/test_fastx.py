@@ -173,3 +173,55 @@ def test_batches_use_the_reader_allocator(tmp_path):
     got = [(bt.seq.tobytes(), bt.q_len.tolist()) for bt in reader]
     want = [(bt.seq.tobytes(), bt.q_len.tolist()) for bt in fastx.read_pairs(str(a), str(b), 1000, 64)]
     assert got == want and sum(sizes) == sum(len(s) for s, _ in want) and len(sizes) == len(want) > 1
+
+
+def test_record_cuts_start_at_records(tmp_path):
+    recs = [(f"r{i}", "", "ACGT" * (i % 9)) for i in range(400)]
+    path = tmp_path / "a.fa"
+    path.write_bytes(render(recs, False, 5, False, True))
+    data = path.read_bytes()
+    for every in (1, 50, 333, 4096, 1 << 30):
+        cuts = fastx.record_cuts(str(path), len(data), every)
+        assert cuts[0] == 0 and cuts[-1] == len(data) and cuts == sorted(set(cuts))
+        assert all(data[c:c + 1] == b">" and data[c - 1:c] == b"\n" for c in cuts[1:-1])
+        assert len(cuts) > 2 or every > len(data) // 2
+
+
+@pytest.mark.parametrize("layout", ["strict", "wrapped", "mixed", "crlf"])
+def test_fasta_parts_parsed_by_several_processes(tmp_path, monkeypatch, layout):
+    """Plain FASTA read in parts by 3 processes each (parts of ~2 kB here): the same batches as one
+    parsing process, whether the parts are strict 2-line FASTA, wrapped (htslib per part) or both."""
+    monkeypatch.setattr(fastx, "RANGE_BYTES", 2048)
+    empty_ok = layout != "crlf"  # htslib reads an empty CRLF record's sequence as '\r' (either way)
+    recs = [(f"r{i}", " x" if i % 7 == 0 else "", "ACGTNacgt"[i % 9] * (i % 120 + (not empty_ok)))
+            for i in range(700)]
+    wrap = {"strict": 0, "wrapped": 13, "mixed": 0, "crlf": 0}[layout]
+    data = render(recs, False, wrap, layout == "crlf", True)
+    if layout == "mixed":  # one record in the middle wrapped: its part goes to htslib, the others not
+        data = data.replace(b">r350\n" + b"ACGTNacgt"[350 % 9:350 % 9 + 1] * 110, b">r350\n" + b"A" * 50
+                            + b"\n" + b"A" * 60)
+    a, b = tmp_path / "a.fa", tmp_path / "b.fa"
+    a.write_bytes(data)
+    b.write_bytes(render(recs[::-1], False, 0, False, True))
+    one = _batches(a, b, 1 << 40, bases=20_000, pairs=97)
+    many = [(bt.q_names, bt.t_names, bt.q_quals, bt.seq.tobytes(), bt.q_len.tolist(), bt.t_len.tolist(),
+             bt.index.tolist()) for bt in fastx.read_pairs(str(a), str(b), 20_000, 97, 0, workers=3)]
+    assert many == one and sum(len(x[0]) for x in one) == len(recs)
+
+
+def test_fasta_parts_errors_name_the_record_in_the_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(fastx, "RANGE_BYTES", 1000)
+    good = "".join(f">t{i}\nACGTACGT\n" for i in range(3000))
+    a, b = tmp_path / "a.fa", tmp_path / "b.fa"
+    a.write_text(good.replace(">t2500\nACGTACGT", ">t2500\nACG TACGT"))
+    b.write_text(good)
+    with pytest.raises(fastx.InputError, match="a.fa: record 2501: invalid sequence character ' '"):
+        list(fastx.read_pairs(str(a), str(b), 5000, 37, 0, workers=2))
+    a.write_text(good.replace(">t2900\nACGTACGT", ">t2900\nACGT\nACGT"))  # wrapped: htslib reads that part
+    b.write_text(good.replace(">t2000\nACGTACGT", ">t2000\nACGTACGT\n+\nIIII"))  # looks like FASTQ
+    said = []
+    for min_bytes, workers in ((1 << 40, 1), (0, 2)):
+        with pytest.raises(fastx.InputError, match="b.fa: record 2001: ") as e:
+            list(fastx.read_pairs(str(a), str(b), 5000, 37, min_bytes, workers=workers))
+        said.append(str(e.value))
+    assert said[0] == said[1]

@@ -9,15 +9,18 @@ and record, a check of the sequence bytes, and batching in bounded memory.
 from __future__ import annotations
 
 import gzip
+import io
 import os
+import tempfile
 import zlib
+from collections import deque
 from itertools import islice
 from typing import Iterator
 
 import numpy as np
 
 from .. import pack
-from ..errors import InputError
+from ..errors import InputError, RecordError
 from ..records import PairBatch, offsets_from_lengths
 
 STDIN = "-"
@@ -91,13 +94,15 @@ def _names(heads: list) -> list:
     return names
 
 
-def _simple_chunks(path: str, chunk: int):
+def _simple_chunks(path: str, chunk: int, data: bytes | None = None):
     """Fast path for the common layout: FASTA with one sequence line per record, or 4-line FASTQ, no CR.
-    Anything else raises _NotSimple(records already yielded) and htslib takes over from there."""
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
+    Anything else raises _NotSimple(records already yielded) and htslib takes over from there.
+    data: parse these bytes (a part of path holding whole records) instead of the file."""
+    if data is None:
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
     done = 0
-    with (gzip.open(path, "rb") if gz else open(path, "rb")) as fh:
+    with (io.BytesIO(data) if data is not None else gzip.open(path, "rb") if gz else open(path, "rb")) as fh:
         carry = b""
         step = None
         while True:
@@ -172,12 +177,13 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True) -> Iterator[
     yield from _htslib_chunks(path, chunk, n)
 
 
-def _htslib_chunks(path: str, chunk: int, skip: int) -> Iterator[tuple[list, list, list]]:
-    """htslib's parser (pysam.FastxFile), starting after the first `skip` records."""
+def _htslib_chunks(path: str, chunk: int, skip: int, name: str | None = None) -> Iterator[tuple[list, list, list]]:
+    """htslib's parser (pysam.FastxFile), starting after the first `skip` records; name: the file
+    named in errors (path itself by default)."""
     import pysam
 
     pysam.set_verbosity(0)  # htslib's own messages: we raise our one-line error instead
-    name = display_name(path)
+    name = name or display_name(path)
     n = 0
     try:
         fh = pysam.FastxFile(path, persist=False)
@@ -202,12 +208,12 @@ def _htslib_chunks(path: str, chunk: int, skip: int) -> Iterator[tuple[list, lis
                     break
                 yield names, seqs, quals
     except UnicodeDecodeError:
-        raise InputError(f"{name}: record {n + 1}: non-ASCII byte in the record") from None
+        raise RecordError(name, n + 1, "non-ASCII byte in the record") from None
     except (ValueError, OSError) as e:
         msg = str(e)
         if "quality" in msg:
-            raise InputError(f"{name}: record {n + 1}: quality length differs from sequence length") from None
-        raise InputError(f"{name}: record {n + 1}: truncated or malformed input ({msg.split(' in ')[0]})") from None
+            raise RecordError(name, n + 1, "quality length differs from sequence length") from None
+        raise RecordError(name, n + 1, f"truncated or malformed input ({msg.split(' in ')[0]})") from None
     if n == 0:
         raise InputError(f"{name}: no FASTA/FASTQ records (empty input or not FASTA/FASTQ)")
 
@@ -237,8 +243,8 @@ def encode(seqs: list, path: str, first_record: int) -> bytes:
         lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
         k = int(np.searchsorted(np.cumsum(lens), bad, side="right"))
         ch = joined[bad]
-        raise InputError(f"{display_name(path)}: record {first_record + k}: invalid sequence character "
-                         f"{ch!r} (code {ord(ch)}); printable ASCII only")
+        raise RecordError(display_name(path), first_record + k,
+                          f"invalid sequence character {ch!r} (code {ord(ch)}); printable ASCII only")
     return raw.translate(pack.FOLD)
 
 
@@ -271,16 +277,140 @@ def _produce(path: str, conn) -> None:
         conn.close()
 
 
+RANGE_BYTES = 1 << 24  # plain FASTA files are parsed in parts of about this size by several processes
+
+
+def record_cuts(path: str, size: int, every: int) -> list:
+    """Offsets splitting a FASTA file into parts of about `every` bytes, each starting at a record
+    (a '>' after a newline), with 0 and size at the ends."""
+    cuts = [0]
+    with open(path, "rb") as fh:
+        want = every
+        while want < size:
+            at, found = want - 1, -1
+            while found < 0:
+                fh.seek(at)
+                block = fh.read(1 << 20)
+                if len(block) < 2:
+                    break
+                i = block.find(b"\n>")
+                found = at + i + 1 if i >= 0 else -1
+                at += len(block) - 1  # one byte back: a newline at the block's end
+            if found < 0:
+                break
+            if found > cuts[-1]:
+                cuts.append(found)
+            want = found + every
+    return cuts + [size]
+
+
+def _parse_range(path: str, start: int, end: int) -> tuple:
+    """Worker process: the records of path[start:end) (whole records) -> (shared memory block holding
+    their encoded sequence bytes, its size, names joined by newlines, lengths). Record numbers in
+    errors count from the range's first record."""
+    from multiprocessing import resource_tracker, shared_memory
+
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start)
+    names, bufs, lens = [], [], []
+
+    def add(nm, seqs):
+        bufs.append(encode(seqs, path, len(names) + 1))
+        lens.append(np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)))
+        names.extend(nm)
+
+    try:
+        for nm, seqs, _ in _simple_chunks(path, CHUNK, data):
+            add(nm, seqs)
+    except _NotSimple as e:  # this part is not strict 2-line FASTA: htslib on its bytes, from there on
+        with tempfile.NamedTemporaryFile(suffix=".fa") as tmp:
+            tmp.write(data)
+            tmp.flush()
+            for nm, seqs, _ in _htslib_chunks(tmp.name, CHUNK, e.records, name=display_name(path)):
+                add(nm, seqs)
+    raw = b"".join(bufs)
+    shm = shared_memory.SharedMemory(create=True, size=max(1, len(raw)))
+    shm.buf[:len(raw)] = raw
+    shm.close()
+    resource_tracker.unregister(shm._name, "shared_memory")  # the parent unlinks it
+    return shm.name, len(raw), "\n".join(names), (np.concatenate(lens) if lens else np.zeros(0, np.int64))
+
+
+def _take_shared(name: str, size: int) -> bytes:
+    from multiprocessing import shared_memory
+
+    shm = shared_memory.SharedMemory(name=name)
+    try:
+        return bytes(shm.buf[:size])
+    finally:
+        shm.close()
+        shm.unlink()
+
+
+class _RangeChunks:
+    """encoded_chunks of a plain FASTA file, its parts (RANGE_BYTES) parsed by `workers` forked processes,
+    at most 2 * workers parts ahead of the consumer; one chunk per part, in file order."""
+
+    def __init__(self, path: str, workers: int):
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.path = path
+        self.cuts = record_cuts(path, os.path.getsize(path), RANGE_BYTES)
+        self.pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
+        self.futs: deque = deque()
+        self.next = 0
+        for _ in range(2 * workers):
+            self._submit()
+
+    def _submit(self) -> None:
+        if self.next < len(self.cuts) - 1:
+            a, b = self.cuts[self.next], self.cuts[self.next + 1]
+            try:
+                self.futs.append(self.pool.submit(_parse_range, self.path, a, b))
+            except RuntimeError:  # shut down by close() from another thread: nothing more to read
+                return
+            self.next += 1
+
+    def __iter__(self):
+        from concurrent.futures.process import BrokenProcessPool
+
+        base = 0  # records in the parts before
+        while self.futs:
+            fut = self.futs.popleft()
+            self._submit()
+            try:
+                shm_name, size, joined, lens = fut.result()
+            except RecordError as e:
+                raise RecordError(e.name, base + e.record, e.detail) from None
+            except BrokenProcessPool:
+                raise InputError(f"{display_name(self.path)}: a reader process ended unexpectedly") from None
+            names = joined.split("\n") if len(lens) else []
+            base += len(names)
+            yield names, _take_shared(shm_name, size), lens, [None] * len(names)
+
+    def close(self) -> None:
+        """Stop the workers; free the parts parsed but not taken."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        while self.futs:
+            fut = self.futs.popleft()
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                name, size = fut.result()[:2]
+                _take_shared(name, 0)
+
+
 class _Chunks:
     """encoded_chunks(path); files of at least min_bytes are parsed in a child process started here,
     so that both inputs parse in parallel and beside the alignment, and the parent only receives ready
     buffers through a pipe (which bounds what is in flight). Stdin, small files and platforms without
     fork parse in this process. Start it before threads or the GPU: the child is forked."""
 
-    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES):
+    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1):
+        """workers > 1: a plain (not compressed) FASTA file is parsed in parts by that many processes."""
         import multiprocessing as mp
 
-        self.path, self.proc, self.conn = path, None, None
+        self.path, self.proc, self.conn, self.ranges = path, None, None, None
         try:
             big = path != STDIN and os.path.getsize(path) >= min_bytes
         except OSError:
@@ -289,6 +419,13 @@ class _Chunks:
             self.it = encoded_chunks(path)
             return
         sniff(path)  # the common errors before a process starts
+        if workers > 1:
+            with open(path, "rb") as fh:
+                plain_fasta = fh.read(1) == b">"
+            if plain_fasta:
+                self.ranges = _RangeChunks(path, workers)
+                self.it = iter(self.ranges)
+                return
         ctx = mp.get_context("fork")
         self.conn, child = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=_produce, args=(path, child), daemon=True)
@@ -323,6 +460,9 @@ class _Chunks:
 
     def abort(self) -> None:
         """Stop the child (if any) and drop the pipe; safe from another thread and more than once."""
+        ranges, self.ranges = self.ranges, None
+        if ranges is not None:
+            ranges.close()
         proc, self.proc = self.proc, None
         if proc is not None:
             self.conn.close()
@@ -334,8 +474,8 @@ class _Chunks:
 class _Buffered:
     """Encoded records of one file, taken in chunks and handed out in any count."""
 
-    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES):
-        self.chunks = _Chunks(path, min_bytes)
+    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1):
+        self.chunks = _Chunks(path, min_bytes, workers)
         self.names, self.quals = [], []
         self.pieces: list[tuple[memoryview, np.ndarray]] = []  # (sequence bytes, lengths) not yet taken
         self.lens = np.zeros(0, np.int64)  # lengths of every buffered record
@@ -378,21 +518,22 @@ class _Buffered:
 
 
 def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int,
-               parallel_min_bytes: int = PARALLEL_MIN_BYTES) -> Iterator[PairBatch]:
+               parallel_min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1) -> Iterator[PairBatch]:
     """Record i of A with record i of B, in batches of bounded size (bases and pairs). Big inputs start
-    their parsing processes now (call this before starting threads or the GPU), batches come lazily."""
+    their parsing processes now (call this before starting threads or the GPU), batches come lazily;
+    workers > 1: that many per plain FASTA file, each parsing a part of it."""
     if path_a == STDIN and path_b == STDIN:
         raise InputError("only one of the two inputs can be '-' (stdin)")
-    return PairReader(path_a, path_b, batch_bases, batch_pairs, parallel_min_bytes)
+    return PairReader(path_a, path_b, batch_bases, batch_pairs, parallel_min_bytes, workers)
 
 
 class PairReader:
     """The batches of read_pairs; abort() stops the parsing processes from any thread (on failure)."""
 
-    def __init__(self, path_a, path_b, batch_bases, batch_pairs, parallel_min_bytes):
-        self.a = _Buffered(path_a, parallel_min_bytes)
+    def __init__(self, path_a, path_b, batch_bases, batch_pairs, parallel_min_bytes, workers=1):
+        self.a = _Buffered(path_a, parallel_min_bytes, workers)
         try:
-            self.b = _Buffered(path_b, parallel_min_bytes)
+            self.b = _Buffered(path_b, parallel_min_bytes, workers)
         except BaseException:
             self.a.chunks.abort()
             raise
