@@ -151,7 +151,7 @@ class Output:
 def running(chain, output: "Output"):
     """Engines started and the output committed on success; on any failure the partial output is
     removed. The engines are closed either way."""
-    for e in chain:
+    for e in reversed(chain):  # the CPU engine's worker processes are forked before the GPU is used
         getattr(e, "start", lambda: None)()
     try:
         yield

@@ -72,6 +72,10 @@ class GpuEditEngine:
             self._sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
         return self._mod
 
+    def start(self) -> None:
+        """Load the kernels (and start the CUDA context) now, while the readers parse the first records."""
+        self._module()
+
     def levels(self, cfg: AlignConfig) -> tuple:
         return DISTANCE_LEVELS if cfg.distance_only else CIGAR_LEVELS
 
