@@ -36,7 +36,7 @@ class OrderedWriter:
     def __init__(self, writer, pool):
         self.writer, self.pool = writer, pool
         self.pending: deque = deque()
-        self.ahead = 2 * pool._max_workers if pool is not None else 0
+        self.ahead = 2 * WORKERS_MAX  # batches formatted or formatting before the oldest is written
 
     def submit(self, batch, res, done) -> None:
         """Queue a batch; done(n_lines) is called once it has been written."""
