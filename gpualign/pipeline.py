@@ -212,7 +212,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         # the parsing processes of big inputs are forked first, before threads, engines and the GPU
         reader = fastx.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs,
                                   workers=min(READ_WORKERS_MAX, cfg.n_threads // 4))
-        if fmt in ("paf", "tsv"):  # text formatted in worker processes, forked now too
+        if fmt in ("paf", "tsv", "sam"):  # text formatted in worker processes, forked now too
             fmt_pool = parallel.start_pool(cfg.n_threads)
         chain, notice = select_engines(cfg)
         reader.alloc = host_allocator(chain)

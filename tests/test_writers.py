@@ -64,7 +64,7 @@ def test_writers_equal_line_by_line(metric, distance_only):
         assert out.getvalue()[start:] == _expected(batch, res, fmt, metric), fmt
 
 
-@pytest.mark.parametrize("fmt", ["paf", "tsv"])
+@pytest.mark.parametrize("fmt", ["paf", "tsv", "sam"])
 def test_formatting_in_worker_processes_same_output(tmp_path, fmt, monkeypatch):
     """-t 8 formats text in 2 worker processes, written in input order: same bytes as formatting in the
     parent (-t 1), over many small batches; the summary counts every line."""
@@ -89,5 +89,55 @@ def test_formatting_in_worker_processes_same_output(tmp_path, fmt, monkeypatch):
         summary = run_pairs(str(a), str(b), str(path), None, cfg, "test")
         out[threads] = path.read_bytes()
         assert summary.written == len(qs)
-    assert out[1] == out[8] and out[1].count(b"\n") == len(qs) + (fmt == "tsv")
+    body = [ln for ln in out[1].splitlines() if not ln.startswith(b"@")]  # SAM: header lines apart
+    assert out[1] == out[8] and len(body) == len(qs) + (fmt == "tsv")
     assert pools[0] is None and pools[1]._max_workers == 2  # -t 1 in the parent, -t 8 in 2 workers
+
+
+def _expected_sam(batch, res, metric):
+    """SAM lines one by one, as the writer did before it built them in bulk."""
+    from gpualign.output.sam import SEQ_TABLE, _clean
+
+    text = C.to_text(res.cigar, res.cigar_off, res.cigar_len) if res.has_cigar else [""] * res.n
+    out = []
+    for i in range(batch.n):
+        s = batch.query(i).translate(SEQ_TABLE).decode() or "*"
+        q = batch.q_quals[i] if batch.q_quals and batch.q_quals[i] else "*"
+        ok = res.status[i] == OK
+        if not ok or batch.t_len[i] == 0:
+            why = "empty_target" if ok else _clean(res.reason.get(i, "failed"))
+            out.append(f"{batch.q_names[i]}\t4\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\tzr:Z:{why}\n")
+            continue
+        ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
+        nm = int((ops >> 4)[np.isin(ops & 15, (C.X, C.I, C.D))].sum())
+        if res.has_cigar:
+            cig, tag = text[i], f"\tNM:i:{nm}"
+        else:
+            cig, tag = "*", (f"\tNM:i:{res.score[i]}" if metric == "edit" else "")
+        out.append(f"{batch.q_names[i]}\t0\t{batch.t_names[i]}\t1\t255\t{cig}\t*\t0\t0\t{s}\t{q}{tag}"
+                   f"\tAS:i:{-res.score[i]}\n")
+    return "".join(out).encode()
+
+
+@pytest.mark.parametrize("metric", ["edit", "affine"])
+@pytest.mark.parametrize("distance_only", [False, True])
+@pytest.mark.parametrize("fastq", [False, True])
+def test_sam_lines_equal_line_by_line(metric, distance_only, fastq):
+    """SAM built in bulk == one line at a time: unmapped pairs (failed, exceeded with a reason holding a
+    tab, empty target), empty queries, IUPAC in SEQ, FASTQ qualities (some empty) or none."""
+    from gpualign.output.sam import SamWriter
+
+    batch = _batch()
+    batch.seq = batch.seq.copy()
+    batch.seq[5] = ord("R")  # an IUPAC code in a query: SEQ writes it as-is (letters are allowed)
+    batch.seq[int(batch.q_off[4])] = ord("*") if batch.q_len[4] else batch.seq[5]
+    if fastq:
+        batch.q_quals = ["I" * int(n) if i % 5 else "" for i, n in enumerate(batch.q_len.tolist())]
+    res = CpuWfaEngine(1).align(batch, AlignConfig(device="cpu", metric=metric, distance_only=distance_only))
+    res.status[10::37] = FAILED
+    res.status[11::41] = EXCEEDED
+    res.reason[10] = "no\tengine é"
+    out = io.BytesIO()
+    SamWriter(out, targets={}, command_line="x", metric=metric).write(batch, res)
+    body = out.getvalue().split(b"\n", 2)[2]  # after @HD and @PG
+    assert body == _expected_sam(batch, res, metric)

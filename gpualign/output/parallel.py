@@ -1,4 +1,4 @@
-"""Text output (PAF, TSV) formatted in worker processes, written by the parent in input order.
+"""Text output (PAF, TSV, SAM) formatted in worker processes, written by the parent in input order.
 
 Formatting a batch is numpy work over every line and CIGAR op; in the parent it competes for the
 interpreter with reading and alignment. The pool is forked before any thread or the GPU exists
@@ -43,8 +43,10 @@ class OrderedWriter:
         if self.pool is None:
             done(self.writer.write(batch, res))
             return
-        lite = dataclasses.replace(batch, seq=np.zeros(0, np.uint8))  # the text needs no sequence bytes
-        self.pending.append((self.pool.submit(self.writer.fmt.render, lite, res), done))
+        fmt = self.writer.fmt
+        if not getattr(fmt, "needs_seq", False):  # PAF and TSV lines hold no sequence bytes: not sent
+            batch = dataclasses.replace(batch, seq=np.zeros(0, np.uint8))
+        self.pending.append((self.pool.submit(fmt.render, batch, res), done))
         while len(self.pending) > self.ahead:
             self._write_one()
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import __version__
-from ..records import AlignBatch, PairBatch
-from .common import columns
+from .. import cigar as C
+from ..records import OK, AlignBatch, PairBatch
+from ..text import Strings, join_lines
 
 # SAM SEQ allows [A-Za-z=.]; any other sequence character is written as N
 _SEQ_OK = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz=.")
 SEQ_TABLE = bytes(c if c in _SEQ_OK else ord("N") for c in range(256))
+_FLAG = Strings.of(["0", "4"])  # mapped, unmapped
 
 
 def header_text(targets: dict, command_line: str) -> str:
@@ -23,35 +27,66 @@ def _clean(reason: str) -> str:
     return "".join(ch if ch.isprintable() and ch != "\t" else "_" for ch in reason) or "failed"
 
 
+def render(batch: PairBatch, res: AlignBatch, metric: str) -> bytes:
+    """One SAM line per pair, in order, built in bulk (text.py): aligned pairs with their target as RNAME
+    at POS 1, the rest unmapped (FLAG 4) with the reason in zr:Z (a pair with an empty target cannot be
+    placed: empty_target)."""
+    n = batch.n
+    if n == 0:
+        return b""
+    unmapped = (res.status != OK) | (batch.t_len == 0)
+    raw = batch.seq
+    if len(raw) and not (raw.min() >= ord("A") and raw.max() <= ord("Z")):  # (case-folded: letters pass)
+        raw = np.frombuffer(raw.tobytes().translate(SEQ_TABLE), dtype=np.uint8)
+    seq = Strings(raw, batch.q_off, batch.q_len).where(batch.q_len == 0, b"*")
+    quals = batch.q_quals
+    qual = Strings.of([q or "*" for q in quals]) if quals and any(quals) else b"*"
+    score = res.score.astype(np.int64)
+    if res.has_cigar:
+        tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
+        cigar = Strings(*C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len)).where(unmapped, b"*")
+        tags = [(b"NM:i:", tot["mismatches"] + tot["ins"] + tot["dels"]), (b"AS:i:", -score)]
+    else:
+        cigar = b"*"
+        tags = [(b"NM:i:", score), (b"AS:i:", -score)] if metric == "edit" else [(b"AS:i:", -score)]
+    tag_col = Strings.lines(join_lines(tags, n))
+    rows = np.flatnonzero(unmapped)
+    if len(rows):
+        why = ["zr:Z:" + ("empty_target" if res.status[i] == OK else _clean(res.reason.get(i, "failed")))
+               for i in rows.tolist()]
+        tag_col = tag_col.put(rows, Strings.of(why))
+    fields = [Strings.of(batch.q_names), _FLAG.take(unmapped.astype(np.int64)),
+              Strings.of(batch.t_names).where(unmapped, b"*"), np.where(unmapped, 0, 1),
+              np.where(unmapped, 0, 255), cigar, b"*", b"0", b"0", seq, qual, tag_col]
+    return join_lines(fields, n)
+
+
 def records(batch: PairBatch, res: AlignBatch, metric: str) -> list[str]:
-    c = columns(res)
-    seq = batch.seq.tobytes().translate(SEQ_TABLE).decode("ascii")
-    qo, ql, tl = batch.q_off.tolist(), batch.q_len.tolist(), batch.t_len.tolist()
-    out = []
-    for i in range(batch.n):
-        s = seq[qo[i] : qo[i] + ql[i]] or "*"
-        q = batch.q_quals[i] if batch.q_quals and batch.q_quals[i] else "*"
-        name = batch.q_names[i]
-        if not c.ok[i] or tl[i] == 0:
-            why = "empty_target" if c.ok[i] else _clean(res.reason.get(i, "failed"))
-            out.append(f"{name}\t4\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\tzr:Z:{why}\n")
-            continue
-        if res.has_cigar:
-            cig, nm = c.cigar[i], f"\tNM:i:{c.nm[i]}"
-        else:
-            cig, nm = "*", (f"\tNM:i:{c.score[i]}" if metric == "edit" else "")
-        out.append(f"{name}\t0\t{batch.t_names[i]}\t1\t255\t{cig}\t*\t0\t0\t{s}\t{q}{nm}\tAS:i:{-c.score[i]}\n")
-    return out
+    """render's lines as str, newline included (for BAM through pysam)."""
+    return render(batch, res, metric).decode().splitlines(keepends=True)
+
+
+class SamFormat:
+    """A batch's SAM lines (picklable: formatting may run in a worker process, output/parallel.py)."""
+
+    needs_seq = True  # SEQ is the query's bytes
+
+    def __init__(self, metric: str):
+        self.metric = metric
+
+    def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
+        return render(batch, res, self.metric), batch.n
 
 
 class SamWriter:
     def __init__(self, stream, targets: dict, command_line: str, metric: str, **_):
-        self.stream, self.metric = stream, metric
+        self.stream, self.fmt = stream, SamFormat(metric)
         stream.write(header_text(targets, command_line).encode())
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:
-        self.stream.write("".join(records(batch, res, self.metric)).encode())
-        return batch.n
+        data, n = self.fmt.render(batch, res)
+        self.stream.write(data)
+        return n
 
     def close(self) -> None:
         pass
