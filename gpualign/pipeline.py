@@ -165,6 +165,16 @@ def running(chain, output: "Output"):
             getattr(e, "close", lambda: None)()
 
 
+@contextmanager
+def aborting(writer):
+    """writer.abort() (if it has one: BAM drops its spooled text) when the block fails."""
+    try:
+        yield
+    except BaseException:
+        getattr(writer, "abort", lambda: None)()
+        raise
+
+
 def _timed(gen, stages: dict, key: str):
     """Iterate gen, adding the time spent producing each item to stages[key]."""
     it = iter(gen)
@@ -212,7 +222,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         # the parsing processes of big inputs are forked first, before threads, engines and the GPU
         reader = fastx.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs,
                                   workers=min(READ_WORKERS_MAX, cfg.n_threads // 4))
-        if fmt in ("paf", "tsv", "sam"):  # text formatted in worker processes, forked now too
+        if fmt in FORMATS:  # lines formatted in worker processes, forked now too
             fmt_pool = parallel.start_pool(cfg.n_threads)
         chain, notice = select_engines(cfg)
         reader.alloc = host_allocator(chain)
@@ -224,8 +234,9 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
             writer = writer_cls(output.target, targets=targets,
                                 command_line=command_line, metric=cfg.metric)
-            _stream(reader, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify)
-            writer.close()
+            with aborting(writer):
+                _stream(reader, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify)
+                writer.close()
     finally:
         if reader is not None:
             reader.abort()

@@ -17,7 +17,7 @@ from .engines import select_engines
 from .errors import ConfigError, InputError
 from .io import paf as P
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
-from .pipeline import FORMATS, Summary, Output, infer_format, running
+from .pipeline import FORMATS, Output, Summary, aborting, infer_format, running
 from .records import OK, PairBatch
 from .route import run_chain
 
@@ -72,17 +72,18 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     with running(chain, output):
         writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
             output.target, targets=targets, command_line=command_line, cs=cs)
-        buf, bases = [], 0
-        items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, summary, say)
-        for item in items:
-            buf.append(item)
-            bases += len(item[1]) + len(item[2])
-            if bases >= cfg.batch_bases or len(buf) >= cfg.batch_pairs:
+        with aborting(writer):
+            buf, bases = [], 0
+            items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, summary, say)
+            for item in items:
+                buf.append(item)
+                bases += len(item[1]) + len(item[2])
+                if bases >= cfg.batch_bases or len(buf) >= cfg.batch_pairs:
+                    _flush(buf, chain, cfg, writer, summary, progress)
+                    buf, bases = [], 0
+            if buf:
                 _flush(buf, chain, cfg, writer, summary, progress)
-                buf, bases = [], 0
-        if buf:
-            _flush(buf, chain, cfg, writer, summary, progress)
-        writer.close()
+            writer.close()
     summary.seconds = time.perf_counter() - t0
     return summary
 

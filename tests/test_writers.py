@@ -64,7 +64,7 @@ def test_writers_equal_line_by_line(metric, distance_only):
         assert out.getvalue()[start:] == _expected(batch, res, fmt, metric), fmt
 
 
-@pytest.mark.parametrize("fmt", ["paf", "tsv", "sam"])
+@pytest.mark.parametrize("fmt", ["paf", "tsv", "sam", "bam"])
 def test_formatting_in_worker_processes_same_output(tmp_path, fmt, monkeypatch):
     """-t 8 formats text in 2 worker processes, written in input order: same bytes as formatting in the
     parent (-t 1), over many small batches; the summary counts every line."""
@@ -87,10 +87,17 @@ def test_formatting_in_worker_processes_same_output(tmp_path, fmt, monkeypatch):
         cfg = AlignConfig(device="cpu", threads=threads, batch_pairs=7)
         path = tmp_path / f"o{threads}.{fmt}"
         summary = run_pairs(str(a), str(b), str(path), None, cfg, "test")
-        out[threads] = path.read_bytes()
+        if fmt == "bam":  # compressed: compared as the SAM text htslib reads back
+            import pysam
+
+            with pysam.AlignmentFile(str(path), "rb") as fh:
+                out[threads] = (str(fh.header) + "".join(r.to_string() + "\n" for r in fh)).encode()
+        else:
+            out[threads] = path.read_bytes()
         assert summary.written == len(qs)
     body = [ln for ln in out[1].splitlines() if not ln.startswith(b"@")]  # SAM: header lines apart
     assert out[1] == out[8] and len(body) == len(qs) + (fmt == "tsv")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.fa", "b.fa", f"o1.{fmt}", f"o8.{fmt}"]  # no spool
     assert pools[0] is None and pools[1]._max_workers == 2  # -t 1 in the parent, -t 8 in 2 workers
 
 
@@ -141,3 +148,18 @@ def test_sam_lines_equal_line_by_line(metric, distance_only, fastq):
     SamWriter(out, targets={}, command_line="x", metric=metric).write(batch, res)
     body = out.getvalue().split(b"\n", 2)[2]  # after @HD and @PG
     assert body == _expected_sam(batch, res, metric)
+
+
+def test_bam_spool_removed_when_the_run_fails(tmp_path):
+    """BAM goes through a temporary SAM file: a failed run leaves neither it nor a partial BAM."""
+    from gpualign.config import AlignConfig
+    from gpualign.errors import InputError
+    from gpualign.pipeline import run_pairs
+
+    a, b = tmp_path / "a.fa", tmp_path / "b.fa"
+    a.write_text("".join(f">q{i}\nACGTACGT\n" for i in range(50)))
+    b.write_text("".join(f">t{i}\nACGTACGT\n" for i in range(30)) + ">t30\nAC GT\n")
+    with pytest.raises(InputError, match="record 31"):
+        run_pairs(str(a), str(b), str(tmp_path / "o.bam"), None, AlignConfig(device="cpu", threads=1,
+                                                                              batch_pairs=7), "test")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.fa", "b.fa"]

@@ -9,7 +9,7 @@ from .. import cigar as C
 from ..io.paf import revcomp
 from ..records import OK
 from .common import columns
-from .sam import SEQ_TABLE, _clean
+from .sam import SEQ_TABLE, SamToBam, _clean
 
 
 def _cs(q: bytes, t: bytes, ops: np.ndarray) -> str:
@@ -119,18 +119,15 @@ class RealignedSam:
 
 class RealignedBam:
     def __init__(self, path: str, targets, command_line: str, **_):
-        import pysam
-
-        self.header = pysam.AlignmentHeader.from_text(sam_header(targets, command_line))
-        self.fh = pysam.AlignmentFile(path, "wb", header=self.header)
+        self.out = SamToBam(path, sam_header(targets, command_line))
 
     def write(self, batch, res, meta) -> int:
-        import pysam
-
         recs = sam_records(batch, res, meta)
-        for line in recs:
-            self.fh.write(pysam.AlignedSegment.fromstring(line.rstrip("\n"), self.header))
+        self.out.write("".join(recs).encode())
         return len(recs)
 
     def close(self):
-        self.fh.close()
+        self.out.close()
+
+    def abort(self):
+        self.out.abort()

@@ -1,11 +1,15 @@
-"""SAM (text, built in bulk) and BAM (the same records through pysam/htslib)."""
+"""SAM (text, built in bulk) and BAM (the same text converted by htslib)."""
 
 from __future__ import annotations
+
+import os
+import tempfile
 
 import numpy as np
 
 from .. import __version__
 from .. import cigar as C
+from ..errors import GpualignError
 from ..records import OK, AlignBatch, PairBatch
 from ..text import Strings, join_lines
 
@@ -92,23 +96,53 @@ class SamWriter:
         pass
 
 
-class BamWriter:
-    """BAM through htslib: records are parsed from the SAM text writer's lines."""
+class SamToBam:
+    """BAM made by htslib from SAM text: the text is spooled to a temporary file (beside the output;
+    removed however the run ends) and converted at close() by pysam's samtools view with several
+    threads: one pass in C instead of a Python call per record."""
 
-    def __init__(self, path: str, targets: dict, command_line: str, metric: str, **_):
-        import pysam
+    THREADS = 4
 
-        self.metric = metric
-        self.header = pysam.AlignmentHeader.from_text(header_text(targets, command_line))
-        self.fh = pysam.AlignmentFile(path, "wb", header=self.header)
+    def __init__(self, path: str, header: str):
+        self.path = path
+        where = None if path == "-" else os.path.dirname(os.path.abspath(path))
+        self.spool = tempfile.NamedTemporaryFile(prefix=".gpualign-", suffix=".sam", dir=where)
+        self.spool.write(header.encode())
 
-    def write(self, batch: PairBatch, res: AlignBatch) -> int:
-        import pysam
-
-        from_string = pysam.AlignedSegment.fromstring
-        for line in records(batch, res, self.metric):
-            self.fh.write(from_string(line.rstrip("\n"), self.header))
-        return batch.n
+    def write(self, data: bytes) -> None:
+        self.spool.write(data)
 
     def close(self) -> None:
-        self.fh.close()
+        import pysam
+
+        try:
+            self.spool.flush()
+            pysam.view("-b", "--no-PG", "-o", self.path, "-@", str(self.THREADS), self.spool.name,
+                       catch_stdout=False)
+        except (pysam.SamtoolsError, OSError) as e:
+            raise GpualignError(f"{self.path}: writing BAM failed ({e})") from None
+        finally:
+            self.spool.close()
+
+    def abort(self) -> None:
+        """The run failed: drop the spooled text (no BAM is made)."""
+        self.spool.close()
+
+
+class BamWriter:
+    """BAM: the SAM writer's lines (formatted in bulk, in worker processes like SAM), converted by htslib."""
+
+    def __init__(self, path: str, targets: dict, command_line: str, metric: str, **_):
+        self.fmt = SamFormat(metric)
+        self.stream = SamToBam(path, header_text(targets, command_line))
+
+    def write(self, batch: PairBatch, res: AlignBatch) -> int:
+        data, n = self.fmt.render(batch, res)
+        self.stream.write(data)
+        return n
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def abort(self) -> None:
+        self.stream.abort()
