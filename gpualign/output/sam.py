@@ -65,11 +65,6 @@ def render(batch: PairBatch, res: AlignBatch, metric: str) -> bytes:
     return join_lines(fields, n)
 
 
-def records(batch: PairBatch, res: AlignBatch, metric: str) -> list[str]:
-    """render's lines as str, newline included (for BAM through pysam)."""
-    return render(batch, res, metric).decode().splitlines(keepends=True)
-
-
 class SamFormat:
     """A batch's SAM lines (picklable: formatting may run in a worker process, output/parallel.py)."""
 
