@@ -3,13 +3,16 @@
 // Entry points (template instances, listed in gpualign/engines/gpu_affine.py):
 //
 //   wfa_affine<BT, EF, SMEM>(raw, list, nlist, qpos, qlen, tpos, tlen, fbeg, fend, fbmax, x, o, e,
-//                            s_cap, kcap, ring, bt, slot_bt, score, kend, counter)
+//                            s_cap, ucap, kcap, ring, bt, slot_bt, score, kend, counter)
 //     raw      uint32*  the batch's compare bytes (see common.cuh; byte compare only)
 //     list     int32*   pair ids in the order blocks take them (longest first balances the load)
 //     qpos/tpos uint32* byte offset of each pair's query/target; qlen/tlen int32*
 //     x, o, e  penalties (mismatch, gap open, gap extend; a gap of length l costs o + l*e), already
 //              divided by their common divisor: the score comes back in those units
 //     s_cap    largest score tried; a pair whose score exceeds it gets score -1 ("exceeded")
+//     ucap     per pair id, a smaller cap U (nullptr: s_cap for all): beyond it the pair is exceeded, and
+//              cells that cannot end within U are pruned (the "diamond": |k - kend| <= (U - s) / e),
+//              so a cap near the score roughly halves the cells
 //     kcap     widest diagonal kept: kb(s) = min((s - o) / e, kcap) for s >= o + e, else 0
 //              (a diagonal |k| costs at least o + |k| e, so |k| <= kb(s) holds every cell of score s)
 //     fbeg/fend EF only (ends-free): per pair, the most target bases skipped free at the start / end;
@@ -132,7 +135,7 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
                            const uint32_t* __restrict__ qpos, const int* __restrict__ qlen,
                            const uint32_t* __restrict__ tpos, const int* __restrict__ tlen,
                            const int* __restrict__ fbeg, const int* __restrict__ fend, int fbmax,
-                           int x, int o, int e, int s_cap, int kcap,
+                           int x, int o, int e, int s_cap, const int* __restrict__ ucap, int kcap,
                            int* ring_g, unsigned char* bt_g, long long slot_bt,
                            int* __restrict__ score, int* __restrict__ kend, int* __restrict__ counter) {
     typedef typename Ring<SMEM>::T T;
@@ -166,10 +169,16 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
         // ends-free: start diagonals 0..fb (v = 0, h = k), end anywhere v = n with h >= m - fe
         const int fb = EF ? (fbeg[p] < m ? fbeg[p] : m) : 0;
         const int fe = EF ? fend[p] : 0;
+        // this pair's score cap and the diagonals it may end on: a cell of score s on diagonal k
+        // needs at least e |k - kend| more, so only |k - kend| <= (U - s) / e can end within U
+        const int U = ucap != nullptr && ucap[p] < s_cap ? ucap[p] : s_cap;
+        const int ke_hi = m - n, ke_lo = EF ? m - n - fe : m - n;
+        const int clear = (RM + e - 1) / e;  // a ring row's previous use reached at most this much wider
         unsigned char* bt = BT ? bt_g + (long long)it * slot_bt : nullptr;
         for (int k0 = 0; k0 <= fb; k0 += blockDim.x) {  // uniform trip count: whole warps shuffle
             const int k = k0 + (int)threadIdx.x;
-            if (k <= fb) {
+            // start cells that cannot end within U stay NUL (the diamond below, at s = 0)
+            if (k <= fb && k >= ke_lo - U / e && k <= ke_hi + U / e) {
                 const int room = n < m - k ? n : m - k;
                 const int h = k + common_prefix_bytes8(raw, qp, tp + k, room);
                 Mr[k] = (T)h;
@@ -181,7 +190,7 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
         int final_s = sh_end != NONE ? 0 : -1, s = 0;
         int rm = 0, ri = 0, q = 0, qr = 0, kb = 0;  // s % RM, s % RI, (s - o) / e and its remainder
         long long rb = 0;  // start of score s's backtrace row (rowbase[s] in gpu_affine.py)
-        while (final_s < 0 && s < s_cap) {
+        while (final_s < 0 && s < U) {
             s++;
             rb += (2 * kb + 2 + fbmax) & ~1;  // row widths rounded up to whole bytes
             if (++rm == RM) rm = 0;
@@ -189,7 +198,13 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
             if (s == oe) { q = 1; qr = 0; }
             else if (s > oe && ++qr == e) { qr = 0; q++; }
             kb = q < kcap ? q : kcap;
+            // [lo, hi]: reachable with score s inside the matrix; [plo, phi]: also able to end within U
+            // (the diamond); cells up to `clear` outside the diamond (inside [lo, hi]) are set NUL, as
+            // the row's previous use (score s - RM or s - RI) may have computed them
             const int lo = -kb > -n ? -kb : -n, hi = kb + fb < m ? kb + fb : m;
+            const int r = (U - s) / e;
+            const int plo = lo > ke_lo - r ? lo : ke_lo - r, phi = hi < ke_hi + r ? hi : ke_hi + r;
+            const int clo = lo > plo - clear ? lo : plo - clear, chi = hi < phi + clear ? hi : phi + clear;
             int rx = rm - x, rg = rm - oe, re = ri - e;
             if (rx < 0) rx += RM;
             if (rg < 0) rg += RM;
@@ -203,10 +218,10 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
             T* Do = Dr + ri * W;
             // whole warps run the loop (uniform trip count, for the backtrace shuffle); each warp's first
             // cell index rb + kb + k is even
-            const int klo = lo - (int)((rb + kb + lo) & 1);
-            for (int k0 = klo; k0 <= hi; k0 += blockDim.x) {
+            const int klo = clo - (int)((rb + kb + clo) & 1);
+            for (int k0 = klo; k0 <= chi; k0 += blockDim.x) {
                 const int k = k0 + (int)threadIdx.x;
-                const bool live = k >= lo && k <= hi;
+                const bool live = k >= plo && k <= phi;
                 unsigned cell = 0;
                 if (live) {
                     // target-only gap, from diagonal k - 1 (h + 1)
@@ -232,8 +247,10 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
                     }
                     Mo[k] = (T)mm; Io[k] = (T)i; Do[k] = (T)d;
                     cell = (unsigned)(msrc | (iext << 2) | (dext << 3));
+                } else if (k >= clo && k <= chi) {
+                    Mo[k] = (T)NL; Io[k] = (T)NL; Do[k] = (T)NL;
                 }
-                if (BT) bt_store(bt, rb + kb + k, cell, k >= lo - 1 && k <= hi);
+                if (BT) bt_store(bt, rb + kb + k, cell, k >= plo - 1 && k <= phi);
             }
             __syncthreads();
             // every thread reads the same cell or flag: the loop condition stays uniform
@@ -275,7 +292,7 @@ extern "C" __global__ void wfa_affine_cigar(const uint32_t* __restrict__ raw, co
 
 #define WFA_AFFINE(B, F, S) template __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine<B, F, S>(const uint32_t*, const int*, int, \
     const uint32_t*, const int*, const uint32_t*, const int*, const int*, const int*, int, int, int, int, int, \
-    int, int*, unsigned char*, long long, int*, int*, int*);
+    const int*, int, int*, unsigned char*, long long, int*, int*, int*);
 WFA_AFFINE(true, false, true) WFA_AFFINE(false, false, true) WFA_AFFINE(true, true, true)
 WFA_AFFINE(false, true, true) WFA_AFFINE(true, false, false) WFA_AFFINE(false, false, false)
 WFA_AFFINE(true, true, false) WFA_AFFINE(false, true, false)

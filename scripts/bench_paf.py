@@ -58,6 +58,7 @@ def main():
     import pysam
 
     work = a.workdir or tempfile.mkdtemp(prefix="gpualign-bench-paf-")
+    os.makedirs(work, exist_ok=True)
     with pysam.FastxFile(a.genome) as fh:
         rec = next(iter(fh))
         genome = rec.sequence.upper().encode()

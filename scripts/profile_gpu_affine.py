@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Affine WFA engine alone on in-memory batches (device machine): pairs/s per setting, CIGAR and
-distance-only, and the pairs each level took.
+distance-only (each with and without the estimated-cap level), and the pairs each level took.
 
   python scripts/profile_gpu_affine.py 1000000x1000x0.10 10000x10000x0.10 --batch-bases 67108864
 """
@@ -32,6 +32,8 @@ def main():
     ap.add_argument("--per-sm", type=int, help="override the plan's resident blocks per SM")
     ap.add_argument("--min-blocks", type=int, help="register cap: WFA_AFFINE_MIN_BLOCKS")
     ap.add_argument("--timing", action="store_true", help="kernel seconds (synchronises after each kernel)")
+    ap.add_argument("--estimate", default="both", choices=("on", "off", "both"),
+                    help="the estimated-cap level (gpu_affine module doc): with, without, or a row each")
     a = ap.parse_args()
     x, o, e = map(int, a.penalties.split(","))
     eng = GpuAffineEngine()
@@ -46,7 +48,9 @@ def main():
         q, t = simulate(n, ln, rate, seed=5, profile=parts[3] if len(parts) > 3 else "uniform")
         per = max(1, a.batch_bases // (2 * ln))
         batches = [PairBatch.from_sequences(q[i:i + per], t[i:i + per]) for i in range(0, n, per)]
-        for do in (False, True):
+        for do, est in [(do, est) for do in (False, True) for est in
+                        {"on": (True,), "off": (False,), "both": (False, True)}[a.estimate]]:
+            eng.tune["estimate"] = est
             cfg = AlignConfig(metric=a.metric, penalties=Penalties(x, o, e), distance_only=do)
             eng.align(batches[0], cfg)  # warm: compile, pinned staging and device pool at full size
             cupy.cuda.Device().synchronize()
@@ -58,7 +62,8 @@ def main():
                 for k, v in eng.last_counts.items():
                     counts[k] = counts.get(k, 0) + v
             dt = time.perf_counter() - t0
-            print(f"{spec:>22} {'dist' if do else 'cigar':>8} {dt:8.3f} {n / dt:10,.0f}  {counts}"
+            mode = ("dist" if do else "cigar") + ("+E" if est else "")
+            print(f"{spec:>22} {mode:>8} {dt:8.3f} {n / dt:10,.0f}  {counts}"
                   + "".join(f" {k}={v:.3f}s" for k, v in eng.timings.items()), flush=True)
 
 

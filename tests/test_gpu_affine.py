@@ -177,3 +177,61 @@ def test_ends_free_bounded(gpu, cpu, metric):
             assert 0 <= t0 <= free[i][0] and len(pairs[i][1]) - free[i][1] <= t1 <= len(pairs[i][1])
             C.check_cigar(batch.query(i), batch.target(i)[t0:t1], ops)
             assert C.score_cigar(ops, pen) == want[i]
+
+
+@pytest.mark.parametrize("ends_free", [False, True], ids=["global", "ends-free"])
+@pytest.mark.parametrize("pen", PENALTIES[:4], ids=lambda p: f"{p.mismatch},{p.gap_open},{p.gap_extend}")
+def test_estimated_caps_at_the_score(cpu, pen, ends_free):
+    """The pruned level with every pair's cap set to its exact score finds every pair (no cell of an
+    optimal path is pruned); one below it finds none (they go on to the levels and the CPU): scores exact
+    either way."""
+    from gpualign.engines import reference
+    from gpualign.engines.gpu_affine import GpuAffineEngine, reduced
+
+    pairs = pairs_random(12, 20, seed=31 + pen.gap_open, max_len=900, max_rate=0.2) + \
+        pairs_random(4, 20, seed=32, profile="long", max_len=900)
+    pairs += [(b"", b"ACGT"), (b"ACGT", b""), (b"", b""), (b"ACGTACGT", b"ACGTACGT"), (b"A" * 300, b"C" * 200)]
+    batch = to_batch(pairs)
+    free = None
+    if ends_free:
+        rng = np.random.default_rng(8)
+        free = rng.integers(0, 60, (batch.n, 2))
+        batch.t_free = free
+        want = np.array([reference.affine_score(q, t, pen, False, int(a), int(b))
+                         for (q, t), (a, b) in zip(pairs, free)])
+    else:
+        want = np.array([affine(q, t, pen) for q, t in pairs])
+    _, g = reduced(pen.mismatch, pen.gap_open, pen.gap_extend)
+    for do in (False, True):
+        cfg = AlignConfig(metric="affine", penalties=pen, distance_only=do, ends_free_target=ends_free)
+        for delta, n_est in ((0, batch.n), (-1, int((want == 0).sum()))):
+            eng = GpuAffineEngine(estimate_min=1)
+            eng.tune["caps"] = want // g + delta
+            res, counts = run_chain(batch, [eng, cpu], cfg)
+            assert (res.status == OK).all() and (res.score == want).all(), np.nonzero(res.score != want)
+            assert counts.get("gpu-affine:E", 0) == n_est, (delta, counts)
+            if not do and not ends_free:
+                verify(batch, res, cfg, want, check_every=1)
+            elif not do:
+                for i in range(batch.n):
+                    ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
+                    C.check_cigar(batch.query(i), batch.target(i)[res.t_start[i]:res.t_end[i]], ops)
+                    assert C.score_cigar(ops, pen) == want[i]
+
+
+@pytest.mark.parametrize("pen", PENALTIES[:3], ids=lambda p: f"{p.mismatch},{p.gap_open},{p.gap_extend}")
+def test_estimated_caps_from_sample(pen):
+    """Groups of every size take the sampled estimate (estimate_min=1): scores equal parasail's and
+    most pairs finish at the estimated level."""
+    from gpualign.engines.gpu_affine import GpuAffineEngine
+
+    pairs = pairs_random(8, 200, seed=41 + pen.mismatch, max_len=1500, max_rate=0.15, min_len=200) + \
+        pairs_random(4, 100, seed=43, profile="long", max_len=1500, min_len=200)
+    batch = to_batch(pairs)
+    want = np.array([affine(q, t, pen) for q, t in pairs])
+    for do in (False, True):
+        cfg = AlignConfig(metric="affine", penalties=pen, distance_only=do)
+        eng = GpuAffineEngine(estimate_min=1)
+        res = eng.align(batch, cfg)
+        verify(batch, res, cfg, want)
+        assert eng.last_counts.get("gpu-affine:E", 0) > batch.n // 2, eng.last_counts

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gpualign.engines.gpu_affine import Plan, kbound, reduced
+from gpualign.engines.gpu_affine import Plan, estimated_caps, forced_gap, kbound, reduced
 
 
 @pytest.mark.parametrize("pen", [(4, 6, 2), (1, 0, 1), (3, 5, 1), (6, 2, 2), (2, 12, 4)])
@@ -96,3 +96,34 @@ def test_length_groups_by_power_of_two():
     assert got == [want[k] for k in sorted(want)]
     assert [g.tolist() for g in length_groups(np.array([600, 1000, 513]))] == [[0, 1, 2]]
     assert [g.tolist() for g in length_groups(np.zeros(0, np.int64))] == [[]]
+
+
+def test_forced_gap():
+    q, t = np.array([10, 10, 3, 0]), np.array([10, 14, 0, 0])
+    assert forced_gap(q, t, 3, 1, False).tolist() == [0, 7, 6, 0]
+    assert forced_gap(q, t, 3, 1, True).tolist() == [0, 0, 0, 0]
+
+
+def test_estimated_caps_cover_the_sample():
+    """With the top quantile each sampled pair's cap is at least its own score; the caps scale with
+    length and add each pair's forced gap and one operation of slack."""
+    rng = np.random.default_rng(0)
+    ln = rng.integers(500, 1000, 200)
+    gap = rng.integers(0, 20, 200)
+    s = (ln * rng.uniform(0.05, 0.3, 200)).astype(np.int64) + gap
+    caps = estimated_caps(s, ln, gap, ln, gap, worst=4, quantile=1.0)
+    assert (caps >= s).all()
+    rate = ((s - gap) / ln).max()
+    assert caps[0] == np.ceil(rate * ln[0]) + gap[0] + 4
+    assert (estimated_caps(s, ln, gap, ln, gap, 4, 0.5) <= caps).all()
+
+
+def test_estimated_caps_refuse_a_poor_sample():
+    """No caps from an empty sample, or when more of it exceeded its level than the quantile allows."""
+    ln = np.full(100, 1000)
+    assert estimated_caps(np.zeros(0, np.int64), ln[:0], ln[:0], ln, ln * 0, 4) is None
+    s = np.full(100, 100)
+    s[:2] = -1  # 2% exceeded > 1 - 0.99
+    assert estimated_caps(s, ln, ln * 0, ln, ln * 0, 4, 0.99) is None
+    s[1] = 100  # 1%: the quantile is still a finite score
+    assert estimated_caps(s, ln, ln * 0, ln, ln * 0, 4, 0.99) is not None

@@ -13,6 +13,14 @@ LEVELS, a level's score cap being f * longest * max(x, o+e) plus the gap the len
 forces. A pair above the cap comes back ``exceeded`` and goes to the next level, then to the CPU
 engine (WFA2-lib) through the router. Device memory for the backtrace is sized from the cap,
 within a share of the free memory; a level that cannot hold even one pair is skipped.
+
+Estimated caps (level "E", groups of ESTIMATE_MIN pairs or more): a sample of the group (every
+SAMPLE_EVERY-th pair) runs first at level 0; the CAP_QUANTILE quantile of its scores per base then
+gives every other pair its own cap U (its length times that rate, plus its forced gap). The kernel
+prunes the cells that cannot end within U (a diamond instead of a triangle: with U near the score,
+~40% fewer cells) and the backtrace is sized from the largest U (a smaller cap, quadratically less
+memory per pair). A pair whose score is above its U comes back exceeded and runs at level 0: the
+estimate only decides speed, never a result.
 """
 
 from __future__ import annotations
@@ -32,6 +40,10 @@ SMEM_PER_SM = 227 * 1024
 SMEM_RING_MAX = SMEM_PER_SM - 8 * 1024  # rings up to this size live in shared memory
 SHORT_MAX = 32767  # pairs up to this length keep int16 rings
 MEMORY_SHARE = 0.5  # of the free device memory, for backtrace slots and rings
+ESTIMATE_MIN = 512  # groups of at least this many pairs get the estimated-cap level (module doc)
+SAMPLE_EVERY = 64
+CAP_QUANTILE = 0.99
+ESTIMATE_GAIN = 0.8  # the estimated level runs only when its largest cap is below this share of level 0's
 WORKSPACE_MAX = 32 << 30  # backtrace + CIGAR workspace of one launch: always the same request, so
 # CuPy's pool hands back the same block and no call pays for a fresh device allocation
 
@@ -63,6 +75,27 @@ def length_groups(longest: np.ndarray) -> list:
     return [np.nonzero(group == g)[0] for g in np.nonzero(np.bincount(group))[0]]
 
 
+def forced_gap(q_len: np.ndarray, t_len: np.ndarray, o: int, e: int, ends_free: bool) -> np.ndarray:
+    """The least score the length difference forces (a gap of |n - m|; none when target ends are free)."""
+    diff = np.abs(q_len.astype(np.int64) - t_len)
+    return np.zeros_like(diff) if ends_free else np.where(diff > 0, o + e * diff, 0)
+
+
+def estimated_caps(sample_s: np.ndarray, sample_len: np.ndarray, sample_gap: np.ndarray, longest: np.ndarray,
+                   gap: np.ndarray, worst: int, quantile: float = CAP_QUANTILE):
+    """Per-pair score caps from a sample's scores (reduced units, -1 = above the sample's cap): the
+    quantile of (score - forced gap) per base of the longest sequence, times each pair's length, plus
+    its forced gap and one operation of slack. None when the sample says too little (empty, or more
+    than 1 - quantile of it exceeded its level)."""
+    if len(sample_s) == 0:
+        return None
+    rate = np.where(sample_s >= 0, (sample_s - sample_gap) / np.maximum(sample_len, 1), np.inf)
+    q = float(np.quantile(rate, quantile, method="lower"))
+    if not np.isfinite(q):
+        return None
+    return (np.ceil(max(q, 0.0) * longest) + gap + worst).astype(np.int64)
+
+
 def longest_first(ids: np.ndarray, longest: np.ndarray) -> np.ndarray:
     """ids (int32) by decreasing length, the order in which resident blocks take them (long pairs
     first balance the load). Sorted by a 16-bit key (radix sort, ~6x faster than a 64-bit one),
@@ -79,13 +112,15 @@ class Plan:
     """Buffer sizes for one group at one level."""
 
     def __init__(self, f: float, longest: int, maxdiff: int, pen: tuple[int, int, int], want_cigar: bool,
-                 fbmax: int = 0):
+                 fbmax: int = 0, s_cap: int | None = None):
         """fbmax: the most free target bases at the start of any pair (ends-free; 0 end to end): every
-        row holds that many more diagonals."""
+        row holds that many more diagonals. s_cap: given instead of f (the estimated level)."""
         x, o, e = pen
         self.fbmax = int(fbmax)
         worst = max(x, o + e)
-        self.s_cap = int(math.ceil(f * longest * worst)) + (o + e * maxdiff if maxdiff else 0) + 2 * worst
+        if s_cap is None:
+            s_cap = int(math.ceil(f * longest * worst)) + (o + e * maxdiff if maxdiff else 0) + 2 * worst
+        self.s_cap = int(s_cap)
         self.kcap = int(min(max(0, (self.s_cap - o) // e), longest))
         self.rm, self.ri = worst + 1, e + 1
         cells = (self.rm + 2 * self.ri) * (2 * self.kcap + 3 + self.fbmax)
@@ -119,14 +154,17 @@ class GpuAffineEngine:
     name = NAME
     pinned_input = True  # batches' sequence bytes in page-locked memory (engines.host_allocator)
 
-    def __init__(self, levels: tuple = LEVELS):
-        """levels: score caps (edits per base, see module doc); tests force small ones to exercise rescue."""
+    def __init__(self, levels: tuple = LEVELS, estimate_min: int = ESTIMATE_MIN):
+        """levels: score caps (edits per base, see module doc); tests force small ones to exercise rescue.
+        estimate_min: the smallest group given estimated caps (module doc)."""
         self._mod = None
         self._staging = Staging()
         self.levels = tuple(levels)
+        self.estimate_min = estimate_min
         self.last_counts: dict = {}
         # benchmark overrides: threads, per_sm (plan), min_blocks (register cap, before the first call);
-        # timing=True: seconds per stage in timings
+        # timing=True: seconds per stage in timings; caps: per-pair reduced caps for the estimated level
+        # (instead of the sample's; tests), estimate=False: no estimated level
         self.tune: dict = {}
         self.timings: dict = {}  # with tune["timing"]: seconds per kernel, summed over calls
         self._last = None
@@ -176,7 +214,7 @@ class GpuAffineEngine:
         ef = cfg.ends_free_target
         self._mark("start")
         d_raw, d_meta = self._staging.upload(batch, cfg)
-        free = None
+        free = d_free = None
         if ef:  # free target bases at each end (all of the target when the batch gives no bound)
             free = batch.t_free if batch.t_free is not None else np.stack([batch.t_len, batch.t_len], axis=1)
             free = np.minimum(free, batch.t_len[:, None]).astype(np.int32)
@@ -187,23 +225,32 @@ class GpuAffineEngine:
         span = np.zeros((n, 2), np.int64)
         span[:, 1] = batch.t_len
         longest = np.maximum(batch.q_len, batch.t_len)
+        gap = forced_gap(batch.q_len, batch.t_len, pen[1], pen[2], bool(ef))
+
+        def level(key, todo, plan, d_ucap=None):
+            """Run todo at one plan; book the pairs done; return the rest and the reduced scores."""
+            s, cnt, d_cig, off, tspan = self._run(plan, pen, d_raw, d_meta, d_free, todo, want_cigar, d_ucap)
+            done = res.record(todo, s, cnt, d_cig, off, scale=g).get()
+            if want_cigar and ef:
+                good = done & (cnt >= 0)
+                span[todo[good]] = tspan[good]
+            self.last_counts[key] = self.last_counts.get(key, 0) + int(done.sum())
+            return todo[~done], s
+
+        def plan_for(todo, f, s_cap=None):
+            diff = np.abs(batch.q_len[todo] - batch.t_len[todo])
+            fbmax = int(free[todo, 0].max()) if ef else 0
+            return Plan(f, int(longest[todo].max()), int(diff.max()), pen, want_cigar, fbmax, s_cap)
+
         for members in length_groups(longest):
-            todo = longest_first(members, longest)
+            todo, skip = longest_first(members, longest), members[:0]
+            if len(todo) >= max(1, self.estimate_min) and self.tune.get("estimate", True):
+                todo, skip = self._estimated_level(todo, longest, gap, pen, plan_for, level)
             for li, f in enumerate(self.levels):
-                if len(todo) == 0:
-                    break
-                diff = np.abs(batch.q_len[todo] - batch.t_len[todo])
-                fbmax = int(free[todo, 0].max()) if ef else 0
-                plan = Plan(f, int(longest[todo].max()), int(diff.max()), pen, want_cigar, fbmax)
-                s, cnt, d_cig, off, tspan = self._run(plan, pen, d_raw, d_meta, d_free if ef else None, todo,
-                                                      want_cigar)
-                done = res.record(todo, s, cnt, d_cig, off, scale=g).get()
-                if want_cigar and ef:
-                    good = done & (cnt >= 0)
-                    span[todo[good]] = tspan[good]
-                key = f"{NAME}:L{li}"
-                self.last_counts[key] = self.last_counts.get(key, 0) + int(done.sum())
-                todo = todo[~done]
+                if li == 1 and len(skip):  # sample pairs above level 0 join here
+                    todo = longest_first(np.concatenate([todo, skip]), longest)
+                if len(todo):
+                    todo, _ = level(f"{NAME}:L{li}", todo, plan_for(todo, f))
         self._mark("start")
         out = res.finish(gather_kernel(self._mod.get_function("gather_ops")), NAME)
         if ef:
@@ -211,10 +258,33 @@ class GpuAffineEngine:
         self._mark("assemble")
         return out
 
-    def _run(self, plan: Plan, pen, d_raw, d_meta, d_free, ids: np.ndarray, want_cigar: bool):
+    def _estimated_level(self, todo, longest, gap, pen, plan_for, level):
+        """Level E (module doc): a sample at level 0, then the others with caps from its scores.
+        Returns the pairs for level 0 and the sample pairs that level 0 could not hold (for level 1),
+        both longest first."""
+        import cupy
+
+        caps, skip = self.tune.get("caps"), todo[:0]
+        if caps is None:
+            step = max(1, min(SAMPLE_EVERY, len(todo) // 16))
+            pick = np.zeros(len(todo), bool)
+            pick[::step] = True
+            sample, todo = todo[pick], todo[~pick]
+            skip, s = level(f"{NAME}:L0", sample, plan_for(sample, self.levels[0]))
+            worst = max(pen[0], pen[1] + pen[2])
+            caps = estimated_caps(s, longest[sample], gap[sample], longest, gap, worst)
+            if caps is None or len(todo) == 0 or \
+                    caps[todo].max() >= ESTIMATE_GAIN * plan_for(todo, self.levels[0]).s_cap:
+                return todo, skip
+        s_cap = max(0, int(np.asarray(caps)[todo].max()))
+        d_ucap = cupy.asarray(np.clip(caps, 0, s_cap).astype(np.int32))
+        todo, _ = level(f"{NAME}:E", todo, plan_for(todo, 0.0, s_cap), d_ucap)
+        return todo, skip
+
+    def _run(self, plan: Plan, pen, d_raw, d_meta, d_free, ids: np.ndarray, want_cigar: bool, d_ucap=None):
         """One level over ids, in launches bounded by memory. Returns per id: reduced score (-1 exceeded),
         CIGAR op count, the compacted device CIGAR buffer with per-id offsets, and (ends-free) the
-        aligned target span."""
+        aligned target span. d_ucap: per pair id, a cap below the plan's (the estimated level)."""
         import cupy
 
         nl = len(ids)
@@ -264,7 +334,7 @@ class GpuAffineEngine:
             kern((min(slots, m),), (threads,), (
                 d_raw, d_list, np.int32(m), d_meta[0], d_meta[1], d_meta[2], d_meta[3], fb_ptr, fe_ptr,
                 np.int32(plan.fbmax), np.int32(x), np.int32(o), np.int32(e), np.int32(plan.s_cap),
-                np.int32(plan.kcap), d_ring, d_bt, np.int64(plan.slot_bt),
+                null if d_ucap is None else d_ucap, np.int32(plan.kcap), d_ring, d_bt, np.int64(plan.slot_bt),
                 d_score, d_kend, d_counter), shared_mem=smem)
             self._mark("forward")
             if not want_cigar:
