@@ -14,7 +14,8 @@
 //              cells that cannot end within U are pruned (the "diamond": |k - kend| <= (U - s) / e),
 //              so a cap near the score roughly halves the cells
 //     kcap     widest diagonal kept: kb(s) = min((s - o) / e, kcap) for s >= o + e, else 0
-//              (a diagonal |k| costs at least o + |k| e, so |k| <= kb(s) holds every cell of score s)
+//              (a diagonal |k| costs at least o + |k| e, so |k| <= kb(s) holds every cell of score s;
+//              a cell must also end within the cap, so kcap may be about half of (s_cap - o) / e: Plan)
 //     fbeg/fend EF only (ends-free): per pair, the most target bases skipped free at the start / end;
 //              fbmax >= every fbeg (rows are that much wider); nullptr and 0 end to end
 //     ring     per resident block (RM + 2 RI) * (2 kcap + 3 + fbmax) wavefront cells, RM = max(x, o+e) + 1,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gpualign.engines.gpu_affine import Plan, estimated_caps, forced_gap, kbound, reduced
+from gpualign.engines.gpu_affine import Plan, end_reach, estimated_caps, forced_gap, kbound, reduced
 
 
 @pytest.mark.parametrize("pen", [(4, 6, 2), (1, 0, 1), (3, 5, 1), (6, 2, 2), (2, 12, 4)])
@@ -127,3 +127,28 @@ def test_estimated_caps_refuse_a_poor_sample():
     assert estimated_caps(s, ln, ln * 0, ln, ln * 0, 4, 0.99) is None
     s[1] = 100  # 1%: the quantile is still a finite score
     assert estimated_caps(s, ln, ln * 0, ln, ln * 0, 4, 0.99) is not None
+
+
+@pytest.mark.parametrize("pen", [(2, 3, 1), (1, 0, 1), (5, 1, 3), (3, 5, 1), (1, 6, 1)])
+def test_kcap_holds_every_live_cell(pen):
+    """The kernel computes, at score s, the diagonals reachable from the start diagonals [0, fb]
+    (unclamped: up to (s - o) / e away) that can still reach the end diagonals [m - n - fe, m - n]
+    within the cap U (the diamond). The plan's kcap must hold all of them (k - fb <= kcap, -k <= kcap)."""
+    x, o, e = pen
+    rng = np.random.default_rng(sum(pen))
+    for _ in range(300):
+        n, m = (int(v) for v in rng.integers(0, 400, 2))
+        ends_free = bool(rng.integers(0, 2))
+        fb, fe = (int(v) for v in rng.integers(0, 50, 2)) if ends_free else (0, 0)
+        fb, fe = min(fb, m), min(fe, m)
+        cap = int(rng.integers(0, 600))
+        free = np.array([[fb, fe]]) if ends_free else None
+        reach = int(end_reach(np.array([n]), np.array([m]), free)[0])
+        plan = Plan(0.0, max(n, m), abs(n - m), pen, False, fb, cap, reach)
+        ke_lo, ke_hi = m - n - fe, m - n
+        for s in range(cap + 1):
+            kb = 0 if s < o + e else (s - o) // e
+            r = (cap - s) // e
+            lo, hi = max(-kb, -n, ke_lo - r), min(kb + fb, m, ke_hi + r)
+            if lo <= hi:
+                assert hi - fb <= plan.kcap and -lo <= plan.kcap, (n, m, fb, fe, cap, s, lo, hi, plan.kcap)

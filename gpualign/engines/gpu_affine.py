@@ -96,6 +96,15 @@ def estimated_caps(sample_s: np.ndarray, sample_len: np.ndarray, sample_gap: np.
     return (np.ceil(max(q, 0.0) * longest) + gap + worst).astype(np.int64)
 
 
+def end_reach(q_len: np.ndarray, t_len: np.ndarray, free: np.ndarray | None) -> np.ndarray:
+    """Per pair, how far its end diagonals lie outside its start diagonals: |m - n| end to end; ends-free
+    (starts k in [0, fb], ends in [m - n - fe, m - n]) the larger of m - n - fb and n - m + fe, at least 0."""
+    d = t_len.astype(np.int64) - q_len
+    if free is None:
+        return np.abs(d)
+    return np.maximum(np.maximum(d - free[:, 0], free[:, 1] - d), 0)
+
+
 def longest_first(ids: np.ndarray, longest: np.ndarray) -> np.ndarray:
     """ids (int32) by decreasing length, the order in which resident blocks take them (long pairs
     first balance the load). Sorted by a 16-bit key (radix sort, ~6x faster than a 64-bit one),
@@ -112,16 +121,22 @@ class Plan:
     """Buffer sizes for one group at one level."""
 
     def __init__(self, f: float, longest: int, maxdiff: int, pen: tuple[int, int, int], want_cigar: bool,
-                 fbmax: int = 0, s_cap: int | None = None):
+                 fbmax: int = 0, s_cap: int | None = None, dmax: int | None = None):
         """fbmax: the most free target bases at the start of any pair (ends-free; 0 end to end): every
-        row holds that many more diagonals. s_cap: given instead of f (the estimated level)."""
+        row holds that many more diagonals. s_cap: given instead of f (the estimated level).
+        dmax: the farthest any pair's end diagonals lie from its start diagonals (end_reach; maxdiff
+        when not given)."""
         x, o, e = pen
         self.fbmax = int(fbmax)
         worst = max(x, o + e)
         if s_cap is None:
             s_cap = int(math.ceil(f * longest * worst)) + (o + e * maxdiff if maxdiff else 0) + 2 * worst
         self.s_cap = int(s_cap)
-        self.kcap = int(min(max(0, (self.s_cap - o) // e), longest))
+        # A live cell is reachable (s >= o + e * distance from the start diagonals) and can still end
+        # within the cap (s + e * distance to the end diagonals <= s_cap: the kernel's diamond), so it
+        # lies at most ((s_cap - o) / e + dmax) / 2 from the start diagonals: half the triangle's width.
+        dmax = int(maxdiff if dmax is None else dmax)
+        self.kcap = int(min(longest, (max(0, self.s_cap - o) // e + dmax + 1) // 2 + 1))
         self.rm, self.ri = worst + 1, e + 1
         cells = (self.rm + 2 * self.ri) * (2 * self.kcap + 3 + self.fbmax)
         # int16 rings in shared memory when the pair length and the size allow, else int32 in device memory
@@ -237,10 +252,13 @@ class GpuAffineEngine:
             self.last_counts[key] = self.last_counts.get(key, 0) + int(done.sum())
             return todo[~done], s
 
+        reach = end_reach(batch.q_len, batch.t_len, free)
+
         def plan_for(todo, f, s_cap=None):
             diff = np.abs(batch.q_len[todo] - batch.t_len[todo])
             fbmax = int(free[todo, 0].max()) if ef else 0
-            return Plan(f, int(longest[todo].max()), int(diff.max()), pen, want_cigar, fbmax, s_cap)
+            return Plan(f, int(longest[todo].max()), int(diff.max()), pen, want_cigar, fbmax, s_cap,
+                        int(reach[todo].max()))
 
         for members in length_groups(longest):
             todo, skip = longest_first(members, longest), members[:0]
