@@ -235,7 +235,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             writer = writer_cls(output.target, targets=targets,
                                 command_line=command_line, metric=cfg.metric)
             with aborting(writer):
-                _stream(reader, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify)
+                stream(reader, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify)
                 writer.close()
     finally:
         if reader is not None:
@@ -259,8 +259,12 @@ def _verify(batch, res, cpu, cfg, fraction: float, summary: Summary) -> None:
     summary.verified_optimal += int(((check.status == OK) & (check.score == res.score[idx])).sum())
 
 
-def _stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary, progress,
+def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary, progress,
             verify: float = 0.0) -> None:
+    """Align an iterable of PairBatches through the chain and hand each result, in order, to
+    out.submit(batch, res, done(lines)); the batches are produced in a reader thread (two ahead), one
+    batch aligns while the previous is submitted, then out.flush(). Busy seconds per stage, pairs,
+    failures and route counts go to summary; verify: the share of pairs re-checked on the CPU."""
     q: queue.Queue = queue.Queue(maxsize=2)
     stop = threading.Event()
     stages = summary.stage_seconds

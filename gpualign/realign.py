@@ -13,21 +13,24 @@ import time
 import numpy as np
 
 from .config import AlignConfig
-from .engines import select_engines
+from .engines import host_allocator, select_engines
 from .errors import ConfigError, InputError
 from .io import paf as P
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
-from .pipeline import FORMATS, Output, Summary, aborting, infer_format, running
-from .records import OK, PairBatch
-from .route import run_chain
+from .pipeline import FORMATS, Output, Summary, aborting, infer_format, running, stream
+from .records import PairBatch
 
 MODES = ("ends-free", "global")
 
 
-def _candidates(paf_path, queries, targets, mode, pad, skip_bad, summary, warn):
-    """(candidate, query part, target window, window start, full query, quality), bad lines handled."""
+BATCH_SCALE = 4  # paf batches hold this many times cfg.batch_bases: long candidates, fuller launches
+
+
+def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, warn):
+    """(candidate, query part, target window, window start, full query, quality), bad lines handled
+    (appended to skipped with --skip-bad)."""
     def bad(e):
-        summary.failed += 1
+        skipped.append(e)
         warn(f"skipped: {e}")
 
     for c in P.read_candidates(paf_path, bad if skip_bad else None):
@@ -69,41 +72,55 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     say = on_notice or (lambda text: None)
     say(notice)
     output = Output(out, binary_via_path=(fmt == "bam"))
+    skipped: list = []
     with running(chain, output):
         writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
             output.target, targets=targets, command_line=command_line, cs=cs)
         with aborting(writer):
-            buf, bases = [], 0
-            items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, summary, say)
-            for item in items:
-                buf.append(item)
-                bases += len(item[1]) + len(item[2])
-                if bases >= cfg.batch_bases or len(buf) >= cfg.batch_pairs:
-                    _flush(buf, chain, cfg, writer, summary, progress)
-                    buf, bases = [], 0
-            if buf:
-                _flush(buf, chain, cfg, writer, summary, progress)
+            items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say)
+            # candidates are fetched in the reader thread while the previous batch aligns and the one
+            # before it is written (pipeline.stream)
+            stream(_batches(items, cfg, host_allocator(chain)), chain, cfg, _WithMeta(writer), summary, progress)
             writer.close()
+    summary.failed += len(skipped)
     summary.seconds = time.perf_counter() - t0
     return summary
 
 
-def _flush(buf, chain, cfg, writer, summary, progress) -> None:
+def _batches(items, cfg: AlignConfig, alloc):
+    """PairBatches of candidates (BATCH_SCALE times cfg's bases), each with its candidates' meta;
+    alloc: where the sequence bytes go (engines.host_allocator)."""
+    buf, bases, done = [], 0, 0
+    for item in items:
+        buf.append(item)
+        bases += len(item[1]) + len(item[2])
+        if bases >= BATCH_SCALE * cfg.batch_bases or len(buf) >= cfg.batch_pairs:
+            yield _batch(buf, done, alloc)
+            done += len(buf)
+            buf, bases = [], 0
+    if buf:
+        yield _batch(buf, done, alloc)
+
+
+def _batch(buf, start: int, alloc) -> PairBatch:
     cands = [b[0] for b in buf]
-    batch = PairBatch.from_sequences([b[1] for b in buf], [b[2] for b in buf], summary.pairs,
-                                     [c.qname for c in cands], [c.tname for c in cands])
+    batch = PairBatch.from_sequences([b[1] for b in buf], [b[2] for b in buf], start,
+                                     [c.qname for c in cands], [c.tname for c in cands], alloc=alloc)
     batch.t_free = np.array([b[6] for b in buf], dtype=np.int64).reshape(-1, 2)
-    t0 = time.perf_counter()
-    res, counts = run_chain(batch, chain, cfg)
-    summary.stage_seconds["align"] += time.perf_counter() - t0
-    meta = {"cands": cands, "win_start": [b[3] for b in buf], "full_query": [b[4] for b in buf],
-            "full_qual": [b[5] for b in buf]}
-    t0 = time.perf_counter()
-    summary.written += writer.write(batch, res, meta)
-    summary.stage_seconds["write"] += time.perf_counter() - t0
-    summary.pairs += batch.n
-    summary.bases += batch.bases
-    summary.failed += int((res.status != OK).sum())
-    summary.add_counts(counts)
-    if progress:
-        progress(summary.pairs, summary.bases)
+    batch.meta = {"cands": cands, "win_start": [b[3] for b in buf], "full_query": [b[4] for b in buf],
+                  "full_qual": [b[5] for b in buf]}
+    return batch
+
+
+class _WithMeta:
+    """The realigned writers behind pipeline.stream's writer interface (submit, flush): each batch
+    carries its candidates' meta."""
+
+    def __init__(self, writer):
+        self.writer = writer
+
+    def submit(self, batch, res, done) -> None:
+        done(self.writer.write(batch, res, batch.meta))
+
+    def flush(self) -> None:
+        pass
