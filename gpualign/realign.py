@@ -23,9 +23,6 @@ from .records import PairBatch
 MODES = ("ends-free", "global")
 
 
-BATCH_SCALE = 4  # paf batches hold this many times cfg.batch_bases: long candidates, fuller launches
-
-
 def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, warn):
     """(candidate, query part, target window, window start, full query, quality), bad lines handled
     (appended to skipped with --skip-bad)."""
@@ -88,13 +85,13 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
 
 
 def _batches(items, cfg: AlignConfig, alloc):
-    """PairBatches of candidates (BATCH_SCALE times cfg's bases), each with its candidates' meta;
+    """PairBatches of candidates (cfg's batch bounds), each with its candidates' meta;
     alloc: where the sequence bytes go (engines.host_allocator)."""
     buf, bases, done = [], 0, 0
     for item in items:
         buf.append(item)
         bases += len(item[1]) + len(item[2])
-        if bases >= BATCH_SCALE * cfg.batch_bases or len(buf) >= cfg.batch_pairs:
+        if bases >= cfg.batch_bases or len(buf) >= cfg.batch_pairs:
             yield _batch(buf, done, alloc)
             done += len(buf)
             buf, bases = [], 0
