@@ -134,6 +134,7 @@ def main() -> None:
     a = ap.parse_args()
     peers = [p for p in a.peers.split(",") if p and p != "none"]
     work = a.workdir or tempfile.mkdtemp(prefix="gpualign-bench-")
+    os.makedirs(work, exist_ok=True)
     rows = []
     for length in map(int, a.lengths.split(",")):
         for err in map(float, a.errors.split(",")):
