@@ -52,6 +52,8 @@ class PairBatch:
     # ends-free alignment: at most t_free[i, 0] target bases skipped at the start, t_free[i, 1] at the end
     # (None: the whole target may be skipped at either end)
     t_free: np.ndarray | None = None
+    # what a writer needs beside the sequences (`gpualign paf`: each pair's candidate and full query)
+    meta: dict | None = None
 
     @property
     def n(self) -> int:
