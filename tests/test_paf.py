@@ -195,3 +195,28 @@ def test_minimap2_candidates(tmp_path, real_data):
         ws, we = max(0, bs - 100), min(len(g), be + 100)
         want = reference.affine_score(q, g[ws:we], P, False, bs + 100 - ws, we - (be - 100))
         assert -int(tags["AS"][2:]) == C.score_cigar(ops, P) == want
+
+
+def test_bad_candidate_after_batches_were_written(sim):
+    """Candidates stream in batches (reader thread, aligner, writer): a bad line after several batches
+    went out still fails the run with its line number and leaves no output; with skip_bad the run
+    completes and counts it as failed."""
+    from gpualign.config import AlignConfig
+    from gpualign.errors import InputError
+    from gpualign.realign import run_paf
+
+    d, g, reads, cands = sim
+    bad = list(cands)
+    f = bad[45].split("\t")
+    f[5] = "nochr"
+    bad[45] = "\t".join(f)
+    (d / "late.paf").write_text("".join(bad))
+    cfg = AlignConfig(device="cpu", threads=2, batch_pairs=7)
+    out = d / "late_out.paf"
+    with pytest.raises(InputError, match="line 46"):
+        run_paf(str(d / "late.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(out), None, cfg, "test")
+    assert not out.exists() and not list(d.glob("*late_out*"))
+    summary = run_paf(str(d / "late.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(out), None, cfg, "test",
+                      skip_bad=True)
+    assert summary.failed == 1 and summary.pairs == len(cands) - 1 and summary.written == len(cands) - 1
+    assert len(out.read_text().splitlines()) == len(cands) - 1
