@@ -129,6 +129,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="append one JSON line per setting to this file")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--e2e-batch-bases", type=int, default=None,
+                    help="bases per batch of the e2e run (gpualign's --batch-bases; its default 2^25 when not given)")
     ap.add_argument("--verify", type=float, default=0.0,
                     help="pass --verify F to the end-to-end run and report its recall")
     a = ap.parse_args()
@@ -147,6 +149,8 @@ def main() -> None:
                    "threads": a.threads, "host": platform.node(), "profile": a.profile,
                    "distance_only": a.distance_only}
             dflag = ["--distance-only"] if a.distance_only else []
+            if a.e2e_batch_bases:
+                dflag += ["--batch-bases", str(a.e2e_batch_bases)]
             summ = os.path.join(work, "summary.tsv")
             t0 = time.perf_counter()
             p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out, "-q", "--metric",
