@@ -148,13 +148,13 @@ def main() -> None:
             row = {"pairs": a.pairs, "length": length, "error": err, "metric": a.metric, "device": a.device,
                    "threads": a.threads, "host": platform.node(), "profile": a.profile,
                    "distance_only": a.distance_only}
-            dflag = ["--distance-only"] if a.distance_only else []
+            flags = ["--distance-only"] if a.distance_only else []
             if a.e2e_batch_bases:
-                dflag += ["--batch-bases", str(a.e2e_batch_bases)]
+                flags += ["--batch-bases", str(a.e2e_batch_bases)]
             summ = os.path.join(work, "summary.tsv")
             t0 = time.perf_counter()
             p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out, "-q", "--metric",
-                                a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ, *dflag],
+                                a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ, *flags],
                                capture_output=True)
             row["e2e_s"] = time.perf_counter() - t0
             if p.returncode:
@@ -164,7 +164,7 @@ def main() -> None:
                                                                  "write_seconds") if k in stages}
             if a.verify > 0:  # a second end-to-end run, with the sampled check of optimality
                 subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out, "-q", "--metric",
-                                a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ, *dflag,
+                                a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ, *flags,
                                 "--verify", str(a.verify)], check=True, capture_output=True)
                 rows_s = dict(line.split("\t") for line in open(summ).read().splitlines()[1:])
                 row["verified"], row["recall"] = int(rows_s.get("verified", 0)), rows_s.get("recall", "-")

@@ -6,6 +6,7 @@ distance-only (each with and without the estimated-cap level), and the pairs eac
 """
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -20,6 +21,9 @@ from simulate import simulate  # noqa: E402
 from gpualign.config import AlignConfig, Penalties  # noqa: E402
 from gpualign.engines.gpu_affine import GpuAffineEngine  # noqa: E402
 from gpualign.records import PairBatch  # noqa: E402
+
+
+ESTIMATE = {"on": (True,), "off": (False,), "both": (False, True)}
 
 
 def main():
@@ -48,8 +52,7 @@ def main():
         q, t = simulate(n, ln, rate, seed=5, profile=parts[3] if len(parts) > 3 else "uniform")
         per = max(1, a.batch_bases // (2 * ln))
         batches = [PairBatch.from_sequences(q[i:i + per], t[i:i + per]) for i in range(0, n, per)]
-        for do, est in [(do, est) for do in (False, True) for est in
-                        {"on": (True,), "off": (False,), "both": (False, True)}[a.estimate]]:
+        for do, est in itertools.product((False, True), ESTIMATE[a.estimate]):
             eng.tune["estimate"] = est
             cfg = AlignConfig(metric=a.metric, penalties=Penalties(x, o, e), distance_only=do)
             eng.align(batches[0], cfg)  # warm: compile, pinned staging and device pool at full size
