@@ -8,6 +8,7 @@ file goes to a temporary name that is renamed only when everything was written.
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import shutil
@@ -30,7 +31,7 @@ from .output.paf import PafWriter
 from .output.sam import BamWriter, SamWriter
 from .output.tsv import TsvWriter
 from .records import OK
-from .route import run_chain
+from .route import prefetch, run_chain
 
 FORMATS = ("paf", "sam", "bam", "tsv")
 READ_WORKERS_MAX = 4  # parsing processes per plain FASTA input (one per 4 threads)
@@ -149,11 +150,13 @@ class Output:
 
 
 @contextmanager
-def running(chain, output: "Output"):
-    """Engines started and the output committed on success; on any failure the partial output is
-    removed. The engines are closed either way."""
+def running(chain, output: "Output", cfg: AlignConfig):
+    """Engines started (the first one run once on a few pairs: cfg's path loaded) and the output
+    committed on success; on any failure the partial output is removed. The engines are closed
+    either way."""
     for e in reversed(chain):  # the CPU engine's worker processes are forked before the GPU is used
         getattr(e, "start", lambda: None)()
+    getattr(chain[0], "warm", lambda c: None)(cfg)
     try:
         yield
         output.commit()
@@ -189,20 +192,43 @@ def _timed(gen, stages: dict, key: str):
         yield item
 
 
-def _reader_thread(gen, q: queue.Queue, stop: threading.Event) -> None:
-    try:
-        for batch in gen:
-            while not stop.is_set():
-                try:
-                    q.put(batch, timeout=0.1)
-                    break
-                except queue.Full:
-                    continue
-            if stop.is_set():
+class ReadAhead:
+    """Batches produced by a thread (two ahead of the consumer) from the moment it is made: reading
+    overlaps whatever the caller does next (engine start-up, alignment). Iterate it once; close()
+    stops the thread. Busy seconds of the producer go to stages["read"]."""
+
+    def __init__(self, batches, stages: dict, ahead: int = 2):
+        self.q: queue.Queue = queue.Queue(maxsize=ahead)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(_timed(batches, stages, "read"),), daemon=True)
+        self.thread.start()
+
+    def _run(self, gen) -> None:
+        try:
+            for batch in gen:
+                while not self.stop.is_set():
+                    try:
+                        self.q.put(batch, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if self.stop.is_set():
+                    return
+            self.q.put(None)
+        except BaseException as e:  # noqa: BLE001 - forwarded to the consumer, which raises it
+            self.q.put(e)
+
+    def __iter__(self):
+        while True:
+            item = self.q.get()
+            if isinstance(item, BaseException):
+                raise item
+            if item is None:
                 return
-        q.put(None)
-    except BaseException as e:  # forwarded to the main thread
-        q.put(e)
+            yield item
+
+    def close(self) -> None:
+        self.stop.set()
 
 
 def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignConfig, command_line: str,
@@ -212,7 +238,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
     if path_a == "-" and path_b == "-":
         raise ConfigError("only one of the two inputs can be '-' (stdin)")
     t0 = time.perf_counter()
-    spooled = reader = fmt_pool = None
+    spooled = reader = fmt_pool = ahead = None
     try:
         targets = {}
         if fmt in ("sam", "bam"):
@@ -224,20 +250,26 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
                                   workers=min(READ_WORKERS_MAX, cfg.n_threads // 4))
         if fmt in FORMATS:  # lines formatted in worker processes, forked now too
             fmt_pool = parallel.start_pool(cfg.n_threads)
+        summary = Summary()
+        # batches are made while the engines start (cupy, the CUDA context, kernels): the first ones in
+        # pageable memory, then, once a GPU engine runs, in page-locked memory (host_allocator)
+        ahead = ReadAhead(reader, summary.stage_seconds)
         chain, notice = select_engines(cfg)
         reader.alloc = host_allocator(chain)
-        summary = Summary(notice=notice)
+        summary.notice = notice
         if on_notice:
             on_notice(notice)
         output = Output(out, binary_via_path=(fmt == "bam"))
-        with running(chain, output):
+        with running(chain, output, cfg):
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
             writer = writer_cls(output.target, targets=targets,
                                 command_line=command_line, metric=cfg.metric)
             with aborting(writer):
-                stream(reader, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify)
+                stream(ahead, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify)
                 writer.close()
     finally:
+        if ahead is not None:
+            ahead.close()
         if reader is not None:
             reader.abort()
         if fmt_pool is not None:
@@ -261,14 +293,13 @@ def _verify(batch, res, cpu, cfg, fraction: float, summary: Summary) -> None:
 
 def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary, progress,
             verify: float = 0.0) -> None:
-    """Align an iterable of PairBatches through the chain and hand each result, in order, to
-    out.submit(batch, res, done(lines)); the batches are produced in a reader thread (two ahead), one
-    batch aligns while the previous is submitted, then out.flush(). Busy seconds per stage, pairs,
-    failures and route counts go to summary; verify: the share of pairs re-checked on the CPU."""
-    q: queue.Queue = queue.Queue(maxsize=2)
-    stop = threading.Event()
+    """Align an iterable of PairBatches (or a ReadAhead already reading them) through the chain and hand
+    each result, in order, to out.submit(batch, res, done(lines)); the batches are produced in a reader
+    thread (two ahead), one batch aligns while the previous is submitted, then out.flush(). Busy
+    seconds per stage, pairs, failures and route counts go to summary; verify: the share of pairs
+    re-checked on the CPU."""
     stages = summary.stage_seconds
-    reader = threading.Thread(target=_reader_thread, args=(_timed(batches, stages, "read"), q, stop), daemon=True)
+    ahead = batches if isinstance(batches, ReadAhead) else ReadAhead(batches, stages)
 
     def align(batch):
         t0 = time.perf_counter()
@@ -280,15 +311,12 @@ def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary,
     def written(n: int) -> None:
         summary.written += n
 
-    reader.start()
     pending = []
     try:
         with ThreadPoolExecutor(1) as aligner:
-            while True:
-                item = q.get()
-                if isinstance(item, BaseException):
-                    raise item
+            for item in itertools.chain(ahead, [None]):  # None: the end
                 if item is not None:
+                    prefetch(item, chain, cfg)  # its upload overlaps the batch aligning now
                     pending.append((item, aligner.submit(align, item)))
                 # keep one batch aligning while the previous one is written
                 while pending and (item is None or len(pending) > 1):
@@ -305,11 +333,8 @@ def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary,
                         _verify(batch, res, chain[-1], cfg, verify, summary)
                     if progress:
                         progress(summary.pairs, summary.bases)
-                if item is None:
-                    break
         t0 = time.perf_counter()
         out.flush()
         stages["write"] += time.perf_counter() - t0
     finally:
-        stop.set()
-
+        ahead.close()

@@ -70,7 +70,7 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     say(notice)
     output = Output(out, binary_via_path=(fmt == "bam"))
     skipped: list = []
-    with running(chain, output):
+    with running(chain, output, cfg):
         writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
             output.target, targets=targets, command_line=command_line, cs=cs)
         with aborting(writer):

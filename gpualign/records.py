@@ -36,6 +36,70 @@ def offsets_from_lengths(length: np.ndarray) -> np.ndarray:
     return off
 
 
+@dataclass(eq=False)
+class Names:
+    """Record names as one byte buffer, no Python object per name (the reader's form: it pickles and
+    joins in bulk): name i is buf[start[i] : start[i] + length[i]], ASCII. Reads as a sequence of str."""
+
+    buf: np.ndarray  # uint8
+    start: np.ndarray  # int64
+    length: np.ndarray  # int64
+
+    @classmethod
+    def of(cls, items) -> "Names":
+        """From str items holding no newline (or Names, returned as they are)."""
+        if isinstance(items, Names):
+            return items
+        raw = "\n".join(items).encode()
+        length = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+        if len(raw) != int(length.sum()) + max(0, len(items) - 1):  # not all ASCII: lengths in UTF-8 bytes
+            length = np.fromiter((len(x.encode()) for x in items), dtype=np.int64, count=len(items))
+        return cls.joined(np.frombuffer(raw, dtype=np.uint8), length, sep=1)
+
+    @classmethod
+    def joined(cls, buf: np.ndarray, length: np.ndarray, sep: int = 0) -> "Names":
+        """Names one after another in buf, sep bytes between them."""
+        length = np.asarray(length, dtype=np.int64)
+        return cls(buf, offsets_from_lengths(length + sep), length)
+
+    def __len__(self) -> int:
+        return len(self.length)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return Names(self.buf, self.start[i], self.length[i])
+        a = int(self.start[i])
+        return self.buf[a:a + int(self.length[i])].tobytes().decode()
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other)
+
+    def take(self, idx: np.ndarray) -> "Names":
+        return Names(self.buf, self.start[idx], self.length[idx])
+
+    def packed(self) -> np.ndarray:
+        """The names' bytes one after another (a slice when they lie so already)."""
+        n = len(self)
+        if n == 0:
+            return np.zeros(0, np.uint8)
+        a, total = int(self.start[0]), int(self.length.sum())
+        if np.array_equal(self.start[1:], self.start[:-1] + self.length[:-1]):
+            return self.buf[a:a + total]
+        return self.buf[segment_index(self.start, self.length)]
+
+    @classmethod
+    def concat(cls, parts: list) -> "Names":
+        parts = [p if isinstance(p, Names) else Names.of(p) for p in parts]
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return cls.joined(np.zeros(0, np.uint8), np.zeros(0, np.int64))
+        return cls.joined(np.concatenate([p.packed() for p in parts]), np.concatenate([p.length for p in parts]))
+
+
 @dataclass
 class PairBatch:
     """A chunk of pairs: one byte buffer (case-folded) plus offsets and lengths."""
@@ -46,8 +110,8 @@ class PairBatch:
     t_off: np.ndarray  # int64
     t_len: np.ndarray  # int64
     index: np.ndarray  # int64, position of each pair in the input
-    q_names: list = field(default_factory=list)
-    t_names: list = field(default_factory=list)
+    q_names: list | Names = field(default_factory=list)  # str per pair (the reader gives Names)
+    t_names: list | Names = field(default_factory=list)
     q_quals: list = field(default_factory=list)  # str or None per pair
     # ends-free alignment: at most t_free[i, 0] target bases skipped at the start, t_free[i, 1] at the end
     # (None: the whole target may be skipped at either end)
@@ -80,7 +144,7 @@ class PairBatch:
         seq = np.concatenate([qpart, tpart]) if len(idx) else np.zeros(0, np.uint8)
         q_off = offsets_from_lengths(ql)
         t_off = offsets_from_lengths(tl) + int(ql.sum())
-        pick = lambda xs: [xs[i] for i in idx] if xs else []  # noqa: E731
+        pick = lambda xs: xs.take(idx) if isinstance(xs, Names) else [xs[i] for i in idx] if xs else []  # noqa: E731
         return PairBatch(seq, q_off, ql.copy(), t_off, tl.copy(), self.index[idx].copy(),
                          pick(self.q_names), pick(self.t_names), pick(self.q_quals),
                          None if self.t_free is None else self.t_free[idx].copy())

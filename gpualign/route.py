@@ -17,6 +17,14 @@ import numpy as np
 from .records import EXCEEDED, FAILED, AlignBatch, PairBatch
 
 
+def prefetch(batch: PairBatch, chain, cfg) -> None:
+    """Let the chain's first engine (the one most pairs start on) begin moving batch to the device,
+    while the batch before it aligns; run_chain(batch, ...) then finds it there."""
+    ahead = getattr(chain[0], "prefetch", None) if chain else None
+    if ahead is not None:
+        ahead(batch, cfg)
+
+
 def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
     """Align a batch through the chain; returns the merged result and per-engine pair counts."""
     accept = [engine.accepts(batch, cfg) for engine in chain]

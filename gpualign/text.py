@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .records import offsets_from_lengths, segment_index
+from .records import Names, offsets_from_lengths, segment_index
 
 _POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
 
@@ -24,7 +24,9 @@ class Strings:
 
     @classmethod
     def of(cls, items: list) -> "Strings":
-        """From Python strings holding no newline (names, CIGARs)."""
+        """From Python strings holding no newline (names, CIGARs), or the reader's Names."""
+        if isinstance(items, Names):
+            return cls(items.buf, items.start, items.length)
         if not items:
             z = np.zeros(0, np.int64)
             return cls(np.zeros(0, np.uint8), z, z)

@@ -90,7 +90,7 @@ def _engine_time(q, t, metric, device, threads, distance_only=False):
     from gpualign.config import AlignConfig
     from gpualign.engines import host_allocator, select_engines
     from gpualign.records import PairBatch
-    from gpualign.route import run_chain
+    from gpualign.route import prefetch, run_chain
 
     cfg = AlignConfig(metric=metric, device=device, threads=threads, distance_only=distance_only)
     chain, notice = select_engines(cfg)
@@ -104,7 +104,9 @@ def _engine_time(q, t, metric, device, threads, distance_only=False):
     run_chain(batches[0], chain, cfg)  # warm-up: compile, staging buffers and device pool at full size
     t0 = time.perf_counter()
     counts = {}
-    for b in batches:
+    for i, b in enumerate(batches):  # as pipeline.stream: the next batch's upload overlaps this one
+        if i + 1 < len(batches):
+            prefetch(batches[i + 1], chain, cfg)
         _, c = run_chain(b, chain, cfg)
         for k, v in c.items():
             counts[k] = counts.get(k, 0) + v

@@ -57,6 +57,7 @@ def main():
     ap.add_argument("--metric", default="edit", choices=("edit", "affine"))
     ap.add_argument("--profile", default="uniform", choices=("uniform", "long"), help="simulate.py error profile")
     ap.add_argument("--pageable", action="store_true", help="batches in pageable memory (the staging copy path)")
+    ap.add_argument("--no-prefetch", action="store_true", help="each batch uploaded when its turn comes")
     ap.add_argument("--cprofile", action="store_true", help="also a host profile of an unwrapped run")
     a = ap.parse_args()
     cfg = AlignConfig(device="gpu", distance_only=a.distance_only, metric=a.metric)
@@ -70,7 +71,9 @@ def main():
     def run():
         cupy.cuda.Device().synchronize()
         t0 = time.perf_counter()
-        for b in batches:
+        for i, b in enumerate(batches):  # as pipeline.stream: the next batch's upload overlaps this one
+            if i + 1 < len(batches) and not a.no_prefetch:
+                route.prefetch(batches[i + 1], chain, cfg)
             route.run_chain(b, chain, cfg)
         cupy.cuda.Device().synchronize()
         return time.perf_counter() - t0

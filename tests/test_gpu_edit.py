@@ -146,3 +146,31 @@ def test_cli_gpu_equals_cpu(root, tmp_path):
     assert [r[4] for r in outs["gpu"]] == [r[4] for r in outs["cpu"]]
     for r in outs["gpu"]:
         assert r[7] == "ok"
+
+
+@pytest.mark.parametrize("metric", ["edit", "affine"])
+def test_prefetched_batches(cpu, metric):
+    """Batches uploaded ahead on the copy stream (as pipeline.stream does) while the one before aligns,
+    one prefetched and never aligned, and --n-mismatch (not prefetched): the same scores as the CPU."""
+    from gpualign import pack
+    from gpualign.engines import gpu_engines, host_allocator
+    from gpualign.records import PairBatch
+    from gpualign.route import prefetch
+
+    cfg = AlignConfig(metric=metric)
+    chain = [*gpu_engines(cfg), cpu]
+    alloc = host_allocator(chain)
+    pairs = [(pack.fold(q), pack.fold(t)) for q, t in random_pairs(12, 500, seed=11, max_len=600, with_n=True)]
+    batches = [PairBatch.from_sequences([q for q, _ in pairs[i:i + 1000]], [t for _, t in pairs[i:i + 1000]], alloc=alloc)
+               for i in range(0, len(pairs), 1000)]
+    for c in (cfg, cfg.with_(n_mismatch=True)):
+        prefetch(batches[0], chain, c)
+        prefetch(batches[-1], chain, c)  # never aligned in this round: dropped when newer ones come
+        for i, b in enumerate(batches[:-1]):
+            if i + 1 < len(batches) - 1:
+                prefetch(batches[i + 1], chain, c)
+            res, _ = run_chain(b, chain, c)
+            want = run_chain(b, [cpu], c.with_(distance_only=True))[0]
+            assert (res.status == 0).all() and (res.score == want.score).all()
+            if metric == "edit":
+                verify(b, res, c, check_every=7)

@@ -3,6 +3,8 @@ per-pair results kept on the device while the kernel levels run (brought back on
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .. import pack
@@ -56,33 +58,110 @@ def copy_parallel(dst: np.ndarray, src: np.ndarray, threads: int = COPY_THREADS,
 
 class Staging:
     """Batches to the device: sequence bytes already in pinned memory (the reader allocates them
-    there when a GPU engine runs: pinned_empty) go straight over; others through a pinned buffer."""
+    there when a GPU engine runs: pinned_empty) go straight over; others through a pinned buffer.
+    prefetch(batch) starts a pinned batch's upload early, on a copy stream of its own, so that it
+    overlaps the kernels of the batch before it (pipeline.stream calls it as a batch is queued);
+    upload(batch) then takes it."""
+
+    AHEAD = 2  # prefetched batches kept at most
 
     def __init__(self):
         self._pinned = None
+        self._copy = None  # the copy stream of prefetch
+        self._ahead: dict = {}  # id(batch) -> (batch, d_raw, d_meta, host meta, done event)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _send(seq: np.ndarray, batch: PairBatch, stream):
+        """Start copying seq (pinned) and the batch's int32 rows to the device on stream."""
+        import cupy
+
+        size = (len(seq) + 127) // 64 * 64 + 64
+        d_raw = cupy.empty(size, dtype=cupy.uint8)
+        if len(seq):
+            d_raw[:len(seq)].set(seq, stream)
+        d_raw[len(seq):] = 0
+        meta = pinned_empty(4 * batch.n, np.int32).reshape(4, batch.n)
+        meta[0], meta[1], meta[2], meta[3] = batch.q_off, batch.q_len, batch.t_off, batch.t_len
+        d_meta = cupy.empty((4, batch.n), dtype=cupy.int32)
+        d_meta.set(meta, stream)
+        return d_raw, d_meta, meta
+
+    def prefetch(self, batch: PairBatch, cfg: AlignConfig) -> None:
+        """Start batch's upload now (page-locked batches without --n-mismatch; others are staged by
+        upload itself)."""
+        import cupy
+
+        if cfg.n_mismatch or batch.n == 0 or not is_pinned(batch.seq):
+            return
+        from . import is_out_of_memory
+
+        with self._lock:
+            if self._copy is None:
+                self._copy = cupy.cuda.Stream(non_blocking=True)
+            try:
+                with self._copy:
+                    d_raw, d_meta, meta = self._send(batch.seq, batch, self._copy)
+                    done = self._copy.record()
+            except Exception as err:  # noqa: BLE001 - no room now: upload() stages it when its turn comes
+                if is_out_of_memory(err):
+                    return
+                raise
+            self._ahead[id(batch)] = (batch, d_raw, d_meta, meta, done)
+            while len(self._ahead) > self.AHEAD:  # not taken (a batch split or routed elsewhere)
+                self._ahead.pop(next(iter(self._ahead)))[4].synchronize()  # its host rows stay until copied
 
     def upload(self, batch: PairBatch, cfg: AlignConfig):
         """(compare bytes on the device as uint8, padded to 64 bytes + 64 spare zeros; per-pair
         int32 rows q_off, q_len, t_off, t_len on the device)."""
         import cupy
 
+        with self._lock:
+            ahead = self._ahead.pop(id(batch), None)
+        if ahead is not None and ahead[0] is batch and not cfg.n_mismatch:
+            ahead[4].synchronize()  # copied (long since, as a rule): its host rows may go
+            return ahead[1], ahead[2]
         seq = pack.compare_view(batch, cfg.n_mismatch)
-        size = (len(seq) + 127) // 64 * 64 + 64
-        d_raw = cupy.empty(size, dtype=cupy.uint8)
         stream = cupy.cuda.get_current_stream()
-        if is_pinned(seq):
-            d_raw[:len(seq)].set(seq, stream)
-        elif len(seq):
+        if not is_pinned(seq) and len(seq):
             if self._pinned is None or len(self._pinned) < len(seq):
                 self._pinned = pinned_empty(max(len(seq), 1 << 22))
             host = self._pinned[:len(seq)]
             stream.synchronize()  # the previous batch's transfer out of the buffer has finished
             copy_parallel(host, seq)
-            d_raw[:len(seq)].set(host, stream)
-        d_raw[len(seq):] = 0
-        meta = np.empty((4, batch.n), dtype=np.int32)
-        meta[0], meta[1], meta[2], meta[3] = batch.q_off, batch.q_len, batch.t_off, batch.t_len
-        return d_raw, cupy.asarray(meta)
+            seq = host
+        d_raw, d_meta, meta = self._send(seq, batch, stream)
+        stream.synchronize()  # the host rows (meta) may go
+        return d_raw, d_meta
+
+
+def warm_up(align_device, cfg: AlignConfig) -> None:
+    """align_device(batch, cfg) on a few pairs (matching, mutated, with N, far apart): the first use of
+    each path (cupy compiles or loads its own kernels then) happens at start, not in the first batch."""
+    rng = np.random.default_rng(0)
+    q = [bytes(rng.choice(np.frombuffer(b"ACGT", np.uint8), ln)) for ln in (1, 50, 150, 300)]
+    t = [q[0], q[1], q[2][:70] + b"N" + q[2][71:], bytes(rng.choice(np.frombuffer(b"ACGT", np.uint8), 300))]
+    batch = PairBatch.from_sequences(q * 300, t * 300)  # over 1,024 pairs: the eWFA start level is sampled
+    align_device(batch, cfg)
+
+
+class BatchEngine:
+    """What the batch GPU engines (eWFA, affine WFA) share around their own _module() (load the
+    kernels), _align_device(batch, cfg) and _staging (a Staging)."""
+
+    def start(self) -> None:
+        """Load the kernels (and start the CUDA context) now, while the readers parse the first records."""
+        self._module()
+
+    def warm(self, cfg: AlignConfig) -> None:
+        """Run a few pairs through cfg's path once (cupy's own kernels load on first use)."""
+        self._module()
+        warm_up(self._align_device, cfg)
+
+    def prefetch(self, batch: PairBatch, cfg: AlignConfig) -> None:
+        """Start uploading a batch that align() will get next (overlaps the kernels before it)."""
+        if self.accepts_cfg(cfg):
+            self._staging.prefetch(batch, cfg)
 
 
 def gather_kernel(kernel):

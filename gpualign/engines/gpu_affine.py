@@ -32,7 +32,7 @@ import numpy as np
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
 from ._cuda import load_module
-from ._device import Results, Staging, align_split, gather_kernel
+from ._device import BatchEngine, Results, Staging, align_split, gather_kernel
 
 NAME = "gpu-affine"
 LEVELS = (0.15, 0.6)  # score cap per level, in edits per base of the longest sequence (see module doc)
@@ -166,7 +166,7 @@ class Plan:
         return max(0, min(32, by_threads, by_mem))
 
 
-class GpuAffineEngine:
+class GpuAffineEngine(BatchEngine):
     name = NAME
     pinned_input = True  # batches' sequence bytes in page-locked memory (engines.host_allocator)
 

@@ -17,7 +17,7 @@ import numpy as np
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
 from ._cuda import load_module
-from ._device import Results, Staging, align_split, gather_kernel
+from ._device import BatchEngine, Results, Staging, align_split, gather_kernel
 
 NAME = "gpu-edit"
 CIGAR_LEVELS = (32, 64, 128)
@@ -53,7 +53,7 @@ def start_level(levels: tuple, sample_scores: np.ndarray) -> int:
     return levels[-1]
 
 
-class GpuEditEngine:
+class GpuEditEngine(BatchEngine):
     name = NAME
     pinned_input = True  # batches' sequence bytes in page-locked memory (engines.host_allocator)
 
@@ -71,10 +71,6 @@ class GpuEditEngine:
 
             self._sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
         return self._mod
-
-    def start(self) -> None:
-        """Load the kernels (and start the CUDA context) now, while the readers parse the first records."""
-        self._module()
 
     def levels(self, cfg: AlignConfig) -> tuple:
         return DISTANCE_LEVELS if cfg.distance_only else CIGAR_LEVELS

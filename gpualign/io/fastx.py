@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import pack
 from ..errors import InputError, RecordError
-from ..records import PairBatch, offsets_from_lengths
+from ..records import Names, PairBatch, offsets_from_lengths
 
 STDIN = "-"
 
@@ -265,7 +265,7 @@ def _produce(path: str, conn) -> None:
     then ("end",), or ("error", exception)."""
     try:
         for names, buf, lens, quals in encoded_chunks(path):
-            conn.send(("chunk", names, lens, quals))
+            conn.send(("chunk", Names.of(names), lens, quals))
             conn.send_bytes(buf)
         conn.send(("end",))
     except BaseException as e:  # noqa: BLE001 - forwarded to the parent, which raises it
@@ -306,8 +306,8 @@ def record_cuts(path: str, size: int, every: int) -> list:
 
 def _parse_range(path: str, start: int, end: int) -> tuple:
     """Worker process: the records of path[start:end) (whole records) -> (shared memory block holding
-    their encoded sequence bytes, its size, names joined by newlines, lengths). Record numbers in
-    errors count from the range's first record."""
+    their encoded sequence bytes, its size, their Names, lengths). Record numbers in errors count from
+    the range's first record."""
     from multiprocessing import resource_tracker, shared_memory
 
     with open(path, "rb") as fh:
@@ -334,15 +334,23 @@ def _parse_range(path: str, start: int, end: int) -> tuple:
     shm.buf[:len(raw)] = raw
     shm.close()
     resource_tracker.unregister(shm._name, "shared_memory")  # the parent unlinks it
-    return shm.name, len(raw), "\n".join(names), (np.concatenate(lens) if lens else np.zeros(0, np.int64))
+    # names as one buffer (Names): the parent makes no Python object per record
+    return shm.name, len(raw), Names.of(names), (np.concatenate(lens) if lens else np.zeros(0, np.int64))
 
 
-def _take_shared(name: str, size: int) -> bytes:
+def _take_shared(name: str, size: int) -> np.ndarray:
+    """A worker's shared memory block as a read-only array (no copy); its name is removed at once, the
+    memory goes when the last view of it does."""
+    import mmap
+
     from multiprocessing import shared_memory
 
     shm = shared_memory.SharedMemory(name=name)
     try:
-        return bytes(shm.buf[:size])
+        if size == 0:
+            return np.zeros(0, np.uint8)
+        view = mmap.mmap(shm._fd, size, prot=mmap.PROT_READ)  # a mapping of our own, kept by the array
+        return np.frombuffer(view, dtype=np.uint8, count=size)
     finally:
         shm.close()
         shm.unlink()
@@ -386,9 +394,8 @@ class _RangeChunks:
                 raise RecordError(e.name, base + e.record, e.detail) from None
             except BrokenProcessPool:
                 raise InputError(f"{display_name(self.path)}: a reader process ended unexpectedly") from None
-            names = joined.split("\n") if len(lens) else []
-            base += len(names)
-            yield names, _take_shared(shm_name, size), lens, [None] * len(names)
+            base += len(lens)
+            yield joined, _take_shared(shm_name, size), lens, [None] * len(lens)
 
     def close(self) -> None:
         """Stop the workers; free the parts parsed but not taken."""
@@ -476,42 +483,43 @@ class _Buffered:
 
     def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1):
         self.chunks = _Chunks(path, min_bytes, workers)
-        self.names, self.quals = [], []
-        self.pieces: list[tuple[memoryview, np.ndarray]] = []  # (sequence bytes, lengths) not yet taken
+        self.pieces: deque = deque()  # [sequence bytes, lengths, Names, qualities] not yet taken
         self.lens = np.zeros(0, np.int64)  # lengths of every buffered record
+        self.count = 0  # records buffered
         self.done = False
 
     def fill(self, want: int) -> int:
-        while len(self.names) < want and not self.done:
+        while self.count < want and not self.done:
             try:
                 n, buf, ln, q = next(self.chunks)
             except StopIteration:
                 self.done = True
                 break
-            self.names += n
-            self.quals += q
-            self.pieces.append((memoryview(buf), ln))
+            seq = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+            self.pieces.append([seq, ln, Names.of(n), list(q)])
             self.lens = np.concatenate([self.lens, ln])
-        return len(self.names)
+            self.count += len(ln)
+        return self.count
 
     def take(self, k: int):
-        """(names, quals, sequence byte pieces (memoryviews, in order), lengths) of the next k records."""
-        names, quals = self.names[:k], self.quals[:k]
-        del self.names[:k], self.quals[:k]
+        """(Names, quals, sequence byte pieces (arrays, in order), lengths) of the next k records."""
         lens, self.lens = self.lens[:k], self.lens[k:]
-        parts, need = [], k
+        self.count -= k
+        names, quals, parts, need = [], [], [], k
         while need:
-            buf, ln = self.pieces[0]
+            buf, ln, nm, q = self.pieces[0]
             if len(ln) <= need:
-                parts.append(buf)
-                need -= len(ln)
-                self.pieces.pop(0)
+                self.pieces.popleft()
+                cut = len(buf)
             else:
                 cut = int(ln[:need].sum())
-                parts.append(buf[:cut])
-                self.pieces[0] = (buf[cut:], ln[need:])
-                need = 0
-        return names, quals, parts, lens
+                self.pieces[0] = [buf[cut:], ln[need:], nm[need:], q[need:]]
+                ln, nm, q = ln[:need], nm[:need], q[:need]
+            parts.append(buf[:cut])
+            names.append(nm)
+            quals += q
+            need -= len(ln)
+        return Names.concat(names), quals, parts, lens
 
     def close(self) -> None:
         self.chunks.close()
@@ -565,8 +573,8 @@ def _batches(a: _Buffered, b: _Buffered, path_a: str, path_b: str, batch_bases: 
                     break
                 want += CHUNK
             if avail == 0:
-                if a.names or b.names:
-                    longer, shorter = (path_a, path_b) if a.names else (path_b, path_a)
+                if a.count or b.count:
+                    longer, shorter = (path_a, path_b) if a.count else (path_b, path_a)
                     raise InputError(f"{display_name(longer)} has more records than {display_name(shorter)} "
                                      f"({display_name(shorter)} ends after {count} records)")
                 return
@@ -578,7 +586,7 @@ def _batches(a: _Buffered, b: _Buffered, path_a: str, path_b: str, batch_bases: 
             seq = alloc(sum(map(len, qparts)) + sum(map(len, tparts)))
             at = 0
             for part in qparts + tparts:  # one copy from the chunks into the batch
-                seq[at:at + len(part)] = np.frombuffer(part, dtype=np.uint8)
+                seq[at:at + len(part)] = part
                 at += len(part)
             nq = int(ql.sum())
             yield PairBatch(seq, offsets_from_lengths(ql), ql, offsets_from_lengths(tl) + nq, tl,
