@@ -50,17 +50,17 @@ class Names:
         """From str items holding no newline (or Names, returned as they are)."""
         if isinstance(items, Names):
             return items
-        raw = "\n".join(items).encode()
+        raw = "".join(items).encode()
         length = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
-        if len(raw) != int(length.sum()) + max(0, len(items) - 1):  # not all ASCII: lengths in UTF-8 bytes
+        if len(raw) != int(length.sum()):  # not all ASCII: lengths in UTF-8 bytes
             length = np.fromiter((len(x.encode()) for x in items), dtype=np.int64, count=len(items))
-        return cls.joined(np.frombuffer(raw, dtype=np.uint8), length, sep=1)
+        return cls.joined(np.frombuffer(raw, dtype=np.uint8), length)
 
     @classmethod
-    def joined(cls, buf: np.ndarray, length: np.ndarray, sep: int = 0) -> "Names":
-        """Names one after another in buf, sep bytes between them."""
+    def joined(cls, buf: np.ndarray, length: np.ndarray) -> "Names":
+        """Names one after another in buf."""
         length = np.asarray(length, dtype=np.int64)
-        return cls(buf, offsets_from_lengths(length + sep), length)
+        return cls(buf, offsets_from_lengths(length), length)
 
     def __len__(self) -> int:
         return len(self.length)

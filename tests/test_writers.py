@@ -98,7 +98,7 @@ def test_formatting_in_worker_processes_same_output(tmp_path, fmt, monkeypatch):
     body = [ln for ln in out[1].splitlines() if not ln.startswith(b"@")]  # SAM: header lines apart
     assert out[1] == out[8] and len(body) == len(qs) + (fmt == "tsv")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.fa", "b.fa", f"o1.{fmt}", f"o8.{fmt}"]  # no spool
-    assert pools[0] is None and pools[1]._max_workers == 2  # -t 1 in the parent, -t 8 in 2 workers
+    assert pools[0] is None and pools[1]._max_workers == 4  # -t 1 in the parent, -t 8 in 4 workers
 
 
 def _expected_sam(batch, res, metric):

@@ -349,7 +349,8 @@ def _take_shared(name: str, size: int) -> np.ndarray:
     try:
         if size == 0:
             return np.zeros(0, np.uint8)
-        view = mmap.mmap(shm._fd, size, prot=mmap.PROT_READ)  # a mapping of our own, kept by the array
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # pages mapped in one call, not one fault each
+        view = mmap.mmap(shm._fd, size, flags=flags, prot=mmap.PROT_READ)  # our own mapping, kept by the array
         return np.frombuffer(view, dtype=np.uint8, count=size)
     finally:
         shm.close()
