@@ -123,3 +123,30 @@ def test_gpu_chain_per_config():
     assert names(AlignConfig(metric="affine")) == ["gpu-affine"]
     assert names(AlignConfig(ends_free_target=True)) == ["gpu-affine"]
     assert names(AlignConfig(metric="affine", ends_free_target=True)) == ["gpu-affine"]
+
+
+def test_read_ahead_forwards_errors_and_stops():
+    """pipeline.ReadAhead: batches in order, then the producer's error raised in the consumer; close()
+    stops a producer blocked on a full queue."""
+    import pytest
+
+    from gpualign.errors import InputError
+    from gpualign.pipeline import ReadAhead
+
+    def gen():
+        yield 1
+        yield 2
+        raise InputError("x.fa: record 3: bad")
+
+    stages = {"read": 0.0}
+    got = []
+    with pytest.raises(InputError, match="record 3"):
+        for item in ReadAhead(gen(), stages):
+            got.append(item)
+    assert got == [1, 2] and stages["read"] >= 0
+
+    endless = ReadAhead(iter(int, 1), {"read": 0.0})  # 0, 0, 0, ... forever
+    assert next(iter(endless)) == 0
+    endless.close()
+    endless.thread.join(timeout=5)
+    assert not endless.thread.is_alive()

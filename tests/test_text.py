@@ -43,3 +43,32 @@ def test_string_columns_stored_apart_or_in_a_row():
         got = join_lines([b"x", (b"cg:Z:", row.take(rows)), b"y"], len(rows))
         assert got == "".join(f"x\tcg:Z:{items[i]}\ty\n" for i in rows).encode()
     assert join_lines([row], len(items)) == "".join(f"{t}\n" for t in items).encode()
+
+
+def test_names_read_as_the_strings_they_hold():
+    """records.Names (the reader's form of record names): indexing, slices, take, concatenation of
+    pieces laid out apart, pickling, non-ASCII names, and Strings/join_lines reading it in bulk."""
+    import pickle
+
+    from gpualign.records import Names, PairBatch
+
+    rng = np.random.default_rng(5)
+    items = ["".join(rng.choice(list("ab_:.|x0"), int(k))) for k in rng.integers(1, 12, 300)]
+    items[7] = "réad_é"
+    names = Names.of(items)
+    assert list(names) == items and names == items and len(names) == 300
+    assert names[7] == "réad_é" and list(names[10:20]) == items[10:20]
+    idx = rng.permutation(300)[:120]
+    picked = names.take(idx)
+    assert list(picked) == [items[i] for i in idx]
+    pieces = [picked, names[:50], items[250:], Names.of([])]
+    joined = Names.concat(pieces)
+    assert list(joined) == [items[i] for i in idx] + items[:50] + items[250:]
+    assert list(pickle.loads(pickle.dumps(joined))) == list(joined)
+    s = Strings.of(joined)
+    assert [s.buf[a:a + n].tobytes().decode() for a, n in zip(s.start, s.length)] == list(joined)
+    got = join_lines([Strings.of(names.take(idx)), idx], len(idx))
+    assert got == "".join(f"{items[i]}\t{i}\n" for i in idx).encode()
+    batch = PairBatch.from_sequences([b"AC"] * 300, [b"AG"] * 300)
+    batch.q_names = names
+    assert list(batch.take(idx[:5]).q_names) == [items[i] for i in idx[:5]]
