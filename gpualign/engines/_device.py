@@ -118,7 +118,7 @@ class Staging:
 
         with self._lock:
             ahead = self._ahead.pop(id(batch), None)
-        if ahead is not None and ahead[0] is batch and not cfg.n_mismatch:
+        if ahead is not None and not cfg.n_mismatch:  # (the entry holds the batch: its id is not reused)
             ahead[4].synchronize()  # copied (long since, as a rule): its host rows may go
             return ahead[1], ahead[2]
         seq = pack.compare_view(batch, cfg.n_mismatch)

@@ -390,13 +390,13 @@ class _RangeChunks:
             fut = self.futs.popleft()
             self._submit()
             try:
-                shm_name, size, joined, lens = fut.result()
+                shm_name, size, names, lens = fut.result()
             except RecordError as e:
                 raise RecordError(e.name, base + e.record, e.detail) from None
             except BrokenProcessPool:
                 raise InputError(f"{display_name(self.path)}: a reader process ended unexpectedly") from None
             base += len(lens)
-            yield joined, _take_shared(shm_name, size), lens, [None] * len(lens)
+            yield names, _take_shared(shm_name, size), lens, [None] * len(lens)
 
     def close(self) -> None:
         """Stop the workers; free the parts parsed but not taken."""
@@ -497,7 +497,7 @@ class _Buffered:
                 self.done = True
                 break
             seq = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
-            self.pieces.append([seq, ln, Names.of(n), list(q)])
+            self.pieces.append([seq, ln, Names.of(n), q])
             self.lens = np.concatenate([self.lens, ln])
             self.count += len(ln)
         return self.count
