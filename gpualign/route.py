@@ -26,20 +26,25 @@ def prefetch(batch: PairBatch, chain, cfg) -> None:
 
 
 def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
-    """Align a batch through the chain; returns the merged result and per-engine pair counts."""
-    accept = [engine.accepts(batch, cfg) for engine in chain]
-    start = np.full(batch.n, -1, np.int64)
-    for k in range(len(chain) - 1, -1, -1):
-        start[accept[k]] = k
+    """Align a batch through the chain; returns the merged result and per-engine pair counts.
+    An engine's accepts() is asked only while some pair still needs an engine (as a rule the first
+    takes every pair and the rest are never asked)."""
+    n = batch.n
+    unplaced = np.ones(n, dtype=bool)  # no engine has accepted it yet
+    carried = np.zeros(n, dtype=bool)  # exceeded an engine: goes to the next that accepts it
     parts, counts = [], {}
-    carried = np.zeros(batch.n, dtype=bool)
-    for k, engine in enumerate(chain):
-        here = (start == k) | (carried & accept[k])
+    for engine in chain:
+        if not (unplaced.any() or carried.any()):
+            break
+        ok = engine.accepts(batch, cfg)
+        here = (unplaced | carried) & ok
+        unplaced &= ~ok
         carried &= ~here
-        idx = np.nonzero(here)[0]
+        whole = bool(here.all())
+        idx = np.arange(n) if whole else np.nonzero(here)[0]
         if len(idx) == 0:
             continue
-        res = engine.align(batch if len(idx) == batch.n else batch.take(idx), cfg)
+        res = engine.align(batch if whole else batch.take(idx), cfg)
         parts.append((idx, res))
         counts[engine.name] = counts.get(engine.name, 0) + int(len(idx))
         for key, v in getattr(engine, "last_counts", {}).items():  # per-kernel counts, if the engine has them
@@ -48,8 +53,11 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
         if exceeded.any():
             carried[idx[exceeded]] = True
             counts["rescued"] = counts.get("rescued", 0) + int(exceeded.sum())
-    out = AlignBatch.merge(batch.n, parts, not cfg.distance_only)
-    for i in np.nonzero(start < 0)[0].tolist():
+    if len(parts) == 1 and len(parts[0][0]) == n:
+        out = parts[0][1]  # one engine took every pair, in order: nothing to move
+    else:
+        out = AlignBatch.merge(n, parts, not cfg.distance_only)
+    for i in np.nonzero(unplaced)[0].tolist():
         out.reason[i] = "no engine accepts this pair"
     for i in np.nonzero(carried)[0].tolist():
         out.status[i] = FAILED

@@ -97,6 +97,57 @@ extern "C" __global__ void gather_ops(const uint32_t* __restrict__ src, const lo
     }
 }
 
+// book_level: one kernel level's results for its list of pair ids, booked per pair on the device.
+// Entry i (pair p = list[i]) with score[i] >= 0 is done: out_score[p] = score[i], out_status[p] = ok
+// (failed where ncig[i] < 0), out_len[p] = ncig[i] ops found at slot i (stride ops apart) of the level's
+// buffer, out_src[p] = level << SLOT_SHIFT | i * stride. Others (score < 0) are appended to next.
+// counts[0] += entries appended, counts[1] / counts[2] += entries done with mode 2 / other (mode may be
+// null: all in counts[1]); ncig null: score only (lengths 0). The order within next varies from run to run;
+// only which pairs go there matters. One thread per entry, any grid.
+#define SLOT_SHIFT 40
+__device__ __forceinline__ int warp_append(bool mine, int* counter) {
+    const unsigned act = __activemask();
+    const unsigned votes = __ballot_sync(act, mine);
+    const int lane = threadIdx.x & 31, leader = __ffs(act) - 1;
+    int base = 0;
+    if (lane == leader && votes) base = atomicAdd(counter, __popc(votes));
+    base = __shfl_sync(act, base, leader);
+    return base + __popc(votes & ((1u << lane) - 1u));
+}
+
+extern "C" __global__ void book_level(const int* __restrict__ list, int nlist, const int* __restrict__ score,
+                                      const unsigned char* __restrict__ mode, const int* __restrict__ ncig,
+                                      int stride, int level, int ok, int failed,
+                                      int* __restrict__ out_score, unsigned char* __restrict__ out_status,
+                                      long long* __restrict__ out_len, long long* __restrict__ out_src,
+                                      int* __restrict__ next, int* __restrict__ counts) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nlist; i += gridDim.x * blockDim.x) {
+        const int p = list[i], s = score[i];
+        const bool two_bit = mode == nullptr || mode[i] == 2;
+        const int at = warp_append(s < 0, counts);
+        warp_append(s >= 0 && two_bit, counts + 1);
+        warp_append(s >= 0 && !two_bit, counts + 2);
+        if (s < 0) { next[at] = p; continue; }
+        const int c = ncig ? ncig[i] : 0;
+        out_score[p] = s;
+        out_status[p] = (unsigned char)(c < 0 ? failed : ok);
+        out_len[p] = c < 0 ? 0 : c;
+        out_src[p] = ((long long)level << SLOT_SHIFT) | ((long long)i * stride);
+    }
+}
+
+// gather_slots: pair i's len[i] ops from buffer bufs[src[i] >> SLOT_SHIFT] at the offset in src's low
+// bits, to dst[dst_off[i]...]: the final CIGAR buffer in pair order. One thread per pair, any grid.
+extern "C" __global__ void gather_slots(const unsigned long long* __restrict__ bufs, const long long* __restrict__ src,
+                                        const long long* __restrict__ len, const long long* __restrict__ dst_off,
+                                        uint32_t* __restrict__ dst, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const long long s = src[i], b = dst_off[i];
+        const uint32_t* from = reinterpret_cast<const uint32_t*>(bufs[s >> SLOT_SHIFT]) + (s & ((1LL << SLOT_SHIFT) - 1));
+        for (long long j = 0; j < len[i]; j++) dst[b + j] = from[j];
+    }
+}
+
 // pack2(raw, packed, nwords): raw holds case-folded bytes (ACGT only where the 2-bit codes are used)
 // as words; packed[j] gets the 2-bit codes (bits 1-2 of each byte: A 0, C 1, T 2, G 3) of bytes
 // 16j..16j+15, symbol i at bits 2i..2i+1. One thread per output word, any grid.

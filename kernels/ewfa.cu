@@ -16,12 +16,15 @@
 //     Launch: blockDim.x = 32 * warps, dynamic shared memory = warps * 4 * WarpSmem<E, BT>::WORDS
 //     bytes, any grid (warps stride over the list). |qlen - tlen| > E gives -1 at once.
 //
-//   ewfa_cigar(packed, raw, list, nlist, qpos, qlen, tpos, tlen, score, mode, bt, W, cig_off, cigar, ncig)
+//   ewfa_cigar(packed, raw, list, nlist, qpos, qlen, tpos, tlen, score, mode, bt, W, stride, cigar, ncig)
 //     One thread per list entry with score >= 0: replays the ops with extend and writes the
 //     CIGAR (BAM op codes, len << 4 | op, SAM orientation: I = query-only, D = target-only)
-//     at cigar[cig_off[i]...]; ncig[i] = number of ops, or -1 if the replay does not end at
-//     (qlen, tlen) (never expected: reported as a failure). cigar == nullptr: count only
-//     (the first of two passes: counts -> offsets -> write).
+//     at cigar[i * stride...] (a slot per entry: s edits make at most 2s + 1 runs, so stride =
+//     2E + 1 always holds it); ncig[i] = number of ops, or -1 if the replay does not end at
+//     (qlen, tlen) or overflows its slot (never expected: reported as a failure).
+//
+//   book_level, gather_slots (common.cuh): each level's results into per-pair arrays, and the
+//   final CIGAR buffer in pair order.
 //
 //   gather_ops (common.cuh): the final CIGAR buffer in pair order.
 //
@@ -139,8 +142,8 @@ __global__ void ewfa_align(const uint32_t* __restrict__ packed, const uint32_t* 
 
 template <int BITS>
 __device__ void replay(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp, int m, int s,
-                       const uint32_t* __restrict__ ops, uint32_t* __restrict__ out, int* __restrict__ nout) {
-    CigarOut c{out, 0, -1, 0, 0x7fffffff};
+                       const uint32_t* __restrict__ ops, uint32_t* __restrict__ out, int cap, int* __restrict__ nout) {
+    CigarOut c{out, 0, -1, 0, cap};
     int v = 0, h = 0;
     int l = common_prefix<BITS>(seq, qp, tp, n < m ? n : m);
     c.emit(7, l); v += l; h += l;
@@ -154,7 +157,7 @@ __device__ void replay(const uint32_t* __restrict__ seq, uint32_t qp, int n, uin
         c.emit(7, l); v += l; h += l;
     }
     c.flush();
-    *nout = (v == n && h == m) ? c.n : -1;
+    *nout = (v == n && h == m && c.n <= cap) ? c.n : -1;
 }
 
 extern "C" __global__ void ewfa_cigar(const uint32_t* __restrict__ packed, const uint32_t* __restrict__ raw,
@@ -162,17 +165,16 @@ extern "C" __global__ void ewfa_cigar(const uint32_t* __restrict__ packed, const
                            const uint32_t* __restrict__ qpos, const int* __restrict__ qlen,
                            const uint32_t* __restrict__ tpos, const int* __restrict__ tlen,
                            const int* __restrict__ score, const unsigned char* __restrict__ mode,
-                           const uint32_t* __restrict__ bt, int W,
-                           const long long* __restrict__ cig_off, uint32_t* __restrict__ cigar,
+                           const uint32_t* __restrict__ bt, int W, int stride, uint32_t* __restrict__ cigar,
                            int* __restrict__ ncig) {
     for (int it = blockIdx.x * blockDim.x + threadIdx.x; it < nlist; it += gridDim.x * blockDim.x) {
         const int s = score[it];
         if (s < 0) { ncig[it] = 0; continue; }
         const int p = list[it];
         const uint32_t* ops = bt + (unsigned long long)it * W;
-        uint32_t* out = cigar ? cigar + cig_off[it] : nullptr;
-        if (mode[it] == 2) replay<2>(packed, qpos[p], qlen[p], tpos[p], tlen[p], s, ops, out, ncig + it);
-        else replay<8>(raw, qpos[p], qlen[p], tpos[p], tlen[p], s, ops, out, ncig + it);
+        uint32_t* out = cigar + (unsigned long long)it * stride;
+        if (mode[it] == 2) replay<2>(packed, qpos[p], qlen[p], tpos[p], tlen[p], s, ops, out, stride, ncig + it);
+        else replay<8>(raw, qpos[p], qlen[p], tpos[p], tlen[p], s, ops, out, stride, ncig + it);
     }
 }
 

@@ -46,7 +46,7 @@ for ln, rate in ((150, 0.02), (150, 0.10), (1000, 0.02), (1000, 0.10)):
         best = None
         for lv in lvl:
             start.record()
-            s = e._run_level(lv, dev, ids, not cfg.distance_only)[0]
+            s = e._run_level(lv, dev, ids, b.n, not cfg.distance_only)[0]
             end.record()
             end.synchronize()
             if float((s >= 0).mean()) > 0.99:

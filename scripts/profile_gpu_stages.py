@@ -84,15 +84,17 @@ def main():
         pr.enable()
         run()
         pr.disable()
-        pstats.Stats(pr).sort_stats("tottime").print_stats(18)
+        pstats.Stats(pr).sort_stats("tottime").print_stats(25)
     for owner, name, label in ((route, "run_chain", "run_chain"), (AlignBatch, "merge", "merge"),
                                (_device, "copy_parallel", "pinned copy"),
                                (_device.Staging, "upload", "upload (copy+H2D+meta)"),
                                (gpu_edit.GpuEditEngine, "_upload", "upload+pack"),
                                (gpu_edit.GpuEditEngine, "_run_level", "eWFA level (kernel+cigar)"),
                                (gpu_affine.GpuAffineEngine, "_run", "affine level"),
-                               (_device.Results, "record", "Results.record"),
-                               (_device.Results, "finish", "Results.finish")):
+                               (_device.Results, "record", "Results.record (affine)"),
+                               (_device.Results, "finish", "Results.finish (affine)"),
+                               (_device.SlotResults, "book", "SlotResults.book (eWFA)"),
+                               (_device.SlotResults, "finish", "SlotResults.finish (eWFA)")):
         wrap(owner, name, label)
     staged = run()
     print(f"# {a.n} x {a.l} bp {a.e:.2f} {'distance' if a.distance_only else 'cigar'}: "

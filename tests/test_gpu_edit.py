@@ -94,6 +94,10 @@ def test_threshold_at_level_bounds(chain):
             for j in range(d):
                 q[j * 3] = ord("T") if q[j * 3] != ord("T") else ord("A")
             pairs.append((bytes(q), b"ACGT" * 100))
+            alt = bytearray(b"A" * 400)  # =X=X...X=: d mismatches make 2d + 1 CIGAR runs, the most a slot holds
+            for j in range(d):
+                alt[2 * j + 1] = ord("C")
+            pairs.append((bytes(alt), b"A" * 400))
     batch = to_batch(pairs)
     for cfg in (AlignConfig(), AlignConfig(distance_only=True)):
         res, counts = run_chain(batch, chain, cfg)

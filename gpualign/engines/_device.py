@@ -13,6 +13,7 @@ from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch, PairBatch
 
 MAX_BATCH_BASES = 1 << 30  # bases per device launch set (offsets are 32-bit on the device)
 COPY_THREADS = 8
+_NULL = np.uint64(0)  # a null device pointer argument
 _pool = None
 
 
@@ -240,6 +241,76 @@ class Results:
             res.cigar = pinned_empty(total, np.uint32)
             flat.get(out=res.cigar)
         res.cigar_len, res.cigar_off = get(lens), get(dst)
+        return res
+
+
+class SlotResults:
+    """Per-pair results of one batch, kept on the device and booked there after each kernel level
+    (common.cuh's book_level: the host reads back only three counters per level), then brought to the
+    host in one pass (finish: the per-pair arrays, then the CIGARs, into page-locked memory).
+    A level's CIGARs sit in fixed slots of a buffer of its own, stride ops per list entry."""
+
+    def __init__(self, mod, n: int, want_cigar: bool):
+        import cupy
+
+        self._mod, self.n, self.want_cigar = mod, n, want_cigar
+        self.score = cupy.full(n, -1, dtype=cupy.int32)
+        self.status = cupy.full(n, EXCEEDED, dtype=cupy.uint8)
+        self.ops_len = cupy.zeros(n, dtype=cupy.int64)
+        self.ops_src = cupy.zeros(n, dtype=cupy.int64)  # level << 40 | offset in that level's buffer
+        self.buffers: list = []
+
+    def book(self, ids, nl: int, score, mode=None, ncig=None, ops=None, stride: int = 0):
+        """Book one level run over ids[:nl] (device int32; score, mode, ncig per entry, CIGARs in ops at
+        entry * stride). Returns (the ids still to align (device), how many, done with the 2-bit compare,
+        done otherwise)."""
+        import cupy
+
+        nxt = cupy.empty(max(1, nl), dtype=cupy.int32)
+        counts = cupy.zeros(3, dtype=cupy.int32)
+        ptr = lambda a: _NULL if a is None else a  # noqa: E731
+        self._mod.get_function("book_level")(
+            (min(4096, (nl + 255) // 256),), (256,),
+            (ids, np.int32(nl), score, ptr(mode), ptr(ncig), np.int32(stride), np.int32(len(self.buffers)),
+             np.int32(OK), np.int32(FAILED), self.score, self.status, self.ops_len, self.ops_src, nxt, counts))
+        self.buffers.append(ops)
+        left, two_bit, other = (int(c) for c in counts.get())
+        return nxt, left, two_bit, other
+
+    def finish(self, name: str) -> AlignBatch:
+        """The AlignBatch in pair order (pinned host arrays)."""
+        import cupy
+
+        n = self.n
+        cig = self.want_cigar and any(b is not None for b in self.buffers)
+        stream = cupy.cuda.get_current_stream()
+        block = pinned_empty(n * (16 if cig else 0) + n * 5 + 8)  # int64 rows first: aligned views
+        lens = block[:8 * n].view(np.int64) if cig else np.zeros(n, np.int64)
+        offs = block[8 * n:16 * n].view(np.int64) if cig else np.zeros(n, np.int64)
+        at = 16 * n if cig else 0
+        score = block[at:at + 4 * n].view(np.int32)
+        status = block[at + 4 * n:at + 5 * n]
+        self.score.get(out=score, blocking=False)
+        self.status.get(out=status, blocking=False)
+        if cig:
+            d_off = cupy.cumsum(self.ops_len)
+            d_off -= self.ops_len
+            self.ops_len.get(out=lens, blocking=False)
+            d_off.get(out=offs, blocking=False)
+        stream.synchronize()
+        res = AlignBatch(score, status, np.full(n, ENGINE_CODE[name], np.uint8), np.zeros(0, np.uint32), offs,
+                         lens, self.want_cigar)
+        res.reason = {int(i): "GPU CIGAR replay did not reach the end (internal error)"
+                      for i in np.nonzero(status == FAILED)[0]}
+        total = int(offs[-1] + lens[-1]) if cig and n else 0
+        if total == 0:
+            return res
+        d_flat = cupy.empty(total, dtype=cupy.uint32)
+        bufs = cupy.asarray(np.array([0 if b is None else b.data.ptr for b in self.buffers], np.uint64))
+        self._mod.get_function("gather_slots")((min(4096, (n + 127) // 128),), (128,),
+                                               (bufs, self.ops_src, self.ops_len, d_off, d_flat, np.int32(n)))
+        res.cigar = pinned_empty(total, np.uint32)
+        d_flat.get(out=res.cigar)
         return res
 
 

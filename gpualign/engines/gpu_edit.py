@@ -17,14 +17,13 @@ import numpy as np
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
 from ._cuda import load_module
-from ._device import BatchEngine, Results, Staging, align_split, gather_kernel
+from ._device import BatchEngine, SlotResults, Staging, align_split
 
 NAME = "gpu-edit"
 CIGAR_LEVELS = (32, 64, 128)
 DISTANCE_LEVELS = (32, 128, 512)
 SMEM_TARGET = 96 * 1024  # shared memory per block we aim for (more warps per block when smaller)
 MAX_LEN = 1 << 20  # longer pairs go to other engines
-_NULL = np.uint64(0)  # a null device pointer (the count-only CIGAR pass)
 
 
 def _smem_words(e: int, bt: bool) -> int:
@@ -34,7 +33,7 @@ def _smem_words(e: int, bt: bool) -> int:
 
 
 def _names():
-    names = ["pack2", "ewfa_cigar", "gather_ops"]
+    names = ["pack2", "ewfa_cigar", "book_level", "gather_slots"]
     names += [f"ewfa_align<{e}, true>" for e in CIGAR_LEVELS]
     names += [f"ewfa_align<{e}, false>" for e in sorted(set(CIGAR_LEVELS + DISTANCE_LEVELS))]
     return tuple(names)
@@ -82,8 +81,11 @@ class GpuEditEngine(BatchEngine):
         if not self.accepts_cfg(cfg):
             return np.zeros(batch.n, dtype=bool)
         top = max(self.levels(cfg))
-        longest = np.maximum(batch.q_len, batch.t_len)
-        return (np.abs(batch.q_len - batch.t_len) <= top) & (longest <= MAX_LEN)
+        ql, tl = batch.q_len, batch.t_len
+        if batch.n and max(ql.max(), tl.max()) <= MAX_LEN and max(ql.max() - tl.min(), tl.max() - ql.min()) <= top:
+            return np.ones(batch.n, dtype=bool)  # every pair (four reductions, not eight passes)
+        longest = np.maximum(ql, tl)
+        return (np.abs(ql - tl) <= top) & (longest <= MAX_LEN)
 
     # -- the device work -------------------------------------------------------------
     def _upload(self, batch: PairBatch, cfg: AlignConfig):
@@ -108,7 +110,7 @@ class GpuEditEngine(BatchEngine):
     def _align_device(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         import cupy
 
-        self._module()
+        mod = self._module()
         n = batch.n
         want_cigar = not cfg.distance_only
         d_packed, d_raw, d_meta = self._upload(batch, cfg)
@@ -120,34 +122,29 @@ class GpuEditEngine(BatchEngine):
             sample = np.arange(n, dtype=np.int32)
             if n > 1024:
                 sample = np.unique(np.random.default_rng(n).integers(0, n, 1024)).astype(np.int32)
-            first = start_level(levels, self._run_level(levels[-1], dev, cupy.asarray(sample), False)[0].get())
+            scores = self._run_level(levels[-1], dev, cupy.asarray(sample), len(sample), False)[0]
+            first = start_level(levels, scores.get())
 
-        res = Results(n, want_cigar, cupy)
-        counts: dict = {}
-        todo = cupy.arange(n, dtype=cupy.int32)  # pair ids still to align, on the device
+        res = SlotResults(mod, n, want_cigar)
+        todo, left = cupy.arange(n, dtype=cupy.int32), n  # pair ids still to align, on the device
         for e in levels[levels.index(first):]:
-            if len(todo) == 0:
+            if left == 0:
                 break
-            s, mode, ops, off, cnt = self._run_level(e, dev, todo, want_cigar)
-            done = res.record(todo, s, cnt, ops, off)
-            n_done, n2 = (int(v) for v in cupy.stack([done.sum(), (done & (mode == 2)).sum()]).get())
-            counts[f"gpu-edit:E{e}"] = n2
-            counts[f"gpu-edit:E{e}-bytes"] = n_done - n2
-            todo = todo[~done]
-        for k, v in counts.items():
-            if v:
-                self.last_counts[k] = self.last_counts.get(k, 0) + v
-        return res.finish(gather_kernel(self._mod.get_function("gather_ops")), NAME)
+            s, mode, ops, cnt = self._run_level(e, dev, todo, left, want_cigar)
+            todo, left, two_bit, other = res.book(todo, left, s, mode, cnt, ops, 2 * e + 1)
+            for key, v in ((f"gpu-edit:E{e}", two_bit), (f"gpu-edit:E{e}-bytes", other)):
+                if v:
+                    self.last_counts[key] = self.last_counts.get(key, 0) + v
+        return res.finish(NAME)
 
-    def _run_level(self, e, dev, ids, want_cigar):
-        """One level over the pair ids (device int32). Returns device arrays per id: score (-1 beyond
-        e), compare mode (2 or 8) and, with CIGARs, the ops buffer, each id's offset in it (int64) and
-        op count (-1: replay failed)."""
+    def _run_level(self, e, dev, ids, nl, want_cigar):
+        """One level over the pair ids[:nl] (device int32). Returns device arrays per entry: score (-1
+        beyond e), compare mode (2 or 8) and, with CIGARs, the ops (2e + 1 slots per entry: s edits
+        make at most 2s + 1 runs) and each entry's op count (-1: replay failed)."""
         import cupy
 
         mod = self._mod
         d_packed, d_raw, d_qpos, d_qlen, d_tpos, d_tlen = dev
-        nl = len(ids)
         d_score = cupy.empty(nl, dtype=cupy.int32)
         d_mode = cupy.empty(nl, dtype=cupy.uint8)
         w = e // 16
@@ -162,17 +159,11 @@ class GpuEditEngine(BatchEngine):
         kern((grid,), (32 * warps,), (d_packed, d_raw, ids, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen,
                                       d_score, d_mode, d_bt), shared_mem=smem)
         if not want_cigar:
-            return d_score, d_mode, None, None, None
-        # CIGARs in two passes: count, offsets (device scan), write compactly
+            return d_score, d_mode, None, None
+        stride = 2 * e + 1
         d_cnt = cupy.empty(nl, dtype=cupy.int32)
-        cig = mod.get_function("ewfa_cigar")
-        args = (d_packed, d_raw, ids, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen, d_score, d_mode, d_bt,
-                np.int32(w))
-        grid = ((nl + 127) // 128,)
-        cig(grid, (128,), (*args, _NULL, _NULL, d_cnt))
-        d_len = cupy.maximum(d_cnt, 0).astype(cupy.int64)
-        d_off = cupy.cumsum(d_len) - d_len
-        total = int(d_off[-1] + d_len[-1]) if nl else 0
-        d_cig = cupy.empty(max(1, total), dtype=cupy.uint32)
-        cig(grid, (128,), (*args, d_off, d_cig, d_cnt))
-        return d_score, d_mode, d_cig, d_off, d_cnt
+        d_cig = cupy.empty(nl * stride, dtype=cupy.uint32)
+        mod.get_function("ewfa_cigar")(((nl + 127) // 128,), (128,),
+                                       (d_packed, d_raw, ids, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen,
+                                        d_score, d_mode, d_bt, np.int32(w), np.int32(stride), d_cig, d_cnt))
+        return d_score, d_mode, d_cig, d_cnt
