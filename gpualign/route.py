@@ -40,23 +40,22 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
         here = (unplaced | carried) & ok
         unplaced &= ~ok
         carried &= ~here
-        whole = bool(here.all())
-        idx = np.arange(n) if whole else np.nonzero(here)[0]
-        if len(idx) == 0:
+        idx = None if here.all() else np.nonzero(here)[0]  # None: the whole batch
+        if idx is not None and len(idx) == 0:
             continue
-        res = engine.align(batch if whole else batch.take(idx), cfg)
+        res = engine.align(batch if idx is None else batch.take(idx), cfg)
         parts.append((idx, res))
-        counts[engine.name] = counts.get(engine.name, 0) + int(len(idx))
+        counts[engine.name] = counts.get(engine.name, 0) + (n if idx is None else len(idx))
         for key, v in getattr(engine, "last_counts", {}).items():  # per-kernel counts, if the engine has them
             counts[key] = counts.get(key, 0) + v
         exceeded = res.status == EXCEEDED
         if exceeded.any():
-            carried[idx[exceeded]] = True
+            carried[exceeded if idx is None else idx[exceeded]] = True
             counts["rescued"] = counts.get("rescued", 0) + int(exceeded.sum())
-    if len(parts) == 1 and len(parts[0][0]) == n:
+    if len(parts) == 1 and parts[0][0] is None:
         out = parts[0][1]  # one engine took every pair, in order: nothing to move
     else:
-        out = AlignBatch.merge(n, parts, not cfg.distance_only)
+        out = AlignBatch.merge(n, [(np.arange(n) if i is None else i, r) for i, r in parts], not cfg.distance_only)
     for i in np.nonzero(unplaced)[0].tolist():
         out.reason[i] = "no engine accepts this pair"
     for i in np.nonzero(carried)[0].tolist():

@@ -136,14 +136,17 @@ extern "C" __global__ void book_level(const int* __restrict__ list, int nlist, c
     }
 }
 
-// gather_slots: pair i's len[i] ops from buffer bufs[src[i] >> SLOT_SHIFT] at the offset in src's low
-// bits, to dst[dst_off[i]...]: the final CIGAR buffer in pair order. One thread per pair, any grid.
-extern "C" __global__ void gather_slots(const unsigned long long* __restrict__ bufs, const long long* __restrict__ src,
-                                        const long long* __restrict__ len, const long long* __restrict__ dst_off,
-                                        uint32_t* __restrict__ dst, int n) {
+// gather_slots: pair i's len[i] ops from level buffer b<level> (level = src[i] >> SLOT_SHIFT, 0..3) at
+// the offset in src's low bits, to dst[dst_off[i]...]: the final CIGAR buffer in pair order. One thread
+// per pair, any grid.
+extern "C" __global__ void gather_slots(const uint32_t* b0, const uint32_t* b1, const uint32_t* b2, const uint32_t* b3,
+                                        const long long* __restrict__ src, const long long* __restrict__ len,
+                                        const long long* __restrict__ dst_off, uint32_t* __restrict__ dst, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const long long s = src[i], b = dst_off[i];
-        const uint32_t* from = reinterpret_cast<const uint32_t*>(bufs[s >> SLOT_SHIFT]) + (s & ((1LL << SLOT_SHIFT) - 1));
+        const int level = (int)(s >> SLOT_SHIFT);
+        const uint32_t* buf = level == 0 ? b0 : level == 1 ? b1 : level == 2 ? b2 : b3;
+        const uint32_t* from = buf + (s & ((1LL << SLOT_SHIFT) - 1));
         for (long long j = 0; j < len[i]; j++) dst[b + j] = from[j];
     }
 }

@@ -86,7 +86,11 @@ def _chunks(qs, ts, n, extra=()):
 
 
 def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3):
-    """The engine chain on in-memory batches (what `align_pairs` runs), warm: the best of `repeats` passes."""
+    """The engine chain on in-memory batches (what `align_pairs` runs), warm: the best of `repeats` passes.
+    Batches are queued as pipeline.stream queues them (their uploads start on this thread; one aligner
+    thread), results are not written."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from gpualign.config import AlignConfig
     from gpualign.engines import host_allocator, select_engines
     from gpualign.records import PairBatch
@@ -103,16 +107,19 @@ def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3):
         batches.append(b)
     run_chain(batches[0], chain, cfg)  # warm-up: compile, staging buffers and device pool at full size
     times = []
-    for _ in range(repeats):  # the best of a few passes over all batches (the first is often slower)
-        t0 = time.perf_counter()
-        counts = {}
-        for i, b in enumerate(batches):  # as pipeline.stream: the next batch's upload overlaps this one
-            if i + 1 < len(batches):
-                prefetch(batches[i + 1], chain, cfg)
-            _, c = run_chain(b, chain, cfg)
-            for k, v in c.items():
-                counts[k] = counts.get(k, 0) + v
-        times.append(time.perf_counter() - t0)
+    with ThreadPoolExecutor(1) as aligner:
+        for _ in range(repeats):  # the best of a few passes over all batches (the first is often slower)
+            t0 = time.perf_counter()
+            counts = {}
+            pending = []
+            for b in [*batches, None]:  # as pipeline.stream: a batch's upload starts as it is queued, on
+                if b is not None:      # this thread, while the aligner thread runs the one before it
+                    prefetch(b, chain, cfg)
+                    pending.append(aligner.submit(run_chain, b, chain, cfg))
+                while pending and (b is None or len(pending) > 1):
+                    for k, v in pending.pop(0).result()[1].items():
+                        counts[k] = counts.get(k, 0) + v
+            times.append(time.perf_counter() - t0)
     print(f"# engine passes: {', '.join(f'{x:.3f}' for x in times)} s", file=sys.stderr)
     dt = min(times)
     for e in chain:

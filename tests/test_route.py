@@ -150,3 +150,17 @@ def test_read_ahead_forwards_errors_and_stops():
     endless.close()
     endless.thread.join(timeout=5)
     assert not endless.thread.is_alive()
+
+
+def test_ewfa_start_level_holds_most_of_the_sample():
+    """eWFA's first level: the smallest that holds the sample's 80% quantile (np.quantile "higher"),
+    exceeding scores (-1) counting as beyond every level."""
+    from gpualign.engines.gpu_edit import CIGAR_LEVELS, start_level
+
+    rng = np.random.default_rng(5)
+    assert start_level(CIGAR_LEVELS, np.zeros(0, np.int32)) == 32
+    for _ in range(500):
+        s = rng.integers(-1, 160, int(rng.integers(1, 1100))).astype(np.int32)
+        q = np.quantile(np.where(s < 0, np.iinfo(np.int32).max, s), 0.8, method="higher")
+        want = next((e for e in CIGAR_LEVELS if q <= e), CIGAR_LEVELS[-1])
+        assert start_level(CIGAR_LEVELS, s) == want

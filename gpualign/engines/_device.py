@@ -14,6 +14,7 @@ from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch, PairBatch
 MAX_BATCH_BASES = 1 << 30  # bases per device launch set (offsets are 32-bit on the device)
 COPY_THREADS = 8
 _NULL = np.uint64(0)  # a null device pointer argument
+SLOT_LEVELS = 4  # levels a SlotResults books at most (common.cuh's gather_slots takes that many buffers)
 _pool = None
 
 
@@ -41,20 +42,25 @@ def is_pinned(a: np.ndarray) -> bool:
         return False
 
 
-def copy_parallel(dst: np.ndarray, src: np.ndarray, threads: int = COPY_THREADS, chunk: int = 1 << 23) -> None:
-    """dst[:len(src)] = src with several threads (numpy releases the GIL): pinned staging is
-    otherwise limited by one core's memcpy."""
+def _copy_pool(threads: int = COPY_THREADS):
+    """The threads of the host-side copies (made on first use)."""
     global _pool
-    n = len(src)
-    if n <= chunk:
-        dst[:n] = src
-        return
     if _pool is None:
         from concurrent.futures import ThreadPoolExecutor
 
         _pool = ThreadPoolExecutor(threads, thread_name_prefix="gpualign-copy")
+    return _pool
+
+
+def copy_parallel(dst: np.ndarray, src: np.ndarray, threads: int = COPY_THREADS, chunk: int = 1 << 23) -> None:
+    """dst[:len(src)] = src with several threads (numpy releases the GIL): pinned staging is
+    otherwise limited by one core's memcpy."""
+    n = len(src)
+    if n <= chunk:
+        dst[:n] = src
+        return
     bounds = list(range(0, n, chunk)) + [n]
-    list(_pool.map(lambda ab: np.copyto(dst[ab[0]:ab[1]], src[ab[0]:ab[1]]), zip(bounds[:-1], bounds[1:])))
+    list(_copy_pool(threads).map(lambda ab: np.copyto(dst[ab[0]:ab[1]], src[ab[0]:ab[1]]), zip(bounds[:-1], bounds[1:])))
 
 
 class Staging:
@@ -83,7 +89,11 @@ class Staging:
             d_raw[:len(seq)].set(seq, stream)
         d_raw[len(seq):] = 0
         meta = pinned_empty(4 * batch.n, np.int32).reshape(4, batch.n)
-        meta[0], meta[1], meta[2], meta[3] = batch.q_off, batch.q_len, batch.t_off, batch.t_len
+        rows = (batch.q_off, batch.q_len, batch.t_off, batch.t_len)
+        if batch.n < 1 << 16:
+            meta[0], meta[1], meta[2], meta[3] = rows
+        else:  # the four int64 -> int32 casts side by side (numpy lets go of the interpreter lock)
+            list(_copy_pool().map(lambda k: np.copyto(meta[k], rows[k], casting="unsafe"), range(4)))
         d_meta = cupy.empty((4, batch.n), dtype=cupy.int32)
         d_meta.set(meta, stream)
         return d_raw, d_meta, meta
@@ -266,6 +276,8 @@ class SlotResults:
         done otherwise)."""
         import cupy
 
+        if len(self.buffers) == SLOT_LEVELS:
+            raise ValueError(f"SlotResults books at most {SLOT_LEVELS} levels")
         nxt = cupy.empty(max(1, nl), dtype=cupy.int32)
         counts = cupy.zeros(3, dtype=cupy.int32)
         ptr = lambda a: _NULL if a is None else a  # noqa: E731
@@ -306,9 +318,12 @@ class SlotResults:
         if total == 0:
             return res
         d_flat = cupy.empty(total, dtype=cupy.uint32)
-        bufs = cupy.asarray(np.array([0 if b is None else b.data.ptr for b in self.buffers], np.uint64))
+        # the buffers' addresses go as kernel arguments: a host-to-device copy would queue behind the
+        # next batch's upload on the copy engine
+        ptrs = [np.uint64(0 if b is None else b.data.ptr) for b in self.buffers]
+        ptrs += [_NULL] * (SLOT_LEVELS - len(ptrs))
         self._mod.get_function("gather_slots")((min(4096, (n + 127) // 128),), (128,),
-                                               (bufs, self.ops_src, self.ops_len, d_off, d_flat, np.int32(n)))
+                                               (*ptrs, self.ops_src, self.ops_len, d_off, d_flat, np.int32(n)))
         res.cigar = pinned_empty(total, np.uint32)
         d_flat.get(out=res.cigar)
         return res
