@@ -164,3 +164,28 @@ def test_ewfa_start_level_holds_most_of_the_sample():
         q = np.quantile(np.where(s < 0, np.iinfo(np.int32).max, s), 0.8, method="higher")
         want = next((e for e in CIGAR_LEVELS if q <= e), CIGAR_LEVELS[-1])
         assert start_level(CIGAR_LEVELS, s) == want
+
+
+def test_device_batches_split_to_the_buffer_bound(monkeypatch):
+    """align_split: a batch whose sequence buffer exceeds MAX_BATCH_BASES reaches the device in parts
+    under the bound, and the results come back in pair order."""
+    from gpualign.engines import _device
+    from gpualign.records import AlignBatch
+
+    monkeypatch.setattr(_device, "MAX_BATCH_BASES", 1000)
+    rng = np.random.default_rng(2)
+    q = [bytes(rng.choice(list(b"ACGT"), int(rng.integers(1, 60)))) for _ in range(200)]
+    batch = PairBatch.from_sequences(q, q)
+    seen = []
+
+    def fake_device(b, cfg):
+        assert b.n == 1 or len(b.seq) <= 1000
+        seen.append(b.n)
+        res = AlignBatch.empty(b.n, False)
+        res.score[:] = b.q_len
+        res.status[:] = OK
+        return res
+
+    res = _device.align_split(fake_device, batch, AlignConfig(distance_only=True))
+    assert len(seen) > 1 and sum(seen) == batch.n
+    assert (res.score == batch.q_len).all() and (res.status == OK).all()

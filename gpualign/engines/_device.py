@@ -11,7 +11,7 @@ from .. import pack
 from ..config import AlignConfig
 from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch, PairBatch
 
-MAX_BATCH_BASES = 1 << 30  # bases per device launch set (offsets are 32-bit on the device)
+MAX_BATCH_BASES = 1 << 30  # sequence bytes per device launch set (offsets are 32-bit on the device)
 COPY_THREADS = 8
 _NULL = np.uint64(0)  # a null device pointer argument
 SLOT_LEVELS = 4  # levels a SlotResults books at most (common.cuh's gather_slots takes that many buffers)
@@ -334,7 +334,7 @@ def align_split(align_device, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
     out-of-memory halving the batch (down to a few pairs, then CPU rescue: align_degrading)."""
     from . import align_degrading, is_out_of_memory
 
-    if batch.n > 1 and batch.bases > MAX_BATCH_BASES:
+    if batch.n > 1 and len(batch.seq) > MAX_BATCH_BASES:  # the whole buffer goes over (take() compacts it)
         half = batch.n // 2
         parts = [(idx, align_split(align_device, batch.take(idx), cfg))
                  for idx in (np.arange(half), np.arange(half, batch.n))]
