@@ -26,8 +26,6 @@
 //   book_level, gather_slots (common.cuh): each level's results into per-pair arrays, and the
 //   final CIGAR buffer in pair order.
 //
-//   gather_ops (common.cuh): the final CIGAR buffer in pair order.
-//
 // Method: wavefront W[s][k] = furthest target offset h on diagonal k = h - v with s edits.
 // W[s][k] = max(W[s-1][k] + 1 (X), W[s-1][k-1] + 1 (D), W[s-1][k+1] (I)), each candidate kept
 // only inside the DP matrix (h <= m, v <= n), then extended along matches. Only the last two
