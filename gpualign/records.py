@@ -118,10 +118,22 @@ class PairBatch:
     t_free: np.ndarray | None = None
     # what a writer needs beside the sequences (`gpualign paf`: each pair's candidate and full query)
     meta: dict | None = None
+    _bounds: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def n(self) -> int:
         return len(self.q_len)
+
+    def length_bounds(self) -> tuple[int, int, int, int]:
+        """(shortest query, longest query, shortest target, longest target), computed once per batch
+        (the GPU engines' prefetch asks first, on the queueing thread; accepts() reads it); zeros when empty."""
+        if self._bounds is None:
+            if self.n == 0:
+                self._bounds = (0, 0, 0, 0)
+            else:
+                self._bounds = (int(self.q_len.min()), int(self.q_len.max()), int(self.t_len.min()),
+                                int(self.t_len.max()))
+        return self._bounds
 
     @property
     def bases(self) -> int:

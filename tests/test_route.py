@@ -189,3 +189,18 @@ def test_device_batches_split_to_the_buffer_bound(monkeypatch):
     res = _device.align_split(fake_device, batch, AlignConfig(distance_only=True))
     assert len(seen) > 1 and sum(seen) == batch.n
     assert (res.score == batch.q_len).all() and (res.status == OK).all()
+
+
+def test_ewfa_accepts_from_the_length_bounds():
+    """eWFA takes a whole batch when its length bounds allow it, else decides pair by pair; the bounds are
+    the batch's own (empty batch: zeros)."""
+    from gpualign.engines.gpu_edit import GpuEditEngine
+
+    engine, cfg = GpuEditEngine(), AlignConfig()
+    near = PairBatch.from_sequences([b"A" * 100, b"C" * 150], [b"A" * 90, b"C" * 200])
+    assert near.length_bounds() == (100, 150, 90, 200)
+    assert engine.accepts(near, cfg).all()
+    far = PairBatch.from_sequences([b"A" * 100, b"C" * 150, b"G"], [b"A" * 90, b"C" * 300, b"G" * 130])
+    assert engine.accepts(far, cfg).tolist() == [True, False, False]  # |150 - 300| and |1 - 130| exceed E128
+    assert not engine.accepts(near, AlignConfig(metric="affine")).any()
+    assert PairBatch.from_sequences([], []).length_bounds() == (0, 0, 0, 0)

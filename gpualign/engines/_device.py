@@ -170,8 +170,10 @@ class BatchEngine:
         warm_up(self._align_device, cfg)
 
     def prefetch(self, batch: PairBatch, cfg: AlignConfig) -> None:
-        """Start uploading a batch that align() will get next (overlaps the kernels before it)."""
+        """Start uploading a batch that align() will get next (overlaps the kernels before it); its length
+        bounds, which accepts() reads, are computed here too, off the aligner's path."""
         if self.accepts_cfg(cfg):
+            batch.length_bounds()
             self._staging.prefetch(batch, cfg)
 
 

@@ -52,9 +52,9 @@ def start_level(levels: tuple, sample_scores: np.ndarray) -> int:
     return levels[-1]
 
 
-def _all_within(ql: np.ndarray, tl: np.ndarray, top: int) -> bool:
-    """Does every pair have |q_len - t_len| <= top and both lengths <= MAX_LEN? (four reductions)"""
-    q_min, q_max, t_min, t_max = ql.min(), ql.max(), tl.min(), tl.max()
+def _all_within(batch: PairBatch, top: int) -> bool:
+    """Does every pair have |q_len - t_len| <= top and both lengths <= MAX_LEN? (the batch's length bounds)"""
+    q_min, q_max, t_min, t_max = batch.length_bounds()
     return max(q_max, t_max) <= MAX_LEN and max(q_max - t_min, t_max - q_min) <= top
 
 
@@ -88,8 +88,8 @@ class GpuEditEngine(BatchEngine):
             return np.zeros(batch.n, dtype=bool)
         top = max(self.levels(cfg))
         ql, tl = batch.q_len, batch.t_len
-        if batch.n and _all_within(ql, tl, top):
-            return np.ones(batch.n, dtype=bool)  # every pair (four reductions, not eight passes)
+        if batch.n and _all_within(batch, top):
+            return np.ones(batch.n, dtype=bool)  # every pair, from the length bounds (no pass over the pairs)
         longest = np.maximum(ql, tl)
         return (np.abs(ql - tl) <= top) & (longest <= MAX_LEN)
 
