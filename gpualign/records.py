@@ -126,7 +126,7 @@ class PairBatch:
 
     def length_bounds(self) -> tuple[int, int, int, int]:
         """(shortest query, longest query, shortest target, longest target), computed once per batch
-        (the GPU engines' prefetch asks first, on the queueing thread; accepts() reads it); zeros when empty."""
+        (eWFA's prefetch asks first, on the queueing thread; its accepts() reads it); zeros when empty."""
         if self._bounds is None:
             if self.n == 0:
                 self._bounds = (0, 0, 0, 0)

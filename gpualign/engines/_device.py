@@ -170,11 +170,14 @@ class BatchEngine:
         warm_up(self._align_device, cfg)
 
     def prefetch(self, batch: PairBatch, cfg: AlignConfig) -> None:
-        """Start uploading a batch that align() will get next (overlaps the kernels before it); its length
-        bounds, which accepts() reads, are computed here too, off the aligner's path."""
+        """Start uploading a batch that align() will get next (overlaps the kernels before it)."""
         if self.accepts_cfg(cfg):
-            batch.length_bounds()
             self._staging.prefetch(batch, cfg)
+
+
+def replay_failures(status: np.ndarray) -> dict:
+    """AlignBatch.reason for the pairs whose CIGAR replay on the device failed (status FAILED)."""
+    return {int(i): "GPU CIGAR replay did not reach the end (internal error)" for i in np.nonzero(status == FAILED)[0]}
 
 
 def gather_kernel(kernel):
@@ -235,8 +238,7 @@ class Results:
         engine = np.full(n, ENGINE_CODE[name], np.uint8)
         res = AlignBatch(get(self.score), get(self.status), engine, np.zeros(0, np.uint32), np.zeros(n, np.int64),
                          np.zeros(n, np.int64), self.want_cigar)
-        res.reason = {int(i): "GPU CIGAR replay did not reach the end (internal error)"
-                      for i in np.nonzero(res.status == FAILED)[0]}
+        res.reason = replay_failures(res.status)
         if not self.want_cigar or not self.buffers or n == 0:
             return res
         lens = self.ops_len
@@ -314,8 +316,7 @@ class SlotResults:
         stream.synchronize()
         res = AlignBatch(score, status, np.full(n, ENGINE_CODE[name], np.uint8), np.zeros(0, np.uint32), offs,
                          lens, self.want_cigar)
-        res.reason = {int(i): "GPU CIGAR replay did not reach the end (internal error)"
-                      for i in np.nonzero(status == FAILED)[0]}
+        res.reason = replay_failures(status)
         total = int(offs[-1] + lens[-1]) if cig and n else 0
         if total == 0:
             return res

@@ -93,6 +93,13 @@ class GpuEditEngine(BatchEngine):
         longest = np.maximum(ql, tl)
         return (np.abs(ql - tl) <= top) & (longest <= MAX_LEN)
 
+    def prefetch(self, batch: PairBatch, cfg: AlignConfig) -> None:
+        """As BatchEngine.prefetch; the batch's length bounds, which accepts() reads, are computed here
+        too (on the queueing thread, off the aligner's path)."""
+        if self.accepts_cfg(cfg):
+            batch.length_bounds()
+        super().prefetch(batch, cfg)
+
     # -- the device work -------------------------------------------------------------
     def _upload(self, batch: PairBatch, cfg: AlignConfig):
         """Raw bytes (pinned, one copy) and the 2-bit packing made on the device."""
