@@ -87,24 +87,27 @@ def to_text_buffer(cigar: np.ndarray, off: np.ndarray, length: np.ndarray):
     return buf[1:], start[off], start[stop] - start[off]
 
 
-def op_totals(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> dict:
-    """Per pair: matches (=), mismatches (X), ins (I), dels (D) in bases, as int64 arrays.
+def _pair_sums(values: np.ndarray, off: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Per pair, the sum of values over its ops [off, off + length), as int64 (differences of one
+    running sum: no per-op pair index)."""
+    run = np.zeros(len(values) + 1, np.int64)
+    np.cumsum(values, out=run[1:])
+    off = np.asarray(off, dtype=np.int64)
+    return run[off + np.asarray(length, dtype=np.int64)] - run[off]
 
-    CIGARs are stored contiguously in pair order (the AlignBatch invariant)."""
-    n = len(length)
-    pair = np.repeat(np.arange(n, dtype=np.int64), np.asarray(length, dtype=np.int64))
-    key = pair * 16 + (cigar & 15)
-    sums = np.bincount(key, weights=(cigar >> 4), minlength=16 * n).reshape(n, 16).astype(np.int64)
-    return {"matches": sums[:, EQ], "mismatches": sums[:, X], "ins": sums[:, I], "dels": sums[:, D]}
+
+def op_totals(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> dict:
+    """Per pair: matches (=), mismatches (X), ins (I), dels (D) in bases, as int64 arrays."""
+    op = cigar & 15
+    ln = (cigar >> 4).astype(np.int64)
+    return {key: _pair_sums(np.where(op == code, ln, 0), off, length)
+            for key, code in (("matches", EQ), ("mismatches", X), ("ins", I), ("dels", D))}
 
 
 def gap_opens(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """Per pair: the number of I and D runs (gap openings), as an int64 array (CIGARs contiguous in pair
-    order, as for op_totals)."""
-    n = len(length)
-    pair = np.repeat(np.arange(n, dtype=np.int64), np.asarray(length, dtype=np.int64))
+    """Per pair: the number of I and D runs (gap openings), as an int64 array."""
     op = cigar & 15
-    return np.bincount(pair[(op == I) | (op == D)], minlength=n).astype(np.int64)
+    return _pair_sums((op == I) | (op == D), off, length)
 
 
 def consumed(ops: np.ndarray) -> tuple[int, int]:

@@ -168,11 +168,14 @@ class PairBatch:
         the sequence bytes go (engines.host_allocator: pinned memory for the GPU engines)."""
         ql = np.fromiter((len(q) for q in queries), dtype=np.int64, count=len(queries))
         tl = np.fromiter((len(t) for t in targets), dtype=np.int64, count=len(targets))
-        buf = b"".join([*queries, *targets])  # one copy (joining each side first and adding them made three)
-        seq = np.frombuffer(buf, dtype=np.uint8)
-        if alloc is not None:
-            seq, view = alloc(len(buf), dtype=np.uint8), seq
-            seq[:] = view
+        if alloc is None:
+            seq = np.frombuffer(b"".join([*queries, *targets]), dtype=np.uint8)  # one copy
+        else:  # each sequence copied once, straight to its place
+            seq = alloc(int(ql.sum() + tl.sum()), dtype=np.uint8)
+            view, at = memoryview(seq), 0
+            for s in (*queries, *targets):
+                view[at:at + len(s)] = s
+                at += len(s)
         q_off = offsets_from_lengths(ql)
         t_off = offsets_from_lengths(tl) + int(ql.sum())
         n = len(ql)

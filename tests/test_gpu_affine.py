@@ -235,3 +235,43 @@ def test_estimated_caps_from_sample(pen):
         res = eng.align(batch, cfg)
         verify(batch, res, cfg, want)
         assert eng.last_counts.get("gpu-affine:E", 0) > batch.n // 2, eng.last_counts
+
+
+@pytest.mark.parametrize("ends_free", [False, True], ids=["global", "ends-free"])
+def test_estimate_carried_across_batches(monkeypatch, ends_free):
+    """Once the engine has seen enough pairs of a setting and length class, later batches take their caps
+    from those pairs' rates (no sample run): scores still equal parasail's / the reference DP, most pairs
+    finish at the estimated level, and a batch far noisier than the history stays exact (its pairs
+    exceed the carried caps and go on to the levels)."""
+    import gpualign.engines.gpu_affine as GA
+    from gpualign.engines import reference
+
+    monkeypatch.setattr(GA, "HISTORY_MIN", 100)
+    pen = Penalties(4, 6, 2)
+    cfg = AlignConfig(metric="affine", penalties=pen, ends_free_target=ends_free)
+    eng = GA.GpuAffineEngine(estimate_min=1)
+    rng = np.random.default_rng(5)
+    for rate, seed in ((0.05, 1), (0.05, 2), (0.05, 3), (0.25, 4)):
+        from simulate import simulate
+
+        q, t = simulate(150, 700, rate, seed=seed, profile="long")
+        batch = to_batch(list(zip(q, t)))
+        if ends_free:
+            batch.t_free = rng.integers(0, 40, (batch.n, 2))
+            want = np.array([reference.affine_score(a, b, pen, False, int(f0), int(f1))
+                             for a, b, (f0, f1) in zip(q, t, batch.t_free)])
+        else:
+            want = np.array([affine(a, b, pen) for a, b in zip(q, t)])
+        res = eng.align(batch, cfg)
+        assert (res.status == OK).all() and (res.score == want).all(), np.nonzero(res.score != want)
+        for i in range(0, batch.n, 7):
+            ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
+            t0, t1 = (int(res.t_start[i]), int(res.t_end[i])) if ends_free else (0, len(t[i]))
+            C.check_cigar(q[i], t[i][t0:t1], ops)
+            assert C.score_cigar(ops, pen) == want[i]
+        if seed == 1:
+            assert eng.last_sampled > 0
+        else:  # the history (150 pairs or more) serves
+            assert eng.last_sampled == 0, seed
+        if rate < 0.1:
+            assert eng.last_counts.get("gpu-affine:E", 0) > batch.n // 2, eng.last_counts

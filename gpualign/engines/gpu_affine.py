@@ -20,7 +20,10 @@ gives every other pair its own cap U (its length times that rate, plus its force
 prunes the cells that cannot end within U (a diamond instead of a triangle: with U near the score,
 ~40% fewer cells) and the backtrace is sized from the largest U (a smaller cap, quadratically less
 memory per pair). A pair whose score is above its U comes back exceeded and runs at level 0: the
-estimate only decides speed, never a result.
+estimate only decides speed, never a result. The engine keeps the rates of the latest HISTORY pairs
+(their final scores, whatever level found them; infinite for pairs no level held) per penalties, mode
+and length class; once it holds HISTORY_MIN of them, a group takes its caps from their quantile and
+skips the sample (a launch of a few pairs at level 0, with most of the GPU idle).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ ESTIMATE_MIN = 128  # groups of at least this many pairs get the estimated-cap l
 SAMPLE_EVERY = 64
 CAP_QUANTILE = 0.99
 ESTIMATE_GAIN = 0.8  # the estimated level runs only when its largest cap is below this share of level 0's
+HISTORY = 4096  # score rates of the latest pairs kept per setting and length class (module doc)
+HISTORY_MIN = 512  # rates needed before a group's caps come from them instead of a sample
 WORKSPACE_MAX = 32 << 30  # backtrace + CIGAR workspace of one launch: always the same request, so
 # CuPy's pool hands back the same block and no call pays for a fresh device allocation
 
@@ -81,16 +86,26 @@ def forced_gap(q_len: np.ndarray, t_len: np.ndarray, o: int, e: int, ends_free: 
     return np.zeros_like(diff) if ends_free else np.where(diff > 0, o + e * diff, 0)
 
 
+def score_rates(s: np.ndarray, length: np.ndarray, gap: np.ndarray) -> np.ndarray:
+    """(score - forced gap) per base of the longest sequence; infinite where s < 0 (above every cap tried)."""
+    return np.where(s >= 0, (s - gap) / np.maximum(length, 1), np.inf)
+
+
 def estimated_caps(sample_s: np.ndarray, sample_len: np.ndarray, sample_gap: np.ndarray, longest: np.ndarray,
                    gap: np.ndarray, worst: int, quantile: float = CAP_QUANTILE):
-    """Per-pair score caps from a sample's scores (reduced units, -1 = above the sample's cap): the
-    quantile of (score - forced gap) per base of the longest sequence, times each pair's length, plus
-    its forced gap and one operation of slack. None when the sample says too little (empty, or more
-    than 1 - quantile of it exceeded its level)."""
-    if len(sample_s) == 0:
+    """Per-pair score caps from a sample's scores (reduced units, -1 = above the sample's cap): see
+    caps_from_rates."""
+    return caps_from_rates(score_rates(sample_s, sample_len, sample_gap), longest, gap, worst, quantile)
+
+
+def caps_from_rates(rates: np.ndarray, longest: np.ndarray, gap: np.ndarray, worst: int,
+                    quantile: float = CAP_QUANTILE):
+    """Per-pair score caps: the quantile of the rates (score_rates of a sample or of earlier pairs)
+    times each pair's length, plus its forced gap and one operation of slack. None when the rates say
+    too little (none, or more than 1 - quantile of them infinite)."""
+    if len(rates) == 0:
         return None
-    rate = np.where(sample_s >= 0, (sample_s - sample_gap) / np.maximum(sample_len, 1), np.inf)
-    q = float(np.quantile(rate, quantile, method="lower"))
+    q = float(np.quantile(rates, quantile, method="lower"))
     if not np.isfinite(q):
         return None
     return (np.ceil(max(q, 0.0) * longest) + gap + worst).astype(np.int64)
@@ -178,6 +193,8 @@ class GpuAffineEngine(BatchEngine):
         self.levels = tuple(levels)
         self.estimate_min = estimate_min
         self.last_counts: dict = {}
+        self.last_sampled = 0  # pairs the last call ran as estimate samples
+        self._history: dict = {}  # (penalties, ends-free, length class) -> latest score rates (module doc)
         # benchmark overrides: threads, per_sm (plan), min_blocks (register cap, before the first call);
         # timing=True: seconds per stage in timings; caps: per-pair reduced caps for the estimated level
         # (instead of the sample's; tests), estimate=False: no estimated level
@@ -217,7 +234,7 @@ class GpuAffineEngine(BatchEngine):
         return np.ones(batch.n, dtype=bool)
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
-        self.last_counts = {}
+        self.last_counts, self.last_sampled = {}, 0
         return align_split(self._align_device, batch, cfg)
 
     def _align_device(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
@@ -242,11 +259,13 @@ class GpuAffineEngine(BatchEngine):
         span[:, 1] = batch.t_len
         longest = np.maximum(batch.q_len, batch.t_len)
         gap = forced_gap(batch.q_len, batch.t_len, pen[1], pen[2], bool(ef))
+        final = np.full(n, -1, np.int64)  # reduced score of each pair a level found
 
         def level(key, todo, plan, d_ucap=None):
             """Run todo at one plan; book the pairs done; return the rest and the reduced scores."""
             s, cnt, d_cig, off, tspan = self._run(plan, pen, d_raw, d_meta, d_free, todo, want_cigar, d_ucap)
             done = res.record(todo, s, cnt, d_cig, off, scale=g).get()
+            final[todo[done]] = s[done]
             if want_cigar and ef:
                 good = done & (cnt >= 0)
                 span[todo[good]] = tspan[good]
@@ -263,13 +282,16 @@ class GpuAffineEngine(BatchEngine):
 
         for members in length_groups(longest):
             todo, skip = longest_first(members, longest), members[:0]
+            key = (pen, bool(ef), (max(1, int(longest[members].max())) - 1).bit_length())
             if len(todo) >= max(1, self.estimate_min) and self.tune.get("estimate", True):
-                todo, skip = self._estimated_level(todo, longest, gap, pen, plan_for, level)
+                todo, skip = self._estimated_level(todo, longest, gap, pen, plan_for, level, key)
             for li, f in enumerate(self.levels):
                 if li == 1 and len(skip):  # sample pairs above level 0 join here
                     todo = longest_first(np.concatenate([todo, skip]), longest)
                 if len(todo):
                     todo, _ = level(f"{NAME}:L{li}", todo, plan_for(todo, f))
+            rates = score_rates(final[members], longest[members], gap[members])
+            self._history[key] = np.concatenate([self._history.get(key, rates[:0]), rates])[-HISTORY:]
         self._mark("start")
         out = res.finish(gather_kernel(self._mod.get_function("gather_ops")), NAME)
         if ef:
@@ -277,24 +299,30 @@ class GpuAffineEngine(BatchEngine):
         self._mark("assemble")
         return out
 
-    def _estimated_level(self, todo, longest, gap, pen, plan_for, level):
-        """Level E (module doc): a sample at level 0, then the others with caps from its scores.
-        Returns the pairs for level 0 and the sample pairs that level 0 could not hold (for level 1),
-        both longest first."""
+    def _estimated_level(self, todo, longest, gap, pen, plan_for, level, key):
+        """Level E (module doc): the others with caps from the history of key's rates when it holds
+        enough of them, else from a sample run first at level 0. Returns the pairs for level 0 and the
+        sample pairs that level 0 could not hold (for level 1), both longest first."""
         import cupy
 
         caps, skip = self.tune.get("caps"), todo[:0]
+        forced = caps is not None
+        worst = max(pen[0], pen[1] + pen[2])
+        past = self._history.get(key)
+        if not forced and past is not None and len(past) >= HISTORY_MIN:
+            caps = caps_from_rates(past, longest, gap, worst)
         if caps is None:
             step = max(1, min(SAMPLE_EVERY, len(todo) // 16))
             pick = np.zeros(len(todo), bool)
             pick[::step] = True
             sample, todo = todo[pick], todo[~pick]
+            self.last_sampled += len(sample)
             skip, s = level(f"{NAME}:L0", sample, plan_for(sample, self.levels[0]))
-            worst = max(pen[0], pen[1] + pen[2])
             caps = estimated_caps(s, longest[sample], gap[sample], longest, gap, worst)
-            if caps is None or len(todo) == 0 or \
-                    caps[todo].max() >= ESTIMATE_GAIN * plan_for(todo, self.levels[0]).s_cap:
+            if caps is None or len(todo) == 0:
                 return todo, skip
+        if not forced and caps[todo].max() >= ESTIMATE_GAIN * plan_for(todo, self.levels[0]).s_cap:
+            return todo, skip
         s_cap = max(0, int(np.asarray(caps)[todo].max()))
         d_ucap = cupy.asarray(np.clip(caps, 0, s_cap).astype(np.int32))
         todo, _ = level(f"{NAME}:E", todo, plan_for(todo, 0.0, s_cap), d_ucap)

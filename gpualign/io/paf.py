@@ -1,8 +1,8 @@
 """PAF candidates (minimap2's 12 columns + tags) and the sequences they point into.
 
-Targets are read by random access (pysam.FastaFile; the .fai is built when missing). Queries are
-read by random access when the file can be indexed (plain or bgzip FASTA), otherwise streamed in
-file order alongside the PAF (minimap2 writes candidates grouped in query-file order), so memory
+Targets are read by random access (io.faidx: memory-mapped plain FASTA, pysam for bgzip; the .fai is
+built when missing). Queries are read by random access when the file can be indexed (plain or bgzip
+FASTA), otherwise streamed in file order alongside the PAF (minimap2 writes candidates grouped in query-file order), so memory
 stays bounded whatever the number of reads.
 """
 
@@ -15,6 +15,7 @@ from typing import Iterator
 from .. import pack
 from ..errors import InputError
 from . import fastx
+from .faidx import IndexedFasta
 
 _COMP = bytes.maketrans(b"ACGTUNRYKMSWBDHVacgtunrykmswbdhv", b"TGCAANYRMKSWVHDBtgcaanyrmkswvhdb")
 STALE_TAGS = ("cm", "s1", "s2", "dv", "ms", "NM", "AS", "de", "cg", "cs", "rl", "zd")
@@ -96,15 +97,13 @@ class Targets:
     """Random access to the target FASTA (names, lengths, slices)."""
 
     def __init__(self, path: str):
-        import pysam
-
         fastx.sniff(path)
         try:
-            self.fa = pysam.FastaFile(path)
-        except (OSError, ValueError) as e:
-            raise InputError(f"{path}: cannot index for random access ({e}); decompress it or use bgzip") from None
+            self.fa = IndexedFasta(path)
+        except InputError as e:
+            raise InputError(f"{e}; decompress it or use bgzip") from None
         self.path = path
-        self.lengths = dict(zip(self.fa.references, self.fa.lengths))
+        self.lengths = self.fa.lengths
 
     def fetch(self, c: Candidate, start: int, end: int) -> bytes:
         ln = self.lengths.get(c.tname)
@@ -112,23 +111,21 @@ class Targets:
             raise InputError(f"line {c.line}: target {c.tname!r} is not in {self.path}")
         if ln != c.tlen:
             raise InputError(f"line {c.line}: target {c.tname!r} has length {c.tlen} in the PAF but {ln} in {self.path}")
-        return self.fa.fetch(c.tname, start, end).encode("ascii").translate(pack.FOLD)
+        return self.fa.fetch(c.tname, start, end).translate(pack.FOLD)
 
 
 class Queries:
     """Whole query records by name: indexed when possible, else streamed in file order."""
 
     def __init__(self, path: str):
-        import pysam
-
         fastx.sniff(path)
         self.path = path
         self.fa = None
         self.stream = None
         self.current = None
         try:
-            self.fa = pysam.FastaFile(path)
-        except (OSError, ValueError):
+            self.fa = IndexedFasta(path)
+        except InputError:
             self.stream = fastx.records(path, chunk=256)
 
     def get(self, c: Candidate) -> tuple[bytes, str | None]:
