@@ -18,19 +18,27 @@ from .errors import ConfigError, InputError
 from .io import paf as P
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
 from .pipeline import FORMATS, Output, Summary, aborting, infer_format, running, stream
+from .realign_readers import Readers, worker_count
 from .records import PairBatch
 
 MODES = ("ends-free", "global")
 
 
 def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, warn):
-    """(candidate, query part, target window, window start, full query, quality), bad lines handled
-    (appended to skipped with --skip-bad)."""
+    """(candidate, query part, target window, window start, full query, quality, free ends) per
+    candidate of the PAF, bad lines handled (appended to skipped with --skip-bad)."""
     def bad(e):
         skipped.append(e)
         warn(f"skipped: {e}")
 
-    for c in P.read_candidates(paf_path, bad if skip_bad else None):
+    return fetch(P.read_candidates(paf_path, bad if skip_bad else None), queries, targets, mode, pad,
+                 bad if skip_bad else None)
+
+
+def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = True):
+    """_candidates' items for cands; a candidate whose sequences cannot be had raises its InputError, or
+    goes to on_bad(error) if given. keep_full=False: no full query and quality (None; PAF output)."""
+    for c in cands:
         try:
             qseq, qual = queries.get(c)
             if mode == "global":
@@ -39,18 +47,22 @@ def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, 
                 ws, we = max(0, c.ts - pad), min(c.tlen, c.te + pad)
             tseq = targets.fetch(c, ws, we)
         except InputError as e:
-            if not skip_bad:
+            if on_bad is None:
                 raise
-            bad(e)
+            on_bad(e)
             continue
         part = qseq[c.qs:c.qe]
         free = (c.ts + pad - ws, we - (c.te - pad)) if mode != "global" else (0, 0)
+        if not keep_full:
+            qseq = qual = None
         yield c, (P.revcomp(part) if c.strand == "-" else part), tseq, ws, qseq, qual, free
 
 
 def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str | None, cfg: AlignConfig,
             command_line: str, mode: str = "ends-free", pad: int = 100, cs: bool = False, skip_bad: bool = False,
-            on_notice=None, progress=None) -> Summary:
+            on_notice=None, progress=None, readers: int | None = None) -> Summary:
+    """readers: worker processes fetching candidates (realign_readers; None: chosen from the input,
+    0: in the reader thread)."""
     if mode not in MODES:
         raise ConfigError(f"--mode must be one of {', '.join(MODES)} (got {mode!r})")
     if pad < 0:
@@ -64,6 +76,18 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     t0 = time.perf_counter()
     targets = P.Targets(target_path)
     queries = P.Queries(query_path)
+    workers = worker_count(paf_path, queries.fa is not None, readers)
+    pool = Readers(workers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if workers else None
+    try:
+        return _run(paf_path, queries, targets, out, fmt, cfg, command_line, mode, pad, cs, skip_bad, on_notice,
+                    progress, pool, t0)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _run(paf_path, queries, targets, out, fmt, cfg, command_line, mode, pad, cs, skip_bad, on_notice, progress,
+         pool, t0) -> Summary:
     chain, notice = select_engines(cfg)
     summary = Summary(notice=notice)
     say = on_notice or (lambda text: None)
@@ -74,10 +98,15 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
         writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
             output.target, targets=targets, command_line=command_line, cs=cs)
         with aborting(writer):
-            items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say)
-            # candidates are fetched in the reader thread while the previous batch aligns and the one
-            # before it is written (pipeline.stream)
-            stream(_batches(items, cfg, host_allocator(chain)), chain, cfg, _WithMeta(writer), summary, progress)
+            # candidates are fetched in the reader thread (or by worker processes it feeds) while the
+            # previous batch aligns and the one before it is written (pipeline.stream)
+            alloc = host_allocator(chain)
+            if pool is not None:
+                batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say, alloc))
+            else:
+                items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say)
+                batches = _batches(items, cfg, alloc)
+            stream(batches, chain, cfg, _WithMeta(writer), summary, progress)
             writer.close()
     summary.failed += len(skipped)
     summary.seconds = time.perf_counter() - t0
@@ -99,10 +128,22 @@ def _batches(items, cfg: AlignConfig, alloc):
         yield _batch(buf, done, alloc)
 
 
-def _batch(buf, start: int, alloc) -> PairBatch:
+def _numbered(lists):
+    """PairBatches of Readers.item_lists' (items, joined sequences), numbered on from 0."""
+    done = 0
+    for items, seq in lists:
+        yield _batch(items, done, None, seq)
+        done += len(items)
+
+
+def _batch(buf, start: int, alloc, joined=None) -> PairBatch:
+    """buf: realign.fetch items; joined: their sequences already joined (items then hold the lengths)."""
     cands = [b[0] for b in buf]
-    batch = PairBatch.from_sequences([b[1] for b in buf], [b[2] for b in buf], start,
-                                     [c.qname for c in cands], [c.tname for c in cands], alloc=alloc)
+    names = [c.qname for c in cands], [c.tname for c in cands]
+    if joined is None:
+        batch = PairBatch.from_sequences([b[1] for b in buf], [b[2] for b in buf], start, *names, alloc=alloc)
+    else:
+        batch = PairBatch.from_joined(joined, [b[1] for b in buf], [b[2] for b in buf], start, *names)
     batch.t_free = np.array([b[6] for b in buf], dtype=np.int64).reshape(-1, 2)
     batch.meta = {"cands": cands, "win_start": [b[3] for b in buf], "full_query": [b[4] for b in buf],
                   "full_qual": [b[5] for b in buf]}

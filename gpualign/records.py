@@ -176,6 +176,14 @@ class PairBatch:
             for s in (*queries, *targets):
                 view[at:at + len(s)] = s
                 at += len(s)
+        return cls.from_joined(seq, ql, tl, index_start, q_names, t_names, q_quals)
+
+    @classmethod
+    def from_joined(cls, seq: np.ndarray, ql: np.ndarray, tl: np.ndarray, index_start: int = 0, q_names=None,
+                    t_names=None, q_quals=None) -> "PairBatch":
+        """A batch whose sequence bytes are already joined in seq: the queries (lengths ql), then the
+        targets (tl), in pair order."""
+        ql, tl = np.asarray(ql, dtype=np.int64), np.asarray(tl, dtype=np.int64)
         q_off = offsets_from_lengths(ql)
         t_off = offsets_from_lengths(tl) + int(ql.sum())
         n = len(ql)
@@ -202,6 +210,11 @@ class AlignBatch:
     # aligned target window [t_start, t_end) within the pair's target (ends-free); None = all of it
     t_start: np.ndarray | None = None
     t_end: np.ndarray | None = None
+    # made by an engine on the device (None: the writers derive them from the ops): the CIGARs as text
+    # (buffer, start, length per pair: cigar.to_text_buffer's form) and per-pair int64 counts
+    # (n, 5): = bases, X bases, I bases, D bases, I/D runs. take() and merge() leave them out.
+    cigar_text: tuple | None = None
+    cigar_stats: np.ndarray | None = None
 
     @property
     def n(self) -> int:

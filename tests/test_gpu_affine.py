@@ -254,8 +254,10 @@ def test_estimate_carried_across_batches(monkeypatch, ends_free):
     for rate, seed in ((0.05, 1), (0.05, 2), (0.05, 3), (0.25, 4)):
         from simulate import simulate
 
-        q, t = simulate(150, 700, rate, seed=seed, profile="long")
+        q, t = simulate(150, 1500, rate, seed=seed)
         batch = to_batch(list(zip(q, t)))
+        longest = np.maximum(batch.q_len, batch.t_len)
+        assert longest.min() > 1024 and longest.max() <= 2048  # one length class: one history
         if ends_free:
             batch.t_free = rng.integers(0, 40, (batch.n, 2))
             want = np.array([reference.affine_score(a, b, pen, False, int(f0), int(f1))
@@ -275,3 +277,38 @@ def test_estimate_carried_across_batches(monkeypatch, ends_free):
             assert eng.last_sampled == 0, seed
         if rate < 0.1:
             assert eng.last_counts.get("gpu-affine:E", 0) > batch.n // 2, eng.last_counts
+
+
+def test_device_cigar_text_equals_host(gpu):
+    """The CIGAR text and counts the engine makes on the device (AlignBatch.cigar_text / cigar_stats)
+    equal what the writers derive from the ops on the host; writers given either write the same bytes."""
+    import io
+
+    from gpualign.output.paf import PafWriter
+
+    rng = np.random.default_rng(3)
+    long_gap = (b"ACGT" * 700, b"ACGT" * 150 + b"ACGT" * 400)  # a 600-base deletion: 3-digit ops
+    big = bytes(rng.choice(np.frombuffer(b"ACGT", np.uint8), 4000))
+    pairs = pairs_random(6, 30, seed=9, max_len=3000, max_rate=0.2, profile="long") + adversarial() + \
+        [long_gap, (big, big[:1000] + big[2500:]), (big, big), (b"", b"ACG"), (b"ACG", b"")]
+    batch = to_batch(pairs)
+    res = gpu.align(batch, AlignConfig(metric="affine"))
+    assert res.cigar_text is not None and res.cigar_stats is not None
+    buf, start, length = C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len)
+    dbuf, dstart, dlength = res.cigar_text
+    assert (dlength == length).all()
+    assert C.text_list(dbuf, dstart, dlength) == C.text_list(buf, start, length)
+    assert max(len(t) for t in C.text_list(dbuf, dstart, dlength)) > 0
+    assert (res.cigar_len > 0).sum() > batch.n // 2
+    tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
+    for k, key in enumerate(("matches", "mismatches", "ins", "dels")):
+        assert (res.cigar_stats[:, k] == tot[key]).all(), key
+    assert (res.cigar_stats[:, 4] == C.gap_opens(res.cigar, res.cigar_off, res.cigar_len)).all()
+    assert (res.cigar >> 4).max() >= 600
+    outs = []
+    for r in (res, res.take(np.arange(batch.n))):  # take() leaves the device text out: host path
+        assert (r.cigar_text is None) == (r is not res)
+        sink = io.BytesIO()
+        PafWriter(sink).write(batch, r)
+        outs.append(sink.getvalue())
+    assert outs[0] == outs[1] and len(outs[0]) > 0

@@ -197,10 +197,11 @@ def test_minimap2_candidates(tmp_path, real_data):
         assert -int(tags["AS"][2:]) == C.score_cigar(ops, P) == want
 
 
-def test_bad_candidate_after_batches_were_written(sim):
-    """Candidates stream in batches (reader thread, aligner, writer): a bad line after several batches
-    went out still fails the run with its line number and leaves no output; with skip_bad the run
-    completes and counts it as failed."""
+@pytest.mark.parametrize("readers", [0, 2], ids=["reader-thread", "reader-processes"])
+def test_bad_candidate_after_batches_were_written(sim, readers):
+    """Candidates stream in batches (reader thread or worker processes, aligner, writer): a bad line after
+    several batches went out still fails the run with its line number and leaves no output; with
+    skip_bad the run completes and counts it as failed."""
     from gpualign.config import AlignConfig
     from gpualign.errors import InputError
     from gpualign.realign import run_paf
@@ -214,9 +215,33 @@ def test_bad_candidate_after_batches_were_written(sim):
     cfg = AlignConfig(device="cpu", threads=2, batch_pairs=7)
     out = d / "late_out.paf"
     with pytest.raises(InputError, match="line 46"):
-        run_paf(str(d / "late.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(out), None, cfg, "test")
+        run_paf(str(d / "late.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(out), None, cfg, "test",
+                readers=readers)
     assert not out.exists() and not list(d.glob("*late_out*"))
+    notes = []
     summary = run_paf(str(d / "late.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(out), None, cfg, "test",
-                      skip_bad=True)
+                      skip_bad=True, readers=readers, on_notice=notes.append)
+    assert [n for n in notes if n.startswith("skipped:")] == ["skipped: line 46: target 'nochr' is not in "
+                                                             f"{d / 'ref.fa'}"]
     assert summary.failed == 1 and summary.pairs == len(cands) - 1 and summary.written == len(cands) - 1
     assert len(out.read_text().splitlines()) == len(cands) - 1
+
+
+@pytest.mark.parametrize("fmt", ["paf", "sam"])
+def test_reader_processes_give_the_same_output(sim, fmt):
+    """Candidates fetched by worker processes (realign_readers; shared-memory sequences, batches sized
+    from the candidates seen) give byte for byte the output of the reader thread, --cs and SAM's full
+    query sequences included."""
+    from gpualign.config import AlignConfig
+    from gpualign.realign import run_paf
+
+    d, g, reads, cands = sim
+    cfg = AlignConfig(device="cpu", threads=2, batch_pairs=9)
+    outs = []
+    for readers in (0, 1, 3):
+        out = d / f"r{readers}.{fmt}"
+        summary = run_paf(str(d / "c.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(out), None, cfg, "test",
+                          cs=True, readers=readers)
+        assert summary.pairs == summary.written == len(cands)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] == outs[2] and len(outs[0].splitlines()) >= len(cands)

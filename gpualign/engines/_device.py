@@ -63,6 +63,15 @@ def copy_parallel(dst: np.ndarray, src: np.ndarray, threads: int = COPY_THREADS,
     list(_copy_pool(threads).map(lambda ab: np.copyto(dst[ab[0]:ab[1]], src[ab[0]:ab[1]]), zip(bounds[:-1], bounds[1:])))
 
 
+def free_rows(batch: PairBatch) -> tuple[np.ndarray, np.ndarray]:
+    """Ends-free: the most target bases each pair may skip free at its start and at its end (t_free
+    clamped to the target; all of it when the batch gives no bound)."""
+    if batch.t_free is None:
+        return batch.t_len, batch.t_len
+    free = np.minimum(batch.t_free, batch.t_len[:, None])
+    return free[:, 0], free[:, 1]
+
+
 class Staging:
     """Batches to the device: sequence bytes already in pinned memory (the reader allocates them
     there when a GPU engine runs: pinned_empty) go straight over; others through a pinned buffer.
@@ -79,7 +88,7 @@ class Staging:
         self._lock = threading.Lock()
 
     @staticmethod
-    def _send(seq: np.ndarray, batch: PairBatch, stream):
+    def _send(seq: np.ndarray, batch: PairBatch, stream, ends_free: bool = False):
         """Start copying seq (pinned) and the batch's int32 rows to the device on stream."""
         import cupy
 
@@ -88,13 +97,16 @@ class Staging:
         if len(seq):
             d_raw[:len(seq)].set(seq, stream)
         d_raw[len(seq):] = 0
-        meta = pinned_empty(4 * batch.n, np.int32).reshape(4, batch.n)
         rows = (batch.q_off, batch.q_len, batch.t_off, batch.t_len)
+        if ends_free:
+            rows += free_rows(batch)
+        meta = pinned_empty(len(rows) * batch.n, np.int32).reshape(len(rows), batch.n)
         if batch.n < 1 << 16:
-            meta[0], meta[1], meta[2], meta[3] = rows
-        else:  # the four int64 -> int32 casts side by side (numpy lets go of the interpreter lock)
-            list(_copy_pool().map(lambda k: np.copyto(meta[k], rows[k], casting="unsafe"), range(4)))
-        d_meta = cupy.empty((4, batch.n), dtype=cupy.int32)
+            for k, row in enumerate(rows):
+                meta[k] = row
+        else:  # the int64 -> int32 casts side by side (numpy lets go of the interpreter lock)
+            list(_copy_pool().map(lambda k: np.copyto(meta[k], rows[k], casting="unsafe"), range(len(rows))))
+        d_meta = cupy.empty(meta.shape, dtype=cupy.int32)
         d_meta.set(meta, stream)
         return d_raw, d_meta, meta
 
@@ -112,7 +124,7 @@ class Staging:
                 self._copy = cupy.cuda.Stream(non_blocking=True)
             try:
                 with self._copy:
-                    d_raw, d_meta, meta = self._send(batch.seq, batch, self._copy)
+                    d_raw, d_meta, meta = self._send(batch.seq, batch, self._copy, cfg.ends_free_target)
                     done = self._copy.record()
             except Exception as err:  # noqa: BLE001 - no room now: upload() stages it when its turn comes
                 if is_out_of_memory(err):
@@ -124,7 +136,8 @@ class Staging:
 
     def upload(self, batch: PairBatch, cfg: AlignConfig):
         """(compare bytes on the device as uint8, padded to 64 bytes + 64 spare zeros; per-pair
-        int32 rows q_off, q_len, t_off, t_len on the device)."""
+        int32 rows q_off, q_len, t_off, t_len on the device, and with cfg.ends_free_target the two
+        rows of free_rows)."""
         import cupy
 
         with self._lock:
@@ -141,7 +154,7 @@ class Staging:
             stream.synchronize()  # the previous batch's transfer out of the buffer has finished
             copy_parallel(host, seq)
             seq = host
-        d_raw, d_meta, meta = self._send(seq, batch, stream)
+        d_raw, d_meta, meta = self._send(seq, batch, stream, cfg.ends_free_target)
         stream.synchronize()  # the host rows (meta) may go
         return d_raw, d_meta
 
@@ -165,9 +178,16 @@ class BatchEngine:
         self._module()
 
     def warm(self, cfg: AlignConfig) -> None:
-        """Run a few pairs through cfg's path once (cupy's own kernels load on first use)."""
+        """Run a few pairs through cfg's path once (cupy's own kernels load on first use); a device out of
+        memory now only skips it (align() degrades on its own)."""
+        from . import is_out_of_memory
+
         self._module()
-        warm_up(self._align_device, cfg)
+        try:
+            warm_up(self._align_device, cfg)
+        except Exception as err:  # noqa: BLE001 - only memory errors are let go
+            if not is_out_of_memory(err):
+                raise
 
     def prefetch(self, batch: PairBatch, cfg: AlignConfig) -> None:
         """Start uploading a batch that align() will get next (overlaps the kernels before it)."""
@@ -229,9 +249,10 @@ class Results:
         self._base += len(ops)
         return done
 
-    def finish(self, gather, name: str) -> AlignBatch:
+    def finish(self, gather, name: str, text=None) -> AlignBatch:
         """The AlignBatch in pair order; gather(src, src_off, lens, dst_off, total) -> dst copies each
-        pair's ops to its place (gather_kernel on the device)."""
+        pair's ops to its place (gather_kernel on the device); text (text_kernels, device only): the
+        CIGAR text and counts made beside them."""
         xp = self.xp
         get = (lambda a: a) if xp is np else (lambda a: a.get())
         n = self.n
@@ -254,8 +275,42 @@ class Results:
         else:  # into pinned memory: several times faster than into fresh pageable pages
             res.cigar = pinned_empty(total, np.uint32)
             flat.get(out=res.cigar)
+            if text is not None:
+                res.cigar_text, res.cigar_stats = text(flat, dst, lens)
         res.cigar_len, res.cigar_off = get(lens), get(dst)
         return res
+
+
+def text_kernels(mod):
+    """text(ops, off, lens) -> ((buffer, start, length), counts): common.cuh's cigar_measure and cigar_write
+    on a batch's CIGARs in device memory (ops of pair i at off[i], lens[i] of them, int64), brought to
+    pinned host memory (AlignBatch.cigar_text, cigar_stats): the writers' text and totals, made on the
+    device instead of by numpy passes over every op on the host."""
+    measure, write = mod.get_function("cigar_measure"), mod.get_function("cigar_write")
+
+    def text(ops, off, lens):
+        import cupy
+
+        n = len(lens)
+        grid, block = ((n + 31) // 32,), (32,)  # a thread per pair, spread over the SMs
+        d_len = cupy.empty(n, dtype=cupy.int64)
+        d_stats = cupy.empty((n, 5), dtype=cupy.int64)
+        measure(grid, block, (ops, off, lens, np.int32(n), d_len, d_stats))
+        d_start = cupy.cumsum(d_len) - d_len
+        start, length = pinned_empty(n, np.int64), pinned_empty(n, np.int64)
+        d_start.get(out=start)
+        d_len.get(out=length)
+        total = int(start[-1] + length[-1]) if n else 0
+        d_buf = cupy.empty(max(1, total), dtype=cupy.uint8)
+        write(grid, block, (ops, off, lens, np.int32(n), d_start, d_buf))
+        buf, stats = pinned_empty(total, np.uint8), pinned_empty(5 * n, np.int64).reshape(n, 5)
+        if total:
+            d_buf[:total].get(out=buf)
+        if n:
+            d_stats.get(out=stats)
+        return (buf, start, length), stats
+
+    return text
 
 
 class SlotResults:

@@ -35,7 +35,7 @@ import numpy as np
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
 from ._cuda import load_module
-from ._device import BatchEngine, Results, Staging, align_split, gather_kernel
+from ._device import BatchEngine, Results, Staging, align_split, free_rows, gather_kernel, text_kernels
 
 NAME = "gpu-affine"
 LEVELS = (0.15, 0.6)  # score cap per level, in edits per base of the longest sequence (see module doc)
@@ -49,8 +49,7 @@ CAP_QUANTILE = 0.99
 ESTIMATE_GAIN = 0.8  # the estimated level runs only when its largest cap is below this share of level 0's
 HISTORY = 4096  # score rates of the latest pairs kept per setting and length class (module doc)
 HISTORY_MIN = 512  # rates needed before a group's caps come from them instead of a sample
-WORKSPACE_MAX = 32 << 30  # backtrace + CIGAR workspace of one launch: always the same request, so
-# CuPy's pool hands back the same block and no call pays for a fresh device allocation
+WORKSPACE_MAX = 32 << 30  # backtrace + CIGAR workspace of one launch at most (_run sizes it)
 
 
 def _b(flag) -> str:
@@ -206,7 +205,8 @@ class GpuAffineEngine(BatchEngine):
         if self._mod is None:
             names = tuple(f"wfa_affine<{_b(b)}, {_b(f)}, {_b(s)}>" for b in (0, 1) for f in (0, 1) for s in (0, 1))
             defines = (f"WFA_AFFINE_MIN_BLOCKS={self.tune['min_blocks']}",) if "min_blocks" in self.tune else ()
-            self._mod = load_module("wfa_affine.cu", (*names, "wfa_affine_cigar", "gather_ops"), defines)
+            self._mod = load_module("wfa_affine.cu", (*names, "wfa_affine_cigar", "gather_ops", "cigar_measure",
+                                                      "cigar_write"), defines)
             import cupy
 
             self._sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
@@ -226,6 +226,10 @@ class GpuAffineEngine(BatchEngine):
         if what != "start":
             self.timings[what] = self.timings.get(what, 0.0) + now - self._last
         self._last = now
+
+    def warm(self, cfg: AlignConfig) -> None:
+        super().warm(cfg)
+        self._history.clear()  # the warm-up's made-up pairs say nothing of the user's
 
     def accepts_cfg(self, cfg: AlignConfig) -> bool:
         return True  # both metrics, end to end and ends-free
@@ -248,10 +252,9 @@ class GpuAffineEngine(BatchEngine):
         self._mark("start")
         d_raw, d_meta = self._staging.upload(batch, cfg)
         free = d_free = None
-        if ef:  # free target bases at each end (all of the target when the batch gives no bound)
-            free = batch.t_free if batch.t_free is not None else np.stack([batch.t_len, batch.t_len], axis=1)
-            free = np.minimum(free, batch.t_len[:, None]).astype(np.int32)
-            d_free = (cupy.asarray(np.ascontiguousarray(free[:, 0])), cupy.asarray(np.ascontiguousarray(free[:, 1])))
+        if ef:  # free target bases at each end: staged with the batch (rows 4 and 5)
+            free = np.stack(free_rows(batch), axis=1)
+            d_free = (d_meta[4], d_meta[5])
         self._mark("upload")
         n = batch.n
         res = Results(n, want_cigar, cupy)
@@ -293,7 +296,7 @@ class GpuAffineEngine(BatchEngine):
             rates = score_rates(final[members], longest[members], gap[members])
             self._history[key] = np.concatenate([self._history.get(key, rates[:0]), rates])[-HISTORY:]
         self._mark("start")
-        out = res.finish(gather_kernel(self._mod.get_function("gather_ops")), NAME)
+        out = res.finish(gather_kernel(self._mod.get_function("gather_ops")), NAME, text_kernels(self._mod))
         if ef:
             out.t_start, out.t_end = span[:, 0].copy(), span[:, 1].copy()
         self._mark("assemble")
@@ -345,8 +348,10 @@ class GpuAffineEngine(BatchEngine):
         pool = cupy.get_default_memory_pool()
         budget = int(MEMORY_SHARE * (cupy.cuda.runtime.memGetInfo()[0] + pool.free_bytes()))
         budget -= 0 if plan.in_smem else slots * plan.ring_bytes
-        # whole GiB when possible: the same request every call, so the pool hands back the same block
-        ws_bytes = min(budget, WORKSPACE_MAX)
+        # what the level needs, rounded up to a power of two (repeated sizes: the pool hands back the same
+        # block), within the budget (whole GiB when possible)
+        need = 1 << max(12, (nl * plan.pair_bytes() - 1).bit_length())
+        ws_bytes = min(budget, WORKSPACE_MAX, need)
         ws_bytes = (ws_bytes >> 30 << 30 if ws_bytes >= 1 << 30 else ws_bytes >> 12 << 12) if want_cigar else 0
         chunk = min(nl, ws_bytes // max(1, plan.pair_bytes())) if want_cigar else nl
         if slots <= 0 or chunk <= 0:  # not even one pair fits: every pair goes on (next level / CPU)

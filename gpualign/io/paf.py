@@ -8,6 +8,7 @@ stays bounded whatever the number of reads.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from dataclasses import dataclass
 from typing import Iterator
@@ -41,9 +42,10 @@ class Candidate:
     tags: list  # input tags still meaningful after re-alignment
 
 
-def read_candidates(path: str, on_bad=None) -> Iterator[Candidate]:
-    """Candidates in file order; a malformed line raises InputError, or goes to on_bad(error) if given."""
-    for item in _parse(path):
+def read_candidates(path: str, on_bad=None, items=None) -> Iterator[Candidate]:
+    """Candidates in file order; a malformed line raises InputError, or goes to on_bad(error) if given.
+    items: parse_lines' output to take instead of the whole file's."""
+    for item in (_parse(path) if items is None else items):
         if isinstance(item, InputError):
             if on_bad is None:
                 raise item
@@ -54,24 +56,46 @@ def read_candidates(path: str, on_bad=None) -> Iterator[Candidate]:
 
 def _parse(path: str):
     name = fastx.display_name(path)
+    with _open(path) as fh:
+        yield from parse_lines(name, enumerate(fh, 1))
+
+
+def _open(path: str):
     try:
-        fh = open(path, "rt") if path != "-" else sys.stdin
+        return open(path, "rt") if path != "-" else sys.stdin
     except OSError as e:
-        raise InputError(f"{name}: cannot read ({e.strerror})") from None
-    with fh:
-        for ln, line in enumerate(fh, 1):
-            line = line.rstrip("\r\n")
-            if not line or line.startswith("#"):
-                continue
-            f = line.split("\t")
-            err = _check(name, ln, f)
-            if err is not None:
-                yield err
-                continue
-            vals = {col: int(f[col - 1]) for col in (2, 3, 4, 8, 9, 12)}
-            tags = [t for t in f[12:] if t[:2] not in STALE_TAGS]
-            yield Candidate(ln, f[0], vals[2], vals[3], vals[4], f[4], f[5], int(f[6]), vals[8], vals[9],
-                            vals[12], tags)
+        raise InputError(f"{fastx.display_name(path)}: cannot read ({e.strerror})") from None
+
+
+def line_chunks(path: str, size) -> Iterator[tuple[int, list]]:
+    """The PAF's raw lines in chunks: (number of the chunk's first line, lines); size() gives the
+    next chunk's line count (asked before each chunk)."""
+    with _open(path) as fh:
+        first = 1
+        while True:
+            lines = list(itertools.islice(fh, max(1, size())))
+            if not lines:
+                return
+            yield first, lines
+            first += len(lines)
+
+
+def parse_lines(name: str, numbered) -> Iterator:
+    """Candidates (or an InputError for each malformed line) from (line number, line) pairs; name: the
+    PAF as messages call it."""
+    for ln, line in numbered:
+        line = line.rstrip("\r\n")
+        if not line or line.startswith("#"):
+            continue
+        f = line.split("\t")
+        err = _check(name, ln, f)
+        if err is not None:
+            yield err
+            continue
+        vals = {col: int(f[col - 1]) for col in (2, 3, 4, 8, 9, 12)}
+        tags = [t for t in f[12:] if t[:2] not in STALE_TAGS]
+        yield Candidate(ln, f[0], vals[2], vals[3], vals[4], f[4], f[5], int(f[6]), vals[8], vals[9],
+                        vals[12], tags)
 
 
 def _check(name: str, ln: int, f: list):

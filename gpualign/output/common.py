@@ -25,10 +25,29 @@ class Columns:
     block: list
 
 
+def cigar_text(res: AlignBatch) -> tuple:
+    """The CIGARs as text (buffer, start, length per pair): the engine's own, else built here."""
+    if res.cigar_text is not None:
+        return res.cigar_text
+    return C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len)
+
+
+def cigar_stats(res: AlignBatch, gap_opens: bool = False) -> dict:
+    """Per pair, int64: matches (= bases), mismatches, ins, dels, and with gap_opens the I/D runs: the
+    engine's own counts, else counted here."""
+    if res.cigar_stats is not None:
+        s = res.cigar_stats
+        return {"matches": s[:, 0], "mismatches": s[:, 1], "ins": s[:, 2], "dels": s[:, 3], "gap_opens": s[:, 4]}
+    tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
+    if gap_opens:
+        tot["gap_opens"] = C.gap_opens(res.cigar, res.cigar_off, res.cigar_len)
+    return tot
+
+
 def columns(res: AlignBatch) -> Columns:
     if res.has_cigar:
-        tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
-        text = C.to_text(res.cigar, res.cigar_off, res.cigar_len)
+        tot = cigar_stats(res)
+        text = C.text_list(*cigar_text(res))
     else:
         z = np.zeros(res.n, np.int64)
         tot = dict(matches=z, mismatches=z, ins=z, dels=z)

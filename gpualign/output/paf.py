@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import cigar as C
 from ..records import OK, AlignBatch, PairBatch
 from ..text import Strings, join_lines
+from .common import cigar_stats, cigar_text
 
 
 class PafFormat:
@@ -18,8 +18,8 @@ class PafFormat:
         if len(rows) == 0:
             return b"", 0
         if res.has_cigar:
-            tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
-            cig = Strings(*C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len)).take(rows)
+            tot = cigar_stats(res)
+            cig = Strings(*cigar_text(res)).take(rows)
             matches = tot["matches"][rows]
             nm = (tot["mismatches"] + tot["ins"] + tot["dels"])[rows]
         else:

@@ -8,7 +8,7 @@ from .. import __version__
 from .. import cigar as C
 from ..io.paf import revcomp
 from ..records import OK
-from .common import columns
+from .common import cigar_stats, columns
 from .sam import SEQ_TABLE, SamToBam, _clean
 
 
@@ -51,7 +51,7 @@ class RealignedPaf:
         c = columns(res)
         ts, te = _coords(batch, res, meta)
         ts, te = ts.tolist(), te.tolist()
-        gaps = C.gap_opens(res.cigar, res.cigar_off, res.cigar_len).tolist() if res.has_cigar else [0] * res.n
+        gaps = cigar_stats(res, gap_opens=True)["gap_opens"].tolist() if res.has_cigar else [0] * res.n
         lines = []
         for i, cand in enumerate(meta["cands"]):
             if not c.ok[i]:

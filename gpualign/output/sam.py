@@ -8,10 +8,10 @@ import tempfile
 import numpy as np
 
 from .. import __version__
-from .. import cigar as C
 from ..errors import GpualignError
 from ..records import OK, AlignBatch, PairBatch
 from ..text import Strings, join_lines
+from .common import cigar_stats, cigar_text
 
 # SAM SEQ allows [A-Za-z=.]; any other sequence character is written as N
 _SEQ_OK = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz=.")
@@ -47,8 +47,8 @@ def render(batch: PairBatch, res: AlignBatch, metric: str) -> bytes:
     qual = Strings.of([q or "*" for q in quals]) if quals and any(quals) else b"*"
     score = res.score.astype(np.int64)
     if res.has_cigar:
-        tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
-        cigar = Strings(*C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len)).where(unmapped, b"*")
+        tot = cigar_stats(res)
+        cigar = Strings(*cigar_text(res)).where(unmapped, b"*")
         tags = [(b"NM:i:", tot["mismatches"] + tot["ins"] + tot["dels"]), (b"AS:i:", -score)]
     else:
         cigar = b"*"

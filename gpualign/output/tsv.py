@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import cigar as C
 from ..records import OK, STATUS_NAMES, AlignBatch, PairBatch
 from ..text import Strings, join_lines
+from .common import cigar_stats, cigar_text
 
 HEADER = "query\ttarget\tquery_len\ttarget_len\tscore\tedit_distance\tcigar\tstatus\n"
 _STATUS = Strings.of(list(STATUS_NAMES))
@@ -25,9 +25,9 @@ class TsvFormat:
         failed = res.status != OK
         score = Strings.of_ints(res.score).where(failed, b"*")
         if res.has_cigar:
-            tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
+            tot = cigar_stats(res)
             nm = Strings.of_ints(tot["mismatches"] + tot["ins"] + tot["dels"]).where(failed, b"*")
-            cig = Strings(*C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len))
+            cig = Strings(*cigar_text(res))
             cig = cig.where(failed | (res.cigar_len == 0), b"*")
         else:  # distance only: the edit distance is the score (edit metric), no CIGAR
             nm, cig = (score if self.metric == "edit" else b"*"), b"*"

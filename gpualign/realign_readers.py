@@ -1,0 +1,153 @@
+"""`gpualign paf`'s candidates fetched by worker processes (when the query file can be indexed).
+
+In one process, the thread that parses candidates and slices their sequences competes with the
+aligner thread for the interpreter lock: on the H100, 20,000 HiFi candidates took the reader 1.5-2.4 s,
+and the aligner (0.2-0.3 s of work alone) about as long, waiting for the lock. Here the main process
+only reads the PAF's raw lines, in chunks. Worker processes (forked before the GPU is set up; each
+opens the indexed query and target FASTA once) parse a chunk, check it and fetch its sequences. The items come back in order
+and become the same PairBatches as the in-thread path makes (realign._batch). Chunks are sized to
+cfg.batch_bases from the candidates seen so far (the first is small, so the GPU starts early). At most
+`workers + 2` chunks are in flight, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import resource_tracker, shared_memory
+
+import numpy as np
+
+from .config import AlignConfig
+from .errors import InputError
+from .io import fastx
+from .io import paf as P
+
+FIRST_CHUNK = 64  # lines in the first chunk
+MIN_PAF_BYTES = 1 << 18  # smaller PAFs (~1,300 candidates) are read in-thread
+
+_STATE: dict = {}  # per worker: the indexed files and the fetch settings
+
+
+def worker_count(paf_path: str, indexed_queries: bool, readers: int | None) -> int:
+    """How many worker processes to read with: readers if given (0 = in-thread); in-thread anyway when
+    the query file cannot be indexed (it is streamed alongside the PAF); by default also for stdin and
+    small PAFs, else a share of the cores."""
+    if not indexed_queries:
+        return 0
+    if readers is not None:
+        return max(0, readers)
+    if paf_path == "-" or not os.path.isfile(paf_path) or os.path.getsize(paf_path) < MIN_PAF_BYTES:
+        return 0
+    return max(2, min(8, (os.cpu_count() or 2) // 2))
+
+
+def _init(query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool, keep_full: bool) -> None:
+    _STATE.update(queries=P.Queries(query_path), targets=P.Targets(target_path), mode=mode, pad=pad,
+                  skip_bad=skip_bad, keep_full=keep_full)
+
+
+def _chunk(name: str, first: int, lines: list):
+    """One chunk in a worker: (items as realign.fetch yields them but with the sequences' lengths in
+    place of the sequences, the shared-memory block holding the sequences joined (queries, then
+    targets) or None, errors skipped, the error that stops the run or None). The parent copies the
+    block into the batch and unlinks it: the sequences never go through a pipe."""
+    from .realign import fetch
+
+    st, skipped, items = _STATE, [], []
+    on_bad = skipped.append if st["skip_bad"] else None
+    err = None
+    try:
+        cands = P.read_candidates(name, on_bad, P.parse_lines(name, enumerate(lines, first)))
+        items.extend(fetch(cands, st["queries"], st["targets"], st["mode"], st["pad"], on_bad, st["keep_full"]))
+    except InputError as e:
+        err = e
+    if err is not None or not items:
+        return [], None, skipped, err
+    seqs = [it[1] for it in items] + [it[2] for it in items]
+    block = shared_memory.SharedMemory(create=True, size=max(1, sum(map(len, seqs))))
+    view, at = block.buf, 0
+    for sq in seqs:
+        view[at:at + len(sq)] = sq
+        at += len(sq)
+    del view
+    block.close()
+    resource_tracker.unregister(block._name, "shared_memory")  # the parent unlinks it (Python < 3.13)
+    return [(it[0], len(it[1]), len(it[2]), *it[3:]) for it in items], block.name, skipped, None
+
+
+def _ready() -> None:
+    """A task that only makes its worker start (and open the files) now."""
+
+
+def _take(name: str, size: int, alloc) -> np.ndarray:
+    """The first size bytes of the shared-memory block name, copied to alloc(size) memory; the block is
+    unlinked."""
+    block = shared_memory.SharedMemory(name=name)
+    try:
+        seq = alloc(size, dtype=np.uint8)
+        src = np.frombuffer(block.buf, dtype=np.uint8, count=size)
+        np.copyto(seq, src)
+        del src
+    finally:
+        block.close()
+        block.unlink()
+    return seq
+
+
+class Readers:
+    """The worker processes, forked at once: before the CUDA context and the pipeline's threads exist
+    (a forked child must not inherit them; run_paf makes this first)."""
+
+    def __init__(self, workers: int, query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool,
+                 keep_full: bool):
+        self.workers = workers
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        self.pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init,
+                                        initargs=(query_path, target_path, mode, pad, skip_bad, keep_full))
+        for _ in range(workers):  # each task starts a worker now
+            self.pool.submit(_ready)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def item_lists(self, paf_path: str, cfg: AlignConfig, skipped: list, warn, alloc):
+        """(items, seq) in PAF order, about cfg.batch_bases of sequence each: the candidates' items as
+        _chunk gives them, and their sequences joined in alloc(n, dtype) memory. Skipped lines
+        (--skip-bad) are appended to skipped and told to warn as their chunk comes back; any other bad
+        line raises its InputError then."""
+        name = fastx.display_name(paf_path)
+        seen = {"lines": 0, "bases": 0}
+
+        def size() -> int:
+            if not seen["lines"]:
+                return min(FIRST_CHUNK, cfg.batch_pairs)
+            per_line = max(1.0, seen["bases"] / seen["lines"])
+            return int(max(1, min(cfg.batch_pairs, cfg.batch_bases / per_line)))
+
+        chunks = P.line_chunks(paf_path, size)
+        pending: deque = deque()
+
+        def submit() -> None:
+            for first, lines in chunks:
+                pending.append((len(lines), self.pool.submit(_chunk, name, first, lines)))
+                return
+
+        for _ in range(self.workers + 2):
+            submit()
+        while pending:
+            n_lines, fut = pending.popleft()
+            items, block, bad, err = fut.result()
+            seen["lines"] += n_lines
+            seen["bases"] += sum(it[1] + it[2] for it in items)
+            submit()
+            for e in bad:
+                skipped.append(e)
+                warn(f"skipped: {e}")
+            if err is not None:
+                raise err
+            if items:
+                yield items, _take(block, sum(it[1] + it[2] for it in items), alloc)
