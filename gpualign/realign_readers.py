@@ -25,7 +25,7 @@ from .errors import InputError
 from .io import fastx
 from .io import paf as P
 
-FIRST_CHUNK = 64  # lines in the first chunk
+FIRST_CHUNK = 256  # lines in the first chunk (the GPU starts on it while the next ones are read)
 MIN_PAF_BYTES = 1 << 18  # smaller PAFs (~1,300 candidates) are read in-thread
 
 _STATE: dict = {}  # per worker: the indexed files and the fetch settings
@@ -82,6 +82,19 @@ def _ready() -> None:
     """A task that only makes its worker start (and open the files) now."""
 
 
+def _box_bases(lines: list, pad: int) -> float:
+    """Mean query + padded target bases per PAF line (malformed lines left out; 1 when none)."""
+    total = count = 0
+    for line in lines:
+        f = line.split("\t", 10)
+        try:
+            total += int(f[3]) - int(f[2]) + int(f[8]) - int(f[7]) + 2 * pad
+            count += 1
+        except (IndexError, ValueError):
+            continue
+    return total / count if count else 1.0
+
+
 def _take(name: str, size: int, alloc) -> np.ndarray:
     """The first size bytes of the shared-memory block name, copied to alloc(size) memory; the block is
     unlinked."""
@@ -103,7 +116,7 @@ class Readers:
 
     def __init__(self, workers: int, query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool,
                  keep_full: bool):
-        self.workers = workers
+        self.workers, self.pad = workers, pad
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
         self.pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init,
@@ -128,7 +141,16 @@ class Readers:
             per_line = max(1.0, seen["bases"] / seen["lines"])
             return int(max(1, min(cfg.batch_pairs, cfg.batch_bases / per_line)))
 
-        chunks = P.line_chunks(paf_path, size)
+        def first_guess(chunks):
+            """Until chunks come back, the bases per line guessed from the first chunk's boxes (else every
+            chunk sent before the first result would be as small as the first)."""
+            for k, (first, lines) in enumerate(chunks):
+                if k == 0:
+                    seen["lines"], seen["bases"] = 1, max(1, _box_bases(lines, self.pad))
+                yield first, lines
+
+        chunks = first_guess(P.line_chunks(paf_path, size))
+        guessed = True
         pending: deque = deque()
 
         def submit() -> None:
@@ -141,6 +163,9 @@ class Readers:
         while pending:
             n_lines, fut = pending.popleft()
             items, block, bad, err = fut.result()
+            if guessed:  # real counts replace the guess
+                seen["lines"] = seen["bases"] = 0
+                guessed = False
             seen["lines"] += n_lines
             seen["bases"] += sum(it[1] + it[2] for it in items)
             submit()
