@@ -110,6 +110,18 @@ def _take(name: str, size: int, alloc) -> np.ndarray:
     return seq
 
 
+def _discard(fut) -> None:
+    """Wait for a chunk nobody will take and unlink its shared-memory block."""
+    try:
+        block = fut.result()[1]
+    except Exception:  # noqa: BLE001 - the run is already stopping for another reason
+        return
+    if block is not None:
+        shm = shared_memory.SharedMemory(name=block)
+        shm.close()
+        shm.unlink()
+
+
 class Readers:
     """The worker processes, forked at once: before the CUDA context and the pipeline's threads exist
     (a forked child must not inherit them; run_paf makes this first)."""
@@ -158,21 +170,26 @@ class Readers:
                 pending.append((len(lines), self.pool.submit(_chunk, name, first, lines)))
                 return
 
-        for _ in range(self.workers + 2):
-            submit()
-        while pending:
-            n_lines, fut = pending.popleft()
-            items, block, bad, err = fut.result()
-            if guessed:  # real counts replace the guess
-                seen["lines"] = seen["bases"] = 0
-                guessed = False
-            seen["lines"] += n_lines
-            seen["bases"] += sum(it[1] + it[2] for it in items)
-            submit()
-            for e in bad:
-                skipped.append(e)
-                warn(f"skipped: {e}")
-            if err is not None:
-                raise err
-            if items:
-                yield items, _take(block, sum(it[1] + it[2] for it in items), alloc)
+        try:
+            for _ in range(self.workers + 2):
+                submit()
+            while pending:
+                n_lines, fut = pending.popleft()
+                items, block, bad, err = fut.result()
+                if guessed:  # real counts replace the guess
+                    seen["lines"] = seen["bases"] = 0
+                    guessed = False
+                seen["lines"] += n_lines
+                seen["bases"] += sum(it[1] + it[2] for it in items)
+                submit()
+                for e in bad:
+                    skipped.append(e)
+                    warn(f"skipped: {e}")
+                if err is not None:
+                    raise err
+                if items:
+                    yield items, _take(block, sum(it[1] + it[2] for it in items), alloc)
+        finally:  # stopped early (a bad line, an error downstream): no shared-memory block left behind
+            for _, fut in pending:
+                if not fut.cancel():
+                    _discard(fut)

@@ -245,3 +245,27 @@ def test_reader_processes_give_the_same_output(sim, fmt):
         assert summary.pairs == summary.written == len(cands)
         outs.append(out.read_bytes())
     assert outs[0] == outs[1] == outs[2] and len(outs[0].splitlines()) >= len(cands)
+
+
+def test_reader_processes_leave_no_shared_memory(sim):
+    """A run stopped by a bad line while chunks are in flight unlinks every shared-memory block the
+    worker processes made."""
+    import os
+
+    from gpualign.config import AlignConfig
+    from gpualign.errors import InputError
+    from gpualign.realign import run_paf
+
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    d, g, reads, cands = sim
+    bad = list(cands)
+    f = bad[10].split("\t")
+    f[7] = "x"
+    bad[10] = "\t".join(f)
+    (d / "early.paf").write_text("".join(bad))
+    before = set(os.listdir("/dev/shm"))
+    with pytest.raises(InputError, match="line 11: column 8"):
+        run_paf(str(d / "early.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(d / "o.paf"), None,
+                AlignConfig(device="cpu", threads=2, batch_pairs=3), "test", readers=2)
+    assert not {x for x in set(os.listdir("/dev/shm")) - before if x.startswith("psm_")}
