@@ -153,6 +153,7 @@ def paf_cmd(
     cs: Annotated[bool, typer.Option("--cs", help="Add the cs:Z tag (short form) to PAF output.")] = False,
     n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything.")] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Log bad candidates and go on instead of stopping.")] = False,
+    batch_bases: Annotated[int, typer.Option("--batch-bases", hidden=True)] = 1 << 25,
     threads: Annotated[int, typer.Option("--threads", "-t", help="CPU worker processes (0 = all cores).")] = 0,
     device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu.")] = "auto",
     summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV here.")] = None,
@@ -164,7 +165,7 @@ def paf_cmd(
 
     def body():
         cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend), n_mismatch=n_mismatch,
-                          device=device, threads=threads)
+                          device=device, threads=threads, batch_bases=batch_bases)
         err = _stderr()
         notice = None if quiet else (lambda text: err.print(f"gpualign: {text}", markup=False, soft_wrap=True))
         command_line = "gpualign " + " ".join(shlex.quote(a) for a in sys.argv[1:])

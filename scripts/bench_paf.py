@@ -53,6 +53,8 @@ def main():
     ap.add_argument("--devices", default="gpu,cpu")
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count())
     ap.add_argument("--sample", type=int, default=20, help="candidates re-checked with the reference DP")
+    ap.add_argument("--batch-bases", default="",
+                    help="comma-separated gpualign --batch-bases values for extra GPU runs (gpu@N columns)")
     ap.add_argument("--workdir")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -99,27 +101,33 @@ def main():
         head = os.path.join(work, f"{label}.head.paf")
         with open(paf) as src, open(head, "w") as dst:
             dst.writelines(src.readlines()[:20])
-        for dev in a.devices.split(","):
-            # a first run on 20 candidates: GPU kernels compiled into CuPy's on-disk cache (a one-time
-            # cost per machine, reported apart), files in the page cache for every contender
+        runs = [(d, []) for d in a.devices.split(",")] + \
+            [("gpu", ["--batch-bases", v]) for v in a.batch_bases.split(",") if v]
+        for dev, extra in runs:
+            key = dev + (f"@{extra[1]}" if extra else "")  # gpu@N: an extra GPU run at --batch-bases N
+            if not extra:
+                # a first run on 20 candidates: GPU kernels compiled into CuPy's on-disk cache (a one-time
+                # cost per machine, reported apart), files in the page cache for every contender
+                t0 = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "gpualign", "paf", head, rfa, ref, "-o", os.devnull, "--device",
+                                dev, "-q"], capture_output=True)
+                row[f"{dev}_first_small_run_s"] = time.perf_counter() - t0
+            out = os.path.join(work, f"{label}.{key}.paf")
+            summ = os.path.join(work, f"{label}.{key}.summary.tsv")
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "gpualign", "paf", head, rfa, ref, "-o", os.devnull, "--device",
-                            dev, "-q"], capture_output=True)
-            row[f"{dev}_first_small_run_s"] = time.perf_counter() - t0
-            out = os.path.join(work, f"{label}.{dev}.paf")
-            t0 = time.perf_counter()
-            summ = os.path.join(work, f"{label}.{dev}.summary.tsv")
             p = subprocess.run([sys.executable, "-m", "gpualign", "paf", paf, rfa, ref, "-o", out, "--device", dev,
-                                "-t", str(a.threads), "-q", "--summary", summ], capture_output=True, text=True)
-            row[f"gpualign_{dev}_s"] = time.perf_counter() - t0
+                                "-t", str(a.threads), "-q", "--summary", summ, *extra], capture_output=True, text=True)
+            row[f"gpualign_{key}_s"] = time.perf_counter() - t0
             if p.returncode:
-                row[f"gpualign_{dev}_error"] = p.stderr.strip()[-300:]
+                row[f"gpualign_{key}_error"] = p.stderr.strip()[-300:]
                 continue
             # the command's own wall and its stages' busy seconds (reader, aligner and writer overlap)
             stats = dict(line.rstrip("\n").split("\t", 1) for line in open(summ) if "\t" in line)
-            for key in ("wall_seconds", "read_seconds", "align_seconds", "write_seconds"):
-                if key in stats:
-                    row[f"{dev}_{key}"] = float(stats[key])
+            for name in ("wall_seconds", "read_seconds", "align_seconds", "write_seconds"):
+                if name in stats:
+                    row[f"{key}_{name}"] = float(stats[name])
+            if extra:
+                continue
             ours = {}
             lines = open(out).read().splitlines()
             for line in lines:
@@ -149,6 +157,11 @@ def main():
               + f"\t{r.get(f'{d0}_fewer_edits_than_minimap2', float('nan')):.3f}\t"
               f"{r.get('verified_optimal', '-')}/{r.get('verified', '-')}\t{r.get('devices_agree', '-')}\t"
               + "/".join(f"{r.get(f'{d0}_{k}_seconds', float('nan')):.2f}" for k in ("read", "align", "write")))
+    for r in rows:
+        for v in (v for v in a.batch_bases.split(",") if v):
+            key = f"gpu@{v}"
+            print(f"{r['set']}\t--batch-bases {v}\t{r.get(f'gpualign_{key}_s', float('nan')):.2f} s\tbusy "
+                  + "/".join(f"{r.get(f'{key}_{k}_seconds', float('nan')):.2f}" for k in ("read", "align", "write")))
 
 
 def verify(ours, box, reads, genome, k, pad=100):
