@@ -8,6 +8,7 @@ end. Output coordinates are always on the forward target strand.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -77,37 +78,29 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     targets = P.Targets(target_path)
     queries = P.Queries(query_path)
     workers = worker_count(paf_path, queries.fa is not None, readers)
-    pool = Readers(workers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if workers else None
-    try:
-        return _run(paf_path, queries, targets, out, fmt, cfg, command_line, mode, pad, cs, skip_bad, on_notice,
-                    progress, pool, t0)
-    finally:
-        if pool is not None:
-            pool.close()
-
-
-def _run(paf_path, queries, targets, out, fmt, cfg, command_line, mode, pad, cs, skip_bad, on_notice, progress,
-         pool, t0) -> Summary:
-    chain, notice = select_engines(cfg)
-    summary = Summary(notice=notice)
-    say = on_notice or (lambda text: None)
-    say(notice)
-    output = Output(out, binary_via_path=(fmt == "bam"))
-    skipped: list = []
-    with running(chain, output, cfg):
-        writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
-            output.target, targets=targets, command_line=command_line, cs=cs)
-        with aborting(writer):
-            # candidates are fetched in the reader thread (or by worker processes it feeds) while the
-            # previous batch aligns and the one before it is written (pipeline.stream)
-            alloc = host_allocator(chain)
-            if pool is not None:
-                batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say, alloc))
-            else:
-                items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say)
-                batches = _batches(items, cfg, alloc)
-            stream(batches, chain, cfg, _WithMeta(writer), summary, progress)
-            writer.close()
+    # the reader processes are forked first, before the engines start
+    with Readers(workers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if workers \
+            else contextlib.nullcontext() as pool:
+        chain, notice = select_engines(cfg)
+        summary = Summary(notice=notice)
+        say = on_notice or (lambda text: None)
+        say(notice)
+        output = Output(out, binary_via_path=(fmt == "bam"))
+        skipped: list = []
+        with running(chain, output, cfg):
+            writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
+                output.target, targets=targets, command_line=command_line, cs=cs)
+            with aborting(writer):
+                # candidates are fetched in the reader thread (or by worker processes it feeds) while the
+                # previous batch aligns and the one before it is written (pipeline.stream)
+                alloc = host_allocator(chain)
+                if pool is not None:
+                    batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say, alloc))
+                else:
+                    items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say)
+                    batches = _batches(items, cfg, alloc)
+                stream(batches, chain, cfg, _WithMeta(writer), summary, progress)
+                writer.close()
     summary.failed += len(skipped)
     summary.seconds = time.perf_counter() - t0
     return summary

@@ -142,34 +142,34 @@ class Readers:
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
+    def __enter__(self) -> "Readers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def item_lists(self, paf_path: str, cfg: AlignConfig, skipped: list, warn, alloc):
         """(items, seq) in PAF order, about cfg.batch_bases of sequence each: the candidates' items as
         _chunk gives them, and their sequences joined in alloc(n, dtype) memory. Skipped lines
         (--skip-bad) are appended to skipped and told to warn as their chunk comes back; any other bad
         line raises its InputError then."""
         name = fastx.display_name(paf_path)
-        seen = {"lines": 0, "bases": 0}
+        per_line = None  # bases per PAF line: guessed from the first chunk's boxes, then measured
+        measured = {"lines": 0, "bases": 0}
 
         def size() -> int:
-            if not seen["lines"]:
+            if per_line is None:
                 return min(FIRST_CHUNK, cfg.batch_pairs)
-            per_line = max(1.0, seen["bases"] / seen["lines"])
             return int(max(1, min(cfg.batch_pairs, cfg.batch_bases / per_line)))
 
-        def first_guess(chunks):
-            """Until chunks come back, the bases per line guessed from the first chunk's boxes (else every
-            chunk sent before the first result would be as small as the first)."""
-            for k, (first, lines) in enumerate(chunks):
-                if k == 0:
-                    seen["lines"], seen["bases"] = 1, max(1, _box_bases(lines, self.pad))
-                yield first, lines
-
-        chunks = first_guess(P.line_chunks(paf_path, size))
-        guessed = True
+        chunks = P.line_chunks(paf_path, size)
         pending: deque = deque()
 
         def submit() -> None:
+            nonlocal per_line
             for first, lines in chunks:
+                if per_line is None:  # the chunks sent before any comes back are sized from this guess
+                    per_line = max(1.0, _box_bases(lines, self.pad))
                 pending.append((len(lines), self.pool.submit(_chunk, name, first, lines)))
                 return
 
@@ -179,11 +179,10 @@ class Readers:
             while pending:
                 n_lines, fut = pending.popleft()
                 items, block, bad, err = fut.result()
-                if guessed:  # real counts replace the guess
-                    seen["lines"] = seen["bases"] = 0
-                    guessed = False
-                seen["lines"] += n_lines
-                seen["bases"] += sum(it[1] + it[2] for it in items)
+                bases = sum(it[1] + it[2] for it in items)
+                measured["lines"] += n_lines
+                measured["bases"] += bases
+                per_line = max(1.0, measured["bases"] / measured["lines"])
                 submit()
                 for e in bad:
                     skipped.append(e)
@@ -191,7 +190,7 @@ class Readers:
                 if err is not None:
                     raise err
                 if items:
-                    yield items, _take(block, sum(it[1] + it[2] for it in items), alloc)
+                    yield items, _take(block, bases, alloc)
         finally:  # stopped early (a bad line, an error downstream): no shared-memory block left behind
             for _, fut in pending:
                 if not fut.cancel():

@@ -197,6 +197,15 @@ def test_minimap2_candidates(tmp_path, real_data):
         assert -int(tags["AS"][2:]) == C.score_cigar(ops, P) == want
 
 
+def _with_bad_field(lines, row, col, value, path):
+    """Write the PAF lines to path with field col (0-based) of line row replaced by value."""
+    bad = list(lines)
+    f = bad[row].split("\t")
+    f[col] = value
+    bad[row] = "\t".join(f)
+    path.write_text("".join(bad))
+
+
 @pytest.mark.parametrize("readers", [0, 2], ids=["reader-thread", "reader-processes"])
 def test_bad_candidate_after_batches_were_written(sim, readers):
     """Candidates stream in batches (reader thread or worker processes, aligner, writer): a bad line after
@@ -207,11 +216,7 @@ def test_bad_candidate_after_batches_were_written(sim, readers):
     from gpualign.realign import run_paf
 
     d, g, reads, cands = sim
-    bad = list(cands)
-    f = bad[45].split("\t")
-    f[5] = "nochr"
-    bad[45] = "\t".join(f)
-    (d / "late.paf").write_text("".join(bad))
+    _with_bad_field(cands, 45, 5, "nochr", d / "late.paf")
     cfg = AlignConfig(device="cpu", threads=2, batch_pairs=7)
     out = d / "late_out.paf"
     with pytest.raises(InputError, match="line 46"):
@@ -259,11 +264,7 @@ def test_reader_processes_leave_no_shared_memory(sim):
     if not os.path.isdir("/dev/shm"):
         pytest.skip("no /dev/shm")
     d, g, reads, cands = sim
-    bad = list(cands)
-    f = bad[10].split("\t")
-    f[7] = "x"
-    bad[10] = "\t".join(f)
-    (d / "early.paf").write_text("".join(bad))
+    _with_bad_field(cands, 10, 7, "x", d / "early.paf")
     before = set(os.listdir("/dev/shm"))
     with pytest.raises(InputError, match="line 11: column 8"):
         run_paf(str(d / "early.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(d / "o.paf"), None,

@@ -30,11 +30,9 @@ class IndexedFasta:
         self.lengths = dict(zip(self._fa.references, self._fa.lengths))
         self._index = self._map = None
         with open(path, "rb") as fh:
-            compressed = fh.read(2) == b"\x1f\x8b"
-        if not compressed and any(self.lengths.values()):
-            self._index = _read_fai(self._fa.filename.decode() + ".fai")
-            if self._index is not None:
-                with open(path, "rb") as fh:
+            if fh.read(2) != b"\x1f\x8b" and any(self.lengths.values()):  # plain, not empty: mapped
+                self._index = _read_fai(self._fa.filename.decode() + ".fai")
+                if self._index is not None:
                     self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
     def __contains__(self, name: str) -> bool:

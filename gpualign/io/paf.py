@@ -2,8 +2,8 @@
 
 Targets are read by random access (io.faidx: memory-mapped plain FASTA, pysam for bgzip; the .fai is
 built when missing). Queries are read by random access when the file can be indexed (plain or bgzip
-FASTA), otherwise streamed in file order alongside the PAF (minimap2 writes candidates grouped in query-file order), so memory
-stays bounded whatever the number of reads.
+FASTA), otherwise streamed in file order alongside the PAF (minimap2 writes candidates grouped in
+query-file order), so memory stays bounded whatever the number of reads.
 """
 
 from __future__ import annotations
