@@ -18,7 +18,7 @@ from .engines import host_allocator, select_engines
 from .errors import ConfigError, InputError
 from .io import paf as P
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
-from .pipeline import FORMATS, Output, Summary, aborting, infer_format, running, stream
+from .pipeline import FORMATS, Output, ReadAhead, Summary, aborting, infer_format, running, stream
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
 
@@ -78,32 +78,46 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     targets = P.Targets(target_path)
     queries = P.Queries(query_path)
     workers = worker_count(paf_path, queries.fa is not None, readers)
+    summary = Summary()
+    say = on_notice or (lambda text: None)
+    skipped: list = []
     # the reader processes are forked first, before the engines start
     with Readers(workers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if workers \
             else contextlib.nullcontext() as pool:
-        chain, notice = select_engines(cfg)
-        summary = Summary(notice=notice)
-        say = on_notice or (lambda text: None)
-        say(notice)
-        output = Output(out, binary_via_path=(fmt == "bam"))
-        skipped: list = []
-        with running(chain, output, cfg):
-            writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
-                output.target, targets=targets, command_line=command_line, cs=cs)
-            with aborting(writer):
-                # candidates are fetched in the reader thread (or by worker processes it feeds) while the
-                # previous batch aligns and the one before it is written (pipeline.stream)
-                alloc = host_allocator(chain)
-                if pool is not None:
-                    batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say, alloc))
-                else:
-                    items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say)
-                    batches = _batches(items, cfg, alloc)
-                stream(batches, chain, cfg, _WithMeta(writer), summary, progress)
-                writer.close()
+        # candidates are fetched from now on, in the reader thread (or by the worker processes it feeds),
+        # while the engines start and then while the previous batch aligns (pipeline.stream)
+        alloc = _LateAlloc()
+        if pool is not None:
+            batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say, alloc))
+        else:
+            batches = _batches(_candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say), cfg, alloc)
+        ahead = ReadAhead(batches, summary.stage_seconds)
+        try:
+            chain, summary.notice = select_engines(cfg)
+            alloc.fn = host_allocator(chain)
+            say(summary.notice)
+            output = Output(out, binary_via_path=(fmt == "bam"))
+            with running(chain, output, cfg):
+                writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
+                    output.target, targets=targets, command_line=command_line, cs=cs)
+                with aborting(writer):
+                    stream(ahead, chain, cfg, _WithMeta(writer), summary, progress)
+                    writer.close()
+        finally:
+            ahead.close()
     summary.failed += len(skipped)
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+class _LateAlloc:
+    """alloc(n, dtype) for the sequence bytes of batches read while the engines start: numpy's until fn
+    is set to the chain's (engines.host_allocator: page-locked memory for the GPU engines)."""
+
+    fn = staticmethod(np.empty)
+
+    def __call__(self, n: int, dtype=np.uint8) -> np.ndarray:
+        return self.fn(n, dtype=dtype)
 
 
 def _batches(items, cfg: AlignConfig, alloc):
