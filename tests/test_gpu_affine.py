@@ -219,6 +219,47 @@ def test_estimated_caps_at_the_score(cpu, pen, ends_free):
                     assert C.score_cigar(ops, pen) == want[i]
 
 
+@pytest.mark.parametrize("ends_free", [False, True], ids=["global", "ends-free"])
+def test_rescue_of_groups_merged(cpu, ends_free):
+    """The pairs that the estimated levels of several length groups leave (every 7th pair here, its cap one
+    below its score) run at level 0 in one launch, not one per group: scores and CIGARs still exact."""
+    from gpualign.engines import reference
+    from gpualign.engines.gpu_affine import GpuAffineEngine, length_groups, reduced
+
+    pen = Penalties(4, 6, 2)
+    pairs = pairs_random(6, 30, seed=77, max_len=3000, max_rate=0.15, min_len=100)
+    batch = to_batch(pairs)
+    assert len(length_groups(np.maximum(batch.q_len, batch.t_len))) >= 3
+    if ends_free:
+        batch.t_free = np.random.default_rng(9).integers(0, 50, (batch.n, 2))
+        want = np.array([reference.affine_score(q, t, pen, False, int(a), int(b))
+                         for (q, t), (a, b) in zip(pairs, batch.t_free)])
+    else:
+        want = np.array([affine(q, t, pen) for q, t in pairs])
+    _, g = reduced(pen.mismatch, pen.gap_open, pen.gap_extend)
+    low = (np.arange(batch.n) % 7 == 3) & (want > 0)
+    eng = GpuAffineEngine(estimate_min=1)
+    eng.tune["caps"] = want // g - low
+    launches = []
+    run = eng._run
+
+    def counted(plan, p, d_raw, d_meta, d_free, ids, *rest):
+        launches.append((len(rest) > 1 and rest[1] is not None, len(ids)))
+        return run(plan, p, d_raw, d_meta, d_free, ids, *rest)
+
+    eng._run = counted
+    cfg = AlignConfig(metric="affine", penalties=pen, ends_free_target=ends_free)
+    res, counts = run_chain(batch, [eng, cpu], cfg)
+    assert (res.status == OK).all() and (res.score == want).all(), np.nonzero(res.score != want)
+    assert [n for est, n in launches if not est] == [int(low.sum())], launches
+    assert counts.get("gpu-affine:L0", 0) == low.sum(), counts
+    for i in range(batch.n):
+        ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
+        t0, t1 = (int(res.t_start[i]), int(res.t_end[i])) if ends_free else (0, len(pairs[i][1]))
+        C.check_cigar(pairs[i][0], pairs[i][1][t0:t1], ops)
+        assert C.score_cigar(ops, pen) == want[i]
+
+
 @pytest.mark.parametrize("pen", PENALTIES[:3], ids=lambda p: f"{p.mismatch},{p.gap_open},{p.gap_extend}")
 def test_estimated_caps_from_sample(pen):
     """Groups of every size take the sampled estimate (estimate_min=1): scores equal parasail's and

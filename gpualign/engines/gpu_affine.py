@@ -283,16 +283,28 @@ class GpuAffineEngine(BatchEngine):
             return Plan(f, int(longest[todo].max()), int(diff.max()), pen, want_cigar, fbmax, s_cap,
                         int(reach[todo].max()))
 
+        # per length group: the estimated level (module doc), then the fixed levels for what it left;
+        # the few pairs the estimated levels leave run together (one launch per level, not one per group)
+        # when they fit one wave of blocks (one per SM at worst)
+        groups, left = [], []
         for members in length_groups(longest):
             todo, skip = longest_first(members, longest), members[:0]
             key = (pen, bool(ef), (max(1, int(longest[members].max())) - 1).bit_length())
-            if len(todo) >= max(1, self.estimate_min) and self.tune.get("estimate", True):
+            estimated = len(todo) >= max(1, self.estimate_min) and self.tune.get("estimate", True)
+            if estimated:
                 todo, skip = self._estimated_level(todo, longest, gap, pen, plan_for, level, key)
+            groups.append((members, key))
+            left.append((todo, skip, estimated))
+        rescue = [(t, k) for t, k, est in left if est]
+        if len(rescue) > 1 and sum(len(t) + len(k) for t, k in rescue) <= self._sms:
+            rescue = [(np.concatenate([t for t, _ in rescue]), np.concatenate([k for _, k in rescue]))]
+        for todo, skip in rescue + [(t, k) for t, k, est in left if not est]:
             for li, f in enumerate(self.levels):
                 if li == 1 and len(skip):  # sample pairs above level 0 join here
-                    todo = longest_first(np.concatenate([todo, skip]), longest)
+                    todo = np.concatenate([todo, skip])
                 if len(todo):
-                    todo, _ = level(f"{NAME}:L{li}", todo, plan_for(todo, f))
+                    todo, _ = level(f"{NAME}:L{li}", longest_first(todo, longest), plan_for(todo, f))
+        for members, key in groups:
             rates = score_rates(final[members], longest[members], gap[members])
             self._history[key] = np.concatenate([self._history.get(key, rates[:0]), rates])[-HISTORY:]
         self._mark("start")
