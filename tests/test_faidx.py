@@ -70,3 +70,65 @@ def test_stale_index_is_rebuilt(tmp_path):
     os.utime(path, (fai.st_atime + 5, fai.st_mtime + 5))
     fa = IndexedFasta(str(path))
     assert fa.lengths == {"a": 8, "b": 7} and fa.fetch("b", 1, 5) == b"TTTT"
+
+
+REGULAR = {  # FASTA layouts build_fai indexes itself (its .fai must equal htslib's)
+    "wrapped": b">a desc\nACGTACGT\nACG\n>b\tx\nA\n",
+    "no final line end": b">a\nACGTAC\nAC",
+    "last line full, no line end": b">a\nACG\nACG\n>b\nA",
+    "one blank line closing a record": b">a\nACGT\n\n>b\nAC\n",
+    "'>' inside sequence lines": b">a\nAC>G\nA>\n>b\nN\n",
+}
+IRREGULAR = {  # left to htslib: build_fai writes nothing
+    "empty record": b">a\n>b\nACGT\n", "header at the end": b">a\nAC\n>b", "CRLF": b">a\r\nACGT\r\nAC\r\n",
+    "empty first line": b">a\n\nACGT\n", "duplicate name": b">a\nAC\n>a\nGT\n", "no name": b">\nAC\n",
+    "short line before the last": b">a\nACGT\nAC\nACGT\n", "long last line": b">a\nACG\nACGTT\n>b\nA\n",
+    "two blank lines": b">a\nACGT\n\n\n>b\nA\n", "FASTQ": b"@a\nACGT\n+\nIIII\n",
+}
+
+
+def _pysam_fai(path):
+    pysam.faidx(path)
+    with open(path + ".fai") as fh:
+        return fh.read()
+
+
+@pytest.mark.parametrize("name", list(REGULAR))
+def test_build_fai_equals_htslib(tmp_path, name):
+    from gpualign.io.faidx import build_fai
+
+    path = str(tmp_path / "x.fa")
+    with open(path, "wb") as fh:
+        fh.write(REGULAR[name])
+    assert build_fai(path)
+    with open(path + ".fai") as fh:
+        ours = fh.read()
+    assert ours == _pysam_fai(path)
+
+
+@pytest.mark.parametrize("width", [1, 7, 60, 0])
+def test_build_fai_random_layouts(tmp_path, width):
+    """Many records of random lengths, wrapped at width (0: one line each), read through IndexedFasta (which
+    builds the index with build_fai): the .fai equals htslib's and slices equal the records."""
+    path = str(tmp_path / "x.fa")
+    seqs = {f"r{i}": RNG.choice(list(b"ACGT"), int(RNG.integers(1, 3000))).astype(np.uint8).tobytes() for i in range(60)}
+    with open(path, "wb") as fh:
+        for name, seq in seqs.items():
+            fh.write(b">%s x\n" % name.encode())
+            fh.write(seq + b"\n" if width == 0 else b"".join(seq[i:i + width] + b"\n" for i in range(0, len(seq), width)))
+    fa = IndexedFasta(path)
+    with open(path + ".fai") as fh:
+        ours = fh.read()
+    assert all(fa.fetch(n) == s for n, s in seqs.items())
+    assert ours == _pysam_fai(path)
+
+
+@pytest.mark.parametrize("name", list(IRREGULAR))
+def test_build_fai_leaves_irregular_files_to_htslib(tmp_path, name):
+    from gpualign.io.faidx import build_fai
+
+    path = str(tmp_path / "x.fa")
+    with open(path, "wb") as fh:
+        fh.write(IRREGULAR[name])
+    assert not build_fai(path)
+    assert not (tmp_path / "x.fa.fai").exists()
