@@ -111,11 +111,12 @@ def test_build_fai_random_layouts(tmp_path, width):
     """Many records of random lengths, wrapped at width (0: one line each), read through IndexedFasta (which
     builds the index with build_fai): the .fai equals htslib's and slices equal the records."""
     path = str(tmp_path / "x.fa")
-    seqs = {f"r{i}": RNG.choice(list(b"ACGT"), int(RNG.integers(1, 3000))).astype(np.uint8).tobytes() for i in range(60)}
+    seqs = {f"r{i}": RNG.choice(list(b"ACGT"), int(RNG.integers(1, 3000))).astype(np.uint8).tobytes()
+            for i in range(60)}
     with open(path, "wb") as fh:
         for name, seq in seqs.items():
-            fh.write(b">%s x\n" % name.encode())
-            fh.write(seq + b"\n" if width == 0 else b"".join(seq[i:i + width] + b"\n" for i in range(0, len(seq), width)))
+            lines = [seq] if width == 0 else [seq[i:i + width] for i in range(0, len(seq), width)]
+            fh.write(b">%s x\n" % name.encode() + b"".join(x + b"\n" for x in lines))
     fa = IndexedFasta(path)
     with open(path + ".fai") as fh:
         ours = fh.read()

@@ -1,8 +1,8 @@
 """GPU engine 2: gap-affine WFA of pairs of any length (kernels/wfa_affine.cu).
 
-One thread block per alignment, threads over diagonals, a ring of the last max(x, o+e) + 1 M rows
-and e + 1 I/D rows (shared memory when it fits, else a per-block slot in device memory; int16
-cells up to 32 kbp), a work queue over resident blocks (longest pairs first), 4 backtrace bits
+One thread block per alignment, each thread taking two adjacent diagonals per pass, a ring of the
+last max(x, o+e) + 1 M rows and e + 1 I/D rows (shared memory when it fits, else a per-block slot in
+device memory; int16 cells up to 32 kbp), a work queue over resident blocks (longest pairs first), 4 backtrace bits
 per cell in a per-pair workspace, then a second kernel (a thread per pair) walks the backtrace
 and replays it into the CIGAR. It serves the affine metric, the edit metric (x=1, o=0, e=1) for
 pairs the eWFA levels cannot hold, and ends-free alignment (query end to end, at most t_free
@@ -12,7 +12,9 @@ Bounds: pairs are grouped by length (within a factor 2); each group runs at the 
 LEVELS, a level's score cap being f * longest * max(x, o+e) plus the gap the length difference
 forces. A pair above the cap comes back ``exceeded`` and goes to the next level, then to the CPU
 engine (WFA2-lib) through the router. Device memory for the backtrace is sized from the cap,
-within a share of the free memory; a level that cannot hold even one pair is skipped.
+within a share of the free memory; a level that cannot hold even one pair is skipped. The few pairs
+that the estimated levels (below) of several groups leave run at the levels together, one launch per
+level, when they fit one wave of blocks.
 
 Estimated caps (level "E", groups of ESTIMATE_MIN pairs or more): a sample of the group (every
 SAMPLE_EVERY-th pair) runs first at level 0; the CAP_QUANTILE quantile of its scores per base then
