@@ -90,7 +90,8 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
         if pool is not None:
             batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say, alloc))
         else:
-            batches = _batches(_candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say), cfg, alloc)
+            items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say)
+            batches = _batches(items, cfg, alloc)
         ahead = ReadAhead(batches, summary.stage_seconds)
         try:
             chain, summary.notice = select_engines(cfg)

@@ -2,9 +2,9 @@
 
 One thread block per alignment, each thread taking two adjacent diagonals per pass, a ring of the
 last max(x, o+e) + 1 M rows and e + 1 I/D rows (shared memory when it fits, else a per-block slot in
-device memory; int16 cells up to 32 kbp), a work queue over resident blocks (longest pairs first), 4 backtrace bits
-per cell in a per-pair workspace, then a second kernel (a thread per pair) walks the backtrace
-and replays it into the CIGAR. It serves the affine metric, the edit metric (x=1, o=0, e=1) for
+device memory; int16 cells up to 32 kbp), a work queue over resident blocks (longest pairs first),
+4 backtrace bits per cell in a per-pair workspace, then a second kernel (a thread per pair) walks the
+backtrace and replays it into the CIGAR. It serves the affine metric, the edit metric (x=1, o=0, e=1) for
 pairs the eWFA levels cannot hold, and ends-free alignment (query end to end, at most t_free
 target bases skipped at each end: `gpualign paf`).
 

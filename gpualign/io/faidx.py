@@ -16,8 +16,8 @@ import numpy as np
 
 from ..errors import InputError
 
-SCAN_CHUNK = 1 << 24  # bytes per thread task when looking for record headers (build_fai)
-MAX_LINES = 1 << 25  # files with more lines are left to htslib (build_fai keeps 8 bytes per line)
+SCAN_CHUNK = 1 << 24  # bytes per thread task when looking for line ends (build_fai)
+MAX_LINES = 1 << 24  # files with more lines are left to htslib (build_fai keeps ~32 bytes per line)
 
 
 class IndexedFasta:
@@ -31,7 +31,7 @@ class IndexedFasta:
             # index older than its FASTA points at the wrong bytes: rebuilt
             if (not os.path.exists(path + ".fai") or _stale(path)) and not build_fai(path):
                 pysam.faidx(path)
-            self._fa = pysam.FastaFile(path)  # builds the .fai when missing; refuses FASTQ and plain gzip
+            self._fa = pysam.FastaFile(path)  # refuses plain gzip
         except (OSError, ValueError, pysam.SamtoolsError) as e:
             raise InputError(f"{path}: cannot index for random access ({str(e).strip()})") from None
         self.path = path
