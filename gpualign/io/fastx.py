@@ -25,6 +25,19 @@ from ..records import Names, PairBatch, offsets_from_lengths
 
 STDIN = "-"
 
+try:  # ISA-L's inflate (isal, optional): about twice zlib's speed, in a thread of its own beside the parsing
+    from isal import igzip_threaded, isal_zlib
+
+    def _open_gz(path: str):
+        return igzip_threaded.open(path, "rb", threads=1)
+
+    _READ_ERRORS: tuple = (EOFError, OSError, zlib.error, isal_zlib.error)
+except ImportError:  # pragma: no cover - isal is a dependency; gzip when it is missing
+    def _open_gz(path: str):
+        return gzip.open(path, "rb")
+
+    _READ_ERRORS = (EOFError, OSError, zlib.error)
+
 
 def display_name(path: str) -> str:
     return "stdin" if path == STDIN else path
@@ -102,13 +115,13 @@ def _simple_chunks(path: str, chunk: int, data: bytes | None = None):
         with open(path, "rb") as fh:
             gz = fh.read(2) == b"\x1f\x8b"
     done = 0
-    with (io.BytesIO(data) if data is not None else gzip.open(path, "rb") if gz else open(path, "rb")) as fh:
+    with (io.BytesIO(data) if data is not None else _open_gz(path) if gz else open(path, "rb")) as fh:
         carry = b""
         step = None
         while True:
             try:
                 block = fh.read(_BLOCK)
-            except (EOFError, OSError, zlib.error):
+            except _READ_ERRORS:
                 raise _NotSimple(done) from None  # htslib reports the damage with the record number
             data = carry + block
             if b"\r" in data:
