@@ -225,3 +225,17 @@ def test_fasta_parts_errors_name_the_record_in_the_file(tmp_path, monkeypatch):
             list(fastx.read_pairs(str(a), str(b), 5000, 37, min_bytes, workers=workers))
         said.append(str(e.value))
     assert said[0] == said[1]
+
+
+def test_corrupted_gzip_is_an_input_error(tmp_path):
+    """Bytes damaged in the middle of a gzip file (not just cut short): the fast reader gives up and
+    htslib's parser names the file and the record, with whichever inflater reads the gzip."""
+    good = "".join(f">t{i}\nACGTACGTTTGACA\n" for i in range(50000)).encode()
+    data = bytearray(gzip.compress(good))
+    for i in range(len(data) // 2, len(data) // 2 + 40):
+        data[i] ^= 0x5A
+    path = tmp_path / "bad.fa.gz"
+    path.write_bytes(bytes(data))
+    with pytest.raises(fastx.InputError, match=r"bad\.fa\.gz: record \d+"):
+        for _ in fastx.record_chunks(str(path)):
+            pass
