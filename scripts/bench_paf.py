@@ -62,6 +62,8 @@ def main():
     import mappy
     import pysam
 
+    from gpualign.io.faidx import IndexedFasta
+
     work = a.workdir or tempfile.mkdtemp(prefix="gpualign-bench-paf-")
     os.makedirs(work, exist_ok=True)
     with pysam.FastxFile(a.genome) as fh:
@@ -104,8 +106,6 @@ def main():
             dst.writelines(src.readlines()[:20])
         # the query index (.fai of the reads, built once per reads file by the first gpualign command on it),
         # timed apart: every gpualign run below finds it
-        from gpualign.io.faidx import IndexedFasta
-
         t0 = time.perf_counter()
         IndexedFasta(rfa).close()
         row["query_index_s"] = time.perf_counter() - t0

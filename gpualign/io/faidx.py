@@ -102,10 +102,10 @@ def _read_fai(path: str) -> dict | None:
 
 def build_fai(path: str) -> bool:
     """Write path's .fai (samtools' five columns) for a plain FASTA whose records all have consistent
-    line lengths, from a memory map: record headers found by threads over the bytes, each record's
-    layout checked by counting its line ends. Returns False, writing nothing, for anything else (gzip,
-    FASTQ, empty records, empty or duplicate names, a short line before the last, CRLF, an unwritable
-    directory): htslib then decides, with its own messages."""
+    line lengths, from a memory map: line ends found by threads over the bytes, then every record's
+    layout checked against them at once. Returns False, writing nothing, for anything else (gzip,
+    FASTQ, empty records, empty or duplicate names, a short line before the last, CRLF, over MAX_LINES
+    lines, an unwritable directory): htslib then decides, with its own messages."""
     try:
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size == 0 or fh.read(1) != b">":
