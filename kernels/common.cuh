@@ -38,20 +38,26 @@ __device__ __forceinline__ int common_prefix(const uint32_t* __restrict__ w, uin
     return l < maxlen ? l : maxlen;
 }
 
-// Byte sequences only (BITS = 8), 8 bytes per step: common prefix length at byte positions a and b,
-// at most maxlen. Reads up to 3 words past a window start (the buffers' padding covers it).
-__device__ __forceinline__ uint64_t load_bytes8(const uint32_t* __restrict__ w, uint32_t pos) {
-    const uint32_t word = pos >> 2, shift = (pos & 3) * 8;
-    const uint64_t lo = ((uint64_t)w[word + 1] << 32) | w[word];
-    return shift ? (lo >> shift) | ((uint64_t)w[word + 2] << (64 - shift)) : lo;
+// Bytes pos .. pos + 3 as one word: the funnel shift takes its shift modulo 32, so pos << 3 is
+// (pos % 4) * 8 and the word index is pos / 4 (the cheapest address arithmetic).
+__device__ __forceinline__ uint32_t window8(const uint32_t* __restrict__ w, uint32_t pos) {
+    const uint32_t* p = w + (pos >> 2);
+    return __funnelshift_r(p[0], p[1], pos << 3);
 }
 
+// Byte sequences only (BITS = 8), 8 bytes per step: common prefix length at byte positions a and b,
+// at most maxlen. Reads up to 3 words past a window start (the buffers' padding covers it).
 __device__ __forceinline__ int common_prefix_bytes8(const uint32_t* __restrict__ w, uint32_t a, uint32_t b, int maxlen) {
     int l = 0;
     while (l < maxlen) {
-        const uint64_t x = load_bytes8(w, a + l) ^ load_bytes8(w, b + l);
-        if (x) {
-            l += (__ffsll((long long)x) - 1) >> 3;
+        const uint32_t* pa = w + ((a + l) >> 2);
+        const uint32_t* pb = w + ((b + l) >> 2);
+        const uint32_t sa = (a + l) << 3, sb = (b + l) << 3;
+        const uint32_t a1 = pa[1], b1 = pb[1];
+        const uint32_t lo = __funnelshift_r(pa[0], a1, sa) ^ __funnelshift_r(pb[0], b1, sb);
+        const uint32_t hi = __funnelshift_r(a1, pa[2], sa) ^ __funnelshift_r(b1, pb[2], sb);
+        if (lo | hi) {
+            l += lo ? (__ffs(lo) - 1) >> 3 : 4 + ((__ffs(hi) - 1) >> 3);
             break;
         }
         l += 8;
@@ -63,7 +69,7 @@ __device__ __forceinline__ int common_prefix_bytes8(const uint32_t* __restrict__
 // first 4-byte window (two loads and one funnel shift per side), then 8 bytes per step.
 __device__ __forceinline__ int common_prefix_bytes4_8(const uint32_t* __restrict__ w, uint32_t a, uint32_t b,
                                                       int maxlen) {
-    const uint32_t x = load_window<8>(w, a) ^ load_window<8>(w, b);
+    const uint32_t x = window8(w, a) ^ window8(w, b);
     if (x) {
         const int l = (__ffs(x) - 1) >> 3;
         return l < maxlen ? l : maxlen;

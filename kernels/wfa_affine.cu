@@ -128,6 +128,30 @@ __device__ int backtrace_cigar(const uint32_t* __restrict__ raw, uint32_t qp, in
 template <bool SMEM> struct Ring { typedef int T; static constexpr int NUL_CELL = NUL; };
 template <> struct Ring<true> { typedef short T; static constexpr int NUL_CELL = -32768; };
 
+// One cell of a ring row and its neighbours (Cell<SMEM>::at(row, k)): ld<D>() / st<D>(v) read / write
+// diagonal k + D. In shared memory the cell is a 32-bit shared address and D an immediate offset (one
+// add per row and thread per pass; the compiler otherwise re-derives the shared window's base per
+// access); in device memory a pointer.
+template <int V> struct Int { static constexpr int value = V; };
+template <bool SMEM> struct Cell {
+    int* p;
+    __device__ __forceinline__ static Cell at(int* row, int k) { return Cell{row + k}; }
+    template <int D> __device__ __forceinline__ int ld() const { return p[D]; }
+    template <int D> __device__ __forceinline__ void st(int v) const { p[D] = v; }
+};
+template <> struct Cell<true> {
+    unsigned a;
+    __device__ __forceinline__ static Cell at(unsigned row, int k) { return Cell{row + 2u * (unsigned)k}; }
+    template <int D> __device__ __forceinline__ int ld() const {
+        int v;
+        asm volatile("ld.shared.s16 %0, [%1+%2];" : "=r"(v) : "r"(a), "n"(2 * D));
+        return v;
+    }
+    template <int D> __device__ __forceinline__ void st(int v) const {
+        asm volatile("st.shared.b16 [%0+%1], %2;" ::"r"(a), "n"(2 * D), "h"((short)v) : "memory");
+    }
+};
+
 // Register cap: blocks of up to 1024 threads, at least WFA_AFFINE_MIN_BLOCKS of them per SM.
 #ifndef WFA_AFFINE_MIN_BLOCKS
 #define WFA_AFFINE_MIN_BLOCKS 1
@@ -220,44 +244,64 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
             T* Mo = Mr + rm * W;
             T* Io = Ir + ri * W;
             T* Do = Dr + ri * W;
-            // one cell: computed where live, set NUL in the clear margin, else left alone; returns its
-            // backtrace code (0 where not live)
-            auto one = [&](int k) -> unsigned {
+            // each row as Cell::at takes it: a shared-memory address, or a pointer
+            auto row = [&](const T* r) {
+                if constexpr (SMEM) return (unsigned)__cvta_generic_to_shared(r);
+                else return (int*)r;
+            };
+            const auto rMx = row(Mx), rMg = row(Mg), rIe = row(Ie), rDe = row(De);
+            const auto rMo = row(Mo), rIo = row(Io), rDo = row(Do);
+            // one cell (k0 + D): computed where live, set NUL in the clear margin, else left alone;
+            // returns its backtrace code (0 where not live). hmax = min(m, n + k): a candidate h is inside
+            // the matrix iff 0 <= h <= hmax (D keeps v, I keeps h, X moves both): one unsigned compare each
+            auto one = [&](auto Dc, int k0, const Cell<SMEM>& cx, const Cell<SMEM>& cg, const Cell<SMEM>& cie,
+                           const Cell<SMEM>& cde, const Cell<SMEM>& cmo, const Cell<SMEM>& cio,
+                           const Cell<SMEM>& cdo) -> unsigned {
+                constexpr int D = decltype(Dc)::value;
+                const int k = k0 + D;
                 if (k >= plo && k <= phi) {
+                    const int hmax = m < n + k ? m : n + k;
                     // target-only gap, from diagonal k - 1 (h + 1)
-                    const int dm = Mg[k - 1], dd = De[k - 1];
+                    const int dm = cg.template ld<D - 1>(), dd = cde.template ld<D - 1>();
                     const int dext = dd > dm;
                     int d = (dext ? dd : dm) + 1;
-                    if (d < 0 || d > m) d = NL;
+                    if ((unsigned)d > (unsigned)hmax) d = NL;
                     // query-only gap, from diagonal k + 1 (v + 1)
-                    const int im = Mg[k + 1], ii = Ie[k + 1];
+                    const int im = cg.template ld<D + 1>(), ii = cie.template ld<D + 1>();
                     const int iext = ii > im;
                     int i = iext ? ii : im;
-                    if (i < 0 || i - k > n) i = NL;
+                    if ((unsigned)i > (unsigned)hmax) i = NL;
                     // mismatch, same diagonal
-                    int mm = Mx[k] + 1, msrc = 0;
-                    if (mm < 1 || mm > m || mm - k > n) { mm = NL; msrc = 3; }
+                    int mm = cx.template ld<D>() + 1, msrc = 0;
+                    if ((unsigned)mm > (unsigned)hmax) { mm = NL; msrc = 3; }
                     if (i > mm) { mm = i; msrc = 1; }
                     if (d > mm) { mm = d; msrc = 2; }
-                    if (mm >= 0) {
-                        const int v = mm - k;
-                        const int room = (n - v) < (m - mm) ? (n - v) : (m - mm);
-                        if (room > 0) mm += common_prefix_bytes4_8(raw, qp + v, tp + mm, room);
-                        if (EF && mm - k == n && mm >= m - fe) atomicMin(&sh_end, k);
-                    }
-                    Mo[k] = (T)mm; Io[k] = (T)i; Do[k] = (T)d;
+                    // extend along matches, the first window's compare without a branch (a NUL cell reads
+                    // at its diagonal's start, inside the pair, with no room: it stays NUL)
+                    const int room = mm >= 0 ? hmax - mm : 0, hq = mm >= 0 ? mm : (k > 0 ? k : 0);
+                    const uint32_t diff = window8(raw, qp - k + hq) ^ window8(raw, tp + hq);
+                    int l = diff ? (__ffs(diff) - 1) >> 3 : 4;
+                    if (!diff && room > 4) l = 4 + common_prefix_bytes8(raw, qp - k + hq + 4, tp + hq + 4, room - 4);
+                    mm += l < room ? l : room;
+                    if (EF && mm == n + k && mm >= m - fe) atomicMin(&sh_end, k);
+                    cmo.template st<D>(mm); cio.template st<D>(i); cdo.template st<D>(d);
                     return (unsigned)(msrc | (iext << 2) | (dext << 3));
                 }
-                if (k >= clo && k <= chi) { Mo[k] = (T)NL; Io[k] = (T)NL; Do[k] = (T)NL; }
+                if (k >= clo && k <= chi) { cmo.template st<D>(NL); cio.template st<D>(NL); cdo.template st<D>(NL); }
                 return 0u;
             };
             // each thread takes the cells k, k + 1 of one backtrace byte (rows start at even cells: the
             // first k has rb + kb + k even) and stores that byte where one of them may be live
             const int klo = clo - (int)((rb + kb + clo) & 1);
-            unsigned char* const btrow = BT ? bt + ((rb + kb + klo) >> 1) : nullptr;
+            unsigned char* btp = BT ? bt + ((rb + kb + klo) >> 1) + threadIdx.x : nullptr;
             for (int k = klo + 2 * (int)threadIdx.x; k <= chi; k += 2 * (int)blockDim.x) {
-                const unsigned c0 = one(k), c1 = one(k + 1);
-                if (BT && k >= plo - 1 && k <= phi) btrow[(k - klo) >> 1] = (unsigned char)(c0 | (c1 << 4));
+                typedef Cell<SMEM> C;
+                const C cx = C::at(rMx, k), cg = C::at(rMg, k), cie = C::at(rIe, k), cde = C::at(rDe, k);
+                const C cmo = C::at(rMo, k), cio = C::at(rIo, k), cdo = C::at(rDo, k);
+                const unsigned c0 = one(Int<0>(), k, cx, cg, cie, cde, cmo, cio, cdo);
+                const unsigned c1 = one(Int<1>(), k, cx, cg, cie, cde, cmo, cio, cdo);
+                if (BT && k >= plo - 1 && k <= phi) *btp = (unsigned char)(c0 | (c1 << 4));
+                if (BT) btp += blockDim.x;
             }
             __syncthreads();
             // every thread reads the same cell or flag: the loop condition stays uniform
