@@ -65,7 +65,7 @@ def main():
     writer = RealignedPaf(io.BytesIO())
     t0 = time.perf_counter()
     for b, r in zip(batches, results):
-        writer.write(b, r, b.meta)
+        writer.write(b, r)
     t_write = time.perf_counter() - t0
     for e in chain:
         getattr(e, "close", lambda: None)()

@@ -46,6 +46,8 @@ class OrderedWriter:
         fmt = self.writer.fmt
         if not getattr(fmt, "needs_seq", False):  # PAF and TSV lines hold no sequence bytes: not sent
             batch = dataclasses.replace(batch, seq=np.zeros(0, np.uint8))
+        if hasattr(fmt, "prepare"):  # the formatter's own say in what is sent
+            batch, res = fmt.prepare(batch, res)
         self.pending.append((self.pool.submit(fmt.render, batch, res), done))
         while len(self.pending) > self.ahead:
             self._write_one()

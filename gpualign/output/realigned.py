@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .. import __version__
@@ -43,11 +45,22 @@ def _coords(batch, res, meta):
     return win + res.t_start, win + t_end
 
 
-class RealignedPaf:
-    def __init__(self, stream, cs: bool = False, **_):
-        self.stream, self.cs = stream, cs
+class RealignedPafLines:
+    """The PAF lines of a batch (render), in the writer's thread or in a formatting process
+    (output/parallel.py): the candidates travel in batch.meta; only --cs reads the sequences."""
 
-    def write(self, batch, res, meta) -> int:
+    def __init__(self, cs: bool = False):
+        self.cs = self.needs_seq = cs
+
+    def prepare(self, batch, res):
+        """What a formatting process needs of (batch, res): without --cs the engine's own CIGAR text
+        and counts, when it made them, stand for the binary ops (not sent)."""
+        if not self.cs and res.cigar_text is not None and res.cigar_stats is not None:
+            res = dataclasses.replace(res, cigar=np.zeros(0, np.uint32))
+        return batch, res
+
+    def render(self, batch, res) -> tuple[bytes, int]:
+        meta = batch.meta
         c = columns(res)
         ts, te = _coords(batch, res, meta)
         ts, te = ts.tolist(), te.tolist()
@@ -67,8 +80,20 @@ class RealignedPaf:
                 tags.append(f"cs:Z:{_cs(batch.query(i), t_al, ops)}")
             lines.append(f"{cand.qname}\t{cand.qlen}\t{cand.qs}\t{cand.qe}\t{cand.strand}\t{cand.tname}\t{cand.tlen}\t"
                          f"{ts[i]}\t{te[i]}\t{c.matches[i]}\t{c.block[i]}\t{cand.mapq}\t" + "\t".join(tags) + "\n")
-        self.stream.write("".join(lines).encode())
-        return len(lines)
+        return "".join(lines).encode(), len(lines)
+
+
+class RealignedPaf:
+    """PAF of re-aligned candidates; write(batch, res) formats here, or output/parallel.OrderedWriter
+    has fmt.render run by its processes and writes to stream."""
+
+    def __init__(self, stream, cs: bool = False, **_):
+        self.stream, self.fmt = stream, RealignedPafLines(cs)
+
+    def write(self, batch, res) -> int:
+        data, n = self.fmt.render(batch, res)
+        self.stream.write(data)
+        return n
 
     def close(self):
         pass
