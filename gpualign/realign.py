@@ -23,6 +23,9 @@ from .pipeline import FORMATS, Output, ReadAhead, Summary, aborting, infer_forma
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
 
+# formatting processes of PAF output: one keeps up with the aligner (H100: 0.1 s of lines per 0.4 s
+# batch of ONT candidates); eight slowed the readers of 200,000 HiFi candidates (read busy 5.8 -> 7.2 s)
+PAF_FORMATTERS = 2
 MODES = ("ends-free", "global")
 
 
@@ -84,7 +87,8 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     skipped: list = []
     # the reader processes are forked first, then the PAF formatting processes (before any thread or
     # the GPU exists): lines formatted in the main thread compete with alignment for the interpreter
-    # (H100, 50,000 ONT candidates: align busy 4.0 s writing, 3.1 s not writing)
+    # (H100, 50,000 ONT candidates: align busy 4.0 s writing, 3.1 s not writing); few of them, as
+    # the readers need the cores (PAF_FORMATTERS)
     fmt_pool = ahead = None
     with Readers(workers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if workers \
             else contextlib.nullcontext() as pool:
@@ -98,7 +102,7 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
             batches = _batches(items, cfg, alloc)
         try:
             if fmt == "paf":
-                fmt_pool = parallel.start_pool(cfg.n_threads)
+                fmt_pool = parallel.start_pool(cfg.n_threads, PAF_FORMATTERS)
             ahead = ReadAhead(batches, summary.stage_seconds)
             chain, summary.notice = select_engines(cfg)
             alloc.fn = host_allocator(chain)

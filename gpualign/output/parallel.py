@@ -15,13 +15,13 @@ import numpy as np
 WORKERS_MAX = 8
 
 
-def start_pool(threads: int):
-    """A process pool of up to WORKERS_MAX formatters (one per 2 threads; None below 1 worker's worth,
-    or without fork), all its processes started now."""
+def start_pool(threads: int, most: int = WORKERS_MAX):
+    """A process pool of up to `most` formatters (one per 2 threads; None below 1 worker's worth, or
+    without fork), all its processes started now."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    workers = min(WORKERS_MAX, threads // 2)
+    workers = min(most, threads // 2)
     if workers < 1 or "fork" not in mp.get_all_start_methods():
         return None
     pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
