@@ -270,3 +270,51 @@ def test_reader_processes_leave_no_shared_memory(sim):
         run_paf(str(d / "early.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(d / "o.paf"), None,
                 AlignConfig(device="cpu", threads=2, batch_pairs=3), "test", readers=2)
     assert not {x for x in set(os.listdir("/dev/shm")) - before if x.startswith("psm_")}
+
+
+@pytest.mark.parametrize("cs", [False, True])
+def test_formatting_processes_give_the_same_paf(sim, monkeypatch, cs):
+    """PAF lines formatted by worker processes (output/parallel.OrderedWriter) equal the lines formatted
+    in the main thread, byte for byte."""
+    from gpualign import realign
+    from gpualign.config import AlignConfig
+
+    d, g, reads, cands = sim
+    cfg = AlignConfig(device="cpu", threads=4, batch_pairs=9)
+    outs = []
+    for formatters in (0, 2):
+        monkeypatch.setattr(realign, "PAF_FORMATTERS", formatters)
+        out = d / f"f{formatters}.paf"
+        summary = realign.run_paf(str(d / "c.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(out), None, cfg,
+                                  "test", cs=cs)
+        assert summary.written == len(cands)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+
+
+def test_formatting_job_leaves_out_what_lines_do_not_need(sim):
+    """Without --cs, a result carrying the engine's CIGAR text and counts goes to a formatting process
+    without its binary ops (and the batch without its sequences), and renders the same lines."""
+    import dataclasses
+
+    from gpualign import realign
+    from gpualign.config import AlignConfig
+    from gpualign.engines import select_engines
+    from gpualign.output.realigned import RealignedPafLines
+
+    d, g, reads, cands = sim
+    cfg = AlignConfig(device="cpu", threads=1).with_(ends_free_target=True).validate()
+    items = realign._candidates(str(d / "c.paf"), realign.P.Queries(str(d / "reads.fa")),
+                                realign.P.Targets(str(d / "ref.fa")), "ends-free", 100, False, [], print)
+    batch = next(realign._batches(items, cfg, np.empty))
+    res = select_engines(cfg)[0][0].align(batch, cfg)
+    tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
+    stats = np.stack([tot["matches"], tot["mismatches"], tot["ins"], tot["dels"],
+                      C.gap_opens(res.cigar, res.cigar_off, res.cigar_len)], axis=1)
+    rich = dataclasses.replace(res, cigar_text=C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len),
+                               cigar_stats=stats)
+    lines = RealignedPafLines(cs=False)
+    sent_batch, sent = lines.prepare(dataclasses.replace(batch, seq=np.zeros(0, np.uint8)), rich)
+    assert len(sent.cigar) == 0 and len(res.cigar) > 0
+    assert lines.render(sent_batch, sent) == lines.render(batch, res)
+    assert RealignedPafLines(cs=True).prepare(batch, rich)[1] is rich  # --cs replays the ops
