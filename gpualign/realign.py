@@ -85,8 +85,8 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     summary = Summary()
     say = on_notice or (lambda text: None)
     skipped: list = []
-    # the reader processes are forked first, then the PAF formatting processes (before any thread or
-    # the GPU exists): lines formatted in the main thread compete with alignment for the interpreter
+    # the reader processes are forked first, then the PAF formatting processes (before the reader thread
+    # and the GPU exist): lines formatted in the main thread compete with alignment for the interpreter
     # (H100, 50,000 ONT candidates: align busy 4.0 s writing, 3.1 s not writing); few of them, as
     # the readers need the cores (PAF_FORMATTERS)
     fmt_pool = ahead = None
