@@ -232,7 +232,32 @@ def genome(
 
 
 def main() -> None:
-    app(prog_name="gpualign")
+    """The `gpualign` command. Every command has committed or removed its output (and closed its worker
+    processes) when the app returns, so the process ends there: the interpreter's teardown (the CUDA
+    context, page-locked buffers, every object) took 0.2-0.6 s of wall time per run (H100)."""
+    try:
+        app(prog_name="gpualign")
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    quick_exit(code)
+
+
+def quick_exit(code) -> None:
+    """End the process now with code (SystemExit's: None is 0, text is printed and 1), stdout and stderr
+    flushed; a reader that has gone away (a closed pipe) makes it 141."""
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        code = 1
+    code = 0 if code is None else int(code)
+    for fh in (sys.stdout, sys.stderr):
+        try:
+            fh.flush()
+        except BrokenPipeError:
+            code = code or 141
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":
