@@ -25,7 +25,7 @@ def test_slices_match_records_and_pysam(tmp_path, width, newline):
     write_fasta(path, width, newline)
     fa = IndexedFasta(path)
     ref = pysam.FastaFile(path)
-    assert fa._map is not None  # the memory-mapped path, not pysam's
+    assert fa._mapped()  # the memory-mapped path, not pysam's
     assert fa.lengths == {k: len(v) for k, v in RECORDS.items() if v}  # faidx leaves empty records out
     for name, seq in RECORDS.items():
         if not seq:
@@ -46,7 +46,7 @@ def test_bgzip_goes_through_pysam(tmp_path):
     write_fasta(plain, 60)
     pysam.tabix_compress(plain, plain + ".gz")
     fa = IndexedFasta(plain + ".gz")
-    assert fa._map is None
+    assert not fa._mapped()
     assert fa.fetch("d", 100, 4321) == RECORDS["d"][100:4321]
     assert fa.fetch("a") == RECORDS["a"]
 
@@ -133,3 +133,14 @@ def test_build_fai_leaves_irregular_files_to_htslib(tmp_path, name):
         fh.write(IRREGULAR[name])
     assert not build_fai(path)
     assert not (tmp_path / "x.fa.fai").exists()
+
+
+def test_index_is_read_at_the_first_fetch(tmp_path):
+    """Opening reads only names and lengths (a process that checks them never loads the .fai's offsets)."""
+    path = str(tmp_path / "x.fa")
+    write_fasta(path, 60)
+    fa = IndexedFasta(path)
+    assert fa._index is None and fa._map is None
+    assert fa.lengths["d"] == len(RECORDS["d"])
+    assert fa.fetch("d", 5, 70) == RECORDS["d"][5:70]
+    assert fa._index is not None and fa._map is not None
