@@ -2,7 +2,7 @@
 """`gpualign paf`'s stages alone, then together, in one process (the CLI's defaults: affine 4/6/2,
 ends-free, pad 100, batches of 2^27 bases).
 
-Alone: read (every batch built and kept: page-locked memory is allocated afresh, so this reads high),
+Alone: read (every batch built and kept, in pageable memory as run_paf makes them),
 align (the batches one after another, each upload started first), write (PAF to memory). Together: two
 whole `run_paf` runs, with their stages' busy seconds. Use it to see which stage bounds a run.
 
@@ -18,11 +18,13 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from gpualign import realign, route  # noqa: E402
 from gpualign.config import AlignConfig, Penalties  # noqa: E402
-from gpualign.engines import host_allocator, select_engines  # noqa: E402
+from gpualign.engines import select_engines  # noqa: E402
 from gpualign.io import paf as P  # noqa: E402
 from gpualign.output.realigned import RealignedPaf  # noqa: E402
 from gpualign.realign_readers import Readers, worker_count  # noqa: E402
@@ -47,7 +49,7 @@ def main():
     for e in reversed(chain):  # as pipeline.running: the CPU engine's processes first
         getattr(e, "start", lambda: None)()
     getattr(chain[0], "warm", lambda c: None)(cfg)
-    alloc = host_allocator(chain)
+    alloc = np.empty  # as run_paf
 
     t0 = time.perf_counter()
     if pool is not None:
