@@ -133,7 +133,8 @@ def load_module(filename: str, name_expressions: tuple, defines: tuple = ()) -> 
                 with open(os.path.join(kdir, name)) as fh:
                     headers[name] = fh.read()
         opts = ("-std=c++17", f"-I{kdir}", *(f"-D{d}" for d in defines))
-        env = (cupy.__version__, compiler._get_nvrtc_version(), dev.compute_capability)
+        nvrtc = getattr(compiler, "_get_nvrtc_version", cupy.cuda.runtime.runtimeGetVersion)
+        env = (cupy.__version__, nvrtc(), dev.compute_capability)
         stem = os.path.join(cache_dir(), cache_key(code, headers, opts, name_expressions, env))
         mapping = _cached(stem)
         if mapping is None:
