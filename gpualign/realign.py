@@ -97,13 +97,13 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
         # the batches' sequence bytes stay in pageable memory (the engines stage them through one
         # page-locked buffer of their own): page-locking a new 128 MiB buffer per batch in flight took
         # 65-130 ms each and held up the CUDA calls of the other threads meanwhile (H100, 50,000 ONT
-        # candidates: whole command 7.4-7.7 s with page-locked batches, 6.6-6.9 s without)
-        alloc = np.empty
+        # candidates, two runs each: whole command 7.4-7.7 s with page-locked batches, 6.6-6.9 s
+        # without; 2,000 candidates: no clear difference)
         if pool is not None:
-            batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say, alloc))
+            batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say))
         else:
             items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say)
-            batches = _batches(items, cfg, alloc)
+            batches = _batches(items, cfg)
         try:
             if fmt == "paf":
                 fmt_pool = parallel.start_pool(cfg.n_threads, PAF_FORMATTERS)
@@ -128,35 +128,34 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     return summary
 
 
-def _batches(items, cfg: AlignConfig, alloc):
-    """PairBatches of candidates (cfg's batch bounds), each with its candidates' meta;
-    alloc(n, dtype): where the sequence bytes go."""
+def _batches(items, cfg: AlignConfig):
+    """PairBatches of candidates (cfg's batch bounds), each with its candidates' meta."""
     buf, bases, done = [], 0, 0
     for item in items:
         buf.append(item)
         bases += len(item[1]) + len(item[2])
         if bases >= cfg.batch_bases or len(buf) >= cfg.batch_pairs:
-            yield _batch(buf, done, alloc)
+            yield _batch(buf, done)
             done += len(buf)
             buf, bases = [], 0
     if buf:
-        yield _batch(buf, done, alloc)
+        yield _batch(buf, done)
 
 
 def _numbered(lists):
     """PairBatches of Readers.item_lists' (items, joined sequences), numbered on from 0."""
     done = 0
     for items, seq in lists:
-        yield _batch(items, done, None, seq)
+        yield _batch(items, done, seq)
         done += len(items)
 
 
-def _batch(buf, start: int, alloc, joined=None) -> PairBatch:
+def _batch(buf, start: int, joined=None) -> PairBatch:
     """buf: realign.fetch items; joined: their sequences already joined (items then hold the lengths)."""
     cands = [b[0] for b in buf]
     names = [c.qname for c in cands], [c.tname for c in cands]
     if joined is None:
-        batch = PairBatch.from_sequences([b[1] for b in buf], [b[2] for b in buf], start, *names, alloc=alloc)
+        batch = PairBatch.from_sequences([b[1] for b in buf], [b[2] for b in buf], start, *names)
     else:
         batch = PairBatch.from_joined(joined, [b[1] for b in buf], [b[2] for b in buf], start, *names)
     batch.t_free = np.array([b[6] for b in buf], dtype=np.int64).reshape(-1, 2)

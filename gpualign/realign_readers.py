@@ -98,12 +98,12 @@ def _box_bases(lines: list, pad: int) -> float:
     return total / count if count else 1.0
 
 
-def _take(name: str, size: int, alloc) -> np.ndarray:
-    """The first size bytes of the shared-memory block name, copied to alloc(size) memory; the block is
+def _take(name: str, size: int) -> np.ndarray:
+    """The first size bytes of the shared-memory block name, copied to a new array; the block is
     unlinked."""
     block = shared_memory.SharedMemory(name=name)
     try:
-        seq = alloc(size, dtype=np.uint8)
+        seq = np.empty(size, dtype=np.uint8)
         src = np.frombuffer(block.buf, dtype=np.uint8, count=size)
         np.copyto(seq, src)
         del src
@@ -148,9 +148,9 @@ class Readers:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def item_lists(self, paf_path: str, cfg: AlignConfig, skipped: list, warn, alloc):
+    def item_lists(self, paf_path: str, cfg: AlignConfig, skipped: list, warn):
         """(items, seq) in PAF order, about cfg.batch_bases of sequence each: the candidates' items as
-        _chunk gives them, and their sequences joined in alloc(n, dtype) memory. Skipped lines
+        _chunk gives them, and their sequences joined in one array. Skipped lines
         (--skip-bad) are appended to skipped and told to warn as their chunk comes back; any other bad
         line raises its InputError then."""
         name = fastx.display_name(paf_path)
@@ -190,7 +190,7 @@ class Readers:
                 if err is not None:
                     raise err
                 if items:
-                    yield items, _take(block, bases, alloc)
+                    yield items, _take(block, bases)
         finally:  # stopped early (a bad line, an error downstream): no shared-memory block left behind
             for _, fut in pending:
                 if not fut.cancel():

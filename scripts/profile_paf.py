@@ -18,8 +18,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from gpualign import realign, route  # noqa: E402
@@ -49,14 +47,13 @@ def main():
     for e in reversed(chain):  # as pipeline.running: the CPU engine's processes first
         getattr(e, "start", lambda: None)()
     getattr(chain[0], "warm", lambda c: None)(cfg)
-    alloc = np.empty  # as run_paf
 
     t0 = time.perf_counter()
     if pool is not None:
-        batches = list(realign._numbered(pool.item_lists(a.paf, cfg, [], print, alloc)))
+        batches = list(realign._numbered(pool.item_lists(a.paf, cfg, [], print)))
     else:
         items = realign._candidates(a.paf, queries, targets, "ends-free", 100, False, [], print)
-        batches = list(realign._batches(items, cfg, alloc))
+        batches = list(realign._batches(items, cfg))
     t_read = time.perf_counter() - t0
     t0 = time.perf_counter()
     results = []

@@ -306,7 +306,7 @@ def test_formatting_job_leaves_out_what_lines_do_not_need(sim):
     cfg = AlignConfig(device="cpu", threads=1).with_(ends_free_target=True).validate()
     items = realign._candidates(str(d / "c.paf"), realign.P.Queries(str(d / "reads.fa")),
                                 realign.P.Targets(str(d / "ref.fa")), "ends-free", 100, False, [], print)
-    batch = next(realign._batches(items, cfg, np.empty))
+    batch = next(realign._batches(items, cfg))
     res = select_engines(cfg)[0][0].align(batch, cfg)
     tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
     stats = np.stack([tot["matches"], tot["mismatches"], tot["ins"], tot["dels"],
