@@ -295,7 +295,8 @@ def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary,
             verify: float = 0.0) -> None:
     """Align an iterable of PairBatches (or a ReadAhead already reading them) through the chain and hand
     each result, in order, to out.submit(batch, res, done(lines)); the batches are produced in a reader
-    thread (two ahead), one batch aligns while the previous is submitted, then out.flush(). Busy
+    thread (two ahead), one batch aligns (or as many as the chain's first engine takes at once:
+    `concurrent`, a thread each) while the one before is submitted, then out.flush(). Busy
     seconds per stage, pairs, failures and route counts go to summary; verify: the share of pairs
     re-checked on the CPU."""
     stages = summary.stage_seconds
@@ -312,14 +313,16 @@ def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary,
         summary.written += n
 
     pending = []
+    # batches aligned at once: as many as the first engine takes (each from a thread of its own)
+    workers = max(1, int(getattr(chain[0], "concurrent", 1))) if chain else 1
     try:
-        with ThreadPoolExecutor(1) as aligner:
+        with ThreadPoolExecutor(workers) as aligner:
             for item in itertools.chain(ahead, [None]):  # None: the end
                 if item is not None:
                     prefetch(item, chain, cfg)  # its upload overlaps the batch aligning now
                     pending.append((item, aligner.submit(align, item)))
-                # keep one batch aligning while the previous one is written
-                while pending and (item is None or len(pending) > 1):
+                # keep `workers` batches aligning while the one before them is written
+                while pending and (item is None or len(pending) > workers):
                     batch, fut = pending.pop(0)
                     res, counts = fut.result()
                     t0 = time.perf_counter()

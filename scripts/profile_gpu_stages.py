@@ -86,7 +86,6 @@ def main():
         pr.disable()
         pstats.Stats(pr).sort_stats("tottime").print_stats(25)
     for owner, name, label in ((route, "run_chain", "run_chain"), (AlignBatch, "merge", "merge"),
-                               (_device, "copy_parallel", "pinned copy"),
                                (_device.Staging, "upload", "upload (copy+H2D+meta)"),
                                (gpu_edit.GpuEditEngine, "_upload", "upload+pack"),
                                (gpu_edit.GpuEditEngine, "_run_level", "eWFA level (kernel+cigar)"),

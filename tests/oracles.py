@@ -45,7 +45,8 @@ def oracle(q: bytes, t: bytes, metric: str, p: Penalties, n_mismatch: bool = Fal
 
 
 def check_against(batch, res, cfg, want, check_every: int = 1) -> None:
-    """Every pair OK with the score want[i]; every check_every-th CIGAR consumes both sequences exactly,
+    """Every pair OK with the score want[i]; every check_every-th CIGAR consumes both sequences exactly
+    (ends-free: the query and the aligned target window [t_start, t_end), inside the free margins),
     agrees with the bases (=/X under the character rule) and costs exactly want[i]."""
     from gpualign.records import OK
 
@@ -58,7 +59,13 @@ def check_against(batch, res, cfg, want, check_every: int = 1) -> None:
         pen = cfg.effective_penalties
         for i in range(0, batch.n, check_every):
             ops = res.cigar[res.cigar_off[i] : res.cigar_off[i] + res.cigar_len[i]]
-            C.check_cigar(batch.query(i), batch.target(i), ops, cfg.n_mismatch)
+            target = batch.target(i)
+            if res.t_start is not None:
+                t0, t1 = int(res.t_start[i]), int(res.t_end[i])
+                if batch.t_free is not None:
+                    assert t0 <= batch.t_free[i, 0] and t1 >= len(target) - batch.t_free[i, 1], (i, t0, t1)
+                target = target[t0:t1]
+            C.check_cigar(batch.query(i), target, ops, cfg.n_mismatch)
             assert C.score_cigar(ops, pen) == want[i], (i, C.to_text(ops, np.array([0]), np.array([len(ops)])))
 
 

@@ -113,6 +113,38 @@ def test_forced_rescue(cpu):
         assert counts.get("rescued", 0) > 0 and counts.get("cpu-wfa", 0) > 0, counts
 
 
+def test_concurrent_threads(cpu):
+    """Two threads aligning batches at once through one engine (as pipeline.stream does with
+    `concurrent`), each batch's rings in shared memory beyond the default 48 KB with its own size (the
+    function's cap is shared by the threads), both modes: scores equal WFA2-lib's, every CIGAR checks,
+    and each thread's counts are its own call's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpualign.engines.gpu_affine import GpuAffineEngine
+
+    eng = GpuAffineEngine()
+    assert eng.concurrent >= 2
+    batches = [to_batch(pairs_random(1, 12, seed=40 + i, min_len=ln, max_len=ln, max_rate=0.12, profile="long"))
+               for i, ln in enumerate((9_000, 16_000, 11_000, 14_000))]
+    for ends_free in (False, True):
+        cfg = AlignConfig(metric="affine", ends_free_target=ends_free)
+        if ends_free:
+            for b in batches:
+                b.t_free = np.stack([np.minimum(b.t_len, 200), np.minimum(b.t_len, 200)], axis=1)
+        want = [cpu.align(b, cfg).score for b in batches]
+
+        def run(i):
+            res = eng.align(batches[i], cfg)
+            return res, dict(eng.last_counts)
+
+        with ThreadPoolExecutor(2) as pool:
+            for _ in range(2):
+                outs = list(pool.map(run, range(len(batches))))
+                for b, w, (res, counts) in zip(batches, want, outs):
+                    verify(b, res, cfg, w)
+                    assert sum(v for k, v in counts.items()) == b.n, counts
+
+
 def test_gpu_equals_cpu_many_pairs(gpu, cpu):
     """50,000 pairs of 100-1000 bp at up to 15%: GPU scores == CPU engine scores; CIGARs checked on a sample."""
     pairs = pairs_random(50, 1000, seed=21, max_len=1000, max_rate=0.15, min_len=100)

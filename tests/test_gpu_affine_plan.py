@@ -40,18 +40,19 @@ def test_plan_sizes():
 
 
 def test_results_book_scores_failures_and_cigars():
-    """The per-pair bookkeeping both GPU engines share across kernel levels (numpy standing in for cupy),
-    and the CIGARs brought into pair order at the end."""
+    """The affine engine's per-pair bookkeeping across kernel levels (numpy buffers standing in for the
+    device's), and the CIGARs brought into pair order at the end."""
     from gpualign.engines._device import Results
     from gpualign.records import EXCEEDED, FAILED, OK
 
-    def gather(src, src_off, lens, dst_off, total):
+    def gather(parts, total):
         dst = np.zeros(max(1, total), np.uint32)
-        for a, ln, b in zip(src_off, lens, dst_off):
-            dst[b:b + ln] = src[a:a + ln]
+        for src, src_off, lens, dst_off in parts:
+            for a, ln, b in zip(src_off, lens, dst_off):
+                dst[b:b + ln] = src[a:a + ln]
         return dst
 
-    res = Results(6, True, np)
+    res = Results(6, True)
     ids = np.array([4, 1, 3], np.int32)
     level1 = np.array([41, 42, 99], np.uint32)  # pair 4: two ops at 0; pair 3 failed its replay
     done = res.record(ids, np.array([5, -1, 7]), np.array([2, 0, -1]), level1, np.array([0, 2, 2]), scale=2)
@@ -65,11 +66,17 @@ def test_results_book_scores_failures_and_cigars():
     assert out.cigar_off.tolist() == [0, 1, 4, 4, 4, 6]
     assert out.cigar.tolist() == [21, 11, 12, 13, 41, 42]
     assert list(out.reason) == [3]
-    one = Results(2, True, np)  # one level, already in pair order: no gather
+    one = Results(2, True)  # one level, already in pair order: no gather
     one.record(np.arange(2, dtype=np.int32), np.array([0, 2]), np.array([1, 2]), level2[:3], np.array([0, 1]))
     out = one.finish(None, "gpu-affine")
     assert out.cigar.tolist() == [11, 12, 13] and out.cigar_off.tolist() == [0, 1]
-    dist = Results(2, False, np)
+    two = Results(3, True)  # one level in two launches: a buffer each, each pair's ops in its launch's
+    two.record(np.array([2, 0, 1], np.int32), np.array([1, 1, 1]), np.array([1, 2, 1]), [level1, level2],
+               np.array([2, 0, 3]), part=np.array([0, 1, 1]))
+    out = two.finish(gather, "gpu-affine")
+    assert out.cigar.tolist() == [11, 12, 21, 99] and out.cigar_off.tolist() == [0, 2, 3]
+    assert out.cigar_len.tolist() == [2, 1, 1]
+    dist = Results(2, False)
     dist.record(np.array([1], np.int32), np.array([3]))
     out = dist.finish(None, "gpu-edit")
     assert out.score.tolist() == [-1, 3] and out.status.tolist() == [EXCEEDED, OK] and not out.has_cigar

@@ -152,10 +152,13 @@ def test_cli_gpu_equals_cpu(root, tmp_path):
         assert r[7] == "ok"
 
 
+@pytest.mark.parametrize("memory", ["pinned", "pageable"])
 @pytest.mark.parametrize("metric", ["edit", "affine"])
-def test_prefetched_batches(cpu, metric):
+def test_prefetched_batches(cpu, metric, memory):
     """Batches uploaded ahead on the copy stream (as pipeline.stream does) while the one before aligns,
-    one prefetched and never aligned, and --n-mismatch (not prefetched): the same scores as the CPU."""
+    one prefetched and never aligned, and --n-mismatch (not prefetched): the same scores as the CPU.
+    Pageable batches (as `gpualign paf` makes them) go through the staging buffers, more batches than
+    there are buffers."""
     from gpualign import pack
     from gpualign.engines import gpu_engines, host_allocator
     from gpualign.records import PairBatch
@@ -163,7 +166,7 @@ def test_prefetched_batches(cpu, metric):
 
     cfg = AlignConfig(metric=metric)
     chain = [*gpu_engines(cfg), cpu]
-    alloc = host_allocator(chain)
+    alloc = host_allocator(chain) if memory == "pinned" else np.empty
     pairs = [(pack.fold(q), pack.fold(t)) for q, t in random_pairs(12, 500, seed=11, max_len=600, with_n=True)]
     batches = [PairBatch.from_sequences([q for q, _ in pairs[i:i + 1000]], [t for _, t in pairs[i:i + 1000]], alloc=alloc)
                for i in range(0, len(pairs), 1000)]

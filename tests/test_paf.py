@@ -66,16 +66,20 @@ def _query_part(reads, f):
     return part if f[4] == "+" else revcomp(part)
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu),
+                                    pytest.param("gpu-batches", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("mode", ["ends-free", "global"])
 @pytest.mark.parametrize("queries", ["reads.fa", "reads.fq.gz"])
 def test_paf_output_is_optimal(sim, mode, queries, device):
+    """gpu-batches: batches of ~20 candidates, several aligned at once (GpuAffineEngine.concurrent)."""
     d, g, reads, cands = sim
+    small = ["--batch-bases", "40000"] if device == "gpu-batches" else []
     rc, out, err = run([str(d / "c.paf"), str(d / queries), str(d / "ref.fa"), "--mode", mode, "--cs", "-t", "2",
-                        "--device", device, "--summary", str(d / "summary.tsv")])
+                        "--device", device.split("-")[0], "--summary", str(d / "summary.tsv"), *small])
     assert rc == 0, err
     routes = dict(x.split("\t") for x in (d / "summary.tsv").read_text().splitlines()[1:])
-    assert int(routes.get("route:gpu-affine" if device == "gpu" else "route:cpu-wfa", 0)) == len(cands), routes
+    engine = "route:cpu-wfa" if device == "cpu" else "route:gpu-affine"
+    assert int(routes.get(engine, 0)) == len(cands), routes
     rows = [x.split("\t") for x in out.splitlines()]
     assert len(rows) == len(cands)
     for f, cand in zip(rows, cands):

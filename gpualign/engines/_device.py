@@ -1,5 +1,6 @@
 """Host-side pieces the batch GPU engines share: staging the sequence bytes on the device, and the
-per-pair results kept on the device while the kernel levels run (brought back once per batch)."""
+per-pair results of the kernel levels (the affine engine's on the host, eWFA's on the device), brought
+into one AlignBatch once per batch."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch, PairBatch
 
 MAX_BATCH_BASES = 1 << 30  # sequence bytes per device launch set (offsets are 32-bit on the device)
 COPY_THREADS = 8
+PINNED_POW2 = 16 << 20  # page-locked buffers this large are sized in powers of two (pinned_empty)
 _NULL = np.uint64(0)  # a null device pointer argument
 SLOT_LEVELS = 4  # levels a SlotResults books at most (common.cuh's gather_slots takes that many buffers)
 _pool = None
@@ -20,12 +22,14 @@ _pool = None
 
 def pinned_empty(count: int, dtype=np.uint8) -> np.ndarray:
     """A host array in page-locked memory, which the device reads and writes at full speed with no
-    staging copy. Sizes are rounded up to eighths of a power of two, so that cupy's pinned pool (which
-    reuses a freed block of the same size) serves the next batch without a new page-locking call."""
+    staging copy. Sizes are rounded up to eighths of a power of two (from PINNED_POW2 on, to a power of
+    two), so that cupy's pinned pool (which reuses a freed block of the same size) serves the next
+    batch without a new page-locking call (H100 host: ~35 ms per 40 MB, holding up the other threads'
+    CUDA calls meanwhile)."""
     import cupy
 
     want = max(1, count * np.dtype(dtype).itemsize)
-    step = max(4096, 1 << max(0, want.bit_length() - 4))
+    step = 1 << (want - 1).bit_length() if want >= PINNED_POW2 else max(4096, 1 << max(0, want.bit_length() - 4))
     mem = cupy.cuda.alloc_pinned_memory(-(-want // step) * step)
     return np.ndarray((count,), dtype=dtype, buffer=mem)
 
@@ -52,17 +56,6 @@ def _copy_pool(threads: int = COPY_THREADS):
     return _pool
 
 
-def copy_parallel(dst: np.ndarray, src: np.ndarray, threads: int = COPY_THREADS, chunk: int = 1 << 23) -> None:
-    """dst[:len(src)] = src with several threads (numpy releases the GIL): pinned staging is
-    otherwise limited by one core's memcpy."""
-    n = len(src)
-    if n <= chunk:
-        dst[:n] = src
-        return
-    bounds = list(range(0, n, chunk)) + [n]
-    list(_copy_pool(threads).map(lambda ab: np.copyto(dst[ab[0]:ab[1]], src[ab[0]:ab[1]]), zip(bounds[:-1], bounds[1:])))
-
-
 def free_rows(batch: PairBatch) -> tuple[np.ndarray, np.ndarray]:
     """Ends-free: the most target bases each pair may skip free at its start and at its end (t_free
     clamped to the target; all of it when the batch gives no bound)."""
@@ -73,34 +66,36 @@ def free_rows(batch: PairBatch) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Staging:
-    """Batches to the device: sequence bytes already in pinned memory (the reader allocates them
-    there when a GPU engine runs: pinned_empty) go straight over; others through a pinned buffer.
-    prefetch(batch) starts a pinned batch's upload early, on a copy stream of its own, so that it
-    overlaps the kernels of the batch before it (pipeline.stream calls it as a batch is queued);
-    upload(batch) then takes it."""
+    """Batches to the device. prefetch(batch) starts a batch's upload early, on a copy stream of its own,
+    so that it overlaps the kernels of the batch before it (pipeline.stream calls it on the queueing
+    thread as a batch is queued); upload(batch) then takes it. Sequence bytes in pinned memory
+    (pinned_empty) are copied asynchronously; pageable ones (`gpualign paf`'s batches) are copied by the
+    driver through its own staging buffers, the calling thread waiting meanwhile (H100 host: 170 MB in
+    26 ms, against 140 ms to page-lock a buffer of that size, which also holds up the other threads'
+    CUDA calls)."""
 
     AHEAD = 2  # prefetched batches kept at most
 
     def __init__(self):
-        self._pinned = None
         self._copy = None  # the copy stream of prefetch
         self._ahead: dict = {}  # id(batch) -> (batch, d_raw, d_meta, host meta, done event)
         self._lock = threading.Lock()
 
     @staticmethod
     def _send(seq: np.ndarray, batch: PairBatch, stream, ends_free: bool = False):
-        """Start copying seq (pinned) and the batch's int32 rows to the device on stream."""
+        """Start copying seq and the batch's int32 rows to the device on stream."""
         import cupy
 
         size = (len(seq) + 127) // 64 * 64 + 64
         d_raw = cupy.empty(size, dtype=cupy.uint8)
         if len(seq):
             d_raw[:len(seq)].set(seq, stream)
-        d_raw[len(seq):] = 0
+        # the zero tail by memset (a cupy fill would load cupy's own kernels, and with them SciPy)
+        cupy.cuda.runtime.memsetAsync(d_raw.data.ptr + len(seq), 0, size - len(seq), stream.ptr)
         rows = (batch.q_off, batch.q_len, batch.t_off, batch.t_len)
         if ends_free:
             rows += free_rows(batch)
-        meta = pinned_empty(len(rows) * batch.n, np.int32).reshape(len(rows), batch.n)
+        meta = np.empty((len(rows), batch.n), np.int32)
         if batch.n < 1 << 16:
             for k, row in enumerate(rows):
                 meta[k] = row
@@ -111,25 +106,25 @@ class Staging:
         return d_raw, d_meta, meta
 
     def prefetch(self, batch: PairBatch, cfg: AlignConfig) -> None:
-        """Start batch's upload now (page-locked batches without --n-mismatch; others are staged by
-        upload itself)."""
+        """Start batch's upload now (batches without --n-mismatch; others are staged by upload itself)."""
         import cupy
 
-        if cfg.n_mismatch or batch.n == 0 or not is_pinned(batch.seq):
+        if cfg.n_mismatch or batch.n == 0:
             return
         from . import is_out_of_memory
 
         with self._lock:
             if self._copy is None:
                 self._copy = cupy.cuda.Stream(non_blocking=True)
-            try:
-                with self._copy:
-                    d_raw, d_meta, meta = self._send(batch.seq, batch, self._copy, cfg.ends_free_target)
-                    done = self._copy.record()
-            except Exception as err:  # noqa: BLE001 - no room now: upload() stages it when its turn comes
-                if is_out_of_memory(err):
-                    return
-                raise
+        try:
+            with self._copy:
+                d_raw, d_meta, meta = self._send(batch.seq, batch, self._copy, cfg.ends_free_target)
+                done = self._copy.record()
+        except Exception as err:  # noqa: BLE001 - no room now: upload() stages it when its turn comes
+            if is_out_of_memory(err):
+                return
+            raise
+        with self._lock:
             self._ahead[id(batch)] = (batch, d_raw, d_meta, meta, done)
             while len(self._ahead) > self.AHEAD:  # not taken (a batch split or routed elsewhere)
                 self._ahead.pop(next(iter(self._ahead)))[4].synchronize()  # its host rows stay until copied
@@ -145,17 +140,9 @@ class Staging:
         if ahead is not None and not cfg.n_mismatch:  # (the entry holds the batch: its id is not reused)
             ahead[4].synchronize()  # copied (long since, as a rule): its host rows may go
             return ahead[1], ahead[2]
-        seq = pack.compare_view(batch, cfg.n_mismatch)
         stream = cupy.cuda.get_current_stream()
-        if not is_pinned(seq) and len(seq):
-            if self._pinned is None or len(self._pinned) < len(seq):
-                self._pinned = pinned_empty(max(len(seq), 1 << 22))
-            host = self._pinned[:len(seq)]
-            stream.synchronize()  # the previous batch's transfer out of the buffer has finished
-            copy_parallel(host, seq)
-            seq = host
-        d_raw, d_meta, meta = self._send(seq, batch, stream, cfg.ends_free_target)
-        stream.synchronize()  # the host rows (meta) may go
+        d_raw, d_meta, meta = self._send(pack.compare_view(batch, cfg.n_mismatch), batch, stream, cfg.ends_free_target)
+        stream.synchronize()  # copied: the host rows (meta) may go
         return d_raw, d_meta
 
 
@@ -200,91 +187,110 @@ def replay_failures(status: np.ndarray) -> dict:
     return {int(i): "GPU CIGAR replay did not reach the end (internal error)" for i in np.nonzero(status == FAILED)[0]}
 
 
-def gather_kernel(kernel):
-    """common.cuh's gather_ops as gather(src, src_off, lens, dst_off, total) -> dst (Results.finish)."""
+def to_device(a: np.ndarray, dtype):
+    """a as a device array of dtype, on the current stream: converted on the host (a cupy astype would
+    load cupy's own kernels) and copied from where it is (cupy.asarray stages it through page-locked
+    memory of its pool, page-locking anew for every new size: H100 host, tens of ms per call with
+    several threads, each holding up the others' CUDA calls)."""
+    import cupy
 
-    def gather(src, src_off, lens, dst_off, total):
+    host = np.ascontiguousarray(a, dtype=dtype)
+    dev = cupy.empty(host.shape, dtype=dtype)
+    if host.size:
+        dev.set(host)
+    return dev
+
+
+def gather_kernel(kernel):
+    """common.cuh's gather_ops as gather(parts, total) -> dst (Results.finish): each part (src, src_off,
+    lens, dst_off) copies lens[i] ops from src[src_off[i]:] to dst[dst_off[i]:] (host index arrays)."""
+
+    def gather(parts, total):
         import cupy
 
-        n = len(lens)
         dst = cupy.empty(max(1, total), dtype=cupy.uint32)
-        kernel(((n + 127) // 128,), (128,), (src, src_off, lens.astype(cupy.int32), dst_off, dst, np.int32(n)))
+        for src, src_off, lens, dst_off in parts:
+            n = len(lens)
+            kernel(((n + 127) // 128,), (128,), (src, to_device(src_off, np.int64), to_device(lens, np.int32),
+                                                 to_device(dst_off, np.int64), dst, np.int32(n)))
         return dst
 
     return gather
 
 
 class Results:
-    """Per-pair results of one batch, kept beside the kernels (xp = cupy; numpy in the CPU tests)
-    while the levels run, and brought to the host once (finish)."""
+    """Per-pair results of one batch across the kernel levels: scores, statuses and where each pair's
+    CIGAR ops lie, kept on the host (the levels' scores come back anyway; small device arrays would cost
+    a transfer and a kernel per step), the ops themselves in the levels' buffers beside the kernels
+    (device arrays; numpy in the CPU tests), brought into pair order once (finish)."""
 
-    def __init__(self, n: int, want_cigar: bool, xp):
-        self.xp, self.n, self.want_cigar = xp, n, want_cigar
-        self.score = xp.full(n, -1, dtype=xp.int32)
-        self.status = xp.full(n, EXCEEDED, dtype=xp.uint8)
-        self.ops_len = xp.zeros(n, dtype=xp.int64)  # CIGAR ops per pair
-        self.ops_src = xp.zeros(n, dtype=xp.int64)  # where they start in the buffers joined in order
+    def __init__(self, n: int, want_cigar: bool):
+        self.n, self.want_cigar = n, want_cigar
+        self.score = np.full(n, -1, dtype=np.int32)
+        self.status = np.full(n, EXCEEDED, dtype=np.uint8)
+        self.ops_len = np.zeros(n, dtype=np.int64)  # CIGAR ops per pair
+        self.ops_src = np.zeros(n, dtype=np.int64)  # where they start in their buffer
+        self.ops_buf = np.zeros(n, dtype=np.int64)  # which buffer
         self.buffers: list = []
-        self._base = 0
 
-    def record(self, ids, s, cnt=None, ops=None, off=None, scale: int = 1):
+    def record(self, ids, s, cnt=None, ops=None, off=None, scale: int = 1, part=None) -> np.ndarray:
         """Book one kernel level for the pairs ids (the launch's list): entries with a score (s >= 0,
         times scale) are OK, or FAILED where the CIGAR replay failed (cnt < 0); their CIGARs are
-        cnt[i] ops at off[i] in the buffer ops. Inputs may be host or device arrays.
-        Returns the mask (xp) of ids done."""
-        xp = self.xp
-        s = xp.asarray(s)
+        cnt[i] ops at off[i] in the buffer ops, or with part in the buffer ops[part[i]] (a list: one per
+        launch of the level). Returns the mask of ids done."""
+        s = np.asarray(s)
         done = s >= 0
-        sel = xp.nonzero(done)[0]
-        at = xp.asarray(ids)[sel]
-        self.score[at] = s[sel] * scale
+        at = np.asarray(ids)[done]
+        self.score[at] = s[done] * scale
         if not self.want_cigar:
             self.status[at] = OK
             return done
-        c = xp.asarray(cnt)[sel]
-        self.status[at] = xp.where(c < 0, FAILED, OK).astype(xp.uint8)
-        self.ops_len[at] = xp.maximum(c, 0)
-        self.ops_src[at] = xp.asarray(off)[sel] + self._base
-        self.buffers.append(ops)
-        self._base += len(ops)
+        c = np.asarray(cnt)[done]
+        self.status[at] = np.where(c < 0, FAILED, OK)
+        self.ops_len[at] = np.maximum(c, 0)
+        self.ops_src[at] = np.asarray(off)[done]
+        self.ops_buf[at] = len(self.buffers) + (0 if part is None else np.asarray(part)[done])
+        self.buffers.extend(ops if part is not None else [ops])
         return done
 
     def finish(self, gather, name: str, text=None) -> AlignBatch:
-        """The AlignBatch in pair order; gather(src, src_off, lens, dst_off, total) -> dst copies each
-        pair's ops to its place (gather_kernel on the device); text (text_kernels, device only): the
-        CIGAR text and counts made beside them."""
-        xp = self.xp
-        get = (lambda a: a) if xp is np else (lambda a: a.get())
+        """The AlignBatch in pair order; gather(parts, total) -> dst copies each pair's ops to its place
+        (gather_kernel on the device); text (text_kernels, device only): the CIGAR text and counts made
+        beside them."""
         n = self.n
         engine = np.full(n, ENGINE_CODE[name], np.uint8)
-        res = AlignBatch(get(self.score), get(self.status), engine, np.zeros(0, np.uint32), np.zeros(n, np.int64),
+        res = AlignBatch(self.score, self.status, engine, np.zeros(0, np.uint32), np.zeros(n, np.int64),
                          np.zeros(n, np.int64), self.want_cigar)
         res.reason = replay_failures(res.status)
         if not self.want_cigar or not self.buffers or n == 0:
             return res
         lens = self.ops_len
-        dst = xp.cumsum(lens) - lens
+        dst = np.cumsum(lens) - lens
         total = int(dst[-1] + lens[-1])
         if len(self.buffers) == 1 and bool((self.ops_src == dst).all()):
             flat = self.buffers[0][:total]  # one level, already in pair order
         else:
-            src = self.buffers[0] if len(self.buffers) == 1 else xp.concatenate(self.buffers)
-            flat = gather(src, self.ops_src, lens, dst, total)[:total]
-        if xp is np:
+            parts = []
+            for b, src in enumerate(self.buffers):
+                sel = np.nonzero((self.ops_buf == b) & (lens > 0))[0]
+                if len(sel):
+                    parts.append((src, self.ops_src[sel], lens[sel], dst[sel]))
+            flat = gather(parts, total)[:total]
+        if isinstance(flat, np.ndarray):
             res.cigar = flat
-        else:  # into pinned memory: several times faster than into fresh pageable pages
-            res.cigar = pinned_empty(total, np.uint32)
-            flat.get(out=res.cigar)
+        else:  # into pageable memory: page-locking a buffer per batch cost more (H100 host: ~35 ms per
+            # 40 MB, holding up the other threads' CUDA calls) than the copy into fresh pages (~16 ms)
+            res.cigar = flat.get()
             if text is not None:
                 res.cigar_text, res.cigar_stats = text(flat, dst, lens)
-        res.cigar_len, res.cigar_off = get(lens), get(dst)
+        res.cigar_len, res.cigar_off = lens, dst
         return res
 
 
 def text_kernels(mod):
     """text(ops, off, lens) -> ((buffer, start, length), counts): common.cuh's cigar_measure and cigar_write
-    on a batch's CIGARs in device memory (ops of pair i at off[i], lens[i] of them, int64), brought to
-    pinned host memory (AlignBatch.cigar_text, cigar_stats): the writers' text and totals, made on the
+    on a batch's CIGARs in device memory (ops of pair i at off[i], lens[i] of them: host int64 arrays),
+    brought to the host (AlignBatch.cigar_text, cigar_stats): the writers' text and totals, made on the
     device instead of by numpy passes over every op on the host."""
     measure, write = mod.get_function("cigar_measure"), mod.get_function("cigar_write")
 
@@ -293,22 +299,16 @@ def text_kernels(mod):
 
         n = len(lens)
         grid, block = ((n + 31) // 32,), (32,)  # a thread per pair, spread over the SMs
+        d_off, d_lens = to_device(off, np.int64), to_device(lens, np.int64)
         d_len = cupy.empty(n, dtype=cupy.int64)
         d_stats = cupy.empty((n, 5), dtype=cupy.int64)
-        measure(grid, block, (ops, off, lens, np.int32(n), d_len, d_stats))
-        d_start = cupy.cumsum(d_len) - d_len
-        start, length = pinned_empty(n, np.int64), pinned_empty(n, np.int64)
-        d_start.get(out=start)
-        d_len.get(out=length)
+        measure(grid, block, (ops, d_off, d_lens, np.int32(n), d_len, d_stats))
+        length = d_len.get()
+        start = np.cumsum(length) - length
         total = int(start[-1] + length[-1]) if n else 0
         d_buf = cupy.empty(max(1, total), dtype=cupy.uint8)
-        write(grid, block, (ops, off, lens, np.int32(n), d_start, d_buf))
-        buf, stats = pinned_empty(total, np.uint8), pinned_empty(5 * n, np.int64).reshape(n, 5)
-        if total:
-            d_buf[:total].get(out=buf)
-        if n:
-            d_stats.get(out=stats)
-        return (buf, start, length), stats
+        write(grid, block, (ops, d_off, d_lens, np.int32(n), to_device(start, np.int64), d_buf))
+        return (d_buf[:total].get(), start, length), d_stats.get()
 
     return text
 

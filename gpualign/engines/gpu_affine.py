@@ -26,18 +26,29 @@ estimate only decides speed, never a result. The engine keeps the rates of the l
 (their final scores, whatever level found them; infinite for pairs no level held) per penalties, mode
 and length class; once it holds HISTORY_MIN of them, a group takes its caps from their quantile and
 skips the sample (a launch of a few pairs at level 0, with most of the GPU idle).
+
+Two batches at once (CONCURRENT; pipeline.stream gives each a thread, the engine each thread a CUDA
+stream of its own). Alone, a batch left the GPU idle for about a quarter of its time: host work before
+and between the levels, the last small launches (the rescue levels: a few pairs, most SMs idle) and
+the result copies. The estimated levels, nearly all of the kernel time, run one batch at a time (the
+turn, with one workspace kept for them from batch to batch: a pool per stream would hold one each);
+the other batch meanwhile does everything else. The engine's own results are kept on the host and its
+transfers avoid page-locking (cupy.asarray page-locks a staging buffer for each new size), which with
+several threads held up the other threads' CUDA calls for tens of ms at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 import numpy as np
 
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
 from ._cuda import load_module
-from ._device import BatchEngine, Results, Staging, align_split, free_rows, gather_kernel, text_kernels
+from ._device import BatchEngine, Results, Staging, align_split, free_rows, gather_kernel, text_kernels, to_device
 
 NAME = "gpu-affine"
 LEVELS = (0.15, 0.6)  # score cap per level, in edits per base of the longest sequence (see module doc)
@@ -52,6 +63,7 @@ ESTIMATE_GAIN = 0.8  # the estimated level runs only when its largest cap is bel
 HISTORY = 4096  # score rates of the latest pairs kept per setting and length class (module doc)
 HISTORY_MIN = 512  # rates needed before a group's caps come from them instead of a sample
 WORKSPACE_MAX = 32 << 30  # backtrace + CIGAR workspace of one launch at most (_run sizes it)
+CONCURRENT = 2  # batches aligned at once (GpuAffineEngine.concurrent)
 
 
 def _b(flag) -> str:
@@ -185,6 +197,9 @@ class Plan:
 class GpuAffineEngine(BatchEngine):
     name = NAME
     pinned_input = True  # batches' sequence bytes in page-locked memory (engines.host_allocator)
+    # batches aligned at once (pipeline.stream: one thread each, each on a CUDA stream of its own): while
+    # one batch's host work, last small launches and result copies run, the other's kernels fill the GPU
+    concurrent = CONCURRENT
 
     def __init__(self, levels: tuple = LEVELS, estimate_min: int = ESTIMATE_MIN):
         """levels: score caps (edits per base, see module doc); tests force small ones to exercise rescue.
@@ -193,8 +208,10 @@ class GpuAffineEngine(BatchEngine):
         self._staging = Staging()
         self.levels = tuple(levels)
         self.estimate_min = estimate_min
-        self.last_counts: dict = {}
-        self.last_sampled = 0  # pairs the last call ran as estimate samples
+        self._local = threading.local()  # per aligning thread: its CUDA stream and its last call's counts
+        self._turn_lock = threading.Lock()  # held by the batch whose estimated levels run (_turn)
+        self._turn_done = None  # event: the device work of the last turn
+        self._ws = None  # the workspace of the estimated levels, kept from batch to batch (_workspace)
         self._history: dict = {}  # (penalties, ends-free, length class) -> latest score rates (module doc)
         # benchmark overrides: threads, per_sm (plan), min_blocks (register cap, before the first call);
         # timing=True: seconds per stage in timings; caps: per-pair reduced caps for the estimated level
@@ -211,7 +228,8 @@ class GpuAffineEngine(BatchEngine):
                                                       "cigar_write"), defines)
             import cupy
 
-            self._sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+            attrs = cupy.cuda.Device().attributes
+            self._sms, self._smem_optin = attrs["MultiProcessorCount"], attrs["MaxSharedMemoryPerBlockOptin"]
         return self._mod
 
     def _mark(self, what: str) -> None:
@@ -239,9 +257,29 @@ class GpuAffineEngine(BatchEngine):
     def accepts(self, batch: PairBatch, cfg: AlignConfig) -> np.ndarray:
         return np.ones(batch.n, dtype=bool)
 
+    @property
+    def last_counts(self) -> dict:
+        """Pairs per kernel level of this thread's last align() call."""
+        return self._local.__dict__.setdefault("counts", {})
+
+    @property
+    def last_sampled(self) -> int:
+        """Pairs this thread's last align() call ran as estimate samples."""
+        return self._local.__dict__.get("sampled", 0)
+
+    def _stream(self):
+        """The calling thread's own CUDA stream (non-blocking): the batches of concurrent threads overlap
+        on the device."""
+        import cupy
+
+        if getattr(self._local, "stream", None) is None:
+            self._local.stream = cupy.cuda.Stream(non_blocking=True)
+        return self._local.stream
+
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
-        self.last_counts, self.last_sampled = {}, 0
-        return align_split(self._align_device, batch, cfg)
+        self._local.counts, self._local.sampled = {}, 0
+        with self._stream():
+            return align_split(self._align_device, batch, cfg)
 
     def _align_device(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         import cupy
@@ -259,7 +297,7 @@ class GpuAffineEngine(BatchEngine):
             d_free = (d_meta[4], d_meta[5])
         self._mark("upload")
         n = batch.n
-        res = Results(n, want_cigar, cupy)
+        res = Results(n, want_cigar)
         span = np.zeros((n, 2), np.int64)
         span[:, 1] = batch.t_len
         longest = np.maximum(batch.q_len, batch.t_len)
@@ -268,8 +306,8 @@ class GpuAffineEngine(BatchEngine):
 
         def level(key, todo, plan, d_ucap=None):
             """Run todo at one plan; book the pairs done; return the rest and the reduced scores."""
-            s, cnt, d_cig, off, tspan = self._run(plan, pen, d_raw, d_meta, d_free, todo, want_cigar, d_ucap)
-            done = res.record(todo, s, cnt, d_cig, off, scale=g).get()
+            s, cnt, parts, part, off, tspan = self._run(plan, pen, d_raw, d_meta, d_free, todo, want_cigar, d_ucap)
+            done = res.record(todo, s, cnt, parts, off, scale=g, part=part)
             final[todo[done]] = s[done]
             if want_cigar and ef:
                 good = done & (cnt >= 0)
@@ -289,14 +327,15 @@ class GpuAffineEngine(BatchEngine):
         # the few pairs the estimated levels leave run together (one launch per level, not one per group)
         # when they fit one wave of blocks (one per SM at worst)
         groups, left = [], []
-        for members in length_groups(longest):
-            todo, skip = longest_first(members, longest), members[:0]
-            key = (pen, bool(ef), (max(1, int(longest[members].max())) - 1).bit_length())
-            estimated = len(todo) >= max(1, self.estimate_min) and self.tune.get("estimate", True)
-            if estimated:
-                todo, skip = self._estimated_level(todo, longest, gap, pen, plan_for, level, key)
-            groups.append((members, key))
-            left.append((todo, skip, estimated))
+        with self._turn():
+            for members in length_groups(longest):
+                todo, skip = longest_first(members, longest), members[:0]
+                key = (pen, bool(ef), (max(1, int(longest[members].max())) - 1).bit_length())
+                estimated = len(todo) >= max(1, self.estimate_min) and self.tune.get("estimate", True)
+                if estimated:
+                    todo, skip = self._estimated_level(todo, longest, gap, pen, plan_for, level, key)
+                groups.append((members, key))
+                left.append((todo, skip, estimated))
         rescue = [(t, k) for t, k, est in left if est]
         if len(rescue) > 1 and sum(len(t) + len(k) for t, k in rescue) <= self._sms:
             rescue = [(np.concatenate([t for t, _ in rescue]), np.concatenate([k for _, k in rescue]))]
@@ -316,6 +355,38 @@ class GpuAffineEngine(BatchEngine):
         self._mark("assemble")
         return out
 
+    @contextlib.contextmanager
+    def _turn(self):
+        """The estimated levels (nearly all of a batch's kernel time) of one batch at a time: the other
+        batch aligned at once meanwhile runs its host work, its last few launches (fixed levels) and
+        its result copies, which alone would leave the device mostly idle. The holder's stream first
+        waits for the last holder's device work (the workspace is theirs in turn)."""
+        import cupy
+
+        with self._turn_lock:
+            stream = cupy.cuda.get_current_stream()
+            if self._turn_done is not None:
+                stream.wait_event(self._turn_done)
+            self._local.in_turn = True
+            try:
+                yield
+            finally:
+                self._local.in_turn = False
+                self._turn_done = stream.record()
+
+    def _workspace(self, nbytes: int):
+        """nbytes of device memory for one launch: within the turn, the engine's own buffer (grown when
+        needed; each thread's stream has its own pool of cached memory, so one buffer per thread
+        would hold twice as much); else a new one."""
+        import cupy
+
+        if not getattr(self._local, "in_turn", False):
+            return cupy.empty(nbytes, dtype=cupy.uint8)
+        if self._ws is None or self._ws.nbytes < nbytes:
+            self._ws = None  # back to the pool before the larger one is asked for
+            self._ws = cupy.empty(nbytes, dtype=cupy.uint8)
+        return self._ws[:nbytes]
+
     def _estimated_level(self, todo, longest, gap, pen, plan_for, level, key):
         """Level E (module doc): the others with caps from the history of key's rates when it holds
         enough of them, else from a sample run first at level 0. Returns the pairs for level 0 and the
@@ -333,7 +404,7 @@ class GpuAffineEngine(BatchEngine):
             pick = np.zeros(len(todo), bool)
             pick[::step] = True
             sample, todo = todo[pick], todo[~pick]
-            self.last_sampled += len(sample)
+            self._local.sampled = self.last_sampled + len(sample)
             skip, s = level(f"{NAME}:L0", sample, plan_for(sample, self.levels[0]))
             caps = estimated_caps(s, longest[sample], gap[sample], longest, gap, worst)
             if caps is None or len(todo) == 0:
@@ -341,26 +412,30 @@ class GpuAffineEngine(BatchEngine):
         if not forced and caps[todo].max() >= ESTIMATE_GAIN * plan_for(todo, self.levels[0]).s_cap:
             return todo, skip
         s_cap = max(0, int(np.asarray(caps)[todo].max()))
-        d_ucap = cupy.asarray(np.clip(caps, 0, s_cap).astype(np.int32))
+        d_ucap = to_device(np.clip(caps, 0, s_cap), np.int32)
         todo, _ = level(f"{NAME}:E", todo, plan_for(todo, 0.0, s_cap), d_ucap)
         return todo, skip
 
     def _run(self, plan: Plan, pen, d_raw, d_meta, d_free, ids: np.ndarray, want_cigar: bool, d_ucap=None):
         """One level over ids, in launches bounded by memory. Returns per id: reduced score (-1 exceeded),
-        CIGAR op count, the compacted device CIGAR buffer with per-id offsets, and (ends-free) the
-        aligned target span. d_ucap: per pair id, a cap below the plan's (the estimated level)."""
+        CIGAR op count, then the launches' compacted device CIGAR buffers (a list) with per id the
+        launch's index and the offset in its buffer, and (ends-free) the aligned target span.
+        d_ucap: per pair id, a cap below the plan's (the estimated level)."""
         import cupy
 
         nl = len(ids)
         s_out = np.full(nl, -1, np.int32)
         cnt_out = np.zeros(nl, np.int32)
         off_out = np.zeros(nl, np.int64)
+        part_out = np.zeros(nl, np.int64)
         span_out = np.zeros((nl, 2), np.int64)
-        nothing = (s_out, cnt_out, cupy.zeros(1, cupy.uint32), off_out, span_out)
+        cig_parts: list = []
+        out = (s_out, cnt_out, cig_parts, part_out, off_out, span_out)  # filled in by the launches below
         threads = self.tune.get("threads", plan.threads)
         slots = self._sms * self.tune.get("per_sm", plan.resident_per_sm())
         pool = cupy.get_default_memory_pool()
-        budget = int(MEMORY_SHARE * (cupy.cuda.runtime.memGetInfo()[0] + pool.free_bytes()))
+        held = self._ws.nbytes if getattr(self._local, "in_turn", False) and self._ws is not None else 0
+        budget = int(MEMORY_SHARE * (cupy.cuda.runtime.memGetInfo()[0] + pool.free_bytes() + held))
         budget -= 0 if plan.in_smem else slots * plan.ring_bytes
         # what the level needs, rounded up to a power of two (repeated sizes: the pool hands back the same
         # block), within the budget (whole GiB when possible)
@@ -369,30 +444,31 @@ class GpuAffineEngine(BatchEngine):
         ws_bytes = (ws_bytes >> 30 << 30 if ws_bytes >= 1 << 30 else ws_bytes >> 12 << 12) if want_cigar else 0
         chunk = min(nl, ws_bytes // max(1, plan.pair_bytes())) if want_cigar else nl
         if slots <= 0 or chunk <= 0:  # not even one pair fits: every pair goes on (next level / CPU)
-            return nothing
+            return out
         ef = d_free is not None
         kern = self._mod.get_function(f"wfa_affine<{_b(want_cigar)}, {_b(ef)}, {_b(plan.in_smem)}>")
         smem = plan.ring_bytes if plan.in_smem else 0
-        if smem > 48 * 1024:
-            kern.max_dynamic_shared_size_bytes = smem
+        if smem > 48 * 1024 and smem > kern.max_dynamic_shared_size_bytes:
+            # the function's cap (not this launch's size), raised once to the device's limit: a cap set per
+            # launch could be lowered by a concurrent thread between another's setting and its launch
+            kern.max_dynamic_shared_size_bytes = self._smem_optin - kern.shared_size_bytes
         d_ring = cupy.empty(1 if plan.in_smem else slots * plan.ring_bytes // 4, dtype=cupy.int32)
         null = np.uint64(0)
         fb_ptr, fe_ptr = d_free if ef else (null, null)
         x, o, e = pen
         if want_cigar:  # one workspace: CIGARs (aligned first), backtrace rows, tokens
-            d_rowbase = cupy.asarray(plan.rowbase)
-            ws = cupy.empty(ws_bytes, dtype=cupy.uint8)
+            d_rowbase = to_device(plan.rowbase, np.int64)
+            ws = self._workspace(ws_bytes)
             n_cig, n_bt = chunk * plan.cig_cap, chunk * plan.slot_bt
             d_cig = ws[:4 * n_cig].view(cupy.uint32)
             d_bt = ws[4 * n_cig:4 * n_cig + n_bt]
             d_tok = ws[4 * n_cig + n_bt:4 * n_cig + n_bt + chunk * plan.tok_cap]
         else:
             d_bt = cupy.empty(1, dtype=cupy.uint8)
-        cig_parts, base = [], 0
         for a in range(0, nl, chunk):
             sub = ids[a:a + chunk]
             m = len(sub)
-            d_list = cupy.asarray(sub)
+            d_list = to_device(sub, np.int32)
             d_score = cupy.empty(m, dtype=cupy.int32)
             d_kend = cupy.empty(m, dtype=cupy.int32)
             d_counter = cupy.zeros(1, dtype=cupy.int32)
@@ -429,12 +505,10 @@ class GpuAffineEngine(BatchEngine):
             d_dst = cupy.empty(max(1, int(lens.sum())), dtype=cupy.uint32)
             src = np.arange(m, dtype=np.int64) * plan.cig_cap
             self._mod.get_function("gather_ops")(((m + 127) // 128,), (128,), (
-                d_cig, cupy.asarray(src), cupy.asarray(lens.astype(np.int32)), cupy.asarray(dst), d_dst, np.int32(m)))
-            off_out[a:a + m] = dst + base
-            base += len(d_dst)
+                d_cig, to_device(src, np.int64), to_device(lens, np.int32), to_device(dst, np.int64), d_dst,
+                np.int32(m)))
+            off_out[a:a + m] = dst
+            part_out[a:a + m] = len(cig_parts)
             cig_parts.append(d_dst)
             self._mark("compact")
-        if not cig_parts:
-            return s_out, cnt_out, cupy.zeros(1, cupy.uint32), off_out, span_out
-        d_all = cig_parts[0] if len(cig_parts) == 1 else cupy.concatenate(cig_parts)
-        return s_out, cnt_out, d_all, off_out, span_out
+        return out
