@@ -1,9 +1,10 @@
 """read -> route -> engines -> write, in input order, with per-stage timings.
 
 Reading runs in a thread ahead of alignment (big inputs parsed by other
-processes); alignment of batch i+1 runs in a thread while batch i is written
-(PAF/TSV lines formatted by worker processes, output/parallel.py). Output to a
-file goes to a temporary name that is renamed only when everything was written.
+processes); alignment of batch i+1 (and more, when the first engine aligns several
+at once) runs in a thread while batch i is written (PAF/TSV lines formatted by
+worker processes, output/parallel.py). Output to a file goes to a temporary name
+that is renamed only when everything was written.
 """
 
 from __future__ import annotations

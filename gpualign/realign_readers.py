@@ -9,8 +9,8 @@ Here the main process only reads the PAF's raw lines, in chunks. Worker processe
 GPU is set up; each opens the indexed query and target FASTA once) parse a chunk, check it and fetch
 its sequences into a shared-memory block. The items come back in order and become the same PairBatches
 as the in-thread path makes (realign._batch). The first chunk is small and the next ones grow fourfold,
-so the GPU starts early; later chunks are sized to cfg.batch_bases from the candidates seen so far. At most `workers + 2` chunks are
-in flight, so memory stays bounded.
+so the GPU starts early; later chunks are sized to cfg.batch_bases from the candidates seen so far. At
+most `workers + 2` chunks are in flight, so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ class Readers:
             # the first chunks grow RAMP-fold from FIRST_CHUNK: each is read by one worker (a full-size one
             # took ~1.2 s on the H100 host, 5,300 ONT candidates), so the GPU starts on small batches
             # while the full-size ones are read
-            ramp = FIRST_CHUNK * RAMP ** asked[0]
+            ramp = FIRST_CHUNK * RAMP ** min(asked[0], 16)
             asked[0] += 1
             if per_line is None:
                 return min(ramp, cfg.batch_pairs)

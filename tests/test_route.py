@@ -152,6 +152,60 @@ def test_read_ahead_forwards_errors_and_stops():
     assert not endless.thread.is_alive()
 
 
+def test_stream_with_concurrent_engine_keeps_order():
+    """pipeline.stream with a first engine that aligns `concurrent` batches at once (as the affine GPU
+    engine does): the batches align from that many threads at the same time, and are handed on in
+    input order, every one, with their own results."""
+    import threading
+    import time
+
+    from gpualign.pipeline import Summary, stream
+
+    class Slow(BoundedEngine):
+        concurrent = 3
+
+        def __init__(self):
+            super().__init__("gpu-affine", 10_000, 10**9)
+            self.lock, self.now, self.most = threading.Lock(), 0, 0
+
+        def align(self, batch, cfg):
+            with self.lock:
+                self.now += 1
+                self.most = max(self.most, self.now)
+            time.sleep(0.05 * (1 + int(batch.index[0]) % 3))  # later batches may finish first
+            try:
+                return super().align(batch, cfg)
+            finally:
+                with self.lock:
+                    self.now -= 1
+
+    class Sink:
+        def __init__(self):
+            self.got = []
+
+        def submit(self, batch, res, done):
+            self.got.append((batch, res))
+            done(batch.n)
+
+        def flush(self):
+            pass
+
+    rng = np.random.default_rng(3)
+    batches = []
+    for b in range(9):
+        pairs = [(bytes(rng.choice(list(b"ACGT"), 30)), bytes(rng.choice(list(b"ACGT"), 28))) for _ in range(4)]
+        batch = to_batch(pairs)
+        batch.index = np.arange(4 * b, 4 * b + 4)
+        batches.append(batch)
+    eng, sink, summary = Slow(), Sink(), Summary()
+    cfg = AlignConfig()
+    stream(iter(batches), [eng], cfg, sink, summary, None)
+    assert [int(b.index[0]) for b, _ in sink.got] == [4 * b for b in range(9)]
+    assert 2 <= eng.most <= 3 and summary.pairs == summary.written == 36
+    for batch, res in sink.got:
+        check_results(batch, res, cfg)
+
+
 def test_ewfa_start_level_holds_most_of_the_sample():
     """eWFA's first level: the smallest that holds the sample's 80% quantile (np.quantile "higher"),
     exceeding scores (-1) counting as beyond every level."""

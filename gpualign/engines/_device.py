@@ -14,7 +14,6 @@ from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch, PairBatch
 
 MAX_BATCH_BASES = 1 << 30  # sequence bytes per device launch set (offsets are 32-bit on the device)
 COPY_THREADS = 8
-PINNED_POW2 = 16 << 20  # page-locked buffers this large are sized in powers of two (pinned_empty)
 _NULL = np.uint64(0)  # a null device pointer argument
 SLOT_LEVELS = 4  # levels a SlotResults books at most (common.cuh's gather_slots takes that many buffers)
 _pool = None
@@ -22,28 +21,15 @@ _pool = None
 
 def pinned_empty(count: int, dtype=np.uint8) -> np.ndarray:
     """A host array in page-locked memory, which the device reads and writes at full speed with no
-    staging copy. Sizes are rounded up to eighths of a power of two (from PINNED_POW2 on, to a power of
-    two), so that cupy's pinned pool (which reuses a freed block of the same size) serves the next
-    batch without a new page-locking call (H100 host: ~35 ms per 40 MB, holding up the other threads'
-    CUDA calls meanwhile)."""
+    staging copy. Sizes are rounded up to eighths of a power of two, so that cupy's pinned pool (which
+    reuses a freed block of the same size) serves the next batch without a new page-locking call (H100
+    host: ~35 ms per 40 MB, holding up the other threads' CUDA calls meanwhile)."""
     import cupy
 
     want = max(1, count * np.dtype(dtype).itemsize)
-    step = 1 << (want - 1).bit_length() if want >= PINNED_POW2 else max(4096, 1 << max(0, want.bit_length() - 4))
+    step = max(4096, 1 << max(0, want.bit_length() - 4))
     mem = cupy.cuda.alloc_pinned_memory(-(-want // step) * step)
     return np.ndarray((count,), dtype=dtype, buffer=mem)
-
-
-def is_pinned(a: np.ndarray) -> bool:
-    """Does a live in page-locked (device-visible) host memory?"""
-    import cupy
-
-    if a.size == 0:
-        return False
-    try:
-        return cupy.cuda.runtime.pointerGetAttributes(a.ctypes.data).type == 1  # cudaMemoryTypeHost
-    except Exception:  # noqa: BLE001 - pageable memory on older drivers raises instead
-        return False
 
 
 def _copy_pool(threads: int = COPY_THREADS):

@@ -383,7 +383,10 @@ class GpuAffineEngine(BatchEngine):
         if not getattr(self._local, "in_turn", False):
             return cupy.empty(nbytes, dtype=cupy.uint8)
         if self._ws is None or self._ws.nbytes < nbytes:
-            self._ws = None  # back to the pool before the larger one is asked for
+            # back to the pool before the larger one is asked for, once this stream's kernels are done with
+            # it (the pool may hand it to the stream that first allocated it, another thread's)
+            cupy.cuda.get_current_stream().synchronize()
+            self._ws = None
             self._ws = cupy.empty(nbytes, dtype=cupy.uint8)
         return self._ws[:nbytes]
 
