@@ -94,8 +94,8 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
             else contextlib.nullcontext() as pool:
         # candidates are fetched from now on, in the reader thread (or by the worker processes it feeds),
         # while the engines start and then while the previous batch aligns (pipeline.stream)
-        # the batches' sequence bytes stay in pageable memory (the engines stage them through one
-        # page-locked buffer of their own): page-locking a new 128 MiB buffer per batch in flight took
+        # the batches' sequence bytes stay in pageable memory (the engines upload them from there, ahead
+        # of their turn: Staging.prefetch): page-locking a new 128 MiB buffer per batch in flight took
         # 65-130 ms each and held up the CUDA calls of the other threads meanwhile (H100, 50,000 ONT
         # candidates, two runs each: whole command 7.4-7.7 s with page-locked batches, 6.6-6.9 s
         # without; 2,000 candidates: no clear difference)

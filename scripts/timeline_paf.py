@@ -36,7 +36,7 @@ def child() -> None:
 
     mark("interpreter started")
 
-    import numpy  # noqa: F401
+    import numpy  # noqa: F401 - timed: its import is a start-up step of its own
     mark("numpy imported")
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from gpualign import cli, pipeline, realign
@@ -211,7 +211,8 @@ def summarise(tl: dict, wall: float) -> None:
     busy = union((k["t0"], k["t1"]) for k in ks)
     if spans:
         a0, b1 = spans[0][0], max(b for _, b in spans)
-        print(f"aligning from {a0:.3f} to {b1:.3f} s ({b1 - a0:.3f} s): GPU busy {busy:.3f} s, idle {b1 - a0 - busy:.3f} s")
+        print(f"aligning from {a0:.3f} to {b1:.3f} s ({b1 - a0:.3f} s): GPU busy {busy:.3f} s, "
+              f"idle {b1 - a0 - busy:.3f} s")
     end = {e["what"]: e["t"] for e in ev}
     print("SciPy imported (by CuPy's own kernels) by the end:", tl.get("scipy"))
     print(f"last align end -> quick_exit {end.get('quick_exit', 0) - (spans[-1][1] if spans else 0):.3f} s; "

@@ -55,10 +55,10 @@ def test_results_book_scores_failures_and_cigars():
     res = Results(6, True)
     ids = np.array([4, 1, 3], np.int32)
     level1 = np.array([41, 42, 99], np.uint32)  # pair 4: two ops at 0; pair 3 failed its replay
-    done = res.record(ids, np.array([5, -1, 7]), np.array([2, 0, -1]), level1, np.array([0, 2, 2]), scale=2)
+    done = res.record(ids, np.array([5, -1, 7]), np.array([2, 0, -1]), [level1], np.array([0, 2, 2]), scale=2)
     assert done.tolist() == [True, False, True]
     level2 = np.array([11, 12, 13, 21], np.uint32)  # pair 1: three ops at 0; pair 0: one op at 3
-    res.record(np.array([1, 0], np.int32), np.array([3, 1]), np.array([3, 1]), level2, np.array([0, 3]))
+    res.record(np.array([1, 0], np.int32), np.array([3, 1]), np.array([3, 1]), [level2], np.array([0, 3]))
     out = res.finish(gather, "gpu-edit")
     assert out.score.tolist() == [1, 3, -1, 14, 10, -1]
     assert out.status.tolist() == [OK, OK, EXCEEDED, FAILED, OK, EXCEEDED]
@@ -67,7 +67,7 @@ def test_results_book_scores_failures_and_cigars():
     assert out.cigar.tolist() == [21, 11, 12, 13, 41, 42]
     assert list(out.reason) == [3]
     one = Results(2, True)  # one level, already in pair order: no gather
-    one.record(np.arange(2, dtype=np.int32), np.array([0, 2]), np.array([1, 2]), level2[:3], np.array([0, 1]))
+    one.record(np.arange(2, dtype=np.int32), np.array([0, 2]), np.array([1, 2]), [level2[:3]], np.array([0, 1]))
     out = one.finish(None, "gpu-affine")
     assert out.cigar.tolist() == [11, 12, 13] and out.cigar_off.tolist() == [0, 1]
     two = Results(3, True)  # one level in two launches: a buffer each, each pair's ops in its launch's

@@ -175,9 +175,10 @@ def replay_failures(status: np.ndarray) -> dict:
 
 def to_device(a: np.ndarray, dtype):
     """a as a device array of dtype, on the current stream: converted on the host (a cupy astype would
-    load cupy's own kernels) and copied from where it is (cupy.asarray stages it through page-locked
-    memory of its pool, page-locking anew for every new size: H100 host, tens of ms per call with
-    several threads, each holding up the others' CUDA calls)."""
+    load cupy's own kernels) and copied from where it is. cupy.asarray would stage it through a
+    page-locked buffer of cupy's pinned pool, a new one for each new size; new page-locked buffers took
+    30-120 ms each on the H100 host with several threads at work, holding up the others' CUDA calls
+    (measured on our own pinned_empty calls, not on cupy.asarray's)."""
     import cupy
 
     host = np.ascontiguousarray(a, dtype=dtype)
@@ -219,11 +220,11 @@ class Results:
         self.ops_buf = np.zeros(n, dtype=np.int64)  # which buffer
         self.buffers: list = []
 
-    def record(self, ids, s, cnt=None, ops=None, off=None, scale: int = 1, part=None) -> np.ndarray:
-        """Book one kernel level for the pairs ids (the launch's list): entries with a score (s >= 0,
+    def record(self, ids, s, cnt=None, ops=(), off=None, part=None, scale: int = 1) -> np.ndarray:
+        """Book one kernel level for the pairs ids (the level's list): entries with a score (s >= 0,
         times scale) are OK, or FAILED where the CIGAR replay failed (cnt < 0); their CIGARs are
-        cnt[i] ops at off[i] in the buffer ops, or with part in the buffer ops[part[i]] (a list: one per
-        launch of the level). Returns the mask of ids done."""
+        cnt[i] ops at off[i] in the buffer ops[part[i]] (ops: the level's buffers, one per launch;
+        part None: all in the first). Returns the mask of ids done."""
         s = np.asarray(s)
         done = s >= 0
         at = np.asarray(ids)[done]
@@ -236,7 +237,7 @@ class Results:
         self.ops_len[at] = np.maximum(c, 0)
         self.ops_src[at] = np.asarray(off)[done]
         self.ops_buf[at] = len(self.buffers) + (0 if part is None else np.asarray(part)[done])
-        self.buffers.extend(ops if part is not None else [ops])
+        self.buffers.extend(ops)
         return done
 
     def finish(self, gather, name: str, text=None) -> AlignBatch:

@@ -33,8 +33,9 @@ and between the levels, the last small launches (the rescue levels: a few pairs,
 the result copies. The estimated levels, nearly all of the kernel time, run one batch at a time (the
 turn, with one workspace kept for them from batch to batch: a pool per stream would hold one each);
 the other batch meanwhile does everything else. The engine's own results are kept on the host and its
-transfers avoid page-locking (cupy.asarray page-locks a staging buffer for each new size), which with
-several threads held up the other threads' CUDA calls for tens of ms at a time.
+transfers page-lock nothing: with several threads, each new page-locked buffer took 30-120 ms and held
+up the other threads' CUDA calls (cupy.asarray takes its staging buffers from the same pinned pool, a
+new one for each new size, so to_device copies with ndarray.set instead).
 """
 
 from __future__ import annotations
@@ -282,8 +283,6 @@ class GpuAffineEngine(BatchEngine):
             return align_split(self._align_device, batch, cfg)
 
     def _align_device(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
-        import cupy
-
         self._module()
         p = cfg.effective_penalties
         pen, g = reduced(p.mismatch, p.gap_open, p.gap_extend)
@@ -307,7 +306,7 @@ class GpuAffineEngine(BatchEngine):
         def level(key, todo, plan, d_ucap=None):
             """Run todo at one plan; book the pairs done; return the rest and the reduced scores."""
             s, cnt, parts, part, off, tspan = self._run(plan, pen, d_raw, d_meta, d_free, todo, want_cigar, d_ucap)
-            done = res.record(todo, s, cnt, parts, off, scale=g, part=part)
+            done = res.record(todo, s, cnt, parts, off, part, scale=g)
             final[todo[done]] = s[done]
             if want_cigar and ef:
                 good = done & (cnt >= 0)
@@ -394,8 +393,6 @@ class GpuAffineEngine(BatchEngine):
         """Level E (module doc): the others with caps from the history of key's rates when it holds
         enough of them, else from a sample run first at level 0. Returns the pairs for level 0 and the
         sample pairs that level 0 could not hold (for level 1), both longest first."""
-        import cupy
-
         caps, skip = self.tune.get("caps"), todo[:0]
         forced = caps is not None
         worst = max(pen[0], pen[1] + pen[2])
