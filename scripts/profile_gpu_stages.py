@@ -89,7 +89,7 @@ def main():
                                (_device.Staging, "upload", "upload (copy+H2D+meta)"),
                                (gpu_edit.GpuEditEngine, "_upload", "upload+pack"),
                                (gpu_edit.GpuEditEngine, "_run_level", "eWFA level (kernel+cigar)"),
-                               (gpu_affine.GpuAffineEngine, "_run", "affine level"),
+                               (gpu_affine.GpuAffineEngine, "_launch", "affine level (kernels)"),
                                (_device.Results, "record", "Results.record (affine)"),
                                (_device.Results, "finish", "Results.finish (affine)"),
                                (_device.SlotResults, "book", "SlotResults.book (eWFA)"),

@@ -143,7 +143,7 @@ def child() -> None:
     around(realign, "_batches", "batch read", gen=True)
     around(pipeline, "run_chain", "align")
     around(_device.Staging, "upload")
-    around(gpu_affine.GpuAffineEngine, "_run", "level")
+    around(gpu_affine.GpuAffineEngine, "_launch", "level queued")
     around(_device.Results, "finish", "results")
     around(parallel.OrderedWriter, "submit", "write submit")
     around(parallel.OrderedWriter, "flush", "write flush")

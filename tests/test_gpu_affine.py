@@ -273,13 +273,13 @@ def test_rescue_of_groups_merged(cpu, ends_free):
     eng = GpuAffineEngine(estimate_min=1)
     eng.tune["caps"] = want // g - low
     launches = []
-    run = eng._run
+    launch = eng._launch
 
     def counted(plan, p, d_raw, d_meta, d_free, ids, *rest):
         launches.append((len(rest) > 1 and rest[1] is not None, len(ids)))
-        return run(plan, p, d_raw, d_meta, d_free, ids, *rest)
+        return launch(plan, p, d_raw, d_meta, d_free, ids, *rest)
 
-    eng._run = counted
+    eng._launch = counted
     cfg = AlignConfig(metric="affine", penalties=pen, ends_free_target=ends_free)
     res, counts = run_chain(batch, [eng, cpu], cfg)
     assert (res.status == OK).all() and (res.score == want).all(), np.nonzero(res.score != want)
