@@ -136,10 +136,12 @@ def gpu_bound(q: np.ndarray, t: np.ndarray, cfg: AlignConfig) -> int:
 def use_gpu(device: str) -> bool:
     from .engines._cuda import gpu_status
 
+    if device == "cpu":  # no CUDA context for a CPU run
+        return False
     ok, what = gpu_status()
     if device == "gpu" and not ok:
         raise DeviceError(f"--device gpu: no GPU available ({what})")
-    return ok and device != "cpu"
+    return ok
 
 
 def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None, tname=None, on_notice=None,

@@ -340,5 +340,8 @@ def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary,
         t0 = time.perf_counter()
         out.flush()
         stages["write"] += time.perf_counter() - t0
+    except BaseException:
+        getattr(out, "discard", lambda: None)()  # formatted text not to be written: its blocks freed
+        raise
     finally:
         ahead.close()

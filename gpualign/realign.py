@@ -114,7 +114,7 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
             with running(chain, output, cfg):
                 writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
                     output.target, targets=targets, command_line=command_line, cs=cs)
-                sink = parallel.OrderedWriter(writer, fmt_pool) if fmt == "paf" else _WithMeta(writer)
+                sink = parallel.OrderedWriter(writer, fmt_pool, PAF_FORMATTERS) if fmt == "paf" else _WithMeta(writer)
                 with aborting(writer):
                     stream(ahead, chain, cfg, sink, summary, progress)
                     writer.close()

@@ -19,10 +19,7 @@ import multiprocessing
 import os
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import resource_tracker, shared_memory
-
-import numpy as np
-
+from . import shm
 from .config import AlignConfig
 from .errors import InputError
 from .io import fastx
@@ -70,16 +67,8 @@ def _chunk(name: str, first: int, lines: list):
         err = e
     if err is not None or not items:
         return [], None, skipped, err
-    seqs = [it[1] for it in items] + [it[2] for it in items]
-    block = shared_memory.SharedMemory(create=True, size=max(1, sum(map(len, seqs))))
-    view, at = block.buf, 0
-    for sq in seqs:
-        view[at:at + len(sq)] = sq
-        at += len(sq)
-    del view
-    block.close()
-    resource_tracker.unregister(block._name, "shared_memory")  # the parent unlinks it (Python < 3.13)
-    return [(it[0], len(it[1]), len(it[2]), *it[3:]) for it in items], block.name, skipped, None
+    block = shm.put([it[1] for it in items] + [it[2] for it in items])  # the parent unlinks it (shm.take)
+    return [(it[0], len(it[1]), len(it[2]), *it[3:]) for it in items], block, skipped, None
 
 
 def _ready() -> None:
@@ -99,21 +88,6 @@ def _box_bases(lines: list, pad: int) -> float:
     return total / count if count else 1.0
 
 
-def _take(name: str, size: int) -> np.ndarray:
-    """The first size bytes of the shared-memory block name, copied to a new array; the block is
-    unlinked."""
-    block = shared_memory.SharedMemory(name=name)
-    try:
-        seq = np.empty(size, dtype=np.uint8)
-        src = np.frombuffer(block.buf, dtype=np.uint8, count=size)
-        np.copyto(seq, src)
-        del src
-    finally:
-        block.close()
-        block.unlink()
-    return seq
-
-
 def _discard(fut) -> None:
     """Wait for a chunk nobody will take and unlink its shared-memory block."""
     try:
@@ -121,9 +95,7 @@ def _discard(fut) -> None:
     except Exception:  # noqa: BLE001 - the run is already stopping for another reason
         return
     if block is not None:
-        shm = shared_memory.SharedMemory(name=block)
-        shm.close()
-        shm.unlink()
+        shm.discard(block)
 
 
 class Readers:
@@ -197,7 +169,8 @@ class Readers:
                 if err is not None:
                     raise err
                 if items:
-                    yield items, _take(block, bases)
+                    yield items, shm.take(block, bases)
+            self.pool.shutdown(wait=False)  # all read: the workers exit while the last batches align
         finally:  # stopped early (a bad line, an error downstream): no shared-memory block left behind
             for _, fut in pending:
                 if not fut.cancel():

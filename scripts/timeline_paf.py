@@ -128,11 +128,11 @@ def child() -> None:
         static = isinstance(inspect.getattr_static(owner, name), staticmethod)
         setattr(owner, name, staticmethod(wrapped) if static else wrapped)
 
-    from gpualign import realign_readers
+    from gpualign import shm
 
     for owner, name in ((_device, "pinned_empty"), (_device.Staging, "_send"),
                         (gpu_affine.GpuAffineEngine, "_estimated_level"),
-                        (gpu_affine, "length_groups"), (gpu_affine, "longest_first"), (realign_readers, "_take"),
+                        (gpu_affine, "length_groups"), (gpu_affine, "longest_first"), (shm, "take"),
                         (parallel.OrderedWriter, "_write_one"), (realign, "_batch")):
         slow(owner, name)
     around(gpu_affine, "load_module")

@@ -322,3 +322,15 @@ def test_formatting_job_leaves_out_what_lines_do_not_need(sim):
     assert len(sent.cigar) == 0 and len(res.cigar) > 0
     assert lines.render(sent_batch, sent) == lines.render(batch, res)
     assert RealignedPafLines(cs=True).prepare(batch, rich)[1] is rich  # --cs replays the ops
+    # cut into row runs for several formatting processes: the runs' lines, joined, are the batch's
+    from gpualign.records import FAILED
+
+    sent.status[1] = FAILED  # a failed pair's line is left out in its run too
+    sent.reason[1] = "x"
+    data, n = lines.render(sent_batch, sent)
+    for parts in (2, 3):
+        runs = lines.split(sent_batch, sent, parts)
+        assert len(runs) == parts
+        rendered = [lines.render(b, r) for b, r in runs]
+        assert b"".join(x for x, _ in rendered) == data and sum(k for _, k in rendered) == n
+    assert len(RealignedPafLines(cs=True).split(batch, rich, 2)) == 1

@@ -1,6 +1,7 @@
 """The bulk-built PAF and TSV writers against a line-by-line Python rendering of the same results
 (failed pairs, empty sequences, non-ASCII names, distance-only, both metrics)."""
 
+import dataclasses
 import io
 
 import numpy as np
@@ -163,3 +164,88 @@ def test_bam_spool_removed_when_the_run_fails(tmp_path):
         run_pairs(str(a), str(b), str(tmp_path / "o.bam"), None, AlignConfig(device="cpu", threads=1,
                                                                               batch_pairs=7), "test")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.fa", "b.fa"]
+
+
+class _BigLines:
+    """A stand-in formatter: render gives `size` bytes of one line per batch (pickled by reference into
+    the formatting processes). Its batches are plain numbers, sent whole (needs_seq)."""
+
+    needs_seq = True
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def render(self, batch, res):
+        return bytes([65 + batch % 26]) * self.size, 1
+
+
+def _new_blocks(before: set) -> set:
+    import os
+
+    return {x for x in set(os.listdir("/dev/shm")) - before if x.startswith("psm_")}
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["written", "discarded"])
+def test_formatted_text_comes_back_through_shared_memory(fail):
+    """Text rendered by the formatting processes (8 MB per batch here) is written in submission order
+    from shared-memory blocks, and every block is unlinked once written, or when the run fails before
+    writing it (discard)."""
+    import os
+    from types import SimpleNamespace
+
+    from gpualign.output import parallel
+
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    before = set(os.listdir("/dev/shm"))
+    pool = parallel.start_pool(4, 2)
+    try:
+        out = io.BytesIO()
+        writer = parallel.OrderedWriter(SimpleNamespace(fmt=_BigLines(8 << 20), stream=out), pool)
+        written = []
+        for b in range(5):
+            writer.submit(b, None, written.append)
+        if fail:
+            for fut, *_ in writer.pending:  # formatted, not yet written: blocks made and waiting
+                fut.result()
+            writer.discard()
+            assert not writer.pending and sum(written) + 1 <= 5
+        else:
+            writer.flush()
+            assert written == [1] * 5
+            data = out.getvalue()
+            assert len(data) == 5 * (8 << 20) and data[::8 << 20] == b"ABCDE"
+    finally:
+        pool.shutdown()
+    assert not _new_blocks(before)
+
+
+def test_large_cigar_arrays_go_to_the_formatters_in_shared_memory(monkeypatch):
+    """A result's CIGAR ops and engine-made text at or above SHARE_MIN bytes reach the formatting process
+    through a shared-memory block (unlinked there) and render the same lines as in the parent."""
+    import os
+
+    from gpualign.output import parallel
+
+    batch = _batch()
+    cfg = AlignConfig(metric="edit")
+    res = CpuWfaEngine(threads=1).align(batch, cfg)
+    res.cigar_text = C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len)
+    monkeypatch.setattr(parallel, "SHARE_MIN", 64)  # this small batch's arrays count as large
+    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    for keep_text in (True, False):
+        r = res if keep_text else dataclasses.replace(res, cigar_text=None)
+        sent, shared = parallel._outbound(r)
+        assert shared is not None and len(sent.cigar) == 0
+        assert (sent.cigar_text[0] is None) if keep_text else sent.cigar_text is None
+        back = parallel._inbound(sent, shared)
+        assert np.array_equal(back.cigar, res.cigar)
+        if keep_text:
+            assert np.array_equal(np.frombuffer(back.cigar_text[0], np.uint8), np.frombuffer(res.cigar_text[0], np.uint8))
+        out = io.BytesIO()
+        PafWriter(out).write(batch, back)
+        ref = io.BytesIO()
+        PafWriter(ref).write(batch, r)
+        assert out.getvalue() == ref.getvalue()
+    if os.path.isdir("/dev/shm"):
+        assert not _new_blocks(before)

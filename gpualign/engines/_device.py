@@ -14,6 +14,9 @@ from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch, PairBatch
 
 MAX_BATCH_BASES = 1 << 30  # sequence bytes per device launch set (offsets are 32-bit on the device)
 COPY_THREADS = 8
+# pageable host memory crosses in pieces of this size (copy_pieces): one copy call per piece, so the other
+# threads' CUDA calls (kernel launches) get in between
+PIECE_BYTES = 8 << 20
 _NULL = np.uint64(0)  # a null device pointer argument
 SLOT_LEVELS = 4  # levels a SlotResults books at most (common.cuh's gather_slots takes that many buffers)
 _pool = None
@@ -74,8 +77,7 @@ class Staging:
 
         size = (len(seq) + 127) // 64 * 64 + 64
         d_raw = cupy.empty(size, dtype=cupy.uint8)
-        if len(seq):
-            d_raw[:len(seq)].set(seq, stream)
+        copy_pieces(d_raw[:len(seq)], seq, stream)
         # the zero tail by memset (a cupy fill would load cupy's own kernels, and with them SciPy)
         cupy.cuda.runtime.memsetAsync(d_raw.data.ptr + len(seq), 0, size - len(seq), stream.ptr)
         rows = (batch.q_off, batch.q_len, batch.t_off, batch.t_len)
@@ -188,6 +190,27 @@ def to_device(a: np.ndarray, dtype):
     return dev
 
 
+def copy_pieces(dev, host: np.ndarray, stream=None) -> None:
+    """host (pageable, contiguous) into dev (same size), or dev into host with stream None, in pieces of
+    PIECE_BYTES. A copy from or to pageable memory goes through the driver's own staging buffers, and
+    while one call copies, the other threads' CUDA calls wait (H100, 50,000 ONT candidates, two batches
+    aligning at once: the device idle 5-40 ms at a time while a batch went up in one call)."""
+    d, h = dev.reshape(-1), host.reshape(-1)
+    step = max(1, PIECE_BYTES // max(1, h.itemsize))
+    for a in range(0, h.size, step):
+        if stream is None:
+            d[a:a + step].get(out=h[a:a + step])
+        else:
+            d[a:a + step].set(h[a:a + step], stream)
+
+
+def to_host(dev) -> np.ndarray:
+    """dev in a new pageable host array (copy_pieces; the current stream's work first)."""
+    host = np.empty(dev.shape, dtype=dev.dtype)
+    copy_pieces(dev, host)
+    return host
+
+
 def gather_kernel(kernel):
     """common.cuh's gather_ops as gather(parts, total) -> dst (Results.finish): each part (src, src_off,
     lens, dst_off) copies lens[i] ops from src[src_off[i]:] to dst[dst_off[i]:] (host index arrays)."""
@@ -267,7 +290,7 @@ class Results:
             res.cigar = flat
         else:  # into pageable memory: page-locking a buffer per batch cost more (H100 host: ~35 ms per
             # 40 MB, holding up the other threads' CUDA calls) than the copy into fresh pages (~16 ms)
-            res.cigar = flat.get()
+            res.cigar = to_host(flat)
             if text is not None:
                 res.cigar_text, res.cigar_stats = text(flat, dst, lens)
         res.cigar_len, res.cigar_off = lens, dst
@@ -295,7 +318,7 @@ def text_kernels(mod):
         total = int(start[-1] + length[-1]) if n else 0
         d_buf = cupy.empty(max(1, total), dtype=cupy.uint8)
         write(grid, block, (ops, d_off, d_lens, np.int32(n), to_device(start, np.int64), d_buf))
-        return (d_buf[:total].get(), start, length), d_stats.get()
+        return (to_host(d_buf[:total]), start, length), d_stats.get()
 
     return text
 

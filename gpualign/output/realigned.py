@@ -59,6 +59,32 @@ class RealignedPafLines:
             res = dataclasses.replace(res, cigar=np.zeros(0, np.uint32))
         return batch, res
 
+    def split(self, batch, res, parts: int) -> list:
+        """prepare()'s (batch, res) cut into about `parts` runs of consecutive rows that render their lines
+        alone, so that the formatting processes share a batch (the last batch's lines come sooner). Only
+        without --cs and with the engine's text and counts; else the whole, as one."""
+        n = res.n
+        if self.cs or parts < 2 or n < 2 * parts or res.cigar_text is None or res.cigar_stats is None:
+            return [(batch, res)]
+        buf, start, length = res.cigar_text
+        cut = np.linspace(0, n, parts + 1).astype(np.int64)
+        out = []
+        for lo, hi in zip(cut[:-1].tolist(), cut[1:].tolist()):
+            sl = slice(lo, hi)
+            a, b = int(start[sl].min()), int((start[sl] + length[sl]).max())
+            part = lambda x: None if x is None else x[sl]  # noqa: E731
+            r = dataclasses.replace(res, score=res.score[sl], status=res.status[sl], engine=res.engine[sl],
+                                    cigar=res.cigar[:0], cigar_off=res.cigar_off[sl], cigar_len=res.cigar_len[sl],
+                                    reason={k - lo: v for k, v in res.reason.items() if lo <= k < hi},
+                                    t_start=part(res.t_start), t_end=part(res.t_end),
+                                    cigar_text=(buf[a:b], start[sl] - a, length[sl]), cigar_stats=res.cigar_stats[sl])
+            bt = dataclasses.replace(batch, q_off=batch.q_off[sl], q_len=batch.q_len[sl], t_off=batch.t_off[sl],
+                                     t_len=batch.t_len[sl], index=batch.index[sl], q_names=[], t_names=[],
+                                     q_quals=[], t_free=part(batch.t_free),
+                                     meta={k: v[sl] for k, v in batch.meta.items()})
+            out.append((bt, r))
+        return out
+
     def render(self, batch, res) -> tuple[bytes, int]:
         meta = batch.meta
         c = columns(res)

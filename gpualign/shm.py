@@ -1,0 +1,67 @@
+"""Bytes handed from one process to another in shared-memory blocks: the sequences `gpualign paf`'s
+reader processes fetch, the text the formatting processes render.
+
+A result sent back through a process pool's pipe arrives in reads of at most 64 KB, each of which takes
+the parent's interpreter lock back; with the aligner threads busy that crawled (13 MB: 0.7 s with one
+busy thread, 0.01 s with none; 2-core host). A block is made by one process (put) and unlinked by the
+one that takes it (take, write_to, discard). Its maker leaves it out of the resource tracker: on Python
+< 3.13 the tracker would otherwise unlink it, or report it leaked, when the maker exits first.
+"""
+
+from __future__ import annotations
+
+from multiprocessing import resource_tracker, shared_memory
+
+import numpy as np
+
+
+def put(parts) -> str:
+    """A new block holding parts (bytes-like) one after another, copied by numpy (which lets go of the
+    interpreter lock for large copies); its name."""
+    parts = [np.frombuffer(p, dtype=np.uint8) for p in parts]
+    total = sum(len(p) for p in parts)
+    block = shared_memory.SharedMemory(create=True, size=max(1, total))
+    dst, at = np.frombuffer(block.buf, dtype=np.uint8, count=total), 0
+    for p in parts:
+        dst[at:at + len(p)] = p
+        at += len(p)
+    del dst
+    block.close()
+    resource_tracker.unregister(block._name, "shared_memory")
+    return block.name
+
+
+def take(name: str, size: int) -> np.ndarray:
+    """The first size bytes of block name, copied to a new array; the block is unlinked."""
+    block = shared_memory.SharedMemory(name=name)
+    try:
+        seq = np.empty(size, dtype=np.uint8)
+        src = np.frombuffer(block.buf, dtype=np.uint8, count=size)
+        np.copyto(seq, src)
+        del src
+    finally:
+        block.close()
+        block.unlink()
+    return seq
+
+
+def write_to(name: str, size: int, stream) -> None:
+    """The first size bytes of block name written to stream, from the block itself; the block is
+    unlinked."""
+    block = shared_memory.SharedMemory(name=name)
+    try:
+        with block.buf[:size] as view:
+            stream.write(view)
+    finally:
+        block.close()
+        block.unlink()
+
+
+def discard(name: str) -> None:
+    """Unlink block name, if it is still there."""
+    try:
+        block = shared_memory.SharedMemory(name=name)
+    except FileNotFoundError:
+        return
+    block.close()
+    block.unlink()
