@@ -1,5 +1,6 @@
 """Bytes handed from one process to another in shared-memory blocks: the sequences `gpualign paf`'s
-reader processes fetch, the text the formatting processes render.
+reader processes fetch, the large CIGAR arrays sent to the formatting processes and the text they
+render.
 
 A result sent back through a process pool's pipe arrives in reads of at most 64 KB, each of which takes
 the parent's interpreter lock back; with the aligner threads busy that crawled (13 MB: 0.7 s with one

@@ -241,7 +241,8 @@ def test_large_cigar_arrays_go_to_the_formatters_in_shared_memory(monkeypatch):
         back = parallel._inbound(sent, shared)
         assert np.array_equal(back.cigar, res.cigar)
         if keep_text:
-            assert np.array_equal(np.frombuffer(back.cigar_text[0], np.uint8), np.frombuffer(res.cigar_text[0], np.uint8))
+            got, want = (np.frombuffer(x.cigar_text[0], np.uint8) for x in (back, res))
+            assert np.array_equal(got, want)
         out = io.BytesIO()
         PafWriter(out).write(batch, back)
         ref = io.BytesIO()

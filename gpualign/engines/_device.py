@@ -14,8 +14,8 @@ from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch, PairBatch
 
 MAX_BATCH_BASES = 1 << 30  # sequence bytes per device launch set (offsets are 32-bit on the device)
 COPY_THREADS = 8
-# pageable host memory crosses in pieces of this size (copy_pieces): one copy call per piece, so the other
-# threads' CUDA calls (kernel launches) get in between
+# pageable host memory crosses in pieces of this size (copy_pieces): one copy call per piece, the other
+# threads' CUDA calls (kernel launches) free to get in between
 PIECE_BYTES = 8 << 20
 _NULL = np.uint64(0)  # a null device pointer argument
 SLOT_LEVELS = 4  # levels a SlotResults books at most (common.cuh's gather_slots takes that many buffers)
@@ -192,9 +192,10 @@ def to_device(a: np.ndarray, dtype):
 
 def copy_pieces(dev, host: np.ndarray, stream=None) -> None:
     """host (pageable, contiguous) into dev (same size), or dev into host with stream None, in pieces of
-    PIECE_BYTES. A copy from or to pageable memory goes through the driver's own staging buffers, and
-    while one call copies, the other threads' CUDA calls wait (H100, 50,000 ONT candidates, two batches
-    aligning at once: the device idle 5-40 ms at a time while a batch went up in one call)."""
+    PIECE_BYTES. A copy from or to pageable memory goes through the driver's own staging buffers; with a
+    batch uploaded in one call, gaps of 5-40 ms in the device's work coincided with the uploads (H100
+    timeline, 50,000 ONT candidates, two batches aligning at once). Between pieces the other threads'
+    CUDA calls can get in. Not measured apart from the changes made with it."""
     d, h = dev.reshape(-1), host.reshape(-1)
     step = max(1, PIECE_BYTES // max(1, h.itemsize))
     for a in range(0, h.size, step):
