@@ -516,6 +516,8 @@ class GpuAffineEngine(BatchEngine):
             self._mark("backtrace")
             launches.append((a, m, d_score, d_ncig, d_span, d_cig))
 
+        gather = gather_kernel(self._mod.get_function("gather_ops"))
+
         def collect():
             for a, m, d_score, d_ncig, d_span, d_cig in launches:
                 s_out[a:a + m] = d_score.get()
@@ -529,14 +531,10 @@ class GpuAffineEngine(BatchEngine):
                 lens = np.maximum(cnt, 0).astype(np.int64)
                 dst = np.zeros(m, np.int64)
                 np.cumsum(lens[:-1], out=dst[1:])
-                d_dst = cupy.empty(max(1, int(lens.sum())), dtype=cupy.uint32)
                 src = np.arange(m, dtype=np.int64) * plan.cig_cap
-                self._mod.get_function("gather_ops")(((m + 127) // 128,), (128,), (
-                    d_cig, to_device(src, np.int64), to_device(lens, np.int32), to_device(dst, np.int64), d_dst,
-                    np.int32(m)))
                 off_out[a:a + m] = dst
                 part_out[a:a + m] = len(cig_parts)
-                cig_parts.append(d_dst)
+                cig_parts.append(gather([(d_cig, src, lens, dst)], int(lens.sum())))
                 self._mark("compact")
             launches.clear()  # the launches' buffers go back to the pool
             return out
