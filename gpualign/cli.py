@@ -231,6 +231,11 @@ def genome(
     _run(body, debug)
 
 
+from .commands import search as _search  # noqa: E402
+
+app.command(name="search", epilog=_search.EPILOG)(_search.search)
+
+
 def main() -> None:
     """The `gpualign` command. Every command has committed or removed its output (and closed its worker
     processes) when the app returns, so the process ends there, without the interpreter's teardown

@@ -116,3 +116,43 @@ class AlignConfig:
             max_steps=0,
             max_memory=0,
         )
+
+
+SEARCH_RULES = ("default", "n_mismatch", "iupac")
+STRANDS = ("both", "+", "-")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Settings of `gpualign search` (approximate pattern search, unit edit costs)."""
+
+    k: int
+    strand: str = "both"
+    all_ends: bool = False  # one hit per end position, not one per run of end positions
+    max_hits: int = 0  # per pattern, 0 = no limit
+    rule: str = "default"  # character rule: default | n_mismatch | iupac (search/alphabet.py)
+    force: bool = False  # allow k >= pattern length
+    device: str = "auto"
+    threads: int = 0  # 0 = all cores
+    chunk_bases: int = 0  # text bases per chunk, 0 = the engine's choice
+
+    def validate(self) -> "SearchConfig":
+        if self.k < 0:
+            raise ConfigError(f"-k must be >= 0 (got {self.k})")
+        if self.k > 1023:
+            raise ConfigError(f"-k must be <= 1023 (got {self.k})")
+        if self.strand not in STRANDS:
+            raise ConfigError(f"--strand must be one of {', '.join(STRANDS)} (got {self.strand!r})")
+        if self.max_hits < 0:
+            raise ConfigError(f"--max-hits-per-pattern must be >= 0 (got {self.max_hits})")
+        if self.device not in DEVICES:
+            raise ConfigError(f"--device must be one of {', '.join(DEVICES)} (got {self.device!r})")
+        if self.threads < 0:
+            raise ConfigError(f"--threads must be >= 0 (got {self.threads})")
+        if self.rule not in SEARCH_RULES:
+            raise ConfigError(f"unknown character rule {self.rule!r}")
+        return self
+
+    @property
+    def n_threads(self) -> int:
+        return AlignConfig(threads=self.threads).n_threads

@@ -1,0 +1,1 @@
+"""One module per subcommand: its options -> its config -> its runner."""

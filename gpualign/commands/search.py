@@ -1,0 +1,63 @@
+"""`gpualign search`: every approximate occurrence of many patterns in a genome."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from ..cli import _print_summary, _run, _stderr
+from ..config import SearchConfig
+
+EPILOG = ("Examples:\n\n"
+          "  gpualign search guides.fa genome.fa.gz -k 3 -o hits.tsv\n\n"
+          "  gpualign search primers.fa genome.fa -k 2 --strand both -o hits.bed\n\n"
+          "Semantics: for a pattern P (strand '-': its reverse complement) and a text record T, D[j] is the "
+          "least edit distance between P and any substring of T ending at j. By default each run of "
+          "consecutive end positions with D <= k gives one hit, at its least D (the leftmost of those); "
+          "--all-ends gives one hit per such end. Every hit carries an optimal alignment (start, end 0-based "
+          "half-open, CIGAR =/X/I/D with I = pattern-only bases). Output: TSV (default), SAM/BAM, PAF, BED, "
+          "sorted by record (text order), start, end, pattern, strand. Characters: case-insensitive; equal "
+          "letters match (N matches N); --n-mismatch: only equal A/C/G/T match; --iupac: a pattern letter "
+          "matches each base A/C/G/T it stands for and text letters other than A/C/G/T match nothing. "
+          "Patterns: 1 to 1,024 bases.")
+
+
+def search(
+    patterns: Annotated[str, typer.Argument(help="Patterns (FASTA/FASTQ, gz ok), 1 to 1,024 bases each.")],
+    text: Annotated[str, typer.Argument(help="Text to search (FASTA, plain/gzip/bgzip; '-' = stdin).")],
+    k: Annotated[int, typer.Option("-k", "--max-edits", help="Most edits (substitutions, insertions, deletions) in a hit.")],
+    output: Annotated[str, typer.Option("-o", "--output", help="Output file ('-' = stdout).")] = "-",
+    fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="tsv|sam|bam|paf|bed (default: from -o's extension; TSV on stdout).")] = None,
+    strand: Annotated[str, typer.Option("--strand", help="both|+|- (-: the pattern's reverse complement).")] = "both",
+    all_ends: Annotated[bool, typer.Option("--all-ends", help="One hit per end position with <= k edits, not one per locus.")] = False,
+    max_hits: Annotated[int, typer.Option("--max-hits-per-pattern", help="Keep the first N hits of each pattern (0 = all; the summary names the patterns cut).")] = 0,
+    n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="Only equal A/C/G/T match (N matches nothing).")] = False,
+    iupac: Annotated[bool, typer.Option("--iupac", help="Pattern IUPAC letters match the bases they stand for.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Search even when k >= a pattern's length (it matches everywhere).")] = False,
+    device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")] = "auto",
+    threads: Annotated[int, typer.Option("--threads", "-t", help="CPU worker processes (0 = all cores).")] = 0,
+    summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV to this file.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice or summary on stderr.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    chunk_bases: Annotated[int, typer.Option("--chunk-bases", hidden=True)] = 0,
+) -> None:
+    """Every approximate occurrence (<= k edits) of many patterns in a genome: TSV/SAM/BAM/PAF/BED."""
+    from ..errors import ConfigError
+    from ..search.run import run_search
+
+    def body():
+        if n_mismatch and iupac:
+            raise ConfigError("--n-mismatch and --iupac cannot be combined")
+        rule = "iupac" if iupac else "n_mismatch" if n_mismatch else "default"
+        cfg = SearchConfig(k=k, strand=strand, all_ends=all_ends, max_hits=max_hits, rule=rule, force=force,
+                           device=device, threads=threads, chunk_bases=chunk_bases)
+        err = _stderr()
+        notice = None if quiet else (lambda t: err.print(f"gpualign: {t}", markup=False, soft_wrap=True))
+        command_line = "gpualign " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        result = run_search(patterns, text, output, fmt, cfg, command_line, notice)
+        _print_summary(result, summary, quiet)
+
+    _run(body, debug)

@@ -1,0 +1,98 @@
+"""GPU search engine: kernels/myers_search.cu over each chunk, one launch per pattern width (32-bit words
+per pattern), the chunk uploaded once. Candidates come back compacted (end offset, pattern, distance)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..engines._cuda import load_module
+from . import patterns as PT
+from .hits import Cands
+
+TILE = 4096  # reported bases per thread (a tile); the warm-up before it is 32 * W + k - 1 bases
+SHARED_MAX_W = 8
+
+
+def _threads(w: int) -> int:
+    return 256 if w <= 2 else 128 if w <= 4 else 64
+
+
+class GpuSearchEngine:
+    name = "gpu-myers"
+
+    def __init__(self, pats, k: int, rule: str):
+        import cupy
+
+        self.cp, self.k = cupy, k
+        self.groups = []  # (W, pattern-strand ids, device masks)
+        widths = np.array([PT.words(int(m)) for m in pats.lengths])
+        for w in sorted(set(widths.tolist())):
+            ids = np.flatnonzero(widths == w)
+            peq = PT.masks([pats.codes[i] for i in ids.tolist()], w, rule)
+            self.groups.append((w, ids, cupy.asarray(peq)))
+        names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}>" for w, _, _ in self.groups)
+        self.mod = load_module("myers_search.cu", names)
+        self.kernels = {w: self.mod.get_function(n) for (w, _, _), n in zip(self.groups, names)}
+        self.context = max(32 * w for w, _, _ in self.groups) + k - 1
+        self.gap = max(32 * w for w, _, _ in self.groups) + 16  # PAD bytes before each piece
+        self.cap = 1 << 20
+        self.count = cupy.zeros(1, np.uint32)
+        self.hits = cupy.empty((self.cap, 2), np.uint32)
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def search(self, chunk) -> Cands:
+        cp = self.cp
+        text = cp.asarray(chunk.codes)
+        parts = []
+        for w, ids, peq in self.groups:
+            warm, report, end = self._tiles(chunk, 32 * w + self.k - 1, 32 * w)
+            if not len(warm):
+                continue
+            n_ps = len(ids)
+            group = 1
+            threads = _threads(w)
+            while group < min(n_ps, threads):
+                group *= 2
+            per_block = threads // group
+            grid = (-(-len(warm) // per_block), -(-n_ps // group))
+            shared = group * w * 16 * 4 if w <= SHARED_MAX_W else 0
+            args_t = [cp.asarray(a) for a in (warm, report, end)]
+            while True:
+                self.count.fill(0)
+                self.kernels[w](grid, (threads,), (text, *args_t, np.int32(len(warm)), peq, np.int32(n_ps),
+                                                   np.int32(group), np.int32(self.k), self.count, self.hits,
+                                                   np.uint32(self.cap)), shared_mem=shared)
+                found = int(self.count.get()[0])
+                if found <= self.cap:
+                    break
+                self.cap = 1 << int(found - 1).bit_length()
+                self.hits = cp.empty((self.cap, 2), np.uint32)
+            h = self.hits[:found].get()
+            j = h[:, 0].astype(np.int64)
+            piece = np.searchsorted(chunk.buf, j, side="right") - 1
+            parts.append(Cands(ids[(h[:, 1] >> 10).astype(np.int64)].astype(np.int32), piece,
+                               chunk.rec_start[piece] + (j - chunk.buf[piece]), (h[:, 1] & 1023).astype(np.int32)))
+        return Cands.concat(parts)
+
+    @staticmethod
+    def _tiles(chunk, warmup: int, free_rows: int):
+        """Per tile: scan start (a multiple of 16; at a record's start, free_rows PAD bytes before it, so
+        that the free rows below the pattern reach D = 0 there), first reported offset, end."""
+        warm, report, end = [], [], []
+        for i in range(chunk.n):
+            n = int(chunk.length[i])
+            if n == 0:
+                continue
+            a0 = int(chunk.buf[i] + chunk.context[i])
+            starts = np.arange(a0, a0 + n, TILE, dtype=np.int64)
+            report.append(starts)
+            end.append(np.minimum(starts + TILE, a0 + n))
+            warm.append(np.maximum(starts - warmup, int(chunk.buf[i]) - free_rows) & ~15)
+        if not warm:
+            return np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32)
+        return tuple(np.concatenate(x).astype(np.uint32) for x in (warm, report, end))

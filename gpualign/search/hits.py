@@ -1,0 +1,266 @@
+"""From end positions to hits: the engines report every end position j with D[m][j] <= k (candidates);
+here they become hits (one per run of consecutive end positions, or one per end with all_ends), each
+with an optimal alignment found by one deterministic traceback, whichever engine found the candidates
+(so GPU and CPU output are the same bytes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import cigar as C
+from . import alphabet as A
+
+BIG = 16000  # int16 "no alignment starts here"
+TRACE_BATCH = 1 << 15  # hits aligned at once (memory: (m + 1) * batch * (m + k + 1) int16)
+
+
+@dataclass
+class Cands:
+    """End positions found by an engine in one chunk: pattern-strand, chunk piece, record coordinate of
+    the end base (0-based, inclusive), edit distance."""
+
+    ps: np.ndarray
+    piece: np.ndarray
+    pos: np.ndarray
+    d: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "Cands":
+        z = np.zeros(0, np.int64)
+        return cls(z.astype(np.int32), z, z, z.astype(np.int32))
+
+    @classmethod
+    def concat(cls, parts: list) -> "Cands":
+        parts = [p for p in parts if len(p.ps)] or [cls.empty()]
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("ps", "piece", "pos", "d")))
+
+
+@dataclass
+class Hits:
+    """Hits with alignments. start/end: record coordinates, half-open; cigar: packed ops (cigar.py)
+    with cig_off/cig_len per hit; matched: the text's codes [start, end) one hit after another."""
+
+    ps: np.ndarray
+    record: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    d: np.ndarray
+    mismatches: np.ndarray
+    ins: np.ndarray
+    dels: np.ndarray
+    cigar: np.ndarray
+    cig_off: np.ndarray
+    cig_len: np.ndarray
+    matched: np.ndarray
+    mat_off: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.ps)
+
+    @classmethod
+    def concat(cls, parts: list) -> "Hits":
+        parts = [p for p in parts if p is not None and p.n]
+        if not parts:
+            z = np.zeros(0, np.int64)
+            return cls(z, z, z, z, z, z, z, z, np.zeros(0, np.uint32), z, z, np.zeros(0, np.uint8), z)
+        cig = np.concatenate([p.cigar for p in parts])
+        mat = np.concatenate([p.matched for p in parts])
+        shift_c = np.cumsum([0] + [len(p.cigar) for p in parts[:-1]])
+        shift_m = np.cumsum([0] + [len(p.matched) for p in parts[:-1]])
+        cols = {f: np.concatenate([getattr(p, f) for p in parts])
+                for f in ("ps", "record", "start", "end", "d", "mismatches", "ins", "dels", "cig_len")}
+        return cls(**cols, cigar=cig, matched=mat,
+                   cig_off=np.concatenate([p.cig_off + s for p, s in zip(parts, shift_c)]),
+                   mat_off=np.concatenate([p.mat_off + s for p, s in zip(parts, shift_m)]))
+
+    def take(self, idx: np.ndarray) -> "Hits":
+        return Hits(self.ps[idx], self.record[idx], self.start[idx], self.end[idx], self.d[idx],
+                    self.mismatches[idx], self.ins[idx], self.dels[idx], self.cigar, self.cig_off[idx],
+                    self.cig_len[idx], self.matched, self.mat_off[idx])
+
+
+def align(pattern: np.ndarray, window: np.ndarray, first: np.ndarray, table: np.ndarray):
+    """Optimal alignments of patterns (uint8 [n, m]) ending at the last column of their text windows
+    (uint8 [n, L], real text from column first[i], PAD before), with a free start.
+    Returns (cost, start column, ops: int8 [n, S] in reverse order, -1 padded, steps per hit).
+    Traceback preference: diagonal, then pattern-only base (I), then text-only base (D)."""
+    n, m = pattern.shape
+    L = window.shape[1]
+    cols = np.arange(L + 1)
+    D = np.empty((m + 1, n, L + 1), np.int16)
+    D[0] = np.where(cols[None, :] >= first[:, None], 0, BIG)
+    sub = np.empty((m, n, L), np.int16)
+    for i in range(m):
+        sub[i] = ~table[pattern[:, i][:, None], window]
+    for i in range(1, m + 1):
+        e = np.empty((n, L + 1), np.int16)
+        e[:, 0] = D[i - 1][:, 0] + 1
+        np.minimum(D[i - 1][:, :-1] + sub[i - 1], D[i - 1][:, 1:] + 1, out=e[:, 1:])
+        D[i] = np.minimum.accumulate(e - cols, axis=1) + cols
+    rows = np.arange(n)
+    i = np.full(n, m)
+    j = np.full(n, L)
+    ops = np.full((n, m + L), -1, np.int8)
+    steps = np.zeros(n, np.int64)
+    cost = D[m][rows, L].astype(np.int64)
+    for s in range(m + L):
+        act = np.flatnonzero(i > 0)
+        if not len(act):
+            break
+        ii, jj = i[act], j[act]
+        cur = D[ii, act, jj]
+        jm = np.maximum(jj - 1, 0)
+        sb = sub[ii - 1, act, jm]
+        diag = (jj > 0) & (D[ii - 1, act, jm] + sb == cur)
+        up = ~diag & (D[ii - 1, act, jj] + 1 == cur)
+        op = np.where(diag, np.where(sb == 0, C.EQ, C.X), np.where(up, C.I, C.D)).astype(np.int8)
+        ops[act, s] = op
+        steps[act] += 1
+        i[act] = ii - (op != C.D)
+        j[act] = jj - (op != C.I)
+    return cost, j, ops, steps
+
+
+def packed_cigars(ops: np.ndarray, steps: np.ndarray):
+    """Run-length packed CIGARs (len << 4 | op) of align()'s reversed ops: (cigar, off, len per hit)."""
+    n, S = ops.shape
+    fwd = ops[:, ::-1]
+    keep = np.arange(S)[None, :] >= (S - steps)[:, None]
+    flat = fwd[keep].astype(np.int64)
+    hit = np.repeat(np.arange(n), steps)
+    new = np.ones(len(flat), bool)
+    new[1:] = (flat[1:] != flat[:-1]) | (hit[1:] != hit[:-1])
+    starts = np.flatnonzero(new)
+    lens = np.diff(np.append(starts, len(flat)))
+    cigar = (lens << 4 | flat[starts]).astype(np.uint32)
+    per = np.bincount(hit[starts], minlength=n)
+    off = np.concatenate([[0], np.cumsum(per)[:-1]]).astype(np.int64)
+    counts = {op: np.bincount(hit[flat == op], minlength=n) for op in (C.X, C.I, C.D)}
+    return cigar, off, per.astype(np.int64), counts
+
+
+def trace(chunk, pats, rows: "Cands", k: int, table: np.ndarray) -> Hits:
+    """Alignments of the candidates `rows` (their windows lie in chunk)."""
+    parts = []
+    lengths = pats.lengths[rows.ps]
+    for m in np.unique(lengths).tolist():
+        sel = np.flatnonzero(lengths == m)
+        for a in range(0, len(sel), TRACE_BATCH):
+            parts.append(_trace_group(chunk, pats, rows, sel[a:a + TRACE_BATCH], m, k, table))
+    return Hits.concat(parts)
+
+
+def _trace_group(chunk, pats, rows: "Cands", sel: np.ndarray, m: int, k: int, table: np.ndarray) -> Hits:
+    L = m + k
+    ps, piece, pos, d = rows.ps[sel], rows.piece[sel], rows.pos[sel], rows.d[sel]
+    pattern = pats.matrix(m)[ps]
+    end = pos + 1
+    avail = end - (chunk.rec_start[piece])  # bases of the record available before end in the piece
+    w = np.minimum(L, avail)
+    first = L - w
+    at = chunk.buf[piece] + (end - chunk.rec_start[piece])  # buffer offset of the end (exclusive)
+    idx = at[:, None] - L + np.arange(L)[None, :]
+    window = np.where(np.arange(L)[None, :] >= first[:, None], chunk.codes[np.maximum(idx, 0)], A.PAD)
+    cost, startcol, ops, steps = align(pattern, window.astype(np.uint8), first, table)
+    if not np.array_equal(cost, d.astype(np.int64)):
+        bad = int(np.flatnonzero(cost != d)[0])
+        raise AssertionError(f"search: traceback cost {cost[bad]} != engine distance {d[bad]} "
+                             f"(pattern-strand {ps[bad]}, end {end[bad]})")
+    start = end - (L - startcol)
+    cigar, off, ln, counts = packed_cigars(ops, steps)
+    span = end - start
+    mat_idx = (at - span)[:, None] + np.arange(int(span.max()) if len(span) else 0)[None, :]
+    keep = np.arange(mat_idx.shape[1])[None, :] < span[:, None]
+    matched = chunk.codes[mat_idx[keep]] if len(span) else np.zeros(0, np.uint8)
+    mat_off = np.concatenate([[0], np.cumsum(span)[:-1]]).astype(np.int64)
+    return Hits(ps.astype(np.int64), chunk.record[piece], start, end, d.astype(np.int64), counts[C.X],
+                counts[C.I], counts[C.D], cigar, off, ln, matched.astype(np.uint8), mat_off)
+
+
+class Collector:
+    """Turns each chunk's candidates into hits, holding back the runs that go on in the next chunk, and
+    hands out each record's hits once the record is complete (sorted by start, end, pattern, strand)."""
+
+    def __init__(self, pats, k: int, all_ends: bool, rule: str):
+        self.pats, self.k, self.all_ends = pats, k, all_ends
+        self.table = A.match_table(rule)
+        self.done: list = []  # Hits of the records not yet complete
+        self.carry = None  # (Cands of open runs' best rows as (rec, ps, last pos, d), their Hits)
+
+    def add(self, chunk, cands: Cands) -> list:
+        """Process a chunk's candidates; returns [(record, Hits)] for the records it completes."""
+        rec = chunk.record[cands.piece]
+        if self.all_ends:
+            hits = trace(chunk, self.pats, cands, self.k, self.table)
+        else:
+            hits = self._loci(chunk, cands, rec)
+        self.done.append(hits)
+        complete = chunk.record[chunk.last]
+        if not len(complete):
+            return []
+        allh = Hits.concat(self.done)
+        fin = np.isin(allh.record, complete)
+        self.done = [allh.take(np.flatnonzero(~fin))]
+        out = allh.take(np.flatnonzero(fin))
+        result = []
+        for r in complete.tolist():
+            sel = np.flatnonzero(out.record == r)
+            h = out.take(sel)
+            order = np.lexsort((self.pats.minus[h.ps], self.pats.pattern[h.ps], h.end, h.start))
+            result.append((r, h.take(order)))
+        return result
+
+    def _loci(self, chunk, cands: Cands, rec: np.ndarray) -> Hits:
+        n_new = len(cands.ps)
+        old, old_hits = self.carry if self.carry is not None else (None, None)
+        n_old = 0 if old is None else len(old["ps"])
+        R = np.concatenate([old["rec"], rec]) if n_old else rec
+        P = np.concatenate([old["ps"], cands.ps]) if n_old else cands.ps
+        X = np.concatenate([old["last"], cands.pos]) if n_old else cands.pos
+        Dd = np.concatenate([old["d"], cands.d]) if n_old else cands.d
+        order = np.lexsort((X, P, R))
+        R, P, X, Dd = R[order], P[order], X[order], Dd[order]
+        src = order  # < n_old: carried row, else new candidate (index src - n_old)
+        N = len(R)
+        if N == 0:
+            self.carry = None
+            return Hits.concat([])
+        new_run = np.ones(N, bool)
+        new_run[1:] = (R[1:] != R[:-1]) | (P[1:] != P[:-1]) | (X[1:] != X[:-1] + 1)
+        run = np.cumsum(new_run) - 1
+        n_runs = int(run[-1]) + 1
+        best_order = np.lexsort((np.arange(N), Dd, run))
+        first_of_run = np.ones(N, bool)
+        first_of_run[1:] = run[best_order][1:] != run[best_order][:-1]
+        best = best_order[first_of_run]  # one row per run, in run order
+        last = np.append(np.flatnonzero(new_run)[1:] - 1, N - 1)  # last row of each run
+        # a run is open when its last row is its piece's last reported base and the record goes on
+        open_ = np.zeros(n_runs, bool)
+        lr = src[last]
+        is_new = lr >= n_old
+        piece = cands.piece[lr[is_new] - n_old]
+        last_base = chunk.rec_start[piece] + chunk.context[piece] + chunk.length[piece] - 1
+        open_[np.flatnonzero(is_new)] = (X[last][is_new] == last_base) & ~chunk.last[piece]
+        bsrc = src[best]
+        new_best = bsrc >= n_old
+        want = bsrc[new_best] - n_old
+        traced = trace(chunk, self.pats, Cands(cands.ps[want], cands.piece[want], cands.pos[want], cands.d[want]),
+                       self.k, self.table) if len(want) else Hits.concat([])
+        # hits of the runs in run order: traced (new best) or carried
+        pieces, where = [], np.empty(n_runs, np.int64)
+        pieces.append(traced)
+        where[np.flatnonzero(new_best)] = np.arange(len(want))
+        if n_old:
+            where[np.flatnonzero(~new_best)] = traced.n + (bsrc[~new_best])
+            pieces.append(old_hits)
+        allh = Hits.concat(pieces)
+        closed = np.flatnonzero(~open_)
+        op = np.flatnonzero(open_)
+        self.carry = None
+        if len(op):
+            carried = allh.take(where[op])
+            self.carry = ({"rec": R[last[op]], "ps": P[last[op]], "last": X[last[op]], "d": Dd[best[op]]}, carried)
+        return allh.take(where[closed])

@@ -1,0 +1,125 @@
+"""Search hits as TSV, SAM/BAM, PAF or BED6, formatted in bulk (text.py). Each record's hits come sorted
+(start, end, pattern, strand); records in text order. SAM/BAM need every record in the header, so their
+lines are spooled and written after it at close()."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from .. import __version__
+from .. import cigar as C
+from ..errors import ConfigError, GpualignError
+from ..text import Strings, join_lines
+from . import alphabet as A
+
+FORMATS = ("tsv", "sam", "bam", "paf", "bed")
+_EXT = {".tsv": "tsv", ".txt": "tsv", ".sam": "sam", ".bam": "bam", ".paf": "paf", ".bed": "bed"}
+TSV_HEADER = ("pattern\tstrand\trecord\tstart\tend\tedits\tcigar\tpattern_length\tmismatches\tinsertions\t"
+              "deletions\tmatched\n")
+
+
+def infer_format(fmt: str | None, out: str) -> str:
+    if fmt:
+        if fmt not in FORMATS:
+            raise ConfigError(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
+        return fmt
+    if out == "-":
+        return "tsv"
+    got = _EXT.get(os.path.splitext(out[:-3] if out.endswith(".gz") else out)[1].lower())
+    if got is None:
+        raise ConfigError(f"{out}: cannot tell the format from the extension; use --format {'|'.join(FORMATS)}")
+    return got
+
+
+class HitWriter:
+    """write(record name, record length, Hits) per record, then close() (or abort())."""
+
+    def __init__(self, fmt: str, target, pats, command_line: str):
+        self.fmt, self.target, self.pats, self.cl = fmt, target, pats, command_line
+        self.names = Strings.of(pats.names)
+        seqs = [c.tobytes().translate(A.TO_LETTER).decode() for c in pats.codes]
+        self.seq = Strings.of(seqs)
+        self.primary_done = np.zeros(len(pats.names), bool)
+        self.records: list = []
+        self.spool = None
+        if fmt in ("sam", "bam"):
+            where = None if not isinstance(target, str) or target == "-" else os.path.dirname(os.path.abspath(target))
+            self.spool = tempfile.NamedTemporaryFile(prefix=".gpualign-", suffix=".sam", dir=where)
+            self.stream = self.spool
+        else:
+            self.stream = target
+            if fmt == "tsv":
+                self.stream.write(TSV_HEADER.encode())
+
+    def write(self, rec_name: str, rec_len: int, h) -> None:
+        self.records.append((rec_name, rec_len))
+        if not h.n:
+            return
+        n, pats = h.n, self.pats
+        pat = pats.pattern[h.ps]
+        minus = pats.minus[h.ps]
+        name = self.names.take(pat)
+        strand = Strings.of(["+", "-"]).take(minus.astype(np.int64))
+        rname = rec_name.encode()
+        buf, start, length = C.to_text_buffer(h.cigar, h.cig_off, h.cig_len)
+        cig = Strings(buf, start, length)
+        span = h.end - h.start
+        if self.fmt == "tsv":
+            matched = Strings(np.frombuffer(h.matched.tobytes().translate(A.TO_LETTER), np.uint8), h.mat_off, span)
+            fields = [name, strand, rname, h.start, h.end, h.d, cig, pats.lengths[h.ps], h.mismatches, h.ins,
+                      h.dels, matched]
+        elif self.fmt == "bed":
+            fields = [rname, h.start, h.end, name, h.d, strand]
+        elif self.fmt == "paf":
+            eq = span - h.mismatches - h.dels
+            m = pats.lengths[h.ps]
+            fields = [name, m, b"0", m, strand, rname, np.full(n, rec_len), h.start, h.end, eq, eq + h.mismatches
+                      + h.ins + h.dels, b"255", (b"NM:i:", h.d), (b"AS:i:", -h.d), (b"cg:Z:", cig)]
+        else:
+            first = np.zeros(n, bool)  # the first hit of each pattern is its primary line, the rest secondary
+            uniq, at = np.unique(pat, return_index=True)
+            fresh = ~self.primary_done[uniq]
+            first[at[fresh]] = True
+            self.primary_done[uniq] = True
+            flag = np.where(minus, 16, 0) + np.where(first, 0, 256)
+            fields = [name, flag, rname, h.start + 1, b"255", cig, b"*", b"0", b"0", self.seq.take(h.ps), b"*",
+                      (b"NM:i:", h.d), (b"AS:i:", -h.d)]
+        self.stream.write(join_lines(fields, n))
+
+    def _header(self) -> bytes:
+        lines = ["@HD\tVN:1.6\tSO:unsorted"]
+        lines += [f"@SQ\tSN:{nm}\tLN:{ln}" for nm, ln in self.records if ln > 0]
+        cl = self.cl.replace("\t", " ").replace("\n", " ")
+        lines.append(f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}")
+        return ("\n".join(lines) + "\n").encode()
+
+    def close(self) -> None:
+        if self.spool is None:
+            return
+        self.spool.flush()
+        self.spool.seek(0)
+        if self.fmt == "sam":
+            self.target.write(self._header())
+            shutil.copyfileobj(self.spool, self.target, 1 << 20)
+            self.spool.close()
+            return
+        import pysam
+
+        where = os.path.dirname(self.spool.name)
+        with tempfile.NamedTemporaryFile(prefix=".gpualign-", suffix=".sam", dir=where) as sam:
+            sam.write(self._header())
+            shutil.copyfileobj(self.spool, sam, 1 << 20)
+            sam.flush()
+            self.spool.close()
+            try:
+                pysam.view("-b", "--no-PG", "-o", self.target, sam.name, catch_stdout=False)
+            except (pysam.SamtoolsError, OSError) as e:
+                raise GpualignError(f"{self.target}: writing BAM failed ({e})") from None
+
+    def abort(self) -> None:
+        if self.spool is not None:
+            self.spool.close()

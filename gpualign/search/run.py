@@ -1,0 +1,137 @@
+"""`gpualign search`: patterns -> engine over the streamed text -> hits -> writer, with a summary."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import SearchConfig
+from ..errors import DeviceError
+from ..pipeline import Output, ReadAhead
+from . import patterns as PT
+from .hits import Collector
+from .output import HitWriter, infer_format
+from .text import TextReader
+
+CPU_CHUNK = 1 << 26
+GPU_CHUNK = 1 << 28
+WARN_HITS = 1_000_000
+
+
+@dataclass
+class SearchSummary:
+    patterns: int = 0
+    pattern_strands: int = 0
+    records: int = 0
+    bases: int = 0
+    hits: int = 0
+    engine: str = ""
+    seconds: float = 0.0
+    capped: list = field(default_factory=list)
+    stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "search": 0.0, "align_write": 0.0})
+    failed: int = 0  # (the CLI's common summary interface)
+
+    def rows(self) -> list[tuple[str, str]]:
+        rate = self.patterns * self.bases / self.seconds if self.seconds > 0 else 0.0
+        rows = [("patterns", str(self.patterns)), ("pattern_strands", str(self.pattern_strands)),
+                ("records", str(self.records)), ("bases", str(self.bases)), ("hits", str(self.hits)),
+                ("engine", self.engine), ("wall_seconds", f"{self.seconds:.3f}"),
+                ("pattern_bases_per_second", f"{rate:.4g}")]
+        rows += [(f"{k}_seconds", f"{v:.3f}") for k, v in self.stage_seconds.items()]
+        if self.capped:
+            shown = ",".join(self.capped[:20]) + (f",... ({len(self.capped)} in all)" if len(self.capped) > 20 else "")
+            rows.append(("capped_patterns", shown))
+        return rows
+
+
+def make_engine(pats, cfg: SearchConfig, notice):
+    from ..engines._cuda import gpu_status
+
+    if cfg.device != "cpu":
+        ok, why = gpu_status()
+        if ok:
+            from .gpu import GpuSearchEngine
+
+            return GpuSearchEngine(pats, cfg.k, cfg.rule)
+        if cfg.device == "gpu":
+            raise DeviceError(f"--device gpu: no usable GPU ({why})")
+        if notice:
+            notice(f"no GPU ({why}): searching on the CPU (sassy-rs, {cfg.n_threads} threads)")
+    from .cpu import SassyEngine
+
+    return SassyEngine(pats, cfg.k, cfg.rule, cfg.n_threads)
+
+
+def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cfg: SearchConfig,
+               command_line: str, notice=None) -> SearchSummary:
+    t0 = time.perf_counter()
+    cfg.validate()
+    fmt = infer_format(fmt, out)
+    pats = PT.read(patterns_path, cfg.k, cfg.strand, cfg.force)
+    summary = SearchSummary(patterns=len(pats.names), pattern_strands=pats.n)
+    engine = make_engine(pats, cfg, notice)
+    summary.engine = engine.name
+    chunk = cfg.chunk_bases or (GPU_CHUNK if engine.name.startswith("gpu") else CPU_CHUNK)
+    reader = TextReader(text_path, chunk, engine.context, getattr(engine, "gap", 16))
+    collector = Collector(pats, cfg.k, cfg.all_ends, cfg.rule)
+    output = Output(out, binary_via_path=(fmt == "bam"))
+    writer = None
+    per_pattern = np.zeros(len(pats.names), np.int64)
+    warned = False
+    ahead = None
+    try:
+        engine.start()
+        writer = HitWriter(fmt, output.target, pats, command_line)
+        ahead = ReadAhead(iter(reader), summary.stage_seconds, ahead=1)
+        for ch in ahead:
+            t = time.perf_counter()
+            cands = engine.search(ch)
+            t1 = time.perf_counter()
+            summary.stage_seconds["search"] += t1 - t
+            summary.bases += int(ch.length.sum())
+            for rec, hits in collector.add(ch, cands):
+                if cfg.max_hits:
+                    hits = _cap(hits, pats, per_pattern, cfg.max_hits)
+                else:
+                    np.add.at(per_pattern, pats.pattern[hits.ps], 1)
+                summary.hits += hits.n
+                writer.write(reader.records.names[rec], reader.records.lengths[rec], hits)
+            if not cfg.max_hits and not warned and per_pattern.max(initial=0) > WARN_HITS and notice:
+                worst = pats.names[int(per_pattern.argmax())]
+                notice(f"warning: pattern {worst!r} has over {WARN_HITS:,} hits (see --max-hits-per-pattern)")
+                warned = True
+            summary.stage_seconds["align_write"] += time.perf_counter() - t1
+        summary.records = len(reader.records.names)
+        writer.close()
+        output.commit()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        output.abort()
+        raise
+    finally:
+        if ahead is not None:
+            ahead.close()
+        engine.close()
+    if cfg.max_hits:
+        summary.capped = [pats.names[i] for i in np.flatnonzero(per_pattern > cfg.max_hits).tolist()]
+        if summary.capped and notice:
+            notice(f"{len(summary.capped)} pattern(s) reached --max-hits-per-pattern {cfg.max_hits}: "
+                   f"{', '.join(summary.capped[:5])}{' ...' if len(summary.capped) > 5 else ''}")
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def _cap(hits, pats, per_pattern: np.ndarray, cap: int):
+    """The hits that keep each pattern within cap (in output order); per_pattern counts every hit found,
+    so that a pattern over the cap shows as count > cap."""
+    pat = pats.pattern[hits.ps]
+    order = np.argsort(pat, kind="stable")
+    sp = pat[order]
+    first = np.searchsorted(sp, sp, side="left")
+    rank = np.empty(len(pat), np.int64)
+    rank[order] = np.arange(len(pat)) - first + per_pattern[sp]
+    np.add.at(per_pattern, pat, 1)
+    return hits.take(np.flatnonzero(rank < cap))

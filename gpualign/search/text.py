@@ -1,0 +1,195 @@
+"""The searched text, streamed: FASTA (plain, gzip or bgzip) read in blocks and cut into chunks of at most
+`chunk` bases, each a list of pieces of records. A piece repeats the `context` bases before it in its
+record, so that every hit ending in the piece is found there whole; no hit spans two records. Memory is
+bounded by the chunk size, whatever the size of the text or of its records."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+from ..io import fastx
+from . import alphabet as A
+
+BLOCK = 1 << 24  # bytes read at a time
+ALIGN = 16  # pieces start at multiples of 16 in a chunk's buffer (the kernel's loads)
+
+
+@dataclass
+class Chunk:
+    """codes: the pieces one after another, each at a multiple of ALIGN, PAD bytes between them.
+    Per piece: buf (offset of its first byte, context included), record (index), rec_start (record
+    coordinate of that first byte), context (bases before the reported part), length (reported bases),
+    last (the record ends with this piece)."""
+
+    codes: np.ndarray
+    buf: np.ndarray
+    record: np.ndarray
+    rec_start: np.ndarray
+    context: np.ndarray
+    length: np.ndarray
+    last: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.buf)
+
+    def piece(self, i: int) -> np.ndarray:
+        """Piece i's codes, context included."""
+        a = int(self.buf[i])
+        return self.codes[a:a + int(self.context[i] + self.length[i])]
+
+
+@dataclass
+class Records:
+    """Names and lengths of the records read so far (lengths are final once a record's last piece is out)."""
+
+    names: list = field(default_factory=list)
+    lengths: list = field(default_factory=list)
+
+
+class TextReader:
+    """Iterate to get Chunks; `records` fills in as the file is read."""
+
+    def __init__(self, path: str, chunk: int, context: int, gap: int = ALIGN):
+        self.path, self.chunk, self.context = path, max(chunk, 4 * ALIGN), context
+        self.gap = -(-max(gap, ALIGN) // ALIGN) * ALIGN  # PAD bytes before each piece
+        self.records = Records()
+        self._check(path)
+
+    @staticmethod
+    def _check(path: str) -> None:
+        if path == fastx.STDIN:
+            return
+        fastx.sniff(path)
+        with _open(path) as fh:
+            head = fh.read(1 << 16).lstrip()
+        if head[:1] != b">":
+            raise InputError(f"{fastx.display_name(path)}: the text must be FASTA (records start with '>')")
+
+    def __iter__(self):
+        name = fastx.display_name(self.path)
+        parts: list = []  # (record, rec_start, context codes, new codes, last)
+        size = 0
+        tail = b""  # the record's last `context` codes before the pending piece
+        seq = bytearray()  # the current record's codes not yet cut into a piece
+        rec, rec_pos = -1, 0  # record index, record coordinate of seq[0]
+        header = None  # bytes of a header line being read, or None inside sequence
+
+        def cut(last: bool):
+            nonlocal seq, tail, rec_pos, size
+            new = bytes(seq)
+            parts.append((rec, rec_pos - len(tail), tail, new, last))
+            size += len(tail) + len(new)
+            both = tail + new
+            tail = both[len(both) - self.context:] if self.context else b""
+            rec_pos += len(new)
+            seq = bytearray()
+
+        def emit():
+            nonlocal parts, size
+            out, parts, size = self._chunk(parts), [], 0
+            return out
+
+        with _open(self.path) as fh:
+            pending = b""
+            while True:
+                block = fh.read(BLOCK)
+                if not block:
+                    break
+                data = pending + block
+                pending = b""
+                pos = 0
+                while pos < len(data):
+                    if header is not None:
+                        nl = data.find(b"\n", pos)
+                        if nl < 0:
+                            header += data[pos:]
+                            break
+                        header += data[pos:nl]
+                        title = header.decode("latin-1").strip()
+                        self.records.names.append(title.split()[0] if title else "")
+                        self.records.lengths.append(0)
+                        if not title:
+                            raise InputError(f"{name}: record {rec + 1}: empty record name")
+                        header, pos = None, nl + 1
+                        continue
+                    gt = data.find(b">", pos)
+                    end = len(data) if gt < 0 else gt
+                    if rec < 0:
+                        if data[pos:end].strip():
+                            raise InputError(f"{name}: text before the first '>' header")
+                        if gt < 0:
+                            break
+                        rec, header, pos = 0, b"", gt + 1
+                        continue
+                    if gt >= 0 and gt > 0 and data[gt - 1] not in b"\n":
+                        raise InputError(f"{name}: record {rec + 1}: '>' inside a sequence line")
+                    codes = A.to_codes(data[pos:end])
+                    if A.BAD in codes:
+                        self._bad(name, rec, rec_pos + len(seq), data[pos:end], codes)
+                    seq += codes
+                    if rec >= 0:
+                        self.records.lengths[rec] += len(codes)
+                    while len(seq) >= self.chunk:  # a long record: cut it into pieces
+                        head, rest = seq[:self.chunk], seq[self.chunk:]
+                        seq = head
+                        cut(False)
+                        seq = rest
+                        if size >= self.chunk:
+                            yield emit()
+                    if gt < 0:
+                        break
+                    if rec >= 0:  # the record ends: its last piece
+                        cut(True)
+                        if size >= self.chunk:
+                            yield emit()
+                    rec += 1
+                    rec_pos, tail, seq, header, pos = 0, b"", bytearray(), b"", gt + 1
+            if header is not None and rec >= 0:  # the file ends inside a header line: an empty record
+                title = header.decode("latin-1").strip()
+                if not title:
+                    raise InputError(f"{name}: record {rec + 1}: empty record name")
+                self.records.names.append(title.split()[0])
+                self.records.lengths.append(0)
+            if rec >= 0:
+                cut(True)
+            if parts:
+                yield emit()
+
+    def _chunk(self, parts: list) -> Chunk:
+        n = len(parts)
+        buf = np.zeros(n, np.int64)
+        at = 0
+        for i, (_, _, tail, new, _) in enumerate(parts):
+            at += self.gap
+            buf[i] = at
+            at += -(-(len(tail) + len(new)) // ALIGN) * ALIGN
+        codes = np.full(at + self.gap, A.PAD, dtype=np.uint8)
+        for i, (_, _, tail, new, _) in enumerate(parts):
+            a = int(buf[i])
+            codes[a:a + len(tail)] = np.frombuffer(tail, np.uint8)
+            codes[a + len(tail):a + len(tail) + len(new)] = np.frombuffer(new, np.uint8)
+        return Chunk(codes, buf, np.array([p[0] for p in parts], np.int64), np.array([p[1] for p in parts], np.int64),
+                     np.array([len(p[2]) for p in parts], np.int64), np.array([len(p[3]) for p in parts], np.int64),
+                     np.array([p[4] for p in parts], bool))
+
+    @staticmethod
+    def _bad(name: str, rec: int, at: int, raw: bytes, codes: bytes) -> None:
+        i = codes.index(A.BAD)
+        ch = raw.translate(None, b"\r\n")[i]
+        shown = chr(ch) if 32 < ch < 127 else f"byte 0x{ch:02x}"
+        raise InputError(f"{name}: record {rec + 1}: {shown!r} at base {at + i + 1} is not a DNA/IUPAC letter")
+
+
+def _open(path: str):
+    if path == fastx.STDIN:
+        import sys
+
+        return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    return fastx._open_gz(path) if magic == b"\x1f\x8b" else open(path, "rb", buffering=0)

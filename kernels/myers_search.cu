@@ -1,0 +1,112 @@
+// myers_search.cu — approximate search: every end position j of a text where some pattern P matches a
+// substring of the text ending at j with at most k edits (Sellers' semi-global edit distance,
+// D[m][j] <= k), computed with Myers' bit-parallel column update (Hyyro's formulation, carries passed
+// word to word for patterns longer than 32).
+//
+// Entry points (template instances, name expressions "search<W,G>" with W the 32-bit words per pattern
+// and G = true when the block keeps its patterns' match masks in shared memory):
+//   search<W,SH>(const uint8_t* text, const uint32_t* tile_warm, const uint32_t* tile_report,
+//                const uint32_t* tile_end, int n_tiles, const uint32_t* peq, int n_ps, int group,
+//                int k, unsigned int* count, uint2* hits, unsigned int cap)
+//
+// text     codes 0..15, one byte per base (A0 C1 G2 T3 N4, other IUPAC 5..14, 15 = padding, matching
+//          nothing); 16-byte aligned; tiles start their scan at a multiple of 16.
+// tiles    tile t scans [tile_warm[t], tile_end[t]) and reports end positions in
+//          [tile_report[t], tile_end[t]); the warm-up tile_report - tile_warm must be >= 32*W + k - 1
+//          (or reach the start of the text piece) so that every value <= k is exact.
+// peq      uint32 [n_ps][W][16]: bit r of word w, entry c = pattern row 32*w + r matches text code c.
+//          Patterns are aligned to the top of the last word: the 32*W - m rows below the pattern
+//          match every code (a free prefix: row 32*W - m then has D = 0 everywhere, the boundary row of
+//          Sellers' recurrence), so row m is bit 31 of word W-1 for every length.
+// group    patterns per block (a power of two dividing blockDim.x); thread t works on pattern
+//          blockIdx.y * group + t % group and tile blockIdx.x * (blockDim.x / group) + t / group.
+// hits     (text offset j, pattern << 10 | D) for every reported j with D <= k, appended at an atomic
+//          counter; entries past cap are counted, not written (the caller runs the launch again with
+//          a larger buffer).
+// Launch: blockDim.x = 256 / 128 / 64 (see Python); dynamic shared memory = group * W * 16 * 4 bytes
+// when SH. Limits: W <= 32 (m <= 1024), k <= 1023, n_ps < 2^22, text < 2^32 bytes per launch.
+
+#include <stdint.h>
+
+template <int W, bool SH>
+__device__ __forceinline__ uint32_t eq_of(const uint32_t* __restrict__ src, int w, int c, int g, int group) {
+    if (SH) return src[(w * 16 + c) * group + g];
+    return __ldg(src + w * 16 + c);
+}
+
+template <int W, bool SH>
+__global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restrict__ tile_warm,
+                       const uint32_t* __restrict__ tile_report, const uint32_t* __restrict__ tile_end,
+                       int n_tiles, const uint32_t* __restrict__ peq, int n_ps, int group, int k,
+                       unsigned int* __restrict__ count, uint2* __restrict__ hits, unsigned int cap) {
+    extern __shared__ uint32_t sh_peq[];
+    const int g = threadIdx.x % group;
+    const int ps = blockIdx.y * group + g;
+    const int tile = blockIdx.x * (blockDim.x / group) + threadIdx.x / group;
+    if (SH) {  // the block's patterns' masks, laid out [w][c][g] so that lanes read distinct banks
+        const int ps0 = blockIdx.y * group;
+        for (int i = threadIdx.x; i < group * W * 16; i += blockDim.x) {
+            const int gg = i % group, wc = i / group;
+            sh_peq[i] = (ps0 + gg < n_ps) ? peq[(size_t)(ps0 + gg) * W * 16 + wc] : 0u;
+        }
+        __syncthreads();
+    }
+    if (tile >= n_tiles || ps >= n_ps) return;
+    const uint32_t* src = SH ? sh_peq : peq + (size_t)ps * W * 16;
+
+    uint32_t Pv[W], Mv[W];
+#pragma unroll
+    for (int w = 0; w < W; ++w) { Pv[w] = 0xffffffffu; Mv[w] = 0u; }
+    int score = 32 * W;  // D[32W][warm] with the start column D[i] = i
+    const uint32_t report = tile_report[tile], end = tile_end[tile];
+    const uint32_t stop = (end + 15u) & ~15u;
+    const uint4* t4 = reinterpret_cast<const uint4*>(text);
+    for (uint32_t base = tile_warm[tile]; base < stop; base += 16) {
+        const uint4 v = t4[base >> 4];
+        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int b = 0; b < 16; ++b) {
+            const int c = (words[b >> 2] >> (8 * (b & 3))) & 15;
+            uint32_t hp = 0u, hm = 0u;  // horizontal delta entering the word: +1 / -1 (row 0: 0)
+#pragma unroll
+            for (int w = 0; w < W; ++w) {
+                uint32_t eq = eq_of<W, SH>(src, w, c, g, group);
+                const uint32_t pv = Pv[w], mv = Mv[w];
+                const uint32_t xv = eq | mv;
+                eq |= hm;
+                const uint32_t xh = (((eq & pv) + pv) ^ pv) | eq;
+                uint32_t ph = mv | ~(xh | pv);
+                uint32_t mh = pv & xh;
+                const uint32_t op = ph >> 31, om = mh >> 31;
+                ph = (ph << 1) | hp;
+                mh = (mh << 1) | hm;
+                Pv[w] = mh | ~(xv | ph);
+                Mv[w] = ph & xv;
+                hp = op;
+                hm = om;
+            }
+            score += (int)hp - (int)hm;
+            if (score <= k) {
+                const uint32_t j = base + b;
+                if (j >= report && j < end) {
+                    const unsigned int at = atomicAdd(count, 1u);
+                    if (at < cap) hits[at] = make_uint2(j, ((uint32_t)ps << 10) | (uint32_t)score);
+                }
+            }
+        }
+    }
+}
+
+// Instances: masks in shared memory up to 8 words, read through L1 beyond (larger W pad the pattern
+// with free rows). gpualign/search/gpu.py lists the same.
+template __global__ void search<1, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<2, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<3, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<4, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<5, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<6, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<8, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<12, false>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<16, false>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<24, false>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<32, false>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Benchmark `gpualign search` (every approximate occurrence of many patterns) against its CPU engine
+(sassy-rs in worker processes), sassy-rs's own multithreaded search (`search_many`, its local-minima
+semantics: the raw speed of the library) and edlib HW (one pattern at a time, best hits only).
+
+Sets (simulated: a uniform random genome in records of --record-mbp, 1% of it N runs; guides half random,
+half drawn from the genome with <= 3 edits):
+  a  312 guides x 23 nt, k = 3, genome --genome-mbp (3100 = human-sized)
+  b  10,000 guides x 23 nt, k = 4, same genome
+  c  1,000 patterns x 150 nt, k = 15, the genome's first 100 Mbp
+Per set: the whole `gpualign search` command (subprocess, reading the FASTA included, output TSV) on the
+GPU; the CPU engine and the peers on --cpu-mbp of the genome (rates per pattern*bp compared, both
+strands searched everywhere). GPU and CPU hits on the --cpu-mbp slice are compared byte for byte.
+
+  python scripts/bench_search.py --sets a,b,c --genome-mbp 3100 --cpu-mbp 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SETS = {"a": (312, 23, 3, None), "b": (10_000, 23, 4, None), "c": (1_000, 150, 15, 100)}
+LETTERS = np.frombuffer(b"ACGT", np.uint8)
+
+
+def write_genome(path: str, mbp: int, record_mbp: int, seed: int = 1) -> None:
+    rng = np.random.default_rng(seed)
+    with open(path, "wb") as fh:
+        left, r = mbp * 1_000_000, 0
+        while left > 0:
+            n = min(left, record_mbp * 1_000_000)
+            seq = LETTERS[rng.integers(0, 4, n, dtype=np.uint8)]
+            for a in rng.integers(0, max(1, n - 10_000), max(1, n // 1_000_000)):  # 1% N in runs of 10 kbp
+                seq[a:a + 10_000] = ord("N")
+            fh.write(f">chr{r + 1}\n".encode())
+            rows = n // 60
+            body = np.empty((rows, 61), np.uint8)
+            body[:, :60] = seq[:rows * 60].reshape(rows, 60)
+            body[:, 60] = 10
+            fh.write(body.tobytes())
+            if n % 60:
+                fh.write(seq[rows * 60:].tobytes() + b"\n")
+            left -= n
+            r += 1
+
+
+def first_bases(path: str, n: int) -> bytes:
+    out, got = [], 0
+    with open(path, "rb") as fh:
+        fh.readline()
+        for line in fh:
+            if line.startswith(b">"):
+                break
+            out.append(line.strip())
+            got += len(out[-1])
+            if got >= n:
+                break
+    return b"".join(out)[:n]
+
+
+def write_patterns(path: str, n: int, m: int, genome: bytes, seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    pats = []
+    for i in range(n):
+        if i % 2:
+            pats.append(LETTERS[rng.integers(0, 4, m)].tobytes())
+            continue
+        while True:
+            a = int(rng.integers(0, len(genome) - m - 4))
+            p = bytearray(genome[a:a + m])
+            if b"N" not in p:
+                break
+        for _ in range(int(rng.integers(0, 4))):
+            p[int(rng.integers(0, m))] = LETTERS[rng.integers(0, 4)]
+        pats.append(bytes(p))
+    with open(path, "wb") as fh:
+        fh.write(b"".join(b">g%d\n%s\n" % (i, p) for i, p in enumerate(pats)))
+    return pats
+
+
+def command(args: list) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "gpualign", "search", *args], capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if r.returncode:
+        raise SystemExit(f"gpualign search failed: {r.stderr}")
+    return dt, r.stderr
+
+
+def sassy_many(pats: list, text: bytes, k: int, threads: int) -> tuple[float, int]:
+    import sassy
+
+    s = sassy.Searcher("ascii", rc=True)
+    t0 = time.perf_counter()
+    hits = s.search_many(pats, [text], k, threads, "batch_patterns")
+    return time.perf_counter() - t0, len(hits)
+
+
+def edlib_hw(pats: list, text: bytes, k: int) -> float:
+    import edlib
+
+    t0 = time.perf_counter()
+    for p in pats:
+        edlib.align(p, text, mode="HW", task="locations", k=k)
+    return time.perf_counter() - t0
+
+
+def count_hits(path: str) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for _ in fh) - 1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sets", default="a,b,c")
+    ap.add_argument("--genome-mbp", type=int, default=3100)
+    ap.add_argument("--record-mbp", type=int, default=130)
+    ap.add_argument("--cpu-mbp", type=int, default=20)
+    ap.add_argument("--edlib-patterns", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--workdir", default="/tmp/bench_search")
+    ap.add_argument("--skip-cpu", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    genome = os.path.join(a.workdir, f"genome_{a.genome_mbp}.fa")
+    t0 = time.perf_counter()
+    if not os.path.exists(genome):
+        write_genome(genome, a.genome_mbp, a.record_mbp)
+    print(f"genome {a.genome_mbp} Mbp ready in {time.perf_counter() - t0:.1f} s", flush=True)
+    head = first_bases(genome, max(a.cpu_mbp, 100) * 1_000_000)
+    slice_fa = os.path.join(a.workdir, f"slice_{a.cpu_mbp}.fa")
+    with open(slice_fa, "wb") as fh:
+        fh.write(b">slice\n" + head[:a.cpu_mbp * 1_000_000] + b"\n")
+    c_fa = os.path.join(a.workdir, "first100.fa")
+    with open(c_fa, "wb") as fh:
+        fh.write(b">first100\n" + head[:100_000_000] + b"\n")
+    rows = []
+    for name in a.sets.split(","):
+        n, m, k, mbp = SETS[name]
+        pfa = os.path.join(a.workdir, f"pat_{name}.fa")
+        pats = write_patterns(pfa, n, m, head, seed=ord(name))
+        text = genome if mbp is None else c_fa
+        size = a.genome_mbp if mbp is None else mbp
+        out = os.path.join(a.workdir, f"hits_{name}.tsv")
+        command([pfa, slice_fa, "-k", str(k), "-o", out, "--device", "gpu", "-q"])  # kernels compiled
+        gpu_s, log = command([pfa, text, "-k", str(k), "-o", out, "--device", "gpu"])
+        row = {"set": name, "patterns": n, "m": m, "k": k, "text_mbp": size, "gpu_s": round(gpu_s, 3),
+               "gpu_hits": count_hits(out),
+               "gpu_Gpbp_s": round(n * size * 1e6 / gpu_s / 1e9, 1), "log": log.strip().splitlines()[-12:]}
+        if not a.skip_cpu:
+            g_out, c_out = out + ".gpu_slice", out + ".cpu_slice"
+            g_s, _ = command([pfa, slice_fa, "-k", str(k), "-o", g_out, "--device", "gpu", "-q"])
+            c_s, _ = command([pfa, slice_fa, "-k", str(k), "-o", c_out, "--device", "cpu", "-q",
+                              "-t", str(a.threads)])
+            same = open(g_out, "rb").read() == open(c_out, "rb").read()
+            stext = head[:a.cpu_mbp * 1_000_000]
+            s_s, s_hits = sassy_many(pats, stext, k, a.threads)
+            e_s = edlib_hw(pats[:a.edlib_patterns], stext, k)
+            rate = lambda npat, s: npat * a.cpu_mbp * 1e6 / s / 1e9  # noqa: E731
+            row.update(slice_mbp=a.cpu_mbp, slice_gpu_s=round(g_s, 3), slice_cpu_engine_s=round(c_s, 3),
+                       slice_identical=same, slice_hits=count_hits(c_out),
+                       cpu_engine_Gpbp_s=round(rate(n, c_s), 2), sassy_many_s=round(s_s, 3),
+                       sassy_many_Gpbp_s=round(rate(n, s_s), 2), sassy_many_hits=s_hits,
+                       edlib_Gpbp_s=round(rate(a.edlib_patterns, e_s), 3),
+                       gpu_vs_cpu_engine=round(row["gpu_Gpbp_s"] / rate(n, c_s), 1),
+                       gpu_vs_sassy_many=round(row["gpu_Gpbp_s"] / rate(n, s_s), 1))
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    print("\nset  patterns  m    k   text_Mbp  gpu_s    G pattern*bp/s  hits      cpu_engine  sassy_many  edlib"
+          "   GPU/cpu  GPU/sassy  identical")
+    for r in rows:
+        print(f"{r['set']:4} {r['patterns']:8} {r['m']:4} {r['k']:3} {r['text_mbp']:8} {r['gpu_s']:7.2f} "
+              f"{r['gpu_Gpbp_s']:14.1f}  {r['gpu_hits']:8}  {r.get('cpu_engine_Gpbp_s', '-'):>10} "
+              f"{r.get('sassy_many_Gpbp_s', '-'):>10} {r.get('edlib_Gpbp_s', '-'):>6} "
+              f"{r.get('gpu_vs_cpu_engine', '-'):>8} {r.get('gpu_vs_sassy_many', '-'):>9}  "
+              f"{r.get('slice_identical', '-')}")
+
+
+if __name__ == "__main__":
+    main()

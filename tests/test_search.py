@@ -1,0 +1,192 @@
+"""gpualign search: hits equal Sellers' DP (search_oracle.py) on random and adversarial cases, every
+alignment re-checked, output formats readable, bad input answered with one line. The `device` fixture
+runs the same bodies on the GPU where there is one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gpualign.config import SearchConfig
+from gpualign.search.run import run_search
+from search_oracle import (expected, judge, mutate, paths, random_dna, read_tsv, revcomp, sorted_like_output,
+                           write_fasta)
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def device(request):
+    return request.param
+
+
+def search(tmp_path, patterns, records, k, device="cpu", rule="default", chunk=0, all_ends=False,
+           strand="both", threads=2, fmt=None, out="hits.tsv", **kw):
+    pp, tp = paths(tmp_path, patterns, records)
+    out = os.path.join(tmp_path, out)
+    cfg = SearchConfig(k=k, rule=rule, chunk_bases=chunk, all_ends=all_ends, strand=strand, device=device,
+                       threads=threads, **kw)
+    summary = run_search(pp, tp, out, fmt, cfg, "gpualign search (test)")
+    return out, summary
+
+
+def check(tmp_path, patterns, records, k, device, rule="default", all_ends=False, chunk=0, strand="both"):
+    out, _ = search(tmp_path, patterns, records, k, device, rule, chunk, all_ends, strand)
+    rows = read_tsv(out)
+    got = judge(rows, patterns, records, k, rule)
+    strands = ("+", "-") if strand == "both" else (strand,)
+    assert got == expected(patterns, records, k, rule, strands, all_ends)
+    assert sorted_like_output(rows, list(patterns), list(records))
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("all_ends", [False, True])
+def test_random_planted(tmp_path, device, seed, all_ends):
+    rng = np.random.default_rng(seed)
+    records = {f"r{i}": random_dna(rng, int(rng.integers(300, 1500))) for i in range(3)}
+    patterns = {}
+    for i in range(6):
+        m = int(rng.choice([5, 12, 23, 33, 40, 70]))
+        src = records[f"r{i % 3}"]
+        a = int(rng.integers(0, len(src) - m))
+        p = mutate(rng, src[a:a + m], int(rng.integers(0, 3)))
+        patterns[f"p{i}"] = revcomp(p) if i % 2 else p
+    k = int(rng.integers(0, 4))
+    check(tmp_path, patterns, records, k, device, all_ends=all_ends)
+
+
+def test_chunk_borders(tmp_path, device):
+    """Tiny chunks: every record cut into many pieces; hits across borders found once, runs kept whole."""
+    rng = np.random.default_rng(7)
+    unit = random_dna(rng, 37)
+    records = {"rep": unit * 30, "rand": random_dna(rng, 2000)}
+    patterns = {"u": unit[3:30], "poly": "A" * 20, "r": records["rand"][100:150], "edge": records["rand"][-25:]}
+    for chunk in (64, 200, 1000):
+        for all_ends in (False, True):
+            check(tmp_path, patterns, records, 3, device, all_ends=all_ends, chunk=chunk)
+
+
+def test_poly_a_and_ends(tmp_path, device):
+    records = {"a": "C" * 10 + "A" * 200 + "G" * 10, "b": "AAAAAAAAAATTTTT"}
+    patterns = {"pA": "A" * 12, "first": "CCCCCAAAA", "last": "AAAAGGGGGGGGGG", "short": "ACG"}
+    for all_ends in (False, True):
+        check(tmp_path, patterns, records, 2, device, all_ends=all_ends)
+
+
+def test_k0_strands_lowercase_n(tmp_path, device):
+    rng = np.random.default_rng(3)
+    t = random_dna(rng, 800)
+    t = t[:200] + "N" * 50 + t[250:400].lower() + t[400:]
+    records = {"x": t}
+    patterns = {"a": t[300:320].upper(), "b": revcomp(t[500:530]), "n": t[190:215]}
+    for k in (0, 1, 3):
+        for strand in ("both", "+", "-"):
+            check(tmp_path, patterns, records, k, device, strand=strand)
+
+
+@pytest.mark.parametrize("rule", ["default", "n_mismatch", "iupac"])
+def test_rules(tmp_path, device, rule):
+    rng = np.random.default_rng(11)
+    t = random_dna(rng, 600, "ACGT") + "NNNNRYACGTNACGGT" + random_dna(rng, 300, "ACGTN")
+    records = {"x": t}
+    patterns = {"n": "ACGTNACG", "iu": "ACRYSWKMGT", "plain": t[100:118], "nn": t[606:614]}
+    for all_ends in (False, True):
+        check(tmp_path, patterns, records, 2, device, rule=rule, all_ends=all_ends)
+
+
+def test_long_patterns(tmp_path, device):
+    rng = np.random.default_rng(5)
+    records = {"g": random_dna(rng, 4000)}
+    patterns = {f"L{m}": mutate(rng, records["g"][m:m + m], 5) for m in (100, 200, 300)}
+    check(tmp_path, patterns, records, 12, device)
+
+
+def test_formats(tmp_path, device):
+    import pysam
+
+    rng = np.random.default_rng(9)
+    records = {"c1": random_dna(rng, 3000), "empty": "", "c2": random_dna(rng, 500)}
+    patterns = {"g1": records["c1"][10:33], "g2": revcomp(records["c2"][100:123]), "none": "ACGT" * 6}
+    tsv_rows = read_tsv(search(tmp_path, patterns, records, 2, device)[0])
+    for fmt in ("sam", "bam"):
+        out, _ = search(tmp_path, patterns, records, 2, device, out=f"h.{fmt}")
+        pysam.set_verbosity(3)
+        with pysam.AlignmentFile(out, "r" if fmt == "sam" else "rb") as fh:
+            assert [sq["SN"] for sq in fh.header.to_dict()["SQ"]] == ["c1", "c2"]
+            recs = list(fh)
+        assert len(recs) == len(tsv_rows)
+        for a, r in zip(recs, tsv_rows):
+            assert a.query_name == r["pattern"] and a.reference_name == r["record"]
+            assert a.reference_start == int(r["start"]) and a.reference_end == int(r["end"])
+            assert a.is_reverse == (r["strand"] == "-") and a.get_tag("NM") == int(r["edits"])
+            assert a.cigarstring == r["cigar"]
+        assert sum(not a.is_secondary for a in recs) == len({r["pattern"] for r in tsv_rows})
+    out, _ = search(tmp_path, patterns, records, 2, device, out="h.paf")
+    paf = [line.rstrip("\n").split("\t") for line in open(out)]
+    assert [(p[0], p[4], p[5], int(p[7]), int(p[8])) for p in paf] == \
+        [(r["pattern"], r["strand"], r["record"], int(r["start"]), int(r["end"])) for r in tsv_rows]
+    assert all(p[6] == str(len(records[p[5]])) and p[-1] == "cg:Z:" + r["cigar"] for p, r in zip(paf, tsv_rows))
+    out, _ = search(tmp_path, patterns, records, 2, device, out="h.bed")
+    bed = [line.rstrip("\n").split("\t") for line in open(out)]
+    assert bed == [[r["record"], r["start"], r["end"], r["pattern"], r["edits"], r["strand"]] for r in tsv_rows]
+
+
+def test_max_hits(tmp_path):
+    records = {"a": "ACGT" * 100, "b": "ACGT" * 50}
+    patterns = {"rep": "ACGTACGTAC", "once": "TTTTTTTTTTTT"}
+    out, summary = search(tmp_path, patterns, records, 1, max_hits=5)
+    rows = read_tsv(out)
+    assert sum(r["pattern"] == "rep" for r in rows) == 5
+    assert summary.capped == ["rep"]
+    full = read_tsv(search(tmp_path, patterns, records, 1, out="all.tsv")[0])
+    assert rows == [r for r in full if r["pattern"] == "rep"][:5] + [r for r in full if r["pattern"] != "rep"]
+
+
+def test_gzip_text_and_threads(tmp_path):
+    import gzip
+
+    rng = np.random.default_rng(2)
+    records = {"z": random_dna(rng, 5000)}
+    patterns = {"p": records["z"][4000:4025]}
+    ref = read_tsv(search(tmp_path, patterns, records, 3, threads=1)[0])
+    pp, tp = paths(tmp_path, patterns, records)
+    with open(tp, "rb") as fh, gzip.open(tp + ".gz", "wb") as gz:
+        gz.write(fh.read())
+    out = os.path.join(tmp_path, "gz.tsv")
+    run_search(pp, tp + ".gz", out, None, SearchConfig(k=3, device="cpu", threads=2, chunk_bases=700), "x")
+    assert read_tsv(out) == ref
+
+
+def _cli(*args, cwd):
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return subprocess.run([sys.executable, "-m", "gpualign", "search", *args], cwd=cwd, capture_output=True,
+                          text=True, env=env)
+
+
+def test_bad_input(tmp_path):
+    write_fasta(tmp_path / "t.fa", {"x": "ACGTACGTAC" * 5})
+    cases = [
+        ({"e": ""}, ["-k", "1"], "is empty"),
+        ({"p": "ACGTXACGT"}, ["-k", "1"], "not a DNA/IUPAC letter"),
+        ({"p": "ACGT"}, ["-k", "-1"], "-k must be >= 0"),
+        ({"p": "ACGT"}, ["-k", "4"], "use --force"),
+        ({"p": "ACGT" * 300}, ["-k", "1"], "up to 1024"),
+        ({"p": "ACGT"}, ["-k", "1", "-o", "x.xyz"], "cannot tell the format"),
+    ]
+    for pats, args, msg in cases:
+        write_fasta(tmp_path / "p.fa", pats)
+        r = _cli("p.fa", "t.fa", *args, "--device", "cpu", cwd=tmp_path)
+        assert r.returncode != 0 and msg in r.stderr, (pats, args, r.stderr)
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    (tmp_path / "bad.fa").write_text(">x\nACGT\nAC-GT\n")
+    write_fasta(tmp_path / "p.fa", {"p": "ACGT"})
+    r = _cli("p.fa", "bad.fa", "-k", "1", "-o", "out.tsv", cwd=tmp_path)
+    assert r.returncode == 1 and "bad.fa: record 1: '-' at base 7" in r.stderr
+    assert not os.path.exists(tmp_path / "out.tsv")
+    r = _cli("p.fa", "missing.fa", "-k", "1", cwd=tmp_path)
+    assert r.returncode == 1 and "missing.fa: no such file" in r.stderr
+    r = _cli("p.fa", "t.fa", "-k", "1", "--force", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("pattern\tstrand\trecord")
