@@ -26,7 +26,12 @@
 // Launch: blockDim.x = 256 / 128 / 64 (see Python); dynamic shared memory = group * W * 16 * 4 bytes
 // when SH. Limits: W <= 32 (m <= 1024), k <= 1023, n_ps < 2^22, text < 2^32 bytes per launch.
 
+#ifdef __CUDACC_RTC__  // NVRTC (CuPy) has no C library headers
+typedef unsigned int uint32_t;
+typedef unsigned char uint8_t;
+#else
 #include <stdint.h>
+#endif
 
 template <int W, bool SH>
 __device__ __forceinline__ uint32_t eq_of(const uint32_t* __restrict__ src, int w, int c, int g, int group) {

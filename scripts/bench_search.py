@@ -157,7 +157,7 @@ def main() -> None:
                "gpu_hits": count_hits(out),
                "gpu_Gpbp_s": round(n * size * 1e6 / gpu_s / 1e9, 1), "log": log.strip().splitlines()[-12:]}
         if not a.skip_cpu:
-            g_out, c_out = out + ".gpu_slice", out + ".cpu_slice"
+            g_out, c_out = out[:-4] + "_gpu_slice.tsv", out[:-4] + "_cpu_slice.tsv"
             g_s, _ = command([pfa, slice_fa, "-k", str(k), "-o", g_out, "--device", "gpu", "-q"])
             c_s, _ = command([pfa, slice_fa, "-k", str(k), "-o", c_out, "--device", "cpu", "-q",
                               "-t", str(a.threads)])

@@ -64,7 +64,7 @@ def test_chunk_borders(tmp_path, device):
     unit = random_dna(rng, 37)
     records = {"rep": unit * 30, "rand": random_dna(rng, 2000)}
     patterns = {"u": unit[3:30], "poly": "A" * 20, "r": records["rand"][100:150], "edge": records["rand"][-25:]}
-    for chunk in (64, 200, 1000):
+    for chunk in (16, 64, 200, 1000):
         for all_ends in (False, True):
             check(tmp_path, patterns, records, 3, device, all_ends=all_ends, chunk=chunk)
 

@@ -85,7 +85,7 @@ class TextReader:
             parts.append((rec, rec_pos - len(tail), tail, new, last))
             size += len(tail) + len(new)
             both = tail + new
-            tail = both[len(both) - self.context:] if self.context else b""
+            tail = both[max(0, len(both) - self.context):]
             rec_pos += len(new)
             seq = bytearray()
 
