@@ -23,8 +23,7 @@ from .pipeline import FORMATS, Output, ReadAhead, Summary, aborting, infer_forma
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
 
-# formatting processes of PAF output: one keeps up with the aligner (H100: 0.1 s of lines per 0.4 s
-# batch of ONT candidates); eight slowed the readers of 200,000 HiFi candidates (read busy 5.8 -> 7.2 s)
+# formatting processes of PAF output: one keeps up with the aligner; more compete with the readers
 PAF_FORMATTERS = 2
 MODES = ("ends-free", "global")
 
@@ -36,31 +35,8 @@ def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, 
         skipped.append(e)
         warn(f"skipped: {e}")
 
-    return fetch(P.read_candidates(paf_path, bad if skip_bad else None), queries, targets, mode, pad,
+    return P.fetch(P.read_candidates(paf_path, bad if skip_bad else None), queries, targets, mode, pad,
                  bad if skip_bad else None)
-
-
-def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = True):
-    """_candidates' items for cands; a candidate whose sequences cannot be had raises its InputError, or
-    goes to on_bad(error) if given. keep_full=False: no full query and quality (None; PAF output)."""
-    for c in cands:
-        try:
-            qseq, qual = queries.get(c)
-            if mode == "global":
-                ws, we = c.ts, c.te
-            else:
-                ws, we = max(0, c.ts - pad), min(c.tlen, c.te + pad)
-            tseq = targets.fetch(c, ws, we)
-        except InputError as e:
-            if on_bad is None:
-                raise
-            on_bad(e)
-            continue
-        part = qseq[c.qs:c.qe]
-        free = (c.ts + pad - ws, we - (c.te - pad)) if mode != "global" else (0, 0)
-        if not keep_full:
-            qseq = qual = None
-        yield c, (P.revcomp(part) if c.strand == "-" else part), tseq, ws, qseq, qual, free
 
 
 def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str | None, cfg: AlignConfig,
@@ -151,7 +127,7 @@ def _numbered(lists):
 
 
 def _batch(buf, start: int, joined=None) -> PairBatch:
-    """buf: realign.fetch items; joined: their sequences already joined (items then hold the lengths)."""
+    """buf: io.paf.fetch items; joined: their sequences already joined (items then hold the lengths)."""
     cands = [b[0] for b in buf]
     names = [c.qname for c in cands], [c.tname for c in cands]
     if joined is None:
