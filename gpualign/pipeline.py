@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import trace
 from .config import AlignConfig
 from .engines import host_allocator, select_engines
 from .errors import ConfigError, InputError
@@ -125,6 +126,7 @@ class Output:
             else:
                 self.target = os.fdopen(fd, "wb", buffering=1 << 20)
 
+    @trace.traced("commit")
     def commit(self) -> None:
         if not isinstance(self.target, str):
             self.target.flush()

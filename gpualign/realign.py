@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from . import trace
 from .config import AlignConfig
 from .engines import select_engines
 from .errors import ConfigError, InputError
@@ -104,6 +105,7 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     return summary
 
 
+@trace.traced_items("batch read")
 def _batches(items, cfg: AlignConfig):
     """PairBatches of candidates (cfg's batch bounds), each with its candidates' meta."""
     buf, bases, done = [], 0, 0
@@ -118,6 +120,7 @@ def _batches(items, cfg: AlignConfig):
         yield _batch(buf, done)
 
 
+@trace.traced_items("batch read")
 def _numbered(lists):
     """PairBatches of Readers.item_lists' (items, joined sequences), numbered on from 0."""
     done = 0
@@ -126,6 +129,7 @@ def _numbered(lists):
         done += len(items)
 
 
+@trace.traced("batch build")
 def _batch(buf, start: int, joined=None) -> PairBatch:
     """buf: io.paf.fetch items; joined: their sequences already joined (items then hold the lengths)."""
     cands = [b[0] for b in buf]

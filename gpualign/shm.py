@@ -15,6 +15,8 @@ from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
+from . import trace
+
 
 def put(parts) -> str:
     """A new block holding parts (bytes-like) one after another, copied by numpy (which lets go of the
@@ -32,6 +34,7 @@ def put(parts) -> str:
     return block.name
 
 
+@trace.traced("shm take")
 def take(name: str, size: int) -> np.ndarray:
     """The first size bytes of block name, copied to a new array; the block is unlinked."""
     block = shared_memory.SharedMemory(name=name)

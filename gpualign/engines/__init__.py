@@ -9,6 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
+from .. import trace
 from ..config import AlignConfig
 from ..errors import DeviceError
 from ..records import EXCEEDED, AlignBatch, PairBatch
@@ -64,6 +65,7 @@ def gpu_engines(cfg: AlignConfig) -> list:
     return [e for e in (GpuEditEngine(), GpuAffineEngine()) if e.accepts_cfg(cfg)]
 
 
+@trace.traced("select_engines")
 def select_engines(cfg: AlignConfig) -> tuple[list, str]:
     """The engine chain for cfg and a one-line notice saying what runs where."""
     cpu = CpuEngine(cfg.n_threads)

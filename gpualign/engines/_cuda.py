@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 
+from .. import trace
+
 
 def _start_driver():
     """A thread that starts the CUDA driver (cuInit) and retains device 0's primary context through the
@@ -96,7 +98,7 @@ class Module:
         self.raw, self.mapping = raw, mapping
 
     def get_function(self, name: str):
-        return self.raw.get_function(self.mapping.get(name, name))
+        return trace.kernel(name, self.raw.get_function(self.mapping.get(name, name)))
 
 
 def _cached(stem: str) -> dict | None:
@@ -139,6 +141,7 @@ def _store(stem: str, cubin: bytes, mapping: dict) -> bool:
     return True
 
 
+@trace.traced("load_module")
 def load_module(filename: str, name_expressions: tuple, defines: tuple = ()) -> Module:
     """kernels/<filename> compiled once per device (NVRTC through CuPy) and kept in cache_dir(): later
     runs load the binary."""

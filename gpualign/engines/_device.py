@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 
-from .. import pack
+from .. import pack, trace
 from ..config import AlignConfig
 from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch, PairBatch
 
@@ -22,6 +22,7 @@ SLOT_LEVELS = 4  # levels a SlotResults books at most (common.cuh's gather_slots
 _pool = None
 
 
+@trace.traced("pinned_empty")
 def pinned_empty(count: int, dtype=np.uint8) -> np.ndarray:
     """A host array in page-locked memory, which the device reads and writes at full speed with no
     staging copy. Sizes are rounded up to eighths of a power of two, so that cupy's pinned pool (which
@@ -71,6 +72,7 @@ class Staging:
         self._lock = threading.Lock()
 
     @staticmethod
+    @trace.traced("send")
     def _send(seq: np.ndarray, batch: PairBatch, stream, ends_free: bool = False):
         """Start copying seq and the batch's int32 rows to the device on stream."""
         import cupy
@@ -117,6 +119,7 @@ class Staging:
             while len(self._ahead) > self.AHEAD:  # not taken (a batch split or routed elsewhere)
                 self._ahead.pop(next(iter(self._ahead)))[4].synchronize()  # its host rows stay until copied
 
+    @trace.traced("upload")
     def upload(self, batch: PairBatch, cfg: AlignConfig):
         """(compare bytes on the device as uint8, padded to 64 bytes + 64 spare zeros; per-pair
         int32 rows q_off, q_len, t_off, t_len on the device, and with cfg.ends_free_target the two
@@ -148,6 +151,7 @@ class BatchEngine:
     """What the batch GPU engines (eWFA, affine WFA) share around their own _module() (load the
     kernels), _align_device(batch, cfg) and _staging (a Staging)."""
 
+    @trace.traced("engine start")
     def start(self) -> None:
         """Load the kernels (and start the CUDA context) now, while the readers parse the first records."""
         self._module()
@@ -244,6 +248,7 @@ class Results:
         self.ops_buf = np.zeros(n, dtype=np.int64)  # which buffer
         self.buffers: list = []
 
+    @trace.traced("results record")
     def record(self, ids, s, cnt=None, ops=(), off=None, part=None, scale: int = 1) -> np.ndarray:
         """Book one kernel level for the pairs ids (the level's list): entries with a score (s >= 0,
         times scale) are OK, or FAILED where the CIGAR replay failed (cnt < 0); their CIGARs are
@@ -264,6 +269,7 @@ class Results:
         self.buffers.extend(ops)
         return done
 
+    @trace.traced("results")
     def finish(self, gather, name: str, text=None) -> AlignBatch:
         """The AlignBatch in pair order; gather(parts, total) -> dst copies each pair's ops to its place
         (gather_kernel on the device); text (text_kernels, device only): the CIGAR text and counts made
@@ -340,6 +346,7 @@ class SlotResults:
         self.ops_src = cupy.zeros(n, dtype=cupy.int64)  # level << 40 | offset in that level's buffer
         self.buffers: list = []
 
+    @trace.traced("slot results book")
     def book(self, ids, nl: int, score, mode=None, ncig=None, ops=None, stride: int = 0):
         """Book one level run over ids[:nl] (device int32; score, mode, ncig per entry, CIGARs in ops at
         entry * stride). Returns (the ids still to align (device), how many, done with the 2-bit compare,
@@ -359,6 +366,7 @@ class SlotResults:
         left, two_bit, other = (int(c) for c in counts.get())
         return nxt, left, two_bit, other
 
+    @trace.traced("slot results")
     def finish(self, name: str) -> AlignBatch:
         """The AlignBatch in pair order (pinned host arrays)."""
         import cupy

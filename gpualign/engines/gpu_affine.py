@@ -47,6 +47,7 @@ import threading
 
 import numpy as np
 
+from .. import trace
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
 from ._cuda import load_module
@@ -85,6 +86,7 @@ def kbound(s: np.ndarray, o: int, e: int, kcap: int) -> np.ndarray:
     return np.minimum(k, kcap)
 
 
+@trace.traced("length_groups")
 def length_groups(longest: np.ndarray) -> list:
     """Pair ids grouped by ceil(log2(length)) (lengths within a factor 2 share a plan), shortest
     group first; one group at once when the batch's extremes share a class (the common case)."""
@@ -135,6 +137,7 @@ def end_reach(q_len: np.ndarray, t_len: np.ndarray, free: np.ndarray | None) -> 
     return np.maximum(np.maximum(d - free[:, 0], free[:, 1] - d), 0)
 
 
+@trace.traced("longest_first")
 def longest_first(ids: np.ndarray, longest: np.ndarray) -> np.ndarray:
     """ids (int32) by decreasing length, the order in which resident blocks take them (long pairs
     first balance the load). Sorted by a 16-bit key (radix sort, ~6x faster than a 64-bit one),
@@ -249,6 +252,7 @@ class GpuAffineEngine(BatchEngine):
             self.timings[what] = self.timings.get(what, 0.0) + now - self._last
         self._last = now
 
+    @trace.traced("engine warm")
     def warm(self, cfg: AlignConfig) -> None:
         super().warm(cfg)
         self._history.clear()  # the warm-up's made-up pairs say nothing of the user's
@@ -405,6 +409,7 @@ class GpuAffineEngine(BatchEngine):
             self._ws = cupy.empty(nbytes, dtype=cupy.uint8)
         return self._ws[:nbytes]
 
+    @trace.traced("estimated level")
     def _estimated_level(self, todo, longest, gap, pen, plan_for, level, launch, key):
         """Level E (module doc): the others with caps from the history of key's rates when it holds
         enough of them, else from a sample run first at level 0. Returns the pairs for level 0, the
@@ -433,6 +438,7 @@ class GpuAffineEngine(BatchEngine):
         d_ucap = to_device(np.clip(caps, 0, s_cap), np.int32)
         return todo, skip, launch(f"{NAME}:E", todo, plan_for(todo, 0.0, s_cap), d_ucap)
 
+    @trace.traced("affine level queued")
     def _launch(self, plan: Plan, pen, d_raw, d_meta, d_free, ids: np.ndarray, want_cigar: bool, d_ucap=None):
         """One level over ids, queued in launches bounded by memory (nothing waits for the device here).
         Returns collect(), which waits for them and returns per id: reduced score (-1 exceeded), CIGAR op

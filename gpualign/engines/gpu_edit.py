@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import trace
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
 from ._cuda import load_module
@@ -101,6 +102,7 @@ class GpuEditEngine(BatchEngine):
         super().prefetch(batch, cfg)
 
     # -- the device work -------------------------------------------------------------
+    @trace.traced("edit upload")
     def _upload(self, batch: PairBatch, cfg: AlignConfig):
         """Raw bytes (pinned, one copy) and the 2-bit packing made on the device."""
         import cupy
@@ -150,6 +152,7 @@ class GpuEditEngine(BatchEngine):
                     self.last_counts[key] = self.last_counts.get(key, 0) + v
         return res.finish(NAME)
 
+    @trace.traced("edit level")
     def _run_level(self, e, dev, ids, nl, want_cigar):
         """One level over the pair ids[:nl] (device int32). Returns device arrays per entry: score (-1
         beyond e), compare mode (2 or 8) and, with CIGARs, the ops (2e + 1 slots per entry: s edits

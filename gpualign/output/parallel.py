@@ -14,7 +14,7 @@ from collections import deque
 
 import numpy as np
 
-from .. import shm
+from .. import shm, trace
 
 WORKERS_MAX = 8
 
@@ -86,6 +86,7 @@ class OrderedWriter:
         self.pending: deque = deque()
         self.ahead = 2 * WORKERS_MAX  # batches formatted or formatting before the oldest is written
 
+    @trace.traced("write submit")
     def submit(self, batch, res, done) -> None:
         """Queue a batch; done(n_lines) is called once it has been written."""
         if self.pool is None:
@@ -111,6 +112,7 @@ class OrderedWriter:
         while self.pending and (len(self.pending) > self.ahead or self.pending[0][0].done()):
             self._write_one()
 
+    @trace.traced("write flush")
     def flush(self) -> None:
         while self.pending:
             self._write_one()
@@ -128,6 +130,7 @@ class OrderedWriter:
                 if name:
                     shm.discard(name)
 
+    @trace.traced("write one")
     def _write_one(self) -> None:
         fut, done, shared = self.pending.popleft()
         try:
