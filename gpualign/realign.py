@@ -16,7 +16,7 @@ import numpy as np
 from . import trace
 from .config import AlignConfig
 from .engines import select_engines
-from .errors import ConfigError, InputError
+from .errors import ConfigError
 from .io import paf as P
 from .output import parallel
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam

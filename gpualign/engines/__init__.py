@@ -92,7 +92,7 @@ def host_allocator(chain):
     """alloc(n, dtype) for the sequence buffers of batches this chain aligns: page-locked memory when
     a GPU engine runs (the device reads it with no staging copy), else numpy's."""
     if any(getattr(e, "pinned_input", False) for e in chain):
-        from ._device import pinned_empty
+        from ._staging import pinned_empty
 
         return pinned_empty
     return np.empty

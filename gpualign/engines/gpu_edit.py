@@ -18,7 +18,9 @@ from .. import trace
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
 from ._cuda import load_module
-from ._device import BatchEngine, SlotResults, Staging, align_split
+from ._device import BatchEngine, align_split
+from ._results import SlotResults
+from ._staging import Staging
 
 NAME = "gpu-edit"
 CIGAR_LEVELS = (32, 64, 128)
