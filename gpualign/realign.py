@@ -63,19 +63,16 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     say = on_notice or (lambda text: None)
     skipped: list = []
     # the reader processes are forked first, then the PAF formatting processes (before the reader thread
-    # and the GPU exist): lines formatted in the main thread compete with alignment for the interpreter
-    # (H100, 50,000 ONT candidates: align busy 4.0 s writing, 3.1 s not writing); few of them, as
-    # the readers need the cores (PAF_FORMATTERS)
+    # and the GPU exist): lines formatted in the main thread compete with alignment for the interpreter;
+    # few of them, as the readers need the cores (PAF_FORMATTERS)
     fmt_pool = ahead = None
     with Readers(workers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if workers \
             else contextlib.nullcontext() as pool:
         # candidates are fetched from now on, in the reader thread (or by the worker processes it feeds),
         # while the engines start and then while the previous batch aligns (pipeline.stream)
         # the batches' sequence bytes stay in pageable memory (the engines upload them from there, ahead
-        # of their turn: Staging.prefetch): page-locking a new 128 MiB buffer per batch in flight took
-        # 65-130 ms each and held up the CUDA calls of the other threads meanwhile (H100, 50,000 ONT
-        # candidates, two runs each: whole command 7.4-7.7 s with page-locked batches, 6.6-6.9 s
-        # without; 2,000 candidates: no clear difference)
+        # of their turn: Staging.prefetch): page-locking a new buffer per batch in flight is slow and holds
+        # up the CUDA calls of the other threads meanwhile
         if pool is not None:
             batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say))
         else:

@@ -130,8 +130,7 @@ class Readers:
 
         def size() -> int:
             # the first chunks grow RAMP-fold from FIRST_CHUNK: each is read by one worker (a full-size one
-            # took ~1.2 s on the H100 host, 5,300 ONT candidates), so the GPU starts on small batches
-            # while the full-size ones are read
+            # takes a second or more), so the GPU starts on small batches while the full-size ones are read
             ramp = FIRST_CHUNK * RAMP ** min(asked[0], 16)
             asked[0] += 1
             if per_line is None:

@@ -9,8 +9,8 @@ from .. import trace
 
 def _start_driver():
     """A thread that starts the CUDA driver (cuInit) and retains device 0's primary context through the
-    driver API (ctypes lets go of the interpreter lock), so that both overlap cupy's import (H100 host:
-    import 0.23 s, cuInit 0.11 s, context 0.12 s); cupy's runtime then finds the context made. Started
+    driver API (ctypes lets go of the interpreter lock), so that both overlap cupy's import; cupy's
+    runtime then finds the context made. Started
     only after the caller's worker processes are forked (select_engines' callers fork first). Any failure
     is left for cupy to meet and report."""
     import ctypes

@@ -97,8 +97,8 @@ class Results:
             flat = gather(parts, total)[:total]
         if isinstance(flat, np.ndarray):
             res.cigar = flat
-        else:  # into pageable memory: page-locking a buffer per batch cost more (H100 host: ~35 ms per
-            # 40 MB, holding up the other threads' CUDA calls) than the copy into fresh pages (~16 ms)
+        else:  # into pageable memory: page-locking a buffer per batch cost more (and held up the other
+            # threads' CUDA calls) than the copy into fresh pages
             res.cigar = to_host(flat)
             if text is not None:
                 res.cigar_text, res.cigar_stats = text(flat, dst, lens)

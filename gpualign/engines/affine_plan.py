@@ -102,7 +102,7 @@ def end_reach(q_len: np.ndarray, t_len: np.ndarray, free: np.ndarray | None) -> 
 @trace.traced("longest_first")
 def longest_first(ids: np.ndarray, longest: np.ndarray) -> np.ndarray:
     """ids (int32) by decreasing length, the order in which resident blocks take them (long pairs
-    first balance the load). Sorted by a 16-bit key (radix sort, ~6x faster than a 64-bit one),
+    first balance the load). Sorted by a 16-bit key (radix sort, much faster than a 64-bit one),
     coarsened when the lengths spread wider: only speed depends on the order."""
     ln = longest[ids]
     if len(ln) == 0:

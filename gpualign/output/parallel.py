@@ -26,8 +26,7 @@ def _outbound(res):
     """(res without its large CIGAR arrays (ops, engine-made text buffer), those arrays in one
     shared-memory block as (name, ops bytes, text bytes), or None). In the job they would be pickled
     in-band by the pool's feeder thread: a copy of tens of MB per batch of ONT candidates, made holding
-    the interpreter lock; numpy fills the block instead, letting go of the lock for large copies. Not
-    measured apart from the changes made with it (shm's figures are for results coming back)."""
+    the interpreter lock; numpy fills the block instead, letting go of the lock for large copies."""
     ops = getattr(res, "cigar", None)
     text = getattr(res, "cigar_text", None)
     big_ops = ops is not None and ops.nbytes >= SHARE_MIN
