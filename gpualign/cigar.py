@@ -95,7 +95,7 @@ def op_totals(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> dict:
     """Per pair: matches (=), mismatches (X), ins (I), dels (D) in bases, as int64 arrays.
 
     CIGARs are stored contiguously in pair order (the AlignBatch invariant). One bincount over
-    (pair, op) keys: 2.7x faster than four running sums (2.6M ops: 18 vs 50 ms)."""
+    (pair, op) keys: faster than four running sums."""
     n = len(length)
     pair = np.repeat(np.arange(n, dtype=np.int64), np.asarray(length, dtype=np.int64))
     key = pair * 16 + (cigar & 15)
@@ -104,7 +104,7 @@ def op_totals(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> dict:
 
 
 def gap_opens(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """Per pair: the number of I and D runs (gap openings), as an int64 array (a running sum: 3x faster
+    """Per pair: the number of I and D runs (gap openings), as an int64 array (a running sum: faster
     than a bincount over a per-op pair index)."""
     op = cigar & 15
     run = np.zeros(len(cigar) + 1, np.int64)  # running count of gap ops: per pair, a difference of two

@@ -89,8 +89,8 @@ class AlignConfig:
     def to_pywfa_kwargs(self, long_pairs: bool = False) -> dict:
         """Every WFA2-lib attribute set explicitly: exact, end-to-end, no heuristic.
 
-        long_pairs selects BiWFA (O(s) memory; about 4x faster than the default mode on 12 kbp reads at 10%
-        error; slower on short pairs). Ends-free alignment keeps the medium memory mode instead.
+        long_pairs selects BiWFA (O(s) memory; faster than the default mode on long noisy reads, slower on
+        short pairs). Ends-free alignment keeps the medium memory mode instead.
         """
         p = self.penalties
         if self.metric == "edit" and self.ends_free_target:

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import trace
 from .config import AlignConfig
 from .engines import host_allocator, select_engines
 from .errors import ConfigError, InputError
-from .io import fastx
+from .io import fastx, pair_reader
 from .output import parallel
 from .output.paf import PafWriter
 from .output.sam import BamWriter, SamWriter
@@ -125,6 +126,7 @@ class Output:
             else:
                 self.target = os.fdopen(fd, "wb", buffering=1 << 20)
 
+    @trace.traced("commit")
     def commit(self) -> None:
         if not isinstance(self.target, str):
             self.target.flush()
@@ -247,7 +249,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
                 spooled = path_b = _spool_stdin()
             targets = _collect_targets(path_b)
         # the parsing processes of big inputs are forked first, before threads, engines and the GPU
-        reader = fastx.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs,
+        reader = pair_reader.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs,
                                   workers=min(READ_WORKERS_MAX, cfg.n_threads // 4))
         if fmt in FORMATS:  # lines formatted in worker processes, forked now too
             fmt_pool = parallel.start_pool(cfg.n_threads)

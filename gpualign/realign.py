@@ -13,9 +13,10 @@ import time
 
 import numpy as np
 
+from . import trace
 from .config import AlignConfig
 from .engines import select_engines
-from .errors import ConfigError, InputError
+from .errors import ConfigError
 from .io import paf as P
 from .output import parallel
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
@@ -23,8 +24,7 @@ from .pipeline import FORMATS, Output, ReadAhead, Summary, aborting, infer_forma
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
 
-# formatting processes of PAF output: one keeps up with the aligner (H100: 0.1 s of lines per 0.4 s
-# batch of ONT candidates); eight slowed the readers of 200,000 HiFi candidates (read busy 5.8 -> 7.2 s)
+# formatting processes of PAF output: one keeps up with the aligner; more compete with the readers
 PAF_FORMATTERS = 2
 MODES = ("ends-free", "global")
 
@@ -36,31 +36,8 @@ def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, 
         skipped.append(e)
         warn(f"skipped: {e}")
 
-    return fetch(P.read_candidates(paf_path, bad if skip_bad else None), queries, targets, mode, pad,
+    return P.fetch(P.read_candidates(paf_path, bad if skip_bad else None), queries, targets, mode, pad,
                  bad if skip_bad else None)
-
-
-def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = True):
-    """_candidates' items for cands; a candidate whose sequences cannot be had raises its InputError, or
-    goes to on_bad(error) if given. keep_full=False: no full query and quality (None; PAF output)."""
-    for c in cands:
-        try:
-            qseq, qual = queries.get(c)
-            if mode == "global":
-                ws, we = c.ts, c.te
-            else:
-                ws, we = max(0, c.ts - pad), min(c.tlen, c.te + pad)
-            tseq = targets.fetch(c, ws, we)
-        except InputError as e:
-            if on_bad is None:
-                raise
-            on_bad(e)
-            continue
-        part = qseq[c.qs:c.qe]
-        free = (c.ts + pad - ws, we - (c.te - pad)) if mode != "global" else (0, 0)
-        if not keep_full:
-            qseq = qual = None
-        yield c, (P.revcomp(part) if c.strand == "-" else part), tseq, ws, qseq, qual, free
 
 
 def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str | None, cfg: AlignConfig,
@@ -86,19 +63,16 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     say = on_notice or (lambda text: None)
     skipped: list = []
     # the reader processes are forked first, then the PAF formatting processes (before the reader thread
-    # and the GPU exist): lines formatted in the main thread compete with alignment for the interpreter
-    # (H100, 50,000 ONT candidates: align busy 4.0 s writing, 3.1 s not writing); few of them, as
-    # the readers need the cores (PAF_FORMATTERS)
+    # and the GPU exist): lines formatted in the main thread compete with alignment for the interpreter;
+    # few of them, as the readers need the cores (PAF_FORMATTERS)
     fmt_pool = ahead = None
     with Readers(workers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if workers \
             else contextlib.nullcontext() as pool:
         # candidates are fetched from now on, in the reader thread (or by the worker processes it feeds),
         # while the engines start and then while the previous batch aligns (pipeline.stream)
         # the batches' sequence bytes stay in pageable memory (the engines upload them from there, ahead
-        # of their turn: Staging.prefetch): page-locking a new 128 MiB buffer per batch in flight took
-        # 65-130 ms each and held up the CUDA calls of the other threads meanwhile (H100, 50,000 ONT
-        # candidates, two runs each: whole command 7.4-7.7 s with page-locked batches, 6.6-6.9 s
-        # without; 2,000 candidates: no clear difference)
+        # of their turn: Staging.prefetch): page-locking a new buffer per batch in flight is slow and holds
+        # up the CUDA calls of the other threads meanwhile
         if pool is not None:
             batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say))
         else:
@@ -128,6 +102,7 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     return summary
 
 
+@trace.traced_items("batch read")
 def _batches(items, cfg: AlignConfig):
     """PairBatches of candidates (cfg's batch bounds), each with its candidates' meta."""
     buf, bases, done = [], 0, 0
@@ -142,6 +117,7 @@ def _batches(items, cfg: AlignConfig):
         yield _batch(buf, done)
 
 
+@trace.traced_items("batch read")
 def _numbered(lists):
     """PairBatches of Readers.item_lists' (items, joined sequences), numbered on from 0."""
     done = 0
@@ -150,8 +126,9 @@ def _numbered(lists):
         done += len(items)
 
 
+@trace.traced("batch build")
 def _batch(buf, start: int, joined=None) -> PairBatch:
-    """buf: realign.fetch items; joined: their sequences already joined (items then hold the lengths)."""
+    """buf: io.paf.fetch items; joined: their sequences already joined (items then hold the lengths)."""
     cands = [b[0] for b in buf]
     names = [c.qname for c in cands], [c.tname for c in cands]
     if joined is None:

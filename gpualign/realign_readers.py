@@ -1,9 +1,7 @@
 """`gpualign paf`'s candidates fetched by worker processes (when the query file can be indexed).
 
 In one process, the thread that parses candidates and slices their sequences competes with the
-aligner thread for the interpreter lock. On the H100, 20,000 HiFi candidates took the reader 1.5-2.4 s,
-and the aligner about as long, mostly waiting for the lock (its work alone: 0.2-0.3 s with the edit
-metric). With the workers, that run went from 2.2 to 1.0 s.
+aligner thread for the interpreter lock; worker processes take that work off it.
 
 Here the main process only reads the PAF's raw lines, in chunks. Worker processes (forked before the
 GPU is set up; each opens the indexed query and target FASTA once) parse a chunk, check it and fetch
@@ -19,6 +17,7 @@ import multiprocessing
 import os
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
+
 from . import shm
 from .config import AlignConfig
 from .errors import InputError
@@ -51,18 +50,16 @@ def _init(query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool
 
 
 def _chunk(name: str, first: int, lines: list):
-    """One chunk in a worker: (items as realign.fetch yields them but with the sequences' lengths in
+    """One chunk in a worker: (items as io.paf.fetch yields them but with the sequences' lengths in
     place of the sequences, the shared-memory block holding the sequences joined (queries, then
     targets) or None, errors skipped, the error that stops the run or None). The parent copies the
     block into the batch and unlinks it: the sequences never go through a pipe."""
-    from .realign import fetch
-
     st, skipped, items = _STATE, [], []
     on_bad = skipped.append if st["skip_bad"] else None
     err = None
     try:
         cands = P.read_candidates(name, on_bad, P.parse_lines(name, enumerate(lines, first)))
-        items.extend(fetch(cands, st["queries"], st["targets"], st["mode"], st["pad"], on_bad, st["keep_full"]))
+        items.extend(P.fetch(cands, st["queries"], st["targets"], st["mode"], st["pad"], on_bad, st["keep_full"]))
     except InputError as e:
         err = e
     if err is not None or not items:
@@ -133,8 +130,7 @@ class Readers:
 
         def size() -> int:
             # the first chunks grow RAMP-fold from FIRST_CHUNK: each is read by one worker (a full-size one
-            # took ~1.2 s on the H100 host, 5,300 ONT candidates), so the GPU starts on small batches
-            # while the full-size ones are read
+            # takes a second or more), so the GPU starts on small batches while the full-size ones are read
             ramp = FIRST_CHUNK * RAMP ** min(asked[0], 16)
             asked[0] += 1
             if per_line is None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import trace
+
 # status codes
 OK, EXCEEDED, FAILED = 0, 1, 2
 STATUS_NAMES = ("ok", "exceeded", "failed")
@@ -237,6 +239,7 @@ class AlignBatch:
                           sub(self.t_end))
 
     @classmethod
+    @trace.traced("merge")
     def merge(cls, n: int, parts, has_cigar: bool) -> "AlignBatch":
         """Assemble results computed for index subsets into one batch of n pairs.
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import trace
 from .records import EXCEEDED, FAILED, AlignBatch, PairBatch
 
 
@@ -25,6 +26,7 @@ def prefetch(batch: PairBatch, chain, cfg) -> None:
         ahead(batch, cfg)
 
 
+@trace.traced("align")
 def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
     """Align a batch through the chain; returns the merged result and per-engine pair counts.
     An engine's accepts() is asked only while some pair still needs an engine (as a rule the first

@@ -3,8 +3,7 @@ reader processes fetch, the large CIGAR arrays sent to the formatting processes 
 render.
 
 A result sent back through a process pool's pipe arrives in reads of at most 64 KB, each of which takes
-the parent's interpreter lock back; with the aligner threads busy that crawled (13 MB: 0.7 s with one
-busy thread, 0.01 s with none; 2-core host). A block is made by one process (put) and unlinked by the
+the parent's interpreter lock back; with the aligner threads busy that crawls. A block is made by one process (put) and unlinked by the
 one that takes it (take, write_to, discard). Its maker leaves it out of the resource tracker: on Python
 < 3.13 the tracker would otherwise unlink it, or report it leaked, when the maker exits first.
 """
@@ -14,6 +13,8 @@ from __future__ import annotations
 from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
+
+from . import trace
 
 
 def put(parts) -> str:
@@ -32,6 +33,7 @@ def put(parts) -> str:
     return block.name
 
 
+@trace.traced("shm take")
 def take(name: str, size: int) -> np.ndarray:
     """The first size bytes of block name, copied to a new array; the block is unlinked."""
     block = shared_memory.SharedMemory(name=name)

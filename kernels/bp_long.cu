@@ -50,7 +50,7 @@
 #define AHEAD 8   // symbol loads are issued this many steps before their use
 #ifndef BP_MIN_BLOCKS
 #define BP_MIN_BLOCKS 1  // launch bounds: resident 128-thread blocks per SM asked of the register allocator
-#endif                   // (H100 A/B: capping registers at 72 or 64 for more warps per SM loses)
+#endif                   // (capping registers at 72 or 64 for more warps per SM loses)
 
 __device__ __forceinline__ unsigned long long ld_relaxed(const unsigned long long* p) {
     unsigned long long v;

@@ -42,9 +42,8 @@
 //   I[s][k] = max(M[s-o-e][k+1], I[s-e][k+1])              (query-only gap)
 //   M[s][k] = max(M[s-x][k] + 1, I[s][k], D[s][k]), then extended along matches,
 // each candidate kept only inside the matrix (h <= tlen, v <= qlen). Each thread takes two adjacent
-// diagonals per pass (one backtrace byte: no shuffle, half the loop and address work per cell; H100,
-// ONT-like 9-15 kbp pairs: 0.173 -> 0.149 s per 3,000), its seven ring rows addressed once per pass
-// (Cell; ONT-like batch of 5,300 pairs: 0.364 -> 0.304 s), one barrier per score. The backtrace keeps,
+// diagonals per pass (one backtrace byte: no shuffle, half the loop and address work per cell), its
+// seven ring rows addressed once per pass (Cell), one barrier per score. The backtrace keeps,
 // per cell, which candidate won (4 bits: bits 0-1 M's source X/I/D, bit 2 I extended, bit 3 D
 // extended); a second kernel walks it back into path tokens and replays them forward, re-deriving
 // the matches by extend.

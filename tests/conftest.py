@@ -4,7 +4,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.append(os.path.join(ROOT, "scripts"))  # last: scripts/profile.py must not hide the stdlib's profile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -258,8 +258,8 @@ def test_api_rejects_non_ascii():
 
 
 def test_profile_host_script_runs(root):
-    """scripts/profile_host.py (host-side ceiling of `gpualign pairs`) runs on the demo data."""
-    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "profile_host.py"), "pairs",
+    """scripts/profile.py host (host-side ceiling of `gpualign pairs`) runs on the demo data."""
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "profile.py"), "host", "pairs",
                         os.path.join(root, "data", "demo", "a.fa"), os.path.join(root, "data", "demo", "b.fa")],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr

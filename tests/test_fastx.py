@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpualign.io import fastx
+from gpualign.io import fastx, fastx_fast, fastx_parts, pair_reader
 
 rec = st.tuples(st.from_regex(r"[A-Za-z0-9_.|]{1,12}", fullmatch=True),
                 st.one_of(st.just(""), st.from_regex(r"[ \t][a-z =]{0,10}", fullmatch=True)),
@@ -47,7 +47,7 @@ def via_ours(path):
 @given(st.lists(rec, min_size=1, max_size=40), st.booleans(), st.sampled_from([0, 0, 7, 60]), st.booleans(),
        st.booleans(), st.booleans(), st.sampled_from([16, 64, 1 << 23]))
 def test_same_records_as_htslib(tmp_path, monkeypatch, recs, fq, wrap, crlf, final_newline, gz, block):
-    monkeypatch.setattr(fastx, "_BLOCK", block)
+    monkeypatch.setattr(fastx_fast, "_BLOCK", block)
     data = render(recs, fq, wrap, crlf, final_newline)
     path = tmp_path / ("r.fq" if fq else "r.fa")
     if gz:
@@ -65,7 +65,7 @@ def test_same_records_as_htslib(tmp_path, monkeypatch, recs, fq, wrap, crlf, fin
 
 
 def test_layout_change_mid_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(fastx, "_BLOCK", 256)
+    monkeypatch.setattr(fastx_fast, "_BLOCK", 256)
     recs = [(f"r{i}", "", "ACGT" * (i % 9 + 1)) for i in range(200)]
     data = render(recs[:120], False, 0, False, True) + render(recs[120:], False, 5, False, True)
     path = tmp_path / "mixed.fa"
@@ -75,7 +75,7 @@ def test_layout_change_mid_file(tmp_path, monkeypatch):
 
 
 def test_bad_quality_found_by_either_path(tmp_path, monkeypatch):
-    monkeypatch.setattr(fastx, "_BLOCK", 64)
+    monkeypatch.setattr(fastx_fast, "_BLOCK", 64)
     body = "".join(f"@r{i}\nACGT\n+\nIIII\n" for i in range(30)) + "@bad\nACGT\n+\nIII\n"
     path = tmp_path / "q.fq"
     path.write_text(body)
@@ -85,7 +85,7 @@ def test_bad_quality_found_by_either_path(tmp_path, monkeypatch):
 
 def _batches(a, b, min_bytes, **kw):
     out = []
-    for batch in fastx.read_pairs(str(a), str(b), kw.get("bases", 5000), kw.get("pairs", 37), min_bytes):
+    for batch in pair_reader.read_pairs(str(a), str(b), kw.get("bases", 5000), kw.get("pairs", 37), min_bytes):
         out.append((batch.q_names, batch.t_names, batch.q_quals, batch.seq.tobytes(), batch.q_len.tolist(),
                     batch.t_len.tolist(), batch.index.tolist()))
     return out
@@ -146,7 +146,7 @@ def test_child_process_chunks_equal_in_process(tmp_path, recs, fq, wrap, crlf, g
         except fastx.InputError as e:
             return str(e)
 
-    child = fastx._Chunks(str(path), 0)
+    child = fastx_parts._Chunks(str(path), 0)
     try:
         assert child.proc is not None
         assert collect(child) == collect(fastx.encoded_chunks(str(path)))
@@ -168,10 +168,10 @@ def test_batches_use_the_reader_allocator(tmp_path):
         sizes.append(n)
         return np.full(n + 5, 255, dtype=dtype)[:n]  # a view of a bigger buffer, as pinned_empty gives
 
-    reader = fastx.read_pairs(str(a), str(b), 1000, 64)
+    reader = pair_reader.read_pairs(str(a), str(b), 1000, 64)
     reader.alloc = alloc
     got = [(bt.seq.tobytes(), bt.q_len.tolist()) for bt in reader]
-    want = [(bt.seq.tobytes(), bt.q_len.tolist()) for bt in fastx.read_pairs(str(a), str(b), 1000, 64)]
+    want = [(bt.seq.tobytes(), bt.q_len.tolist()) for bt in pair_reader.read_pairs(str(a), str(b), 1000, 64)]
     assert got == want and sum(sizes) == sum(len(s) for s, _ in want) and len(sizes) == len(want) > 1
 
 
@@ -181,7 +181,7 @@ def test_record_cuts_start_at_records(tmp_path):
     path.write_bytes(render(recs, False, 5, False, True))
     data = path.read_bytes()
     for every in (1, 50, 333, 4096, 1 << 30):
-        cuts = fastx.record_cuts(str(path), len(data), every)
+        cuts = fastx_parts.record_cuts(str(path), len(data), every)
         assert cuts[0] == 0 and cuts[-1] == len(data) and cuts == sorted(set(cuts))
         assert all(data[c:c + 1] == b">" and data[c - 1:c] == b"\n" for c in cuts[1:-1])
         assert len(cuts) > 2 or every > len(data) // 2
@@ -191,7 +191,7 @@ def test_record_cuts_start_at_records(tmp_path):
 def test_fasta_parts_parsed_by_several_processes(tmp_path, monkeypatch, layout):
     """Plain FASTA read in parts by 3 processes each (parts of ~2 kB here): the same batches as one
     parsing process, whether the parts are strict 2-line FASTA, wrapped (htslib per part) or both."""
-    monkeypatch.setattr(fastx, "RANGE_BYTES", 2048)
+    monkeypatch.setattr(fastx_parts, "RANGE_BYTES", 2048)
     empty_ok = layout != "crlf"  # htslib reads an empty CRLF record's sequence as '\r' (either way)
     recs = [(f"r{i}", " x" if i % 7 == 0 else "", "ACGTNacgt"[i % 9] * (i % 120 + (not empty_ok)))
             for i in range(700)]
@@ -205,24 +205,24 @@ def test_fasta_parts_parsed_by_several_processes(tmp_path, monkeypatch, layout):
     b.write_bytes(render(recs[::-1], False, 0, False, True))
     one = _batches(a, b, 1 << 40, bases=20_000, pairs=97)
     many = [(bt.q_names, bt.t_names, bt.q_quals, bt.seq.tobytes(), bt.q_len.tolist(), bt.t_len.tolist(),
-             bt.index.tolist()) for bt in fastx.read_pairs(str(a), str(b), 20_000, 97, 0, workers=3)]
+             bt.index.tolist()) for bt in pair_reader.read_pairs(str(a), str(b), 20_000, 97, 0, workers=3)]
     assert many == one and sum(len(x[0]) for x in one) == len(recs)
 
 
 def test_fasta_parts_errors_name_the_record_in_the_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(fastx, "RANGE_BYTES", 1000)
+    monkeypatch.setattr(fastx_parts, "RANGE_BYTES", 1000)
     good = "".join(f">t{i}\nACGTACGT\n" for i in range(3000))
     a, b = tmp_path / "a.fa", tmp_path / "b.fa"
     a.write_text(good.replace(">t2500\nACGTACGT", ">t2500\nACG TACGT"))
     b.write_text(good)
     with pytest.raises(fastx.InputError, match="a.fa: record 2501: invalid sequence character ' '"):
-        list(fastx.read_pairs(str(a), str(b), 5000, 37, 0, workers=2))
+        list(pair_reader.read_pairs(str(a), str(b), 5000, 37, 0, workers=2))
     a.write_text(good.replace(">t2900\nACGTACGT", ">t2900\nACGT\nACGT"))  # wrapped: htslib reads that part
     b.write_text(good.replace(">t2000\nACGTACGT", ">t2000\nACGTACGT\n+\nIIII"))  # looks like FASTQ
     said = []
     for min_bytes, workers in ((1 << 40, 1), (0, 2)):
         with pytest.raises(fastx.InputError, match="b.fa: record 2001: ") as e:
-            list(fastx.read_pairs(str(a), str(b), 5000, 37, min_bytes, workers=workers))
+            list(pair_reader.read_pairs(str(a), str(b), 5000, 37, min_bytes, workers=workers))
         said.append(str(e.value))
     assert said[0] == said[1]
 

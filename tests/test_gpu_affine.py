@@ -218,7 +218,8 @@ def test_estimated_caps_at_the_score(cpu, pen, ends_free):
     optimal path is pruned); one below it finds none (they go on to the levels and the CPU): scores exact
     either way."""
     from gpualign.engines import reference
-    from gpualign.engines.gpu_affine import GpuAffineEngine, reduced
+    from gpualign.engines.affine_plan import reduced
+    from gpualign.engines.gpu_affine import GpuAffineEngine
 
     pairs = pairs_random(12, 20, seed=31 + pen.gap_open, max_len=900, max_rate=0.2) + \
         pairs_random(4, 20, seed=32, profile="long", max_len=900)
@@ -256,7 +257,8 @@ def test_rescue_of_groups_merged(cpu, ends_free):
     """The pairs that the estimated levels of several length groups leave (every 7th pair here, its cap one
     below its score) run at level 0 in one launch, not one per group: scores and CIGARs still exact."""
     from gpualign.engines import reference
-    from gpualign.engines.gpu_affine import GpuAffineEngine, length_groups, reduced
+    from gpualign.engines.affine_plan import length_groups, reduced
+    from gpualign.engines.gpu_affine import GpuAffineEngine
 
     pen = Penalties(4, 6, 2)
     pairs = pairs_random(6, 30, seed=77, max_len=3000, max_rate=0.15, min_len=100)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gpualign.engines.gpu_affine import Plan, end_reach, estimated_caps, forced_gap, kbound, reduced
+from gpualign.engines.affine_plan import Plan, end_reach, estimated_caps, forced_gap, kbound, reduced
 
 
 @pytest.mark.parametrize("pen", [(4, 6, 2), (1, 0, 1), (3, 5, 1), (6, 2, 2), (2, 12, 4)])
@@ -42,7 +42,7 @@ def test_plan_sizes():
 def test_results_book_scores_failures_and_cigars():
     """The affine engine's per-pair bookkeeping across kernel levels (numpy buffers standing in for the
     device's), and the CIGARs brought into pair order at the end."""
-    from gpualign.engines._device import Results
+    from gpualign.engines._results import Results
     from gpualign.records import EXCEEDED, FAILED, OK
 
     def gather(parts, total):
@@ -83,7 +83,7 @@ def test_results_book_scores_failures_and_cigars():
 
 
 def test_longest_first_orders_by_length():
-    from gpualign.engines.gpu_affine import longest_first
+    from gpualign.engines.affine_plan import longest_first
 
     longest = np.array([5, 900, 7, 900, 1, 70_000, 40_000])
     assert longest_first(np.array([0, 1, 2, 3, 4]), longest).tolist() == [1, 3, 2, 0, 4]
@@ -93,7 +93,7 @@ def test_longest_first_orders_by_length():
 
 
 def test_length_groups_by_power_of_two():
-    from gpualign.engines.gpu_affine import length_groups
+    from gpualign.engines.affine_plan import length_groups
 
     longest = np.array([1000, 513, 1024, 0, 1, 2, 3, 1025, 700])
     got = [g.tolist() for g in length_groups(longest)]

@@ -1,1 +1,1 @@
-"""One module per subcommand: its options -> its config -> its runner."""
+"""The subcommands, one module each: its Typer options -> AlignConfig -> its runner. cli.py registers them."""

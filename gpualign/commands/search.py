@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import shlex
-import sys
 from typing import Annotated, Optional
 
 import typer
 
-from ..cli import _print_summary, _run, _stderr
 from ..config import SearchConfig
+from .common import Debug, Threads, _print_summary, _run, _stderr, command_line, notice_printer
 
 EPILOG = ("Examples:\n\n"
           "  gpualign search guides.fa genome.fa.gz -k 3 -o hits.tsv\n\n"
@@ -38,10 +36,10 @@ def search(
     iupac: Annotated[bool, typer.Option("--iupac", help="Pattern IUPAC letters match the bases they stand for.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Search even when k >= a pattern's length (it matches everywhere).")] = False,
     device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")] = "auto",
-    threads: Annotated[int, typer.Option("--threads", "-t", help="CPU worker processes (0 = all cores).")] = 0,
+    threads: Threads = 0,
     summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV to this file.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice or summary on stderr.")] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    debug: Debug = False,
     chunk_bases: Annotated[int, typer.Option("--chunk-bases", hidden=True)] = 0,
 ) -> None:
     """Every approximate occurrence (<= k edits) of many patterns in a genome: TSV/SAM/BAM/PAF/BED."""
@@ -54,10 +52,7 @@ def search(
         rule = "iupac" if iupac else "n_mismatch" if n_mismatch else "default"
         cfg = SearchConfig(k=k, strand=strand, all_ends=all_ends, max_hits=max_hits, rule=rule, force=force,
                            device=device, threads=threads, chunk_bases=chunk_bases)
-        err = _stderr()
-        notice = None if quiet else (lambda t: err.print(f"gpualign: {t}", markup=False, soft_wrap=True))
-        command_line = "gpualign " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-        result = run_search(patterns, text, output, fmt, cfg, command_line, notice)
+        result = run_search(patterns, text, output, fmt, cfg, command_line(), notice_printer(_stderr(), quiet))
         _print_summary(result, summary, quiet)
 
     _run(body, debug)

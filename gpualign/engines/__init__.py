@@ -9,6 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
+from .. import trace
 from ..config import AlignConfig
 from ..errors import DeviceError
 from ..records import EXCEEDED, AlignBatch, PairBatch
@@ -64,6 +65,7 @@ def gpu_engines(cfg: AlignConfig) -> list:
     return [e for e in (GpuEditEngine(), GpuAffineEngine()) if e.accepts_cfg(cfg)]
 
 
+@trace.traced("select_engines")
 def select_engines(cfg: AlignConfig) -> tuple[list, str]:
     """The engine chain for cfg and a one-line notice saying what runs where."""
     cpu = CpuEngine(cfg.n_threads)
@@ -90,7 +92,7 @@ def host_allocator(chain):
     """alloc(n, dtype) for the sequence buffers of batches this chain aligns: page-locked memory when
     a GPU engine runs (the device reads it with no staging copy), else numpy's."""
     if any(getattr(e, "pinned_input", False) for e in chain):
-        from ._device import pinned_empty
+        from ._staging import pinned_empty
 
         return pinned_empty
     return np.empty

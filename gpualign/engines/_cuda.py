@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 
+from .. import trace
+
 
 def _start_driver():
     """A thread that starts the CUDA driver (cuInit) and retains device 0's primary context through the
-    driver API (ctypes lets go of the interpreter lock), so that both overlap cupy's import (H100 host:
-    import 0.23 s, cuInit 0.11 s, context 0.12 s); cupy's runtime then finds the context made. Started
+    driver API (ctypes lets go of the interpreter lock), so that both overlap cupy's import; cupy's
+    runtime then finds the context made. Started
     only after the caller's worker processes are forked (select_engines' callers fork first). Any failure
     is left for cupy to meet and report."""
     import ctypes
@@ -96,7 +98,7 @@ class Module:
         self.raw, self.mapping = raw, mapping
 
     def get_function(self, name: str):
-        return self.raw.get_function(self.mapping.get(name, name))
+        return trace.kernel(name, self.raw.get_function(self.mapping.get(name, name)))
 
 
 def _cached(stem: str) -> dict | None:
@@ -139,6 +141,7 @@ def _store(stem: str, cubin: bytes, mapping: dict) -> bool:
     return True
 
 
+@trace.traced("load_module")
 def load_module(filename: str, name_expressions: tuple, defines: tuple = ()) -> Module:
     """kernels/<filename> compiled once per device (NVRTC through CuPy) and kept in cache_dir(): later
     runs load the binary."""

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import trace
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
 from ._cuda import load_module
-from ._device import BatchEngine, SlotResults, Staging, align_split
+from ._device import BatchEngine, align_split
+from ._results import SlotResults
+from ._staging import Staging
 
 NAME = "gpu-edit"
 CIGAR_LEVELS = (32, 64, 128)
@@ -101,6 +104,7 @@ class GpuEditEngine(BatchEngine):
         super().prefetch(batch, cfg)
 
     # -- the device work -------------------------------------------------------------
+    @trace.traced("edit upload")
     def _upload(self, batch: PairBatch, cfg: AlignConfig):
         """Raw bytes (pinned, one copy) and the 2-bit packing made on the device."""
         import cupy
@@ -150,6 +154,7 @@ class GpuEditEngine(BatchEngine):
                     self.last_counts[key] = self.last_counts.get(key, 0) + v
         return res.finish(NAME)
 
+    @trace.traced("edit level")
     def _run_level(self, e, dev, ids, nl, want_cigar):
         """One level over the pair ids[:nl] (device int32). Returns device arrays per entry: score (-1
         beyond e), compare mode (2 or 8) and, with CIGARs, the ops (2e + 1 slots per entry: s edits

@@ -135,8 +135,8 @@ STRIP_ROWS = 1024  # rows per strip (one warp): must match kernels/bp_long.cu
 BPAD = 64  # symbols of padding before the target's codes: must match kernels/bp_long.cu
 BP_WARPS_PER_BLOCK = 4  # kernels/bp_long.cu's launch bounds: 128 threads
 BP_MAX_SYMBOLS = 31
-BP_DEFINES: tuple = ()  # compile-time options of kernels/bp_long.cu (experiments: scripts/profile_genome.py)
-BP_WARPS_PER_SM = 20  # strips in flight per SM at most (H100 A/B: 6..20 tried, 20 best)
+BP_DEFINES: tuple = ()  # compile-time options of kernels/bp_long.cu (experiments: scripts/profile.py genome)
+BP_WARPS_PER_SM = 20  # strips in flight per SM at most (the best of 6..20 tried)
 BP_SPLIT_MIN = 1 << 16  # targets at least this long run as two halves at once, met in the middle
 
 
@@ -219,8 +219,8 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     Time ~ n * band / 32 lane steps, and at least one sequential step per column: split runs the first
     half of the target forwards and the second half backwards (both strings reversed) at the same time,
     each giving its whole last column, and takes d = min_i F[i] + R[n - i]: half the sequential steps.
-    Default: split when the target has BP_SPLIT_MIN symbols or more (H100: 5 Mbp at 10% 0.32 -> 0.19 s;
-    runs bound by cells rather than steps lose 10-20%: 48 Mbp at 8.4% 10.0 -> 11.4 s). It beats the
+    Default: split when the target has BP_SPLIT_MIN symbols or more (runs bound by cells rather than
+    steps lose a little: docs/benchmarks.md). It beats the
     wavefront kernel on distant strings. None when the strings hold more than BP_MAX_SYMBOLS distinct
     common symbols (use distance()). progress: called every poll seconds with dict(kernel="bp", strips_taken, strips, band,
     band_pass, halves, elapsed). Returns dict(distance, cells (DP cells computed), seconds, passes, split)."""

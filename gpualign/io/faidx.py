@@ -27,7 +27,7 @@ class IndexedFasta:
         import pysam
 
         try:
-            # a missing index is built here (htslib reads ~0.3 GB/s; build_fai is several times faster); an
+            # a missing index is built here (build_fai, several times faster than htslib's faidx); an
             # index older than its FASTA points at the wrong bytes: rebuilt
             if (not os.path.exists(path + ".fai") or _stale(path)) and not build_fai(path):
                 pysam.faidx(path)
@@ -39,7 +39,7 @@ class IndexedFasta:
         self._index = self._map = None
         with open(path, "rb") as fh:
             # plain and not empty: mapped, at the first fetch (a process that only checks names and lengths
-            # does not read the .fai into a dict: 0.1 s per 50,000 records)
+            # does not read the .fai into a dict)
             self._plain = fh.read(2) != b"\x1f\x8b" and any(self.lengths.values())
 
     def _mapped(self) -> bool:

@@ -42,6 +42,30 @@ class Candidate:
     tags: list  # input tags still meaningful after re-alignment
 
 
+def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = True):
+    """realign's items for cands (candidate, query part, target window, window start, full query,
+    quality, free ends); a candidate whose sequences cannot be had raises its InputError, or
+    goes to on_bad(error) if given. keep_full=False: no full query and quality (None; PAF output)."""
+    for c in cands:
+        try:
+            qseq, qual = queries.get(c)
+            if mode == "global":
+                ws, we = c.ts, c.te
+            else:
+                ws, we = max(0, c.ts - pad), min(c.tlen, c.te + pad)
+            tseq = targets.fetch(c, ws, we)
+        except InputError as e:
+            if on_bad is None:
+                raise
+            on_bad(e)
+            continue
+        part = qseq[c.qs:c.qe]
+        free = (c.ts + pad - ws, we - (c.te - pad)) if mode != "global" else (0, 0)
+        if not keep_full:
+            qseq = qual = None
+        yield c, (revcomp(part) if c.strand == "-" else part), tseq, ws, qseq, qual, free
+
+
 def read_candidates(path: str, on_bad=None, items=None) -> Iterator[Candidate]:
     """Candidates in file order; a malformed line raises InputError, or goes to on_bad(error) if given.
     items: parse_lines' output to take instead of the whole file's."""

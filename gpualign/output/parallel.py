@@ -14,7 +14,7 @@ from collections import deque
 
 import numpy as np
 
-from .. import shm
+from .. import shm, trace
 
 WORKERS_MAX = 8
 
@@ -26,8 +26,7 @@ def _outbound(res):
     """(res without its large CIGAR arrays (ops, engine-made text buffer), those arrays in one
     shared-memory block as (name, ops bytes, text bytes), or None). In the job they would be pickled
     in-band by the pool's feeder thread: a copy of tens of MB per batch of ONT candidates, made holding
-    the interpreter lock; numpy fills the block instead, letting go of the lock for large copies. Not
-    measured apart from the changes made with it (shm's figures are for results coming back)."""
+    the interpreter lock; numpy fills the block instead, letting go of the lock for large copies."""
     ops = getattr(res, "cigar", None)
     text = getattr(res, "cigar_text", None)
     big_ops = ops is not None and ops.nbytes >= SHARE_MIN
@@ -86,6 +85,7 @@ class OrderedWriter:
         self.pending: deque = deque()
         self.ahead = 2 * WORKERS_MAX  # batches formatted or formatting before the oldest is written
 
+    @trace.traced("write submit")
     def submit(self, batch, res, done) -> None:
         """Queue a batch; done(n_lines) is called once it has been written."""
         if self.pool is None:
@@ -111,6 +111,7 @@ class OrderedWriter:
         while self.pending and (len(self.pending) > self.ahead or self.pending[0][0].done()):
             self._write_one()
 
+    @trace.traced("write flush")
     def flush(self) -> None:
         while self.pending:
             self._write_one()
@@ -128,6 +129,7 @@ class OrderedWriter:
                 if name:
                     shm.discard(name)
 
+    @trace.traced("write one")
     def _write_one(self) -> None:
         fut, done, shared = self.pending.popleft()
         try:

@@ -1,0 +1,74 @@
+"""What the subcommands share: option types, the error wrapper, stderr helpers and the summary table."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shlex
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import GpualignError
+
+CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
+             "(N matches N, as in edlib and WFA2-lib); with --n-mismatch every character other than "
+             "A/C/G/T mismatches everything, itself included (SAM's NM rule). The rule applies to the "
+             "score, the CIGAR =/X, NM and the PAF columns alike.")
+
+Threads = Annotated[int, typer.Option("--threads", "-t", help="CPU worker processes (0 = all cores).")]
+Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+
+
+def _stderr():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def _print_summary(summary, path: Optional[str], quiet: bool) -> None:
+    rows = summary.rows()
+    if path:
+        with open(path, "w") as fh:
+            fh.write("key\tvalue\n" + "".join(f"{k}\t{v}\n" for k, v in rows))
+    if quiet:
+        return
+    from rich.table import Table
+
+    table = Table(title="gpualign summary", show_header=False, box=None)
+    for k, v in rows:
+        table.add_row(k, v)
+    _stderr().print(table)
+
+
+def _run(body, debug: bool) -> None:
+    """Run body() and turn every failure into a one-line message and an exit code."""
+    try:
+        body()
+    except GpualignError as e:
+        if debug:
+            raise
+        _stderr().print(f"[bold red]error:[/] {e}", markup=True, soft_wrap=True)
+        raise typer.Exit(e.exit_code)
+    except KeyboardInterrupt:
+        raise typer.Exit(130)
+    except (BrokenPipeError, OSError) as e:
+        if isinstance(e, BrokenPipeError) or getattr(e, "errno", None) == errno.EPIPE:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(141)
+        if debug:
+            raise
+        _stderr().print(f"error: {e}", markup=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def notice_printer(err, quiet: bool):
+    """The one-line notices of a command (which engine ran, fallbacks) on stderr; None with --quiet."""
+    return None if quiet else (lambda text: err.print(f"gpualign: {text}", markup=False, soft_wrap=True))
+
+
+def command_line() -> str:
+    """The command as typed, for SAM's @PG CL."""
+    return "gpualign " + " ".join(shlex.quote(a) for a in sys.argv[1:])

@@ -1,0 +1,66 @@
+"""`gpualign genome`: exact edit distance between chromosome-scale strings."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from ..config import AlignConfig
+from ..errors import ConfigError
+from .common import CHAR_RULE, Debug, _run, _stderr, notice_printer
+
+EPILOG = ("Examples:\n\n"
+          "  gpualign genome chr21_human.fa chr21_chimp.fa --distance-only -o dist.tsv\n\n"
+          "  gpualign genome asm1.fa.gz asm2.fa.gz --distance-only --query-record chr2 --target-record chr2\n\n"
+          + CHAR_RULE)
+
+
+def genome(
+    query: Annotated[str, typer.Argument(help="FASTA/FASTQ (gz ok): one string per record.")],
+    target: Annotated[str, typer.Argument(help="FASTA/FASTQ: record i is compared with query record i.")],
+    distance_only: Annotated[bool, typer.Option("--distance-only", help="Required: exact edit distance only.")] = False,
+    output: Annotated[str, typer.Option("-o", "--output", help="TSV output ('-' = stdout).")] = "-",
+    query_record: Annotated[Optional[str], typer.Option("--query-record", help="Use only this query record.")] = None,
+    target_record: Annotated[Optional[str], typer.Option("--target-record", help="Use only this target record.")] = None,
+    n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything, N included.")] = False,
+    device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu.")] = "auto",
+    cpu_method: Annotated[str, typer.Option("--cpu-method", help="CPU path: auto|wfa|edlib.")] = "auto",
+    no_prune: Annotated[bool, typer.Option("--no-prune", hidden=True, help="GPU: plain wavefront, no diamond.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice or progress on stderr.")] = False,
+    debug: Debug = False,
+) -> None:
+    """Exact Levenshtein distance between chromosome-scale strings (TSV: distance, identity, time, CUPS)."""
+    from ..genome import run_genome
+
+    def body():
+        if cpu_method not in ("auto", "wfa", "edlib"):
+            raise ConfigError(f"--cpu-method must be auto, wfa or edlib (got {cpu_method!r})")
+        cfg = AlignConfig(distance_only=distance_only, n_mismatch=n_mismatch, device=device)
+        err = _stderr()
+        notice = notice_printer(err, quiet)
+        if not quiet and sys.stderr.isatty():
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                          console=err, transient=True) as bar:
+                task = bar.add_task("computing")
+
+                def report(p):
+                    if p["kernel"] == "bp":  # banded bit-parallel: strips of 1024 rows taken so far
+                        done = 100.0 * p["strips_taken"] / max(1, p["strips"])
+                        bar.update(task, description=f"bit-parallel  band {p['band']:,} (pass {p['band_pass']})  "
+                                                     f"strips {p['strips_taken']:,}/{p['strips']:,} {done:.1f}%")
+                        return
+                    done = 100.0 * max(p["final_offset"], 0) / max(1, p["target_len"])
+                    bar.update(task, description=f"score {p['score']:,}  bound {p['bound']:,}  "
+                                                 f"diagonals {p['diagonals']:,}  final diagonal {done:.1f}%")
+
+                run_genome(query, target, output, cfg, query_record, target_record, notice, report, not no_prune,
+                           cpu_method)
+        else:
+            run_genome(query, target, output, cfg, query_record, target_record, notice, None, not no_prune,
+                       cpu_method)
+
+    _run(body, debug)

@@ -1,0 +1,52 @@
+"""`gpualign paf`: exact re-alignment of minimap2's candidates."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ..config import AlignConfig, Penalties
+from .common import CHAR_RULE, Threads, _print_summary, _run, _stderr, command_line, notice_printer
+
+EPILOG = ("Examples:\n\n"
+          "  minimap2 ref.fa reads.fq > cands.paf && gpualign paf cands.paf reads.fq ref.fa -o out.paf\n\n"
+          "  gpualign paf cands.paf reads.fa ref.fa --mode global -o out.bam\n\n" + CHAR_RULE)
+
+
+def paf(
+    candidates: Annotated[str, typer.Argument(help="PAF candidates (minimap2's 12 columns, any tags).")],
+    query: Annotated[str, typer.Argument(help="Query reads (FASTA/FASTQ, gz ok).")],
+    target: Annotated[str, typer.Argument(help="Target FASTA (plain or bgzip; .fai built when missing).")],
+    output: Annotated[str, typer.Option("-o", "--output", help="Output paf/sam/bam ('-' = stdout, PAF).")] = "-",
+    fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="paf|sam|bam (default: from -o).")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="ends-free (pad the target window, free its ends) or global (the box end to end).")] = "ends-free",
+    target_pad: Annotated[int, typer.Option("--target-pad", help="Bases added on both sides of the target window (ends-free).")] = 100,
+    metric: Annotated[str, typer.Option("--metric", "-m", help="affine (default) or edit.")] = "affine",
+    mismatch: Annotated[int, typer.Option("--mismatch", "-x")] = 4,
+    gap_open: Annotated[int, typer.Option("--gap-open", "-O")] = 6,
+    gap_extend: Annotated[int, typer.Option("--gap-extend", "-E")] = 2,
+    cs: Annotated[bool, typer.Option("--cs", help="Add the cs:Z tag (short form) to PAF output.")] = False,
+    n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything.")] = False,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Log bad candidates and go on instead of stopping.")] = False,
+    # candidates are long: batches 4x larger than pairs' amortise each batch's levels and launches
+    batch_bases: Annotated[int, typer.Option("--batch-bases", hidden=True)] = 1 << 27,
+    threads: Threads = 0,
+    device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu.")] = "auto",
+    summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV here.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    debug: Annotated[bool, typer.Option("--debug")] = False,
+) -> None:
+    """Exact re-alignment of PAF candidates: recomputed coordinates, NM/AS/de/cg (and cs)."""
+    from ..realign import run_paf
+
+    def body():
+        cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend), n_mismatch=n_mismatch,
+                          device=device, threads=threads, batch_bases=batch_bases)
+        err = _stderr()
+        notice = notice_printer(err, quiet)
+        result = run_paf(candidates, query, target, output, fmt, cfg, command_line(), mode, target_pad, cs, skip_bad,
+                         notice)
+        _print_summary(result, summary, quiet)
+
+    _run(body, debug)

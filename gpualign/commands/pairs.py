@@ -1,0 +1,65 @@
+"""`gpualign pairs`: record i of one file against record i of another."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from ..config import AlignConfig, Penalties
+from ..errors import ConfigError
+from .common import CHAR_RULE, Debug, Threads, _print_summary, _run, _stderr, command_line, notice_printer
+
+EPILOG = ("Examples:\n\n"
+          "  gpualign pairs reads.fa refs.fa > out.paf\n\n"
+          "  gpualign pairs a.fq.gz b.fa.gz --metric affine -o out.bam\n\n"
+          "  zcat a.fa.gz | gpualign pairs - b.fa --distance-only --format tsv\n\n" + CHAR_RULE)
+
+
+def pairs(
+    query: Annotated[str, typer.Argument(help="Queries (FASTA/FASTQ, gz ok; '-' = stdin).")],
+    target: Annotated[str, typer.Argument(help="Targets: record i is aligned with query record i.")],
+    output: Annotated[str, typer.Option("-o", "--output", help="Output file ('-' = stdout).")] = "-",
+    fmt: Annotated[Optional[str], typer.Option("--format", "-f",
+                   help="paf|sam|bam|tsv (default: from -o's extension; PAF on stdout, TSV with --distance-only).")] = None,
+    metric: Annotated[str, typer.Option("--metric", "-m", help="edit (Levenshtein) or affine.")] = "edit",
+    mismatch: Annotated[int, typer.Option("--mismatch", "-x", help="Affine mismatch penalty x.")] = 4,
+    gap_open: Annotated[int, typer.Option("--gap-open", "-O", help="Affine gap-open o (a gap of length l costs o+l*e).")] = 6,
+    gap_extend: Annotated[int, typer.Option("--gap-extend", "-E", help="Affine gap-extend e.")] = 2,
+    distance_only: Annotated[bool, typer.Option("--distance-only", help="Score only, no CIGAR (faster).")] = False,
+    n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything, N included.")] = False,
+    threads: Threads = 0,
+    device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")] = "auto",
+    summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV to this file.")] = None,
+    verify: Annotated[float, typer.Option("--verify", help="Re-align this fraction of pairs with the CPU engine (WFA2-lib) and report the share that is optimal (recall).")] = 0.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
+    debug: Debug = False,
+    batch_bases: Annotated[int, typer.Option("--batch-bases", hidden=True)] = 1 << 25,
+) -> None:
+    """Align record i of QUERY with record i of TARGET (global, exact): PAF/SAM/BAM/TSV."""
+    from ..pipeline import run_pairs
+
+    def body():
+        if not 0.0 <= verify <= 1.0:
+            raise ConfigError(f"--verify must be a fraction in [0, 1] (got {verify})")
+        cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend),
+                          distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=threads,
+                          batch_bases=batch_bases)
+        err = _stderr()
+        notice = notice_printer(err, quiet)
+        if not quiet and sys.stderr.isatty():
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                          console=err, transient=True) as bar:
+                task = bar.add_task("aligning")
+                report = lambda p, b: bar.update(task, description=f"{p:,} pairs, {b:,} bases")  # noqa: E731
+                result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify)
+        else:
+            result = run_pairs(query, target, output, fmt, cfg, command_line(), None, notice, verify)
+        _print_summary(result, summary, quiet)
+        if result.failed and not quiet:
+            err.print(f"gpualign: warning: {result.failed} pair(s) failed (see zr:Z / status)", markup=False)
+
+    _run(body, debug)

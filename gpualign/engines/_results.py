@@ -1,0 +1,208 @@
+"""Per-pair results of the batch GPU engines' kernel levels (the affine engine's kept on the host, eWFA's
+on the device), brought into one AlignBatch once per batch, with the CIGAR ops gathered on the device."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import trace
+from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch
+from ._staging import pinned_empty, to_device, to_host
+
+_NULL = np.uint64(0)  # a null device pointer argument
+SLOT_LEVELS = 4  # levels a SlotResults books at most (common.cuh's gather_slots takes that many buffers)
+
+
+def replay_failures(status: np.ndarray) -> dict:
+    """AlignBatch.reason for the pairs whose CIGAR replay on the device failed (status FAILED)."""
+    return {int(i): "GPU CIGAR replay did not reach the end (internal error)" for i in np.nonzero(status == FAILED)[0]}
+
+
+def gather_kernel(kernel):
+    """common.cuh's gather_ops as gather(parts, total) -> dst (Results.finish): each part (src, src_off,
+    lens, dst_off) copies lens[i] ops from src[src_off[i]:] to dst[dst_off[i]:] (host index arrays)."""
+
+    def gather(parts, total):
+        import cupy
+
+        dst = cupy.empty(max(1, total), dtype=cupy.uint32)
+        for src, src_off, lens, dst_off in parts:
+            n = len(lens)
+            kernel(((n + 127) // 128,), (128,), (src, to_device(src_off, np.int64), to_device(lens, np.int32),
+                                                 to_device(dst_off, np.int64), dst, np.int32(n)))
+        return dst
+
+    return gather
+
+
+class Results:
+    """Per-pair results of one batch across the kernel levels: scores, statuses and where each pair's
+    CIGAR ops lie, kept on the host (the levels' scores come back anyway; small device arrays would cost
+    a transfer and a kernel per step), the ops themselves in the levels' buffers beside the kernels
+    (device arrays; numpy in the CPU tests), brought into pair order once (finish)."""
+
+    def __init__(self, n: int, want_cigar: bool):
+        self.n, self.want_cigar = n, want_cigar
+        self.score = np.full(n, -1, dtype=np.int32)
+        self.status = np.full(n, EXCEEDED, dtype=np.uint8)
+        self.ops_len = np.zeros(n, dtype=np.int64)  # CIGAR ops per pair
+        self.ops_src = np.zeros(n, dtype=np.int64)  # where they start in their buffer
+        self.ops_buf = np.zeros(n, dtype=np.int64)  # which buffer
+        self.buffers: list = []
+
+    @trace.traced("results record")
+    def record(self, ids, s, cnt=None, ops=(), off=None, part=None, scale: int = 1) -> np.ndarray:
+        """Book one kernel level for the pairs ids (the level's list): entries with a score (s >= 0,
+        times scale) are OK, or FAILED where the CIGAR replay failed (cnt < 0); their CIGARs are
+        cnt[i] ops at off[i] in the buffer ops[part[i]] (ops: the level's buffers, one per launch;
+        part None: all in the first). Returns the mask of ids done."""
+        s = np.asarray(s)
+        done = s >= 0
+        at = np.asarray(ids)[done]
+        self.score[at] = s[done] * scale
+        if not self.want_cigar:
+            self.status[at] = OK
+            return done
+        c = np.asarray(cnt)[done]
+        self.status[at] = np.where(c < 0, FAILED, OK)
+        self.ops_len[at] = np.maximum(c, 0)
+        self.ops_src[at] = np.asarray(off)[done]
+        self.ops_buf[at] = len(self.buffers) + (0 if part is None else np.asarray(part)[done])
+        self.buffers.extend(ops)
+        return done
+
+    @trace.traced("results")
+    def finish(self, gather, name: str, text=None) -> AlignBatch:
+        """The AlignBatch in pair order; gather(parts, total) -> dst copies each pair's ops to its place
+        (gather_kernel on the device); text (text_kernels, device only): the CIGAR text and counts made
+        beside them."""
+        n = self.n
+        engine = np.full(n, ENGINE_CODE[name], np.uint8)
+        res = AlignBatch(self.score, self.status, engine, np.zeros(0, np.uint32), np.zeros(n, np.int64),
+                         np.zeros(n, np.int64), self.want_cigar)
+        res.reason = replay_failures(res.status)
+        if not self.want_cigar or not self.buffers or n == 0:
+            return res
+        lens = self.ops_len
+        dst = np.cumsum(lens) - lens
+        total = int(dst[-1] + lens[-1])
+        if len(self.buffers) == 1 and bool((self.ops_src == dst).all()):
+            flat = self.buffers[0][:total]  # one level, already in pair order
+        else:
+            parts = []
+            for b, src in enumerate(self.buffers):
+                sel = np.nonzero((self.ops_buf == b) & (lens > 0))[0]
+                if len(sel):
+                    parts.append((src, self.ops_src[sel], lens[sel], dst[sel]))
+            flat = gather(parts, total)[:total]
+        if isinstance(flat, np.ndarray):
+            res.cigar = flat
+        else:  # into pageable memory: page-locking a buffer per batch cost more (and held up the other
+            # threads' CUDA calls) than the copy into fresh pages
+            res.cigar = to_host(flat)
+            if text is not None:
+                res.cigar_text, res.cigar_stats = text(flat, dst, lens)
+        res.cigar_len, res.cigar_off = lens, dst
+        return res
+
+
+def text_kernels(mod):
+    """text(ops, off, lens) -> ((buffer, start, length), counts): common.cuh's cigar_measure and cigar_write
+    on a batch's CIGARs in device memory (ops of pair i at off[i], lens[i] of them: host int64 arrays),
+    brought to the host (AlignBatch.cigar_text, cigar_stats): the writers' text and totals, made on the
+    device instead of by numpy passes over every op on the host."""
+    measure, write = mod.get_function("cigar_measure"), mod.get_function("cigar_write")
+
+    def text(ops, off, lens):
+        import cupy
+
+        n = len(lens)
+        grid, block = ((n + 31) // 32,), (32,)  # a thread per pair, spread over the SMs
+        d_off, d_lens = to_device(off, np.int64), to_device(lens, np.int64)
+        d_len = cupy.empty(n, dtype=cupy.int64)
+        d_stats = cupy.empty((n, 5), dtype=cupy.int64)
+        measure(grid, block, (ops, d_off, d_lens, np.int32(n), d_len, d_stats))
+        length = d_len.get()
+        start = np.cumsum(length) - length
+        total = int(start[-1] + length[-1]) if n else 0
+        d_buf = cupy.empty(max(1, total), dtype=cupy.uint8)
+        write(grid, block, (ops, d_off, d_lens, np.int32(n), to_device(start, np.int64), d_buf))
+        return (to_host(d_buf[:total]), start, length), d_stats.get()
+
+    return text
+
+
+class SlotResults:
+    """Per-pair results of one batch, kept on the device and booked there after each kernel level
+    (common.cuh's book_level: the host reads back only three counters per level), then brought to the
+    host in one pass (finish: the per-pair arrays, then the CIGARs, into page-locked memory).
+    A level's CIGARs sit in fixed slots of a buffer of its own, stride ops per list entry."""
+
+    def __init__(self, mod, n: int, want_cigar: bool):
+        import cupy
+
+        self._mod, self.n, self.want_cigar = mod, n, want_cigar
+        self.score = cupy.full(n, -1, dtype=cupy.int32)
+        self.status = cupy.full(n, EXCEEDED, dtype=cupy.uint8)
+        self.ops_len = cupy.zeros(n, dtype=cupy.int64)
+        self.ops_src = cupy.zeros(n, dtype=cupy.int64)  # level << 40 | offset in that level's buffer
+        self.buffers: list = []
+
+    @trace.traced("slot results book")
+    def book(self, ids, nl: int, score, mode=None, ncig=None, ops=None, stride: int = 0):
+        """Book one level run over ids[:nl] (device int32; score, mode, ncig per entry, CIGARs in ops at
+        entry * stride). Returns (the ids still to align (device), how many, done with the 2-bit compare,
+        done otherwise)."""
+        import cupy
+
+        if len(self.buffers) == SLOT_LEVELS:
+            raise ValueError(f"SlotResults books at most {SLOT_LEVELS} levels")
+        nxt = cupy.empty(max(1, nl), dtype=cupy.int32)
+        counts = cupy.zeros(3, dtype=cupy.int32)
+        ptr = lambda a: _NULL if a is None else a  # noqa: E731
+        self._mod.get_function("book_level")(
+            (min(4096, (nl + 255) // 256),), (256,),
+            (ids, np.int32(nl), score, ptr(mode), ptr(ncig), np.int32(stride), np.int32(len(self.buffers)),
+             np.int32(OK), np.int32(FAILED), self.score, self.status, self.ops_len, self.ops_src, nxt, counts))
+        self.buffers.append(ops)
+        left, two_bit, other = (int(c) for c in counts.get())
+        return nxt, left, two_bit, other
+
+    @trace.traced("slot results")
+    def finish(self, name: str) -> AlignBatch:
+        """The AlignBatch in pair order (pinned host arrays)."""
+        import cupy
+
+        n = self.n
+        cig = self.want_cigar and any(b is not None for b in self.buffers)
+        stream = cupy.cuda.get_current_stream()
+        block = pinned_empty(n * (16 if cig else 0) + n * 5 + 8)  # int64 rows first: aligned views
+        lens = block[:8 * n].view(np.int64) if cig else np.zeros(n, np.int64)
+        offs = block[8 * n:16 * n].view(np.int64) if cig else np.zeros(n, np.int64)
+        at = 16 * n if cig else 0
+        score = block[at:at + 4 * n].view(np.int32)
+        status = block[at + 4 * n:at + 5 * n]
+        self.score.get(out=score, blocking=False)
+        self.status.get(out=status, blocking=False)
+        if cig:
+            d_off = cupy.cumsum(self.ops_len)
+            d_off -= self.ops_len
+            self.ops_len.get(out=lens, blocking=False)
+            d_off.get(out=offs, blocking=False)
+        stream.synchronize()
+        res = AlignBatch(score, status, np.full(n, ENGINE_CODE[name], np.uint8), np.zeros(0, np.uint32), offs,
+                         lens, self.want_cigar)
+        res.reason = replay_failures(status)
+        total = int(offs[-1] + lens[-1]) if cig and n else 0
+        if total == 0:
+            return res
+        d_flat = cupy.empty(total, dtype=cupy.uint32)
+        # the buffers' addresses go as kernel arguments: a host-to-device copy would queue behind the
+        # next batch's upload on the copy engine
+        ptrs = [np.uint64(0 if b is None else b.data.ptr) for b in self.buffers]
+        ptrs += [_NULL] * (SLOT_LEVELS - len(ptrs))
+        self._mod.get_function("gather_slots")((min(4096, (n + 127) // 128),), (128,),
+                                               (*ptrs, self.ops_src, self.ops_len, d_off, d_flat, np.int32(n)))
+        res.cigar = pinned_empty(total, np.uint32)
+        d_flat.get(out=res.cigar)
+        return res

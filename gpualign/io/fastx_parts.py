@@ -1,0 +1,237 @@
+"""FASTA/FASTQ parsed beside the alignment: a big file in a child process (its chunks down a pipe), or a
+plain FASTA file in parts by several forked processes (their sequence bytes in shared memory)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import deque
+
+import numpy as np
+
+from ..errors import InputError, RecordError
+from ..records import Names
+from .fastx import CHUNK, STDIN, display_name, encode, encoded_chunks, sniff
+from .fastx_fast import _NotSimple, _simple_chunks
+from .fastx_htslib import _htslib_chunks
+
+PARALLEL_MIN_BYTES = 16 << 20  # files at least this big are parsed in a child process
+
+
+def _produce(path: str, conn) -> None:
+    """Child process: a file's encoded chunks down the pipe (metadata, then the raw sequence bytes),
+    then ("end",), or ("error", exception)."""
+    try:
+        for names, buf, lens, quals in encoded_chunks(path):
+            conn.send(("chunk", Names.of(names), lens, quals))
+            conn.send_bytes(buf)
+        conn.send(("end",))
+    except BaseException as e:  # noqa: BLE001 - forwarded to the parent, which raises it
+        try:
+            conn.send(("error", e))
+        except Exception:  # noqa: BLE001 - the parent is gone
+            pass
+    finally:
+        conn.close()
+
+
+RANGE_BYTES = 1 << 24  # plain FASTA files are parsed in parts of about this size by several processes
+
+
+def record_cuts(path: str, size: int, every: int) -> list:
+    """Offsets splitting a FASTA file into parts of about `every` bytes, each starting at a record
+    (a '>' after a newline), with 0 and size at the ends."""
+    cuts = [0]
+    with open(path, "rb") as fh:
+        want = every
+        while want < size:
+            at, found = want - 1, -1
+            while found < 0:
+                fh.seek(at)
+                block = fh.read(1 << 20)
+                if len(block) < 2:
+                    break
+                i = block.find(b"\n>")
+                found = at + i + 1 if i >= 0 else -1
+                at += len(block) - 1  # one byte back: a newline at the block's end
+            if found < 0:
+                break
+            if found > cuts[-1]:
+                cuts.append(found)
+            want = found + every
+    return cuts + [size]
+
+
+def _parse_range(path: str, start: int, end: int) -> tuple:
+    """Worker process: the records of path[start:end) (whole records) -> (shared memory block holding
+    their encoded sequence bytes, its size, their Names, lengths). Record numbers in errors count from
+    the range's first record."""
+    from multiprocessing import resource_tracker, shared_memory
+
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start)
+    names, bufs, lens = [], [], []
+
+    def add(nm, seqs):
+        bufs.append(encode(seqs, path, len(names) + 1))
+        lens.append(np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)))
+        names.extend(nm)
+
+    try:
+        for nm, seqs, _ in _simple_chunks(path, CHUNK, data):
+            add(nm, seqs)
+    except _NotSimple as e:  # this part is not strict 2-line FASTA: htslib on its bytes, from there on
+        with tempfile.NamedTemporaryFile(suffix=".fa") as tmp:
+            tmp.write(data)
+            tmp.flush()
+            for nm, seqs, _ in _htslib_chunks(tmp.name, CHUNK, e.records, name=display_name(path)):
+                add(nm, seqs)
+    raw = b"".join(bufs)
+    shm = shared_memory.SharedMemory(create=True, size=max(1, len(raw)))
+    shm.buf[:len(raw)] = raw
+    shm.close()
+    resource_tracker.unregister(shm._name, "shared_memory")  # the parent unlinks it
+    # names as one buffer (Names): the parent makes no Python object per record
+    return shm.name, len(raw), Names.of(names), (np.concatenate(lens) if lens else np.zeros(0, np.int64))
+
+
+def _take_shared(name: str, size: int) -> np.ndarray:
+    """A worker's shared memory block as a read-only array (no copy); its name is removed at once, the
+    memory goes when the last view of it does."""
+    import mmap
+
+    from multiprocessing import shared_memory
+
+    shm = shared_memory.SharedMemory(name=name)
+    try:
+        if size == 0:
+            return np.zeros(0, np.uint8)
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # pages mapped in one call, not one fault each
+        view = mmap.mmap(shm._fd, size, flags=flags, prot=mmap.PROT_READ)  # our own mapping, kept by the array
+        return np.frombuffer(view, dtype=np.uint8, count=size)
+    finally:
+        shm.close()
+        shm.unlink()
+
+
+class _RangeChunks:
+    """encoded_chunks of a plain FASTA file, its parts (RANGE_BYTES) parsed by `workers` forked processes,
+    at most 2 * workers parts ahead of the consumer; one chunk per part, in file order."""
+
+    def __init__(self, path: str, workers: int):
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.path = path
+        self.cuts = record_cuts(path, os.path.getsize(path), RANGE_BYTES)
+        self.pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
+        self.futs: deque = deque()
+        self.next = 0
+        for _ in range(2 * workers):
+            self._submit()
+
+    def _submit(self) -> None:
+        if self.next < len(self.cuts) - 1:
+            a, b = self.cuts[self.next], self.cuts[self.next + 1]
+            try:
+                self.futs.append(self.pool.submit(_parse_range, self.path, a, b))
+            except RuntimeError:  # shut down by close() from another thread: nothing more to read
+                return
+            self.next += 1
+
+    def __iter__(self):
+        from concurrent.futures.process import BrokenProcessPool
+
+        base = 0  # records in the parts before
+        while self.futs:
+            fut = self.futs.popleft()
+            self._submit()
+            try:
+                shm_name, size, names, lens = fut.result()
+            except RecordError as e:
+                raise RecordError(e.name, base + e.record, e.detail) from None
+            except BrokenProcessPool:
+                raise InputError(f"{display_name(self.path)}: a reader process ended unexpectedly") from None
+            base += len(lens)
+            yield names, _take_shared(shm_name, size), lens, [None] * len(lens)
+
+    def close(self) -> None:
+        """Stop the workers; free the parts parsed but not taken."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        while self.futs:
+            fut = self.futs.popleft()
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                name, size = fut.result()[:2]
+                _take_shared(name, 0)
+
+
+class _Chunks:
+    """encoded_chunks(path); files of at least min_bytes are parsed in a child process started here,
+    so that both inputs parse in parallel and beside the alignment, and the parent only receives ready
+    buffers through a pipe (which bounds what is in flight). Stdin, small files and platforms without
+    fork parse in this process. Start it before threads or the GPU: the child is forked."""
+
+    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1):
+        """workers > 1: a plain (not compressed) FASTA file is parsed in parts by that many processes."""
+        import multiprocessing as mp
+
+        self.path, self.proc, self.conn, self.ranges = path, None, None, None
+        try:
+            big = path != STDIN and os.path.getsize(path) >= min_bytes
+        except OSError:
+            big = False
+        if not big or "fork" not in mp.get_all_start_methods():
+            self.it = encoded_chunks(path)
+            return
+        sniff(path)  # the common errors before a process starts
+        if workers > 1:
+            with open(path, "rb") as fh:
+                plain_fasta = fh.read(1) == b">"
+            if plain_fasta:
+                self.ranges = _RangeChunks(path, workers)
+                self.it = iter(self.ranges)
+                return
+        ctx = mp.get_context("fork")
+        self.conn, child = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_produce, args=(path, child), daemon=True)
+        self.proc.start()
+        child.close()
+        self.it = self._receive()
+
+    def _receive(self):
+        while True:
+            try:
+                msg = self.conn.recv()
+                if msg[0] == "chunk":
+                    yield msg[1], self.conn.recv_bytes(), msg[2], msg[3]
+                    continue
+            except EOFError:
+                self.proc.join(timeout=5)
+                raise InputError(f"{display_name(self.path)}: reader process ended unexpectedly "
+                                 f"(exit code {self.proc.exitcode})") from None
+            if msg[0] == "end":
+                return
+            raise msg[1]
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self.it)
+
+    def close(self) -> None:
+        self.it.close()
+        self.abort()
+
+    def abort(self) -> None:
+        """Stop the child (if any) and drop the pipe; safe from another thread and more than once."""
+        ranges, self.ranges = self.ranges, None
+        if ranges is not None:
+            ranges.close()
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            self.conn.close()
+            if proc.is_alive():
+                proc.terminate()
+            proc.join(timeout=5)

@@ -1,0 +1,131 @@
+"""Record i of one FASTA/FASTQ file with record i of another, in PairBatches of bounded size."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Iterator
+
+import numpy as np
+
+from ..errors import InputError
+from ..records import Names, PairBatch, offsets_from_lengths
+from .fastx import CHUNK, STDIN, display_name
+from .fastx_parts import PARALLEL_MIN_BYTES, _Chunks
+
+class _Buffered:
+    """Encoded records of one file, taken in chunks and handed out in any count."""
+
+    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1):
+        self.chunks = _Chunks(path, min_bytes, workers)
+        self.pieces: deque = deque()  # [sequence bytes, lengths, Names, qualities] not yet taken
+        self.lens = np.zeros(0, np.int64)  # lengths of every buffered record
+        self.count = 0  # records buffered
+        self.done = False
+
+    def fill(self, want: int) -> int:
+        while self.count < want and not self.done:
+            try:
+                n, buf, ln, q = next(self.chunks)
+            except StopIteration:
+                self.done = True
+                break
+            seq = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+            self.pieces.append([seq, ln, Names.of(n), q])
+            self.lens = np.concatenate([self.lens, ln])
+            self.count += len(ln)
+        return self.count
+
+    def take(self, k: int):
+        """(Names, quals, sequence byte pieces (arrays, in order), lengths) of the next k records."""
+        lens, self.lens = self.lens[:k], self.lens[k:]
+        self.count -= k
+        names, quals, parts, need = [], [], [], k
+        while need:
+            buf, ln, nm, q = self.pieces[0]
+            if len(ln) <= need:
+                self.pieces.popleft()
+                cut = len(buf)
+            else:
+                cut = int(ln[:need].sum())
+                self.pieces[0] = [buf[cut:], ln[need:], nm[need:], q[need:]]
+                ln, nm, q = ln[:need], nm[:need], q[:need]
+            parts.append(buf[:cut])
+            names.append(nm)
+            quals += q
+            need -= len(ln)
+        return Names.concat(names), quals, parts, lens
+
+    def close(self) -> None:
+        self.chunks.close()
+
+
+def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int,
+               parallel_min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1) -> Iterator[PairBatch]:
+    """Record i of A with record i of B, in batches of bounded size (bases and pairs). Big inputs start
+    their parsing processes now (call this before starting threads or the GPU), batches come lazily;
+    workers > 1: that many per plain FASTA file, each parsing a part of it."""
+    if path_a == STDIN and path_b == STDIN:
+        raise InputError("only one of the two inputs can be '-' (stdin)")
+    return PairReader(path_a, path_b, batch_bases, batch_pairs, parallel_min_bytes, workers)
+
+
+class PairReader:
+    """The batches of read_pairs; abort() stops the parsing processes from any thread (on failure)."""
+
+    def __init__(self, path_a, path_b, batch_bases, batch_pairs, parallel_min_bytes, workers=1):
+        self.a = _Buffered(path_a, parallel_min_bytes, workers)
+        try:
+            self.b = _Buffered(path_b, parallel_min_bytes, workers)
+        except BaseException:
+            self.a.chunks.abort()
+            raise
+        self.alloc = np.empty  # sequence buffers of the batches: set to engines.host_allocator(chain)
+        self.gen = _batches(self.a, self.b, path_a, path_b, batch_bases, batch_pairs,
+                            lambda n: self.alloc(n, dtype=np.uint8))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> PairBatch:
+        return next(self.gen)
+
+    def abort(self) -> None:
+        self.a.chunks.abort()
+        self.b.chunks.abort()
+
+
+def _batches(a: _Buffered, b: _Buffered, path_a: str, path_b: str, batch_bases: int,
+             batch_pairs: int, alloc) -> Iterator[PairBatch]:
+    count = 0
+    try:
+        while True:
+            want = CHUNK
+            while True:  # enough records buffered for one batch, or the end of a file
+                avail = min(a.fill(want), b.fill(want))
+                total = int(a.lens[:avail].sum() + b.lens[:avail].sum())
+                if avail < want or total >= batch_bases or avail >= batch_pairs:
+                    break
+                want += CHUNK
+            if avail == 0:
+                if a.count or b.count:
+                    longer, shorter = (path_a, path_b) if a.count else (path_b, path_a)
+                    raise InputError(f"{display_name(longer)} has more records than {display_name(shorter)} "
+                                     f"({display_name(shorter)} ends after {count} records)")
+                return
+            # as many pairs as the size bounds allow (at least one)
+            k = int(np.searchsorted(np.cumsum(a.lens[:avail] + b.lens[:avail]), batch_bases, side="left")) + 1
+            k = max(1, min(k, avail, batch_pairs))
+            qn, qq, qparts, ql = a.take(k)
+            tn, _, tparts, tl = b.take(k)
+            seq = alloc(sum(map(len, qparts)) + sum(map(len, tparts)))
+            at = 0
+            for part in qparts + tparts:  # one copy from the chunks into the batch
+                seq[at:at + len(part)] = part
+                at += len(part)
+            nq = int(ql.sum())
+            yield PairBatch(seq, offsets_from_lengths(ql), ql, offsets_from_lengths(tl) + nq, tl,
+                            np.arange(count, count + k, dtype=np.int64), qn, tn, qq)
+            count += k
+    finally:
+        a.close()
+        b.close()
