@@ -42,7 +42,7 @@ def search(
     debug: Debug = False,
     chunk_bases: Annotated[int, typer.Option("--chunk-bases", hidden=True)] = 0,
 ) -> None:
-    """Every approximate occurrence (<= k edits) of many patterns in a genome: TSV/SAM/BAM/PAF/BED."""
+    """All occurrences of patterns with <= k edits (TSV/SAM/BAM/PAF/BED)."""
     from ..errors import ConfigError
     from ..search.run import run_search
 
