@@ -23,6 +23,8 @@
 // hits     (text offset j, pattern << 10 | D) for every reported j with D <= k, appended at an atomic
 //          counter; entries past cap are counted, not written (the caller runs the launch again with
 //          a larger buffer).
+// The score (row m) is followed by its delta bits: once per 16 columns a lower bound of the block's least
+// score is tested, and only a block that may hold a value <= k is replayed column by column.
 // Launch: blockDim.x = 256 / 128 / 64 (see Python); dynamic shared memory = group * W * 16 * 4 bytes
 // when SH. Limits: W <= 32 (m <= 1024), k <= 1023, n_ps < 2^22, text < 2^32 bytes per launch.
 
@@ -33,10 +35,27 @@ typedef unsigned char uint8_t;
 #include <stdint.h>
 #endif
 
+// Tunables (H100, 400 Mbp, 624 pattern-strands of 23 nt, engine alone: default 0.96 T columns/s;
+// SCORE_BLOCKS=0 0.83; EQ_REGS=1 0.67 with the per-column score)
+#ifndef EQ_REGS  // 1: the A/C/G/T masks of a pattern held in registers, other codes read from memory
+#define EQ_REGS 0
+#endif
+#ifndef SCORE_BLOCKS  // 1: the score checked once per 16 columns from the last row's delta bits
+#define SCORE_BLOCKS 1
+#endif
+
 template <int W, bool SH>
 __device__ __forceinline__ uint32_t eq_of(const uint32_t* __restrict__ src, int w, int c, int g, int group) {
     if (SH) return src[(w * 16 + c) * group + g];
     return __ldg(src + w * 16 + c);
+}
+
+__device__ __forceinline__ void emit(uint32_t j, int score, uint32_t report, uint32_t end, int ps,
+                                     unsigned int* count, uint2* hits, unsigned int cap) {
+    if (j >= report && j < end) {
+        const unsigned int at = atomicAdd(count, 1u);
+        if (at < cap) hits[at] = make_uint2(j, ((uint32_t)ps << 10) | (uint32_t)score);
+    }
 }
 
 template <int W, bool SH>
@@ -59,9 +78,19 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
     if (tile >= n_tiles || ps >= n_ps) return;
     const uint32_t* src = SH ? sh_peq : peq + (size_t)ps * W * 16;
 
-    uint32_t Pv[W], Mv[W];
+    constexpr bool REGS = EQ_REGS && SH;  // (not for the long patterns: registers)
+    uint32_t Pv[W], Mv[W], E0[REGS ? W : 1], E1[REGS ? W : 1], E2[REGS ? W : 1], E3[REGS ? W : 1];
 #pragma unroll
-    for (int w = 0; w < W; ++w) { Pv[w] = 0xffffffffu; Mv[w] = 0u; }
+    for (int w = 0; w < W; ++w) {
+        Pv[w] = 0xffffffffu;
+        Mv[w] = 0u;
+        if (REGS) {
+            E0[w] = eq_of<W, SH>(src, w, 0, g, group);
+            E1[w] = eq_of<W, SH>(src, w, 1, g, group);
+            E2[w] = eq_of<W, SH>(src, w, 2, g, group);
+            E3[w] = eq_of<W, SH>(src, w, 3, g, group);
+        }
+    }
     int score = 32 * W;  // D[32W][warm] with the start column D[i] = i
     const uint32_t report = tile_report[tile], end = tile_end[tile];
     const uint32_t stop = (end + 15u) & ~15u;
@@ -69,19 +98,30 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
     for (uint32_t base = tile_warm[tile]; base < stop; base += 16) {
         const uint4 v = t4[base >> 4];
         const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+        uint32_t up = 0u, down = 0u;  // the last row's +1 / -1 deltas of this block, column b at bit 15 - b
 #pragma unroll
         for (int b = 0; b < 16; ++b) {
             const int c = (words[b >> 2] >> (8 * (b & 3))) & 15;
             uint32_t hp = 0u, hm = 0u;  // horizontal delta entering the word: +1 / -1 (row 0: 0)
 #pragma unroll
             for (int w = 0; w < W; ++w) {
-                uint32_t eq = eq_of<W, SH>(src, w, c, g, group);
+                uint32_t eq;
+                if (REGS) {
+                    eq = (c & 2) ? ((c & 1) ? E3[w] : E2[w]) : ((c & 1) ? E1[w] : E0[w]);
+                    if (c > 3) eq = eq_of<W, SH>(src, w, c, g, group);  // N, IUPAC, padding: rare
+                } else {
+                    eq = eq_of<W, SH>(src, w, c, g, group);
+                }
                 const uint32_t pv = Pv[w], mv = Mv[w];
                 const uint32_t xv = eq | mv;
                 eq |= hm;
                 const uint32_t xh = (((eq & pv) + pv) ^ pv) | eq;
                 uint32_t ph = mv | ~(xh | pv);
                 uint32_t mh = pv & xh;
+                if (SCORE_BLOCKS && w == W - 1) {
+                    up = __funnelshift_l(ph, up, 1);
+                    down = __funnelshift_l(mh, down, 1);
+                }
                 const uint32_t op = ph >> 31, om = mh >> 31;
                 ph = (ph << 1) | hp;
                 mh = (mh << 1) | hm;
@@ -90,14 +130,20 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
                 hp = op;
                 hm = om;
             }
-            score += (int)hp - (int)hm;
-            if (score <= k) {
-                const uint32_t j = base + b;
-                if (j >= report && j < end) {
-                    const unsigned int at = atomicAdd(count, 1u);
-                    if (at < cap) hits[at] = make_uint2(j, ((uint32_t)ps << 10) | (uint32_t)score);
+            if (!SCORE_BLOCKS) {
+                score += (int)hp - (int)hm;
+                if (score <= k) emit(base + b, score, report, end, ps, count, hits, cap);
+            }
+        }
+        if (SCORE_BLOCKS) {
+            if (score - __popc(down) <= k) {  // a column of the block may be <= k: replay its deltas
+                int s = score;
+                for (int b = 0; b < 16; ++b) {
+                    s += (int)((up >> (15 - b)) & 1u) - (int)((down >> (15 - b)) & 1u);
+                    if (s <= k) emit(base + b, s, report, end, ps, count, hits, cap);
                 }
             }
+            score += __popc(up) - __popc(down);
         }
     }
 }

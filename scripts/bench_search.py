@@ -114,6 +114,41 @@ def edlib_hw(pats: list, text: bytes, k: int) -> float:
     return time.perf_counter() - t0
 
 
+def engine_only(mbp: int, variants: list) -> None:
+    """The GPU engine's search() alone (upload, kernels, hits back) on an in-memory chunk of random codes,
+    sets a and c, per kernel variant (-D defines)."""
+    import cupy
+
+    from gpualign.search import patterns as PT
+    from gpualign.search.gpu import GpuSearchEngine
+    from gpualign.search.text import Chunk
+
+    rng = np.random.default_rng(3)
+    n = mbp * 1_000_000
+    gap = 1040
+    codes = np.full(n + 2 * gap, 15, np.uint8)
+    codes[gap:gap + n] = rng.integers(0, 4, n, dtype=np.uint8)
+    one = lambda v: np.array([v], np.int64)  # noqa: E731
+    chunk = Chunk(codes, one(gap), one(0), one(0), one(0), one(n), np.array([True]))
+    for name in ("a", "c"):
+        npat, m, k, _ = SETS[name]
+        npat = min(npat, 312)
+        codes_p = [rng.integers(0, 4, m, dtype=np.uint8) for _ in range(npat)]
+        pats = PT.Patterns([f"p{i}" for i in range(npat)], [c for c in codes_p for c in (c, c[::-1])],
+                           np.repeat(np.arange(npat, dtype=np.int32), 2), np.tile([False, True], npat))
+        for v in variants:
+            eng = GpuSearchEngine(pats, k, "default", tuple(x for x in v.split("+") if x))
+            eng.search(chunk)
+            cupy.cuda.runtime.deviceSynchronize()
+            t0 = time.perf_counter()
+            got = eng.search(chunk)
+            dt = time.perf_counter() - t0
+            steps = pats.n * n
+            print(json.dumps({"engine_only": name, "variant": v or "default", "mbp": mbp, "pattern_strands": pats.n,
+                              "m": m, "k": k, "s": round(dt, 4), "T_steps_per_s": round(steps / dt / 1e12, 3),
+                              "cands": len(got.ps)}), flush=True)
+
+
 def count_hits(path: str) -> int:
     with open(path, "rb") as fh:
         return sum(1 for _ in fh) - 1
@@ -129,7 +164,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--workdir", default="/tmp/bench_search")
     ap.add_argument("--skip-cpu", action="store_true")
+    ap.add_argument("--engine-only", type=int, default=0, help="time the GPU engine on this many Mbp in memory")
+    ap.add_argument("--variants", default="", help="kernel -D variants for --engine-only, comma-separated")
     a = ap.parse_args()
+    if a.engine_only:
+        engine_only(a.engine_only, a.variants.split(",") if a.variants else [""])
+        return
     os.makedirs(a.workdir, exist_ok=True)
     genome = os.path.join(a.workdir, f"genome_{a.genome_mbp}.fa")
     t0 = time.perf_counter()

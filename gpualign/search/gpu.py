@@ -20,7 +20,7 @@ def _threads(w: int) -> int:
 class GpuSearchEngine:
     name = "gpu-myers"
 
-    def __init__(self, pats, k: int, rule: str):
+    def __init__(self, pats, k: int, rule: str, defines: tuple = ()):
         import cupy
 
         self.cp, self.k = cupy, k
@@ -31,7 +31,7 @@ class GpuSearchEngine:
             peq = PT.masks([pats.codes[i] for i in ids.tolist()], w, rule)
             self.groups.append((w, ids, cupy.asarray(peq)))
         names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}>" for w, _, _ in self.groups)
-        self.mod = load_module("myers_search.cu", names)
+        self.mod = load_module("myers_search.cu", names, defines)
         self.kernels = {w: self.mod.get_function(n) for (w, _, _), n in zip(self.groups, names)}
         self.context = max(32 * w for w, _, _ in self.groups) + k - 1
         self.gap = max(32 * w for w, _, _ in self.groups) + 16  # PAD bytes before each piece

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from ..io import fastx
+from ..io import fastx, fastx_fast
 from . import alphabet as A
 
 BLOCK = 1 << 24  # bytes read at a time
@@ -72,22 +72,26 @@ class TextReader:
 
     def __iter__(self):
         name = fastx.display_name(self.path)
-        parts: list = []  # (record, rec_start, context codes, new codes, last)
+        parts: list = []  # (record, rec_start, [code blocks: context first], length of the new codes, last)
         size = 0
         tail = b""  # the record's last `context` codes before the pending piece
-        seq = bytearray()  # the current record's codes not yet cut into a piece
-        rec, rec_pos = -1, 0  # record index, record coordinate of seq[0]
+        blocks: list = []  # the current record's codes not yet cut into a piece
+        held = 0  # their length
+        rec, rec_pos = -1, 0  # record index, record coordinate of blocks' first base
         header = None  # bytes of a header line being read, or None inside sequence
 
-        def cut(last: bool):
-            nonlocal seq, tail, rec_pos, size
-            new = bytes(seq)
-            parts.append((rec, rec_pos - len(tail), tail, new, last))
-            size += len(tail) + len(new)
-            both = tail + new
-            tail = both[max(0, len(both) - self.context):]
-            rec_pos += len(new)
-            seq = bytearray()
+        def cut(new: list, n: int, last: bool):
+            nonlocal tail, rec_pos, size
+            parts.append((rec, rec_pos - len(tail), [tail] + new, n, last))
+            size += len(tail) + n
+            keep, want = [], self.context
+            for blk in reversed([tail] + new):  # the context of the next piece: the last bases so far
+                if want <= 0:
+                    break
+                keep.append(blk[max(0, len(blk) - want):])
+                want -= len(keep[-1])
+            tail = b"".join(reversed(keep))
+            rec_pos += n
 
         def emit():
             nonlocal parts, size
@@ -95,13 +99,10 @@ class TextReader:
             return out
 
         with _open(self.path) as fh:
-            pending = b""
             while True:
-                block = fh.read(BLOCK)
-                if not block:
+                data = fh.read(BLOCK)
+                if not data:
                     break
-                data = pending + block
-                pending = b""
                 pos = 0
                 while pos < len(data):
                     if header is not None:
@@ -111,10 +112,10 @@ class TextReader:
                             break
                         header += data[pos:nl]
                         title = header.decode("latin-1").strip()
-                        self.records.names.append(title.split()[0] if title else "")
-                        self.records.lengths.append(0)
                         if not title:
                             raise InputError(f"{name}: record {rec + 1}: empty record name")
+                        self.records.names.append(title.split()[0])
+                        self.records.lengths.append(0)
                         header, pos = None, nl + 1
                         continue
                     gt = data.find(b">", pos)
@@ -126,29 +127,36 @@ class TextReader:
                             break
                         rec, header, pos = 0, b"", gt + 1
                         continue
-                    if gt >= 0 and gt > 0 and data[gt - 1] not in b"\n":
+                    if gt > 0 and data[gt - 1] != 10:
                         raise InputError(f"{name}: record {rec + 1}: '>' inside a sequence line")
-                    codes = A.to_codes(data[pos:end])
+                    raw = data[pos:end] if pos or end < len(data) else data
+                    codes = A.to_codes(raw)
                     if A.BAD in codes:
-                        self._bad(name, rec, rec_pos + len(seq), data[pos:end], codes)
-                    seq += codes
-                    if rec >= 0:
-                        self.records.lengths[rec] += len(codes)
-                    while len(seq) >= self.chunk:  # a long record: cut it into pieces
-                        head, rest = seq[:self.chunk], seq[self.chunk:]
-                        seq = head
-                        cut(False)
-                        seq = rest
+                        self._bad(name, rec, rec_pos + held, raw, codes)
+                    if codes:
+                        blocks.append(codes)
+                        held += len(codes)
+                    self.records.lengths[rec] += len(codes)
+                    while held >= self.chunk:  # a long record: cut a piece of `chunk` bases
+                        take, n = [], 0
+                        while blocks and n + len(blocks[0]) <= self.chunk:
+                            n += len(blocks[0])
+                            take.append(blocks.pop(0))
+                        if n < self.chunk:
+                            first = blocks[0]
+                            take.append(first[:self.chunk - n])
+                            blocks[0] = first[self.chunk - n:]
+                        held -= self.chunk
+                        cut(take, self.chunk, False)
                         if size >= self.chunk:
                             yield emit()
                     if gt < 0:
                         break
-                    if rec >= 0:  # the record ends: its last piece
-                        cut(True)
-                        if size >= self.chunk:
-                            yield emit()
+                    cut(blocks, held, True)  # the record ends: its last piece
+                    if size >= self.chunk:
+                        yield emit()
                     rec += 1
-                    rec_pos, tail, seq, header, pos = 0, b"", bytearray(), b"", gt + 1
+                    rec_pos, tail, blocks, held, header, pos = 0, b"", [], 0, b"", gt + 1
             if header is not None and rec >= 0:  # the file ends inside a header line: an empty record
                 title = header.decode("latin-1").strip()
                 if not title:
@@ -156,7 +164,7 @@ class TextReader:
                 self.records.names.append(title.split()[0])
                 self.records.lengths.append(0)
             if rec >= 0:
-                cut(True)
+                cut(blocks, held, True)
             if parts:
                 yield emit()
 
@@ -164,17 +172,22 @@ class TextReader:
         n = len(parts)
         buf = np.zeros(n, np.int64)
         at = 0
-        for i, (_, _, tail, new, _) in enumerate(parts):
+        for i, (_, _, blks, _, _) in enumerate(parts):
             at += self.gap
             buf[i] = at
-            at += -(-(len(tail) + len(new)) // ALIGN) * ALIGN
-        codes = np.full(at + self.gap, A.PAD, dtype=np.uint8)
-        for i, (_, _, tail, new, _) in enumerate(parts):
+            at += -(-sum(len(b) for b in blks) // ALIGN) * ALIGN
+        codes = np.empty(at + self.gap, dtype=np.uint8)
+        prev = 0
+        for i, (_, _, blks, _, _) in enumerate(parts):
             a = int(buf[i])
-            codes[a:a + len(tail)] = np.frombuffer(tail, np.uint8)
-            codes[a + len(tail):a + len(tail) + len(new)] = np.frombuffer(new, np.uint8)
+            codes[prev:a] = A.PAD
+            for blk in blks:
+                codes[a:a + len(blk)] = np.frombuffer(blk, np.uint8)
+                a += len(blk)
+            prev = a
+        codes[prev:] = A.PAD
         return Chunk(codes, buf, np.array([p[0] for p in parts], np.int64), np.array([p[1] for p in parts], np.int64),
-                     np.array([len(p[2]) for p in parts], np.int64), np.array([len(p[3]) for p in parts], np.int64),
+                     np.array([len(p[2][0]) for p in parts], np.int64), np.array([p[3] for p in parts], np.int64),
                      np.array([p[4] for p in parts], bool))
 
     @staticmethod
@@ -192,4 +205,4 @@ def _open(path: str):
         return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
     with open(path, "rb") as fh:
         magic = fh.read(2)
-    return fastx._open_gz(path) if magic == b"\x1f\x8b" else open(path, "rb", buffering=0)
+    return fastx_fast._open_gz(path) if magic == b"\x1f\x8b" else open(path, "rb", buffering=0)
