@@ -89,33 +89,41 @@ def align(pattern: np.ndarray, window: np.ndarray, first: np.ndarray, table: np.
     Traceback preference: diagonal, then pattern-only base (I), then text-only base (D)."""
     n, m = pattern.shape
     L = window.shape[1]
-    cols = np.arange(L + 1)
-    D = np.empty((m + 1, n, L + 1), np.int16)
-    D[0] = np.where(cols[None, :] >= first[:, None], 0, BIG)
-    sub = np.empty((m, n, L), np.int16)
-    for i in range(m):
-        sub[i] = ~table[pattern[:, i][:, None], window]
+    cols = np.arange(L + 1, dtype=np.int16)[:, None]
+    # D[i][j][h]: hits last, so that every step below is a vector operation over the hits
+    D = np.empty((m + 1, L + 1, n), np.int16)
+    D[0] = np.where(cols >= first[None, :], 0, BIG)
+    # bit p of matches[t]: pattern code p matches text code t
+    matches = (table.astype(np.uint16) << np.arange(16, dtype=np.uint16)[:, None]).sum(axis=0).astype(np.uint16)
+    pt = np.ascontiguousarray(pattern.T).astype(np.uint16)
+    mb = matches[np.ascontiguousarray(window.T)]  # [L][n]
     for i in range(1, m + 1):
-        e = np.empty((n, L + 1), np.int16)
-        e[:, 0] = D[i - 1][:, 0] + 1
-        np.minimum(D[i - 1][:, :-1] + sub[i - 1], D[i - 1][:, 1:] + 1, out=e[:, 1:])
-        D[i] = np.minimum.accumulate(e - cols, axis=1) + cols
-    rows = np.arange(n)
-    i = np.full(n, m)
-    j = np.full(n, L)
+        prev, cur = D[i - 1], D[i]
+        sub = ((mb >> pt[i - 1]) & 1) ^ 1
+        np.minimum(prev[:-1] + sub.astype(np.int16), prev[1:] + 1, out=cur[1:])
+        cur[0] = prev[0] + 1
+        for c in range(1, L + 1):  # a text-only base (D) from the left
+            np.minimum(cur[c], cur[c - 1] + 1, out=cur[c])
+    flat = D.reshape(-1)
+    miss = (~table).reshape(-1)
+    i = np.full(n, m, np.int64)
+    j = np.full(n, L, np.int64)
     ops = np.full((n, m + L), -1, np.int8)
     steps = np.zeros(n, np.int64)
-    cost = D[m][rows, L].astype(np.int64)
+    cost = D[m][L].astype(np.int64)
+    act = np.arange(n)
+    plane, row = (L + 1) * n, n
     for s in range(m + L):
-        act = np.flatnonzero(i > 0)
+        act = act[i[act] > 0]
         if not len(act):
             break
         ii, jj = i[act], j[act]
-        cur = D[ii, act, jj]
+        at = ii * plane + jj * row + act
+        cur = flat[at]
         jm = np.maximum(jj - 1, 0)
-        sb = sub[ii - 1, act, jm]
-        diag = (jj > 0) & (D[ii - 1, act, jm] + sb == cur)
-        up = ~diag & (D[ii - 1, act, jj] + 1 == cur)
+        sb = miss[pattern[act, ii - 1].astype(np.int64) * 16 + window[act, np.minimum(jm, L - 1)]]
+        diag = (jj > 0) & (flat[at - plane - row] + sb == cur)
+        up = ~diag & (flat[at - plane] + 1 == cur)
         op = np.where(diag, np.where(sb == 0, C.EQ, C.X), np.where(up, C.I, C.D)).astype(np.int8)
         ops[act, s] = op
         steps[act] += 1
@@ -142,41 +150,56 @@ def packed_cigars(ops: np.ndarray, steps: np.ndarray):
     return cigar, off, per.astype(np.int64), counts
 
 
-def trace(chunk, pats, rows: "Cands", k: int, table: np.ndarray) -> Hits:
-    """Alignments of the candidates `rows` (their windows lie in chunk)."""
-    parts = []
+def _align_job(job: tuple) -> tuple:
+    """One batch's alignments (in a worker process when there is a pool)."""
+    pattern, window, first, table = job
+    cost, startcol, ops, steps = align(pattern, window, first, table)
+    return (cost, startcol, *packed_cigars(ops, steps))
+
+
+def trace(chunk, pats, rows: "Cands", k: int, table: np.ndarray, pool=None) -> Hits:
+    """Alignments of the candidates `rows` (their windows lie in chunk); batches go to pool (an
+    executor) when one is given and there is more than one."""
+    groups = []
     lengths = pats.lengths[rows.ps]
+    size = TRACE_BATCH if pool is None else TRACE_BATCH // 4
     for m in np.unique(lengths).tolist():
         sel = np.flatnonzero(lengths == m)
-        for a in range(0, len(sel), TRACE_BATCH):
-            parts.append(_trace_group(chunk, pats, rows, sel[a:a + TRACE_BATCH], m, k, table))
-    return Hits.concat(parts)
+        groups += [(sel[a:a + size], m) for a in range(0, len(sel), size)]
+    jobs = [_window(chunk, pats, rows, sel, m, k) for sel, m in groups]
+    work = [(j["pattern"], j["window"], j["first"], table) for j in jobs]
+    done = pool.map(_align_job, work) if pool is not None and len(work) > 1 else map(_align_job, work)
+    return Hits.concat([_assemble(chunk, j, r) for j, r in zip(jobs, done)])
 
 
-def _trace_group(chunk, pats, rows: "Cands", sel: np.ndarray, m: int, k: int, table: np.ndarray) -> Hits:
+def _window(chunk, pats, rows: "Cands", sel: np.ndarray, m: int, k: int) -> dict:
+    """A batch's patterns and text windows text[end - m - k, end) (PAD before the record's start)."""
     L = m + k
     ps, piece, pos, d = rows.ps[sel], rows.piece[sel], rows.pos[sel], rows.d[sel]
-    pattern = pats.matrix(m)[ps]
     end = pos + 1
-    avail = end - (chunk.rec_start[piece])  # bases of the record available before end in the piece
-    w = np.minimum(L, avail)
+    w = np.minimum(L, end - chunk.rec_start[piece])  # bases of the record available before end
     first = L - w
     at = chunk.buf[piece] + (end - chunk.rec_start[piece])  # buffer offset of the end (exclusive)
     idx = at[:, None] - L + np.arange(L)[None, :]
     window = np.where(np.arange(L)[None, :] >= first[:, None], chunk.codes[np.maximum(idx, 0)], A.PAD)
-    cost, startcol, ops, steps = align(pattern, window.astype(np.uint8), first, table)
+    return dict(pattern=pats.matrix(m)[ps], window=window.astype(np.uint8), first=first, L=L, ps=ps,
+                piece=piece, end=end, at=at, d=d)
+
+
+def _assemble(chunk, j: dict, result: tuple) -> Hits:
+    cost, startcol, cigar, off, ln, counts = result
+    d, end, at = j["d"], j["end"], j["at"]
     if not np.array_equal(cost, d.astype(np.int64)):
         bad = int(np.flatnonzero(cost != d)[0])
         raise AssertionError(f"search: traceback cost {cost[bad]} != engine distance {d[bad]} "
-                             f"(pattern-strand {ps[bad]}, end {end[bad]})")
-    start = end - (L - startcol)
-    cigar, off, ln, counts = packed_cigars(ops, steps)
+                             f"(pattern-strand {j['ps'][bad]}, end {end[bad]})")
+    start = end - (j["L"] - startcol)
     span = end - start
     mat_idx = (at - span)[:, None] + np.arange(int(span.max()) if len(span) else 0)[None, :]
     keep = np.arange(mat_idx.shape[1])[None, :] < span[:, None]
     matched = chunk.codes[mat_idx[keep]] if len(span) else np.zeros(0, np.uint8)
     mat_off = np.concatenate([[0], np.cumsum(span)[:-1]]).astype(np.int64)
-    return Hits(ps.astype(np.int64), chunk.record[piece], start, end, d.astype(np.int64), counts[C.X],
+    return Hits(j["ps"].astype(np.int64), chunk.record[j["piece"]], start, end, d.astype(np.int64), counts[C.X],
                 counts[C.I], counts[C.D], cigar, off, ln, matched.astype(np.uint8), mat_off)
 
 
@@ -184,8 +207,8 @@ class Collector:
     """Turns each chunk's candidates into hits, holding back the runs that go on in the next chunk, and
     hands out each record's hits once the record is complete (sorted by start, end, pattern, strand)."""
 
-    def __init__(self, pats, k: int, all_ends: bool, rule: str):
-        self.pats, self.k, self.all_ends = pats, k, all_ends
+    def __init__(self, pats, k: int, all_ends: bool, rule: str, pool=None):
+        self.pats, self.k, self.all_ends, self.pool = pats, k, all_ends, pool
         self.table = A.match_table(rule)
         self.done: list = []  # Hits of the records not yet complete
         self.carry = None  # (Cands of open runs' best rows as (rec, ps, last pos, d), their Hits)
@@ -194,7 +217,7 @@ class Collector:
         """Process a chunk's candidates; returns [(record, Hits)] for the records it completes."""
         rec = chunk.record[cands.piece]
         if self.all_ends:
-            hits = trace(chunk, self.pats, cands, self.k, self.table)
+            hits = trace(chunk, self.pats, cands, self.k, self.table, self.pool)
         else:
             hits = self._loci(chunk, cands, rec)
         self.done.append(hits)
@@ -248,7 +271,7 @@ class Collector:
         new_best = bsrc >= n_old
         want = bsrc[new_best] - n_old
         traced = trace(chunk, self.pats, Cands(cands.ps[want], cands.piece[want], cands.pos[want], cands.d[want]),
-                       self.k, self.table) if len(want) else Hits.concat([])
+                       self.k, self.table, self.pool) if len(want) else Hits.concat([])
         # hits of the runs in run order: traced (new best) or carried
         pieces, where = [], np.empty(n_runs, np.int64)
         pieces.append(traced)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import signal
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,11 +74,16 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
     fmt = infer_format(fmt, out)
     pats = PT.read(patterns_path, cfg.k, cfg.strand, cfg.force)
     summary = SearchSummary(patterns=len(pats.names), pattern_strands=pats.n)
-    engine = make_engine(pats, cfg, notice)
+    pool = trace_pool(cfg.n_threads)  # forked now: before CUDA and any thread
+    try:
+        engine = make_engine(pats, cfg, notice)
+    except BaseException:
+        _shutdown(pool)
+        raise
     summary.engine = engine.name
     chunk = cfg.chunk_bases or (GPU_CHUNK if engine.name.startswith("gpu") else CPU_CHUNK)
     reader = TextReader(text_path, chunk, engine.context, getattr(engine, "gap", 16))
-    collector = Collector(pats, cfg.k, cfg.all_ends, cfg.rule)
+    collector = Collector(pats, cfg.k, cfg.all_ends, cfg.rule, pool)
     output = Output(out, binary_via_path=(fmt == "bam"))
     writer = None
     per_pattern = np.zeros(len(pats.names), np.int64)
@@ -115,6 +123,7 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
         if ahead is not None:
             ahead.close()
         engine.close()
+        _shutdown(pool)
     if cfg.max_hits:
         summary.capped = [pats.names[i] for i in np.flatnonzero(per_pattern > cfg.max_hits).tolist()]
         if summary.capped and notice:
@@ -122,6 +131,24 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
                    f"{', '.join(summary.capped[:5])}{' ...' if len(summary.capped) > 5 else ''}")
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends the workers
+
+
+def trace_pool(threads: int):
+    """Worker processes for the hits' alignments (hits.trace), all forked at once, or None for one thread."""
+    if threads <= 1:
+        return None
+    pool = ProcessPoolExecutor(threads, mp_context=mp.get_context("fork"), initializer=_ignore_sigint)
+    pool.submit(int).result()  # with fork, the first task starts every worker
+    return pool
+
+
+def _shutdown(pool) -> None:
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _cap(hits, pats, per_pattern: np.ndarray, cap: int):
