@@ -110,6 +110,7 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
                 worst = pats.names[int(per_pattern.argmax())]
                 notice(f"warning: pattern {worst!r} has over {WARN_HITS:,} hits (see --max-hits-per-pattern)")
                 warned = True
+            reader.release(ch)
             summary.stage_seconds["align_write"] += time.perf_counter() - t1
         summary.records = len(reader.records.names)
         writer.close()

@@ -58,7 +58,19 @@ class TextReader:
         self.path, self.chunk, self.context = path, max(chunk, 4 * ALIGN), context
         self.gap = -(-max(gap, ALIGN) // ALIGN) * ALIGN  # PAD bytes before each piece
         self.records = Records()
+        self._free: list = []  # chunk buffers given back (release), reused: fresh pages cost more than copies
         self._check(path)
+
+    def release(self, chunk: Chunk) -> None:
+        """The caller is done with chunk: its buffer may hold a later chunk (call from any thread)."""
+        self._free.append(chunk.codes.base if chunk.codes.base is not None else chunk.codes)
+
+    def _buffer(self, size: int) -> np.ndarray:
+        while self._free:
+            b = self._free.pop()
+            if len(b) >= size:
+                return b[:size]
+        return np.empty(max(size, self.chunk + 4 * self.gap + 4 * self.context), dtype=np.uint8)[:size]
 
     @staticmethod
     def _check(path: str) -> None:
@@ -176,7 +188,7 @@ class TextReader:
             at += self.gap
             buf[i] = at
             at += -(-sum(len(b) for b in blks) // ALIGN) * ALIGN
-        codes = np.empty(at + self.gap, dtype=np.uint8)
+        codes = self._buffer(at + self.gap)
         prev = 0
         for i, (_, _, blks, _, _) in enumerate(parts):
             a = int(buf[i])
