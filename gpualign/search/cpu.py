@@ -18,8 +18,9 @@ PART = 1 << 22  # bases per task at least
 _worker: dict = {}
 
 
-def _init(patterns: list, alphabet: str, text_table: bytes, k: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends the workers
+def _init(patterns: list, alphabet: str, text_table: bytes, k: int, worker: bool = True) -> None:
+    if worker:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends the workers
     import sassy
 
     _worker.update(searcher=sassy.Searcher(alphabet, rc=False), patterns=patterns, table=text_table, k=k)
@@ -60,8 +61,7 @@ class SassyEngine:
             self.pool = mp.get_context("fork").Pool(self.threads, _init,
                                                     (self.patterns, self.alphabet, self.ttable, self.k))
         elif self.threads <= 1:
-            _init(self.patterns, self.alphabet, self.ttable, self.k)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            _init(self.patterns, self.alphabet, self.ttable, self.k, worker=False)
 
     def close(self) -> None:
         if self.pool is not None:

@@ -45,7 +45,6 @@ class Patterns:
 def read(path: str, k: int, strand: str, force: bool = False) -> Patterns:
     """Patterns from FASTA/FASTQ; one InputError naming file and record for each kind of bad pattern."""
     names, codes = [], []
-    shortest = None
     for i, (name, seq, _) in enumerate(fastx.records(path), start=1):
         raw = seq.encode() if isinstance(seq, str) else seq
         if not raw:
@@ -63,7 +62,6 @@ def read(path: str, k: int, strand: str, force: bool = False) -> Patterns:
                               f"{name!r}: it would match at every position (use --force to search anyway)")
         names.append(name)
         codes.append(np.frombuffer(c, dtype=np.uint8))
-        shortest = len(c) if shortest is None else min(shortest, len(c))
     if not names:
         raise InputError(f"{fastx.display_name(path)}: no patterns")
     strands = {"both": (False, True), "+": (False,), "-": (True,)}[strand]
