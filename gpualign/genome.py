@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import pack
+from . import interrupt, pack
 from .config import AlignConfig
 from .errors import ConfigError, DeviceError, InputError
 from .io import fastx
@@ -197,7 +197,8 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             else:
                 from .engines import cpu_long
 
-                d, how = cpu_long.distance(q.tobytes(), t.tobytes(), cpu_method)
+                # in a child process: the C call would hold this one, deaf to signals, until it returns
+                d, how = interrupt.killable(cpu_long.distance, q.tobytes(), t.tobytes(), cpu_method)
                 res = GenomeResult(qn, tn, len(q), len(t), d, time.perf_counter() - t0, None, f"cpu-{how}")
             output.target.write(res.tsv().encode())
             output.target.flush()

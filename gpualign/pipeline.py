@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import interrupt
 from .config import AlignConfig
 from .engines import host_allocator, select_engines
 from .errors import ConfigError, InputError
@@ -100,6 +101,7 @@ def _collect_targets(path: str) -> dict:
 
 def _spool_stdin() -> str:
     fd, path = tempfile.mkstemp(prefix="gpualign-stdin-")
+    interrupt.track(path)
     with os.fdopen(fd, "wb") as out:
         shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
     return path
@@ -119,6 +121,7 @@ class Output:
                 fd, self.tmp = tempfile.mkstemp(prefix=".gpualign-", suffix=os.path.basename(path), dir=d)
             except OSError as e:
                 raise InputError(f"{path}: cannot write ({e.strerror})") from None
+            interrupt.track(self.tmp)  # removed by the interrupt handler if abort() cannot run
             if binary_via_path:
                 os.close(fd)
                 self.target = self.tmp
@@ -135,6 +138,7 @@ class Output:
             os.umask(umask)
             os.chmod(self.tmp, 0o666 & ~umask)
             os.replace(self.tmp, self.path)
+            interrupt.untrack(self.tmp)
             self.tmp = None
 
     def abort(self) -> None:
@@ -148,6 +152,7 @@ class Output:
                 os.unlink(self.tmp)
             except OSError:
                 pass
+            interrupt.untrack(self.tmp)
 
 
 @contextmanager
@@ -277,6 +282,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             fmt_pool.shutdown(wait=True, cancel_futures=True)
         if spooled:
             os.unlink(spooled)
+            interrupt.untrack(spooled)
     summary.seconds = time.perf_counter() - t0
     return summary
 

@@ -15,13 +15,15 @@ from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
+from . import interrupt
+
 
 def put(parts) -> str:
     """A new block holding parts (bytes-like) one after another, copied by numpy (which lets go of the
     interpreter lock for large copies); its name."""
     parts = [np.frombuffer(p, dtype=np.uint8) for p in parts]
     total = sum(len(p) for p in parts)
-    block = shared_memory.SharedMemory(create=True, size=max(1, total))
+    block = shared_memory.SharedMemory(create=True, size=max(1, total), name=interrupt.shm_name())
     dst, at = np.frombuffer(block.buf, dtype=np.uint8, count=total), 0
     for p in parts:
         dst[at:at + len(p)] = p

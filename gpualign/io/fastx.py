@@ -343,7 +343,9 @@ def _parse_range(path: str, start: int, end: int) -> tuple:
             for nm, seqs, _ in _htslib_chunks(tmp.name, CHUNK, e.records, name=display_name(path)):
                 add(nm, seqs)
     raw = b"".join(bufs)
-    shm = shared_memory.SharedMemory(create=True, size=max(1, len(raw)))
+    from .. import interrupt
+
+    shm = shared_memory.SharedMemory(create=True, size=max(1, len(raw)), name=interrupt.shm_name())
     shm.buf[:len(raw)] = raw
     shm.close()
     resource_tracker.unregister(shm._name, "shared_memory")  # the parent unlinks it
