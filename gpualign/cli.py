@@ -238,6 +238,7 @@ def main() -> None:
     2.31-2.35 s -> 2.08 s. What remains after it is the driver releasing the CUDA context (~0.4 s after
     a 50,000-candidate paf run, with ~40 GB of device workspace)."""
     interrupt.install()
+    interrupt.phase("start")
     try:
         app(prog_name="gpualign")
         code = 0

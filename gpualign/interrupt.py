@@ -236,6 +236,7 @@ def killable(fn, *args):
     pid = os.fork()
     if pid == 0:  # the child: compute, send, leave without any clean-up of the parent's state
         os.close(r)
+        phase("kernel")
         try:
             out = pickle.dumps((True, fn(*args)))
         except BaseException as e:  # noqa: BLE001 - sent to the parent, which raises it
@@ -272,3 +273,20 @@ def killable(fn, *args):
         raise value
     return value
 
+
+
+_PHASES = os.environ.get("GPUALIGN_PHASES")  # tests: a file to which each phase's name is appended
+_announced: set = set()
+
+
+def phase(name: str) -> None:
+    """Append name to $GPUALIGN_PHASES, once per process (the signal tests wait for a phase, then
+    send the signal); nothing when it is not set."""
+    if _PHASES is None or name in _announced:
+        return
+    _announced.add(name)
+    fd = os.open(_PHASES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{name}\n".encode())
+    finally:
+        os.close(fd)

@@ -163,6 +163,7 @@ def running(chain, output: "Output", cfg: AlignConfig):
     for e in reversed(chain):  # the CPU engine's worker processes are forked before the GPU is used
         getattr(e, "start", lambda: None)()
     getattr(chain[0], "warm", lambda c: None)(cfg)
+    interrupt.phase("pools")
     try:
         yield
         output.commit()
@@ -212,6 +213,7 @@ class ReadAhead:
     def _run(self, gen) -> None:
         try:
             for batch in gen:
+                interrupt.phase("read")
                 while not self.stop.is_set():
                     try:
                         self.q.put(batch, timeout=0.1)
@@ -334,6 +336,7 @@ def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary,
                     res, counts = fut.result()
                     t0 = time.perf_counter()
                     out.submit(batch, res, written)
+                    interrupt.phase("write")
                     stages["write"] += time.perf_counter() - t0
                     summary.pairs += batch.n
                     summary.bases += batch.bases

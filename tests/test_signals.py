@@ -1,0 +1,190 @@
+"""Signals at many points of every command, as a user (Ctrl-C: SIGINT to the process group) or a
+scheduler (SIGTERM, SIGHUP to the process) sends them: the run stops within ~2 s, leaves no process,
+temporary file or shared-memory block behind, keeps the output file that was there before, prints one
+line `interrupted` and exits 130/143/129.
+
+The command announces its phases in $GPUALIGN_PHASES (interrupt.phase); each case waits for its phase,
+then a random 0-300 ms more, then sends the signal. Every case runs REPS times (GPUALIGN_SIGNAL_REPS,
+default 3: ~100 runs in all, about 2-3 minutes on 2 cores); the old deadlock came about once in ten
+interrupts.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from simulate import simulate, write_fasta
+
+REPS = int(os.environ.get("GPUALIGN_SIGNAL_REPS", "3"))
+STOP_S = 2.5  # from the signal to the exit (the handler's grace is 1 s, its SIGKILL half a second later)
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+OLD = b"an output file that was here before the run\n"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """100,000 pairs (pairs), the same as PAF candidates with their reads and references (paf), and one
+    pair of 1 Mbp strings at 10% divergence (genome: seconds of CPU kernel)."""
+    d = tmp_path_factory.mktemp("signals")
+    q, t = simulate(100_000, 150, 0.02, seed=3)
+    write_fasta(str(d / "a.fa"), q, "q")
+    write_fasta(str(d / "b.fa"), t, "t")
+    with open(d / "cands.paf", "w") as fh:
+        fh.writelines(f"q{i}\t{len(a)}\t0\t{len(a)}\t+\tt{i}\t{len(b)}\t0\t{len(b)}\t0\t{len(b)}\t60\n"
+                      for i, (a, b) in enumerate(zip(q, t)))
+    gq, gt = simulate(1, 1_000_000, 0.10, seed=4)
+    write_fasta(str(d / "ga.fa"), gq, "ga")
+    write_fasta(str(d / "gb.fa"), gt, "gb")
+    return d
+
+
+def _commands(d, out):
+    return {
+        "pairs": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2"],
+        "pairs-sam": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out + ".sam", "-t", "2", "--metric", "affine"],
+        "paf": ["paf", str(d / "cands.paf"), str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2"],
+        "genome": ["genome", str(d / "ga.fa"), str(d / "gb.fa"), "--distance-only", "--device", "cpu", "-o", out],
+    }
+
+
+def _group(pgid: int) -> list:
+    """Living processes of process group pgid (from /proc)."""
+    found = []
+    for e in os.listdir("/proc"):
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            found.append(int(e))
+    return found
+
+
+def _wait_phase(p, phases: str, name: str, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if os.path.exists(phases):
+            with open(phases) as fh:
+                if name in fh.read().split():
+                    return
+        if p.poll() is not None:
+            pytest.fail(f"the command ended (exit {p.returncode}) before phase {name!r}")
+        time.sleep(0.01)
+    pytest.fail(f"phase {name!r} not reached in {timeout} s")
+
+
+def _interrupt(tmp_path, data, command: str, phase: str, sig: int, to_group: bool, rng) -> None:
+    out_dir = tmp_path / f"run{rng.randrange(1 << 30)}"
+    out_dir.mkdir()
+    out = str(out_dir / ("out.tsv" if command == "genome" else "out.paf"))
+    args = [*_commands(data, out)[command], "-q"]
+    target = args[args.index("-o") + 1]
+    with open(target, "wb") as fh:
+        fh.write(OLD)
+    phases = str(out_dir / "phases")
+    env = dict(os.environ, GPUALIGN_PHASES=phases, PYTHONUNBUFFERED="1")
+    p = subprocess.Popen([sys.executable, "-m", "gpualign", *args], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        _wait_phase(p, phases, phase)
+        time.sleep(rng.uniform(0, 0.3))
+        sent = time.monotonic()
+        if to_group:
+            os.killpg(p.pid, sig)
+        else:
+            os.kill(p.pid, sig)
+        try:
+            _, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{command}: no exit 30 s after {signal.Signals(sig).name} in phase {phase!r} "
+                        f"(processes {_group(p.pid)})")
+        took = time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    err = err.decode()
+    where = f"{command}, {signal.Signals(sig).name} in phase {phase!r}"
+    assert p.returncode == EXIT[sig], f"{where}: exit {p.returncode}\n{err}"
+    assert err == "interrupted\n", f"{where}: stderr\n{err}"  # -q: nothing else
+    assert took < STOP_S, f"{where}: {took:.2f} s to stop"
+    end = time.monotonic() + 2  # the resource tracker leaves once its pipe from the parent closes
+    while _group(p.pid) and time.monotonic() < end:
+        time.sleep(0.02)
+    assert not _group(p.pid), f"{where}: processes left {_group(p.pid)}"
+    left = sorted(set(os.listdir(out_dir)) - {"phases", os.path.basename(target)})
+    assert not left, f"{where}: files left {left}"
+    with open(target, "rb") as fh:
+        assert fh.read() == OLD, f"{where}: the existing output was changed"
+    shm = [n for n in os.listdir("/dev/shm") if n.startswith(f"gpa{p.pid}_")] if os.path.isdir("/dev/shm") else []
+    assert not shm, f"{where}: shared memory left {shm}"
+
+
+CASES = [  # (command, phase, signal, to the process group)
+    ("pairs", "start", signal.SIGINT, True),
+    ("pairs", "pools", signal.SIGINT, True),
+    ("pairs", "read", signal.SIGINT, True),
+    ("pairs", "align", signal.SIGINT, True),
+    ("pairs", "write", signal.SIGINT, True),
+    ("pairs", "write", signal.SIGTERM, False),
+    ("pairs", "align", signal.SIGHUP, False),
+    ("pairs-sam", "align", signal.SIGINT, True),
+    ("pairs-sam", "write", signal.SIGTERM, False),
+    ("paf", "pools", signal.SIGINT, True),
+    ("paf", "write", signal.SIGINT, True),
+    ("paf", "align", signal.SIGTERM, False),
+    ("genome", "kernel", signal.SIGINT, True),
+    ("genome", "kernel", signal.SIGTERM, False),
+    ("genome", "kernel", signal.SIGHUP, False),
+]
+
+
+@pytest.mark.parametrize("command,phase,sig,to_group", CASES,
+                         ids=[f"{c}-{p}-{signal.Signals(s).name}" for c, p, s, _ in CASES])
+def test_signal_stops_cleanly(tmp_path, data, command, phase, sig, to_group):
+    rng = random.Random(f"{command}{phase}{sig}")
+    for _ in range(REPS):
+        _interrupt(tmp_path, data, command, phase, sig, to_group, rng)
+
+
+def test_forked_children_ignore_sigint_and_take_sigterm():
+    """interrupt.install(): a forked child ignores SIGINT (the parent ends it) and dies on SIGTERM."""
+    code = ("import os, signal, time\n"
+            "from gpualign import interrupt\n"
+            "interrupt.install()\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    time.sleep(0.3); os._exit(7)\n"
+            "os.kill(pid, signal.SIGINT)\n"
+            "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    time.sleep(5); os._exit(7)\n"
+            "os.kill(pid, signal.SIGTERM)\n"
+            "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stdout.split() == ["7", str(-signal.SIGTERM)], p.stderr
+
+
+def test_killable_returns_and_raises():
+    from gpualign import interrupt
+    from gpualign.errors import InputError
+
+    assert interrupt.killable(pow, 3, 4) == 81
+    with pytest.raises(InputError, match="bad"):
+        interrupt.killable(_raise, "bad")
+
+
+def _raise(text):
+    from gpualign.errors import InputError
+
+    raise InputError(text)
