@@ -139,9 +139,10 @@ def pairs(
              "  minimap2 ref.fa reads.fq > cands.paf && gpualign paf cands.paf reads.fq ref.fa -o out.paf\n\n"
              "  gpualign paf cands.paf reads.fa ref.fa --mode global -o out.bam\n\n" + CHAR_RULE)
 def paf_cmd(
-    candidates: Annotated[str, typer.Argument(help="PAF candidates (minimap2's 12 columns, any tags).")],
-    query: Annotated[str, typer.Argument(help="Query reads (FASTA/FASTQ, gz ok).")],
-    target: Annotated[str, typer.Argument(help="Target FASTA (plain or bgzip; .fai built when missing).")],
+    candidates: Annotated[str, typer.Argument(help="PAF candidates (minimap2's 12 columns, any tags; '-' = stdin).")],
+    query: Annotated[str, typer.Argument(help="Query reads (FASTA/FASTQ, gz ok; '-' = stdin, then streamed: the "
+                                              "PAF must list candidates in the reads' order).")],
+    target: Annotated[str, typer.Argument(help="Target FASTA (plain or bgzip; .fai built when missing; not stdin).")],
     output: Annotated[str, typer.Option("-o", "--output", help="Output paf/sam/bam ('-' = stdout, PAF).")] = "-",
     fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="paf|sam|bam (default: from -o).")] = None,
     mode: Annotated[str, typer.Option("--mode", help="ends-free (pad the target window, free its ends) or global (the box end to end).")] = "ends-free",

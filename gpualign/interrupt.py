@@ -21,6 +21,7 @@ import os
 import pickle
 import select
 import signal
+import sys
 import threading
 import time
 
@@ -34,6 +35,7 @@ _signum: int | None = None
 _temps: set = set()
 _finishing = threading.Lock()
 _installed = False
+_inherited: list = []  # a forked child's inherited standard streams (_in_child)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -58,6 +60,18 @@ def install() -> None:
 
 
 def _in_child() -> None:
+    """Signals as the module says; and fresh standard streams. The inherited ones hold locks that another
+    thread of the parent may have held at the fork (the reader thread blocked in a read of stdin, rich's
+    progress thread writing to stderr): a forked child that touches them waits forever. multiprocessing
+    closes stdin and flushes stdout/stderr in every child it starts (Process._bootstrap). They are kept
+    (never used nor collected: the child leaves by os._exit) and replaced."""
+    _inherited.extend((sys.stdin, sys.stdout, sys.stderr))
+    sys.stdin = None
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, name)
+        if old is not None:
+            setattr(sys, name, open(fd, "w", encoding=old.encoding, errors=old.errors, closefd=False,
+                                    buffering=1))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
@@ -65,7 +79,9 @@ def _in_child() -> None:
 
 def _handler(signum, frame) -> None:
     global _signum
-    if os.getpid() != _root_pid:  # a child forked a moment ago, before _in_child ran: the parent ends it
+    if os.getpid() != _root_pid:  # a child forked a moment ago, before _in_child ran
+        if signum != signal.SIGINT:
+            os._exit(128 + signum)
         return
     if _signum is not None:  # already stopping
         return

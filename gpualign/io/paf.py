@@ -148,6 +148,8 @@ class Queries:
         self.stream = None
         self.current = None
         try:
+            if path == fastx.STDIN:  # streamed (htslib would take '-' for stdin and read it up)
+                raise InputError("stdin")
             self.fa = IndexedFasta(path)
         except InputError:
             self.stream = fastx.records(path, chunk=256)
