@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import __version__, interrupt
-from .config import AlignConfig, Penalties
+from .config import AlignConfig, Penalties, cap_threads
 from .errors import ConfigError, GpualignError
 
 CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
@@ -112,11 +112,14 @@ def pairs(
     def body():
         if not 0.0 <= verify <= 1.0:
             raise ConfigError(f"--verify must be a fraction in [0, 1] (got {verify})")
+        n_threads, capped = cap_threads(threads)
         cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend),
-                          distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=threads,
+                          distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=n_threads,
                           batch_bases=batch_bases)
         err = _stderr()
         notice = None if quiet else (lambda text: err.print(f"gpualign: {text}", markup=False, soft_wrap=True))
+        if capped and notice:
+            notice(capped)
         command_line = "gpualign " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         if not quiet and sys.stderr.isatty():
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -167,10 +170,13 @@ def paf_cmd(
     from .realign import run_paf
 
     def body():
+        n_threads, capped = cap_threads(threads)
         cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend), n_mismatch=n_mismatch,
-                          device=device, threads=threads, batch_bases=batch_bases)
+                          device=device, threads=n_threads, batch_bases=batch_bases)
         err = _stderr()
         notice = None if quiet else (lambda text: err.print(f"gpualign: {text}", markup=False, soft_wrap=True))
+        if capped and notice:
+            notice(capped)
         command_line = "gpualign " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         result = run_paf(candidates, query, target, output, fmt, cfg, command_line, mode, target_pad, cs, skip_bad,
                          notice)
