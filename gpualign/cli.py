@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import __version__, interrupt
+from . import __version__, interrupt, progress
 from .config import AlignConfig, Penalties, cap_threads
 from .errors import ConfigError, GpualignError
 
@@ -82,7 +82,7 @@ def _run(body, debug: bool) -> None:
         raise typer.Exit(1)
 
 
-@app.command(epilog="Examples:\n\n"
+@app.command(short_help="Align record i of one file with record i of another.", epilog="Examples:\n\n"
              "  gpualign pairs reads.fa refs.fa > out.paf\n\n"
              "  gpualign pairs a.fq.gz b.fa.gz --metric affine -o out.bam\n\n"
              "  zcat a.fa.gz | gpualign pairs - b.fa --distance-only --format tsv\n\n" + CHAR_RULE)
@@ -121,16 +121,8 @@ def pairs(
         if capped and notice:
             notice(capped)
         command_line = "gpualign " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-        if not quiet and sys.stderr.isatty():
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                          console=err, transient=True) as bar:
-                task = bar.add_task("aligning")
-                report = lambda p, b: bar.update(task, description=f"{p:,} pairs, {b:,} bases")  # noqa: E731
-                result = run_pairs(query, target, output, fmt, cfg, command_line, report, notice, verify)
-        else:
-            result = run_pairs(query, target, output, fmt, cfg, command_line, None, notice, verify)
+        with progress.records(err, "pairs", quiet) as report:  # rich on a terminal, else a line every 10 s
+            result = run_pairs(query, target, output, fmt, cfg, command_line, report, notice, verify)
         _print_summary(result, summary, quiet)
         if result.failed and not quiet:
             err.print(f"gpualign: warning: {result.failed} pair(s) failed (see zr:Z / status)", markup=False)
@@ -138,7 +130,7 @@ def pairs(
     _run(body, debug)
 
 
-@app.command(name="paf", epilog="Examples:\n\n"
+@app.command(name="paf", short_help="Re-align PAF candidates (minimap2) exactly.", epilog="Examples:\n\n"
              "  minimap2 ref.fa reads.fq > cands.paf && gpualign paf cands.paf reads.fq ref.fa -o out.paf\n\n"
              "  gpualign paf cands.paf reads.fa ref.fa --mode global -o out.bam\n\n" + CHAR_RULE)
 def paf_cmd(
@@ -151,9 +143,9 @@ def paf_cmd(
     mode: Annotated[str, typer.Option("--mode", help="ends-free (pad the target window, free its ends) or global (the box end to end).")] = "ends-free",
     target_pad: Annotated[int, typer.Option("--target-pad", help="Bases added on both sides of the target window (ends-free).")] = 100,
     metric: Annotated[str, typer.Option("--metric", "-m", help="affine (default) or edit.")] = "affine",
-    mismatch: Annotated[int, typer.Option("--mismatch", "-x")] = 4,
-    gap_open: Annotated[int, typer.Option("--gap-open", "-O")] = 6,
-    gap_extend: Annotated[int, typer.Option("--gap-extend", "-E")] = 2,
+    mismatch: Annotated[int, typer.Option("--mismatch", "-x", help="Affine mismatch penalty x.")] = 4,
+    gap_open: Annotated[int, typer.Option("--gap-open", "-O", help="Affine gap-open o (a gap of length l costs o+l*e).")] = 6,
+    gap_extend: Annotated[int, typer.Option("--gap-extend", "-E", help="Affine gap-extend e.")] = 2,
     cs: Annotated[bool, typer.Option("--cs", help="Add the cs:Z tag (short form) to PAF output.")] = False,
     n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything.")] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Log bad candidates and go on instead of stopping.")] = False,
@@ -163,8 +155,8 @@ def paf_cmd(
     threads: Annotated[int, typer.Option("--threads", "-t", help="CPU worker processes (0 = all cores).")] = 0,
     device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu.")] = "auto",
     summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV here.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
-    debug: Annotated[bool, typer.Option("--debug")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
 ) -> None:
     """Exact re-alignment of PAF candidates: recomputed coordinates, NM/AS/de/cg (and cs)."""
     from .realign import run_paf
@@ -178,14 +170,15 @@ def paf_cmd(
         if capped and notice:
             notice(capped)
         command_line = "gpualign " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-        result = run_paf(candidates, query, target, output, fmt, cfg, command_line, mode, target_pad, cs, skip_bad,
-                         notice)
+        with progress.records(err, "paf", quiet) as report:  # rich on a terminal, else a line every 10 s
+            result = run_paf(candidates, query, target, output, fmt, cfg, command_line, mode, target_pad, cs,
+                             skip_bad, notice, report)
         _print_summary(result, summary, quiet)
 
     _run(body, debug)
 
 
-@app.command(epilog="Examples:\n\n"
+@app.command(short_help="Edit distance of chromosome-scale strings.", epilog="Examples:\n\n"
              "  gpualign genome chr21_human.fa chr21_chimp.fa --distance-only -o dist.tsv\n\n"
              "  gpualign genome asm1.fa.gz asm2.fa.gz --distance-only --query-record chr2 --target-record chr2\n\n"
              + CHAR_RULE)
@@ -212,27 +205,8 @@ def genome(
         cfg = AlignConfig(distance_only=distance_only, n_mismatch=n_mismatch, device=device)
         err = _stderr()
         notice = None if quiet else (lambda text: err.print(f"gpualign: {text}", markup=False, soft_wrap=True))
-        if not quiet and sys.stderr.isatty():
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                          console=err, transient=True) as bar:
-                task = bar.add_task("computing")
-
-                def report(p):
-                    if p["kernel"] == "bp":  # banded bit-parallel: strips of 1024 rows taken so far
-                        done = 100.0 * p["strips_taken"] / max(1, p["strips"])
-                        bar.update(task, description=f"bit-parallel  band {p['band']:,} (pass {p['band_pass']})  "
-                                                     f"strips {p['strips_taken']:,}/{p['strips']:,} {done:.1f}%")
-                        return
-                    done = 100.0 * max(p["final_offset"], 0) / max(1, p["target_len"])
-                    bar.update(task, description=f"score {p['score']:,}  bound {p['bound']:,}  "
-                                                 f"diagonals {p['diagonals']:,}  final diagonal {done:.1f}%")
-
-                run_genome(query, target, output, cfg, query_record, target_record, notice, report, not no_prune,
-                           cpu_method)
-        else:
-            run_genome(query, target, output, cfg, query_record, target_record, notice, None, not no_prune,
+        with progress.genome(err, quiet) as report:  # rich on a terminal, else a line every 10 s
+            run_genome(query, target, output, cfg, query_record, target_record, notice, report, not no_prune,
                        cpu_method)
 
     _run(body, debug)

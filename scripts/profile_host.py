@@ -11,9 +11,11 @@ where it goes.
 from __future__ import annotations
 
 import argparse
+import atexit
 import cProfile
 import os
 import pstats
+import shutil
 import sys
 import tempfile
 import time
@@ -56,7 +58,9 @@ def main():
     from gpualign import pipeline, realign
     from gpualign.config import AlignConfig
 
-    out = os.path.join(tempfile.mkdtemp(prefix="gpualign-host-"), "out.paf")
+    tmp = tempfile.mkdtemp(prefix="gpualign-host-")
+    atexit.register(shutil.rmtree, tmp, True)  # the output is thrown away: nothing left in /tmp
+    out = os.path.join(tmp, "out.paf")
     pipeline.select_engines = realign.select_engines = lambda cfg: ([Instant()], "instant engine")
     if a.command == "pairs":
         def run():
