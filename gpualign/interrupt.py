@@ -158,14 +158,13 @@ def _unlink_shared() -> None:
             pass
 
 
-def descendants(pid: int | None = None) -> list[int]:
-    """Every living process below pid (default: this one), from /proc (empty where there is none)."""
-    pid = os.getpid() if pid is None else pid
-    children: dict = {}
+def processes():
+    """(pid, parent pid, process group) of every living process (zombies left out), from /proc; none
+    where there is no /proc."""
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return []
+        return
     for e in entries:
         if not e.isdigit():
             continue
@@ -174,10 +173,17 @@ def descendants(pid: int | None = None) -> list[int]:
                 stat = fh.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if fields[0] == b"Z":  # a zombie: already ended
-            continue
-        children.setdefault(int(fields[1]), []).append(int(e))
+        fields = stat[stat.rfind(b")") + 2:].split()  # after the command name, which may hold anything
+        if fields[0] != b"Z":
+            yield int(e), int(fields[1]), int(fields[2])
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """Every living process below pid (default: this one)."""
+    pid = os.getpid() if pid is None else pid
+    children: dict = {}
+    for p, parent, _ in processes():
+        children.setdefault(parent, []).append(p)
     found, todo = [], [pid]
     while todo:
         for c in children.get(todo.pop(), []):
@@ -212,7 +218,8 @@ def end_children(wait: bool) -> None:
     deadline = time.monotonic() + KILL_AFTER_S
     while pids and time.monotonic() < deadline:
         _reap()
-        pids = [p for p in pids if _alive(p)]
+        alive = {p for p, _, _ in processes()}
+        pids = [p for p in pids if p in alive]
         if pids:
             time.sleep(0.02)
     for p in pids:
@@ -221,15 +228,6 @@ def end_children(wait: bool) -> None:
         except OSError:
             pass
     _reap()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] != b"Z"
 
 
 def _reap() -> None:

@@ -48,8 +48,9 @@ def _rate(pairs: int, bases: int, seconds: float) -> str:
 
 
 @contextmanager
-def records(console, tag: str, quiet: bool):
-    """report(records, bases) for pipeline.stream, or None with quiet."""
+def _reporter(console, tag: str, quiet: bool, first: str):
+    """show(text, due: bool) for a reporter: a rich live line on a terminal (first: its text at the start),
+    else a line when due; None with quiet."""
     if quiet:
         yield None
     elif console.is_terminal:
@@ -57,12 +58,19 @@ def records(console, tag: str, quiet: bool):
 
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                       transient=True) as bar:
-            task = bar.add_task("aligning")
-            t0 = time.monotonic()
-            yield lambda p, b: bar.update(task, description=_rate(p, b, time.monotonic() - t0))
+            task = bar.add_task(first)
+            yield lambda text: bar.update(task, description=text)
     else:
         lines = _Lines(tag, console.file)
-        yield lambda p, b: lines.due() and lines.say(_rate(p, b, time.monotonic() - lines.t0))
+        yield lambda text: lines.due() and lines.say(text)
+
+
+@contextmanager
+def records(console, tag: str, quiet: bool):
+    """report(records, bases) for pipeline.stream, or None with quiet."""
+    t0 = time.monotonic()
+    with _reporter(console, tag, quiet, "aligning") as show:
+        yield show and (lambda p, b: show(_rate(p, b, time.monotonic() - t0)))
 
 
 def describe_genome(p: dict) -> str:
@@ -84,18 +92,8 @@ def describe_genome(p: dict) -> str:
 @contextmanager
 def genome(console, quiet: bool):
     """report(dict) for genome.run_genome, or None with quiet."""
-    if quiet:
-        yield None
-    elif console.is_terminal:
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                      transient=True) as bar:
-            task = bar.add_task("computing")
-            yield lambda p: bar.update(task, description=describe_genome(p))
-    else:
-        lines = _Lines("genome", console.file)
-        yield lambda p: lines.due() and lines.say(describe_genome(p))
+    with _reporter(console, "genome", quiet, "computing") as show:
+        yield show and (lambda p: show(describe_genome(p)))
 
 
 @contextmanager

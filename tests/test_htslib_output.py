@@ -11,7 +11,7 @@ import sys
 import pysam
 import pytest
 
-from simulate import simulate, write_fasta
+from sim_inputs import pairs_and_candidates
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 
@@ -41,16 +41,10 @@ def data(tmp_path_factory):
     """60 simulated pairs plus an empty query, an empty target and one with N runs; the same pairs as
     PAF candidates (both strands) over plain FASTA and gzip FASTQ reads."""
     d = tmp_path_factory.mktemp("htslib")
-    q, t = simulate(60, 300, 0.05, seed=5)
-    q += [b"", b"ACGTACGTAC", b"ACGTNNNNNNACGT"]
-    t += [b"ACGTAC", b"", b"ACGTNNNNACGTT"]
-    write_fasta(str(d / "a.fa"), q, "q")
-    write_fasta(str(d / "b.fa"), t, "t")
+    q, _ = pairs_and_candidates(d, 60, 300, 0.05, seed=5, extra=([b"", b"ACGTACGTAC", b"ACGTNNNNNNACGT"],
+                                                                [b"ACGTAC", b"", b"ACGTNNNNACGTT"]))
     with gzip.open(d / "a.fq.gz", "wt") as fh:
         fh.writelines(f"@q{i}\n{s.decode()}\n+\n{'I' * len(s)}\n" for i, s in enumerate(q))
-    with open(d / "c.paf", "w") as fh:
-        fh.writelines(f"q{i}\t{len(a)}\t0\t{len(a)}\t{'+-'[i % 2]}\tt{i}\t{len(b)}\t0\t{len(b)}\t0\t{len(b)}\t60\n"
-                      for i, (a, b) in enumerate(zip(q, t)) if a and b)
     return d
 
 

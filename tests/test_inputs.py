@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from simulate import simulate, write_fasta
+from sim_inputs import pairs_and_candidates
 
 ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 
@@ -22,12 +22,7 @@ def run(args, stdin=None):
 @pytest.fixture(scope="module")
 def cands(tmp_path_factory):
     d = tmp_path_factory.mktemp("inputs")
-    q, t = simulate(40, 200, 0.05, seed=6)
-    write_fasta(str(d / "r.fa"), q, "q")
-    write_fasta(str(d / "ref.fa"), t, "t")
-    with open(d / "c.paf", "w") as fh:
-        fh.writelines(f"q{i}\t{len(a)}\t0\t{len(a)}\t{'+-'[i % 2]}\tt{i}\t{len(b)}\t0\t{len(b)}\t0\t{len(b)}\t60\n"
-                      for i, (a, b) in enumerate(zip(q, t)))
+    pairs_and_candidates(d, 40, 200, 0.05, seed=6, queries="r.fa", targets="ref.fa")
     return d
 
 

@@ -18,6 +18,8 @@ import time
 
 import pytest
 
+from gpualign import interrupt
+from sim_inputs import pairs_and_candidates
 from simulate import simulate, write_fasta
 
 REPS = int(os.environ.get("GPUALIGN_SIGNAL_REPS", "3"))
@@ -31,12 +33,7 @@ def data(tmp_path_factory):
     """100,000 pairs (pairs), the same as PAF candidates with their reads and references (paf), and one
     pair of 1 Mbp strings at 10% divergence (genome: seconds of CPU kernel)."""
     d = tmp_path_factory.mktemp("signals")
-    q, t = simulate(100_000, 150, 0.02, seed=3)
-    write_fasta(str(d / "a.fa"), q, "q")
-    write_fasta(str(d / "b.fa"), t, "t")
-    with open(d / "cands.paf", "w") as fh:
-        fh.writelines(f"q{i}\t{len(a)}\t0\t{len(a)}\t+\tt{i}\t{len(b)}\t0\t{len(b)}\t0\t{len(b)}\t60\n"
-                      for i, (a, b) in enumerate(zip(q, t)))
+    pairs_and_candidates(d, 100_000, 150, 0.02, seed=3, strands="+")
     gq, gt = simulate(1, 1_000_000, 0.10, seed=4)
     write_fasta(str(d / "ga.fa"), gq, "ga")
     write_fasta(str(d / "gb.fa"), gt, "gb")
@@ -47,26 +44,14 @@ def _commands(d, out):
     return {
         "pairs": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2"],
         "pairs-sam": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out + ".sam", "-t", "2", "--metric", "affine"],
-        "paf": ["paf", str(d / "cands.paf"), str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2"],
+        "paf": ["paf", str(d / "c.paf"), str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2"],
         "genome": ["genome", str(d / "ga.fa"), str(d / "gb.fa"), "--distance-only", "--device", "cpu", "-o", out],
     }
 
 
 def _group(pgid: int) -> list:
-    """Living processes of process group pgid (from /proc)."""
-    found = []
-    for e in os.listdir("/proc"):
-        if not e.isdigit():
-            continue
-        try:
-            with open(f"/proc/{e}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != b"Z":
-            found.append(int(e))
-    return found
+    """Living processes of process group pgid."""
+    return [p for p, _, group in interrupt.processes() if group == pgid]
 
 
 def _wait_phase(p, phases: str, name: str, timeout: float = 60) -> None:
