@@ -30,10 +30,11 @@ OLD = b"an output file that was here before the run\n"
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    """100,000 pairs (pairs), the same as PAF candidates with their reads and references (paf), and one
-    pair of 1 Mbp strings at 10% divergence (genome: seconds of CPU kernel)."""
+    """110,000 pairs (pairs; files over 16 MiB: each parsed by a reader process), the same as PAF
+    candidates with their reads and references (paf), and one pair of 1 Mbp strings at 10% divergence
+    (genome: seconds of CPU kernel)."""
     d = tmp_path_factory.mktemp("signals")
-    pairs_and_candidates(d, 100_000, 150, 0.02, seed=3, strands="+")
+    pairs_and_candidates(d, 110_000, 150, 0.02, seed=3, strands="+")
     gq, gt = simulate(1, 1_000_000, 0.10, seed=4)
     write_fasta(str(d / "ga.fa"), gq, "ga")
     write_fasta(str(d / "gb.fa"), gt, "gb")
@@ -44,6 +45,8 @@ def _commands(d, out):
     return {
         "pairs": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2"],
         "pairs-sam": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out + ".sam", "-t", "2", "--metric", "affine"],
+        # the targets on stdin with SAM output: spooled to a temporary file ($TMPDIR) first
+        "pairs-stdin": ["pairs", str(d / "a.fa"), "-", "-o", out + ".bam", "-t", "2"],
         "paf": ["paf", str(d / "c.paf"), str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2"],
         "genome": ["genome", str(d / "ga.fa"), str(d / "gb.fa"), "--distance-only", "--device", "cpu", "-o", out],
     }
@@ -76,9 +79,10 @@ def _interrupt(tmp_path, data, command: str, phase: str, sig: int, to_group: boo
     with open(target, "wb") as fh:
         fh.write(OLD)
     phases = str(out_dir / "phases")
-    env = dict(os.environ, GPUALIGN_PHASES=phases, PYTHONUNBUFFERED="1")
-    p = subprocess.Popen([sys.executable, "-m", "gpualign", *args], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, env=env, start_new_session=True)
+    env = dict(os.environ, GPUALIGN_PHASES=phases, PYTHONUNBUFFERED="1", TMPDIR=str(out_dir))
+    with open(data / "b.fa", "rb") as stdin:
+        p = subprocess.Popen([sys.executable, "-m", "gpualign", *args], stdin=stdin, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, env=env, start_new_session=True)
     try:
         _wait_phase(p, phases, phase)
         time.sleep(rng.uniform(0, 0.3))
@@ -124,6 +128,8 @@ CASES = [  # (command, phase, signal, to the process group)
     ("pairs", "align", signal.SIGHUP, False),
     ("pairs-sam", "align", signal.SIGINT, True),
     ("pairs-sam", "write", signal.SIGTERM, False),
+    ("pairs-stdin", "read", signal.SIGINT, True),
+    ("pairs-stdin", "write", signal.SIGHUP, False),
     ("paf", "pools", signal.SIGINT, True),
     ("paf", "write", signal.SIGINT, True),
     ("paf", "align", signal.SIGTERM, False),
