@@ -123,7 +123,20 @@ def finish() -> None:
             os.unlink(path)
         except OSError:
             pass
-    _unlink_shared()
+    import tempfile
+
+    _unlink_prefixed("/dev/shm", f"{SHM_PREFIX}{_root_pid}_")  # shared-memory blocks (Linux)
+    _unlink_prefixed(tempfile.gettempdir(), temp_prefix())
+    # the resource tracker last: the blocks this process had open when the signal came are still
+    # registered with it, and at its exit it would warn of each (`leaked shared_memory objects`, `No such
+    # file`); they are removed above, and every block of the run is named and removed so
+    tracker = _tracker_pid()
+    if tracker:
+        try:
+            os.kill(tracker, signal.SIGKILL)
+            os.waitpid(tracker, 0)
+        except OSError:
+            pass
     try:
         os.write(2, b"interrupted\n")
     except OSError:
@@ -140,22 +153,28 @@ def untrack(path: str) -> None:
     _temps.discard(path)
 
 
-def shm_name() -> str:
-    """A name for a new shared-memory block of this run (finish() unlinks those left)."""
-    return f"{SHM_PREFIX}{_root_pid}_{os.urandom(6).hex()}"
+def temp_prefix() -> str:
+    """The name prefix of temporary files that worker processes make in the temporary directory (they
+    cannot track() them in this process): finish() removes those left."""
+    return f"gpualign-{_root_pid}-"
 
 
-def _unlink_shared() -> None:
-    prefix = f"{SHM_PREFIX}{_root_pid}_"
+def _unlink_prefixed(where: str, prefix: str) -> None:
+    """Remove the files of directory where whose names start with prefix."""
     try:
-        names = [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
+        names = [n for n in os.listdir(where) if n.startswith(prefix)]
     except OSError:
         return
     for n in names:
         try:
-            os.unlink(os.path.join("/dev/shm", n))
+            os.unlink(os.path.join(where, n))
         except OSError:
             pass
+
+
+def shm_name() -> str:
+    """A name for a new shared-memory block of this run (finish() unlinks those left)."""
+    return f"{SHM_PREFIX}{_root_pid}_{os.urandom(6).hex()}"
 
 
 def processes():
@@ -193,8 +212,8 @@ def descendants(pid: int | None = None) -> list[int]:
 
 
 def _tracker_pid() -> int | None:
-    """multiprocessing's resource tracker: left alone (it unlinks what is still registered with it once
-    this process has exited)."""
+    """multiprocessing's resource tracker (it ignores SIGINT and SIGTERM; end_children leaves it to
+    finish())."""
     try:
         from multiprocessing import resource_tracker
 

@@ -7,7 +7,7 @@ import tempfile
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, interrupt
 from ..errors import GpualignError
 from ..records import OK, AlignBatch, PairBatch
 from ..text import Strings, join_lines
@@ -106,6 +106,7 @@ class SamToBam:
         self.path = path
         where = None if path == "-" else os.path.dirname(os.path.abspath(path))
         self.spool = tempfile.NamedTemporaryFile(prefix=".gpualign-", suffix=".sam", dir=where)
+        interrupt.track(self.spool.name)  # (closing it removes it, and a signal's handler if it cannot)
         self.spool.write(header.encode())
 
     def write(self, data: bytes) -> None:
