@@ -11,9 +11,9 @@ or 129 (SIGHUP). If the unwinding has not reached finish() within GRACE_S, the w
 Forked worker processes ignore SIGINT (Ctrl-C reaches the whole process group: the parent ends them)
 and die at once on SIGTERM/SIGHUP (the default action): install() registers that for every fork.
 Why: with the workers taking Ctrl-C themselves, `pairs` hung about once in ten (stacks dumped from a hung
-run, 2-core host): a CPU worker's KeyboardInterrupt came between the two writes of a large result (header,
-then body) to the pool's result pipe; the pool's manager thread sat forever in recv() of that half
-message, so it never saw the worker die nor failed its futures; the aligner thread waited for them, the
+run, 2-core host): the pool's manager thread sat forever in recv() of a result message cut short, as a
+CPU worker's KeyboardInterrupt came while it wrote a large result to the pipe (header and body are
+separate writes; inferred: the worker's own stack was gone), so it never saw the worker die nor failed its futures; the aligner thread waited for them, the
 main thread joined the aligner thread (ThreadPoolExecutor.__exit__), and each further Ctrl-C moved it on
 to the next join (shutdown(wait=True) of the pools). Now no worker is interrupted mid-message, the parent
 ends them all at once, and the watchdog bounds whatever joins remain.
