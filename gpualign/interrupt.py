@@ -63,7 +63,17 @@ def install() -> None:
     _root_pid = os.getpid()
     for sig in EXIT_CODES:
         signal.signal(sig, _handler)
-    os.register_at_fork(after_in_child=_in_child)
+    os.register_at_fork(before=_before_fork, after_in_child=_in_child)
+
+
+def _before_fork() -> None:
+    """This process's resource tracker started before its first worker: the workers then share it (a
+    worker without one starts its own, which, when the worker is ended, warns on stderr of the
+    shared-memory blocks the worker had open). finish() ends it."""
+    if os.getpid() == _root_pid:
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
 
 
 def _in_child() -> None:
