@@ -42,12 +42,16 @@ def data(tmp_path_factory):
 
 
 def _commands(d, out):
+    # batches of 2 Mbp (--batch-bases): the input is ~17 of them, so that "write" (the first batch
+    # written) comes with most of the run still ahead
     return {
-        "pairs": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2"],
-        "pairs-sam": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out + ".sam", "-t", "2", "--metric", "affine"],
+        "pairs": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2", "--batch-bases", "2000000"],
+        "pairs-sam": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out + ".sam", "-t", "2", "--metric", "affine",
+                      "--batch-bases", "2000000"],
         # the targets on stdin with SAM output: spooled to a temporary file ($TMPDIR) first
-        "pairs-stdin": ["pairs", str(d / "a.fa"), "-", "-o", out + ".bam", "-t", "2"],
-        "paf": ["paf", str(d / "c.paf"), str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2"],
+        "pairs-stdin": ["pairs", str(d / "a.fa"), "-", "-o", out + ".bam", "-t", "2", "--batch-bases", "2000000"],
+        "paf": ["paf", str(d / "c.paf"), str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2",
+                "--batch-bases", "2000000"],
         "genome": ["genome", str(d / "ga.fa"), str(d / "gb.fa"), "--distance-only", "--device", "cpu", "-o", out],
     }
 
