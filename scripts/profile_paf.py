@@ -12,8 +12,10 @@ whole `run_paf` runs, with their stages' busy seconds. Use it to see which stage
 from __future__ import annotations
 
 import argparse
+import atexit
 import io
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -73,7 +75,9 @@ def main():
     n = sum(b.n for b in batches)
     print(f"{n} candidates in {len(batches)} batches")
     print(f"alone: read {t_read:.2f} s, align {t_align:.2f} s, write {t_write:.2f} s (sum {t_read + t_align + t_write:.2f})")
-    out = os.path.join(tempfile.mkdtemp(prefix="gpualign-profile-paf-"), "out.paf")
+    tmp = tempfile.mkdtemp(prefix="gpualign-profile-paf-")
+    atexit.register(shutil.rmtree, tmp, True)  # the output is thrown away: nothing left in /tmp
+    out = os.path.join(tmp, "out.paf")
     for run in range(2):
         t0 = time.perf_counter()
         s = realign.run_paf(a.paf, a.query, a.target, out, "paf", base, "profile_paf", readers=a.readers)
