@@ -2,8 +2,15 @@
 
 __version__ = "0.1.0"
 
-from .api import align_pairs  # noqa: E402
-from .config import AlignConfig, Penalties  # noqa: E402
-from .records import AlignBatch  # noqa: E402
-
 __all__ = ["align_pairs", "AlignConfig", "Penalties", "AlignBatch", "__version__"]
+
+# imported at first use: `python -m gpualign` installs its signal handlers before numpy and the rest load
+_LAZY = {"align_pairs": "api", "AlignConfig": "config", "Penalties": "config", "AlignBatch": "records"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from . import __version__
+from . import __version__, interrupt
 from .commands import genome, paf, pairs, search
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -31,21 +31,29 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
     pass
 
 
-app.command(name="pairs", epilog=pairs.EPILOG)(pairs.pairs)
-app.command(name="paf", epilog=paf.EPILOG)(paf.paf)
-app.command(name="genome", epilog=genome.EPILOG)(genome.genome)
-app.command(name="search", epilog=search.EPILOG)(search.search)
+app.command(name="pairs", short_help="Align record i of one file with record i of another.",
+            epilog=pairs.EPILOG)(pairs.pairs)
+app.command(name="paf", short_help="Re-align PAF candidates (minimap2) exactly.", epilog=paf.EPILOG)(paf.paf)
+app.command(name="genome", short_help="Edit distance of chromosome-scale strings.", epilog=genome.EPILOG)(genome.genome)
+app.command(name="search", short_help="Every occurrence of many patterns with <= k edits.",
+            epilog=search.EPILOG)(search.search)
 
 
 def main() -> None:
     """The `gpualign` command. Every command has committed or removed its output (and closed its worker
     processes) when the app returns, so the process ends there, skipping the interpreter's teardown
     (collecting every object, cupy's and multiprocessing's exit handlers), which is slow after a GPU run."""
+    interrupt.install()
+    interrupt.phase("start")
     try:
         app(prog_name="gpualign")
         code = 0
     except SystemExit as e:
         code = e.code
+    except KeyboardInterrupt:  # a signal outside a command's body (option parsing)
+        code = 130
+    if interrupt.signalled():
+        interrupt.finish()
     quick_exit(code)
 
 

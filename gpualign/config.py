@@ -67,7 +67,8 @@ class AlignConfig:
             raise ConfigError(f"--threads must be >= 0 (got {self.threads})")
         if self.batch_bases <= 0 or self.batch_pairs <= 0:
             raise ConfigError("batch sizes must be > 0")
-        self.penalties.validate()
+        if self.metric != "edit":  # the edit metric does not use them (EDIT_PENALTIES)
+            self.penalties.validate()
         return self
 
     @property
@@ -79,9 +80,7 @@ class AlignConfig:
     def n_threads(self) -> int:
         if self.threads:
             return self.threads
-        if hasattr(os, "sched_getaffinity"):
-            return len(os.sched_getaffinity(0))
-        return os.cpu_count() or 1
+        return usable_cores()
 
     def with_(self, **kw) -> "AlignConfig":
         return replace(self, **kw)
@@ -156,3 +155,18 @@ class SearchConfig:
     @property
     def n_threads(self) -> int:
         return AlignConfig(threads=self.threads).n_threads
+
+
+def usable_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def cap_threads(threads: int) -> tuple[int, str | None]:
+    """The command line's -t capped at the usable cores (each is a CPU-bound process: more only take
+    memory), and the notice saying so, or None."""
+    cores = usable_cores()
+    if threads > cores:
+        return cores, f"-t {threads} is more than the {cores} usable cores: using {cores} processes"
+    return threads, None

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import pack
+from . import interrupt, pack
 from .config import AlignConfig
 from .errors import ConfigError, DeviceError, InputError
 from .io import fastx
 from .pipeline import Output
+from .progress import duration, ticking
 
 HEADER = ("query\ttarget\tquery_len\ttarget_len\tdistance\tidentity\tseconds\tcups\tcells_per_second\t"
           "engine\n")
@@ -197,7 +198,15 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             else:
                 from .engines import cpu_long
 
-                d, how = cpu_long.distance(q.tobytes(), t.tobytes(), cpu_method)
+                qb, tb = q.tobytes(), t.tobytes()
+                method, rate, expected = cpu_long.plan(qb, tb, cpu_method)
+                if on_notice:
+                    on_notice(f"{qn} vs {tn}: cpu-{method}, sampled divergence {100 * rate:.1f}%: expected to take "
+                              f"about {duration(expected)}")
+                info = {"kernel": "cpu", "method": method, "pair": f"{qn} vs {tn}", "expected": expected}
+                # in a child process: the C call would hold this one, deaf to signals, until it returns
+                with ticking(progress, info):
+                    d, how = interrupt.killable(cpu_long.distance, qb, tb, method)
                 res = GenomeResult(qn, tn, len(q), len(t), d, time.perf_counter() - t0, None, f"cpu-{how}")
             output.target.write(res.tsv().encode())
             output.target.flush()

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import trace
+from . import interrupt, trace
 from .config import AlignConfig
 from .engines import host_allocator, select_engines
 from .errors import ConfigError, InputError
@@ -78,7 +78,7 @@ class Summary:
         rate = self.pairs / self.seconds if self.seconds > 0 else 0.0
         rows = [("pairs", str(self.pairs)), ("bases", str(self.bases)), ("records_written", str(self.written)),
                 ("failed", str(self.failed)), ("wall_seconds", f"{self.seconds:.3f}"),
-                ("pairs_per_second", f"{rate:.0f}")]
+                ("pairs_per_second", f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}")]  # 0.412 for a slow pair
         # busy time of each stage; the stages overlap (reader, aligner and writer run concurrently)
         rows += [(f"{k}_seconds", f"{v:.3f}") for k, v in self.stage_seconds.items()]
         rows += [(f"route:{k}", str(v)) for k, v in sorted(self.counts.items())]
@@ -101,6 +101,7 @@ def _collect_targets(path: str) -> dict:
 
 def _spool_stdin() -> str:
     fd, path = tempfile.mkstemp(prefix="gpualign-stdin-")
+    interrupt.track(path)
     with os.fdopen(fd, "wb") as out:
         shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
     return path
@@ -120,6 +121,7 @@ class Output:
                 fd, self.tmp = tempfile.mkstemp(prefix=".gpualign-", suffix=os.path.basename(path), dir=d)
             except OSError as e:
                 raise InputError(f"{path}: cannot write ({e.strerror})") from None
+            interrupt.track(self.tmp)  # removed by the interrupt handler if abort() cannot run
             if binary_via_path:
                 os.close(fd)
                 self.target = self.tmp
@@ -137,6 +139,7 @@ class Output:
             os.umask(umask)
             os.chmod(self.tmp, 0o666 & ~umask)
             os.replace(self.tmp, self.path)
+            interrupt.untrack(self.tmp)
             self.tmp = None
 
     def abort(self) -> None:
@@ -150,6 +153,7 @@ class Output:
                 os.unlink(self.tmp)
             except OSError:
                 pass
+            interrupt.untrack(self.tmp)
 
 
 @contextmanager
@@ -160,6 +164,7 @@ def running(chain, output: "Output", cfg: AlignConfig):
     for e in reversed(chain):  # the CPU engine's worker processes are forked before the GPU is used
         getattr(e, "start", lambda: None)()
     getattr(chain[0], "warm", lambda c: None)(cfg)
+    interrupt.phase("pools")
     try:
         yield
         output.commit()
@@ -209,6 +214,7 @@ class ReadAhead:
     def _run(self, gen) -> None:
         try:
             for batch in gen:
+                interrupt.phase("read")
                 while not self.stop.is_set():
                     try:
                         self.q.put(batch, timeout=0.1)
@@ -279,6 +285,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             fmt_pool.shutdown(wait=True, cancel_futures=True)
         if spooled:
             os.unlink(spooled)
+            interrupt.untrack(spooled)
     summary.seconds = time.perf_counter() - t0
     return summary
 
@@ -330,6 +337,7 @@ def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary,
                     res, counts = fut.result()
                     t0 = time.perf_counter()
                     out.submit(batch, res, written)
+                    interrupt.phase("write")
                     stages["write"] += time.perf_counter() - t0
                     summary.pairs += batch.n
                     summary.bases += batch.bases

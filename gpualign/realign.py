@@ -51,6 +51,10 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
         raise ConfigError(f"--target-pad must be >= 0 (got {pad})")
     if cfg.distance_only:
         raise ConfigError("gpualign paf reports alignments: --distance-only is not available here")
+    if target_path == "-":
+        raise ConfigError("gpualign paf reads the target FASTA by random access: it cannot be '-' (stdin)")
+    if paf_path == "-" and query_path == "-":
+        raise ConfigError("only one of the candidates and the queries can be '-' (stdin)")
     cfg = cfg.with_(ends_free_target=(mode == "ends-free")).validate()
     fmt = infer_format(fmt, out, False)
     if fmt not in FORMATS or fmt == "tsv":

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import trace
+from . import interrupt, trace
 from .records import EXCEEDED, FAILED, AlignBatch, PairBatch
 
 
@@ -45,6 +45,7 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
         idx = None if here.all() else np.nonzero(here)[0]  # None: the whole batch
         if idx is not None and len(idx) == 0:
             continue
+        interrupt.phase("align" if engine is chain[0] else "rescue")
         res = engine.align(batch if idx is None else batch.take(idx), cfg)
         parts.append((idx, res))
         counts[engine.name] = counts.get(engine.name, 0) + (n if idx is None else len(idx))

@@ -14,7 +14,7 @@ from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
-from . import trace
+from . import interrupt, trace
 
 
 def put(parts) -> str:
@@ -22,7 +22,7 @@ def put(parts) -> str:
     interpreter lock for large copies); its name."""
     parts = [np.frombuffer(p, dtype=np.uint8) for p in parts]
     total = sum(len(p) for p in parts)
-    block = shared_memory.SharedMemory(create=True, size=max(1, total))
+    block = shared_memory.SharedMemory(create=True, size=max(1, total), name=interrupt.shm_name())
     dst, at = np.frombuffer(block.buf, dtype=np.uint8, count=total), 0
     for p in parts:
         dst[at:at + len(p)] = p

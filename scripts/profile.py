@@ -149,6 +149,16 @@ class TimelineRecorder:
             json.dump({"events": self.events, "kernels": ks, "scipy": "scipy" in sys.modules}, fh)
 
 
+
+def _scratch(prefix: str) -> str:
+    """A temporary directory for output that is thrown away, removed at exit: nothing left in /tmp."""
+    import atexit
+    import shutil
+
+    d = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
 def timeline_child(argv: list) -> None:
     """Install the recorder, run `gpualign paf` as main() does; the events go to $GPUALIGN_TIMELINE_OUT."""
     rec = TimelineRecorder(float(os.environ[T0_ENV]))
@@ -235,7 +245,7 @@ def timeline_args(ap) -> None:
 def timeline(a, extra: list) -> None:
     import subprocess
 
-    out = a.output or os.path.join(tempfile.mkdtemp(prefix="gpualign-timeline-"), "out.paf")
+    out = a.output or os.path.join(_scratch("gpualign-timeline-"), "out.paf")
     fd, tl_path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     t0 = time.perf_counter()
@@ -561,7 +571,7 @@ def paf(a) -> None:
     n = sum(b.n for b in batches)
     print(f"{n} candidates in {len(batches)} batches")
     print(f"alone: read {t_read:.2f} s, align {t_align:.2f} s, write {t_write:.2f} s (sum {t_read + t_align + t_write:.2f})")
-    out = os.path.join(tempfile.mkdtemp(prefix="gpualign-profile-paf-"), "out.paf")
+    out = os.path.join(_scratch("gpualign-profile-paf-"), "out.paf")
     for run in range(2):
         t0 = time.perf_counter()
         s = realign.run_paf(a.paf, a.query, a.target, out, "paf", base, "profile_paf", readers=a.readers)
@@ -609,7 +619,7 @@ def host(a) -> None:
     from gpualign import pipeline, realign
     from gpualign.config import AlignConfig
 
-    out = os.path.join(tempfile.mkdtemp(prefix="gpualign-host-"), "out.paf")
+    out = os.path.join(_scratch("gpualign-host-"), "out.paf")
     # the engine chain replaced by a stand-in (a substitution, not a timing hook)
     pipeline.select_engines = realign.select_engines = lambda cfg: ([Instant()], "instant engine")
     if a.command == "pairs":

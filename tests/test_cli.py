@@ -257,10 +257,12 @@ def test_api_rejects_non_ascii():
         gpualign.align_pairs(["ACGT", "ACéGT"], ["ACGT", "ACGT"])
 
 
-def test_profile_host_script_runs(root):
-    """scripts/profile.py host (host-side ceiling of `gpualign pairs`) runs on the demo data."""
+def test_profile_host_script_runs(root, tmp_path):
+    """scripts/profile.py host (host-side ceiling of `gpualign pairs`) runs on the demo data, and leaves
+    nothing in the temporary directory."""
     p = subprocess.run([sys.executable, os.path.join(root, "scripts", "profile.py"), "host", "pairs",
                         os.path.join(root, "data", "demo", "a.fa"), os.path.join(root, "data", "demo", "b.fa")],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, TMPDIR=str(tmp_path)))
     assert p.returncode == 0, p.stderr
+    assert not os.listdir(tmp_path)
     assert p.stdout.startswith("pairs: ") and "pairs/s" in p.stdout

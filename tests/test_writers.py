@@ -119,10 +119,10 @@ def _expected_sam(batch, res, metric):
         ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
         nm = int((ops >> 4)[np.isin(ops & 15, (C.X, C.I, C.D))].sum())
         if res.has_cigar:
-            cig, tag = text[i], f"\tNM:i:{nm}"
-        else:
-            cig, tag = "*", (f"\tNM:i:{res.score[i]}" if metric == "edit" else "")
-        out.append(f"{batch.q_names[i]}\t0\t{batch.t_names[i]}\t1\t255\t{cig}\t*\t0\t0\t{s}\t{q}{tag}"
+            cig, tag, flag, mapq = text[i], f"\tNM:i:{nm}", 0, 255
+        else:  # no CIGAR: unmapped, placed on its target
+            cig, tag, flag, mapq = "*", (f"\tNM:i:{res.score[i]}" if metric == "edit" else ""), 4, 0
+        out.append(f"{batch.q_names[i]}\t{flag}\t{batch.t_names[i]}\t1\t{mapq}\t{cig}\t*\t0\t0\t{s}\t{q}{tag}"
                    f"\tAS:i:{-res.score[i]}\n")
     return "".join(out).encode()
 

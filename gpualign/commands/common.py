@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from .. import interrupt
 from ..errors import GpualignError
 
 CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
@@ -45,7 +46,7 @@ def _print_summary(summary, path: Optional[str], quiet: bool) -> None:
 def _run(body, debug: bool) -> None:
     """Run body() and turn every failure into a one-line message and an exit code."""
     try:
-        body()
+        interrupt.guard(body)  # a signal: workers and temporary files gone, `interrupted`, 130/143/129
     except GpualignError as e:
         if debug:
             raise

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Optional
 
 import typer
 
+from .. import progress
 from ..config import AlignConfig
 from ..errors import ConfigError
 from .common import CHAR_RULE, Debug, _run, _stderr, notice_printer
@@ -40,27 +40,8 @@ def genome(
         cfg = AlignConfig(distance_only=distance_only, n_mismatch=n_mismatch, device=device)
         err = _stderr()
         notice = notice_printer(err, quiet)
-        if not quiet and sys.stderr.isatty():
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                          console=err, transient=True) as bar:
-                task = bar.add_task("computing")
-
-                def report(p):
-                    if p["kernel"] == "bp":  # banded bit-parallel: strips of 1024 rows taken so far
-                        done = 100.0 * p["strips_taken"] / max(1, p["strips"])
-                        bar.update(task, description=f"bit-parallel  band {p['band']:,} (pass {p['band_pass']})  "
-                                                     f"strips {p['strips_taken']:,}/{p['strips']:,} {done:.1f}%")
-                        return
-                    done = 100.0 * max(p["final_offset"], 0) / max(1, p["target_len"])
-                    bar.update(task, description=f"score {p['score']:,}  bound {p['bound']:,}  "
-                                                 f"diagonals {p['diagonals']:,}  final diagonal {done:.1f}%")
-
-                run_genome(query, target, output, cfg, query_record, target_record, notice, report, not no_prune,
-                           cpu_method)
-        else:
-            run_genome(query, target, output, cfg, query_record, target_record, notice, None, not no_prune,
+        with progress.genome(err, quiet) as report:  # rich on a terminal, else a line every 10 s
+            run_genome(query, target, output, cfg, query_record, target_record, notice, report, not no_prune,
                        cpu_method)
 
     _run(body, debug)

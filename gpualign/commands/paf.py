@@ -6,8 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..config import AlignConfig, Penalties
-from .common import CHAR_RULE, Threads, _print_summary, _run, _stderr, command_line, notice_printer
+from .. import progress
+from ..config import AlignConfig, Penalties, cap_threads
+from .common import CHAR_RULE, Debug, Threads, _print_summary, _run, _stderr, command_line, notice_printer
 
 EPILOG = ("Examples:\n\n"
           "  minimap2 ref.fa reads.fq > cands.paf && gpualign paf cands.paf reads.fq ref.fa -o out.paf\n\n"
@@ -15,17 +16,18 @@ EPILOG = ("Examples:\n\n"
 
 
 def paf(
-    candidates: Annotated[str, typer.Argument(help="PAF candidates (minimap2's 12 columns, any tags).")],
-    query: Annotated[str, typer.Argument(help="Query reads (FASTA/FASTQ, gz ok).")],
-    target: Annotated[str, typer.Argument(help="Target FASTA (plain or bgzip; .fai built when missing).")],
+    candidates: Annotated[str, typer.Argument(help="PAF candidates (minimap2's 12 columns, any tags; '-' = stdin).")],
+    query: Annotated[str, typer.Argument(help="Query reads (FASTA/FASTQ, gz ok; '-' = stdin, then streamed: the "
+                                              "PAF must list candidates in the reads' order).")],
+    target: Annotated[str, typer.Argument(help="Target FASTA (plain or bgzip; .fai built when missing; not stdin).")],
     output: Annotated[str, typer.Option("-o", "--output", help="Output paf/sam/bam ('-' = stdout, PAF).")] = "-",
     fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="paf|sam|bam (default: from -o).")] = None,
     mode: Annotated[str, typer.Option("--mode", help="ends-free (pad the target window, free its ends) or global (the box end to end).")] = "ends-free",
     target_pad: Annotated[int, typer.Option("--target-pad", help="Bases added on both sides of the target window (ends-free).")] = 100,
     metric: Annotated[str, typer.Option("--metric", "-m", help="affine (default) or edit.")] = "affine",
-    mismatch: Annotated[int, typer.Option("--mismatch", "-x")] = 4,
-    gap_open: Annotated[int, typer.Option("--gap-open", "-O")] = 6,
-    gap_extend: Annotated[int, typer.Option("--gap-extend", "-E")] = 2,
+    mismatch: Annotated[int, typer.Option("--mismatch", "-x", help="Affine mismatch penalty x.")] = 4,
+    gap_open: Annotated[int, typer.Option("--gap-open", "-O", help="Affine gap-open o (a gap of length l costs o+l*e).")] = 6,
+    gap_extend: Annotated[int, typer.Option("--gap-extend", "-E", help="Affine gap-extend e.")] = 2,
     cs: Annotated[bool, typer.Option("--cs", help="Add the cs:Z tag (short form) to PAF output.")] = False,
     n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything.")] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Log bad candidates and go on instead of stopping.")] = False,
@@ -34,19 +36,23 @@ def paf(
     threads: Threads = 0,
     device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu.")] = "auto",
     summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV here.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
-    debug: Annotated[bool, typer.Option("--debug")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
+    debug: Debug = False,
 ) -> None:
     """Exact re-alignment of PAF candidates: recomputed coordinates, NM/AS/de/cg (and cs)."""
     from ..realign import run_paf
 
     def body():
+        n_threads, capped = cap_threads(threads)
         cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend), n_mismatch=n_mismatch,
-                          device=device, threads=threads, batch_bases=batch_bases)
+                          device=device, threads=n_threads, batch_bases=batch_bases)
         err = _stderr()
         notice = notice_printer(err, quiet)
-        result = run_paf(candidates, query, target, output, fmt, cfg, command_line(), mode, target_pad, cs, skip_bad,
-                         notice)
+        if capped and notice:
+            notice(capped)
+        with progress.records(err, "paf", quiet) as report:  # rich on a terminal, else a line every 10 s
+            result = run_paf(candidates, query, target, output, fmt, cfg, command_line(), mode, target_pad, cs,
+                             skip_bad, notice, report)
         _print_summary(result, summary, quiet)
 
     _run(body, debug)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Optional
 
 import typer
 
-from ..config import AlignConfig, Penalties
+from .. import progress
+from ..config import AlignConfig, Penalties, cap_threads
 from ..errors import ConfigError
 from .common import CHAR_RULE, Debug, Threads, _print_summary, _run, _stderr, command_line, notice_printer
 
@@ -43,21 +43,16 @@ def pairs(
     def body():
         if not 0.0 <= verify <= 1.0:
             raise ConfigError(f"--verify must be a fraction in [0, 1] (got {verify})")
+        n_threads, capped = cap_threads(threads)
         cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend),
-                          distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=threads,
+                          distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=n_threads,
                           batch_bases=batch_bases)
         err = _stderr()
         notice = notice_printer(err, quiet)
-        if not quiet and sys.stderr.isatty():
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                          console=err, transient=True) as bar:
-                task = bar.add_task("aligning")
-                report = lambda p, b: bar.update(task, description=f"{p:,} pairs, {b:,} bases")  # noqa: E731
-                result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify)
-        else:
-            result = run_pairs(query, target, output, fmt, cfg, command_line(), None, notice, verify)
+        if capped and notice:
+            notice(capped)
+        with progress.records(err, "pairs", quiet) as report:  # rich on a terminal, else a line every 10 s
+            result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify)
         _print_summary(result, summary, quiet)
         if result.failed and not quiet:
             err.print(f"gpualign: warning: {result.failed} pair(s) failed (see zr:Z / status)", markup=False)

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..config import SearchConfig
+from ..config import SearchConfig, cap_threads
 from .common import Debug, Threads, _print_summary, _run, _stderr, command_line, notice_printer
 
 EPILOG = ("Examples:\n\n"
@@ -50,9 +50,13 @@ def search(
         if n_mismatch and iupac:
             raise ConfigError("--n-mismatch and --iupac cannot be combined")
         rule = "iupac" if iupac else "n_mismatch" if n_mismatch else "default"
+        n_threads, capped = cap_threads(threads)
         cfg = SearchConfig(k=k, strand=strand, all_ends=all_ends, max_hits=max_hits, rule=rule, force=force,
-                           device=device, threads=threads, chunk_bases=chunk_bases)
-        result = run_search(patterns, text, output, fmt, cfg, command_line(), notice_printer(_stderr(), quiet))
+                           device=device, threads=n_threads, chunk_bases=chunk_bases)
+        notice = notice_printer(_stderr(), quiet)
+        if capped and notice:
+            notice(capped)
+        result = run_search(patterns, text, output, fmt, cfg, command_line(), notice)
         _print_summary(result, summary, quiet)
 
     _run(body, debug)

@@ -140,8 +140,8 @@ class CpuWfaEngine:
 
     def start(self) -> None:
         """Create the worker pool now (before threads or CUDA exist in this process)."""
-        if self.threads > 1:
-            self._get_pool()
+        if self.threads > 1:  # with fork the pool forks every worker at its first job: that is now, not
+            self._get_pool().submit(int).result()  # from the aligner thread (locks other threads hold)
 
     def close(self) -> None:
         if self._pool is not None:

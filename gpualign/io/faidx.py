@@ -20,12 +20,24 @@ SCAN_CHUNK = 1 << 24  # bytes per thread task when looking for line ends (build_
 MAX_LINES = 1 << 24  # files with more lines are left to htslib (build_fai keeps ~32 bytes per line)
 
 
+def _plain_gzip(path: str) -> bool:
+    """Whether path is gzip but not BGZF (whose first block carries the extra field BC)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(14)
+    except OSError:
+        return False
+    return head[:2] == b"\x1f\x8b" and not (len(head) == 14 and head[3] & 4 and head[12:14] == b"BC")
+
+
 class IndexedFasta:
     """Names, lengths and slices (bytes, as stored) of an indexed FASTA."""
 
     def __init__(self, path: str):
         import pysam
 
+        if _plain_gzip(path):  # said here: htslib would print `[E::fai_build_core] ...` lines first
+            raise InputError(f"{path}: cannot index for random access (compressed with gzip, not bgzip)")
         try:
             # a missing index is built here (build_fai, several times faster than htslib's faidx); an
             # index older than its FASTA points at the wrong bytes: rebuilt

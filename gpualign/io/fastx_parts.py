@@ -82,13 +82,18 @@ def _parse_range(path: str, start: int, end: int) -> tuple:
         for nm, seqs, _ in _simple_chunks(path, CHUNK, data):
             add(nm, seqs)
     except _NotSimple as e:  # this part is not strict 2-line FASTA: htslib on its bytes, from there on
-        with tempfile.NamedTemporaryFile(suffix=".fa") as tmp:
+        from .. import interrupt
+
+        # (named for the run: a signal's handler removes it if this worker is ended before it can)
+        with tempfile.NamedTemporaryFile(prefix=interrupt.temp_prefix(), suffix=".fa") as tmp:
             tmp.write(data)
             tmp.flush()
             for nm, seqs, _ in _htslib_chunks(tmp.name, CHUNK, e.records, name=display_name(path)):
                 add(nm, seqs)
     raw = b"".join(bufs)
-    shm = shared_memory.SharedMemory(create=True, size=max(1, len(raw)))
+    from .. import interrupt
+
+    shm = shared_memory.SharedMemory(create=True, size=max(1, len(raw)), name=interrupt.shm_name())
     shm.buf[:len(raw)] = raw
     shm.close()
     resource_tracker.unregister(shm._name, "shared_memory")  # the parent unlinks it

@@ -85,8 +85,11 @@ def _parse(path: str):
 
 
 def _open(path: str):
-    try:
-        return open(path, "rt") if path != "-" else sys.stdin
+    try:  # bytes that are not UTF-8 kept as surrogates: parse_lines names the line
+        if path == "-":
+            sys.stdin.reconfigure(errors="surrogateescape")
+            return sys.stdin
+        return open(path, "rt", errors="surrogateescape")
     except OSError as e:
         raise InputError(f"{fastx.display_name(path)}: cannot read ({e.strerror})") from None
 
@@ -111,6 +114,9 @@ def parse_lines(name: str, numbered) -> Iterator:
         line = line.rstrip("\r\n")
         if not line or line.startswith("#"):
             continue
+        if not line.isascii() and _binary(line):
+            yield InputError(f"{name}: line {ln}: not PAF text (binary data or not UTF-8; gzip PAF is not read)")
+            continue
         f = line.split("\t")
         err = _check(name, ln, f)
         if err is not None:
@@ -120,6 +126,11 @@ def parse_lines(name: str, numbered) -> Iterator:
         tags = [t for t in f[12:] if t[:2] not in STALE_TAGS]
         yield Candidate(ln, f[0], vals[2], vals[3], vals[4], f[4], f[5], int(f[6]), vals[8], vals[9],
                         vals[12], tags)
+
+
+def _binary(line: str) -> bool:
+    """Whether line holds undecodable bytes (surrogateescape) or control characters other than tab."""
+    return any("\udc80" <= ch <= "\udcff" or (ch < " " and ch != "\t") for ch in line)
 
 
 def _check(name: str, ln: int, f: list):
@@ -172,6 +183,8 @@ class Queries:
         self.stream = None
         self.current = None
         try:
+            if path == fastx.STDIN:  # streamed (htslib would take '-' for stdin and read it up)
+                raise InputError("stdin")
             self.fa = IndexedFasta(path)
         except InputError:
             self.stream = fastx.records(path, chunk=256)

@@ -7,7 +7,7 @@ import tempfile
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, interrupt
 from ..errors import GpualignError
 from ..records import OK, AlignBatch, PairBatch
 from ..text import Strings, join_lines
@@ -34,7 +34,8 @@ def _clean(reason: str) -> str:
 def render(batch: PairBatch, res: AlignBatch, metric: str) -> bytes:
     """One SAM line per pair, in order, built in bulk (text.py): aligned pairs with their target as RNAME
     at POS 1, the rest unmapped (FLAG 4) with the reason in zr:Z (a pair with an empty target cannot be
-    placed: empty_target)."""
+    placed: empty_target). Without CIGARs every record is unmapped, an aligned pair placed on its target
+    with its score in AS:i (and NM:i)."""
     n = batch.n
     if n == 0:
         return b""
@@ -59,9 +60,12 @@ def render(batch: PairBatch, res: AlignBatch, metric: str) -> bytes:
         why = ["zr:Z:" + ("empty_target" if res.status[i] == OK else _clean(res.reason.get(i, "failed")))
                for i in rows.tolist()]
         tag_col = tag_col.put(rows, Strings.of(why))
-    fields = [Strings.of(batch.q_names), _FLAG.take(unmapped.astype(np.int64)),
+    # without a CIGAR (--distance-only) a record cannot be mapped (htslib: "mapped query must have a
+    # CIGAR"): every one is unmapped (FLAG 4, MAPQ 0), an aligned pair placed on its target (RNAME, POS 1)
+    flags = unmapped if res.has_cigar else np.ones(n, bool)
+    fields = [Strings.of(batch.q_names), _FLAG.take(flags.astype(np.int64)),
               Strings.of(batch.t_names).where(unmapped, b"*"), np.where(unmapped, 0, 1),
-              np.where(unmapped, 0, 255), cigar, b"*", b"0", b"0", seq, qual, tag_col]
+              np.where(flags, 0, 255), cigar, b"*", b"0", b"0", seq, qual, tag_col]
     return join_lines(fields, n)
 
 
@@ -102,6 +106,7 @@ class SamToBam:
         self.path = path
         where = None if path == "-" else os.path.dirname(os.path.abspath(path))
         self.spool = tempfile.NamedTemporaryFile(prefix=".gpualign-", suffix=".sam", dir=where)
+        interrupt.track(self.spool.name)  # (closing it removes it, and a signal's handler if it cannot)
         self.spool.write(header.encode())
 
     def write(self, data: bytes) -> None:

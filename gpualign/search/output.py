@@ -10,7 +10,7 @@ import tempfile
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, interrupt
 from .. import cigar as C
 from ..errors import ConfigError, GpualignError
 from ..text import Strings, join_lines
@@ -49,6 +49,7 @@ class HitWriter:
         if fmt in ("sam", "bam"):
             where = None if not isinstance(target, str) or target == "-" else os.path.dirname(os.path.abspath(target))
             self.spool = tempfile.NamedTemporaryFile(prefix=".gpualign-", suffix=".sam", dir=where)
+            interrupt.track(self.spool.name)  # (closing it removes it, and a signal's handler if it cannot)
             self.stream = self.spool
         else:
             self.stream = target
@@ -111,6 +112,7 @@ class HitWriter:
 
         where = os.path.dirname(self.spool.name)
         with tempfile.NamedTemporaryFile(prefix=".gpualign-", suffix=".sam", dir=where) as sam:
+            interrupt.track(sam.name)
             sam.write(self._header())
             shutil.copyfileobj(self.spool, sam, 1 << 20)
             sam.flush()

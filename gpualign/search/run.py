@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import interrupt
 from ..config import SearchConfig
 from ..errors import DeviceError
 from ..pipeline import Output, ReadAhead
@@ -35,6 +36,7 @@ class SearchSummary:
     capped: list = field(default_factory=list)
     stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "search": 0.0, "align_write": 0.0})
     failed: int = 0  # (the CLI's common summary interface)
+    per_pattern: np.ndarray = None  # hits found per pattern
 
     def rows(self) -> list[tuple[str, str]]:
         rate = self.patterns * self.bases / self.seconds if self.seconds > 0 else 0.0
@@ -76,10 +78,22 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
     summary = SearchSummary(patterns=len(pats.names), pattern_strands=pats.n)
     pool = trace_pool(cfg.n_threads)  # forked now: before CUDA and any thread
     try:
-        engine = make_engine(pats, cfg, notice)
-    except BaseException:
-        _shutdown(pool)
-        raise
+        _search(pats, text_path, out, fmt, cfg, command_line, notice, summary, pool)
+    finally:
+        _shutdown(pool)  # (its workers would outlive an error: each holds the others' pipes open)
+    if cfg.max_hits:
+        summary.capped = [pats.names[i] for i in np.flatnonzero(summary.per_pattern > cfg.max_hits).tolist()]
+        if summary.capped and notice:
+            notice(f"{len(summary.capped)} pattern(s) reached --max-hits-per-pattern {cfg.max_hits}: "
+                   f"{', '.join(summary.capped[:5])}{' ...' if len(summary.capped) > 5 else ''}")
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command_line: str, notice,
+            summary: SearchSummary, pool) -> None:
+    """The text through the engine, the collector and the writer (run_search's body)."""
+    engine = make_engine(pats, cfg, notice)
     summary.engine = engine.name
     chunk = cfg.chunk_bases or (GPU_CHUNK if engine.name.startswith("gpu") else CPU_CHUNK)
     reader = TextReader(text_path, chunk, engine.context, getattr(engine, "gap", 16))
@@ -91,10 +105,12 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
     ahead = None
     try:
         engine.start()
+        interrupt.phase("pools")
         writer = HitWriter(fmt, output.target, pats, command_line)
         ahead = ReadAhead(iter(reader), summary.stage_seconds, ahead=1)
         for ch in ahead:
             t = time.perf_counter()
+            interrupt.phase("search")
             cands = engine.search(ch)
             t1 = time.perf_counter()
             summary.stage_seconds["search"] += t1 - t
@@ -105,6 +121,7 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
                 else:
                     np.add.at(per_pattern, pats.pattern[hits.ps], 1)
                 summary.hits += hits.n
+                interrupt.phase("write")
                 writer.write(reader.records.names[rec], reader.records.lengths[rec], hits)
             if not cfg.max_hits and not warned and per_pattern.max(initial=0) > WARN_HITS and notice:
                 worst = pats.names[int(per_pattern.argmax())]
@@ -124,14 +141,7 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
         if ahead is not None:
             ahead.close()
         engine.close()
-        _shutdown(pool)
-    if cfg.max_hits:
-        summary.capped = [pats.names[i] for i in np.flatnonzero(per_pattern > cfg.max_hits).tolist()]
-        if summary.capped and notice:
-            notice(f"{len(summary.capped)} pattern(s) reached --max-hits-per-pattern {cfg.max_hits}: "
-                   f"{', '.join(summary.capped[:5])}{' ...' if len(summary.capped) > 5 else ''}")
-    summary.seconds = time.perf_counter() - t0
-    return summary
+    summary.per_pattern = per_pattern
 
 
 def _ignore_sigint() -> None:

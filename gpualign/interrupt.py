@@ -1,0 +1,342 @@
+"""SIGINT, SIGTERM and SIGHUP: every command stops within a second or two, leaves nothing behind.
+
+install() (the CLI, first thing) puts one handler on the three signals. On the first signal the handler
+ends every worker process of this run at once (SIGTERM to all descendants, found in /proc; SIGKILL to
+any left half a second later), starts a watchdog and raises ``Interrupted`` (a KeyboardInterrupt) in
+the main thread, whose normal unwinding removes the temporary output and shuts the pools down. The CLI
+then calls finish(): the files still registered with track() are removed, shared-memory blocks of this
+run unlinked, one line ``interrupted`` goes to stderr and the process exits 130 (SIGINT), 143 (SIGTERM)
+or 129 (SIGHUP). If the unwinding has not reached finish() within GRACE_S, the watchdog calls it.
+
+Forked worker processes ignore SIGINT (Ctrl-C reaches the whole process group: the parent ends them)
+and die at once on SIGTERM/SIGHUP (the default action): install() registers that for every fork.
+Why: with the workers taking Ctrl-C themselves, `pairs` hung about once in ten (stacks dumped from a hung
+run, 2-core host): the pool's manager thread sat forever in recv() of a result message cut short, as a
+CPU worker's KeyboardInterrupt came while it wrote a large result to the pipe (header and body are
+separate writes; inferred: the worker's own stack was gone), so it never saw the worker die nor failed its futures; the aligner thread waited for them, the
+main thread joined the aligner thread (ThreadPoolExecutor.__exit__), and each further Ctrl-C moved it on
+to the next join (shutdown(wait=True) of the pools). Now no worker is interrupted mid-message, the parent
+ends them all at once, and the watchdog bounds whatever joins remain.
+
+killable(fn, *args) runs a long C call (WFA2-lib, edlib: they hold the process until they return, so no
+Python handler could run) in a forked child that the parent waits for in slices, interruptibly.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import sys
+import threading
+import time
+
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+GRACE_S = 1.0  # the main thread's time to unwind before the watchdog ends the process
+KILL_AFTER_S = 0.5  # descendants still alive this long after SIGTERM get SIGKILL
+SHM_PREFIX = "gpa"  # shared-memory blocks of a run: gpa<run's pid>_<random> (shm_name)
+
+_root_pid = os.getpid()  # the process that installed the handlers (forked children inherit the value)
+_signum: int | None = None
+_temps: set = set()
+_finishing = threading.Lock()
+_installed = False
+_inherited: list = []  # a forked child's inherited standard streams (_in_child)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised in the main thread by the first SIGINT/SIGTERM/SIGHUP."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def install() -> None:
+    """Handlers for SIGINT, SIGTERM and SIGHUP in this (the main) process; every process forked from it
+    from now on ignores SIGINT and takes SIGTERM/SIGHUP's default action."""
+    global _root_pid, _installed
+    if _installed:
+        return
+    _installed = True
+    _root_pid = os.getpid()
+    for sig in EXIT_CODES:
+        signal.signal(sig, _handler)
+    os.register_at_fork(before=_before_fork, after_in_child=_in_child)
+
+
+def _before_fork() -> None:
+    """This process's resource tracker started before its first worker: the workers then share it (a
+    worker without one starts its own, which, when the worker is ended, warns on stderr of the
+    shared-memory blocks the worker had open). finish() ends it."""
+    if os.getpid() == _root_pid:
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+
+
+def _in_child() -> None:
+    """Signals as the module says; and fresh standard streams. The inherited ones hold locks that another
+    thread of the parent may have held at the fork (the reader thread blocked in a read of stdin, rich's
+    progress thread writing to stderr): a forked child that touches them waits forever. multiprocessing
+    closes stdin and flushes stdout/stderr in every child it starts (Process._bootstrap). They are kept
+    (never used nor collected: the child leaves by os._exit) and replaced."""
+    _inherited.extend((sys.stdin, sys.stdout, sys.stderr))
+    sys.stdin = None
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, name)
+        if old is not None:
+            setattr(sys, name, open(fd, "w", encoding=old.encoding, errors=old.errors, closefd=False,
+                                    buffering=1))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def _handler(signum, frame) -> None:
+    global _signum
+    if os.getpid() != _root_pid:  # a child forked a moment ago, before _in_child ran
+        if signum != signal.SIGINT:
+            os._exit(128 + signum)
+        return
+    if _signum is not None:  # already stopping
+        return
+    _signum = signum
+    end_children(wait=False)
+    threading.Thread(target=_watchdog, name="gpualign-interrupt", daemon=True).start()
+    raise Interrupted(signum)
+
+
+def signalled() -> int | None:
+    """The signal that interrupted this run, or None."""
+    return _signum
+
+
+def guard(body) -> None:
+    """body(); when a signal arrived meanwhile (whatever body raised or returned), finish()."""
+    try:
+        body()
+    except BaseException:
+        if _signum is not None:
+            finish()
+        raise
+    if _signum is not None:
+        finish()
+
+
+def _watchdog() -> None:
+    time.sleep(GRACE_S)
+    finish()
+
+
+def finish() -> None:
+    """End the interrupted run now: workers ended, temporary files and shared-memory blocks removed, one
+    line `interrupted` on stderr, exit code by signal. Never returns."""
+    _finishing.acquire()  # the main thread or the watchdog: the first one ends the process
+    end_children(wait=True)
+    for path in list(_temps):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    import tempfile
+
+    _unlink_prefixed("/dev/shm", f"{SHM_PREFIX}{_root_pid}_")  # shared-memory blocks (Linux)
+    _unlink_prefixed(tempfile.gettempdir(), temp_prefix())
+    # the resource tracker last: the blocks this process had open when the signal came are still
+    # registered with it, and at its exit it would warn of each (`leaked shared_memory objects`, `No such
+    # file`); they are removed above, and every block of the run is named and removed so
+    tracker = _tracker_pid()
+    if tracker:
+        try:
+            os.kill(tracker, signal.SIGKILL)
+            os.waitpid(tracker, 0)
+        except OSError:
+            pass
+    try:
+        os.write(2, b"interrupted\n")
+    except OSError:
+        pass
+    os._exit(EXIT_CODES.get(_signum, 130))
+
+
+def track(path: str) -> None:
+    """A temporary file finish() removes if the run is interrupted before untrack(path)."""
+    _temps.add(path)
+
+
+def untrack(path: str) -> None:
+    _temps.discard(path)
+
+
+def temp_prefix() -> str:
+    """The name prefix of temporary files that worker processes make in the temporary directory (they
+    cannot track() them in this process): finish() removes those left."""
+    return f"gpualign-{_root_pid}-"
+
+
+def _unlink_prefixed(where: str, prefix: str) -> None:
+    """Remove the files of directory where whose names start with prefix."""
+    try:
+        names = [n for n in os.listdir(where) if n.startswith(prefix)]
+    except OSError:
+        return
+    for n in names:
+        try:
+            os.unlink(os.path.join(where, n))
+        except OSError:
+            pass
+
+
+def shm_name() -> str:
+    """A name for a new shared-memory block of this run (finish() unlinks those left)."""
+    return f"{SHM_PREFIX}{_root_pid}_{os.urandom(6).hex()}"
+
+
+def processes():
+    """(pid, parent pid, process group) of every living process (zombies left out), from /proc; none
+    where there is no /proc."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return
+    for e in entries:
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()  # after the command name, which may hold anything
+        if fields[0] != b"Z":
+            yield int(e), int(fields[1]), int(fields[2])
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """Every living process below pid (default: this one)."""
+    pid = os.getpid() if pid is None else pid
+    children: dict = {}
+    for p, parent, _ in processes():
+        children.setdefault(parent, []).append(p)
+    found, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            found.append(c)
+            todo.append(c)
+    return found
+
+
+def _tracker_pid() -> int | None:
+    """multiprocessing's resource tracker (it ignores SIGINT and SIGTERM; end_children leaves it to
+    finish())."""
+    try:
+        from multiprocessing import resource_tracker
+
+        return resource_tracker._resource_tracker._pid
+    except (ImportError, AttributeError):
+        return None
+
+
+def end_children(wait: bool) -> None:
+    """SIGTERM to every descendant but the resource tracker; wait: SIGKILL to those still alive after
+    KILL_AFTER_S, and reap the direct children."""
+    keep = _tracker_pid()
+    pids = [p for p in descendants() if p != keep]
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGTERM)
+        except OSError:
+            pass
+    if not wait:
+        return
+    deadline = time.monotonic() + KILL_AFTER_S
+    while pids and time.monotonic() < deadline:
+        _reap()
+        alive = {p for p, _, _ in processes()}
+        pids = [p for p in pids if p in alive]
+        if pids:
+            time.sleep(0.02)
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    _reap()
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def killable(fn, *args):
+    """fn(*args) in a forked child process (its result and any exception pickled back), waited for in
+    slices so that a signal interrupts the wait; the child is killed if the wait ends early. Without
+    fork: called here."""
+    if not hasattr(os, "fork"):
+        return fn(*args)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: compute, send, leave without any clean-up of the parent's state
+        os.close(r)
+        phase("kernel")
+        try:
+            out = pickle.dumps((True, fn(*args)))
+        except BaseException as e:  # noqa: BLE001 - sent to the parent, which raises it
+            try:
+                out = pickle.dumps((False, e))
+            except Exception:  # noqa: BLE001 - an exception that cannot be pickled
+                out = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
+        with os.fdopen(w, "wb") as fh:
+            fh.write(out)
+        os._exit(0)
+    os.close(w)
+    data, done = b"", False
+    try:
+        with os.fdopen(r, "rb", buffering=0) as fh:
+            while True:
+                ready, _, _ = select.select([fh], [], [], 0.2)
+                if ready:
+                    chunk = fh.read(1 << 16)
+                    if not chunk:
+                        break
+                    data += chunk
+        done = True
+    finally:
+        if not done:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        os.waitpid(pid, 0)
+    if not data:
+        raise RuntimeError("the computing process ended without a result")
+    ok, value = pickle.loads(data)
+    if not ok:
+        raise value
+    return value
+
+
+
+_PHASES = os.environ.get("GPUALIGN_PHASES")  # tests: a file to which each phase's name is appended
+_announced: set = set()
+
+
+def phase(name: str) -> None:
+    """Append name to $GPUALIGN_PHASES, once per process (the signal tests wait for a phase, then
+    send the signal); nothing when it is not set."""
+    if _PHASES is None or name in _announced:
+        return
+    _announced.add(name)
+    fd = os.open(_PHASES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{name}\n".encode())
+    finally:
+        os.close(fd)

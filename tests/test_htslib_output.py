@@ -1,0 +1,67 @@
+"""Every SAM and BAM the CLI writes (pairs and paf, each option that changes the records) read back by
+htslib (pysam) at verbosity 3 without a single message on stderr, caught at the file-descriptor level;
+and the runs themselves print nothing with -q (no `[E::...]` from htslib's probes)."""
+
+import gzip
+import itertools
+import os
+import subprocess
+import sys
+
+import pysam
+import pytest
+
+from sim_inputs import pairs_and_candidates
+
+ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+
+
+def _cli(*args):
+    p = subprocess.run([sys.executable, "-m", "gpualign", *args, "-q"], capture_output=True, text=True, env=ENV,
+                       timeout=300)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    return p
+
+
+def _read_quietly(path, capfd) -> int:
+    old = pysam.set_verbosity(3)
+    try:
+        capfd.readouterr()
+        with pysam.AlignmentFile(path, check_sq=False) as fh:
+            n = sum(1 for _ in fh)
+        err = capfd.readouterr().err
+    finally:
+        pysam.set_verbosity(old)
+    assert err == "", f"{path}: htslib said\n{err}"
+    return n
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """60 simulated pairs plus an empty query, an empty target and one with N runs; the same pairs as
+    PAF candidates (both strands) over plain FASTA and gzip FASTQ reads."""
+    d = tmp_path_factory.mktemp("htslib")
+    q, _ = pairs_and_candidates(d, 60, 300, 0.05, seed=5, extra=([b"", b"ACGTACGTAC", b"ACGTNNNNNNACGT"],
+                                                                [b"ACGTAC", b"", b"ACGTNNNNACGTT"]))
+    with gzip.open(d / "a.fq.gz", "wt") as fh:
+        fh.writelines(f"@q{i}\n{s.decode()}\n+\n{'I' * len(s)}\n" for i, s in enumerate(q))
+    return d
+
+
+@pytest.mark.parametrize("fmt,metric,distance_only,fastq",
+                         list(itertools.product(["sam", "bam"], ["edit", "affine"], [False, True], [False, True])))
+def test_pairs_sam_bam_read_without_warnings(tmp_path, data, capfd, fmt, metric, distance_only, fastq):
+    out = str(tmp_path / f"o.{fmt}")
+    query = data / ("a.fq.gz" if fastq else "a.fa")
+    _cli("pairs", str(query), str(data / "b.fa"), "-o", out, "--metric", metric,
+         *(["--distance-only"] if distance_only else []))
+    assert _read_quietly(out, capfd) == 63
+
+
+@pytest.mark.parametrize("fmt,mode,metric", list(itertools.product(["sam", "bam"], ["ends-free", "global"],
+                                                                    ["affine", "edit"])))
+def test_paf_sam_bam_read_without_warnings(tmp_path, data, capfd, fmt, mode, metric):
+    out = str(tmp_path / f"o.{fmt}")
+    reads = data / ("a.fq.gz" if mode == "global" else "a.fa")  # gzip reads: streamed, not indexed
+    _cli("paf", str(data / "c.paf"), str(reads), str(data / "b.fa"), "-o", out, "--mode", mode, "--metric", metric)
+    assert _read_quietly(out, capfd) == 61

@@ -1,0 +1,76 @@
+"""Every input path the README promises, and the options' edges: stdin for paf, binary PAF, -t beyond
+the cores, penalties only checked where used, the rate of a slow run."""
+
+import gzip
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sim_inputs import pairs_and_candidates
+
+ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+
+
+def run(args, stdin=None):
+    p = subprocess.run([sys.executable, "-m", "gpualign", *args], input=stdin, capture_output=True, env=ENV,
+                       timeout=300)
+    return p.returncode, p.stdout, p.stderr.decode()
+
+
+@pytest.fixture(scope="module")
+def cands(tmp_path_factory):
+    d = tmp_path_factory.mktemp("inputs")
+    pairs_and_candidates(d, 40, 200, 0.05, seed=6, queries="r.fa", targets="ref.fa")
+    return d
+
+
+def test_paf_reads_or_candidates_on_stdin(cands):
+    paf, reads, ref = str(cands / "c.paf"), str(cands / "r.fa"), str(cands / "ref.fa")
+    rc, want, err = run(["paf", paf, reads, ref, "-q"])
+    assert rc == 0 and want.count(b"\n") == 40, err
+    for args, data in (([paf, "-", ref], reads), (["-", reads, ref], paf)):
+        with open(data, "rb") as fh:
+            rc, out, err = run(["paf", *args, "-q"], stdin=fh.read())
+        assert (rc, out, err) == (0, want, "")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["c.paf", "r.fa", "-"], "gpualign paf reads the target FASTA by random access: it cannot be '-' (stdin)"),
+    (["-", "-", "ref.fa"], "only one of the candidates and the queries can be '-' (stdin)"),
+])
+def test_paf_stdin_refused_where_it_cannot_work(cands, args, message):
+    rc, _, err = run(["paf", *[a if a == "-" else str(cands / a) for a in args], "-q"], stdin=b"")
+    assert rc == 2 and err == f"error: {message}\n"
+
+
+@pytest.mark.parametrize("content", [os.urandom(3000), gzip.compress(b"q0\t1\t0\t1\t+\tt0\t1\t0\t1\t1\t1\t60\n")])
+def test_binary_paf_is_one_error_line(cands, tmp_path, content):
+    bad = tmp_path / "bad.paf"
+    bad.write_bytes(b"\xa1" + content)  # (not UTF-8 from the first byte on)
+    rc, _, err = run(["paf", str(bad), str(cands / "r.fa"), str(cands / "ref.fa"), "-q"])
+    assert rc == 1 and err.startswith(f"error: {bad}: line 1: not PAF text") and err.count("\n") == 1, err
+
+
+def test_threads_capped_at_the_cores(root):
+    demo = [os.path.join(root, "data", "demo", n) for n in ("a.fa", "b.fa")]
+    rc, _, err = run(["pairs", *demo, "-t", "1000"])
+    cores = len(os.sched_getaffinity(0))
+    assert rc == 0 and f"-t 1000 is more than the {cores} usable cores: using {cores} processes" in err
+    assert f"WFA2-lib, {cores} process" in err  # the engine line says what runs
+
+
+def test_affine_penalties_checked_only_where_used(root):
+    demo = [os.path.join(root, "data", "demo", n) for n in ("a.fa", "b.fa")]
+    assert run(["pairs", *demo, "-E", "0", "-x", "0", "-q"])[0] == 0  # --metric edit: unused
+    rc, _, err = run(["pairs", *demo, "-E", "0", "--metric", "affine", "-q"])
+    assert rc == 2 and err == "error: --gap-extend must be > 0 (got 0)\n"
+
+
+def test_rate_of_a_slow_run_is_not_zero():
+    from gpualign.pipeline import Summary
+
+    rows = dict(Summary(pairs=1, seconds=2.5).rows())
+    assert rows["pairs_per_second"] == "0.4"
+    assert dict(Summary(pairs=250_000, seconds=2.0).rows())["pairs_per_second"] == "125000"

@@ -1,0 +1,220 @@
+"""Signals at many points of every command, as a user (Ctrl-C: SIGINT to the process group) or a
+scheduler (SIGTERM, SIGHUP to the process) sends them: the run stops within ~2 s, leaves no process,
+temporary file or shared-memory block behind, keeps the output file that was there before, prints one
+line `interrupted` and exits 130/143/129.
+
+The command announces its phases in $GPUALIGN_PHASES (interrupt.phase); each case waits for its phase,
+then a random 0-300 ms more, then sends the signal. Every case runs REPS times (GPUALIGN_SIGNAL_REPS,
+default 3: ~100 runs in all, about 2-3 minutes on 2 cores); the old deadlock came about once in ten
+interrupts.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gpualign import interrupt
+from sim_inputs import pairs_and_candidates
+from simulate import simulate, write_fasta
+
+REPS = int(os.environ.get("GPUALIGN_SIGNAL_REPS", "3"))
+STOP_S = 2.5  # from the signal to the exit (the handler's grace is 1 s, its SIGKILL half a second later)
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+OLD = b"an output file that was here before the run\n"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """110,000 pairs (pairs; files over 16 MiB: each parsed by a reader process), the same as PAF
+    candidates with their reads and references (paf), and one pair of 1 Mbp strings at 10% divergence
+    (genome: seconds of CPU kernel)."""
+    d = tmp_path_factory.mktemp("signals")
+    pairs_and_candidates(d, 110_000, 150, 0.02, seed=3, strands="+")
+    gq, gt = simulate(1, 1_000_000, 0.10, seed=4)
+    write_fasta(str(d / "ga.fa"), gq, "ga")
+    write_fasta(str(d / "gb.fa"), gt, "gb")
+    with open(d / "b.fa") as fh:  # search: 60 guides from b.fa's records, searched in b.fa
+        seqs = [line.strip() for line in fh if not line.startswith(">")][:6000:100]
+    guides = [q[:23] for q in seqs if len(q) >= 23][:60]
+    with open(d / "guides.fa", "w") as fh:
+        fh.write("".join(f">g{i}\n{g}\n" for i, g in enumerate(guides)))
+    return d
+
+
+def _commands(d, out):
+    # batches of 2 Mbp (--batch-bases): the input is ~17 of them, so that "write" (the first batch
+    # written) comes with most of the run still ahead
+    return {
+        "pairs": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2", "--batch-bases", "2000000"],
+        "pairs-sam": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out + ".sam", "-t", "2", "--metric", "affine",
+                      "--batch-bases", "2000000"],
+        # the targets on stdin with SAM output: spooled to a temporary file ($TMPDIR) first
+        "pairs-stdin": ["pairs", str(d / "a.fa"), "-", "-o", out + ".bam", "-t", "2", "--batch-bases", "2000000"],
+        "paf": ["paf", str(d / "c.paf"), str(d / "a.fa"), str(d / "b.fa"), "-o", out, "-t", "2",
+                "--batch-bases", "2000000"],
+        "search": ["search", str(d / "guides.fa"), str(d / "b.fa"), "-k", "3", "-o", out, "-t", "2", "--device",
+                   "cpu", "--chunk-bases", "1000000"],
+        "genome": ["genome", str(d / "ga.fa"), str(d / "gb.fa"), "--distance-only", "--device", "cpu", "-o", out],
+    }
+
+
+def _group(pgid: int) -> list:
+    """Living processes of process group pgid."""
+    return [p for p, _, group in interrupt.processes() if group == pgid]
+
+
+def _wait_phase(p, phases: str, name: str, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if os.path.exists(phases):
+            with open(phases) as fh:
+                if name in fh.read().split():
+                    return
+        if p.poll() is not None:
+            pytest.fail(f"the command ended (exit {p.returncode}) before phase {name!r}")
+        time.sleep(0.01)
+    pytest.fail(f"phase {name!r} not reached in {timeout} s")
+
+
+def _interrupt(tmp_path, data, command: str, phase: str, sig: int, to_group: bool, rng) -> None:
+    out_dir = tmp_path / f"run{rng.randrange(1 << 30)}"
+    out_dir.mkdir()
+    out = str(out_dir / ("out.tsv" if command == "genome" else "out.paf"))
+    args = [*_commands(data, out)[command], "-q"]
+    target = args[args.index("-o") + 1]
+    with open(target, "wb") as fh:
+        fh.write(OLD)
+    phases = str(out_dir / "phases")
+    env = dict(os.environ, GPUALIGN_PHASES=phases, PYTHONUNBUFFERED="1", TMPDIR=str(out_dir))
+    with open(data / "b.fa", "rb") as stdin:
+        p = subprocess.Popen([sys.executable, "-m", "gpualign", *args], stdin=stdin, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        _wait_phase(p, phases, phase)
+        time.sleep(rng.uniform(0, 0.3))
+        sent = time.monotonic()
+        if to_group:
+            os.killpg(p.pid, sig)
+        else:
+            os.kill(p.pid, sig)
+        try:
+            _, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{command}: no exit 30 s after {signal.Signals(sig).name} in phase {phase!r} "
+                        f"(processes {_group(p.pid)})")
+        took = time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    err = err.decode()
+    where = f"{command}, {signal.Signals(sig).name} in phase {phase!r}"
+    assert p.returncode == EXIT[sig], f"{where}: exit {p.returncode}\n{err}"
+    assert err == "interrupted\n", f"{where}: stderr\n{err}"  # -q: nothing else
+    assert took < STOP_S, f"{where}: {took:.2f} s to stop"
+    end = time.monotonic() + 2  # the resource tracker leaves once its pipe from the parent closes
+    while _group(p.pid) and time.monotonic() < end:
+        time.sleep(0.02)
+    assert not _group(p.pid), f"{where}: processes left {_group(p.pid)}"
+    left = sorted(set(os.listdir(out_dir)) - {"phases", os.path.basename(target)})
+    assert not left, f"{where}: files left {left}"
+    with open(target, "rb") as fh:
+        assert fh.read() == OLD, f"{where}: the existing output was changed"
+    shm = [n for n in os.listdir("/dev/shm") if n.startswith(f"gpa{p.pid}_")] if os.path.isdir("/dev/shm") else []
+    assert not shm, f"{where}: shared memory left {shm}"
+
+
+CASES = [  # (command, phase, signal, to the process group)
+    ("pairs", "start", signal.SIGINT, True),
+    ("pairs", "pools", signal.SIGINT, True),
+    ("pairs", "read", signal.SIGINT, True),
+    ("pairs", "align", signal.SIGINT, True),
+    ("pairs", "write", signal.SIGINT, True),
+    ("pairs", "write", signal.SIGTERM, False),
+    ("pairs", "align", signal.SIGHUP, False),
+    ("pairs-sam", "align", signal.SIGINT, True),
+    ("pairs-sam", "write", signal.SIGTERM, False),
+    ("pairs-stdin", "read", signal.SIGINT, True),
+    ("pairs-stdin", "write", signal.SIGHUP, False),
+    ("paf", "pools", signal.SIGINT, True),
+    ("paf", "write", signal.SIGINT, True),
+    ("paf", "align", signal.SIGTERM, False),
+    ("search", "pools", signal.SIGINT, True),
+    ("search", "search", signal.SIGINT, True),
+    ("search", "write", signal.SIGTERM, False),
+    ("search", "search", signal.SIGHUP, False),
+    ("genome", "kernel", signal.SIGINT, True),
+    ("genome", "kernel", signal.SIGTERM, False),
+    ("genome", "kernel", signal.SIGHUP, False),
+]
+
+
+@pytest.mark.parametrize("command,phase,sig,to_group", CASES,
+                         ids=[f"{c}-{p}-{signal.Signals(s).name}" for c, p, s, _ in CASES])
+def test_signal_stops_cleanly(tmp_path, data, command, phase, sig, to_group):
+    rng = random.Random(f"{command}{phase}{sig}")
+    for _ in range(REPS):
+        _interrupt(tmp_path, data, command, phase, sig, to_group, rng)
+
+
+def test_forked_children_ignore_sigint_and_take_sigterm():
+    """interrupt.install(): a forked child ignores SIGINT (the parent ends it) and dies on SIGTERM."""
+    code = ("import os, signal, time\n"
+            "from gpualign import interrupt\n"
+            "interrupt.install()\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    time.sleep(0.3); os._exit(7)\n"
+            "os.kill(pid, signal.SIGINT)\n"
+            "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    time.sleep(5); os._exit(7)\n"
+            "time.sleep(0.3)\n"  # (a signal before the child's fork hooks ran is lost: CPython clears it)
+            "os.kill(pid, signal.SIGTERM)\n"
+            "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stdout.split() == ["7", str(-signal.SIGTERM)], p.stderr
+
+
+def test_killable_returns_and_raises():
+    from gpualign import interrupt
+    from gpualign.errors import InputError
+
+    assert interrupt.killable(pow, 3, 4) == 81
+    with pytest.raises(InputError, match="bad"):
+        interrupt.killable(_raise, "bad")
+
+
+def _raise(text):
+    from gpualign.errors import InputError
+
+    raise InputError(text)
+
+
+def test_forked_child_does_not_wait_for_a_stream_lock_held_at_fork():
+    """The deadlock's cause: a worker forked while another thread held stdin's lock (a reader thread
+    blocked in a read of a pipe; stderr's alike, rich's progress thread writing) waited for it forever as
+    multiprocessing closed stdin in the child, and the parent waited for the worker. After install() the
+    child has streams of its own."""
+    code = ("import multiprocessing as mp, sys, threading, time\n"
+            "from gpualign import interrupt\n"
+            "interrupt.install()\n"
+            "threading.Thread(target=sys.stdin.buffer.read, args=(1,), daemon=True).start()\n"
+            "time.sleep(0.3)\n"
+            "p = mp.get_context('fork').Process(target=print, args=('child',))\n"
+            "p.start(); p.join(20)\n"
+            "print(p.exitcode, flush=True)\n"
+            "import os; os._exit(0)\n")
+    r, w = os.pipe()  # stdin: a pipe nobody writes to, so the thread's read holds the lock
+    try:
+        p = subprocess.run([sys.executable, "-c", code], stdin=r, capture_output=True, text=True, timeout=60)
+    finally:
+        os.close(r)
+        os.close(w)
+    assert p.stdout.split() == ["child", "0"], p.stderr
