@@ -1,0 +1,165 @@
+"""CPU engine for general scoring: parasail (SIMD DP) over the shared pool of worker processes.
+
+Modes: global = parasail's nw, local = sw, semi-global = sg_dx (the database's, i.e. the target's, two
+ends free; the query end to end: checked in tests/test_dp.py with a hand-made pair). Striped vectors
+for local, scan for global/semi-global (parasail's advice), 16-bit lanes, re-run with 32-bit lanes
+when parasail reports saturation. The ``_trace`` variants give the CIGAR (parasail writes SAM
+orientation with =/X, BAM op codes); free ends come back as leading and trailing gap runs (D for
+semi-global's target ends; sw's CIGAR may begin with a zero-score gap run) and are cut off here, so the CIGAR covers the aligned part only and
+[t_start, t_end) says where it lies. Local alignments keep [q_start, q_end) too; a local best score
+<= 0 gives the empty alignment (score 0, no CIGAR, all ranges empty). Empty sequences never reach
+parasail (it refuses them): their alignments are written down here. Scores are scores (higher is
+better); gaps come from ``AlignConfig.parasail_gaps`` (open = o + e, extend = e).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import numpy as np
+
+from .. import pack, scoring
+from ..config import AlignConfig
+from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths
+from ._pool import ChunkPool
+
+NAME = "cpu-dp"
+FAMILY = {"global": ("nw", "scan"), "local": ("sw", "striped"), "semi-global": ("sg_dx", "scan")}
+_I, _D = 1, 2  # BAM op codes
+
+_matrices: dict = {}
+
+
+def _matrix(sub: scoring.Substitution):
+    """The parasail matrix of a substitution table, built once per process."""
+    m = _matrices.get(sub)
+    if m is None:
+        import parasail
+
+        m = parasail.matrix_create(sub.letters, 0, 0)
+        for i, row in enumerate(sub.scores):
+            for j, v in enumerate(row):
+                m.set_value(i, j, v)
+        _matrices[sub] = m
+    return m
+
+
+def _function(mode: str, trace: bool, bits: int):
+    import parasail
+
+    fam, vec = FAMILY[mode]
+    return getattr(parasail, f"{fam}{'_trace' if trace else ''}_{vec}_{bits}")
+
+
+def _run(fn16, fn32, q: str, t: str, gaps, matrix):
+    r = fn16(q, t, gaps[0], gaps[1], matrix)
+    if r.saturated:
+        r = fn32(q, t, gaps[0], gaps[1], matrix)
+    return r
+
+
+def _empty_side(mode: str, ql: int, tl: int, gaps) -> tuple[int, list, tuple]:
+    """(score, [(op, len)], (q_start, q_end, t_start, t_end)) when one sequence is empty."""
+    if mode == "local" or (mode == "semi-global" and ql == 0):
+        return 0, [], (0, 0, 0, 0)
+    gap = ql or tl
+    cost = gaps[0] + (gap - 1) * gaps[1] if gap else 0
+    return -cost, ([(_I, ql)] if ql else [(_D, tl)] if tl else []), (0, ql, 0, tl)
+
+
+def _trim(seq: list, qs: int, ts: int, free: tuple) -> tuple[int, int]:
+    """Drop leading and trailing runs of the free ops (in place); returns the moved starts. parasail's
+    sg_dx CIGAR spans the whole target (its free ends as D), and its sw CIGAR can begin with a gap run
+    through zero-score cells (seen with parasail 1.3.4): neither is part of the alignment."""
+    while seq and seq[0] & 15 in free:
+        op = seq.pop(0)
+        qs, ts = (qs + (op >> 4), ts) if op & 15 == _I else (qs, ts + (op >> 4))
+    while seq and seq[-1] & 15 in free:
+        seq.pop()
+    return qs, ts
+
+
+def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: bool, text: str,
+                 q_off, q_len, t_off, t_len):
+    """Align pairs whose sequences are slices of text; runs in a worker process."""
+    n = len(q_len)
+    matrix = _matrix(sub)
+    fn16, fn32 = _function(mode, want_cigar, 16), _function(mode, want_cigar, 32)
+    score = np.zeros(n, np.int32)
+    rng = np.zeros((n, 4), np.int64)  # q_start, q_end, t_start, t_end
+    clen = np.zeros(n, np.int64)
+    ops: list[int] = []
+    for i in range(n):
+        qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
+        if ql == 0 or tl == 0:
+            score[i], cig, rng[i] = _empty_side(mode, ql, tl, gaps)
+            if want_cigar:
+                ops.extend(ln << 4 | op for op, ln in cig)
+                clen[i] = len(cig)
+            continue
+        r = _run(fn16, fn32, text[qo:qo + ql], text[to:to + tl], gaps, matrix)
+        score[i] = r.score
+        if mode == "local" and r.score <= 0:
+            score[i] = 0  # the empty alignment
+            continue
+        if not want_cigar:
+            if mode == "global":
+                rng[i] = (0, ql, 0, tl)
+            else:  # score-only runs give the ends, not the starts: -1 marks what is unknown
+                rng[i] = (-1 if mode == "local" else 0, r.end_query + 1 if mode == "local" else ql,
+                          -1, r.end_ref + 1)
+            continue
+        c = r.get_cigar()
+        seq = [int(x) for x in c.seq]
+        qs, ts = c.beg_query, c.beg_ref
+        if mode != "global":  # free ends come back as leading/trailing gap runs: cut them off
+            qs, ts = _trim(seq, qs, ts, (_D,) if mode == "semi-global" else (_I, _D))
+        qn = sum(x >> 4 for x in seq if x & 15 in (0, 1, 7, 8))
+        tn = sum(x >> 4 for x in seq if x & 15 in (0, 2, 7, 8))
+        rng[i] = (qs, qs + qn, ts, ts + tn)
+        ops.extend(seq)
+        clen[i] = len(seq)
+    return score, rng, np.array(ops, dtype=np.uint32), clen
+
+
+def _assemble(parts, has_cigar: bool) -> AlignBatch:
+    score = np.concatenate([p[0] for p in parts])
+    rng = np.concatenate([p[1] for p in parts])
+    cigar = np.concatenate([p[2] for p in parts])
+    clen = np.concatenate([p[3] for p in parts])
+    n = len(score)
+    res = AlignBatch(score, np.full(n, OK, np.uint8), np.full(n, ENGINE_CODE[NAME], np.uint8), cigar,
+                     offsets_from_lengths(clen), clen, has_cigar)
+    res.q_start, res.q_end, res.t_start, res.t_end = (rng[:, k].copy() for k in range(4))
+    return res
+
+
+class CpuDpEngine(ChunkPool):
+    """General scoring (cfg.general): every pair of such a config, none of any other."""
+
+    name = NAME
+
+    @staticmethod
+    def available() -> bool:
+        try:
+            import parasail  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def accepts(self, batch: PairBatch, cfg: AlignConfig) -> np.ndarray:
+        return np.full(batch.n, cfg.general, dtype=bool)
+
+    def submit(self, batch: PairBatch, cfg: AlignConfig) -> Future:
+        sub = scoring.substitution(cfg)
+        remap = scoring.input_map(sub, cfg.scoring.unknown)
+        want = not cfg.distance_only
+        head = (sub, cfg.scoring.mode, cfg.parasail_gaps(), want)
+
+        def chunk_args(part: PairBatch):
+            raw = pack.compare_view(part, cfg.n_mismatch).tobytes()
+            text = (raw.translate(remap) if remap else raw).decode("latin-1")
+            cols = [a.tolist() for a in (part.q_off, part.q_len, part.t_off, part.t_len)]
+            return (*head, text, *cols)
+
+        return self.run_chunks(batch, _align_chunk, chunk_args, lambda parts: _assemble(parts, want))
