@@ -99,6 +99,14 @@ class Scoring:
             raise ConfigError(f"--unknown must be one character (got {self.unknown!r})")
 
 
+def default_metric(metric: str | None, scoring: Scoring) -> str:
+    """--metric as given, else affine for a match bonus, a matrix or protein (they score with -x/-O/-E),
+    else edit."""
+    if metric is not None:
+        return metric
+    return "affine" if scoring.match or scoring.matrix_name else "edit"
+
+
 @dataclass(frozen=True)
 class AlignConfig:
     """Every alignment setting; engines read their parameters from here only."""

@@ -105,9 +105,8 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
         if not want_cigar:
             if mode == "global":
                 rng[i] = (0, ql, 0, tl)
-            else:  # score-only runs give the ends, not the starts: -1 marks what is unknown
-                rng[i] = (-1 if mode == "local" else 0, r.end_query + 1 if mode == "local" else ql,
-                          -1, r.end_ref + 1)
+            else:  # score-only runs do not give the starts (-1: unknown; writers print '*')
+                rng[i] = (-1, -1, -1, -1) if mode == "local" else (0, ql, -1, -1)
             continue
         c = r.get_cigar()
         seq = [int(x) for x in c.seq]
