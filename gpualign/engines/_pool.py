@@ -4,6 +4,7 @@ assembled in order. Small batches run inline."""
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing as mp
 from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -30,7 +31,18 @@ class Done(Future):
 
 
 class ChunkPool:
-    """Process pool (forked, created on first use or at start()) and the batch-splitting rule."""
+    """Process pool (forked, created on first use or at start()) and the batch-splitting rule. A
+    subclass names the module its workers import (``requires``)."""
+
+    requires = ""
+
+    @classmethod
+    def available(cls) -> bool:
+        try:
+            importlib.import_module(cls.requires)
+        except ImportError:
+            return False
+        return True
 
     def __init__(self, threads: int = 1, inline_bases: int = 20_000):
         self.threads = max(1, threads)

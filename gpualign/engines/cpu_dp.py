@@ -137,14 +137,7 @@ class CpuDpEngine(ChunkPool):
     """General scoring (cfg.general): every pair of such a config, none of any other."""
 
     name = NAME
-
-    @staticmethod
-    def available() -> bool:
-        try:
-            import parasail  # noqa: F401
-        except ImportError:
-            return False
-        return True
+    requires = "parasail"
 
     def accepts(self, batch: PairBatch, cfg: AlignConfig) -> np.ndarray:
         return np.full(batch.n, cfg.general, dtype=bool)

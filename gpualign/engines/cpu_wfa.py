@@ -101,14 +101,7 @@ class CpuWfaEngine(ChunkPool):
     """Batch in, scores/CIGARs out. ``submit`` returns a future so callers overlap work."""
 
     name = NAME
-
-    @staticmethod
-    def available() -> bool:
-        try:
-            import pywfa  # noqa: F401
-        except ImportError:
-            return False
-        return True
+    requires = "pywfa"
 
     def submit(self, batch: PairBatch, cfg: AlignConfig) -> Future:
         kw = (cfg.to_pywfa_kwargs(), cfg.to_pywfa_kwargs(long_pairs=True))
