@@ -26,6 +26,8 @@ from ._pool import ChunkPool
 NAME = "cpu-dp"
 FAMILY = {"global": ("nw", "scan"), "local": ("sw", "striped"), "semi-global": ("sg_dx", "scan")}
 _I, _D = 1, 2  # BAM op codes
+_Q_USES = np.array([1, 1, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0], np.int64)  # M I S = X consume the query
+_T_USES = np.array([1, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0], np.int64)  # M D N = X the target
 
 _matrices: dict = {}
 
@@ -67,16 +69,18 @@ def _empty_side(mode: str, ql: int, tl: int, gaps) -> tuple[int, list, tuple]:
     return -cost, ([(_I, ql)] if ql else [(_D, tl)] if tl else []), (0, ql, 0, tl)
 
 
-def _trim(seq: list, qs: int, ts: int, free: tuple) -> tuple[int, int]:
-    """Drop leading and trailing runs of the free ops (in place); returns the moved starts. parasail's
-    sg_dx CIGAR spans the whole target (its free ends as D), and its sw CIGAR can begin with a gap run
-    through zero-score cells (seen with parasail 1.3.4): neither is part of the alignment."""
-    while seq and seq[0] & 15 in free:
-        op = seq.pop(0)
-        qs, ts = (qs + (op >> 4), ts) if op & 15 == _I else (qs, ts + (op >> 4))
-    while seq and seq[-1] & 15 in free:
-        seq.pop()
-    return qs, ts
+def _trim(seq: np.ndarray, qs: int, ts: int, free: tuple) -> tuple[np.ndarray, int, int]:
+    """seq without its leading and trailing runs of the free ops, and the moved starts. parasail's sg_dx
+    CIGAR spans the whole target (its free ends as D), and its sw CIGAR can begin with a gap run through
+    zero-score cells (seen with parasail 1.3.4): neither is part of the alignment."""
+    a, b = 0, len(seq)
+    while a < b and int(seq[a]) & 15 in free:
+        v = int(seq[a])
+        qs, ts = (qs + (v >> 4), ts) if v & 15 == _I else (qs, ts + (v >> 4))
+        a += 1
+    while b > a and int(seq[b - 1]) & 15 in free:
+        b -= 1
+    return seq[a:b], qs, ts
 
 
 def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: bool, text: str,
@@ -88,13 +92,13 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
     score = np.zeros(n, np.int32)
     rng = np.zeros((n, 4), np.int64)  # q_start, q_end, t_start, t_end
     clen = np.zeros(n, np.int64)
-    ops: list[int] = []
+    ops: list = []  # uint32 arrays, one per pair with a CIGAR
     for i in range(n):
         qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
         if ql == 0 or tl == 0:
             score[i], cig, rng[i] = _empty_side(mode, ql, tl, gaps)
             if want_cigar:
-                ops.extend(ln << 4 | op for op, ln in cig)
+                ops.append(np.array([ln << 4 | op for op, ln in cig], dtype=np.uint32))
                 clen[i] = len(cig)
             continue
         r = _run(fn16, fn32, text[qo:qo + ql], text[to:to + tl], gaps, matrix)
@@ -109,16 +113,15 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
                 rng[i] = (-1, -1, -1, -1) if mode == "local" else (0, ql, -1, -1)
             continue
         c = r.get_cigar()
-        seq = [int(x) for x in c.seq]
+        seq = np.array(c.seq, dtype=np.uint32)  # a copy: the result's memory goes with r
         qs, ts = c.beg_query, c.beg_ref
         if mode != "global":  # free ends come back as leading/trailing gap runs: cut them off
-            qs, ts = _trim(seq, qs, ts, (_D,) if mode == "semi-global" else (_I, _D))
-        qn = sum(x >> 4 for x in seq if x & 15 in (0, 1, 7, 8))
-        tn = sum(x >> 4 for x in seq if x & 15 in (0, 2, 7, 8))
-        rng[i] = (qs, qs + qn, ts, ts + tn)
-        ops.extend(seq)
+            seq, qs, ts = _trim(seq, qs, ts, (_D,) if mode == "semi-global" else (_I, _D))
+        op, ln = seq & 15, (seq >> 4).astype(np.int64)
+        rng[i] = (qs, qs + int((ln * _Q_USES[op]).sum()), ts, ts + int((ln * _T_USES[op]).sum()))
+        ops.append(seq)
         clen[i] = len(seq)
-    return score, rng, np.array(ops, dtype=np.uint32), clen
+    return score, rng, np.concatenate(ops) if ops else np.zeros(0, np.uint32), clen
 
 
 def _assemble(parts, has_cigar: bool) -> AlignBatch:
