@@ -60,13 +60,13 @@ def _run(fn16, fn32, q: str, t: str, gaps, matrix):
     return r
 
 
-def _empty_side(mode: str, ql: int, tl: int, gaps) -> tuple[int, list, tuple]:
-    """(score, [(op, len)], (q_start, q_end, t_start, t_end)) when one sequence is empty."""
+def _empty_side(mode: str, ql: int, tl: int, gaps) -> tuple[int, list]:
+    """(score, [(op, len)]) when one sequence is empty (the alignment starts at 0, 0)."""
     if mode == "local" or (mode == "semi-global" and ql == 0):
-        return 0, [], (0, 0, 0, 0)
+        return 0, []
     gap = ql or tl
     cost = gaps[0] + (gap - 1) * gaps[1] if gap else 0
-    return -cost, ([(_I, ql)] if ql else [(_D, tl)] if tl else []), (0, ql, 0, tl)
+    return -cost, ([(_I, ql)] if ql else [(_D, tl)] if tl else [])
 
 
 def _trim(seq: np.ndarray, qs: int, ts: int, free: tuple) -> tuple[np.ndarray, int, int]:
@@ -85,43 +85,62 @@ def _trim(seq: np.ndarray, qs: int, ts: int, free: tuple) -> tuple[np.ndarray, i
 
 def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: bool, text: str,
                  q_off, q_len, t_off, t_len):
-    """Align pairs whose sequences are slices of text; runs in a worker process."""
+    """Align pairs whose sequences are slices of text; runs in a worker process. Returns scores, the
+    ranges (n, 4: q_start, q_end, t_start, t_end), the packed CIGAR ops and their count per pair."""
     n = len(q_len)
     matrix = _matrix(sub)
     fn16, fn32 = _function(mode, want_cigar, 16), _function(mode, want_cigar, 32)
-    score = np.zeros(n, np.int32)
-    rng = np.zeros((n, 4), np.int64)  # q_start, q_end, t_start, t_end
-    clen = np.zeros(n, np.int64)
+    score = [0] * n
+    starts = [(0, 0)] * n  # (q_start, t_start); the ends follow from the CIGAR (or the lengths)
+    clen = [0] * n
     ops: list = []  # uint32 arrays, one per pair with a CIGAR
     for i in range(n):
         qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
         if ql == 0 or tl == 0:
-            score[i], cig, rng[i] = _empty_side(mode, ql, tl, gaps)
-            if want_cigar:
+            score[i], cig = _empty_side(mode, ql, tl, gaps)
+            if want_cigar and cig:
                 ops.append(np.array([ln << 4 | op for op, ln in cig], dtype=np.uint32))
                 clen[i] = len(cig)
             continue
         r = _run(fn16, fn32, text[qo:qo + ql], text[to:to + tl], gaps, matrix)
         score[i] = r.score
-        if mode == "local" and r.score <= 0:
-            score[i] = 0  # the empty alignment
-            continue
-        if not want_cigar:
-            if mode == "global":
-                rng[i] = (0, ql, 0, tl)
-            else:  # score-only runs do not give the starts (-1: unknown; writers print '*')
-                rng[i] = (-1, -1, -1, -1) if mode == "local" else (0, ql, -1, -1)
+        if (mode == "local" and r.score <= 0) or not want_cigar:
+            score[i] = max(r.score, 0) if mode == "local" else r.score  # local <= 0: the empty alignment
             continue
         c = r.get_cigar()
         seq = np.array(c.seq, dtype=np.uint32)  # a copy: the result's memory goes with r
         qs, ts = c.beg_query, c.beg_ref
         if mode != "global":  # free ends come back as leading/trailing gap runs: cut them off
             seq, qs, ts = _trim(seq, qs, ts, (_D,) if mode == "semi-global" else (_I, _D))
-        op, ln = seq & 15, (seq >> 4).astype(np.int64)
-        rng[i] = (qs, qs + int((ln * _Q_USES[op]).sum()), ts, ts + int((ln * _T_USES[op]).sum()))
+        starts[i] = (qs, ts)
         ops.append(seq)
         clen[i] = len(seq)
-    return score, rng, np.concatenate(ops) if ops else np.zeros(0, np.uint32), clen
+    flat = np.concatenate(ops) if ops else np.zeros(0, np.uint32)
+    return np.array(score, np.int32), _ranges(mode, want_cigar, starts, flat, clen, q_len, t_len), flat, \
+        np.array(clen, np.int64)
+
+
+def _ranges(mode: str, want_cigar: bool, starts, flat: np.ndarray, clen, q_len, t_len) -> np.ndarray:
+    """(n, 4) int64 q_start, q_end, t_start, t_end. With CIGARs: the starts plus the bases each CIGAR
+    consumes (summed over all ops at once); score-only: whole sequences for global, the query for
+    semi-global, -1 (unknown: the writers print '*') for the rest."""
+    n = len(clen)
+    rng = np.zeros((n, 4), np.int64)
+    if want_cigar:
+        op, ln = flat & 15, (flat >> 4).astype(np.int64)
+        ends = np.cumsum(clen)
+        for col, uses in ((0, _Q_USES), (2, _T_USES)):
+            cs = np.concatenate([[0], np.cumsum(ln * uses[op])])
+            rng[:, col] = [s[col // 2] for s in starts]
+            rng[:, col + 1] = rng[:, col] + cs[ends] - cs[ends - np.asarray(clen, np.int64)]
+        return rng
+    if mode == "global":
+        rng[:, 1], rng[:, 3] = q_len, t_len
+    elif mode == "semi-global":
+        rng[:, 1], rng[:, 2:] = q_len, -1
+    else:
+        rng[:] = -1
+    return rng
 
 
 def _assemble(parts, has_cigar: bool) -> AlignBatch:
