@@ -57,6 +57,8 @@ ALPHABETS = ("dna", "protein")
 DNA_LETTERS = "ACGTURYKMSWBDHVN"
 PROTEIN_LETTERS = "ACDEFGHIKLMNPQRSTVWYBZXUO*"
 PROTEIN_DEFAULT_MATRIX = "BLOSUM62"
+# cpu-dp CIGARs: parasail's traceback keeps about 2 bytes per cell (n*m) in memory, per worker
+DP_TRACE_CELLS = 1 << 31
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,9 @@ class Scoring:
             raise ConfigError("--match and --matrix exclude each other (the matrix holds the match scores)")
         if n_mismatch and self.matrix_name is not None:
             raise ConfigError("--n-mismatch applies to match/mismatch DNA scoring, not to a matrix")
+        if self.mode == "local" and not self.match and self.matrix_name is None:
+            raise ConfigError("--mode local needs scores above 0 for matches: give --match M or --matrix "
+                              "(with penalties alone every local alignment is empty)")
         if self.unknown is not None and (len(self.unknown) != 1 or not self.unknown.isprintable()):
             raise ConfigError(f"--unknown must be one character (got {self.unknown!r})")
 

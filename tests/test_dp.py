@@ -300,6 +300,7 @@ def test_cli_outputs(tmp_path):
     (["ACGT"], ["--mode", "semi"], "--mode must be one of"),
     (["ACGT"], ["--match", "2", "--metric", "edit"], "use --metric affine"),
     (["ACGT"], ["--alphabet", "protein", "--unknown", "J"], "--unknown J"),
+    (["ACGT"], ["--mode", "local"], "--mode local needs scores above 0"),
 ])
 def test_cli_bad_input(tmp_path, seqs, opts, needle):
     q = fasta(tmp_path / "q.fa", seqs)
@@ -324,3 +325,12 @@ def test_matrix_from_file(tmp_path, engine):
     res = align(engine, ["ACGTT"], ["ACGAT"], cfg)
     assert int(res.score[0]) == 4 * 5 - 4
     assert os.path.isfile(path)
+
+
+def test_traceback_limit_fails_the_pair(monkeypatch):
+    import gpualign.engines.cpu_dp as dp
+
+    monkeypatch.setattr(dp, "DP_TRACE_CELLS", 100)  # read where the pairs align: inline here (one process)
+    res = align(CpuDpEngine(1), ["A" * 20, "ACGT"], ["A" * 20, "ACGT"], dna_cfg("global"))
+    assert res.status.tolist() == [2, OK] and "cells exceed" in res.reason[0]
+    assert int(res.score[1]) == 8

@@ -19,8 +19,8 @@ from concurrent.futures import Future
 import numpy as np
 
 from .. import pack, scoring
-from ..config import AlignConfig
-from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths
+from ..config import DP_TRACE_CELLS, AlignConfig
+from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
 from ._pool import ChunkPool
 
 NAME = "cpu-dp"
@@ -93,9 +93,13 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
     score = [0] * n
     starts = [(0, 0)] * n  # (q_start, t_start); the ends follow from the CIGAR (or the lengths)
     clen = [0] * n
+    failed = {}  # pair -> reason
     ops: list = []  # uint32 arrays, one per pair with a CIGAR
     for i in range(n):
         qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
+        if want_cigar and ql * tl > DP_TRACE_CELLS:
+            failed[i] = f"{ql} x {tl} cells exceed the CPU traceback's {DP_TRACE_CELLS} (use --distance-only)"
+            continue
         if ql == 0 or tl == 0:
             score[i], cig = _empty_side(mode, ql, tl, gaps)
             if want_cigar and cig:
@@ -117,7 +121,7 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
         clen[i] = len(seq)
     flat = np.concatenate(ops) if ops else np.zeros(0, np.uint32)
     return np.array(score, np.int32), _ranges(mode, want_cigar, starts, flat, clen, q_len, t_len), flat, \
-        np.array(clen, np.int64)
+        np.array(clen, np.int64), failed
 
 
 def _ranges(mode: str, want_cigar: bool, starts, flat: np.ndarray, clen, q_len, t_len) -> np.ndarray:
@@ -149,8 +153,13 @@ def _assemble(parts, has_cigar: bool) -> AlignBatch:
     cigar = np.concatenate([p[2] for p in parts])
     clen = np.concatenate([p[3] for p in parts])
     n = len(score)
-    res = AlignBatch(score, np.full(n, OK, np.uint8), np.full(n, ENGINE_CODE[NAME], np.uint8), cigar,
-                     offsets_from_lengths(clen), clen, has_cigar)
+    status, reason, base = np.full(n, OK, np.uint8), {}, 0
+    for p in parts:
+        reason.update({base + k: v for k, v in p[4].items()})
+        base += len(p[0])
+    status[list(reason)] = FAILED
+    res = AlignBatch(score, status, np.full(n, ENGINE_CODE[NAME], np.uint8), cigar,
+                     offsets_from_lengths(clen), clen, has_cigar, reason)
     res.q_start, res.q_end, res.t_start, res.t_end = (rng[:, k].copy() for k in range(4))
     return res
 
