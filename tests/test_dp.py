@@ -334,3 +334,20 @@ def test_traceback_limit_fails_the_pair(monkeypatch):
     res = align(CpuDpEngine(1), ["A" * 20, "ACGT"], ["A" * 20, "ACGT"], dna_cfg("global"))
     assert res.status.tolist() == [2, OK] and "cells exceed" in res.reason[0]
     assert int(res.score[1]) == 8
+
+
+def test_cli_bam_and_semi_global_paf(tmp_path):
+    import pysam
+
+    q = fasta(tmp_path / "q.fa", ["GGACGTAA", "ACGT"])
+    t = fasta(tmp_path / "t.fa", ["CCACGTCC", "TTTTACGTTTTT"])
+    bam = str(tmp_path / "out.bam")
+    rc, _, err = run([q, t, "--mode", "local", "--match", "2", "-q", "-o", bam])
+    assert rc == 0, err
+    with pysam.AlignmentFile(bam) as fh:
+        recs = list(fh)
+    assert [(r.reference_start, r.cigarstring, r.get_tag("AS")) for r in recs] == [(2, "2S4=2S", 8), (4, "4=", 8)]
+    rc, out, err = run([q, t, "--mode", "semi-global", "--match", "2", "-x", "3", "-O", "5", "-E", "2", "-q"])
+    assert rc == 0, err
+    row = out.splitlines()[1].split("\t")
+    assert row[2:4] == ["0", "4"] and row[7:9] == ["4", "8"] and "AS:i:8" in row and "cg:Z:4=" in row
