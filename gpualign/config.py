@@ -104,6 +104,21 @@ class Scoring:
             raise ConfigError(f"--unknown must be one character (got {self.unknown!r})")
 
 
+MATRIX_GAPS = (11, 1)  # BLAST's defaults for BLOSUM62 (o + L*e): the preset gaps with a matrix
+
+
+def preset_penalties(scoring: Scoring, mismatch: int | None, gap_open: int | None,
+                     gap_extend: int | None) -> Penalties:
+    """Penalties from the flags given (None: not given) over the preset: WFA2-lib's 4/6/2, or gaps
+    11/1 with a substitution matrix. An explicit flag always wins."""
+    base = Penalties()
+    if scoring.matrix_name is not None:
+        base = replace(base, gap_open=MATRIX_GAPS[0], gap_extend=MATRIX_GAPS[1])
+    given = {k: v for k, v in (("mismatch", mismatch), ("gap_open", gap_open), ("gap_extend", gap_extend))
+             if v is not None}
+    return replace(base, **given)
+
+
 def default_metric(metric: str | None, scoring: Scoring) -> str:
     """--metric as given, else affine for a match bonus, a matrix or protein (they score with -x/-O/-E),
     else edit."""

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..config import AlignConfig, Penalties, Scoring, default_metric
+from ..config import AlignConfig, Scoring, default_metric, preset_penalties
 from ..errors import ConfigError
 from .common import CHAR_RULE, Debug, Threads, _print_summary, _run, _stderr, command_line, notice_printer
 
@@ -34,9 +34,9 @@ def pairs(
     matrix: Annotated[Optional[str], typer.Option("--matrix", help="Substitution matrix: a name Biopython knows (BLOSUM62, PAM250, NUC.4.4) or a file in that format.")] = None,
     alphabet: Annotated[str, typer.Option("--alphabet", help="dna | protein (20 amino acids + B Z X U O *; BLOSUM62 unless --matrix).")] = "dna",
     unknown: Annotated[Optional[str], typer.Option("--unknown", help="Score characters the matrix lacks as this letter (default: an error).")] = None,
-    mismatch: Annotated[int, typer.Option("--mismatch", "-x", help="Affine mismatch penalty x.")] = 4,
-    gap_open: Annotated[int, typer.Option("--gap-open", "-O", help="Affine gap-open o (a gap of length l costs o+l*e).")] = 6,
-    gap_extend: Annotated[int, typer.Option("--gap-extend", "-E", help="Affine gap-extend e.")] = 2,
+    mismatch: Annotated[Optional[int], typer.Option("--mismatch", "-x", help="Affine mismatch penalty x (default 4).")] = None,
+    gap_open: Annotated[Optional[int], typer.Option("--gap-open", "-O", help="Affine gap-open o: a gap of length l costs o+l*e (default 6; 11 with a matrix).")] = None,
+    gap_extend: Annotated[Optional[int], typer.Option("--gap-extend", "-E", help="Affine gap-extend e (default 2; 1 with a matrix).")] = None,
     distance_only: Annotated[bool, typer.Option("--distance-only", help="Score only, no CIGAR (faster).")] = False,
     n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything, N included.")] = False,
     threads: Threads = 0,
@@ -54,7 +54,7 @@ def pairs(
         if not 0.0 <= verify <= 1.0:
             raise ConfigError(f"--verify must be a fraction in [0, 1] (got {verify})")
         sc = Scoring(mode=mode, match=match, matrix=matrix, alphabet=alphabet, unknown=unknown)
-        cfg = AlignConfig(metric=default_metric(metric, sc), penalties=Penalties(mismatch, gap_open, gap_extend),
+        cfg = AlignConfig(metric=default_metric(metric, sc), penalties=preset_penalties(sc, mismatch, gap_open, gap_extend),
                           scoring=sc,
                           distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=threads,
                           batch_bases=batch_bases)
