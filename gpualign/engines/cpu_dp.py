@@ -5,9 +5,10 @@ ends free; the query end to end: checked in tests/test_dp.py with a hand-made pa
 for local, scan for global/semi-global (parasail's advice), 16-bit lanes, re-run with 32-bit lanes
 when parasail reports saturation. The ``_trace`` variants give the CIGAR (parasail writes SAM
 orientation with =/X, BAM op codes); free ends come back as leading and trailing gap runs (D for
-semi-global's target ends; sw's CIGAR may begin with a zero-score gap run) and are cut off here, so the CIGAR covers the aligned part only and
-[t_start, t_end) says where it lies. Local alignments keep [q_start, q_end) too; a local best score
-<= 0 gives the empty alignment (score 0, no CIGAR, all ranges empty). Empty sequences never reach
+semi-global's target ends; sw's CIGAR may begin with a zero-score gap run) and are cut off here, so
+the CIGAR covers the aligned part only and [q_start, q_end), [t_start, t_end) say where it lies. A
+local best score <= 0 gives the empty alignment (score 0, no CIGAR, all ranges empty). A pair whose
+traceback would pass config.DP_TRACE_CELLS fails with its reason. Empty sequences never reach
 parasail (it refuses them): their alignments are written down here. Scores are scores (higher is
 better); gaps come from ``AlignConfig.parasail_gaps`` (open = o + e, extend = e).
 """
