@@ -2,10 +2,10 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["align_pairs", "AlignConfig", "Penalties", "AlignBatch", "__version__"]
+__all__ = ["align_pairs", "AlignConfig", "Penalties", "Scoring", "AlignBatch", "__version__"]
 
 # imported at first use: `python -m gpualign` installs its signal handlers before numpy and the rest load
-_LAZY = {"align_pairs": "api", "AlignConfig": "config", "Penalties": "config", "AlignBatch": "records"}
+_LAZY = {"align_pairs": "api", "AlignConfig": "config", "Penalties": "config", "Scoring": "config", "AlignBatch": "records"}
 
 
 def __getattr__(name: str):

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from . import cigar as C
-from . import pack
+from . import pack, scoring
 from .config import AlignConfig
 from .engines import select_engines
 from .errors import InputError
@@ -20,7 +20,7 @@ from .route import run_chain
 class Alignments:
     """Results in input order: numpy arrays plus CIGAR strings ('' for distance-only)."""
 
-    score: np.ndarray  # int32 penalty (edit distance for the edit metric)
+    score: np.ndarray  # int32 penalty (edit distance for the edit metric); general scoring: a score
     ok: np.ndarray  # bool
     status: list  # "ok" / "failed"
     engine: list  # engine name per pair
@@ -46,13 +46,16 @@ def _as_bytes(s, what: str, i: int) -> bytes:
 
 
 def align_pairs(queries: Sequence, targets: Sequence, config: AlignConfig | None = None) -> Alignments:
-    """Align queries[i] with targets[i] (str or bytes). Exact, global."""
+    """Align queries[i] with targets[i] (str or bytes). Exact; global unless config.scoring says
+    otherwise (general scoring: scores, higher is better; raw.q_start/q_end/t_start/t_end the ranges)."""
     cfg = (config or AlignConfig()).validate()
     if len(queries) != len(targets):
         raise InputError(f"{len(queries)} queries but {len(targets)} targets")
     qs = [_as_bytes(s, "query", i) for i, s in enumerate(queries)]
     ts = [_as_bytes(s, "target", i) for i, s in enumerate(targets)]
     batch = PairBatch.from_sequences(qs, ts)
+    if cfg.general:
+        scoring.check_batch(batch, scoring.substitution(cfg), cfg, "queries", "targets")
     chain, _ = select_engines(cfg)
     try:
         res, _ = run_chain(batch, chain, cfg)

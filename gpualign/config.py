@@ -11,6 +11,14 @@ Conventions (also in README.md):
   ``n_mismatch`` every character other than A, C, G, T mismatches everything,
   itself included (SAM's NM rule). The rule applies alike to the score, the
   CIGAR =/X, NM and PAF columns.
+
+General scoring (``Scoring``; the cpu-dp engine, parasail): with a match bonus, a substitution matrix,
+a protein alphabet or a mode other than global, the result is a SCORE, higher is better: matches add
+the bonus (or the matrix entry), a mismatch subtracts x, a gap of length L subtracts o + L*e (BLAST's
+convention: BLAST's "-gapopen 11 -gapextend 1" is o = 11, e = 1). parasail charges open + (L-1)*extend:
+it receives open = o + e, extend = e (``parasail_gaps``). Biopython's PairwiseAligner takes
+open_gap_score = -(o + e), extend_gap_score = -e. SAM/PAF ``AS:i`` is then the score itself.
+Local mode: an alignment whose best score is <= 0 is empty (score 0, no CIGAR).
 """
 
 from __future__ import annotations
@@ -43,6 +51,81 @@ class Penalties:
 
 EDIT_PENALTIES = Penalties(mismatch=1, gap_open=0, gap_extend=1)
 
+MODES = ("global", "local", "semi-global")
+ALPHABETS = ("dna", "protein")
+# DNA scoring accepts the nucleotides and the IUPAC codes; protein: 20 amino acids plus B Z X U O *
+DNA_LETTERS = "ACGTURYKMSWBDHVN"
+PROTEIN_LETTERS = "ACDEFGHIKLMNPQRSTVWYBZXUO*"
+PROTEIN_DEFAULT_MATRIX = "BLOSUM62"
+# cpu-dp CIGARs: parasail's traceback keeps about 2 bytes per cell (n*m) in memory, per worker
+DP_TRACE_CELLS = 1 << 31
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """General scoring (parasail's model): the alignment mode, a match bonus or a substitution matrix
+    (a name Biopython's substitution_matrices.load knows, or a file in that format), the alphabet, and
+    the letter unknown characters become (None: they are an error). Gaps and the mismatch come from
+    Penalties. The default (global, match 0, no matrix, DNA) is the WFA penalty model."""
+
+    mode: str = "global"
+    match: int = 0
+    matrix: str | None = None
+    alphabet: str = "dna"
+    unknown: str | None = None
+
+    @property
+    def general(self) -> bool:
+        """True when the WFA penalty model cannot serve: the cpu-dp engine runs and scores are scores."""
+        return self.mode != "global" or self.match != 0 or self.matrix is not None or self.alphabet != "dna"
+
+    @property
+    def matrix_name(self) -> str | None:
+        """The matrix to load: the one asked for, or BLOSUM62 for protein without one."""
+        if self.matrix is None and self.alphabet == "protein":
+            return PROTEIN_DEFAULT_MATRIX
+        return self.matrix
+
+    def validate(self, n_mismatch: bool) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"--mode must be one of {', '.join(MODES)} (got {self.mode!r})")
+        if self.alphabet not in ALPHABETS:
+            raise ConfigError(f"--alphabet must be one of {', '.join(ALPHABETS)} (got {self.alphabet!r})")
+        if self.match < 0:
+            raise ConfigError(f"--match must be >= 0 (got {self.match})")
+        if self.matrix_name is not None and self.match:
+            raise ConfigError("--match and --matrix exclude each other (the matrix holds the match scores)")
+        if n_mismatch and self.matrix_name is not None:
+            raise ConfigError("--n-mismatch applies to match/mismatch DNA scoring, not to a matrix")
+        if self.mode == "local" and not self.match and self.matrix_name is None:
+            raise ConfigError("--mode local needs scores above 0 for matches: give --match M or --matrix "
+                              "(with penalties alone every local alignment is empty)")
+        if self.unknown is not None and (len(self.unknown) != 1 or not self.unknown.isprintable()):
+            raise ConfigError(f"--unknown must be one character (got {self.unknown!r})")
+
+
+MATRIX_GAPS = (11, 1)  # BLAST's defaults for BLOSUM62 (o + L*e): the preset gaps with a matrix
+
+
+def preset_penalties(scoring: Scoring, mismatch: int | None, gap_open: int | None,
+                     gap_extend: int | None) -> Penalties:
+    """Penalties from the flags given (None: not given) over the preset: WFA2-lib's 4/6/2, or gaps
+    11/1 with a substitution matrix. An explicit flag always wins."""
+    base = Penalties()
+    if scoring.matrix_name is not None:
+        base = replace(base, gap_open=MATRIX_GAPS[0], gap_extend=MATRIX_GAPS[1])
+    given = {k: v for k, v in (("mismatch", mismatch), ("gap_open", gap_open), ("gap_extend", gap_extend))
+             if v is not None}
+    return replace(base, **given)
+
+
+def default_metric(metric: str | None, scoring: Scoring) -> str:
+    """--metric as given, else affine for a match bonus, a matrix or protein (they score with -x/-O/-E),
+    else edit."""
+    if metric is not None:
+        return metric
+    return "affine" if scoring.match or scoring.matrix_name else "edit"
+
 
 @dataclass(frozen=True)
 class AlignConfig:
@@ -57,6 +140,7 @@ class AlignConfig:
     batch_bases: int = 1 << 25  # bases per PairBatch (query + target)
     batch_pairs: int = 1 << 18  # pairs per PairBatch at most
     ends_free_target: bool = False  # semi-global: the query end to end, the target's ends free
+    scoring: Scoring = field(default_factory=Scoring)  # general scoring (cpu-dp engine) when .general
 
     def validate(self) -> "AlignConfig":
         if self.metric not in METRICS:
@@ -69,7 +153,21 @@ class AlignConfig:
             raise ConfigError("batch sizes must be > 0")
         if self.metric != "edit":  # the edit metric does not use them (EDIT_PENALTIES)
             self.penalties.validate()
+        self.scoring.validate(self.n_mismatch)
+        if self.metric == "edit" and (self.scoring.match or self.scoring.matrix_name):
+            raise ConfigError("--match/--matrix/--alphabet protein score with -x/-O/-E: use --metric affine "
+                              "(the default with them)")
         return self
+
+    @property
+    def general(self) -> bool:
+        """General scoring (Scoring.general): results are scores, higher is better."""
+        return self.scoring.general
+
+    def parasail_gaps(self) -> tuple[int, int]:
+        """(open, extend) for parasail, which charges open + (L-1)*extend: open = o + e, extend = e."""
+        p = self.effective_penalties
+        return p.gap_open + p.gap_extend, p.gap_extend
 
     @property
     def effective_penalties(self) -> Penalties:

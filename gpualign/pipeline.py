@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import interrupt, trace
+from . import interrupt, scoring, trace
 from .config import AlignConfig
 from .engines import host_allocator, select_engines
 from .errors import ConfigError, InputError
@@ -262,7 +262,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         summary = Summary()
         # batches are made while the engines start (cupy, the CUDA context, kernels): the first ones in
         # pageable memory, then, once a GPU engine runs, in page-locked memory (host_allocator)
-        ahead = ReadAhead(reader, summary.stage_seconds)
+        batches = scoring.checked(reader, cfg, path_a, path_b) if cfg.general else reader
+        ahead = ReadAhead(batches, summary.stage_seconds)
         chain, notice = select_engines(cfg)
         reader.alloc = host_allocator(chain)
         summary.notice = notice
@@ -272,7 +273,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         with running(chain, output, cfg):
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
             writer = writer_cls(output.target, targets=targets,
-                                command_line=command_line, metric=cfg.metric)
+                                command_line=command_line, metric=cfg.metric, scored=cfg.general)
             with aborting(writer):
                 stream(ahead, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify)
                 writer.close()

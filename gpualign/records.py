@@ -17,7 +17,7 @@ OK, EXCEEDED, FAILED = 0, 1, 2
 STATUS_NAMES = ("ok", "exceeded", "failed")
 
 # engine codes: one registry, the same strings in CLI, logs and outputs
-ENGINE_NAMES = ("none", "cpu-wfa", "gpu-edit", "gpu-affine", "gpu-long")
+ENGINE_NAMES = ("none", "cpu-wfa", "gpu-edit", "gpu-affine", "gpu-long", "cpu-dp")
 ENGINE_CODE = {name: i for i, name in enumerate(ENGINE_NAMES)}
 
 
@@ -212,6 +212,9 @@ class AlignBatch:
     # aligned target window [t_start, t_end) within the pair's target (ends-free); None = all of it
     t_start: np.ndarray | None = None
     t_end: np.ndarray | None = None
+    # aligned query range [q_start, q_end) (local alignment); None = all of it
+    q_start: np.ndarray | None = None
+    q_end: np.ndarray | None = None
     # made by an engine on the device (None: the writers derive them from the ops): the CIGARs as text
     # (buffer, start, length per pair: cigar.to_text_buffer's form) and per-pair int64 counts
     # (n, 5): = bases, X bases, I bases, D bases, I/D runs. take() and merge() leave them out.
@@ -236,7 +239,7 @@ class AlignBatch:
         sub = lambda a: None if a is None else a[idx].copy()  # noqa: E731
         return AlignBatch(self.score[idx].copy(), self.status[idx].copy(), self.engine[idx].copy(), cig,
                           offsets_from_lengths(lens), lens.copy(), self.has_cigar, reason, sub(self.t_start),
-                          sub(self.t_end))
+                          sub(self.t_end), sub(self.q_start), sub(self.q_end))
 
     @classmethod
     @trace.traced("merge")
@@ -254,11 +257,17 @@ class AlignBatch:
         if any(r.t_start is not None for _, r in parts):
             out.t_start = np.zeros(n, np.int64)
             out.t_end = np.full(n, -1, np.int64)  # -1: whole target (filled by the caller's lengths)
+        if any(r.q_start is not None for _, r in parts):
+            out.q_start = np.zeros(n, np.int64)
+            out.q_end = np.full(n, -1, np.int64)  # -1: whole query
         for p, (idx, res) in enumerate(parts):
             idx = np.asarray(idx, dtype=np.int64)
             if res.t_start is not None:
                 out.t_start[idx] = res.t_start
                 out.t_end[idx] = res.t_end
+            if res.q_start is not None:
+                out.q_start[idx] = res.q_start
+                out.q_end[idx] = res.q_end
             out.score[idx] = res.score
             out.status[idx] = res.status
             out.engine[idx] = res.engine

@@ -7,14 +7,19 @@ from typing import Annotated, Optional
 import typer
 
 from .. import progress
-from ..config import AlignConfig, Penalties, cap_threads
+from ..config import AlignConfig, Scoring, cap_threads, default_metric, preset_penalties
 from ..errors import ConfigError
 from .common import CHAR_RULE, Debug, Threads, _print_summary, _run, _stderr, command_line, notice_printer
 
 EPILOG = ("Examples:\n\n"
           "  gpualign pairs reads.fa refs.fa > out.paf\n\n"
           "  gpualign pairs a.fq.gz b.fa.gz --metric affine -o out.bam\n\n"
-          "  zcat a.fa.gz | gpualign pairs - b.fa --distance-only --format tsv\n\n" + CHAR_RULE)
+          "  zcat a.fa.gz | gpualign pairs - b.fa --distance-only --format tsv\n\n"
+          "  gpualign pairs reads.fa refs.fa --mode local --match 2 -x 3 -O 5 -E 2 -f tsv\n\n"
+          "  gpualign pairs p.fa q.fa --alphabet protein --matrix BLOSUM62 -O 11 -E 1 --mode local\n\n"
+          "General scoring (--mode local|semi-global, --match, --matrix, --alphabet protein) runs the cpu-dp "
+          "engine and reports SCORES, higher is better: +match (or the matrix entry), -x per mismatch, "
+          "-(o + L*e) per gap of length L (BLAST's convention). " + CHAR_RULE)
 
 
 def pairs(
@@ -23,10 +28,15 @@ def pairs(
     output: Annotated[str, typer.Option("-o", "--output", help="Output file ('-' = stdout).")] = "-",
     fmt: Annotated[Optional[str], typer.Option("--format", "-f",
                    help="paf|sam|bam|tsv (default: from -o's extension; PAF on stdout, TSV with --distance-only).")] = None,
-    metric: Annotated[str, typer.Option("--metric", "-m", help="edit (Levenshtein) or affine.")] = "edit",
-    mismatch: Annotated[int, typer.Option("--mismatch", "-x", help="Affine mismatch penalty x.")] = 4,
-    gap_open: Annotated[int, typer.Option("--gap-open", "-O", help="Affine gap-open o (a gap of length l costs o+l*e).")] = 6,
-    gap_extend: Annotated[int, typer.Option("--gap-extend", "-E", help="Affine gap-extend e.")] = 2,
+    metric: Annotated[Optional[str], typer.Option("--metric", "-m", help="edit (Levenshtein) or affine (default: edit; affine with --match/--matrix/protein).")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="global | local | semi-global (query end to end, target ends free).")] = "global",
+    match: Annotated[int, typer.Option("--match", help="Match bonus M >= 0 (general scoring: results are scores, higher is better).")] = 0,
+    matrix: Annotated[Optional[str], typer.Option("--matrix", help="Substitution matrix: a name Biopython knows (BLOSUM62, PAM250, NUC.4.4) or a file in that format.")] = None,
+    alphabet: Annotated[str, typer.Option("--alphabet", help="dna | protein (20 amino acids + B Z X U O *; BLOSUM62 unless --matrix).")] = "dna",
+    unknown: Annotated[Optional[str], typer.Option("--unknown", help="Score characters the matrix lacks as this letter (default: an error).")] = None,
+    mismatch: Annotated[Optional[int], typer.Option("--mismatch", "-x", help="Affine mismatch penalty x (default 4).")] = None,
+    gap_open: Annotated[Optional[int], typer.Option("--gap-open", "-O", help="Affine gap-open o: a gap of length l costs o+l*e (default 6; 11 with a matrix).")] = None,
+    gap_extend: Annotated[Optional[int], typer.Option("--gap-extend", "-E", help="Affine gap-extend e (default 2; 1 with a matrix).")] = None,
     distance_only: Annotated[bool, typer.Option("--distance-only", help="Score only, no CIGAR (faster).")] = False,
     n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything, N included.")] = False,
     threads: Threads = 0,
@@ -37,14 +47,16 @@ def pairs(
     debug: Debug = False,
     batch_bases: Annotated[int, typer.Option("--batch-bases", hidden=True)] = 1 << 25,
 ) -> None:
-    """Align record i of QUERY with record i of TARGET (global, exact): PAF/SAM/BAM/TSV."""
+    """Align record i of QUERY with record i of TARGET (exact; global unless --mode): PAF/SAM/BAM/TSV."""
     from ..pipeline import run_pairs
 
     def body():
         if not 0.0 <= verify <= 1.0:
             raise ConfigError(f"--verify must be a fraction in [0, 1] (got {verify})")
         n_threads, capped = cap_threads(threads)
-        cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend),
+        sc = Scoring(mode=mode, match=match, matrix=matrix, alphabet=alphabet, unknown=unknown)
+        cfg = AlignConfig(metric=default_metric(metric, sc), penalties=preset_penalties(sc, mismatch, gap_open, gap_extend),
+                          scoring=sc,
                           distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=n_threads,
                           batch_bases=batch_bases)
         err = _stderr()

@@ -14,6 +14,7 @@ from ..config import AlignConfig
 from ..errors import DeviceError
 from ..records import EXCEEDED, AlignBatch, PairBatch
 from ._cuda import gpu_status
+from .cpu_dp import CpuDpEngine
 from .cpu_wfa import CpuWfaEngine
 
 
@@ -67,7 +68,11 @@ def gpu_engines(cfg: AlignConfig) -> list:
 
 @trace.traced("select_engines")
 def select_engines(cfg: AlignConfig) -> tuple[list, str]:
-    """The engine chain for cfg and a one-line notice saying what runs where."""
+    """The engine chain for cfg and a one-line notice saying what runs where. General scoring (a match
+    bonus, a matrix, protein, local or semi-global) goes to the cpu-dp engine (parasail); the rest to
+    the wavefront engines."""
+    if cfg.general:
+        return _general_chain(cfg)
     cpu = CpuEngine(cfg.n_threads)
     if not cpu.available():
         raise DeviceError("pywfa (WFA2-lib) is not installed: pip install pywfa")
@@ -86,6 +91,16 @@ def select_engines(cfg: AlignConfig) -> tuple[list, str]:
         return [cpu], f"engine: {cpu_note}; GPU {what} present but no GPU engine for this metric"
     names = ", ".join(e.name for e in gpus)
     return [*gpus, cpu], f"engines: {names} on {what}, rescue {cpu_note}"
+
+
+def _general_chain(cfg: AlignConfig) -> tuple[list, str]:
+    if cfg.device == "gpu":
+        raise DeviceError("--device gpu: the GPU engine for general scoring (--mode/--match/--matrix/"
+                          "--alphabet protein) is not built yet; use --device cpu or auto")
+    dp = CpuDpEngine(cfg.n_threads)
+    if not dp.available():
+        raise DeviceError("parasail is not installed: pip install parasail")
+    return [dp], f"engine: cpu-dp (parasail, {cfg.n_threads} process{'es' if cfg.n_threads > 1 else ''})"
 
 
 def host_allocator(chain):

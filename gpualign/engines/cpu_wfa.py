@@ -7,14 +7,14 @@ WFA2-lib's CIGAR uses the opposite I/D orientation to SAM: converted here.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 
 from .. import pack
 from ..config import AlignConfig
 from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
+from ._pool import ChunkPool
 
 NAME = "cpu-wfa"
 # WFA2-lib pads the pattern with '!' and the text with '?': a text holding '!'
@@ -97,59 +97,11 @@ def _assemble(parts, has_cigar: bool, ends_free: bool = False) -> AlignBatch:
     return res
 
 
-class _Joined(Future):
-    """A future over the chunk futures of one batch."""
-
-    def __init__(self, futures, has_cigar: bool, ends_free: bool):
-        super().__init__()
-        self._futures, self._has_cigar, self._ends_free = futures, has_cigar, ends_free
-
-    def result(self, timeout=None) -> AlignBatch:
-        return _assemble([f.result(timeout) for f in self._futures], self._has_cigar, self._ends_free)
-
-
-class _Done(Future):
-    def __init__(self, value):
-        super().__init__()
-        self.set_result(value)
-
-
-class CpuWfaEngine:
+class CpuWfaEngine(ChunkPool):
     """Batch in, scores/CIGARs out. ``submit`` returns a future so callers overlap work."""
 
     name = NAME
-
-    def __init__(self, threads: int = 1, inline_bases: int = 20_000):
-        self.threads = max(1, threads)
-        self.inline_bases = inline_bases
-        self._pool: ProcessPoolExecutor | None = None
-
-    @staticmethod
-    def available() -> bool:
-        try:
-            import pywfa  # noqa: F401
-        except ImportError:
-            return False
-        return True
-
-    def _get_pool(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-            self._pool = ProcessPoolExecutor(self.threads, mp_context=ctx)
-        return self._pool
-
-    def start(self) -> None:
-        """Create the worker pool now (before threads or CUDA exist in this process)."""
-        if self.threads > 1:  # with fork the pool forks every worker at its first job: that is now, not
-            self._get_pool().submit(int).result()  # from the aligner thread (locks other threads hold)
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-    def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
-        return self.submit(batch, cfg).result()
+    requires = "pywfa"
 
     def submit(self, batch: PairBatch, cfg: AlignConfig) -> Future:
         kw = (cfg.to_pywfa_kwargs(), cfg.to_pywfa_kwargs(long_pairs=True))
@@ -161,14 +113,5 @@ class CpuWfaEngine:
             cols = [a.tolist() for a in (sub.q_off, sub.q_len, sub.t_off, sub.t_len, free[:, 0], free[:, 1])]
             return (*kw, text, *cols, want)
 
-        if self.threads == 1 or batch.bases <= self.inline_bases or batch.n < 2:
-            return _Done(_assemble([_align_chunk(*chunk_args(batch))], want, cfg.ends_free_target))
-        # chunks of about equal bases, several per worker for balance
-        cum = np.cumsum(batch.q_len + batch.t_len)
-        n_chunks = min(batch.n, 4 * self.threads)
-        cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n_chunks) / n_chunks)
-        bounds = [0, *sorted(set(int(c) + 1 for c in cuts if 0 <= c < batch.n - 1)), batch.n]
-        pool = self._get_pool()
-        futs = [pool.submit(_align_chunk, *chunk_args(batch.take(np.arange(a, b))))
-                for a, b in zip(bounds[:-1], bounds[1:])]
-        return _Joined(futs, want, cfg.ends_free_target)
+        return self.run_chunks(batch, _align_chunk, chunk_args,
+                               lambda parts: _assemble(parts, want, cfg.ends_free_target))

@@ -7,14 +7,22 @@ import numpy as np
 
 from ..records import OK, AlignBatch, PairBatch
 from ..text import Strings, join_lines
-from .common import cigar_stats, cigar_text
+from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
 
 
 class PafFormat:
-    """A batch's PAF lines (picklable: formatting may run in a worker process, output/parallel.py)."""
+    """A batch's PAF lines (picklable: formatting may run in a worker process, output/parallel.py).
+    scored (general scoring): columns 3-4 and 8-9 are the aligned ranges, AS:i is the score itself,
+    and empty alignments (local, score 0) are left out like failed pairs."""
+
+    def __init__(self, scored: bool = False):
+        self.scored = scored
 
     def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
-        rows = np.flatnonzero(res.status == OK)
+        keep = res.status == OK
+        if self.scored:
+            keep &= ~empty_alignment(batch, res)
+        rows = np.flatnonzero(keep)
         if len(rows) == 0:
             return b"", 0
         if res.has_cigar:
@@ -26,15 +34,19 @@ class PafFormat:
             z = np.zeros(len(rows), np.int64)
             cig, matches, nm = Strings(np.zeros(0, np.uint8), z, z), z, z
         ql, tl = batch.q_len[rows], batch.t_len[rows]
-        fields = [Strings.of(batch.q_names).take(rows), ql, b"0", ql, b"+", Strings.of(batch.t_names).take(rows), tl,
-                  b"0", tl, matches, matches + nm, b"255", (b"NM:i:", nm), (b"AS:i:", -res.score[rows].astype(np.int64)),
-                  (b"cg:Z:", cig)]
+        if self.scored:
+            qs, qe, ts, te = (v[rows] for v in aligned_ranges(batch, res))
+            score = res.score[rows].astype(np.int64)
+        else:
+            qs, qe, ts, te, score = b"0", ql, b"0", tl, -res.score[rows].astype(np.int64)
+        fields = [Strings.of(batch.q_names).take(rows), ql, qs, qe, b"+", Strings.of(batch.t_names).take(rows), tl,
+                  ts, te, matches, matches + nm, b"255", (b"NM:i:", nm), (b"AS:i:", score), (b"cg:Z:", cig)]
         return join_lines(fields, len(rows)), len(rows)
 
 
 class PafWriter:
-    def __init__(self, stream, **_):
-        self.stream, self.fmt = stream, PafFormat()
+    def __init__(self, stream, scored: bool = False, **_):
+        self.stream, self.fmt = stream, PafFormat(scored)
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:
         data, n = self.fmt.render(batch, res)

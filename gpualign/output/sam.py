@@ -11,7 +11,7 @@ from .. import __version__, interrupt
 from ..errors import GpualignError
 from ..records import OK, AlignBatch, PairBatch
 from ..text import Strings, join_lines
-from .common import cigar_stats, cigar_text
+from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
 
 # SAM SEQ allows [A-Za-z=.]; any other sequence character is written as N
 _SEQ_OK = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz=.")
@@ -31,15 +31,25 @@ def _clean(reason: str) -> str:
     return "".join(ch if ch.isprintable() and ch != "\t" else "_" for ch in reason) or "failed"
 
 
-def render(batch: PairBatch, res: AlignBatch, metric: str) -> bytes:
+def _clipped(cigar: Strings, left: np.ndarray, right: np.ndarray, n: int) -> Strings:
+    """CIGARs with soft clips: {left}S before, {right}S after (none where 0)."""
+    def clip(v):
+        return Strings.lines(join_lines([v, b"S"], n, sep=b"")).where(v == 0, b"")
+    return Strings.lines(join_lines([clip(left), cigar, clip(right)], n, sep=b""))
+
+
+def render(batch: PairBatch, res: AlignBatch, metric: str, scored: bool = False) -> bytes:
     """One SAM line per pair, in order, built in bulk (text.py): aligned pairs with their target as RNAME
     at POS 1, the rest unmapped (FLAG 4) with the reason in zr:Z (a pair with an empty target cannot be
     placed: empty_target). Without CIGARs every record is unmapped, an aligned pair placed on its target
-    with its score in AS:i (and NM:i)."""
+    with its score in AS:i (and NM:i). scored (general scoring): POS is the aligned target start + 1, the
+    CIGAR soft-clips the unaligned query ends, AS:i is the score itself, and an empty alignment (local,
+    score 0) is unmapped with zr:Z:empty_alignment."""
     n = batch.n
     if n == 0:
         return b""
-    unmapped = (res.status != OK) | (batch.t_len == 0)
+    empty = empty_alignment(batch, res) if scored else np.zeros(n, dtype=bool)
+    unmapped = (res.status != OK) | (batch.t_len == 0) | empty
     raw = batch.seq
     if len(raw) and not (raw.min() >= ord("A") and raw.max() <= ord("Z")):  # (case-folded: letters pass)
         raw = np.frombuffer(raw.tobytes().translate(SEQ_TABLE), dtype=np.uint8)
@@ -47,24 +57,34 @@ def render(batch: PairBatch, res: AlignBatch, metric: str) -> bytes:
     quals = batch.q_quals
     qual = Strings.of([q or "*" for q in quals]) if quals and any(quals) else b"*"
     score = res.score.astype(np.int64)
+    pos = np.ones(n, np.int64)
+    if scored:
+        qs, qe, ts, _ = aligned_ranges(batch, res)
+        pos = np.maximum(ts, 0) + 1
     if res.has_cigar:
         tot = cigar_stats(res)
-        cigar = Strings(*cigar_text(res)).where(unmapped, b"*")
-        tags = [(b"NM:i:", tot["mismatches"] + tot["ins"] + tot["dels"]), (b"AS:i:", -score)]
+        cigar = Strings(*cigar_text(res))
+        if scored:
+            cigar = _clipped(cigar, np.maximum(qs, 0), batch.q_len - qe, n)
+        cigar = cigar.where(unmapped, b"*")
+        tags = [(b"NM:i:", tot["mismatches"] + tot["ins"] + tot["dels"]), (b"AS:i:", score if scored else -score)]
+    elif scored:
+        cigar = b"*"
+        tags = [(b"AS:i:", score)]
     else:
         cigar = b"*"
         tags = [(b"NM:i:", score), (b"AS:i:", -score)] if metric == "edit" else [(b"AS:i:", -score)]
     tag_col = Strings.lines(join_lines(tags, n))
     rows = np.flatnonzero(unmapped)
     if len(rows):
-        why = ["zr:Z:" + ("empty_target" if res.status[i] == OK else _clean(res.reason.get(i, "failed")))
-               for i in rows.tolist()]
+        why = ["zr:Z:" + ("empty_alignment" if empty[i] else "empty_target" if res.status[i] == OK
+                          else _clean(res.reason.get(i, "failed"))) for i in rows.tolist()]
         tag_col = tag_col.put(rows, Strings.of(why))
     # without a CIGAR (--distance-only) a record cannot be mapped (htslib: "mapped query must have a
-    # CIGAR"): every one is unmapped (FLAG 4, MAPQ 0), an aligned pair placed on its target (RNAME, POS 1)
+    # CIGAR"): every one is unmapped (FLAG 4, MAPQ 0), an aligned pair placed on its target (RNAME, POS)
     flags = unmapped if res.has_cigar else np.ones(n, bool)
     fields = [Strings.of(batch.q_names), _FLAG.take(flags.astype(np.int64)),
-              Strings.of(batch.t_names).where(unmapped, b"*"), np.where(unmapped, 0, 1),
+              Strings.of(batch.t_names).where(unmapped, b"*"), np.where(unmapped, 0, pos),
               np.where(flags, 0, 255), cigar, b"*", b"0", b"0", seq, qual, tag_col]
     return join_lines(fields, n)
 
@@ -74,16 +94,16 @@ class SamFormat:
 
     needs_seq = True  # SEQ is the query's bytes
 
-    def __init__(self, metric: str):
-        self.metric = metric
+    def __init__(self, metric: str, scored: bool = False):
+        self.metric, self.scored = metric, scored
 
     def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
-        return render(batch, res, self.metric), batch.n
+        return render(batch, res, self.metric, self.scored), batch.n
 
 
 class SamWriter:
-    def __init__(self, stream, targets: dict, command_line: str, metric: str, **_):
-        self.stream, self.fmt = stream, SamFormat(metric)
+    def __init__(self, stream, targets: dict, command_line: str, metric: str, scored: bool = False, **_):
+        self.stream, self.fmt = stream, SamFormat(metric, scored)
         stream.write(header_text(targets, command_line).encode())
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:
@@ -132,8 +152,8 @@ class SamToBam:
 class BamWriter:
     """BAM: the SAM writer's lines (formatted in bulk, in worker processes like SAM), converted by htslib."""
 
-    def __init__(self, path: str, targets: dict, command_line: str, metric: str, **_):
-        self.fmt = SamFormat(metric)
+    def __init__(self, path: str, targets: dict, command_line: str, metric: str, scored: bool = False, **_):
+        self.fmt = SamFormat(metric, scored)
         self.stream = SamToBam(path, header_text(targets, command_line))
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:

@@ -1,0 +1,83 @@
+"""The worker-process pool the CPU engines share: a batch cut into chunks of about equal bases, each
+aligned by a module-level function in a worker (several chunks per worker for balance), the parts
+assembled in order. Small batches run inline."""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+from concurrent.futures import Future, ProcessPoolExecutor
+
+import numpy as np
+
+from ..records import AlignBatch, PairBatch
+
+
+class Joined(Future):
+    """A future over the chunk futures of one batch: assemble(parts) once all are done."""
+
+    def __init__(self, futures, assemble):
+        super().__init__()
+        self._futures, self._assemble = futures, assemble
+
+    def result(self, timeout=None) -> AlignBatch:
+        return self._assemble([f.result(timeout) for f in self._futures])
+
+
+class Done(Future):
+    def __init__(self, value):
+        super().__init__()
+        self.set_result(value)
+
+
+class ChunkPool:
+    """Process pool (forked, created on first use or at start()) and the batch-splitting rule. A
+    subclass names the module its workers import (``requires``)."""
+
+    requires = ""
+
+    @classmethod
+    def available(cls) -> bool:
+        try:
+            importlib.import_module(cls.requires)
+        except ImportError:
+            return False
+        return True
+
+    def __init__(self, threads: int = 1, inline_bases: int = 20_000):
+        self.threads = max(1, threads)
+        self.inline_bases = inline_bases
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _get_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+            self._pool = ProcessPoolExecutor(self.threads, mp_context=ctx)
+        return self._pool
+
+    def start(self) -> None:
+        """Create the worker pool now (before threads or CUDA exist in this process)."""
+        if self.threads > 1:  # with fork the pool forks every worker at its first job: that is now, not
+            self._get_pool().submit(int).result()  # from the aligner thread (locks other threads hold)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def align(self, batch: PairBatch, cfg) -> AlignBatch:
+        return self.submit(batch, cfg).result()  # submit(batch, cfg) -> Future: the engine's own
+
+    def run_chunks(self, batch: PairBatch, work, chunk_args, assemble) -> Future:
+        """work(*chunk_args(sub)) for chunks sub of batch (in workers unless the batch is small), then
+        assemble(list of the chunk results, in order)."""
+        if self.threads == 1 or batch.bases <= self.inline_bases or batch.n < 2:
+            return Done(assemble([work(*chunk_args(batch))]))
+        cum = np.cumsum(batch.q_len + batch.t_len)
+        n_chunks = min(batch.n, 4 * self.threads)
+        cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n_chunks) / n_chunks)
+        bounds = [0, *sorted(set(int(c) + 1 for c in cuts if 0 <= c < batch.n - 1)), batch.n]
+        pool = self._get_pool()
+        futs = [pool.submit(work, *chunk_args(batch.take(np.arange(a, b))))
+                for a, b in zip(bounds[:-1], bounds[1:])]
+        return Joined(futs, assemble)

@@ -1,0 +1,189 @@
+"""CPU engine for general scoring: parasail (SIMD DP) over the shared pool of worker processes.
+
+Modes: global = parasail's nw, local = sw, semi-global = sg_dx (the database's, i.e. the target's, two
+ends free; the query end to end: checked in tests/test_dp.py with a hand-made pair). Striped vectors
+for local, scan for global/semi-global (parasail's advice), 16-bit lanes, re-run with 32-bit lanes
+when parasail reports saturation. The ``_trace`` variants give the CIGAR (parasail writes SAM
+orientation with =/X, BAM op codes); free ends come back as leading and trailing gap runs (D for
+semi-global's target ends; sw's CIGAR may begin with a zero-score gap run) and are cut off here, so
+the CIGAR covers the aligned part only and [q_start, q_end), [t_start, t_end) say where it lies. A
+local best score <= 0 gives the empty alignment (score 0, no CIGAR, all ranges empty). A pair whose
+traceback would pass config.DP_TRACE_CELLS fails with its reason. Empty sequences never reach
+parasail (it refuses them): their alignments are written down here. Scores are scores (higher is
+better); gaps come from ``AlignConfig.parasail_gaps`` (open = o + e, extend = e).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import numpy as np
+
+from .. import pack, scoring
+from ..config import DP_TRACE_CELLS, AlignConfig
+from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
+from ._pool import ChunkPool
+
+NAME = "cpu-dp"
+FAMILY = {"global": ("nw", "scan"), "local": ("sw", "striped"), "semi-global": ("sg_dx", "scan")}
+_I, _D = 1, 2  # BAM op codes
+_Q_USES = np.array([1, 1, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0], np.int64)  # M I S = X consume the query
+_T_USES = np.array([1, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0], np.int64)  # M D N = X the target
+
+_matrices: dict = {}
+
+
+def _matrix(sub: scoring.Substitution):
+    """The parasail matrix of a substitution table, built once per process."""
+    m = _matrices.get(sub)
+    if m is None:
+        import parasail
+
+        m = parasail.matrix_create(sub.letters, 0, 0)
+        for i, row in enumerate(sub.scores):
+            for j, v in enumerate(row):
+                m.set_value(i, j, v)
+        _matrices[sub] = m
+    return m
+
+
+def _function(mode: str, trace: bool, bits: int):
+    import parasail
+
+    fam, vec = FAMILY[mode]
+    return getattr(parasail, f"{fam}{'_trace' if trace else ''}_{vec}_{bits}")
+
+
+def _run(fn16, fn32, q: str, t: str, gaps, matrix):
+    r = fn16(q, t, gaps[0], gaps[1], matrix)
+    if r.saturated:
+        r = fn32(q, t, gaps[0], gaps[1], matrix)
+    return r
+
+
+def _empty_side(mode: str, ql: int, tl: int, gaps) -> tuple[int, list]:
+    """(score, [(op, len)]) when one sequence is empty (the alignment starts at 0, 0)."""
+    if mode == "local" or (mode == "semi-global" and ql == 0):
+        return 0, []
+    gap = ql or tl
+    cost = gaps[0] + (gap - 1) * gaps[1] if gap else 0
+    return -cost, ([(_I, ql)] if ql else [(_D, tl)] if tl else [])
+
+
+def _trim(seq: np.ndarray, qs: int, ts: int, free: tuple) -> tuple[np.ndarray, int, int]:
+    """seq without its leading and trailing runs of the free ops, and the moved starts. parasail's sg_dx
+    CIGAR spans the whole target (its free ends as D), and its sw CIGAR can begin with a gap run through
+    zero-score cells (seen with parasail 1.3.4): neither is part of the alignment."""
+    a, b = 0, len(seq)
+    while a < b and int(seq[a]) & 15 in free:
+        v = int(seq[a])
+        qs, ts = (qs + (v >> 4), ts) if v & 15 == _I else (qs, ts + (v >> 4))
+        a += 1
+    while b > a and int(seq[b - 1]) & 15 in free:
+        b -= 1
+    return seq[a:b], qs, ts
+
+
+def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: bool, text: str,
+                 q_off, q_len, t_off, t_len):
+    """Align pairs whose sequences are slices of text; runs in a worker process. Returns scores, the
+    ranges (n, 4: q_start, q_end, t_start, t_end), the packed CIGAR ops and their count per pair."""
+    n = len(q_len)
+    matrix = _matrix(sub)
+    fn16, fn32 = _function(mode, want_cigar, 16), _function(mode, want_cigar, 32)
+    score = [0] * n
+    starts = [(0, 0)] * n  # (q_start, t_start); the ends follow from the CIGAR (or the lengths)
+    clen = [0] * n
+    failed = {}  # pair -> reason
+    ops: list = []  # uint32 arrays, one per pair with a CIGAR
+    for i in range(n):
+        qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
+        if want_cigar and ql * tl > DP_TRACE_CELLS:
+            failed[i] = f"{ql} x {tl} cells exceed the CPU traceback's {DP_TRACE_CELLS} (use --distance-only)"
+            continue
+        if ql == 0 or tl == 0:
+            score[i], cig = _empty_side(mode, ql, tl, gaps)
+            if want_cigar and cig:
+                ops.append(np.array([ln << 4 | op for op, ln in cig], dtype=np.uint32))
+                clen[i] = len(cig)
+            continue
+        r = _run(fn16, fn32, text[qo:qo + ql], text[to:to + tl], gaps, matrix)
+        score[i] = r.score
+        if (mode == "local" and r.score <= 0) or not want_cigar:
+            score[i] = max(r.score, 0) if mode == "local" else r.score  # local <= 0: the empty alignment
+            continue
+        c = r.get_cigar()
+        seq = np.array(c.seq, dtype=np.uint32)  # a copy: the result's memory goes with r
+        qs, ts = c.beg_query, c.beg_ref
+        if mode != "global":  # free ends come back as leading/trailing gap runs: cut them off
+            seq, qs, ts = _trim(seq, qs, ts, (_D,) if mode == "semi-global" else (_I, _D))
+        starts[i] = (qs, ts)
+        ops.append(seq)
+        clen[i] = len(seq)
+    flat = np.concatenate(ops) if ops else np.zeros(0, np.uint32)
+    return np.array(score, np.int32), _ranges(mode, want_cigar, starts, flat, clen, q_len, t_len), flat, \
+        np.array(clen, np.int64), failed
+
+
+def _ranges(mode: str, want_cigar: bool, starts, flat: np.ndarray, clen, q_len, t_len) -> np.ndarray:
+    """(n, 4) int64 q_start, q_end, t_start, t_end. With CIGARs: the starts plus the bases each CIGAR
+    consumes (summed over all ops at once); score-only: whole sequences for global, the query for
+    semi-global, -1 (unknown: the writers print '*') for the rest."""
+    n = len(clen)
+    rng = np.zeros((n, 4), np.int64)
+    if want_cigar:
+        op, ln = flat & 15, (flat >> 4).astype(np.int64)
+        ends = np.cumsum(clen)
+        for col, uses in ((0, _Q_USES), (2, _T_USES)):
+            cs = np.concatenate([[0], np.cumsum(ln * uses[op])])
+            rng[:, col] = [s[col // 2] for s in starts]
+            rng[:, col + 1] = rng[:, col] + cs[ends] - cs[ends - np.asarray(clen, np.int64)]
+        return rng
+    if mode == "global":
+        rng[:, 1], rng[:, 3] = q_len, t_len
+    elif mode == "semi-global":
+        rng[:, 1], rng[:, 2:] = q_len, -1
+    else:
+        rng[:] = -1
+    return rng
+
+
+def _assemble(parts, has_cigar: bool) -> AlignBatch:
+    score = np.concatenate([p[0] for p in parts])
+    rng = np.concatenate([p[1] for p in parts])
+    cigar = np.concatenate([p[2] for p in parts])
+    clen = np.concatenate([p[3] for p in parts])
+    n = len(score)
+    status, reason, base = np.full(n, OK, np.uint8), {}, 0
+    for p in parts:
+        reason.update({base + k: v for k, v in p[4].items()})
+        base += len(p[0])
+    status[list(reason)] = FAILED
+    res = AlignBatch(score, status, np.full(n, ENGINE_CODE[NAME], np.uint8), cigar,
+                     offsets_from_lengths(clen), clen, has_cigar, reason)
+    res.q_start, res.q_end, res.t_start, res.t_end = (rng[:, k].copy() for k in range(4))
+    return res
+
+
+class CpuDpEngine(ChunkPool):
+    """General scoring (cfg.general): every pair of such a config, none of any other."""
+
+    name = NAME
+    requires = "parasail"
+
+    def accepts(self, batch: PairBatch, cfg: AlignConfig) -> np.ndarray:
+        return np.full(batch.n, cfg.general, dtype=bool)
+
+    def submit(self, batch: PairBatch, cfg: AlignConfig) -> Future:
+        sub = scoring.substitution(cfg)
+        remap = scoring.input_map(sub, cfg.scoring.unknown)
+        want = not cfg.distance_only
+        head = (sub, cfg.scoring.mode, cfg.parasail_gaps(), want)
+
+        def chunk_args(part: PairBatch):
+            raw = pack.compare_view(part, cfg.n_mismatch).tobytes()
+            text = (raw.translate(remap) if remap else raw).decode("latin-1")
+            cols = [a.tolist() for a in (part.q_off, part.q_len, part.t_off, part.t_len)]
+            return (*head, text, *cols)
+
+        return self.run_chunks(batch, _align_chunk, chunk_args, lambda parts: _assemble(parts, want))

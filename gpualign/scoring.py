@@ -1,0 +1,135 @@
+"""General scoring: the substitution table a config asks for, and the check of input characters.
+
+A ``Substitution`` is the scores of every letter pair (integers, symmetric or not) over its letters,
+picklable (the cpu-dp workers build their parasail matrix from it). It comes from Biopython's
+``substitution_matrices`` (a name such as BLOSUM62, PAM250, NUC.4.4, or a file in that format) or from
+the match bonus and mismatch penalty over the DNA letters. Sequences are case-folded upper case, so the
+matrix's letters are too. ``check_batch`` stops a run at the first character the table cannot score
+(naming file, record and character) unless ``--unknown`` names the letter such characters become.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import pack
+from .config import DNA_LETTERS, PROTEIN_LETTERS, AlignConfig
+from .errors import ConfigError, InputError
+from .records import PairBatch, segment_index
+
+
+@dataclass(frozen=True)
+class Substitution:
+    name: str
+    letters: str  # one character per row/column of scores
+    scores: tuple  # rows of ints (a tuple of tuples: hashable, picklable)
+
+    def array(self) -> np.ndarray:
+        return np.array(self.scores, dtype=np.int64).reshape(len(self.letters), len(self.letters))
+
+    def lookup(self) -> np.ndarray:
+        """(256, 256) int64 scores by byte pair (0 outside the letters): for re-scoring CIGARs."""
+        out = np.zeros((256, 256), np.int64)
+        idx = np.frombuffer(self.letters.encode("latin-1"), dtype=np.uint8)
+        out[np.ix_(idx, idx)] = self.array()
+        return out
+
+
+def _load_matrix(name: str):
+    from Bio.Align import substitution_matrices as sm
+
+    try:
+        if os.path.isfile(name):
+            return sm.read(name)
+        return sm.load(name)
+    except FileNotFoundError:
+        known = ", ".join(sm.load())
+        raise ConfigError(f"--matrix {name}: neither a file nor a matrix Biopython knows ({known})") from None
+    except (ValueError, IndexError, KeyError) as e:
+        raise ConfigError(f"--matrix {name}: cannot read it as a substitution matrix ({e})") from None
+
+
+def substitution(cfg: AlignConfig) -> Substitution:
+    """The table cfg scores with (the matrix, or match/mismatch over the DNA or protein letters).
+    With --n-mismatch two extra codes (pack.Q_WILD, pack.T_WILD: every non-ACGT query/target letter
+    after pack.compare_view) score a mismatch against everything."""
+    sc, p = cfg.scoring, cfg.effective_penalties
+    name = sc.matrix_name
+    if name is not None:
+        m = _load_matrix(name)
+        if len(m.shape) != 2 or m.shape[0] != m.shape[1]:
+            raise ConfigError(f"--matrix {name}: not a square substitution matrix")
+        values = np.asarray(m, dtype=float)
+        if not np.all(values == np.round(values)):
+            raise ConfigError(f"--matrix {name}: scores must be integers")
+        letters = "".join(m.alphabet).upper()
+        if len(set(letters)) != len(letters) or any(len(c) != 1 for c in m.alphabet):
+            raise ConfigError(f"--matrix {name}: letters must be single characters, distinct in upper case")
+        table = values.astype(np.int64)
+        label = os.path.basename(name)
+    else:
+        letters = DNA_LETTERS if sc.alphabet == "dna" else PROTEIN_LETTERS
+        if cfg.n_mismatch:
+            letters += chr(pack.Q_WILD) + chr(pack.T_WILD)
+        k = len(letters)
+        table = np.full((k, k), -p.mismatch, np.int64)
+        np.fill_diagonal(table, sc.match)
+        if cfg.n_mismatch:
+            for i, c in enumerate(letters):
+                if c not in "ACGT":
+                    table[i, i] = -p.mismatch
+        label = f"match {sc.match} mismatch {p.mismatch}"
+    if sc.unknown is not None and sc.unknown.upper() not in letters:
+        raise ConfigError(f"--unknown {sc.unknown}: not a letter of {label}")
+    return Substitution(label, letters, tuple(tuple(int(v) for v in row) for row in table))
+
+
+def allowed_table(sub: Substitution) -> np.ndarray:
+    """bool[256]: the bytes the table scores (the wildcard codes are not input characters)."""
+    ok = np.zeros(256, dtype=bool)
+    ok[[ord(c) for c in sub.letters if ord(c) >= pack.MIN_BYTE]] = True
+    return ok
+
+
+def input_map(sub: Substitution, unknown: str | None) -> bytes | None:
+    """A bytes.translate table turning every character the table cannot score into the --unknown letter,
+    or None when there is no --unknown letter."""
+    if unknown is None:
+        return None
+    ok = allowed_table(sub)
+    u = ord(unknown.upper())
+    return bytes(c if ok[c] or c < pack.MIN_BYTE else u for c in range(256))
+
+
+def check_batch(batch: PairBatch, sub: Substitution, cfg: AlignConfig, query_path: str = "query",
+                target_path: str = "target") -> None:
+    """Raise InputError at the first character of the batch the table cannot score (none with --unknown)."""
+    if cfg.scoring.unknown is not None or batch.n == 0:
+        return
+    ok = allowed_table(sub)
+    for off, ln, names, path in ((batch.q_off, batch.q_len, batch.q_names, query_path),
+                                 (batch.t_off, batch.t_len, batch.t_names, target_path)):
+        idx = segment_index(off, ln)
+        bad = ~ok[batch.seq[idx]]
+        if not bad.any():
+            continue
+        at = int(np.argmax(bad))
+        pair = int(np.searchsorted(np.cumsum(ln), at, side="right"))
+        char = chr(int(batch.seq[idx[at]]))
+        name = f" ({names[pair]})" if len(names) > pair else ""
+        where = f"{path}: record {int(batch.index[pair]) + 1}{name}"
+        if cfg.scoring.matrix_name is None and cfg.scoring.alphabet == "dna" and char in PROTEIN_LETTERS:
+            raise InputError(f"{where}: protein residue {char!r} with DNA scoring (use --alphabet protein)")
+        raise InputError(f"{where}: character {char!r} is not in the alphabet of {sub.name} "
+                         f"(--unknown X maps such characters to X)")
+
+
+def checked(batches, cfg: AlignConfig, query_path: str, target_path: str):
+    """The batches, each checked against cfg's substitution table (general scoring only)."""
+    sub = substitution(cfg)
+    for batch in batches:
+        check_batch(batch, sub, cfg, query_path, target_path)
+        yield batch

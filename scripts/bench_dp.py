@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Benchmark general-scoring alignment (issue 25's sets): gpualign's cpu-dp engine against parasail
+called directly, all cores, on the same pairs in one run; GCUPS = sum of n*m cells / seconds / 1e9.
+
+Sets (--scale multiplies the pair counts; lengths stay):
+  dna      1,000,000 pairs, 150 bp queries in 300 bp targets (a mutated copy inside random flanks),
+           local, +2 -3 -(5 + 2L)
+  protein  100,000 pairs ~350 aa (random proteins, 20% substitutions and indels), local, BLOSUM62 11/1
+           (BLAST's convention: a gap of length L costs 11 + L)
+  long     1,000 pairs 10 kbp (5% edits), global, +2 -3 -(5 + 2L)
+Timings are wall clock of the engine on in-memory batches (built beforehand, no file I/O), after a
+warm-up on a few pairs; CIGARs are made unless --score-only. parasail direct: the same function family the engine
+uses (sw striped / nw scan, trace variants for CIGARs, 16-bit with a 32-bit re-run on saturation)
+with CIGARs decoded, in a process pool of the same size. One JSON line per set on stderr.
+
+  python scripts/bench_dp.py --scale 0.01            # the dev machine
+  python scripts/bench_dp.py --device gpu            # reserved: the GPU engine is not built yet
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from multiprocessing import Pool
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gpualign.config import AlignConfig, Penalties, Scoring  # noqa: E402
+from gpualign.engines.cpu_dp import CpuDpEngine  # noqa: E402
+from gpualign.records import PairBatch  # noqa: E402
+
+AA = "ACDEFGHIKLMNPQRSTVWY"
+SETS = {
+    "dna": dict(n=1_000_000, mode="local", letters="ACGT", qlen=150, tlen=300, rate=0.05,
+                pen=Penalties(3, 5, 2), scoring=Scoring(mode="local", match=2)),
+    "protein": dict(n=100_000, mode="local", letters=AA, qlen=350, tlen=350, rate=0.20,
+                    pen=Penalties(1, 11, 1), scoring=Scoring(mode="local", alphabet="protein", matrix="BLOSUM62")),
+    "long": dict(n=1_000, mode="global", letters="ACGT", qlen=10_000, tlen=10_000, rate=0.05,
+                 pen=Penalties(3, 5, 2), scoring=Scoring(mode="global", match=2)),
+}
+
+
+def mutate(rng, s: np.ndarray, letters: np.ndarray, rate: float) -> np.ndarray:
+    """Substitutions, deletions and insertions, each at rate/3 per position."""
+    r = rng.random(len(s))
+    out = s.copy()
+    sub = r < rate / 3
+    out[sub] = rng.choice(letters, int(sub.sum()))
+    keep = ~((r >= rate / 3) & (r < 2 * rate / 3))
+    ins = (r >= 2 * rate / 3) & (r < rate)
+    reps = np.where(ins, 2, 1)[keep]
+    out = np.repeat(out[keep], reps)
+    second = (np.cumsum(reps) - 1)[reps == 2]  # the second copy of an inserted position: a random letter
+    out[second] = rng.choice(letters, len(second))
+    return out
+
+
+def simulate(spec: dict, n: int, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    letters = np.frombuffer(spec["letters"].encode(), dtype=np.uint8)
+    qs, ts = [], []
+    for _ in range(n):
+        q = rng.choice(letters, spec["qlen"])
+        t = mutate(rng, q, letters, spec["rate"])
+        flank = spec["tlen"] - len(t)
+        if flank > 0:
+            left = rng.integers(0, flank + 1)
+            t = np.concatenate([rng.choice(letters, left), t, rng.choice(letters, flank - left)])
+        qs.append(q.tobytes())
+        ts.append(t.tobytes())
+    return qs, ts
+
+
+def _parasail_chunk(args):
+    import parasail
+
+    mode, matrix_name, match, mismatch, o, e, trace, qs, ts = args
+    m = getattr(parasail, matrix_name.lower()) if matrix_name else parasail.matrix_create("ACGT", match, -mismatch)
+    fam, vec = ("sw", "striped") if mode == "local" else ("nw", "scan")
+    tr = "_trace" if trace else ""
+    f16, f32 = getattr(parasail, f"{fam}{tr}_{vec}_16"), getattr(parasail, f"{fam}{tr}_{vec}_32")
+    total = 0
+    for q, t in zip(qs, ts):
+        r = f16(q, t, o + e, e, m)
+        if r.saturated:
+            r = f32(q, t, o + e, e, m)
+        total += r.score
+        if trace:
+            total += len(r.get_cigar().seq)
+    return total
+
+
+def parasail_direct(spec, qs, ts, threads: int, trace: bool) -> float:
+    p, sc = spec["pen"], spec["scoring"]
+    qs = [q.decode() for q in qs]
+    ts = [t.decode() for t in ts]
+    k = max(1, 4 * threads)
+    step = (len(qs) + k - 1) // k
+    head = (sc.mode, sc.matrix_name, sc.match, p.mismatch, p.gap_open, p.gap_extend, trace)
+    chunks = [(*head, qs[i:i + step], ts[i:i + step]) for i in range(0, len(qs), step)]
+    with Pool(threads) as pool:
+        pool.map(_parasail_chunk, chunks[:1])  # warm-up (imports in the workers)
+        t0 = time.perf_counter()
+        pool.map(_parasail_chunk, chunks)
+        return time.perf_counter() - t0
+
+
+def engine_time(spec, qs, ts, threads: int, trace: bool) -> float:
+    cfg = AlignConfig(metric="affine", penalties=spec["pen"], scoring=spec["scoring"], device="cpu",
+                      threads=threads, distance_only=not trace).validate()
+    eng = CpuDpEngine(threads)
+    eng.start()
+    try:
+        eng.align(PairBatch.from_sequences(qs[:8], ts[:8]), cfg)  # warm-up
+        step = cfg.batch_pairs  # batches as the pipeline's reader makes them (not timed)
+        batches = [PairBatch.from_sequences(qs[i:i + step], ts[i:i + step]) for i in range(0, len(qs), step)]
+        t0 = time.perf_counter()
+        for b in batches:
+            eng.align(b, cfg)
+        return time.perf_counter() - t0
+    finally:
+        eng.close()
+
+
+def git_sha() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", default="dna,protein,long")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply the pair counts (0.01 on a laptop)")
+    ap.add_argument("--threads", type=int, default=0, help="processes (0 = all cores)")
+    ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    ap.add_argument("--score-only", action="store_true", help="scores without CIGARs")
+    ap.add_argument("--json", help="append one JSON line per set to this file")
+    a = ap.parse_args()
+    if a.device == "gpu":
+        print("bench_dp: the GPU general-scoring engine is not built yet (issue 25); run --device cpu",
+              file=sys.stderr)
+        sys.exit(2)
+    threads = a.threads or len(os.sched_getaffinity(0))
+    trace = not a.score_only
+    print(f"{'set':8} {'pairs':>9} {'Gcells':>8} {'cpu-dp s':>9} {'GCUPS':>7} {'parasail s':>10} {'GCUPS':>7} "
+          f"{'ratio':>6}")
+    for name in a.sets.split(","):
+        spec = SETS[name]
+        n = max(1, int(round(spec["n"] * a.scale)))
+        qs, ts = simulate(spec, n)
+        cells = float(sum(len(q) * len(t) for q, t in zip(qs, ts)))
+        te = engine_time(spec, qs, ts, threads, trace)
+        tp = parasail_direct(spec, qs, ts, threads, trace)
+        ge, gp = cells / te / 1e9, cells / tp / 1e9
+        print(f"{name:8} {n:>9,} {cells / 1e9:>8.3f} {te:>9.2f} {ge:>7.3f} {tp:>10.2f} {gp:>7.3f} {tp / te:>6.2f}")
+        import parasail
+
+        row = dict(set=name, pairs=n, cells=cells, cigar=trace, threads=threads, engine_s=te, engine_gcups=ge,
+                   parasail_s=tp, parasail_gcups=gp, device=f"cpu x{threads} ({platform.processor() or platform.machine()})",
+                   parasail=parasail.__version__, git=git_sha(), date=time.strftime("%Y-%m-%d"))
+        print(json.dumps(row), file=sys.stderr)
+        if a.json:
+            with open(a.json, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()

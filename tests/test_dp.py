@@ -1,0 +1,353 @@
+"""General scoring (cpu-dp engine): scores against two independent oracles (parasail's plain,
+non-vectorised functions and Biopython's PairwiseAligner), every CIGAR re-scored here from the
+sequences, the matrix and the gap costs, and the CLI's bad-input cases."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import parasail
+import pytest
+from Bio.Align import PairwiseAligner, substitution_matrices
+
+import gpualign
+from gpualign import cigar as C
+from gpualign.config import AlignConfig, Penalties, Scoring
+from gpualign.engines.cpu_dp import CpuDpEngine
+from gpualign.errors import ConfigError, InputError
+from gpualign.records import OK, PairBatch
+
+MODES = ("global", "local", "semi-global")
+DNA = Penalties(mismatch=3, gap_open=5, gap_extend=2)  # +2 / -3 / -(5 + 2L)
+PROT = Penalties(mismatch=1, gap_open=11, gap_extend=1)  # BLOSUM62 11/1 (BLAST's convention)
+AA = "ACDEFGHIKLMNPQRSTVWY"
+
+
+def dna_cfg(mode, match=2, **kw):
+    return AlignConfig(metric="affine", penalties=DNA, scoring=Scoring(mode=mode, match=match), device="cpu", **kw)
+
+
+def prot_cfg(mode, **kw):
+    return AlignConfig(metric="affine", penalties=PROT, scoring=Scoring(mode=mode, alphabet="protein",
+                                                                        matrix="BLOSUM62"), device="cpu", **kw)
+
+
+@pytest.fixture(params=["cpu1", "cpu2"])
+def engine(request):
+    """The engines under test (GPU to come: marked gpu, skipped without a device). cpu2 cuts every
+    batch into chunks aligned by two worker processes."""
+    e = CpuDpEngine(1) if request.param == "cpu1" else CpuDpEngine(2, inline_bases=0)
+    yield e
+    e.close()
+
+
+def align(engine, qs, ts, cfg):
+    batch = PairBatch.from_sequences([q.encode() for q in qs], [t.encode() for t in ts])
+    return engine.align(batch, cfg)
+
+
+# ---- oracles ----
+
+def parasail_score(q, t, cfg):
+    """parasail's plain (non-SIMD) DP, its own matrix: open = o + e, extend = e."""
+    if not q or not t:
+        return None
+    p = cfg.penalties
+    if cfg.scoring.matrix:
+        m = parasail.blosum62
+    else:
+        m = parasail.matrix_create("ACGTURYKMSWBDHVN", cfg.scoring.match, -p.mismatch)
+    fn = {"global": parasail.nw, "local": parasail.sw, "semi-global": parasail.sg_dx}[cfg.scoring.mode]
+    return fn(q, t, p.gap_open + p.gap_extend, p.gap_extend, m).score
+
+
+def biopython_score(q, t, cfg):
+    """Biopython's PairwiseAligner: target = t, query = q; semi-global frees the deletions (target-only
+    bases) at both ends."""
+    p = cfg.penalties
+    al = PairwiseAligner(mode="local" if cfg.scoring.mode == "local" else "global")
+    if cfg.scoring.matrix:
+        al.substitution_matrix = substitution_matrices.load(cfg.scoring.matrix)
+    else:
+        al.match_score, al.mismatch_score = cfg.scoring.match, -p.mismatch
+    al.open_gap_score, al.extend_gap_score = -(p.gap_open + p.gap_extend), -p.gap_extend
+    if cfg.scoring.mode == "semi-global":
+        al.end_deletion_score = 0
+    if not q or not t:
+        return None
+    return round(al.score(t, q))
+
+
+def empty_score(q, t, cfg):
+    """The score of a pair with an empty side (the oracles refuse those)."""
+    p, mode, n = cfg.penalties, cfg.scoring.mode, len(q) + len(t)
+    if mode == "local" or n == 0 or (mode == "semi-global" and not q):
+        return 0
+    return -(p.gap_open + n * p.gap_extend)
+
+
+def rescore(q, t, res, i, cfg):
+    """Walk pair i's CIGAR: =/X against the sequences, matrix scores and gap costs summed; consumed
+    lengths equal the aligned ranges; returns the score."""
+    table = None
+    if cfg.scoring.matrix:
+        m = substitution_matrices.load(cfg.scoring.matrix)
+    p = cfg.penalties
+    ops = res.cigar[res.cigar_off[i]:res.cigar_off[i] + res.cigar_len[i]]
+    qs, qe, ts, te = (int(a[i]) for a in (res.q_start, res.q_end, res.t_start, res.t_end))
+    x, y, total = qs, ts, 0
+    for v in ops.tolist():
+        op, ln = v & 15, v >> 4
+        assert ln > 0
+        if op in (C.EQ, C.X):
+            for _ in range(ln):
+                a, b = q[x], t[y]
+                assert (a == b) == (op == C.EQ), (q, t, C.to_text(ops, [0], [len(ops)]))
+                total += int(m[a, b]) if cfg.scoring.matrix else (cfg.scoring.match if a == b else -p.mismatch)
+                x, y = x + 1, y + 1
+        elif op == C.I:
+            total -= p.gap_open + ln * p.gap_extend
+            x += ln
+        elif op == C.D:
+            total -= p.gap_open + ln * p.gap_extend
+            y += ln
+        else:
+            raise AssertionError(f"op {op}")
+    assert (x, y) == (qe, te), (q, t, qs, qe, ts, te)
+    mode = cfg.scoring.mode
+    if mode == "global":
+        assert (qs, qe, ts, te) == (0, len(q), 0, len(t))
+    elif mode == "semi-global" and q:
+        assert (qs, qe) == (0, len(q))
+    if mode == "local" and ops.size:
+        assert ops[0] & 15 in (C.EQ, C.X) and ops[-1] & 15 in (C.EQ, C.X)  # no gap at a local end
+    return total
+
+
+def check(engine, qs, ts, cfg):
+    res = align(engine, qs, ts, cfg)
+    assert (res.status == OK).all()
+    for i, (q, t) in enumerate(zip(qs, ts)):
+        want = {parasail_score(q, t, cfg), biopython_score(q, t, cfg)} - {None} or {empty_score(q, t, cfg)}
+        assert len(want) == 1, (q, t, want)  # the two oracles agree
+        assert int(res.score[i]) == want.pop(), (q, t)
+        assert rescore(q, t, res, i, cfg) == res.score[i], (q, t)
+        if res.score[i] == 0 and cfg.scoring.mode == "local":
+            assert res.cigar_len[i] == 0 and res.q_end[i] == res.q_start[i] == 0
+    return res
+
+
+# ---- pairs ----
+
+def mutate(rng, s, letters, rate):
+    out = []
+    for c in s:
+        r = rng.random()
+        if r < rate / 3:
+            out.append(letters[rng.integers(len(letters))])
+        elif r < 2 * rate / 3:
+            continue
+        elif r < rate:
+            out.extend([c, letters[rng.integers(len(letters))]])
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def random_pairs(seed, letters, n, max_len):
+    rng = np.random.default_rng(seed)
+    qs, ts = [], []
+    for _ in range(n):
+        a = "".join(rng.choice(list(letters), rng.integers(0, max_len)))
+        kind = rng.integers(3)
+        if kind == 0:  # unrelated
+            b = "".join(rng.choice(list(letters), rng.integers(0, max_len)))
+        elif kind == 1:  # a mutated copy
+            b = mutate(rng, a, letters, 0.15)
+        else:  # a copy inside flanks (local/semi-global find it)
+            b = "".join(rng.choice(list(letters), rng.integers(0, 20))) + mutate(rng, a, letters, 0.05) + \
+                "".join(rng.choice(list(letters), rng.integers(0, 20)))
+        qs.append(a)
+        ts.append(b)
+    return qs, ts
+
+
+ADVERSARIAL_DNA = [
+    ("", ""), ("", "ACGT"), ("ACGT", ""), ("A", "A"), ("A", "C"),
+    ("AAAAAAAA", "CCCCCCCC"),  # all mismatch: local is empty
+    ("ACGTACGTAC" * 3, "ACGTACGTAC" + "T" * 40 + "ACGTACGTAC" * 2),  # one long gap
+    ("ACGT" * 10 + "G" * 30, "ACGT" * 10),  # a long query-only tail
+    ("ACACACAC", "CACACACA"),  # ties
+    ("ACGT", "TTTTACGTTTTT"), ("TTTTACGTTTTT", "ACGT"),
+    ("NNNN", "NNNN"), ("ACGTNRYK", "ACGTNRYA"),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dna_random_and_adversarial(engine, mode):
+    qs, ts = random_pairs(1, "ACGT", 150, 60)
+    qs += [a for a, _ in ADVERSARIAL_DNA]
+    ts += [b for _, b in ADVERSARIAL_DNA]
+    check(engine, qs, ts, dna_cfg(mode))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_protein_blosum62(engine, mode):
+    qs, ts = random_pairs(2, AA, 100, 80)
+    qs += ["", "WWWW", "MKVLAAGIVGLLLA", "MKV"]
+    ts += ["MKV", "PPPP", "MKVLATGIVGLLA", ""]
+    check(engine, qs, ts, prot_cfg(mode))
+
+
+def test_semi_global_frees_only_target_ends(engine):
+    """Hand-made: the query inside a longer target costs nothing extra; the other way round, the query's
+    overhang is paid (parasail's sg_qx would free it)."""
+    res = align(engine, ["ACGT", "TTTTACGTTTTT"], ["TTTTACGTTTTT", "ACGT"], dna_cfg("semi-global"))
+    assert res.score.tolist() == [8, 8 - 2 * (5 + 4 * 2)]  # 4 matches; then 4I 4= 4I
+    assert (int(res.t_start[0]), int(res.t_end[0])) == (4, 8)
+    assert C.to_text(res.cigar, res.cigar_off, res.cigar_len)[0] == "4="
+
+
+def test_gap_convention_pinned(engine):
+    """One gap of length 3 in a global alignment costs o + 3e = 5 + 6 = 11."""
+    res = align(engine, ["AAAACCCGGGG"], ["AAAAGGGG"], dna_cfg("global"))
+    assert int(res.score[0]) == 8 * 2 - 11
+
+
+def test_negative_only_local_is_empty(engine):
+    res = align(engine, ["AAAA", ""], ["CCCC", "ACGT"], dna_cfg("local"))
+    assert res.score.tolist() == [0, 0] and res.cigar_len.tolist() == [0, 0]
+    assert res.q_start.tolist() == res.q_end.tolist() == res.t_start.tolist() == res.t_end.tolist() == [0, 0]
+
+
+def test_int16_saturation_falls_back_to_int32(engine):
+    q = "ACGT" * 150
+    cfg = dna_cfg("global", match=100)  # 600 * 100 = 60,000 > 32,767
+    res = align(engine, [q], [q], cfg)
+    assert int(res.score[0]) == 60_000
+    assert rescore(q, q, res, 0, cfg) == 60_000
+    res = align(engine, [q], [q], cfg.with_(distance_only=True))
+    assert int(res.score[0]) == 60_000
+
+
+def test_score_only_equals_traced(engine):
+    qs, ts = random_pairs(3, "ACGT", 60, 50)
+    for mode in MODES:
+        cfg = dna_cfg(mode)
+        a, b = align(engine, qs, ts, cfg), align(engine, qs, ts, cfg.with_(distance_only=True))
+        assert a.score.tolist() == b.score.tolist()
+
+
+def test_n_mismatch_rule(engine):
+    cfg = dna_cfg("global", n_mismatch=True)
+    res = align(engine, ["ACNT"], ["ACNT"], cfg)
+    assert int(res.score[0]) == 3 * 2 - 3
+    assert C.to_text(res.cigar, res.cigar_off, res.cigar_len) == ["2=1X1="]
+
+
+def test_api_and_routing():
+    cfg = dna_cfg("local")
+    res = gpualign.align_pairs(["GGACGTAA"], ["CCACGTCC"], cfg)
+    assert res.engine == ["cpu-dp"] and res.score.tolist() == [8] and res.cigar == ["4="]
+    assert gpualign.align_pairs(["ACGT"], ["ACGA"]).engine == ["cpu-wfa"]  # penalties: unchanged
+    with pytest.raises(InputError, match="protein residue 'E'"):
+        gpualign.align_pairs(["MKVE"], ["MKVE"], dna_cfg("global"))
+    with pytest.raises(ConfigError):
+        AlignConfig(metric="affine", scoring=Scoring(match=2, matrix="BLOSUM62")).validate()
+    with pytest.raises(ConfigError):
+        AlignConfig(scoring=Scoring(mode="semi")).validate()
+
+
+# ---- CLI ----
+
+def run(args):
+    p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", *args], capture_output=True, timeout=120)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def fasta(path, seqs):
+    path.write_text("".join(f">r{i}\n{s}\n" for i, s in enumerate(seqs)))
+    return str(path)
+
+
+def test_cli_outputs(tmp_path):
+    q = fasta(tmp_path / "q.fa", ["ACGT", "GGACGTAA", "AAAA"])
+    t = fasta(tmp_path / "t.fa", ["TTTTACGTTTTT", "CCACGTCC", "CCCC"])
+    opts = ["--mode", "local", "--match", "2", "-x", "3", "-O", "5", "-E", "2", "-q"]
+    rc, out, err = run([q, t, *opts, "-f", "tsv"])
+    assert rc == 0, err
+    lines = [x.split("\t") for x in out.splitlines()]
+    assert lines[0][:8] == ["query", "target", "score", "query_start", "query_end", "target_start",
+                            "target_end", "cigar"]
+    assert lines[1][2:8] == ["8", "0", "4", "4", "8", "4="]
+    assert lines[3][2:8] == ["0", "0", "0", "0", "0", "*"]  # the empty local alignment
+    rc, out, err = run([q, t, *opts, "-f", "sam"])
+    recs = [x.split("\t") for x in out.splitlines() if not x.startswith("@")]
+    assert recs[0][3] == "5" and recs[0][5] == "4=" and "AS:i:8" in recs[0]
+    assert recs[1][3] == "3" and recs[1][5] == "2S4=2S"
+    assert recs[2][1] == "4" and recs[2][-1] == "zr:Z:empty_alignment"  # unmapped: score 0
+    rc, out, err = run([q, t, *opts])  # PAF: the empty alignment left out
+    rows = [x.split("\t") for x in out.splitlines()]
+    assert len(rows) == 2 and rows[1][2:4] == ["2", "6"] and rows[1][7:9] == ["2", "6"] and "AS:i:8" in rows[1]
+
+
+@pytest.mark.parametrize("seqs,opts,needle", [
+    (["MKVLE"], ["--match", "2"], "record 1 (r0): protein residue 'L' with DNA scoring"),
+    (["MKVJ"], ["--alphabet", "protein"], "record 1 (r0): character 'J' is not in the alphabet of BLOSUM62"),
+    (["ACGT"], ["--matrix", "NOPE"], "--matrix NOPE"),
+    (["ACGT"], ["--match", "-1"], "--match must be >= 0"),
+    (["ACGT"], ["--mode", "semi"], "--mode must be one of"),
+    (["ACGT"], ["--match", "2", "--metric", "edit"], "use --metric affine"),
+    (["ACGT"], ["--alphabet", "protein", "--unknown", "J"], "--unknown J"),
+    (["ACGT"], ["--mode", "local"], "--mode local needs scores above 0"),
+])
+def test_cli_bad_input(tmp_path, seqs, opts, needle):
+    q = fasta(tmp_path / "q.fa", seqs)
+    rc, out, err = run([q, q, *opts, "-q"])
+    assert rc != 0 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], err
+
+
+def test_cli_unknown_maps(tmp_path):
+    q = fasta(tmp_path / "q.fa", ["MKVJ"])
+    rc, out, err = run([q, q, "--alphabet", "protein", "--unknown", "X", "-O", "11", "-E", "1", "-q", "-f", "tsv"])
+    assert rc == 0, err
+    m = substitution_matrices.load("BLOSUM62")
+    assert out.splitlines()[1].split("\t")[2] == str(int(sum(m[c, c] for c in "MKVX")))
+
+
+def test_matrix_from_file(tmp_path, engine):
+    path = tmp_path / "m.txt"
+    path.write_text("   A  C  G  T\nA  5 -4 -4 -4\nC -4  5 -4 -4\nG -4 -4  5 -4\nT -4 -4 -4  5\n")
+    cfg = AlignConfig(metric="affine", penalties=DNA, scoring=Scoring(matrix=str(path)), device="cpu")
+    res = align(engine, ["ACGTT"], ["ACGAT"], cfg)
+    assert int(res.score[0]) == 4 * 5 - 4
+    assert os.path.isfile(path)
+
+
+def test_traceback_limit_fails_the_pair(monkeypatch):
+    import gpualign.engines.cpu_dp as dp
+
+    monkeypatch.setattr(dp, "DP_TRACE_CELLS", 100)  # read where the pairs align: inline here (one process)
+    res = align(CpuDpEngine(1), ["A" * 20, "ACGT"], ["A" * 20, "ACGT"], dna_cfg("global"))
+    assert res.status.tolist() == [2, OK] and "cells exceed" in res.reason[0]
+    assert int(res.score[1]) == 8
+
+
+def test_cli_bam_and_semi_global_paf(tmp_path):
+    import pysam
+
+    q = fasta(tmp_path / "q.fa", ["GGACGTAA", "ACGT"])
+    t = fasta(tmp_path / "t.fa", ["CCACGTCC", "TTTTACGTTTTT"])
+    bam = str(tmp_path / "out.bam")
+    rc, _, err = run([q, t, "--mode", "local", "--match", "2", "-q", "-o", bam])
+    assert rc == 0, err
+    with pysam.AlignmentFile(bam) as fh:
+        recs = list(fh)
+    assert [(r.reference_start, r.cigarstring, r.get_tag("AS")) for r in recs] == [(2, "2S4=2S", 8), (4, "4=", 8)]
+    rc, out, err = run([q, t, "--mode", "semi-global", "--match", "2", "-x", "3", "-O", "5", "-E", "2", "-q"])
+    assert rc == 0, err
+    row = out.splitlines()[1].split("\t")
+    assert row[2:4] == ["0", "4"] and row[7:9] == ["4", "8"] and "AS:i:8" in row and "cg:Z:4=" in row
