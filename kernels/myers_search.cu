@@ -3,8 +3,8 @@
 // D[m][j] <= k), computed with Myers' bit-parallel column update (Hyyro's formulation, carries passed
 // word to word for patterns longer than 32).
 //
-// Entry points (template instances, name expressions "search<W,G>" with W the 32-bit words per pattern
-// and G = true when the block keeps its patterns' match masks in shared memory):
+// Entry points (template instances, name expressions "search<W,SH>" with W the 32-bit words per pattern
+// and SH = true when the block keeps its patterns' match masks in shared memory):
 //   search<W,SH>(const uint8_t* text, const uint32_t* tile_warm, const uint32_t* tile_report,
 //                const uint32_t* tile_end, int n_tiles, const uint32_t* peq, int n_ps, int group,
 //                int k, unsigned int* count, uint2* hits, unsigned int cap)

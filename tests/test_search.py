@@ -190,3 +190,37 @@ def test_bad_input(tmp_path):
     assert r.returncode == 1 and "missing.fa: no such file" in r.stderr
     r = _cli("p.fa", "t.fa", "-k", "1", "--force", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith("pattern\tstrand\trecord")
+
+
+def test_mixed_lengths_across_chunk_borders(tmp_path, device):
+    """Runs of patterns of different lengths carried over chunk borders keep their own hits (the
+    alignments come back in the candidates' order)."""
+    records = {"r": "G" * 10 + "AAAAA" + "G" * 46 + "CCCC" + "G" * 40}
+    patterns = {"p0": "AAAAA", "p1": "CCCC"}
+    for chunk in (64, 0):
+        check(tmp_path, patterns, records, 1, device, chunk=chunk, strand="+")
+    check(tmp_path, {"p0": "AAAA", "p1": "CCC"}, {"r0": "GGAAAAGG", "r1": "C" * 100}, 0, device, chunk=64)
+    rng = np.random.default_rng(21)
+    text = random_dna(rng, 3000)
+    pats = {f"m{m}": mutate(rng, text[m * 40:m * 40 + m], 1) for m in (5, 9, 14, 23, 37)}
+    check(tmp_path, pats, {"x": text, "y": text[::-1]}, 2, device, chunk=64)
+
+
+def test_text_names_and_block_borders(tmp_path, monkeypatch):
+    import gpualign.search.text as T
+    from gpualign.errors import InputError
+
+    patterns = {"p": "ACGT"}
+    pp, _ = paths(tmp_path, patterns, {"x": "A"})
+    monkeypatch.setattr(T, "BLOCK", 8)  # '>' inside a line that starts a read block
+    (tmp_path / "mid.fa").write_bytes(b">a\nACGTA>CGTAC\n")
+    with pytest.raises(InputError, match="'>' inside a sequence line"):
+        run_search(pp, str(tmp_path / "mid.fa"), str(tmp_path / "o.tsv"), None, SearchConfig(k=1, device="cpu"), "x")
+    (tmp_path / "dup.fa").write_bytes(b">a\nACGTACGT\n>a x\nACGT\n")
+    with pytest.raises(InputError, match="appears twice"):
+        run_search(pp, str(tmp_path / "dup.fa"), str(tmp_path / "o.tsv"), None, SearchConfig(k=1, device="cpu"), "x")
+    (tmp_path / "u.fa").write_bytes(">chr_é\nTTACGTTT\n".encode())
+    out = str(tmp_path / "o.sam")
+    run_search(pp, str(tmp_path / "u.fa"), out, None, SearchConfig(k=0, device="cpu"), "x")
+    text = open(out, encoding="utf-8").read()
+    assert "SN:chr_é\t" in text and "\tchr_é\t3\t" in text

@@ -59,6 +59,7 @@ def sassy_profile(rule: str) -> tuple[str, bytes, bytes]:
     in sassy-rs: 'ascii' compares bytes (default: letters; n_mismatch: non-ACGT made two bytes that
     match nothing), 'iupac' compares IUPAC sets (text non-ACGT made 'X', which matches nothing)."""
     pat, txt = bytearray(TO_LETTER), bytearray(TO_LETTER)
+    txt[PAD] = 3  # padding matches nothing
     if rule == "default":
         return "ascii", bytes(pat), bytes(txt)
     for c in range(4, 16):

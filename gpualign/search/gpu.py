@@ -6,10 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..engines._cuda import load_module
+from ..errors import ConfigError, GpualignError
 from . import patterns as PT
 from .hits import Cands
 
 TILE = 4096  # reported bases per thread (a tile); the warm-up before it is 32 * W + k - 1 bases
+MAX_PS = 1 << 22  # pattern-strands per width (the kernel packs pattern << 10 | D in 32 bits)
+MAX_CANDS = 1 << 28  # end positions with D <= k per launch at most (2 GiB of device memory)
 SHARED_MAX_W = 8
 
 
@@ -28,6 +31,9 @@ class GpuSearchEngine:
         widths = np.array([PT.words(int(m)) for m in pats.lengths])
         for w in sorted(set(widths.tolist())):
             ids = np.flatnonzero(widths == w)
+            if len(ids) >= MAX_PS:
+                raise ConfigError(f"search: {len(ids):,} pattern-strands of {32 * w} bases or less; the GPU engine "
+                                  f"takes fewer than {MAX_PS:,} per length class (split the patterns)")
             peq = PT.masks([pats.codes[i] for i in ids.tolist()], w, rule)
             self.groups.append((w, ids, cupy.asarray(peq)))
         names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}>" for w, _, _ in self.groups)
@@ -47,6 +53,8 @@ class GpuSearchEngine:
 
     def search(self, chunk) -> Cands:
         cp = self.cp
+        if len(chunk.codes) >= 1 << 32:  # the kernel's offsets are 32-bit (the reader keeps chunks smaller)
+            raise GpualignError(f"search: a text chunk of {len(chunk.codes):,} bytes (at most 2^32)")
         text = cp.asarray(chunk.codes)
         parts = []
         for w, ids, peq in self.groups:
@@ -70,6 +78,9 @@ class GpuSearchEngine:
                 found = int(self.count.get()[0])
                 if found <= self.cap:
                     break
+                if found > MAX_CANDS:
+                    raise GpualignError(f"search: over {MAX_CANDS:,} end positions with <= {self.k} edits in one "
+                                        f"chunk of text: use a smaller -k, longer patterns or --chunk-bases")
                 self.cap = 1 << int(found - 1).bit_length()
                 self.hits = cp.empty((self.cap, 2), np.uint32)
             h = self.hits[:found].get()

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import cigar as C
+from ..records import offsets_from_lengths, segment_index
 from . import alphabet as A
 
 BIG = 16000  # int16 "no alignment starts here"
-TRACE_BATCH = 1 << 15  # hits aligned at once (memory: (m + 1) * batch * (m + k + 1) int16)
+TRACE_BATCH = 1 << 15  # hits aligned at once at most
+TRACE_BYTES = 1 << 28  # and the DP of a batch at most this big: (m + 1) * (m + k + 1) int16 per hit
 
 
 @dataclass
@@ -77,9 +79,12 @@ class Hits:
                    mat_off=np.concatenate([p.mat_off + s for p, s in zip(parts, shift_m)]))
 
     def take(self, idx: np.ndarray) -> "Hits":
+        """The hits idx, in that order, their CIGARs and matched text copied out (nothing else kept)."""
+        cig_len, span = self.cig_len[idx], (self.end - self.start)[idx]
         return Hits(self.ps[idx], self.record[idx], self.start[idx], self.end[idx], self.d[idx],
-                    self.mismatches[idx], self.ins[idx], self.dels[idx], self.cigar, self.cig_off[idx],
-                    self.cig_len[idx], self.matched, self.mat_off[idx])
+                    self.mismatches[idx], self.ins[idx], self.dels[idx],
+                    self.cigar[segment_index(self.cig_off[idx], cig_len)], offsets_from_lengths(cig_len), cig_len,
+                    self.matched[segment_index(self.mat_off[idx], span)], offsets_from_lengths(span))
 
 
 def align(pattern: np.ndarray, window: np.ndarray, first: np.ndarray, table: np.ndarray):
@@ -162,14 +167,18 @@ def trace(chunk, pats, rows: "Cands", k: int, table: np.ndarray, pool=None) -> H
     executor) when one is given and there is more than one."""
     groups = []
     lengths = pats.lengths[rows.ps]
-    size = TRACE_BATCH if pool is None else TRACE_BATCH // 4
     for m in np.unique(lengths).tolist():
         sel = np.flatnonzero(lengths == m)
+        size = min(TRACE_BATCH if pool is None else TRACE_BATCH // 4,
+                   max(1, TRACE_BYTES // (2 * (m + 1) * (m + k + 1))))
         groups += [(sel[a:a + size], m) for a in range(0, len(sel), size)]
+    if not groups:
+        return Hits.concat([])
     jobs = [_window(chunk, pats, rows, sel, m, k) for sel, m in groups]
     work = [(j["pattern"], j["window"], j["first"], table) for j in jobs]
     done = pool.map(_align_job, work) if pool is not None and len(work) > 1 else map(_align_job, work)
-    return Hits.concat([_assemble(chunk, j, r) for j, r in zip(jobs, done)])
+    hits = Hits.concat([_assemble(chunk, j, r) for j, r in zip(jobs, done)])
+    return hits.take(np.argsort(np.concatenate([sel for sel, _ in groups]), kind="stable"))  # rows' order
 
 
 def _window(chunk, pats, rows: "Cands", sel: np.ndarray, m: int, k: int) -> dict:
@@ -227,14 +236,14 @@ class Collector:
         allh = Hits.concat(self.done)
         fin = np.isin(allh.record, complete)
         self.done = [allh.take(np.flatnonzero(~fin))]
-        out = allh.take(np.flatnonzero(fin))
-        result = []
-        for r in complete.tolist():
-            sel = np.flatnonzero(out.record == r)
-            h = out.take(sel)
-            order = np.lexsort((self.pats.minus[h.ps], self.pats.pattern[h.ps], h.end, h.start))
-            result.append((r, h.take(order)))
-        return result
+        rows = np.flatnonzero(fin)
+        rec = allh.record[rows]
+        order = rows[np.lexsort((self.pats.minus[allh.ps[rows]], self.pats.pattern[allh.ps[rows]], allh.end[rows],
+                                 allh.start[rows], rec))]
+        out = allh.take(order)  # records ascending, each sorted by start, end, pattern, strand
+        bounds = np.searchsorted(out.record, complete)
+        ends = np.searchsorted(out.record, complete, side="right")
+        return [(r, out.take(np.arange(a, b))) for r, a, b in zip(complete.tolist(), bounds.tolist(), ends.tolist())]
 
     def _loci(self, chunk, cands: Cands, rec: np.ndarray) -> Hits:
         n_new = len(cands.ps)

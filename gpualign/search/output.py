@@ -35,6 +35,15 @@ def infer_format(fmt: str | None, out: str) -> str:
     return got
 
 
+def _latin1(names: list) -> tuple:
+    """Strings' (buffer, start, length) of names given as latin-1 text (one byte per character: the
+    record names' own bytes)."""
+    buf = np.frombuffer("".join(names).encode("latin-1"), np.uint8)
+    length = np.array([len(x) for x in names], np.int64)
+    start = np.concatenate([[0], np.cumsum(length)[:-1]]).astype(np.int64)
+    return buf, start, length
+
+
 class HitWriter:
     """write(record name, record length, Hits) per record, then close() (or abort())."""
 
@@ -56,16 +65,23 @@ class HitWriter:
             if fmt == "tsv":
                 self.stream.write(TSV_HEADER.encode())
 
-    def write(self, rec_name: str, rec_len: int, h) -> None:
-        self.records.append((rec_name, rec_len))
+    def write(self, done: list) -> None:
+        """The hits of complete records: [(record name, record length, Hits)], in text order."""
+        from .hits import Hits
+
+        self.records += [(nm, ln) for nm, ln, _ in done]
+        h = Hits.concat([hits for _, _, hits in done])
         if not h.n:
             return
         n, pats = h.n, self.pats
+        which = np.repeat(np.arange(len(done)), [hits.n for _, _, hits in done])
+        names = [nm.encode("utf-8", "surrogateescape").decode("latin-1") for nm, _, _ in done]
+        rname = Strings(*_latin1(names)).take(which)
+        rec_len = np.array([ln for _, ln, _ in done], np.int64)[which]
         pat = pats.pattern[h.ps]
         minus = pats.minus[h.ps]
         name = self.names.take(pat)
         strand = Strings.of(["+", "-"]).take(minus.astype(np.int64))
-        rname = rec_name.encode()
         buf, start, length = C.to_text_buffer(h.cigar, h.cig_off, h.cig_len)
         cig = Strings(buf, start, length)
         span = h.end - h.start
@@ -78,7 +94,7 @@ class HitWriter:
         elif self.fmt == "paf":
             eq = span - h.mismatches - h.dels
             m = pats.lengths[h.ps]
-            fields = [name, m, b"0", m, strand, rname, np.full(n, rec_len), h.start, h.end, eq, eq + h.mismatches
+            fields = [name, m, b"0", m, strand, rname, rec_len, h.start, h.end, eq, eq + h.mismatches
                       + h.ins + h.dels, b"255", (b"NM:i:", h.d), (b"AS:i:", -h.d), (b"cg:Z:", cig)]
         else:
             first = np.zeros(n, bool)  # the first hit of each pattern is its primary line, the rest secondary
@@ -92,11 +108,12 @@ class HitWriter:
         self.stream.write(join_lines(fields, n))
 
     def _header(self) -> bytes:
-        lines = ["@HD\tVN:1.6\tSO:unsorted"]
-        lines += [f"@SQ\tSN:{nm}\tLN:{ln}" for nm, ln in self.records if ln > 0]
+        names = [(nm.encode("utf-8", "surrogateescape").decode("latin-1"), ln) for nm, ln in self.records]
+        lines = ["@HD\tVN:1.6\tSO:coordinate"]  # records in @SQ order, each by start
+        lines += [f"@SQ\tSN:{nm}\tLN:{ln}" for nm, ln in names if ln > 0]
         cl = self.cl.replace("\t", " ").replace("\n", " ")
         lines.append(f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}")
-        return ("\n".join(lines) + "\n").encode()
+        return ("\n".join(lines) + "\n").encode("latin-1", "replace")
 
     def close(self) -> None:
         if self.spool is None:

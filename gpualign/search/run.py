@@ -115,14 +115,17 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             t1 = time.perf_counter()
             summary.stage_seconds["search"] += t1 - t
             summary.bases += int(ch.length.sum())
+            done = []
             for rec, hits in collector.add(ch, cands):
                 if cfg.max_hits:
                     hits = _cap(hits, pats, per_pattern, cfg.max_hits)
                 else:
                     np.add.at(per_pattern, pats.pattern[hits.ps], 1)
                 summary.hits += hits.n
+                done.append((reader.records.names[rec], reader.records.lengths[rec], hits))
+            if done:
                 interrupt.phase("write")
-                writer.write(reader.records.names[rec], reader.records.lengths[rec], hits)
+                writer.write(done)
             if not cfg.max_hits and not warned and per_pattern.max(initial=0) > WARN_HITS and notice:
                 worst = pats.names[int(per_pattern.argmax())]
                 notice(f"warning: pattern {worst!r} has over {WARN_HITS:,} hits (see --max-hits-per-pattern)")

@@ -95,7 +95,7 @@ class TextReader:
         def cut(new: list, n: int, last: bool):
             nonlocal tail, rec_pos, size
             parts.append((rec, rec_pos - len(tail), [tail] + new, n, last))
-            size += len(tail) + n
+            size += len(tail) + n + self.gap  # (the gaps count: many short records make many)
             keep, want = [], self.context
             for blk in reversed([tail] + new):  # the context of the next piece: the last bases so far
                 if want <= 0:
@@ -110,12 +110,15 @@ class TextReader:
             out, parts, size = self._chunk(parts), [], 0
             return out
 
+        seen: set = set()  # record names (SAM needs them unique)
+        last_byte = 10  # the previous block's last byte
         with _open(self.path) as fh:
             while True:
                 data = fh.read(BLOCK)
                 if not data:
                     break
                 pos = 0
+                before, last_byte = last_byte, data[-1]
                 while pos < len(data):
                     if header is not None:
                         nl = data.find(b"\n", pos)
@@ -123,11 +126,7 @@ class TextReader:
                             header += data[pos:]
                             break
                         header += data[pos:nl]
-                        title = header.decode("latin-1").strip()
-                        if not title:
-                            raise InputError(f"{name}: record {rec + 1}: empty record name")
-                        self.records.names.append(title.split()[0])
-                        self.records.lengths.append(0)
+                        self._named(name, rec, header, seen)
                         header, pos = None, nl + 1
                         continue
                     gt = data.find(b">", pos)
@@ -139,7 +138,7 @@ class TextReader:
                             break
                         rec, header, pos = 0, b"", gt + 1
                         continue
-                    if gt > 0 and data[gt - 1] != 10:
+                    if (data[gt - 1] if gt > 0 else before) != 10 and gt >= 0:
                         raise InputError(f"{name}: record {rec + 1}: '>' inside a sequence line")
                     raw = data[pos:end] if pos or end < len(data) else data
                     codes = A.to_codes(raw)
@@ -170,11 +169,9 @@ class TextReader:
                     rec += 1
                     rec_pos, tail, blocks, held, header, pos = 0, b"", [], 0, b"", gt + 1
             if header is not None and rec >= 0:  # the file ends inside a header line: an empty record
-                title = header.decode("latin-1").strip()
-                if not title:
-                    raise InputError(f"{name}: record {rec + 1}: empty record name")
-                self.records.names.append(title.split()[0])
-                self.records.lengths.append(0)
+                self._named(name, rec, header, seen)
+            if rec < 0:
+                raise InputError(f"{name}: no FASTA records (empty input)")
             if rec >= 0:
                 cut(blocks, held, True)
             if parts:
@@ -202,12 +199,25 @@ class TextReader:
                      np.array([len(p[2][0]) for p in parts], np.int64), np.array([p[3] for p in parts], np.int64),
                      np.array([p[4] for p in parts], bool))
 
+    def _named(self, name: str, rec: int, header: bytes, seen: set) -> None:
+        """A header line read: the record's name (its first word; bytes that are not UTF-8 kept as they
+        are), which must be new."""
+        title = header.decode("utf-8", "surrogateescape").strip()
+        if not title:
+            raise InputError(f"{name}: record {rec + 1}: empty record name")
+        nm = title.split()[0]
+        if nm in seen:
+            raise InputError(f"{name}: record {rec + 1}: record name {nm!r} appears twice (names must be unique)")
+        seen.add(nm)
+        self.records.names.append(nm)
+        self.records.lengths.append(0)
+
     @staticmethod
     def _bad(name: str, rec: int, at: int, raw: bytes, codes: bytes) -> None:
         i = codes.index(A.BAD)
         ch = raw.translate(None, b"\r\n")[i]
-        shown = chr(ch) if 32 < ch < 127 else f"byte 0x{ch:02x}"
-        raise InputError(f"{name}: record {rec + 1}: {shown!r} at base {at + i + 1} is not a DNA/IUPAC letter")
+        shown = repr(chr(ch)) if 32 < ch < 127 else f"byte 0x{ch:02x}"
+        raise InputError(f"{name}: record {rec + 1}: {shown} at base {at + i + 1} is not a DNA/IUPAC letter")
 
 
 def _open(path: str):
