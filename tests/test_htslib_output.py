@@ -65,3 +65,25 @@ def test_paf_sam_bam_read_without_warnings(tmp_path, data, capfd, fmt, mode, met
     reads = data / ("a.fq.gz" if mode == "global" else "a.fa")  # gzip reads: streamed, not indexed
     _cli("paf", str(data / "c.paf"), str(reads), str(data / "b.fa"), "-o", out, "--mode", mode, "--metric", metric)
     assert _read_quietly(out, capfd) == 61
+
+
+@pytest.mark.parametrize("fmt,mode,distance_only", list(itertools.product(
+    ["sam", "bam"], ["global", "local", "semi-global"], [False, True])))
+def test_scored_pairs_sam_bam_read_without_warnings(tmp_path, data, capfd, fmt, mode, distance_only):
+    """General scoring (--match): soft clips, POS, empty local alignments unmapped."""
+    out = str(tmp_path / f"o.{fmt}")
+    _cli("pairs", str(data / "a.fa"), str(data / "b.fa"), "-o", out, "--mode", mode, "--match", "2",
+         *(["--distance-only"] if distance_only else []))
+    assert _read_quietly(out, capfd) == 63
+
+
+@pytest.mark.parametrize("fmt,all_ends", list(itertools.product(["sam", "bam"], [False, True])))
+def test_search_sam_bam_read_without_warnings(tmp_path, data, capfd, fmt, all_ends):
+    """search: every hit (both strands, primary and secondary) as a mapped record."""
+    with open(data / "b.fa") as fh:
+        seqs = [line.strip() for line in fh if not line.startswith(">")]
+    (tmp_path / "p.fa").write_text("".join(f">g{i}\n{s[5:25]}\n" for i, s in enumerate(seqs[:8]) if len(s) > 30))
+    out = str(tmp_path / f"o.{fmt}")
+    _cli("search", str(tmp_path / "p.fa"), str(data / "b.fa"), "-k", "2", "-o", out, "--device", "cpu",
+         *(["--all-ends"] if all_ends else []))
+    assert _read_quietly(out, capfd) >= 8
