@@ -224,3 +224,14 @@ def test_text_names_and_block_borders(tmp_path, monkeypatch):
     run_search(pp, str(tmp_path / "u.fa"), out, None, SearchConfig(k=0, device="cpu"), "x")
     text = open(out, encoding="utf-8").read()
     assert "SN:chr_é\t" in text and "\tchr_é\t3\t" in text
+
+
+def test_progress_reports(tmp_path):
+    rng = np.random.default_rng(8)
+    records = {f"r{i}": random_dna(rng, 500) for i in range(6)}
+    pp, tp = paths(tmp_path, {"p": records["r1"][10:30]}, records)
+    calls = []
+    run_search(pp, tp, str(tmp_path / "o.tsv"), None, SearchConfig(k=1, device="cpu", chunk_bases=1000), "x",
+               report=lambda r, b: calls.append((r, b)))
+    assert len(calls) >= 3 and calls[-1] == (6, 3000)
+    assert all(b1 <= b2 for (_, b1), (_, b2) in zip(calls, calls[1:]))

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from .. import progress
 from ..config import SearchConfig, cap_threads
 from .common import Debug, Threads, _print_summary, _run, _stderr, command_line, notice_printer
 
@@ -38,7 +39,7 @@ def search(
     device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")] = "auto",
     threads: Threads = 0,
     summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV to this file.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice or summary on stderr.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
     debug: Debug = False,
     chunk_bases: Annotated[int, typer.Option("--chunk-bases", hidden=True)] = 0,
 ) -> None:
@@ -53,10 +54,12 @@ def search(
         n_threads, capped = cap_threads(threads)
         cfg = SearchConfig(k=k, strand=strand, all_ends=all_ends, max_hits=max_hits, rule=rule, force=force,
                            device=device, threads=n_threads, chunk_bases=chunk_bases)
-        notice = notice_printer(_stderr(), quiet)
+        err = _stderr()
+        notice = notice_printer(err, quiet)
         if capped and notice:
             notice(capped)
-        result = run_search(patterns, text, output, fmt, cfg, command_line(), notice)
+        with progress.records(err, "search", quiet) as report:  # rich on a terminal, else a line every 10 s
+            result = run_search(patterns, text, output, fmt, cfg, command_line(), notice, report)
         _print_summary(result, summary, quiet)
 
     _run(body, debug)

@@ -70,7 +70,8 @@ def make_engine(pats, cfg: SearchConfig, notice):
 
 
 def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cfg: SearchConfig,
-               command_line: str, notice=None) -> SearchSummary:
+               command_line: str, notice=None, report=None) -> SearchSummary:
+    """report(records, bases) after each chunk of text (progress), when given."""
     t0 = time.perf_counter()
     cfg.validate()
     fmt = infer_format(fmt, out)
@@ -78,7 +79,7 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
     summary = SearchSummary(patterns=len(pats.names), pattern_strands=pats.n)
     pool = trace_pool(cfg.n_threads)  # forked now: before CUDA and any thread
     try:
-        _search(pats, text_path, out, fmt, cfg, command_line, notice, summary, pool)
+        _search(pats, text_path, out, fmt, cfg, command_line, notice, summary, pool, report)
     finally:
         _shutdown(pool)  # (its workers would outlive an error: each holds the others' pipes open)
     if cfg.max_hits:
@@ -91,7 +92,7 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
 
 
 def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command_line: str, notice,
-            summary: SearchSummary, pool) -> None:
+            summary: SearchSummary, pool, report=None) -> None:
     """The text through the engine, the collector and the writer (run_search's body)."""
     engine = make_engine(pats, cfg, notice)
     summary.engine = engine.name
@@ -131,6 +132,8 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
                 notice(f"warning: pattern {worst!r} has over {WARN_HITS:,} hits (see --max-hits-per-pattern)")
                 warned = True
             reader.release(ch)
+            if report is not None:
+                report(len(reader.records.names), summary.bases)
             summary.stage_seconds["align_write"] += time.perf_counter() - t1
         summary.records = len(reader.records.names)
         writer.close()
