@@ -15,6 +15,7 @@ from .. import cigar as C
 from ..errors import ConfigError, GpualignError
 from ..text import Strings, join_lines
 from . import alphabet as A
+from .hits import Hits
 
 FORMATS = ("tsv", "sam", "bam", "paf", "bed")
 _EXT = {".tsv": "tsv", ".txt": "tsv", ".sam": "sam", ".bam": "bam", ".paf": "paf", ".bed": "bed"}
@@ -67,8 +68,6 @@ class HitWriter:
 
     def write(self, done: list) -> None:
         """The hits of complete records: [(record name, record length, Hits)], in text order."""
-        from .hits import Hits
-
         self.records += [(nm, ln) for nm, ln, _ in done]
         h = Hits.concat([hits for _, _, hits in done])
         if not h.n:
