@@ -10,7 +10,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import interrupt
+from contextlib import contextmanager
+
+from .. import interrupt, progress
+from ..config import cap_threads
 from ..errors import GpualignError
 
 CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
@@ -63,6 +66,19 @@ def _run(body, debug: bool) -> None:
             raise
         _stderr().print(f"error: {e}", markup=False, soft_wrap=True)
         raise typer.Exit(1)
+
+
+@contextmanager
+def feedback(command: str, threads: int, quiet: bool):
+    """What a command over many records says on stderr: yields (threads capped at the usable cores, the
+    notice printer, the progress reporter), having noticed the cap; the progress line ends with the block."""
+    n_threads, capped = cap_threads(threads)
+    err = _stderr()
+    notice = notice_printer(err, quiet)
+    if capped and notice:
+        notice(capped)
+    with progress.records(err, command, quiet) as report:  # rich on a terminal, else a line every 10 s
+        yield n_threads, notice, report
 
 
 def notice_printer(err, quiet: bool):

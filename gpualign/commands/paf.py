@@ -6,9 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import progress
-from ..config import AlignConfig, Penalties, cap_threads
-from .common import CHAR_RULE, Debug, Threads, _print_summary, _run, _stderr, command_line, notice_printer
+from ..config import AlignConfig, Penalties
+from .common import CHAR_RULE, Debug, Threads, _print_summary, _run, command_line, feedback
 
 EPILOG = ("Examples:\n\n"
           "  minimap2 ref.fa reads.fq > cands.paf && gpualign paf cands.paf reads.fq ref.fa -o out.paf\n\n"
@@ -43,14 +42,9 @@ def paf(
     from ..realign import run_paf
 
     def body():
-        n_threads, capped = cap_threads(threads)
-        cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend), n_mismatch=n_mismatch,
-                          device=device, threads=n_threads, batch_bases=batch_bases)
-        err = _stderr()
-        notice = notice_printer(err, quiet)
-        if capped and notice:
-            notice(capped)
-        with progress.records(err, "paf", quiet) as report:  # rich on a terminal, else a line every 10 s
+        with feedback("paf", threads, quiet) as (n_threads, notice, report):
+            cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend),
+                              n_mismatch=n_mismatch, device=device, threads=n_threads, batch_bases=batch_bases)
             result = run_paf(candidates, query, target, output, fmt, cfg, command_line(), mode, target_pad, cs,
                              skip_bad, notice, report)
         _print_summary(result, summary, quiet)

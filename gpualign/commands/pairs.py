@@ -6,10 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import progress
-from ..config import AlignConfig, Scoring, cap_threads, default_metric, preset_penalties
+from ..config import AlignConfig, Scoring, default_metric, preset_penalties
 from ..errors import ConfigError
-from .common import CHAR_RULE, Debug, Threads, _print_summary, _run, _stderr, command_line, notice_printer
+from .common import CHAR_RULE, Debug, Threads, _print_summary, _run, _stderr, command_line, feedback
 
 EPILOG = ("Examples:\n\n"
           "  gpualign pairs reads.fa refs.fa > out.paf\n\n"
@@ -53,20 +52,15 @@ def pairs(
     def body():
         if not 0.0 <= verify <= 1.0:
             raise ConfigError(f"--verify must be a fraction in [0, 1] (got {verify})")
-        n_threads, capped = cap_threads(threads)
         sc = Scoring(mode=mode, match=match, matrix=matrix, alphabet=alphabet, unknown=unknown)
-        cfg = AlignConfig(metric=default_metric(metric, sc), penalties=preset_penalties(sc, mismatch, gap_open, gap_extend),
-                          scoring=sc,
-                          distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=n_threads,
-                          batch_bases=batch_bases)
-        err = _stderr()
-        notice = notice_printer(err, quiet)
-        if capped and notice:
-            notice(capped)
-        with progress.records(err, "pairs", quiet) as report:  # rich on a terminal, else a line every 10 s
+        with feedback("pairs", threads, quiet) as (n_threads, notice, report):
+            cfg = AlignConfig(metric=default_metric(metric, sc),
+                              penalties=preset_penalties(sc, mismatch, gap_open, gap_extend), scoring=sc,
+                              distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=n_threads,
+                              batch_bases=batch_bases)
             result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify)
         _print_summary(result, summary, quiet)
         if result.failed and not quiet:
-            err.print(f"gpualign: warning: {result.failed} pair(s) failed (see zr:Z / status)", markup=False)
+            _stderr().print(f"gpualign: warning: {result.failed} pair(s) failed (see zr:Z / status)", markup=False)
 
     _run(body, debug)

@@ -6,9 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import progress
-from ..config import SearchConfig, cap_threads
-from .common import Debug, Threads, _print_summary, _run, _stderr, command_line, notice_printer
+from ..config import SearchConfig
+from .common import Debug, Threads, _print_summary, _run, command_line, feedback
 
 EPILOG = ("Examples:\n\n"
           "  gpualign search guides.fa genome.fa.gz -k 3 -o hits.tsv\n\n"
@@ -51,14 +50,9 @@ def search(
         if n_mismatch and iupac:
             raise ConfigError("--n-mismatch and --iupac cannot be combined")
         rule = "iupac" if iupac else "n_mismatch" if n_mismatch else "default"
-        n_threads, capped = cap_threads(threads)
-        cfg = SearchConfig(k=k, strand=strand, all_ends=all_ends, max_hits=max_hits, rule=rule, force=force,
-                           device=device, threads=n_threads, chunk_bases=chunk_bases)
-        err = _stderr()
-        notice = notice_printer(err, quiet)
-        if capped and notice:
-            notice(capped)
-        with progress.records(err, "search", quiet) as report:  # rich on a terminal, else a line every 10 s
+        with feedback("search", threads, quiet) as (n_threads, notice, report):
+            cfg = SearchConfig(k=k, strand=strand, all_ends=all_ends, max_hits=max_hits, rule=rule, force=force,
+                               device=device, threads=n_threads, chunk_bases=chunk_bases)
             result = run_search(patterns, text, output, fmt, cfg, command_line(), notice, report)
         _print_summary(result, summary, quiet)
 
