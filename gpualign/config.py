@@ -145,10 +145,7 @@ class AlignConfig:
     def validate(self) -> "AlignConfig":
         if self.metric not in METRICS:
             raise ConfigError(f"--metric must be one of {', '.join(METRICS)} (got {self.metric!r})")
-        if self.device not in DEVICES:
-            raise ConfigError(f"--device must be one of {', '.join(DEVICES)} (got {self.device!r})")
-        if self.threads < 0:
-            raise ConfigError(f"--threads must be >= 0 (got {self.threads})")
+        check_device_threads(self.device, self.threads)
         if self.batch_bases <= 0 or self.batch_pairs <= 0:
             raise ConfigError("batch sizes must be > 0")
         if self.metric != "edit":  # the edit metric does not use them (EDIT_PENALTIES)
@@ -242,17 +239,22 @@ class SearchConfig:
             raise ConfigError(f"--strand must be one of {', '.join(STRANDS)} (got {self.strand!r})")
         if self.max_hits < 0:
             raise ConfigError(f"--max-hits-per-pattern must be >= 0 (got {self.max_hits})")
-        if self.device not in DEVICES:
-            raise ConfigError(f"--device must be one of {', '.join(DEVICES)} (got {self.device!r})")
-        if self.threads < 0:
-            raise ConfigError(f"--threads must be >= 0 (got {self.threads})")
+        check_device_threads(self.device, self.threads)
         if self.rule not in SEARCH_RULES:
             raise ConfigError(f"unknown character rule {self.rule!r}")
         return self
 
     @property
     def n_threads(self) -> int:
-        return AlignConfig(threads=self.threads).n_threads
+        return self.threads or usable_cores()
+
+
+def check_device_threads(device: str, threads: int) -> None:
+    """The options every command shares."""
+    if device not in DEVICES:
+        raise ConfigError(f"--device must be one of {', '.join(DEVICES)} (got {device!r})")
+    if threads < 0:
+        raise ConfigError(f"--threads must be >= 0 (got {threads})")
 
 
 def usable_cores() -> int:
