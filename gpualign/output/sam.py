@@ -122,12 +122,12 @@ class SamToBam:
 
     THREADS = 4
 
-    def __init__(self, path: str, header: str):
+    def __init__(self, path: str, header: str | bytes):
         self.path = path
         where = None if path == "-" else os.path.dirname(os.path.abspath(path))
         self.spool = tempfile.NamedTemporaryFile(prefix=".gpualign-", suffix=".sam", dir=where)
         interrupt.track(self.spool.name)  # (closing it removes it, and a signal's handler if it cannot)
-        self.spool.write(header.encode())
+        self.spool.write(header if isinstance(header, bytes) else header.encode())
 
     def write(self, data: bytes) -> None:
         self.spool.write(data)

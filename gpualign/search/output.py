@@ -12,7 +12,8 @@ import numpy as np
 
 from .. import __version__, interrupt
 from .. import cigar as C
-from ..errors import ConfigError, GpualignError
+from ..errors import ConfigError
+from ..output.sam import SamToBam
 from ..text import Strings, join_lines
 from . import alphabet as A
 from .hits import Hits
@@ -124,19 +125,15 @@ class HitWriter:
             shutil.copyfileobj(self.spool, self.target, 1 << 20)
             self.spool.close()
             return
-        import pysam
-
-        where = os.path.dirname(self.spool.name)
-        with tempfile.NamedTemporaryFile(prefix=".gpualign-", suffix=".sam", dir=where) as sam:
-            interrupt.track(sam.name)
-            sam.write(self._header())
-            shutil.copyfileobj(self.spool, sam, 1 << 20)
-            sam.flush()
+        bam = SamToBam(self.target, self._header())  # htslib converts header + lines in one pass
+        try:
+            shutil.copyfileobj(self.spool, bam.spool, 1 << 20)
+        except BaseException:
+            bam.abort()
+            raise
+        finally:
             self.spool.close()
-            try:
-                pysam.view("-b", "--no-PG", "-o", self.target, sam.name, catch_stdout=False)
-            except (pysam.SamtoolsError, OSError) as e:
-                raise GpualignError(f"{self.target}: writing BAM failed ({e})") from None
+        bam.close()
 
     def abort(self) -> None:
         if self.spool is not None:
