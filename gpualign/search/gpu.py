@@ -93,17 +93,14 @@ class GpuSearchEngine:
     @staticmethod
     def _tiles(chunk, warmup: int, free_rows: int):
         """Per tile: scan start (a multiple of 16; at a record's start, free_rows PAD bytes before it, so
-        that the free rows below the pattern reach D = 0 there), first reported offset, end."""
-        warm, report, end = [], [], []
-        for i in range(chunk.n):
-            n = int(chunk.length[i])
-            if n == 0:
-                continue
-            a0 = int(chunk.buf[i] + chunk.context[i])
-            starts = np.arange(a0, a0 + n, TILE, dtype=np.int64)
-            report.append(starts)
-            end.append(np.minimum(starts + TILE, a0 + n))
-            warm.append(np.maximum(starts - warmup, int(chunk.buf[i]) - free_rows) & ~15)
-        if not warm:
-            return np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32)
-        return tuple(np.concatenate(x).astype(np.uint32) for x in (warm, report, end))
+        that the free rows below the pattern reach D = 0 there), first reported offset, end. All pieces at
+        once: a chunk may hold many thousands of contigs."""
+        n = chunk.length
+        per = -(-n // TILE)  # tiles per piece (none for an empty one)
+        piece = np.repeat(np.arange(chunk.n), per)
+        first = np.concatenate([[0], np.cumsum(per)[:-1]])
+        a0 = chunk.buf + chunk.context  # each piece's first reported offset
+        report = a0[piece] + (np.arange(len(piece)) - first[piece]) * TILE
+        end = np.minimum(report + TILE, (a0 + n)[piece])
+        warm = np.maximum(report - warmup, chunk.buf[piece] - free_rows) & ~15
+        return warm.astype(np.uint32), report.astype(np.uint32), end.astype(np.uint32)
