@@ -35,8 +35,7 @@ typedef unsigned char uint8_t;
 #include <stdint.h>
 #endif
 
-// Tunables (H100, 400 Mbp, 624 pattern-strands of 23 nt, engine alone: default 0.96 T columns/s;
-// SCORE_BLOCKS=0 0.83; EQ_REGS=1 0.67 with the per-column score)
+// Tunables (the defaults measured fastest: docs/benchmarks.md)
 #ifndef EQ_REGS  // 1: the A/C/G/T masks of a pattern held in registers, other codes read from memory
 #define EQ_REGS 0
 #endif

@@ -35,7 +35,6 @@ class SearchSummary:
     seconds: float = 0.0
     capped: list = field(default_factory=list)
     stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "search": 0.0, "align_write": 0.0})
-    failed: int = 0  # (the CLI's common summary interface)
     per_pattern: np.ndarray = None  # hits found per pattern
 
     def rows(self) -> list[tuple[str, str]]:
@@ -76,6 +75,7 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
     cfg.validate()
     fmt = infer_format(fmt, out)
     pats = PT.read(patterns_path, cfg.k, cfg.strand, cfg.force)
+    TextReader.check(text_path)  # before any engine starts
     summary = SearchSummary(patterns=len(pats.names), pattern_strands=pats.n)
     pool = trace_pool(cfg.n_threads)  # forked now: before CUDA and any thread
     try:

@@ -59,7 +59,6 @@ class TextReader:
         self.gap = -(-max(gap, ALIGN) // ALIGN) * ALIGN  # PAD bytes before each piece
         self.records = Records()
         self._free: list = []  # chunk buffers given back (release), reused: fresh pages cost more than copies
-        self._check(path)
 
     def release(self, chunk: Chunk) -> None:
         """The caller is done with chunk: its buffer may hold a later chunk (call from any thread)."""
@@ -73,12 +72,13 @@ class TextReader:
         return np.empty(max(size, self.chunk + 4 * self.gap + 4 * self.context), dtype=np.uint8)[:size]
 
     @staticmethod
-    def _check(path: str) -> None:
+    def check(path: str) -> None:
+        """An InputError unless path can be read and starts as FASTA (stdin: checked as it is read)."""
         if path == fastx.STDIN:
             return
         fastx.sniff(path)
         with _open(path) as fh:
-            head = fh.read(1 << 16).lstrip()
+            head = _read(fh, 1 << 16, path, 1).lstrip()
         if head[:1] != b">":
             raise InputError(f"{fastx.display_name(path)}: the text must be FASTA (records start with '>')")
 
@@ -114,7 +114,7 @@ class TextReader:
         last_byte = 10  # the previous block's last byte
         with _open(self.path) as fh:
             while True:
-                data = fh.read(BLOCK)
+                data = _read(fh, BLOCK, name, max(rec, 0) + 1)
                 if not data:
                     break
                 pos = 0
@@ -218,6 +218,14 @@ class TextReader:
         ch = raw.translate(None, b"\r\n")[i]
         shown = repr(chr(ch)) if 32 < ch < 127 else f"byte 0x{ch:02x}"
         raise InputError(f"{name}: record {rec + 1}: {shown} at base {at + i + 1} is not a DNA/IUPAC letter")
+
+
+def _read(fh, size: int, name: str, record: int) -> bytes:
+    """fh.read(size); damaged (gzip) input is an InputError naming the record being read."""
+    try:
+        return fh.read(size)
+    except fastx_fast._READ_ERRORS as e:
+        raise InputError(f"{name}: record {record}: corrupt or truncated input ({e})") from None
 
 
 def _open(path: str):
