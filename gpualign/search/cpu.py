@@ -26,19 +26,22 @@ def _init(patterns: list, alphabet: str, text_table: bytes, k: int, worker: bool
     _worker.update(searcher=sassy.Searcher(alphabet, rc=False), patterns=patterns, table=text_table, k=k)
 
 
-def _search(task: tuple) -> tuple:
-    piece, codes, report_from, offset = task
-    text = codes.translate(_worker["table"])
-    s, k = _worker["searcher"], _worker["k"]
-    ps_l, j_l, d_l = [], [], []
-    for i, pat in enumerate(_worker["patterns"]):
-        for hit in s.search_all(pat, text, k):
-            j = hit.text_end - 1
-            if j >= report_from:
-                ps_l.append(i)
-                j_l.append(j + offset)
-                d_l.append(hit.cost)
-    return piece, np.array(ps_l, np.int32), np.array(j_l, np.int64), np.array(d_l, np.int32)
+def _search(task: list) -> list:
+    """[(piece, codes, first reported index, offset)] -> [(piece, pattern-strands, ends + offset, costs)]."""
+    s, k, table = _worker["searcher"], _worker["k"], _worker["table"]
+    out = []
+    for piece, codes, report_from, offset in task:
+        text = codes.translate(table)
+        ps_l, j_l, d_l = [], [], []
+        for i, pat in enumerate(_worker["patterns"]):
+            for hit in s.search_all(pat, text, k):
+                j = hit.text_end - 1
+                if j >= report_from:
+                    ps_l.append(i)
+                    j_l.append(j + offset)
+                    d_l.append(hit.cost)
+        out.append((piece, np.array(ps_l, np.int32), np.array(j_l, np.int64), np.array(d_l, np.int32)))
+    return out
 
 
 class SassyEngine:
@@ -70,8 +73,8 @@ class SassyEngine:
             self.pool = None
 
     def search(self, chunk) -> Cands:
-        self.start()
-        tasks = []
+        """Every piece's candidates; a task holds PART bases or more (small contigs go together)."""
+        tasks, task, size = [], [], 0
         for i in range(chunk.n):
             codes = chunk.piece(i)
             ctx, n = int(chunk.context[i]), int(chunk.length[i])
@@ -81,10 +84,12 @@ class SassyEngine:
                 hi = min(ctx + n, ctx + a + step)
                 if hi <= ctx + a:
                     continue
-                tasks.append((i, codes[lo:hi].tobytes(), ctx + a - lo, lo))
+                task.append((i, codes[lo:hi].tobytes(), ctx + a - lo, lo))
+                size += hi - lo
+                if size >= PART:
+                    tasks, task, size = tasks + [task], [], 0
+        if task:
+            tasks.append(task)
         run = self.pool.imap(_search, tasks) if self.pool is not None else map(_search, tasks)
-        parts = []
-        for piece, ps, j, d in run:
-            parts.append(Cands(ps, np.full(len(ps), piece, np.int64),
-                               chunk.rec_start[piece] + j, d))
-        return Cands.concat(parts)
+        return Cands.concat([Cands(ps, np.full(len(ps), piece, np.int64), chunk.rec_start[piece] + j, d)
+                             for done in run for piece, ps, j, d in done])
