@@ -1,7 +1,8 @@
-"""`gpualign genome`: exact edit distance between chromosome-scale strings.
+"""`gpualign genome`: exact edit distance, or an optimal alignment, of chromosome-scale strings.
 
 Record i of A against record i of B (or the records named with --query-record/--target-record),
-one pair in memory at a time. GPU: engines/gpu_long.py; CPU: engines/cpu_long.py.
+one pair in memory at a time. GPU: engines/gpu_long.py (distance) and genome_path.py (alignment);
+CPU: engines/cpu_long.py.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .errors import ConfigError, DeviceError, InputError
 from .io import fastx
 from .pipeline import Output
 from .progress import duration, ticking
+from .records import ENGINE_CODE, OK, AlignBatch, PairBatch
 
 HEADER = ("query\ttarget\tquery_len\ttarget_len\tdistance\tidentity\tseconds\tcups\tcells_per_second\t"
           "engine\n")
@@ -145,74 +147,177 @@ def use_gpu(device: str) -> bool:
     return ok
 
 
+def _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn):
+    """(result dict, kernel) on the GPU, or (None, None) when the device runs out of memory."""
+    from .engines import gpu_long, is_out_of_memory
+
+    upper = None
+    plan = kernel_options(q, t)
+    if prune and plan.bound:
+        try:
+            upper = gpu_bound(q, t, cfg)
+        except Exception as err:  # noqa: BLE001 - out of device memory: no bound, same result
+            if not is_out_of_memory(err):
+                raise
+    try:
+        if plan.kernel == "bp" and prune:  # a guessed band is widened until it holds the result
+            r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, progress=progress)
+            if r is not None:
+                return r, "bp"
+        return gpu_long.distance(q, t, prune=prune, progress=progress, upper=upper,
+                                 warp_extend=plan.warp_extend), "wfa"
+    except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
+        if not is_out_of_memory(err):
+            raise
+        if on_notice:
+            on_notice(f"warning: {qn} vs {tn}: out of GPU memory, computing on the CPU")
+    return None, None
+
+
+def _path_gpu(q, t, cfg, progress, on_notice, qn, tn):
+    """(distance, packed CIGAR, cells) on the GPU, or None (the CPU path instead)."""
+    from . import genome_path
+    from .engines import is_out_of_memory
+
+    plan = kernel_options(q, t)
+    upper = None
+    if plan.bound:
+        try:
+            upper = gpu_bound(q, t, cfg)
+        except Exception as err:  # noqa: BLE001 - out of device memory: no bound, same result
+            if not is_out_of_memory(err):
+                raise
+    try:
+        r = genome_path.gpu_path(q, t, cfg, upper, plan.band_guess, progress)
+    except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
+        if not is_out_of_memory(err):
+            raise
+        if on_notice:
+            on_notice(f"warning: {qn} vs {tn}: out of GPU memory, aligning on the CPU")
+        return None
+    if r is None:
+        return None
+    d, ops, stats = r
+    return d, ops, stats["cells"]
+
+
+def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
+    """(distance, packed CIGAR or None, engine name) on the CPU, in a killable child process (the C
+    call would hold this one, deaf to signals, until it returns)."""
+    from .engines import cpu_long
+    from .hirschberg import edits
+
+    qb, tb = q.tobytes(), t.tobytes()
+    method, rate, expected = cpu_long.plan(qb, tb, cpu_method)
+    if with_path:
+        expected *= cpu_long.PATH_FACTOR
+    if on_notice:
+        on_notice(f"{qn} vs {tn}: cpu-{method}{' alignment path' if with_path else ''}, sampled divergence "
+                  f"{100 * rate:.1f}%: expected to take about {duration(expected)}")
+    info = {"kernel": "cpu", "method": method, "pair": f"{qn} vs {tn}", "expected": expected}
+    with ticking(progress, info):
+        if with_path:
+            ops, how = interrupt.killable(cpu_long.path, qb, tb, method)
+            return edits(ops), ops, f"cpu-{how}"
+        d, how = interrupt.killable(cpu_long.distance, qb, tb, method)
+    return d, None, f"cpu-{how}"
+
+
+def _path_writer(fmt: str, output: Output, target_path: str, tname, t_len_first, command_line: str):
+    """The pairs writer of fmt for alignment-path records (SAM/BAM: @SQ lines for the target records)."""
+    from .output.paf import PafWriter
+    from .output.sam import BamWriter, SamWriter
+    from .output.tsv import TsvWriter
+    from .pipeline import _collect_targets
+
+    targets = {}
+    if fmt in ("sam", "bam"):
+        if target_path == "-":
+            raise ConfigError("SAM/BAM output needs the target records' names and lengths first: give the "
+                              "target as a file, or write PAF or TSV")
+        targets = _collect_targets(target_path) if tname is None else {tname: t_len_first(tname)}
+    cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
+    return cls(output.target, targets=targets, command_line=command_line, metric="edit")
+
+
+def _path_record(qn, tn, q, t, d, ops, engine):
+    """The one-pair batch and result the writers take (q, t: the folded input, before the rule)."""
+    batch = PairBatch.from_sequences([q.tobytes()], [t.tobytes()], q_names=[qn], t_names=[tn])
+    res = AlignBatch(np.array([d], np.int32), np.array([OK], np.uint8), np.array([ENGINE_CODE[engine]], np.uint8),
+                     np.asarray(ops, np.uint32), np.zeros(1, np.int64), np.array([len(ops)], np.int64))
+    return batch, res
+
+
 def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None, tname=None, on_notice=None,
-               progress=None, prune: bool = True, cpu_method: str = "auto") -> list[GenomeResult]:
+               progress=None, prune: bool = True, cpu_method: str = "auto", fmt: str | None = None,
+               command_line: str = "gpualign genome") -> list[GenomeResult]:
+    """Each record pair's exact edit distance (TSV, with cfg.distance_only) or an optimal alignment
+    (PAF/SAM/BAM/TSV with the CIGAR, format from fmt or the output name)."""
+    from .pipeline import infer_format
+
     cfg.validate()
-    if not cfg.distance_only:
-        raise ConfigError("gpualign genome computes distances only for now: add --distance-only "
-                          "(the alignment path for chromosome-scale strings is not available yet)")
     if cfg.metric != "edit":
         raise ConfigError("gpualign genome supports --metric edit only")
+    with_path = not cfg.distance_only
+    if with_path:
+        fmt = infer_format(fmt, out, False)
+    elif fmt not in (None, "tsv"):
+        raise ConfigError("gpualign genome --distance-only writes TSV only")
     gpu = use_gpu(cfg.device)
     if on_notice:
-        on_notice("engine: gpu-long (wfa: tiled wavefront, dynamic diamond; bp: banded bit-parallel DP; "
-                  "chosen per pair by a divergence estimate)" if gpu else
+        on_notice(("engine: gpu-long (bit-parallel Hirschberg splits, leaves by the batched engines)" if with_path
+                   else "engine: gpu-long (wfa: tiled wavefront, dynamic diamond; bp: banded bit-parallel DP; "
+                        "chosen per pair by a divergence estimate)") if gpu else
                   "warning: no GPU in use; the CPU path (WFA2-lib BiWFA or edlib) can take minutes to hours "
                   "on distant chromosome-scale strings")
     results = []
-    output = Output(out, binary_via_path=False)
+    output = Output(out, binary_via_path=(fmt == "bam"))
+    writer = None
     try:
-        output.target.write(HEADER.encode())
-        for qn, tn, q, t in _pairs(path_a, path_b, qname, tname):
-            q, t = _apply_rule(q, t, cfg.n_mismatch)
-            t0 = time.perf_counter()
-            r = None
-            if gpu:
-                from .engines import gpu_long
-                from .engines import is_out_of_memory
-
-                upper = None
-                plan = kernel_options(q, t)
-                if prune and plan.bound:
-                    try:
-                        upper = gpu_bound(q, t, cfg)
-                    except Exception as err:  # noqa: BLE001 - out of device memory: no bound, same result
-                        if not is_out_of_memory(err):
-                            raise
-                try:
-                    if plan.kernel == "bp" and prune:  # a guessed band is widened until it holds the result
-                        r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, progress=progress)
-                        kernel = "bp"
-                    if r is None:
-                        kernel = "wfa"
-                        r = gpu_long.distance(q, t, prune=prune, progress=progress, upper=upper,
-                                              warp_extend=plan.warp_extend)
-                except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
-                    if not is_out_of_memory(err):
-                        raise
-                    if on_notice:
-                        on_notice(f"warning: {qn} vs {tn}: out of GPU memory, computing on the CPU")
-            if r is not None:
-                res = GenomeResult(qn, tn, len(q), len(t), r["distance"], time.perf_counter() - t0, r["cells"],
-                                   f"gpu-long:{kernel}")
-            else:
-                from .engines import cpu_long
-
-                qb, tb = q.tobytes(), t.tobytes()
-                method, rate, expected = cpu_long.plan(qb, tb, cpu_method)
+        if with_path:
+            writer = _path_writer(fmt, output, path_b, tname, lambda name: _record_length(path_b, name),
+                                  command_line)
+        else:
+            output.target.write(HEADER.encode())
+        for qn, tn, q0, t0 in _pairs(path_a, path_b, qname, tname):
+            q, t = _apply_rule(q0, t0, cfg.n_mismatch)
+            start = time.perf_counter()
+            r = ops = None
+            if gpu and with_path:
+                r = _path_gpu(q, t, cfg, progress, on_notice, qn, tn)
+                if r is not None:
+                    d, ops, cells = r
+                    engine = "gpu-long:path"
+            elif gpu:
+                r, kernel = _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn)
+                if r is not None:
+                    d, cells, engine = r["distance"], r["cells"], f"gpu-long:{kernel}"
+            code = "gpu-long"
+            if r is None:
+                d, ops, engine = _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn)
+                cells, code = None, "cpu-long"
+            res = GenomeResult(qn, tn, len(q), len(t), d, time.perf_counter() - start, cells, engine)
+            if with_path:
+                writer.write(*_path_record(qn, tn, q0, t0, d, ops, code))
                 if on_notice:
-                    on_notice(f"{qn} vs {tn}: cpu-{method}, sampled divergence {100 * rate:.1f}%: expected to take "
-                              f"about {duration(expected)}")
-                info = {"kernel": "cpu", "method": method, "pair": f"{qn} vs {tn}", "expected": expected}
-                # in a child process: the C call would hold this one, deaf to signals, until it returns
-                with ticking(progress, info):
-                    d, how = interrupt.killable(cpu_long.distance, qb, tb, method)
-                res = GenomeResult(qn, tn, len(q), len(t), d, time.perf_counter() - t0, None, f"cpu-{how}")
-            output.target.write(res.tsv().encode())
-            output.target.flush()
+                    on_notice(f"{qn} vs {tn}: distance {d:,}, {len(ops):,} CIGAR operations, {res.seconds:.3f} s "
+                              f"({engine})")
+            else:
+                output.target.write(res.tsv().encode())
+                output.target.flush()
             results.append(res)
+        if writer is not None:
+            writer.close()
         output.commit()
     except BaseException:
+        if writer is not None and hasattr(writer, "abort"):
+            writer.abort()
         output.abort()
         raise
     return results
+
+
+def _record_length(path: str, name: str) -> int:
+    for rec in _pick(path, name):
+        return len(rec[1])
+    return 0

@@ -80,6 +80,8 @@ def describe_genome(p: dict) -> str:
         eta = f"about {duration(left)} left" if left > 0 else "longer than expected"
         return (f"cpu-{p['method']}  {p['pair']}  {duration(p['elapsed'])} of ~{duration(p['expected'])} "
                 f"expected ({eta})")
+    if p["kernel"] == "path":  # the alignment path: Hirschberg levels
+        return f"alignment path  level {p['level']}  pieces {p['pieces']:,} ({p['splitting']:,} to split)"
     if p["kernel"] == "bp":  # banded bit-parallel: strips of 1024 rows taken so far
         done = 100.0 * p["strips_taken"] / max(1, p["strips"])
         return (f"bit-parallel  band {p['band']:,} (pass {p['band_pass']})  "

@@ -1,6 +1,8 @@
 // bp_long.cu -- exact edit distance between two very long strings by banded bit-parallel dynamic
 // programming (Myers 1999 / Hyyro's multi-word form, as edlib uses on the CPU), run in strips on the GPU.
 // Distance only. tests/bp_model.py is a plain-Python transcription of the same bookkeeping.
+// A second entry point, bp_split_min (at the end of the file), turns the last columns of many pieces
+// into Hirschberg split rows (the alignment path: gpualign/hirschberg.py).
 //
 // Entry point:
 //   bp_long(acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, stream, tops, ticket, result,
@@ -259,5 +261,39 @@ extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long(const u
                 v -= (int)((L.Pv >> b) & 1u) - (int)((L.Mv >> b) & 1u);
             }
         }
+    }
+}
+
+// bp_split_min(F, R, off, rows, npieces, best, left) -- Hirschberg's split of many pieces at once: piece p
+// has a forward last column F[off[p] + r] (prefix rows r = 0..rows[p] against the left half of its columns)
+// and a backward one R[off[p] + r] (the last r rows against the right half); best[p] = s << 32 | r for the
+// least s = F[r] + R[rows[p] - r] (ties: the smallest r), left[p] = F[r] there. Any grid; blocks of 256.
+extern "C" __global__ void __launch_bounds__(256) bp_split_min(const int* __restrict__ F, const int* __restrict__ R,
+                                                               const long long* __restrict__ off,
+                                                               const int* __restrict__ rows, int npieces,
+                                                               unsigned long long* __restrict__ best,
+                                                               int* __restrict__ left) {
+    __shared__ unsigned long long warp_best[8];
+    for (int p = blockIdx.x; p < npieces; p += gridDim.x) {
+        const long long o = off[p];
+        const int nr = rows[p];
+        unsigned long long b = ~0ull;
+        for (int r = threadIdx.x; r <= nr; r += blockDim.x) {
+            const unsigned long long s = (unsigned long long)((long long)F[o + r] + R[o + nr - r]);
+            const unsigned long long key = s << 32 | (unsigned)r;
+            b = key < b ? key : b;
+        }
+        for (int k = 16; k > 0; k >>= 1) {
+            const unsigned long long other = __shfl_down_sync(FULL_MASK, b, k);
+            b = other < b ? other : b;
+        }
+        if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = b;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int w = 1; w < (int)(blockDim.x >> 5); ++w) b = warp_best[w] < b ? warp_best[w] : b;
+            best[p] = b;
+            left[p] = F[o + (unsigned)(b & 0xffffffffu)];
+        }
+        __syncthreads();
     }
 }

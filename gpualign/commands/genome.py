@@ -9,10 +9,11 @@ import typer
 from .. import progress
 from ..config import AlignConfig
 from ..errors import ConfigError
-from .common import CHAR_RULE, Debug, _run, _stderr, notice_printer
+from .common import CHAR_RULE, Debug, _run, _stderr, command_line, notice_printer
 
 EPILOG = ("Examples:\n\n"
           "  gpualign genome chr21_human.fa chr21_chimp.fa --distance-only -o dist.tsv\n\n"
+          "  gpualign genome chr21_human.fa chr21_chimp.fa -o aln.paf\n\n"
           "  gpualign genome asm1.fa.gz asm2.fa.gz --distance-only --query-record chr2 --target-record chr2\n\n"
           + CHAR_RULE)
 
@@ -20,8 +21,9 @@ EPILOG = ("Examples:\n\n"
 def genome(
     query: Annotated[str, typer.Argument(help="FASTA/FASTQ (gz ok): one string per record.")],
     target: Annotated[str, typer.Argument(help="FASTA/FASTQ: record i is compared with query record i.")],
-    distance_only: Annotated[bool, typer.Option("--distance-only", help="Required: exact edit distance only.")] = False,
-    output: Annotated[str, typer.Option("-o", "--output", help="TSV output ('-' = stdout).")] = "-",
+    distance_only: Annotated[bool, typer.Option("--distance-only", help="The exact edit distance only (TSV), not the alignment.")] = False,
+    output: Annotated[str, typer.Option("-o", "--output", help="Output file: .paf, .sam, .bam or .tsv ('-' = stdout: PAF, or TSV with --distance-only).")] = "-",
+    fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="paf|sam|bam|tsv (default: from the output name).")] = None,
     query_record: Annotated[Optional[str], typer.Option("--query-record", help="Use only this query record.")] = None,
     target_record: Annotated[Optional[str], typer.Option("--target-record", help="Use only this target record.")] = None,
     n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything, N included.")] = False,
@@ -31,7 +33,7 @@ def genome(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice or progress on stderr.")] = False,
     debug: Debug = False,
 ) -> None:
-    """Exact Levenshtein distance between chromosome-scale strings (TSV: distance, identity, time, CUPS)."""
+    """Exact edit distance and an optimal alignment (CIGAR) of chromosome-scale strings."""
     from ..genome import run_genome
 
     def body():
@@ -42,6 +44,6 @@ def genome(
         notice = notice_printer(err, quiet)
         with progress.genome(err, quiet) as report:  # rich on a terminal, else a line every 10 s
             run_genome(query, target, output, cfg, query_record, target_record, notice, report, not no_prune,
-                       cpu_method)
+                       cpu_method, fmt, command_line())
 
     _run(body, debug)

@@ -223,7 +223,8 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     steps lose a little: docs/benchmarks.md). It beats the
     wavefront kernel on distant strings. None when the strings hold more than BP_MAX_SYMBOLS distinct
     common symbols (use distance()). progress: called every poll seconds with dict(kernel="bp", strips_taken, strips, band,
-    band_pass, halves, elapsed). Returns dict(distance, cells (DP cells computed), seconds, passes, split)."""
+    band_pass, halves, elapsed). Returns dict(distance, cells (DP cells computed), seconds, passes, split,
+    cut): with split, cut = (i, m1, d1), a cell on an optimal path and the distance of q[:i] vs t[:m1]."""
     import cupy
 
     n, m = len(q), len(t)
@@ -271,10 +272,79 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
                 cols.append(col)
             keep = [r[1] for r in runs]
             _watch(streams, [r[0][:1] for r in runs], progress, poll, t0, _strips_report([r[2] for r in runs], info))
-            d = int((cols[0].astype(cupy.int64) + cols[1][::-1]).min())
+            total = cols[0].astype(cupy.int64) + cols[1][::-1]
+            row = int(total.argmin())  # a cell (row, m1) on an optimal path: Hirschberg's split
+            d, cut = int(total[row]), (row, m1, int(cols[0][row]))
         del keep
         passes += 1
         cells += n * min(m, width)  # rows x band: what the strips compute, about
         if d <= u or u >= ceiling:
-            return dict(distance=d, cells=cells, seconds=time.perf_counter() - t0, passes=passes, split=split)
+            return dict(distance=d, cells=cells, seconds=time.perf_counter() - t0, passes=passes, split=split,
+                        cut=cut if split else None)
         u = min(ceiling, max(2 * u, u + STRIP_ROWS))
+
+
+class BpSplitter:
+    """Hirschberg splits of many pieces of one pair at once (hirschberg.align_path's split): per piece,
+    the bit-parallel kernel runs the left half of its longer side forwards and the right half backwards,
+    each giving its whole last column, in a band from the piece's known distance (exact: a band of
+    that width holds every optimal path); the pieces' kernels run side by side on a pool of streams and
+    bp_split_min takes every piece's best row in one launch."""
+
+    def __init__(self, q: np.ndarray, t: np.ndarray, streams: int = 16):
+        import cupy
+
+        codes = symbol_codes(cupy.asarray(q), cupy.asarray(t), cupy)
+        if codes is None:
+            raise ValueError(f"more than {BP_MAX_SYMBOLS} distinct symbols")
+        self.qc, self.tc, self.sigma = codes
+        mod = load_module("bp_long.cu", ("bp_long", "bp_split_min"), BP_DEFINES)
+        self.kern, self.best = mod.get_function("bp_long"), mod.get_function("bp_split_min")
+        self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2 * streams)]
+        self.cap = max(1, cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_SM // len(self.streams))
+        self.cells = 0
+
+    def __call__(self, q, t, p):
+        import cupy
+
+        n, m = p.qb - p.qa, p.tb - p.ta
+        swap = n > m  # the longer side is halved; the shorter gives the rows
+        rows, cols = np.where(swap, m, n), np.where(swap, n, m)
+        mid = cols // 2
+        off = np.concatenate([[0], np.cumsum(rows + 1)]).astype(np.int64)
+        big = 1 << 30
+        fwd = cupy.full(int(off[-1]), big, dtype=cupy.int32)
+        bwd = cupy.full(int(off[-1]), big, dtype=cupy.int32)
+        d_off = cupy.asarray(off[:-1])
+        fwd[d_off] = cupy.asarray(mid.astype(np.int32))  # D[0][j] = j
+        bwd[d_off] = cupy.asarray((cols - mid).astype(np.int32))
+        cupy.cuda.get_current_stream().synchronize()  # the columns are ready for the kernels' streams
+        keep = []
+        for k in range(len(p)):
+            a, b = self.qc[p.qa[k]:p.qb[k]], self.tc[p.ta[k]:p.tb[k]]
+            if swap[k]:
+                a, b = b, a
+            r, c, h = int(rows[k]), int(cols[k]), int(mid[k])
+            klo, khi = band(r, c, int(p.d[k]))
+            w = min((STRIP_ROWS + khi - klo + 1) // STRIP_ROWS + 2, self.cap)
+            s = 2 * k % len(self.streams)
+            o = int(off[k])
+            keep.append(_bp_launch(self.kern, a, b[:h], self.sigma, klo, khi, w, fwd[o:o + r + 1], self.streams[s]))
+            keep.append(_bp_launch(self.kern, a[::-1], b[h:][::-1], self.sigma, klo, khi, w, bwd[o:o + r + 1],
+                                   self.streams[s + 1]))
+            self.cells += r * min(c, khi - klo + 1)
+        for st in self.streams:
+            st.synchronize()
+        del keep
+        best = cupy.empty(len(p), dtype=cupy.uint64)
+        left = cupy.empty(len(p), dtype=cupy.int32)
+        self.best((min(len(p), 4096),), (256,), (fwd, bwd, d_off, cupy.asarray(rows.astype(np.int32)),
+                                                   np.int32(len(p)), best, left))
+        best, left = best.get(), left.get().astype(np.int64)
+        total, row = (best >> np.uint64(32)).astype(np.int64), (best & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        if (total != p.d).any():
+            k = int(np.argmax(total != p.d))
+            raise RuntimeError(f"bit-parallel split: piece distance {int(p.d[k])}, its columns say {int(total[k])}")
+        i = np.where(swap, p.qa + mid, p.qa + row)
+        j = np.where(swap, p.ta + row, p.ta + mid)
+        return i, j, left

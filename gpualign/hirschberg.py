@@ -1,0 +1,169 @@
+"""The exact alignment path of two long strings by divide and conquer (Hirschberg 1975), in O(n + m) memory.
+
+A piece is a sub-problem q[qa:qb] vs t[ta:tb] whose edit distance d is known. A splitter gives, for
+each piece, a cell (i, j) on one of its optimal paths and the distance d1 of q[qa:i] vs t[ta:j]; the
+other half, q[i:qb] vs t[j:tb], then costs d - d1 exactly, so both halves are pieces again. Pieces
+are split a level at a time (a level's pieces go to the splitter together, so that a GPU runs them
+at once) until they are small enough for the batched engines, whose CIGARs are stitched in order.
+The stitched CIGAR is checked to cost the known distance before it is returned.
+
+Splitters: engines/gpu_long.bp_split (the bit-parallel kernel's last columns, met in the middle) and
+dp_split here (plain DP in numpy, for small problems and tests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cigar import D, EQ, I, X
+
+LEAF_SHORT = 2048  # a piece no longer than this (both sides) goes to the batched engines
+LEAF_LONG = 16384  # ... and one no longer than this when its distance is at most LEAF_RATE of its length
+LEAF_RATE = 0.125
+
+
+@dataclass
+class Pieces:
+    """Sub-problems in path order: q[qa:qb] vs t[ta:tb], distance d (int64 arrays)."""
+
+    qa: np.ndarray
+    qb: np.ndarray
+    ta: np.ndarray
+    tb: np.ndarray
+    d: np.ndarray
+
+    @classmethod
+    def one(cls, n: int, m: int, d: int) -> "Pieces":
+        return cls(*(np.array([v], np.int64) for v in (0, n, 0, m, d)))
+
+    def __len__(self) -> int:
+        return len(self.d)
+
+    def take(self, idx) -> "Pieces":
+        return Pieces(self.qa[idx], self.qb[idx], self.ta[idx], self.tb[idx], self.d[idx])
+
+    def longest(self) -> np.ndarray:
+        return np.maximum(self.qb - self.qa, self.tb - self.ta)
+
+
+def is_leaf(p: Pieces) -> np.ndarray:
+    """Pieces the batched engines (or the trivial cases) take as they are."""
+    n, m, longest = p.qb - p.qa, p.tb - p.ta, p.longest()
+    trivial = (np.minimum(n, m) == 0) | (p.d == 0)
+    return trivial | (longest <= LEAF_SHORT) | ((longest <= LEAF_LONG) & (p.d <= LEAF_RATE * longest))
+
+
+def split_level(p: Pieces, i: np.ndarray, j: np.ndarray, d1: np.ndarray, which: np.ndarray) -> Pieces:
+    """The pieces with p[which] replaced, in place, by their halves at the cells (i, j), which cost d1
+    from the piece's start (i, j, d1: one entry per piece in which)."""
+    count = np.where(which, 2, 1)
+    pos = np.cumsum(count) - count  # where each old piece's first child goes
+    total = int(count.sum())
+    out = Pieces(*(np.repeat(a, count) for a in (p.qa, p.qb, p.ta, p.tb, p.d)))
+    first, second = pos[which], pos[which] + 1
+    out.qb[first], out.tb[first], out.d[first] = i, j, d1
+    out.qa[second], out.ta[second], out.d[second] = i, j, p.d[which] - d1
+    assert len(out) == total
+    return out
+
+
+def trivial_ops(n: int, m: int) -> list[int]:
+    """The CIGAR of a piece with an empty side or a distance of 0 (then n == m)."""
+    if n == 0:
+        return [m << 4 | D] if m else []
+    if m == 0:
+        return [n << 4 | I]
+    return [n << 4 | EQ]
+
+
+def merge_ops(ops: np.ndarray) -> np.ndarray:
+    """Adjacent equal ops joined (the pieces' CIGARs meet at their borders)."""
+    if len(ops) < 2:
+        return ops.astype(np.uint32)
+    op = ops & 15
+    start = np.concatenate([[True], op[1:] != op[:-1]])
+    first = np.nonzero(start)[0]
+    lengths = np.add.reduceat((ops >> 4).astype(np.int64), first)
+    return (lengths.astype(np.uint32) << 4) | op[first]
+
+
+def edits(ops: np.ndarray) -> int:
+    """Edits of a packed CIGAR (X, I and D bases)."""
+    op = ops & 15
+    return int((ops >> 4)[(op == X) | (op == I) | (op == D)].astype(np.int64).sum())
+
+
+def align_path(q: np.ndarray, t: np.ndarray, pieces: Pieces, split, align_leaves, progress=None) -> np.ndarray:
+    """The packed CIGAR of an optimal alignment of q and t, given pieces that cover them in path order
+    with their distances (Pieces.one(n, m, d) for the whole problem).
+    split(q, t, pieces) -> (i, j, d1), for pieces that are not leaves (both sides at least 1 long).
+    align_leaves(q, t, pieces) -> (ops, off, len) with each leaf's CIGAR, of cost exactly its d.
+    progress(dict(kernel="path", level, pieces, splitting)) after each level."""
+    total = int(pieces.d.sum())
+    level = 0
+    while True:
+        leaf = is_leaf(pieces)
+        if progress is not None:
+            progress(dict(kernel="path", level=level, pieces=len(pieces), splitting=int((~leaf).sum())))
+        if leaf.all():
+            break
+        which = ~leaf
+        i, j, d1 = split(q, t, pieces.take(which))
+        pieces = split_level(pieces, np.asarray(i, np.int64), np.asarray(j, np.int64), np.asarray(d1, np.int64),
+                             which)
+        level += 1
+    n, m = pieces.qb - pieces.qa, pieces.tb - pieces.ta
+    easy = (np.minimum(n, m) == 0) | (pieces.d == 0)
+    parts: list = [None] * len(pieces)
+    for k in np.nonzero(easy)[0].tolist():
+        parts[k] = np.array(trivial_ops(int(n[k]), int(m[k])), np.uint32)
+    hard = np.nonzero(~easy)[0]
+    if len(hard):
+        ops, off, ln = align_leaves(q, t, pieces.take(hard))
+        for k, o, c in zip(hard.tolist(), off.tolist(), ln.tolist()):
+            parts[k] = ops[o:o + c]
+    out = merge_ops(np.concatenate(parts)) if parts else np.zeros(0, np.uint32)
+    if edits(out) != total:
+        raise RuntimeError(f"alignment path: stitched CIGAR costs {edits(out)}, the distance is {total}")
+    return out
+
+
+# -- a plain DP splitter (numpy) ---------------------------------------------------------------------------
+def last_column(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """D[i][len(b)] for i = 0..len(a): edit distances of every prefix of a to all of b (O(len(a) len(b)))."""
+    n = len(a)
+    col = np.arange(n + 1, dtype=np.int64)
+    rows = np.arange(n + 1, dtype=np.int64)
+    for j in range(1, len(b) + 1):
+        diag = col[:-1] + (a != b[j - 1])
+        x = np.empty(n + 1, np.int64)
+        x[0] = j
+        x[1:] = np.minimum(col[1:] + 1, diag)
+        col = np.minimum.accumulate(x - rows) + rows  # the vertical moves, D[i-1][j] + 1, as a running min
+    return col
+
+
+def dp_split(q: np.ndarray, t: np.ndarray, pieces: Pieces, pick=None):
+    """Hirschberg's split by plain DP: the middle column of the target (of the query when the query is
+    longer), the best row by forward and backward last columns. pick(candidates) chooses among tied
+    rows (default: the first)."""
+    out = []
+    for k in range(len(pieces)):
+        qa, qb, ta, tb, d = (int(a[k]) for a in (pieces.qa, pieces.qb, pieces.ta, pieces.tb, pieces.d))
+        a, b = q[qa:qb], t[ta:tb]
+        swap = len(a) > len(b)
+        if swap:
+            a, b = b, a
+        mid = len(b) // 2
+        f = last_column(a, b[:mid])
+        r = last_column(a[::-1], b[mid:][::-1])[::-1]
+        s = f + r
+        best = np.nonzero(s == s.min())[0]
+        if int(s.min()) != d:
+            raise RuntimeError(f"dp_split: piece distance {d}, columns say {int(s.min())}")
+        row = int(best[0] if pick is None else pick(best))
+        i, j = (qa + mid, ta + row) if swap else (qa + row, ta + mid)
+        out.append((i, j, int(f[row])))
+    return tuple(np.array(v, np.int64) for v in zip(*out)) if out else (np.zeros(0, np.int64),) * 3
