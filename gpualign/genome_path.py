@@ -61,7 +61,7 @@ def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, upper: int | None, 
     if r is None:
         return None
     d = r["distance"]
-    if r["cut"] is None:
+    if r.get("cut") is None:  # (an empty string: no split)
         pieces = hirschberg.Pieces.one(n, m, d)
     else:
         i, j, d1 = r["cut"]

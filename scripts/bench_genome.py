@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark `gpualign genome` (exact edit distance of long strings) against WFA2-lib and edlib.
+"""Benchmark `gpualign genome` (exact edit distance and alignment path of long strings) against WFA2-lib and edlib.
 
 Sets (generated with numpy, seeded, as in the long-string paper's generator: uniform edits):
   G1 5 Mbp at 1%, G2 5 Mbp at 10%, G3 48 Mbp at 8.4% (chr21-like), G4 3.2 Mbp at 47%,
@@ -20,6 +20,12 @@ plus a real pair given with --real A.fa B.fa (e.g. the two E. coli genomes). Per
   step_s   the one-step-per-barrier kernel (--step-sets), which must give the same distance
   plain_s  the unpruned one-step kernel (--check-plain)
   wfa_s, edlib_s  WFA2-lib and edlib in subprocesses stopped after --cpu-timeout seconds (--cpu-sets).
+The alignment path (--path-sets; --path-only skips the distance kernels' columns above):
+  path_s   `gpualign genome -o out.paf` in this process (the CIGAR written), median of --path-repeats;
+           every CIGAR re-checked (check_cigar: lengths, =/X against the strings) and its cost = distance
+  engine_s genome_path.gpu_path alone (strings in memory), with its levels and leaves
+  peak_gb  the CuPy memory pool's high-water mark during the path run (its blocks are freed first)
+  wfa_path_s, edlib_path_s  WFA2-lib BiWFA (one thread) and edlib's path mode (--cpu-path-sets)
 
   python scripts/bench_genome.py --sets G1,G2,G4 --real a.fa.gz b.fa.gz --cpu-sets G1
 """
@@ -51,9 +57,18 @@ def _cpu(method, q, t, conn):
     conn.send((d, time.perf_counter() - t0))
 
 
-def cpu_run(method, q, t, timeout):
+def _cpu_path(method, q, t, conn):
+    from gpualign.engines import cpu_long
+    from gpualign.hirschberg import edits
+
+    t0 = time.perf_counter()
+    ops, _ = cpu_long.path(q, t, method)
+    conn.send((edits(ops), time.perf_counter() - t0))
+
+
+def cpu_run(method, q, t, timeout, fn=_cpu):
     a, b = mp.Pipe()
-    p = mp.get_context("fork").Process(target=_cpu, args=(method, q, t, b))
+    p = mp.get_context("fork").Process(target=fn, args=(method, q, t, b))
     p.start()
     p.join(timeout)
     if p.is_alive():
@@ -87,6 +102,44 @@ def end_to_end(tmp, q, t, repeats=1):
             runs)
 
 
+def path_run(tmp, q, t, distance, repeats=1):
+    """`gpualign genome -o out.paf` in this process on FASTA files of q and t (written by end_to_end): the
+    median seconds, every run's seconds, the pool's high-water mark; the CIGAR checked and its cost =
+    distance. Then genome_path.gpu_path alone: its seconds and stats."""
+    import cupy
+
+    from gpualign import cigar as C
+    from gpualign.config import AlignConfig
+    from gpualign.genome import kernel_options
+    from gpualign.genome_path import gpu_path
+    from gpualign.hirschberg import edits
+
+    paths = [os.path.join(tmp, "a.fa"), os.path.join(tmp, "b.fa")]
+    out = os.path.join(tmp, "out.paf")
+    pool = cupy.get_default_memory_pool()
+    runs, peak = [], 0
+    from gpualign.genome import run_genome
+
+    for _ in range(max(1, repeats)):
+        pool.free_all_blocks()
+        t0 = time.perf_counter()
+        run_genome(*paths, out, AlignConfig(device="gpu"))
+        runs.append(time.perf_counter() - t0)
+        peak = max(peak, pool.total_bytes())
+    with open(out) as fh:
+        row = fh.readline().rstrip("\n").split("\t")
+    ops = C.from_text(next(f for f in row if f.startswith("cg:Z:"))[5:])
+    C.check_cigar(q, t, ops)
+    assert edits(ops) == distance, f"the path costs {edits(ops)}, the distance is {distance}"
+    qa, ta = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
+    t0 = time.perf_counter()
+    d, _, stats = gpu_path(qa, ta, AlignConfig(device="gpu"), None, kernel_options(qa, ta).band_guess)
+    engine_s = time.perf_counter() - t0
+    assert d == distance
+    return dict(path_s=float(np.median(runs)), path_runs=runs, peak_gb=peak / 2**30, path_ops=len(ops),
+                engine_s=engine_s, levels=stats["levels"], leaves=stats["leaves"])
+
+
 def load_real(path):
     import pysam
 
@@ -108,6 +161,10 @@ def main():
                     help="end-to-end runs per set up to 10 Mbp (the median is reported; one run above)")
     ap.add_argument("--band", type=int, default=None, help="steps per round of the tiled kernel")
     ap.add_argument("--bands", default="", help="also time the tiled kernel with these bands (e.g. 16,32,128)")
+    ap.add_argument("--path-sets", default="all", help="sets also aligned (the CIGAR): names, 'real', or all")
+    ap.add_argument("--path-only", action="store_true", help="only e2e distance and the path columns")
+    ap.add_argument("--path-repeats", type=int, default=3, help="path_s: median of this many runs (sets <= 10 Mbp)")
+    ap.add_argument("--cpu-path-sets", default="G1", help="sets on which WFA2-lib BiWFA and edlib also align")
     ap.add_argument("--json")
     a = ap.parse_args()
     from gpualign.config import AlignConfig
@@ -138,6 +195,21 @@ def main():
         row["e2e_s"], e2e_d, stages, row["e2e_runs"] = end_to_end(tmp, q, t, reps)
         row.update(stages)
         qa, ta = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
+        want_path = a.path_sets == "all" or name in a.path_sets.split(",") or (
+            name.startswith("real:") and "real" in a.path_sets.split(","))
+        if want_path:
+            row.update(path_run(tmp, q, t, e2e_d, a.path_repeats if len(q) <= 10_000_000 else 1))
+        if name in a.cpu_path_sets.split(","):
+            for method in ("wfa", "edlib"):
+                d, sec = cpu_run(method, q, t, a.cpu_timeout, _cpu_path)
+                row[f"{method}_path_s"] = sec
+                if d is not None:
+                    assert d == e2e_d, f"{method} path costs {d}, the distance is {e2e_d}"
+        if a.path_only:
+            row["distance"] = e2e_d
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+            continue
         plan = kernel_options(qa, ta)  # as gpualign genome chooses
         kw["warp_extend"] = row["warp_extend"] = plan.warp_extend
         row.update(kernel=plan.kernel, guess=plan.guess)
@@ -188,11 +260,24 @@ def main():
         if a.json:
             with open(a.json, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
+    f = lambda v: f"{v:.3f}" if isinstance(v, float) else "-"  # noqa: E731
+    if a.json:
+        with open(a.json, "a") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in rows if "gpu_s" not in r)
+    print("\t".join(["set", "n", "m", "distance", "e2e_s", "path_s", "path/e2e", "engine_s", "levels", "leaves",
+                     "cigar_ops", "peak_gb", "wfa_path_s", "edlib_path_s"]))
+    for r in rows:
+        if "path_s" in r:
+            print("\t".join([r["set"], str(r["n"]), str(r["m"]), str(r["distance"]), f(r["e2e_s"]), f(r["path_s"]),
+                             f"{r['path_s'] / r['e2e_s']:.2f}", f(r["engine_s"]), str(r["levels"]), str(r["leaves"]),
+                             str(r["path_ops"]), f"{r['peak_gb']:.2f}", f(r.get("wfa_path_s")),
+                             f(r.get("edlib_path_s"))]))
+    if a.path_only:
+        return
     extra = sorted({k for r in rows for k in r if k.startswith("band")})
     print("\t".join(["set", "n", "m", "distance", "bound/d", "kernel", "e2e_s", "read_s", "estimate_s", "bound_s",
                      "gpu_s", "cells", "cells/s", "bp_s", "bp1_s", "bp_cells/s", "bpg_s", "bpg_passes",
                      "bytes_s", "nobound_s", "step_s", "plain_s", "wfa_s", "edlib_s", *extra]))
-    f = lambda v: f"{v:.3f}" if isinstance(v, float) else "-"  # noqa: E731
     for r in rows:
         print(f"# {r['set']}: e2e runs " + ", ".join(f"{x:.3f}" for x in r["e2e_runs"]) + " s")
     for r in rows:

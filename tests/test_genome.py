@@ -107,8 +107,12 @@ def test_cli_cpu_end_to_end(tmp_path):
 def test_cli_errors(tmp_path):
     a = write_fa(tmp_path / "a.fa", [("x", rand(100, 1)), ("y", rand(100, 2))])
     b = write_fa(tmp_path / "b.fa", [("x", rand(100, 1))])
-    rc, _, err = run([a, b])
-    assert rc == 2 and "not available yet" in err and "--distance-only" in err
+    rc, _, err = run([a, b, "--device", "cpu", "--format", "bed"])
+    assert rc == 2 and "--format must be one of" in err
+    rc, _, err = run([a, b, "--device", "cpu", "-o", str(tmp_path / "o.xyz")])
+    assert rc == 2 and "cannot tell the format" in err
+    rc, _, err = run([a, b, "--distance-only", "--format", "paf"])
+    assert rc == 2 and "writes TSV only" in err
     rc, _, err = run([a, b, "--distance-only", "--device", "cpu", "-o", str(tmp_path / "o.tsv")])
     assert rc == 1 and "a.fa has more records" in err and not (tmp_path / "o.tsv").exists()
     rc, _, err = run([a, b, "--distance-only", "--device", "cpu", "--query-record", "zz"])

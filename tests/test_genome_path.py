@@ -1,0 +1,286 @@
+"""`gpualign genome` without --distance-only: the Hirschberg split logic against a full DP, whole
+alignments re-scored by the independent CIGAR check (cost = edlib distance), the CLI's formats (BAM's
+long CIGARs in CG:B:I), and the GPU splitter (device)."""
+
+import gzip
+import struct
+
+import edlib
+import numpy as np
+import pysam
+import pytest
+
+from gpualign import cigar as C
+from gpualign import hirschberg as H
+from gpualign.config import AlignConfig, Penalties
+from gpualign.engines import select_engines
+from gpualign.genome_path import leaf_aligner
+from test_genome import mutate, rand, run, write_fa
+
+EDIT = Penalties(mismatch=1, gap_open=0, gap_extend=1)
+
+
+def full_dp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """D[i][j] for every prefix pair (the oracle: O(n m) memory, small inputs only)."""
+    n, m = len(a), len(b)
+    d = np.zeros((n + 1, m + 1), np.int64)
+    d[:, 0] = np.arange(n + 1)
+    d[0, :] = np.arange(m + 1)
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            d[i, j] = min(d[i - 1, j] + 1, d[i, j - 1] + 1, d[i - 1, j - 1] + (a[i - 1] != b[j - 1]))
+    return d
+
+
+def codes(s: bytes) -> np.ndarray:
+    return np.frombuffer(s, np.uint8)
+
+
+SMALL = {
+    "random": (rand(60, 1), rand(50, 2)),
+    "close": (rand(80, 3), mutate(rand(80, 3), 0.1, 4)),
+    "repeats": (b"ACACACACACACACAC" * 4, b"ACACACAC" * 7 + b"GG"),
+    "poly_a": (b"A" * 40, b"A" * 25),
+    "query_longer": (rand(90, 5), rand(30, 6)),
+    "one_base": (b"G", rand(40, 7)),
+    "identical": (rand(64, 8), rand(64, 8)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SMALL))
+@pytest.mark.parametrize("tie", ["first", "last", "random"])
+def test_dp_split_cell_is_on_an_optimal_path(case, tie):
+    """The split cell (i, j) lies on an optimal path (forward + backward DP through it = d), d1 is its
+    forward distance, whichever of the tied rows is picked."""
+    q, t = (codes(s) for s in SMALL[case])
+    fwd = full_dp(q, t)
+    bwd = full_dp(q[::-1], t[::-1])[::-1, ::-1]  # bwd[i][j]: q[i:] vs t[j:]
+    d = int(fwd[-1, -1])
+    rng = np.random.default_rng(0)
+    pick = {"first": None, "last": lambda c: c[-1], "random": lambda c: rng.choice(c)}[tie]
+    i, j, d1 = H.dp_split(q, t, H.Pieces.one(len(q), len(t), d), pick)
+    i, j, d1 = int(i[0]), int(j[0]), int(d1[0])
+    assert fwd[i, j] + bwd[i, j] == d
+    assert d1 == fwd[i, j]
+    longer = max(len(q), len(t))
+    assert (j == len(t) // 2) if len(t) >= len(q) else (i == len(q) // 2), longer
+
+
+def test_dp_split_sub_pieces_and_wrong_distance():
+    q, t = codes(rand(70, 11)), codes(mutate(rand(70, 11), 0.2, 12))
+    fwd = full_dp(q, t)
+    p = H.Pieces(*(np.array(v, np.int64) for v in ([5, 30], [30, 70], [4, 31], [31, len(t)],
+                                                   [int(full_dp(q[5:30], t[4:31])[-1, -1]),
+                                                    int(full_dp(q[30:], t[31:])[-1, -1])])))
+    i, j, d1 = H.dp_split(q, t, p)
+    for k in range(2):
+        sub = full_dp(q[p.qa[k]:p.qb[k]], t[p.ta[k]:p.tb[k]])
+        bwd = full_dp(q[p.qa[k]:p.qb[k]][::-1], t[p.ta[k]:p.tb[k]][::-1])[::-1, ::-1]
+        a, b = i[k] - p.qa[k], j[k] - p.ta[k]
+        assert sub[a, b] + bwd[a, b] == p.d[k] and d1[k] == sub[a, b]
+    with pytest.raises(RuntimeError, match="piece distance"):
+        H.dp_split(q, t, H.Pieces.one(len(q), len(t), int(fwd[-1, -1]) + 1))
+
+
+def test_split_level_keeps_order_and_cover():
+    p = H.Pieces(*(np.array(v, np.int64) for v in ([0, 10, 20], [10, 20, 30], [0, 12, 25], [12, 25, 33],
+                                                   [5, 6, 7])))
+    which = np.array([True, False, True])
+    out = H.split_level(p, np.array([4, 27]), np.array([6, 29]), np.array([2, 3]), which)
+    assert out.qa.tolist() == [0, 4, 10, 20, 27] and out.qb.tolist() == [4, 10, 20, 27, 30]
+    assert out.ta.tolist() == [0, 6, 12, 25, 29] and out.tb.tolist() == [6, 12, 25, 29, 33]
+    assert out.d.tolist() == [2, 3, 6, 3, 4]
+
+
+def test_merge_ops_and_trivial():
+    ops = np.array([3 << 4 | C.EQ, 2 << 4 | C.EQ, 1 << 4 | C.X, 1 << 4 | C.I, 4 << 4 | C.I, 2 << 4 | C.EQ], np.uint32)
+    assert C.to_text(H.merge_ops(ops), np.array([0]), np.array([4]))[0] == "5=1X5I2="
+    assert H.trivial_ops(0, 3) == [3 << 4 | C.D] and H.trivial_ops(4, 0) == [4 << 4 | C.I]
+    assert H.trivial_ops(5, 5) == [5 << 4 | C.EQ] and H.trivial_ops(0, 0) == []
+
+
+PATHS = {
+    "10pct": lambda: (rand(6_000, 21), mutate(rand(6_000, 21), 0.10, 22)),
+    "unrelated": lambda: (rand(3_000, 23), rand(2_500, 24)),
+    "big_deletion": lambda: (rand(5_000, 25)[:1_000] + rand(5_000, 25)[4_000:], rand(5_000, 25)),
+    "big_insertion": lambda: (rand(5_000, 26), rand(5_000, 26)[:2_000] + rand(5_000, 26)[4_500:]),
+    "identical": lambda: (rand(4_000, 27), rand(4_000, 27)),
+    "one_empty": lambda: (b"", rand(3_000, 28)),
+    "tandem_repeats": lambda: (b"ACGTTG" * 700, b"ACGTTG" * 650 + b"ACGATG" * 40),
+    "n_runs": lambda: (rand(3_000, 29)[:1_000] + b"N" * 800 + rand(3_000, 29)[1_800:],
+                       mutate(rand(3_000, 29), 0.05, 30)),
+}
+
+
+@pytest.fixture(scope="module")
+def cpu_chain():
+    cfg = AlignConfig(device="cpu", threads=2)
+    chain, _ = select_engines(cfg)
+    yield chain, cfg
+    for e in chain:
+        getattr(e, "close", lambda: None)()
+
+
+@pytest.mark.parametrize("case", sorted(PATHS))
+def test_align_path_cpu_splitter(case, cpu_chain, monkeypatch):
+    """The whole driver (plain DP splits, leaves by the CPU engine): CIGAR valid, cost = edlib distance."""
+    monkeypatch.setattr(H, "LEAF_SHORT", 300)
+    monkeypatch.setattr(H, "LEAF_LONG", 1_000)
+    q, t = PATHS[case]()
+    d = edlib.align(q, t, task="distance")["editDistance"]
+    levels = []
+    ops = H.align_path(codes(q), codes(t), H.Pieces.one(len(q), len(t), d), H.dp_split,
+                       leaf_aligner(*cpu_chain), levels.append)
+    C.check_cigar(q, t, ops)
+    assert C.score_cigar(ops, EDIT) == d
+    if max(len(q), len(t)) > 1_000 and min(len(q), len(t)) > 0 and d > 0:
+        assert len(levels) >= 3  # split more than once
+
+
+def test_align_path_refuses_a_wrong_leaf(cpu_chain):
+    q, t = codes(rand(500, 31)), codes(mutate(rand(500, 31), 0.1, 32))
+    d = edlib.align(q.tobytes(), t.tobytes(), task="distance")["editDistance"]
+    with pytest.raises(RuntimeError, match="its distance is"):
+        H.align_path(q, t, H.Pieces.one(len(q), len(t), d + 1), H.dp_split, leaf_aligner(*cpu_chain))
+
+
+def _bam_first_record_cigar(path: str) -> tuple[int, list]:
+    """(n_cigar_op, ops) of the first record, read from the BAM bytes (independent of htslib's decoding)."""
+    raw = gzip.open(path).read()
+    assert raw[:4] == b"BAM\1"
+    at = 8 + struct.unpack_from("<i", raw, 4)[0]
+    n_ref = struct.unpack_from("<i", raw, at)[0]
+    at += 4
+    for _ in range(n_ref):
+        at += 4 + struct.unpack_from("<i", raw, at)[0] + 4
+    l_name, _, _, n_cigar = struct.unpack_from("<BBHH", raw, at + 12)
+    cig = struct.unpack_from(f"<{n_cigar}I", raw, at + 36 + l_name)
+    return n_cigar, [(v & 15, v >> 4) for v in cig]
+
+
+def test_cli_cpu_formats(tmp_path):
+    """PAF, SAM, BAM and TSV from the CPU path: CIGARs valid and at the edlib distance; a CIGAR of more
+    than 65,535 operations sits in BAM's CG:B:I tag behind the placeholder qlenS tlenN, and comes back whole."""
+    big_q = rand(600_000, 41)
+    big_t = mutate(big_q, 0.10, 42)
+    pairs = [(big_q, big_t), (rand(20_000, 43), mutate(rand(20_000, 43), 0.02, 44).lower()),
+             (rand(3_000, 45)[:1_000] + b"N" * 500 + rand(3_000, 45)[1_500:],
+              mutate(rand(3_000, 45)[:1_000] + b"N" * 500 + rand(3_000, 45)[1_500:], 0.03, 46))]
+    a = write_fa(tmp_path / "a.fa", [(f"q{i}", q) for i, (q, _) in enumerate(pairs)])
+    b = write_fa(tmp_path / "b.fa", [(f"t{i}", t) for i, (_, t) in enumerate(pairs)])
+    want = [edlib.align(q.upper(), t.upper(), task="distance")["editDistance"] for q, t in pairs]
+    outs = {}
+    for fmt in ("paf", "sam", "bam", "tsv"):
+        o = tmp_path / f"o.{fmt}"
+        rc, _, err = run([a, b, "--device", "cpu", "-o", str(o)])
+        assert rc == 0, err
+        assert "CIGAR operations" in err and "expected to take about" in err
+        outs[fmt] = o
+    paf = [x.split("\t") for x in outs["paf"].read_text().splitlines()]
+    for row, (q, t), d in zip(paf, pairs, want):
+        ops = C.from_text(next(f for f in row if f.startswith("cg:Z:"))[5:])
+        C.check_cigar(q.upper(), t.upper(), ops)
+        assert C.score_cigar(ops, EDIT) == d and f"NM:i:{d}" in row
+        assert row[2:4] == ["0", str(len(q))] and row[7:9] == ["0", str(len(t))]
+    n_big = len(C.from_text(paf[0][-1][5:]))
+    assert n_big > 65_535
+    sam = [r for r in pysam.AlignmentFile(str(outs["sam"]))]
+    bam = [r for r in pysam.AlignmentFile(str(outs["bam"]))]
+    for s, bm, row in zip(sam, bam, paf):
+        assert s.cigarstring == bm.cigarstring == row[-1][5:].replace("cg:Z:", "")
+        assert s.reference_start == 0 and s.get_tag("NM") == int(row[12][5:])
+    n_cigar, placeholder = _bam_first_record_cigar(str(outs["bam"]))
+    assert n_cigar == 2 and placeholder == [(C.S, len(pairs[0][0])), (C.N, len(pairs[0][1]))]
+    tsv = [x.split("\t") for x in outs["tsv"].read_text().splitlines()]
+    assert tsv[0][:7] == ["query", "target", "query_len", "target_len", "score", "edit_distance", "cigar"]
+    assert [int(r[4]) for r in tsv[1:]] == want and [r[6] for r in tsv[1:]] == [r[-1][5:] for r in paf]
+    # --n-mismatch: the N run no longer matches; stdout is PAF
+    rc, out, err = run([a, b, "--device", "cpu", "--n-mismatch", "--query-record", "q2", "--target-record", "t2",
+                        "-q"])
+    assert rc == 0 and err == ""
+    row = out.split("\t")
+    q, t = pairs[2]
+    ops = C.from_text(row[-1].strip()[5:])
+    C.check_cigar(q, t, ops, n_mismatch=True)
+    from oracles import edit
+    assert C.score_cigar(ops, EDIT) == edit(q, t, n_mismatch=True) > want[2]
+
+
+def test_cli_sam_needs_a_target_file(tmp_path):
+    a = write_fa(tmp_path / "a.fa", [("x", rand(100, 1))])
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "gpualign", "genome", a, "-", "--device", "cpu", "-f", "sam"],
+                       input=b">x\nACGT\n", capture_output=True, timeout=120)
+    assert p.returncode == 2 and b"give the target as a file" in p.stderr
+
+
+# ---- GPU (device machine) --------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", sorted(SMALL))
+def test_gpu_splitter_equals_dp(case):
+    """BpSplitter on many pieces at once: every cell on an optimal path of its piece, d1 its forward distance."""
+    from gpualign.engines.gpu_long import BpSplitter
+
+    q, t = (codes(s) for s in SMALL[case])
+    rng = np.random.default_rng(1)
+    qa, qb, ta, tb, d = [], [], [], [], []
+    for _ in range(40):
+        a0, a1 = sorted(rng.integers(0, len(q) + 1, 2))
+        b0, b1 = sorted(rng.integers(0, len(t) + 1, 2))
+        if max(a1 - a0, b1 - b0) < 2 or min(a1 - a0, b1 - b0) < 1:
+            continue
+        qa.append(a0), qb.append(a1), ta.append(b0), tb.append(b1)
+        d.append(int(full_dp(q[a0:a1], t[b0:b1])[-1, -1]))
+    p = H.Pieces(*(np.array(v, np.int64) for v in (qa, qb, ta, tb, d)))
+    i, j, d1 = BpSplitter(q, t)(q, t, p)
+    for k in range(len(p)):
+        a, b = q[qa[k]:qb[k]], t[ta[k]:tb[k]]
+        fwd, bwd = full_dp(a, b), full_dp(a[::-1], b[::-1])[::-1, ::-1]
+        x, y = i[k] - qa[k], j[k] - ta[k]
+        assert fwd[x, y] + bwd[x, y] == d[k] and d1[k] == fwd[x, y], k
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,rate,oracle", [(5_000_000, 0.01, "edlib"), (5_000_000, 0.10, "wavefront"),
+                                          (300_000, 0.30, "edlib"), (200_000, 0.50, "edlib")])
+def test_gpu_path_large(n, rate, oracle):
+    """Cost = the distance: edlib's, or (5 Mbp at 10%, minutes for edlib) the wavefront kernel's, which
+    test_genome checks against edlib and the unpruned kernel."""
+    from gpualign.engines import gpu_long
+    from gpualign.genome_path import gpu_path
+
+    q = rand(n, n)
+    t = mutate(q, rate, n + 1)
+    if oracle == "edlib":
+        want = edlib.align(q, t, task="distance")["editDistance"]
+    else:
+        want = gpu_long.distance(codes(q), codes(t))["distance"]
+    d, ops, stats = gpu_path(codes(q), codes(t), AlignConfig(), None, int(1.25 * rate * n) + 1024)
+    assert d == want
+    C.check_cigar(q, t, ops)
+    assert C.score_cigar(ops, EDIT) == want
+    assert stats["levels"] >= 2
+
+
+@pytest.mark.gpu
+def test_gpu_cli_real_ecoli(tmp_path, real_data):
+    """The real E. coli pair (rearranged: d about 2.39 M): PAF and BAM from the GPU path."""
+    import os
+
+    a = os.path.join(real_data, "bact_Ecoli_K12_W3110_NC_007779.fa.gz")
+    b = os.path.join(real_data, "bact_Ecoli_EC590_NZ_CP016182.fa.gz")
+    o = tmp_path / "e.paf"
+    rc, _, err = run([a, b, "--device", "gpu", "-o", str(o)])
+    assert rc == 0, err
+    row = o.read_text().split("\t")
+    q = next(pysam.FastxFile(a)).sequence.upper().encode()
+    t = next(pysam.FastxFile(b)).sequence.upper().encode()
+    ops = C.from_text(row[-1].strip()[5:])
+    C.check_cigar(q, t, ops)
+    assert C.score_cigar(ops, EDIT) == int(row[12][5:]) == 2_392_979  # the distance (docs/benchmarks.md)
+    rc, _, err = run([a, b, "--device", "gpu", "-o", str(tmp_path / "e.bam")])
+    assert rc == 0, err
+    r = next(iter(pysam.AlignmentFile(str(tmp_path / "e.bam"))))
+    assert r.cigarstring == row[-1].strip()[5:]
