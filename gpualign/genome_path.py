@@ -9,6 +9,8 @@ The strings carry the character rule already (genome._apply_rule), so every comp
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from . import hirschberg
@@ -53,10 +55,12 @@ def leaf_aligner(chain, cfg: AlignConfig):
 
 def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, upper: int | None, guess: int, progress=None):
     """(distance, packed CIGAR, stats) on the GPU, or None when the bit-parallel kernel cannot take
-    the strings (more than 31 distinct symbols). stats: split_cells, levels, leaves."""
+    the strings (more than 31 distinct symbols). stats: cells (bit-parallel DP cells), levels, leaves,
+    first_s (the distance and first split), split_s (the other levels' splits), leaves_s."""
     from .engines import gpu_long, select_engines
 
     n, m = len(q), len(t)
+    t0 = time.perf_counter()
     r = gpu_long.bp_distance(q, t, upper=upper, guess=guess, split=m >= 2, progress=progress)
     if r is None:
         return None
@@ -66,18 +70,29 @@ def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, upper: int | None, 
     else:
         i, j, d1 = r["cut"]
         pieces = hirschberg.Pieces(*(np.array(v, np.int64) for v in ([0, i], [i, n], [0, j], [j, m], [d1, d - d1])))
+    first_s = time.perf_counter() - t0
     splitter = gpu_long.BpSplitter(q, t)
     chain, _ = select_engines(AlignConfig(metric="edit", device="gpu", threads=cfg.threads))
     levels = []
 
     def report(info):
-        levels.append(info)
+        levels.append(dict(info, at=time.perf_counter()))
         if progress is not None:
             progress(info)
 
+    align = leaf_aligner(chain, cfg)
+    leaves_s = []
+
+    def timed_leaves(*args):
+        t1 = time.perf_counter()
+        out = align(*args)
+        leaves_s.append(time.perf_counter() - t1)
+        return out
+
     try:
-        ops = hirschberg.align_path(q, t, pieces, splitter, leaf_aligner(chain, cfg), report)
+        ops = hirschberg.align_path(q, t, pieces, splitter, timed_leaves, report)
     finally:
         for e in chain:
             getattr(e, "close", lambda: None)()
-    return d, ops, dict(cells=r["cells"] + splitter.cells, levels=len(levels), leaves=levels[-1]["pieces"])
+    return d, ops, dict(cells=r["cells"] + splitter.cells, levels=len(levels), leaves=levels[-1]["pieces"],
+                        first_s=first_s, split_s=levels[-1]["at"] - t0 - first_s, leaves_s=sum(leaves_s))

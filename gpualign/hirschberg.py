@@ -22,6 +22,8 @@ from .cigar import D, EQ, I, X
 LEAF_SHORT = 2048  # a piece no longer than this (both sides) goes to the batched engines
 LEAF_LONG = 16384  # ... and one no longer than this when its distance is at most LEAF_RATE of its length
 LEAF_RATE = 0.125
+LEAF_CLOSE = 65536  # ... and one no longer than this when its distance is at most LEAF_EDITS
+LEAF_EDITS = 0  # (0: off)
 
 
 @dataclass
@@ -52,7 +54,8 @@ def is_leaf(p: Pieces) -> np.ndarray:
     """Pieces the batched engines (or the trivial cases) take as they are."""
     n, m, longest = p.qb - p.qa, p.tb - p.ta, p.longest()
     trivial = (np.minimum(n, m) == 0) | (p.d == 0)
-    return trivial | (longest <= LEAF_SHORT) | ((longest <= LEAF_LONG) & (p.d <= LEAF_RATE * longest))
+    return (trivial | (longest <= LEAF_SHORT) | ((longest <= LEAF_LONG) & (p.d <= LEAF_RATE * longest))
+            | ((longest <= LEAF_CLOSE) & (p.d <= LEAF_EDITS)))
 
 
 def split_level(p: Pieces, i: np.ndarray, j: np.ndarray, d1: np.ndarray, which: np.ndarray) -> Pieces:
