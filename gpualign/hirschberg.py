@@ -19,11 +19,13 @@ import numpy as np
 
 from .cigar import D, EQ, I, X
 
-LEAF_SHORT = 2048  # a piece no longer than this (both sides) goes to the batched engines
-LEAF_LONG = 16384  # ... and one no longer than this when its distance is at most LEAF_RATE of its length
+# Leaves (the batched engines' pieces): the rule measured best of three on 5 Mbp at 1% and 10% and the
+# real E. coli pair (docs/benchmarks.md)
+LEAF_SHORT = 2048  # a piece no longer than this (both sides) is a leaf
+LEAF_LONG = 32768  # ... and one no longer than this when its distance is at most LEAF_RATE of its length
 LEAF_RATE = 0.125
 LEAF_CLOSE = 65536  # ... and one no longer than this when its distance is at most LEAF_EDITS
-LEAF_EDITS = 0  # (0: off)
+LEAF_EDITS = 1024
 
 
 @dataclass

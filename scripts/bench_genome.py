@@ -23,7 +23,8 @@ plus a real pair given with --real A.fa B.fa (e.g. the two E. coli genomes). Per
 The alignment path (--path-sets; --path-only skips the distance kernels' columns above):
   path_s   `gpualign genome -o out.paf` in this process (the CIGAR written), median of --path-repeats;
            every CIGAR re-checked (check_cigar: lengths, =/X against the strings) and its cost = distance
-  engine_s genome_path.gpu_path alone (strings in memory): first_s the distance and first split,
+  engine_s the estimate, the bound (where gpualign genome takes one) and genome_path.gpu_path alone
+           (strings in memory): first_s the distance and first split,
            split_s the other levels' splits, leaves_s the leaves' CIGARs (batched engines); levels, leaves
   peak_gb  the CuPy memory pool's high-water mark during the path run (its blocks are freed first)
   wfa_path_s, edlib_path_s  WFA2-lib BiWFA (one thread) and edlib's path mode (--cpu-path-sets)
@@ -111,7 +112,7 @@ def path_run(tmp, q, t, distance, repeats=1):
 
     from gpualign import cigar as C
     from gpualign.config import AlignConfig
-    from gpualign.genome import kernel_options
+    from gpualign.genome import gpu_bound, kernel_options
     from gpualign.genome_path import gpu_path
     from gpualign.hirschberg import edits
 
@@ -134,7 +135,9 @@ def path_run(tmp, q, t, distance, repeats=1):
     assert edits(ops) == distance, f"the path costs {edits(ops)}, the distance is {distance}"
     qa, ta = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
     t0 = time.perf_counter()
-    d, _, stats = gpu_path(qa, ta, AlignConfig(device="gpu"), None, kernel_options(qa, ta).band_guess)
+    plan = kernel_options(qa, ta)  # as gpualign genome: the anchored bound where it helps
+    upper = gpu_bound(qa, ta, AlignConfig()) if plan.bound else None
+    d, _, stats = gpu_path(qa, ta, AlignConfig(device="gpu"), upper, plan.band_guess)
     engine_s = time.perf_counter() - t0
     assert d == distance
     return dict(path_s=float(np.median(runs)), path_runs=runs, peak_gb=peak / 2**30, path_ops=len(ops),

@@ -301,7 +301,7 @@ class BpSplitter:
         mod = load_module("bp_long.cu", ("bp_long", "bp_split_min"), BP_DEFINES)
         self.kern, self.best = mod.get_function("bp_long"), mod.get_function("bp_split_min")
         self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2 * streams)]
-        self.cap = max(1, cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_SM // len(self.streams))
+        self.warps = cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_SM  # in flight, all launches
         self.cells = 0
 
     def __call__(self, q, t, p):
@@ -319,6 +319,7 @@ class BpSplitter:
         fwd[d_off] = cupy.asarray(mid.astype(np.int32))  # D[0][j] = j
         bwd[d_off] = cupy.asarray((cols - mid).astype(np.int32))
         cupy.cuda.get_current_stream().synchronize()  # the columns are ready for the kernels' streams
+        cap = max(1, self.warps // min(len(self.streams), 2 * len(p)))  # few pieces: wide launches
         keep = []
         for k in range(len(p)):
             a, b = self.qc[p.qa[k]:p.qb[k]], self.tc[p.ta[k]:p.tb[k]]
@@ -326,7 +327,7 @@ class BpSplitter:
                 a, b = b, a
             r, c, h = int(rows[k]), int(cols[k]), int(mid[k])
             klo, khi = band(r, c, int(p.d[k]))
-            w = min((STRIP_ROWS + khi - klo + 1) // STRIP_ROWS + 2, self.cap)
+            w = min((STRIP_ROWS + khi - klo + 1) // STRIP_ROWS + 2, cap)
             s = 2 * k % len(self.streams)
             o = int(off[k])
             keep.append(_bp_launch(self.kern, a, b[:h], self.sigma, klo, khi, w, fwd[o:o + r + 1], self.streams[s]))
