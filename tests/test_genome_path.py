@@ -126,6 +126,7 @@ def test_align_path_cpu_splitter(case, cpu_chain, monkeypatch):
     """The whole driver (plain DP splits, leaves by the CPU engine): CIGAR valid, cost = edlib distance."""
     monkeypatch.setattr(H, "LEAF_SHORT", 300)
     monkeypatch.setattr(H, "LEAF_LONG", 1_000)
+    monkeypatch.setattr(H, "LEAF_EDITS", 20)
     q, t = PATHS[case]()
     d = edlib.align(q, t, task="distance")["editDistance"]
     levels = []
