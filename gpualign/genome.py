@@ -147,18 +147,24 @@ def use_gpu(device: str) -> bool:
     return ok
 
 
+def _bound(q, t, cfg) -> int | None:
+    """gpu_bound, or None when the device runs out of memory for it (no bound: the same result)."""
+    from .engines import is_out_of_memory
+
+    try:
+        return gpu_bound(q, t, cfg)
+    except Exception as err:  # noqa: BLE001 - only memory errors are handled, the rest re-raised
+        if not is_out_of_memory(err):
+            raise
+    return None
+
+
 def _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn):
     """(result dict, kernel) on the GPU, or (None, None) when the device runs out of memory."""
     from .engines import gpu_long, is_out_of_memory
 
-    upper = None
     plan = kernel_options(q, t)
-    if prune and plan.bound:
-        try:
-            upper = gpu_bound(q, t, cfg)
-        except Exception as err:  # noqa: BLE001 - out of device memory: no bound, same result
-            if not is_out_of_memory(err):
-                raise
+    upper = _bound(q, t, cfg) if prune and plan.bound else None
     try:
         if plan.kernel == "bp" and prune:  # a guessed band is widened until it holds the result
             r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, progress=progress)
@@ -180,13 +186,7 @@ def _path_gpu(q, t, cfg, progress, on_notice, qn, tn):
     from .engines import is_out_of_memory
 
     plan = kernel_options(q, t)
-    upper = None
-    if plan.bound:
-        try:
-            upper = gpu_bound(q, t, cfg)
-        except Exception as err:  # noqa: BLE001 - out of device memory: no bound, same result
-            if not is_out_of_memory(err):
-                raise
+    upper = _bound(q, t, cfg) if plan.bound else None
     try:
         r = genome_path.gpu_path(q, t, cfg, upper, plan.band_guess, progress)
     except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
