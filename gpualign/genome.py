@@ -98,6 +98,7 @@ class KernelPlan:
     warp_extend: bool  # wavefront kernel: warp-wide extend
     guess: int  # an estimate of the distance (sampled)
     band_guess: int  # bit-parallel kernel without a bound: the band parameter to try first
+    anchored: bool = False  # close enough for exact 16-mer anchors (the alignment path tries them)
 
 
 def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
@@ -121,19 +122,22 @@ def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
     width = min(top, band_guess + 1024)
     halves = 2 if m >= gpu_long.BP_SPLIT_MIN else 1  # two halves met in the middle: half the steps
     bp_s = max((m / halves + width) * BP_STEP_S, n * width / BP_CELLS_PER_S)
-    return KernelPlan("bp" if bp_s < wfa_s else "wfa", bound, rate < WARP_EXTEND_BELOW, guess, band_guess)
+    return KernelPlan("bp" if bp_s < wfa_s else "wfa", bound, rate < WARP_EXTEND_BELOW, guess, band_guess,
+                      rate <= BOUND_MAX_RATE)
 
 
-def gpu_bound(q: np.ndarray, t: np.ndarray, cfg: AlignConfig) -> int:
+def gpu_bound(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, detail: bool = False):
     """An upper bound on the distance (long_bound.py): anchors found with cupy, gaps aligned by the
-    GPU eWFA engine (the strings already carry the character rule, so the gaps use plain bytes)."""
+    GPU eWFA engine (the strings already carry the character rule, so the gaps use plain bytes).
+    detail: long_bound.upper_bound's whole dict (with the path behind the bound)."""
     import cupy
 
     from . import long_bound
     from .engines.gpu_edit import GpuEditEngine
 
     gap_cfg = AlignConfig(distance_only=True, device="gpu", threads=cfg.threads)
-    return long_bound.upper_bound(q, t, [GpuEditEngine()], gap_cfg, xp=cupy)["bound"]
+    r = long_bound.upper_bound(q, t, [GpuEditEngine()], gap_cfg, xp=cupy)
+    return r if detail else r["bound"]
 
 
 def use_gpu(device: str) -> bool:
@@ -147,12 +151,12 @@ def use_gpu(device: str) -> bool:
     return ok
 
 
-def _bound(q, t, cfg) -> int | None:
+def _bound(q, t, cfg, detail: bool = False):
     """gpu_bound, or None when the device runs out of memory for it (no bound: the same result)."""
     from .engines import is_out_of_memory
 
     try:
-        return gpu_bound(q, t, cfg)
+        return gpu_bound(q, t, cfg, detail)
     except Exception as err:  # noqa: BLE001 - only memory errors are handled, the rest re-raised
         if not is_out_of_memory(err):
             raise
@@ -181,14 +185,14 @@ def _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn):
 
 
 def _path_gpu(q, t, cfg, progress, on_notice, qn, tn):
-    """(distance, packed CIGAR, cells) on the GPU, or None (the CPU path instead)."""
+    """(distance, packed CIGAR, cells, how) on the GPU, or None (the CPU path instead)."""
     from . import genome_path
     from .engines import is_out_of_memory
 
     plan = kernel_options(q, t)
-    upper = _bound(q, t, cfg) if plan.bound else None
+    bound = _bound(q, t, cfg, detail=True) if plan.anchored else None
     try:
-        r = genome_path.gpu_path(q, t, cfg, upper, plan.band_guess, progress)
+        r = genome_path.gpu_path(q, t, cfg, plan, bound, progress)
     except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
         if not is_out_of_memory(err):
             raise
@@ -198,7 +202,7 @@ def _path_gpu(q, t, cfg, progress, on_notice, qn, tn):
     if r is None:
         return None
     d, ops, stats = r
-    return d, ops, stats["cells"]
+    return d, ops, stats["cells"], stats["how"]
 
 
 def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
@@ -286,8 +290,8 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             if gpu and with_path:
                 r = _path_gpu(q, t, cfg, progress, on_notice, qn, tn)
                 if r is not None:
-                    d, ops, cells = r
-                    engine = "gpu-long:path"
+                    d, ops, cells, how = r
+                    engine = f"gpu-long:path:{how}"
             elif gpu:
                 r, kernel = _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn)
                 if r is not None:

@@ -1,9 +1,10 @@
 """`gpualign genome` without --distance-only: an optimal alignment (packed CIGAR) of one long pair.
 
-GPU: the bit-parallel kernel gives the distance and a first Hirschberg split at once (bp_distance,
-two halves met in the middle); hirschberg.align_path splits the pieces further (gpu_long.BpSplitter,
-a level's pieces side by side) and the batched engines (eWFA, affine WFA with edit penalties, the CPU
-rescue) align the leaves. CPU: edlib's path mode or WFA2-lib BiWFA (cpu_long.path), in a child process.
+GPU: the distance from the kernel genome.kernel_options picks (the bit-parallel one gives a first
+Hirschberg split with it); when the anchored upper bound (long_bound.py) equals the distance, its path
+of anchors and gaps is an optimal one and gives the pieces, else Hirschberg splits from the whole pair.
+hirschberg.align_path splits the pieces further (gpu_long.BpSplitter, a level's pieces side by side)
+and the batched engines (eWFA, affine WFA with edit penalties, the CPU rescue) align the leaves. CPU: edlib's path mode or WFA2-lib BiWFA (cpu_long.path), in a child process.
 The strings carry the character rule already (genome._apply_rule), so every comparison is on bytes.
 """
 
@@ -53,25 +54,58 @@ def leaf_aligner(chain, cfg: AlignConfig):
     return align_leaves
 
 
-def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, upper: int | None, guess: int, progress=None):
+def anchored_pieces(n: int, m: int, path) -> hirschberg.Pieces:
+    """The pieces of long_bound's path (its anchors, exact matches of K bases, and the gaps between them
+    with their costs), in order. When the bound equals the distance every piece's cost is its own
+    distance (a cheaper piece would give a cheaper whole), so the pieces are an optimal path's."""
+    from .long_bound import K, gaps
+
+    a_q, a_t, cost = path
+    qs, ql, ts, tl = gaps(np.asarray(a_q, np.int64), np.asarray(a_t, np.int64), n, m)
+    k = len(a_q)
+    qa, ta = np.empty(2 * k + 1, np.int64), np.empty(2 * k + 1, np.int64)
+    qb, tb, d = np.empty_like(qa), np.empty_like(qa), np.zeros(2 * k + 1, np.int64)
+    qa[0::2], qb[0::2], ta[0::2], tb[0::2], d[0::2] = qs, qs + ql, ts, ts + tl, cost
+    qa[1::2], ta[1::2] = a_q, a_t
+    qb[1::2], tb[1::2] = np.asarray(a_q) + K, np.asarray(a_t) + K
+    return hirschberg.Pieces(qa, qb, ta, tb, d)
+
+
+def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict | None, progress=None):
     """(distance, packed CIGAR, stats) on the GPU, or None when the bit-parallel kernel cannot take
-    the strings (more than 31 distinct symbols). stats: cells (bit-parallel DP cells), levels, leaves,
-    first_s (the distance and first split), split_s (the other levels' splits), leaves_s."""
+    the strings (more than 31 distinct symbols). plan: genome.kernel_options; bound: long_bound's dict
+    (gpu_bound(..., detail=True)) or None. The distance comes from the kernel the plan picks (the
+    bit-parallel one also gives the first split); when it equals the anchored bound, the bound's path
+    gives the pieces (how = "anchors"), else Hirschberg starts from the whole pair (how = "split").
+    stats: how, cells (bit-parallel DP cells), levels, leaves, first_s (distance and first split),
+    split_s (the other levels' splits), leaves_s."""
     from .engines import gpu_long, select_engines
 
     n, m = len(q), len(t)
     t0 = time.perf_counter()
-    r = gpu_long.bp_distance(q, t, upper=upper, guess=guess, split=m >= 2, progress=progress)
-    if r is None:
-        return None
-    d = r["distance"]
-    if r.get("cut") is None:  # (an empty string: no split)
-        pieces = hirschberg.Pieces.one(n, m, d)
+    upper = bound["bound"] if bound else None
+    cut = None
+    if plan.kernel == "wfa":
+        r = gpu_long.distance(q, t, upper=upper, warp_extend=plan.warp_extend, progress=progress)
     else:
-        i, j, d1 = r["cut"]
+        r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, split=m >= 2, progress=progress)
+        if r is None:
+            return None
+        cut = r.get("cut")
+    d = r["distance"]
+    if bound and bound["bound"] == d:
+        how, pieces = "anchors", anchored_pieces(n, m, bound["path"])
+    elif cut is not None:
+        i, j, d1 = cut
+        how = "split"
         pieces = hirschberg.Pieces(*(np.array(v, np.int64) for v in ([0, i], [i, n], [0, j], [j, m], [d1, d - d1])))
+    else:
+        how, pieces = "split", hirschberg.Pieces.one(n, m, d)
     first_s = time.perf_counter() - t0
-    splitter = gpu_long.BpSplitter(q, t)
+    try:
+        splitter = gpu_long.BpSplitter(q, t)
+    except ValueError:  # more than 31 distinct symbols
+        return None
     chain, _ = select_engines(AlignConfig(metric="edit", device="gpu", threads=cfg.threads))
     levels = []
 
@@ -94,5 +128,6 @@ def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, upper: int | None, 
     finally:
         for e in chain:
             getattr(e, "close", lambda: None)()
-    return d, ops, dict(cells=r["cells"] + splitter.cells, levels=len(levels), leaves=levels[-1]["pieces"],
-                        first_s=first_s, split_s=levels[-1]["at"] - t0 - first_s, leaves_s=sum(leaves_s))
+    return d, ops, dict(how=how, cells=r["cells"] + splitter.cells, levels=len(levels),
+                        leaves=levels[-1]["pieces"], first_s=first_s, split_s=levels[-1]["at"] - t0 - first_s,
+                        leaves_s=sum(leaves_s))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cigar import D, EQ, I, X
+from .records import segment_index
 
 # Leaves (the batched engines' pieces): the rule measured best of three on 5 Mbp at 1% and 10% and the
 # real E. coli pair (docs/benchmarks.md)
@@ -74,15 +75,6 @@ def split_level(p: Pieces, i: np.ndarray, j: np.ndarray, d1: np.ndarray, which: 
     return out
 
 
-def trivial_ops(n: int, m: int) -> list[int]:
-    """The CIGAR of a piece with an empty side or a distance of 0 (then n == m)."""
-    if n == 0:
-        return [m << 4 | D] if m else []
-    if m == 0:
-        return [n << 4 | I]
-    return [n << 4 | EQ]
-
-
 def merge_ops(ops: np.ndarray) -> np.ndarray:
     """Adjacent equal ops joined (the pieces' CIGARs meet at their borders)."""
     if len(ops) < 2:
@@ -120,16 +112,20 @@ def align_path(q: np.ndarray, t: np.ndarray, pieces: Pieces, split, align_leaves
                              which)
         level += 1
     n, m = pieces.qb - pieces.qa, pieces.tb - pieces.ta
-    easy = (np.minimum(n, m) == 0) | (pieces.d == 0)
-    parts: list = [None] * len(pieces)
-    for k in np.nonzero(easy)[0].tolist():
-        parts[k] = np.array(trivial_ops(int(n[k]), int(m[k])), np.uint32)
+    easy = (np.minimum(n, m) == 0) | (pieces.d == 0)  # one op (none when both sides are empty)
+    count = ((n + m) > 0).astype(np.int64)
     hard = np.nonzero(~easy)[0]
     if len(hard):
         ops, off, ln = align_leaves(q, t, pieces.take(hard))
-        for k, o, c in zip(hard.tolist(), off.tolist(), ln.tolist()):
-            parts[k] = ops[o:o + c]
-    out = merge_ops(np.concatenate(parts)) if parts else np.zeros(0, np.uint32)
+        count[hard] = ln
+    start = np.cumsum(count) - count
+    out = np.empty(int(count.sum()), np.uint32)
+    e = np.nonzero(easy & (count > 0))[0]
+    op = np.where(n[e] == 0, D, np.where(m[e] == 0, I, EQ))
+    out[start[e]] = (np.where(n[e] == 0, m[e], n[e]) << 4 | op).astype(np.uint32)
+    if len(hard):
+        out[segment_index(start[hard], ln)] = ops[segment_index(off, ln)]
+    out = merge_ops(out)
     if edits(out) != total:
         raise RuntimeError(f"alignment path: stitched CIGAR costs {edits(out)}, the distance is {total}")
     return out

@@ -116,7 +116,9 @@ def gaps(a_q: np.ndarray, a_t: np.ndarray, n: int, m: int):
 
 def upper_bound(q: np.ndarray, t: np.ndarray, chain, cfg, xp=np) -> dict:
     """U >= the edit distance of q and t (uint8 arrays, folded, rule applied): dict(bound, anchors,
-    aligned (gaps aligned by the chain), seconds). chain: pairs engines for distance-only edit pairs."""
+    aligned (gaps aligned by the chain), seconds, path). chain: pairs engines for distance-only edit
+    pairs. path = (anchor query starts, anchor target starts, each gap's cost): the path behind the
+    bound (gaps() gives the gaps' coordinates), an optimal alignment's pieces when bound = distance."""
     from .records import OK, PairBatch, segment_index
     from .route import run_chain
 
@@ -137,4 +139,5 @@ def upper_bound(q: np.ndarray, t: np.ndarray, chain, cfg, xp=np) -> dict:
         ok = res.status == OK
         cost[todo[ok]] = res.score[ok]
         aligned = int(ok.sum())
-    return dict(bound=int(cost.sum()), anchors=len(a_q), aligned=aligned, seconds=time.perf_counter() - t0)
+    return dict(bound=int(cost.sum()), anchors=len(a_q), aligned=aligned, seconds=time.perf_counter() - t0,
+                path=(a_q, a_t, cost))

@@ -23,8 +23,8 @@ plus a real pair given with --real A.fa B.fa (e.g. the two E. coli genomes). Per
 The alignment path (--path-sets; --path-only skips the distance kernels' columns above):
   path_s   `gpualign genome -o out.paf` in this process (the CIGAR written), median of --path-repeats;
            every CIGAR re-checked (check_cigar: lengths, =/X against the strings) and its cost = distance
-  engine_s the estimate, the bound (where gpualign genome takes one) and genome_path.gpu_path alone
-           (strings in memory): first_s the distance and first split,
+  engine_s the estimate, the anchored bound and genome_path.gpu_path alone (strings in memory); how:
+           "anchors" (the bound's path was optimal) or "split" (Hirschberg from the whole pair); first_s the distance and first split,
            split_s the other levels' splits, leaves_s the leaves' CIGARs (batched engines); levels, leaves
   peak_gb  the CuPy memory pool's high-water mark during the path run (its blocks are freed first)
   wfa_path_s, edlib_path_s  WFA2-lib BiWFA (one thread) and edlib's path mode (--cpu-path-sets)
@@ -135,14 +135,14 @@ def path_run(tmp, q, t, distance, repeats=1):
     assert edits(ops) == distance, f"the path costs {edits(ops)}, the distance is {distance}"
     qa, ta = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
     t0 = time.perf_counter()
-    plan = kernel_options(qa, ta)  # as gpualign genome: the anchored bound where it helps
-    upper = gpu_bound(qa, ta, AlignConfig()) if plan.bound else None
-    d, _, stats = gpu_path(qa, ta, AlignConfig(device="gpu"), upper, plan.band_guess)
+    plan = kernel_options(qa, ta)  # as gpualign genome: the anchored bound where anchors can be found
+    bound = gpu_bound(qa, ta, AlignConfig(), detail=True) if plan.anchored else None
+    d, _, stats = gpu_path(qa, ta, AlignConfig(device="gpu"), plan, bound)
     engine_s = time.perf_counter() - t0
     assert d == distance
     return dict(path_s=float(np.median(runs)), path_runs=runs, peak_gb=peak / 2**30, path_ops=len(ops),
                 engine_s=engine_s, levels=stats["levels"], leaves=stats["leaves"], first_s=stats["first_s"],
-                split_s=stats["split_s"], leaves_s=stats["leaves_s"])
+                split_s=stats["split_s"], leaves_s=stats["leaves_s"], how=stats["how"])
 
 
 def load_real(path):
@@ -269,13 +269,14 @@ def main():
     if a.json:
         with open(a.json, "a") as fh:
             fh.writelines(json.dumps(r) + "\n" for r in rows if "gpu_s" not in r)
-    print("\t".join(["set", "n", "m", "distance", "e2e_s", "path_s", "path/e2e", "engine_s", "first_s", "split_s",
+    print("\t".join(["set", "n", "m", "distance", "e2e_s", "path_s", "path/e2e", "how", "engine_s", "first_s", "split_s",
                      "leaves_s", "levels", "leaves",
                      "cigar_ops", "peak_gb", "wfa_path_s", "edlib_path_s"]))
     for r in rows:
         if "path_s" in r:
             print("\t".join([r["set"], str(r["n"]), str(r["m"]), str(r["distance"]), f(r["e2e_s"]), f(r["path_s"]),
-                             f"{r['path_s'] / r['e2e_s']:.2f}", f(r["engine_s"]), f(r["first_s"]), f(r["split_s"]),
+                             f"{r['path_s'] / r['e2e_s']:.2f}", r["how"], f(r["engine_s"]), f(r["first_s"]),
+                             f(r["split_s"]),
                              f(r["leaves_s"]), str(r["levels"]), str(r["leaves"]),
                              str(r["path_ops"]), f"{r['peak_gb']:.2f}", f(r.get("wfa_path_s")),
                              f(r.get("edlib_path_s"))]))

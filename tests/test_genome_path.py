@@ -95,8 +95,15 @@ def test_split_level_keeps_order_and_cover():
 def test_merge_ops_and_trivial():
     ops = np.array([3 << 4 | C.EQ, 2 << 4 | C.EQ, 1 << 4 | C.X, 1 << 4 | C.I, 4 << 4 | C.I, 2 << 4 | C.EQ], np.uint32)
     assert C.to_text(H.merge_ops(ops), np.array([0]), np.array([4]))[0] == "5=1X5I2="
-    assert H.trivial_ops(0, 3) == [3 << 4 | C.D] and H.trivial_ops(4, 0) == [4 << 4 | C.I]
-    assert H.trivial_ops(5, 5) == [5 << 4 | C.EQ] and H.trivial_ops(0, 0) == []
+
+
+def test_align_path_trivial_pieces():
+    """Empty sides, distance 0 and empty pieces need no engine; neighbours' equal ops merge."""
+    q, t = codes(b"ACGTTTAC"), codes(b"ACGGGTTTAC")
+    p = H.Pieces(*(np.array(v, np.int64) for v in ([0, 3, 3, 3, 8], [3, 3, 3, 8, 8], [0, 3, 5, 5, 10],
+                                                   [3, 5, 5, 10, 10], [0, 2, 0, 0, 0])))
+    ops = H.align_path(q, t, p, None, None)
+    assert C.to_text(ops, np.array([0]), np.array([len(ops)]))[0] == "3=2D5="
 
 
 PATHS = {
@@ -143,6 +150,30 @@ def test_align_path_refuses_a_wrong_leaf(cpu_chain):
     d = edlib.align(q.tobytes(), t.tobytes(), task="distance")["editDistance"]
     with pytest.raises(RuntimeError, match="its distance is"):
         H.align_path(q, t, H.Pieces.one(len(q), len(t), d + 1), H.dp_split, leaf_aligner(*cpu_chain))
+
+
+@pytest.mark.parametrize("rate", [0.01, 0.08])
+def test_anchored_pieces_cpu(rate, cpu_chain):
+    """The anchored bound's path (long_bound with the CPU engine) as pieces: when the bound equals the
+    distance, their costs are exact, they cover both strings in order, and aligning them gives an
+    optimal CIGAR."""
+    from gpualign import long_bound
+    from gpualign.genome_path import anchored_pieces
+    from simulate import simulate
+
+    q, t = simulate(1, 200_000, rate, seed=5)
+    q, t = q[0], t[0]
+    d = edlib.align(q, t, task="distance")["editDistance"]
+    chain, cfg = cpu_chain
+    b = long_bound.upper_bound(codes(q), codes(t), chain, AlignConfig(distance_only=True, device="cpu", threads=2))
+    assert b["bound"] == d  # uniform edits: the anchor chain is optimal (else the command splits instead)
+    p = anchored_pieces(len(q), len(t), b["path"])
+    assert int(p.d.sum()) == d and len(p) == 2 * b["anchors"] + 1
+    assert (p.qa[1:] == p.qb[:-1]).all() and (p.ta[1:] == p.tb[:-1]).all()
+    assert p.qa[0] == 0 == p.ta[0] and p.qb[-1] == len(q) and p.tb[-1] == len(t)
+    ops = H.align_path(codes(q), codes(t), p, H.dp_split, leaf_aligner(chain, cfg))
+    C.check_cigar(q, t, ops)
+    assert C.score_cigar(ops, EDIT) == d
 
 
 def _bam_first_record_cigar(path: str) -> tuple[int, list]:
@@ -258,11 +289,17 @@ def test_gpu_path_large(n, rate, oracle):
         want = edlib.align(q, t, task="distance")["editDistance"]
     else:
         want = gpu_long.distance(codes(q), codes(t))["distance"]
-    d, ops, stats = gpu_path(codes(q), codes(t), AlignConfig(), None, int(1.25 * rate * n) + 1024)
-    assert d == want
-    C.check_cigar(q, t, ops)
-    assert C.score_cigar(ops, EDIT) == want
-    assert stats["levels"] >= 2
+    from gpualign.genome import gpu_bound, kernel_options
+
+    a, b = codes(q), codes(t)
+    plan = kernel_options(a, b)
+    bound = gpu_bound(a, b, AlignConfig(), detail=True) if plan.anchored else None
+    for bnd, how in ((bound, "anchors" if bound else "split"), (None, "split")):
+        d, ops, stats = gpu_path(a, b, AlignConfig(), plan, bnd)
+        assert d == want and stats["how"] == how
+        C.check_cigar(q, t, ops)
+        assert C.score_cigar(ops, EDIT) == want
+        assert stats["levels"] >= 1
 
 
 @pytest.mark.gpu

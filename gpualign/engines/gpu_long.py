@@ -138,6 +138,7 @@ BP_MAX_SYMBOLS = 31
 BP_DEFINES: tuple = ()  # compile-time options of kernels/bp_long.cu (experiments: scripts/profile.py genome)
 BP_WARPS_PER_SM = 20  # strips in flight per SM at most (the best of 6..20 tried)
 BP_SPLIT_MIN = 1 << 16  # targets at least this long run as two halves at once, met in the middle
+BP_RING_BYTES = None  # a cap on one launch's ring memory (fewer warps on wide bands); None: a quarter of free
 
 
 def band(n: int, m: int, upper: int) -> tuple[int, int]:
@@ -184,7 +185,8 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
     slot_words = (STRIP_ROWS + width + 15) // 16 + 4
     want = max(1, min(nstrips, warps))
     free = cupy.cuda.Device().mem_info[0]
-    while want > 1 and (want + 1) * slot_words * 8 > free // 4:
+    cap = min(free // 4, BP_RING_BYTES or free)  # the strips' rings: 8 bytes per 16 columns per warp
+    while want > 1 and (want + 1) * slot_words * 8 > cap:
         want //= 2
     blocks = (want + BP_WARPS_PER_BLOCK - 1) // BP_WARPS_PER_BLOCK
     threads = 32 * min(want, BP_WARPS_PER_BLOCK)
