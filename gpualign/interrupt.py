@@ -137,7 +137,12 @@ def finish() -> None:
     end_children(wait=True)
     for path in list(_temps):
         try:
-            os.unlink(path)
+            if os.path.isdir(path):  # (a cluster's scratch directory)
+                import shutil
+
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
         except OSError:
             pass
     import tempfile
@@ -162,7 +167,7 @@ def finish() -> None:
 
 
 def track(path: str) -> None:
-    """A temporary file finish() removes if the run is interrupted before untrack(path)."""
+    """A temporary file (or directory) finish() removes if the run is interrupted before untrack(path)."""
     _temps.add(path)
 
 

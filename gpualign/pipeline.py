@@ -25,7 +25,7 @@ import numpy as np
 
 from . import interrupt, scoring, trace
 from .config import AlignConfig
-from .engines import host_allocator, select_engines
+from .engines import CpuEngine, host_allocator, select_engines
 from .errors import ConfigError, InputError
 from .io import fastx, pair_reader
 from .output import parallel
@@ -69,6 +69,7 @@ class Summary:
     verified: int = 0
     verified_optimal: int = 0
     stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "align": 0.0, "write": 0.0})
+    extra: list = field(default_factory=list)  # (key, value) rows of a cluster run: per worker, retried
 
     def add_counts(self, counts: dict) -> None:
         for k, v in counts.items():
@@ -82,6 +83,7 @@ class Summary:
         # busy time of each stage; the stages overlap (reader, aligner and writer run concurrently)
         rows += [(f"{k}_seconds", f"{v:.3f}") for k, v in self.stage_seconds.items()]
         rows += [(f"route:{k}", str(v)) for k, v in sorted(self.counts.items())]
+        rows += self.extra
         if self.verified:
             rows += [("verified", str(self.verified)), ("verified_optimal", str(self.verified_optimal)),
                      ("recall", f"{100.0 * self.verified_optimal / self.verified:.4f}%")]
@@ -241,13 +243,18 @@ class ReadAhead:
 
 
 def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignConfig, command_line: str,
-              progress=None, on_notice=None, verify: float = 0.0) -> Summary:
+              progress=None, on_notice=None, verify: float = 0.0, cluster=None) -> Summary:
+    """cluster: a cluster.ClusterSpec (batches aligned by Dask workers) or None (this process)."""
     cfg.validate()
+    if cluster is not None and cluster.wanted:
+        cluster.validate(cfg.device)
+    else:
+        cluster = None
     fmt = infer_format(fmt, out, cfg.distance_only)
     if path_a == "-" and path_b == "-":
         raise ConfigError("only one of the two inputs can be '-' (stdin)")
     t0 = time.perf_counter()
-    spooled = reader = fmt_pool = ahead = None
+    spooled = reader = fmt_pool = ahead = remote = None
     try:
         targets = {}
         if fmt in ("sam", "bam"):
@@ -264,8 +271,14 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         # pageable memory, then, once a GPU engine runs, in page-locked memory (host_allocator)
         batches = scoring.checked(reader, cfg, path_a, path_b) if cfg.general else reader
         ahead = ReadAhead(batches, summary.stage_seconds)
-        chain, notice = select_engines(cfg)
-        reader.alloc = host_allocator(chain)
+        if cluster is not None:  # the engines run in the workers; here only the CPU engine, for --verify
+            from .cluster import ClusterAligner
+
+            remote = ClusterAligner(cluster, cfg)
+            chain, notice = [CpuEngine(cfg.n_threads if verify > 0 else 1)], remote.start()
+        else:
+            chain, notice = select_engines(cfg)
+            reader.alloc = host_allocator(chain)
         summary.notice = notice
         if on_notice:
             on_notice(notice)
@@ -275,9 +288,15 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             writer = writer_cls(output.target, targets=targets,
                                 command_line=command_line, metric=cfg.metric, scored=cfg.general)
             with aborting(writer):
-                stream(ahead, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify)
+                stream(ahead, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify,
+                       remote)
                 writer.close()
+        if remote is not None:  # the align stage ran in the workers: their busy seconds
+            summary.extra = remote.rows()
+            summary.stage_seconds["align"] = sum(w.busy for w in remote.stats.values())
     finally:
+        if remote is not None:
+            remote.close()
         if ahead is not None:
             ahead.close()
         if reader is not None:
@@ -303,13 +322,14 @@ def _verify(batch, res, cpu, cfg, fraction: float, summary: Summary) -> None:
 
 
 def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary, progress,
-            verify: float = 0.0) -> None:
+            verify: float = 0.0, remote=None) -> None:
     """Align an iterable of PairBatches (or a ReadAhead already reading them) through the chain and hand
     each result, in order, to out.submit(batch, res, done(lines)); the batches are produced in a reader
     thread (two ahead), one batch aligns (or as many as the chain's first engine takes at once:
     `concurrent`, a thread each) while the one before is submitted, then out.flush(). Busy
     seconds per stage, pairs, failures and route counts go to summary; verify: the share of pairs
-    re-checked on the CPU."""
+    re-checked on the CPU (chain[-1]). remote: a cluster.ClusterAligner that aligns the batches instead
+    of the chain (remote.window of them in flight)."""
     stages = summary.stage_seconds
     ahead = batches if isinstance(batches, ReadAhead) else ReadAhead(batches, stages)
 
@@ -325,11 +345,15 @@ def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary,
 
     pending = []
     # batches aligned at once: as many as the first engine takes (each from a thread of its own)
-    workers = max(1, int(getattr(chain[0], "concurrent", 1))) if chain else 1
+    workers = max(1, int(getattr(chain[0], "concurrent", 1))) if chain and remote is None else 1
+    if remote is not None:
+        workers = remote.window
     try:
         with ThreadPoolExecutor(workers) as aligner:
             for item in itertools.chain(ahead, [None]):  # None: the end
-                if item is not None:
+                if item is not None and remote is not None:
+                    pending.append((item, remote.submit(item)))
+                elif item is not None:
                     prefetch(item, chain, cfg)  # its upload overlaps the batch aligning now
                     pending.append((item, aligner.submit(align, item)))
                 # keep `workers` batches aligning while the one before them is written

@@ -60,6 +60,9 @@ def _commands(d, out):
         "search": ["search", str(d / "guides.fa"), str(d / "b.fa"), "-k", "3", "-o", out, "-t", "2", "--device",
                    "cpu", "--chunk-bases", "1000000"],
         "genome": ["genome", str(d / "ga.fa"), str(d / "gb.fa"), "--distance-only", "--device", "cpu", "-o", out],
+        # a local Dask cluster of two CPU workers (the distributed path)
+        "pairs-cluster": ["pairs", str(d / "a.fa"), str(d / "b.fa"), "-o", out, "--cpu-workers", "2",
+                          "--batch-bases", "2000000"],
     }
 
 
@@ -151,6 +154,8 @@ CASES = [  # (command, phase, signal, to the process group)
     ("genome", "kernel", signal.SIGINT, True),
     ("genome", "kernel", signal.SIGTERM, False),
     ("genome", "kernel", signal.SIGHUP, False),
+    ("pairs-cluster", "write", signal.SIGINT, True),
+    ("pairs-cluster", "write", signal.SIGTERM, False),
 ]
 
 

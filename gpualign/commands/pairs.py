@@ -44,9 +44,13 @@ def pairs(
     verify: Annotated[float, typer.Option("--verify", help="Re-align this fraction of pairs with the CPU engine (WFA2-lib) and report the share that is optimal (recall).")] = 0.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
     debug: Debug = False,
+    gpus: Annotated[Optional[str], typer.Option("--gpus", help="Align on N GPUs of this host (or 'all'): one Dask worker per GPU (dask-cuda).")] = None,
+    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Align on an existing Dask cluster (tcp://host:8786) whose workers have gpualign installed; this process reads and writes.")] = None,
+    cpu_workers: Annotated[int, typer.Option("--cpu-workers", help="Align on N local Dask CPU workers (the distributed path without a GPU).")] = 0,
     batch_bases: Annotated[int, typer.Option("--batch-bases", hidden=True)] = 1 << 25,
 ) -> None:
     """Align record i of QUERY with record i of TARGET (exact; global unless --mode): PAF/SAM/BAM/TSV."""
+    from ..cluster import ClusterSpec
     from ..pipeline import run_pairs
 
     def body():
@@ -58,7 +62,8 @@ def pairs(
                               penalties=preset_penalties(sc, mismatch, gap_open, gap_extend), scoring=sc,
                               distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=n_threads,
                               batch_bases=batch_bases)
-            result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify)
+            result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify,
+                               ClusterSpec(gpus, scheduler, cpu_workers))
         _print_summary(result, summary, quiet)
         if result.failed and not quiet:
             _stderr().print(f"gpualign: warning: {result.failed} pair(s) failed (see zr:Z / status)", markup=False)

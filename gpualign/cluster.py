@@ -1,0 +1,202 @@
+"""Batches on a Dask cluster: `--gpus N|all` (this host: dask-cuda's LocalCUDACluster, one worker per
+GPU), `--scheduler ADDRESS` (an existing cluster whose workers have gpualign installed) or
+`--cpu-workers N` (a local cluster of CPU workers: the same path without a GPU, as CI tests it).
+
+The client reads the input and sends each PairBatch, without its names, to a worker: workers need no
+access to the input files. Each worker builds its engine chain once and aligns the batches it is given;
+the results come back through pipeline.stream in input order, to the same writers, so the output is the
+same bytes as a one-process run. At most `window` batches are in flight (two per worker): bounded
+memory. A worker that dies takes its batches with it and Dask runs them elsewhere (a batch is given up
+after RETRIES worker deaths); each batch logs an event when it starts, so the summary counts the batches
+that started more than once. Units are whole batches (2^25 bases by default, far more than Dask's ~1 ms
+per task).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from . import interrupt
+from .config import AlignConfig
+from .errors import ConfigError, DeviceError
+
+START_EVENT = "gpualign-batch-start"
+RETRIES = 3  # worker deaths a batch may survive (Dask's allowed failures per task)
+
+_chains: dict = {}  # worker side: one started engine chain per config
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    gpus: str | None = None  # "N" or "all": a LocalCUDACluster on this host
+    scheduler: str | None = None  # tcp://host:8786: an existing cluster
+    cpu_workers: int = 0  # a LocalCluster of this many CPU workers
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self.gpus or self.scheduler or self.cpu_workers)
+
+    def validate(self, device: str) -> "ClusterSpec":
+        chosen = [x for x in (self.gpus and "--gpus", self.scheduler and "--scheduler",
+                              self.cpu_workers and "--cpu-workers") if x]
+        if len(chosen) > 1:
+            raise ConfigError(f"choose one of {', '.join(chosen)}")
+        if self.cpu_workers < 0:
+            raise ConfigError(f"--cpu-workers must be >= 1 (got {self.cpu_workers})")
+        if self.gpus is not None and not (self.gpus == "all" or (self.gpus.isdigit() and int(self.gpus) >= 1)):
+            raise ConfigError(f"--gpus must be a number >= 1 or 'all' (got {self.gpus!r})")
+        if self.gpus and device == "cpu":
+            raise ConfigError("--gpus cannot run with --device cpu (use --cpu-workers for CPU workers)")
+        if self.cpu_workers and device == "gpu":
+            raise ConfigError("--cpu-workers runs the CPU engine: not with --device gpu")
+        return self
+
+
+def _align_batch(batch, cfg: AlignConfig, run: str, seq: int):
+    """Worker side: one batch through this worker's chain. Returns (result, route counts, worker name,
+    busy seconds)."""
+    from distributed import get_worker
+
+    from .engines import select_engines
+    from .route import run_chain
+
+    worker = get_worker()
+    worker.log_event(START_EVENT, {"run": run, "batch": seq})
+    chain = _chains.get(cfg)
+    if chain is None:
+        chain, _ = select_engines(cfg)
+        for e in reversed(chain):  # the CPU engine's processes forked before the GPU is used
+            getattr(e, "start", lambda: None)()
+        getattr(chain[0], "warm", lambda c: None)(cfg)
+        _chains[cfg] = chain
+    t0 = time.perf_counter()
+    res, counts = run_chain(batch, chain, cfg)
+    return res, counts, str(worker.name), time.perf_counter() - t0
+
+
+@dataclass
+class _Worker:
+    pairs: int = 0
+    batches: int = 0
+    busy: float = 0.0
+
+
+class _Result:
+    """A batch's future: result() -> (AlignBatch, counts), the worker's share recorded."""
+
+    def __init__(self, fut, n: int, stats: dict):
+        self.fut, self.n, self.stats = fut, n, stats
+
+    def result(self):
+        res, counts, name, busy = self.fut.result()
+        w = self.stats.setdefault(name, _Worker())
+        w.pairs += self.n
+        w.batches += 1
+        w.busy += busy
+        self.fut.release()
+        return res, counts
+
+
+@dataclass
+class ClusterAligner:
+    """The client side: start (or join) the cluster, submit batches, report per worker, shut down."""
+
+    spec: ClusterSpec
+    cfg: AlignConfig
+    client: object = None
+    cluster: object = None
+    run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    stats: dict = field(default_factory=dict)
+    seq: int = 0
+    workers: int = 1
+    scratch: str = ""
+
+    def start(self) -> str:
+        """Connect; returns a notice line."""
+        try:
+            import dask
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise DeviceError("--gpus/--scheduler/--cpu-workers need Dask's distributed: pip install distributed") from None
+        import logging
+
+        s = self.spec
+        if not s.scheduler:  # the local cluster's scratch space: removed at close() or by an interrupt
+            self.scratch = tempfile.mkdtemp(prefix=interrupt.temp_prefix() + "dask-")
+            interrupt.track(self.scratch)
+        # Dask's log lines are not for our stderr (its failures reach us as exceptions); the workers'
+        # processes inherit this config
+        dask.config.set({"distributed.scheduler.allowed-failures": RETRIES,
+                         "distributed.worker.daemon": False,  # workers may fork the CPU engine's pool
+                         "logging.distributed": "critical", "temporary-directory": self.scratch or None})
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        host_cores = os.cpu_count() or 1
+        if s.scheduler:
+            try:
+                self.client = Client(s.scheduler, timeout="10s")
+            except OSError as e:
+                raise DeviceError(f"--scheduler {s.scheduler}: cannot connect ({e})") from None
+            threads = self.cfg.threads  # 0: every core of the worker's host
+            what = f"Dask cluster at {s.scheduler}"
+        elif s.gpus:
+            try:
+                from dask_cuda import LocalCUDACluster
+            except ImportError:
+                raise DeviceError("--gpus needs dask-cuda: pip install dask-cuda") from None
+            n = None if s.gpus == "all" else int(s.gpus)
+            self.cluster = LocalCUDACluster(n_workers=n, threads_per_worker=1, dashboard_address=None,
+                                            local_directory=self.scratch)
+            self.client = Client(self.cluster)
+            threads = max(1, host_cores // max(1, len(self.cluster.workers)))
+            what = f"{len(self.cluster.workers)} GPU worker(s) (dask-cuda, this host)"
+        else:
+            self.cluster = LocalCluster(n_workers=s.cpu_workers, threads_per_worker=1, processes=True,
+                                        dashboard_address=None, local_directory=self.scratch)
+            self.client = Client(self.cluster)
+            threads = max(1, host_cores // s.cpu_workers)
+            what = f"{s.cpu_workers} CPU worker(s) (Dask, this host)"
+        self.client.wait_for_workers(1, timeout=60)
+        self.workers = max(1, len(self.client.scheduler_info()["workers"]))
+        device = "cpu" if s.cpu_workers else self.cfg.device
+        self.cfg = dataclasses.replace(self.cfg, threads=threads, device=device)
+        return f"engines on {what}, {self.workers} worker(s) up, batches sent by this client"
+
+    @property
+    def window(self) -> int:
+        return 2 * self.workers
+
+    def submit(self, batch) -> _Result:
+        bare = dataclasses.replace(batch, q_names=[], t_names=[], q_quals=[], meta=None)
+        fut = self.client.submit(_align_batch, bare, self.cfg, self.run, self.seq, pure=False,
+                                 key=f"gpualign-{self.run}-{self.seq}")
+        self.seq += 1
+        return _Result(fut, batch.n, self.stats)
+
+    def retried(self) -> int:
+        """Batches of this run that started more than once (their worker died)."""
+        starts: dict = {}
+        for _, msg in self.client.get_events(START_EVENT):
+            if isinstance(msg, dict) and msg.get("run") == self.run:
+                starts[msg["batch"]] = starts.get(msg["batch"], 0) + 1
+        return sum(1 for v in starts.values() if v > 1)
+
+    def rows(self) -> list[tuple[str, str]]:
+        rows = [(f"worker:{name}", f"{w.pairs} pairs, {w.batches} batches, {w.busy:.3f} s busy")
+                for name, w in sorted(self.stats.items())]
+        return rows + [("retried_batches", str(self.retried()))]
+
+    def close(self) -> None:
+        """The client's futures released (their batches cancelled), a cluster we started shut down."""
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            interrupt.untrack(self.scratch)
