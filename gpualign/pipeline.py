@@ -242,14 +242,33 @@ class ReadAhead:
         self.stop.set()
 
 
+def engines(cfg: AlignConfig, cluster=None, verify: float = 0.0):
+    """(chain, notice, remote): this process's engine chain, or with a cluster.ClusterSpec asking for
+    one, a started cluster.ClusterAligner (remote, to close) and only the CPU engine here (--verify)."""
+    if cluster is None or not cluster.wanted:
+        return (*select_engines(cfg), None)
+    from .cluster import ClusterAligner
+
+    remote = ClusterAligner(cluster.validate(cfg.device), cfg)
+    try:
+        notice = remote.start()
+    except BaseException:
+        remote.close()
+        raise
+    return [CpuEngine(cfg.n_threads if verify > 0 else 1)], notice, remote
+
+
+def cluster_summary(remote, summary: Summary) -> None:
+    """A cluster run's rows (per worker, retried batches); its align stage is the workers' busy time."""
+    if remote is not None:
+        summary.extra = remote.rows()
+        summary.stage_seconds["align"] = sum(w.busy for w in remote.stats.values())
+
+
 def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignConfig, command_line: str,
               progress=None, on_notice=None, verify: float = 0.0, cluster=None) -> Summary:
     """cluster: a cluster.ClusterSpec (batches aligned by Dask workers) or None (this process)."""
     cfg.validate()
-    if cluster is not None and cluster.wanted:
-        cluster.validate(cfg.device)
-    else:
-        cluster = None
     fmt = infer_format(fmt, out, cfg.distance_only)
     if path_a == "-" and path_b == "-":
         raise ConfigError("only one of the two inputs can be '-' (stdin)")
@@ -271,13 +290,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         # pageable memory, then, once a GPU engine runs, in page-locked memory (host_allocator)
         batches = scoring.checked(reader, cfg, path_a, path_b) if cfg.general else reader
         ahead = ReadAhead(batches, summary.stage_seconds)
-        if cluster is not None:  # the engines run in the workers; here only the CPU engine, for --verify
-            from .cluster import ClusterAligner
-
-            remote = ClusterAligner(cluster, cfg)
-            chain, notice = [CpuEngine(cfg.n_threads if verify > 0 else 1)], remote.start()
-        else:
-            chain, notice = select_engines(cfg)
+        chain, notice, remote = engines(cfg, cluster, verify)
+        if remote is None:
             reader.alloc = host_allocator(chain)
         summary.notice = notice
         if on_notice:
@@ -291,9 +305,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
                 stream(ahead, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify,
                        remote)
                 writer.close()
-        if remote is not None:  # the align stage ran in the workers: their busy seconds
-            summary.extra = remote.rows()
-            summary.stage_seconds["align"] = sum(w.busy for w in remote.stats.values())
+        cluster_summary(remote, summary)
     finally:
         if remote is not None:
             remote.close()

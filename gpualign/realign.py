@@ -15,12 +15,12 @@ import numpy as np
 
 from . import trace
 from .config import AlignConfig
-from .engines import select_engines
 from .errors import ConfigError
 from .io import paf as P
 from .output import parallel
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
-from .pipeline import FORMATS, Output, ReadAhead, Summary, aborting, infer_format, running, stream
+from .pipeline import (FORMATS, Output, ReadAhead, Summary, aborting, cluster_summary, engines, infer_format,
+                       running, stream)
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
 
@@ -42,9 +42,9 @@ def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, 
 
 def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str | None, cfg: AlignConfig,
             command_line: str, mode: str = "ends-free", pad: int = 100, cs: bool = False, skip_bad: bool = False,
-            on_notice=None, progress=None, readers: int | None = None) -> Summary:
+            on_notice=None, progress=None, readers: int | None = None, cluster=None) -> Summary:
     """readers: worker processes fetching candidates (realign_readers; None: chosen from the input,
-    0: in the reader thread)."""
+    0: in the reader thread). cluster: a cluster.ClusterSpec (batches aligned by Dask workers) or None."""
     if mode not in MODES:
         raise ConfigError(f"--mode must be one of {', '.join(MODES)} (got {mode!r})")
     if pad < 0:
@@ -69,7 +69,7 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     # the reader processes are forked first, then the PAF formatting processes (before the reader thread
     # and the GPU exist): lines formatted in the main thread compete with alignment for the interpreter;
     # few of them, as the readers need the cores (PAF_FORMATTERS)
-    fmt_pool = ahead = None
+    fmt_pool = ahead = remote = None
     with Readers(workers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if workers \
             else contextlib.nullcontext() as pool:
         # candidates are fetched from now on, in the reader thread (or by the worker processes it feeds),
@@ -86,7 +86,7 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
             if fmt == "paf":
                 fmt_pool = parallel.start_pool(cfg.n_threads, PAF_FORMATTERS)
             ahead = ReadAhead(batches, summary.stage_seconds)
-            chain, summary.notice = select_engines(cfg)
+            chain, summary.notice, remote = engines(cfg, cluster)
             say(summary.notice)
             output = Output(out, binary_via_path=(fmt == "bam"))
             with running(chain, output, cfg):
@@ -94,9 +94,12 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
                     output.target, targets=targets, command_line=command_line, cs=cs)
                 sink = parallel.OrderedWriter(writer, fmt_pool, PAF_FORMATTERS) if fmt == "paf" else _WithMeta(writer)
                 with aborting(writer):
-                    stream(ahead, chain, cfg, sink, summary, progress)
+                    stream(ahead, chain, cfg, sink, summary, progress, remote=remote)
                     writer.close()
+            cluster_summary(remote, summary)
         finally:
+            if remote is not None:
+                remote.close()
             if ahead is not None:
                 ahead.close()
             if fmt_pool is not None:

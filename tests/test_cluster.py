@@ -48,6 +48,19 @@ def test_cpu_workers_give_the_same_bytes(inputs, fmt):
     assert len(workers) == 2 and sum(int(w.split()[1]) for w in workers) == 3000
 
 
+def test_paf_cpu_workers_give_the_same_bytes(tmp_path):
+    """`paf` through the cluster (ends-free batches with their target windows): the same PAF."""
+    from sim_inputs import pairs_and_candidates
+
+    pairs_and_candidates(tmp_path, 2000, 800, 0.08, seed=9)
+    args = [str(tmp_path / "c.paf"), str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), "--batch-bases", "300000", "-q"]
+    p = gpualign("paf", *args, "-o", str(tmp_path / "one.paf"), "--device", "cpu", "-t", "2")
+    assert p.returncode == 0, p.stderr
+    p = gpualign("paf", *args, "-o", str(tmp_path / "dist.paf"), "--cpu-workers", "2")
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "one.paf").read_bytes() == (tmp_path / "dist.paf").read_bytes()
+
+
 def test_worker_killed_mid_run_loses_nothing(inputs, tmp_path):
     """One worker SIGKILLed after the first batch is written: its batches run again elsewhere, the output
     is byte for byte the one-process run's, and the summary counts the batches that were re-run."""

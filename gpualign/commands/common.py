@@ -23,6 +23,10 @@ CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal ch
 
 Threads = Annotated[int, typer.Option("--threads", "-t", help="CPU worker processes (0 = all cores).")]
 Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+# the distributed path (cluster.py)
+Gpus = Annotated[Optional[str], typer.Option("--gpus", help="Align on N GPUs of this host (or 'all'): one Dask worker per GPU (dask-cuda).")]
+Scheduler = Annotated[Optional[str], typer.Option("--scheduler", help="Align on an existing Dask cluster (tcp://host:8786) whose workers have gpualign installed; this process reads and writes.")]
+CpuWorkers = Annotated[int, typer.Option("--cpu-workers", help="Align on N local Dask CPU workers (the distributed path without a GPU).")]
 
 
 def _stderr():

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..config import AlignConfig, Penalties
-from .common import CHAR_RULE, Debug, Threads, _print_summary, _run, command_line, feedback
+from .common import (CHAR_RULE, CpuWorkers, Debug, Gpus, Scheduler, Threads, _print_summary, _run, command_line,
+                     feedback)
 
 EPILOG = ("Examples:\n\n"
           "  minimap2 ref.fa reads.fq > cands.paf && gpualign paf cands.paf reads.fq ref.fa -o out.paf\n\n"
@@ -36,9 +37,13 @@ def paf(
     device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu.")] = "auto",
     summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV here.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
+    gpus: Gpus = None,
+    scheduler: Scheduler = None,
+    cpu_workers: CpuWorkers = 0,
     debug: Debug = False,
 ) -> None:
     """Exact re-alignment of PAF candidates: recomputed coordinates, NM/AS/de/cg (and cs)."""
+    from ..cluster import ClusterSpec
     from ..realign import run_paf
 
     def body():
@@ -46,7 +51,7 @@ def paf(
             cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend),
                               n_mismatch=n_mismatch, device=device, threads=n_threads, batch_bases=batch_bases)
             result = run_paf(candidates, query, target, output, fmt, cfg, command_line(), mode, target_pad, cs,
-                             skip_bad, notice, report)
+                             skip_bad, notice, report, cluster=ClusterSpec(gpus, scheduler, cpu_workers))
         _print_summary(result, summary, quiet)
 
     _run(body, debug)

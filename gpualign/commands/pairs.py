@@ -8,7 +8,8 @@ import typer
 
 from ..config import AlignConfig, Scoring, default_metric, preset_penalties
 from ..errors import ConfigError
-from .common import CHAR_RULE, Debug, Threads, _print_summary, _run, _stderr, command_line, feedback
+from .common import (CHAR_RULE, CpuWorkers, Debug, Gpus, Scheduler, Threads, _print_summary, _run, _stderr,
+                     command_line, feedback)
 
 EPILOG = ("Examples:\n\n"
           "  gpualign pairs reads.fa refs.fa > out.paf\n\n"
@@ -44,9 +45,9 @@ def pairs(
     verify: Annotated[float, typer.Option("--verify", help="Re-align this fraction of pairs with the CPU engine (WFA2-lib) and report the share that is optimal (recall).")] = 0.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
     debug: Debug = False,
-    gpus: Annotated[Optional[str], typer.Option("--gpus", help="Align on N GPUs of this host (or 'all'): one Dask worker per GPU (dask-cuda).")] = None,
-    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Align on an existing Dask cluster (tcp://host:8786) whose workers have gpualign installed; this process reads and writes.")] = None,
-    cpu_workers: Annotated[int, typer.Option("--cpu-workers", help="Align on N local Dask CPU workers (the distributed path without a GPU).")] = 0,
+    gpus: Gpus = None,
+    scheduler: Scheduler = None,
+    cpu_workers: CpuWorkers = 0,
     batch_bases: Annotated[int, typer.Option("--batch-bases", hidden=True)] = 1 << 25,
 ) -> None:
     """Align record i of QUERY with record i of TARGET (exact; global unless --mode): PAF/SAM/BAM/TSV."""
