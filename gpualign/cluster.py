@@ -3,7 +3,8 @@ GPU), `--scheduler ADDRESS` (an existing cluster whose workers have gpualign ins
 `--cpu-workers N` (a local cluster of CPU workers: the same path without a GPU, as CI tests it).
 
 The client reads the input and sends each PairBatch, without its names, to a worker: workers need no
-access to the input files. Each worker builds its engine chain once and aligns the batches it is given;
+access to the input files. Each worker (cluster_worker.py) builds its engine chain once, closes it when
+the worker closes, and aligns the batches it is given;
 the results come back through pipeline.stream in input order, to the same writers, so the output is the
 same bytes as a one-process run. At most `window` batches are in flight (two per worker): bounded
 memory. A worker that dies takes its batches with it and Dask runs them elsewhere (a batch is given up
@@ -18,18 +19,15 @@ import dataclasses
 import os
 import shutil
 import tempfile
-import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 
 from . import interrupt
 from .config import AlignConfig
 from .errors import ConfigError, DeviceError
 
-START_EVENT = "gpualign-batch-start"
 RETRIES = 3  # worker deaths a batch may survive (Dask's allowed failures per task)
-
-_chains: dict = {}  # worker side: one started engine chain per config
 
 
 @dataclass(frozen=True)
@@ -56,28 +54,6 @@ class ClusterSpec:
         if self.cpu_workers and device == "gpu":
             raise ConfigError("--cpu-workers runs the CPU engine: not with --device gpu")
         return self
-
-
-def _align_batch(batch, cfg: AlignConfig, run: str, seq: int):
-    """Worker side: one batch through this worker's chain. Returns (result, route counts, worker name,
-    busy seconds)."""
-    from distributed import get_worker
-
-    from .engines import select_engines
-    from .route import run_chain
-
-    worker = get_worker()
-    worker.log_event(START_EVENT, {"run": run, "batch": seq})
-    chain = _chains.get(cfg)
-    if chain is None:
-        chain, _ = select_engines(cfg)
-        for e in reversed(chain):  # the CPU engine's processes forked before the GPU is used
-            getattr(e, "start", lambda: None)()
-        getattr(chain[0], "warm", lambda c: None)(cfg)
-        _chains[cfg] = chain
-    t0 = time.perf_counter()
-    res, counts = run_chain(batch, chain, cfg)
-    return res, counts, str(worker.name), time.perf_counter() - t0
 
 
 @dataclass
@@ -132,6 +108,8 @@ class ClusterAligner:
             interrupt.track(self.scratch)
         # Dask's log lines are not for our stderr (its failures reach us as exceptions); the workers'
         # processes inherit this config
+        # a batch travels inside its task (not scattered): when a worker dies the scheduler still holds it
+        warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
         dask.config.set({"distributed.scheduler.allowed-failures": RETRIES,
                          "distributed.worker.daemon": False,  # workers may fork the CPU engine's pool
                          "logging.distributed": "critical", "temporary-directory": self.scratch or None})
@@ -161,6 +139,9 @@ class ClusterAligner:
             self.client = Client(self.cluster)
             threads = max(1, host_cores // s.cpu_workers)
             what = f"{s.cpu_workers} CPU worker(s) (Dask, this host)"
+        from .cluster_worker import CloseEngines
+
+        self.client.register_plugin(CloseEngines())  # the workers' engines closed with them
         self.client.wait_for_workers(1, timeout=60)
         self.workers = max(1, len(self.client.scheduler_info()["workers"]))
         device = "cpu" if s.cpu_workers else self.cfg.device
@@ -172,14 +153,18 @@ class ClusterAligner:
         return 2 * self.workers
 
     def submit(self, batch) -> _Result:
+        from .cluster_worker import align_batch
+
         bare = dataclasses.replace(batch, q_names=[], t_names=[], q_quals=[], meta=None)
-        fut = self.client.submit(_align_batch, bare, self.cfg, self.run, self.seq, pure=False,
+        fut = self.client.submit(align_batch, bare, self.cfg, self.run, self.seq, pure=False,
                                  key=f"gpualign-{self.run}-{self.seq}")
         self.seq += 1
         return _Result(fut, batch.n, self.stats)
 
     def retried(self) -> int:
         """Batches of this run that started more than once (their worker died)."""
+        from .cluster_worker import START_EVENT
+
         starts: dict = {}
         for _, msg in self.client.get_events(START_EVENT):
             if isinstance(msg, dict) and msg.get("run") == self.run:

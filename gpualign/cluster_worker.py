@@ -1,0 +1,47 @@
+"""The worker side of cluster.py: what a Dask worker runs (imported there, and by the client when a
+cluster run starts)."""
+
+from __future__ import annotations
+
+import time
+
+from distributed import WorkerPlugin, get_worker
+
+from .config import AlignConfig
+
+START_EVENT = "gpualign-batch-start"
+
+_chains: dict = {}  # one started engine chain per config, in this worker's process
+
+
+def align_batch(batch, cfg: AlignConfig, run: str, seq: int):
+    """One batch through this worker's chain (built and started at its first batch). Logs START_EVENT
+    first (the client counts batches that started twice). Returns (result, route counts, worker name,
+    busy seconds)."""
+    from .engines import select_engines
+    from .route import run_chain
+
+    worker = get_worker()
+    worker.log_event(START_EVENT, {"run": run, "batch": seq})
+    chain = _chains.get(cfg)
+    if chain is None:
+        chain, _ = select_engines(cfg)
+        for e in reversed(chain):  # the CPU engine's processes forked before the GPU is used
+            getattr(e, "start", lambda: None)()
+        getattr(chain[0], "warm", lambda c: None)(cfg)
+        _chains[cfg] = chain
+    t0 = time.perf_counter()
+    res, counts = run_chain(batch, chain, cfg)
+    return res, counts, str(worker.name), time.perf_counter() - t0
+
+
+class CloseEngines(WorkerPlugin):
+    """Closes the worker's engines when the worker closes: their CPU pools' processes would outlive it."""
+
+    name = "gpualign-close-engines"
+
+    def teardown(self, worker) -> None:
+        while _chains:
+            _, chain = _chains.popitem()
+            for e in chain:
+                getattr(e, "close", lambda: None)()

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Benchmark the distributed path: `gpualign pairs` on 1 vs 2 (4, 8) GPUs through Dask, whole commands.
+
+Sets (simulated with scripts/simulate.py, written as FASTA once):
+  edit150   N pairs of 150 bp at 2%, edit distance (issue 27: 10M)
+  affine1k  N pairs of 1 kbp at 10%, affine 4/6/2 (issue 27: 1M)
+For each set: the one-process run (no Dask) and `--gpus K` for every K of --gpus (or `--cpu-workers K`
+with --cpu, the same path without a GPU), wall clock of the whole command, output checked byte for byte
+against the one-process run, and the summary's per-worker busy seconds, stage busy seconds and retried
+batches. Prints a table with speed-ups over `--gpus 1` and efficiency, and one JSON line per run.
+
+  python scripts/bench_scale.py --gpus 1,2 --sets edit150,affine1k -n 1000000
+  python scripts/bench_scale.py --cpu --gpus 1,2 -n 20000          # the path on CPU workers
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from simulate import simulate, write_fasta  # noqa: E402
+
+SETS = {"edit150": (150, 0.02, ["--metric", "edit"]), "affine1k": (1000, 0.10, ["--metric", "affine"])}
+
+
+def run(args: list, summary: str) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", *args, "--summary", summary, "-q"],
+                       capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if p.returncode:
+        raise SystemExit(f"gpualign failed ({p.returncode}): {p.stderr.strip()}")
+    with open(summary) as fh:
+        rows = dict(line.rstrip("\n").split("\t", 1) for line in fh if not line.startswith("key\t"))
+    return seconds, rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", "--pairs", type=int, default=1_000_000)
+    ap.add_argument("--sets", default="edit150,affine1k")
+    ap.add_argument("--gpus", default="1,2", help="worker counts to run")
+    ap.add_argument("--cpu", action="store_true", help="CPU workers (--cpu-workers) instead of GPUs")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="bench_scale_")
+    table = []
+    for name in a.sets.split(","):
+        length, rate, opts = SETS[name]
+        q, t = simulate(a.pairs, length, rate, seed=7)
+        fa, fb = os.path.join(tmp, f"{name}_a.fa"), os.path.join(tmp, f"{name}_b.fa")
+        write_fasta(fa, q, "q")
+        write_fasta(fb, t, "t")
+        del q, t
+        base_out = os.path.join(tmp, f"{name}_one.paf")
+        device = ["--device", "cpu"] if a.cpu else []
+        runs = [("one process", [fa, fb, "-o", base_out, *opts, *device])]
+        for k in a.gpus.split(","):
+            flag = ["--cpu-workers", k] if a.cpu else ["--gpus", k]
+            runs.append((f"{'cpu' if a.cpu else 'gpus'} {k}", [fa, fb, "-o", os.path.join(tmp, f"{name}_{k}.paf"),
+                                                                *opts, *flag]))
+        with open(base_out, "wb"):
+            pass
+        results = []
+        for label, args in runs:
+            seconds, rows = run(args, os.path.join(tmp, "summary.tsv"))
+            out = args[args.index("-o") + 1]
+            same = label == "one process" or open(out, "rb").read() == open(base_out, "rb").read()
+            workers = {k: v for k, v in rows.items() if k.startswith("worker:")}
+            rec = dict(set=name, run=label, seconds=seconds, same_bytes=same, pairs=int(rows["pairs"]),
+                       read_s=float(rows["read_seconds"]), align_s=float(rows["align_seconds"]),
+                       write_s=float(rows["write_seconds"]), workers=workers,
+                       retried=int(rows.get("retried_batches", 0)))
+            results.append(rec)
+            print(json.dumps(rec), file=sys.stderr, flush=True)
+            if a.json:
+                with open(a.json, "a") as fh:
+                    fh.write(json.dumps(rec) + "\n")
+        first = next((r for r in results if r["run"] != "one process"), None)
+        for r in results:
+            k = int(r["run"].split()[-1]) if r["run"] != "one process" else 1
+            one = r["run"] == "one process"
+            speed = first["seconds"] / r["seconds"] if first and not one else 0.0
+            table.append((name, r["run"], f"{r['seconds']:.2f}", "-" if one else f"{speed:.2f}",
+                          "-" if one else f"{speed / k:.0%}",
+                          f"{r['read_s']:.2f}/{r['align_s']:.2f}/{r['write_s']:.2f}", str(r["retried"]),
+                          "yes" if r["same_bytes"] else "NO"))
+    print("\t".join(["set", "run", "seconds", "speed-up vs 1 worker", "efficiency", "busy read/align/write",
+                     "retried", "same bytes"]))
+    for row in table:
+        print("\t".join(row))
+
+
+if __name__ == "__main__":
+    main()
