@@ -16,7 +16,6 @@ per task).
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import tempfile
 import uuid
@@ -24,7 +23,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from . import interrupt
-from .config import AlignConfig
+from .config import AlignConfig, usable_cores
 from .errors import ConfigError, DeviceError
 
 RETRIES = 3  # worker deaths a batch may survive (Dask's allowed failures per task)
@@ -70,7 +69,12 @@ class _Result:
         self.fut, self.n, self.stats = fut, n, stats
 
     def result(self):
-        res, counts, name, busy = self.fut.result()
+        try:
+            res, counts, name, busy = self.fut.result()
+        except Exception as err:  # noqa: BLE001 - a batch given up by Dask (its workers kept dying)
+            if type(err).__name__ != "KilledWorker":
+                raise
+            raise DeviceError(f"a batch was given up after {RETRIES} worker deaths ({err})") from None
         w = self.stats.setdefault(name, _Worker())
         w.pairs += self.n
         w.batches += 1
@@ -112,9 +116,10 @@ class ClusterAligner:
         warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
         dask.config.set({"distributed.scheduler.allowed-failures": RETRIES,
                          "distributed.worker.daemon": False,  # workers may fork the CPU engine's pool
+                         "distributed.admin.low-level-log-length": 1 << 20,  # every batch's start event
                          "logging.distributed": "critical", "temporary-directory": self.scratch or None})
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
-        host_cores = os.cpu_count() or 1
+        host_cores = usable_cores()
         if s.scheduler:
             try:
                 self.client = Client(s.scheduler, timeout="10s")
@@ -178,10 +183,14 @@ class ClusterAligner:
 
     def close(self) -> None:
         """The client's futures released (their batches cancelled), a cluster we started shut down."""
-        if self.client is not None:
-            self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
-        if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            interrupt.untrack(self.scratch)
+        try:
+            if self.client is not None:
+                self.client.close()
+        finally:
+            try:
+                if self.cluster is not None:
+                    self.cluster.close()
+            finally:
+                if self.scratch:
+                    shutil.rmtree(self.scratch, ignore_errors=True)
+                    interrupt.untrack(self.scratch)

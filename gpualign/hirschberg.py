@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cigar import D, EQ, I, X
+from .cigar import D, EQ, I, X, consumed
 from .records import segment_index
 
 # Leaves (the batched engines' pieces): the rule measured best of three on 5 Mbp at 1% and 10% and the
 # real E. coli pair (docs/benchmarks.md)
-LEAF_SHORT = 2048  # a piece no longer than this (both sides) is a leaf
+LEAF_SHORT = 8192  # a piece no longer than this (both sides) is a leaf
 LEAF_LONG = 32768  # ... and one no longer than this when its distance is at most LEAF_RATE of its length
 LEAF_RATE = 0.125
 LEAF_CLOSE = 65536  # ... and one no longer than this when its distance is at most LEAF_EDITS
@@ -75,15 +75,30 @@ def split_level(p: Pieces, i: np.ndarray, j: np.ndarray, d1: np.ndarray, which: 
     return out
 
 
+MAX_OP = (1 << 28) - 1  # the longest op a packed CIGAR (len << 4 | op, uint32) holds
+
+
+def merge_runs(op: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Packed CIGAR of (op, length) runs: adjacent equal ops joined (the pieces' CIGARs meet at their
+    borders), and a run longer than MAX_OP written as several ops (SAM allows it; only strings of over
+    2^28 bases can have one)."""
+    if len(op) == 0:
+        return np.zeros(0, np.uint32)
+    first = np.nonzero(np.concatenate([[True], op[1:] != op[:-1]]))[0]
+    op, length = op[first], np.add.reduceat(length.astype(np.int64), first)
+    reps = (length + MAX_OP - 1) // MAX_OP
+    if (reps > 1).any():
+        last = np.cumsum(reps) - 1
+        op = np.repeat(op, reps)
+        cut = np.full(int(reps.sum()), MAX_OP, np.int64)
+        cut[last] = length - (reps - 1) * MAX_OP
+        length = cut
+    return (length.astype(np.uint32) << 4) | op.astype(np.uint32)
+
+
 def merge_ops(ops: np.ndarray) -> np.ndarray:
-    """Adjacent equal ops joined (the pieces' CIGARs meet at their borders)."""
-    if len(ops) < 2:
-        return ops.astype(np.uint32)
-    op = ops & 15
-    start = np.concatenate([[True], op[1:] != op[:-1]])
-    first = np.nonzero(start)[0]
-    lengths = np.add.reduceat((ops >> 4).astype(np.int64), first)
-    return (lengths.astype(np.uint32) << 4) | op[first]
+    """Adjacent equal ops of a packed CIGAR joined."""
+    return merge_runs(ops & 15, ops >> 4)
 
 
 def edits(ops: np.ndarray) -> int:
@@ -119,15 +134,21 @@ def align_path(q: np.ndarray, t: np.ndarray, pieces: Pieces, split, align_leaves
         ops, off, ln = align_leaves(q, t, pieces.take(hard))
         count[hard] = ln
     start = np.cumsum(count) - count
-    out = np.empty(int(count.sum()), np.uint32)
+    op = np.empty(int(count.sum()), np.uint32)
+    length = np.empty(int(count.sum()), np.int64)  # (lengths may pass 2^28 before they are cut)
     e = np.nonzero(easy & (count > 0))[0]
-    op = np.where(n[e] == 0, D, np.where(m[e] == 0, I, EQ))
-    out[start[e]] = (np.where(n[e] == 0, m[e], n[e]) << 4 | op).astype(np.uint32)
+    op[start[e]] = np.where(n[e] == 0, D, np.where(m[e] == 0, I, EQ))
+    length[start[e]] = np.where(n[e] == 0, m[e], n[e])
     if len(hard):
-        out[segment_index(start[hard], ln)] = ops[segment_index(off, ln)]
-    out = merge_ops(out)
+        leaf_ops = ops[segment_index(off, ln)]
+        at = segment_index(start[hard], ln)
+        op[at], length[at] = leaf_ops & 15, leaf_ops >> 4
+    out = merge_runs(op, length)
     if edits(out) != total:
         raise RuntimeError(f"alignment path: stitched CIGAR costs {edits(out)}, the distance is {total}")
+    qn, tn = consumed(out)
+    if (qn, tn) != (len(q), len(t)):
+        raise RuntimeError(f"alignment path: stitched CIGAR spans {qn} x {tn} bases, the strings {len(q)} x {len(t)}")
     return out
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import interrupt, scoring, trace
 from .config import AlignConfig
-from .engines import CpuEngine, host_allocator, select_engines
+from .engines import host_allocator, select_engines
 from .errors import ConfigError, InputError
 from .io import fastx, pair_reader
 from .output import parallel
@@ -255,7 +255,9 @@ def engines(cfg: AlignConfig, cluster=None, verify: float = 0.0):
     except BaseException:
         remote.close()
         raise
-    return [CpuEngine(cfg.n_threads if verify > 0 else 1)], notice, remote
+    # this process's CPU engine (the verify one of a one-process run), one process unless it verifies
+    local, _ = select_engines(cfg.with_(device="cpu", threads=cfg.threads if verify > 0 else 1))
+    return local, notice, remote
 
 
 def cluster_summary(remote, summary: Summary) -> None:
