@@ -158,13 +158,18 @@ class ClusterAligner:
         return 2 * self.workers
 
     def submit(self, batch) -> _Result:
+        """A PairBatch to a worker: result() -> (AlignBatch, route counts)."""
         from .cluster_worker import align_batch
 
         bare = dataclasses.replace(batch, q_names=[], t_names=[], q_quals=[], meta=None)
-        fut = self.client.submit(align_batch, bare, self.cfg, self.run, self.seq, pure=False,
-                                 key=f"gpualign-{self.run}-{self.seq}")
+        return self.submit_task(align_batch, bare, self.cfg, pairs=batch.n)
+
+    def submit_task(self, fn, *args, pairs: int = 1) -> _Result:
+        """fn(*args, cfg, run, seq) on a worker (a cluster_worker function: it logs its start and returns
+        (value, counts, worker name, busy seconds)): result() -> (value, counts)."""
+        fut = self.client.submit(fn, *args, self.run, self.seq, pure=False, key=f"gpualign-{self.run}-{self.seq}")
         self.seq += 1
-        return _Result(fut, batch.n, self.stats)
+        return _Result(fut, pairs, self.stats)
 
     def retried(self) -> int:
         """Batches of this run that started more than once (their worker died)."""

@@ -45,3 +45,15 @@ class CloseEngines(WorkerPlugin):
             _, chain = _chains.popitem()
             for e in chain:
                 getattr(e, "close", lambda: None)()
+
+
+def genome_pair(qn: str, tn: str, q, t, prune: bool, cpu_method: str, cfg: AlignConfig, run: str, seq: int):
+    """`gpualign genome`'s work for one record pair (q, t: the character rule applied) on this worker's
+    GPU, or its CPU: (genome.compute_pair's tuple, {}, worker name, busy seconds)."""
+    from .genome import compute_pair, use_gpu
+
+    worker = get_worker()
+    worker.log_event(START_EVENT, {"run": run, "batch": seq})
+    t0 = time.perf_counter()
+    out = compute_pair(qn, tn, q, t, cfg, use_gpu(cfg.device), prune, cpu_method)
+    return out, {}, str(worker.name), time.perf_counter() - t0

@@ -7,6 +7,7 @@ CPU: engines/cpu_long.py.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -254,9 +255,10 @@ def _path_record(qn, tn, q, t, d, ops, engine):
 
 def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None, tname=None, on_notice=None,
                progress=None, prune: bool = True, cpu_method: str = "auto", fmt: str | None = None,
-               command_line: str = "gpualign genome") -> list[GenomeResult]:
+               command_line: str = "gpualign genome", cluster=None) -> list[GenomeResult]:
     """Each record pair's exact edit distance (TSV, with cfg.distance_only) or an optimal alignment
-    (PAF/SAM/BAM/TSV with the CIGAR, format from fmt or the output name)."""
+    (PAF/SAM/BAM/TSV with the CIGAR, format from fmt or the output name). cluster: a cluster.ClusterSpec
+    (record pairs on Dask workers, one per worker at a time) or None."""
     from .pipeline import infer_format
 
     cfg.validate()
@@ -267,8 +269,9 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         fmt = infer_format(fmt, out, False)
     elif fmt not in (None, "tsv"):
         raise ConfigError("gpualign genome --distance-only writes TSV only")
-    gpu = use_gpu(cfg.device)
-    if on_notice:
+    distributed = cluster is not None and cluster.wanted
+    gpu = False if distributed else use_gpu(cfg.device)
+    if on_notice and not distributed:
         on_notice(("engine: gpu-long (bit-parallel Hirschberg splits, leaves by the batched engines)" if with_path
                    else "engine: gpu-long (wfa: tiled wavefront, dynamic diamond; bp: banded bit-parallel DP; "
                         "chosen per pair by a divergence estimate)") if gpu else
@@ -276,31 +279,22 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                   "on distant chromosome-scale strings")
     results = []
     output = Output(out, binary_via_path=(fmt == "bam"))
-    writer = None
+    writer = remote = None
     try:
+        if distributed:  # record pairs on Dask workers, several at once
+            from .pipeline import engines
+
+            _, notice, remote = engines(cfg, cluster)
+            if on_notice:
+                on_notice(notice)
         if with_path:
             writer = _path_writer(fmt, output, path_b, tname, lambda name: _record_length(path_b, name),
                                   command_line)
         else:
             output.target.write(HEADER.encode())
-        for qn, tn, q0, t0 in _pairs(path_a, path_b, qname, tname):
-            q, t = _apply_rule(q0, t0, cfg.n_mismatch)
-            start = time.perf_counter()
-            r = ops = None
-            if gpu and with_path:
-                r = _path_gpu(q, t, cfg, progress, on_notice, qn, tn)
-                if r is not None:
-                    d, ops, cells, how = r
-                    engine = f"gpu-long:path:{how}"
-            elif gpu:
-                r, kernel = _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn)
-                if r is not None:
-                    d, cells, engine = r["distance"], r["cells"], f"gpu-long:{kernel}"
-            code = "gpu-long"
-            if r is None:
-                d, ops, engine = _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn)
-                cells, code = None, "cpu-long"
-            res = GenomeResult(qn, tn, len(q), len(t), d, time.perf_counter() - start, cells, engine)
+        for qn, tn, q0, t0, (d, ops, cells, engine, code, seconds) in _computed(
+                _pairs(path_a, path_b, qname, tname), cfg, gpu, prune, cpu_method, progress, on_notice, remote):
+            res = GenomeResult(qn, tn, len(q0), len(t0), d, seconds, cells, engine)
             if with_path:
                 writer.write(*_path_record(qn, tn, q0, t0, d, ops, code))
                 if on_notice:
@@ -318,7 +312,52 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             writer.abort()
         output.abort()
         raise
+    finally:
+        if remote is not None:
+            remote.close()
     return results
+
+
+def compute_pair(qn, tn, q, t, cfg, gpu: bool, prune: bool, cpu_method: str, progress=None, on_notice=None):
+    """One record pair (q, t: the character rule applied): (distance, packed CIGAR or None, cells or None,
+    engine label, engine name, seconds); the alignment too unless cfg.distance_only."""
+    start = time.perf_counter()
+    r = ops = cells = None
+    if gpu and not cfg.distance_only:
+        r = _path_gpu(q, t, cfg, progress, on_notice, qn, tn)
+        if r is not None:
+            d, ops, cells, how = r
+            engine = f"gpu-long:path:{how}"
+    elif gpu:
+        r, kernel = _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn)
+        if r is not None:
+            d, cells, engine = r["distance"], r["cells"], f"gpu-long:{kernel}"
+    code = "gpu-long"
+    if r is None:
+        d, ops, engine = _on_cpu(q, t, cpu_method, not cfg.distance_only, progress, on_notice, qn, tn)
+        cells, code = None, "cpu-long"
+    return d, ops, cells, engine, code, time.perf_counter() - start
+
+
+def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
+    """(qn, tn, q, t, compute_pair's tuple) per record pair, in order: here, or with remote (a started
+    cluster.ClusterAligner) on its workers, one pair in flight per worker (chromosomes are large)."""
+    if remote is None:
+        for qn, tn, q0, t0 in pairs:
+            q, t = _apply_rule(q0, t0, cfg.n_mismatch)
+            yield qn, tn, q0, t0, compute_pair(qn, tn, q, t, cfg, gpu, prune, cpu_method, progress, on_notice)
+        return
+    from .cluster_worker import genome_pair
+
+    pending = []
+    for item in itertools.chain(pairs, [None]):
+        if item is not None:
+            qn, tn, q0, t0 = item
+            q, t = _apply_rule(q0, t0, cfg.n_mismatch)
+            pending.append((item, remote.submit_task(genome_pair, qn, tn, q, t, prune, cpu_method, remote.cfg)))
+        while pending and (item is None or len(pending) > remote.workers):
+            (qn, tn, q0, t0), fut = pending.pop(0)
+            yield qn, tn, q0, t0, fut.result()[0]
 
 
 def _record_length(path: str, name: str) -> int:

@@ -61,6 +61,25 @@ def test_paf_cpu_workers_give_the_same_bytes(tmp_path):
     assert (tmp_path / "one.paf").read_bytes() == (tmp_path / "dist.paf").read_bytes()
 
 
+def test_genome_on_cpu_workers(tmp_path):
+    """`genome`: record pairs on two CPU workers at once, the alignments (PAF) the same bytes as one
+    process, the distances (TSV) the same numbers."""
+    from simulate import simulate, write_fasta
+
+    q, t = simulate(3, 60_000, 0.05, seed=12)
+    write_fasta(str(tmp_path / "a.fa"), q, "a")
+    write_fasta(str(tmp_path / "b.fa"), t, "b")
+    args = [str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), "-q"]
+    p = gpualign("genome", *args, "-o", str(tmp_path / "one.paf"), "--device", "cpu")
+    assert p.returncode == 0, p.stderr
+    p = gpualign("genome", *args, "-o", str(tmp_path / "dist.paf"), "--cpu-workers", "2")
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "one.paf").read_bytes() == (tmp_path / "dist.paf").read_bytes()
+    rows = [gpualign("genome", *args, "--distance-only", *extra).stdout.splitlines()
+            for extra in (["--device", "cpu"], ["--cpu-workers", "2"])]
+    assert [r.split("\t")[:6] for r in rows[0]] == [r.split("\t")[:6] for r in rows[1]] and len(rows[0]) == 4
+
+
 def test_worker_killed_mid_run_loses_nothing(inputs, tmp_path):
     """One worker SIGKILLed after the first batch is written: its batches run again elsewhere, the output
     is byte for byte the one-process run's, and the summary counts the batches that were re-run."""

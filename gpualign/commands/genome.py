@@ -9,7 +9,7 @@ import typer
 from .. import progress
 from ..config import AlignConfig
 from ..errors import ConfigError
-from .common import CHAR_RULE, Debug, _run, _stderr, command_line, notice_printer
+from .common import CHAR_RULE, CpuWorkers, Debug, Gpus, Scheduler, _run, _stderr, command_line, notice_printer
 
 EPILOG = ("Examples:\n\n"
           "  gpualign genome chr21_human.fa chr21_chimp.fa --distance-only -o dist.tsv\n\n"
@@ -31,9 +31,13 @@ def genome(
     cpu_method: Annotated[str, typer.Option("--cpu-method", help="CPU path: auto|wfa|edlib.")] = "auto",
     no_prune: Annotated[bool, typer.Option("--no-prune", hidden=True, help="GPU: plain wavefront, no diamond.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice or progress on stderr.")] = False,
+    gpus: Gpus = None,
+    scheduler: Scheduler = None,
+    cpu_workers: CpuWorkers = 0,
     debug: Debug = False,
 ) -> None:
     """Exact edit distance and an optimal alignment (CIGAR) of chromosome-scale strings."""
+    from ..cluster import ClusterSpec
     from ..genome import run_genome
 
     def body():
@@ -44,6 +48,6 @@ def genome(
         notice = notice_printer(err, quiet)
         with progress.genome(err, quiet) as report:  # rich on a terminal, else a line every 10 s
             run_genome(query, target, output, cfg, query_record, target_record, notice, report, not no_prune,
-                       cpu_method, fmt, command_line())
+                       cpu_method, fmt, command_line(), ClusterSpec(gpus, scheduler, cpu_workers))
 
     _run(body, debug)
