@@ -18,36 +18,55 @@ from .text import digits, write_ints
 
 OPS = "MIDNSHP=X"
 M, I, D, N, S, H, P, EQ, X = range(9)
-_OP_CODE = {c: i for i, c in enumerate(OPS)}
-_CIGAR_RE = re.compile(r"(\d+)([MIDNSHP=X])")
 _OP_BYTES = np.frombuffer(OPS.encode(), dtype=np.uint8)
+
+
+MAX_OP = (1 << 28) - 1  # the longest op that packed form (len << 4 | op, uint32) holds
+_OP_OF_BYTE = np.full(256, 255, np.uint32)
+_OP_OF_BYTE[_OP_BYTES] = np.arange(len(OPS), dtype=np.uint32)
+_CIGAR_FULL = re.compile(r"(?:\d{1,18}[MIDNSHP=X])+")
+
+
+def pack_runs(op: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """(op, length) runs -> packed uint32, in bulk: zero lengths dropped, adjacent equal ops merged (e.g.
+    pieces' CIGARs meeting at their borders), a run longer than MAX_OP written as several ops (SAM allows
+    it; only strings of over 2^28 bases can have one)."""
+    op, length = np.asarray(op, np.uint32), np.asarray(length, np.int64)
+    keep = length > 0
+    op, length = op[keep], length[keep]
+    if len(op) == 0:
+        return np.zeros(0, np.uint32)
+    first = np.nonzero(np.concatenate([[True], op[1:] != op[:-1]]))[0]
+    op, length = op[first], np.add.reduceat(length, first)
+    reps = (length + MAX_OP - 1) // MAX_OP
+    if (reps > 1).any():
+        last = np.cumsum(reps) - 1
+        op = np.repeat(op, reps)
+        cut = np.full(int(reps.sum()), MAX_OP, np.int64)
+        cut[last] = length - (reps - 1) * MAX_OP
+        length = cut
+    return (length.astype(np.uint32) << 4) | op
 
 
 def pack(pairs) -> np.ndarray:
     """[(op, len), ...] -> packed uint32 (merges adjacent equal ops, drops zero lengths)."""
-    out: list[int] = []
-    last_op, run = -1, 0
-    for op, ln in pairs:
-        if ln == 0:
-            continue
-        if op == last_op:
-            run += ln
-        else:
-            if run:
-                out.append(run << 4 | last_op)
-            last_op, run = op, ln
-    if run:
-        out.append(run << 4 | last_op)
-    return np.array(out, dtype=np.uint32)
+    runs = np.array(list(pairs), dtype=np.int64).reshape(-1, 2)
+    return pack_runs(runs[:, 0], runs[:, 1])
 
 
 def from_text(text: str) -> np.ndarray:
+    """A CIGAR string -> packed uint32, parsed in bulk (chromosome-scale CIGARs have millions of ops)."""
     if text in ("", "*"):
         return np.zeros(0, dtype=np.uint32)
-    parts = _CIGAR_RE.findall(text)
-    if "".join(a + b for a, b in parts) != text:
-        raise ValueError(f"not a CIGAR string: {text!r}")
-    return pack((_OP_CODE[o], int(n)) for n, o in parts)
+    if not _CIGAR_FULL.fullmatch(text):
+        raise ValueError(f"not a CIGAR string: {text[:200]!r}")
+    b = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    is_op = (b < 48) | (b > 57)
+    pos = np.nonzero(is_op)[0]
+    starts = np.concatenate([[0], pos[:-1] + 1])
+    place = np.repeat(pos, pos - starts + 1) - np.arange(len(b)) - 1  # a digit's power of ten (op: -1)
+    value = np.where(is_op, 0, (b.astype(np.int64) - 48) * np.power(10, np.maximum(place, 0), dtype=np.int64))
+    return pack_runs(_OP_OF_BYTE[b[pos]], np.add.reduceat(value, starts))
 
 
 def to_text(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> list[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cigar import D, EQ, I, X, consumed
+from .cigar import D, EQ, I, X, consumed, pack_runs
 from .records import segment_index
 
 # Leaves (the batched engines' pieces): the rule measured best of three on 5 Mbp at 1% and 10% and the
@@ -75,32 +75,6 @@ def split_level(p: Pieces, i: np.ndarray, j: np.ndarray, d1: np.ndarray, which: 
     return out
 
 
-MAX_OP = (1 << 28) - 1  # the longest op a packed CIGAR (len << 4 | op, uint32) holds
-
-
-def merge_runs(op: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """Packed CIGAR of (op, length) runs: adjacent equal ops joined (the pieces' CIGARs meet at their
-    borders), and a run longer than MAX_OP written as several ops (SAM allows it; only strings of over
-    2^28 bases can have one)."""
-    if len(op) == 0:
-        return np.zeros(0, np.uint32)
-    first = np.nonzero(np.concatenate([[True], op[1:] != op[:-1]]))[0]
-    op, length = op[first], np.add.reduceat(length.astype(np.int64), first)
-    reps = (length + MAX_OP - 1) // MAX_OP
-    if (reps > 1).any():
-        last = np.cumsum(reps) - 1
-        op = np.repeat(op, reps)
-        cut = np.full(int(reps.sum()), MAX_OP, np.int64)
-        cut[last] = length - (reps - 1) * MAX_OP
-        length = cut
-    return (length.astype(np.uint32) << 4) | op.astype(np.uint32)
-
-
-def merge_ops(ops: np.ndarray) -> np.ndarray:
-    """Adjacent equal ops of a packed CIGAR joined."""
-    return merge_runs(ops & 15, ops >> 4)
-
-
 def edits(ops: np.ndarray) -> int:
     """Edits of a packed CIGAR (X, I and D bases)."""
     op = ops & 15
@@ -143,7 +117,7 @@ def align_path(q: np.ndarray, t: np.ndarray, pieces: Pieces, split, align_leaves
         leaf_ops = ops[segment_index(off, ln)]
         at = segment_index(start[hard], ln)
         op[at], length[at] = leaf_ops & 15, leaf_ops >> 4
-    out = merge_runs(op, length)
+    out = pack_runs(op, length)
     if edits(out) != total:
         raise RuntimeError(f"alignment path: stitched CIGAR costs {edits(out)}, the distance is {total}")
     qn, tn = consumed(out)

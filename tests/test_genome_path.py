@@ -94,15 +94,15 @@ def test_split_level_keeps_order_and_cover():
 
 def test_merge_ops_and_trivial():
     ops = np.array([3 << 4 | C.EQ, 2 << 4 | C.EQ, 1 << 4 | C.X, 1 << 4 | C.I, 4 << 4 | C.I, 2 << 4 | C.EQ], np.uint32)
-    assert C.to_text(H.merge_ops(ops), np.array([0]), np.array([4]))[0] == "5=1X5I2="
+    assert C.to_text(C.pack_runs(ops & 15, ops >> 4), np.array([0]), np.array([4]))[0] == "5=1X5I2="
 
 
 def test_merge_runs_cuts_ops_longer_than_a_packed_op_holds():
     op = np.array([C.EQ, C.EQ, C.X], np.uint32)
-    ops = H.merge_runs(op, np.array([H.MAX_OP, 5, 2], np.int64))
-    assert [(int(v & 15), int(v >> 4)) for v in ops] == [(C.EQ, H.MAX_OP), (C.EQ, 5), (C.X, 2)]
-    ops = H.merge_runs(np.array([C.D], np.uint32), np.array([3 * H.MAX_OP + 1], np.int64))
-    assert [int(v >> 4) for v in ops] == [H.MAX_OP] * 3 + [1]
+    ops = C.pack_runs(op, np.array([C.MAX_OP, 5, 2], np.int64))
+    assert [(int(v & 15), int(v >> 4)) for v in ops] == [(C.EQ, C.MAX_OP), (C.EQ, 5), (C.X, 2)]
+    ops = C.pack_runs(np.array([C.D], np.uint32), np.array([3 * C.MAX_OP + 1], np.int64))
+    assert [int(v >> 4) for v in ops] == [C.MAX_OP] * 3 + [1]
 
 
 def test_align_path_trivial_pieces():

@@ -79,10 +79,10 @@ PATH_FACTOR = 2.5
 def path(q: bytes, t: bytes, method: str = "auto") -> tuple[np.ndarray, str]:
     """An optimal alignment of two byte strings (already folded / rule-applied) as a packed CIGAR, in
     O(n + m) memory: edlib's path mode (Hirschberg's recursion inside) or WFA2-lib BiWFA."""
-    from ..cigar import D, I
+    from ..cigar import D, I, pack_runs
 
     if not q or not t:
-        return np.array([len(t) << 4 | D] if t else [len(q) << 4 | I] if q else [], np.uint32), "trivial"
+        return pack_runs([D, I], [len(t), len(q)]), "trivial"
     if method == "auto":
         method = choose(q, t)
     if method == "edlib":
@@ -101,4 +101,7 @@ def path(q: bytes, t: bytes, method: str = "auto") -> tuple[np.ndarray, str]:
     al.wavefront_align(t.translate(_WFA_SAFE).decode("ascii"), q.translate(_WFA_SAFE).decode("ascii"))
     if al.status != 0:
         raise RuntimeError(f"WFA2-lib stopped with status {al.status}")
-    return np.array([ln << 4 | _OPMAP[op] for op, ln in al.cigartuples], np.uint32), "wfa"
+    runs = np.array(al.cigartuples, dtype=np.int64).reshape(-1, 2)  # (WFA op, length), WFA's I/D orientation
+    sam_op = np.zeros(max(_OPMAP) + 1, np.uint32)
+    sam_op[list(_OPMAP)] = list(_OPMAP.values())
+    return pack_runs(sam_op[runs[:, 0]], runs[:, 1]), "wfa"
