@@ -228,7 +228,7 @@ def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
     return d, None, f"cpu-{how}"
 
 
-def _path_writer(fmt: str, output: Output, target_path: str, tname, t_len_first, command_line: str):
+def _path_writer(fmt: str, output: Output, target_path: str, tname, command_line: str):
     """The pairs writer of fmt for alignment-path records (SAM/BAM: @SQ lines for the target records)."""
     from .output.paf import PafWriter
     from .output.sam import BamWriter, SamWriter
@@ -240,7 +240,9 @@ def _path_writer(fmt: str, output: Output, target_path: str, tname, t_len_first,
         if target_path == "-":
             raise ConfigError("SAM/BAM output needs the target records' names and lengths first: give the "
                               "target as a file, or write PAF or TSV")
-        targets = _collect_targets(target_path) if tname is None else {tname: t_len_first(tname)}
+        targets = _collect_targets(target_path)
+        if tname is not None:  # (a missing name: _pick's error, when the pairs are read)
+            targets = {tname: targets[tname]} if tname in targets else {}
     cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
     return cls(output.target, targets=targets, command_line=command_line, metric="edit")
 
@@ -282,14 +284,13 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     writer = remote = None
     try:
         if distributed:  # record pairs on Dask workers, several at once
-            from .pipeline import engines
+            from .pipeline import start_engines
 
-            _, notice, remote = engines(cfg, cluster)
+            _, notice, remote = start_engines(cfg, cluster)
             if on_notice:
                 on_notice(notice)
         if with_path:
-            writer = _path_writer(fmt, output, path_b, tname, lambda name: _record_length(path_b, name),
-                                  command_line)
+            writer = _path_writer(fmt, output, path_b, tname, command_line)
         else:
             output.target.write(HEADER.encode())
         for qn, tn, q0, t0, (d, ops, cells, engine, code, seconds) in _computed(
@@ -359,8 +360,3 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
             (qn, tn, q0, t0), fut = pending.pop(0)
             yield qn, tn, q0, t0, fut.result()[0]
 
-
-def _record_length(path: str, name: str) -> int:
-    for rec in _pick(path, name):
-        return len(rec[1])
-    return 0

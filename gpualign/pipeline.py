@@ -242,7 +242,7 @@ class ReadAhead:
         self.stop.set()
 
 
-def engines(cfg: AlignConfig, cluster=None, verify: float = 0.0):
+def start_engines(cfg: AlignConfig, cluster=None, verify: float = 0.0):
     """(chain, notice, remote): this process's engine chain, or with a cluster.ClusterSpec asking for
     one, a started cluster.ClusterAligner (remote, to close) and only the CPU engine here (--verify)."""
     if cluster is None or not cluster.wanted:
@@ -292,7 +292,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         # pageable memory, then, once a GPU engine runs, in page-locked memory (host_allocator)
         batches = scoring.checked(reader, cfg, path_a, path_b) if cfg.general else reader
         ahead = ReadAhead(batches, summary.stage_seconds)
-        chain, notice, remote = engines(cfg, cluster, verify)
+        chain, notice, remote = start_engines(cfg, cluster, verify)
         if remote is None:
             reader.alloc = host_allocator(chain)
         summary.notice = notice

@@ -19,8 +19,8 @@ from .errors import ConfigError
 from .io import paf as P
 from .output import parallel
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
-from .pipeline import (FORMATS, Output, ReadAhead, Summary, aborting, cluster_summary, engines, infer_format,
-                       running, stream)
+from .pipeline import (FORMATS, Output, ReadAhead, Summary, aborting, cluster_summary, infer_format, running,
+                       start_engines, stream)
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
 
@@ -86,7 +86,7 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
             if fmt == "paf":
                 fmt_pool = parallel.start_pool(cfg.n_threads, PAF_FORMATTERS)
             ahead = ReadAhead(batches, summary.stage_seconds)
-            chain, summary.notice, remote = engines(cfg, cluster)
+            chain, summary.notice, remote = start_engines(cfg, cluster)
             say(summary.notice)
             output = Output(out, binary_via_path=(fmt == "bam"))
             with running(chain, output, cfg):

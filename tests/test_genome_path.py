@@ -332,3 +332,17 @@ def test_gpu_cli_real_ecoli(tmp_path, real_data):
     assert rc == 0, err
     r = next(iter(pysam.AlignmentFile(str(tmp_path / "e.bam"))))
     assert r.cigarstring == row[-1].strip()[5:]
+
+
+def test_cli_named_records_sam_header(tmp_path):
+    """With --target-record, SAM's @SQ holds that record alone (from the same first pass as every target)."""
+    a = write_fa(tmp_path / "a.fa", [("x", rand(2_000, 51)), ("y", rand(1_500, 52))])
+    b = write_fa(tmp_path / "b.fa", [("u", rand(2_000, 51)), ("v", mutate(rand(1_500, 52), 0.05, 53))])
+    o = tmp_path / "o.sam"
+    rc, _, err = run([a, b, "--device", "cpu", "--query-record", "y", "--target-record", "v", "-o", str(o), "-q"])
+    assert rc == 0, err
+    sq = [line for line in o.read_text().splitlines() if line.startswith("@SQ")]
+    assert sq == ["@SQ\tSN:v\tLN:%d" % len(mutate(rand(1_500, 52), 0.05, 53))]
+    r = next(iter(pysam.AlignmentFile(str(o))))
+    assert r.query_name == "y" and r.reference_name == "v" and r.get_tag("NM") == edlib.align(
+        rand(1_500, 52), mutate(rand(1_500, 52), 0.05, 53), task="distance")["editDistance"]
