@@ -10,7 +10,8 @@ same bytes as a one-process run. At most `window` batches are in flight (two per
 memory. A worker that dies takes its batches with it and Dask runs them elsewhere (a batch is given up
 after RETRIES worker deaths); each batch logs an event when it starts, so the summary counts the batches
 that started more than once. Units are whole batches (2^25 bases by default, far more than Dask's ~1 ms
-per task).
+per task). `search` sends text chunks instead (cluster_worker.search_chunk): only the candidate scan runs on the
+workers, the hits are aligned and written here.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from . import interrupt
-from .config import AlignConfig, usable_cores
+from .config import AlignConfig, SearchConfig, usable_cores
 from .errors import ConfigError, DeviceError
 
 RETRIES = 3  # worker deaths a batch may survive (Dask's allowed failures per task)
@@ -63,7 +64,7 @@ class _Worker:
 
 
 class _Result:
-    """A batch's future: result() -> (AlignBatch, counts), the worker's share recorded."""
+    """A batch's future: result() -> (AlignBatch, counts), the worker's share recorded (n: pairs, or bases)."""
 
     def __init__(self, fut, n: int, stats: dict):
         self.fut, self.n, self.stats = fut, n, stats
@@ -88,7 +89,8 @@ class ClusterAligner:
     """The client side: start (or join) the cluster, submit batches, report per worker, shut down."""
 
     spec: ClusterSpec
-    cfg: AlignConfig
+    cfg: AlignConfig | SearchConfig  # given to the workers with their threads (and device) set at start()
+    units: tuple = ("pairs", "batches")  # what rows() counts per worker (search: bases, chunks)
     client: object = None
     cluster: object = None
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
@@ -151,7 +153,7 @@ class ClusterAligner:
         self.workers = max(1, len(self.client.scheduler_info()["workers"]))
         device = "cpu" if s.cpu_workers else self.cfg.device
         self.cfg = dataclasses.replace(self.cfg, threads=threads, device=device)
-        return f"engines on {what}, {self.workers} worker(s) up, batches sent by this client"
+        return f"engines on {what}, {self.workers} worker(s) up, {self.units[1]} sent by this client"
 
     @property
     def window(self) -> int:
@@ -182,7 +184,8 @@ class ClusterAligner:
         return sum(1 for v in starts.values() if v > 1)
 
     def rows(self) -> list[tuple[str, str]]:
-        rows = [(f"worker:{name}", f"{w.pairs} pairs, {w.batches} batches, {w.busy:.3f} s busy")
+        n, per = self.units
+        rows = [(f"worker:{name}", f"{w.pairs} {n}, {w.batches} {per}, {w.busy:.3f} s busy")
                 for name, w in sorted(self.stats.items())]
         return rows + [("retried_batches", str(self.retried()))]
 

@@ -3,15 +3,18 @@ cluster run starts)."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from distributed import WorkerPlugin, get_worker
 
-from .config import AlignConfig
+from .config import AlignConfig, SearchConfig
 
 START_EVENT = "gpualign-batch-start"
 
 _chains: dict = {}  # one started engine chain per config, in this worker's process
+_searches: dict = {}  # the latest search run's started engine (run id -> engine), in this worker's process
+_search_lock = threading.Lock()  # one chunk at a time per engine (a worker may run several threads)
 
 
 def align_batch(batch, cfg: AlignConfig, run: str, seq: int):
@@ -45,6 +48,7 @@ class CloseEngines(WorkerPlugin):
             _, chain = _chains.popitem()
             for e in chain:
                 getattr(e, "close", lambda: None)()
+        _close_searches()
 
 
 def genome_pair(qn: str, tn: str, q, t, prune: bool, cpu_method: str, cfg: AlignConfig, run: str, seq: int):
@@ -57,3 +61,28 @@ def genome_pair(qn: str, tn: str, q, t, prune: bool, cpu_method: str, cfg: Align
     t0 = time.perf_counter()
     out = compute_pair(qn, tn, q, t, cfg, use_gpu(cfg.device), prune, cpu_method)
     return out, {}, str(worker.name), time.perf_counter() - t0
+
+
+def search_chunk(pats, chunk, cfg: SearchConfig, run: str, seq: int):
+    """`gpualign search`'s candidate scan of one text chunk (search/text.py's Chunk) by this worker's search
+    engine, built and started at the run's first chunk (an earlier run's engine closed then). Logs START_EVENT
+    first. Returns (Cands, {engine name: 1}, worker name, busy seconds)."""
+    from .search.run import make_engine
+
+    worker = get_worker()
+    worker.log_event(START_EVENT, {"run": run, "batch": seq})
+    with _search_lock:
+        engine = _searches.get(run)
+        if engine is None:
+            _close_searches()
+            engine = make_engine(pats, cfg, None)
+            engine.start()
+            _searches[run] = engine
+        t0 = time.perf_counter()
+        cands = engine.search(chunk)
+    return cands, {engine.name: 1}, str(worker.name), time.perf_counter() - t0
+
+
+def _close_searches() -> None:
+    while _searches:
+        _searches.popitem()[1].close()

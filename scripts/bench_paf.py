@@ -43,13 +43,19 @@ FIRST_RUN_CANDIDATES = 300
 
 
 def reads_from(genome: bytes, n: int, lo: int, hi: int, rate: float, profile: str, seed: int):
+    return reads_with_origin(genome, n, lo, hi, rate, profile, seed)[0]
+
+
+def reads_with_origin(genome: bytes, n: int, lo: int, hi: int, rate: float, profile: str, seed: int):
+    """(reads, starts, lengths, reverse): read i comes from genome[starts[i], starts[i] + lengths[i]),
+    reverse-complemented where reverse[i]."""
     rng = np.random.default_rng(seed)
     lens = rng.integers(lo, hi + 1, n)
     starts = rng.integers(0, len(genome) - hi, n)
     frags = [genome[s:s + ln] for s, ln in zip(starts.tolist(), lens.tolist())]
     reads = mutate(frags, rate, seed + 1, profile)
     rev = rng.random(n) < 0.5
-    return [r.translate(COMP)[::-1] if v else r for r, v in zip(reads, rev.tolist())]
+    return [r.translate(COMP)[::-1] if v else r for r, v in zip(reads, rev.tolist())], starts, lens, rev
 
 
 def main():

@@ -4,6 +4,8 @@
 Sets (simulated with scripts/simulate.py, written as FASTA once):
   edit150   N pairs of 150 bp at 2%, edit distance (issue 27: 10M)
   affine1k  N pairs of 1 kbp at 10%, affine 4/6/2 (issue 27: 1M)
+  ont       `gpualign paf`: --ont Nanopore-like reads (5-20 kbp, ~10%, bench_paf.py's simulation) from
+            --genome, one candidate per read at the locus it was drawn from (issue 27: 50k)
 For each set: the one-process run (no Dask) and `--gpus K` for every K of --gpus (or `--cpu-workers K`
 with --cpu, the same path without a GPU), wall clock of the whole command, output checked byte for byte
 against the one-process run, and the summary's per-worker busy seconds, stage busy seconds and retried
@@ -11,6 +13,7 @@ batches. Prints a table with speed-ups over `--gpus 1` and efficiency, and one J
 
   python scripts/bench_scale.py --gpus 1,2 --sets edit150,affine1k -n 1000000
   python scripts/bench_scale.py --cpu --gpus 1,2 -n 20000          # the path on CPU workers
+  python scripts/bench_scale.py --sets ont --ont 50000 --genome ecoli.fa.gz
 """
 
 from __future__ import annotations
@@ -24,14 +27,15 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_paf import reads_with_origin  # noqa: E402
 from simulate import simulate, write_fasta  # noqa: E402
 
 SETS = {"edit150": (150, 0.02, ["--metric", "edit"]), "affine1k": (1000, 0.10, ["--metric", "affine"])}
 
 
-def run(args: list, summary: str) -> tuple[float, dict]:
+def run(command: str, args: list, summary: str) -> tuple[float, dict]:
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", *args, "--summary", summary, "-q"],
+    p = subprocess.run([sys.executable, "-m", "gpualign", command, *args, "--summary", summary, "-q"],
                        capture_output=True, text=True)
     seconds = time.perf_counter() - t0
     if p.returncode:
@@ -41,35 +45,64 @@ def run(args: list, summary: str) -> tuple[float, dict]:
     return seconds, rows
 
 
+def pairs_set(name: str, n: int, tmp: str) -> tuple[list, list]:
+    """([a.fa, b.fa], options) of a simulated pairs set."""
+    length, rate, opts = SETS[name]
+    q, t = simulate(n, length, rate, seed=7)
+    fa, fb = os.path.join(tmp, f"{name}_a.fa"), os.path.join(tmp, f"{name}_b.fa")
+    write_fasta(fa, q, "q")
+    write_fasta(fb, t, "t")
+    return [fa, fb], opts
+
+
+def ont_set(genome_path: str, n: int, tmp: str) -> list:
+    """[candidates.paf, reads.fa, ref.fa]: n ONT-like reads, each with its true locus as the candidate."""
+    import pysam
+
+    if not genome_path:
+        raise SystemExit("the ont set needs --genome")
+    with pysam.FastxFile(genome_path) as fh:
+        genome = next(iter(fh)).sequence.upper().encode()
+    reads, starts, lens, rev = reads_with_origin(genome, n, 5000, 20000, 0.10, "long", seed=3)
+    ref, rfa, paf = (os.path.join(tmp, x) for x in ("ref.fa", "ont.fa", "ont.paf"))
+    with open(ref, "wb") as fh:
+        fh.write(b">ref\n" + genome + b"\n")
+    with open(rfa, "wb") as fh:
+        fh.write(b"".join(b">ont%d\n%s\n" % (i, r) for i, r in enumerate(reads)))
+    with open(paf, "w") as fh:
+        for i, (r, s, ln, v) in enumerate(zip(reads, starts.tolist(), lens.tolist(), rev.tolist())):
+            fh.write(f"ont{i}\t{len(r)}\t0\t{len(r)}\t{'-' if v else '+'}\tref\t{len(genome)}\t{s}\t{s + ln}\t"
+                     f"{ln}\t{ln}\t60\n")
+    return [paf, rfa, ref]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", "--pairs", type=int, default=1_000_000)
     ap.add_argument("--sets", default="edit150,affine1k")
     ap.add_argument("--gpus", default="1,2", help="worker counts to run")
     ap.add_argument("--cpu", action="store_true", help="CPU workers (--cpu-workers) instead of GPUs")
+    ap.add_argument("--ont", type=int, default=50_000, help="reads of the ont set")
+    ap.add_argument("--genome", help="FASTA (gz ok) whose first record the ont set's reads come from")
     ap.add_argument("--json")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench_scale_")
     table = []
     for name in a.sets.split(","):
-        length, rate, opts = SETS[name]
-        q, t = simulate(a.pairs, length, rate, seed=7)
-        fa, fb = os.path.join(tmp, f"{name}_a.fa"), os.path.join(tmp, f"{name}_b.fa")
-        write_fasta(fa, q, "q")
-        write_fasta(fb, t, "t")
-        del q, t
+        command, inputs, opts = ("paf", ont_set(a.genome, a.ont, tmp), []) if name == "ont" else \
+            ("pairs", *pairs_set(name, a.pairs, tmp))
         base_out = os.path.join(tmp, f"{name}_one.paf")
         device = ["--device", "cpu"] if a.cpu else []
-        runs = [("one process", [fa, fb, "-o", base_out, *opts, *device])]
+        runs = [("one process", [*inputs, "-o", base_out, *opts, *device])]
         for k in a.gpus.split(","):
             flag = ["--cpu-workers", k] if a.cpu else ["--gpus", k]
-            runs.append((f"{'cpu' if a.cpu else 'gpus'} {k}", [fa, fb, "-o", os.path.join(tmp, f"{name}_{k}.paf"),
+            runs.append((f"{'cpu' if a.cpu else 'gpus'} {k}", [*inputs, "-o", os.path.join(tmp, f"{name}_{k}.paf"),
                                                                 *opts, *flag]))
         with open(base_out, "wb"):
             pass
         results = []
         for label, args in runs:
-            seconds, rows = run(args, os.path.join(tmp, "summary.tsv"))
+            seconds, rows = run(command, args, os.path.join(tmp, "summary.tsv"))
             out = args[args.index("-o") + 1]
             same = label == "one process" or open(out, "rb").read() == open(base_out, "rb").read()
             workers = {k: v for k, v in rows.items() if k.startswith("worker:")}

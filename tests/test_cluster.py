@@ -125,3 +125,103 @@ def test_unreachable_scheduler(inputs, tmp_path):
     p = gpualign("pairs", str(inputs / "a.fa"), str(inputs / "b.fa"), "--scheduler", "tcp://127.0.0.1:1", "-o",
                  str(out))
     assert p.returncode == 1 and "cannot connect" in p.stderr and not out.exists()
+
+
+@pytest.mark.gpu
+def test_one_gpu_worker_gives_the_same_bytes(inputs, tmp_path):
+    """`--gpus 1`: dask-cuda's worker on this GPU, the same PAF as the one-process GPU run (pairs and
+    genome), its summary naming the worker."""
+    pytest.importorskip("dask_cuda")
+    from simulate import simulate, write_fasta
+
+    a, b = str(inputs / "a.fa"), str(inputs / "b.fa")
+    for extra, name in (([], "one"), (["--gpus", "1"], "dist")):
+        p = gpualign("pairs", a, b, "-o", str(tmp_path / f"{name}.paf"), "--batch-bases", "400000", *extra)
+        assert p.returncode == 0, p.stderr
+    assert (tmp_path / "one.paf").read_bytes() == (tmp_path / "dist.paf").read_bytes()
+    assert "1 GPU worker(s) (dask-cuda" in p.stderr and "retried_batches" in p.stderr
+    q, t = simulate(2, 200_000, 0.05, seed=5)
+    write_fasta(str(tmp_path / "ga.fa"), q, "a")
+    write_fasta(str(tmp_path / "gb.fa"), t, "b")
+    for extra, name in (([], "g_one"), (["--gpus", "1"], "g_dist")):
+        p = gpualign("genome", str(tmp_path / "ga.fa"), str(tmp_path / "gb.fa"), "-q",
+                     "-o", str(tmp_path / f"{name}.paf"), *extra)
+        assert p.returncode == 0, p.stderr
+    assert (tmp_path / "g_one.paf").read_bytes() == (tmp_path / "g_dist.paf").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def search_inputs(tmp_path_factory):
+    """A 300 kbp text in 3 records and 20 patterns, 16 of them drawn from the text with up to 2 edits."""
+    import numpy as np
+    from search_oracle import mutate, random_dna, revcomp, write_fasta
+
+    d = tmp_path_factory.mktemp("cluster_search")
+    rng = np.random.default_rng(21)
+    records = {f"chr{i}": random_dna(rng, n) for i, n in enumerate((150_000, 90_000, 60_000))}
+    patterns = {f"r{i}": random_dna(rng, 11) for i in range(4)}
+    for i in range(16):
+        m = int(rng.choice([12, 23, 40, 70]))
+        src = records[f"chr{i % 3}"]
+        a = int(rng.integers(0, len(src) - m))
+        p = mutate(rng, src[a:a + m], int(rng.integers(0, 3)))
+        patterns[f"p{i}"] = revcomp(p) if i % 2 else p
+    write_fasta(str(d / "p.fa"), patterns)
+    write_fasta(str(d / "t.fa"), records)
+    return d
+
+
+def _without_pg(path):
+    return b"".join(x for x in path.read_bytes().splitlines(True) if not x.startswith(b"@PG"))
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "sam"])
+def test_search_cpu_workers_give_the_same_bytes(search_inputs, tmp_path, fmt):
+    """`search --cpu-workers 2`: chunks of 50 kbp scanned by two workers, hits aligned here, the same bytes
+    as the one-process CPU run (SAM: but for @PG, which holds the command line)."""
+    d = search_inputs
+    args = [str(d / "p.fa"), str(d / "t.fa"), "-k", "2", "--chunk-bases", "50000"]
+    p = gpualign("search", *args, "-o", str(tmp_path / f"one.{fmt}"), "--device", "cpu", "-t", "2", "-q")
+    assert p.returncode == 0, p.stderr
+    p = gpualign("search", *args, "-o", str(tmp_path / f"dist.{fmt}"), "--cpu-workers", "2")
+    assert p.returncode == 0, p.stderr
+    one, dist = _without_pg(tmp_path / f"one.{fmt}"), _without_pg(tmp_path / f"dist.{fmt}")
+    assert one == dist and one.count(b"\n") > 100
+    assert "2 CPU worker(s)" in p.stderr and "retried_batches" in p.stderr and "cpu-sassy" in p.stderr
+    workers = [line.split() for line in p.stderr.splitlines() if line.strip().startswith("worker:")]
+    assert len(workers) == 2 and sum(int(w[1]) for w in workers) == 300_000
+    assert sum(int(w[3]) for w in workers) >= 6  # several chunks per worker
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--gpus", "0"], "--gpus must be a number >= 1 or 'all'"),
+    (["--gpus", "2", "--device", "cpu"], "--gpus cannot run with --device cpu"),
+    (["--gpus", "2", "--scheduler", "tcp://127.0.0.1:1"], "choose one of --gpus, --scheduler"),
+    (["--cpu-workers", "2", "--device", "gpu"], "--cpu-workers runs the CPU engine"),
+    (["--cpu-workers", "-1"], "--cpu-workers must be >= 1"),
+])
+def test_search_bad_cluster_options(search_inputs, tmp_path, args, message):
+    out = tmp_path / "o.tsv"
+    p = gpualign("search", str(search_inputs / "p.fa"), str(search_inputs / "t.fa"), "-k", "1", "-o", str(out), *args)
+    assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr and not out.exists()
+
+
+def test_search_unreachable_scheduler(search_inputs, tmp_path):
+    out = tmp_path / "o.tsv"
+    p = gpualign("search", str(search_inputs / "p.fa"), str(search_inputs / "t.fa"), "-k", "1",
+                 "--scheduler", "tcp://127.0.0.1:1", "-o", str(out))
+    assert p.returncode == 1 and "cannot connect" in p.stderr and not out.exists()
+
+
+@pytest.mark.gpu
+def test_search_one_gpu_worker_gives_the_same_bytes(search_inputs, tmp_path):
+    """`search --gpus 1`: the GPU scan on dask-cuda's worker, the same TSV and SAM as the one-process GPU run."""
+    pytest.importorskip("dask_cuda")
+    d = search_inputs
+    args = [str(d / "p.fa"), str(d / "t.fa"), "-k", "2", "--chunk-bases", "50000"]
+    for fmt in ("tsv", "sam"):
+        for extra, name in ((["--device", "gpu", "-q"], "one"), (["--gpus", "1"], "dist")):
+            p = gpualign("search", *args, "-o", str(tmp_path / f"{name}.{fmt}"), *extra)
+            assert p.returncode == 0, p.stderr
+        assert _without_pg(tmp_path / f"one.{fmt}") == _without_pg(tmp_path / f"dist.{fmt}")
+        assert "1 GPU worker(s) (dask-cuda" in p.stderr and "gpu-myers" in p.stderr

@@ -12,6 +12,7 @@ from .common import Debug, Threads, _print_summary, _run, command_line, feedback
 EPILOG = ("Examples:\n\n"
           "  gpualign search guides.fa genome.fa.gz -k 3 -o hits.tsv\n\n"
           "  gpualign search primers.fa genome.fa -k 2 --strand both -o hits.bed\n\n"
+          "  gpualign search guides.fa genome.fa -k 4 --gpus all -o hits.tsv\n\n"
           "Semantics: for a pattern P (strand '-': its reverse complement) and a text record T, D[j] is the "
           "least edit distance between P and any substring of T ending at j. By default each run of "
           "consecutive end positions with D <= k gives one hit, at its least D (the leftmost of those); "
@@ -20,7 +21,14 @@ EPILOG = ("Examples:\n\n"
           "sorted by record (text order), start, end, pattern, strand. Characters: case-insensitive; equal "
           "letters match (N matches N); --n-mismatch: only equal A/C/G/T match; --iupac: a pattern letter "
           "matches each base A/C/G/T it stands for and text letters other than A/C/G/T match nothing. "
-          "Patterns: 1 to 1,024 bases.")
+          "Patterns: 1 to 1,024 bases. --gpus/--scheduler/--cpu-workers: the text's chunks are scanned by Dask "
+          "workers (the candidate end positions come back); the hits are aligned and written here, the same "
+          "bytes as one process.")
+
+# the distributed path (cluster.py): as for pairs, but only the text's candidate scan runs on the workers
+Gpus = Annotated[Optional[str], typer.Option("--gpus", help="Scan the text on N GPUs of this host (or 'all'): one Dask worker per GPU (dask-cuda); hits are aligned here.")]
+Scheduler = Annotated[Optional[str], typer.Option("--scheduler", help="Scan the text on an existing Dask cluster (tcp://host:8786) whose workers have gpualign installed; this process reads, aligns the hits and writes.")]
+CpuWorkers = Annotated[int, typer.Option("--cpu-workers", help="Scan the text on N local Dask CPU workers (the distributed path without a GPU).")]
 
 
 def search(
@@ -40,9 +48,13 @@ def search(
     summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV to this file.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
     debug: Debug = False,
+    gpus: Gpus = None,
+    scheduler: Scheduler = None,
+    cpu_workers: CpuWorkers = 0,
     chunk_bases: Annotated[int, typer.Option("--chunk-bases", hidden=True)] = 0,
 ) -> None:
     """All occurrences of patterns with <= k edits (TSV/SAM/BAM/PAF/BED)."""
+    from ..cluster import ClusterSpec
     from ..errors import ConfigError
     from ..search.run import run_search
 
@@ -53,7 +65,8 @@ def search(
         with feedback("search", threads, quiet) as (n_threads, notice, report):
             cfg = SearchConfig(k=k, strand=strand, all_ends=all_ends, max_hits=max_hits, rule=rule, force=force,
                                device=device, threads=n_threads, chunk_bases=chunk_bases)
-            result = run_search(patterns, text, output, fmt, cfg, command_line(), notice, report)
+            result = run_search(patterns, text, output, fmt, cfg, command_line(), notice, report,
+                                ClusterSpec(gpus, scheduler, cpu_workers))
         _print_summary(result, summary, quiet)
 
     _run(body, debug)

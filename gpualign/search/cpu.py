@@ -55,9 +55,14 @@ class SassyEngine:
         alphabet, ptable, self.ttable = A.sassy_profile(rule)
         self.patterns = [c.tobytes().translate(ptable) for c in pats.codes]
         self.k, self.threads = k, threads
-        self.context = int(pats.lengths.max()) + k - 1
+        self.context, self.gap = self.geometry(pats, k)
         self.alphabet = alphabet
         self.pool = None
+
+    @staticmethod
+    def geometry(pats, k: int) -> tuple[int, int]:
+        """(context, gap) of the text chunks this engine needs: the longest pattern-strand + k - 1, 16 PAD bytes."""
+        return int(pats.lengths.max()) + k - 1, 16
 
     def start(self) -> None:
         if self.threads > 1 and self.pool is None:

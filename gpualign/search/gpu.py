@@ -39,11 +39,17 @@ class GpuSearchEngine:
         names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}>" for w, _, _ in self.groups)
         self.mod = load_module("myers_search.cu", names, defines)
         self.kernels = {w: self.mod.get_function(n) for (w, _, _), n in zip(self.groups, names)}
-        self.context = max(32 * w for w, _, _ in self.groups) + k - 1
-        self.gap = max(32 * w for w, _, _ in self.groups) + 16  # PAD bytes before each piece
+        self.context, self.gap = self.geometry(pats, k)
         self.cap = 1 << 20
         self.count = cupy.zeros(1, np.uint32)
         self.hits = cupy.empty((self.cap, 2), np.uint32)
+
+    @staticmethod
+    def geometry(pats, k: int) -> tuple[int, int]:
+        """(context, gap) of the text chunks this engine needs: the widest instance's warm-up, and its free
+        rows + 16 PAD bytes before each piece (also enough for the CPU engine)."""
+        rows = 32 * PT.words(int(pats.lengths.max()))
+        return rows + k - 1, rows + 16
 
     def start(self) -> None:
         pass

@@ -1,7 +1,10 @@
-"""`gpualign search`: patterns -> engine over the streamed text -> hits -> writer, with a summary."""
+"""`gpualign search`: patterns -> engine over the streamed text -> hits -> writer, with a summary. With a
+cluster (--gpus/--scheduler/--cpu-workers) the engine's candidate scan runs on Dask workers, chunk by chunk;
+everything else stays here, in chunk order, so the output is the same bytes."""
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import signal
 import time
@@ -36,6 +39,7 @@ class SearchSummary:
     capped: list = field(default_factory=list)
     stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "search": 0.0, "align_write": 0.0})
     per_pattern: np.ndarray = None  # hits found per pattern
+    extra: list = field(default_factory=list)  # (key, value) rows of a cluster run: per worker, retried
 
     def rows(self) -> list[tuple[str, str]]:
         rate = self.patterns * self.bases / self.seconds if self.seconds > 0 else 0.0
@@ -44,6 +48,7 @@ class SearchSummary:
                 ("engine", self.engine), ("wall_seconds", f"{self.seconds:.3f}"),
                 ("pattern_bases_per_second", f"{rate:.4g}")]
         rows += [(f"{k}_seconds", f"{v:.3f}") for k, v in self.stage_seconds.items()]
+        rows += self.extra
         if self.capped:
             shown = ",".join(self.capped[:20]) + (f",... ({len(self.capped)} in all)" if len(self.capped) > 20 else "")
             rows.append(("capped_patterns", shown))
@@ -68,18 +73,36 @@ def make_engine(pats, cfg: SearchConfig, notice):
     return SassyEngine(pats, cfg.k, cfg.rule, cfg.n_threads)
 
 
+def remote_engine(cfg: SearchConfig, cluster):
+    """The engine class the workers of cluster (a cluster.ClusterSpec) run, for its name and chunk geometry: the
+    CPU one for --cpu-workers or --device cpu, else the GPU one (whose geometry also serves the CPU engine of a
+    --scheduler worker without a GPU under --device auto)."""
+    if cluster.cpu_workers or cfg.device == "cpu":
+        from .cpu import SassyEngine
+
+        return SassyEngine
+    from .gpu import GpuSearchEngine
+
+    return GpuSearchEngine
+
+
 def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cfg: SearchConfig,
-               command_line: str, notice=None, report=None) -> SearchSummary:
-    """report(records, bases) after each chunk of text (progress), when given."""
+               command_line: str, notice=None, report=None, cluster=None) -> SearchSummary:
+    """report(records, bases) after each chunk of text (progress), when given. cluster: a cluster.ClusterSpec
+    (the candidate scan on Dask workers) or None (this process)."""
     t0 = time.perf_counter()
     cfg.validate()
+    if cluster is not None and not cluster.wanted:
+        cluster = None
+    if cluster is not None:
+        cluster.validate(cfg.device)
     fmt = infer_format(fmt, out)
     pats = PT.read(patterns_path, cfg.k, cfg.strand, cfg.force)
     TextReader.check(text_path)  # before any engine starts
     summary = SearchSummary(patterns=len(pats.names), pattern_strands=pats.n)
     pool = trace_pool(cfg.n_threads)  # forked now: before CUDA and any thread
     try:
-        _search(pats, text_path, out, fmt, cfg, command_line, notice, summary, pool, report)
+        _search(pats, text_path, out, fmt, cfg, command_line, notice, summary, pool, report, cluster)
     finally:
         _shutdown(pool)  # (its workers would outlive an error: each holds the others' pipes open)
     if cfg.max_hits:
@@ -92,29 +115,35 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
 
 
 def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command_line: str, notice,
-            summary: SearchSummary, pool, report=None) -> None:
-    """The text through the engine, the collector and the writer (run_search's body)."""
-    engine = make_engine(pats, cfg, notice)
-    summary.engine = engine.name
-    chunk = cfg.chunk_bases or (GPU_CHUNK if engine.name.startswith("gpu") else CPU_CHUNK)
-    reader = TextReader(text_path, chunk, engine.context, getattr(engine, "gap", 16))
+            summary: SearchSummary, pool, report=None, cluster=None) -> None:
+    """The text through the engine (here, or on cluster's workers), the collector and the writer (run_search's
+    body)."""
+    engine = make_engine(pats, cfg, notice) if cluster is None else None
+    kind = engine if engine is not None else remote_engine(cfg, cluster)  # its name and chunk geometry
+    context, gap = kind.geometry(pats, cfg.k)
+    summary.engine = kind.name
+    chunk = cfg.chunk_bases or (GPU_CHUNK if kind.name.startswith("gpu") else CPU_CHUNK)
+    reader = TextReader(text_path, chunk, context, gap)
     collector = Collector(pats, cfg.k, cfg.all_ends, cfg.rule, pool)
     output = Output(out, binary_via_path=(fmt == "bam"))
-    writer = None
+    writer = remote = ahead = None
     per_pattern = np.zeros(len(pats.names), np.int64)
     warned = False
-    ahead = None
     try:
-        engine.start()
+        if cluster is not None:
+            from ..cluster import ClusterAligner
+
+            remote = ClusterAligner(cluster, cfg, units=("bases", "chunks"))
+            started = remote.start()
+            if notice:
+                notice(started)
+        else:
+            engine.start()
         interrupt.phase("pools")
         writer = HitWriter(fmt, output.target, pats, command_line)
         ahead = ReadAhead(iter(reader), summary.stage_seconds, ahead=1)
-        for ch in ahead:
-            t = time.perf_counter()
-            interrupt.phase("search")
-            cands = engine.search(ch)
+        for ch, cands in _scanned(ahead, engine, remote, pats, summary):
             t1 = time.perf_counter()
-            summary.stage_seconds["search"] += t1 - t
             summary.bases += int(ch.length.sum())
             done = []
             for rec, hits in collector.add(ch, cands):
@@ -131,23 +160,59 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
                 worst = pats.names[int(per_pattern.argmax())]
                 notice(f"warning: pattern {worst!r} has over {WARN_HITS:,} hits (see --max-hits-per-pattern)")
                 warned = True
-            reader.release(ch)
+            reader.release(ch)  # (its buffer may now hold a later chunk: its scan is done)
             if report is not None:
                 report(len(reader.records.names), summary.bases)
             summary.stage_seconds["align_write"] += time.perf_counter() - t1
         summary.records = len(reader.records.names)
         writer.close()
         output.commit()
+        if remote is not None:  # the search stage: the workers' busy time
+            summary.extra = remote.rows()
+            summary.stage_seconds["search"] = sum(w.busy for w in remote.stats.values())
     except BaseException:
         if writer is not None:
             writer.abort()
         output.abort()
         raise
     finally:
-        if ahead is not None:
-            ahead.close()
-        engine.close()
+        try:
+            if ahead is not None:
+                ahead.close()
+            if engine is not None:
+                engine.close()
+        finally:
+            if remote is not None:
+                remote.close()
     summary.per_pattern = per_pattern
+
+
+def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
+    """(chunk, its Cands) per chunk of text, in order: from this process's engine, or with remote (a started
+    cluster.ClusterAligner) from its workers, at most remote.window chunks in flight (summary.engine: the
+    engines they ran)."""
+    if remote is None:
+        for ch in chunks:
+            t = time.perf_counter()
+            interrupt.phase("search")
+            cands = engine.search(ch)
+            summary.stage_seconds["search"] += time.perf_counter() - t
+            yield ch, cands
+        return
+    from ..cluster_worker import search_chunk
+
+    bare = PT.Patterns([], pats.codes, pats.pattern, pats.minus)  # what the engines use, sent with each chunk
+    pending, ran = [], set()
+    for ch in itertools.chain(chunks, [None]):  # None: the end
+        if ch is not None:
+            pending.append((ch, remote.submit_task(search_chunk, bare, ch, remote.cfg, pairs=int(ch.length.sum()))))
+        while pending and (ch is None or len(pending) >= remote.window):
+            done, fut = pending.pop(0)
+            interrupt.phase("search")
+            cands, counts = fut.result()
+            ran.update(counts)
+            summary.engine = ",".join(sorted(ran))
+            yield done, cands
 
 
 def _ignore_sigint() -> None:
