@@ -17,7 +17,7 @@ OK, EXCEEDED, FAILED = 0, 1, 2
 STATUS_NAMES = ("ok", "exceeded", "failed")
 
 # engine codes: one registry, the same strings in CLI, logs and outputs
-ENGINE_NAMES = ("none", "cpu-wfa", "gpu-edit", "gpu-affine", "gpu-long", "cpu-dp", "cpu-long")
+ENGINE_NAMES = ("none", "cpu-wfa", "gpu-edit", "gpu-affine", "gpu-long", "cpu-dp", "cpu-long", "gpu-dp")
 ENGINE_CODE = {name: i for i, name in enumerate(ENGINE_NAMES)}
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Benchmark general-scoring alignment (issue 25's sets): gpualign's cpu-dp engine against parasail
-called directly, all cores, on the same pairs in one run; GCUPS = sum of n*m cells / seconds / 1e9.
+"""Benchmark general-scoring alignment (issue 25's sets): gpualign's engines (cpu-dp, and with --device
+gpu the GPU chain: gpu-dp, cpu-dp for pairs beyond its limits) against parasail called directly, all
+cores, on the same pairs in one run; GCUPS = sum of n*m cells / seconds / 1e9.
 
 Sets (--scale multiplies the pair counts; lengths stay):
   dna      1,000,000 pairs, 150 bp queries in 300 bp targets (a mutated copy inside random flanks),
@@ -8,13 +9,13 @@ Sets (--scale multiplies the pair counts; lengths stay):
   protein  100,000 pairs ~350 aa (random proteins, 20% substitutions and indels), local, BLOSUM62 11/1
            (BLAST's convention: a gap of length L costs 11 + L)
   long     1,000 pairs 10 kbp (5% edits), global, +2 -3 -(5 + 2L)
-Timings are wall clock of the engine on in-memory batches (built beforehand, no file I/O), after a
-warm-up on a few pairs; CIGARs are made unless --score-only. parasail direct: the same function family the engine
+Timings are wall clock of the engine on in-memory batches (built beforehand as the pipeline's reader
+cuts them: at most batch_bases bases and batch_pairs pairs; no file I/O), after a warm-up on a few pairs; CIGARs are made unless --score-only. parasail direct: the same function family the engine
 uses (sw striped / nw scan, trace variants for CIGARs, 16-bit with a 32-bit re-run on saturation)
 with CIGARs decoded, in a process pool of the same size. One JSON line per set on stderr.
 
   python scripts/bench_dp.py --scale 0.01            # the dev machine
-  python scripts/bench_dp.py --device gpu            # reserved: the GPU engine is not built yet
+  python scripts/bench_dp.py --device gpu            # GPU chain, cpu-dp and parasail in one run
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gpualign.config import AlignConfig, Penalties, Scoring  # noqa: E402
-from gpualign.engines.cpu_dp import CpuDpEngine  # noqa: E402
 from gpualign.records import PairBatch  # noqa: E402
 
 AA = "ACDEFGHIKLMNPQRSTVWY"
@@ -111,21 +111,41 @@ def parasail_direct(spec, qs, ts, threads: int, trace: bool) -> float:
         return time.perf_counter() - t0
 
 
-def engine_time(spec, qs, ts, threads: int, trace: bool) -> float:
-    cfg = AlignConfig(metric="affine", penalties=spec["pen"], scoring=spec["scoring"], device="cpu",
+def batches_of(qs, ts, cfg: AlignConfig) -> list:
+    """PairBatches as the pipeline's reader cuts them (batch_bases, batch_pairs)."""
+    out, i = [], 0
+    while i < len(qs):
+        j, size = i, 0
+        while j < len(qs) and j - i < cfg.batch_pairs and (j == i or size + len(qs[j]) + len(ts[j]) <= cfg.batch_bases):
+            size += len(qs[j]) + len(ts[j])
+            j += 1
+        out.append(PairBatch.from_sequences(qs[i:j], ts[i:j]))
+        i = j
+    return out
+
+
+def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu") -> tuple[float, dict]:
+    """(seconds, pairs per engine) of select_engines' chain for device over every batch."""
+    from gpualign.engines import select_engines
+    from gpualign.route import run_chain
+
+    cfg = AlignConfig(metric="affine", penalties=spec["pen"], scoring=spec["scoring"], device=device,
                       threads=threads, distance_only=not trace).validate()
-    eng = CpuDpEngine(threads)
-    eng.start()
+    chain, _ = select_engines(cfg)
+    for e in chain:
+        getattr(e, "start", lambda: None)()
+    counts: dict = {}
     try:
-        eng.align(PairBatch.from_sequences(qs[:8], ts[:8]), cfg)  # warm-up
-        step = cfg.batch_pairs  # batches as the pipeline's reader makes them (not timed)
-        batches = [PairBatch.from_sequences(qs[i:i + step], ts[i:i + step]) for i in range(0, len(qs), step)]
+        run_chain(PairBatch.from_sequences(qs[:8], ts[:8]), chain, cfg)  # warm-up
+        batches = batches_of(qs, ts, cfg)
         t0 = time.perf_counter()
         for b in batches:
-            eng.align(b, cfg)
-        return time.perf_counter() - t0
+            for k, v in run_chain(b, chain, cfg)[1].items():
+                counts[k] = counts.get(k, 0) + v
+        return time.perf_counter() - t0, counts
     finally:
-        eng.close()
+        for e in chain:
+            getattr(e, "close", lambda: None)()
 
 
 def git_sha() -> str:
@@ -143,30 +163,34 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="processes (0 = all cores)")
     ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     ap.add_argument("--score-only", action="store_true", help="scores without CIGARs")
+    ap.add_argument("--skip-cpu-engine", action="store_true", help="with --device gpu: time parasail direct only")
     ap.add_argument("--json", help="append one JSON line per set to this file")
     a = ap.parse_args()
-    if a.device == "gpu":
-        print("bench_dp: the GPU general-scoring engine is not built yet (issue 25); run --device cpu",
-              file=sys.stderr)
-        sys.exit(2)
     threads = a.threads or len(os.sched_getaffinity(0))
     trace = not a.score_only
-    print(f"{'set':8} {'pairs':>9} {'Gcells':>8} {'cpu-dp s':>9} {'GCUPS':>7} {'parasail s':>10} {'GCUPS':>7} "
-          f"{'ratio':>6}")
+    gpu = a.device == "gpu"
+    print(f"{'set':8} {'pairs':>9} {'Gcells':>8} {'gpu s':>8} {'GCUPS':>7} {'cpu-dp s':>9} {'GCUPS':>7} "
+          f"{'parasail s':>10} {'GCUPS':>7} {'gpu/parasail':>12}")
     for name in a.sets.split(","):
         spec = SETS[name]
         n = max(1, int(round(spec["n"] * a.scale)))
         qs, ts = simulate(spec, n)
         cells = float(sum(len(q) * len(t) for q, t in zip(qs, ts)))
-        te = engine_time(spec, qs, ts, threads, trace)
+        tg, routes = engine_time(spec, qs, ts, threads, trace, "gpu") if gpu else (0.0, {})
+        te = engine_time(spec, qs, ts, threads, trace)[0] if not (gpu and a.skip_cpu_engine) else 0.0
         tp = parasail_direct(spec, qs, ts, threads, trace)
-        ge, gp = cells / te / 1e9, cells / tp / 1e9
-        print(f"{name:8} {n:>9,} {cells / 1e9:>8.3f} {te:>9.2f} {ge:>7.3f} {tp:>10.2f} {gp:>7.3f} {tp / te:>6.2f}")
+        rate = lambda s: cells / s / 1e9 if s else 0.0  # noqa: E731
+        print(f"{name:8} {n:>9,} {cells / 1e9:>8.3f} {tg:>8.3f} {rate(tg):>7.1f} {te:>9.2f} {rate(te):>7.2f} "
+              f"{tp:>10.2f} {rate(tp):>7.2f} {(tp / tg if tg else 0):>12.1f}")
         import parasail
 
-        row = dict(set=name, pairs=n, cells=cells, cigar=trace, threads=threads, engine_s=te, engine_gcups=ge,
-                   parasail_s=tp, parasail_gcups=gp, device=f"cpu x{threads} ({platform.processor() or platform.machine()})",
+        row = dict(set=name, pairs=n, cells=cells, cigar=trace, threads=threads, engine_s=te, engine_gcups=rate(te),
+                   parasail_s=tp, parasail_gcups=rate(tp), device=f"cpu x{threads} ({platform.processor() or platform.machine()})",
                    parasail=parasail.__version__, git=git_sha(), date=time.strftime("%Y-%m-%d"))
+        if gpu:
+            from gpualign.engines._cuda import gpu_status
+
+            row.update(gpu=gpu_status()[1], gpu_s=tg, gpu_gcups=rate(tg), gpu_routes=routes)
         print(json.dumps(row), file=sys.stderr)
         if a.json:
             with open(a.json, "a") as fh:

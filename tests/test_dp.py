@@ -33,10 +33,15 @@ def prot_cfg(mode, **kw):
                                                                         matrix="BLOSUM62"), device="cpu", **kw)
 
 
-@pytest.fixture(params=["cpu1", "cpu2"])
+@pytest.fixture(params=["cpu1", "cpu2", pytest.param("gpu", marks=pytest.mark.gpu)])
 def engine(request):
-    """The engines under test (GPU to come: marked gpu, skipped without a device). cpu2 cuts every
-    batch into chunks aligned by two worker processes."""
+    """The engines under test: cpu1; cpu2 cuts every batch into chunks aligned by two worker processes;
+    gpu (gpu-dp, marked gpu: skipped without a device)."""
+    if request.param == "gpu":
+        from gpualign.engines.gpu_dp import GpuDpEngine
+
+        yield GpuDpEngine()
+        return
     e = CpuDpEngine(1) if request.param == "cpu1" else CpuDpEngine(2, inline_bases=0)
     yield e
     e.close()
@@ -90,7 +95,6 @@ def empty_score(q, t, cfg):
 def rescore(q, t, res, i, cfg):
     """Walk pair i's CIGAR: =/X against the sequences, matrix scores and gap costs summed; consumed
     lengths equal the aligned ranges; returns the score."""
-    table = None
     if cfg.scoring.matrix:
         m = substitution_matrices.load(cfg.scoring.matrix)
     p = cfg.penalties
@@ -244,6 +248,57 @@ def test_n_mismatch_rule(engine):
     res = align(engine, ["ACNT"], ["ACNT"], cfg)
     assert int(res.score[0]) == 3 * 2 - 3
     assert C.to_text(res.cigar, res.cigar_off, res.cigar_len) == ["2=1X1="]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_equals_cpu_scores(mode, monkeypatch):
+    """gpu-dp against cpu-dp on larger sets: mixed lengths up to 2 kbp (DNA) and ~350 aa (protein),
+    launches cut small (many warps' groups), scores equal, every GPU CIGAR re-scored; pairs beyond the
+    GPU's cell limit go on to cpu-dp in the same chain."""
+    from gpualign.engines import gpu_dp
+    from gpualign.route import run_chain
+
+    monkeypatch.setattr(gpu_dp, "DIR_BYTES", 1 << 22)
+    cpu, gpu = CpuDpEngine(2), gpu_dp.GpuDpEngine()
+    try:
+        for cfg, (qs, ts) in ((dna_cfg(mode), random_pairs(21, "ACGT", 600, 2000)),
+                              (prot_cfg(mode), random_pairs(22, AA, 600, 400))):
+            for c in (cfg, cfg.with_(distance_only=True)):
+                a, b = align(gpu, qs, ts, c), align(cpu, qs, ts, c)
+                assert a.score.tolist() == b.score.tolist()
+            res = align(gpu, qs, ts, cfg)
+            for i in range(0, len(qs), 7):
+                assert rescore(qs[i], ts[i], res, i, cfg) == res.score[i]
+        monkeypatch.setattr(gpu_dp, "TRACE_CELLS", 50 * 50)
+        qs, ts = random_pairs(23, "ACGT", 100, 120)
+        cfg = dna_cfg(mode)
+        batch = PairBatch.from_sequences([q.encode() for q in qs], [t.encode() for t in ts])
+        res, counts = run_chain(batch, [gpu, cpu], cfg)
+        assert counts.get("gpu-dp", 0) > 0 and counts.get("cpu-dp", 0) > 0
+        assert res.score.tolist() == align(cpu, qs, ts, cfg).score.tolist()
+    finally:
+        cpu.close()
+
+
+@pytest.mark.gpu
+def test_cli_gpu_general_scoring(tmp_path):
+    """`pairs --device gpu` with a matrix: the gpu-dp engine runs, and writes the scores cpu-dp writes."""
+    rng = np.random.default_rng(4)
+    qs = ["".join(rng.choice(list(AA), rng.integers(50, 300))) for _ in range(200)]
+    ts = [mutate(rng, q, AA, 0.2) for q in qs]
+    fasta(tmp_path / "a.fa", qs)
+    fasta(tmp_path / "b.fa", ts)
+    outs = []
+    for dev in ("gpu", "cpu"):
+        out, summary = tmp_path / f"{dev}.tsv", tmp_path / f"{dev}.summary"
+        rc, _, err = run([str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), "-o", str(out), "-f", "tsv", "-q",
+                          "--device", dev, "--mode", "local", "--matrix", "BLOSUM62", "-x", "1", "-O", "11", "-E", "1",
+                          "--summary", str(summary)])
+        assert rc == 0, err
+        assert f"route:{dev}-dp\t200" in summary.read_text()
+        outs.append([line.split("\t")[2] for line in out.read_text().splitlines()[1:]])
+    assert outs[0] == outs[1] and len(outs[0]) == 200
 
 
 def test_api_and_routing():

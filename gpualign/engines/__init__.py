@@ -69,8 +69,8 @@ def gpu_engines(cfg: AlignConfig) -> list:
 @trace.traced("select_engines")
 def select_engines(cfg: AlignConfig) -> tuple[list, str]:
     """The engine chain for cfg and a one-line notice saying what runs where. General scoring (a match
-    bonus, a matrix, protein, local or semi-global) goes to the cpu-dp engine (parasail); the rest to
-    the wavefront engines."""
+    bonus, a matrix, protein, local or semi-global) goes to the gpu-dp engine, cpu-dp (parasail) behind
+    it; the rest to the wavefront engines."""
     if cfg.general:
         return _general_chain(cfg)
     cpu = CpuEngine(cfg.n_threads)
@@ -94,13 +94,24 @@ def select_engines(cfg: AlignConfig) -> tuple[list, str]:
 
 
 def _general_chain(cfg: AlignConfig) -> tuple[list, str]:
-    if cfg.device == "gpu":
-        raise DeviceError("--device gpu: the GPU engine for general scoring (--mode/--match/--matrix/"
-                          "--alphabet protein) is not built yet; use --device cpu or auto")
+    """gpu-dp first when a GPU is there (pairs beyond its limits go on to cpu-dp), else cpu-dp alone."""
     dp = CpuDpEngine(cfg.n_threads)
     if not dp.available():
         raise DeviceError("parasail is not installed: pip install parasail")
-    return [dp], f"engine: cpu-dp (parasail, {cfg.n_threads} process{'es' if cfg.n_threads > 1 else ''})"
+    cpu_note = f"cpu-dp (parasail, {cfg.n_threads} process{'es' if cfg.n_threads > 1 else ''})"
+    if cfg.device == "cpu":
+        return [dp], f"engine: {cpu_note}"
+    ok, what = gpu_status()
+    if ok:
+        from .gpu_dp import MAX_LETTERS, GpuDpEngine
+
+        gpu = GpuDpEngine()
+        if gpu.accepts_cfg(cfg):
+            return [gpu, dp], f"engines: gpu-dp on {what}, rescue {cpu_note}"
+        what = f"{what} present but the matrix has over {MAX_LETTERS} letters"
+    if cfg.device == "gpu":
+        raise DeviceError(f"--device gpu: no GPU engine for this scoring ({what})")
+    return [dp], f"engine: {cpu_note}; no GPU ({what})"
 
 
 def host_allocator(chain):
