@@ -270,7 +270,7 @@ def test_gpu_equals_cpu_scores(mode, monkeypatch):
             res = align(gpu, qs, ts, cfg)
             for i in range(0, len(qs), 7):
                 assert rescore(qs[i], ts[i], res, i, cfg) == res.score[i]
-        monkeypatch.setattr(gpu_dp, "TRACE_CELLS", 50 * 50)
+        monkeypatch.setattr(gpu_dp, "MAX_CELLS", 50 * 50)
         qs, ts = random_pairs(23, "ACGT", 100, 120)
         cfg = dna_cfg(mode)
         batch = PairBatch.from_sequences([q.encode() for q in qs], [t.encode() for t in ts])
