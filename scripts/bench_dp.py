@@ -111,23 +111,25 @@ def parasail_direct(spec, qs, ts, threads: int, trace: bool) -> float:
         return time.perf_counter() - t0
 
 
-def batches_of(qs, ts, cfg: AlignConfig) -> list:
-    """PairBatches as the pipeline's reader cuts them (batch_bases, batch_pairs)."""
+def batches_of(qs, ts, cfg: AlignConfig, alloc=None) -> list:
+    """PairBatches as the pipeline's reader cuts them (batch_bases, batch_pairs; bytes where alloc puts
+    them: engines.host_allocator's pinned memory for the GPU engines)."""
     out, i = [], 0
     while i < len(qs):
         j, size = i, 0
         while j < len(qs) and j - i < cfg.batch_pairs and (j == i or size + len(qs[j]) + len(ts[j]) <= cfg.batch_bases):
             size += len(qs[j]) + len(ts[j])
             j += 1
-        out.append(PairBatch.from_sequences(qs[i:j], ts[i:j]))
+        out.append(PairBatch.from_sequences(qs[i:j], ts[i:j], alloc=alloc))
         i = j
     return out
 
 
 def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu") -> tuple[float, dict]:
-    """(seconds, pairs per engine) of select_engines' chain for device over every batch."""
-    from gpualign.engines import select_engines
-    from gpualign.route import run_chain
+    """(seconds, pairs per engine) of select_engines' chain for device over every batch, the next batch's
+    upload started before each batch aligns (as pipeline.stream does, there from another thread)."""
+    from gpualign.engines import host_allocator, select_engines
+    from gpualign.route import prefetch, run_chain
 
     cfg = AlignConfig(metric="affine", penalties=spec["pen"], scoring=spec["scoring"], device=device,
                       threads=threads, distance_only=not trace).validate()
@@ -137,9 +139,11 @@ def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu") ->
     counts: dict = {}
     try:
         run_chain(PairBatch.from_sequences(qs[:8], ts[:8]), chain, cfg)  # warm-up
-        batches = batches_of(qs, ts, cfg)
+        batches = batches_of(qs, ts, cfg, host_allocator(chain))
         t0 = time.perf_counter()
-        for b in batches:
+        for i, b in enumerate(batches):
+            if i + 1 < len(batches):
+                prefetch(batches[i + 1], chain, cfg)
             for k, v in run_chain(b, chain, cfg)[1].items():
                 counts[k] = counts.get(k, 0) + v
         return time.perf_counter() - t0, counts

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import pack, scoring
+from .. import scoring
 from ..config import AlignConfig
 from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths, segment_index
 from ._cuda import load_module
 from ._device import BatchEngine, align_split
+from ._staging import Staging
 from .cpu_dp import _empty_side, _ranges
 
 NAME = "gpu-dp"
@@ -82,9 +83,11 @@ class GpuDpEngine(BatchEngine):
     """General scoring (cfg.general) on the GPU: the pairs within its size limits."""
 
     name = NAME
+    pinned_input = True  # batches' bytes in page-locked memory (engines.host_allocator), staged ahead
 
     def __init__(self):
         self._mod = None
+        self._staging = Staging()
 
     def _module(self):
         if self._mod is None:
@@ -98,9 +101,6 @@ class GpuDpEngine(BatchEngine):
         if not self.accepts_cfg(cfg):
             return np.zeros(batch.n, dtype=bool)
         return batch.q_len.astype(np.int64) * batch.t_len <= MAX_CELLS
-
-    def prefetch(self, batch: PairBatch, cfg: AlignConfig) -> None:
-        """Nothing ahead: the letter codes are made when the batch's turn comes."""
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         return align_split(self._align_device, batch, cfg)
@@ -117,9 +117,9 @@ class GpuDpEngine(BatchEngine):
         live = np.flatnonzero((ql > 0) & (tl > 0))
         order = live[np.lexsort((tl[live], ql[live]))]
         slots, maxn, bound, words = warp_plan(ql, tl, order, want)
-        d = {k: cupy.asarray(v.astype(np.int32)) for k, v in
-             (("qoff", batch.q_off), ("qlen", ql), ("toff", batch.t_off), ("tlen", tl))}
-        d_codes = cupy.asarray(letter_table(cfg, sub))[cupy.asarray(pack.compare_view(batch, cfg.n_mismatch))]
+        d_raw, d_meta = self._staging.upload(batch, cfg)  # (prefetched while the batch before aligned)
+        d = dict(zip(("qoff", "qlen", "toff", "tlen"), d_meta))
+        d_codes = cupy.asarray(letter_table(cfg, sub))[d_raw]  # letter indices, made on the device
         d_matrix = cupy.asarray(np.ascontiguousarray(sub.array().T).astype(np.int32))  # [target][query]
         k = len(sub.letters)
         d_score, d_i, d_j = (cupy.zeros(n, cupy.int32) for _ in range(3))
