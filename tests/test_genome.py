@@ -17,8 +17,6 @@ ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 
 
 def mutate(seq: bytes, rate: float, seed: int) -> bytes:
-    from simulate import simulate  # noqa: F401  (same generator family as the benchmarks)
-
     rng = np.random.default_rng(seed)
     a = np.frombuffer(seq, np.uint8).copy()
     k = int(len(a) * rate)

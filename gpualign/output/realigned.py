@@ -9,7 +9,6 @@ import numpy as np
 from .. import __version__
 from .. import cigar as C
 from ..io.paf import revcomp
-from ..records import OK
 from .common import cigar_stats, columns
 from .sam import SEQ_TABLE, SamToBam, _clean
 

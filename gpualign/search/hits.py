@@ -246,7 +246,6 @@ class Collector:
         return [(r, out.take(np.arange(a, b))) for r, a, b in zip(complete.tolist(), bounds.tolist(), ends.tolist())]
 
     def _loci(self, chunk, cands: Cands, rec: np.ndarray) -> Hits:
-        n_new = len(cands.ps)
         old, old_hits = self.carry if self.carry is not None else (None, None)
         n_old = 0 if old is None else len(old["ps"])
         R = np.concatenate([old["rec"], rec]) if n_old else rec
