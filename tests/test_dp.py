@@ -301,6 +301,19 @@ def test_cli_gpu_general_scoring(tmp_path):
     assert outs[0] == outs[1] and len(outs[0]) == 200
 
 
+def test_gpu_engine_limits():
+    """gpu-dp (asked without a device: accepts() needs none) takes pairs within its cell limit whose scores
+    int32 holds with room; it leaves the rest, and every non-general job, to the other engines."""
+    from gpualign.engines import gpu_dp
+
+    e = gpu_dp.GpuDpEngine()
+    batch = PairBatch.from_sequences([b"ACGT" * 100, b"A" * 3000, b"A"], [b"ACGT" * 100, b"A" * 3000, b"A"])
+    assert e.accepts(batch, dna_cfg("local")).tolist() == [True, False, True]  # 3000^2 > 2^22 cells
+    huge = AlignConfig(metric="affine", penalties=Penalties(3, 400_000, 2), scoring=Scoring(mode="local", match=2))
+    assert e.accepts(batch, huge).tolist() == [False, False, True]  # 800 * 400,005 >= 2^28
+    assert not e.accepts(batch, AlignConfig(metric="affine")).any()  # WFA's model: the wavefront engines
+
+
 def test_api_and_routing():
     cfg = dna_cfg("local")
     res = gpualign.align_pairs(["GGACGTAA"], ["CCACGTCC"], cfg)

@@ -4,8 +4,8 @@ gives them (the same score; on ties the CIGAR may differ, both optimal).
 
 One thread per pair: the pairs of a batch are sorted by length so that a warp's 32 pairs need about the
 same room, and launched a group of warps at a time, so that the direction bits (4 per cell, for the
-traceback) of a launch stay within DIR_BYTES. Pairs of more than MAX_CELLS cells, and matrices of more
-than MAX_LETTERS letters, are left to cpu-dp: one thread walks a pair's cells one after another, so a
+traceback) of a launch stay within DIR_BYTES. Pairs of more than MAX_CELLS cells or whose scores could
+reach SCORE_LIMIT, and matrices of more than MAX_LETTERS letters, are left to cpu-dp: one thread walks a pair's cells one after another, so a
 batch of a few long pairs keeps few threads busy (250 pairs of 10 kbp, scores only: 9.9 GCUPS on an
 H100 against parasail's 27.7 on 16 cores; a pair spread over a warp or a block is the way on). Empty
 sequences are written down here, as cpu-dp does.
@@ -28,6 +28,7 @@ MODES = {"global": 0, "local": 1, "semi-global": 2}
 ROWS = 16  # query rows per stripe (dp.cu's ROWS): 16 cells per direction word
 MAX_LETTERS = 32  # the matrix lives in shared memory
 MAX_CELLS = 1 << 22  # larger pairs go to cpu-dp
+SCORE_LIMIT = 1 << 28  # and pairs whose scores could reach it (dp.cu's -infinity is -2^29, int32 lanes)
 DIR_BYTES = 2 << 30  # direction words per launch
 BLOCK = 128
 
@@ -100,7 +101,10 @@ class GpuDpEngine(BatchEngine):
     def accepts(self, batch: PairBatch, cfg: AlignConfig) -> np.ndarray:
         if not self.accepts_cfg(cfg):
             return np.zeros(batch.n, dtype=bool)
-        return batch.q_len.astype(np.int64) * batch.t_len <= MAX_CELLS
+        p = cfg.effective_penalties  # |a path's score| <= (n + m) (max |S| + o + e)
+        per_base = int(np.abs(scoring.substitution(cfg).array()).max()) + p.gap_open + p.gap_extend
+        ql, tl = batch.q_len.astype(np.int64), batch.t_len.astype(np.int64)
+        return (ql * tl <= MAX_CELLS) & ((ql + tl) * per_base < SCORE_LIMIT)
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         return align_split(self._align_device, batch, cfg)
