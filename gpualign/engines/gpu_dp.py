@@ -89,20 +89,27 @@ class GpuDpEngine(BatchEngine):
     def __init__(self):
         self._mod = None
         self._staging = Staging()
+        self._tables: dict = {}  # cfg -> its substitution table (a matrix file is read once)
 
     def _module(self):
         if self._mod is None:
             self._mod = load_module("dp.cu", _names())
         return self._mod
 
+    def _table(self, cfg: AlignConfig) -> scoring.Substitution:
+        sub = self._tables.get(cfg)
+        if sub is None:
+            sub = self._tables[cfg] = scoring.substitution(cfg)
+        return sub
+
     def accepts_cfg(self, cfg: AlignConfig) -> bool:
-        return cfg.general and len(scoring.substitution(cfg).letters) <= MAX_LETTERS
+        return cfg.general and len(self._table(cfg).letters) <= MAX_LETTERS
 
     def accepts(self, batch: PairBatch, cfg: AlignConfig) -> np.ndarray:
         if not self.accepts_cfg(cfg):
             return np.zeros(batch.n, dtype=bool)
         p = cfg.effective_penalties  # |a path's score| <= (n + m) (max |S| + o + e)
-        per_base = int(np.abs(scoring.substitution(cfg).array()).max()) + p.gap_open + p.gap_extend
+        per_base = int(np.abs(self._table(cfg).array()).max()) + p.gap_open + p.gap_extend
         ql, tl = batch.q_len.astype(np.int64), batch.t_len.astype(np.int64)
         return (ql * tl <= MAX_CELLS) & ((ql + tl) * per_base < SCORE_LIMIT)
 
@@ -113,7 +120,7 @@ class GpuDpEngine(BatchEngine):
         import cupy
 
         mod = self._module()
-        sub = scoring.substitution(cfg)
+        sub = self._table(cfg)
         mode, want = MODES[cfg.scoring.mode], not cfg.distance_only
         gaps = cfg.parasail_gaps()
         n = batch.n
