@@ -16,6 +16,7 @@ with CIGARs decoded, in a process pool of the same size. One JSON line per set o
 
   python scripts/bench_dp.py --scale 0.01            # the dev machine
   python scripts/bench_dp.py --device gpu            # GPU chain, cpu-dp and parasail in one run
+  python scripts/bench_dp.py --commands 200000        # whole `gpualign pairs` commands, GPU vs CPU, same scores
 """
 
 from __future__ import annotations
@@ -152,6 +153,45 @@ def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu") ->
             getattr(e, "close", lambda: None)()
 
 
+def commands(n: int, threads: int, json_path: str | None) -> None:
+    """Whole `gpualign pairs` commands on n pairs of the dna set written as FASTA: --device gpu (twice)
+    and cpu, wall clock, the summary's busy stages and routes, the TSVs' scores compared."""
+    import tempfile
+
+    spec = SETS["dna"]
+    qs, ts = simulate(spec, n)
+    d = tempfile.mkdtemp(prefix="bench_dp_")
+    for name, seqs in (("a", qs), ("b", ts)):
+        with open(os.path.join(d, f"{name}.fa"), "wb") as fh:
+            fh.write(b"".join(b">%s%d\n%s\n" % (name.encode(), i, x) for i, x in enumerate(seqs)))
+    p, sc = spec["pen"], spec["scoring"]
+    opts = ["--mode", sc.mode, "--match", str(sc.match), "-x", str(p.mismatch), "-O", str(p.gap_open), "-E",
+            str(p.gap_extend), "-t", str(threads), "-f", "tsv", "-q"]
+    scores = {}
+    for dev in ("gpu", "gpu", "cpu"):
+        out, summ = os.path.join(d, f"{dev}.tsv"), os.path.join(d, f"{dev}.summary")
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "gpualign", "pairs", os.path.join(d, "a.fa"), os.path.join(d, "b.fa"),
+                            "-o", out, "--device", dev, "--summary", summ, *opts], capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        if r.returncode:
+            raise SystemExit(f"gpualign pairs --device {dev} failed: {r.stderr.strip()}")
+        with open(summ) as fh:
+            rows = dict(line.rstrip("\n").split("\t", 1) for line in fh if not line.startswith("key\t"))
+        with open(out) as fh:
+            scores[dev] = [line.split("\t")[2] for line in fh.read().splitlines()[1:]]
+        row = dict(set="dna", run=f"pairs --device {dev}", pairs=n, seconds=seconds,
+                   **{k: rows[k] for k in rows if k.startswith("route:") or k.endswith("_seconds")})
+        print(f"pairs --device {dev}: {seconds:.2f} s, read/align/write busy {rows.get('read_seconds')}/"
+              f"{rows.get('align_seconds')}/{rows.get('write_seconds')} s, "
+              f"{', '.join(f'{k}={v}' for k, v in rows.items() if k.startswith('route:'))}")
+        print(json.dumps(row), file=sys.stderr)
+        if json_path:
+            with open(json_path, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+    print(f"same scores GPU and CPU: {scores['gpu'] == scores['cpu']} ({len(scores['cpu'])} pairs)")
+
+
 def git_sha() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -169,7 +209,12 @@ def main() -> None:
     ap.add_argument("--score-only", action="store_true", help="scores without CIGARs")
     ap.add_argument("--skip-cpu-engine", action="store_true", help="with --device gpu: time parasail direct only")
     ap.add_argument("--json", help="append one JSON line per set to this file")
+    ap.add_argument("--commands", type=int, default=0, metavar="N",
+                    help="instead: whole `gpualign pairs` commands on N pairs of the dna set, GPU vs CPU")
     a = ap.parse_args()
+    if a.commands:
+        commands(a.commands, a.threads or len(os.sched_getaffinity(0)), a.json)
+        return
     threads = a.threads or len(os.sched_getaffinity(0))
     trace = not a.score_only
     gpu = a.device == "gpu"

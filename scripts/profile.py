@@ -3,7 +3,7 @@
 script installs: the code's own named spans), never from patching engine internals.
 
   python scripts/profile.py timeline cands.paf reads.fa ref.fa [--json tl.json] [-- extra gpualign paf options]
-  python scripts/profile.py stages -n 1000000 -l 150 -e 0.02 [--distance-only] [--cprofile]
+  python scripts/profile.py stages -n 1000000 -l 150 -e 0.02 [--distance-only] [--cprofile] [--general local]
   python scripts/profile.py edit [N] [BATCH_BASES]
   python scripts/profile.py affine 1000000x1000x0.10 10000x10000x0.10 --batch-bases 67108864
   python scripts/profile.py genome --n 2000000 --rate 0.10 [--kernel tiled|step|bp] [--no-bound] [--band 64]
@@ -275,7 +275,8 @@ class StageRecorder:
     LABELS = {"align": "run_chain", "merge": "merge", "upload": "upload (copy+H2D+meta)", "edit upload": "upload+pack",
               "edit level": "eWFA level (kernel+cigar)", "affine level queued": "affine level (kernels)",
               "results record": "Results.record (affine)", "results": "Results.finish (affine)",
-              "slot results book": "SlotResults.book (eWFA)", "slot results": "SlotResults.finish (eWFA)"}
+              "slot results book": "SlotResults.book (eWFA)", "slot results": "SlotResults.finish (eWFA)",
+              "dp fill": "dp_fill (gpu-dp)", "dp trace": "dp_trace + dp_gather (gpu-dp)"}
 
     def __init__(self):
         self.seconds: collections.Counter = collections.Counter()
@@ -306,6 +307,8 @@ def stages_args(ap) -> None:
     ap.add_argument("-e", type=float, default=0.02)
     ap.add_argument("--distance-only", action="store_true")
     ap.add_argument("--metric", default="edit", choices=("edit", "affine"))
+    ap.add_argument("--general", choices=("global", "local", "semi-global"),
+                    help="general scoring in this mode (gpu-dp): +2 -3 -(5 + 2L), bench_dp's DNA scoring")
     ap.add_argument("--profile", default="uniform", choices=("uniform", "long"), help="simulate.py error profile")
     ap.add_argument("--pageable", action="store_true", help="batches in pageable memory (the staging copy path)")
     ap.add_argument("--no-prefetch", action="store_true", help="each batch uploaded when its turn comes")
@@ -316,11 +319,14 @@ def stages(a) -> None:
     import cupy
 
     from gpualign import route
-    from gpualign.config import AlignConfig
+    from gpualign.config import AlignConfig, Penalties, Scoring
     from gpualign.engines import host_allocator, select_engines
     from gpualign.records import PairBatch
 
     cfg = AlignConfig(device="gpu", distance_only=a.distance_only, metric=a.metric)
+    if a.general:
+        cfg = AlignConfig(device="gpu", distance_only=a.distance_only, metric="affine", penalties=Penalties(3, 5, 2),
+                          scoring=Scoring(mode=a.general, match=2))
     chain, _ = select_engines(cfg)
     q, t = simulate(a.n, a.l, a.e, seed=3, profile=a.profile)
     step = cfg.batch_pairs
@@ -350,7 +356,7 @@ def stages(a) -> None:
     staged = run()
     trace.install(None)
     print(f"# {a.n} x {a.l} bp {a.e:.2f} {'distance' if a.distance_only else 'cigar'}: "
-          f"{a.metric}, {plain:.3f} s = {a.n / plain / 1e6:.2f} M pairs/s unwrapped; {staged:.3f} s with stage syncs")
+          f"{a.general or a.metric}, {plain:.3f} s = {a.n / plain / 1e6:.2f} M pairs/s unwrapped; {staged:.3f} s with stage syncs")
     for k, v in rec.seconds.most_common():
         print(f"  {k:24s} {v:8.4f} s  {rec.calls[k]:4d} calls")
 

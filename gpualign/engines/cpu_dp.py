@@ -61,7 +61,7 @@ def _run(fn16, fn32, q: str, t: str, gaps, matrix):
     return r
 
 
-def _empty_side(mode: str, ql: int, tl: int, gaps) -> tuple[int, list]:
+def empty_side(mode: str, ql: int, tl: int, gaps) -> tuple[int, list]:
     """(score, [(op, len)]) when one sequence is empty (the alignment starts at 0, 0)."""
     if mode == "local" or (mode == "semi-global" and ql == 0):
         return 0, []
@@ -102,7 +102,7 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
             failed[i] = f"{ql} x {tl} cells exceed the CPU traceback's {DP_TRACE_CELLS} (use --distance-only)"
             continue
         if ql == 0 or tl == 0:
-            score[i], cig = _empty_side(mode, ql, tl, gaps)
+            score[i], cig = empty_side(mode, ql, tl, gaps)
             if want_cigar and cig:
                 ops.append(np.array([ln << 4 | op for op, ln in cig], dtype=np.uint32))
                 clen[i] = len(cig)
@@ -121,11 +121,11 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
         ops.append(seq)
         clen[i] = len(seq)
     flat = np.concatenate(ops) if ops else np.zeros(0, np.uint32)
-    return np.array(score, np.int32), _ranges(mode, want_cigar, starts, flat, clen, q_len, t_len), flat, \
+    return np.array(score, np.int32), ranges(mode, want_cigar, starts, flat, clen, q_len, t_len), flat, \
         np.array(clen, np.int64), failed
 
 
-def _ranges(mode: str, want_cigar: bool, starts, flat: np.ndarray, clen, q_len, t_len) -> np.ndarray:
+def ranges(mode: str, want_cigar: bool, starts, flat: np.ndarray, clen, q_len, t_len) -> np.ndarray:
     """(n, 4) int64 q_start, q_end, t_start, t_end. With CIGARs: the starts plus the bases each CIGAR
     consumes (summed over all ops at once); score-only: whole sequences for global, the query for
     semi-global, -1 (unknown: the writers print '*') for the rest."""

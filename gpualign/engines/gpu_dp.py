@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import scoring
+from .. import scoring, trace
 from ..config import AlignConfig
 from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths, segment_index
 from ._cuda import load_module
 from ._device import BatchEngine, align_split
 from ._staging import Staging
-from .cpu_dp import _empty_side, _ranges
+from .cpu_dp import empty_side, ranges
 
 NAME = "gpu-dp"
 MODES = {"global": 0, "local": 1, "semi-global": 2}
@@ -119,69 +119,90 @@ class GpuDpEngine(BatchEngine):
     def _align_device(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         import cupy
 
-        mod = self._module()
         sub = self._table(cfg)
         mode, want = MODES[cfg.scoring.mode], not cfg.distance_only
-        gaps = cfg.parasail_gaps()
         n = batch.n
         ql, tl = batch.q_len.astype(np.int64), batch.t_len.astype(np.int64)
         live = np.flatnonzero((ql > 0) & (tl > 0))
         order = live[np.lexsort((tl[live], ql[live]))]
         slots, maxn, bound, words = warp_plan(ql, tl, order, want)
         d_raw, d_meta = self._staging.upload(batch, cfg)  # (prefetched while the batch before aligned)
-        d = dict(zip(("qoff", "qlen", "toff", "tlen"), d_meta))
         d_codes = cupy.asarray(letter_table(cfg, sub))[d_raw]  # letter indices, made on the device
-        d_matrix = cupy.asarray(np.ascontiguousarray(sub.array().T).astype(np.int32))  # [target][query]
-        k = len(sub.letters)
-        d_score, d_i, d_j = (cupy.zeros(n, cupy.int32) for _ in range(3))
-        d_count, d_qs, d_ts = (cupy.zeros(n, cupy.int32) for _ in range(3))
+        scoring_args = (cupy.asarray(np.ascontiguousarray(sub.array().T).astype(np.int32)),  # [target][query]
+                        np.int32(len(sub.letters)), *(np.int32(g) for g in cfg.parasail_gaps()))
+        ends = tuple(cupy.zeros(n, cupy.int32) for _ in range(3))  # score, end row, end column (by pair)
+        starts = tuple(cupy.zeros(n, cupy.int32) for _ in range(3))  # op count, start row, start column
         seg = np.zeros(n, np.int64)  # where each pair's ops start in the gathered CIGARs
         pieces, base = [], 0
         for w0, w1 in launches(words):
             sel = slots[w0 * 32:w1 * 32]
-            nt = len(sel)
-            args = (d_codes, cupy.asarray(sel.astype(np.int32)), np.int32(nt), d["qoff"], d["qlen"], d["toff"],
-                    d["tlen"], cupy.asarray(maxn[w0:w1].astype(np.int32)), cupy.asarray(_exclusive(bound[w0:w1])),
+            args = (d_codes, cupy.asarray(sel.astype(np.int32)), np.int32(len(sel)), *d_meta,
+                    cupy.asarray(maxn[w0:w1].astype(np.int32)), cupy.asarray(_exclusive(bound[w0:w1])),
                     cupy.asarray(_exclusive(words[w0:w1])))
-            d_bh = cupy.empty(int(bound[w0:w1].sum()), cupy.int32)
-            d_bv = cupy.empty_like(d_bh)
-            d_dir = cupy.empty(max(1, int(words[w0:w1].sum())), cupy.uint64)
-            grid = (-(-nt // BLOCK),)
-            mod.get_function(f"dp_fill<{mode}, {'true' if want else 'false'}>")(
-                grid, (BLOCK,), (*args, d_matrix, np.int32(k), np.int32(gaps[0]), np.int32(gaps[1]),
-                                 d_bh, d_bv, d_dir, d_score, d_i, d_j), shared_mem=4 * k * k)
-            del d_bh, d_bv
-            if not want:
-                continue
-            room = np.where(sel >= 0, ql[np.maximum(sel, 0)] + tl[np.maximum(sel, 0)], 0)
-            d_off = cupy.asarray(_exclusive(room))
-            d_ops = cupy.empty(max(1, int(room.sum())), cupy.uint32)
-            mod.get_function(f"dp_trace<{mode}>")(grid, (BLOCK,), (*args, d_dir, d_i, d_j, d_off, d_ops, d_count,
-                                                                   d_qs, d_ts))
-            del d_dir
-            cnt = np.where(sel >= 0, cupy.asnumpy(d_count)[np.maximum(sel, 0)], 0).astype(np.int64)
-            dst = _exclusive(cnt)
-            d_out = cupy.empty(max(1, int(cnt.sum())), cupy.uint32)
-            mod.get_function("dp_gather")(grid, (BLOCK,), (args[1], np.int32(nt), d_off, d_count,
-                                                           cupy.asarray(dst), d_ops, d_out))
-            seg[sel[sel >= 0]] = base + dst[sel >= 0]
-            pieces.append(cupy.asnumpy(d_out)[:int(cnt.sum())])
-            base += int(cnt.sum())
-        score = cupy.asnumpy(d_score)
-        clen = cupy.asnumpy(d_count).astype(np.int64)
-        ends = np.stack([cupy.asnumpy(x).astype(np.int64) for x in (d_qs, d_i, d_ts, d_j)], axis=1)
-        for p in np.flatnonzero((ql == 0) | (tl == 0)).tolist():  # empty sequences: written down here
-            score[p], run = _empty_side(cfg.scoring.mode, int(ql[p]), int(tl[p]), gaps)
-            ends[p] = (0, ql[p], 0, tl[p]) if run or cfg.scoring.mode == "global" else 0
+            d_dir = self._fill(args, mode, want, int(bound[w0:w1].sum()), int(words[w0:w1].sum()), scoring_args,
+                               ends)
+            if want:
+                live_sel = sel >= 0
+                at, ops = self._trace(args, mode, sel, np.where(live_sel, ql[sel] + tl[sel], 0), d_dir, ends, starts)
+                seg[sel[live_sel]] = base + at[live_sel]
+                pieces.append(ops)
+                base += len(ops)
+        host = [cupy.asnumpy(x).astype(np.int64) for x in (*ends, *starts)]
+        return self._results(cfg, want, ql, tl, host, seg, pieces, base)
+
+    @trace.traced("dp fill")
+    def _fill(self, args: tuple, mode: int, want: bool, bound: int, words: int, scoring_args: tuple, ends: tuple):
+        """dp_fill over one launch's pairs: ends (score, row, column by pair) filled; returns the
+        direction words (with CIGARs)."""
+        import cupy
+
+        d_bh = cupy.empty(bound, cupy.int32)
+        d_bv = cupy.empty_like(d_bh)
+        d_dir = cupy.empty(max(1, words), cupy.uint64)
+        k = int(scoring_args[1])
+        self._module().get_function(f"dp_fill<{mode}, {'true' if want else 'false'}>")(
+            (-(-int(args[2]) // BLOCK),), (BLOCK,), (*args, *scoring_args, d_bh, d_bv, d_dir, *ends),
+            shared_mem=4 * k * k)
+        return d_dir
+
+    @trace.traced("dp trace")
+    def _trace(self, args: tuple, mode: int, sel: np.ndarray, room: np.ndarray, d_dir, ends: tuple, starts: tuple):
+        """dp_trace then dp_gather over one launch's pairs (sel: each thread's pair, -1 for none; room: its
+        most ops): starts (op count, start row, start column by pair) filled; returns each thread's first
+        op in the gathered CIGARs and those CIGARs (host)."""
+        import cupy
+
+        mod, grid = self._module(), (-(-len(room) // BLOCK),)
+        d_off = cupy.asarray(_exclusive(room))
+        d_ops = cupy.empty(max(1, int(room.sum())), cupy.uint32)
+        mod.get_function(f"dp_trace<{mode}>")(grid, (BLOCK,), (*args, d_dir, ends[1], ends[2], d_off, d_ops, *starts))
+        cnt = np.where(sel >= 0, cupy.asnumpy(starts[0])[np.maximum(sel, 0)], 0).astype(np.int64)
+        dst = _exclusive(cnt)
+        d_out = cupy.empty(max(1, int(cnt.sum())), cupy.uint32)
+        mod.get_function("dp_gather")(grid, (BLOCK,), (args[1], args[2], d_off, starts[0], cupy.asarray(dst),
+                                                       d_ops, d_out))
+        return dst, cupy.asnumpy(d_out)[:int(cnt.sum())]
+
+    @staticmethod
+    def _results(cfg: AlignConfig, want: bool, ql, tl, host: list, seg, pieces: list, base: int) -> AlignBatch:
+        """The AlignBatch from the kernels' per-pair arrays (host: score, end row, end column, op count,
+        start row, start column), the empty sequences written down here."""
+        score, i_end, j_end, clen, i_start, j_start = host
+        rng = np.stack([i_start, i_end, j_start, j_end], axis=1)
+        gaps, mode = cfg.parasail_gaps(), cfg.scoring.mode
+        for p in np.flatnonzero((ql == 0) | (tl == 0)).tolist():
+            score[p], run = empty_side(mode, int(ql[p]), int(tl[p]), gaps)
+            rng[p] = (0, ql[p], 0, tl[p]) if run or mode == "global" else 0
             if want and run:
                 pieces.append(np.array([ln << 4 | op for op, ln in run], np.uint32))
                 seg[p], clen[p] = base, len(run)
                 base += len(run)
         if not want:
             clen[:] = 0
+            rng = ranges(mode, False, None, None, clen, ql, tl)
         flat = np.concatenate(pieces) if pieces else np.zeros(0, np.uint32)
         cigar = flat[segment_index(seg, clen)] if want else np.zeros(0, np.uint32)
-        rng = ends if want else _ranges(cfg.scoring.mode, False, None, None, clen, ql, tl)
+        n = len(score)
         res = AlignBatch(score.astype(np.int32), np.full(n, OK, np.uint8), np.full(n, ENGINE_CODE[NAME], np.uint8),
                          cigar, offsets_from_lengths(clen), clen, want, {})
         res.q_start, res.q_end, res.t_start, res.t_end = (rng[:, c].copy() for c in range(4))
