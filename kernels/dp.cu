@@ -15,6 +15,13 @@
 // diagonal, V, Z or zero; whether V and Z extended), 16 cells per 64-bit word, and the best score and
 // its cell; dp_trace walks back from that cell and writes the CIGAR (BAM op codes, runs packed as
 // len << 4 | op), its start cell and its op count.
+//
+// Long pairs (intra-sequence parallelism): dp_long gives each pair a warp. Lane l takes stripe
+// 32 T + l of tile T (32 stripes, 512 rows), skewed: at step x it computes COLS columns from
+// (x - l) COLS + 1, with the row above them handed down from lane l - 1's step x - 1 by shuffles;
+// lane 0 reads the tile above's last row from the pair's boundary row (one row of n + 1 H and V),
+// lane 31 writes its own there. Its direction words are laid out by step ([tile][step][column][lane]),
+// so a warp's stores are coalesced; dp_trace<MODE, true> reads them so.
 
 #ifdef __CUDACC_RTC__  // NVRTC (CuPy) has no C library headers
 typedef unsigned int uint32_t;
@@ -25,6 +32,10 @@ typedef unsigned long long uint64_t;
 
 #define ROWS 16
 #define NEG_INF (-(1 << 29))
+#ifndef COLS
+#define COLS 1  // dp_long's columns per lane and step
+#endif
+#define FULL_MASK 0xffffffffu
 
 enum { GLOBAL = 0, LOCAL = 1, SEMI = 2 };
 enum { FROM_DIAG = 0, FROM_V = 1, FROM_Z = 2, FROM_ZERO = 3 };
@@ -120,6 +131,136 @@ __global__ void __launch_bounds__(128) dp_fill(PAIRS_ARGS, const int* __restrict
     out_j[p] = bj;
 }
 
+// the long kernel's answer from its lanes: local the best cell first in (stripe, column, row) order, as
+// dp_fill finds it; global and semi-global the lane that holds row m
+template <int MODE>
+__device__ __forceinline__ void warp_answer(int m, int best, int bi, int bj, int* out_score, int* out_i, int* out_j,
+                                            int p) {
+    const int lane = threadIdx.x & 31;
+    if (MODE == LOCAL) {
+        for (int k = 16; k > 0; k >>= 1) {
+            const int ob = __shfl_xor_sync(FULL_MASK, best, k), oi = __shfl_xor_sync(FULL_MASK, bi, k),
+                      oj = __shfl_xor_sync(FULL_MASK, bj, k);
+            const int s = (bi - 1) / ROWS, os = (oi - 1) / ROWS;
+            if (ob > best || (ob == best && (os < s || (os == s && (oj < bj || (oj == bj && oi < bi))))))
+                best = ob, bi = oi, bj = oj;
+        }
+        if (lane != 0) return;
+    } else if (lane != ((m - 1) / ROWS) % 32) {
+        return;
+    }
+    out_score[p] = best;
+    out_i[p] = bi;
+    out_j[p] = bj;
+}
+
+// one warp per pair: order[w] is warp w's pair (-1: none), w_bound[w] its boundary row (n + 1 ints of
+// H and of V), w_dir[w] its direction words (tiles * steps * COLS * 32); w_maxn is not read
+template <int MODE, bool TRACE>
+__global__ void __launch_bounds__(128) dp_long(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
+                                               int* __restrict__ boundH, int* __restrict__ boundV,
+                                               uint64_t* __restrict__ dir, int* __restrict__ out_score,
+                                               int* __restrict__ out_i, int* __restrict__ out_j) {
+    extern __shared__ int S[];
+    for (int x = threadIdx.x; x < K * K; x += blockDim.x) S[x] = matrix[x];
+    __syncthreads();
+    const int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+    if (w >= nthreads) return;
+    const int p = order[w];
+    if (p < 0) return;  // the whole warp
+    const int m = qlen[p], n = tlen[p];
+    const unsigned char* __restrict__ q = codes + qoff[p];
+    const unsigned char* __restrict__ tg = codes + toff[p];
+    int* __restrict__ bH = boundH + w_bound[w];
+    int* __restrict__ bV = boundV + w_bound[w];
+    uint64_t* __restrict__ dr = dir + w_dir[w] + lane;
+    for (int j = 1 + lane; j <= n; j += 32) {  // row 0, as in dp_fill
+        bH[j] = MODE == GLOBAL ? -(go + (j - 1) * ge) : 0;
+        bV[j] = NEG_INF;
+    }
+    __syncwarp();
+    const int cols = (n + COLS - 1) / COLS, steps = cols + 31;
+    int best = MODE == LOCAL ? 0 : first_column<MODE>(m, go, ge), bi = MODE == LOCAL ? 0 : m, bj = 0;
+    for (int tile = 0; tile * 32 * ROWS < m; ++tile) {
+        const int i0 = (tile * 32 + lane) * ROWS;
+        int qc[ROWS], hl[ROWS], z[ROWS];
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            qc[r] = i0 + r < m ? q[i0 + r] : 0;
+            hl[r] = first_column<MODE>(i0 + r + 1, go, ge);
+            z[r] = NEG_INF;
+        }
+        const int last = m - 1 - i0;
+        uint64_t* __restrict__ ds = dr + (long long)tile * steps * COLS * 32;
+        int diag0 = first_column<MODE>(i0, go, ge);  // H[i0][j - 1] of the step's first column
+        int hin[COLS], vin[COLS], tc[COLS];  // the step's row above (H, V) and target letters
+#pragma unroll
+        for (int c = 0; c < COLS; ++c) {
+            const int j = c + 1 - lane * COLS;
+            tc[c] = j >= 1 && j <= n ? tg[j - 1] : 0;
+            hin[c] = lane == 0 && j <= n ? bH[j] : 0;
+            vin[c] = lane == 0 && j <= n ? bV[j] : 0;
+        }
+        for (int x = 0; x < steps; ++x) {
+            const int j0 = (x - lane) * COLS + 1;
+            int hout[COLS], vout[COLS], tn[COLS], hn[COLS], vn[COLS];
+#pragma unroll
+            for (int c = 0; c < COLS; ++c) {  // the next step's inputs, loaded ahead
+                const int j = j0 + COLS + c;
+                tn[c] = j >= 1 && j <= n ? tg[j - 1] : 0;
+                hn[c] = lane == 0 && j <= n ? bH[j] : 0;
+                vn[c] = lane == 0 && j <= n ? bV[j] : 0;
+            }
+            if (j0 >= 1 && j0 <= n) {
+#pragma unroll
+                for (int c = 0; c < COLS; ++c) {
+                    const int j = j0 + c;
+                    const int* __restrict__ row = S + tc[c] * K;
+                    int hup = hin[c], vup = vin[c], hdiag = diag0;
+                    diag0 = hup;
+                    uint64_t word = 0;
+#pragma unroll
+                    for (int r = 0; r < ROWS; ++r) {
+                        const int vo = hup - go, ve = vup - ge, v = max(vo, ve);
+                        const int zo = hl[r] - go, ze = z[r] - ge, zz = max(zo, ze);
+                        const int d = hdiag + row[qc[r]];
+                        int h = max(d, max(v, zz));
+                        if (TRACE) {
+                            int src = d == h ? FROM_DIAG : v == h ? FROM_V : FROM_Z;
+                            if (MODE == LOCAL && h <= 0) src = FROM_ZERO;
+                            word |= (uint64_t)(src | (ve > vo) << 2 | (ze > zo) << 3) << (4 * r);
+                        }
+                        if (MODE == LOCAL) {
+                            h = max(h, 0);
+                            if (h > best && r <= last && j <= n) best = h, bi = i0 + r + 1, bj = j;
+                        } else if (r == last && (MODE == SEMI ? h > best && j <= n : j == n)) {
+                            best = h, bj = j;
+                        }
+                        hdiag = hl[r];
+                        hl[r] = h;
+                        z[r] = zz;
+                        hup = h;
+                        vup = v;
+                    }
+                    hout[c] = hup;
+                    vout[c] = vup;
+                    if (TRACE) ds[((long long)x * COLS + c) * 32] = word;
+                    if (lane == 31 && j <= n) bH[j] = hup, bV[j] = vup;
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < COLS; ++c) {  // lane l's next step takes lane l - 1's columns of this one
+                const int h = __shfl_up_sync(FULL_MASK, hout[c], 1), v = __shfl_up_sync(FULL_MASK, vout[c], 1);
+                hin[c] = lane == 0 ? hn[c] : h;
+                vin[c] = lane == 0 ? vn[c] : v;
+                tc[c] = tn[c];
+            }
+        }
+        __syncwarp();  // lane 31's boundary row, for lane 0 of the next tile
+    }
+    warp_answer<MODE>(m, best, bi, bj, out_score, out_i, out_j, p);
+}
+
 struct Runs {  // the CIGAR being written backwards, runs merged
     uint32_t* out;
     int count, op, len;
@@ -134,7 +275,8 @@ struct Runs {  // the CIGAR being written backwards, runs merged
     }
 };
 
-template <int MODE>
+// LONG: the pairs of dp_long, one per thread (w_dir[t]); else of dp_fill
+template <int MODE, bool LONG>
 __global__ void dp_trace(PAIRS_ARGS, const uint64_t* __restrict__ dir, const int* __restrict__ end_i,
                          const int* __restrict__ end_j, const long long* __restrict__ op_off,
                          uint32_t* __restrict__ ops, int* __restrict__ out_count, int* __restrict__ out_qs,
@@ -143,7 +285,8 @@ __global__ void dp_trace(PAIRS_ARGS, const uint64_t* __restrict__ dir, const int
     if (t >= nthreads) return;
     const int p = order[t];
     if (p < 0) return;
-    const int w = t >> 5, lane = t & 31, maxn = w_maxn[w];
+    const int w = LONG ? t : t >> 5, lane = LONG ? 0 : t & 31;
+    const int maxn = LONG ? 0 : w_maxn[w], steps = LONG ? (tlen[p] + COLS - 1) / COLS + 31 : 0;
     const unsigned char* __restrict__ q = codes + qoff[p];
     const unsigned char* __restrict__ tg = codes + toff[p];
     const uint64_t* __restrict__ dr = dir + w_dir[w] + lane;
@@ -155,8 +298,10 @@ __global__ void dp_trace(PAIRS_ARGS, const uint64_t* __restrict__ dir, const int
             if (MODE == GLOBAL && j) runs.add(OP_D, j), j = 0;
             break;
         }
-        const int r = (i - 1) % ROWS;
-        const int cell = (int)(dr[(((long long)(i - 1) / ROWS) * maxn + (j - 1)) * 32] >> (4 * r)) & 15;
+        const int r = (i - 1) % ROWS, s = (i - 1) / ROWS;
+        const long long at = LONG ? (((long long)(s >> 5) * steps + (j - 1) / COLS + (s & 31)) * COLS + (j - 1) % COLS) * 32 + (s & 31)
+                                  : ((long long)s * maxn + (j - 1)) * 32;
+        const int cell = (int)(dr[at] >> (4 * r)) & 15;
         if (state == FROM_V) {
             runs.add(OP_I, 1);
             state = cell >> 2 & 1 ? FROM_V : FROM_DIAG;

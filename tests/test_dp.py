@@ -33,14 +33,19 @@ def prot_cfg(mode, **kw):
                                                                         matrix="BLOSUM62"), device="cpu", **kw)
 
 
-@pytest.fixture(params=["cpu1", "cpu2", pytest.param("gpu", marks=pytest.mark.gpu)])
-def engine(request):
+@pytest.fixture(params=["cpu1", "cpu2", pytest.param("gpu", marks=pytest.mark.gpu),
+                        pytest.param("gpu-long", marks=pytest.mark.gpu)])
+def engine(request, monkeypatch):
     """The engines under test: cpu1; cpu2 cuts every batch into chunks aligned by two worker processes;
-    gpu (gpu-dp, marked gpu: skipped without a device)."""
-    if request.param == "gpu":
-        from gpualign.engines.gpu_dp import GpuDpEngine
+    gpu (gpu-dp, marked gpu: skipped without a device); gpu-long (gpu-dp with every pair on dp_long, a
+    warp per pair)."""
+    if request.param.startswith("gpu"):
+        from gpualign.engines import gpu_dp
 
-        yield GpuDpEngine()
+        if request.param == "gpu-long":
+            monkeypatch.setattr(gpu_dp, "LONG_ROWS", 0)
+            monkeypatch.setattr(gpu_dp, "LONG_CELLS", 0)
+        yield gpu_dp.GpuDpEngine()
         return
     e = CpuDpEngine(1) if request.param == "cpu1" else CpuDpEngine(2, inline_bases=0)
     yield e
@@ -270,7 +275,7 @@ def test_gpu_equals_cpu_scores(mode, monkeypatch):
             res = align(gpu, qs, ts, cfg)
             for i in range(0, len(qs), 7):
                 assert rescore(qs[i], ts[i], res, i, cfg) == res.score[i]
-        monkeypatch.setattr(gpu_dp, "MAX_CELLS", 50 * 50)
+        monkeypatch.setattr(gpu_dp, "LONG_MAX_CELLS", 50 * 50)
         qs, ts = random_pairs(23, "ACGT", 100, 120)
         cfg = dna_cfg(mode)
         batch = PairBatch.from_sequences([q.encode() for q in qs], [t.encode() for t in ts])
@@ -279,6 +284,40 @@ def test_gpu_equals_cpu_scores(mode, monkeypatch):
         assert res.score.tolist() == align(cpu, qs, ts, cfg).score.tolist()
     finally:
         cpu.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_long_pairs(mode, monkeypatch):
+    """dp_long (a warp per pair) on pairs up to 3 kbp, some beyond dp_fill's cell limit: scores equal
+    cpu-dp's, CIGARs re-scored; and every pair forced onto dp_long gives dp_fill's very CIGARs and
+    coordinates (the same tie rule), over launches cut small."""
+    from gpualign.engines import gpu_dp
+
+    rng = np.random.default_rng(24)
+    qs = ["".join(rng.choice(list("ACGT"), rng.integers(200, 3000))) for _ in range(40)]
+    ts = [mutate(rng, q, "ACGT", 0.15) for q in qs]
+    qs += ["A" * 2500, "ACGT" * 700, "ACGT" * 200]
+    ts += ["A" * 2100, "TTT" + "ACGT" * 650, "C" * 3000]
+    cfg = dna_cfg(mode)
+    cpu, gpu = CpuDpEngine(2), gpu_dp.GpuDpEngine()
+    try:
+        res = align(gpu, qs, ts, cfg)
+        assert res.score.tolist() == align(cpu, qs, ts, cfg).score.tolist()
+        for i in range(len(qs)):
+            assert rescore(qs[i], ts[i], res, i, cfg) == res.score[i]
+    finally:
+        cpu.close()
+    monkeypatch.setattr(gpu_dp, "LONG_DIR_BYTES", 1 << 23)
+    monkeypatch.setattr(gpu_dp, "MAX_CELLS", 1 << 24)
+    runs = []
+    for rows, cells in ((10 ** 9, 10 ** 18), (0, 0)):
+        monkeypatch.setattr(gpu_dp, "LONG_ROWS", rows)
+        monkeypatch.setattr(gpu_dp, "LONG_CELLS", cells)
+        r = align(gpu, qs, ts, cfg)
+        runs.append((r.score.tolist(), C.to_text(r.cigar, r.cigar_off, r.cigar_len), r.q_start.tolist(),
+                     r.q_end.tolist(), r.t_start.tolist(), r.t_end.tolist()))
+    assert runs[0] == runs[1]
 
 
 @pytest.mark.gpu
@@ -302,15 +341,20 @@ def test_cli_gpu_general_scoring(tmp_path):
 
 
 def test_gpu_engine_limits():
-    """gpu-dp (asked without a device: accepts() needs none) takes pairs within its cell limit whose scores
-    int32 holds with room; it leaves the rest, and every non-general job, to the other engines."""
+    """gpu-dp (asked without a device: accepts() needs none) takes pairs within its cell limit (with
+    CIGARs) whose scores int32 holds with room; it leaves the rest, and every non-general job, to the
+    other engines; pairs beyond a thread's room go to its warp-per-pair kernel."""
     from gpualign.engines import gpu_dp
 
     e = gpu_dp.GpuDpEngine()
-    batch = PairBatch.from_sequences([b"ACGT" * 100, b"A" * 3000, b"A"], [b"ACGT" * 100, b"A" * 3000, b"A"])
-    assert e.accepts(batch, dna_cfg("local")).tolist() == [True, False, True]  # 3000^2 > 2^22 cells
-    huge = AlignConfig(metric="affine", penalties=Penalties(3, 400_000, 2), scoring=Scoring(mode="local", match=2))
-    assert e.accepts(batch, huge).tolist() == [False, False, True]  # 800 * 400,005 >= 2^28
+    batch = PairBatch.from_sequences([b"ACGT" * 50, b"A" * 3000, b"A" * 40_000, b"A"],
+                                     [b"ACGT" * 50, b"A" * 3000, b"A" * 30_000, b"A"])
+    assert e.accepts(batch, dna_cfg("local")).tolist() == [True, True, False, True]  # 1.2e9 > 2^30 cells
+    assert e.accepts(batch, dna_cfg("local", distance_only=True)).all()  # no directions: no cell limit
+    assert gpu_dp.is_long(batch.q_len.astype(np.int64), batch.t_len.astype(np.int64)).tolist() == [False, True, True,
+                                                                                                   False]
+    huge = AlignConfig(metric="affine", penalties=Penalties(3, 700_000, 2), scoring=Scoring(mode="local", match=2))
+    assert e.accepts(batch, huge).tolist() == [False, False, False, True]  # 400 * 700,005 >= 2^28
     assert not e.accepts(batch, AlignConfig(metric="affine")).any()  # WFA's model: the wavefront engines
 
 

@@ -2,13 +2,14 @@
 bonus or a substitution matrix and affine gaps, DNA or protein, scores and CIGARs as the cpu-dp engine
 gives them (the same score; on ties the CIGAR may differ, both optimal).
 
-One thread per pair: the pairs of a batch are sorted by length so that a warp's 32 pairs need about the
-same room, and launched a group of warps at a time, so that the direction bits (4 per cell, for the
-traceback) of a launch stay within DIR_BYTES. Pairs of more than MAX_CELLS cells or whose scores could
-reach SCORE_LIMIT, and matrices of more than MAX_LETTERS letters, are left to cpu-dp: one thread walks a pair's cells one after another, so a
-batch of a few long pairs keeps few threads busy (250 pairs of 10 kbp, scores only: 9.9 GCUPS on an
-H100 against parasail's 27.7 on 16 cores; a pair spread over a warp or a block is the way on). Empty
-sequences are written down here, as cpu-dp does.
+Short pairs, one thread each (dp_fill): the pairs of a batch are sorted by length so that a warp's 32
+pairs need about the same room, and launched a group of warps at a time, so that the direction bits (4
+per cell, for the traceback) of a launch stay within DIR_BYTES. Long pairs (is_long), one warp each
+(dp_long): a thread walking a long pair alone would keep few threads busy; a warp's lanes take 32
+stripes of its rows at once, and launches hold as many pairs as half the free device memory takes.
+Pairs whose directions would pass LONG_MAX_CELLS cells, or whose scores could reach SCORE_LIMIT, and
+matrices of more than MAX_LETTERS letters, are left to cpu-dp. Empty sequences are written down here,
+as cpu-dp does.
 """
 
 from __future__ import annotations
@@ -26,16 +27,37 @@ from .cpu_dp import empty_side, ranges
 NAME = "gpu-dp"
 MODES = {"global": 0, "local": 1, "semi-global": 2}
 ROWS = 16  # query rows per stripe (dp.cu's ROWS): 16 cells per direction word
+COLS = 1  # dp_long's columns per lane and step (dp.cu's COLS, passed to it)
 MAX_LETTERS = 32  # the matrix lives in shared memory
-MAX_CELLS = 1 << 22  # larger pairs go to cpu-dp
+MAX_CELLS = 1 << 22  # the most cells of a pair for dp_fill
+LONG_ROWS, LONG_CELLS = 384, 1 << 17  # pairs with at least these query rows and cells go to dp_long (measured)
+LONG_MAX_CELLS = 1 << 30  # larger pairs with CIGARs go to cpu-dp (directions: half a byte per cell)
 SCORE_LIMIT = 1 << 28  # and pairs whose scores could reach it (dp.cu's -infinity is -2^29, int32 lanes)
-DIR_BYTES = 2 << 30  # direction words per launch
+DIR_BYTES = 2 << 30  # direction words per dp_fill launch
+LONG_DIR_BYTES = None  # ... per dp_long launch; None: half the device's free memory
 BLOCK = 128
 
 
+def _flag(x: bool) -> str:
+    return "true" if x else "false"
+
+
 def _names() -> tuple:
-    names = [f"dp_fill<{m}, {'true' if t else 'false'}>" for m in MODES.values() for t in (True, False)]
-    return tuple(names + [f"dp_trace<{m}>" for m in MODES.values()] + ["dp_gather"])
+    names = [f"{k}<{m}, {_flag(t)}>" for k in ("dp_fill", "dp_long", "dp_trace") for m in MODES.values()
+             for t in (True, False)]
+    return tuple(names + ["dp_gather"])
+
+
+def is_long(ql: np.ndarray, tl: np.ndarray) -> np.ndarray:
+    """Pairs for dp_long (a warp each) rather than dp_fill (a thread each)."""
+    cells = ql * tl
+    return (cells > MAX_CELLS) | ((ql >= LONG_ROWS) & (cells >= LONG_CELLS))
+
+
+def long_words(ql: np.ndarray, tl: np.ndarray) -> np.ndarray:
+    """dp_long's direction words per pair: per tile of 32 stripes, COLS words per lane and step."""
+    tiles = -(-ql // (32 * ROWS))
+    return tiles * (-(-tl // COLS) + 31) * COLS * 32
 
 
 def letter_table(cfg: AlignConfig, sub: scoring.Substitution) -> np.ndarray:
@@ -61,11 +83,11 @@ def warp_plan(ql: np.ndarray, tl: np.ndarray, order: np.ndarray, want: bool):
     return slots, maxn, bound, words
 
 
-def launches(words: np.ndarray) -> list[tuple[int, int]]:
-    """Warp ranges [w0, w1) whose direction words fit DIR_BYTES (at least one warp each)."""
+def launches(words: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """Ranges [w0, w1) of warps (of long pairs) whose direction words fit limit bytes (at least one each)."""
     out, w0, total = [], 0, 0
     for w, x in enumerate((words * 8).tolist()):
-        if w > w0 and total + x > DIR_BYTES:
+        if w > w0 and total + x > limit:
             out.append((w0, w))
             w0, total = w, 0
         total += x
@@ -93,7 +115,7 @@ class GpuDpEngine(BatchEngine):
 
     def _module(self):
         if self._mod is None:
-            self._mod = load_module("dp.cu", _names())
+            self._mod = load_module("dp.cu", _names(), (f"COLS={COLS}",))
         return self._mod
 
     def _table(self, cfg: AlignConfig) -> scoring.Substitution:
@@ -111,7 +133,8 @@ class GpuDpEngine(BatchEngine):
         p = cfg.effective_penalties  # |a path's score| <= (n + m) (max |S| + o + e)
         per_base = int(np.abs(self._table(cfg).array()).max()) + p.gap_open + p.gap_extend
         ql, tl = batch.q_len.astype(np.int64), batch.t_len.astype(np.int64)
-        return (ql * tl <= MAX_CELLS) & ((ql + tl) * per_base < SCORE_LIMIT)
+        room = (ql * tl <= LONG_MAX_CELLS) | cfg.distance_only
+        return room & ((ql + tl) * per_base < SCORE_LIMIT)
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         return align_split(self._align_device, batch, cfg)
@@ -124,8 +147,8 @@ class GpuDpEngine(BatchEngine):
         n = batch.n
         ql, tl = batch.q_len.astype(np.int64), batch.t_len.astype(np.int64)
         live = np.flatnonzero((ql > 0) & (tl > 0))
-        order = live[np.lexsort((tl[live], ql[live]))]
-        slots, maxn, bound, words = warp_plan(ql, tl, order, want)
+        big = is_long(ql[live], tl[live])
+        short, long = live[~big], live[big]
         d_raw, d_meta = self._staging.upload(batch, cfg)  # (prefetched while the batch before aligned)
         d_codes = cupy.asarray(letter_table(cfg, sub))[d_raw]  # letter indices, made on the device
         scoring_args = (cupy.asarray(np.ascontiguousarray(sub.array().T).astype(np.int32)),  # [target][query]
@@ -133,26 +156,52 @@ class GpuDpEngine(BatchEngine):
         ends = tuple(cupy.zeros(n, cupy.int32) for _ in range(3))  # score, end row, end column (by pair)
         starts = tuple(cupy.zeros(n, cupy.int32) for _ in range(3))  # op count, start row, start column
         seg = np.zeros(n, np.int64)  # where each pair's ops start in the gathered CIGARs
-        pieces, base = [], 0
-        for w0, w1 in launches(words):
+        pieces = []
+        for sel, args, bound, words, grid, is_l in self._launches(ql, tl, short, long, want, d_codes, d_meta):
+            d_dir = self._fill(f"{'dp_long' if is_l else 'dp_fill'}<{mode}, {_flag(want)}>", grid, args, bound,
+                               words, scoring_args, ends)
+            if want:
+                live_sel = sel >= 0
+                at, ops = self._trace(f"dp_trace<{mode}, {_flag(is_l)}>", args, sel,
+                                      np.where(live_sel, ql[sel] + tl[sel], 0), d_dir, ends, starts)
+                base = sum(len(x) for x in pieces)
+                seg[sel[live_sel]] = base + at[live_sel]
+                pieces.append(ops)
+        host = [cupy.asnumpy(x).astype(np.int64) for x in (*ends, *starts)]
+        return self._results(cfg, want, ql, tl, host, seg, pieces, sum(len(x) for x in pieces))
+
+    @staticmethod
+    def _launches(ql, tl, short, long, want: bool, d_codes, d_meta):
+        """The kernels' launches: (each thread's or warp's pair, -1 for none; the kernel's pair arguments;
+        boundary ints; direction words; blocks; whether dp_long), dp_fill's short pairs first."""
+        import cupy
+
+        order = short[np.lexsort((tl[short], ql[short]))]
+        slots, maxn, bound, words = warp_plan(ql, tl, order, want)
+        for w0, w1 in launches(words, DIR_BYTES):
             sel = slots[w0 * 32:w1 * 32]
             args = (d_codes, cupy.asarray(sel.astype(np.int32)), np.int32(len(sel)), *d_meta,
                     cupy.asarray(maxn[w0:w1].astype(np.int32)), cupy.asarray(_exclusive(bound[w0:w1])),
                     cupy.asarray(_exclusive(words[w0:w1])))
-            d_dir = self._fill(args, mode, want, int(bound[w0:w1].sum()), int(words[w0:w1].sum()), scoring_args,
-                               ends)
-            if want:
-                live_sel = sel >= 0
-                at, ops = self._trace(args, mode, sel, np.where(live_sel, ql[sel] + tl[sel], 0), d_dir, ends, starts)
-                seg[sel[live_sel]] = base + at[live_sel]
-                pieces.append(ops)
-                base += len(ops)
-        host = [cupy.asnumpy(x).astype(np.int64) for x in (*ends, *starts)]
-        return self._results(cfg, want, ql, tl, host, seg, pieces, base)
+            yield sel, args, int(bound[w0:w1].sum()), int(words[w0:w1].sum()), -(-len(sel) // BLOCK), False
+        if not len(long):
+            return
+        order = long[np.argsort(-ql[long] * tl[long], kind="stable")]  # the largest first
+        words = long_words(ql[order], tl[order]) if want else np.zeros(len(order), np.int64)
+        bound = tl[order] + 1
+        limit = LONG_DIR_BYTES
+        if limit is None:
+            free = cupy.cuda.Device().mem_info[0] + cupy.get_default_memory_pool().free_bytes()
+            limit = max(DIR_BYTES, free // 2)
+        for a, b in launches(words, limit):
+            sel = order[a:b]
+            args = (d_codes, cupy.asarray(sel.astype(np.int32)), np.int32(len(sel)), *d_meta,
+                    cupy.zeros(1, cupy.int32), cupy.asarray(_exclusive(bound[a:b])), cupy.asarray(_exclusive(words[a:b])))
+            yield sel, args, int(bound[a:b].sum()), int(words[a:b].sum()), -(-len(sel) * 32 // BLOCK), True
 
     @trace.traced("dp fill")
-    def _fill(self, args: tuple, mode: int, want: bool, bound: int, words: int, scoring_args: tuple, ends: tuple):
-        """dp_fill over one launch's pairs: ends (score, row, column by pair) filled; returns the
+    def _fill(self, name: str, grid: int, args: tuple, bound: int, words: int, scoring_args: tuple, ends: tuple):
+        """One launch of dp_fill or dp_long (name): ends (score, row, column by pair) filled; returns the
         direction words (with CIGARs)."""
         import cupy
 
@@ -160,22 +209,21 @@ class GpuDpEngine(BatchEngine):
         d_bv = cupy.empty_like(d_bh)
         d_dir = cupy.empty(max(1, words), cupy.uint64)
         k = int(scoring_args[1])
-        self._module().get_function(f"dp_fill<{mode}, {'true' if want else 'false'}>")(
-            (-(-int(args[2]) // BLOCK),), (BLOCK,), (*args, *scoring_args, d_bh, d_bv, d_dir, *ends),
-            shared_mem=4 * k * k)
+        self._module().get_function(name)((grid,), (BLOCK,), (*args, *scoring_args, d_bh, d_bv, d_dir, *ends),
+                                          shared_mem=4 * k * k)
         return d_dir
 
     @trace.traced("dp trace")
-    def _trace(self, args: tuple, mode: int, sel: np.ndarray, room: np.ndarray, d_dir, ends: tuple, starts: tuple):
-        """dp_trace then dp_gather over one launch's pairs (sel: each thread's pair, -1 for none; room: its
-        most ops): starts (op count, start row, start column by pair) filled; returns each thread's first
-        op in the gathered CIGARs and those CIGARs (host)."""
+    def _trace(self, name: str, args: tuple, sel: np.ndarray, room: np.ndarray, d_dir, ends: tuple, starts: tuple):
+        """dp_trace (name) then dp_gather over one launch's pairs (sel: each thread's pair, -1 for none;
+        room: its most ops): starts (op count, start row, start column by pair) filled; returns each
+        thread's first op in the gathered CIGARs and those CIGARs (host)."""
         import cupy
 
         mod, grid = self._module(), (-(-len(room) // BLOCK),)
         d_off = cupy.asarray(_exclusive(room))
         d_ops = cupy.empty(max(1, int(room.sum())), cupy.uint32)
-        mod.get_function(f"dp_trace<{mode}>")(grid, (BLOCK,), (*args, d_dir, ends[1], ends[2], d_off, d_ops, *starts))
+        mod.get_function(name)(grid, (BLOCK,), (*args, d_dir, ends[1], ends[2], d_off, d_ops, *starts))
         cnt = np.where(sel >= 0, cupy.asnumpy(starts[0])[np.maximum(sel, 0)], 0).astype(np.int64)
         dst = _exclusive(cnt)
         d_out = cupy.empty(max(1, int(cnt.sum())), cupy.uint32)
