@@ -1,8 +1,10 @@
 // bp_long.cu -- exact edit distance between two very long strings by banded bit-parallel dynamic
 // programming (Myers 1999 / Hyyro's multi-word form, as edlib uses on the CPU), run in strips on the GPU.
 // Distance only. tests/bp_model.py is a plain-Python transcription of the same bookkeeping.
-// A second entry point, bp_split_min (at the end of the file), turns the last columns of many pieces
-// into Hirschberg split rows (the alignment path: gpualign/hirschberg.py).
+// The alignment path (gpualign/hirschberg.py, engines/gpu_long.BpSplitter) splits a level of pieces with
+// three more entry points (after bp_long): bp_piece_codes writes every half's acode/bcode, bp_long_jobs
+// runs every half (bp_long's strips, one ticket for all), bp_split_min turns their last columns into
+// Hirschberg split rows.
 //
 // Entry point:
 //   bp_long(acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, stream, tops, ticket, result,
@@ -174,6 +176,87 @@ __device__ __forceinline__ void group(Lane& L, const char* peq_l, const unsigned
     L.score += __popc(L.oP) - __popc(L.oM);
 }
 
+// Strip s of one problem (the body of both entry points): the warp's lane, its match-mask words peq.
+__device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict__ acode,
+                                         const unsigned short* __restrict__ bcode, int n, int m, int sigma, int klo,
+                                         int khi, int nstrips, int nslots, int slot_words, unsigned long long* stream,
+                                         unsigned long long* tops, int* result, int* col_out, unsigned* peq, int lane) {
+    const int r0 = s * STRIP_ROWS + 1;
+    const int base = r0 + lane * 32;  // row of bit 0
+    // match masks of this lane's rows, one word per symbol (and 0 for "matches nothing")
+    __syncwarp();
+    for (int c = 0; c <= sigma; ++c) peq[c * 32 + lane] = 0u;
+    for (int b = 0; b < 32; ++b) {
+        const int code = acode[base - 1 + b];
+        if (code < sigma) peq[code * 32 + lane] |= 1u << b;
+    }
+    __syncwarp();
+    int cs, ce;
+    strip_columns(s, m, klo, khi, cs, ce);
+    const int len = ce - cs + 1;
+    const int slot = s % nslots, pslot = (s + nslots - 1) % nslots;
+    unsigned long long* out = stream + (size_t)slot * slot_words;
+    StreamIn sin;
+    sin.in = nullptr;
+    sin.tag = (unsigned)s;  // strip s - 1 tags its words s
+    sin.plen = 0;
+    int delta = 0;
+    if (s > 0) {
+        int pcs, pce;
+        strip_columns(s - 1, m, klo, khi, pcs, pce);
+        sin.plen = pce - pcs + 1;
+        delta = cs - pcs;
+        sin.in = stream + (size_t)pslot * slot_words;
+    }
+    // D[r0 - 1][cs - 1]: column 0, or the score the strip above handed down
+    int top = r0 - 1;
+    if (cs > 1) {
+        if (lane == 0) top = (int)(unsigned)wait_tag(tops + pslot, 0ull, (unsigned)s);
+        top = __shfl_sync(FULL_MASK, top, 0);
+    }
+    const bool last = s == nstrips - 1;
+    // lane 31 hands down D[r0 + 1023][ncs - 1], ncs = where the next strip starts
+    const long long ncs = (long long)r0 + STRIP_ROWS - khi;
+    const int tops_x = (!last && ncs > 1) ? (int)(ncs - 1 - cs) + 31 : -1;
+    Lane L;
+    L.Pv = FULL_MASK;
+    L.Mv = 0u;
+    L.oP = L.oM = L.w = 0u;
+    L.score = top + 32 * (lane + 1);  // D[base + 31][cs - 1] under the all-vertical start
+    const char* peq_l = (const char*)(peq + lane);
+    const unsigned short* bptr = bcode + BPAD + cs - 1 - lane;  // bptr[x]: symbol of this lane's column at step x
+#pragma unroll
+    for (int k = 0; k < AHEAD; ++k) L.sym[k] = bptr[k];
+    L.eq = *(const unsigned*)(peq_l + L.sym[0]);
+    const int steps = len + 63;  // one extra group: lane 31 publishes its last words inside the loop
+    const unsigned long long tag_out = (unsigned long long)(s + 1);
+    if (lane == 0) sin.issue(delta);
+    for (int x0 = 0; x0 < steps; x0 += 32) {
+        uint2 cur = make_uint2(0u, 0u);
+        if (lane == 0) {
+            cur = sin.take();
+            sin.issue((long long)delta + x0 + 32);
+        }
+        const bool edge = x0 < 32 || x0 + 32 > len || (tops_x >= x0 && tops_x < x0 + 32);
+        if (edge)
+            group<true>(L, peq_l, bptr, x0, lane, len, cur, out, tag_out, tops_x, tops + slot);
+        else
+            group<false>(L, peq_l, bptr, x0, lane, len, cur, out, tag_out, tops_x, tops + slot);
+    }
+    if (last && n >= base && n < base + 32) {  // row n: this lane's last row less the deltas below n
+        const int tb = n - base;
+        const unsigned below = tb == 31 ? 0u : FULL_MASK << (tb + 1);
+        *result = L.score - (__popc(L.Pv & below) - __popc(L.Mv & below));
+    }
+    if (col_out != nullptr && ce == m) {  // the whole last column: from the last row upwards
+        int v = L.score;
+        for (int b = 31; b >= 0; --b) {
+            if (base + b <= n) col_out[base + b] = v;
+            v -= (int)((L.Pv >> b) & 1u) - (int)((L.Mv >> b) & 1u);
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long(const unsigned char* __restrict__ acode,
                                    const unsigned short* __restrict__ bcode,
                                    int n, int m, int sigma, int klo, int khi, int nstrips, int nslots, int slot_words,
@@ -187,80 +270,41 @@ extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long(const u
         if (lane == 0) s = atomicAdd(ticket, 1);
         s = __shfl_sync(FULL_MASK, s, 0);
         if (s >= nstrips) return;
-        const int r0 = s * STRIP_ROWS + 1;
-        const int base = r0 + lane * 32;  // row of bit 0
-        // match masks of this lane's rows, one word per symbol (and 0 for "matches nothing")
-        __syncwarp();
-        for (int c = 0; c <= sigma; ++c) peq[c * 32 + lane] = 0u;
-        for (int b = 0; b < 32; ++b) {
-            const int code = acode[base - 1 + b];
-            if (code < sigma) peq[code * 32 + lane] |= 1u << b;
+        bp_strip(s, acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, stream, tops, result, col_out,
+                 peq, lane);
+    }
+}
+
+// bp_long_jobs(jobs, first, rounds, sigma, ticket) -- many problems (one Hirschberg level's halves) in one
+// launch: job p is row p of jobs (BP_JOB int64 words: acode, bcode, stream, tops, result, col_out as
+// addresses, then n, m, klo, khi, nstrips, nslots, slot_words), each as bp_long's arguments, the jobs in
+// decreasing nstrips. One ticket hands out the strips round by round: strip s of every job that has one
+// (jobs 0, 1, ...), then strip s + 1's; first[s] = the tickets before round s (first[rounds] = all). So
+// every job moves at once, and a strip's upper neighbour was taken before it, by a warp that is running:
+// every wait ends. A job's ring needs min(nstrips, warps launched) + 1 slots (no more of its strips are in
+// progress at once; they finish in order). Launch as bp_long.
+#define BP_JOB 13
+extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long_jobs(const long long* __restrict__ jobs,
+                                                                              const long long* __restrict__ first,
+                                                                              int rounds, int sigma,
+                                                                              unsigned long long* ticket) {
+    extern __shared__ unsigned s_peq[];
+    const int lane = threadIdx.x & 31;
+    unsigned* peq = s_peq + (threadIdx.x >> 5) * (sigma + 1) * 32;
+    for (;;) {
+        long long g = 0;
+        if (lane == 0) g = (long long)atomicAdd(ticket, 1ull);
+        g = __shfl_sync(FULL_MASK, g, 0);
+        if (g >= first[rounds]) return;
+        int lo = 0, hi = rounds - 1;  // the round of ticket g: the last s with first[s] <= g
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) >> 1;
+            if (first[mid] <= g) lo = mid; else hi = mid - 1;
         }
-        __syncwarp();
-        int cs, ce;
-        strip_columns(s, m, klo, khi, cs, ce);
-        const int len = ce - cs + 1;
-        const int slot = s % nslots, pslot = (s + nslots - 1) % nslots;
-        unsigned long long* out = stream + (size_t)slot * slot_words;
-        StreamIn sin;
-        sin.in = nullptr;
-        sin.tag = (unsigned)s;  // strip s - 1 tags its words s
-        sin.plen = 0;
-        int delta = 0;
-        if (s > 0) {
-            int pcs, pce;
-            strip_columns(s - 1, m, klo, khi, pcs, pce);
-            sin.plen = pce - pcs + 1;
-            delta = cs - pcs;
-            sin.in = stream + (size_t)pslot * slot_words;
-        }
-        // D[r0 - 1][cs - 1]: column 0, or the score the strip above handed down
-        int top = r0 - 1;
-        if (cs > 1) {
-            if (lane == 0) top = (int)(unsigned)wait_tag(tops + pslot, 0ull, (unsigned)s);
-            top = __shfl_sync(FULL_MASK, top, 0);
-        }
-        const bool last = s == nstrips - 1;
-        // lane 31 hands down D[r0 + 1023][ncs - 1], ncs = where the next strip starts
-        const long long ncs = (long long)r0 + STRIP_ROWS - khi;
-        const int tops_x = (!last && ncs > 1) ? (int)(ncs - 1 - cs) + 31 : -1;
-        Lane L;
-        L.Pv = FULL_MASK;
-        L.Mv = 0u;
-        L.oP = L.oM = L.w = 0u;
-        L.score = top + 32 * (lane + 1);  // D[base + 31][cs - 1] under the all-vertical start
-        const char* peq_l = (const char*)(peq + lane);
-        const unsigned short* bptr = bcode + BPAD + cs - 1 - lane;  // bptr[x]: symbol of this lane's column at step x
-#pragma unroll
-        for (int k = 0; k < AHEAD; ++k) L.sym[k] = bptr[k];
-        L.eq = *(const unsigned*)(peq_l + L.sym[0]);
-        const int steps = len + 63;  // one extra group: lane 31 publishes its last words inside the loop
-        const unsigned long long tag_out = (unsigned long long)(s + 1);
-        if (lane == 0) sin.issue(delta);
-        for (int x0 = 0; x0 < steps; x0 += 32) {
-            uint2 cur = make_uint2(0u, 0u);
-            if (lane == 0) {
-                cur = sin.take();
-                sin.issue((long long)delta + x0 + 32);
-            }
-            const bool edge = x0 < 32 || x0 + 32 > len || (tops_x >= x0 && tops_x < x0 + 32);
-            if (edge)
-                group<true>(L, peq_l, bptr, x0, lane, len, cur, out, tag_out, tops_x, tops + slot);
-            else
-                group<false>(L, peq_l, bptr, x0, lane, len, cur, out, tag_out, tops_x, tops + slot);
-        }
-        if (last && n >= base && n < base + 32) {  // row n: this lane's last row less the deltas below n
-            const int tb = n - base;
-            const unsigned below = tb == 31 ? 0u : FULL_MASK << (tb + 1);
-            *result = L.score - (__popc(L.Pv & below) - __popc(L.Mv & below));
-        }
-        if (col_out != nullptr && ce == m) {  // the whole last column: from the last row upwards
-            int v = L.score;
-            for (int b = 31; b >= 0; --b) {
-                if (base + b <= n) col_out[base + b] = v;
-                v -= (int)((L.Pv >> b) & 1u) - (int)((L.Mv >> b) & 1u);
-            }
-        }
+        const long long* J = jobs + (size_t)(g - first[lo]) * BP_JOB;
+        bp_strip(lo, (const unsigned char*)J[0], (const unsigned short*)J[1], (int)J[6], (int)J[7], sigma, (int)J[8],
+                 (int)J[9], (int)J[10], (int)J[11], (int)J[12], (unsigned long long*)J[2], (unsigned long long*)J[3],
+                 (int*)J[4], (int*)J[5], peq, lane);
     }
 }
 
@@ -295,5 +339,36 @@ extern "C" __global__ void __launch_bounds__(256) bp_split_min(const int* __rest
             left[p] = F[o + (unsigned)(b & 0xffffffffu)];
         }
         __syncthreads();
+    }
+}
+
+// bp_piece_codes(qc, tc, seg, nseg, total, pre, scale, fill, out, wide) -- the symbol buffers of many
+// problems at once (bp_long_jobs' acode and bcode, one launch each): segment p of out is
+// out[seg[p - 1] .. seg[p]) (seg[-1] = 0), with seg[nseg + p] = a source position, seg[2 nseg + p] = a count
+// and seg[3 nseg + p] = flags (1: from tc, else qc; 2: reversed). Entry x of the segment holds
+// scale * src[pos + y] (reversed: src[pos - y]) for y = x - pre in 0 .. count - 1, else fill. out: bytes
+// (wide = 0) or uint16 (wide = 1). Any grid; blocks of 256.
+extern "C" __global__ void __launch_bounds__(256) bp_piece_codes(const unsigned char* __restrict__ qc,
+                                                                 const unsigned char* __restrict__ tc,
+                                                                 const long long* __restrict__ seg, int nseg,
+                                                                 long long total, int pre, int scale, int fill,
+                                                                 void* out, int wide) {
+    for (long long x = (long long)blockIdx.x * blockDim.x + threadIdx.x; x < total;
+         x += (long long)gridDim.x * blockDim.x) {
+        int lo = 0, hi = nseg - 1;  // the first segment that ends after x
+        while (lo < hi) {
+            const int mid = (lo + hi) >> 1;
+            if (seg[mid] > x) hi = mid; else lo = mid + 1;
+        }
+        const long long y = x - (lo ? seg[lo - 1] : 0) - pre;
+        int v = fill;
+        if (y >= 0 && y < seg[2 * nseg + lo]) {
+            const long long f = seg[3 * nseg + lo], pos = seg[nseg + lo];
+            v = scale * (f & 1 ? tc : qc)[f & 2 ? pos - y : pos + y];
+        }
+        if (wide)
+            ((unsigned short*)out)[x] = (unsigned short)v;
+        else
+            ((unsigned char*)out)[x] = (unsigned char)v;
     }
 }

@@ -283,6 +283,28 @@ def test_gpu_splitter_equals_dp(case):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("warps", [None, 1, 5])
+def test_gpu_splitter_many_strips(warps):
+    """A level of pieces several strips tall (1,024 rows a strip), both orientations, close and distant,
+    with an N run (a symbol that matches nothing): the cells dp_split picks (the same middle, the same
+    first tied row). warps: fewer warps launched than strips, so that every half's ring is reused."""
+    from gpualign.engines.gpu_long import BpSplitter
+
+    q = codes(rand(9000, 21)[:4000] + b"N" * 300 + rand(9000, 21)[4300:])
+    t = codes(mutate(rand(9000, 21), 0.15, 22) + rand(3000, 23))
+    cut = [(0, 2500, 0, 2700), (2500, 5200, 2700, 4600), (5200, 9000, 4600, 9100), (0, 3000, 9100, 12000)]
+    qa, qb, ta, tb = (np.array(v, np.int64) for v in zip(*cut))
+    d = np.array([H.last_column(q[a:b], t[c:e])[-1] for a, b, c, e in cut], np.int64)
+    p = H.Pieces(qa, qb, ta, tb, d)
+    sp = BpSplitter(q, t)
+    if warps is not None:
+        sp.warps = warps
+    got = sp(q, t, p)
+    for g, w in zip(got, H.dp_split(q, t, p)):
+        assert np.array_equal(np.asarray(g, np.int64), w)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("n,rate,oracle", [(5_000_000, 0.01, "edlib"), (5_000_000, 0.10, "wavefront"),
                                           (300_000, 0.30, "edlib"), (200_000, 0.50, "edlib")])
 def test_gpu_path_large(n, rate, oracle):

@@ -159,6 +159,10 @@ def symbol_codes(q, t, xp=np):
     return table[q], table[t], sigma
 
 
+def _bp_geometry(rows, width):
+    """Per run (numpy arrays or ints): strips of rows rows, and ring words per strip for a band width wide."""
+    return np.maximum(1, (rows + STRIP_ROWS - 1) // STRIP_ROWS), (STRIP_ROWS + width + 15) // 16 + 4
+
 
 def _bp_codes(qc, tc, sigma, nstrips):
     """Device buffers of the kernel: row symbols padded to whole strips, column symbols as byte offsets
@@ -180,9 +184,7 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
 
     n, m = len(qc), len(tc)
     rows = n if col_out is None else min(n, m + khi)  # rows below m + khi never meet column m in the band
-    nstrips = max(1, (rows + STRIP_ROWS - 1) // STRIP_ROWS)
-    width = khi - klo + 1
-    slot_words = (STRIP_ROWS + width + 15) // 16 + 4
+    nstrips, slot_words = (int(v) for v in _bp_geometry(rows, khi - klo + 1))
     want = max(1, min(nstrips, warps))
     free = cupy.cuda.Device().mem_info[0]
     cap = min(free // 4, BP_RING_BYTES or free)  # the strips' rings: 8 bytes per 16 columns per warp
@@ -286,25 +288,94 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         u = min(ceiling, max(2 * u, u + STRIP_ROWS))
 
 
+JOB_WORDS = 13  # a row of kernels/bp_long.cu's job table (BP_JOB)
+
+
 class BpSplitter:
     """Hirschberg splits of many pieces of one pair at once (hirschberg.align_path's split): per piece,
     the bit-parallel kernel runs the left half of its longer side forwards and the right half backwards,
     each giving its whole last column, in a band from the piece's known distance (exact: a band of
-    that width holds every optimal path); the pieces' kernels run side by side on a pool of streams and
-    bp_split_min takes every piece's best row in one launch."""
+    that width holds every optimal path). A level costs a few launches whatever its number of pieces:
+    bp_piece_codes writes every half's symbol buffers, one bp_long_jobs launch runs every half (its
+    strips from one ticket, round by round: every half moves at once; each half with its own ring), and
+    bp_split_min takes every piece's best row."""
 
-    def __init__(self, q: np.ndarray, t: np.ndarray, streams: int = 16):
+    def __init__(self, q: np.ndarray, t: np.ndarray):
         import cupy
 
         codes = symbol_codes(cupy.asarray(q), cupy.asarray(t), cupy)
         if codes is None:
             raise ValueError(f"more than {BP_MAX_SYMBOLS} distinct symbols")
         self.qc, self.tc, self.sigma = codes
-        mod = load_module("bp_long.cu", ("bp_long", "bp_split_min"), BP_DEFINES)
-        self.kern, self.best = mod.get_function("bp_long"), mod.get_function("bp_split_min")
-        self.streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2 * streams)]
-        self.warps = cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_SM  # in flight, all launches
+        mod = load_module("bp_long.cu", ("bp_long_jobs", "bp_split_min", "bp_piece_codes"), BP_DEFINES)
+        self.kern, self.best = mod.get_function("bp_long_jobs"), mod.get_function("bp_split_min")
+        self.gather = mod.get_function("bp_piece_codes")
+        self.warps = cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_SM  # in flight at most
         self.cells = 0
+
+    def _codes(self, seg_len, pos, count, flags, pre, scale, dtype):
+        """One buffer of segments seg_len long (see bp_piece_codes), and each segment's start in it."""
+        import cupy
+
+        end = np.cumsum(seg_len)
+        out = cupy.empty(int(end[-1]), dtype=dtype)
+        seg = cupy.asarray(np.concatenate([end, pos, count, flags]).astype(np.int64))
+        total = int(end[-1])
+        self.gather((min(65536, (total + 255) // 256),), (256,),
+                    (self.qc, self.tc, seg, np.int32(len(end)), np.int64(total), np.int32(pre), np.int32(scale),
+                     np.int32(scale * self.sigma), out, np.int32(out.itemsize == 2)))
+        return out, end - seg_len
+
+    def _halves(self, p, swap, rows, cols, mid, klo, khi, fwd, bwd, off):
+        """Every piece's two halves in one bp_long_jobs launch: piece k's forward half is job 2k (rows a
+        against b[:mid]), its backward half job 2k + 1 (a reversed against b[mid:] reversed), a the
+        shorter side (the target when swap), their last columns into fwd and bwd at off[k]. Returns the
+        device buffers the launch uses."""
+        import cupy
+
+        r, klo, khi = (np.repeat(v, 2) for v in (rows, klo, khi))
+        width = khi - klo + 1
+        c = np.stack([mid, cols - mid], axis=1).ravel()
+        back = np.tile([False, True], len(p))
+        a0 = np.repeat(np.where(swap, p.ta, p.qa), 2)  # where the rows' string starts (in tc when swapped)
+        b0, b1 = np.repeat(np.where(swap, p.qa, p.ta), 2), np.repeat(np.where(swap, p.qb, p.tb), 2)
+        a_t, rev = np.repeat(swap, 2).astype(np.int64), 2 * back.astype(np.int64)  # bp_piece_codes' flags
+        nstrips, slot_words = _bp_geometry(np.minimum(r, c + khi), width)  # as _bp_launch's
+        # warps launched: every strip of the level can be in flight; a job's ring holds
+        # min(its strips, warps) + 1 slots, halved with the warps until a quarter of the free memory holds them
+        free = cupy.cuda.Device().mem_info[0]
+        cap = min(free // 4, BP_RING_BYTES or free)
+        warps = int(min(self.warps, nstrips.sum()))
+        while True:
+            nslots = np.minimum(nstrips, warps) + 1
+            if warps == 1 or (nslots * slot_words).sum() * 8 <= cap:
+                break
+            warps //= 2
+        blocks = (warps + BP_WARPS_PER_BLOCK - 1) // BP_WARPS_PER_BLOCK
+        threads = 32 * min(warps, BP_WARPS_PER_BLOCK)
+        nslots = np.minimum(nstrips, blocks * threads // 32) + 1
+        acode, a_at = self._codes(nstrips * STRIP_ROWS + 64, np.where(back, a0 + r - 1, a0),
+                                  np.minimum(r, nstrips * STRIP_ROWS), a_t | rev, 0, 1, cupy.uint8)
+        bcode, b_at = self._codes(c + 2 * BPAD + 128, np.where(back, b1 - 1, b0), c, (1 - a_t) | rev, BPAD, 128,
+                                  cupy.uint16)
+        ring_len = nslots * slot_words
+        ring = cupy.zeros(int(ring_len.sum()), dtype=cupy.uint64)  # zero: no word carries a valid tag
+        tops = cupy.zeros(int(nslots.sum()), dtype=cupy.uint64)
+        result = cupy.zeros(len(r), dtype=cupy.int32)
+        ticket = cupy.zeros(1, dtype=cupy.uint64)
+        col = np.where(back, bwd.data.ptr, fwd.data.ptr) + 4 * np.repeat(off[:-1], 2)
+        ring_at, tops_at = np.cumsum(ring_len) - ring_len, np.cumsum(nslots) - nslots
+        table = np.stack([acode.data.ptr + a_at, bcode.data.ptr + 2 * b_at, ring.data.ptr + 8 * ring_at,
+                          tops.data.ptr + 8 * tops_at, result.data.ptr + 4 * np.arange(len(r)), col, r, c, klo, khi,
+                          nstrips, nslots, slot_words], axis=1).astype(np.int64)
+        assert table.shape[1] == JOB_WORDS
+        order = np.argsort(-nstrips, kind="stable")  # rounds of tickets: strip s of every job that has one
+        rounds = int(nstrips.max())
+        first = np.concatenate([[0], np.cumsum(np.bincount(nstrips - 1, minlength=rounds)[::-1].cumsum()[::-1])])
+        jobs, first = cupy.asarray(table[order]), cupy.asarray(first.astype(np.int64))
+        smem = (threads // 32) * (self.sigma + 1) * 32 * 4
+        self.kern((blocks,), (threads,), (jobs, first, np.int32(rounds), np.int32(self.sigma), ticket), shared_mem=smem)
+        return jobs, first, acode, bcode, ring, tops, result, ticket
 
     def __call__(self, q, t, p):
         import cupy
@@ -320,25 +391,9 @@ class BpSplitter:
         d_off = cupy.asarray(off[:-1])
         fwd[d_off] = cupy.asarray(mid.astype(np.int32))  # D[0][j] = j
         bwd[d_off] = cupy.asarray((cols - mid).astype(np.int32))
-        cupy.cuda.get_current_stream().synchronize()  # the columns are ready for the kernels' streams
-        cap = max(1, self.warps // min(len(self.streams), 2 * len(p)))  # few pieces: wide launches
-        keep = []
-        for k in range(len(p)):
-            a, b = self.qc[p.qa[k]:p.qb[k]], self.tc[p.ta[k]:p.tb[k]]
-            if swap[k]:
-                a, b = b, a
-            r, c, h = int(rows[k]), int(cols[k]), int(mid[k])
-            klo, khi = band(r, c, int(p.d[k]))
-            w = min((STRIP_ROWS + khi - klo + 1) // STRIP_ROWS + 2, cap)
-            s = 2 * k % len(self.streams)
-            o = int(off[k])
-            keep.append(_bp_launch(self.kern, a, b[:h], self.sigma, klo, khi, w, fwd[o:o + r + 1], self.streams[s]))
-            keep.append(_bp_launch(self.kern, a[::-1], b[h:][::-1], self.sigma, klo, khi, w, bwd[o:o + r + 1],
-                                   self.streams[s + 1]))
-            self.cells += r * min(c, khi - klo + 1)
-        for st in self.streams:
-            st.synchronize()
-        del keep
+        klo, khi = band(rows, cols, p.d)
+        self.cells += int((rows * np.minimum(cols, khi - klo + 1)).sum())
+        keep = self._halves(p, swap, rows, cols, mid, klo, khi, fwd, bwd, off)  # alive until the results are read
         best = cupy.empty(len(p), dtype=cupy.uint64)
         left = cupy.empty(len(p), dtype=cupy.int32)
         self.best((min(len(p), 4096),), (256,), (fwd, bwd, d_off, cupy.asarray(rows.astype(np.int32)),
@@ -350,4 +405,5 @@ class BpSplitter:
             raise RuntimeError(f"bit-parallel split: piece distance {int(p.d[k])}, its columns say {int(total[k])}")
         i = np.where(swap, p.qa + mid, p.qa + row)
         j = np.where(swap, p.ta + row, p.ta + mid)
+        del keep
         return i, j, left
