@@ -334,13 +334,16 @@ __global__ void dp_trace(PAIRS_ARGS, const uint64_t* __restrict__ dir, const int
     out_ts[p] = j;
 }
 
-// the CIGARs of a launch packed: thread t's count[order[t]] ops from ops[op_off[t]] to out[dst[t]]
+// the CIGARs of a launch packed in pair order: thread t's count[p] ops from ops[op_off[t]] to out[dst[p]],
+// p = order[t]
 __global__ void dp_gather(const int* __restrict__ order, int nthreads, const long long* __restrict__ op_off,
                           const int* __restrict__ count, const long long* __restrict__ dst,
                           const uint32_t* __restrict__ ops, uint32_t* __restrict__ out) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= nthreads || order[t] < 0) return;
+    if (t >= nthreads) return;
+    const int p = order[t];
+    if (p < 0) return;
     const uint32_t* src = ops + op_off[t];
-    uint32_t* to = out + dst[t];
-    for (int k = 0, c = count[order[t]]; k < c; ++k) to[k] = src[k];
+    uint32_t* to = out + dst[p];
+    for (int k = 0, c = count[p]; k < c; ++k) to[k] = src[k];
 }

@@ -276,7 +276,7 @@ class StageRecorder:
               "edit level": "eWFA level (kernel+cigar)", "affine level queued": "affine level (kernels)",
               "results record": "Results.record (affine)", "results": "Results.finish (affine)",
               "slot results book": "SlotResults.book (eWFA)", "slot results": "SlotResults.finish (eWFA)",
-              "dp fill": "dp_fill (gpu-dp)", "dp trace": "dp_trace + dp_gather (gpu-dp)"}
+              "dp fill": "dp_fill or dp_long (gpu-dp)", "dp trace": "dp_trace (gpu-dp)", "dp gather": "dp_gather (gpu-dp)"}
 
     def __init__(self):
         self.seconds: collections.Counter = collections.Counter()

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import scoring, trace
 from ..config import AlignConfig
-from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths, segment_index
+from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths
 from ._cuda import load_module
 from ._device import BatchEngine, align_split
 from ._staging import Staging
@@ -155,20 +155,17 @@ class GpuDpEngine(BatchEngine):
                         np.int32(len(sub.letters)), *(np.int32(g) for g in cfg.parasail_gaps()))
         ends = tuple(cupy.zeros(n, cupy.int32) for _ in range(3))  # score, end row, end column (by pair)
         starts = tuple(cupy.zeros(n, cupy.int32) for _ in range(3))  # op count, start row, start column
-        seg = np.zeros(n, np.int64)  # where each pair's ops start in the gathered CIGARs
-        pieces = []
+        traced = []  # per launch: its threads' pairs, and where their CIGARs are (dp_trace's output)
         for sel, args, bound, words, grid, is_l in self._launches(ql, tl, short, long, want, d_codes, d_meta):
             d_dir = self._fill(f"{'dp_long' if is_l else 'dp_fill'}<{mode}, {_flag(want)}>", grid, args, bound,
                                words, scoring_args, ends)
             if want:
-                live_sel = sel >= 0
-                at, ops = self._trace(f"dp_trace<{mode}, {_flag(is_l)}>", args, sel,
-                                      np.where(live_sel, ql[sel] + tl[sel], 0), d_dir, ends, starts)
-                base = sum(len(x) for x in pieces)
-                seg[sel[live_sel]] = base + at[live_sel]
-                pieces.append(ops)
+                room = np.where(sel >= 0, ql[sel] + tl[sel], 0)
+                traced.append((args[1], args[2], *self._trace(f"dp_trace<{mode}, {_flag(is_l)}>", args, room, d_dir,
+                                                              ends, starts)))
+            del d_dir
         host = [cupy.asnumpy(x).astype(np.int64) for x in (*ends, *starts)]
-        return self._results(cfg, want, ql, tl, host, seg, pieces, sum(len(x) for x in pieces))
+        return self._results(cfg, want, ql, tl, host, lambda dst, total: self._gather(traced, starts[0], dst, total))
 
     @staticmethod
     def _launches(ql, tl, short, long, want: bool, d_codes, d_meta):
@@ -214,44 +211,54 @@ class GpuDpEngine(BatchEngine):
         return d_dir
 
     @trace.traced("dp trace")
-    def _trace(self, name: str, args: tuple, sel: np.ndarray, room: np.ndarray, d_dir, ends: tuple, starts: tuple):
-        """dp_trace (name) then dp_gather over one launch's pairs (sel: each thread's pair, -1 for none;
-        room: its most ops): starts (op count, start row, start column by pair) filled; returns each
-        thread's first op in the gathered CIGARs and those CIGARs (host)."""
+    def _trace(self, name: str, args: tuple, room: np.ndarray, d_dir, ends: tuple, starts: tuple):
+        """dp_trace (name) over one launch's pairs (room: each thread's most ops): starts (op count, start
+        row, start column by pair) filled; returns each thread's first op in, and, the CIGARs it wrote."""
         import cupy
 
-        mod, grid = self._module(), (-(-len(room) // BLOCK),)
         d_off = cupy.asarray(_exclusive(room))
         d_ops = cupy.empty(max(1, int(room.sum())), cupy.uint32)
-        mod.get_function(name)(grid, (BLOCK,), (*args, d_dir, ends[1], ends[2], d_off, d_ops, *starts))
-        cnt = np.where(sel >= 0, cupy.asnumpy(starts[0])[np.maximum(sel, 0)], 0).astype(np.int64)
-        dst = _exclusive(cnt)
-        d_out = cupy.empty(max(1, int(cnt.sum())), cupy.uint32)
-        mod.get_function("dp_gather")(grid, (BLOCK,), (args[1], args[2], d_off, starts[0], cupy.asarray(dst),
-                                                       d_ops, d_out))
-        return dst, cupy.asnumpy(d_out)[:int(cnt.sum())]
+        self._module().get_function(name)((-(-len(room) // BLOCK),), (BLOCK,),
+                                          (*args, d_dir, ends[1], ends[2], d_off, d_ops, *starts))
+        return d_off, d_ops
+
+    @trace.traced("dp gather")
+    def _gather(self, traced: list, d_count, dst: np.ndarray, total: int) -> np.ndarray:
+        """Every launch's CIGARs packed in pair order (dst: each pair's first op, by pair), to the host."""
+        import cupy
+
+        d_dst, d_out = cupy.asarray(dst), cupy.empty(max(1, total), cupy.uint32)
+        for order, nthreads, d_off, d_ops in traced:
+            self._module().get_function("dp_gather")((-(-int(nthreads) // BLOCK),), (BLOCK,),
+                                                     (order, nthreads, d_off, d_count, d_dst, d_ops, d_out))
+        return cupy.asnumpy(d_out)[:total]
 
     @staticmethod
-    def _results(cfg: AlignConfig, want: bool, ql, tl, host: list, seg, pieces: list, base: int) -> AlignBatch:
+    def _results(cfg: AlignConfig, want: bool, ql, tl, host: list, gather) -> AlignBatch:
         """The AlignBatch from the kernels' per-pair arrays (host: score, end row, end column, op count,
-        start row, start column), the empty sequences written down here."""
+        start row, start column), the empty sequences written down here; gather(dst, total) gives the
+        kernels' CIGARs packed in pair order, pair p's from dst[p]."""
         score, i_end, j_end, clen, i_start, j_start = host
         rng = np.stack([i_start, i_end, j_start, j_end], axis=1)
         gaps, mode = cfg.parasail_gaps(), cfg.scoring.mode
+        runs = {}
         for p in np.flatnonzero((ql == 0) | (tl == 0)).tolist():
             score[p], run = empty_side(mode, int(ql[p]), int(tl[p]), gaps)
             rng[p] = (0, ql[p], 0, tl[p]) if run or mode == "global" else 0
             if want and run:
-                pieces.append(np.array([ln << 4 | op for op, ln in run], np.uint32))
-                seg[p], clen[p] = base, len(run)
-                base += len(run)
-        if not want:
+                runs[p] = np.array([ln << 4 | op for op, ln in run], np.uint32)
+                clen[p] = len(run)
+        if want:
+            off = offsets_from_lengths(clen)
+            cigar = gather(off, int(clen.sum()))
+            for p, ops in runs.items():
+                cigar[off[p]:off[p] + len(ops)] = ops
+        else:
             clen[:] = 0
             rng = ranges(mode, False, None, None, clen, ql, tl)
-        flat = np.concatenate(pieces) if pieces else np.zeros(0, np.uint32)
-        cigar = flat[segment_index(seg, clen)] if want else np.zeros(0, np.uint32)
+            off, cigar = offsets_from_lengths(clen), np.zeros(0, np.uint32)
         n = len(score)
         res = AlignBatch(score.astype(np.int32), np.full(n, OK, np.uint8), np.full(n, ENGINE_CODE[NAME], np.uint8),
-                         cigar, offsets_from_lengths(clen), clen, want, {})
+                         cigar, off, clen, want, {})
         res.q_start, res.q_end, res.t_start, res.t_end = (rng[:, c].copy() for c in range(4))
         return res
