@@ -55,6 +55,41 @@ __device__ __forceinline__ int first_column(int i, int go, int ge) {
     return (MODE == LOCAL || i == 0) ? 0 : -(go + (i - 1) * ge);
 }
 
+// one column j of a stripe (rows i0 + 1 .. i0 + ROWS; `last`: the stripe row of DP row m): from the row
+// above (hup, vup; hdiag = H[i0][j - 1]) and the stripe's H and Z of column j - 1 (hl, z), which become
+// column j's; hup and vup become the stripe's last row; the answer (best, bi, bj) is kept up to date
+// (columns past n count for nothing); returns the column's direction word
+template <int MODE, bool TRACE>
+__device__ __forceinline__ uint64_t stripe_column(const int* __restrict__ row, const int (&qc)[ROWS], int (&hl)[ROWS],
+                                                  int (&z)[ROWS], int& hup, int& vup, int hdiag, int go, int ge,
+                                                  int i0, int last, int j, int n, int& best, int& bi, int& bj) {
+    uint64_t word = 0;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        const int vo = hup - go, ve = vup - ge, v = max(vo, ve);
+        const int zo = hl[r] - go, ze = z[r] - ge, zz = max(zo, ze);
+        const int d = hdiag + row[qc[r]];
+        int h = max(d, max(v, zz));
+        if (TRACE) {
+            int src = d == h ? FROM_DIAG : v == h ? FROM_V : FROM_Z;
+            if (MODE == LOCAL && h <= 0) src = FROM_ZERO;
+            word |= (uint64_t)(src | (ve > vo) << 2 | (ze > zo) << 3) << (4 * r);
+        }
+        if (MODE == LOCAL) {
+            h = max(h, 0);
+            if (h > best && r <= last && j <= n) best = h, bi = i0 + r + 1, bj = j;
+        } else if (r == last && (MODE == SEMI ? h > best && j <= n : j == n)) {
+            best = h, bj = j;
+        }
+        hdiag = hl[r];
+        hl[r] = h;
+        z[r] = zz;
+        hup = h;
+        vup = v;
+    }
+    return word;
+}
+
 template <int MODE, bool TRACE>
 __global__ void __launch_bounds__(128) dp_fill(PAIRS_ARGS, const int* __restrict__ matrix, int K,
                                                int go, int ge, int* __restrict__ boundH, int* __restrict__ boundV,
@@ -97,30 +132,8 @@ __global__ void __launch_bounds__(128) dp_fill(PAIRS_ARGS, const int* __restrict
             int hup = hnext, vup = vnext, hdiag = diag0;
             if (j < n) tnext = tg[j], hnext = bH[(j + 1) * 32], vnext = bV[(j + 1) * 32];
             diag0 = hup;
-            uint64_t word = 0;
-#pragma unroll
-            for (int r = 0; r < ROWS; ++r) {
-                const int vo = hup - go, ve = vup - ge, v = max(vo, ve);
-                const int zo = hl[r] - go, ze = z[r] - ge, zz = max(zo, ze);
-                const int d = hdiag + row[qc[r]];
-                int h = max(d, max(v, zz));
-                if (TRACE) {
-                    int src = d == h ? FROM_DIAG : v == h ? FROM_V : FROM_Z;
-                    if (MODE == LOCAL && h <= 0) src = FROM_ZERO;
-                    word |= (uint64_t)(src | (ve > vo) << 2 | (ze > zo) << 3) << (4 * r);
-                }
-                if (MODE == LOCAL) {
-                    h = max(h, 0);
-                    if (h > best && r <= last) best = h, bi = i0 + r + 1, bj = j;
-                } else if (r == last && (MODE == SEMI ? h > best : j == n)) {
-                    best = h, bj = j;
-                }
-                hdiag = hl[r];
-                hl[r] = h;
-                z[r] = zz;
-                hup = h;
-                vup = v;
-            }
+            const uint64_t word =
+                stripe_column<MODE, TRACE>(row, qc, hl, z, hup, vup, hdiag, go, ge, i0, last, j, n, best, bi, bj);
             bH[j * 32] = hup;
             bV[j * 32] = vup;
             if (TRACE) ds[(j - 1) * 32] = word;
@@ -218,30 +231,8 @@ __global__ void __launch_bounds__(128) dp_long(PAIRS_ARGS, const int* __restrict
                     const int* __restrict__ row = S + tc[c] * K;
                     int hup = hin[c], vup = vin[c], hdiag = diag0;
                     diag0 = hup;
-                    uint64_t word = 0;
-#pragma unroll
-                    for (int r = 0; r < ROWS; ++r) {
-                        const int vo = hup - go, ve = vup - ge, v = max(vo, ve);
-                        const int zo = hl[r] - go, ze = z[r] - ge, zz = max(zo, ze);
-                        const int d = hdiag + row[qc[r]];
-                        int h = max(d, max(v, zz));
-                        if (TRACE) {
-                            int src = d == h ? FROM_DIAG : v == h ? FROM_V : FROM_Z;
-                            if (MODE == LOCAL && h <= 0) src = FROM_ZERO;
-                            word |= (uint64_t)(src | (ve > vo) << 2 | (ze > zo) << 3) << (4 * r);
-                        }
-                        if (MODE == LOCAL) {
-                            h = max(h, 0);
-                            if (h > best && r <= last && j <= n) best = h, bi = i0 + r + 1, bj = j;
-                        } else if (r == last && (MODE == SEMI ? h > best && j <= n : j == n)) {
-                            best = h, bj = j;
-                        }
-                        hdiag = hl[r];
-                        hl[r] = h;
-                        z[r] = zz;
-                        hup = h;
-                        vup = v;
-                    }
+                    const uint64_t word = stripe_column<MODE, TRACE>(row, qc, hl, z, hup, vup, hdiag, go, ge, i0, last,
+                                                                     j, n, best, bi, bj);
                     hout[c] = hup;
                     vout[c] = vup;
                     if (TRACE) ds[((long long)x * COLS + c) * 32] = word;
