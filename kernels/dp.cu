@@ -55,6 +55,18 @@ __device__ __forceinline__ int first_column(int i, int go, int ge) {
     return (MODE == LOCAL || i == 0) ? 0 : -(go + (i - 1) * ge);
 }
 
+// a stripe's query letters (rows i0 + 1 .. i0 + ROWS, 0 past m) and its column 0 (H; Z minus infinity)
+template <int MODE>
+__device__ __forceinline__ void stripe_start(const unsigned char* q, int m, int i0, int go, int ge,
+                                             int (&qc)[ROWS], int (&hl)[ROWS], int (&z)[ROWS]) {
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        qc[r] = i0 + r < m ? q[i0 + r] : 0;
+        hl[r] = first_column<MODE>(i0 + r + 1, go, ge);
+        z[r] = NEG_INF;
+    }
+}
+
 // one column j of a stripe (rows i0 + 1 .. i0 + ROWS; `last`: the stripe row of DP row m): from the row
 // above (hup, vup; hdiag = H[i0][j - 1]) and the stripe's H and Z of column j - 1 (hl, z), which become
 // column j's; hup and vup become the stripe's last row; the answer (best, bi, bj) is kept up to date
@@ -117,12 +129,7 @@ __global__ void __launch_bounds__(128) dp_fill(PAIRS_ARGS, const int* __restrict
     int best = MODE == LOCAL ? 0 : first_column<MODE>(m, go, ge), bi = MODE == LOCAL ? 0 : m, bj = 0;
     for (int i0 = 0; i0 < m; i0 += ROWS) {
         int qc[ROWS], hl[ROWS], z[ROWS];
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-            qc[r] = i0 + r < m ? q[i0 + r] : 0;
-            hl[r] = first_column<MODE>(i0 + r + 1, go, ge);
-            z[r] = NEG_INF;
-        }
+        stripe_start<MODE>(q, m, i0, go, ge, qc, hl, z);
         const int last = m - 1 - i0;  // the stripe row of DP row m (when < ROWS)
         uint64_t* __restrict__ ds = dr + (long long)(i0 / ROWS) * maxn * 32;
         int diag0 = first_column<MODE>(i0, go, ge);  // H[i0][j - 1]
@@ -197,12 +204,7 @@ __global__ void __launch_bounds__(128) dp_long(PAIRS_ARGS, const int* __restrict
     for (int tile = 0; tile * 32 * ROWS < m; ++tile) {
         const int i0 = (tile * 32 + lane) * ROWS;
         int qc[ROWS], hl[ROWS], z[ROWS];
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-            qc[r] = i0 + r < m ? q[i0 + r] : 0;
-            hl[r] = first_column<MODE>(i0 + r + 1, go, ge);
-            z[r] = NEG_INF;
-        }
+        stripe_start<MODE>(q, m, i0, go, ge, qc, hl, z);
         const int last = m - 1 - i0;
         uint64_t* __restrict__ ds = dr + (long long)tile * steps * COLS * 32;
         int diag0 = first_column<MODE>(i0, go, ge);  // H[i0][j - 1] of the step's first column
