@@ -1,6 +1,6 @@
 // dp.cu -- general scoring (gpu_dp.py): Gotoh's affine-gap DP with a substitution matrix, global,
-// local (Smith-Waterman) or semi-global (query end to end, the target's two ends free), one thread per
-// pair (inter-sequence parallelism), int32 scores.
+// local (Smith-Waterman) or semi-global (query end to end, the target's two ends free), int32 scores;
+// short pairs one thread each (dp_fill, inter-sequence parallelism), long pairs a warp each (dp_long).
 //
 // Scores are scores (higher is better): H = max(diagonal + S[q][t], V, Z[, 0 when local]);
 // V (a query-only base, CIGAR I) = max(H_up - go, V_up - ge); Z (a target-only base, CIGAR D) =
@@ -42,7 +42,8 @@ enum { FROM_DIAG = 0, FROM_V = 1, FROM_Z = 2, FROM_ZERO = 3 };
 enum { OP_I = 1, OP_D = 2, OP_EQ = 7, OP_X = 8 };
 
 // one launch's pairs, by thread: order[t] is the pair of thread t (-1: none); per warp, its longest
-// target (w_maxn) and where its boundary rows (w_bound, in ints) and direction words (w_dir) start
+// target (w_maxn) and where its boundary rows (w_bound, in ints) and direction words (w_dir) start.
+// dp_long and dp_trace<MODE, true> read order, w_bound and w_dir by pair (warp, thread) instead.
 #define PAIRS_ARGS                                                                                        \
     const unsigned char *__restrict__ codes, const int *__restrict__ order, int nthreads,                 \
         const int *__restrict__ qoff, const int *__restrict__ qlen, const int *__restrict__ toff,         \
@@ -218,7 +219,7 @@ __global__ void __launch_bounds__(128) dp_long(PAIRS_ARGS, const int* __restrict
         }
         for (int x = 0; x < steps; ++x) {
             const int j0 = (x - lane) * COLS + 1;
-            int hout[COLS], vout[COLS], tn[COLS], hn[COLS], vn[COLS];
+            int hout[COLS] = {}, vout[COLS] = {}, tn[COLS], hn[COLS], vn[COLS];  // (idle lanes shuffle zeros)
 #pragma unroll
             for (int c = 0; c < COLS; ++c) {  // the next step's inputs, loaded ahead
                 const int j = j0 + COLS + c;

@@ -275,6 +275,7 @@ def test_gpu_equals_cpu_scores(mode, monkeypatch):
             res = align(gpu, qs, ts, cfg)
             for i in range(0, len(qs), 7):
                 assert rescore(qs[i], ts[i], res, i, cfg) == res.score[i]
+        monkeypatch.setattr(gpu_dp, "MAX_CELLS", 50 * 50)
         monkeypatch.setattr(gpu_dp, "LONG_MAX_CELLS", 50 * 50)
         qs, ts = random_pairs(23, "ACGT", 100, 120)
         cfg = dna_cfg(mode)
@@ -288,11 +289,14 @@ def test_gpu_equals_cpu_scores(mode, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
-def test_gpu_long_pairs(mode, monkeypatch):
-    """dp_long (a warp per pair) on pairs up to 3 kbp, some beyond dp_fill's cell limit: scores equal
-    cpu-dp's, CIGARs re-scored; and every pair forced onto dp_long gives dp_fill's very CIGARs and
-    coordinates (the same tie rule), over launches cut small."""
+@pytest.mark.parametrize("cols", [1, 2])
+def test_gpu_long_pairs(mode, cols, monkeypatch):
+    """dp_long (a warp per pair; cols: columns per lane and step) on pairs up to 3 kbp, some beyond
+    dp_fill's cell limit: scores equal cpu-dp's, CIGARs re-scored; and every pair forced onto dp_long
+    gives dp_fill's very CIGARs and coordinates (the same tie rule), over launches cut small."""
     from gpualign.engines import gpu_dp
+
+    monkeypatch.setattr(gpu_dp, "COLS", cols)
 
     rng = np.random.default_rng(24)
     qs = ["".join(rng.choice(list("ACGT"), rng.integers(200, 3000))) for _ in range(40)]
@@ -347,14 +351,15 @@ def test_gpu_engine_limits():
     from gpualign.engines import gpu_dp
 
     e = gpu_dp.GpuDpEngine()
-    batch = PairBatch.from_sequences([b"ACGT" * 50, b"A" * 3000, b"A" * 40_000, b"A"],
-                                     [b"ACGT" * 50, b"A" * 3000, b"A" * 30_000, b"A"])
-    assert e.accepts(batch, dna_cfg("local")).tolist() == [True, True, False, True]  # 1.2e9 > 2^30 cells
+    batch = PairBatch.from_sequences([b"ACGT" * 50, b"A" * 3000, b"A" * 40_000, b"A" * 8, b"A"],
+                                     [b"ACGT" * 50, b"A" * 3000, b"A" * 30_000, b"A" * 3_000_000, b"A"])
+    # 40,000 x 30,000 > 2^30 cells; 8 x 3M fills whole tiles of 512 rows: 512 x 3M > 2^30 too
+    assert e.accepts(batch, dna_cfg("local")).tolist() == [True, True, False, False, True]
     assert e.accepts(batch, dna_cfg("local", distance_only=True)).all()  # no directions: no cell limit
-    assert gpu_dp.is_long(batch.q_len.astype(np.int64), batch.t_len.astype(np.int64)).tolist() == [False, True, True,
-                                                                                                   False]
+    assert gpu_dp.is_long(batch.q_len.astype(np.int64), batch.t_len.astype(np.int64)).tolist() == [
+        False, True, True, True, False]
     huge = AlignConfig(metric="affine", penalties=Penalties(3, 700_000, 2), scoring=Scoring(mode="local", match=2))
-    assert e.accepts(batch, huge).tolist() == [False, False, False, True]  # 400 * 700,005 >= 2^28
+    assert e.accepts(batch, huge).tolist() == [False, False, False, False, True]  # 400 * 700,005 >= 2^28
     assert not e.accepts(batch, AlignConfig(metric="affine")).any()  # WFA's model: the wavefront engines
 
 

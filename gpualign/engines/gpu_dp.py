@@ -31,7 +31,7 @@ COLS = 1  # dp_long's columns per lane and step (dp.cu's COLS, passed to it)
 MAX_LETTERS = 32  # the matrix lives in shared memory
 MAX_CELLS = 1 << 22  # the most cells of a pair for dp_fill
 LONG_ROWS, LONG_CELLS = 384, 1 << 17  # pairs with at least these query rows and cells go to dp_long (measured)
-LONG_MAX_CELLS = 1 << 30  # larger pairs with CIGARs go to cpu-dp (directions: half a byte per cell)
+LONG_MAX_CELLS = 1 << 30  # dp_long pairs with CIGARs over this many cells (whole tiles) go to cpu-dp
 SCORE_LIMIT = 1 << 28  # and pairs whose scores could reach it (dp.cu's -infinity is -2^29, int32 lanes)
 DIR_BYTES = 2 << 30  # direction words per dp_fill launch
 LONG_DIR_BYTES = None  # ... per dp_long launch; None: half the device's free memory
@@ -84,7 +84,8 @@ def warp_plan(ql: np.ndarray, tl: np.ndarray, order: np.ndarray, want: bool):
 
 
 def launches(words: np.ndarray, limit: int) -> list[tuple[int, int]]:
-    """Ranges [w0, w1) of warps (of long pairs) whose direction words fit limit bytes (at least one each)."""
+    """Ranges [w0, w1) of warps (dp_fill) or of pairs (dp_long) whose direction words fit limit bytes (at
+    least one each)."""
     out, w0, total = [], 0, 0
     for w, x in enumerate((words * 8).tolist()):
         if w > w0 and total + x > limit:
@@ -133,7 +134,8 @@ class GpuDpEngine(BatchEngine):
         p = cfg.effective_penalties  # |a path's score| <= (n + m) (max |S| + o + e)
         per_base = int(np.abs(self._table(cfg).array()).max()) + p.gap_open + p.gap_extend
         ql, tl = batch.q_len.astype(np.int64), batch.t_len.astype(np.int64)
-        room = (ql * tl <= LONG_MAX_CELLS) | cfg.distance_only
+        big = is_long(ql, tl)  # dp_long's directions: 16 cells per word, whole tiles of 512 rows
+        room = ~big | (long_words(ql, tl) * ROWS <= LONG_MAX_CELLS) | cfg.distance_only
         return room & ((ql + tl) * per_base < SCORE_LIMIT)
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
@@ -188,8 +190,7 @@ class GpuDpEngine(BatchEngine):
         bound = tl[order] + 1
         limit = LONG_DIR_BYTES
         if limit is None:
-            free = cupy.cuda.Device().mem_info[0] + cupy.get_default_memory_pool().free_bytes()
-            limit = max(DIR_BYTES, free // 2)
+            limit = (cupy.cuda.Device().mem_info[0] + cupy.get_default_memory_pool().free_bytes()) // 2
         for a, b in launches(words, limit):
             sel = order[a:b]
             args = (d_codes, cupy.asarray(sel.astype(np.int32)), np.int32(len(sel)), *d_meta,
@@ -213,7 +214,7 @@ class GpuDpEngine(BatchEngine):
     @trace.traced("dp trace")
     def _trace(self, name: str, args: tuple, room: np.ndarray, d_dir, ends: tuple, starts: tuple):
         """dp_trace (name) over one launch's pairs (room: each thread's most ops): starts (op count, start
-        row, start column by pair) filled; returns each thread's first op in, and, the CIGARs it wrote."""
+        row, start column by pair) filled; returns (each thread's first op in d_ops, d_ops: the CIGARs)."""
         import cupy
 
         d_off = cupy.asarray(_exclusive(room))

@@ -288,7 +288,6 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         u = min(ceiling, max(2 * u, u + STRIP_ROWS))
 
 
-JOB_WORDS = 13  # a row of kernels/bp_long.cu's job table (BP_JOB)
 
 
 class BpSplitter:
@@ -309,7 +308,7 @@ class BpSplitter:
         self.qc, self.tc, self.sigma = codes
         mod = load_module("bp_long.cu", ("bp_long_jobs", "bp_split_min", "bp_piece_codes"), BP_DEFINES)
         self.kern, self.best = mod.get_function("bp_long_jobs"), mod.get_function("bp_split_min")
-        self.gather = mod.get_function("bp_piece_codes")
+        self.piece_codes = mod.get_function("bp_piece_codes")
         self.warps = cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_SM  # in flight at most
         self.cells = 0
 
@@ -321,10 +320,27 @@ class BpSplitter:
         out = cupy.empty(int(end[-1]), dtype=dtype)
         seg = cupy.asarray(np.concatenate([end, pos, count, flags]).astype(np.int64))
         total = int(end[-1])
-        self.gather((min(65536, (total + 255) // 256),), (256,),
+        self.piece_codes((min(65536, (total + 255) // 256),), (256,),
                     (self.qc, self.tc, seg, np.int32(len(end)), np.int64(total), np.int32(pre), np.int32(scale),
                      np.int32(scale * self.sigma), out, np.int32(out.itemsize == 2)))
         return out, end - seg_len
+
+    def _launch_shape(self, nstrips: np.ndarray, slot_words: np.ndarray):
+        """bp_long_jobs' blocks, threads per block and each job's ring slots: every strip of the level may be
+        in flight; a job's ring holds min(its strips, warps launched) + 1 slots, the warps halved until a
+        quarter of the free memory (or BP_RING_BYTES) holds the rings."""
+        import cupy
+
+        free = cupy.cuda.Device().mem_info[0]
+        cap = min(free // 4, BP_RING_BYTES or free)
+        warps = int(min(self.warps, nstrips.sum()))
+        while True:
+            blocks = -(-warps // BP_WARPS_PER_BLOCK)
+            threads = 32 * min(warps, BP_WARPS_PER_BLOCK)
+            nslots = np.minimum(nstrips, blocks * threads // 32) + 1
+            if warps == 1 or (nslots * slot_words).sum() * 8 <= cap:
+                return blocks, threads, nslots
+            warps //= 2
 
     def _halves(self, p, swap, rows, cols, mid, klo, khi, fwd, bwd, off):
         """Every piece's two halves in one bp_long_jobs launch: piece k's forward half is job 2k (rows a
@@ -341,19 +357,7 @@ class BpSplitter:
         b0, b1 = np.repeat(np.where(swap, p.qa, p.ta), 2), np.repeat(np.where(swap, p.qb, p.tb), 2)
         a_t, rev = np.repeat(swap, 2).astype(np.int64), 2 * back.astype(np.int64)  # bp_piece_codes' flags
         nstrips, slot_words = _bp_geometry(np.minimum(r, c + khi), width)  # as _bp_launch's
-        # warps launched: every strip of the level can be in flight; a job's ring holds
-        # min(its strips, warps) + 1 slots, halved with the warps until a quarter of the free memory holds them
-        free = cupy.cuda.Device().mem_info[0]
-        cap = min(free // 4, BP_RING_BYTES or free)
-        warps = int(min(self.warps, nstrips.sum()))
-        while True:
-            nslots = np.minimum(nstrips, warps) + 1
-            if warps == 1 or (nslots * slot_words).sum() * 8 <= cap:
-                break
-            warps //= 2
-        blocks = (warps + BP_WARPS_PER_BLOCK - 1) // BP_WARPS_PER_BLOCK
-        threads = 32 * min(warps, BP_WARPS_PER_BLOCK)
-        nslots = np.minimum(nstrips, blocks * threads // 32) + 1
+        blocks, threads, nslots = self._launch_shape(nstrips, slot_words)
         acode, a_at = self._codes(nstrips * STRIP_ROWS + 64, np.where(back, a0 + r - 1, a0),
                                   np.minimum(r, nstrips * STRIP_ROWS), a_t | rev, 0, 1, cupy.uint8)
         bcode, b_at = self._codes(c + 2 * BPAD + 128, np.where(back, b1 - 1, b0), c, (1 - a_t) | rev, BPAD, 128,
@@ -368,7 +372,6 @@ class BpSplitter:
         table = np.stack([acode.data.ptr + a_at, bcode.data.ptr + 2 * b_at, ring.data.ptr + 8 * ring_at,
                           tops.data.ptr + 8 * tops_at, result.data.ptr + 4 * np.arange(len(r)), col, r, c, klo, khi,
                           nstrips, nslots, slot_words], axis=1).astype(np.int64)
-        assert table.shape[1] == JOB_WORDS
         order = np.argsort(-nstrips, kind="stable")  # rounds of tickets: strip s of every job that has one
         rounds = int(nstrips.max())
         first = np.concatenate([[0], np.cumsum(np.bincount(nstrips - 1, minlength=rounds)[::-1].cumsum()[::-1])])
