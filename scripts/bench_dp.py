@@ -17,6 +17,8 @@ with CIGARs decoded, in a process pool of the same size. One JSON line per set o
   python scripts/bench_dp.py --scale 0.01            # the dev machine
   python scripts/bench_dp.py --device gpu            # GPU chain, cpu-dp and parasail in one run
   python scripts/bench_dp.py --commands 200000        # whole `gpualign pairs` commands, GPU vs CPU, same scores
+  python scripts/bench_dp.py --device gpu --sets long --length 1500 --scale 20 --kernel fill   # gpu-dp's
+      two kernels on the same pairs (--kernel fill|long: every pair on dp_fill or on dp_long)
 """
 
 from __future__ import annotations
@@ -192,6 +194,16 @@ def commands(n: int, threads: int, json_path: str | None) -> None:
     print(f"same scores GPU and CPU: {scores['gpu'] == scores['cpu']} ({len(scores['cpu'])} pairs)")
 
 
+def force_kernel(kind: str) -> None:
+    """gpu-dp's route: auto (its rule), or every pair on dp_fill (a thread per pair) or dp_long (a warp)."""
+    from gpualign.engines import gpu_dp
+
+    if kind == "fill":
+        gpu_dp.LONG_ROWS, gpu_dp.LONG_CELLS, gpu_dp.MAX_CELLS = 1 << 62, 1 << 62, 1 << 62
+    elif kind == "long":
+        gpu_dp.LONG_ROWS, gpu_dp.LONG_CELLS = 0, 0
+
+
 def git_sha() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -209,6 +221,9 @@ def main() -> None:
     ap.add_argument("--score-only", action="store_true", help="scores without CIGARs")
     ap.add_argument("--skip-cpu-engine", action="store_true", help="with --device gpu: time parasail direct only")
     ap.add_argument("--json", help="append one JSON line per set to this file")
+    ap.add_argument("--length", type=int, default=0, help="queries and targets of this length (the sets' own: 0)")
+    ap.add_argument("--kernel", choices=("auto", "fill", "long"), default="auto",
+                    help="with --device gpu: gpu-dp's kernel for every pair (auto: its routing rule)")
     ap.add_argument("--commands", type=int, default=0, metavar="N",
                     help="instead: whole `gpualign pairs` commands on N pairs of the dna set, GPU vs CPU")
     a = ap.parse_args()
@@ -218,10 +233,11 @@ def main() -> None:
     threads = a.threads or len(os.sched_getaffinity(0))
     trace = not a.score_only
     gpu = a.device == "gpu"
+    force_kernel(a.kernel)
     print(f"{'set':8} {'pairs':>9} {'Gcells':>8} {'gpu s':>8} {'GCUPS':>7} {'cpu-dp s':>9} {'GCUPS':>7} "
           f"{'parasail s':>10} {'GCUPS':>7} {'gpu/parasail':>12}")
     for name in a.sets.split(","):
-        spec = SETS[name]
+        spec = dict(SETS[name], **(dict(qlen=a.length, tlen=a.length) if a.length else {}))
         n = max(1, int(round(spec["n"] * a.scale)))
         qs, ts = simulate(spec, n)
         cells = float(sum(len(q) * len(t) for q, t in zip(qs, ts)))
@@ -239,7 +255,8 @@ def main() -> None:
         if gpu:
             from gpualign.engines._cuda import gpu_status
 
-            row.update(gpu=gpu_status()[1], gpu_s=tg, gpu_gcups=rate(tg), gpu_routes=routes)
+            row.update(gpu=gpu_status()[1], gpu_s=tg, gpu_gcups=rate(tg), gpu_routes=routes, kernel=a.kernel,
+                       length=a.length or None)
         print(json.dumps(row), file=sys.stderr)
         if a.json:
             with open(a.json, "a") as fh:
