@@ -288,8 +288,6 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         u = min(ceiling, max(2 * u, u + STRIP_ROWS))
 
 
-
-
 class BpSplitter:
     """Hirschberg splits of many pieces of one pair at once (hirschberg.align_path's split): per piece,
     the bit-parallel kernel runs the left half of its longer side forwards and the right half backwards,
@@ -317,12 +315,12 @@ class BpSplitter:
         import cupy
 
         end = np.cumsum(seg_len)
-        out = cupy.empty(int(end[-1]), dtype=dtype)
-        seg = cupy.asarray(np.concatenate([end, pos, count, flags]).astype(np.int64))
         total = int(end[-1])
+        out = cupy.empty(total, dtype=dtype)
+        seg = cupy.asarray(np.concatenate([end, pos, count, flags]).astype(np.int64))
         self.piece_codes((min(65536, (total + 255) // 256),), (256,),
-                    (self.qc, self.tc, seg, np.int32(len(end)), np.int64(total), np.int32(pre), np.int32(scale),
-                     np.int32(scale * self.sigma), out, np.int32(out.itemsize == 2)))
+                         (self.qc, self.tc, seg, np.int32(len(end)), np.int64(total), np.int32(pre), np.int32(scale),
+                          np.int32(scale * self.sigma), out, np.int32(out.itemsize == 2)))
         return out, end - seg_len
 
     def _launch_shape(self, nstrips: np.ndarray, slot_words: np.ndarray):
