@@ -120,7 +120,10 @@ class ClusterAligner:
                          "distributed.worker.daemon": False,  # workers may fork the CPU engine's pool
                          "distributed.admin.low-level-log-length": 1 << 20,  # every batch's start event
                          "logging.distributed": "critical", "temporary-directory": self.scratch or None})
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        # distributed gives some of its loggers their own level at import (distributed.client: warning,
+        # its "Couldn't gather ... rescheduling" on an interrupt): each one is quietened, not only the parent
+        for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "distributed"]:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         host_cores = usable_cores()
         if s.scheduler:
             try:

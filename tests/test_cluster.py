@@ -1,6 +1,7 @@
 """The distributed path (`--gpus`, `--scheduler`, `--cpu-workers`) on a local CPU Dask cluster: the same
 bytes as a one-process run, a worker killed mid-run loses nothing, and bad options are refused."""
 
+import logging
 import os
 import signal
 import subprocess
@@ -106,6 +107,10 @@ def test_worker_killed_mid_run_loses_nothing(inputs, tmp_path):
     rows = dict(summary.rows())
     assert summary.pairs == 3000 and summary.failed == 0
     assert int(rows["retried_batches"]) >= 1
+    # Dask's log lines stay off our stderr: distributed.client has a level of its own (its "Couldn't gather"
+    # warning once reached an interrupted run's stderr)
+    assert all(logging.getLogger(n).getEffectiveLevel() >= logging.CRITICAL
+               for n in ("distributed", "distributed.client", "distributed.worker"))
 
 
 @pytest.mark.parametrize("args,message", [
