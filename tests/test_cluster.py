@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("distributed")
 
 from gpualign.cluster import ClusterSpec  # noqa: E402
+from gpualign.cluster_worker import START_EVENT  # noqa: E402
 from gpualign.config import AlignConfig  # noqa: E402
 from gpualign.pipeline import run_pairs  # noqa: E402
 
@@ -82,7 +83,7 @@ def test_genome_on_cpu_workers(tmp_path):
 
 
 def test_worker_killed_mid_run_loses_nothing(inputs, tmp_path):
-    """One worker SIGKILLed after the first batch is written: its batches run again elsewhere, the output
+    """One worker SIGKILLed mid-batch once a batch is written: its batches run again elsewhere, the output
     is byte for byte the one-process run's, and the summary counts the batches that were re-run."""
     from distributed import Client, LocalCluster
 
@@ -92,13 +93,20 @@ def test_worker_killed_mid_run_loses_nothing(inputs, tmp_path):
     run_pairs(a, b, str(ref), None, cfg, "test")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
-        pids = list(client.run(os.getpid).values())
+        pids = client.run(os.getpid)  # worker address -> pid
         killed = []
 
         def progress(pairs, bases):
-            if not killed:
-                os.kill(pids[0], signal.SIGKILL)
-                killed.append(pairs)
+            """Kill a worker running a batch whose start the scheduler has logged (an idle worker leaves
+            nothing to re-run, and a start event still in the dying worker's send buffer is never counted)."""
+            if killed:
+                return
+            started = {m["batch"] for _, m in client.get_events(START_EVENT) if isinstance(m, dict)}
+            for w, keys in client.processing().items():
+                if any(int(str(key).rsplit("-", 1)[1]) in started for key in keys):
+                    os.kill(pids[w], signal.SIGKILL)
+                    killed.append(pairs)
+                    return
 
         out = tmp_path / "dist.paf"
         summary = run_pairs(a, b, str(out), None, cfg, "test", progress=progress,
