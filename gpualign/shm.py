@@ -10,11 +10,15 @@ one that takes it (take, write_to, discard). Its maker leaves it out of the reso
 
 from __future__ import annotations
 
+import mmap
+import os
 from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
 from . import interrupt, trace
+
+SHM_DIR = "/dev/shm"  # where POSIX shared memory lives (Linux)
 
 
 def put(parts) -> str:
@@ -68,3 +72,24 @@ def discard(name: str) -> None:
         return
     block.close()
     block.unlink()
+
+
+def mapped(name: str, size: int = 0) -> np.ndarray:
+    """Block name mapped here as a uint8 array, made first (of size bytes) when size > 0. The mapping lasts
+    as long as the array or a view of it; the maker unlinks the block (unlink), or finish() does after an
+    interrupt. Made straight in /dev/shm, out of Python's resource tracker: a block used again and again
+    is kept by its maker, whatever process maps it."""
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR | (os.O_CREAT | os.O_EXCL if size else 0), 0o600)
+    try:
+        if size:
+            os.ftruncate(fd, size)
+        return np.frombuffer(mmap.mmap(fd, size), np.uint8)
+    finally:
+        os.close(fd)
+
+
+def unlink(name: str) -> None:
+    try:
+        os.unlink(os.path.join(SHM_DIR, name))
+    except FileNotFoundError:
+        pass

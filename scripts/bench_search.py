@@ -14,6 +14,7 @@ strands searched everywhere). GPU and CPU hits on the --cpu-mbp slice (in 1 Mbp 
 byte for byte.
 
   python scripts/bench_search.py --sets a,b,c --genome-mbp 3100 --cpu-mbp 20
+  python scripts/bench_search.py --genome-mbp 1000 --read-only 0,2      # the text reader alone
 """
 
 from __future__ import annotations
@@ -150,6 +151,36 @@ def engine_only(mbp: int, variants: list) -> None:
                               "cands": len(got.ps)}), flush=True)
 
 
+def read_only(genome: str, workers: list, repeats: int) -> None:
+    """The text reader alone (search.text.TextReader, GPU chunk size) over the genome FASTA: one stream read
+    here (0 workers) or ranges read by N worker processes; each chunk given back at once (as the search does
+    once it is scanned). The FASTA is read once first (page cache)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    from gpualign.search.run import GPU_CHUNK
+    from gpualign.search.text import TextReader
+
+    with open(genome, "rb") as fh:
+        while fh.read(1 << 26):
+            pass
+    for w in workers:
+        pool = ProcessPoolExecutor(w, mp_context=mp.get_context("fork")) if w else None
+        if pool is not None:
+            pool.submit(int).result()
+        for rep in range(repeats):
+            t0, bases = time.perf_counter(), 0
+            reader = TextReader(genome, GPU_CHUNK, 25, 48, pool, max(1, w))
+            for ch in reader:
+                bases += int(ch.length.sum())
+                reader.release(ch)
+            dt = time.perf_counter() - t0
+            print(json.dumps({"read_only": genome, "workers": w, "rep": rep, "bases": bases, "s": round(dt, 3),
+                              "Mbp_s": round(bases / dt / 1e6)}), flush=True)
+        if pool is not None:
+            pool.shutdown()
+
+
 def count_hits(path: str) -> int:
     with open(path, "rb") as fh:
         return sum(1 for _ in fh) - 1
@@ -167,6 +198,9 @@ def main() -> None:
     ap.add_argument("--skip-cpu", action="store_true")
     ap.add_argument("--engine-only", type=int, default=0, help="time the GPU engine on this many Mbp in memory")
     ap.add_argument("--variants", default="", help="kernel -D variants for --engine-only, comma-separated")
+    ap.add_argument("--read-only", default="", help="time the text reader alone on the genome with these numbers "
+                    "of worker processes, comma-separated (0: one stream)")
+    ap.add_argument("--repeats", type=int, default=2)
     a = ap.parse_args()
     if a.engine_only:
         engine_only(a.engine_only, a.variants.split(",") if a.variants else [""])
@@ -177,6 +211,9 @@ def main() -> None:
     if not os.path.exists(genome):
         write_genome(genome, a.genome_mbp, a.record_mbp)
     print(f"genome {a.genome_mbp} Mbp ready in {time.perf_counter() - t0:.1f} s", flush=True)
+    if a.read_only:
+        read_only(genome, [int(w) for w in a.read_only.split(",")], a.repeats)
+        return
     head = first_bases(genome, max(a.cpu_mbp, 100) * 1_000_000)
     slice_fa = os.path.join(a.workdir, f"slice_{a.cpu_mbp}.fa")
     with open(slice_fa, "wb") as fh:

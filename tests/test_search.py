@@ -214,7 +214,7 @@ def test_mixed_lengths_across_chunk_borders(tmp_path, device):
 
 
 def test_text_names_and_block_borders(tmp_path, monkeypatch):
-    import gpualign.search.text as T
+    import gpualign.search.text_scan as T
     from gpualign.errors import InputError
 
     patterns = {"p": "ACGT"}

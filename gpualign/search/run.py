@@ -100,7 +100,7 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
     pats = PT.read(patterns_path, cfg.k, cfg.strand, cfg.force)
     TextReader.check(text_path)  # before any engine starts
     summary = SearchSummary(patterns=len(pats.names), pattern_strands=pats.n)
-    pool = trace_pool(cfg.n_threads)  # forked now: before CUDA and any thread
+    pool = worker_pool(cfg.n_threads)  # forked now: before CUDA and any thread
     try:
         _search(pats, text_path, out, fmt, cfg, command_line, notice, summary, pool, report, cluster)
     finally:
@@ -123,7 +123,7 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
     context, gap = kind.geometry(pats, cfg.k)
     summary.engine = kind.name
     chunk = cfg.chunk_bases or (GPU_CHUNK if kind.name.startswith("gpu") else CPU_CHUNK)
-    reader = TextReader(text_path, chunk, context, gap)
+    reader = TextReader(text_path, chunk, context, gap, pool, cfg.n_threads)  # (the pool reads a plain file too)
     collector = Collector(pats, cfg.k, cfg.all_ends, cfg.rule, pool)
     output = Output(out, binary_via_path=(fmt == "bam"))
     writer = remote = ahead = None
@@ -219,8 +219,9 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends the workers
 
 
-def trace_pool(threads: int):
-    """Worker processes for the hits' alignments (hits.trace), all forked at once, or None for one thread."""
+def worker_pool(threads: int):
+    """Worker processes, all forked at once, that read a plain text file's ranges (text.py) and align the
+    hits (hits.trace); None for one thread."""
     if threads <= 1:
         return None
     pool = ProcessPoolExecutor(threads, mp_context=mp.get_context("fork"), initializer=_ignore_sigint)

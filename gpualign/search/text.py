@@ -1,20 +1,20 @@
-"""The searched text, streamed: FASTA (plain, gzip or bgzip) read in blocks and cut into chunks of at most
-`chunk` bases, each a list of pieces of records. A piece repeats the `context` bases before it in its
-record, so that every hit ending in the piece is found there whole; no hit spans two records. Memory is
-bounded by the chunk size, whatever the size of the text or of its records."""
+"""The searched text, streamed: FASTA (plain, gzip or bgzip; text_scan.py reads it) cut into chunks of
+about `chunk` bytes, each a list of pieces of records. A piece repeats the `context` bases before it in
+its record, so that every hit ending in the piece is found there whole; no hit spans two records. Codes
+are copied into the chunk's buffer as they come. Memory is bounded by the chunk size, whatever the size
+of the text or of its records."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import InputError
-from ..io import fastx, fastx_fast
+from ..io import fastx
 from . import alphabet as A
+from . import text_scan
 
-BLOCK = 1 << 24  # bytes read at a time
 ALIGN = 16  # pieces start at multiples of 16 in a chunk's buffer (the kernel's loads)
 
 
@@ -52,11 +52,16 @@ class Records:
 
 
 class TextReader:
-    """Iterate to get Chunks; `records` fills in as the file is read."""
+    """Iterate to get Chunks; `records` fills in as the file is read. pool: a fork ProcessPoolExecutor of
+    `workers` processes that read a plain file in ranges (text_scan.py), or None."""
 
-    def __init__(self, path: str, chunk: int, context: int, gap: int = ALIGN):
+    def __init__(self, path: str, chunk: int, context: int, gap: int = ALIGN, pool=None, workers: int = 1):
         self.path, self.chunk, self.context = path, max(chunk, 4 * ALIGN), context
         self.gap = -(-max(gap, ALIGN) // ALIGN) * ALIGN  # PAD bytes before each piece
+        self.pool, self.workers = pool, workers
+        # a chunk's bytes: pieces are cut once `chunk` is reached, and a piece takes at least chunk // 4 new
+        # bases, so: chunk + that + one piece's context, gap and rounding, and the PAD after the last piece
+        self.capacity = self.chunk + self.chunk // 4 + context + 3 * self.gap + 2 * ALIGN
         self.records = Records()
         self._free: list = []  # chunk buffers given back (release), reused: fresh pages cost more than copies
 
@@ -64,12 +69,12 @@ class TextReader:
         """The caller is done with chunk: its buffer may hold a later chunk (call from any thread)."""
         self._free.append(chunk.codes.base if chunk.codes.base is not None else chunk.codes)
 
-    def _buffer(self, size: int) -> np.ndarray:
+    def _buffer(self) -> np.ndarray:
         while self._free:
             b = self._free.pop()
-            if len(b) >= size:
-                return b[:size]
-        return np.empty(max(size, self.chunk + 4 * self.gap + 4 * self.context), dtype=np.uint8)[:size]
+            if len(b) >= self.capacity:
+                return b
+        return np.empty(self.capacity, dtype=np.uint8)
 
     @staticmethod
     def check(path: str) -> None:
@@ -77,127 +82,47 @@ class TextReader:
         if path == fastx.STDIN:
             return
         fastx.sniff(path)
-        with _open(path) as fh:
-            head = _read(fh, 1 << 16, path, 1).lstrip()
+        with text_scan.open_text(path) as fh:
+            head = text_scan.read(fh, 1 << 16, path, 1).lstrip()
         if head[:1] != b">":
             raise InputError(f"{fastx.display_name(path)}: the text must be FASTA (records start with '>')")
 
     def __iter__(self):
         name = fastx.display_name(self.path)
-        parts: list = []  # (record, rec_start, [code blocks: context first], length of the new codes, last)
-        size = 0
-        tail = b""  # the record's last `context` codes before the pending piece
-        blocks: list = []  # the current record's codes not yet cut into a piece
-        held = 0  # their length
-        rec, rec_pos = -1, 0  # record index, record coordinate of blocks' first base
-        header = None  # bytes of a header line being read, or None inside sequence
-
-        def cut(new: list, n: int, last: bool):
-            nonlocal tail, rec_pos, size
-            parts.append((rec, rec_pos - len(tail), [tail] + new, n, last))
-            size += len(tail) + n + self.gap  # (the gaps count: many short records make many)
-            keep, want = [], self.context
-            for blk in reversed([tail] + new):  # the context of the next piece: the last bases so far
-                if want <= 0:
-                    break
-                keep.append(blk[max(0, len(blk) - want):])
-                want -= len(keep[-1])
-            tail = b"".join(reversed(keep))
-            rec_pos += n
-
-        def emit():
-            nonlocal parts, size
-            out, parts, size = self._chunk(parts), [], 0
-            return out
-
+        out = _Builder(self)
+        rec = -1
+        where = [1]  # the record being read, for read errors
         seen: set = set()  # record names (SAM needs them unique)
-        last_byte = 10  # the previous block's last byte
-        with _open(self.path) as fh:
-            while True:
-                data = _read(fh, BLOCK, name, max(rec, 0) + 1)
-                if not data:
-                    break
-                pos = 0
-                before, last_byte = last_byte, data[-1]
-                while pos < len(data):
-                    if header is not None:
-                        nl = data.find(b"\n", pos)
-                        if nl < 0:
-                            header += data[pos:]
-                            break
-                        header += data[pos:nl]
-                        self._named(name, rec, header, seen)
-                        header, pos = None, nl + 1
-                        continue
-                    gt = data.find(b">", pos)
-                    end = len(data) if gt < 0 else gt
-                    if rec < 0:
-                        if data[pos:end].strip():
-                            raise InputError(f"{name}: text before the first '>' header")
-                        if gt < 0:
-                            break
-                        rec, header, pos = 0, b"", gt + 1
-                        continue
-                    if (data[gt - 1] if gt > 0 else before) != 10 and gt >= 0:
-                        raise InputError(f"{name}: record {rec + 1}: '>' inside a sequence line")
-                    raw = data[pos:end] if pos or end < len(data) else data
-                    codes = A.to_codes(raw)
-                    if A.BAD in codes:
-                        self._bad(name, rec, rec_pos + held, raw, codes)
-                    if codes:
-                        blocks.append(codes)
-                        held += len(codes)
-                    self.records.lengths[rec] += len(codes)
-                    while held >= self.chunk:  # a long record: cut a piece of `chunk` bases
-                        take, n = [], 0
-                        while blocks and n + len(blocks[0]) <= self.chunk:
-                            n += len(blocks[0])
-                            take.append(blocks.pop(0))
-                        if n < self.chunk:
-                            first = blocks[0]
-                            take.append(first[:self.chunk - n])
-                            blocks[0] = first[self.chunk - n:]
-                        held -= self.chunk
-                        cut(take, self.chunk, False)
-                        if size >= self.chunk:
-                            yield emit()
-                    if gt < 0:
-                        break
-                    cut(blocks, held, True)  # the record ends: its last piece
-                    if size >= self.chunk:
-                        yield emit()
+        items = text_scan.items(self.path, name, where, self.pool, self.workers)
+        try:
+            for it in items:
+                if it.header is not None:  # a record starts
+                    if rec >= 0:
+                        yield from out.end_record()
                     rec += 1
-                    rec_pos, tail, blocks, held, header, pos = 0, b"", [], 0, b"", gt + 1
-            if header is not None and rec >= 0:  # the file ends inside a header line: an empty record
-                self._named(name, rec, header, seen)
-            if rec < 0:
-                raise InputError(f"{name}: no FASTA records (empty input)")
-            if rec >= 0:
-                cut(blocks, held, True)
-            if parts:
-                yield emit()
-
-    def _chunk(self, parts: list) -> Chunk:
-        n = len(parts)
-        buf = np.zeros(n, np.int64)
-        at = 0
-        for i, (_, _, blks, _, _) in enumerate(parts):
-            at += self.gap
-            buf[i] = at
-            at += -(-sum(len(b) for b in blks) // ALIGN) * ALIGN
-        codes = self._buffer(at + self.gap)
-        prev = 0
-        for i, (_, _, blks, _, _) in enumerate(parts):
-            a = int(buf[i])
-            codes[prev:a] = A.PAD
-            for blk in blks:
-                codes[a:a + len(blk)] = np.frombuffer(blk, np.uint8)
-                a += len(blk)
-            prev = a
-        codes[prev:] = A.PAD
-        return Chunk(codes, buf, np.array([p[0] for p in parts], np.int64), np.array([p[1] for p in parts], np.int64),
-                     np.array([len(p[2][0]) for p in parts], np.int64), np.array([p[3] for p in parts], np.int64),
-                     np.array([p[4] for p in parts], bool))
+                    where[0] = rec + 1
+                    self._named(name, rec, it.header, seen)
+                    out.start_record(rec)
+                    continue
+                if rec < 0:
+                    if not it.blank or it.gt_inside:
+                        raise InputError(f"{name}: text before the first '>' header")
+                    continue
+                if it.gt_inside:
+                    raise InputError(f"{name}: record {rec + 1}: '>' inside a sequence line")
+                if it.bad >= 0:
+                    shown = repr(chr(it.byte)) if 32 < it.byte < 127 else f"byte 0x{it.byte:02x}"
+                    raise InputError(f"{name}: record {rec + 1}: {shown} at base {out.rec_pos + it.bad + 1} "
+                                     "is not a DNA/IUPAC letter")
+                self.records.lengths[rec] += len(it.codes)
+                yield from out.add(it.codes)
+        finally:
+            items.close()  # (ranges: the slots are freed)
+        if rec < 0:
+            raise InputError(f"{name}: no FASTA records (empty input)")
+        yield from out.end_record()
+        if out.pieces:
+            yield out.emit()
 
     def _named(self, name: str, rec: int, header: bytes, seen: set) -> None:
         """A header line read: the record's name (its first word; bytes that are not UTF-8 kept as they
@@ -212,27 +137,62 @@ class TextReader:
         self.records.names.append(nm)
         self.records.lengths.append(0)
 
-    @staticmethod
-    def _bad(name: str, rec: int, at: int, raw: bytes, codes: bytes) -> None:
-        i = codes.index(A.BAD)
-        ch = raw.translate(None, b"\r\n")[i]
-        shown = repr(chr(ch)) if 32 < ch < 127 else f"byte 0x{ch:02x}"
-        raise InputError(f"{name}: record {rec + 1}: {shown} at base {at + i + 1} is not a DNA/IUPAC letter")
 
+class _Builder:
+    """The chunk being filled, and the record piece open in it. A piece starts `gap` bytes after the
+    previous one's end rounded up to ALIGN (PAD between), with the record's last `context` codes before it;
+    it is cut once the chunk's bytes reach `chunk` (and it has taken chunk // 4 new bases), and the chunk
+    goes out then, or when a record ends past `chunk`."""
 
-def _read(fh, size: int, name: str, record: int) -> bytes:
-    """fh.read(size); damaged (gzip) input is an InputError naming the record being read."""
-    try:
-        return fh.read(size)
-    except fastx_fast._READ_ERRORS as e:
-        raise InputError(f"{name}: record {record}: corrupt or truncated input ({e})") from None
+    def __init__(self, reader: TextReader):
+        self.r = reader
+        self.buf = reader._buffer()
+        self.at = 0  # end of the bytes written
+        self.pieces: list = []  # (buffer offset, record, record coordinate of its first byte, context, length, last)
+        self.rec = -1
+        self.rec_pos = 0  # record coordinate of the next code
+        self.start = self.ctx = self.new = 0  # the open piece: buffer offset, context, new codes so far
 
+    def start_record(self, rec: int) -> None:
+        self.rec, self.rec_pos = rec, 0
+        self._open(b"")
 
-def _open(path: str):
-    if path == fastx.STDIN:
-        import sys
+    def _open(self, tail) -> None:
+        start = -(-self.at // ALIGN) * ALIGN + self.r.gap
+        self.buf[self.at:start] = A.PAD
+        self.buf[start:start + len(tail)] = np.frombuffer(tail, np.uint8)
+        self.start, self.ctx, self.new, self.at = start, len(tail), 0, start + len(tail)
 
-        return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
-    return fastx_fast._open_gz(path) if magic == b"\x1f\x8b" else open(path, "rb", buffering=0)
+    def _close(self, last: bool) -> None:
+        self.pieces.append((self.start, self.rec, self.rec_pos - self.new - self.ctx, self.ctx, self.new, last))
+
+    def add(self, codes):
+        """Copy codes into the open piece, cutting it (and giving out the chunk) where the chunk is full."""
+        done, n = 0, len(codes)
+        src = np.frombuffer(codes, np.uint8) if n else None
+        while done < n:
+            if self.at >= self.r.chunk and self.new >= self.r.chunk // 4:
+                tail = bytes(self.buf[self.at - min(self.r.context, self.ctx + self.new):self.at])
+                self._close(False)
+                yield self.emit()
+                self._open(tail)
+            take = min(n - done, max(self.r.chunk - self.at, self.r.chunk // 4 - self.new))
+            self.buf[self.at:self.at + take] = src[done:done + take]
+            self.at += take
+            self.new += take
+            self.rec_pos += take
+            done += take
+
+    def end_record(self):
+        self._close(True)
+        if self.at >= self.r.chunk:
+            yield self.emit()
+
+    def emit(self) -> Chunk:
+        end = -(-self.at // ALIGN) * ALIGN + self.r.gap
+        self.buf[self.at:end] = A.PAD
+        p = self.pieces
+        out = Chunk(self.buf[:end], *(np.array([x[i] for x in p], np.int64) for i in range(5)),
+                    np.array([x[5] for x in p], bool))
+        self.buf, self.at, self.pieces = self.r._buffer(), 0, []
+        return out

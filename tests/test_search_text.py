@@ -1,0 +1,134 @@
+"""The search's text reader: a plain file read in ranges by worker processes gives the same chunks, records
+and errors as the file read here as a stream, and both give back the records a plain parser finds, cut at
+every size of range and read block (headers, line ends, '>' and bad bytes on the borders)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import random
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pytest
+
+import gpualign.search.text as T
+import gpualign.search.text_scan as S
+from gpualign import interrupt
+from gpualign.errors import InputError
+from gpualign.search import alphabet as A
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with ProcessPoolExecutor(2, mp_context=mp.get_context("fork")) as p:
+        yield p
+
+
+def shm_blocks() -> set:
+    prefix = interrupt.shm_name().rsplit("_", 1)[0]
+    return {n for n in os.listdir("/dev/shm") if n.startswith(prefix)}
+
+
+def read(path, pool, chunk=50, context=7):
+    """(records' codes rebuilt from the chunks, names, lengths, the chunks' arrays) or the InputError's text."""
+    reader = T.TextReader(str(path), chunk, context, 16, pool, 2)
+    try:
+        chunks = list(reader)
+    except InputError as e:
+        return str(e)
+    seqs: dict = {}
+    for c, ch in enumerate(chunks):
+        ends = ch.buf + ch.context + ch.length
+        assert (ch.buf % T.ALIGN == 0).all() and ch.buf[0] >= reader.gap  # aligned, free rows before each
+        assert (ch.buf[1:] >= ends[:-1] + reader.gap).all()
+        pad = np.ones(len(ch.codes), bool)
+        for a, e in zip(ch.buf, ends):
+            pad[a:e] = False
+        assert (ch.codes[pad] == A.PAD).all() and len(ch.codes) - ends[-1] >= reader.gap
+        assert len(ch.codes) <= reader.capacity and (c == len(chunks) - 1 or len(ch.codes) >= chunk)
+        for i in range(ch.n):
+            rec, ctx, n = int(ch.record[i]), int(ch.context[i]), int(ch.length[i])
+            got = seqs.setdefault(rec, b"")
+            assert int(ch.rec_start[i]) + ctx == len(got)  # pieces follow each other
+            piece = ch.piece(i).tobytes()
+            assert piece[:ctx] == got[len(got) - ctx:]  # the context repeats the bases before
+            seqs[rec] = got + piece[ctx:]
+    arrays = [(c.codes.tobytes(), c.buf.tolist(), c.record.tolist(), c.rec_start.tolist(), c.context.tolist(),
+               c.length.tolist(), c.last.tolist()) for c in chunks]
+    return [seqs.get(r, b"") for r in range(len(reader.records.names))], reader.records.names, \
+        reader.records.lengths, arrays
+
+
+def random_fasta(rng: random.Random) -> tuple[bytes, list, list]:
+    """A FASTA file of varied shape, its record names and sequences (as codes)."""
+    eol = rng.choice([b"\n", b"\r\n"])
+    out, names, seqs = [rng.choice([b"", b"\n", b"  \n"])], [], []
+    for r in range(rng.randint(1, 6)):
+        name = f"r{r}" + rng.choice(["", "_" + "x" * rng.randint(1, 40)])
+        desc = rng.choice(["", " some description " * rng.randint(1, 4)])
+        seq = bytes(rng.choice(b"ACGTNacgtnRYKM") for _ in range(rng.choice([0, 1, rng.randint(2, 400)])))
+        width = rng.choice([1, 7, 60, 1000])
+        lines = [seq[i:i + width] for i in range(0, len(seq), width)]
+        out.append(b">" + (name + desc).encode() + eol + b"".join(x + eol for x in lines))
+        if rng.random() < 0.2:
+            out.append(eol)  # a blank line between records
+        names.append(name)
+        seqs.append(A.to_codes(seq))
+    data = b"".join(out)
+    if rng.random() < 0.3:
+        data = data.rstrip(b"\r\n")  # no line end at the end of the file
+    return data, names, seqs
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ranges_equal_stream_and_records(tmp_path, pool, monkeypatch, seed):
+    rng = random.Random(seed)
+    data, names, seqs = random_fasta(rng)
+    path = tmp_path / "t.fa"
+    path.write_bytes(data)
+    monkeypatch.setattr(S, "BLOCK", rng.choice([5, 16, 1 << 24]))
+    stream = read(path, None)
+    assert stream[0] == seqs and stream[1] == names and stream[2] == [len(s) for s in seqs]
+    for size in (3, 11, 64, max(3, len(data) // 2)):
+        monkeypatch.setattr(S, "RANGE", size)
+        assert read(path, pool) == stream, size
+
+
+@pytest.mark.parametrize("data,message", [
+    (b">a\nACGT\nAC-GT\n>b\nAC\n", "record 1: '-' at base 7 is not a DNA/IUPAC letter"),
+    (b">a\nACGT\n>b\nACGTACGTACGTACGT\nAC GT\n", "record 2: byte 0x20 at base 19 is not a DNA/IUPAC letter"),
+    (b">a\nACGTACGTACGTACGTACGTACGT\nACG\x01T\n", "record 1: byte 0x01 at base 28 is not a DNA/IUPAC letter"),
+    (b">a\nACGTACGTACGT>CGTAC\nACGT\n", "record 1: '>' inside a sequence line"),
+    (b">a\nACGTACGTACGTACGTACGT\nACGTAC\n>a x\nACGT\n", "record name 'a' appears twice"),
+    (b"ACGT\n>a\nACGTACGTACGTACGTACGT\n", "text before the first '>' header"),
+    (b"  >a\nACGTACGTACGTACGTACGT\n", "text before the first '>' header"),
+    (b"\n\n  \n\n\n\n\n\n\n\n\n\n\n\n\n", "no FASTA records (empty input)"),
+    (b">\nACGTACGTACGTACGTACGTACGT\n", "record 1: empty record name"),
+])
+def test_errors_the_same_both_ways(tmp_path, pool, monkeypatch, data, message):
+    path = tmp_path / "bad.fa"
+    path.write_bytes(data)
+    for block in (4, 1 << 24):
+        monkeypatch.setattr(S, "BLOCK", block)
+        assert message in read(path, None)
+    before = shm_blocks()
+    for size in (2, 5, 9, 1 << 23):
+        monkeypatch.setattr(S, "RANGE", size)
+        assert message in read(path, pool)
+    assert shm_blocks() == before  # the ranges in flight when the error came were freed
+
+
+def test_long_lines_and_headers_across_ranges(tmp_path, pool, monkeypatch):
+    """An unwrapped record far longer than a range, a header longer than several ranges, no final line end."""
+    rng = random.Random(5)
+    seq = bytes(rng.choice(b"ACGT") for _ in range(5000))
+    data = b">one " + b"d" * 300 + b"\n" + seq + b"\n>two\n" + seq[:777] + b"\n>" + b"h" * 250
+    path = tmp_path / "t.fa"
+    path.write_bytes(data)
+    want = [A.to_codes(seq), A.to_codes(seq[:777]), b""]
+    stream = read(path, None, chunk=1000, context=30)
+    assert stream[0] == want and stream[1] == ["one", "two", "h" * 250]
+    for size in (17, 100, 999):
+        monkeypatch.setattr(S, "RANGE", size)
+        assert read(path, pool, chunk=1000, context=30) == stream
