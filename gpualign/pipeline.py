@@ -205,12 +205,14 @@ def _timed(gen, stages: dict, key: str):
 class ReadAhead:
     """Batches produced by a thread (two ahead of the consumer) from the moment it is made: reading
     overlaps whatever the caller does next (engine start-up, alignment). Iterate it once; close()
-    stops the thread. Busy seconds of the producer go to stages["read"]."""
+    stops the thread. Busy seconds of the producer go to stages[stage] (stage None: the producer times
+    itself)."""
 
-    def __init__(self, batches, stages: dict, ahead: int = 2):
+    def __init__(self, batches, stages: dict, ahead: int = 2, stage: str | None = "read"):
         self.q: queue.Queue = queue.Queue(maxsize=ahead)
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(_timed(batches, stages, "read"),), daemon=True)
+        gen = batches if stage is None else _timed(batches, stages, stage)
+        self.thread = threading.Thread(target=self._run, args=(gen,), daemon=True)
         self.thread.start()
 
     def _run(self, gen) -> None:

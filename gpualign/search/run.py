@@ -126,7 +126,7 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
     reader = TextReader(text_path, chunk, context, gap, pool, cfg.n_threads)  # (the pool reads a plain file too)
     collector = Collector(pats, cfg.k, cfg.all_ends, cfg.rule, pool)
     output = Output(out, binary_via_path=(fmt == "bam"))
-    writer = remote = ahead = None
+    writer = remote = ahead = scanned = None
     per_pattern = np.zeros(len(pats.names), np.int64)
     warned = False
     try:
@@ -142,7 +142,8 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
         interrupt.phase("pools")
         writer = HitWriter(fmt, output.target, pats, command_line)
         ahead = ReadAhead(iter(reader), summary.stage_seconds, ahead=1)
-        for ch, cands in _scanned(ahead, engine, remote, pats, summary):
+        scanned = _scanned(ahead, engine, remote, pats, summary)
+        for ch, cands in scanned:
             t1 = time.perf_counter()
             summary.bases += int(ch.length.sum())
             done = []
@@ -177,6 +178,8 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
         raise
     finally:
         try:
+            if scanned is not None:
+                scanned.close()  # (its search thread told to stop)
             if ahead is not None:
                 ahead.close()
             if engine is not None:
@@ -192,12 +195,20 @@ def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
     cluster.ClusterAligner) from its workers, at most remote.window chunks in flight (summary.engine: the
     engines they ran)."""
     if remote is None:
-        for ch in chunks:
-            t = time.perf_counter()
-            interrupt.phase("search")
-            cands = engine.search(ch)
-            summary.stage_seconds["search"] += time.perf_counter() - t
-            yield ch, cands
+        def scan():
+            for ch in chunks:
+                t = time.perf_counter()
+                interrupt.phase("search")
+                cands = engine.search(ch)
+                summary.stage_seconds["search"] += time.perf_counter() - t
+                yield ch, cands
+
+        # a thread searches the next chunk while this one's hits are aligned and written
+        ahead = ReadAhead(scan(), summary.stage_seconds, ahead=1, stage=None)
+        try:
+            yield from ahead
+        finally:
+            ahead.close()
         return
     from ..cluster_worker import search_chunk
 
