@@ -122,7 +122,7 @@ class ClusterAligner:
                          "logging.distributed": "critical", "temporary-directory": self.scratch or None})
         # distributed gives some of its loggers their own level at import (distributed.client: warning,
         # its "Couldn't gather ... rescheduling" on an interrupt): each one is quietened, not only the parent
-        for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "distributed"]:
+        for name in [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] == "distributed"]:
             logging.getLogger(name).setLevel(logging.CRITICAL)
         host_cores = usable_cores()
         if s.scheduler:

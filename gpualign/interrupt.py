@@ -24,6 +24,7 @@ Python handler could run) in a forked child that the parent waits for in slices,
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import select
@@ -64,6 +65,8 @@ def install() -> None:
     for sig in EXIT_CODES:
         signal.signal(sig, _handler)
     os.register_at_fork(before=_before_fork, after_in_child=_in_child)
+    # at a normal exit too, no shared-memory block of the run is left (one a thread had not freed yet)
+    atexit.register(_unlink_prefixed, "/dev/shm", f"{SHM_PREFIX}{_root_pid}_")
 
 
 def _before_fork() -> None:

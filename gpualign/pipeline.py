@@ -110,13 +110,22 @@ def _spool_stdin() -> str:
 
 
 class Output:
-    """stdout, or a temporary file renamed over the target name at commit()."""
+    """stdout, or a temporary file renamed over the target name at commit(); a device or a pipe named as
+    the target (/dev/null, /dev/stdout, a FIFO, a shell's >(...)) is written in place, never replaced."""
 
     def __init__(self, path: str, binary_via_path: bool):
         self.path = path
         self.tmp = None
+        self.direct = path != "-" and os.path.exists(path) and not os.path.isfile(path)
         if path == "-":
             self.target = "-" if binary_via_path else sys.stdout.buffer
+        elif self.direct:
+            if os.path.isdir(path):
+                raise InputError(f"{path}: cannot write (a directory)")
+            try:
+                self.target = path if binary_via_path else open(path, "wb", buffering=1 << 20)
+            except OSError as e:
+                raise InputError(f"{path}: cannot write ({e.strerror})") from None
         else:
             d = os.path.dirname(os.path.abspath(path))
             try:
@@ -134,7 +143,7 @@ class Output:
     def commit(self) -> None:
         if not isinstance(self.target, str):
             self.target.flush()
-            if self.tmp:
+            if self.tmp or self.direct:
                 self.target.close()
         if self.tmp:
             umask = os.umask(0)  # mkstemp made the file 0600: give it the mode a plain open() would
@@ -145,6 +154,11 @@ class Output:
             self.tmp = None
 
     def abort(self) -> None:
+        if self.direct and not isinstance(self.target, str):
+            try:
+                self.target.close()
+            except OSError:
+                pass
         if self.tmp:
             if not isinstance(self.target, str):
                 try:
@@ -189,59 +203,84 @@ def aborting(writer):
 
 
 def _timed(gen, stages: dict, key: str):
-    """Iterate gen, adding the time spent producing each item to stages[key]."""
+    """Iterate gen, adding the time spent producing each item to stages[key]; closing this closes gen."""
     it = iter(gen)
-    while True:
-        t0 = time.perf_counter()
-        try:
-            item = next(it)
-        except StopIteration:
-            return
-        finally:
-            stages[key] += time.perf_counter() - t0
-        yield item
+    try:
+        while True:
+            t0 = time.perf_counter()
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            finally:
+                stages[key] += time.perf_counter() - t0
+            yield item
+    finally:
+        getattr(it, "close", lambda: None)()
 
 
 class ReadAhead:
     """Batches produced by a thread (two ahead of the consumer) from the moment it is made: reading
-    overlaps whatever the caller does next (engine start-up, alignment). Iterate it once; close()
-    stops the thread. Busy seconds of the producer go to stages[stage] (stage None: the producer times
-    itself)."""
+    overlaps whatever the caller does next (engine start-up, alignment). Iterate it once. close() stops
+    the thread (after the batch it is making) and closes the producer there, so that its own clean-up
+    runs; close(wait) also waits up to `wait` seconds for that. Busy seconds of the producer go to
+    stages[stage], and its phase is announced as `stage` (stage None: the producer does both itself)."""
 
     def __init__(self, batches, stages: dict, ahead: int = 2, stage: str | None = "read"):
         self.q: queue.Queue = queue.Queue(maxsize=ahead)
         self.stop = threading.Event()
+        self.stage = stage
         gen = batches if stage is None else _timed(batches, stages, stage)
         self.thread = threading.Thread(target=self._run, args=(gen,), daemon=True)
         self.thread.start()
 
+    def _put(self, item) -> bool:
+        """item queued, unless close() comes first (False)."""
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def _run(self, gen) -> None:
         try:
             for batch in gen:
-                interrupt.phase("read")
-                while not self.stop.is_set():
-                    try:
-                        self.q.put(batch, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if self.stop.is_set():
+                if self.stage:
+                    interrupt.phase(self.stage)
+                if not self._put(batch):
                     return
-            self.q.put(None)
+            self._put(None)
         except BaseException as e:  # noqa: BLE001 - forwarded to the consumer, which raises it
-            self.q.put(e)
+            self._put(e)
+        finally:
+            close = getattr(gen, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001 - stopping anyway; an error here was raised before
+                    pass
 
     def __iter__(self):
+        """The batches in order; ends early (no error) once close() is called."""
         while True:
-            item = self.q.get()
+            try:
+                item = self.q.get(timeout=0.1)
+            except queue.Empty:
+                if self.stop.is_set():
+                    return
+                continue
             if isinstance(item, BaseException):
                 raise item
             if item is None:
                 return
             yield item
 
-    def close(self) -> None:
+    def close(self, wait: float = 0.0) -> None:
         self.stop.set()
+        if wait > 0 and self.thread is not threading.current_thread():
+            self.thread.join(wait)
 
 
 def start_engines(cfg: AlignConfig, cluster=None, verify: float = 0.0):

@@ -75,14 +75,20 @@ def discard(name: str) -> None:
 
 
 def mapped(name: str, size: int = 0) -> np.ndarray:
-    """Block name mapped here as a uint8 array, made first (of size bytes) when size > 0. The mapping lasts
-    as long as the array or a view of it; the maker unlinks the block (unlink), or finish() does after an
-    interrupt. Made straight in /dev/shm, out of Python's resource tracker: a block used again and again
-    is kept by its maker, whatever process maps it."""
-    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR | (os.O_CREAT | os.O_EXCL if size else 0), 0o600)
+    """Block name mapped here as a uint8 array, made first (of size bytes) when size > 0; an OSError when
+    shared memory is short. The mapping lasts as long as the array or a view of it; the maker unlinks the
+    block (unlink), or interrupt.finish() does after a signal, or its exit hook at exit. Made straight in
+    /dev/shm, out of Python's resource tracker: a block used again and again is kept by its maker,
+    whatever process maps it."""
+    path = os.path.join(SHM_DIR, name)
+    fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if size else 0), 0o600)
     try:
         if size:
-            os.ftruncate(fd, size)
+            try:
+                os.posix_fallocate(fd, 0, size)  # the memory taken now: ENOSPC here, not SIGBUS at first use
+            except OSError:
+                os.unlink(path)
+                raise
         return np.frombuffer(mmap.mmap(fd, size), np.uint8)
     finally:
         os.close(fd)

@@ -108,6 +108,30 @@ def test_tsv_and_distance_only(demo, tmp_path):
     assert rc == 2 and "PAF" in err
 
 
+@pytest.mark.parametrize("fmt", ["paf", "bam"])
+def test_output_to_a_pipe_is_written_in_place(demo, tmp_path, fmt):
+    """-o naming a FIFO (as /dev/null, /dev/stdout or a shell's >(...) do: not regular files) is written
+    through, never replaced by a file renamed over it (as root that replaced device nodes)."""
+    import stat
+
+    fifo, got = str(tmp_path / "fifo"), tmp_path / f"got.{fmt}"
+    os.mkfifo(fifo)
+    with open(got, "wb") as fh:
+        reader = subprocess.Popen(["cat", fifo], stdout=fh)
+        try:
+            rc, _, err = run(["pairs", *demo, "-o", fifo, "-f", fmt, "-q"])
+            reader.wait(timeout=30)
+        finally:
+            reader.kill()
+    assert rc == 0, err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and not [n for n in os.listdir(tmp_path) if n.startswith(".gpualign")]
+    if fmt == "paf":
+        assert got.read_text().count("\tcg:Z:") == len(fasta_seqs(demo[0]))
+    else:
+        with pysam.AlignmentFile(str(got), "rb", check_sq=False) as bam:
+            assert sum(1 for _ in bam) == len(fasta_seqs(demo[0]))
+
+
 def test_fastq_gz_stdin_stdout_and_quality(tmp_path):
     a = write(tmp_path / "a.fq.gz", "@r1 desc\nACGTACGT\n+\nIIIIIIII\n@r2\nacgtnn\n+\n!!!!!!\n", gz=True)
     b = "\r\n".join([">t1", "ACGTTACGT", ">t2", "ACG", "TNN", ""])  # CRLF, multi-line

@@ -52,6 +52,7 @@ def read(path, pool, chunk=50, context=7):
             got = seqs.setdefault(rec, b"")
             assert int(ch.rec_start[i]) + ctx == len(got)  # pieces follow each other
             piece = ch.piece(i).tobytes()
+            assert len(piece) == ctx + n
             assert piece[:ctx] == got[len(got) - ctx:]  # the context repeats the bases before
             seqs[rec] = got + piece[ctx:]
     arrays = [(c.codes.tobytes(), c.buf.tolist(), c.record.tolist(), c.rec_start.tolist(), c.context.tolist(),
@@ -100,6 +101,7 @@ def test_ranges_equal_stream_and_records(tmp_path, pool, monkeypatch, seed):
     (b">a\nACGT\n>b\nACGTACGTACGTACGT\nAC GT\n", "record 2: byte 0x20 at base 19 is not a DNA/IUPAC letter"),
     (b">a\nACGTACGTACGTACGTACGTACGT\nACG\x01T\n", "record 1: byte 0x01 at base 28 is not a DNA/IUPAC letter"),
     (b">a\nACGTACGTACGT>CGTAC\nACGT\n", "record 1: '>' inside a sequence line"),
+    (b">a\nACGTACGT\nAC-GTACGTACGT>x\nACGT\n", "record 1: '-' at base 11 is not"),  # the first error in the file
     (b">a\nACGTACGTACGTACGTACGT\nACGTAC\n>a x\nACGT\n", "record name 'a' appears twice"),
     (b"ACGT\n>a\nACGTACGTACGTACGTACGT\n", "text before the first '>' header"),
     (b"  >a\nACGTACGTACGTACGTACGT\n", "text before the first '>' header"),
@@ -132,3 +134,60 @@ def test_long_lines_and_headers_across_ranges(tmp_path, pool, monkeypatch):
     for size in (17, 100, 999):
         monkeypatch.setattr(S, "RANGE", size)
         assert read(path, pool, chunk=1000, context=30) == stream
+
+
+def test_short_shared_memory(tmp_path, pool, monkeypatch):
+    """Shared memory too short for every slot: fewer ranges in flight, or (under two slots) the stream; the
+    same chunks either way, and no block left."""
+    from gpualign import shm
+
+    rng = random.Random(9)
+    data, _, _ = random_fasta(rng)
+    path = tmp_path / "t.fa"
+    path.write_bytes(data * 3)
+    monkeypatch.setattr(S, "RANGE", 50)
+    want, made = read(path, None), shm.mapped
+    for room in (0, 1, 2, 3):
+        calls = []
+
+        def mapped(name, size=0, room=room):
+            calls.append(name)
+            if size and len(calls) > room:
+                raise OSError(28, "No space left on device")
+            return made(name, size)
+
+        monkeypatch.setattr(shm, "mapped", mapped)
+        before = shm_blocks()
+        assert read(path, pool) == want, room
+        assert shm_blocks() == before
+
+
+def test_failing_run_leaves_no_block_nor_thread(tmp_path, monkeypatch):
+    """A run that fails mid-text (here: while the hits of the second chunk are collected) frees the reader's
+    slots and stops its reading and search threads before it returns."""
+    import threading
+
+    from gpualign.config import SearchConfig
+    from gpualign.search import hits
+    from gpualign.search.run import run_search
+
+    rng = random.Random(4)
+    seq = "".join(rng.choice("ACGT") for _ in range(60_000))
+    (tmp_path / "t.fa").write_text(">r\n" + "\n".join(seq[i:i + 60] for i in range(0, len(seq), 60)) + "\n")
+    (tmp_path / "p.fa").write_text(">p\n" + seq[1000:1023] + "\n")
+    monkeypatch.setattr(S, "RANGE", 4096)
+    calls, add = [], hits.Collector.add
+
+    def failing(self, chunk, cands):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return add(self, chunk, cands)
+
+    monkeypatch.setattr(hits.Collector, "add", failing)
+    threads, before = threading.active_count(), shm_blocks()
+    with pytest.raises(OSError, match="No space"):
+        run_search(str(tmp_path / "p.fa"), str(tmp_path / "t.fa"), str(tmp_path / "o.tsv"), None,
+                   SearchConfig(k=1, device="cpu", threads=2, chunk_bases=5000), "x")
+    assert len(calls) == 2 and shm_blocks() == before and threading.active_count() == threads
+    assert not os.path.exists(tmp_path / "o.tsv")

@@ -25,6 +25,7 @@ from .text import TextReader
 CPU_CHUNK = 1 << 26
 GPU_CHUNK = 1 << 28
 WARN_HITS = 1_000_000
+STOP_WAIT = 10.0  # seconds a failing run waits for its reading and search threads to stop (a chunk's work)
 
 
 @dataclass
@@ -178,10 +179,12 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
         raise
     finally:
         try:
-            if scanned is not None:
-                scanned.close()  # (its search thread told to stop)
+            # the reading thread first (its scanner frees its slots), then the search thread, which may be
+            # waiting for the next chunk, before the engine closes under it
             if ahead is not None:
-                ahead.close()
+                ahead.close(wait=_stop_wait())
+            if scanned is not None:
+                scanned.close()
             if engine is not None:
                 engine.close()
         finally:
@@ -208,7 +211,7 @@ def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
         try:
             yield from ahead
         finally:
-            ahead.close()
+            ahead.close(wait=_stop_wait())
         return
     from ..cluster_worker import search_chunk
 
@@ -224,6 +227,12 @@ def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
             ran.update(counts)
             summary.engine = ",".join(sorted(ran))
             yield done, cands
+
+
+def _stop_wait() -> float:
+    """How long a stopping run waits for a thread: none after a signal (the engines must close at once, or
+    the CPU engine's pool forks new workers in place of those the handler ended)."""
+    return 0.0 if interrupt.signalled() is not None else STOP_WAIT
 
 
 def _ignore_sigint() -> None:

@@ -108,12 +108,12 @@ class TextReader:
                     if not it.blank or it.gt_inside:
                         raise InputError(f"{name}: text before the first '>' header")
                     continue
-                if it.gt_inside:
-                    raise InputError(f"{name}: record {rec + 1}: '>' inside a sequence line")
-                if it.bad >= 0:
+                if it.bad >= 0:  # (before the stretch's end, where a '>' inside a line would be)
                     shown = repr(chr(it.byte)) if 32 < it.byte < 127 else f"byte 0x{it.byte:02x}"
                     raise InputError(f"{name}: record {rec + 1}: {shown} at base {out.rec_pos + it.bad + 1} "
                                      "is not a DNA/IUPAC letter")
+                if it.gt_inside:
+                    raise InputError(f"{name}: record {rec + 1}: '>' inside a sequence line")
                 self.records.lengths[rec] += len(it.codes)
                 yield from out.add(it.codes)
         finally:

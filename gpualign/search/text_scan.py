@@ -76,7 +76,7 @@ def items(path: str, name: str, where: list, pool=None, workers: int = 1):
         with open(path, "rb") as fh:
             plain = fh.read(2) != b"\x1f\x8b"
         if plain and size >= 2 * RANGE:
-            return _ranges(path, name, size, pool, 2 * max(1, workers) + 1)
+            return _ranges(path, name, where, size, pool, 2 * max(1, workers) + 1)
     return _stream(path, name, where)
 
 
@@ -148,19 +148,26 @@ def _range(path: str, a: int, b: int, line_start: bool, in_header: bool, slot: s
     return [it._replace(codes=len(it.codes)) if it.header is None else it for it in found]
 
 
-def _ranges(path: str, name: str, size: int, pool, ahead: int):
-    """Items of a plain file read by pool's processes in RANGE-byte ranges, at most `ahead` in flight, in
-    order; a range's codes are views of its slot, good until the next Item is asked for. Where a range
-    starts inside a line, the line's start (searched backwards from there, at most to the previous range's
-    start) tells whether it is a header line."""
+def _ranges(path: str, name: str, where: list, size: int, pool, ahead: int):
+    """Items of a plain file read by pool's processes in RANGE-byte ranges, at most `ahead` in flight (one
+    slot each; fewer if shared memory runs short, and a stream read here if not even two fit), in order; a
+    range's codes are views of its slot, good until the next Item is asked for. Where a range starts inside
+    a line, the line's start (searched backwards from there, at most to the previous range's start) tells
+    whether it is a header line."""
     base = interrupt.shm_name()
-    slots = [f"{base}_{i}" for i in range(ahead)]
-    views = [shm.mapped(n, RANGE) for n in slots]
-    for v in views:
-        v.fill(0)  # its pages made now, once
-    free = list(range(ahead))
+    slots, views = [], []
     pending: deque = deque()
     try:
+        try:
+            for i in range(min(ahead, -(-size // RANGE))):
+                views.append(shm.mapped(f"{base}_{i}", RANGE))
+                slots.append(f"{base}_{i}")
+                views[-1].fill(0)  # its pages mapped here now, once
+        except OSError:
+            if len(slots) < 2:
+                yield from _stream(path, name, where)
+                return
+        free = list(range(len(slots)))
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             starts = iter(range(0, size, RANGE))
             line = 0  # the start of the line holding the last range's first byte
@@ -178,7 +185,7 @@ def _ranges(path: str, name: str, size: int, pool, ahead: int):
                                                    slots[i])))
                     return
 
-            for _ in range(ahead):
+            for _ in slots:
                 submit()
             while pending:
                 i, fut = pending.popleft()
