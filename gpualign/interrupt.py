@@ -44,6 +44,7 @@ _temps: set = set()
 _finishing = threading.Lock()
 _installed = False
 _inherited: list = []  # a forked child's inherited standard streams (_in_child)
+_in_fork_hook = False  # _before_fork is running (the handler must not raise there)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -73,10 +74,15 @@ def _before_fork() -> None:
     """This process's resource tracker started before its first worker: the workers then share it (a
     worker without one starts its own, which, when the worker is ended, warns on stderr of the
     shared-memory blocks the worker had open). finish() ends it."""
+    global _in_fork_hook
     if os.getpid() == _root_pid:
         from multiprocessing import resource_tracker
 
-        resource_tracker.ensure_running()
+        _in_fork_hook = True
+        try:
+            resource_tracker.ensure_running()  # (it unblocks SIGINT/SIGTERM: a signal can come in here)
+        finally:
+            _in_fork_hook = False
 
 
 def _in_child() -> None:
@@ -108,6 +114,8 @@ def _handler(signum, frame) -> None:
     _signum = signum
     end_children(wait=False)
     threading.Thread(target=_watchdog, name="gpualign-interrupt", daemon=True).start()
+    if _in_fork_hook:  # an exception there is printed and dropped: the watchdog ends the run
+        return
     raise Interrupted(signum)
 
 

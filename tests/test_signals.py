@@ -187,6 +187,21 @@ def test_forked_children_ignore_sigint_and_take_sigterm():
     assert p.stdout.split() == ["7", str(-signal.SIGTERM)], p.stderr
 
 
+def test_signal_inside_the_fork_hook():
+    """A signal that comes while the fork hook starts the resource tracker (which unblocks SIGINT) raises
+    nothing there (CPython would print the exception and drop it): the watchdog ends the run, which prints
+    only `interrupted` and exits 130."""
+    code = ("import os, signal, time\n"
+            "from gpualign import interrupt\n"
+            "interrupt.install()\n"
+            "interrupt._in_fork_hook = True\n"
+            "os.kill(os.getpid(), signal.SIGINT)\n"
+            "time.sleep(10)\n")
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 130 and p.stderr == "interrupted\n" and time.monotonic() - t0 < 5, p.stderr
+
+
 def test_killable_returns_and_raises():
     from gpualign import interrupt
     from gpualign.errors import InputError
