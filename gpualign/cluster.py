@@ -17,6 +17,7 @@ workers, the hits are aligned and written here.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 import uuid
@@ -124,6 +125,9 @@ class ClusterAligner:
         # its "Couldn't gather ... rescheduling" on an interrupt): each one is quietened, not only the parent
         for name in [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] == "distributed"]:
             logging.getLogger(name).setLevel(logging.CRITICAL)
+        # the local cluster's worker processes are spawned: distributed sets up their logging as it is
+        # imported there, from the environment, before any config of ours reaches them
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
         host_cores = usable_cores()
         if s.scheduler:
             try:

@@ -9,7 +9,9 @@ run unlinked, one line ``interrupted`` goes to stderr and the process exits 130 
 or 129 (SIGHUP). If the unwinding has not reached finish() within GRACE_S, the watchdog calls it.
 
 Forked worker processes ignore SIGINT (Ctrl-C reaches the whole process group: the parent ends them)
-and die at once on SIGTERM/SIGHUP (the default action): install() registers that for every fork.
+and die at once on SIGTERM/SIGHUP (the default action): install() registers that for every fork. A
+process forked after the signal exits at once, and while fork hooks run the handler raises nothing (the
+watchdog ends the run): an exception there would be printed and lost.
 Why: with the workers taking Ctrl-C themselves, `pairs` hung about once in ten (stacks dumped from a hung
 run, 2-core host): the pool's manager thread sat forever in recv() of a result message cut short, as a
 CPU worker's KeyboardInterrupt came while it wrote a large result to the pipe (header and body are
@@ -25,6 +27,7 @@ Python handler could run) in a forked child that the parent waits for in slices,
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import pickle
 import select
@@ -44,7 +47,7 @@ _temps: set = set()
 _finishing = threading.Lock()
 _installed = False
 _inherited: list = []  # a forked child's inherited standard streams (_in_child)
-_in_fork_hook = False  # _before_fork is running (the handler must not raise there)
+_forking = False  # the fork hooks are running (the handler must not raise there)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -65,7 +68,8 @@ def install() -> None:
     _root_pid = os.getpid()
     for sig in EXIT_CODES:
         signal.signal(sig, _handler)
-    os.register_at_fork(before=_before_fork, after_in_child=_in_child)
+    importlib.import_module("logging")  # its fork hooks registered before ours, so that _forking spans them
+    os.register_at_fork(before=_before_fork, after_in_parent=_fork_done, after_in_child=_in_child)
     # at a normal exit too, no shared-memory block of the run is left (one a thread had not freed yet)
     atexit.register(_unlink_prefixed, "/dev/shm", f"{SHM_PREFIX}{_root_pid}_")
 
@@ -74,15 +78,18 @@ def _before_fork() -> None:
     """This process's resource tracker started before its first worker: the workers then share it (a
     worker without one starts its own, which, when the worker is ended, warns on stderr of the
     shared-memory blocks the worker had open). finish() ends it."""
-    global _in_fork_hook
+    global _forking
     if os.getpid() == _root_pid:
         from multiprocessing import resource_tracker
 
-        _in_fork_hook = True
-        try:
-            resource_tracker.ensure_running()  # (it unblocks SIGINT/SIGTERM: a signal can come in here)
-        finally:
-            _in_fork_hook = False
+        _forking = True  # until _fork_done: the fork hooks run (logging's, this one, ...)
+        resource_tracker.ensure_running()  # (it unblocks SIGINT/SIGTERM: a signal can come in here)
+
+
+def _fork_done() -> None:
+    """The parent's last fork hook (logging registered its own before install())."""
+    global _forking
+    _forking = False
 
 
 def _in_child() -> None:
@@ -91,6 +98,10 @@ def _in_child() -> None:
     progress thread writing to stderr): a forked child that touches them waits forever. multiprocessing
     closes stdin and flushes stdout/stderr in every child it starts (Process._bootstrap). They are kept
     (never used nor collected: the child leaves by os._exit) and replaced."""
+    # forked after the run was interrupted (a multiprocessing.Pool replacing the workers the handler
+    # ended): it would outlive the run
+    if _signum is not None:
+        os._exit(128 + _signum)
     _inherited.extend((sys.stdin, sys.stdout, sys.stderr))
     sys.stdin = None
     for name, fd in (("stdout", 1), ("stderr", 2)):
@@ -114,7 +125,7 @@ def _handler(signum, frame) -> None:
     _signum = signum
     end_children(wait=False)
     threading.Thread(target=_watchdog, name="gpualign-interrupt", daemon=True).start()
-    if _in_fork_hook:  # an exception there is printed and dropped: the watchdog ends the run
+    if _forking:  # an exception in a fork hook is printed and dropped: the watchdog ends the run
         return
     raise Interrupted(signum)
 

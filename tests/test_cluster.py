@@ -121,6 +121,20 @@ def test_worker_killed_mid_run_loses_nothing(inputs, tmp_path):
                for n in ("distributed", "distributed.client", "distributed.worker"))
 
 
+def test_local_workers_log_nothing_below_critical():
+    """The spawned workers of a local cluster keep Dask's warnings off the run's stderr (a task cancelled by
+    an interrupt logged one from distributed.worker.state_machine)."""
+    from gpualign.cluster import ClusterAligner
+
+    remote = ClusterAligner(ClusterSpec(cpu_workers=1), AlignConfig(device="cpu"))
+    try:
+        remote.start()
+        levels = remote.client.run(lambda: logging.getLogger("distributed.worker.state_machine").getEffectiveLevel())
+    finally:
+        remote.close()
+    assert list(levels.values()) == [logging.CRITICAL]
+
+
 @pytest.mark.parametrize("args,message", [
     (["--gpus", "0"], "--gpus must be a number >= 1 or 'all'"),
     (["--gpus", "two"], "--gpus must be a number >= 1 or 'all'"),

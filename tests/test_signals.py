@@ -187,14 +187,29 @@ def test_forked_children_ignore_sigint_and_take_sigterm():
     assert p.stdout.split() == ["7", str(-signal.SIGTERM)], p.stderr
 
 
-def test_signal_inside_the_fork_hook():
-    """A signal that comes while the fork hook starts the resource tracker (which unblocks SIGINT) raises
-    nothing there (CPython would print the exception and drop it): the watchdog ends the run, which prints
-    only `interrupted` and exits 130."""
+def test_no_child_after_the_signal():
+    """A process forked once the run is interrupted (multiprocessing.Pool replaces the workers the handler
+    ended) exits at once instead of outliving the run."""
+    code = ("import os, signal\n"
+            "from gpualign import interrupt\n"
+            "interrupt.install()\n"
+            "interrupt._signum = signal.SIGTERM\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    os._exit(7)\n"
+            "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stdout.split() == [str(128 + signal.SIGTERM)], p.stderr
+
+
+def test_signal_inside_the_fork_hooks():
+    """A signal that comes while the fork hooks run (ours starts the resource tracker, which unblocks
+    SIGINT; logging's release its locks) raises nothing there (CPython would print the exception and drop
+    it): the watchdog ends the run, which prints only `interrupted` and exits 130."""
     code = ("import os, signal, time\n"
             "from gpualign import interrupt\n"
             "interrupt.install()\n"
-            "interrupt._in_fork_hook = True\n"
+            "interrupt._forking = True\n"
             "os.kill(os.getpid(), signal.SIGINT)\n"
             "time.sleep(10)\n")
     t0 = time.monotonic()
