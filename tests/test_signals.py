@@ -79,7 +79,7 @@ def _wait_phase(p, phases: str, name: str, timeout: float = 60) -> None:
                 if name in fh.read().split():
                     return
         if p.poll() is not None:
-            pytest.fail(f"the command ended (exit {p.returncode}) before phase {name!r}")
+            pytest.fail(f"the command ended (exit {p.returncode}) before phase {name!r}: {p.stderr.read().decode()}")
         time.sleep(0.01)
     pytest.fail(f"phase {name!r} not reached in {timeout} s")
 
