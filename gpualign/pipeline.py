@@ -278,8 +278,10 @@ class ReadAhead:
             yield item
 
     def close(self, wait: float = 0.0) -> None:
+        """Stop the thread; wait: seconds to wait for it, none after a signal (the run must unwind at once,
+        its pools closed before they replace the workers the handler ended)."""
         self.stop.set()
-        if wait > 0 and self.thread is not threading.current_thread():
+        if wait > 0 and interrupt.signalled() is None and self.thread is not threading.current_thread():
             self.thread.join(wait)
 
 

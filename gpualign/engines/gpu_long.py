@@ -164,6 +164,14 @@ def _bp_geometry(rows, width):
     return np.maximum(1, (rows + STRIP_ROWS - 1) // STRIP_ROWS), (STRIP_ROWS + width + 15) // 16 + 4
 
 
+def _ring_cap() -> int:
+    """Bytes the strips' rings of one launch may take: a quarter of the free device memory, or BP_RING_BYTES."""
+    import cupy
+
+    free = cupy.cuda.Device().mem_info[0]
+    return min(free // 4, BP_RING_BYTES or free)
+
+
 def _bp_codes(qc, tc, sigma, nstrips):
     """Device buffers of the kernel: row symbols padded to whole strips, column symbols as byte offsets
     of their match masks with BPAD padding each side."""
@@ -186,8 +194,7 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
     rows = n if col_out is None else min(n, m + khi)  # rows below m + khi never meet column m in the band
     nstrips, slot_words = (int(v) for v in _bp_geometry(rows, khi - klo + 1))
     want = max(1, min(nstrips, warps))
-    free = cupy.cuda.Device().mem_info[0]
-    cap = min(free // 4, BP_RING_BYTES or free)  # the strips' rings: 8 bytes per 16 columns per warp
+    cap = _ring_cap()  # the strips' rings: 8 bytes per 16 columns per warp
     while want > 1 and (want + 1) * slot_words * 8 > cap:
         want //= 2
     blocks = (want + BP_WARPS_PER_BLOCK - 1) // BP_WARPS_PER_BLOCK
@@ -327,10 +334,7 @@ class BpSplitter:
         """bp_long_jobs' blocks, threads per block and each job's ring slots: every strip of the level may be
         in flight; a job's ring holds min(its strips, warps launched) + 1 slots, the warps halved until a
         quarter of the free memory (or BP_RING_BYTES) holds the rings."""
-        import cupy
-
-        free = cupy.cuda.Device().mem_info[0]
-        cap = min(free // 4, BP_RING_BYTES or free)
+        cap = _ring_cap()
         warps = int(min(self.warps, nstrips.sum()))
         while True:
             blocks = -(-warps // BP_WARPS_PER_BLOCK)

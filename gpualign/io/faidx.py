@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..errors import InputError
+from .fastx import gzipped
 
 SCAN_CHUNK = 1 << 24  # bytes per thread task when looking for line ends (build_fai)
 MAX_LINES = 1 << 24  # files with more lines are left to htslib (build_fai keeps ~32 bytes per line)
@@ -49,10 +50,9 @@ class IndexedFasta:
         self.path = path
         self.lengths = dict(zip(self._fa.references, self._fa.lengths))
         self._index = self._map = None
-        with open(path, "rb") as fh:
-            # plain and not empty: mapped, at the first fetch (a process that only checks names and lengths
-            # does not read the .fai into a dict)
-            self._plain = fh.read(2) != b"\x1f\x8b" and any(self.lengths.values())
+        # plain and not empty: mapped, at the first fetch (a process that only checks names and lengths does
+        # not read the .fai into a dict)
+        self._plain = not gzipped(path) and any(self.lengths.values())
 
     def _mapped(self) -> bool:
         """Whether slices come from the memory map (opened now if not yet)."""

@@ -28,6 +28,12 @@ def display_name(path: str) -> str:
     return "stdin" if path == STDIN else path
 
 
+def gzipped(path: str) -> bool:
+    """path starts with the gzip magic (gzip or bgzip)."""
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
 def sniff(path: str) -> None:
     """Raise InputError if path is missing, unreadable, empty or not FASTA/FASTQ."""
     if path == STDIN:
@@ -35,9 +41,7 @@ def sniff(path: str) -> None:
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory, not a FASTA/FASTQ file")
     try:
-        with open(path, "rb") as fh:
-            magic = fh.read(2)
-        opener = gzip.open if magic == b"\x1f\x8b" else open
+        opener = gzip.open if gzipped(path) else open
         with opener(path, "rb") as fh:
             head = fh.read(1 << 16)
             while head and not head.strip():

@@ -182,7 +182,7 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             # the reading thread first (its scanner frees its slots), then the search thread, which may be
             # waiting for the next chunk, before the engine closes under it
             if ahead is not None:
-                ahead.close(wait=_stop_wait())
+                ahead.close(wait=STOP_WAIT)
             if scanned is not None:
                 scanned.close()
             if engine is not None:
@@ -211,7 +211,7 @@ def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
         try:
             yield from ahead
         finally:
-            ahead.close(wait=_stop_wait())
+            ahead.close(wait=STOP_WAIT)
         return
     from ..cluster_worker import search_chunk
 
@@ -227,12 +227,6 @@ def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
             ran.update(counts)
             summary.engine = ",".join(sorted(ran))
             yield done, cands
-
-
-def _stop_wait() -> float:
-    """How long a stopping run waits for a thread: none after a signal (the engines must close at once, or
-    the CPU engine's pool forks new workers in place of those the handler ended)."""
-    return 0.0 if interrupt.signalled() is not None else STOP_WAIT
 
 
 def _ignore_sigint() -> None:

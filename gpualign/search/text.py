@@ -160,21 +160,22 @@ class _Builder:
     def _open(self, tail) -> None:
         start = -(-self.at // ALIGN) * ALIGN + self.r.gap
         self.buf[self.at:start] = A.PAD
-        self.buf[start:start + len(tail)] = np.frombuffer(tail, np.uint8)
+        if tail:
+            self.buf[start:start + len(tail)] = np.frombuffer(tail, np.uint8)
         self.start, self.ctx, self.new, self.at = start, len(tail), 0, start + len(tail)
 
     def _close(self, last: bool) -> None:
         self.pieces.append((self.start, self.rec, self.rec_pos - self.new - self.ctx, self.ctx, self.new, last))
 
-    def add(self, codes):
-        """Copy codes into the open piece, cutting it (and giving out the chunk) where the chunk is full."""
-        done, n = 0, len(codes)
+    def add(self, codes) -> list:
+        """Copy codes into the open piece, cutting it where the chunk is full: the chunks given out."""
+        done, n, out = 0, len(codes), []
         src = np.frombuffer(codes, np.uint8) if n else None
         while done < n:
             if self.at >= self.r.chunk and self.new >= self.r.chunk // 4:
                 tail = bytes(self.buf[self.at - min(self.r.context, self.ctx + self.new):self.at])
                 self._close(False)
-                yield self.emit()
+                out.append(self.emit())
                 self._open(tail)
             take = min(n - done, max(self.r.chunk - self.at, self.r.chunk // 4 - self.new))
             self.buf[self.at:self.at + take] = src[done:done + take]
@@ -182,11 +183,12 @@ class _Builder:
             self.new += take
             self.rec_pos += take
             done += take
+        return out
 
-    def end_record(self):
+    def end_record(self) -> list:
+        """Close the record's last piece: the chunk given out if this one is full."""
         self._close(True)
-        if self.at >= self.r.chunk:
-            yield self.emit()
+        return [self.emit()] if self.at >= self.r.chunk else []
 
     def emit(self) -> Chunk:
         end = -(-self.at // ALIGN) * ALIGN + self.r.gap

@@ -73,9 +73,7 @@ def items(path: str, name: str, where: list, pool=None, workers: int = 1):
     errors). Close the generator when stopping early."""
     if pool is not None and path != fastx.STDIN and os.path.isfile(path):  # (not a pipe: never read twice)
         size = os.path.getsize(path)
-        with open(path, "rb") as fh:
-            plain = fh.read(2) != b"\x1f\x8b"
-        if plain and size >= 2 * RANGE:
+        if size >= 2 * RANGE and not fastx.gzipped(path):
             return _ranges(path, name, where, size, pool, 2 * max(1, workers) + 1)
     return _stream(path, name, where)
 
@@ -222,6 +220,4 @@ def open_text(path: str):
         import sys
 
         return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
-    return fastx_fast._open_gz(path) if magic == b"\x1f\x8b" else open(path, "rb", buffering=0)
+    return fastx_fast._open_gz(path) if fastx.gzipped(path) else open(path, "rb", buffering=0)
