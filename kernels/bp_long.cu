@@ -7,8 +7,8 @@
 // Hirschberg split rows.
 //
 // Entry point:
-//   bp_long(acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, stream, tops, ticket, result,
-//           col_out)
+//   bp_long(acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, ring_shift, stream, tops, ticket,
+//           result, col_out)
 //     acode   uint8*  row symbols: acode[i-1] = code of A[i] (i = 1..n), padded with sigma to
 //                     nstrips * 1024 entries
 //     bcode   uint16* column symbols as byte offsets into a warp's match masks: bcode[BPAD + j - 1] =
@@ -18,7 +18,11 @@
 //                     matches nothing (any other character, --n-mismatch wildcards); sigma <= 31
 //     klo,khi int     the band: diagonals k = i - j with klo <= k <= khi are computed (see below)
 //     nstrips int     ceil(n / 1024), or fewer with col_out (strips whose rows meet the band by column m)
-//     nslots  int     the number of warps launched + 1; slot_words: ceil((1024 + khi - klo) / 16) + 4
+//     nslots  int     the number of warps launched + 1
+//     slot_words int  words per slot: 1 + the ring's words (see Slots)
+//     ring_shift int  a slot's ring holds 1 << ring_shift words (16 columns each) and a strip waits for
+//                     its reader before it overwrites one; 31: the ring holds the whole strip (slot_words
+//                     >= ceil((1024 + khi - klo) / 16) + 4) and nothing waits
 //     stream  uint64* nslots * slot_words zeroed words; tops: nslots zeroed uint64
 //     ticket  int*    one zeroed word (strips are taken in order from it)
 //     result  int*    D[n][m] when the kernel ends (when row n lies in the last strip)
@@ -32,9 +36,10 @@
 // a block's update takes the horizontal delta just above it (hin) and gives the one at its last row
 // (hout) to the lane below. A strip is 32 lanes = 1024 rows, one warp, skewed: lane l works on
 // column cs + x - l at step x, so hout passes down by one shuffle per step. The strip's last lane
-// streams its horizontal deltas (2 bits per column) into a slot that the strip below reads: one
-// 64-bit word per 16 columns, (producer strip + 1) << 32 | M bits << 16 | P bits,
-// so a reader needs no fence, only a word whose tag is the one it expects (zeroed memory never is).
+// streams its horizontal deltas (2 bits per column) into a slot that the strip below reads: word c
+// (the strip's columns 16c .. 16c + 15) is (2 (producer strip + 1) + lap) << 32 | M bits << 16 | P
+// bits, at ring entry c mod R, lap = (c / R) & 1; so a reader needs no fence, only a word whose tag is
+// the one it expects (zeroed memory, an older strip's word or the last lap's never is).
 // Each lane follows the score of its last row from the deltas it streams (popcounts per 32 steps);
 // row n's score comes from its lane's last row less the vertical deltas below n.
 // Band: given U >= the distance, a path through diagonal k costs at least |k| + |k - (n - m)|, so
@@ -45,7 +50,14 @@
 // every computed value is >= the true one and the result equals the distance whenever it is <= U;
 // the host checks that and widens the band otherwise.
 // Slots: strips finish in order (a strip's last column comes after its upper neighbour's), so when
-// a warp takes strip s, strip s - (warps) has finished and slot s % nslots is free again.
+// a warp takes strip s, strip s - (warps) has finished and slot s % nslots is free again. Slot word 0
+// is the reader's progress, (reader strip) << 32 | words it is done with, published once per 32 steps;
+// the ring (R = 1 << ring_shift words) follows. A writer R words ahead of its reader waits (a reader
+// not yet started has read nothing). No strip waits forever when R >= 128 and R * (warps launched, all
+// resident) >= a strip's words: a chain of waiting writers ends at the oldest strip, R words per strip
+// ahead of the newest, so it has written its whole stream; and a reader's first group (after the tops
+// word, 64 words in) never waits on a writer stopped at R. The host keeps R * warps >= 4 * words: ring
+// memory ~ warps * R * 8 bytes, not warps * band / 2 (4.98 GB for 48 Mbp at 8.4% on an H200).
 #include "common.cuh"
 
 #define FULL_MASK 0xffffffffu
@@ -78,12 +90,18 @@ __device__ __forceinline__ void strip_columns(int s, int m, int klo, int khi, in
     ce = (int)(b > m ? m : b);
 }
 
+// Ring entry and tag of stream word c (see Slots); shift 31 never wraps (c < 2^31).
+__device__ __forceinline__ int ring_pos(int c, int shift) { return c & (int)((1u << shift) - 1u); }
+__device__ __forceinline__ unsigned ring_tag(unsigned base, int c, int shift) { return base + ((c >> shift) & 1); }
+
 // The strip above's bottom-row deltas for the 32 columns from its stream index j0: loads issued early
-// (issue), checked and assembled when needed (take); +1 past the strip above's end (or without one).
+// (issue), checked and assembled when needed (take, which then tells the writer how far it has read);
+// +1 past the strip above's end (or without one).
 struct StreamIn {
-    const unsigned long long* in;
-    unsigned tag;
-    int plen;
+    const unsigned long long* in;  // the ring
+    unsigned long long* done;      // the slot's progress word
+    unsigned tag, me;              // the words' tag base (2 s), this strip
+    int plen, shift;
     long long j0;
     unsigned long long w[3];
 
@@ -91,9 +109,9 @@ struct StreamIn {
         j0 = j;
         if (in == nullptr || j0 >= plen) return;
         const int c0 = (int)(j0 >> 4), nch = (plen + 15) >> 4;
-        w[0] = ld_relaxed(in + c0);
-        if (c0 + 1 < nch) w[1] = ld_relaxed(in + c0 + 1);
-        if ((j0 & 15) && c0 + 2 < nch) w[2] = ld_relaxed(in + c0 + 2);
+        w[0] = ld_relaxed(in + ring_pos(c0, shift));
+        if (c0 + 1 < nch) w[1] = ld_relaxed(in + ring_pos(c0 + 1, shift));
+        if ((j0 & 15) && c0 + 2 < nch) w[2] = ld_relaxed(in + ring_pos(c0 + 2, shift));
     }
 
     __device__ __forceinline__ uint2 take() {
@@ -102,10 +120,12 @@ struct StreamIn {
         unsigned long long p = 0, m = 0;
         for (int k = 0; k < 3; ++k) {
             if (c0 + k >= nch || (k == 2 && !sh)) break;
-            const unsigned long long v = wait_tag(in + c0 + k, w[k], tag);
+            const unsigned long long v = wait_tag(in + ring_pos(c0 + k, shift), w[k], ring_tag(tag, c0 + k, shift));
             p |= (v & 0xffffull) << (16 * k);
             m |= ((v >> 16) & 0xffffull) << (16 * k);
         }
+        // words before c0 + 2 are read (the next group starts there), their values in hand
+        if (shift < 31) st_relaxed(done, (unsigned long long)me << 32 | (unsigned)(c0 + 2));
         unsigned P = (unsigned)(p >> sh), M = (unsigned)(m >> sh);
         const long long v = plen - j0;
         if (v < 32) {
@@ -114,6 +134,24 @@ struct StreamIn {
             M &= valid;
         }
         return make_uint2(P, M);
+    }
+};
+
+// The strip's own stream, written by lane 31: word c at ring entry c mod R, after waiting, when c >= lim,
+// until the reader (strip + 1) is done with word c - R.
+struct StreamOut {
+    unsigned long long* ring;
+    const unsigned long long* done;  // the slot's progress word
+    unsigned tag, reader;            // the words' tag base (2 (s + 1)), the reading strip
+    int shift, lim, next;            // lim: INT_MAX without a reader or a wrapping ring; next: the next word
+
+    __device__ __forceinline__ void put(unsigned payload) {
+        const int c = next++;
+        while (c >= lim) {
+            const unsigned long long v = ld_relaxed(done);
+            if ((unsigned)(v >> 32) == reader) lim = (int)(unsigned)v + (1 << shift);
+        }
+        st_relaxed(ring + ring_pos(c, shift), (unsigned long long)ring_tag(tag, c, shift) << 32 | payload);
     }
 };
 
@@ -128,7 +166,7 @@ struct Lane {
 // hands down the score this group: steps are checked one by one.
 template <bool EDGE>
 __device__ __forceinline__ void group(Lane& L, const char* peq_l, const unsigned short* bptr, int x0, int lane, int len,
-                                      uint2 cur, unsigned long long* out, unsigned long long tag_out, int tops_x,
+                                      uint2 cur, StreamOut& out, unsigned long long tag_out, int tops_x,
                                       unsigned long long* tops_slot) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
@@ -168,9 +206,8 @@ __device__ __forceinline__ void group(Lane& L, const char* peq_l, const unsigned
             const int sc = L.score + __popc(L.oP & keep) - __popc(L.oM & keep);
             st_relaxed(tops_slot, (tag_out << 32) | (unsigned)sc);
         }
-        if ((i & 15) == 14 && lane == 31 && x >= 46) {  // column indexes x - 46 .. x - 31 are complete
-            const int k = (x - 46) >> 4;
-            if (k * 16 < len) st_relaxed(out + k, (tag_out << 32) | (L.oM & 0xffff0000u) | (L.oP >> 16));
+        if ((i & 15) == 14 && lane == 31 && x >= 46) {  // column indexes x - 46 .. x - 31 are complete: word
+            if (((x - 46) >> 4) * 16 < len) out.put((L.oM & 0xffff0000u) | (L.oP >> 16));  // (x - 46) / 16
         }
     }
     L.score += __popc(L.oP) - __popc(L.oM);
@@ -179,8 +216,9 @@ __device__ __forceinline__ void group(Lane& L, const char* peq_l, const unsigned
 // Strip s of one problem (the body of both entry points): the warp's lane, its match-mask words peq.
 __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict__ acode,
                                          const unsigned short* __restrict__ bcode, int n, int m, int sigma, int klo,
-                                         int khi, int nstrips, int nslots, int slot_words, unsigned long long* stream,
-                                         unsigned long long* tops, int* result, int* col_out, unsigned* peq, int lane) {
+                                         int khi, int nstrips, int nslots, int slot_words, int ring_shift,
+                                         unsigned long long* stream, unsigned long long* tops, int* result,
+                                         int* col_out, unsigned* peq, int lane) {
     const int r0 = s * STRIP_ROWS + 1;
     const int base = r0 + lane * 32;  // row of bit 0
     // match masks of this lane's rows, one word per symbol (and 0 for "matches nothing")
@@ -195,10 +233,20 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
     strip_columns(s, m, klo, khi, cs, ce);
     const int len = ce - cs + 1;
     const int slot = s % nslots, pslot = (s + nslots - 1) % nslots;
-    unsigned long long* out = stream + (size_t)slot * slot_words;
+    const bool last = s == nstrips - 1;
+    StreamOut out;
+    out.ring = stream + (size_t)slot * slot_words + 1;
+    out.done = out.ring - 1;
+    out.tag = 2u * (unsigned)(s + 1);
+    out.reader = (unsigned)(s + 1);
+    out.shift = ring_shift;
+    out.lim = (last || ring_shift >= 31) ? 0x7fffffff : 1 << ring_shift;  // a reader not yet started read nothing
+    out.next = 0;
     StreamIn sin;
     sin.in = nullptr;
-    sin.tag = (unsigned)s;  // strip s - 1 tags its words s
+    sin.tag = 2u * (unsigned)s;  // strip s - 1's words
+    sin.me = (unsigned)s;
+    sin.shift = ring_shift;
     sin.plen = 0;
     int delta = 0;
     if (s > 0) {
@@ -206,7 +254,8 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
         strip_columns(s - 1, m, klo, khi, pcs, pce);
         sin.plen = pce - pcs + 1;
         delta = cs - pcs;
-        sin.in = stream + (size_t)pslot * slot_words;
+        sin.done = stream + (size_t)pslot * slot_words;
+        sin.in = sin.done + 1;
     }
     // D[r0 - 1][cs - 1]: column 0, or the score the strip above handed down
     int top = r0 - 1;
@@ -214,7 +263,6 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
         if (lane == 0) top = (int)(unsigned)wait_tag(tops + pslot, 0ull, (unsigned)s);
         top = __shfl_sync(FULL_MASK, top, 0);
     }
-    const bool last = s == nstrips - 1;
     // lane 31 hands down D[r0 + 1023][ncs - 1], ncs = where the next strip starts
     const long long ncs = (long long)r0 + STRIP_ROWS - khi;
     const int tops_x = (!last && ncs > 1) ? (int)(ncs - 1 - cs) + 31 : -1;
@@ -260,8 +308,8 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
 extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long(const unsigned char* __restrict__ acode,
                                    const unsigned short* __restrict__ bcode,
                                    int n, int m, int sigma, int klo, int khi, int nstrips, int nslots, int slot_words,
-                                   unsigned long long* stream, unsigned long long* tops, int* ticket, int* result,
-                                   int* col_out) {
+                                   int ring_shift, unsigned long long* stream, unsigned long long* tops, int* ticket,
+                                   int* result, int* col_out) {
     extern __shared__ unsigned s_peq[];
     const int lane = threadIdx.x & 31;
     unsigned* peq = s_peq + (threadIdx.x >> 5) * (sigma + 1) * 32;
@@ -270,20 +318,21 @@ extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long(const u
         if (lane == 0) s = atomicAdd(ticket, 1);
         s = __shfl_sync(FULL_MASK, s, 0);
         if (s >= nstrips) return;
-        bp_strip(s, acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, stream, tops, result, col_out,
-                 peq, lane);
+        bp_strip(s, acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, ring_shift, stream, tops, result,
+                 col_out, peq, lane);
     }
 }
 
 // bp_long_jobs(jobs, first, rounds, sigma, ticket) -- many problems (one Hirschberg level's halves) in one
 // launch: job p is row p of jobs (BP_JOB int64 words: acode, bcode, stream, tops, result, col_out as
-// addresses, then n, m, klo, khi, nstrips, nslots, slot_words), each as bp_long's arguments, the jobs in
+// addresses, then n, m, klo, khi, nstrips, nslots, slot_words, ring_shift), each as bp_long's arguments, the jobs in
 // decreasing nstrips. One ticket hands out the strips round by round: strip s of every job that has one
 // (jobs 0, 1, ...), then strip s + 1's; first[s] = the tickets before round s (first[rounds] = all). So
 // every job moves at once, and a strip's upper neighbour was taken before it, by a warp that is running:
 // every wait ends. A job's ring needs min(nstrips, warps launched) + 1 slots (no more of its strips are in
-// progress at once; they finish in order). Launch as bp_long.
-#define BP_JOB 13
+// progress at once; they finish in order). Its ring must hold a whole strip (ring_shift 31): a strip's
+// reader starts only after every other job's strip of its round. Launch as bp_long.
+#define BP_JOB 14
 extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long_jobs(const long long* __restrict__ jobs,
                                                                               const long long* __restrict__ first,
                                                                               int rounds, int sigma,
@@ -303,8 +352,8 @@ extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long_jobs(co
         }
         const long long* J = jobs + (size_t)(g - first[lo]) * BP_JOB;
         bp_strip(lo, (const unsigned char*)J[0], (const unsigned short*)J[1], (int)J[6], (int)J[7], sigma, (int)J[8],
-                 (int)J[9], (int)J[10], (int)J[11], (int)J[12], (unsigned long long*)J[2], (unsigned long long*)J[3],
-                 (int*)J[4], (int*)J[5], peq, lane);
+                 (int)J[9], (int)J[10], (int)J[11], (int)J[12], (int)J[13], (unsigned long long*)J[2],
+                 (unsigned long long*)J[3], (int*)J[4], (int*)J[5], peq, lane);
     }
 }
 

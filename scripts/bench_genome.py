@@ -26,7 +26,9 @@ The alignment path (--path-sets; --path-only skips the distance kernels' columns
   engine_s the estimate, the anchored bound and genome_path.gpu_path alone (strings in memory); how:
            "anchors" (the bound's path was optimal) or "split" (Hirschberg from the whole pair); first_s the distance and first split,
            split_s the other levels' splits, leaves_s the leaves' CIGARs (batched engines); levels, leaves
-  peak_gb  the CuPy memory pool's high-water mark during the path run (its blocks are freed first)
+  peak_gb  the CuPy memory pool's high-water mark during the path run (its blocks are freed first);
+           bound_gb, engine_gb: the same for the anchored bound and for gpu_path (distance, splits, leaves)
+           in the engine run (the pool emptied before each)
   wfa_path_s, edlib_path_s  WFA2-lib BiWFA (one thread) and edlib's path mode (--cpu-path-sets)
 
   python scripts/bench_genome.py --sets G1,G2,G4 --real a.fa.gz b.fa.gz --cpu-sets G1
@@ -134,13 +136,17 @@ def path_run(tmp, q, t, distance, repeats=1):
     C.check_cigar(q, t, ops)
     assert edits(ops) == distance, f"the path costs {edits(ops)}, the distance is {distance}"
     qa, ta = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
+    pool.free_all_blocks()
     t0 = time.perf_counter()
     plan = kernel_options(qa, ta)  # as gpualign genome: the anchored bound where anchors can be found
     bound = gpu_bound(qa, ta, AlignConfig(), detail=True) if plan.anchored else None
+    bound_peak = pool.total_bytes()
+    pool.free_all_blocks()
     d, _, stats = gpu_path(qa, ta, AlignConfig(device="gpu"), plan, bound)
     engine_s = time.perf_counter() - t0
     assert d == distance
     return dict(path_s=float(np.median(runs)), path_runs=runs, peak_gb=peak / 2**30, path_ops=len(ops),
+                bound_gb=bound_peak / 2**30, engine_gb=pool.total_bytes() / 2**30,
                 engine_s=engine_s, levels=stats["levels"], leaves=stats["leaves"], first_s=stats["first_s"],
                 split_s=stats["split_s"], leaves_s=stats["leaves_s"], how=stats["how"])
 
@@ -271,14 +277,15 @@ def main():
             fh.writelines(json.dumps(r) + "\n" for r in rows if "gpu_s" not in r)
     print("\t".join(["set", "n", "m", "distance", "e2e_s", "path_s", "path/e2e", "how", "engine_s", "first_s", "split_s",
                      "leaves_s", "levels", "leaves",
-                     "cigar_ops", "peak_gb", "wfa_path_s", "edlib_path_s"]))
+                     "cigar_ops", "peak_gb", "bound_gb", "engine_gb", "wfa_path_s", "edlib_path_s"]))
     for r in rows:
         if "path_s" in r:
             print("\t".join([r["set"], str(r["n"]), str(r["m"]), str(r["distance"]), f(r["e2e_s"]), f(r["path_s"]),
                              f"{r['path_s'] / r['e2e_s']:.2f}", r["how"], f(r["engine_s"]), f(r["first_s"]),
                              f(r["split_s"]),
                              f(r["leaves_s"]), str(r["levels"]), str(r["leaves"]),
-                             str(r["path_ops"]), f"{r['peak_gb']:.2f}", f(r.get("wfa_path_s")),
+                             str(r["path_ops"]), f"{r['peak_gb']:.2f}", f"{r['bound_gb']:.2f}",
+                             f"{r['engine_gb']:.2f}", f(r.get("wfa_path_s")),
                              f(r.get("edlib_path_s"))]))
     if a.path_only:
         return

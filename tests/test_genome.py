@@ -190,6 +190,53 @@ def test_gpu_bp_equals_edlib(case):
     assert gpu_long.bp_distance(q, t, upper=want, guess=floor)["distance"] == want  # widened up to the bound
 
 
+def test_bp_ring_sizes():
+    """bp_long's rings (kernels/bp_long.cu, Slots): either a whole strip's words (31), or a power of two of
+    at least 128 words with ring * warps >= 4 * words (no strip waits forever, writers seldom wait),
+    smaller than a whole strip; G3's halves (48 Mbp at 8.4%, 1,320 warps each) take 2,048 words a strip
+    in flight instead of 235,000."""
+    from gpualign.engines import gpu_long
+
+    for words in (1, 64, 127, 128, 1000, 1025, 5000, 70_000, 235_000, 3_000_000):
+        for warps in (1, 2, 3, 5, 64, 1320, 2640):
+            shift = gpu_long._ring_shift(words, warps)
+            need = max(gpu_long.BP_RING_MIN, -(-4 * words // warps)) + 128
+            if shift == 31:  # a ring of a whole strip (words + 3, the slot's spare words) is no larger
+                assert words + 3 <= 2 * need, (words, warps)
+                continue
+            ring = 1 << shift
+            assert 128 <= ring and ring * warps >= 4 * words and ring < words + 3, (words, warps, shift)
+            assert need <= ring < 2 * need
+    assert 1 << gpu_long._ring_shift(235_000, 1320) == 2048
+
+
+def _tightest_ring(words, warps):
+    """The smallest ring the kernel allows (>= 128 words, ring * warps >= words): writers wait often."""
+    shift = 7
+    while (1 << shift) * warps < words:
+        shift += 1
+    return shift if (1 << shift) + 1 < words + 4 else 31
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", sorted(CASES) + ["len3001", "long_vs_short", "short_vs_long", "disjoint_symbols"])
+def test_gpu_bp_tight_rings(case, monkeypatch):
+    """The bit-parallel kernel with the smallest rings it allows (strips wrap their rings many times and
+    wait for their readers) == edlib: in one piece and as two halves, with as many warps as the band
+    needs, and with 3, 4 and 7 (rings of a whole strip or close to it), 32 (rings of 128 words)."""
+    from gpualign.engines import gpu_long
+
+    monkeypatch.setattr(gpu_long, "_ring_shift", _tightest_ring)
+    qb, tb = (CASES[case]() if case in CASES else BP_EDGES[case])
+    q, t = (np.frombuffer(x.upper() if case in CASES else x, np.uint8) for x in (qb, tb))
+    want = edit(q.tobytes(), t.tobytes())
+    for warps in (None, 3, 4, 7, 32):
+        for split in (False, True):
+            for guess in (None, want):
+                assert gpu_long.bp_distance(q, t, guess=guess, warps=warps, split=split)["distance"] == want, \
+                    (warps, split, guess)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,rate", [(2_000_000, 0.01), (500_000, 0.10), (200_000, 0.30), (100_000, 0.50)])
 def test_gpu_large(n, rate):
@@ -212,6 +259,8 @@ def test_gpu_large(n, rate):
     assert gpu_long.bp_distance(a, b, upper=bound, split=False)["distance"] == want
     assert gpu_long.bp_distance(a, b, upper=want, warps=5)["distance"] == want
     assert gpu_long.bp_distance(a, b, guess=want // 3)["distance"] == want
+    r = gpu_long.bp_distance(a, b, upper=bound, warps=64)
+    assert r["distance"] == want and r["cut"][2] == edit(q[:r["cut"][0]], t[:r["cut"][1]])  # the split's left part
     assert cpu_long.distance(q, t, "wfa")[0] == want if n <= 500_000 else True
 
 

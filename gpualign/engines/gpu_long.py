@@ -139,6 +139,7 @@ BP_DEFINES: tuple = ()  # compile-time options of kernels/bp_long.cu (experiment
 BP_WARPS_PER_SM = 20  # strips in flight per SM at most (the best of 6..20 tried)
 BP_SPLIT_MIN = 1 << 16  # targets at least this long run as two halves at once, met in the middle
 BP_RING_BYTES = None  # a cap on one launch's ring memory (fewer warps on wide bands); None: a quarter of free
+BP_RING_MIN = 1024  # bp_long's rings: at least this many words (16 columns each) per strip in flight
 
 
 def band(n: int, m: int, upper: int) -> tuple[int, int]:
@@ -162,6 +163,16 @@ def symbol_codes(q, t, xp=np):
 def _bp_geometry(rows, width):
     """Per run (numpy arrays or ints): strips of rows rows, and ring words per strip for a band width wide."""
     return np.maximum(1, (rows + STRIP_ROWS - 1) // STRIP_ROWS), (STRIP_ROWS + width + 15) // 16 + 4
+
+
+def _ring_shift(words: int, warps: int) -> int:
+    """log2 of the words of each ring of a bp_long launch of warps warps whose strips write at most words
+    words, or 31: rings that hold a whole strip. The kernel needs ring * warps >= words (and >= 128 words)
+    so that no strip waits forever; 4x that, and BP_RING_MIN, keep writers from waiting on their readers
+    (docs/engines.md)."""
+    need = max(BP_RING_MIN, -(-4 * words // max(1, warps))) + 128
+    shift = (need - 1).bit_length()
+    return shift if (1 << shift) + 1 < words + 4 else 31
 
 
 def _ring_cap() -> int:
@@ -192,10 +203,14 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
 
     n, m = len(qc), len(tc)
     rows = n if col_out is None else min(n, m + khi)  # rows below m + khi never meet column m in the band
-    nstrips, slot_words = (int(v) for v in _bp_geometry(rows, khi - klo + 1))
+    nstrips, full = (int(v) for v in _bp_geometry(rows, khi - klo + 1))
     want = max(1, min(nstrips, warps))
-    cap = _ring_cap()  # the strips' rings: 8 bytes per 16 columns per warp
-    while want > 1 and (want + 1) * slot_words * 8 > cap:
+    cap = _ring_cap()
+    while True:  # the strips' rings: 8 bytes per 16 columns, at most a strip's, per warp
+        shift = _ring_shift(full - 4, want)
+        slot_words = full if shift == 31 else (1 << shift) + 1
+        if want == 1 or (want + 1) * slot_words * 8 <= cap:
+            break
         want //= 2
     blocks = (want + BP_WARPS_PER_BLOCK - 1) // BP_WARPS_PER_BLOCK
     threads = 32 * min(want, BP_WARPS_PER_BLOCK)
@@ -208,7 +223,8 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
         ctl = cupy.zeros(2, dtype=cupy.int32)  # ticket, result
         kern((blocks,), (threads,), (acode, bcode, np.int32(n), np.int32(m), np.int32(sigma), np.int32(klo),
                                      np.int32(khi), np.int32(nstrips), np.int32(nslots), np.int32(slot_words),
-                                     ring, tops, ctl, ctl[1:], col_out if col_out is not None else np.uint64(0)),
+                                     np.int32(shift), ring, tops, ctl, ctl[1:],
+                                     col_out if col_out is not None else np.uint64(0)),
              shared_mem=smem)
     return ctl, (acode, bcode, ring, tops), nstrips
 
@@ -248,7 +264,8 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     if codes is None:
         return None
     qc, tc, sigma = codes
-    kern = load_module("bp_long.cu", ("bp_long",), BP_DEFINES).get_function("bp_long")
+    mod = load_module("bp_long.cu", ("bp_long", "bp_split_min"), BP_DEFINES)
+    kern = mod.get_function("bp_long")
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     top = max(n, m)
     ceiling = top if upper is None else max(abs(n - m), min(top, int(upper)))
@@ -283,9 +300,12 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
                 cols.append(col)
             keep = [r[1] for r in runs]
             _watch(streams, [r[0][:1] for r in runs], progress, poll, t0, _strips_report([r[2] for r in runs], info))
-            total = cols[0].astype(cupy.int64) + cols[1][::-1]
-            row = int(total.argmin())  # a cell (row, m1) on an optimal path: Hirschberg's split
-            d, cut = int(total[row]), (row, m1, int(cols[0][row]))
+            best, left = cupy.empty(1, dtype=cupy.uint64), cupy.empty(1, dtype=cupy.int32)
+            mod.get_function("bp_split_min")((1,), (256,), (cols[0], cols[1], cupy.zeros(1, dtype=cupy.int64),
+                                                            cupy.full(1, n, dtype=cupy.int32), np.int32(1), best, left))
+            best = int(best.get()[0])  # the least cols[0][r] + cols[1][n - r] << 32 | r, the first r on ties:
+            row = best & 0xFFFFFFFF  # a cell (row, m1) on an optimal path, Hirschberg's split
+            d, cut = best >> 32, (row, m1, int(left.get()[0]))
         del keep
         passes += 1
         cells += n * min(m, width)  # rows x band: what the strips compute, about
@@ -373,7 +393,7 @@ class BpSplitter:
         ring_at, tops_at = np.cumsum(ring_len) - ring_len, np.cumsum(nslots) - nslots
         table = np.stack([acode.data.ptr + a_at, bcode.data.ptr + 2 * b_at, ring.data.ptr + 8 * ring_at,
                           tops.data.ptr + 8 * tops_at, result.data.ptr + 4 * np.arange(len(r)), col, r, c, klo, khi,
-                          nstrips, nslots, slot_words], axis=1).astype(np.int64)
+                          nstrips, nslots, slot_words, np.full(len(r), 31)], axis=1).astype(np.int64)
         order = np.argsort(-nstrips, kind="stable")  # rounds of tickets: strip s of every job that has one
         rounds = int(nstrips.max())
         first = np.concatenate([[0], np.cumsum(np.bincount(nstrips - 1, minlength=rounds)[::-1].cumsum()[::-1])])
