@@ -117,6 +117,8 @@ def test_cli_errors(tmp_path):
     assert rc == 1 and "no record named 'zz'" in err
     rc, _, err = run([str(tmp_path / "missing.fa"), b, "--distance-only"])
     assert rc == 1 and "no such file" in err and "Traceback" not in err
+    rc, _, err = run([a, b, "--metric", "affine"])
+    assert rc == 2 and "--metric edit only" in err and len(err.strip().splitlines()) == 1
 
 
 # ---- GPU (device machine) --------------------------------------------------------------------

@@ -27,6 +27,7 @@ def genome(
     query_record: Annotated[Optional[str], typer.Option("--query-record", help="Use only this query record.")] = None,
     target_record: Annotated[Optional[str], typer.Option("--target-record", help="Use only this target record.")] = None,
     n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything, N included.")] = False,
+    metric: Annotated[str, typer.Option("--metric", "-m", help="edit (unit costs: the only metric of genome).")] = "edit",
     device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu.")] = "auto",
     cpu_method: Annotated[str, typer.Option("--cpu-method", help="CPU path: auto|wfa|edlib.")] = "auto",
     no_prune: Annotated[bool, typer.Option("--no-prune", hidden=True, help="GPU: plain wavefront, no diamond.")] = False,
@@ -41,6 +42,8 @@ def genome(
     from ..genome import run_genome
 
     def body():
+        if metric != "edit":
+            raise ConfigError(f"genome aligns with --metric edit only (got {metric!r}); use pairs for affine scoring")
         if cpu_method not in ("auto", "wfa", "edlib"):
             raise ConfigError(f"--cpu-method must be auto, wfa or edlib (got {cpu_method!r})")
         cfg = AlignConfig(distance_only=distance_only, n_mismatch=n_mismatch, device=device)
