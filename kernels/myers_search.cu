@@ -3,11 +3,11 @@
 // D[m][j] <= k), computed with Myers' bit-parallel column update (Hyyro's formulation, carries passed
 // word to word for patterns longer than 32).
 //
-// Entry points (template instances, name expressions "search<W,SH>" with W the 32-bit words per pattern
-// and SH = true when the block keeps its patterns' match masks in shared memory):
-//   search<W,SH>(const uint8_t* text, const uint32_t* tile_warm, const uint32_t* tile_report,
-//                const uint32_t* tile_end, int n_tiles, const uint32_t* peq, int n_ps, int group,
-//                int k, unsigned int* count, uint2* hits, unsigned int cap)
+// Entry points (template instances, name expressions "search<W,SH,P>" with W the 32-bit words per pattern,
+// SH = true when the block keeps its patterns' match masks in shared memory, P patterns per thread):
+//   search<W,SH,P>(const uint8_t* text, const uint32_t* tile_warm, const uint32_t* tile_report,
+//                  const uint32_t* tile_end, int n_tiles, const uint32_t* peq, int n_ps, int group,
+//                  int k, unsigned int* count, uint2* hits, unsigned int cap)
 //
 // text     codes 0..15, one byte per base (A0 C1 G2 T3 N4, other IUPAC 5..14, 15 = padding, matching
 //          nothing); 16-byte aligned; tiles start their scan at a multiple of 16.
@@ -18,8 +18,10 @@
 //          Patterns are aligned to the top of the last word: the 32*W - m rows below the pattern
 //          match every code (a free prefix: row 32*W - m then has D = 0 everywhere, the boundary row of
 //          Sellers' recurrence), so row m is bit 31 of word W-1 for every length.
-// group    patterns per block (a power of two dividing blockDim.x); thread t works on pattern
-//          blockIdx.y * group + t % group and tile blockIdx.x * (blockDim.x / group) + t / group.
+// group    patterns per block (a power of two, P <= group <= P * blockDim.x); with L = group / P threads per
+//          tile, thread t works on patterns blockIdx.y * group + P * (t % L) + 0 .. P - 1 and tile
+//          blockIdx.x * (blockDim.x / L) + t / L. P = 2 (W = 1, SH): a thread's two patterns share the
+//          text code, the mask address and one 64-bit shared load, and their updates interleave.
 // hits     (text offset j, pattern << 10 | D) for every reported j with D <= k, appended at an atomic
 //          counter; entries past cap are counted, not written (the caller runs the launch again with
 //          a larger buffer).
@@ -57,15 +59,35 @@ __device__ __forceinline__ void emit(uint32_t j, int score, uint32_t report, uin
     }
 }
 
-template <int W, bool SH>
+// One 32-bit word of a pattern through one text column (Myers / Hyyro): Pv, Mv the word's vertical deltas,
+// eq its match mask, hp / hm the horizontal delta entering its first row (+1 / -1), replaced by the one
+// leaving its last row; ph / mh: the word's horizontal deltas before the shift (bit 31: the last row's).
+__device__ __forceinline__ void myers_word(uint32_t& Pv, uint32_t& Mv, uint32_t eq, uint32_t& hp, uint32_t& hm,
+                                           uint32_t& ph, uint32_t& mh) {
+    const uint32_t pv = Pv, mv = Mv;
+    const uint32_t xv = eq | mv;
+    eq |= hm;
+    const uint32_t xh = (((eq & pv) + pv) ^ pv) | eq;
+    ph = mv | ~(xh | pv);
+    mh = pv & xh;
+    const uint32_t ph2 = (ph << 1) | hp, mh2 = (mh << 1) | hm;
+    Pv = mh2 | ~(xv | ph2);
+    Mv = ph2 & xv;
+    hp = ph >> 31;
+    hm = mh >> 31;
+}
+
+template <int W, bool SH, int P>
 __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restrict__ tile_warm,
                        const uint32_t* __restrict__ tile_report, const uint32_t* __restrict__ tile_end,
                        int n_tiles, const uint32_t* __restrict__ peq, int n_ps, int group, int k,
                        unsigned int* __restrict__ count, uint2* __restrict__ hits, unsigned int cap) {
+    static_assert(P == 1 || (P == 2 && W == 1 && SH), "two patterns per thread: one word, masks in shared memory");
     extern __shared__ uint32_t sh_peq[];
-    const int g = threadIdx.x % group;
+    const int lanes = group / P;  // threads per tile
+    const int g = (threadIdx.x % lanes) * P;
     const int ps = blockIdx.y * group + g;
-    const int tile = blockIdx.x * (blockDim.x / group) + threadIdx.x / group;
+    const int tile = blockIdx.x * (blockDim.x / lanes) + threadIdx.x / lanes;
     if (SH) {  // the block's patterns' masks, laid out [w][c][g] so that lanes read distinct banks
         const int ps0 = blockIdx.y * group;
         for (int i = threadIdx.x; i < group * W * 16; i += blockDim.x) {
@@ -77,86 +99,100 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
     if (tile >= n_tiles || ps >= n_ps) return;
     const uint32_t* src = SH ? sh_peq : peq + (size_t)ps * W * 16;
 
-    constexpr bool REGS = EQ_REGS && SH;  // (not for the long patterns: registers)
-    uint32_t Pv[W], Mv[W], E0[REGS ? W : 1], E1[REGS ? W : 1], E2[REGS ? W : 1], E3[REGS ? W : 1];
+    constexpr bool REGS = EQ_REGS && SH && P == 1;  // (not for the long patterns: registers)
+    uint32_t Pv[P][W], Mv[P][W], E0[REGS ? W : 1], E1[REGS ? W : 1], E2[REGS ? W : 1], E3[REGS ? W : 1];
+    int score[P];
 #pragma unroll
-    for (int w = 0; w < W; ++w) {
-        Pv[w] = 0xffffffffu;
-        Mv[w] = 0u;
-        if (REGS) {
+    for (int p = 0; p < P; ++p) {
+        score[p] = 32 * W;  // D[32W][warm] with the start column D[i] = i
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+            Pv[p][w] = 0xffffffffu;
+            Mv[p][w] = 0u;
+        }
+    }
+    if (REGS) {
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
             E0[w] = eq_of<W, SH>(src, w, 0, g, group);
             E1[w] = eq_of<W, SH>(src, w, 1, g, group);
             E2[w] = eq_of<W, SH>(src, w, 2, g, group);
             E3[w] = eq_of<W, SH>(src, w, 3, g, group);
         }
     }
-    int score = 32 * W;  // D[32W][warm] with the start column D[i] = i
     const uint32_t report = tile_report[tile], end = tile_end[tile];
     const uint32_t stop = (end + 15u) & ~15u;
     const uint4* t4 = reinterpret_cast<const uint4*>(text);
     for (uint32_t base = tile_warm[tile]; base < stop; base += 16) {
         const uint4 v = t4[base >> 4];
         const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-        uint32_t up = 0u, down = 0u;  // the last row's +1 / -1 deltas of this block, column b at bit 15 - b
+        uint32_t up[P], down[P];  // the last row's +1 / -1 deltas of this block, column b at bit 15 - b
+#pragma unroll
+        for (int p = 0; p < P; ++p) up[p] = down[p] = 0u;
 #pragma unroll
         for (int b = 0; b < 16; ++b) {
             const int c = (words[b >> 2] >> (8 * (b & 3))) & 15;
-            uint32_t hp = 0u, hm = 0u;  // horizontal delta entering the word: +1 / -1 (row 0: 0)
+            uint32_t hp[P], hm[P];  // horizontal delta entering the word: +1 / -1 (row 0: 0)
+#pragma unroll
+            for (int p = 0; p < P; ++p) hp[p] = hm[p] = 0u;
 #pragma unroll
             for (int w = 0; w < W; ++w) {
-                uint32_t eq;
-                if (REGS) {
-                    eq = (c & 2) ? ((c & 1) ? E3[w] : E2[w]) : ((c & 1) ? E1[w] : E0[w]);
-                    if (c > 3) eq = eq_of<W, SH>(src, w, c, g, group);  // N, IUPAC, padding: rare
+                uint32_t eq[P];
+                if (P == 2) {
+                    const uint2 e = *reinterpret_cast<const uint2*>(src + c * group + g);
+                    eq[0] = e.x;
+                    eq[P - 1] = e.y;
+                } else if (REGS) {
+                    eq[0] = (c & 2) ? ((c & 1) ? E3[w] : E2[w]) : ((c & 1) ? E1[w] : E0[w]);
+                    if (c > 3) eq[0] = eq_of<W, SH>(src, w, c, g, group);  // N, IUPAC, padding: rare
                 } else {
-                    eq = eq_of<W, SH>(src, w, c, g, group);
+                    eq[0] = eq_of<W, SH>(src, w, c, g, group);
                 }
-                const uint32_t pv = Pv[w], mv = Mv[w];
-                const uint32_t xv = eq | mv;
-                eq |= hm;
-                const uint32_t xh = (((eq & pv) + pv) ^ pv) | eq;
-                uint32_t ph = mv | ~(xh | pv);
-                uint32_t mh = pv & xh;
-                if (SCORE_BLOCKS && w == W - 1) {
-                    up = __funnelshift_l(ph, up, 1);
-                    down = __funnelshift_l(mh, down, 1);
+#pragma unroll
+                for (int p = 0; p < P; ++p) {
+                    uint32_t ph, mh;
+                    myers_word(Pv[p][w], Mv[p][w], eq[p], hp[p], hm[p], ph, mh);
+                    if (SCORE_BLOCKS && w == W - 1) {
+                        up[p] = __funnelshift_l(ph, up[p], 1);
+                        down[p] = __funnelshift_l(mh, down[p], 1);
+                    }
                 }
-                const uint32_t op = ph >> 31, om = mh >> 31;
-                ph = (ph << 1) | hp;
-                mh = (mh << 1) | hm;
-                Pv[w] = mh | ~(xv | ph);
-                Mv[w] = ph & xv;
-                hp = op;
-                hm = om;
             }
             if (!SCORE_BLOCKS) {
-                score += (int)hp - (int)hm;
-                if (score <= k) emit(base + b, score, report, end, ps, count, hits, cap);
+#pragma unroll
+                for (int p = 0; p < P; ++p) {
+                    score[p] += (int)hp[p] - (int)hm[p];
+                    if (score[p] <= k && ps + p < n_ps) emit(base + b, score[p], report, end, ps + p, count, hits, cap);
+                }
             }
         }
         if (SCORE_BLOCKS) {
-            if (score - __popc(down) <= k) {  // a column of the block may be <= k: replay its deltas
-                int s = score;
-                for (int b = 0; b < 16; ++b) {
-                    s += (int)((up >> (15 - b)) & 1u) - (int)((down >> (15 - b)) & 1u);
-                    if (s <= k) emit(base + b, s, report, end, ps, count, hits, cap);
+#pragma unroll
+            for (int p = 0; p < P; ++p) {
+                if (score[p] - __popc(down[p]) <= k && ps + p < n_ps) {  // a column of the block may be <= k:
+                    int s = score[p];                                   // replay its deltas
+                    for (int b = 0; b < 16; ++b) {
+                        s += (int)((up[p] >> (15 - b)) & 1u) - (int)((down[p] >> (15 - b)) & 1u);
+                        if (s <= k) emit(base + b, s, report, end, ps + p, count, hits, cap);
+                    }
                 }
+                score[p] += __popc(up[p]) - __popc(down[p]);
             }
-            score += __popc(up) - __popc(down);
         }
     }
 }
 
 // Instances: masks in shared memory up to 8 words, read through L1 beyond (larger W pad the pattern
-// with free rows). gpualign/search/gpu.py lists the same.
-template __global__ void search<1, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<2, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<3, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<4, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<5, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<6, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<8, true>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<12, false>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<16, false>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<24, false>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<32, false>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+// with free rows); one word also two patterns per thread. gpualign/search/gpu.py lists the same.
+template __global__ void search<1, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<1, true, 2>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<2, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<3, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<4, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<5, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<6, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<8, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<12, false, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<16, false, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<24, false, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<32, false, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);

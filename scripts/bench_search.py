@@ -122,6 +122,7 @@ def engine_only(mbp: int, variants: list) -> None:
     import cupy
 
     from gpualign.search import patterns as PT
+    from gpualign.search import gpu
     from gpualign.search.gpu import GpuSearchEngine
     from gpualign.search.text import Chunk
 
@@ -138,8 +139,9 @@ def engine_only(mbp: int, variants: list) -> None:
         codes_p = [rng.integers(0, 4, m, dtype=np.uint8) for _ in range(npat)]
         pats = PT.Patterns([f"p{i}" for i in range(npat)], [c for c in codes_p for c in (c, c[::-1])],
                            np.repeat(np.arange(npat, dtype=np.int32), 2), np.tile([False, True], npat))
-        for v in variants:
-            eng = GpuSearchEngine(pats, k, "default", tuple(x for x in v.split("+") if x))
+        for v in variants:  # -D defines joined by +; PAIRS=0: one-word patterns one per thread
+            gpu.PAIRS = "PAIRS=0" not in v.split("+")
+            eng = GpuSearchEngine(pats, k, "default", tuple(x for x in v.split("+") if x and x != "PAIRS=0"))
             eng.search(chunk)
             cupy.cuda.runtime.deviceSynchronize()
             t0 = time.perf_counter()

@@ -60,3 +60,30 @@ def test_options_same_bytes(tmp_path, rule):
     for chunk in (0, 50_000):
         for strand in ("both", "-"):
             both(tmp_path, pfa, tfa, k=6, rule=rule, chunk_bases=chunk, strand=strand, max_hits=50)
+
+
+@pytest.mark.parametrize("n_pats,strand,k,force", [(1, "+", 2, False), (3, "both", 3, False), (129, "+", 3, False),
+                                                   (7, "-", 6, True)])
+def test_one_word_patterns_two_per_thread(tmp_path, monkeypatch, n_pats, strand, k, force):
+    """Patterns of up to 32 nt run two per thread (kernels/myers_search.cu, P = 2): the same bytes as one per
+    thread and as the CPU engine, with odd numbers of pattern-strands (a thread's second pattern empty), a
+    single one, and k >= m (--force: every end position of the short patterns is a hit)."""
+    from gpualign.search import gpu
+
+    rng = np.random.default_rng(n_pats)
+    records = {f"r{i}": random_dna(rng, int(rng.integers(3_000, 40_000)), "ACGTN" if i == 1 else "ACGT")
+               for i in range(3)}
+    lengths = rng.integers(4 if force else 12, 33, n_pats)
+    pats = {}
+    for i, m in enumerate(lengths.tolist()):
+        rec = records[f"r{i % 3}"]
+        a = int(rng.integers(0, len(rec) - m))
+        pats[f"p{i}"] = mutate(rng, rec[a:a + m], int(rng.integers(0, 3))) if i % 4 != 3 else random_dna(rng, m)
+    pfa, tfa = os.path.join(tmp_path, "p.fa"), os.path.join(tmp_path, "t.fa")
+    write_fasta(pfa, pats)
+    write_fasta(tfa, records)
+    kw = dict(k=k, strand=strand, force=force)
+    pairs = both(tmp_path, pfa, tfa, **kw)
+    monkeypatch.setattr(gpu, "PAIRS", False)
+    assert both(tmp_path, pfa, tfa, **kw) == pairs
+    assert pairs.count(b"\n") > 1  # hits beyond the header

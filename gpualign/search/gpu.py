@@ -14,6 +14,7 @@ TILE = 4096  # reported bases per thread (a tile); the warm-up before it is 32 *
 MAX_PS = 1 << 22  # pattern-strands per width (the kernel packs pattern << 10 | D in 32 bits)
 MAX_CANDS = 1 << 28  # end positions with D <= k per launch at most (2 GiB of device memory)
 SHARED_MAX_W = 8
+PAIRS = True  # one-word patterns two per thread (kernels/myers_search.cu's P = 2)
 
 
 def _threads(w: int) -> int:
@@ -36,7 +37,9 @@ class GpuSearchEngine:
                                   f"takes fewer than {MAX_PS:,} per length class (split the patterns)")
             peq = PT.masks([pats.codes[i] for i in ids.tolist()], w, rule)
             self.groups.append((w, ids, cupy.asarray(peq)))
-        names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}>" for w, _, _ in self.groups)
+        self.per_thread = {w: 2 if (w == 1 and PAIRS) else 1 for w, _, _ in self.groups}
+        names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}, {self.per_thread[w]}>"
+                      for w, _, _ in self.groups)
         self.mod = load_module("myers_search.cu", names, defines)
         self.kernels = {w: self.mod.get_function(n) for (w, _, _), n in zip(self.groups, names)}
         self.context, self.gap = self.geometry(pats, k)
@@ -68,11 +71,12 @@ class GpuSearchEngine:
             if not len(warm):
                 continue
             n_ps = len(ids)
-            group = 1
+            per = self.per_thread[w]
+            group = per  # patterns per block: a power of two, per .. threads
             threads = _threads(w)
             while group < min(n_ps, threads):
                 group *= 2
-            per_block = threads // group
+            per_block = threads // (group // per)  # tiles per block
             grid = (-(-len(warm) // per_block), -(-n_ps // group))
             shared = group * w * 16 * 4 if w <= SHARED_MAX_W else 0
             args_t = [cp.asarray(a) for a in (warm, report, end)]
