@@ -20,8 +20,8 @@
 //          Sellers' recurrence), so row m is bit 31 of word W-1 for every length.
 // group    patterns per block (a power of two, P <= group <= P * blockDim.x); with L = group / P threads per
 //          tile, thread t works on patterns blockIdx.y * group + P * (t % L) + 0 .. P - 1 and tile
-//          blockIdx.x * (blockDim.x / L) + t / L. P = 2 (W = 1, SH): a thread's two patterns share the
-//          text code, the mask address and one 64-bit shared load, and their updates interleave.
+//          blockIdx.x * (blockDim.x / L) + t / L. P = 2 or 4 (W = 1, SH): a thread's patterns share the
+//          text code, the mask address and one 64- or 128-bit shared load, and their updates interleave.
 // hits     (text offset j, pattern << 10 | D) for every reported j with D <= k, appended at an atomic
 //          counter; entries past cap are counted, not written (the caller runs the launch again with
 //          a larger buffer).
@@ -82,7 +82,7 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
                        const uint32_t* __restrict__ tile_report, const uint32_t* __restrict__ tile_end,
                        int n_tiles, const uint32_t* __restrict__ peq, int n_ps, int group, int k,
                        unsigned int* __restrict__ count, uint2* __restrict__ hits, unsigned int cap) {
-    static_assert(P == 1 || (P == 2 && W == 1 && SH), "two patterns per thread: one word, masks in shared memory");
+    static_assert(P == 1 || ((P == 2 || P == 4) && W == 1 && SH), "P > 1: one word, masks in shared memory");
     extern __shared__ uint32_t sh_peq[];
     const int lanes = group / P;  // threads per tile
     const int g = (threadIdx.x % lanes) * P;
@@ -138,7 +138,13 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
 #pragma unroll
             for (int w = 0; w < W; ++w) {
                 uint32_t eq[P];
-                if (P == 2) {
+                if (P == 4) {
+                    const uint4 e = *reinterpret_cast<const uint4*>(src + c * group + g);
+                    eq[0] = e.x;
+                    eq[1 % P] = e.y;
+                    eq[2 % P] = e.z;
+                    eq[3 % P] = e.w;
+                } else if (P == 2) {
                     const uint2 e = *reinterpret_cast<const uint2*>(src + c * group + g);
                     eq[0] = e.x;
                     eq[P - 1] = e.y;
@@ -185,6 +191,7 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
 // Instances: masks in shared memory up to 8 words, read through L1 beyond (larger W pad the pattern
 // with free rows); one word also two patterns per thread. gpualign/search/gpu.py lists the same.
 template __global__ void search<1, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<1, true, 4>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<1, true, 2>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<2, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<3, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);

@@ -126,6 +126,7 @@ def engine_only(mbp: int, variants: list) -> None:
     from gpualign.search.gpu import GpuSearchEngine
     from gpualign.search.text import Chunk
 
+    default_per = gpu.PER_THREAD
     rng = np.random.default_rng(3)
     n = mbp * 1_000_000
     gap = 1040
@@ -139,9 +140,10 @@ def engine_only(mbp: int, variants: list) -> None:
         codes_p = [rng.integers(0, 4, m, dtype=np.uint8) for _ in range(npat)]
         pats = PT.Patterns([f"p{i}" for i in range(npat)], [c for c in codes_p for c in (c, c[::-1])],
                            np.repeat(np.arange(npat, dtype=np.int32), 2), np.tile([False, True], npat))
-        for v in variants:  # -D defines joined by +; PAIRS=0: one-word patterns one per thread
-            gpu.PAIRS = "PAIRS=0" not in v.split("+")
-            eng = GpuSearchEngine(pats, k, "default", tuple(x for x in v.split("+") if x and x != "PAIRS=0"))
+        for v in variants:  # -D defines joined by +; P=N: one-word patterns per thread (gpu.PER_THREAD)
+            per = [x for x in v.split("+") if x.startswith("P=")]
+            gpu.PER_THREAD = int(per[0][2:]) if per else default_per
+            eng = GpuSearchEngine(pats, k, "default", tuple(x for x in v.split("+") if x and x not in per))
             eng.search(chunk)
             cupy.cuda.runtime.deviceSynchronize()
             t0 = time.perf_counter()

@@ -14,7 +14,7 @@ TILE = 4096  # reported bases per thread (a tile); the warm-up before it is 32 *
 MAX_PS = 1 << 22  # pattern-strands per width (the kernel packs pattern << 10 | D in 32 bits)
 MAX_CANDS = 1 << 28  # end positions with D <= k per launch at most (2 GiB of device memory)
 SHARED_MAX_W = 8
-PAIRS = True  # one-word patterns two per thread (kernels/myers_search.cu's P = 2)
+PER_THREAD = 4  # one-word patterns per thread (kernels/myers_search.cu's P: 1, 2 or 4)
 
 
 def _threads(w: int) -> int:
@@ -37,7 +37,7 @@ class GpuSearchEngine:
                                   f"takes fewer than {MAX_PS:,} per length class (split the patterns)")
             peq = PT.masks([pats.codes[i] for i in ids.tolist()], w, rule)
             self.groups.append((w, ids, cupy.asarray(peq)))
-        self.per_thread = {w: 2 if (w == 1 and PAIRS) else 1 for w, _, _ in self.groups}
+        self.per_thread = {w: PER_THREAD if w == 1 else 1 for w, _, _ in self.groups}
         names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}, {self.per_thread[w]}>"
                       for w, _, _ in self.groups)
         self.mod = load_module("myers_search.cu", names, defines)
