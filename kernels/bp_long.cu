@@ -53,11 +53,13 @@
 // a warp takes strip s, strip s - (warps) has finished and slot s % nslots is free again. Slot word 0
 // is the reader's progress, (reader strip) << 32 | words it is done with, published once per 32 steps;
 // the ring (R = 1 << ring_shift words) follows. A writer R words ahead of its reader waits (a reader
-// not yet started has read nothing). No strip waits forever when R >= 128 and R * (warps launched, all
-// resident) >= a strip's words: a chain of waiting writers ends at the oldest strip, R words per strip
-// ahead of the newest, so it has written its whole stream; and a reader's first group (after the tops
-// word, 64 words in) never waits on a writer stopped at R. The host keeps R * warps >= 4 * words: ring
-// memory ~ warps * R * 8 bytes, not warps * band / 2 (4.98 GB for 48 Mbp at 8.4% on an H200).
+// not yet started has read nothing). No strip waits forever when R >= 128 and R * (warps resident) >= a
+// strip's words: a chain of waiting writers ends at the oldest strip in flight, R words per strip ahead
+// of the newest, so it has written its whole stream and ends, and its warp takes the next strip; and a
+// reader's first group (after the tops word, 64 words in) never waits on a writer stopped at R. Warps
+// of the launch that are not resident hold no strip. The host keeps R * w >= 4 * words with w = the
+// warps of one block per SM (resident once the launch runs alone: the other half's launch ends without
+// it): ring memory ~ warps * R * 8 bytes, not warps * band / 2 (4.98 GB for 48 Mbp at 8.4% on an H200).
 #include "common.cuh"
 
 #define FULL_MASK 0xffffffffu

@@ -83,7 +83,7 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
                        int n_tiles, const uint32_t* __restrict__ peq, int n_ps, int group, int k,
                        unsigned int* __restrict__ count, uint2* __restrict__ hits, unsigned int cap) {
     static_assert(P == 1 || ((P == 2 || P == 4) && W == 1 && SH), "P > 1: one word, masks in shared memory");
-    extern __shared__ uint32_t sh_peq[];
+    extern __shared__ __align__(16) uint32_t sh_peq[];  // 64- and 128-bit loads with P = 2, 4
     const int lanes = group / P;  // threads per tile
     const int g = (threadIdx.x % lanes) * P;
     const int ps = blockIdx.y * group + g;
@@ -189,7 +189,7 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
 }
 
 // Instances: masks in shared memory up to 8 words, read through L1 beyond (larger W pad the pattern
-// with free rows); one word also two patterns per thread. gpualign/search/gpu.py lists the same.
+// with free rows); one word also two and four patterns per thread. gpualign/search/gpu.py lists the same.
 template __global__ void search<1, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<1, true, 4>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<1, true, 2>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);

@@ -242,3 +242,14 @@ def test_progress_reports(tmp_path):
                report=lambda r, b: calls.append((r, b)))
     assert len(calls) >= 3 and calls[-1] == (6, 3000)
     assert all(b1 <= b2 for (_, b1), (_, b2) in zip(calls, calls[1:]))
+
+
+def test_patterns_per_thread_rule(monkeypatch):
+    """Several one-word patterns per thread only as many as there are (no empty ones when avoidable), one
+    per thread for longer patterns."""
+    from gpualign.search import gpu
+
+    assert [gpu.per_thread(1, n) for n in (1, 2, 3, 4, 5, 624)] == [1, 2, 2, 4, 4, 4]
+    assert [gpu.per_thread(w, 624) for w in (2, 5, 32)] == [1, 1, 1]
+    monkeypatch.setattr(gpu, "PER_THREAD", 2)
+    assert [gpu.per_thread(1, n) for n in (1, 3, 624)] == [1, 2, 2]

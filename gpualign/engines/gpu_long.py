@@ -166,10 +166,10 @@ def _bp_geometry(rows, width):
 
 
 def _ring_shift(words: int, warps: int) -> int:
-    """log2 of the words of each ring of a bp_long launch of warps warps whose strips write at most words
-    words, or 31: rings that hold a whole strip. The kernel needs ring * warps >= words (and >= 128 words)
-    so that no strip waits forever; 4x that, and BP_RING_MIN, keep writers from waiting on their readers
-    (docs/engines.md)."""
+    """log2 of the words of each ring of a bp_long launch whose strips write at most words words, or 31:
+    rings that hold a whole strip. warps: the launch's warps that are sure to be resident at once. The
+    kernel needs ring * (resident warps) >= words (and >= 128 words) so that no strip waits forever; 4x
+    that, and BP_RING_MIN, keep writers from waiting on their readers (docs/engines.md)."""
     need = max(BP_RING_MIN, -(-4 * words // max(1, warps))) + 128
     shift = (need - 1).bit_length()
     return shift if (1 << shift) + 1 < words + 4 else 31
@@ -206,8 +206,11 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
     nstrips, full = (int(v) for v in _bp_geometry(rows, khi - klo + 1))
     want = max(1, min(nstrips, warps))
     cap = _ring_cap()
+    # one block per SM is resident once the launch runs alone (the other half's launch, MPS neighbours
+    # and more warps than fit wait for it): rings are sized for those warps, not for all launched
+    sure = cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_BLOCK
     while True:  # the strips' rings: 8 bytes per 16 columns, at most a strip's, per warp
-        shift = _ring_shift(full - 4, want)
+        shift = _ring_shift(full - 4, min(want, sure))
         slot_words = full if shift == 31 else (1 << shift) + 1
         if want == 1 or (want + 1) * slot_words * 8 <= cap:
             break

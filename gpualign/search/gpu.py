@@ -17,6 +17,15 @@ SHARED_MAX_W = 8
 PER_THREAD = 4  # one-word patterns per thread (kernels/myers_search.cu's P: 1, 2 or 4)
 
 
+def per_thread(w: int, n_ps: int) -> int:
+    """Patterns per thread for n_ps pattern-strands of w words: PER_THREAD for one-word patterns (masks in
+    shared memory), as a power of two no larger than n_ps (a thread's empty patterns cost as much as
+    real ones); 1 otherwise."""
+    if w != 1 or SHARED_MAX_W < 1:
+        return 1
+    return min(PER_THREAD, 1 << (max(1, n_ps).bit_length() - 1))
+
+
 def _threads(w: int) -> int:
     return 256 if w <= 2 else 128 if w <= 4 else 64
 
@@ -37,7 +46,7 @@ class GpuSearchEngine:
                                   f"takes fewer than {MAX_PS:,} per length class (split the patterns)")
             peq = PT.masks([pats.codes[i] for i in ids.tolist()], w, rule)
             self.groups.append((w, ids, cupy.asarray(peq)))
-        self.per_thread = {w: PER_THREAD if w == 1 else 1 for w, _, _ in self.groups}
+        self.per_thread = {w: per_thread(w, len(ids)) for w, ids, _ in self.groups}
         names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}, {self.per_thread[w]}>"
                       for w, _, _ in self.groups)
         self.mod = load_module("myers_search.cu", names, defines)
