@@ -77,6 +77,21 @@ __device__ __forceinline__ void myers_word(uint32_t& Pv, uint32_t& Mv, uint32_t 
     hm = mh >> 31;
 }
 
+// The masks of a thread's P patterns for one code (P = 2, 4: adjacent in shared memory, one vector load).
+__device__ __forceinline__ void masks_of(const uint32_t* p, uint32_t (&eq)[2]) {
+    const uint2 e = *reinterpret_cast<const uint2*>(p);
+    eq[0] = e.x;
+    eq[1] = e.y;
+}
+__device__ __forceinline__ void masks_of(const uint32_t* p, uint32_t (&eq)[4]) {
+    const uint4 e = *reinterpret_cast<const uint4*>(p);
+    eq[0] = e.x;
+    eq[1] = e.y;
+    eq[2] = e.z;
+    eq[3] = e.w;
+}
+__device__ __forceinline__ void masks_of(const uint32_t* p, uint32_t (&eq)[1]) { eq[0] = *p; }
+
 template <int W, bool SH, int P>
 __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restrict__ tile_warm,
                        const uint32_t* __restrict__ tile_report, const uint32_t* __restrict__ tile_end,
@@ -138,16 +153,8 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
 #pragma unroll
             for (int w = 0; w < W; ++w) {
                 uint32_t eq[P];
-                if (P == 4) {
-                    const uint4 e = *reinterpret_cast<const uint4*>(src + c * group + g);
-                    eq[0] = e.x;
-                    eq[1 % P] = e.y;
-                    eq[2 % P] = e.z;
-                    eq[3 % P] = e.w;
-                } else if (P == 2) {
-                    const uint2 e = *reinterpret_cast<const uint2*>(src + c * group + g);
-                    eq[0] = e.x;
-                    eq[P - 1] = e.y;
+                if (P > 1) {
+                    masks_of(src + c * group + g, eq);  // (W = 1)
                 } else if (REGS) {
                     eq[0] = (c & 2) ? ((c & 1) ? E3[w] : E2[w]) : ((c & 1) ? E1[w] : E0[w]);
                     if (c > 3) eq[0] = eq_of<W, SH>(src, w, c, g, group);  // N, IUPAC, padding: rare
@@ -191,8 +198,8 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
 // Instances: masks in shared memory up to 8 words, read through L1 beyond (larger W pad the pattern
 // with free rows); one word also two and four patterns per thread. gpualign/search/gpu.py lists the same.
 template __global__ void search<1, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<1, true, 4>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<1, true, 2>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<1, true, 4>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<2, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<3, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<4, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);

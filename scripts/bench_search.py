@@ -153,6 +153,7 @@ def engine_only(mbp: int, variants: list) -> None:
             print(json.dumps({"engine_only": name, "variant": v or "default", "mbp": mbp, "pattern_strands": pats.n,
                               "m": m, "k": k, "s": round(dt, 4), "T_steps_per_s": round(steps / dt / 1e12, 3),
                               "cands": len(got.ps)}), flush=True)
+    gpu.PER_THREAD = default_per
 
 
 def read_only(genome: str, workers: list, repeats: int) -> None:
