@@ -20,13 +20,20 @@
 //          Sellers' recurrence), so row m is bit 31 of word W-1 for every length.
 // group    patterns per block (a power of two, P <= group <= P * blockDim.x); with L = group / P threads per
 //          tile, thread t works on patterns blockIdx.y * group + P * (t % L) + 0 .. P - 1 and tile
-//          blockIdx.x * (blockDim.x / L) + t / L. P = 2 or 4 (W = 1, SH): a thread's patterns share the
-//          text code, the mask address and one 64- or 128-bit shared load, and their updates interleave.
+//          blockIdx.x * (blockDim.x / L) + t / L. P = 2, 4 or 8 (W = 1, SH): a thread's patterns share the
+//          text code, the mask address and 64- or 128-bit shared loads, and their updates interleave.
 // hits     (text offset j, pattern << 10 | D) for every reported j with D <= k, appended at an atomic
 //          counter; entries past cap are counted, not written (the caller runs the launch again with
 //          a larger buffer).
-// The score (row m) is followed by its delta bits: once per 16 columns a lower bound of the block's least
-// score is tested, and only a block that may hold a value <= k is replayed column by column.
+// Hits are found without following row m column by column. One word (W = 1): every 8 columns the score is
+// read off the vertical deltas, D[32][j] = popc(Pv) - popc(Mv) (row 0 is zero), and since D moves by at most
+// 1 per column, the 8 columns after a checkpoint with D = a that end at D = b all hold D >= (a + b - 8) / 2:
+// only when a + b <= 2k + 8 (one branch for the thread's patterns) is the stretch replayed from its saved
+// state, column by column. The kernel is bound by issuing instructions (the logic and FMA pipes, each half
+// rate, near their limits): this leaves a column the update's ten (myers_row0) and a share of the code and
+// mask load.
+// W > 1: the last row's delta bits are gathered, once per 16 columns the block's least score is bounded
+// from them, and a block that may hold a value <= k is replayed from its bits.
 // Launch: blockDim.x = 256 / 128 / 64 (see Python); dynamic shared memory = group * W * 16 * 4 bytes
 // when SH. Limits: W <= 32 (m <= 1024), k <= 1023, n_ps < 2^22, text < 2^32 bytes per launch.
 
@@ -41,8 +48,11 @@ typedef unsigned char uint8_t;
 #ifndef EQ_REGS  // 1: the A/C/G/T masks of a pattern held in registers, other codes read from memory
 #define EQ_REGS 0
 #endif
-#ifndef SCORE_BLOCKS  // 1: the score checked once per 16 columns from the last row's delta bits
+#ifndef SCORE_BLOCKS  // 1 (W > 1): the score checked once per 16 columns from the last row's delta bits
 #define SCORE_BLOCKS 1
+#endif
+#ifndef STRETCH  // W = 1: columns between two readings of the score (a divisor of 16; 0: as W > 1)
+#define STRETCH 8
 #endif
 
 template <int W, bool SH>
@@ -77,6 +87,28 @@ __device__ __forceinline__ void myers_word(uint32_t& Pv, uint32_t& Mv, uint32_t 
     hm = mh >> 31;
 }
 
+// The same for one word whose first row follows the boundary row 0 (hp = hm = 0): ten operations, six of
+// them logic. The shifts come before the last steps (ph << 1 = (mv << 1) | ~((xh << 1) | (pv << 1) | 1),
+// mh << 1 = (xh << 1) & (pv << 1)) and, with two = 2 and one = 1 in registers the compiler cannot fold,
+// they and the add run as IMAD on the FMA pipe (as constants, pv * 2 + 1 becomes LEA on the logic pipe).
+__device__ __forceinline__ void myers_row0(uint32_t& Pv, uint32_t& Mv, uint32_t eq, uint32_t two, uint32_t one) {
+    const uint32_t pv = Pv, mv = Mv;
+    const uint32_t xh = (((eq & pv) + pv) ^ pv) | eq;
+    const uint32_t xh2 = xh * two, pv2 = pv * two + one, mv2 = mv * two;
+    const uint32_t ph2 = mv2 | ~(xh2 | pv2);
+    Pv = (xh2 & pv2) | ~(ph2 | eq | mv);
+    Mv = ph2 & (eq | mv);
+}
+
+// The code of column b (0..15, a compile-time constant) of a 16-byte block: one logic operation per column
+// (bytes are codes 0..15, so the top byte needs no mask).
+__device__ __forceinline__ int code_at(const uint32_t (&words)[4], int b) {
+    const uint32_t w = words[b >> 2];
+    if ((b & 3) == 0) return w & 15u;
+    if ((b & 3) == 3) return w >> 24;
+    return __byte_perm(w, 0u, 0x4440u | (b & 3));
+}
+
 // The masks of a thread's P patterns for one code (P = 2, 4: adjacent in shared memory, one vector load).
 __device__ __forceinline__ void masks_of(const uint32_t* p, uint32_t (&eq)[2]) {
     const uint2 e = *reinterpret_cast<const uint2*>(p);
@@ -90,6 +122,17 @@ __device__ __forceinline__ void masks_of(const uint32_t* p, uint32_t (&eq)[4]) {
     eq[2] = e.z;
     eq[3] = e.w;
 }
+__device__ __forceinline__ void masks_of(const uint32_t* p, uint32_t (&eq)[8]) {
+    const uint4 a = *reinterpret_cast<const uint4*>(p), b = *reinterpret_cast<const uint4*>(p + 4);
+    eq[0] = a.x;
+    eq[1] = a.y;
+    eq[2] = a.z;
+    eq[3] = a.w;
+    eq[4] = b.x;
+    eq[5] = b.y;
+    eq[6] = b.z;
+    eq[7] = b.w;
+}
 __device__ __forceinline__ void masks_of(const uint32_t* p, uint32_t (&eq)[1]) { eq[0] = *p; }
 
 template <int W, bool SH, int P>
@@ -97,7 +140,7 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
                        const uint32_t* __restrict__ tile_report, const uint32_t* __restrict__ tile_end,
                        int n_tiles, const uint32_t* __restrict__ peq, int n_ps, int group, int k,
                        unsigned int* __restrict__ count, uint2* __restrict__ hits, unsigned int cap) {
-    static_assert(P == 1 || ((P == 2 || P == 4) && W == 1 && SH), "P > 1: one word, masks in shared memory");
+    static_assert(P == 1 || ((P == 2 || P == 4 || P == 8) && W == 1 && SH), "P > 1: one word, masks in shared memory");
     extern __shared__ __align__(16) uint32_t sh_peq[];  // 64- and 128-bit loads with P = 2, 4
     const int lanes = group / P;  // threads per tile
     const int g = (threadIdx.x % lanes) * P;
@@ -138,58 +181,107 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
     const uint32_t report = tile_report[tile], end = tile_end[tile];
     const uint32_t stop = (end + 15u) & ~15u;
     const uint4* t4 = reinterpret_cast<const uint4*>(text);
-    for (uint32_t base = tile_warm[tile]; base < stop; base += 16) {
-        const uint4 v = t4[base >> 4];
-        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-        uint32_t up[P], down[P];  // the last row's +1 / -1 deltas of this block, column b at bit 15 - b
+    if constexpr (W == 1 && STRETCH > 0) {
+        const uint32_t one = group > 0, two = one + one;  // 1 and 2 (group >= P): see myers_row0
+        const char* row = reinterpret_cast<const char*>(SH ? src + g : src);  // the masks of code c at
+        const int stride = SH ? 4 * group : 4;                               // row + c * stride bytes
+        for (uint32_t base = tile_warm[tile]; base < stop; base += 16) {
+            const uint4 v = t4[base >> 4];
+            const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-        for (int p = 0; p < P; ++p) up[p] = down[p] = 0u;
-#pragma unroll
-        for (int b = 0; b < 16; ++b) {
-            const int c = (words[b >> 2] >> (8 * (b & 3))) & 15;
-            uint32_t hp[P], hm[P];  // horizontal delta entering the word: +1 / -1 (row 0: 0)
-#pragma unroll
-            for (int p = 0; p < P; ++p) hp[p] = hm[p] = 0u;
-#pragma unroll
-            for (int w = 0; w < W; ++w) {
-                uint32_t eq[P];
-                if (P > 1) {
-                    masks_of(src + c * group + g, eq);  // (W = 1)
-                } else if (REGS) {
-                    eq[0] = (c & 2) ? ((c & 1) ? E3[w] : E2[w]) : ((c & 1) ? E1[w] : E0[w]);
-                    if (c > 3) eq[0] = eq_of<W, SH>(src, w, c, g, group);  // N, IUPAC, padding: rare
-                } else {
-                    eq[0] = eq_of<W, SH>(src, w, c, g, group);
-                }
+            for (int s0 = 0; s0 < 16; s0 += STRETCH) {
+                uint32_t Pv0[P], Mv0[P];  // the state before the stretch, for a replay
 #pragma unroll
                 for (int p = 0; p < P; ++p) {
-                    uint32_t ph, mh;
-                    myers_word(Pv[p][w], Mv[p][w], eq[p], hp[p], hm[p], ph, mh);
-                    if (SCORE_BLOCKS && w == W - 1) {
-                        up[p] = __funnelshift_l(ph, up[p], 1);
-                        down[p] = __funnelshift_l(mh, down[p], 1);
+                    Pv0[p] = Pv[p][0];
+                    Mv0[p] = Mv[p][0];
+                }
+#pragma unroll
+                for (int b = s0; b < s0 + STRETCH; ++b) {
+                    const int c = code_at(words, b);
+                    uint32_t eq[P];
+                    masks_of(reinterpret_cast<const uint32_t*>(row + c * stride), eq);
+#pragma unroll
+                    for (int p = 0; p < P; ++p) myers_row0(Pv[p][0], Mv[p][0], eq[p], two, one);
+                }
+                int now[P], low = 1 << 30;
+#pragma unroll
+                for (int p = 0; p < P; ++p) {
+                    now[p] = __popc(Pv[p][0]) - __popc(Mv[p][0]);
+                    low = min(low, score[p] + now[p]);
+                }
+                if (low <= 2 * k + STRETCH) {  // one branch for the thread's patterns: rarely taken
+#pragma unroll
+                    for (int p = 0; p < P; ++p) {
+                        if (score[p] + now[p] > 2 * k + STRETCH || ps + p >= n_ps) continue;
+                        uint32_t pv = Pv0[p], mv = Mv0[p];  // a column may hold D <= k: replay
+#pragma unroll 1
+                        for (int b = s0; b < s0 + STRETCH; ++b) {
+                            const int c = text[base + b];
+                            myers_row0(pv, mv, reinterpret_cast<const uint32_t*>(row + c * stride)[p], two, one);
+                            const int d = __popc(pv) - __popc(mv);
+                            if (d <= k) emit(base + b, d, report, end, ps + p, count, hits, cap);
+                        }
                     }
                 }
-            }
-            if (!SCORE_BLOCKS) {
 #pragma unroll
-                for (int p = 0; p < P; ++p) {
-                    score[p] += (int)hp[p] - (int)hm[p];
-                    if (score[p] <= k && ps + p < n_ps) emit(base + b, score[p], report, end, ps + p, count, hits, cap);
-                }
+                for (int p = 0; p < P; ++p) score[p] = now[p];
             }
         }
-        if (SCORE_BLOCKS) {
+    } else {  // W > 1 (or STRETCH 0)
+        for (uint32_t base = tile_warm[tile]; base < stop; base += 16) {
+            const uint4 v = t4[base >> 4];
+            const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+            uint32_t up[P], down[P];  // the last row's +1 / -1 deltas of this block, column b at bit 15 - b
 #pragma unroll
-            for (int p = 0; p < P; ++p) {
-                if (score[p] - __popc(down[p]) <= k && ps + p < n_ps) {  // a column of the block may be <= k:
-                    int s = score[p];                                   // replay its deltas
-                    for (int b = 0; b < 16; ++b) {
-                        s += (int)((up[p] >> (15 - b)) & 1u) - (int)((down[p] >> (15 - b)) & 1u);
-                        if (s <= k) emit(base + b, s, report, end, ps + p, count, hits, cap);
+            for (int p = 0; p < P; ++p) up[p] = down[p] = 0u;
+#pragma unroll
+            for (int b = 0; b < 16; ++b) {
+                const int c = code_at(words, b);
+                uint32_t hp[P], hm[P];  // horizontal delta entering the word: +1 / -1 (row 0: 0)
+#pragma unroll
+                for (int p = 0; p < P; ++p) hp[p] = hm[p] = 0u;
+#pragma unroll
+                for (int w = 0; w < W; ++w) {
+                    uint32_t eq[P];
+                    if (P > 1) {
+                        masks_of(src + c * group + g, eq);  // (W = 1)
+                    } else if (REGS) {
+                        eq[0] = (c & 2) ? ((c & 1) ? E3[w] : E2[w]) : ((c & 1) ? E1[w] : E0[w]);
+                        if (c > 3) eq[0] = eq_of<W, SH>(src, w, c, g, group);  // N, IUPAC, padding: rare
+                    } else {
+                        eq[0] = eq_of<W, SH>(src, w, c, g, group);
+                    }
+#pragma unroll
+                    for (int p = 0; p < P; ++p) {
+                        uint32_t ph, mh;
+                        myers_word(Pv[p][w], Mv[p][w], eq[p], hp[p], hm[p], ph, mh);
+                        if (SCORE_BLOCKS && w == W - 1) {
+                            up[p] = __funnelshift_l(ph, up[p], 1);
+                            down[p] = __funnelshift_l(mh, down[p], 1);
+                        }
                     }
                 }
-                score[p] += __popc(up[p]) - __popc(down[p]);
+                if (!SCORE_BLOCKS) {
+#pragma unroll
+                    for (int p = 0; p < P; ++p) {
+                        score[p] += (int)hp[p] - (int)hm[p];
+                        if (score[p] <= k && ps + p < n_ps) emit(base + b, score[p], report, end, ps + p, count, hits, cap);
+                    }
+                }
+            }
+            if (SCORE_BLOCKS) {
+#pragma unroll
+                for (int p = 0; p < P; ++p) {
+                    if (score[p] - __popc(down[p]) <= k && ps + p < n_ps) {  // a column of the block may be <= k:
+                        int s = score[p];                                   // replay its deltas
+                        for (int b = 0; b < 16; ++b) {
+                            s += (int)((up[p] >> (15 - b)) & 1u) - (int)((down[p] >> (15 - b)) & 1u);
+                            if (s <= k) emit(base + b, s, report, end, ps + p, count, hits, cap);
+                        }
+                    }
+                    score[p] += __popc(up[p]) - __popc(down[p]);
+                }
             }
         }
     }
@@ -200,6 +292,7 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
 template __global__ void search<1, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<1, true, 2>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<1, true, 4>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<1, true, 8>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<2, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<3, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<4, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);

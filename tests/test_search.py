@@ -249,7 +249,30 @@ def test_patterns_per_thread_rule(monkeypatch):
     per thread for longer patterns."""
     from gpualign.search import gpu
 
-    assert [gpu.per_thread(1, n) for n in (1, 2, 3, 4, 5, 624)] == [1, 2, 2, 4, 4, 4]
+    assert [gpu.per_thread(1, n) for n in (1, 2, 3, 4, 5, 8, 624)] == [1, 2, 2, 4, 4, 8, 8]
     assert [gpu.per_thread(w, 624) for w in (2, 5, 32)] == [1, 1, 1]
     monkeypatch.setattr(gpu, "PER_THREAD", 2)
     assert [gpu.per_thread(1, n) for n in (1, 3, 624)] == [1, 2, 2]
+
+
+def test_patterns_per_block_rule():
+    """The block's pattern group: per x a power of two threads per tile, no larger than a block's threads
+    allow, and the fewest idle pattern slots of all those groups (a warp with a live thread costs a whole
+    one), e.g. 624 guide-strands at eight per thread in 5 groups of 128 (640 slots), not 3 of 256 (768)."""
+    from gpualign.search import gpu
+
+    def slots(n_ps, per, group):
+        full, rest = divmod(n_ps, group)
+        lanes, live = group // per, -(-rest // per)
+        return full * group + per * (0 if not rest else lanes if lanes < 32 else -(-live // 32) * 32)
+
+    for n_ps in (1, 2, 3, 5, 7, 16, 100, 129, 624, 1000, 20_000, 20_001):
+        for per, threads in ((1, 64), (1, 256), (2, 256), (4, 256), (8, 256)):
+            group = gpu._group(n_ps, per, threads)
+            lanes = group // per
+            assert group % per == 0 and lanes & (lanes - 1) == 0 and group <= max(per, threads), (n_ps, per)
+            need = 1 << (-(-n_ps // per) - 1).bit_length()  # threads per tile that all patterns fill
+            allowed = [per << i for i in range(12) if (per << i) <= max(per, threads) and 1 << i >= min(8, need)]
+            best = min(slots(n_ps, per, g) for g in allowed)
+            assert group == max(g for g in allowed if slots(n_ps, per, g) == best), (n_ps, per, group)
+    assert gpu._group(624, 8, 256) == 128 and gpu._group(624, 4, 256) == 256 and gpu._group(20_000, 4, 256) == 32

@@ -65,8 +65,8 @@ def test_options_same_bytes(tmp_path, rule):
 @pytest.mark.parametrize("n_pats,strand,k,force", [(1, "+", 2, False), (3, "both", 3, False), (129, "+", 3, False),
                                                    (7, "-", 6, True)])
 def test_one_word_patterns_several_per_thread(tmp_path, monkeypatch, n_pats, strand, k, force):
-    """Patterns of up to 32 nt run several per thread (kernels/myers_search.cu, P = 2 or 4): the same bytes
-    with 1, 2 and 4 per thread and as the CPU engine, with pattern-strand counts that leave a thread's last
+    """Patterns of up to 32 nt run several per thread (kernels/myers_search.cu, P = 2, 4 or 8): the same
+    bytes with 1, 2, 4 and 8 per thread and as the CPU engine, with pattern-strand counts that leave a thread's last
     patterns empty, a single one, and k >= m (--force: every end position of the short patterns is a hit)."""
     from gpualign.search import gpu
 
@@ -85,6 +85,6 @@ def test_one_word_patterns_several_per_thread(tmp_path, monkeypatch, n_pats, str
     kw = dict(k=k, strand=strand, force=force)
     want = both(tmp_path, pfa, tfa, **kw)
     assert want.count(b"\n") > 1  # hits beyond the header
-    for per in (1, 2, 4):
+    for per in (1, 2, 4, 8):
         monkeypatch.setattr(gpu, "PER_THREAD", per)
         assert both(tmp_path, pfa, tfa, **kw) == want, per

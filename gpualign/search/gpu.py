@@ -14,7 +14,7 @@ TILE = 4096  # reported bases per thread (a tile); the warm-up before it is 32 *
 MAX_PS = 1 << 22  # pattern-strands per width (the kernel packs pattern << 10 | D in 32 bits)
 MAX_CANDS = 1 << 28  # end positions with D <= k per launch at most (2 GiB of device memory)
 SHARED_MAX_W = 8
-PER_THREAD = 4  # one-word patterns per thread (kernels/myers_search.cu's P: 1, 2 or 4)
+PER_THREAD = 8  # one-word patterns per thread (kernels/myers_search.cu's P: 1, 2, 4 or 8)
 
 
 def per_thread(w: int, n_ps: int) -> int:
@@ -28,6 +28,30 @@ def per_thread(w: int, n_ps: int) -> int:
 
 def _threads(w: int) -> int:
     return 256 if w <= 2 else 128 if w <= 4 else 64
+
+
+def _group(n_ps: int, per: int, threads: int) -> int:
+    """Patterns per block (the kernel's group: per x the threads per tile, a power of two): the one whose
+    blocks hold the fewest idle pattern slots, a warp with any live thread costing as much as a full one
+    (ties to the larger group), with at least 8 threads per tile where there are patterns for them (the
+    lanes of a tile read one code's masks: fewer tiles per warp, fewer shared-memory bank conflicts)."""
+    live = -(-n_ps // per)  # threads with patterns
+    top = max(1, threads // per)  # (a block's masks: threads x 64 bytes at most)
+    lanes = min(8, 1 << (live - 1).bit_length(), top)
+    best, best_cost = per * lanes, None
+    while lanes <= top:
+        group = per * lanes
+        full, rest = divmod(n_ps, group)
+        last = -(-rest // per)  # live threads per tile of the last group
+        if rest and lanes >= 32:  # whole warps of it run
+            last = -(-last // 32) * 32
+        elif rest:
+            last = lanes
+        cost = full * group + last * per
+        if best_cost is None or cost <= best_cost:
+            best, best_cost = group, cost
+        lanes *= 2
+    return best
 
 
 class GpuSearchEngine:
@@ -52,7 +76,7 @@ class GpuSearchEngine:
         self.mod = load_module("myers_search.cu", names, defines)
         self.kernels = {w: self.mod.get_function(n) for (w, _, _), n in zip(self.groups, names)}
         self.context, self.gap = self.geometry(pats, k)
-        self.cap = 1 << 20
+        self.cap = 1 << 24  # end positions (8 bytes each) before a launch is run again with more
         self.count = cupy.zeros(1, np.uint32)
         self.hits = cupy.empty((self.cap, 2), np.uint32)
 
@@ -81,10 +105,8 @@ class GpuSearchEngine:
                 continue
             n_ps = len(ids)
             per = self.per_thread[w]
-            group = per  # patterns per block: a power of two, per .. threads
             threads = _threads(w)
-            while group < min(n_ps, threads):
-                group *= 2
+            group = _group(n_ps, per, threads)
             per_block = threads // (group // per)  # tiles per block
             grid = (-(-len(warm) // per_block), -(-n_ps // group))
             shared = group * w * 16 * 4 if w <= SHARED_MAX_W else 0
