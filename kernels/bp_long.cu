@@ -359,37 +359,31 @@ extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long_jobs(co
     }
 }
 
-// bp_split_min(F, R, off, rows, npieces, best, left) -- Hirschberg's split of many pieces at once: piece p
-// has a forward last column F[off[p] + r] (prefix rows r = 0..rows[p] against the left half of its columns)
-// and a backward one R[off[p] + r] (the last r rows against the right half); best[p] = s << 32 | r for the
-// least s = F[r] + R[rows[p] - r] (ties: the smallest r), left[p] = F[r] there. Any grid; blocks of 256.
+// bp_split_min(F, R, off, rows, npieces, best) -- Hirschberg's split of many pieces at once: piece p has a
+// forward last column F[off[p] + r] (prefix rows r = 0..rows[p] against the left half of its columns) and a
+// backward one R[off[p] + r] (the last r rows against the right half); best[p] = s << 32 | r for the least
+// s = F[r] + R[rows[p] - r] (ties: the smallest r). best[] must hold ~0 before the launch: blocks combine
+// by atomicMin. Grid: x strides the pieces, y a piece's rows (one long piece: many blocks in y); blocks of
+// 256 (any size, a multiple of 32).
 extern "C" __global__ void __launch_bounds__(256) bp_split_min(const int* __restrict__ F, const int* __restrict__ R,
                                                                const long long* __restrict__ off,
                                                                const int* __restrict__ rows, int npieces,
-                                                               unsigned long long* __restrict__ best,
-                                                               int* __restrict__ left) {
-    __shared__ unsigned long long warp_best[8];
+                                                               unsigned long long* __restrict__ best) {
     for (int p = blockIdx.x; p < npieces; p += gridDim.x) {
         const long long o = off[p];
         const int nr = rows[p];
         unsigned long long b = ~0ull;
-        for (int r = threadIdx.x; r <= nr; r += blockDim.x) {
+        for (long long r = (long long)blockIdx.y * blockDim.x + threadIdx.x; r <= nr;
+             r += (long long)gridDim.y * blockDim.x) {
             const unsigned long long s = (unsigned long long)((long long)F[o + r] + R[o + nr - r]);
-            const unsigned long long key = s << 32 | (unsigned)r;
+            const unsigned long long key = s << 32 | (unsigned long long)r;
             b = key < b ? key : b;
         }
         for (int k = 16; k > 0; k >>= 1) {
             const unsigned long long other = __shfl_down_sync(FULL_MASK, b, k);
             b = other < b ? other : b;
         }
-        if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = b;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            for (int w = 1; w < (int)(blockDim.x >> 5); ++w) b = warp_best[w] < b ? warp_best[w] : b;
-            best[p] = b;
-            left[p] = F[o + (unsigned)(b & 0xffffffffu)];
-        }
-        __syncthreads();
+        if ((threadIdx.x & 31) == 0 && b != ~0ull) atomicMin(best + p, b);
     }
 }
 
