@@ -109,7 +109,8 @@ __device__ __forceinline__ int code_at(const uint32_t (&words)[4], int b) {
     return __byte_perm(w, 0u, 0x4440u | (b & 3));
 }
 
-// The masks of a thread's P patterns for one code (P = 2, 4: adjacent in shared memory, one vector load).
+// The masks of a thread's P patterns for one code (P = 2, 4, 8: adjacent in shared memory, 64- or 128-bit
+// loads).
 __device__ __forceinline__ void masks_of(const uint32_t* p, uint32_t (&eq)[2]) {
     const uint2 e = *reinterpret_cast<const uint2*>(p);
     eq[0] = e.x;
@@ -141,7 +142,8 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
                        int n_tiles, const uint32_t* __restrict__ peq, int n_ps, int group, int k,
                        unsigned int* __restrict__ count, uint2* __restrict__ hits, unsigned int cap) {
     static_assert(P == 1 || ((P == 2 || P == 4 || P == 8) && W == 1 && SH), "P > 1: one word, masks in shared memory");
-    extern __shared__ __align__(16) uint32_t sh_peq[];  // 64- and 128-bit loads with P = 2, 4
+    static_assert(STRETCH >= 0 && 16 % (STRETCH > 0 ? STRETCH : 1) == 0, "STRETCH: 0 or a divisor of 16");
+    extern __shared__ __align__(16) uint32_t sh_peq[];  // 64- and 128-bit loads with P = 2, 4, 8
     const int lanes = group / P;  // threads per tile
     const int g = (threadIdx.x % lanes) * P;
     const int ps = blockIdx.y * group + g;
@@ -288,7 +290,8 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
 }
 
 // Instances: masks in shared memory up to 8 words, read through L1 beyond (larger W pad the pattern
-// with free rows); one word also two and four patterns per thread. gpualign/search/gpu.py lists the same.
+// with free rows); one word also two, four and eight patterns per thread. gpualign/search/gpu.py lists
+// the same.
 template __global__ void search<1, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<1, true, 2>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
 template __global__ void search<1, true, 4>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);

@@ -257,22 +257,31 @@ def test_patterns_per_thread_rule(monkeypatch):
 
 def test_patterns_per_block_rule():
     """The block's pattern group: per x a power of two threads per tile, no larger than a block's threads
-    allow, and the fewest idle pattern slots of all those groups (a warp with a live thread costs a whole
-    one), e.g. 624 guide-strands at eight per thread in 5 groups of 128 (640 slots), not 3 of 256 (768)."""
+    allow, no more groups than a grid's 65,535 blocks in y, and the fewest idle pattern slots of all such
+    groups (counted here by laying the kernel's threads out: thread t of a block holds patterns
+    group * y + per * (t % lanes) + 0..per-1, and a warp with one live thread costs a whole one), e.g. 624
+    guide-strands at eight per thread in 5 groups of 128 (640 slots), not 3 of 256 (768)."""
     from gpualign.search import gpu
 
-    def slots(n_ps, per, group):
-        full, rest = divmod(n_ps, group)
-        lanes, live = group // per, -(-rest // per)
-        return full * group + per * (0 if not rest else lanes if lanes < 32 else -(-live // 32) * 32)
+    def slots(n_ps, per, group, threads):  # pattern slots run per tile of text
+        lanes = group // per
+        first = per * (np.arange(threads) % lanes)  # each thread's first pattern in its group
+        total = 0.0
+        for y in range(-(-n_ps // group)):
+            live = (group * y + first < n_ps).reshape(-1, 32).any(axis=1)  # warps with a live thread
+            total += live.sum() * 32 * per / (threads // lanes)  # a block holds threads / lanes tiles
+        return total
 
-    for n_ps in (1, 2, 3, 5, 7, 16, 100, 129, 624, 1000, 20_000, 20_001):
+    for n_ps in (1, 2, 3, 5, 7, 16, 100, 129, 624, 1000, 2_000, 2_001):
         for per, threads in ((1, 64), (1, 256), (2, 256), (4, 256), (8, 256)):
             group = gpu._group(n_ps, per, threads)
             lanes = group // per
             assert group % per == 0 and lanes & (lanes - 1) == 0 and group <= max(per, threads), (n_ps, per)
             need = 1 << (-(-n_ps // per) - 1).bit_length()  # threads per tile that all patterns fill
             allowed = [per << i for i in range(12) if (per << i) <= max(per, threads) and 1 << i >= min(8, need)]
-            best = min(slots(n_ps, per, g) for g in allowed)
-            assert group == max(g for g in allowed if slots(n_ps, per, g) == best), (n_ps, per, group)
+            best = min(slots(n_ps, per, g, threads) for g in allowed)
+            assert group == max(g for g in allowed if slots(n_ps, per, g, threads) == best), (n_ps, per, group)
     assert gpu._group(624, 8, 256) == 128 and gpu._group(624, 4, 256) == 256 and gpu._group(20_000, 4, 256) == 32
+    for n_ps in (524_289, 1_000_001, gpu.MAX_PS - 1):  # many long patterns: the grid's limit in y
+        for per, threads in ((1, 64), (1, 128), (1, 256), (8, 256)):
+            assert -(-n_ps // gpu._group(n_ps, per, threads)) <= 65_535, (n_ps, per, threads)

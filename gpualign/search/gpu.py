@@ -11,7 +11,9 @@ from . import patterns as PT
 from .hits import Cands
 
 TILE = 4096  # reported bases per thread (a tile); the warm-up before it is 32 * W + k - 1 bases
-MAX_PS = 1 << 22  # pattern-strands per width (the kernel packs pattern << 10 | D in 32 bits)
+MAX_PS = 65_535 * 64  # pattern-strands per width: the grid's 65,535 blocks in y of at least 64 patterns
+# (_group), under the 2^22 that the kernel's hits hold (pattern << 10 | D in 32 bits)
+MAX_GRID_Y = 65_535
 MAX_CANDS = 1 << 28  # end positions with D <= k per launch at most (2 GiB of device memory)
 SHARED_MAX_W = 8
 PER_THREAD = 8  # one-word patterns per thread (kernels/myers_search.cu's P: 1, 2, 4 or 8)
@@ -34,14 +36,17 @@ def _group(n_ps: int, per: int, threads: int) -> int:
     """Patterns per block (the kernel's group: per x the threads per tile, a power of two): the one whose
     blocks hold the fewest idle pattern slots, a warp with any live thread costing as much as a full one
     (ties to the larger group), with at least 8 threads per tile where there are patterns for them (the
-    lanes of a tile read one code's masks: fewer tiles per warp, fewer shared-memory bank conflicts)."""
+    lanes of a tile read one code's masks: fewer tiles per warp, fewer shared-memory bank conflicts), and
+    no more than MAX_GRID_Y groups (the launch's blocks in y)."""
     live = -(-n_ps // per)  # threads with patterns
-    top = max(1, threads // per)  # (a block's masks: threads x 64 bytes at most)
+    top = max(1, threads // per)  # (a block's masks: threads x W x 64 bytes at most)
     lanes = min(8, 1 << (live - 1).bit_length(), top)
-    best, best_cost = per * lanes, None
-    while lanes <= top:
+    best, best_cost = per * top, None  # (the largest: MAX_PS keeps it within the grid)
+    for lanes in (1 << i for i in range(lanes.bit_length() - 1, top.bit_length())):
         group = per * lanes
         full, rest = divmod(n_ps, group)
+        if full + (rest > 0) > MAX_GRID_Y:
+            continue
         last = -(-rest // per)  # live threads per tile of the last group
         if rest and lanes >= 32:  # whole warps of it run
             last = -(-last // 32) * 32
@@ -50,7 +55,6 @@ def _group(n_ps: int, per: int, threads: int) -> int:
         cost = full * group + last * per
         if best_cost is None or cost <= best_cost:
             best, best_cost = group, cost
-        lanes *= 2
     return best
 
 
