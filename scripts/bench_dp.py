@@ -10,7 +10,8 @@ Sets (--scale multiplies the pair counts; lengths stay):
            (BLAST's convention: a gap of length L costs 11 + L)
   long     1,000 pairs 10 kbp (5% edits), global, +2 -3 -(5 + 2L)
 Timings are wall clock of the engine on in-memory batches (built beforehand as the pipeline's reader
-cuts them: at most batch_bases bases and batch_pairs pairs; no file I/O), after a warm-up on a few pairs; CIGARs are made unless --score-only. parasail direct: the same function family the engine
+cuts them: at most batch_bases bases and batch_pairs pairs; no file I/O), run as pipeline.stream runs
+them (the first engine's `concurrent` batches at once, a thread each), after a warm-up on a few pairs; CIGARs are made unless --score-only. parasail direct: the same function family the engine
 uses (sw striped / nw scan, trace variants for CIGARs, 16-bit with a 32-bit re-run on saturation)
 with CIGARs decoded, in a process pool of the same size. One JSON line per set on stderr.
 
@@ -19,6 +20,8 @@ with CIGARs decoded, in a process pool of the same size. One JSON line per set o
   python scripts/bench_dp.py --commands 200000        # whole `gpualign pairs` commands, GPU vs CPU, same scores
   python scripts/bench_dp.py --device gpu --sets long --length 1500 --scale 20 --kernel fill   # gpu-dp's
       two kernels on the same pairs (--kernel fill|long: every pair on dp_fill or on dp_long)
+  python scripts/bench_dp.py --device gpu --skip-cpu-engine --concurrent 1,2 --gpu-repeats 3   # one
+      batch at a time against two at once, on the same pairs
 """
 
 from __future__ import annotations
@@ -128,9 +131,13 @@ def batches_of(qs, ts, cfg: AlignConfig, alloc=None) -> list:
     return out
 
 
-def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu") -> tuple[float, dict]:
-    """(seconds, pairs per engine) of select_engines' chain for device over every batch, the next batch's
-    upload started before each batch aligns (as pipeline.stream does, there from another thread)."""
+def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu",
+                concurrent: int = 0) -> tuple[float, dict]:
+    """(seconds, pairs per engine) of select_engines' chain for device over every batch, run as
+    pipeline.stream runs it: each batch's upload started as it is queued, as many batches aligning at once
+    as the chain's first engine takes (its `concurrent`, a thread each; concurrent > 0 overrides it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from gpualign.engines import host_allocator, select_engines
     from gpualign.route import prefetch, run_chain
 
@@ -139,17 +146,27 @@ def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu") ->
     chain, _ = select_engines(cfg)
     for e in chain:
         getattr(e, "start", lambda: None)()
+    workers = concurrent or max(1, int(getattr(chain[0], "concurrent", 1)))
     counts: dict = {}
+
+    def add(fut):
+        for k, v in fut.result()[1].items():
+            counts[k] = counts.get(k, 0) + v
+
     try:
         run_chain(PairBatch.from_sequences(qs[:8], ts[:8]), chain, cfg)  # warm-up
         batches = batches_of(qs, ts, cfg, host_allocator(chain))
-        t0 = time.perf_counter()
-        for i, b in enumerate(batches):
-            if i + 1 < len(batches):
-                prefetch(batches[i + 1], chain, cfg)
-            for k, v in run_chain(b, chain, cfg)[1].items():
-                counts[k] = counts.get(k, 0) + v
-        return time.perf_counter() - t0, counts
+        with ThreadPoolExecutor(workers) as pool:
+            t0 = time.perf_counter()
+            pending = []
+            for b in batches:
+                prefetch(b, chain, cfg)
+                pending.append(pool.submit(run_chain, b, chain, cfg))
+                while len(pending) > workers:
+                    add(pending.pop(0))
+            for fut in pending:
+                add(fut)
+            return time.perf_counter() - t0, counts
     finally:
         for e in chain:
             getattr(e, "close", lambda: None)()
@@ -224,6 +241,10 @@ def main() -> None:
     ap.add_argument("--length", type=int, default=0, help="queries and targets of this length (the sets' own: 0)")
     ap.add_argument("--kernel", choices=("auto", "fill", "long"), default="auto",
                     help="with --device gpu: gpu-dp's kernel for every pair (auto: its routing rule)")
+    ap.add_argument("--concurrent", default="0",
+                    help="with --device gpu: batches aligned at once (0: the engine's own `concurrent`); "
+                         "several, comma-separated: a GPU row each, on the same pairs")
+    ap.add_argument("--gpu-repeats", type=int, default=1, help="with --device gpu: runs of the GPU chain (median)")
     ap.add_argument("--commands", type=int, default=0, metavar="N",
                     help="instead: whole `gpualign pairs` commands on N pairs of the dna set, GPU vs CPU")
     a = ap.parse_args()
@@ -241,26 +262,32 @@ def main() -> None:
         n = max(1, int(round(spec["n"] * a.scale)))
         qs, ts = simulate(spec, n)
         cells = float(sum(len(q) * len(t) for q, t in zip(qs, ts)))
-        tg, routes = engine_time(spec, qs, ts, threads, trace, "gpu") if gpu else (0.0, {})
+        gpu_rows = []  # (concurrent, median seconds, runs, routes)
+        for c in ([int(x) for x in a.concurrent.split(",")] if gpu else []):
+            runs = [engine_time(spec, qs, ts, threads, trace, "gpu", c) for _ in range(a.gpu_repeats)]
+            gpu_rows.append((c, float(np.median([r[0] for r in runs])), [round(r[0], 4) for r in runs], runs[0][1]))
         te = engine_time(spec, qs, ts, threads, trace)[0] if not (gpu and a.skip_cpu_engine) else 0.0
         tp = parasail_direct(spec, qs, ts, threads, trace)
         rate = lambda s: cells / s / 1e9 if s else 0.0  # noqa: E731
-        print(f"{name:8} {n:>9,} {cells / 1e9:>8.3f} {tg:>8.3f} {rate(tg):>7.1f} {te:>9.2f} {rate(te):>7.2f} "
-              f"{tp:>10.2f} {rate(tp):>7.2f} {(tp / tg if tg else 0):>12.1f}")
         import parasail
 
-        row = dict(set=name, pairs=n, cells=cells, cigar=trace, threads=threads, engine_s=te, engine_gcups=rate(te),
-                   parasail_s=tp, parasail_gcups=rate(tp), device=f"cpu x{threads} ({platform.processor() or platform.machine()})",
-                   parasail=parasail.__version__, git=git_sha(), date=time.strftime("%Y-%m-%d"))
-        if gpu:
-            from gpualign.engines._cuda import gpu_status
+        for c, tg, runs, routes in gpu_rows or [(None, 0.0, [], {})]:
+            label = name if c is None or len(gpu_rows) == 1 else f"{name}/c{c or 'e'}"
+            print(f"{label:8} {n:>9,} {cells / 1e9:>8.3f} {tg:>8.3f} {rate(tg):>7.1f} {te:>9.2f} {rate(te):>7.2f} "
+                  f"{tp:>10.2f} {rate(tp):>7.2f} {(tp / tg if tg else 0):>12.1f}")
+            row = dict(set=name, pairs=n, cells=cells, cigar=trace, threads=threads, engine_s=te,
+                       engine_gcups=rate(te), parasail_s=tp, parasail_gcups=rate(tp),
+                       device=f"cpu x{threads} ({platform.processor() or platform.machine()})",
+                       parasail=parasail.__version__, git=git_sha(), date=time.strftime("%Y-%m-%d"))
+            if gpu:
+                from gpualign.engines._cuda import gpu_status
 
-            row.update(gpu=gpu_status()[1], gpu_s=tg, gpu_gcups=rate(tg), gpu_routes=routes, kernel=a.kernel,
-                       length=a.length or None)
-        print(json.dumps(row), file=sys.stderr)
-        if a.json:
-            with open(a.json, "a") as fh:
-                fh.write(json.dumps(row) + "\n")
+                row.update(gpu=gpu_status()[1], gpu_s=tg, gpu_runs=runs, gpu_gcups=rate(tg), gpu_routes=routes,
+                           kernel=a.kernel, length=a.length or None, concurrent=c or None)
+            print(json.dumps(row), file=sys.stderr)
+            if a.json:
+                with open(a.json, "a") as fh:
+                    fh.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":

@@ -325,6 +325,37 @@ def test_gpu_long_pairs(mode, cols, monkeypatch):
 
 
 @pytest.mark.gpu
+def test_gpu_concurrent_threads():
+    """Two threads aligning batches at once through one gpu-dp engine, each on its own CUDA stream (as
+    pipeline.stream does with `concurrent`), short pairs (dp_fill) and long ones (dp_long), CIGARs and
+    scores only: the same scores, CIGARs and coordinates as one batch at a time, and as cpu-dp's scores."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpualign.engines import gpu_dp
+
+    gpu, cpu = gpu_dp.GpuDpEngine(), CpuDpEngine(2)
+    assert gpu.concurrent >= 2
+    sets = [random_pairs(30 + i, "ACGT", 400, 2500 if i % 2 else 300) for i in range(6)]
+    batches = [PairBatch.from_sequences([q.encode() for q in qs], [t.encode() for t in ts]) for qs, ts in sets]
+    try:
+        for cfg in (dna_cfg("local"), dna_cfg("global").with_(distance_only=True)):
+            one = [gpu.align(b, cfg) for b in batches]
+            for (qs, ts), a in zip(sets, one):
+                assert a.score.tolist() == align(cpu, qs, ts, cfg).score.tolist()
+            with ThreadPoolExecutor(2) as pool:
+                for _ in range(2):
+                    both = list(pool.map(lambda b: gpu.align(b, cfg), batches))
+                    for a, b in zip(one, both):
+                        assert b.score.tolist() == a.score.tolist()
+                        assert C.to_text(b.cigar, b.cigar_off, b.cigar_len) == C.to_text(a.cigar, a.cigar_off,
+                                                                                         a.cigar_len)
+                        assert (b.q_start.tolist(), b.t_start.tolist(), b.t_end.tolist()) == (
+                            a.q_start.tolist(), a.t_start.tolist(), a.t_end.tolist())
+    finally:
+        cpu.close()
+
+
+@pytest.mark.gpu
 def test_cli_gpu_general_scoring(tmp_path):
     """`pairs --device gpu` with a matrix: the gpu-dp engine runs, and writes the scores cpu-dp writes."""
     rng = np.random.default_rng(4)

@@ -24,7 +24,7 @@ def warm_up(align_device, cfg: AlignConfig) -> None:
 
 
 class BatchEngine:
-    """What the batch GPU engines (eWFA, affine WFA) share around their own _module() (load the
+    """What the batch GPU engines (eWFA, affine WFA, gpu-dp) share around their own _module() (load the
     kernels), _align_device(batch, cfg) and _staging (a Staging)."""
 
     @trace.traced("engine start")
@@ -43,6 +43,15 @@ class BatchEngine:
         except Exception as err:  # noqa: BLE001 - only memory errors are let go
             if not is_out_of_memory(err):
                 raise
+
+    def _stream(self):
+        """The calling thread's own CUDA stream (non-blocking; self._local is a threading.local): the
+        batches of concurrent threads (the engine's `concurrent`, pipeline.stream) overlap on the device."""
+        import cupy
+
+        if getattr(self._local, "stream", None) is None:
+            self._local.stream = cupy.cuda.Stream(non_blocking=True)
+        return self._local.stream
 
     def prefetch(self, batch: PairBatch, cfg: AlignConfig) -> None:
         """Start uploading a batch that align() will get next (overlaps the kernels before it)."""

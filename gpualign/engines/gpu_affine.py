@@ -106,15 +106,6 @@ class GpuAffineEngine(Launcher, BatchEngine):
         """Pairs this thread's last align() call ran as estimate samples."""
         return self._local.__dict__.get("sampled", 0)
 
-    def _stream(self):
-        """The calling thread's own CUDA stream (non-blocking): the batches of concurrent threads overlap
-        on the device."""
-        import cupy
-
-        if getattr(self._local, "stream", None) is None:
-            self._local.stream = cupy.cuda.Stream(non_blocking=True)
-        return self._local.stream
-
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         self._local.counts, self._local.sampled = {}, 0
         with self._stream():

@@ -14,6 +14,8 @@ as cpu-dp does.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .. import scoring, trace
@@ -36,6 +38,7 @@ SCORE_LIMIT = 1 << 28  # and pairs whose scores could reach it (dp.cu's -infinit
 DIR_BYTES = 2 << 30  # direction words per dp_fill launch
 LONG_DIR_BYTES = None  # ... per dp_long launch; None: half the device's free memory
 BLOCK = 128
+CONCURRENT = 2  # batches aligned at once (GpuDpEngine.concurrent)
 
 
 def _flag(x: bool) -> str:
@@ -108,8 +111,13 @@ class GpuDpEngine(BatchEngine):
 
     name = NAME
     pinned_input = True  # batches' bytes in page-locked memory (engines.host_allocator), staged ahead
+    # batches aligned at once (pipeline.stream: a thread each, each on a CUDA stream of its own): one
+    # batch's host work (launch plan, results, copies: about half of a short-pair batch) overlaps the
+    # other's kernels
+    concurrent = CONCURRENT
 
     def __init__(self):
+        self._local = threading.local()  # per aligning thread: its CUDA stream
         self._mod = None
         self._staging = Staging()
         self._tables: dict = {}  # cfg -> its substitution table (a matrix file is read once)
@@ -139,7 +147,8 @@ class GpuDpEngine(BatchEngine):
         return room & ((ql + tl) * per_base < SCORE_LIMIT)
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
-        return align_split(self._align_device, batch, cfg)
+        with self._stream():
+            return align_split(self._align_device, batch, cfg)
 
     def _align_device(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         import cupy
