@@ -40,9 +40,9 @@ def _group(n_ps: int, per: int, threads: int) -> int:
     no more than MAX_GRID_Y groups (the launch's blocks in y)."""
     live = -(-n_ps // per)  # threads with patterns
     top = max(1, threads // per)  # (a block's masks: threads x W x 64 bytes at most)
-    lanes = min(8, 1 << (live - 1).bit_length(), top)
+    low = min(8, 1 << (live - 1).bit_length(), top)  # (threads, per: powers of two)
     best, best_cost = per * top, None  # (the largest: MAX_PS keeps it within the grid)
-    for lanes in (1 << i for i in range(lanes.bit_length() - 1, top.bit_length())):
+    for lanes in (1 << i for i in range(low.bit_length() - 1, top.bit_length())):
         group = per * lanes
         full, rest = divmod(n_ps, group)
         if full + (rest > 0) > MAX_GRID_Y:
