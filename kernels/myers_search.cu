@@ -44,13 +44,7 @@ typedef unsigned char uint8_t;
 #include <stdint.h>
 #endif
 
-// Tunables (the defaults measured fastest: docs/benchmarks.md)
-#ifndef EQ_REGS  // 1: the A/C/G/T masks of a pattern held in registers, other codes read from memory
-#define EQ_REGS 0
-#endif
-#ifndef SCORE_BLOCKS  // 1 (W > 1): the score checked once per 16 columns from the last row's delta bits
-#define SCORE_BLOCKS 1
-#endif
+// Tunable (the default measured fastest: docs/benchmarks.md)
 #ifndef STRETCH  // W = 1: columns between two readings of the score (a divisor of 16; 0: as W > 1)
 #define STRETCH 8
 #endif
@@ -159,8 +153,7 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
     if (tile >= n_tiles || ps >= n_ps) return;
     const uint32_t* src = SH ? sh_peq : peq + (size_t)ps * W * 16;
 
-    constexpr bool REGS = EQ_REGS && SH && P == 1;  // (not for the long patterns: registers)
-    uint32_t Pv[P][W], Mv[P][W], E0[REGS ? W : 1], E1[REGS ? W : 1], E2[REGS ? W : 1], E3[REGS ? W : 1];
+    uint32_t Pv[P][W], Mv[P][W];
     int score[P];
 #pragma unroll
     for (int p = 0; p < P; ++p) {
@@ -169,15 +162,6 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
         for (int w = 0; w < W; ++w) {
             Pv[p][w] = 0xffffffffu;
             Mv[p][w] = 0u;
-        }
-    }
-    if (REGS) {
-#pragma unroll
-        for (int w = 0; w < W; ++w) {
-            E0[w] = eq_of<W, SH>(src, w, 0, g, group);
-            E1[w] = eq_of<W, SH>(src, w, 1, g, group);
-            E2[w] = eq_of<W, SH>(src, w, 2, g, group);
-            E3[w] = eq_of<W, SH>(src, w, 3, g, group);
         }
     }
     const uint32_t report = tile_report[tile], end = tile_end[tile];
@@ -246,44 +230,29 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
 #pragma unroll
                 for (int w = 0; w < W; ++w) {
                     uint32_t eq[P];
-                    if (P > 1) {
-                        masks_of(src + c * group + g, eq);  // (W = 1)
-                    } else if (REGS) {
-                        eq[0] = (c & 2) ? ((c & 1) ? E3[w] : E2[w]) : ((c & 1) ? E1[w] : E0[w]);
-                        if (c > 3) eq[0] = eq_of<W, SH>(src, w, c, g, group);  // N, IUPAC, padding: rare
-                    } else {
-                        eq[0] = eq_of<W, SH>(src, w, c, g, group);
-                    }
+                    if (P > 1) masks_of(src + c * group + g, eq);  // (W = 1)
+                    else eq[0] = eq_of<W, SH>(src, w, c, g, group);
 #pragma unroll
                     for (int p = 0; p < P; ++p) {
                         uint32_t ph, mh;
                         myers_word(Pv[p][w], Mv[p][w], eq[p], hp[p], hm[p], ph, mh);
-                        if (SCORE_BLOCKS && w == W - 1) {
+                        if (w == W - 1) {
                             up[p] = __funnelshift_l(ph, up[p], 1);
                             down[p] = __funnelshift_l(mh, down[p], 1);
                         }
                     }
                 }
-                if (!SCORE_BLOCKS) {
-#pragma unroll
-                    for (int p = 0; p < P; ++p) {
-                        score[p] += (int)hp[p] - (int)hm[p];
-                        if (score[p] <= k && ps + p < n_ps) emit(base + b, score[p], report, end, ps + p, count, hits, cap);
-                    }
-                }
             }
-            if (SCORE_BLOCKS) {
 #pragma unroll
-                for (int p = 0; p < P; ++p) {
-                    if (score[p] - __popc(down[p]) <= k && ps + p < n_ps) {  // a column of the block may be <= k:
-                        int s = score[p];                                   // replay its deltas
-                        for (int b = 0; b < 16; ++b) {
-                            s += (int)((up[p] >> (15 - b)) & 1u) - (int)((down[p] >> (15 - b)) & 1u);
-                            if (s <= k) emit(base + b, s, report, end, ps + p, count, hits, cap);
-                        }
+            for (int p = 0; p < P; ++p) {
+                if (score[p] - __popc(down[p]) <= k && ps + p < n_ps) {  // a column of the block may be <= k:
+                    int s = score[p];                                   // replay its deltas
+                    for (int b = 0; b < 16; ++b) {
+                        s += (int)((up[p] >> (15 - b)) & 1u) - (int)((down[p] >> (15 - b)) & 1u);
+                        if (s <= k) emit(base + b, s, report, end, ps + p, count, hits, cap);
                     }
-                    score[p] += __popc(up[p]) - __popc(down[p]);
                 }
+                score[p] += __popc(up[p]) - __popc(down[p]);
             }
         }
     }
