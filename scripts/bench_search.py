@@ -203,7 +203,7 @@ def main() -> None:
     ap.add_argument("--skip-cpu", action="store_true")
     ap.add_argument("--engine-only", type=int, default=0, help="time the GPU engine on this many Mbp in memory")
     ap.add_argument("--variants", default="", help="variants for --engine-only, comma-separated: kernel -D "
-                    "defines joined by +, and P=N (one-word patterns per thread, 1, 2 or 4)")
+                    "defines joined by +, and P=N (one-word patterns per thread, 1, 2, 4 or 8)")
     ap.add_argument("--read-only", default="", help="time the text reader alone on the genome with these numbers "
                     "of worker processes, comma-separated (0: one stream)")
     ap.add_argument("--repeats", type=int, default=2)

@@ -303,8 +303,9 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
                 cols.append(col)
             keep = [r[1] for r in runs]
             _watch(streams, [r[0][:1] for r in runs], progress, poll, t0, _strips_report([r[2] for r in runs], info))
-            total, row, left = _split_min(mod.get_function("bp_split_min"), cols[0], cols[1], np.zeros(1, np.int64),
-                                          np.full(1, n, np.int32))  # the cell (row, m1) on an optimal path
+            total, row, left = _split_min(mod.get_function("bp_split_min"), cols[0], cols[1],
+                                          cupy.zeros(1, dtype=cupy.int64), np.full(1, n, np.int32))  # the cell
+            # (row, m1) on an optimal path
             d, cut = int(total[0]), (int(row[0]), m1, int(left[0]))
         del keep
         passes += 1
@@ -315,14 +316,14 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         u = min(ceiling, max(2 * u, u + STRIP_ROWS))
 
 
-def _split_min(kernel, fwd, bwd, off: np.ndarray, rows: np.ndarray):
+def _split_min(kernel, fwd, bwd, d_off, rows: np.ndarray):
     """Hirschberg's split of pieces from their forward and backward last columns (bp_split_min: piece p's
-    rows 0..rows[p] at fwd/bwd[off[p]:]): per piece the least total fwd[r] + bwd[rows - r], its row r (the
-    first on ties) and fwd[r], as int64 arrays. One piece spreads over many blocks."""
+    rows 0..rows[p] at fwd/bwd[d_off[p]:], d_off int64 on the device): per piece the least total
+    fwd[r] + bwd[rows - r], its row r (the first on ties) and fwd[r], as int64 arrays. One piece spreads
+    over many blocks."""
     import cupy
 
     best = cupy.full(len(rows), np.iinfo(np.uint64).max, dtype=cupy.uint64)
-    d_off = cupy.asarray(off)
     span = -(-(int(rows.max()) + 1) // 256)  # blocks of 256 rows per piece, up to 1,024
     kernel((min(len(rows), 4096), min(span, 1024) if len(rows) == 1 else 1), (256,),
            (fwd, bwd, d_off, cupy.asarray(rows), np.int32(len(rows)), best))
@@ -436,7 +437,7 @@ class BpSplitter:
         klo, khi = band(rows, cols, p.d)
         self.cells += int((rows * np.minimum(cols, khi - klo + 1)).sum())
         keep = self._halves(p, swap, rows, cols, mid, klo, khi, fwd, bwd, off)  # alive until the results are read
-        total, row, left = _split_min(self.best, fwd, bwd, off[:-1], rows.astype(np.int32))
+        total, row, left = _split_min(self.best, fwd, bwd, d_off, rows.astype(np.int32))
         if (total != p.d).any():
             k = int(np.argmax(total != p.d))
             raise RuntimeError(f"bit-parallel split: piece distance {int(p.d[k])}, its columns say {int(total[k])}")
