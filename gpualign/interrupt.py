@@ -27,7 +27,7 @@ Python handler could run) in a forked child that the parent waits for in slices,
 from __future__ import annotations
 
 import atexit
-import importlib
+import logging
 import os
 import pickle
 import select
@@ -68,7 +68,7 @@ def install() -> None:
     _root_pid = os.getpid()
     for sig in EXIT_CODES:
         signal.signal(sig, _handler)
-    importlib.import_module("logging")  # its fork hooks registered before ours, so that _forking spans them
+    # logging (imported above) registered its fork hooks before ours, so that _forking spans them
     os.register_at_fork(before=_before_fork, after_in_parent=_fork_done, after_in_child=_in_child)
     # at a normal exit too, no shared-memory block of the run is left (one a thread had not freed yet)
     atexit.register(_unlink_prefixed, "/dev/shm", f"{SHM_PREFIX}{_root_pid}_")
@@ -123,6 +123,9 @@ def _handler(signum, frame) -> None:
     if _signum is not None:  # already stopping
         return
     _signum = signum
+    # nothing but `interrupted` on stderr from here: libraries' log lines of the unwinding (asyncio's
+    # "Task exception was never retrieved" for a Dask gather the interrupt cancelled) are noise
+    logging.disable(logging.CRITICAL)
     end_children(wait=False)
     threading.Thread(target=_watchdog, name="gpualign-interrupt", daemon=True).start()
     if _forking:  # an exception in a fork hook is printed and dropped: the watchdog ends the run
