@@ -8,11 +8,11 @@
 // o + L*e). Sequences come as letter indices into the K x K matrix (K <= 32, kept in shared memory).
 //
 // A thread walks its query in stripes of ROWS rows; within a stripe it sweeps the target's columns,
-// the stripe's H and Z in registers and the row above it (H and V) in a boundary array in global
-// memory. The pairs of a warp sit side by side in that array and in the direction array (entry x of
-// lane l at [x * 32 + l]), so a warp's loads and stores are coalesced; the host sorts pairs by length
-// so warp mates need about the same room. dp_fill writes, per cell, 4 direction bits (the source of H:
-// diagonal, V, Z or zero; whether V and Z extended), 16 cells per 64-bit word, and the best score and
+// the stripe's G = H - go and Z in registers and the row above it (G and V) in a boundary array in
+// global memory. The pairs of a warp sit side by side in that array and in the direction array (entry
+// x of lane l at [x * 32 + l]), so a warp's loads and stores are coalesced; the host sorts pairs by
+// length so warp mates need about the same room. dp_fill writes, per cell, 4 direction bits (the source
+// of H: diagonal, V or Z; whether V and Z extended), 16 cells per 64-bit word, and the best score and
 // its cell; dp_trace walks back from that cell and writes the CIGAR (BAM op codes, runs packed as
 // len << 4 | op), its start cell and its op count.
 //
@@ -38,7 +38,7 @@ typedef unsigned long long uint64_t;
 #define FULL_MASK 0xffffffffu
 
 enum { GLOBAL = 0, LOCAL = 1, SEMI = 2 };
-enum { FROM_DIAG = 0, FROM_V = 1, FROM_Z = 2, FROM_ZERO = 3 };
+enum { FROM_DIAG = 0, FROM_V = 1, FROM_Z = 2 };  // dp_trace's states: in H, V or Z
 enum { OP_I = 1, OP_D = 2, OP_EQ = 7, OP_X = 8 };
 
 // one launch's pairs, by thread: order[t] is the pair of thread t (-1: none); per warp, its longest
@@ -56,51 +56,148 @@ __device__ __forceinline__ int first_column(int i, int go, int ge) {
     return (MODE == LOCAL || i == 0) ? 0 : -(go + (i - 1) * ge);
 }
 
-// a stripe's query letters (rows i0 + 1 .. i0 + ROWS, 0 past m) and its column 0 (H; Z minus infinity)
+// a stripe's query letters (rows i0 + 1 .. i0 + ROWS, 0 past m) as byte offsets into a matrix row, and
+// its column 0 (G = H - go; Z minus infinity)
 template <int MODE>
 __device__ __forceinline__ void stripe_start(const unsigned char* q, int m, int i0, int go, int ge,
-                                             int (&qc)[ROWS], int (&hl)[ROWS], int (&z)[ROWS]) {
+                                             int (&qc)[ROWS], int (&g)[ROWS], int (&z)[ROWS]) {
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-        qc[r] = i0 + r < m ? q[i0 + r] : 0;
-        hl[r] = first_column<MODE>(i0 + r + 1, go, ge);
+        qc[r] = (i0 + r < m ? q[i0 + r] : 0) * 4;
+        g[r] = first_column<MODE>(i0 + r + 1, go, ge) - go;
         z[r] = NEG_INF;
     }
 }
 
-// one column j of a stripe (rows i0 + 1 .. i0 + ROWS; `last`: the stripe row of DP row m): from the row
-// above (hup, vup; hdiag = H[i0][j - 1]) and the stripe's H and Z of column j - 1 (hl, z), which become
-// column j's; hup and vup become the stripe's last row; the answer (best, bi, bj) is kept up to date
-// (columns past n count for nothing); returns the column's direction word
-template <int MODE, bool TRACE>
-__device__ __forceinline__ uint64_t stripe_column(const int* __restrict__ row, const int (&qc)[ROWS], int (&hl)[ROWS],
-                                                  int (&z)[ROWS], int& hup, int& vup, int hdiag, int go, int ge,
-                                                  int i0, int last, int j, int n, int& best, int& bi, int& bj) {
-    uint64_t word = 0;
+// the shared-memory address of target letter t's row of S, and the int at byte offset off of such a row
+// (one add per cell; indexing S itself took two, nvcc 13 sm_90)
+__device__ __forceinline__ uint32_t smem_row(const int* S, int t, int K) {
+    return (uint32_t)__cvta_generic_to_shared(S) + (uint32_t)(t * 4 * K);
+}
+__device__ __forceinline__ int smem_at(uint32_t row, int off) {
+#ifdef __CUDA_ARCH__
+    int s;
+    // (volatile, "memory": kept after load_matrix's __syncthreads; the SASS is the same as without)
+    asm volatile("ld.shared.s32 %0, [%1];" : "=r"(s) : "r"(row + off) : "memory");
+    return s;
+#else  // compiled for the CPU by the tests (tests/emu)
+    return emu_lds(row + off);
+#endif
+}
+
+// one column j of a stripe (rows i0 + 1 .. i0 + ROWS): from the row above (gup = H[i0][j] - go, vup;
+// gdiag = H[i0][j - 1] - go) and the stripe's G = H - go and Z of column j - 1 (g, z), which become column
+// j's; gup and vup become the stripe's last row. row: the shared matrix's row of target letter t_j, plus
+// go (so that gdiag + row[q] is the diagonal's H + S). Carrying H - go spares a subtraction per cell: a
+// cell's G opens both its V below and its Z to the right.
+// Direction bits (TRACE), 4 per cell, the sign bits of four differences shifted in as they come: 8 V
+// extended here (not opened from H above), 4 Z extended, 2 H from Z rather than V, 1 H not from the
+// diagonal (ties: diagonal, then V, then Z; open before extend). Row r's bits are bits 4 (15 - r) of the
+// column's word. A local cell of H 0 is where the alignment starts: dp_trace knows it by the score it
+// carries. Each max is one DPX instruction (VIADDMNMX: max(a + b, c)); dp_fill's loop is 11.3 SASS
+// instructions per cell with scores only, 18.7 (global) to 20 (local) with directions (sm_90).
+// LOCAL: key, the column's best cell as H * 16 + 15 - r (the highest H, then the first row).
+// EDGE: the stripe holds row m (its row `last`; rows past it are not cells): key leaves them out, and
+// hlast is row m's H (global, semi-global).
+template <int MODE, bool TRACE, bool EDGE>
+__device__ __forceinline__ uint64_t stripe_column(uint32_t row, const int (&qc)[ROWS], int (&g)[ROWS],
+                                                  int (&z)[ROWS], int& gup, int& vup, int gdiag, int go, int ge,
+                                                  int last, uint32_t& key, int& hlast) {
+    uint32_t lo = 0, hi = 0;  // rows 0-7, 8-15
+    key = 0;
+    hlast = NEG_INF;  // (a lane of dp_long's last tile whose stripe does not hold row m)
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-        const int vo = hup - go, ve = vup - ge, v = max(vo, ve);
-        const int zo = hl[r] - go, ze = z[r] - ge, zz = max(zo, ze);
-        const int d = hdiag + row[qc[r]];
-        int h = max(d, max(v, zz));
+        const int s = smem_at(row, qc[r]);
+        const int v = __viaddmax_s32(vup, -ge, gup);  // max(V above - ge, H above - go)
+        const int zz = __viaddmax_s32(z[r], -ge, g[r]);
+        const int vz = max(v, zz);
+        const int h = MODE == LOCAL ? __viaddmax_s32_relu(gdiag, s, vz) : __viaddmax_s32(gdiag, s, vz);
         if (TRACE) {
-            int src = d == h ? FROM_DIAG : v == h ? FROM_V : FROM_Z;
-            if (MODE == LOCAL && h <= 0) src = FROM_ZERO;
-            word |= (uint64_t)(src | (ve > vo) << 2 | (ze > zo) << 3) << (4 * r);
+            uint32_t& w = r < 8 ? lo : hi;
+            w = __funnelshift_l((uint32_t)(gup - vup + ge), w, 1);  // < 0: V extended
+            w = __funnelshift_l((uint32_t)(g[r] - z[r] + ge), w, 1);  // < 0: Z extended
+            w = __funnelshift_l((uint32_t)(v - zz), w, 1);  // < 0: Z over V
+            w = __funnelshift_l((uint32_t)(gdiag + s - vz), w, 1);  // < 0: not the diagonal
         }
         if (MODE == LOCAL) {
-            h = max(h, 0);
-            if (h > best && r <= last && j <= n) best = h, bi = i0 + r + 1, bj = j;
-        } else if (r == last && (MODE == SEMI ? h > best && j <= n : j == n)) {
-            best = h, bj = j;
+            if (!EDGE || r <= last) key = max(key, (uint32_t)h * 16u + (15 - r));
+        } else if (EDGE && r == last) {
+            hlast = h;
         }
-        hdiag = hl[r];
-        hl[r] = h;
+        gdiag = g[r];
+        g[r] = h - go;
         z[r] = zz;
-        hup = h;
+        gup = g[r];
         vup = v;
     }
-    return word;
+    return (uint64_t)lo << 32 | hi;
+}
+
+// the answer so far: local the best cell (bestkey: H * 16 + 15 - r; its stripe's first row i0b and its
+// column bj; ties: the first in stripe, column, row order), semi-global the best cell of row m (best, bj),
+// global H[m][n] (best)
+struct Best {
+    int best, bj, i0b;
+    uint32_t bestkey;
+};
+
+template <int MODE, bool EDGE>
+__device__ __forceinline__ void best_update(Best& b, uint32_t key, int hlast, int i0, int j, int n) {
+    if (MODE == LOCAL) {
+        if (key > (b.bestkey | 15u)) b.bestkey = key, b.bj = j, b.i0b = i0;  // a higher H, not an equal one
+    } else if (EDGE) {
+        if (MODE == SEMI ? hlast > b.best : j == n) b.best = hlast, b.bj = j;
+    }
+}
+
+template <int MODE>
+__device__ __forceinline__ Best best_start(int m, int go, int ge) {
+    return Best{MODE == LOCAL ? 0 : first_column<MODE>(m, go, ge), 0, 0, 0u};
+}
+
+// (score, end row, end column)
+template <int MODE>
+__device__ __forceinline__ void best_end(const Best& b, int m, int& best, int& bi, int& bj) {
+    if (MODE != LOCAL) {
+        best = b.best, bi = m, bj = b.bj;
+    } else if (b.bestkey < 16u) {  // no cell above 0: the empty alignment
+        best = 0, bi = 0, bj = 0;
+    } else {
+        best = (int)(b.bestkey >> 4), bi = b.i0b + 16 - (int)(b.bestkey & 15u), bj = b.bj;
+    }
+}
+
+// the shared matrix: S[t * K + q] + go
+__device__ __forceinline__ void load_matrix(int* S, const int* __restrict__ matrix, int K, int go) {
+    for (int x = threadIdx.x; x < K * K; x += blockDim.x) S[x] = matrix[x] + go;
+    __syncthreads();
+}
+
+// dp_fill's stripe from row i0 + 1 (EDGE: the last, holding row m) over columns 1 .. n
+template <int MODE, bool TRACE, bool EDGE>
+__device__ __forceinline__ void fill_stripe(const int* S, int K, const unsigned char* __restrict__ q,
+                                            const unsigned char* __restrict__ tg, int m, int n, int i0, int go,
+                                            int ge, int* __restrict__ bH, int* __restrict__ bV,
+                                            uint64_t* __restrict__ ds, Best& b) {
+    int qc[ROWS], g[ROWS], z[ROWS];
+    stripe_start<MODE>(q, m, i0, go, ge, qc, g, z);
+    const int last = m - 1 - i0;
+    int gdiag0 = first_column<MODE>(i0, go, ge) - go;  // G[i0][j - 1]
+    int tnext = tg[0], gnext = bH[32], vnext = bV[32];  // column j's inputs, loaded a column ahead
+    for (int j = 1; j <= n; ++j) {
+        const uint32_t row = smem_row(S, tnext, K);
+        int gup = gnext, vup = vnext, gdiag = gdiag0;
+        if (j < n) tnext = tg[j], gnext = bH[(j + 1) * 32], vnext = bV[(j + 1) * 32];
+        gdiag0 = gup;
+        uint32_t key;
+        int hlast;
+        const uint64_t word = stripe_column<MODE, TRACE, EDGE>(row, qc, g, z, gup, vup, gdiag, go, ge, last, key, hlast);
+        best_update<MODE, EDGE>(b, key, hlast, i0, j, n);
+        bH[j * 32] = gup;
+        bV[j * 32] = vup;
+        if (TRACE) ds[(j - 1) * 32] = word;
+    }
 }
 
 template <int MODE, bool TRACE>
@@ -109,8 +206,7 @@ __global__ void __launch_bounds__(128) dp_fill(PAIRS_ARGS, const int* __restrict
                                                uint64_t* __restrict__ dir, int* __restrict__ out_score,
                                                int* __restrict__ out_i, int* __restrict__ out_j) {
     extern __shared__ int S[];
-    for (int x = threadIdx.x; x < K * K; x += blockDim.x) S[x] = matrix[x];
-    __syncthreads();
+    load_matrix(S, matrix, K, go);
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nthreads) return;
     const int p = order[t];
@@ -119,45 +215,28 @@ __global__ void __launch_bounds__(128) dp_fill(PAIRS_ARGS, const int* __restrict
     const int m = qlen[p], n = tlen[p], maxn = w_maxn[w];
     const unsigned char* __restrict__ q = codes + qoff[p];
     const unsigned char* __restrict__ tg = codes + toff[p];
-    int* __restrict__ bH = boundH + w_bound[w] + lane;
+    int* __restrict__ bH = boundH + w_bound[w] + lane;  // the row above the stripe: G = H - go, and V
     int* __restrict__ bV = boundV + w_bound[w] + lane;
     uint64_t* __restrict__ dr = dir + w_dir[w] + lane;
     for (int j = 1; j <= n; ++j) {  // row 0: gaps in the target (global), free (local, semi-global)
-        bH[j * 32] = MODE == GLOBAL ? -(go + (j - 1) * ge) : 0;
+        bH[j * 32] = (MODE == GLOBAL ? -(go + (j - 1) * ge) : 0) - go;
         bV[j * 32] = NEG_INF;
     }
-    // the answer: local the best cell; semi-global the best of row m (from column 0); global H[m][n]
-    int best = MODE == LOCAL ? 0 : first_column<MODE>(m, go, ge), bi = MODE == LOCAL ? 0 : m, bj = 0;
-    for (int i0 = 0; i0 < m; i0 += ROWS) {
-        int qc[ROWS], hl[ROWS], z[ROWS];
-        stripe_start<MODE>(q, m, i0, go, ge, qc, hl, z);
-        const int last = m - 1 - i0;  // the stripe row of DP row m (when < ROWS)
-        uint64_t* __restrict__ ds = dr + (long long)(i0 / ROWS) * maxn * 32;
-        int diag0 = first_column<MODE>(i0, go, ge);  // H[i0][j - 1]
-        int tnext = tg[0], hnext = bH[32], vnext = bV[32];  // column j's inputs, loaded a column ahead
-        for (int j = 1; j <= n; ++j) {
-            const int* __restrict__ row = S + tnext * K;
-            int hup = hnext, vup = vnext, hdiag = diag0;
-            if (j < n) tnext = tg[j], hnext = bH[(j + 1) * 32], vnext = bV[(j + 1) * 32];
-            diag0 = hup;
-            const uint64_t word =
-                stripe_column<MODE, TRACE>(row, qc, hl, z, hup, vup, hdiag, go, ge, i0, last, j, n, best, bi, bj);
-            bH[j * 32] = hup;
-            bV[j * 32] = vup;
-            if (TRACE) ds[(j - 1) * 32] = word;
-        }
-    }
-    out_score[p] = best;
-    out_i[p] = bi;
-    out_j[p] = bj;
+    Best b = best_start<MODE>(m, go, ge);
+    const int edge = (m - 1) / ROWS * ROWS;  // the last stripe's first row
+    for (int i0 = 0; i0 < edge; i0 += ROWS)
+        fill_stripe<MODE, TRACE, false>(S, K, q, tg, m, n, i0, go, ge, bH, bV, dr + (long long)(i0 / ROWS) * maxn * 32, b);
+    fill_stripe<MODE, TRACE, true>(S, K, q, tg, m, n, edge, go, ge, bH, bV, dr + (long long)(edge / ROWS) * maxn * 32, b);
+    best_end<MODE>(b, m, out_score[p], out_i[p], out_j[p]);
 }
 
 // the long kernel's answer from its lanes: local the best cell first in (stripe, column, row) order, as
 // dp_fill finds it; global and semi-global the lane that holds row m
 template <int MODE>
-__device__ __forceinline__ void warp_answer(int m, int best, int bi, int bj, int* out_score, int* out_i, int* out_j,
-                                            int p) {
+__device__ __forceinline__ void warp_answer(int m, const Best& b, int* out_score, int* out_i, int* out_j, int p) {
     const int lane = threadIdx.x & 31;
+    int best, bi, bj;
+    best_end<MODE>(b, m, best, bi, bj);
     if (MODE == LOCAL) {
         for (int k = 16; k > 0; k >>= 1) {
             const int ob = __shfl_xor_sync(FULL_MASK, best, k), oi = __shfl_xor_sync(FULL_MASK, bi, k),
@@ -175,16 +254,74 @@ __device__ __forceinline__ void warp_answer(int m, int best, int bi, int bj, int
     out_j[p] = bj;
 }
 
+// dp_long's tile from stripe 32 tile (EDGE: the last tile, holding row m), lane l its stripe 32 tile + l
+template <int MODE, bool TRACE, bool EDGE>
+__device__ __forceinline__ void long_tile(const int* S, int K, const unsigned char* __restrict__ q,
+                                          const unsigned char* __restrict__ tg, int m, int n, int tile, int go,
+                                          int ge, int* __restrict__ bH, int* __restrict__ bV,
+                                          uint64_t* __restrict__ ds, int steps, Best& b) {
+    const int lane = threadIdx.x & 31;
+    const int i0 = (tile * 32 + lane) * ROWS;
+    int qc[ROWS], g[ROWS], z[ROWS];
+    stripe_start<MODE>(q, m, i0, go, ge, qc, g, z);
+    const int last = m - 1 - i0;
+    int gdiag0 = first_column<MODE>(i0, go, ge) - go;  // G[i0][j - 1] of the step's first column
+    int gin[COLS], vin[COLS], tc[COLS];  // the step's row above (G, V) and target letters
+#pragma unroll
+    for (int c = 0; c < COLS; ++c) {
+        const int j = c + 1 - lane * COLS;
+        tc[c] = j >= 1 && j <= n ? tg[j - 1] : 0;
+        gin[c] = lane == 0 && j <= n ? bH[j] : 0;
+        vin[c] = lane == 0 && j <= n ? bV[j] : 0;
+    }
+    for (int x = 0; x < steps; ++x) {
+        const int j0 = (x - lane) * COLS + 1;
+        int gout[COLS] = {}, vout[COLS] = {}, tn[COLS], gn[COLS], vn[COLS];  // (idle lanes shuffle zeros)
+#pragma unroll
+        for (int c = 0; c < COLS; ++c) {  // the next step's inputs, loaded ahead
+            const int j = j0 + COLS + c;
+            tn[c] = j >= 1 && j <= n ? tg[j - 1] : 0;
+            gn[c] = lane == 0 && j <= n ? bH[j] : 0;
+            vn[c] = lane == 0 && j <= n ? bV[j] : 0;
+        }
+        if (j0 >= 1 && j0 <= n) {
+#pragma unroll
+            for (int c = 0; c < COLS; ++c) {
+                const int j = j0 + c;
+                const uint32_t row = smem_row(S, tc[c], K);
+                int gup = gin[c], vup = vin[c], gdiag = gdiag0;
+                gdiag0 = gup;
+                uint32_t key;
+                int hlast;
+                const uint64_t word =
+                    stripe_column<MODE, TRACE, EDGE>(row, qc, g, z, gup, vup, gdiag, go, ge, last, key, hlast);
+                if (j <= n) best_update<MODE, EDGE>(b, key, hlast, i0, j, n);
+                gout[c] = gup;
+                vout[c] = vup;
+                if (TRACE) ds[((long long)x * COLS + c) * 32] = word;
+                if (lane == 31 && j <= n) bH[j] = gup, bV[j] = vup;
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < COLS; ++c) {  // lane l's next step takes lane l - 1's columns of this one
+            const int gs = __shfl_up_sync(FULL_MASK, gout[c], 1), vs = __shfl_up_sync(FULL_MASK, vout[c], 1);
+            gin[c] = lane == 0 ? gn[c] : gs;
+            vin[c] = lane == 0 ? vn[c] : vs;
+            tc[c] = tn[c];
+        }
+    }
+    __syncwarp();  // lane 31's boundary row, for lane 0 of the next tile
+}
+
 // one warp per pair: order[w] is warp w's pair (-1: none), w_bound[w] its boundary row (n + 1 ints of
-// H and of V), w_dir[w] its direction words (tiles * steps * COLS * 32); w_maxn is not read
+// G and of V), w_dir[w] its direction words (tiles * steps * COLS * 32); w_maxn is not read
 template <int MODE, bool TRACE>
 __global__ void __launch_bounds__(128) dp_long(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
                                                int* __restrict__ boundH, int* __restrict__ boundV,
                                                uint64_t* __restrict__ dir, int* __restrict__ out_score,
                                                int* __restrict__ out_i, int* __restrict__ out_j) {
     extern __shared__ int S[];
-    for (int x = threadIdx.x; x < K * K; x += blockDim.x) S[x] = matrix[x];
-    __syncthreads();
+    load_matrix(S, matrix, K, go);
     const int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
     if (w >= nthreads) return;
     const int p = order[w];
@@ -196,63 +333,18 @@ __global__ void __launch_bounds__(128) dp_long(PAIRS_ARGS, const int* __restrict
     int* __restrict__ bV = boundV + w_bound[w];
     uint64_t* __restrict__ dr = dir + w_dir[w] + lane;
     for (int j = 1 + lane; j <= n; j += 32) {  // row 0, as in dp_fill
-        bH[j] = MODE == GLOBAL ? -(go + (j - 1) * ge) : 0;
+        bH[j] = (MODE == GLOBAL ? -(go + (j - 1) * ge) : 0) - go;
         bV[j] = NEG_INF;
     }
     __syncwarp();
-    const int cols = (n + COLS - 1) / COLS, steps = cols + 31;
-    int best = MODE == LOCAL ? 0 : first_column<MODE>(m, go, ge), bi = MODE == LOCAL ? 0 : m, bj = 0;
-    for (int tile = 0; tile * 32 * ROWS < m; ++tile) {
-        const int i0 = (tile * 32 + lane) * ROWS;
-        int qc[ROWS], hl[ROWS], z[ROWS];
-        stripe_start<MODE>(q, m, i0, go, ge, qc, hl, z);
-        const int last = m - 1 - i0;
-        uint64_t* __restrict__ ds = dr + (long long)tile * steps * COLS * 32;
-        int diag0 = first_column<MODE>(i0, go, ge);  // H[i0][j - 1] of the step's first column
-        int hin[COLS], vin[COLS], tc[COLS];  // the step's row above (H, V) and target letters
-#pragma unroll
-        for (int c = 0; c < COLS; ++c) {
-            const int j = c + 1 - lane * COLS;
-            tc[c] = j >= 1 && j <= n ? tg[j - 1] : 0;
-            hin[c] = lane == 0 && j <= n ? bH[j] : 0;
-            vin[c] = lane == 0 && j <= n ? bV[j] : 0;
-        }
-        for (int x = 0; x < steps; ++x) {
-            const int j0 = (x - lane) * COLS + 1;
-            int hout[COLS] = {}, vout[COLS] = {}, tn[COLS], hn[COLS], vn[COLS];  // (idle lanes shuffle zeros)
-#pragma unroll
-            for (int c = 0; c < COLS; ++c) {  // the next step's inputs, loaded ahead
-                const int j = j0 + COLS + c;
-                tn[c] = j >= 1 && j <= n ? tg[j - 1] : 0;
-                hn[c] = lane == 0 && j <= n ? bH[j] : 0;
-                vn[c] = lane == 0 && j <= n ? bV[j] : 0;
-            }
-            if (j0 >= 1 && j0 <= n) {
-#pragma unroll
-                for (int c = 0; c < COLS; ++c) {
-                    const int j = j0 + c;
-                    const int* __restrict__ row = S + tc[c] * K;
-                    int hup = hin[c], vup = vin[c], hdiag = diag0;
-                    diag0 = hup;
-                    const uint64_t word = stripe_column<MODE, TRACE>(row, qc, hl, z, hup, vup, hdiag, go, ge, i0, last,
-                                                                     j, n, best, bi, bj);
-                    hout[c] = hup;
-                    vout[c] = vup;
-                    if (TRACE) ds[((long long)x * COLS + c) * 32] = word;
-                    if (lane == 31 && j <= n) bH[j] = hup, bV[j] = vup;
-                }
-            }
-#pragma unroll
-            for (int c = 0; c < COLS; ++c) {  // lane l's next step takes lane l - 1's columns of this one
-                const int h = __shfl_up_sync(FULL_MASK, hout[c], 1), v = __shfl_up_sync(FULL_MASK, vout[c], 1);
-                hin[c] = lane == 0 ? hn[c] : h;
-                vin[c] = lane == 0 ? vn[c] : v;
-                tc[c] = tn[c];
-            }
-        }
-        __syncwarp();  // lane 31's boundary row, for lane 0 of the next tile
-    }
-    warp_answer<MODE>(m, best, bi, bj, out_score, out_i, out_j, p);
+    const int steps = (n + COLS - 1) / COLS + 31, tiles = (m + 32 * ROWS - 1) / (32 * ROWS);
+    Best b = best_start<MODE>(m, go, ge);
+    for (int tile = 0; tile < tiles - 1; ++tile)
+        long_tile<MODE, TRACE, false>(S, K, q, tg, m, n, tile, go, ge, bH, bV, dr + (long long)tile * steps * COLS * 32,
+                                      steps, b);
+    long_tile<MODE, TRACE, true>(S, K, q, tg, m, n, tiles - 1, go, ge, bH, bV,
+                                 dr + (long long)(tiles - 1) * steps * COLS * 32, steps, b);
+    warp_answer<MODE>(m, b, out_score, out_i, out_j, p);
 }
 
 struct Runs {  // the CIGAR being written backwards, runs merged
@@ -270,11 +362,13 @@ struct Runs {  // the CIGAR being written backwards, runs merged
 };
 
 // LONG: the pairs of dp_long, one per thread (w_dir[t]); else of dp_fill
+// (LOCAL: the walk carries the score of the cell it is at, from the end's score, and stops at an H of 0.)
 template <int MODE, bool LONG>
-__global__ void dp_trace(PAIRS_ARGS, const uint64_t* __restrict__ dir, const int* __restrict__ end_i,
-                         const int* __restrict__ end_j, const long long* __restrict__ op_off,
-                         uint32_t* __restrict__ ops, int* __restrict__ out_count, int* __restrict__ out_qs,
-                         int* __restrict__ out_ts) {
+__global__ void dp_trace(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
+                         const uint64_t* __restrict__ dir, const int* __restrict__ end_score,
+                         const int* __restrict__ end_i, const int* __restrict__ end_j,
+                         const long long* __restrict__ op_off, uint32_t* __restrict__ ops,
+                         int* __restrict__ out_count, int* __restrict__ out_qs, int* __restrict__ out_ts) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nthreads) return;
     const int p = order[t];
@@ -285,6 +379,7 @@ __global__ void dp_trace(PAIRS_ARGS, const uint64_t* __restrict__ dir, const int
     const unsigned char* __restrict__ tg = codes + toff[p];
     const uint64_t* __restrict__ dr = dir + w_dir[w] + lane;
     int i = end_i[p], j = end_j[p], state = FROM_DIAG;  // the matrix the walk is in: H, V or Z
+    int score = MODE == LOCAL ? end_score[p] : 0;
     Runs runs{ops + op_off[t], 0, 0, 0};
     while (true) {
         if (i == 0 || j == 0) {  // the first row or column: what is left is one gap, or free
@@ -295,24 +390,29 @@ __global__ void dp_trace(PAIRS_ARGS, const uint64_t* __restrict__ dir, const int
         const int r = (i - 1) % ROWS, s = (i - 1) / ROWS;
         const long long at = LONG ? (((long long)(s >> 5) * steps + (j - 1) / COLS + (s & 31)) * COLS + (j - 1) % COLS) * 32 + (s & 31)
                                   : ((long long)s * maxn + (j - 1)) * 32;
-        const int cell = (int)(dr[at] >> (4 * r)) & 15;
+        const int cell = (int)(dr[at] >> (4 * (ROWS - 1 - r))) & 15;  // stripe_column's bits
         if (state == FROM_V) {
             runs.add(OP_I, 1);
-            state = cell >> 2 & 1 ? FROM_V : FROM_DIAG;
+            const bool opened = !(cell & 8);
+            state = opened ? FROM_DIAG : FROM_V;
+            if (MODE == LOCAL) score += opened ? go : ge;
             --i;
         } else if (state == FROM_Z) {
             runs.add(OP_D, 1);
-            state = cell >> 3 & 1 ? FROM_Z : FROM_DIAG;
+            const bool opened = !(cell & 4);
+            state = opened ? FROM_DIAG : FROM_Z;
+            if (MODE == LOCAL) score += opened ? go : ge;
             --j;
         } else {
-            const int src = cell & 3;
-            if (src == FROM_ZERO) break;
-            if (src == FROM_DIAG) {
-                runs.add(q[i - 1] == tg[j - 1] ? OP_EQ : OP_X, 1);
+            if (MODE == LOCAL && score == 0) break;
+            if (!(cell & 1)) {
+                const int qa = q[i - 1], tb = tg[j - 1];
+                runs.add(qa == tb ? OP_EQ : OP_X, 1);
+                if (MODE == LOCAL) score -= __ldg(matrix + tb * K + qa);
                 --i;
                 --j;
             } else {
-                state = src;
+                state = cell & 2 ? FROM_Z : FROM_V;
             }
         }
     }

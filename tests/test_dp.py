@@ -11,6 +11,7 @@ import parasail
 import pytest
 from Bio.Align import PairwiseAligner, substitution_matrices
 
+import emu
 import gpualign
 from gpualign import cigar as C
 from gpualign.config import AlignConfig, Penalties, Scoring
@@ -33,19 +34,24 @@ def prot_cfg(mode, **kw):
                                                                         matrix="BLOSUM62"), device="cpu", **kw)
 
 
+NO_CXX = pytest.mark.skipif(not emu.available(), reason="no g++ to compile the kernels for the CPU")
+
+
 @pytest.fixture(params=["cpu1", "cpu2", pytest.param("gpu", marks=pytest.mark.gpu),
-                        pytest.param("gpu-long", marks=pytest.mark.gpu)])
+                        pytest.param("gpu-long", marks=pytest.mark.gpu), pytest.param("emu", marks=NO_CXX),
+                        pytest.param("emu-long", marks=NO_CXX)])
 def engine(request, monkeypatch):
     """The engines under test: cpu1; cpu2 cuts every batch into chunks aligned by two worker processes;
     gpu (gpu-dp, marked gpu: skipped without a device); gpu-long (gpu-dp with every pair on dp_long, a
-    warp per pair)."""
-    if request.param.startswith("gpu"):
+    warp per pair); emu and emu-long: the same two with dp.cu's kernels compiled for the CPU (tests/emu),
+    so that CI checks the kernels' arithmetic."""
+    if request.param.startswith(("gpu", "emu")):
         from gpualign.engines import gpu_dp
 
-        if request.param == "gpu-long":
+        if request.param.endswith("-long"):
             monkeypatch.setattr(gpu_dp, "LONG_ROWS", 0)
             monkeypatch.setattr(gpu_dp, "LONG_CELLS", 0)
-        yield gpu_dp.GpuDpEngine()
+        yield gpu_engine(request.param.split("-")[0])
         return
     e = CpuDpEngine(1) if request.param == "cpu1" else CpuDpEngine(2, inline_bases=0)
     yield e
@@ -255,20 +261,31 @@ def test_n_mismatch_rule(engine):
     assert C.to_text(res.cigar, res.cigar_off, res.cigar_len) == ["2=1X1="]
 
 
-@pytest.mark.gpu
+GPU_OR_EMU = [pytest.param("gpu", marks=pytest.mark.gpu), pytest.param("emu", marks=NO_CXX)]
+
+
+def gpu_engine(kind: str):
+    """gpu-dp on the device (gpu) or with its kernels compiled for the CPU (emu)."""
+    from gpualign.engines import gpu_dp
+
+    return (gpu_dp.GpuDpEngine if kind == "gpu" else emu.emulated(gpu_dp.GpuDpEngine))()
+
+
+@pytest.mark.parametrize("kind", GPU_OR_EMU)
 @pytest.mark.parametrize("mode", MODES)
-def test_gpu_equals_cpu_scores(mode, monkeypatch):
+def test_gpu_equals_cpu_scores(mode, kind, monkeypatch):
     """gpu-dp against cpu-dp on larger sets: mixed lengths up to 2 kbp (DNA) and ~350 aa (protein),
     launches cut small (many warps' groups), scores equal, every GPU CIGAR re-scored; pairs beyond the
-    GPU's cell limit go on to cpu-dp in the same chain."""
+    GPU's cell limit go on to cpu-dp in the same chain. Emulated: a quarter of the pairs, up to 700 bp."""
     from gpualign.engines import gpu_dp
     from gpualign.route import run_chain
 
     monkeypatch.setattr(gpu_dp, "DIR_BYTES", 1 << 22)
-    cpu, gpu = CpuDpEngine(2), gpu_dp.GpuDpEngine()
+    cpu, gpu = CpuDpEngine(2), gpu_engine(kind)
     try:
-        for cfg, (qs, ts) in ((dna_cfg(mode), random_pairs(21, "ACGT", 600, 2000)),
-                              (prot_cfg(mode), random_pairs(22, AA, 600, 400))):
+        n, top = (600, 2000) if kind == "gpu" else (150, 700)
+        for cfg, (qs, ts) in ((dna_cfg(mode), random_pairs(21, "ACGT", n, top)),
+                              (prot_cfg(mode), random_pairs(22, AA, n, 400))):
             for c in (cfg, cfg.with_(distance_only=True)):
                 a, b = align(gpu, qs, ts, c), align(cpu, qs, ts, c)
                 assert a.score.tolist() == b.score.tolist()
@@ -287,24 +304,26 @@ def test_gpu_equals_cpu_scores(mode, monkeypatch):
         cpu.close()
 
 
-@pytest.mark.gpu
+@pytest.mark.parametrize("kind", GPU_OR_EMU)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("cols", [1, 2])
-def test_gpu_long_pairs(mode, cols, monkeypatch):
+def test_gpu_long_pairs(mode, cols, kind, monkeypatch):
     """dp_long (a warp per pair; cols: columns per lane and step) on pairs up to 3 kbp, some beyond
     dp_fill's cell limit: scores equal cpu-dp's, CIGARs re-scored; and every pair forced onto dp_long
-    gives dp_fill's very CIGARs and coordinates (the same tie rule), over launches cut small."""
+    gives dp_fill's very CIGARs and coordinates (the same tie rule), over launches cut small. Emulated:
+    12 pairs up to 1.4 kbp (still over two tiles of 512 rows)."""
     from gpualign.engines import gpu_dp
 
     monkeypatch.setattr(gpu_dp, "COLS", cols)
 
     rng = np.random.default_rng(24)
-    qs = ["".join(rng.choice(list("ACGT"), rng.integers(200, 3000))) for _ in range(40)]
+    n, top, x = (40, 3000, 1) if kind == "gpu" else (12, 1400, 2)  # x: the hand-made pairs shorter by x
+    qs = ["".join(rng.choice(list("ACGT"), rng.integers(200, top))) for _ in range(n)]
     ts = [mutate(rng, q, "ACGT", 0.15) for q in qs]
-    qs += ["A" * 2500, "ACGT" * 700, "ACGT" * 200]
-    ts += ["A" * 2100, "TTT" + "ACGT" * 650, "C" * 3000]
+    qs += ["A" * (2500 // x), "ACGT" * (700 // x), "ACGT" * (200 // x)]
+    ts += ["A" * (2100 // x), "TTT" + "ACGT" * (650 // x), "C" * (3000 // x)]
     cfg = dna_cfg(mode)
-    cpu, gpu = CpuDpEngine(2), gpu_dp.GpuDpEngine()
+    cpu, gpu = CpuDpEngine(2), gpu_engine(kind)
     try:
         res = align(gpu, qs, ts, cfg)
         assert res.score.tolist() == align(cpu, qs, ts, cfg).score.tolist()

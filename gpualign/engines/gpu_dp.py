@@ -173,7 +173,7 @@ class GpuDpEngine(BatchEngine):
             if want:
                 room = np.where(sel >= 0, ql[sel] + tl[sel], 0)
                 traced.append((args[1], args[2], *self._trace(f"dp_trace<{mode}, {_flag(is_l)}>", args, room, d_dir,
-                                                              ends, starts)))
+                                                              scoring_args, ends, starts)))
             del d_dir
         host = [cupy.asnumpy(x).astype(np.int64) for x in (*ends, *starts)]
         return self._results(cfg, want, ql, tl, host, lambda dst, total: self._gather(traced, starts[0], dst, total))
@@ -221,7 +221,8 @@ class GpuDpEngine(BatchEngine):
         return d_dir
 
     @trace.traced("dp trace")
-    def _trace(self, name: str, args: tuple, room: np.ndarray, d_dir, ends: tuple, starts: tuple):
+    def _trace(self, name: str, args: tuple, room: np.ndarray, d_dir, scoring_args: tuple, ends: tuple,
+               starts: tuple):
         """dp_trace (name) over one launch's pairs (room: each thread's most ops): starts (op count, start
         row, start column by pair) filled; returns (each thread's first op in d_ops, d_ops: the CIGARs)."""
         import cupy
@@ -229,7 +230,7 @@ class GpuDpEngine(BatchEngine):
         d_off = cupy.asarray(_exclusive(room))
         d_ops = cupy.empty(max(1, int(room.sum())), cupy.uint32)
         self._module().get_function(name)((-(-len(room) // BLOCK),), (BLOCK,),
-                                          (*args, d_dir, ends[1], ends[2], d_off, d_ops, *starts))
+                                          (*args, *scoring_args, d_dir, *ends, d_off, d_ops, *starts))
         return d_off, d_ops
 
     @trace.traced("dp gather")

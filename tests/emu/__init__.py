@@ -1,0 +1,172 @@
+"""A GPU engine's kernels run on the CPU: the kernel file compiled with g++ against cuda_host.h (a
+<name>_host.cpp beside it gives its C entry point, emu_launch), loaded with ctypes, and the engine's own
+host code run on numpy arrays in place of CuPy's (FakeCupy). CI has no GPU: this is how it checks what
+the kernels compute against the oracles. It does not check NVRTC, timing, or what only concurrent warps
+could get wrong (tests marked gpu do, on the device).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KERNELS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "kernels")
+CXX = shutil.which("g++")
+_libs: dict = {}
+
+
+def available() -> bool:
+    return CXX is not None
+
+
+def library(stem: str, defines: tuple = ()) -> ctypes.CDLL:
+    """kernels/<stem>.cu with tests/emu/<stem>_host.cpp and -D defines, compiled once per source (kept in
+    the temporary directory by the sources' hash)."""
+    if (stem, defines) in _libs:
+        return _libs[stem, defines]
+    sources = [os.path.join(HERE, f"{stem}_host.cpp"), os.path.join(HERE, "cuda_host.h"),
+               os.path.join(KERNELS, f"{stem}.cu")]
+    digest = hashlib.sha256(b"".join(open(p, "rb").read() for p in sources) + repr(defines).encode()).hexdigest()[:16]
+    out = os.path.join(tempfile.gettempdir(), f"gpualign-emu-{stem}-{digest}.so")
+    if not os.path.exists(out):
+        part = f"{out}.{os.getpid()}"
+        p = subprocess.run([CXX, "-O2", "-std=c++17", "-Wall", "-Wno-unknown-pragmas", "-shared", "-fPIC",
+                            f"-I{KERNELS}", f"-I{HERE}", *(f"-D{d}" for d in defines), sources[0],
+                            "-o", part],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"g++ {sources[0]}:\n{p.stderr}")
+        os.replace(part, out)
+    lib = ctypes.CDLL(out)
+    lib.emu_launch.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
+    _libs[stem, defines] = lib
+    return lib
+
+
+class _Function:
+    def __init__(self, lib, name: str):
+        self.lib, self.name = lib, name
+
+    def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0):
+        keep, ptrs = [], []
+        for a in args:  # CUDA's convention: a pointer to each argument's value
+            if isinstance(a, np.ndarray):
+                if not a.flags.c_contiguous:
+                    raise ValueError(f"{self.name}: an argument is not contiguous")
+                v = ctypes.c_void_p(a.ctypes.data)
+            elif isinstance(a, (np.integer, int)):
+                v = np.array([a], dtype=a.dtype if isinstance(a, np.integer) else np.int32)
+                keep.append(v)
+                ptrs.append(v.ctypes.data)
+                continue
+            else:
+                raise TypeError(f"{self.name}: argument of type {type(a).__name__}")
+            keep.append(v)
+            ptrs.append(ctypes.addressof(v))
+        arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        if self.lib.emu_launch(self.name.encode(), int(grid[0]), int(block[0]), arr) != 0:
+            raise KeyError(f"no emulated kernel {self.name}")
+
+
+class Module:
+    """What engines._cuda.load_module gives, for the emulated kernels of one file."""
+
+    def __init__(self, stem: str, defines: tuple = ()):
+        self.lib = library(stem, tuple(defines))
+
+    def get_function(self, name: str) -> _Function:
+        return _Function(self.lib, name)
+
+
+class _Device:
+    mem_info = (64 << 30, 80 << 30)  # (free, total): what launch sizes are planned from
+
+
+class _Pool:
+    def free_bytes(self) -> int:
+        return 0
+
+    def free_all_blocks(self) -> None:
+        pass
+
+
+def fake_cupy() -> types.ModuleType:
+    """The part of CuPy the engines' host code calls, on numpy arrays ("device" arrays are numpy)."""
+    m = types.ModuleType("cupy")
+    for name in ("int32", "int64", "uint8", "uint32", "uint64", "zeros", "empty", "empty_like", "full", "arange"):
+        setattr(m, name, getattr(np, name))
+    m.asarray = lambda a, dtype=None: np.array(a, dtype=dtype, copy=True)
+    m.asnumpy = lambda a: np.asarray(a)
+    m.get_default_memory_pool = _Pool
+    m.cuda = types.SimpleNamespace(Device=_Device)
+    return m
+
+
+@contextlib.contextmanager
+def cupy_on_numpy():
+    """`import cupy` gives fake_cupy() inside this block."""
+    old = sys.modules.get("cupy")
+    sys.modules["cupy"] = fake_cupy()
+    try:
+        yield
+    finally:
+        if old is None:
+            sys.modules.pop("cupy", None)
+        else:
+            sys.modules["cupy"] = old
+
+
+class Staging:
+    """engines._staging.Staging's upload, to numpy arrays."""
+
+    def upload(self, batch, cfg):
+        from gpualign import pack
+        from gpualign.engines._staging import free_rows
+
+        seq = pack.compare_view(batch, cfg.n_mismatch)
+        raw = np.zeros((len(seq) + 127) // 64 * 64 + 64, np.uint8)
+        raw[:len(seq)] = seq
+        rows = [batch.q_off, batch.q_len, batch.t_off, batch.t_len]
+        if cfg.ends_free_target:
+            rows += list(free_rows(batch))
+        return raw, np.array(rows, dtype=np.int32)
+
+    def prefetch(self, batch, cfg) -> None:
+        pass
+
+
+def emulated(engine_class):
+    """engine_class (a GPU engine) with its kernels run here: the load_module its module calls, its
+    staging and its stream replaced, and `import cupy` giving fake_cupy() while it aligns."""
+    home = sys.modules[engine_class.__module__]
+
+    class Emulated(engine_class):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self._staging = Staging()
+
+        def _module(self):
+            real = home.load_module
+            home.load_module = lambda filename, names, defines=(): Module(filename.removesuffix(".cu"), defines)
+            try:
+                return super()._module()
+            finally:
+                home.load_module = real
+
+        @contextlib.contextmanager
+        def _stream(self):
+            with cupy_on_numpy():
+                yield
+
+    Emulated.__name__ = f"Emulated{engine_class.__name__}"
+    return Emulated
