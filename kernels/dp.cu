@@ -94,9 +94,10 @@ __device__ __forceinline__ int smem_at(uint32_t row, int off) {
 // extended here (not opened from H above), 4 Z extended, 2 H from Z rather than V, 1 H not from the
 // diagonal (ties: diagonal, then V, then Z; open before extend). Row r's bits are bits 4 (15 - r) of the
 // column's word. A local cell of H 0 is where the alignment starts: dp_trace knows it by the score it
-// carries. Each max is one DPX instruction (VIADDMNMX: max(a + b, c)); dp_fill's loop is 11.3 SASS
-// instructions per cell with scores only, 18.7 (global) to 20 (local) with directions (sm_90).
-// LOCAL: key, the column's best cell as H * 16 + 15 - r (the highest H, then the first row).
+// carries. Each max is one DPX instruction (VIADDMNMX: max(a + b, c)); dp_fill's loop is 9.1 SASS
+// instructions per cell with scores only (local), 16.8 (global) to 18.9 (local) with directions (sm_90).
+// LOCAL: key, the column's best cell as H * 16 + 15 - r (the highest H, then the first row; scores only:
+// H * 16 + 15, the cell not wanted).
 // EDGE: the stripe holds row m (its row `last`; rows past it are not cells): key leaves them out, and
 // hlast is row m's H (global, semi-global).
 template <int MODE, bool TRACE, bool EDGE>
@@ -104,6 +105,7 @@ __device__ __forceinline__ uint64_t stripe_column(uint32_t row, const int (&qc)[
                                                   int (&z)[ROWS], int& gup, int& vup, int gdiag, int go, int ge,
                                                   int last, uint32_t& key, int& hlast) {
     uint32_t lo = 0, hi = 0;  // rows 0-7, 8-15
+    int hmax = 0;  // (scores only: the column's best H, its row not wanted)
     key = 0;
     hlast = NEG_INF;  // (a lane of dp_long's last tile whose stripe does not hold row m)
 #pragma unroll
@@ -120,9 +122,10 @@ __device__ __forceinline__ uint64_t stripe_column(uint32_t row, const int (&qc)[
             w = __funnelshift_l((uint32_t)(v - zz), w, 1);  // < 0: Z over V
             w = __funnelshift_l((uint32_t)(gdiag + s - vz), w, 1);  // < 0: not the diagonal
         }
-        if (MODE == LOCAL) {
-            if (!EDGE || r <= last) key = max(key, (uint32_t)h * 16u + (15 - r));
-        } else if (EDGE && r == last) {
+        if (MODE == LOCAL && (!EDGE || r <= last)) {
+            if (TRACE) key = max(key, (uint32_t)h * 16u + (15 - r));
+            else hmax = max(hmax, h);
+        } else if (MODE != LOCAL && EDGE && r == last) {
             hlast = h;
         }
         gdiag = g[r];
@@ -131,6 +134,7 @@ __device__ __forceinline__ uint64_t stripe_column(uint32_t row, const int (&qc)[
         gup = g[r];
         vup = v;
     }
+    if (MODE == LOCAL && !TRACE) key = (uint32_t)hmax * 16u + 15u;
     return (uint64_t)lo << 32 | hi;
 }
 
@@ -185,6 +189,7 @@ __device__ __forceinline__ void fill_stripe(const int* S, int K, const unsigned 
     const int last = m - 1 - i0;
     int gdiag0 = first_column<MODE>(i0, go, ge) - go;  // G[i0][j - 1]
     int tnext = tg[0], gnext = bH[32], vnext = bV[32];  // column j's inputs, loaded a column ahead
+#pragma unroll 2  // (the stripe's registers then alternate between two sets instead of being copied back)
     for (int j = 1; j <= n; ++j) {
         const uint32_t row = smem_row(S, tnext, K);
         int gup = gnext, vup = vnext, gdiag = gdiag0;
