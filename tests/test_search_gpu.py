@@ -1,20 +1,39 @@
 """gpualign search on the GPU: the same bytes as the CPU engine (sassy-rs), on a real bacterial genome
 with a few hundred guides and on simulated sets with every option; hits checked against Sellers' DP in
-test_search.py (its `device` fixture)."""
+test_search.py (its `device` fixture). The simulated sets also run with kernels/myers_search.cu compiled
+for the CPU (`emu`, tests/emu): CI checks the kernel's hits without a GPU."""
 
 from __future__ import annotations
 
 import gzip
 import os
 
+import sys
+
 import numpy as np
 import pytest
 
+import emu
 from gpualign.config import SearchConfig
 from gpualign.search.run import run_search
 from search_oracle import mutate, random_dna, write_fasta
 
-pytestmark = pytest.mark.gpu
+KINDS = [pytest.param("gpu", marks=pytest.mark.gpu),
+         pytest.param("emu", marks=pytest.mark.skipif(not emu.available(), reason="no g++"))]
+
+
+@pytest.fixture(params=KINDS)
+def kind(request, monkeypatch):
+    """`--device gpu` on the device (gpu), or with the kernel compiled for the CPU (emu: CuPy and the
+    kernel loader replaced by tests/emu's, the GPU reported present)."""
+    if request.param == "emu":
+        from gpualign.engines import _cuda
+        from gpualign.search import gpu
+
+        monkeypatch.setattr(_cuda, "gpu_status", lambda: (True, ""))
+        monkeypatch.setattr(gpu, "load_module", emu.load_module)
+        monkeypatch.setitem(sys.modules, "cupy", emu.fake_cupy())
+    return request.param
 
 
 def both(tmp_path, pfa, tfa, out_ext="tsv", **kw):
@@ -27,6 +46,7 @@ def both(tmp_path, pfa, tfa, out_ext="tsv", **kw):
     return outs[0]
 
 
+@pytest.mark.gpu
 def test_real_genome_guides(tmp_path, real_data):
     with gzip.open(os.path.join(real_data, "bact_Ecoli_K12_W3110_NC_007779.fa.gz"), "rt") as fh:
         genome = "".join(line.strip() for line in fh if not line.startswith(">"))
@@ -48,7 +68,7 @@ def test_real_genome_guides(tmp_path, real_data):
 
 
 @pytest.mark.parametrize("rule", ["default", "n_mismatch", "iupac"])
-def test_options_same_bytes(tmp_path, rule):
+def test_options_same_bytes(tmp_path, rule, kind):
     rng = np.random.default_rng(4)
     records = {f"c{i}": random_dna(rng, int(rng.integers(1000, 200_000)), "ACGTN" if i == 2 else "ACGT")
                for i in range(5)}
@@ -64,7 +84,7 @@ def test_options_same_bytes(tmp_path, rule):
 
 @pytest.mark.parametrize("n_pats,strand,k,force", [(1, "+", 2, False), (3, "both", 3, False), (129, "+", 3, False),
                                                    (7, "-", 6, True)])
-def test_one_word_patterns_several_per_thread(tmp_path, monkeypatch, n_pats, strand, k, force):
+def test_one_word_patterns_several_per_thread(tmp_path, monkeypatch, n_pats, strand, k, force, kind):
     """Patterns of up to 32 nt run several per thread (kernels/myers_search.cu, P = 2, 4 or 8): the same
     bytes with 1, 2, 4 and 8 per thread and as the CPU engine, with pattern-strand counts that leave a thread's last
     patterns empty, a single one, and k >= m (--force: every end position of the short patterns is a hit)."""

@@ -48,7 +48,8 @@ def library(stem: str, defines: tuple = ()) -> ctypes.CDLL:
             raise RuntimeError(f"g++ {sources[0]}:\n{p.stderr}")
         os.replace(part, out)
     lib = ctypes.CDLL(out)
-    lib.emu_launch.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
+    lib.emu_launch.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                               ctypes.POINTER(ctypes.c_void_p)]
     _libs[stem, defines] = lib
     return lib
 
@@ -74,7 +75,8 @@ class _Function:
             keep.append(v)
             ptrs.append(ctypes.addressof(v))
         arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
-        if self.lib.emu_launch(self.name.encode(), int(grid[0]), int(block[0]), arr) != 0:
+        gy = int(grid[1]) if len(grid) > 1 else 1
+        if self.lib.emu_launch(self.name.encode(), int(grid[0]), gy, int(block[0]), arr) != 0:
             raise KeyError(f"no emulated kernel {self.name}")
 
 
@@ -86,6 +88,11 @@ class Module:
 
     def get_function(self, name: str) -> _Function:
         return _Function(self.lib, name)
+
+
+def load_module(filename: str, name_expressions: tuple = (), defines: tuple = ()) -> Module:
+    """engines._cuda.load_module's stand-in."""
+    return Module(filename.removesuffix(".cu"), defines)
 
 
 class _Device:
@@ -100,13 +107,26 @@ class _Pool:
         pass
 
 
+class DeviceArray(np.ndarray):
+    """A "device" array: numpy's, with CuPy's get()."""
+
+    def get(self) -> np.ndarray:
+        return np.array(self)
+
+
+def _device(make):
+    return lambda *a, **kw: make(*a, **kw).view(DeviceArray)
+
+
 def fake_cupy() -> types.ModuleType:
-    """The part of CuPy the engines' host code calls, on numpy arrays ("device" arrays are numpy)."""
+    """The part of CuPy the engines' host code calls, on numpy arrays (DeviceArray)."""
     m = types.ModuleType("cupy")
-    for name in ("int32", "int64", "uint8", "uint32", "uint64", "zeros", "empty", "empty_like", "full", "arange"):
+    for name in ("int32", "int64", "uint8", "uint32", "uint64"):
         setattr(m, name, getattr(np, name))
-    m.asarray = lambda a, dtype=None: np.array(a, dtype=dtype, copy=True)
-    m.asnumpy = lambda a: np.asarray(a)
+    for name in ("zeros", "empty", "empty_like", "full", "arange"):
+        setattr(m, name, _device(getattr(np, name)))
+    m.asarray = _device(lambda a, dtype=None: np.array(a, dtype=dtype, copy=True))
+    m.asnumpy = lambda a: np.array(a)
     m.get_default_memory_pool = _Pool
     m.cuda = types.SimpleNamespace(Device=_Device)
     return m
@@ -157,7 +177,7 @@ def emulated(engine_class):
 
         def _module(self):
             real = home.load_module
-            home.load_module = lambda filename, names, defines=(): Module(filename.removesuffix(".cu"), defines)
+            home.load_module = load_module
             try:
                 return super()._module()
             finally:

@@ -1,13 +1,16 @@
-// The CUDA C that kernels/*.cu use, for the CPU: the tests compile a kernel file with g++ against this
-// header (tests/emu) and run its kernels on numpy arrays, so that CI (no GPU) checks what they compute
-// against the oracles. A launch runs its threads one after another; a kernel that talks across a warp
-// (shuffles, __syncwarp) runs its 32 lanes as fibers that take turns between those calls.
-// Not emulated: timing, memory ordering between warps, atomics, NVRTC.
+// The CUDA C that kernels/dp.cu and kernels/myers_search.cu use, for the CPU: the tests compile a kernel
+// file with g++ against this header (tests/emu) and run its kernels on numpy arrays, so that CI (no GPU)
+// checks what they compute against the oracles. A launch runs its blocks one after another; a block's
+// threads run one after another too, or, where the kernel has block- or warp-wide calls (__syncthreads,
+// shuffles), as fibers that take turns between those calls (emu_run_block).
+// Not emulated: timing, threads running at once (atomics are plain adds), NVRTC.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <ucontext.h>
@@ -21,7 +24,7 @@
 struct emu_dim3 {
     unsigned x = 0, y = 0, z = 0;
 };
-inline thread_local emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+inline thread_local emu_dim3 threadIdx, blockIdx, blockDim;
 
 inline int max(int a, int b) { return a > b ? a : b; }
 inline int min(int a, int b) { return a < b ? a : b; }
@@ -36,7 +39,6 @@ inline T __ldg(const T* p) { return *p; }
 // Hopper's DPX instructions and the funnel shift, as the CUDA Math API defines them
 inline int __viaddmax_s32(int a, int b, int c) { return max(a + b, c); }
 inline int __viaddmax_s32_relu(int a, int b, int c) { return max(max(a + b, c), 0); }
-inline int __vimax3_s32(int a, int b, int c) { return max(max(a, b), c); }
 inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
     return (unsigned)((((unsigned long long)hi << 32) | lo) << (shift & 31) >> 32);
 }
@@ -47,15 +49,17 @@ inline const char* emu_shared_base = nullptr;
 inline std::size_t __cvta_generic_to_shared(const void* p) { return (std::size_t)((const char*)p - emu_shared_base); }
 inline int emu_lds(uint32_t addr) { return *(const int*)(emu_shared_base + addr); }
 
-// A warp: its 32 lanes as fibers (ucontext) on one thread, run in turn from lane 0 to 31, each until its
-// next meeting point (a shuffle, __syncwarp) or its end; every lane passes the same meeting points (the
-// kernels' warp-wide calls are not inside lane-dependent branches), so one round is one meeting.
-struct EmuWarp {
-    ucontext_t main, lane[32];
+// A block: its threads as fibers (ucontext) on one thread, run in turn, each until its next meeting
+// point (__syncthreads; in a block of one warp also a shuffle or __syncwarp) or its end. Every thread
+// passes the same meeting points (the kernels' block- and warp-wide calls are not inside thread-dependent
+// branches), so one round is one meeting.
+struct EmuBlock {
+    ucontext_t main;
+    std::vector<ucontext_t> thread;
     long long slot[32];
-    void meet() { swapcontext(&lane[threadIdx.x & 31], &main); }
+    void meet() { swapcontext(&thread[threadIdx.x], &main); }
     template <class T>
-    T exchange(T v, int src) {
+    T exchange(T v, int src) {  // (blocks of one warp)
         slot[threadIdx.x & 31] = (long long)v;
         meet();
         const T out = (T)slot[src];
@@ -63,51 +67,85 @@ struct EmuWarp {
         return out;
     }
 };
-inline EmuWarp* emu_warp = nullptr;
+inline EmuBlock* emu_block = nullptr;
 
-// run(l) as lanes 0-31 of one warp (blockIdx, blockDim set by the caller)
+// run() as each of blockDim.x threads of one block (blockIdx, blockDim set by the caller)
 template <class F>
-inline void emu_run_warp(F&& run) {
+inline void emu_run_block(F&& run) {
     static thread_local F* body;
-    static thread_local bool done[32];
+    static thread_local std::vector<char> done;
+    static thread_local std::vector<std::vector<char>> stacks;
+    const int n = (int)blockDim.x;
     body = &run;
-    EmuWarp warp;
-    emu_warp = &warp;
-    std::vector<std::vector<char>> stacks(32, std::vector<char>(1 << 18));
-    for (int l = 0; l < 32; ++l) {
-        done[l] = false;
-        getcontext(&warp.lane[l]);
-        warp.lane[l].uc_stack.ss_sp = stacks[l].data();
-        warp.lane[l].uc_stack.ss_size = stacks[l].size();
-        warp.lane[l].uc_link = &warp.main;
-        makecontext(&warp.lane[l], (void (*)())+[] {
-            const int l = threadIdx.x & 31;
-            (*body)(l);
-            done[l] = true;
+    EmuBlock block;
+    block.thread.resize(n);
+    emu_block = &block;
+    done.assign(n, 0);
+    if ((int)stacks.size() < n) stacks.resize(n, std::vector<char>(1 << 17));
+    for (int t = 0; t < n; ++t) {
+        getcontext(&block.thread[t]);
+        block.thread[t].uc_stack.ss_sp = stacks[t].data();
+        block.thread[t].uc_stack.ss_size = stacks[t].size();
+        block.thread[t].uc_link = &block.main;
+        makecontext(&block.thread[t], (void (*)())+[] {
+            (*body)();
+            done[threadIdx.x] = 1;
         }, 0);
     }
     for (bool left = true; left;) {
         left = false;
-        for (int l = 0; l < 32; ++l) {
-            if (done[l]) continue;
-            threadIdx.x = l;
-            swapcontext(&warp.main, &warp.lane[l]);
-            left = left || !done[l];
+        for (int t = 0; t < n; ++t) {
+            if (done[t]) continue;
+            threadIdx.x = t;
+            swapcontext(&block.main, &block.thread[t]);
+            left = left || !done[t];
         }
     }
-    emu_warp = nullptr;
+    emu_block = nullptr;
 }
 
-inline void __syncwarp(unsigned = 0xffffffffu) {
-    if (emu_warp) emu_warp->meet();
+inline void __syncthreads() {
+    if (emu_block) emu_block->meet();
 }
-inline void __syncthreads() { __syncwarp(); }  // blocks of one warp, or threads run alone
+inline void __syncwarp(unsigned = 0xffffffffu) { __syncthreads(); }  // (blocks of one warp)
 template <class T>
 inline T __shfl_up_sync(unsigned, T v, int delta) {
     const int lane = threadIdx.x & 31;
-    return emu_warp->exchange(v, lane >= delta ? lane - delta : lane);
+    return emu_block->exchange(v, lane >= delta ? lane - delta : lane);
 }
 template <class T>
 inline T __shfl_xor_sync(unsigned, T v, int mask) {
-    return emu_warp->exchange(v, (threadIdx.x & 31) ^ mask);
+    return emu_block->exchange(v, (threadIdx.x & 31) ^ mask);
+}
+
+// a kernel called with its arguments as CUDA takes them: an array of pointers to the values
+template <class... P, std::size_t... I>
+inline void emu_call(void (*kernel)(P...), void** args, std::index_sequence<I...>) {
+    kernel(*static_cast<std::remove_cv_t<std::remove_reference_t<P>>*>(args[I])...);
+}
+template <class... P>
+inline void emu_call(void (*kernel)(P...), void** args) {
+    emu_call(kernel, args, std::index_sequence_for<P...>{});
+}
+
+// the rest of what myers_search.cu uses
+#define __align__(n) __attribute__((aligned(n)))
+struct uint2 {
+    unsigned x, y;
+};
+struct __attribute__((aligned(16))) uint4 {
+    unsigned x, y, z, w;
+};
+inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {  // CUDA's default mode
+    const unsigned long long v = ((unsigned long long)y << 32) | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+    return r;
+}
+inline unsigned atomicAdd(unsigned* p, unsigned v) {  // (one thread runs at a time)
+    const unsigned old = *p;
+    *p = old + v;
+    return old;
 }

@@ -1,22 +1,14 @@
-// kernels/dp.cu for the CPU (cuda_host.h), behind one C entry point: emu_launch(name, grid, block, args)
+// kernels/dp.cu for the CPU (cuda_host.h), behind one C entry point: emu_launch(name, grid, grid_y, block, args)
 // with a kernel's name as gpu_dp names it and its arguments as CUDA takes them (an array of pointers to
 // the values).
 #include "cuda_host.h"
 
 #include <string>
-#include <type_traits>
-#include <utility>
-#include <vector>
 
 #include "dp.cu"
 
 alignas(16) int S[1 << 12];  // dp.cu's shared matrix (K <= 32: 1,024 ints)
 static const bool shared_named = (emu_shared_base = (const char*)S, true);
-
-template <class... P, std::size_t... I>
-static void call(void (*kernel)(P...), void** args, std::index_sequence<I...>) {
-    kernel(*static_cast<std::remove_cv_t<std::remove_reference_t<P>>*>(args[I])...);
-}
 
 // every thread of the launch, one after another, each its own block of one thread
 template <class... P>
@@ -25,23 +17,23 @@ static void serial(void (*kernel)(P...), int threads, void** args) {
     for (int t = 0; t < threads; ++t) {
         blockIdx.x = t;
         threadIdx.x = 0;
-        call(kernel, args, std::index_sequence_for<P...>{});
+        emu_call(kernel, args);
     }
 }
 
-// warp by warp, each block of one warp (its lanes: emu_run_warp)
+// warp by warp, each block of one warp (its lanes: emu_run_block)
 template <class... P>
 static void warps(void (*kernel)(P...), int threads, void** args) {
     blockDim.x = 32;
     for (int w = 0; w < threads / 32; ++w) {
         blockIdx.x = w;
-        emu_run_warp([&](int) { call(kernel, args, std::index_sequence_for<P...>{}); });
+        emu_run_block([&] { emu_call(kernel, args); });
     }
 }
 
-extern "C" int emu_launch(const char* name_c, int grid, int block, void** args) {
+extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, void** args) {
     const std::string name(name_c);
-    const int threads = grid * block;
+    const int threads = grid * block;  // (grid_y: 1)
     // dp_fill and dp_trace: threads alone; dp_long: whole warps
 #define LAUNCH(K, M, T, HOW)                                 \
     if (name == #K "<" #M ", " #T ">") {                     \
