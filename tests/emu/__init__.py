@@ -1,6 +1,6 @@
 """A GPU engine's kernels run on the CPU: the kernel file compiled with g++ against cuda_host.h (a
 <name>_host.cpp beside it gives its C entry point, emu_launch), loaded with ctypes, and the engine's own
-host code run on numpy arrays in place of CuPy's (FakeCupy). CI has no GPU: this is how it checks what
+host code run on numpy arrays in place of CuPy's (fake_cupy). CI has no GPU: this is how it checks what
 the kernels compute against the oracles. It does not check NVRTC, timing, or what only concurrent warps
 could get wrong (tests marked gpu do, on the device).
 """
@@ -36,7 +36,11 @@ def library(stem: str, defines: tuple = ()) -> ctypes.CDLL:
         return _libs[stem, defines]
     sources = [os.path.join(HERE, f"{stem}_host.cpp"), os.path.join(HERE, "cuda_host.h"),
                os.path.join(KERNELS, f"{stem}.cu")]
-    digest = hashlib.sha256(b"".join(open(p, "rb").read() for p in sources) + repr(defines).encode()).hexdigest()[:16]
+    h = hashlib.sha256(repr(defines).encode())
+    for path in sources:
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+    digest = h.hexdigest()[:16]
     out = os.path.join(tempfile.gettempdir(), f"gpualign-emu-{stem}-{digest}.so")
     if not os.path.exists(out):
         part = f"{out}.{os.getpid()}"
