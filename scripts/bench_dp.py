@@ -245,6 +245,8 @@ def main() -> None:
                     help="with --device gpu: batches aligned at once (0: the engine's own `concurrent`); "
                          "several, comma-separated: a GPU row each, on the same pairs")
     ap.add_argument("--gpu-repeats", type=int, default=1, help="with --device gpu: runs of the GPU chain (median)")
+    ap.add_argument("--cols", type=int, default=0,
+                    help="with --device gpu: dp_long's columns per lane and step (gpu_dp.COLS; 0: its own)")
     ap.add_argument("--commands", type=int, default=0, metavar="N",
                     help="instead: whole `gpualign pairs` commands on N pairs of the dna set, GPU vs CPU")
     a = ap.parse_args()
@@ -255,6 +257,10 @@ def main() -> None:
     trace = not a.score_only
     gpu = a.device == "gpu"
     force_kernel(a.kernel)
+    if a.cols:
+        from gpualign.engines import gpu_dp
+
+        gpu_dp.COLS = a.cols
     print(f"{'set':8} {'pairs':>9} {'Gcells':>8} {'gpu s':>8} {'GCUPS':>7} {'cpu-dp s':>9} {'GCUPS':>7} "
           f"{'parasail s':>10} {'GCUPS':>7} {'gpu/parasail':>12}")
     for name in a.sets.split(","):
@@ -283,7 +289,7 @@ def main() -> None:
                 from gpualign.engines._cuda import gpu_status
 
                 row.update(gpu=gpu_status()[1], gpu_s=tg, gpu_runs=runs, gpu_gcups=rate(tg), gpu_routes=routes,
-                           kernel=a.kernel, length=a.length or None, concurrent=c or None)
+                           kernel=a.kernel, length=a.length or None, concurrent=c or None, cols=a.cols or None)
             print(json.dumps(row), file=sys.stderr)
             if a.json:
                 with open(a.json, "a") as fh:
