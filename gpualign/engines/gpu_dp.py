@@ -250,12 +250,12 @@ class GpuDpEngine(BatchEngine):
         start row, start column), the empty sequences written down here; gather(dst, total) gives the
         kernels' CIGARs packed in pair order, pair p's from dst[p]."""
         score, i_end, j_end, clen, i_start, j_start = host
-        rng = np.stack([i_start, i_end, j_start, j_end], axis=1)
         gaps, mode = cfg.parasail_gaps(), cfg.scoring.mode
         runs = {}
         for p in np.flatnonzero((ql == 0) | (tl == 0)).tolist():
             score[p], run = empty_side(mode, int(ql[p]), int(tl[p]), gaps)
-            rng[p] = (0, ql[p], 0, tl[p]) if run or mode == "global" else 0
+            whole = bool(run) or mode == "global"
+            i_start[p], i_end[p], j_start[p], j_end[p] = (0, ql[p], 0, tl[p]) if whole else (0, 0, 0, 0)
             if want and run:
                 runs[p] = np.array([ln << 4 | op for op, ln in run], np.uint32)
                 clen[p] = len(run)
@@ -266,10 +266,11 @@ class GpuDpEngine(BatchEngine):
                 cigar[off[p]:off[p] + len(ops)] = ops
         else:
             clen[:] = 0
-            rng = ranges(mode, False, None, None, clen, ql, tl)
+            i_start, i_end, j_start, j_end = (np.ascontiguousarray(c) for c in ranges(mode, False, None, None, clen,
+                                                                                      ql, tl).T)
             off, cigar = offsets_from_lengths(clen), np.zeros(0, np.uint32)
         n = len(score)
         res = AlignBatch(score.astype(np.int32), np.full(n, OK, np.uint8), np.full(n, ENGINE_CODE[NAME], np.uint8),
                          cigar, off, clen, want, {})
-        res.q_start, res.q_end, res.t_start, res.t_end = (rng[:, c].copy() for c in range(4))
+        res.q_start, res.q_end, res.t_start, res.t_end = i_start, i_end, j_start, j_end
         return res
