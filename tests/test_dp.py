@@ -413,6 +413,25 @@ def test_gpu_engine_limits():
     assert not e.accepts(batch, AlignConfig(metric="affine")).any()  # WFA's model: the wavefront engines
 
 
+def test_launches_fit_their_limit():
+    """gpu_dp.launches: consecutive ranges of warps covering all of them, each holding at most `limit`
+    direction bytes (a warp over the limit alone) and as many warps as fit."""
+    from gpualign.engines import gpu_dp
+
+    rng = np.random.default_rng(5)
+    for _ in range(2000):
+        words = rng.integers(0, 50, int(rng.integers(0, 40)))
+        limit = int(rng.integers(1, 600))
+        out = gpu_dp.launches(words, limit)
+        assert [a for a, _ in out] == [0, *(b for _, b in out[:-1])][:len(out)]
+        assert (out[-1][1] if out else 0) == len(words)
+        for a, b in out:
+            size = int(words[a:b].sum()) * 8
+            assert b > a and (size <= limit or b == a + 1)
+            if b < len(words):
+                assert size + int(words[b]) * 8 > limit  # the next warp would not fit
+
+
 def test_api_and_routing():
     cfg = dna_cfg("local")
     res = gpualign.align_pairs(["GGACGTAA"], ["CCACGTCC"], cfg)

@@ -89,14 +89,13 @@ def warp_plan(ql: np.ndarray, tl: np.ndarray, order: np.ndarray, want: bool):
 def launches(words: np.ndarray, limit: int) -> list[tuple[int, int]]:
     """Ranges [w0, w1) of warps (dp_fill) or of pairs (dp_long) whose direction words fit limit bytes (at
     least one each)."""
-    out, w0, total = [], 0, 0
-    for w, x in enumerate((words * 8).tolist()):
-        if w > w0 and total + x > limit:
-            out.append((w0, w))
-            w0, total = w, 0
-        total += x
-    if w0 < len(words):
-        out.append((w0, len(words)))
+    ends = np.cumsum(np.asarray(words, np.int64) * 8)
+    out, w0 = [], 0
+    while w0 < len(ends):
+        base = int(ends[w0 - 1]) if w0 else 0
+        w1 = max(w0 + 1, int(np.searchsorted(ends, base + limit, side="right")))
+        out.append((w0, w1))
+        w0 = w1
     return out
 
 
@@ -141,7 +140,7 @@ class GpuDpEngine(BatchEngine):
             return np.zeros(batch.n, dtype=bool)
         p = cfg.effective_penalties  # |a path's score| <= (n + m) (max |S| + o + e)
         per_base = int(np.abs(self._table(cfg).array()).max()) + p.gap_open + p.gap_extend
-        ql, tl = batch.q_len.astype(np.int64), batch.t_len.astype(np.int64)
+        ql, tl = np.asarray(batch.q_len, np.int64), np.asarray(batch.t_len, np.int64)
         big = is_long(ql, tl)  # dp_long's directions: 16 cells per word, whole tiles of 512 rows
         room = ~big | (long_words(ql, tl) * ROWS <= LONG_MAX_CELLS) | cfg.distance_only
         return room & ((ql + tl) * per_base < SCORE_LIMIT)
@@ -156,7 +155,7 @@ class GpuDpEngine(BatchEngine):
         sub = self._table(cfg)
         mode, want = MODES[cfg.scoring.mode], not cfg.distance_only
         n = batch.n
-        ql, tl = batch.q_len.astype(np.int64), batch.t_len.astype(np.int64)
+        ql, tl = np.asarray(batch.q_len, np.int64), np.asarray(batch.t_len, np.int64)
         live = np.flatnonzero((ql > 0) & (tl > 0))
         big = is_long(ql[live], tl[live])
         short, long = live[~big], live[big]
