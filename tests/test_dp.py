@@ -432,6 +432,25 @@ def test_launches_fit_their_limit():
                 assert size + int(words[b]) * 8 > limit  # the next warp would not fit
 
 
+def test_warp_plan():
+    """gpu_dp.warp_plan: the order padded to whole warps with -1; per warp its longest target, boundary
+    ints (longest target + 1, x32) and direction words (stripes of the longest query x longest target x32),
+    against a loop over the warps."""
+    from gpualign.engines import gpu_dp
+
+    rng = np.random.default_rng(6)
+    for _ in range(300):
+        n = int(rng.integers(0, 150))
+        ql, tl, order = rng.integers(1, 400, n), rng.integers(1, 400, n), rng.permutation(n)
+        slots, maxn, bound, words = gpu_dp.warp_plan(ql, tl, order, True)
+        assert slots.tolist() == order.tolist() + [-1] * (-n % 32)
+        for w in range(len(slots) // 32):
+            ps = [p for p in slots[w * 32:(w + 1) * 32] if p >= 0]
+            longest_t, stripes = max(tl[ps]), -(-max(ql[ps]) // gpu_dp.ROWS)
+            assert (maxn[w], bound[w], words[w]) == (longest_t, (longest_t + 1) * 32, stripes * longest_t * 32)
+        assert not gpu_dp.warp_plan(ql, tl, order, False)[3].any()  # scores only: no direction words
+
+
 def test_api_and_routing():
     cfg = dna_cfg("local")
     res = gpualign.align_pairs(["GGACGTAA"], ["CCACGTCC"], cfg)

@@ -74,13 +74,12 @@ def letter_table(cfg: AlignConfig, sub: scoring.Substitution) -> np.ndarray:
 
 def warp_plan(ql: np.ndarray, tl: np.ndarray, order: np.ndarray, want: bool):
     """order padded to whole warps (-1), and per warp: its longest target, its boundary rows' and
-    direction words' sizes."""
+    direction words' sizes (a warp's longest query and target by one reduction over the ordered lengths)."""
     pad = -len(order) % 32
     slots = np.concatenate([order, np.full(pad, -1, np.int64)])
-    lanes = slots.reshape(-1, 32)
-    valid = lanes >= 0
-    maxn = np.where(valid, tl[np.maximum(lanes, 0)], 0).max(axis=1)
-    stripes = -(-np.where(valid, ql[np.maximum(lanes, 0)], 0).max(axis=1) // ROWS)
+    firsts = np.arange(0, len(order), 32)
+    maxn = np.maximum.reduceat(tl[order], firsts) if len(order) else np.zeros(0, np.int64)
+    stripes = -(-np.maximum.reduceat(ql[order], firsts) // ROWS) if len(order) else np.zeros(0, np.int64)
     bound = (maxn + 1) * 32
     words = stripes * maxn * 32 if want else np.zeros_like(maxn)
     return slots, maxn, bound, words
