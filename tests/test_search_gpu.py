@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -25,14 +24,16 @@ KINDS = [pytest.param("gpu", marks=pytest.mark.gpu),
 def kind(request, monkeypatch):
     """`--device gpu` on the device (gpu), or with the kernel compiled for the CPU (emu: CuPy and the
     kernel loader replaced by tests/emu's, the GPU reported present)."""
-    if request.param == "emu":
-        from gpualign.engines import _cuda
-        from gpualign.search import gpu
+    if request.param == "gpu":
+        yield "gpu"
+        return
+    from gpualign.engines import _cuda
+    from gpualign.search import gpu
 
-        monkeypatch.setattr(_cuda, "gpu_status", lambda: (True, ""))
-        monkeypatch.setattr(gpu, "load_module", emu.load_module)
-        monkeypatch.setitem(sys.modules, "cupy", emu.fake_cupy())
-    return request.param
+    monkeypatch.setattr(_cuda, "gpu_status", lambda: (True, ""))
+    monkeypatch.setattr(gpu, "load_module", emu.load_module)
+    with emu.cupy_on_numpy():
+        yield "emu"
 
 
 def both(tmp_path, pfa, tfa, out_ext="tsv", **kw):

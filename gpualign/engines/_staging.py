@@ -51,6 +51,25 @@ def free_rows(batch: PairBatch) -> tuple[np.ndarray, np.ndarray]:
     return free[:, 0], free[:, 1]
 
 
+def raw_size(n: int) -> int:
+    """Device bytes for a batch's n sequence bytes: padded to 64 bytes, plus 64 spare zero bytes."""
+    return (n + 127) // 64 * 64 + 64
+
+
+def meta_rows(batch: PairBatch, ends_free: bool = False) -> np.ndarray:
+    """int32 rows q_off, q_len, t_off, t_len (and with ends_free the two rows of free_rows), as staged."""
+    rows = (batch.q_off, batch.q_len, batch.t_off, batch.t_len)
+    if ends_free:
+        rows += free_rows(batch)
+    meta = np.empty((len(rows), batch.n), np.int32)
+    if batch.n < 1 << 16:
+        for k, row in enumerate(rows):
+            meta[k] = row
+    else:  # the int64 -> int32 casts side by side (numpy lets go of the interpreter lock)
+        list(_copy_pool().map(lambda k: np.copyto(meta[k], rows[k], casting="unsafe"), range(len(rows))))
+    return meta
+
+
 class Staging:
     """Batches to the device. prefetch(batch) starts a batch's upload early, on a copy stream of its own,
     so that it overlaps the kernels of the batch before it (pipeline.stream calls it on the queueing
@@ -72,20 +91,12 @@ class Staging:
         """Start copying seq and the batch's int32 rows to the device on stream."""
         import cupy
 
-        size = (len(seq) + 127) // 64 * 64 + 64
+        size = raw_size(len(seq))
         d_raw = cupy.empty(size, dtype=cupy.uint8)
         copy_pieces(d_raw[:len(seq)], seq, stream)
         # the zero tail by memset (a cupy fill would load cupy's own kernels, and with them SciPy)
         cupy.cuda.runtime.memsetAsync(d_raw.data.ptr + len(seq), 0, size - len(seq), stream.ptr)
-        rows = (batch.q_off, batch.q_len, batch.t_off, batch.t_len)
-        if ends_free:
-            rows += free_rows(batch)
-        meta = np.empty((len(rows), batch.n), np.int32)
-        if batch.n < 1 << 16:
-            for k, row in enumerate(rows):
-                meta[k] = row
-        else:  # the int64 -> int32 casts side by side (numpy lets go of the interpreter lock)
-            list(_copy_pool().map(lambda k: np.copyto(meta[k], rows[k], casting="unsafe"), range(len(rows))))
+        meta = meta_rows(batch, ends_free)
         d_meta = cupy.empty(meta.shape, dtype=cupy.int32)
         d_meta.set(meta, stream)
         return d_raw, d_meta, meta

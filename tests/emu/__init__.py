@@ -63,21 +63,17 @@ class _Function:
         self.lib, self.name = lib, name
 
     def __call__(self, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0):
-        keep, ptrs = [], []
-        for a in args:  # CUDA's convention: a pointer to each argument's value
+        keep = []  # CUDA's convention: a pointer to each argument's value
+        for a in args:
             if isinstance(a, np.ndarray):
                 if not a.flags.c_contiguous:
                     raise ValueError(f"{self.name}: an argument is not contiguous")
-                v = ctypes.c_void_p(a.ctypes.data)
+                keep.append(np.array([a.ctypes.data], np.uintp))
             elif isinstance(a, (np.integer, int)):
-                v = np.array([a], dtype=a.dtype if isinstance(a, np.integer) else np.int32)
-                keep.append(v)
-                ptrs.append(v.ctypes.data)
-                continue
+                keep.append(np.array([a], a.dtype if isinstance(a, np.integer) else np.int32))
             else:
                 raise TypeError(f"{self.name}: argument of type {type(a).__name__}")
-            keep.append(v)
-            ptrs.append(ctypes.addressof(v))
+        ptrs = [v.ctypes.data for v in keep]
         arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
         gy = int(grid[1]) if len(grid) > 1 else 1
         if self.lib.emu_launch(self.name.encode(), int(grid[0]), gy, int(block[0]), arr) != 0:
@@ -155,15 +151,12 @@ class Staging:
 
     def upload(self, batch, cfg):
         from gpualign import pack
-        from gpualign.engines._staging import free_rows
+        from gpualign.engines._staging import meta_rows, raw_size
 
         seq = pack.compare_view(batch, cfg.n_mismatch)
-        raw = np.zeros((len(seq) + 127) // 64 * 64 + 64, np.uint8)
+        raw = np.zeros(raw_size(len(seq)), np.uint8)
         raw[:len(seq)] = seq
-        rows = [batch.q_off, batch.q_len, batch.t_off, batch.t_len]
-        if cfg.ends_free_target:
-            rows += list(free_rows(batch))
-        return raw, np.array(rows, dtype=np.int32)
+        return raw, meta_rows(batch, cfg.ends_free_target)
 
     def prefetch(self, batch, cfg) -> None:
         pass

@@ -30,8 +30,6 @@ inline int max(int a, int b) { return a > b ? a : b; }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
 inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
-inline long long max(long long a, long long b) { return a > b ? a : b; }
-inline long long min(long long a, long long b) { return a < b ? a : b; }
 
 template <class T>
 inline T __ldg(const T* p) { return *p; }
