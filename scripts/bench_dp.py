@@ -250,6 +250,8 @@ def main() -> None:
     ap.add_argument("--commands", type=int, default=0, metavar="N",
                     help="instead: whole `gpualign pairs` commands on N pairs of the dna set, GPU vs CPU")
     a = ap.parse_args()
+    if a.cols < 0:
+        ap.error(f"--cols must be >= 1, or 0 for gpu-dp's own (got {a.cols})")
     if a.commands:
         commands(a.commands, a.threads or len(os.sched_getaffinity(0)), a.json)
         return
