@@ -205,11 +205,13 @@ __device__ __forceinline__ void fill_stripe(const int* S, int K, const unsigned 
     }
 }
 
+// (local with scores only: 5 blocks of 128 per SM, 96 registers and no spills, where nvcc's own choice of
+// 104 allowed 4; the other variants spill at 5, and their second bound 0 leaves nvcc its own choice)
 template <int MODE, bool TRACE>
-__global__ void __launch_bounds__(128) dp_fill(PAIRS_ARGS, const int* __restrict__ matrix, int K,
-                                               int go, int ge, int* __restrict__ boundH, int* __restrict__ boundV,
-                                               uint64_t* __restrict__ dir, int* __restrict__ out_score,
-                                               int* __restrict__ out_i, int* __restrict__ out_j) {
+__global__ void __launch_bounds__(128, MODE == LOCAL && !TRACE ? 5 : 0)
+    dp_fill(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge, int* __restrict__ boundH,
+            int* __restrict__ boundV, uint64_t* __restrict__ dir, int* __restrict__ out_score,
+            int* __restrict__ out_i, int* __restrict__ out_j) {
     extern __shared__ int S[];
     load_matrix(S, matrix, K, go);
     const int t = blockIdx.x * blockDim.x + threadIdx.x;

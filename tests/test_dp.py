@@ -451,6 +451,18 @@ def test_warp_plan():
         assert not gpu_dp.warp_plan(ql, tl, order, False)[3].any()  # scores only: no direction words
 
 
+def test_by_lengths_is_lexsort():
+    """gpu_dp.by_lengths: the pairs by query length, then target length, ties in their order (stable),
+    as sorted by np.lexsort; the radix path (lengths below 2^16) and the other."""
+    from gpualign.engines import gpu_dp
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n, top = int(rng.integers(0, 300)), int(rng.choice([5, 400, 70_000]))
+        ql, tl = rng.integers(1, top, n), rng.integers(1, top, n)
+        assert gpu_dp.by_lengths(ql, tl).tolist() == sorted(range(n), key=lambda p: (ql[p], tl[p], p))
+
+
 def test_api_and_routing():
     cfg = dna_cfg("local")
     res = gpualign.align_pairs(["GGACGTAA"], ["CCACGTCC"], cfg)

@@ -127,25 +127,30 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
 
 def ranges(mode: str, want_cigar: bool, starts, flat: np.ndarray, clen, q_len, t_len) -> np.ndarray:
     """(n, 4) int64 q_start, q_end, t_start, t_end. With CIGARs: the starts plus the bases each CIGAR
-    consumes (summed over all ops at once); score-only: whole sequences for global, the query for
-    semi-global, -1 (unknown: the writers print '*') for the rest."""
+    consumes (summed over all ops at once); score-only: score_only_ranges."""
     n = len(clen)
+    if not want_cigar:
+        return np.stack(score_only_ranges(mode, q_len, t_len), axis=1)
     rng = np.zeros((n, 4), np.int64)
-    if want_cigar:
-        op, ln = flat & 15, (flat >> 4).astype(np.int64)
-        ends = np.cumsum(clen)
-        for col, uses in ((0, _Q_USES), (2, _T_USES)):
-            cs = np.concatenate([[0], np.cumsum(ln * uses[op])])
-            rng[:, col] = [s[col // 2] for s in starts]
-            rng[:, col + 1] = rng[:, col] + cs[ends] - cs[ends - np.asarray(clen, np.int64)]
-        return rng
-    if mode == "global":
-        rng[:, 1], rng[:, 3] = q_len, t_len
-    elif mode == "semi-global":
-        rng[:, 1], rng[:, 2:] = q_len, -1
-    else:
-        rng[:] = -1
+    op, ln = flat & 15, (flat >> 4).astype(np.int64)
+    ends = np.cumsum(clen)
+    for col, uses in ((0, _Q_USES), (2, _T_USES)):
+        cs = np.concatenate([[0], np.cumsum(ln * uses[op])])
+        rng[:, col] = [s[col // 2] for s in starts]
+        rng[:, col + 1] = rng[:, col] + cs[ends] - cs[ends - np.asarray(clen, np.int64)]
     return rng
+
+
+def score_only_ranges(mode: str, q_len, t_len) -> tuple:
+    """int64 q_start, q_end, t_start, t_end without CIGARs: whole sequences for global, the query for
+    semi-global, -1 (unknown: the writers print '*') for the rest."""
+    q_len, t_len = np.asarray(q_len, np.int64), np.asarray(t_len, np.int64)
+    zero, unknown = np.zeros(len(q_len), np.int64), np.full(len(q_len), -1, np.int64)
+    if mode == "global":
+        return zero, q_len.copy(), zero.copy(), t_len.copy()
+    if mode == "semi-global":
+        return zero, q_len.copy(), unknown, unknown.copy()
+    return unknown, unknown.copy(), unknown.copy(), unknown.copy()
 
 
 def _assemble(parts, has_cigar: bool) -> AlignBatch:

@@ -23,8 +23,8 @@ from ..config import AlignConfig
 from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths
 from ._cuda import load_module
 from ._device import BatchEngine, align_split
-from ._staging import Staging
-from .cpu_dp import empty_side, ranges
+from ._staging import Staging, to_device
+from .cpu_dp import empty_side, score_only_ranges
 
 NAME = "gpu-dp"
 MODES = {"global": 0, "local": 1, "semi-global": 2}
@@ -35,7 +35,7 @@ MAX_CELLS = 1 << 22  # the most cells of a pair for dp_fill
 LONG_ROWS, LONG_CELLS = 384, 1 << 17  # pairs with at least these query rows and cells go to dp_long (measured)
 LONG_MAX_CELLS = 1 << 30  # dp_long pairs with CIGARs over this many cells (whole tiles) go to cpu-dp
 SCORE_LIMIT = 1 << 28  # and pairs whose scores could reach it (dp.cu's -infinity is -2^29, int32 lanes)
-DIR_BYTES = 2 << 30  # direction words per dp_fill launch
+DIR_BYTES = None  # direction words per dp_fill launch; None: a quarter of the device's free memory
 LONG_DIR_BYTES = None  # ... per dp_long launch; None: half the device's free memory
 BLOCK = 128
 CONCURRENT = 2  # batches aligned at once (GpuDpEngine.concurrent)
@@ -72,6 +72,15 @@ def letter_table(cfg: AlignConfig, sub: scoring.Substitution) -> np.ndarray:
     return lut if remap is None else lut[np.frombuffer(remap, np.uint8)]
 
 
+def by_lengths(ql: np.ndarray, tl: np.ndarray) -> np.ndarray:
+    """The order of pairs by query length, then target length (stable): np.lexsort's, by two stable
+    radix sorts of 16-bit keys when every length fits one (about 5 times faster)."""
+    if not len(ql) or max(int(ql.max()), int(tl.max())) >= 1 << 16:
+        return np.lexsort((tl, ql))
+    by_t = np.argsort(tl.astype(np.uint16), kind="stable")
+    return by_t[np.argsort(ql[by_t].astype(np.uint16), kind="stable")]
+
+
 def warp_plan(ql: np.ndarray, tl: np.ndarray, order: np.ndarray, want: bool):
     """order padded to whole warps (-1), and per warp: its longest target, its boundary rows' and
     direction words' sizes (a warp's longest query and target by one reduction over the ordered lengths)."""
@@ -98,6 +107,13 @@ def launches(words: np.ndarray, limit: int) -> list[tuple[int, int]]:
     return out
 
 
+def _free_bytes() -> int:
+    """The current device's free memory, with what CuPy's pool holds unused."""
+    import cupy
+
+    return cupy.cuda.Device().mem_info[0] + cupy.get_default_memory_pool().free_bytes()
+
+
 def _exclusive(x: np.ndarray) -> np.ndarray:
     out = np.zeros(len(x), np.int64)
     np.cumsum(x[:-1], out=out[1:])
@@ -119,6 +135,7 @@ class GpuDpEngine(BatchEngine):
         self._mod = None
         self._staging = Staging()
         self._tables: dict = {}  # cfg -> its substitution table (a matrix file is read once)
+        self._on_device: dict = {}  # (cfg, device) -> its letter table and matrix on that device
 
     def _module(self):
         if self._mod is None:
@@ -131,6 +148,19 @@ class GpuDpEngine(BatchEngine):
             sub = self._tables[cfg] = scoring.substitution(cfg)
         return sub
 
+    def _device_tables(self, cfg: AlignConfig, sub: scoring.Substitution) -> tuple:
+        """cfg's letter table (letter_table) and matrix ([target][query], int32) on the current device, made
+        once (each batch used to copy them anew)."""
+        import cupy
+
+        key = (cfg, cupy.cuda.Device().id)
+        tables = self._on_device.get(key)
+        if tables is None:
+            tables = (to_device(letter_table(cfg, sub), np.uint8), to_device(sub.array().T, np.int32))
+            cupy.cuda.get_current_stream().synchronize()  # copied before another thread's stream reads them
+            self._on_device[key] = tables
+        return tables
+
     def accepts_cfg(self, cfg: AlignConfig) -> bool:
         return cfg.general and len(self._table(cfg).letters) <= MAX_LETTERS
 
@@ -140,9 +170,11 @@ class GpuDpEngine(BatchEngine):
         p = cfg.effective_penalties  # |a path's score| <= (n + m) (max |S| + o + e)
         per_base = int(np.abs(self._table(cfg).array()).max()) + p.gap_open + p.gap_extend
         ql, tl = np.asarray(batch.q_len, np.int64), np.asarray(batch.t_len, np.int64)
-        big = is_long(ql, tl)  # dp_long's directions: 16 cells per word, whole tiles of 512 rows
-        room = ~big | (long_words(ql, tl) * ROWS <= LONG_MAX_CELLS) | cfg.distance_only
-        return room & ((ql + tl) * per_base < SCORE_LIMIT)
+        room = (ql + tl) * per_base < SCORE_LIMIT
+        big = np.flatnonzero(is_long(ql, tl)) if not cfg.distance_only else ()
+        if len(big):  # dp_long's directions: 16 cells per word, whole tiles of 512 rows
+            room[big] &= long_words(ql[big], tl[big]) * ROWS <= LONG_MAX_CELLS
+        return room
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
         with self._stream():
@@ -159,11 +191,12 @@ class GpuDpEngine(BatchEngine):
         big = is_long(ql[live], tl[live])
         short, long = live[~big], live[big]
         d_raw, d_meta = self._staging.upload(batch, cfg)  # (prefetched while the batch before aligned)
-        d_codes = cupy.asarray(letter_table(cfg, sub))[d_raw]  # letter indices, made on the device
-        scoring_args = (cupy.asarray(np.ascontiguousarray(sub.array().T).astype(np.int32)),  # [target][query]
-                        np.int32(len(sub.letters)), *(np.int32(g) for g in cfg.parasail_gaps()))
-        ends = tuple(cupy.zeros(n, cupy.int32) for _ in range(3))  # score, end row, end column (by pair)
-        starts = tuple(cupy.zeros(n, cupy.int32) for _ in range(3))  # op count, start row, start column
+        d_lut, d_matrix = self._device_tables(cfg, sub)
+        d_codes = d_lut[d_raw]  # letter indices, made on the device
+        scoring_args = (d_matrix, np.int32(len(sub.letters)), *(np.int32(g) for g in cfg.parasail_gaps()))
+        d_out = cupy.zeros((6, n), cupy.int32)  # by pair, one memset and one copy back:
+        ends = tuple(d_out[:3])  # score, end row, end column
+        starts = tuple(d_out[3:])  # op count, start row, start column
         traced = []  # per launch: its threads' pairs, and where their CIGARs are (dp_trace's output)
         for sel, args, bound, words, grid, is_l in self._launches(ql, tl, short, long, want, d_codes, d_meta):
             d_dir = self._fill(f"{'dp_long' if is_l else 'dp_fill'}<{mode}, {_flag(want)}>", grid, args, bound,
@@ -173,7 +206,7 @@ class GpuDpEngine(BatchEngine):
                 traced.append((args[1], args[2], *self._trace(f"dp_trace<{mode}, {_flag(is_l)}>", args, room, d_dir,
                                                               scoring_args, ends, starts)))
             del d_dir
-        host = [cupy.asnumpy(x).astype(np.int64) for x in (*ends, *starts)]
+        host = list(d_out.get())
         return self._results(cfg, want, ql, tl, host, lambda dst, total: self._gather(traced, starts[0], dst, total))
 
     @staticmethod
@@ -182,26 +215,22 @@ class GpuDpEngine(BatchEngine):
         boundary ints; direction words; blocks; whether dp_long), dp_fill's short pairs first."""
         import cupy
 
-        order = short[np.lexsort((tl[short], ql[short]))]
+        order = short[by_lengths(ql[short], tl[short])]
         slots, maxn, bound, words = warp_plan(ql, tl, order, want)
-        for w0, w1 in launches(words, DIR_BYTES):
+        for w0, w1 in launches(words, DIR_BYTES or _free_bytes() // 4):
             sel = slots[w0 * 32:w1 * 32]
-            args = (d_codes, cupy.asarray(sel.astype(np.int32)), np.int32(len(sel)), *d_meta,
-                    cupy.asarray(maxn[w0:w1].astype(np.int32)), cupy.asarray(_exclusive(bound[w0:w1])),
-                    cupy.asarray(_exclusive(words[w0:w1])))
+            args = (d_codes, to_device(sel, np.int32), np.int32(len(sel)), *d_meta, to_device(maxn[w0:w1], np.int32),
+                    to_device(_exclusive(bound[w0:w1]), np.int64), to_device(_exclusive(words[w0:w1]), np.int64))
             yield sel, args, int(bound[w0:w1].sum()), int(words[w0:w1].sum()), -(-len(sel) // BLOCK), False
         if not len(long):
             return
         order = long[np.argsort(-ql[long] * tl[long], kind="stable")]  # the largest first
         words = long_words(ql[order], tl[order]) if want else np.zeros(len(order), np.int64)
         bound = tl[order] + 1
-        limit = LONG_DIR_BYTES
-        if limit is None:
-            limit = (cupy.cuda.Device().mem_info[0] + cupy.get_default_memory_pool().free_bytes()) // 2
-        for a, b in launches(words, limit):
+        for a, b in launches(words, LONG_DIR_BYTES or _free_bytes() // 2):
             sel = order[a:b]
-            args = (d_codes, cupy.asarray(sel.astype(np.int32)), np.int32(len(sel)), *d_meta,
-                    cupy.zeros(1, cupy.int32), cupy.asarray(_exclusive(bound[a:b])), cupy.asarray(_exclusive(words[a:b])))
+            args = (d_codes, to_device(sel, np.int32), np.int32(len(sel)), *d_meta, cupy.zeros(1, cupy.int32),
+                    to_device(_exclusive(bound[a:b]), np.int64), to_device(_exclusive(words[a:b]), np.int64))
             yield sel, args, int(bound[a:b].sum()), int(words[a:b].sum()), -(-len(sel) * 32 // BLOCK), True
 
     @trace.traced("dp fill")
@@ -225,7 +254,7 @@ class GpuDpEngine(BatchEngine):
         row, start column by pair) filled; returns (each thread's first op in d_ops, d_ops: the CIGARs)."""
         import cupy
 
-        d_off = cupy.asarray(_exclusive(room))
+        d_off = to_device(_exclusive(room), np.int64)
         d_ops = cupy.empty(max(1, int(room.sum())), cupy.uint32)
         self._module().get_function(name)((-(-len(room) // BLOCK),), (BLOCK,),
                                           (*args, *scoring_args, d_dir, *ends, d_off, d_ops, *starts))
@@ -236,7 +265,7 @@ class GpuDpEngine(BatchEngine):
         """Every launch's CIGARs packed in pair order (dst: each pair's first op, by pair), to the host."""
         import cupy
 
-        d_dst, d_out = cupy.asarray(dst), cupy.empty(max(1, total), cupy.uint32)
+        d_dst, d_out = to_device(dst, np.int64), cupy.empty(max(1, total), cupy.uint32)
         for order, nthreads, d_off, d_ops in traced:
             self._module().get_function("dp_gather")((-(-int(nthreads) // BLOCK),), (BLOCK,),
                                                      (order, nthreads, d_off, d_count, d_dst, d_ops, d_out))
@@ -247,7 +276,7 @@ class GpuDpEngine(BatchEngine):
         """The AlignBatch from the kernels' per-pair arrays (host: score, end row, end column, op count,
         start row, start column), the empty sequences written down here; gather(dst, total) gives the
         kernels' CIGARs packed in pair order, pair p's from dst[p]."""
-        score, i_end, j_end, clen, i_start, j_start = host
+        score, i_end, j_end, clen, i_start, j_start = (x.astype(np.int64) for x in host)
         gaps, mode = cfg.parasail_gaps(), cfg.scoring.mode
         runs = {}
         for p in np.flatnonzero((ql == 0) | (tl == 0)).tolist():
@@ -264,8 +293,7 @@ class GpuDpEngine(BatchEngine):
                 cigar[off[p]:off[p] + len(ops)] = ops
         else:
             clen[:] = 0
-            i_start, i_end, j_start, j_end = (np.ascontiguousarray(c) for c in ranges(mode, False, None, None, clen,
-                                                                                      ql, tl).T)
+            i_start, i_end, j_start, j_end = score_only_ranges(mode, ql, tl)
             off, cigar = offsets_from_lengths(clen), np.zeros(0, np.uint32)
         n = len(score)
         res = AlignBatch(score.astype(np.int32), np.full(n, OK, np.uint8), np.full(n, ENGINE_CODE[NAME], np.uint8),

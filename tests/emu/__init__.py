@@ -96,7 +96,13 @@ def load_module(filename: str, name_expressions: tuple = (), defines: tuple = ()
 
 
 class _Device:
+    id = 0
     mem_info = (64 << 30, 80 << 30)  # (free, total): what launch sizes are planned from
+
+
+class _Stream:
+    def synchronize(self) -> None:
+        pass
 
 
 class _Pool:
@@ -113,6 +119,9 @@ class DeviceArray(np.ndarray):
     def get(self) -> np.ndarray:
         return np.array(self)
 
+    def set(self, host: np.ndarray, stream=None) -> None:
+        self[...] = host
+
 
 def _device(make):
     return lambda *a, **kw: make(*a, **kw).view(DeviceArray)
@@ -128,7 +137,7 @@ def fake_cupy() -> types.ModuleType:
     m.asarray = _device(lambda a, dtype=None: np.array(a, dtype=dtype, copy=True))
     m.asnumpy = lambda a: np.array(a)
     m.get_default_memory_pool = _Pool
-    m.cuda = types.SimpleNamespace(Device=_Device)
+    m.cuda = types.SimpleNamespace(Device=_Device, get_current_stream=_Stream)
     return m
 
 
