@@ -33,7 +33,7 @@ typedef unsigned long long uint64_t;
 #define ROWS 16
 #define NEG_INF (-(1 << 29))
 #ifndef COLS
-#define COLS 1  // dp_long's columns per lane and step
+#define COLS 2  // dp_long's columns per lane and step
 #endif
 #define FULL_MASK 0xffffffffu
 

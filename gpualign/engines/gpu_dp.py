@@ -29,7 +29,7 @@ from .cpu_dp import empty_side, score_only_ranges
 NAME = "gpu-dp"
 MODES = {"global": 0, "local": 1, "semi-global": 2}
 ROWS = 16  # query rows per stripe (dp.cu's ROWS): 16 cells per direction word
-COLS = 1  # dp_long's columns per lane and step (dp.cu's COLS, passed to it)
+COLS = 2  # dp_long's columns per lane and step (dp.cu's COLS, passed to it)
 MAX_LETTERS = 32  # the matrix lives in shared memory
 MAX_CELLS = 1 << 22  # the most cells of a pair for dp_fill
 LONG_ROWS, LONG_CELLS = 384, 1 << 17  # pairs with at least these query rows and cells go to dp_long (measured)
