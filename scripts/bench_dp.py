@@ -131,11 +131,14 @@ def batches_of(qs, ts, cfg: AlignConfig, alloc=None) -> list:
     return out
 
 
-def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu",
-                concurrent: int = 0) -> tuple[float, dict]:
-    """(seconds, pairs per engine) of select_engines' chain for device over every batch, run as
-    pipeline.stream runs it: each batch's upload started as it is queued, as many batches aligning at once
-    as the chain's first engine takes (its `concurrent`, a thread each; concurrent > 0 overrides it)."""
+def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu", concurrent: int = 0,
+                repeats: int = 1) -> tuple[list, dict]:
+    """(seconds of each of `repeats` runs, pairs per engine) of select_engines' chain for device over every
+    batch, run as pipeline.stream runs it: each batch's upload started as it is queued, as many batches
+    aligning at once as the chain's first engine takes (its `concurrent`, a thread each; concurrent > 0
+    overrides it). The runs share the chain and its threads, as a command's batches do: a thread's CUDA
+    stream keeps the device memory it allocated (CuPy's pool reuses a block on the stream that freed it),
+    so only the first run pays for allocating it."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gpualign.engines import host_allocator, select_engines
@@ -156,17 +159,21 @@ def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu",
     try:
         run_chain(PairBatch.from_sequences(qs[:8], ts[:8]), chain, cfg)  # warm-up
         batches = batches_of(qs, ts, cfg, host_allocator(chain))
+        seconds = []
         with ThreadPoolExecutor(workers) as pool:
-            t0 = time.perf_counter()
-            pending = []
-            for b in batches:
-                prefetch(b, chain, cfg)
-                pending.append(pool.submit(run_chain, b, chain, cfg))
-                while len(pending) > workers:
-                    add(pending.pop(0))
-            for fut in pending:
-                add(fut)
-            return time.perf_counter() - t0, counts
+            for _ in range(repeats):
+                counts.clear()
+                t0 = time.perf_counter()
+                pending = []
+                for b in batches:
+                    prefetch(b, chain, cfg)
+                    pending.append(pool.submit(run_chain, b, chain, cfg))
+                    while len(pending) > workers:
+                        add(pending.pop(0))
+                for fut in pending:
+                    add(fut)
+                seconds.append(time.perf_counter() - t0)
+        return seconds, counts
     finally:
         for e in chain:
             getattr(e, "close", lambda: None)()
@@ -244,7 +251,8 @@ def main() -> None:
     ap.add_argument("--concurrent", default="0",
                     help="with --device gpu: batches aligned at once (0: the engine's own `concurrent`); "
                          "several, comma-separated: a GPU row each, on the same pairs")
-    ap.add_argument("--gpu-repeats", type=int, default=1, help="with --device gpu: runs of the GPU chain (median)")
+    ap.add_argument("--gpu-repeats", type=int, default=1,
+                    help="with --device gpu: runs of the GPU chain, one chain and its threads for all (median)")
     ap.add_argument("--cols", type=int, default=0,
                     help="with --device gpu: dp_long's columns per lane and step (gpu_dp.COLS; 0: its own)")
     ap.add_argument("--commands", type=int, default=0, metavar="N",
@@ -272,9 +280,9 @@ def main() -> None:
         cells = float(sum(len(q) * len(t) for q, t in zip(qs, ts)))
         gpu_rows = []  # (concurrent, median seconds, runs, routes)
         for c in ([int(x) for x in a.concurrent.split(",")] if gpu else []):
-            runs = [engine_time(spec, qs, ts, threads, trace, "gpu", c) for _ in range(a.gpu_repeats)]
-            gpu_rows.append((c, float(np.median([r[0] for r in runs])), [round(r[0], 4) for r in runs], runs[0][1]))
-        te = engine_time(spec, qs, ts, threads, trace)[0] if not (gpu and a.skip_cpu_engine) else 0.0
+            runs, routes = engine_time(spec, qs, ts, threads, trace, "gpu", c, a.gpu_repeats)
+            gpu_rows.append((c, float(np.median(runs)), [round(r, 4) for r in runs], routes))
+        te = engine_time(spec, qs, ts, threads, trace)[0][0] if not (gpu and a.skip_cpu_engine) else 0.0
         tp = parasail_direct(spec, qs, ts, threads, trace)
         rate = lambda s: cells / s / 1e9 if s else 0.0  # noqa: E731
         import parasail
