@@ -138,7 +138,7 @@ def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu", co
     aligning at once as the chain's first engine takes (its `concurrent`, a thread each; concurrent > 0
     overrides it). The runs share the chain and its threads, as a command's batches do: a thread's CUDA
     stream keeps the device memory it allocated (CuPy's pool reuses a block on the stream that freed it),
-    so only the first run pays for allocating it."""
+    so later runs, as a rule, find it allocated."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gpualign.engines import host_allocator, select_engines
@@ -258,6 +258,8 @@ def main() -> None:
     ap.add_argument("--commands", type=int, default=0, metavar="N",
                     help="instead: whole `gpualign pairs` commands on N pairs of the dna set, GPU vs CPU")
     a = ap.parse_args()
+    if a.gpu_repeats < 1:
+        ap.error(f"--gpu-repeats must be >= 1 (got {a.gpu_repeats})")
     if a.cols < 0:
         ap.error(f"--cols must be >= 1, or 0 for gpu-dp's own (got {a.cols})")
     if a.commands:

@@ -128,10 +128,9 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
 def ranges(mode: str, want_cigar: bool, starts, flat: np.ndarray, clen, q_len, t_len) -> np.ndarray:
     """(n, 4) int64 q_start, q_end, t_start, t_end. With CIGARs: the starts plus the bases each CIGAR
     consumes (summed over all ops at once); score-only: score_only_ranges."""
-    n = len(clen)
     if not want_cigar:
         return np.stack(score_only_ranges(mode, q_len, t_len), axis=1)
-    rng = np.zeros((n, 4), np.int64)
+    rng = np.zeros((len(clen), 4), np.int64)
     op, ln = flat & 15, (flat >> 4).astype(np.int64)
     ends = np.cumsum(clen)
     for col, uses in ((0, _Q_USES), (2, _T_USES)):

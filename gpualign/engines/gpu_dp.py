@@ -4,7 +4,8 @@ gives them (the same score; on ties the CIGAR may differ, both optimal).
 
 Short pairs, one thread each (dp_fill): the pairs of a batch are sorted by length so that a warp's 32
 pairs need about the same room, and launched a group of warps at a time, so that the direction bits (4
-per cell, for the traceback) of a launch stay within DIR_BYTES. Long pairs (is_long), one warp each
+per cell, for the traceback) of a launch stay within DIR_BYTES (a quarter of the free device memory:
+as a rule the whole batch is one launch). Long pairs (is_long), one warp each
 (dp_long): a thread walking a long pair alone would keep few threads busy; a warp's lanes take 32
 stripes of its rows at once, and launches hold as many pairs as half the free device memory takes.
 Pairs whose directions would pass LONG_MAX_CELLS cells, or whose scores could reach SCORE_LIMIT, and
@@ -107,6 +108,11 @@ def launches(words: np.ndarray, limit: int) -> list[tuple[int, int]]:
     return out
 
 
+def _starts_on_device(*sizes: np.ndarray) -> tuple:
+    """Where each warp's or pair's boundary ints and direction words start (exclusive sums), on the device."""
+    return tuple(to_device(_exclusive(x), np.int64) for x in sizes)
+
+
 def _free_bytes() -> int:
     """The current device's free memory, with what CuPy's pool holds unused."""
     import cupy
@@ -150,7 +156,7 @@ class GpuDpEngine(BatchEngine):
 
     def _device_tables(self, cfg: AlignConfig, sub: scoring.Substitution) -> tuple:
         """cfg's letter table (letter_table) and matrix ([target][query], int32) on the current device, made
-        once (each batch used to copy them anew)."""
+        once."""
         import cupy
 
         key = (cfg, cupy.cuda.Device().id)
@@ -220,7 +226,7 @@ class GpuDpEngine(BatchEngine):
         for w0, w1 in launches(words, DIR_BYTES or _free_bytes() // 4):
             sel = slots[w0 * 32:w1 * 32]
             args = (d_codes, to_device(sel, np.int32), np.int32(len(sel)), *d_meta, to_device(maxn[w0:w1], np.int32),
-                    to_device(_exclusive(bound[w0:w1]), np.int64), to_device(_exclusive(words[w0:w1]), np.int64))
+                    *_starts_on_device(bound[w0:w1], words[w0:w1]))
             yield sel, args, int(bound[w0:w1].sum()), int(words[w0:w1].sum()), -(-len(sel) // BLOCK), False
         if not len(long):
             return
@@ -230,7 +236,7 @@ class GpuDpEngine(BatchEngine):
         for a, b in launches(words, LONG_DIR_BYTES or _free_bytes() // 2):
             sel = order[a:b]
             args = (d_codes, to_device(sel, np.int32), np.int32(len(sel)), *d_meta, cupy.zeros(1, cupy.int32),
-                    to_device(_exclusive(bound[a:b]), np.int64), to_device(_exclusive(words[a:b]), np.int64))
+                    *_starts_on_device(bound[a:b], words[a:b]))
             yield sel, args, int(bound[a:b].sum()), int(words[a:b].sum()), -(-len(sel) * 32 // BLOCK), True
 
     @trace.traced("dp fill")
