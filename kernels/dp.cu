@@ -94,8 +94,9 @@ __device__ __forceinline__ int smem_at(uint32_t row, int off) {
 // extended here (not opened from H above), 4 Z extended, 2 H from Z rather than V, 1 H not from the
 // diagonal (ties: diagonal, then V, then Z; open before extend). Row r's bits are bits 4 (15 - r) of the
 // column's word. A local cell of H 0 is where the alignment starts: dp_trace knows it by the score it
-// carries. Each max is one DPX instruction (VIADDMNMX: max(a + b, c)); dp_fill's loop is 9.1 SASS
-// instructions per cell with scores only (local), 16.8 (global) to 18.9 (local) with directions (sm_90).
+// carries. Each max is one DPX instruction (VIADDMNMX: max(a + b, c)); dp_fill's loop is 9.4 SASS
+// instructions per cell with scores only (local, at 96 registers; 9.1 at nvcc's own 104), 16.8 (global) to
+// 18.9 (local) with directions (sm_90).
 // LOCAL: key, the column's best cell as H * 16 + 15 - r (the highest H, then the first row; scores only:
 // H * 16 + 15, the cell not wanted).
 // EDGE: the stripe holds row m (its row `last`; rows past it are not cells): key leaves them out, and
