@@ -16,12 +16,12 @@
 // its cell; dp_trace walks back from that cell and writes the CIGAR (BAM op codes, runs packed as
 // len << 4 | op), its start cell and its op count.
 //
-// Long pairs (intra-sequence parallelism): dp_long gives each pair a warp. Lane l takes stripe
-// 32 T + l of tile T (32 stripes, 512 rows), skewed: at step x it computes COLS columns from
-// (x - l) COLS + 1, with the row above them handed down from lane l - 1's step x - 1 by shuffles;
-// lane 0 reads the tile above's last row from the pair's boundary row (one row of n + 1 H and V),
-// lane 31 writes its own there. Its direction words are laid out by step ([tile][step][column][lane]),
-// so a warp's stores are coalesced; dp_trace<MODE, true> reads them so.
+// Long pairs (intra-sequence parallelism): dp_long gives each pair a block, a team of 1, 2 or 4 warps.
+// Warp w takes tiles w, w + team, ... of 32 stripes (512 rows); lane l takes stripe 32 T + l of tile T,
+// skewed: at step x it computes COLS columns from (x - l) COLS + 1, with the row above them handed down
+// from lane l - 1's step x - 1 by shuffles, and lane 0 from the warp above (shared memory) or the tile
+// above's last row (the pair's boundary row of n + 1 G and V). Its direction words are laid out by step
+// ([tile][step][column][lane]), so a warp's stores are coalesced; dp_trace<MODE, true> reads them so.
 
 #ifdef __CUDACC_RTC__  // NVRTC (CuPy) has no C library headers
 typedef unsigned int uint32_t;
@@ -43,7 +43,7 @@ enum { OP_I = 1, OP_D = 2, OP_EQ = 7, OP_X = 8 };
 
 // one launch's pairs, by thread: order[t] is the pair of thread t (-1: none); per warp, its longest
 // target (w_maxn) and where its boundary rows (w_bound, in ints) and direction words (w_dir) start.
-// dp_long and dp_trace<MODE, true> read order, w_bound and w_dir by pair (warp, thread) instead.
+// dp_long and dp_trace<MODE, true> read order, w_bound and w_dir by pair (block, thread) instead.
 #define PAIRS_ARGS                                                                                        \
     const unsigned char *__restrict__ codes, const int *__restrict__ order, int nthreads,                 \
         const int *__restrict__ qoff, const int *__restrict__ qlen, const int *__restrict__ toff,         \
@@ -82,6 +82,15 @@ __device__ __forceinline__ int smem_at(uint32_t row, int off) {
     return s;
 #else  // compiled for the CPU by the tests (tests/emu)
     return emu_lds(row + off);
+#endif
+}
+
+// the int at shared-memory address addr (smem_row's kind of address), written
+__device__ __forceinline__ void smem_put(uint32_t addr, int v) {
+#ifdef __CUDA_ARCH__
+    asm volatile("st.shared.s32 [%0], %1;" : : "r"(addr), "r"(v) : "memory");
+#else
+    emu_sts(addr, v);
 #endif
 }
 
@@ -238,121 +247,179 @@ __global__ void __launch_bounds__(128, MODE == LOCAL && !TRACE ? 5 : 0)
     best_end<MODE>(b, m, out_score[p], out_i[p], out_j[p]);
 }
 
-// the long kernel's answer from its lanes: local the best cell first in (stripe, column, row) order, as
-// dp_fill finds it; global and semi-global the lane that holds row m
+// whether the cell (ob, oi, oj) comes before (best, bi, bj) as local's answer: a higher score, then the
+// first in (stripe, column, row) order, as dp_fill finds it
+__device__ __forceinline__ bool local_before(int ob, int oi, int oj, int best, int bi, int bj) {
+    const int s = (bi - 1) / ROWS, os = (oi - 1) / ROWS;
+    return ob > best || (ob == best && (os < s || (os == s && (oj < bj || (oj == bj && oi < bi)))));
+}
+
+// dp_long's answer from its team: local the best cell of all its warps' lanes; global and semi-global the
+// lane that holds row m (in the warp of the last tile). ans: 3 ints per warp in shared memory.
 template <int MODE>
-__device__ __forceinline__ void warp_answer(int m, const Best& b, int* out_score, int* out_i, int* out_j, int p) {
-    const int lane = threadIdx.x & 31;
+__device__ __forceinline__ void team_answer(int m, int tiles, const Best& b, int* ans, int* out_score, int* out_i,
+                                            int* out_j, int p) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, team = blockDim.x >> 5;
     int best, bi, bj;
     best_end<MODE>(b, m, best, bi, bj);
-    if (MODE == LOCAL) {
+    if constexpr (MODE != LOCAL) {
+        if (warp == (tiles - 1) % team && lane == ((m - 1) / ROWS) % 32)
+            out_score[p] = best, out_i[p] = bi, out_j[p] = bj;
+    } else {
         for (int k = 16; k > 0; k >>= 1) {
             const int ob = __shfl_xor_sync(FULL_MASK, best, k), oi = __shfl_xor_sync(FULL_MASK, bi, k),
                       oj = __shfl_xor_sync(FULL_MASK, bj, k);
-            const int s = (bi - 1) / ROWS, os = (oi - 1) / ROWS;
-            if (ob > best || (ob == best && (os < s || (os == s && (oj < bj || (oj == bj && oi < bi))))))
-                best = ob, bi = oi, bj = oj;
+            if (local_before(ob, oi, oj, best, bi, bj)) best = ob, bi = oi, bj = oj;
         }
-        if (lane != 0) return;
-    } else if (lane != ((m - 1) / ROWS) % 32) {
-        return;
+        if (lane == 0) ans[3 * warp] = best, ans[3 * warp + 1] = bi, ans[3 * warp + 2] = bj;
+        __syncthreads();
+        if (threadIdx.x != 0) return;
+        for (int w = 1; w < team; ++w)
+            if (local_before(ans[3 * w], ans[3 * w + 1], ans[3 * w + 2], best, bi, bj))
+                best = ans[3 * w], bi = ans[3 * w + 1], bj = ans[3 * w + 2];
+        out_score[p] = best;
+        out_i[p] = bi;
+        out_j[p] = bj;
     }
-    out_score[p] = best;
-    out_i[p] = bi;
-    out_j[p] = bj;
 }
 
-// dp_long's tile from stripe 32 tile (EDGE: the last tile, holding row m), lane l its stripe 32 tile + l
-template <int MODE, bool TRACE, bool EDGE>
+// One round of dp_long's team: warp w fills tile `tile` (EDGE: the last tile, holding row m; active: the
+// pair has that tile), lane l its stripe 32 tile + l, skewed: at its step x it computes COLS columns from
+// (x - l) COLS + 1, with the row above them handed down from lane l - 1's step x - 1 by shuffles. The
+// warps run `total` steps together, a block barrier after each, warp w 32 w steps behind warp 0, so that
+// lane 0 of warp w takes the row above from lane 31 of warp w - 1 one step after it was written, through
+// hand (per warp, two steps of COLS G and V in shared memory). Warp 0 reads the row above its tile from
+// the pair's boundary row (one row of n + 1 G and V, loaded a step ahead); the team's last warp writes its
+// own last row there, for warp 0's next round.
+template <int MODE, bool TRACE, bool EDGE, bool TEAM>
 __device__ __forceinline__ void long_tile(const int* S, int K, const unsigned char* __restrict__ q,
-                                          const unsigned char* __restrict__ tg, int m, int n, int tile, int go,
-                                          int ge, int* __restrict__ bH, int* __restrict__ bV,
-                                          uint64_t* __restrict__ ds, int steps, Best& b) {
-    const int lane = threadIdx.x & 31;
+                                          const unsigned char* __restrict__ tg, int m, int n, int tile, bool active,
+                                          int go, int ge, int* __restrict__ bH, int* __restrict__ bV, uint32_t hand,
+                                          uint64_t* __restrict__ ds, int steps, int total, Best& b) {
+    const int lane = threadIdx.x & 31, warp = TEAM ? threadIdx.x >> 5 : 0, team = TEAM ? blockDim.x >> 5 : 1;
+    const bool from_bound = warp == 0 && lane == 0, to_bound = warp == team - 1;
+    const uint32_t hand_in = hand + (warp - 1) * 16 * COLS;  // (bytes: [2][G, V][COLS] a warp)
+    const uint32_t hand_out = hand + warp * 16 * COLS;
     const int i0 = (tile * 32 + lane) * ROWS;
     int qc[ROWS], g[ROWS], z[ROWS];
     stripe_start<MODE>(q, m, i0, go, ge, qc, g, z);
     const int last = m - 1 - i0;
     int gdiag0 = first_column<MODE>(i0, go, ge) - go;  // G[i0][j - 1] of the step's first column
     int gin[COLS], vin[COLS], tc[COLS];  // the step's row above (G, V) and target letters
+    int jn = 1 - lane * COLS;  // the first column of the lane's step (x - lane) COLS + 1, at x = 0
 #pragma unroll
     for (int c = 0; c < COLS; ++c) {
-        const int j = c + 1 - lane * COLS;
+        const int j = jn + c;
         tc[c] = j >= 1 && j <= n ? tg[j - 1] : 0;
-        gin[c] = lane == 0 && j <= n ? bH[j] : 0;
-        vin[c] = lane == 0 && j <= n ? bV[j] : 0;
+        gin[c] = from_bound && j <= n ? bH[j] : 0;
+        vin[c] = from_bound && j <= n ? bV[j] : 0;
     }
-    for (int x = 0; x < steps; ++x) {
-        const int j0 = (x - lane) * COLS + 1;
-        int gout[COLS] = {}, vout[COLS] = {}, tn[COLS], gn[COLS], vn[COLS];  // (idle lanes shuffle zeros)
+    for (int s = 0; s < total; ++s) {
+        if (active && s >= 32 * warp && s < 32 * warp + steps) {  // the warp's step x = s - 32 warp
+            const int j0 = jn;
+            jn += COLS;
+            int gout[COLS] = {}, vout[COLS] = {}, tn[COLS], gn[COLS], vn[COLS];  // (idle lanes shuffle zeros)
 #pragma unroll
-        for (int c = 0; c < COLS; ++c) {  // the next step's inputs, loaded ahead
-            const int j = j0 + COLS + c;
-            tn[c] = j >= 1 && j <= n ? tg[j - 1] : 0;
-            gn[c] = lane == 0 && j <= n ? bH[j] : 0;
-            vn[c] = lane == 0 && j <= n ? bV[j] : 0;
-        }
-        if (j0 >= 1 && j0 <= n) {
+            for (int c = 0; c < COLS; ++c) {  // the next step's inputs, loaded ahead
+                const int j = jn + c;
+                const bool in = (unsigned)(j - 1) < (unsigned)n;
+                tn[c] = in ? tg[j - 1] : 0;
+                gn[c] = from_bound && in ? bH[j] : 0;
+                vn[c] = from_bound && in ? bV[j] : 0;
+            }
+            if (warp > 0 && lane == 0) {  // written by warp - 1 at step s - 1
+                const uint32_t at = hand_in + ((s - 1) & 1) * 8 * COLS;
 #pragma unroll
-            for (int c = 0; c < COLS; ++c) {
-                const int j = j0 + c;
-                const uint32_t row = smem_row(S, tc[c], K);
-                int gup = gin[c], vup = vin[c], gdiag = gdiag0;
-                gdiag0 = gup;
-                uint32_t key;
-                int hlast;
-                const uint64_t word =
-                    stripe_column<MODE, TRACE, EDGE>(row, qc, g, z, gup, vup, gdiag, go, ge, last, key, hlast);
-                if (j <= n) best_update<MODE, EDGE>(b, key, hlast, i0, j, n);
-                gout[c] = gup;
-                vout[c] = vup;
-                if (TRACE) ds[((long long)x * COLS + c) * 32] = word;
-                if (lane == 31 && j <= n) bH[j] = gup, bV[j] = vup;
+                for (int c = 0; c < COLS; ++c) {
+                    gin[c] = smem_at(at, 4 * c);
+                    vin[c] = smem_at(at, 4 * (COLS + c));
+                }
+            }
+            if ((unsigned)(j0 - 1) < (unsigned)n) {
+#pragma unroll
+                for (int c = 0; c < COLS; ++c) {
+                    const int j = j0 + c;
+                    const uint32_t row = smem_row(S, tc[c], K);
+                    int gup = gin[c], vup = vin[c], gdiag = gdiag0;
+                    gdiag0 = gup;
+                    uint32_t key;
+                    int hlast;
+                    const uint64_t word =
+                        stripe_column<MODE, TRACE, EDGE>(row, qc, g, z, gup, vup, gdiag, go, ge, last, key, hlast);
+                    if (j <= n) best_update<MODE, EDGE>(b, key, hlast, i0, j, n);
+                    gout[c] = gup;
+                    vout[c] = vup;
+                    if (TRACE) ds[((long long)(s - 32 * warp) * COLS + c) * 32] = word;
+                    if (lane == 31 && j <= n) {
+                        if (to_bound) {
+                            bH[j] = gup, bV[j] = vup;
+                        } else {
+                            const uint32_t at = hand_out + (s & 1) * 8 * COLS;
+                            smem_put(at + 4 * c, gup);
+                            smem_put(at + 4 * (COLS + c), vup);
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < COLS; ++c) {  // lane l's next step takes lane l - 1's columns of this one
+                const int gs = __shfl_up_sync(FULL_MASK, gout[c], 1), vs = __shfl_up_sync(FULL_MASK, vout[c], 1);
+                gin[c] = lane == 0 ? gn[c] : gs;
+                vin[c] = lane == 0 ? vn[c] : vs;
+                tc[c] = tn[c];
             }
         }
-#pragma unroll
-        for (int c = 0; c < COLS; ++c) {  // lane l's next step takes lane l - 1's columns of this one
-            const int gs = __shfl_up_sync(FULL_MASK, gout[c], 1), vs = __shfl_up_sync(FULL_MASK, vout[c], 1);
-            gin[c] = lane == 0 ? gn[c] : gs;
-            vin[c] = lane == 0 ? vn[c] : vs;
-            tc[c] = tn[c];
-        }
+        if (TEAM) __syncthreads();
     }
-    __syncwarp();  // lane 31's boundary row, for lane 0 of the next tile
+    if (TEAM) __syncthreads();  // the boundary row, for warp 0's next round
+    else __syncwarp();
 }
 
-// one warp per pair: order[w] is warp w's pair (-1: none), w_bound[w] its boundary row (n + 1 ints of
-// G and of V), w_dir[w] its direction words (tiles * steps * COLS * 32); w_maxn is not read
-template <int MODE, bool TRACE>
-__global__ void __launch_bounds__(128) dp_long(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
+// one team of warps per pair, a block each (blockDim.x = 32 x team): order[blockIdx.x] is its pair (-1:
+// none), w_bound[] its boundary row (n + 1 ints of G and of V), w_dir[] its direction words (tiles *
+// steps * COLS * 32); w_maxn is not read. Warp w takes tiles w, w + team, ... (32 stripes, 512 rows
+// each), a round of team tiles at a time (long_tile). TEAM false: teams of one warp (blockDim.x = 32),
+// the hand-over and the barriers compiled out. Dynamic shared memory: the matrix (K x K ints), then
+// team x (4 COLS + 3) ints.
+template <int MODE, bool TRACE, bool TEAM>
+__global__ void __launch_bounds__(128, 4) dp_long(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
                                                int* __restrict__ boundH, int* __restrict__ boundV,
                                                uint64_t* __restrict__ dir, int* __restrict__ out_score,
                                                int* __restrict__ out_i, int* __restrict__ out_j) {
     extern __shared__ int S[];
     load_matrix(S, matrix, K, go);
-    const int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+    const int w = blockIdx.x, warp = TEAM ? threadIdx.x >> 5 : 0, lane = threadIdx.x & 31,
+              team = TEAM ? blockDim.x >> 5 : 1;
     if (w >= nthreads) return;
     const int p = order[w];
-    if (p < 0) return;  // the whole warp
+    if (p < 0) return;  // the whole block
+    const uint32_t hand = smem_row(S, K, K);  // (after the matrix's K rows)
+    int* ans = S + K * K + team * 4 * COLS;
     const int m = qlen[p], n = tlen[p];
     const unsigned char* __restrict__ q = codes + qoff[p];
     const unsigned char* __restrict__ tg = codes + toff[p];
     int* __restrict__ bH = boundH + w_bound[w];
     int* __restrict__ bV = boundV + w_bound[w];
     uint64_t* __restrict__ dr = dir + w_dir[w] + lane;
-    for (int j = 1 + lane; j <= n; j += 32) {  // row 0, as in dp_fill
+    for (int j = 1 + threadIdx.x; j <= n; j += blockDim.x) {  // row 0, as in dp_fill
         bH[j] = (MODE == GLOBAL ? -(go + (j - 1) * ge) : 0) - go;
         bV[j] = NEG_INF;
     }
-    __syncwarp();
+    __syncthreads();
     const int steps = (n + COLS - 1) / COLS + 31, tiles = (m + 32 * ROWS - 1) / (32 * ROWS);
+    const int total = steps + 32 * (team - 1);  // a round's steps
+    const long long tile_words = (long long)steps * COLS * 32;
     Best b = best_start<MODE>(m, go, ge);
-    for (int tile = 0; tile < tiles - 1; ++tile)
-        long_tile<MODE, TRACE, false>(S, K, q, tg, m, n, tile, go, ge, bH, bV, dr + (long long)tile * steps * COLS * 32,
-                                      steps, b);
-    long_tile<MODE, TRACE, true>(S, K, q, tg, m, n, tiles - 1, go, ge, bH, bV,
-                                 dr + (long long)(tiles - 1) * steps * COLS * 32, steps, b);
-    warp_answer<MODE>(m, b, out_score, out_i, out_j, p);
+    for (int t0 = 0; t0 < tiles; t0 += team) {
+        const int tile = t0 + warp;
+        if (tile == tiles - 1)
+            long_tile<MODE, TRACE, true, TEAM>(S, K, q, tg, m, n, tile, true, go, ge, bH, bV, hand,
+                                               dr + tile * tile_words, steps, total, b);
+        else
+            long_tile<MODE, TRACE, false, TEAM>(S, K, q, tg, m, n, tile, tile < tiles, go, ge, bH, bV, hand,
+                                                dr + tile * tile_words, steps, total, b);
+    }
+    team_answer<MODE>(m, tiles, b, ans, out_score, out_i, out_j, p);
 }
 
 struct Runs {  // the CIGAR being written backwards, runs merged

@@ -255,6 +255,9 @@ def main() -> None:
                     help="with --device gpu: runs of the GPU chain, one chain and its threads for all (median)")
     ap.add_argument("--cols", type=int, default=0,
                     help="with --device gpu: dp_long's columns per lane and step (gpu_dp.COLS; 0: its own)")
+    ap.add_argument("--team", default="0",
+                    help="with --device gpu: dp_long's warps per pair (gpu_dp.TEAM; 0: its own choice); several, "
+                         "comma-separated: a GPU row each, on the same pairs")
     ap.add_argument("--commands", type=int, default=0, metavar="N",
                     help="instead: whole `gpualign pairs` commands on N pairs of the dna set, GPU vs CPU")
     a = ap.parse_args()
@@ -262,6 +265,9 @@ def main() -> None:
         ap.error(f"--gpu-repeats must be >= 1 (got {a.gpu_repeats})")
     if a.cols < 0:
         ap.error(f"--cols must be >= 1, or 0 for gpu-dp's own (got {a.cols})")
+    teams = [int(x) for x in a.team.split(",")]
+    if any(t not in (0, 1, 2, 4) for t in teams):
+        ap.error(f"--team takes 1, 2, 4 or 0 for gpu-dp's own choice (got {a.team})")
     if a.commands:
         commands(a.commands, a.threads or len(os.sched_getaffinity(0)), a.json)
         return
@@ -280,17 +286,22 @@ def main() -> None:
         n = max(1, int(round(spec["n"] * a.scale)))
         qs, ts = simulate(spec, n)
         cells = float(sum(len(q) * len(t) for q, t in zip(qs, ts)))
-        gpu_rows = []  # (concurrent, median seconds, runs, routes)
+        gpu_rows = []  # (concurrent, team, median seconds, runs, routes)
         for c in ([int(x) for x in a.concurrent.split(",")] if gpu else []):
-            runs, routes = engine_time(spec, qs, ts, threads, trace, "gpu", c, a.gpu_repeats)
-            gpu_rows.append((c, float(np.median(runs)), [round(r, 4) for r in runs], routes))
+            for tm in teams:
+                from gpualign.engines import gpu_dp
+
+                gpu_dp.TEAM = tm or None
+                runs, routes = engine_time(spec, qs, ts, threads, trace, "gpu", c, a.gpu_repeats)
+                gpu_rows.append((c, tm, float(np.median(runs)), [round(r, 4) for r in runs], routes))
         te = engine_time(spec, qs, ts, threads, trace)[0][0] if not (gpu and a.skip_cpu_engine) else 0.0
         tp = parasail_direct(spec, qs, ts, threads, trace)
         rate = lambda s: cells / s / 1e9 if s else 0.0  # noqa: E731
         import parasail
 
-        for c, tg, runs, routes in gpu_rows or [(None, 0.0, [], {})]:
-            label = name if c is None or len(gpu_rows) == 1 else f"{name}/c{c or 'e'}"
+        for c, tm, tg, runs, routes in gpu_rows or [(None, None, 0.0, [], {})]:
+            label = name if c is None or len(gpu_rows) == 1 else f"{name}/c{c or 'e'}" + (f"/t{tm or 'e'}" if
+                                                                                          len(teams) > 1 else "")
             print(f"{label:8} {n:>9,} {cells / 1e9:>8.3f} {tg:>8.3f} {rate(tg):>7.1f} {te:>9.2f} {rate(te):>7.2f} "
                   f"{tp:>10.2f} {rate(tp):>7.2f} {(tp / tg if tg else 0):>12.1f}")
             row = dict(set=name, pairs=n, cells=cells, cigar=trace, threads=threads, engine_s=te,
@@ -301,7 +312,8 @@ def main() -> None:
                 from gpualign.engines._cuda import gpu_status
 
                 row.update(gpu=gpu_status()[1], gpu_s=tg, gpu_runs=runs, gpu_gcups=rate(tg), gpu_routes=routes,
-                           kernel=a.kernel, length=a.length or None, concurrent=c or None, cols=a.cols or None)
+                           kernel=a.kernel, length=a.length or None, concurrent=c or None, cols=a.cols or None,
+                           team=tm or None)
             print(json.dumps(row), file=sys.stderr)
             if a.json:
                 with open(a.json, "a") as fh:

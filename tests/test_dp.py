@@ -306,22 +306,24 @@ def test_gpu_equals_cpu_scores(mode, kind, monkeypatch):
 
 @pytest.mark.parametrize("kind", GPU_OR_EMU)
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("cols", [1, 2])
-def test_gpu_long_pairs(mode, cols, kind, monkeypatch):
-    """dp_long (a warp per pair; cols: columns per lane and step) on pairs up to 3 kbp, some beyond
+@pytest.mark.parametrize("cols,team", [(1, 1), (2, 2), (2, 4)])
+def test_gpu_long_pairs(mode, cols, team, kind, monkeypatch):
+    """dp_long (cols: columns per lane and step; team: warps per pair) on pairs up to 3 kbp, some beyond
     dp_fill's cell limit: scores equal cpu-dp's, CIGARs re-scored; and every pair forced onto dp_long
     gives dp_fill's very CIGARs and coordinates (the same tie rule), over launches cut small. Emulated:
-    12 pairs up to 1.4 kbp (still over two tiles of 512 rows)."""
+    12 pairs up to 1.4 kbp (still over two tiles of 512 rows), and a 2.2 kbp query against 400 bases of
+    it (five tiles: rounds of whole teams and of part of one)."""
     from gpualign.engines import gpu_dp
 
     monkeypatch.setattr(gpu_dp, "COLS", cols)
+    monkeypatch.setattr(gpu_dp, "TEAM", team)
 
     rng = np.random.default_rng(24)
     n, top, x = (40, 3000, 1) if kind == "gpu" else (12, 1400, 2)  # x: the hand-made pairs shorter by x
     qs = ["".join(rng.choice(list("ACGT"), rng.integers(200, top))) for _ in range(n)]
     ts = [mutate(rng, q, "ACGT", 0.15) for q in qs]
-    qs += ["A" * (2500 // x), "ACGT" * (700 // x), "ACGT" * (200 // x)]
-    ts += ["A" * (2100 // x), "TTT" + "ACGT" * (650 // x), "C" * (3000 // x)]
+    qs += ["A" * (2500 // x), "ACGT" * (700 // x), "ACGT" * (200 // x), "".join(rng.choice(list("ACGT"), 2200))]
+    ts += ["A" * (2100 // x), "TTT" + "ACGT" * (650 // x), "C" * (3000 // x), mutate(rng, qs[-1][900:1300], "ACGT", 0.1)]
     cfg = dna_cfg(mode)
     cpu, gpu = CpuDpEngine(2), gpu_engine(kind)
     try:
@@ -449,6 +451,15 @@ def test_warp_plan():
             longest_t, stripes = max(tl[ps]), -(-max(ql[ps]) // gpu_dp.ROWS)
             assert (maxn[w], bound[w], words[w]) == (longest_t, (longest_t + 1) * 32, stripes * longest_t * 32)
         assert not gpu_dp.warp_plan(ql, tl, order, False)[3].any()  # scores only: no direction words
+
+
+def test_team_size():
+    """dp_long's warps per pair: teams of 4 while a launch has at most TEAM_PAIRS_PER_SM pairs per SM, one
+    warp each beyond."""
+    from gpualign.engines import gpu_dp
+
+    top = gpu_dp.TEAM_PAIRS_PER_SM * 132
+    assert [gpu_dp.team_size(n, 132) for n in (1, 100, top, top + 1, 1000, 10 ** 6)] == [4, 4, 4, 1, 1, 1]
 
 
 def test_by_lengths_is_lexsort():

@@ -5,9 +5,10 @@ gives them (the same score; on ties the CIGAR may differ, both optimal).
 Short pairs, one thread each (dp_fill): the pairs of a batch are sorted by length so that a warp's 32
 pairs need about the same room, and launched a group of warps at a time, so that the direction bits (4
 per cell, for the traceback) of a launch stay within DIR_BYTES (a quarter of the free device memory:
-as a rule the whole batch is one launch). Long pairs (is_long), one warp each
-(dp_long): a thread walking a long pair alone would keep few threads busy; a warp's lanes take 32
-stripes of its rows at once, and launches hold as many pairs as half the free device memory takes.
+as a rule the whole batch is one launch). Long pairs (is_long), a team of warps each (dp_long): a
+thread walking a long pair alone would keep few threads busy; a warp's lanes take 32 stripes of its rows
+at once; where a launch has few pairs, a team of 4 warps takes each, the warps the next tiles of 32
+stripes (team_size). Launches hold as many pairs as half the free device memory takes.
 Pairs whose directions would pass LONG_MAX_CELLS cells, or whose scores could reach SCORE_LIMIT, and
 matrices of more than MAX_LETTERS letters, are left to cpu-dp. Empty sequences are written down here,
 as cpu-dp does.
@@ -38,6 +39,8 @@ LONG_MAX_CELLS = 1 << 30  # dp_long pairs with CIGARs over this many cells (whol
 SCORE_LIMIT = 1 << 28  # and pairs whose scores could reach it (dp.cu's -infinity is -2^29, int32 lanes)
 DIR_BYTES = None  # direction words per dp_fill launch; None: a quarter of the device's free memory
 LONG_DIR_BYTES = None  # ... per dp_long launch; None: half the device's free memory
+TEAM = None  # dp_long's warps per pair (1, 2 or 4); None: team_size's choice
+TEAM_PAIRS_PER_SM = 2  # dp_long takes teams of 4 warps up to this many pairs per SM (team_size)
 BLOCK = 128
 CONCURRENT = 2  # batches aligned at once (GpuDpEngine.concurrent)
 
@@ -46,9 +49,14 @@ def _flag(x: bool) -> str:
     return "true" if x else "false"
 
 
+def _long_name(mode: int, trace: bool, team: int) -> str:
+    """dp_long's instance: its TEAM flag compiles the hand-over between warps in (teams of 2 or 4)."""
+    return f"dp_long<{mode}, {_flag(trace)}, {_flag(team > 1)}>"
+
+
 def _names() -> tuple:
-    names = [f"{k}<{m}, {_flag(t)}>" for k in ("dp_fill", "dp_long", "dp_trace") for m in MODES.values()
-             for t in (True, False)]
+    names = [f"{k}<{m}, {_flag(t)}>" for k in ("dp_fill", "dp_trace") for m in MODES.values() for t in (True, False)]
+    names += [_long_name(m, t, team) for m in MODES.values() for t in (True, False) for team in (1, 2)]
     return tuple(names + ["dp_gather"])
 
 
@@ -62,6 +70,14 @@ def long_words(ql: np.ndarray, tl: np.ndarray) -> np.ndarray:
     """dp_long's direction words per pair: per tile of 32 stripes, COLS words per lane and step."""
     tiles = -(-ql // (32 * ROWS))
     return tiles * (-(-tl // COLS) + 31) * COLS * 32
+
+
+def team_size(pairs: int, sms: int) -> int:
+    """dp_long's warps per pair for a launch of `pairs` on a device of `sms` SMs: 4 where the pairs leave
+    most warp slots idle (at most TEAM_PAIRS_PER_SM a SM), else 1. Measured (H200, 10 kbp, scores only):
+    teams of 4 take 100, 250 and 500 pairs 1.8, 1.6 and 1.06 times faster than one warp each, 1,000 pairs
+    1.3 times slower (the hand-over's instructions); teams of 2 gained nothing."""
+    return 4 if pairs <= TEAM_PAIRS_PER_SM * sms else 1
 
 
 def letter_table(cfg: AlignConfig, sub: scoring.Substitution) -> np.ndarray:
@@ -111,6 +127,12 @@ def launches(words: np.ndarray, limit: int) -> list[tuple[int, int]]:
 def _starts_on_device(*sizes: np.ndarray) -> tuple:
     """Where each warp's or pair's boundary ints and direction words start (exclusive sums), on the device."""
     return tuple(to_device(_exclusive(x), np.int64) for x in sizes)
+
+
+def _sm_count() -> int:
+    import cupy
+
+    return cupy.cuda.Device().attributes["MultiProcessorCount"]
 
 
 def _free_bytes() -> int:
@@ -204,9 +226,10 @@ class GpuDpEngine(BatchEngine):
         ends = tuple(d_out[:3])  # score, end row, end column
         starts = tuple(d_out[3:])  # op count, start row, start column
         traced = []  # per launch: its threads' pairs, and where their CIGARs are (dp_trace's output)
-        for sel, args, bound, words, grid, is_l in self._launches(ql, tl, short, long, want, d_codes, d_meta):
-            d_dir = self._fill(f"{'dp_long' if is_l else 'dp_fill'}<{mode}, {_flag(want)}>", grid, args, bound,
-                               words, scoring_args, ends)
+        for sel, args, bound, words, grid, team in self._launches(ql, tl, short, long, want, d_codes, d_meta):
+            is_l = team > 0
+            d_dir = self._fill(_long_name(mode, want, team) if is_l else f"dp_fill<{mode}, {_flag(want)}>", grid,
+                               team, args, bound, words, scoring_args, ends)
             if want:
                 room = np.where(sel >= 0, ql[sel] + tl[sel], 0)
                 traced.append((args[1], args[2], *self._trace(f"dp_trace<{mode}, {_flag(is_l)}>", args, room, d_dir,
@@ -217,8 +240,9 @@ class GpuDpEngine(BatchEngine):
 
     @staticmethod
     def _launches(ql, tl, short, long, want: bool, d_codes, d_meta):
-        """The kernels' launches: (each thread's or warp's pair, -1 for none; the kernel's pair arguments;
-        boundary ints; direction words; blocks; whether dp_long), dp_fill's short pairs first."""
+        """The kernels' launches: (each thread's or team's pair, -1 for none; the kernel's pair arguments;
+        boundary ints; direction words; blocks; dp_long's warps per pair, 0 for dp_fill), dp_fill's short
+        pairs first."""
         import cupy
 
         order = short[by_lengths(ql[short], tl[short])]
@@ -227,7 +251,7 @@ class GpuDpEngine(BatchEngine):
             sel = slots[w0 * 32:w1 * 32]
             args = (d_codes, to_device(sel, np.int32), np.int32(len(sel)), *d_meta, to_device(maxn[w0:w1], np.int32),
                     *_starts_on_device(bound[w0:w1], words[w0:w1]))
-            yield sel, args, int(bound[w0:w1].sum()), int(words[w0:w1].sum()), -(-len(sel) // BLOCK), False
+            yield sel, args, int(bound[w0:w1].sum()), int(words[w0:w1].sum()), -(-len(sel) // BLOCK), 0
         if not len(long):
             return
         order = long[np.argsort(-ql[long] * tl[long], kind="stable")]  # the largest first
@@ -237,20 +261,23 @@ class GpuDpEngine(BatchEngine):
             sel = order[a:b]
             args = (d_codes, to_device(sel, np.int32), np.int32(len(sel)), *d_meta, cupy.zeros(1, cupy.int32),
                     *_starts_on_device(bound[a:b], words[a:b]))
-            yield sel, args, int(bound[a:b].sum()), int(words[a:b].sum()), -(-len(sel) * 32 // BLOCK), True
+            team = TEAM or team_size(len(sel), _sm_count())
+            yield sel, args, int(bound[a:b].sum()), int(words[a:b].sum()), len(sel), team
 
     @trace.traced("dp fill")
-    def _fill(self, name: str, grid: int, args: tuple, bound: int, words: int, scoring_args: tuple, ends: tuple):
-        """One launch of dp_fill or dp_long (name): ends (score, row, column by pair) filled; returns the
-        direction words (with CIGARs)."""
+    def _fill(self, name: str, grid: int, team: int, args: tuple, bound: int, words: int, scoring_args: tuple,
+              ends: tuple):
+        """One launch of dp_fill or dp_long (name; team: dp_long's warps per pair, a block each): ends (score,
+        row, column by pair) filled; returns the direction words (with CIGARs)."""
         import cupy
 
         d_bh = cupy.empty(bound, cupy.int32)
         d_bv = cupy.empty_like(d_bh)
         d_dir = cupy.empty(max(1, words), cupy.uint64)
         k = int(scoring_args[1])
-        self._module().get_function(name)((grid,), (BLOCK,), (*args, *scoring_args, d_bh, d_bv, d_dir, *ends),
-                                          shared_mem=4 * k * k)
+        block, shared = (32 * team, k * k + team * (4 * COLS + 3)) if team else (BLOCK, k * k)  # (ints: dp.cu)
+        self._module().get_function(name)((grid,), (block,), (*args, *scoring_args, d_bh, d_bv, d_dir, *ends),
+                                          shared_mem=4 * shared)
         return d_dir
 
     @trace.traced("dp trace")

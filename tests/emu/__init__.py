@@ -98,6 +98,7 @@ def load_module(filename: str, name_expressions: tuple = (), defines: tuple = ()
 class _Device:
     id = 0
     mem_info = (64 << 30, 80 << 30)  # (free, total): what launch sizes are planned from
+    attributes = {"MultiProcessorCount": 2}  # (few: gpu_dp.team_size gives the tests' launches either team size)
 
 
 class _Stream:

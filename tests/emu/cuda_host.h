@@ -2,7 +2,7 @@
 // file with g++ against this header (tests/emu) and run its kernels on numpy arrays, so that CI (no GPU)
 // checks what they compute against the oracles. A launch runs its blocks one after another; a block's
 // threads run one after another too, or, where the kernel has block- or warp-wide calls (__syncthreads,
-// shuffles), as fibers that take turns between those calls (emu_run_block).
+// shuffles), as fibers that take turns at those calls (emu_run_block).
 // Not emulated: timing, threads running at once (atomics are plain adds), NVRTC.
 #pragma once
 
@@ -46,22 +46,49 @@ inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
 inline const char* emu_shared_base = nullptr;
 inline std::size_t __cvta_generic_to_shared(const void* p) { return (std::size_t)((const char*)p - emu_shared_base); }
 inline int emu_lds(uint32_t addr) { return *(const int*)(emu_shared_base + addr); }
+inline void emu_sts(uint32_t addr, int v) { *(int*)(emu_shared_base + addr) = v; }
 
-// A block: its threads as fibers (ucontext) on one thread, run in turn, each until its next meeting
-// point (__syncthreads; in a block of one warp also a shuffle or __syncwarp) or its end. Every thread
-// passes the same meeting points (the kernels' block- and warp-wide calls are not inside thread-dependent
-// branches), so one round is one meeting.
+// A block: its threads as fibers (ucontext) on one thread, taking turns. A thread runs until it waits at
+// a barrier (__syncthreads for the block; __syncwarp and each shuffle for its warp), or ends; a barrier
+// opens when every thread of the block or warp that has not ended has reached it (as on the GPU, where
+// exited threads no longer count), so warps may meet the block's barriers between different shuffles.
 struct EmuBlock {
     ucontext_t main;
     std::vector<ucontext_t> thread;
-    long long slot[32];
-    void meet() { swapcontext(&thread[threadIdx.x], &main); }
+    std::vector<long long> slot;  // a shuffle's values, by thread
+    const std::vector<char>* done;
+    struct Barrier {
+        int arrived = 0;
+        unsigned gen = 0;
+    } block, warp[32];
+    int alive(int first, int count) const {
+        int a = 0;
+        for (int t = first; t < first + count; ++t) a += !(*done)[t];
+        return a;
+    }
+    void wait(Barrier& b, int first, int count) {
+        const unsigned gen = b.gen;
+        ++b.arrived;
+        while (b.gen == gen) {
+            if (b.arrived >= alive(first, count)) {
+                b.arrived = 0;
+                ++b.gen;
+                break;
+            }
+            swapcontext(&thread[threadIdx.x], &main);
+        }
+    }
+    void sync_block() { wait(block, 0, (int)thread.size()); }
+    void sync_warp() {
+        const int w = threadIdx.x / 32;
+        wait(warp[w], 32 * w, std::min(32, (int)thread.size() - 32 * w));
+    }
     template <class T>
-    T exchange(T v, int src) {  // (blocks of one warp)
-        slot[threadIdx.x & 31] = (long long)v;
-        meet();
-        const T out = (T)slot[src];
-        meet();
+    T exchange(T v, int src) {  // src: a lane of the caller's warp
+        slot[threadIdx.x] = (long long)v;
+        sync_warp();
+        const T out = (T)slot[(threadIdx.x & ~31u) + src];
+        sync_warp();
         return out;
     }
 };
@@ -77,6 +104,8 @@ inline void emu_run_block(F&& run) {
     body = &run;
     EmuBlock block;
     block.thread.resize(n);
+    block.slot.resize(n);
+    block.done = &done;
     emu_block = &block;
     done.assign(n, 0);
     if ((int)stacks.size() < n) stacks.resize(n, std::vector<char>(1 << 17));
@@ -103,9 +132,11 @@ inline void emu_run_block(F&& run) {
 }
 
 inline void __syncthreads() {
-    if (emu_block) emu_block->meet();
+    if (emu_block) emu_block->sync_block();
 }
-inline void __syncwarp(unsigned = 0xffffffffu) { __syncthreads(); }  // (blocks of one warp)
+inline void __syncwarp(unsigned = 0xffffffffu) {
+    if (emu_block) emu_block->sync_warp();
+}
 template <class T>
 inline T __shfl_up_sync(unsigned, T v, int delta) {
     const int lane = threadIdx.x & 31;

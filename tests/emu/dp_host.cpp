@@ -12,32 +12,31 @@ static const bool shared_named = (emu_shared_base = (const char*)S, true);
 
 // every thread of the launch, one after another, each its own block of one thread
 template <class... P>
-static void serial(void (*kernel)(P...), int threads, void** args) {
+static void serial(void (*kernel)(P...), int grid, int block, void** args) {
     blockDim.x = 1;
-    for (int t = 0; t < threads; ++t) {
+    for (int t = 0; t < grid * block; ++t) {
         blockIdx.x = t;
         threadIdx.x = 0;
         emu_call(kernel, args);
     }
 }
 
-// warp by warp, each block of one warp (its lanes: emu_run_block)
+// block by block, a block's threads as fibers (emu_run_block)
 template <class... P>
-static void warps(void (*kernel)(P...), int threads, void** args) {
-    blockDim.x = 32;
-    for (int w = 0; w < threads / 32; ++w) {
-        blockIdx.x = w;
+static void blocks(void (*kernel)(P...), int grid, int block, void** args) {
+    blockDim.x = block;
+    for (int b = 0; b < grid; ++b) {
+        blockIdx.x = b;
         emu_run_block([&] { emu_call(kernel, args); });
     }
 }
 
 extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, void** args) {
     const std::string name(name_c);
-    const int threads = grid * block;  // (grid_y: 1)
-    // dp_fill and dp_trace: threads alone; dp_long: whole warps
+    // dp_fill and dp_trace: threads alone; dp_long: whole blocks (a pair's team of warps); grid_y is 1
 #define LAUNCH(K, M, T, HOW)                                 \
     if (name == #K "<" #M ", " #T ">") {                     \
-        HOW(K<M, T>, threads, args);                         \
+        HOW(K<M, T>, grid, block, args);                     \
         return 0;                                            \
     }
 #define ALL(K, HOW)                                                          \
@@ -45,9 +44,16 @@ extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, v
     LAUNCH(K, 0, false, HOW) LAUNCH(K, 1, false, HOW) LAUNCH(K, 2, false, HOW)
     ALL(dp_fill, serial)
     ALL(dp_trace, serial)
-    ALL(dp_long, warps)
+#define LONG(M, T, TEAM)                                                 \
+    if (name == "dp_long<" #M ", " #T ", " #TEAM ">") {                  \
+        blocks(dp_long<M, T, TEAM>, grid, block, args);                  \
+        return 0;                                                        \
+    }
+    LONG(0, true, false) LONG(1, true, false) LONG(2, true, false) LONG(0, false, false) LONG(1, false, false)
+    LONG(2, false, false) LONG(0, true, true) LONG(1, true, true) LONG(2, true, true) LONG(0, false, true)
+    LONG(1, false, true) LONG(2, false, true)
     if (name == "dp_gather") {
-        serial(dp_gather, threads, args);
+        serial(dp_gather, grid, block, args);
         return 0;
     }
     return 1;  // no such kernel
