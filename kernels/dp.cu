@@ -1,6 +1,6 @@
 // dp.cu -- general scoring (gpu_dp.py): Gotoh's affine-gap DP with a substitution matrix, global,
 // local (Smith-Waterman) or semi-global (query end to end, the target's two ends free), int32 scores;
-// short pairs one thread each (dp_fill, inter-sequence parallelism), long pairs a warp each (dp_long).
+// short pairs one thread each (dp_fill, inter-sequence parallelism), long pairs a block each (dp_long).
 //
 // Scores are scores (higher is better): H = max(diagonal + S[q][t], V, Z[, 0 when local]);
 // V (a query-only base, CIGAR I) = max(H_up - go, V_up - ge); Z (a target-only base, CIGAR D) =
@@ -412,8 +412,9 @@ __global__ void __launch_bounds__(128, 4) dp_long(PAIRS_ARGS, const int* __restr
     Best b = best_start<MODE>(m, go, ge);
     for (int t0 = 0; t0 < tiles; t0 += team) {
         const int tile = t0 + warp;
-        if (tile == tiles - 1)
-            long_tile<MODE, TRACE, true, TEAM>(S, K, q, tg, m, n, tile, true, go, ge, bH, bV, hand,
+        // a team's whole last round EDGE (one set of barriers; a tile without row m has no row past `last`)
+        if (TEAM ? t0 + team >= tiles : tile == tiles - 1)
+            long_tile<MODE, TRACE, true, TEAM>(S, K, q, tg, m, n, tile, !TEAM || tile < tiles, go, ge, bH, bV, hand,
                                                dr + tile * tile_words, steps, total, b);
         else
             long_tile<MODE, TRACE, false, TEAM>(S, K, q, tg, m, n, tile, tile < tiles, go, ge, bH, bV, hand,

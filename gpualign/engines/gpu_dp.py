@@ -61,7 +61,7 @@ def _names() -> tuple:
 
 
 def is_long(ql: np.ndarray, tl: np.ndarray) -> np.ndarray:
-    """Pairs for dp_long (a warp each) rather than dp_fill (a thread each)."""
+    """Pairs for dp_long (a block each: one warp or a team of 4) rather than dp_fill (a thread each)."""
     cells = ql * tl
     return (cells > MAX_CELLS) | ((ql >= LONG_ROWS) & (cells >= LONG_CELLS))
 

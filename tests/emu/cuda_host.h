@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -66,9 +68,11 @@ struct EmuBlock {
         for (int t = first; t < first + count; ++t) a += !(*done)[t];
         return a;
     }
+    long long arrivals = 0;  // (emu_run_block's check that its threads go on)
     void wait(Barrier& b, int first, int count) {
         const unsigned gen = b.gen;
         ++b.arrived;
+        ++arrivals;
         while (b.gen == gen) {
             if (b.arrived >= alive(first, count)) {
                 b.arrived = 0;
@@ -121,11 +125,18 @@ inline void emu_run_block(F&& run) {
     }
     for (bool left = true; left;) {
         left = false;
+        const long long before = block.arrivals;
+        int ended = 0;
         for (int t = 0; t < n; ++t) {
             if (done[t]) continue;
             threadIdx.x = t;
             swapcontext(&block.main, &block.thread[t]);
             left = left || !done[t];
+            ended += done[t];
+        }
+        if (left && !ended && block.arrivals == before) {  // every live thread waits: none can go on
+            std::fprintf(stderr, "emu: block %u: its threads wait at barriers that cannot open\n", blockIdx.x);
+            std::abort();
         }
     }
     emu_block = nullptr;

@@ -7,7 +7,7 @@
 
 #include "dp.cu"
 
-alignas(16) int S[1 << 12];  // dp.cu's shared matrix (K <= 32: 1,024 ints)
+alignas(16) int S[1 << 12];  // dp.cu's shared memory (the matrix, K <= 32: 1,024 ints; dp_long's hand-over)
 static const bool shared_named = (emu_shared_base = (const char*)S, true);
 
 // every thread of the launch, one after another, each its own block of one thread
