@@ -283,8 +283,8 @@ __device__ __forceinline__ void team_answer(int m, int tiles, const Best& b, int
     }
 }
 
-// One round of dp_long's team: warp w fills tile `tile` (EDGE: the last tile, holding row m; active: the
-// pair has that tile), lane l its stripe 32 tile + l, skewed: at its step x it computes COLS columns from
+// One round of dp_long's team: warp w fills tile `tile` (EDGE: the round holding row m; active: the pair
+// has that tile), lane l its stripe 32 tile + l, skewed: at its step x it computes COLS columns from
 // (x - l) COLS + 1, with the row above them handed down from lane l - 1's step x - 1 by shuffles. The
 // warps run `total` steps together, a block barrier after each, warp w 32 w steps behind warp 0, so that
 // lane 0 of warp w takes the row above from lane 31 of warp w - 1 one step after it was written, through

@@ -219,7 +219,7 @@ def commands(n: int, threads: int, json_path: str | None) -> None:
 
 
 def force_kernel(kind: str) -> None:
-    """gpu-dp's route: auto (its rule), or every pair on dp_fill (a thread per pair) or dp_long (a warp)."""
+    """gpu-dp's route: auto (its rule), or every pair on dp_fill (a thread per pair) or dp_long (a block)."""
     from gpualign.engines import gpu_dp
 
     if kind == "fill":
@@ -275,9 +275,9 @@ def main() -> None:
     trace = not a.score_only
     gpu = a.device == "gpu"
     force_kernel(a.kernel)
-    if a.cols:
-        from gpualign.engines import gpu_dp
+    from gpualign.engines import gpu_dp
 
+    if a.cols:
         gpu_dp.COLS = a.cols
     print(f"{'set':8} {'pairs':>9} {'Gcells':>8} {'gpu s':>8} {'GCUPS':>7} {'cpu-dp s':>9} {'GCUPS':>7} "
           f"{'parasail s':>10} {'GCUPS':>7} {'gpu/parasail':>12}")
@@ -289,8 +289,6 @@ def main() -> None:
         gpu_rows = []  # (concurrent, team, median seconds, runs, routes)
         for c in ([int(x) for x in a.concurrent.split(",")] if gpu else []):
             for tm in teams:
-                from gpualign.engines import gpu_dp
-
                 gpu_dp.TEAM = tm or None
                 runs, routes = engine_time(spec, qs, ts, threads, trace, "gpu", c, a.gpu_repeats)
                 gpu_rows.append((c, tm, float(np.median(runs)), [round(r, 4) for r in runs], routes))
@@ -300,8 +298,8 @@ def main() -> None:
         import parasail
 
         for c, tm, tg, runs, routes in gpu_rows or [(None, None, 0.0, [], {})]:
-            label = name if c is None or len(gpu_rows) == 1 else f"{name}/c{c or 'e'}" + (f"/t{tm or 'e'}" if
-                                                                                          len(teams) > 1 else "")
+            label = name if c is None or len(gpu_rows) == 1 else f"{name}/c{c or 'e'}"
+            label += f"/t{tm or 'e'}" if c is not None and len(teams) > 1 else ""
             print(f"{label:8} {n:>9,} {cells / 1e9:>8.3f} {tg:>8.3f} {rate(tg):>7.1f} {te:>9.2f} {rate(te):>7.2f} "
                   f"{tp:>10.2f} {rate(tp):>7.2f} {(tp / tg if tg else 0):>12.1f}")
             row = dict(set=name, pairs=n, cells=cells, cigar=trace, threads=threads, engine_s=te,

@@ -43,7 +43,7 @@ NO_CXX = pytest.mark.skipif(not emu.available(), reason="no g++ to compile the k
 def engine(request, monkeypatch):
     """The engines under test: cpu1; cpu2 cuts every batch into chunks aligned by two worker processes;
     gpu (gpu-dp, marked gpu: skipped without a device); gpu-long (gpu-dp with every pair on dp_long, a
-    warp per pair); emu and emu-long: the same two with dp.cu's kernels compiled for the CPU (tests/emu),
+    block per pair); emu and emu-long: the same two with dp.cu's kernels compiled for the CPU (tests/emu),
     so that CI checks the kernels' arithmetic."""
     if request.param.startswith(("gpu", "emu")):
         from gpualign.engines import gpu_dp

@@ -130,6 +130,7 @@ def _starts_on_device(*sizes: np.ndarray) -> tuple:
 
 
 def _sm_count() -> int:
+    """The current device's SMs."""
     import cupy
 
     return cupy.cuda.Device().attributes["MultiProcessorCount"]
