@@ -423,6 +423,212 @@ __global__ void __launch_bounds__(128, 4) dp_long(PAIRS_ARGS, const int* __restr
     team_answer<MODE>(m, tiles, b, ans, out_score, out_i, out_j, p);
 }
 
+// ---- dp_long16: dp_long's scores only, two cells an instruction ----
+// Hopper's DPX and VIADD instructions work on two int16 lanes of a word at once. dp_long16 runs dp_long's
+// one-warp walk with 64 stripes a tile (1,024 rows): lane l holds stripes 2l (the low halves of its words)
+// and 2l + 1 (the high halves), the second a step behind the first, so that it takes the row above from
+// the first's outputs of the step before, in registers; lane l's first stripe takes its row above from
+// lane l - 1's second, by shuffles. A pair goes here only where the host has proved every value the walk
+// computes fits int16 (gpu_dp.fits16); scores only, no team. The shared matrix has one more row and column,
+// the padding letter (score 0): rows past m and columns past n then never score above a real cell (local's
+// answer is the column maxima of the whole tile, unmasked).
+// EQ: the matrix is M on its diagonal and X <= 0 elsewhere (match and mismatch; gpu_dp.equality_scores):
+// a cell's score then comes from its letters' codes, shifted left by 10 bits and packed like the cells,
+// without the shared matrix: ~(q ^ t) is -1 in a half whose letters are equal and at most -1025 elsewhere,
+// so max(~(q ^ t) + M + go + 1, X + go) is S + go. The padding codes (EQ_QPAD, EQ_TPAD) equal no letter.
+
+#ifndef COLS16
+#define COLS16 8  // dp_long16's columns per lane and step
+#endif
+#define NEG16 (-32000)  // -infinity in an int16 lane (gpu_dp.fits16 keeps real values above it)
+#define EQ_QPAD 31
+#define EQ_TPAD 30
+
+__device__ __forceinline__ uint32_t pack16(int lo, int hi) { return __byte_perm(lo, hi, 0x5410); }
+__device__ __forceinline__ int low16(uint32_t x) { return (int)(short)(x & 0xffffu); }
+__device__ __forceinline__ int high16(uint32_t x) { return (int)x >> 16; }
+
+// the shared matrix with the padding letter: S[t * (K + 1) + q] + go, 0 + go in row and column K
+__device__ __forceinline__ void load_matrix16(int* S, const int* __restrict__ matrix, int K, int go) {
+    const int K1 = K + 1;
+    for (int x = threadIdx.x; x < K1 * K1; x += blockDim.x) {
+        const int t = x / K1, q = x % K1;
+        S[x] = (t < K && q < K ? matrix[t * K + q] : 0) + go;
+    }
+    __syncthreads();
+}
+
+// stripe_column for the two stripes of a lane's words: column jL of the first (the row above gup, vup's
+// low halves; rowL its target letter's matrix row) and jL - COLS16 of the second (high halves; rowH).
+// EQ: rowL is the two target letters' codes, qL the two query letters', rowH and qH not read; eqs the
+// packed M + go + 1 and X + go. LOCAL: hc, the column's highest H in each half. EDGE: hl, row `lastr` of
+// the halves' stripes.
+template <int MODE, bool EQ, bool EDGE>
+__device__ __forceinline__ void stripe_column16(uint32_t rowL, uint32_t rowH, const uint32_t (&qL)[ROWS],
+                                                const uint32_t (&qH)[ROWS], uint32_t (&g)[ROWS],
+                                                uint32_t (&z)[ROWS], uint32_t& gup, uint32_t& vup,
+                                                uint32_t gdiag, uint32_t go2, uint32_t nge2, const uint2 eqs,
+                                                int lastr, uint32_t& hc, uint32_t& hl) {
+    hc = 0;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        const uint32_t s = EQ ? __viaddmax_s16x2(~(qL[r] ^ rowL), eqs.x, eqs.y)
+                              : pack16(smem_at(rowL, qL[r]), smem_at(rowH, qH[r]));
+        const uint32_t v = __viaddmax_s16x2(vup, nge2, gup);
+        const uint32_t zz = __viaddmax_s16x2(z[r], nge2, g[r]);
+        const uint32_t vz = __vmaxs2(v, zz);
+        const uint32_t h = MODE == LOCAL ? __viaddmax_s16x2_relu(gdiag, s, vz) : __viaddmax_s16x2(gdiag, s, vz);
+        if (MODE == LOCAL) hc = __vmaxs2(hc, h);
+        else if (EDGE && r == lastr) hl = h;
+        gdiag = g[r];
+        g[r] = __vsub2(h, go2);
+        z[r] = zz;
+        gup = g[r];
+        vup = v;
+    }
+}
+
+// one tile of dp_long16 (EDGE: the last, holding row m): lane l's stripes 64 tile + 2l and + 2l + 1; at
+// step x the first computes COLS16 columns from (x - 2l) COLS16 + 1, the second the COLS16 before them
+template <int MODE, bool EQ, bool EDGE>
+__device__ __forceinline__ void long16_tile(const int* S, int K1, const unsigned char* __restrict__ q,
+                                            const unsigned char* __restrict__ tg, int m, int n, int tile, int go,
+                                            int ge, int* __restrict__ bH, int* __restrict__ bV, int steps,
+                                            const uint2 eqs, uint32_t& hbest, Best& b) {
+    const int lane = threadIdx.x & 31, qpad = EQ ? EQ_QPAD << 10 : K1 - 1, pad = EQ ? EQ_TPAD << 10 : K1 - 1;
+    const int shift = EQ ? 10 : 0;
+    const int i0 = (tile * 64 + 2 * lane) * ROWS;  // the first stripe's; the second's is i0 + ROWS
+    const uint32_t go2 = pack16(go, go), nge2 = pack16(-ge, -ge), neg2 = pack16(NEG16, NEG16);
+    uint32_t qL[ROWS], qH[ROWS], g[ROWS], z[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        const int a = i0 + r < m ? q[i0 + r] << shift : qpad, c = i0 + ROWS + r < m ? q[i0 + ROWS + r] << shift : qpad;
+        qL[r] = EQ ? pack16(a, c) : a * 4;
+        qH[r] = c * 4;
+    }
+    const int lastL = m - 1 - i0;  // row m in the first stripe (0 .. 15) or the second (16 .. 31)
+    const bool second = lastL >= ROWS;
+    const int lastr = second ? lastL - ROWS : lastL;
+    // (the second stripe's column 0, again after its first step's columns, which are not cells)
+    auto start = [&](bool both) {
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            const int gh = first_column<MODE>(i0 + ROWS + r + 1, go, ge) - go;
+            g[r] = pack16(both ? first_column<MODE>(i0 + r + 1, go, ge) - go : (int)g[r], gh);
+            z[r] = both ? neg2 : pack16((int)z[r], NEG16);
+        }
+    };
+    start(true);
+    const uint32_t gdiag_start = pack16(first_column<MODE>(i0, go, ge) - go, first_column<MODE>(i0 + ROWS, go, ge) - go);
+    uint32_t gdiag0 = gdiag_start;  // G of the row above, column before the step's first
+    uint32_t gin[COLS16], vin[COLS16];  // the step's row above, packed
+    int tL[COLS16], tH[COLS16];  // its target letters (the padding letter past n)
+    int jn = 1 - 2 * lane * COLS16;
+#pragma unroll
+    for (int c = 0; c < COLS16; ++c) {
+        const int j = jn + c;
+        const bool in = (unsigned)(j - 1) < (unsigned)n;
+        tL[c] = in ? tg[j - 1] << shift : pad;
+        tH[c] = pad;
+        gin[c] = pack16(lane == 0 && in ? bH[j] : NEG16, NEG16);
+        vin[c] = pack16(lane == 0 && in ? bV[j] : NEG16, NEG16);
+    }
+    for (int s = 0; s < steps; ++s) {
+        const int j0 = jn;
+        jn += COLS16;
+        uint32_t gout[COLS16], vout[COLS16];
+        int tn[COLS16], gn[COLS16], vn[COLS16];
+#pragma unroll
+        for (int c = 0; c < COLS16; ++c) {  // the next step's inputs, loaded ahead
+            const int j = jn + c;
+            const bool in = (unsigned)(j - 1) < (unsigned)n;
+            tn[c] = in ? tg[j - 1] << shift : pad;
+            gn[c] = lane == 0 && in ? bH[j] : NEG16;
+            vn[c] = lane == 0 && in ? bV[j] : NEG16;
+            gout[c] = neg2, vout[c] = neg2;
+        }
+        if ((unsigned)(j0 - 1) < (unsigned)(n + COLS16)) {  // either stripe has a column
+#pragma unroll
+            for (int c = 0; c < COLS16; ++c) {
+                uint32_t gup = gin[c], vup = vin[c], hc, hl = 0;
+                const uint32_t gdiag = gdiag0;
+                gdiag0 = gup;
+                const uint32_t rowL = EQ ? pack16(tL[c], tH[c]) : smem_row(S, tL[c], K1);
+                stripe_column16<MODE, EQ, EDGE>(rowL, EQ ? 0 : smem_row(S, tH[c], K1), qL, qH, g, z, gup, vup,
+                                                gdiag, go2, nge2, eqs, lastr, hc, hl);
+                if (MODE == LOCAL) {
+                    hbest = __vmaxs2(hbest, hc);
+                } else if (EDGE) {
+                    const int j = second ? j0 - COLS16 + c : j0 + c;
+                    if ((unsigned)(j - 1) < (unsigned)n)
+                        best_update<MODE, true>(b, 0, second ? high16(hl) : low16(hl), 0, j, n);
+                }
+                gout[c] = gup;
+                vout[c] = vup;
+                const int jh = j0 - COLS16 + c;
+                if (lane == 31 && (unsigned)(jh - 1) < (unsigned)n) bH[jh] = high16(gup), bV[jh] = high16(vup);
+            }
+            if (j0 == 1) {  // the second stripe's columns were 1 - COLS16 .. 0: back to its column 0
+                start(false);
+                gdiag0 = __byte_perm(gdiag0, gdiag_start, 0x7610);
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < COLS16; ++c) {  // the first stripe's row above from lane - 1's second; the second's from this lane's first
+            const int gs = __shfl_up_sync(FULL_MASK, (int)gout[c], 1), vs = __shfl_up_sync(FULL_MASK, (int)vout[c], 1);
+            gin[c] = lane == 0 ? pack16(gn[c], low16(gout[c])) : __byte_perm(gs, gout[c], 0x5432);
+            vin[c] = lane == 0 ? pack16(vn[c], low16(vout[c])) : __byte_perm(vs, vout[c], 0x5432);
+            tH[c] = tL[c];
+            tL[c] = tn[c];
+        }
+    }
+    __syncwarp();
+}
+
+// dp_long with scores only in int16 pairs of cells (long16_tile), a warp per pair (blockDim.x = 32), as
+// dp_long's arguments (dir not written; out_i, out_j: row m and its column, local 0, 0). Dynamic shared
+// memory: (K + 1)^2 ints.
+template <int MODE, bool EQ>
+__global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
+                                               int* __restrict__ boundH, int* __restrict__ boundV,
+                                               uint64_t* __restrict__ dir, int* __restrict__ out_score,
+                                               int* __restrict__ out_i, int* __restrict__ out_j) {
+    extern __shared__ int S[];
+    load_matrix16(S, matrix, K, go);
+    const int w = blockIdx.x, lane = threadIdx.x & 31;
+    if (w >= nthreads) return;
+    const int p = order[w];
+    if (p < 0) return;
+    const int m = qlen[p], n = tlen[p];
+    const unsigned char* __restrict__ q = codes + qoff[p];
+    const unsigned char* __restrict__ tg = codes + toff[p];
+    int* __restrict__ bH = boundH + w_bound[w];
+    int* __restrict__ bV = boundV + w_bound[w];
+    for (int j = 1 + lane; j <= n; j += 32) {  // row 0, as in dp_fill
+        bH[j] = (MODE == GLOBAL ? -(go + (j - 1) * ge) : 0) - go;
+        bV[j] = NEG16;
+    }
+    __syncwarp();
+    const int steps = (n + COLS16 - 1) / COLS16 + 63, tiles = (m + 64 * ROWS - 1) / (64 * ROWS);
+    const uint2 eqs = EQ ? make_uint2(pack16(matrix[0] + go + 1, matrix[0] + go + 1), pack16(matrix[1] + go, matrix[1] + go))
+                         : make_uint2(0, 0);
+    uint32_t hbest = 0;  // local: the highest H in each half
+    Best b = best_start<MODE>(m, go, ge);
+    for (int tile = 0; tile < tiles; ++tile) {
+        if (tile == tiles - 1)
+            long16_tile<MODE, EQ, true>(S, K + 1, q, tg, m, n, tile, go, ge, bH, bV, steps, eqs, hbest, b);
+        else
+            long16_tile<MODE, EQ, false>(S, K + 1, q, tg, m, n, tile, go, ge, bH, bV, steps, eqs, hbest, b);
+    }
+    if (MODE == LOCAL) {
+        int best = max(low16(hbest), high16(hbest));
+        for (int k = 16; k > 0; k >>= 1) best = max(best, __shfl_xor_sync(FULL_MASK, best, k));
+        if (lane == 0) out_score[p] = best, out_i[p] = 0, out_j[p] = 0;
+    } else if (lane == ((m - 1) / ROWS) % 64 / 2) {
+        out_score[p] = b.best, out_i[p] = m, out_j[p] = b.bj;
+    }
+}
+
 struct Runs {  // the CIGAR being written backwards, runs merged
     uint32_t* out;
     int count, op, len;

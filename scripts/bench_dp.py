@@ -258,6 +258,9 @@ def main() -> None:
     ap.add_argument("--team", default="0",
                     help="with --device gpu: dp_long's warps per pair (gpu_dp.TEAM; 0: its own choice); several, "
                          "comma-separated: a GPU row each, on the same pairs")
+    ap.add_argument("--int16", default="1",
+                    help="with --device gpu and --score-only: 1 long pairs on dp_long16 where their values fit "
+                         "int16 (gpu_dp.INT16), 0 never; both, comma-separated: a GPU row each, on the same pairs")
     ap.add_argument("--commands", type=int, default=0, metavar="N",
                     help="instead: whole `gpualign pairs` commands on N pairs of the dna set, GPU vs CPU")
     a = ap.parse_args()
@@ -268,6 +271,7 @@ def main() -> None:
     teams = [int(x) for x in a.team.split(",")]
     if any(t not in (0, 1, 2, 4) for t in teams):
         ap.error(f"--team takes 1, 2, 4 or 0 for gpu-dp's own choice (got {a.team})")
+    narrows = [bool(int(x)) for x in a.int16.split(",")]
     if a.commands:
         commands(a.commands, a.threads or len(os.sched_getaffinity(0)), a.json)
         return
@@ -286,20 +290,22 @@ def main() -> None:
         n = max(1, int(round(spec["n"] * a.scale)))
         qs, ts = simulate(spec, n)
         cells = float(sum(len(q) * len(t) for q, t in zip(qs, ts)))
-        gpu_rows = []  # (concurrent, team, median seconds, runs, routes)
+        gpu_rows = []  # (concurrent, team, int16, median seconds, runs, routes)
         for c in ([int(x) for x in a.concurrent.split(",")] if gpu else []):
             for tm in teams:
-                gpu_dp.TEAM = tm or None
-                runs, routes = engine_time(spec, qs, ts, threads, trace, "gpu", c, a.gpu_repeats)
-                gpu_rows.append((c, tm, float(np.median(runs)), [round(r, 4) for r in runs], routes))
+                for narrow in narrows:
+                    gpu_dp.TEAM, gpu_dp.INT16 = tm or None, narrow
+                    runs, routes = engine_time(spec, qs, ts, threads, trace, "gpu", c, a.gpu_repeats)
+                    gpu_rows.append((c, tm, narrow, float(np.median(runs)), [round(r, 4) for r in runs], routes))
         te = engine_time(spec, qs, ts, threads, trace)[0][0] if not (gpu and a.skip_cpu_engine) else 0.0
         tp = parasail_direct(spec, qs, ts, threads, trace)
         rate = lambda s: cells / s / 1e9 if s else 0.0  # noqa: E731
         import parasail
 
-        for c, tm, tg, runs, routes in gpu_rows or [(None, None, 0.0, [], {})]:
+        for c, tm, narrow, tg, runs, routes in gpu_rows or [(None, None, None, 0.0, [], {})]:
             label = name if c is None or len(gpu_rows) == 1 else f"{name}/c{c or 'e'}"
             label += f"/t{tm or 'e'}" if c is not None and len(teams) > 1 else ""
+            label += f"/i{16 if narrow else 32}" if c is not None and len(narrows) > 1 else ""
             print(f"{label:8} {n:>9,} {cells / 1e9:>8.3f} {tg:>8.3f} {rate(tg):>7.1f} {te:>9.2f} {rate(te):>7.2f} "
                   f"{tp:>10.2f} {rate(tp):>7.2f} {(tp / tg if tg else 0):>12.1f}")
             row = dict(set=name, pairs=n, cells=cells, cigar=trace, threads=threads, engine_s=te,
@@ -311,7 +317,7 @@ def main() -> None:
 
                 row.update(gpu=gpu_status()[1], gpu_s=tg, gpu_runs=runs, gpu_gcups=rate(tg), gpu_routes=routes,
                            kernel=a.kernel, length=a.length or None, concurrent=c or None, cols=a.cols or None,
-                           team=tm or None)
+                           team=tm or None, int16=narrow)
             print(json.dumps(row), file=sys.stderr)
             if a.json:
                 with open(a.json, "a") as fh:

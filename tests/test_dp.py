@@ -345,6 +345,80 @@ def test_gpu_long_pairs(mode, cols, team, kind, monkeypatch):
     assert runs[0] == runs[1]
 
 
+@pytest.mark.parametrize("kind", GPU_OR_EMU)
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_long16(mode, kind, monkeypatch):
+    """dp_long16 (long pairs with scores only, two int16 cells a word): scores equal cpu-dp's for DNA
+    match/mismatch (EQ: scored from the letters' codes), DNA with --n-mismatch and protein BLOSUM62 (the
+    shared matrix), on pairs of one to three tiles of 1,024 rows, lengths not multiples of 16 or of the
+    columns per step, N runs, poly-A, a query much longer than its target and the reverse; and with a match
+    bonus of 40, the pairs whose values could pass int16 go to dp_long in the same batch, right too."""
+    from gpualign.engines import gpu_dp
+
+    monkeypatch.setattr(gpu_dp, "LONG_ROWS", 0)
+    monkeypatch.setattr(gpu_dp, "LONG_CELLS", 0)
+    monkeypatch.setattr(gpu_dp, "TEAM_PAIRS_PER_SM", 0)  # (one warp a pair: dp_long16's launches)
+    names = []
+    fill = gpu_dp.GpuDpEngine._fill
+    monkeypatch.setattr(gpu_dp.GpuDpEngine, "_fill", lambda self, name, *a: names.append(name) or fill(self, name, *a))
+    rng = np.random.default_rng(25)
+    top = 3000 if kind == "gpu" else 1400
+    qs = ["".join(rng.choice(list("ACGTN"), rng.integers(1, top))) for _ in range(10)]
+    ts = [mutate(rng, q, "ACGT", 0.15) or "A" for q in qs]
+    qs += ["A" * 1100, "ACGT" * 300, "ACGT" * 50, "C", "G" * 40, "N" * 700 + "ACGT" * 60]
+    ts += ["A" * 900, "TTT" + "ACGT" * 260, "C" * 1200, "C" * 500, "G", "N" * 600]
+    aa = ["".join(rng.choice(list(AA), rng.integers(300, top // 2))) for _ in range(6)]
+    cpu, gpu = CpuDpEngine(2), gpu_engine(kind)
+    try:
+        for cfg, (q, t), eq in ((dna_cfg(mode), (qs, ts), "true"), (dna_cfg(mode, n_mismatch=True), (qs, ts), "false"),
+                                (prot_cfg(mode), (aa, [mutate(rng, x, AA, 0.2) for x in aa]), "false")):
+            names.clear()
+            c = cfg.with_(distance_only=True)
+            assert align(gpu, q, t, c).score.tolist() == align(cpu, q, t, c).score.tolist()
+            assert set(names) == {f"dp_long16<{gpu_dp.MODES[mode]}, {eq}>"}
+        names.clear()
+        c = dna_cfg(mode, match=40, distance_only=True)
+        assert align(gpu, qs, ts, c).score.tolist() == align(cpu, qs, ts, c).score.tolist()
+        assert {n.split("<")[0] for n in names} == {"dp_long16", "dp_long"}
+    finally:
+        cpu.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_h_range_bounds_every_cell(mode):
+    """gpu_dp.h_range (what fits16 proves int16 safety from) against every H of Gotoh's DP, written out here
+    in full, on random and adversarial pairs and scorings (one's exact bound reached: all gaps, all
+    mismatches)."""
+    from gpualign import scoring
+    from gpualign.engines import gpu_dp
+
+    rng = np.random.default_rng(26)
+    pairs = [("".join(rng.choice(list("ACGT"), rng.integers(1, 40))), "".join(rng.choice(list("ACGT"), rng.integers(1, 40))))
+             for _ in range(40)] + [("A" * 30, "C" * 30), ("A" * 35, "C" * 3), ("G", "T" * 38), ("ACGT" * 8, "ACGT" * 8)]
+    for match, mism, o, e in ((2, 3, 5, 2), (1, 4, 0, 1), (0, 1, 3, 3), (5, 1, 10, 1)):
+        cfg = AlignConfig(metric="affine", penalties=Penalties(mism, o, e), scoring=Scoring(mode=mode, match=match))
+        sub = scoring.substitution(cfg)
+        idx = {c: i for i, c in enumerate(sub.letters)}
+        a = sub.array()
+        for q, t in pairs:
+            m, n = len(q), len(t)
+            H = np.zeros((m + 1, n + 1), np.int64)
+            V = np.full((m + 1, n + 1), -10 ** 9, np.int64)
+            Z = np.full((m + 1, n + 1), -10 ** 9, np.int64)
+            if mode != "local":
+                H[1:, 0] = -(o + e * np.arange(1, m + 1))
+                if mode == "global":
+                    H[0, 1:] = -(o + e * np.arange(1, n + 1))
+            for i in range(1, m + 1):
+                for j in range(1, n + 1):
+                    V[i, j] = max(V[i - 1, j] - e, H[i - 1, j] - o - e)
+                    Z[i, j] = max(Z[i, j - 1] - e, H[i, j - 1] - o - e)
+                    H[i, j] = max(H[i - 1, j - 1] + a[idx[t[j - 1]], idx[q[i - 1]]], V[i, j], Z[i, j],
+                                  0 if mode == "local" else -10 ** 9)
+            lo, hi = gpu_dp.h_range(gpu_dp.MODES[mode], np.array([m]), np.array([n]), sub, o, e)
+            assert lo[0] <= H.min() and H.max() <= hi[0], (q, t, match, mism, o, e)
+
+
 @pytest.mark.gpu
 def test_gpu_concurrent_threads():
     """Two threads aligning batches at once through one gpu-dp engine, each on its own CUDA stream (as

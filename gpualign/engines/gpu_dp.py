@@ -8,7 +8,8 @@ per cell, for the traceback) of a launch stay within DIR_BYTES (a quarter of the
 as a rule the whole batch is one launch). Long pairs (is_long), a team of warps each (dp_long): a
 thread walking a long pair alone would keep few threads busy; a warp's lanes take 32 stripes of its rows
 at once; where a launch has few pairs, a team of 4 warps takes each, the warps the next tiles of 32
-stripes (team_size). Launches hold as many pairs as half the free device memory takes.
+stripes (team_size). Launches hold as many pairs as half the free device memory takes. Long pairs
+with scores only whose every value fits int16 (fits16) take dp_long16, two cells an instruction.
 Pairs whose directions would pass LONG_MAX_CELLS cells, or whose scores could reach SCORE_LIMIT, and
 matrices of more than MAX_LETTERS letters, are left to cpu-dp. Empty sequences are written down here,
 as cpu-dp does.
@@ -32,6 +33,7 @@ NAME = "gpu-dp"
 MODES = {"global": 0, "local": 1, "semi-global": 2}
 ROWS = 16  # query rows per stripe (dp.cu's ROWS): 16 cells per direction word
 COLS = 2  # dp_long's columns per lane and step (dp.cu's COLS, passed to it)
+COLS16 = 8  # dp_long16's (dp.cu's COLS16; measured, H200: 8 and 6 alike, 4 1.1x and 2 1.2x slower)
 MAX_LETTERS = 32  # the matrix lives in shared memory
 MAX_CELLS = 1 << 22  # the most cells of a pair for dp_fill
 LONG_ROWS, LONG_CELLS = 384, 1 << 17  # pairs with at least these query rows and cells go to dp_long (measured)
@@ -41,6 +43,8 @@ DIR_BYTES = None  # direction words per dp_fill launch; None: a quarter of the d
 LONG_DIR_BYTES = None  # ... per dp_long launch; None: half the device's free memory
 TEAM = None  # dp_long's warps per pair (1, 2 or 4); None: team_size's choice
 TEAM_PAIRS_PER_SM = 2  # dp_long takes teams of 4 warps up to this many pairs per SM (team_size)
+INT16 = True  # long pairs with scores only on dp_long16 where fits16, in launches of one warp a pair
+NEG16 = -32000  # dp.cu's -infinity in int16 lanes
 BLOCK = 128
 CONCURRENT = 2  # batches aligned at once (GpuDpEngine.concurrent)
 
@@ -57,6 +61,7 @@ def _long_name(mode: int, trace: bool, team: int) -> str:
 def _names() -> tuple:
     names = [f"{k}<{m}, {_flag(t)}>" for k in ("dp_fill", "dp_trace") for m in MODES.values() for t in (True, False)]
     names += [_long_name(m, t, team) for m in MODES.values() for t in (True, False) for team in (1, 2)]
+    names += [f"dp_long16<{m}, {_flag(eq)}>" for m in MODES.values() for eq in (True, False)]
     return tuple(names + ["dp_gather"])
 
 
@@ -78,6 +83,39 @@ def team_size(pairs: int, sms: int) -> int:
     teams of 4 take 100, 250 and 500 pairs 1.8, 1.6 and 1.06 times faster than one warp each, 1,000 pairs
     1.3 times slower (the hand-over's instructions); teams of 2 gained nothing."""
     return 4 if pairs <= TEAM_PAIRS_PER_SM * sms else 1
+
+
+def h_range(mode: int, ql: np.ndarray, tl: np.ndarray, sub: scoring.Substitution, o: int, e: int) -> tuple:
+    """Bounds (lo, hi) of every H[i][j] of a pair's DP: hi = max(S, 0) min(m, n); local lo = 0, else the
+    path of min(i, j) diagonal steps and one gap of |i - j| bounds H[i][j] from below:
+    lo = -(o + max(|min(S, 0)| min(m, n) + e |m - n|, e max(m, n)))."""
+    a = sub.array()
+    smin, smax = min(int(a.min()), 0), max(int(a.max()), 0)
+    mn, mx = np.minimum(ql, tl), np.maximum(ql, tl)
+    lo = np.zeros_like(mn) if mode == MODES["local"] else -(o + np.maximum(-smin * mn + e * (mx - mn), e * mx))
+    return lo, smax * mn
+
+
+def fits16(mode: int, ql: np.ndarray, tl: np.ndarray, sub: scoring.Substitution, o: int, e: int) -> np.ndarray:
+    """Pairs whose every value in dp_long16's walk fits an int16 lane above NEG16 - e: H in h_range, and
+    what the walk computes from it: H + S (a diagonal candidate), G = H - (o + e), V and Z (>= G), their
+    - e, and NEG16 - e."""
+    lo, hi = h_range(mode, ql, tl, sub, o, e)
+    a = sub.array()
+    smin, go = min(int(a.min()), 0), o + e
+    small = e <= 768 and int(np.abs(a).max()) + go < 1 << 15
+    return small & (hi < 1 << 15) & (np.minimum(lo + smin, lo - go - e) > NEG16)
+
+
+def equality_scores(sub: scoring.Substitution) -> bool:
+    """Whether sub is M on its diagonal and X <= 0 elsewhere, M - X <= 1024, over at most 30 letters:
+    dp_long16's EQ instance then scores cells from the letters' codes alone."""
+    a = sub.array()
+    k = len(a)
+    if not 2 <= k <= 30:
+        return False
+    m, x = int(a[0, 0]), int(a[0, 1])
+    return bool(np.array_equal(a, np.where(np.eye(k, dtype=bool), m, x))) and x <= 0 and m - x <= 1024 and m < 1 << 14
 
 
 def letter_table(cfg: AlignConfig, sub: scoring.Substitution) -> np.ndarray:
@@ -168,7 +206,7 @@ class GpuDpEngine(BatchEngine):
 
     def _module(self):
         if self._mod is None:
-            self._mod = load_module("dp.cu", _names(), (f"COLS={COLS}",))
+            self._mod = load_module("dp.cu", _names(), (f"COLS={COLS}", f"COLS16={COLS16}"))
         return self._mod
 
     def _table(self, cfg: AlignConfig) -> scoring.Substitution:
@@ -226,24 +264,30 @@ class GpuDpEngine(BatchEngine):
         d_out = cupy.zeros((6, n), cupy.int32)  # by pair, one memset and one copy back:
         ends = tuple(d_out[:3])  # score, end row, end column
         starts = tuple(d_out[3:])  # op count, start row, start column
+        # long pairs for dp_long16 (where few pairs take teams of 4 warps, dp_long's int32 teams were faster)
+        narrow = np.zeros(len(long), bool)
+        if INT16 and not want and len(long) and (TEAM or team_size(len(long), _sm_count())) == 1:
+            p = cfg.effective_penalties
+            narrow = fits16(mode, ql[long], tl[long], sub, p.gap_open, p.gap_extend)
         traced = []  # per launch: its threads' pairs, and where their CIGARs are (dp_trace's output)
-        for sel, args, bound, words, grid, team in self._launches(ql, tl, short, long, want, d_codes, d_meta):
-            is_l = team > 0
-            d_dir = self._fill(_long_name(mode, want, team) if is_l else f"dp_fill<{mode}, {_flag(want)}>", grid,
-                               team, args, bound, words, scoring_args, ends)
+        for sel, args, bound, words, grid, team, wide in self._launches(ql, tl, short, long, narrow, want, d_codes,
+                                                                        d_meta):
+            name = (_long_name(mode, want, team) if wide else f"dp_long16<{mode}, {_flag(equality_scores(sub))}>") \
+                if team else f"dp_fill<{mode}, {_flag(want)}>"
+            d_dir = self._fill(name, grid, team if wide else -1, args, bound, words, scoring_args, ends)
             if want:
                 room = np.where(sel >= 0, ql[sel] + tl[sel], 0)
-                traced.append((args[1], args[2], *self._trace(f"dp_trace<{mode}, {_flag(is_l)}>", args, room, d_dir,
-                                                              scoring_args, ends, starts)))
+                traced.append((args[1], args[2], *self._trace(f"dp_trace<{mode}, {_flag(team > 0)}>", args, room,
+                                                              d_dir, scoring_args, ends, starts)))
             del d_dir
         host = list(d_out.get())
         return self._results(cfg, want, ql, tl, host, lambda dst, total: self._gather(traced, starts[0], dst, total))
 
     @staticmethod
-    def _launches(ql, tl, short, long, want: bool, d_codes, d_meta):
+    def _launches(ql, tl, short, long, narrow, want: bool, d_codes, d_meta):
         """The kernels' launches: (each thread's or team's pair, -1 for none; the kernel's pair arguments;
-        boundary ints; direction words; blocks; dp_long's warps per pair, 0 for dp_fill), dp_fill's short
-        pairs first."""
+        boundary ints; direction words; blocks; dp_long's warps per pair, 0 for dp_fill; int32 lanes, False
+        for dp_long16's launches of the long pairs where narrow), dp_fill's short pairs first."""
         import cupy
 
         order = short[by_lengths(ql[short], tl[short])]
@@ -252,31 +296,37 @@ class GpuDpEngine(BatchEngine):
             sel = slots[w0 * 32:w1 * 32]
             args = (d_codes, to_device(sel, np.int32), np.int32(len(sel)), *d_meta, to_device(maxn[w0:w1], np.int32),
                     *_starts_on_device(bound[w0:w1], words[w0:w1]))
-            yield sel, args, int(bound[w0:w1].sum()), int(words[w0:w1].sum()), -(-len(sel) // BLOCK), 0
-        if not len(long):
-            return
-        order = long[np.argsort(-ql[long] * tl[long], kind="stable")]  # the largest first
-        words = long_words(ql[order], tl[order]) if want else np.zeros(len(order), np.int64)
-        bound = tl[order] + 1
-        for a, b in launches(words, LONG_DIR_BYTES or _free_bytes() // 2):
-            sel = order[a:b]
-            args = (d_codes, to_device(sel, np.int32), np.int32(len(sel)), *d_meta, cupy.zeros(1, cupy.int32),
-                    *_starts_on_device(bound[a:b], words[a:b]))
-            team = TEAM or team_size(len(sel), _sm_count())
-            yield sel, args, int(bound[a:b].sum()), int(words[a:b].sum()), len(sel), team
+            yield sel, args, int(bound[w0:w1].sum()), int(words[w0:w1].sum()), -(-len(sel) // BLOCK), 0, True
+        for wide in (True, False):
+            some = long[narrow != wide]
+            if not len(some):
+                continue
+            order = some[np.argsort(-ql[some] * tl[some], kind="stable")]  # the largest first
+            words = long_words(ql[order], tl[order]) if want else np.zeros(len(order), np.int64)
+            bound = tl[order] + 1
+            for a, b in launches(words, LONG_DIR_BYTES or _free_bytes() // 2):
+                sel = order[a:b]
+                args = (d_codes, to_device(sel, np.int32), np.int32(len(sel)), *d_meta, cupy.zeros(1, cupy.int32),
+                        *_starts_on_device(bound[a:b], words[a:b]))
+                team = (TEAM or team_size(len(sel), _sm_count())) if wide else 1
+                yield sel, args, int(bound[a:b].sum()), int(words[a:b].sum()), len(sel), team, wide
 
     @trace.traced("dp fill")
     def _fill(self, name: str, grid: int, team: int, args: tuple, bound: int, words: int, scoring_args: tuple,
               ends: tuple):
-        """One launch of dp_fill or dp_long (name; team: dp_long's warps per pair, a block each): ends (score,
-        row, column by pair) filled; returns the direction words (with CIGARs)."""
+        """One launch of dp_fill, dp_long or dp_long16 (name; team: dp_long's warps per pair, a block each; 0
+        dp_fill, -1 dp_long16): ends (score, row, column by pair) filled; returns the direction words (with
+        CIGARs)."""
         import cupy
 
         d_bh = cupy.empty(bound, cupy.int32)
         d_bv = cupy.empty_like(d_bh)
         d_dir = cupy.empty(max(1, words), cupy.uint64)
         k = int(scoring_args[1])
-        block, shared = (32 * team, k * k + team * (4 * COLS + 3)) if team else (BLOCK, k * k)  # (ints: dp.cu)
+        if team < 0:  # (shared ints: dp.cu's)
+            block, shared = 32, (k + 1) * (k + 1)
+        else:
+            block, shared = (32 * team, k * k + team * (4 * COLS + 3)) if team else (BLOCK, k * k)
         self._module().get_function(name)((grid,), (block,), (*args, *scoring_args, d_bh, d_bv, d_dir, *ends),
                                           shared_mem=4 * shared)
         return d_dir

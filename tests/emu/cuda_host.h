@@ -39,6 +39,19 @@ inline T __ldg(const T* p) { return *p; }
 // Hopper's DPX instructions and the funnel shift, as the CUDA Math API defines them
 inline int __viaddmax_s32(int a, int b, int c) { return max(a + b, c); }
 inline int __viaddmax_s32_relu(int a, int b, int c) { return max(max(a + b, c), 0); }
+// two int16 lanes of a word (wrapping, as the instructions do)
+inline unsigned emu_pair(int lo, int hi) { return (unsigned)(lo & 0xffff) | (unsigned)(hi & 0xffff) << 16; }
+inline int emu_lo(unsigned x) { return (short)(x & 0xffff); }
+inline int emu_hi(unsigned x) { return (short)(x >> 16); }
+inline unsigned __viaddmax_s16x2(unsigned a, unsigned b, unsigned c) {
+    return emu_pair(max((short)(emu_lo(a) + emu_lo(b)), emu_lo(c)), max((short)(emu_hi(a) + emu_hi(b)), emu_hi(c)));
+}
+inline unsigned __viaddmax_s16x2_relu(unsigned a, unsigned b, unsigned c) {
+    return emu_pair(max(max((short)(emu_lo(a) + emu_lo(b)), emu_lo(c)), 0),
+                    max(max((short)(emu_hi(a) + emu_hi(b)), emu_hi(c)), 0));
+}
+inline unsigned __vmaxs2(unsigned a, unsigned b) { return emu_pair(max(emu_lo(a), emu_lo(b)), max(emu_hi(a), emu_hi(b))); }
+inline unsigned __vsub2(unsigned a, unsigned b) { return emu_pair(emu_lo(a) - emu_lo(b), emu_hi(a) - emu_hi(b)); }
 inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
     return (unsigned)((((unsigned long long)hi << 32) | lo) << (shift & 31) >> 32);
 }

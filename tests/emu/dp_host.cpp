@@ -33,7 +33,7 @@ static void blocks(void (*kernel)(P...), int grid, int block, void** args) {
 
 extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, void** args) {
     const std::string name(name_c);
-    // dp_fill and dp_trace: threads alone; dp_long: whole blocks (a pair's team of warps); grid_y is 1
+    // dp_fill and dp_trace: threads alone; dp_long and dp_long16: whole blocks (a pair's team of warps); grid_y is 1
 #define LAUNCH(K, M, T, HOW)                                 \
     if (name == #K "<" #M ", " #T ">") {                     \
         HOW(K<M, T>, grid, block, args);                     \
@@ -52,6 +52,12 @@ extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, v
     LONG(0, true, false) LONG(1, true, false) LONG(2, true, false) LONG(0, false, false) LONG(1, false, false)
     LONG(2, false, false) LONG(0, true, true) LONG(1, true, true) LONG(2, true, true) LONG(0, false, true)
     LONG(1, false, true) LONG(2, false, true)
+#define LONG16(M, EQ)                                          \
+    if (name == "dp_long16<" #M ", " #EQ ">") {                \
+        blocks(dp_long16<M, EQ>, grid, block, args);           \
+        return 0;                                              \
+    }
+    LONG16(0, true) LONG16(1, true) LONG16(2, true) LONG16(0, false) LONG16(1, false) LONG16(2, false)
     if (name == "dp_gather") {
         serial(dp_gather, grid, block, args);
         return 0;
