@@ -1,6 +1,7 @@
 // dp.cu -- general scoring (gpu_dp.py): Gotoh's affine-gap DP with a substitution matrix, global,
 // local (Smith-Waterman) or semi-global (query end to end, the target's two ends free), int32 scores;
-// short pairs one thread each (dp_fill, inter-sequence parallelism), long pairs a block each (dp_long).
+// short pairs one thread each (dp_fill, inter-sequence parallelism), long pairs a block each (dp_long;
+// with scores only, where the host proves the values fit int16, dp_long16: two cells a word).
 //
 // Scores are scores (higher is better): H = max(diagonal + S[q][t], V, Z[, 0 when local]);
 // V (a query-only base, CIGAR I) = max(H_up - go, V_up - ge); Z (a target-only base, CIGAR D) =
@@ -429,9 +430,10 @@ __global__ void __launch_bounds__(128, 4) dp_long(PAIRS_ARGS, const int* __restr
 // and 2l + 1 (the high halves), the second a step behind the first, so that it takes the row above from
 // the first's outputs of the step before, in registers; lane l's first stripe takes its row above from
 // lane l - 1's second, by shuffles. A pair goes here only where the host has proved every value the walk
-// computes fits int16 (gpu_dp.fits16); scores only, no team. The shared matrix has one more row and column,
-// the padding letter (score 0): rows past m and columns past n then never score above a real cell (local's
-// answer is the column maxima of the whole tile, unmasked).
+// computes fits int16 (gpu_dp.fits16); scores only, no team. Rows past m and columns past n take a padding
+// letter that scores at most 0 against anything (the shared matrix's extra row and column of 0; with EQ,
+// X): their cells then never score above a real cell, so local's answer is the maximum of every column
+// of the tiles, unmasked.
 // EQ: the matrix is M on its diagonal and X <= 0 elsewhere (match and mismatch; gpu_dp.equality_scores):
 // a cell's score then comes from its letters' codes, shifted left by 10 bits and packed like the cells,
 // without the shared matrix: ~(q ^ t) is -1 in a half whose letters are equal and at most -1025 elsewhere,
@@ -503,13 +505,14 @@ __device__ __forceinline__ void long16_tile(const int* S, int K1, const unsigned
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
         const int a = i0 + r < m ? q[i0 + r] << shift : qpad, c = i0 + ROWS + r < m ? q[i0 + ROWS + r] << shift : qpad;
-        qL[r] = EQ ? pack16(a, c) : a * 4;
+        qL[r] = EQ ? pack16(a, c) : a * 4;  // (EQ: both stripes' codes; qH not read)
         qH[r] = c * 4;
     }
     const int lastL = m - 1 - i0;  // row m in the first stripe (0 .. 15) or the second (16 .. 31)
     const bool second = lastL >= ROWS;
     const int lastr = second ? lastL - ROWS : lastL;
-    // (the second stripe's column 0, again after its first step's columns, which are not cells)
+    // the stripes' column 0 (both), or the second stripe's alone (its first step's columns are 1 - COLS16
+    // .. 0, not cells: its state is set back after it)
     auto start = [&](bool both) {
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) {

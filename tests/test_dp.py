@@ -351,8 +351,9 @@ def test_gpu_long16(mode, kind, monkeypatch):
     """dp_long16 (long pairs with scores only, two int16 cells a word): scores equal cpu-dp's for DNA
     match/mismatch (EQ: scored from the letters' codes), DNA with --n-mismatch and protein BLOSUM62 (the
     shared matrix), on pairs of one to three tiles of 1,024 rows, lengths not multiples of 16 or of the
-    columns per step, N runs, poly-A, a query much longer than its target and the reverse; and with a match
-    bonus of 40, the pairs whose values could pass int16 go to dp_long in the same batch, right too."""
+    columns per step, N runs, poly-A, a query much longer than its target and the reverse; a mismatch of
+    700 (-infinity plus it, o and e: 32 short of wrapping) on dp_long16 and of 900 on dp_long; and with a
+    match bonus of 40, the pairs whose values could pass int16 go to dp_long in the same batch, right too."""
     from gpualign.engines import gpu_dp
 
     monkeypatch.setattr(gpu_dp, "LONG_ROWS", 0)
@@ -365,8 +366,9 @@ def test_gpu_long16(mode, kind, monkeypatch):
     top = 3000 if kind == "gpu" else 1400
     qs = ["".join(rng.choice(list("ACGTN"), rng.integers(1, top))) for _ in range(10)]
     ts = [mutate(rng, q, "ACGT", 0.15) or "A" for q in qs]
-    qs += ["A" * 1100, "ACGT" * 300, "ACGT" * 50, "C", "G" * 40, "N" * 700 + "ACGT" * 60]
-    ts += ["A" * 900, "TTT" + "ACGT" * 260, "C" * 1200, "C" * 500, "G", "N" * 600]
+    qs += ["A" * 1100, "ACGT" * 300, "ACGT" * 50, "C", "G" * 40, "N" * 700 + "ACGT" * 60,
+           "".join(rng.choice(list("ACGT"), 2100))]
+    ts += ["A" * 900, "TTT" + "ACGT" * 260, "C" * 1200, "C" * 500, "G", "N" * 600, mutate(rng, qs[-1][800:1300], "ACGT", 0.1)]
     aa = ["".join(rng.choice(list(AA), rng.integers(300, top // 2))) for _ in range(6)]
     cpu, gpu = CpuDpEngine(2), gpu_engine(kind)
     try:
@@ -376,12 +378,37 @@ def test_gpu_long16(mode, kind, monkeypatch):
             c = cfg.with_(distance_only=True)
             assert align(gpu, q, t, c).score.tolist() == align(cpu, q, t, c).score.tolist()
             assert set(names) == {f"dp_long16<{gpu_dp.MODES[mode]}, {eq}>"}
+        for mismatch in (700, 900):  # (global and semi-global: the longer pairs' bounds pass int16 too)
+            names.clear()
+            c = dna_cfg(mode, distance_only=True).with_(penalties=Penalties(mismatch, 2, 1))
+            assert align(gpu, qs, ts, c).score.tolist() == align(cpu, qs, ts, c).score.tolist()
+            kernels = {n.split("<")[0] for n in names}
+            assert kernels == ({"dp_long"} if mismatch == 900 else {"dp_long16"} if mode == "local" else
+                               {"dp_long16", "dp_long"})
         names.clear()
         c = dna_cfg(mode, match=40, distance_only=True)
         assert align(gpu, qs, ts, c).score.tolist() == align(cpu, qs, ts, c).score.tolist()
         assert {n.split("<")[0] for n in names} == {"dp_long16", "dp_long"}
     finally:
         cpu.close()
+
+
+def test_equality_scores():
+    """dp_long16's EQ instance takes only an M diagonal with X <= 0 <= M - X elsewhere."""
+    from gpualign import scoring
+    from gpualign.engines import gpu_dp
+
+    def table(diag, off, k=4):
+        rows = tuple(tuple(diag if i == j else off for j in range(k)) for i in range(k))
+        return scoring.Substitution("t", "ACGT"[:k], rows)
+
+    assert gpu_dp.equality_scores(scoring.substitution(dna_cfg("local")))
+    assert gpu_dp.equality_scores(table(0, 0)) and gpu_dp.equality_scores(table(5, -1000))
+    assert not gpu_dp.equality_scores(table(-3, -1))  # M < X
+    assert not gpu_dp.equality_scores(table(2, 1))  # X > 0
+    assert not gpu_dp.equality_scores(table(5, -1020))  # M - X > 1024
+    assert not gpu_dp.equality_scores(scoring.substitution(dna_cfg("local", n_mismatch=True)))
+    assert not gpu_dp.equality_scores(scoring.substitution(prot_cfg("local")))
 
 
 @pytest.mark.parametrize("mode", MODES)

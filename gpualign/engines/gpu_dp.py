@@ -33,7 +33,7 @@ NAME = "gpu-dp"
 MODES = {"global": 0, "local": 1, "semi-global": 2}
 ROWS = 16  # query rows per stripe (dp.cu's ROWS): 16 cells per direction word
 COLS = 2  # dp_long's columns per lane and step (dp.cu's COLS, passed to it)
-COLS16 = 8  # dp_long16's (dp.cu's COLS16; measured, H200: 8 and 6 alike, 4 1.1x and 2 1.2x slower)
+COLS16 = 8  # dp_long16's (dp.cu's COLS16; chosen by timing, docs/benchmarks.md)
 MAX_LETTERS = 32  # the matrix lives in shared memory
 MAX_CELLS = 1 << 22  # the most cells of a pair for dp_fill
 LONG_ROWS, LONG_CELLS = 384, 1 << 17  # pairs with at least these query rows and cells go to dp_long (measured)
@@ -97,25 +97,28 @@ def h_range(mode: int, ql: np.ndarray, tl: np.ndarray, sub: scoring.Substitution
 
 
 def fits16(mode: int, ql: np.ndarray, tl: np.ndarray, sub: scoring.Substitution, o: int, e: int) -> np.ndarray:
-    """Pairs whose every value in dp_long16's walk fits an int16 lane above NEG16 - e: H in h_range, and
-    what the walk computes from it: H + S (a diagonal candidate), G = H - (o + e), V and Z (>= G), their
-    - e, and NEG16 - e."""
+    """Pairs whose real cells' values in dp_long16's walk fit an int16 lane above NEG16 - e: H in h_range,
+    and what the walk computes from it: H + S (a diagonal candidate), G = H - (o + e), V and Z (>= G),
+    their - e; and what it computes from -infinity, NEG16 - e and NEG16 + S + o + e (a diagonal from
+    outside the matrix), without wrapping. (Cells past row m or column n may wrap: nothing real reads
+    them.)"""
     lo, hi = h_range(mode, ql, tl, sub, o, e)
     a = sub.array()
     smin, go = min(int(a.min()), 0), o + e
-    small = e <= 768 and int(np.abs(a).max()) + go < 1 << 15
+    small = e <= 768 and smin + go >= -768 and int(np.abs(a).max()) + go < 1 << 15
     return small & (hi < 1 << 15) & (np.minimum(lo + smin, lo - go - e) > NEG16)
 
 
 def equality_scores(sub: scoring.Substitution) -> bool:
-    """Whether sub is M on its diagonal and X <= 0 elsewhere, M - X <= 1024, over at most 30 letters:
-    dp_long16's EQ instance then scores cells from the letters' codes alone."""
+    """Whether sub is M on its diagonal and X elsewhere, X <= 0 <= M - X <= 1024, over at most 30 letters
+    (codes below the padding codes 30 and 31): dp_long16's EQ instance then scores cells from the letters'
+    codes alone (fits16 keeps M + o + e and X + o + e within int16)."""
     a = sub.array()
     k = len(a)
     if not 2 <= k <= 30:
         return False
     m, x = int(a[0, 0]), int(a[0, 1])
-    return bool(np.array_equal(a, np.where(np.eye(k, dtype=bool), m, x))) and x <= 0 and m - x <= 1024 and m < 1 << 14
+    return bool(np.array_equal(a, np.where(np.eye(k, dtype=bool), m, x))) and x <= 0 <= m - x <= 1024
 
 
 def letter_table(cfg: AlignConfig, sub: scoring.Substitution) -> np.ndarray:
@@ -272,9 +275,13 @@ class GpuDpEngine(BatchEngine):
         traced = []  # per launch: its threads' pairs, and where their CIGARs are (dp_trace's output)
         for sel, args, bound, words, grid, team, wide in self._launches(ql, tl, short, long, narrow, want, d_codes,
                                                                         d_meta):
-            name = (_long_name(mode, want, team) if wide else f"dp_long16<{mode}, {_flag(equality_scores(sub))}>") \
-                if team else f"dp_fill<{mode}, {_flag(want)}>"
-            d_dir = self._fill(name, grid, team if wide else -1, args, bound, words, scoring_args, ends)
+            if not team:
+                name = f"dp_fill<{mode}, {_flag(want)}>"
+            elif wide:
+                name = _long_name(mode, want, team)
+            else:
+                name = f"dp_long16<{mode}, {_flag(equality_scores(sub))}>"
+            d_dir = self._fill(name, grid, team, wide, args, bound, words, scoring_args, ends)
             if want:
                 room = np.where(sel >= 0, ql[sel] + tl[sel], 0)
                 traced.append((args[1], args[2], *self._trace(f"dp_trace<{mode}, {_flag(team > 0)}>", args, room,
@@ -312,18 +319,18 @@ class GpuDpEngine(BatchEngine):
                 yield sel, args, int(bound[a:b].sum()), int(words[a:b].sum()), len(sel), team, wide
 
     @trace.traced("dp fill")
-    def _fill(self, name: str, grid: int, team: int, args: tuple, bound: int, words: int, scoring_args: tuple,
-              ends: tuple):
-        """One launch of dp_fill, dp_long or dp_long16 (name; team: dp_long's warps per pair, a block each; 0
-        dp_fill, -1 dp_long16): ends (score, row, column by pair) filled; returns the direction words (with
-        CIGARs)."""
+    def _fill(self, name: str, grid: int, team: int, wide: bool, args: tuple, bound: int, words: int,
+              scoring_args: tuple, ends: tuple):
+        """One launch of dp_fill, dp_long or dp_long16 (name; team: dp_long's warps per pair, a block each, 0
+        for dp_fill; wide False for dp_long16): ends (score, row, column by pair) filled; returns the
+        direction words (with CIGARs)."""
         import cupy
 
         d_bh = cupy.empty(bound, cupy.int32)
         d_bv = cupy.empty_like(d_bh)
         d_dir = cupy.empty(max(1, words), cupy.uint64)
         k = int(scoring_args[1])
-        if team < 0:  # (shared ints: dp.cu's)
+        if not wide:  # (shared ints: dp.cu's)
             block, shared = 32, (k + 1) * (k + 1)
         else:
             block, shared = (32 * team, k * k + team * (4 * COLS + 3)) if team else (BLOCK, k * k)
