@@ -230,6 +230,17 @@ def test_gap_convention_pinned(engine):
     assert int(res.score[0]) == 8 * 2 - 11
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_gap_open_zero(engine, mode):
+    """o = 0 (parasail's open equals its extend, where parasail 1.3.4's striped sw scores wrong): scores with
+    CIGARs equal both oracles', and scores alone the same."""
+    qs, ts = random_pairs(3, "ACGT", 24, 500)
+    for pen in (Penalties(3, 0, 1), Penalties(3, 0, 2)):
+        cfg = dna_cfg(mode).with_(penalties=pen)
+        res = check(engine, qs, ts, cfg)
+        assert align(engine, qs, ts, cfg.with_(distance_only=True)).score.tolist() == res.score.tolist()
+
+
 def test_negative_only_local_is_empty(engine):
     res = align(engine, ["AAAA", ""], ["CCCC", "ACGT"], dna_cfg("local"))
     assert res.score.tolist() == [0, 0] and res.cigar_len.tolist() == [0, 0]

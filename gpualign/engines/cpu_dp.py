@@ -2,7 +2,8 @@
 
 Modes: global = parasail's nw, local = sw, semi-global = sg_dx (the database's, i.e. the target's, two
 ends free; the query end to end: checked in tests/test_dp.py with a hand-made pair). Striped vectors
-for local, scan for global/semi-global (parasail's advice), 16-bit lanes, re-run with 32-bit lanes
+for local, scan for global/semi-global (parasail's advice), scan for local too where the gap open is 0
+(parasail 1.3.4's sw_striped scores wrong when open equals extend), 16-bit lanes, re-run with 32-bit lanes
 when parasail reports saturation. The ``_trace`` variants give the CIGAR (parasail writes SAM
 orientation with =/X, BAM op codes); free ends come back as leading and trailing gap runs (D for
 semi-global's target ends; sw's CIGAR may begin with a zero-score gap run) and are cut off here, so
@@ -47,10 +48,11 @@ def _matrix(sub: scoring.Substitution):
     return m
 
 
-def _function(mode: str, trace: bool, bits: int):
+def _function(mode: str, trace: bool, bits: int, gaps: tuple):
     import parasail
 
     fam, vec = FAMILY[mode]
+    vec = "scan" if gaps[0] == gaps[1] else vec  # (parasail's open = o + e, extend = e: o = 0)
     return getattr(parasail, f"{fam}{'_trace' if trace else ''}_{vec}_{bits}")
 
 
@@ -90,7 +92,7 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
     ranges (n, 4: q_start, q_end, t_start, t_end), the packed CIGAR ops and their count per pair."""
     n = len(q_len)
     matrix = _matrix(sub)
-    fn16, fn32 = _function(mode, want_cigar, 16), _function(mode, want_cigar, 32)
+    fn16, fn32 = _function(mode, want_cigar, 16, gaps), _function(mode, want_cigar, 32, gaps)
     score = [0] * n
     starts = [(0, 0)] * n  # (q_start, t_start); the ends follow from the CIGAR (or the lengths)
     clen = [0] * n
