@@ -429,8 +429,8 @@ __global__ void __launch_bounds__(128, 4) dp_long(PAIRS_ARGS, const int* __restr
 // one-warp walk with 64 stripes a tile (1,024 rows): lane l holds stripes 2l (the low halves of its words)
 // and 2l + 1 (the high halves), the second a step behind the first, so that it takes the row above from
 // the first's outputs of the step before, in registers; lane l's first stripe takes its row above from
-// lane l - 1's second, by shuffles. A pair goes here only where the host has proved every value the walk
-// computes fits int16 (gpu_dp.fits16); scores only, no team. Rows past m and columns past n take a padding
+// lane l - 1's second, by shuffles. A pair goes here only where the host has proved that every value the
+// walk computes for its real cells fits int16 (gpu_dp.fits16); scores only, no team. Rows past m and columns past n take a padding
 // letter that scores at most 0 against anything (the shared matrix's extra row and column of 0; with EQ,
 // X): their cells then never score above a real cell, so local's answer is the maximum of every column
 // of the tiles, unmasked.
