@@ -248,6 +248,17 @@ __global__ void __launch_bounds__(128, MODE == LOCAL && !TRACE ? 5 : 0)
     best_end<MODE>(b, m, out_score[p], out_i[p], out_j[p]);
 }
 
+// a long pair's boundary row before its first tile, by the block's threads: row 0's G (global: the gaps
+// in the target, else 0, minus go, as in dp_fill) and V (neg, -infinity)
+template <int MODE>
+__device__ __forceinline__ void long_row0(int* __restrict__ bH, int* __restrict__ bV, int n, int go, int ge, int neg) {
+    for (int j = 1 + threadIdx.x; j <= n; j += blockDim.x) {
+        bH[j] = (MODE == GLOBAL ? -(go + (j - 1) * ge) : 0) - go;
+        bV[j] = neg;
+    }
+    __syncthreads();
+}
+
 // whether the cell (ob, oi, oj) comes before (best, bi, bj) as local's answer: a higher score, then the
 // first in (stripe, column, row) order, as dp_fill finds it
 __device__ __forceinline__ bool local_before(int ob, int oi, int oj, int best, int bi, int bj) {
@@ -402,11 +413,7 @@ __global__ void __launch_bounds__(128, 4) dp_long(PAIRS_ARGS, const int* __restr
     int* __restrict__ bH = boundH + w_bound[w];
     int* __restrict__ bV = boundV + w_bound[w];
     uint64_t* __restrict__ dr = dir + w_dir[w] + lane;
-    for (int j = 1 + threadIdx.x; j <= n; j += blockDim.x) {  // row 0, as in dp_fill
-        bH[j] = (MODE == GLOBAL ? -(go + (j - 1) * ge) : 0) - go;
-        bV[j] = NEG_INF;
-    }
-    __syncthreads();
+    long_row0<MODE>(bH, bV, n, go, ge, NEG_INF);
     const int steps = (n + COLS - 1) / COLS + 31, tiles = (m + 32 * ROWS - 1) / (32 * ROWS);
     const int total = steps + 32 * (team - 1);  // a round's steps
     const long long tile_words = (long long)steps * COLS * 32;
@@ -442,7 +449,9 @@ __global__ void __launch_bounds__(128, 4) dp_long(PAIRS_ARGS, const int* __restr
 #ifndef COLS16
 #define COLS16 8  // dp_long16's columns per lane and step
 #endif
-#define NEG16 (-32000)  // -infinity in an int16 lane (gpu_dp.fits16 keeps real values above it)
+#ifndef NEG16
+#define NEG16 (-32000)  // -infinity in an int16 lane (gpu_dp.NEG16, passed; fits16 keeps real values above it)
+#endif
 #define EQ_QPAD 31
 #define EQ_TPAD 30
 
@@ -607,11 +616,7 @@ __global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restric
     const unsigned char* __restrict__ tg = codes + toff[p];
     int* __restrict__ bH = boundH + w_bound[w];
     int* __restrict__ bV = boundV + w_bound[w];
-    for (int j = 1 + lane; j <= n; j += 32) {  // row 0, as in dp_fill
-        bH[j] = (MODE == GLOBAL ? -(go + (j - 1) * ge) : 0) - go;
-        bV[j] = NEG16;
-    }
-    __syncwarp();
+    long_row0<MODE>(bH, bV, n, go, ge, NEG16);
     const int steps = (n + COLS16 - 1) / COLS16 + 63, tiles = (m + 64 * ROWS - 1) / (64 * ROWS);
     const uint2 eqs = EQ ? make_uint2(pack16(matrix[0] + go + 1, matrix[0] + go + 1), pack16(matrix[1] + go, matrix[1] + go))
                          : make_uint2(0, 0);

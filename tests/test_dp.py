@@ -369,7 +369,6 @@ def test_gpu_long16(mode, kind, monkeypatch):
 
     monkeypatch.setattr(gpu_dp, "LONG_ROWS", 0)
     monkeypatch.setattr(gpu_dp, "LONG_CELLS", 0)
-    monkeypatch.setattr(gpu_dp, "TEAM_PAIRS_PER_SM", 0)  # (one warp a pair: dp_long16's launches)
     names = []
     fill = gpu_dp.GpuDpEngine._fill
     monkeypatch.setattr(gpu_dp.GpuDpEngine, "_fill", lambda self, name, *a: names.append(name) or fill(self, name, *a))
@@ -425,8 +424,8 @@ def test_equality_scores():
 @pytest.mark.parametrize("mode", MODES)
 def test_h_range_bounds_every_cell(mode):
     """gpu_dp.h_range (what fits16 proves int16 safety from) against every H of Gotoh's DP, written out here
-    in full, on random and adversarial pairs and scorings (one's exact bound reached: all gaps, all
-    mismatches)."""
+    in full, on random and adversarial pairs and scorings; global's lower bound reached exactly by 35 A
+    against 3 C (three mismatches and one gap of 32)."""
     from gpualign import scoring
     from gpualign.engines import gpu_dp
 
@@ -455,6 +454,8 @@ def test_h_range_bounds_every_cell(mode):
                                   0 if mode == "local" else -10 ** 9)
             lo, hi = gpu_dp.h_range(gpu_dp.MODES[mode], np.array([m]), np.array([n]), sub, o, e)
             assert lo[0] <= H.min() and H.max() <= hi[0], (q, t, match, mism, o, e)
+            if (q, t, mode, match, mism, o, e) == ("A" * 35, "C" * 3, "global", 2, 3, 5, 2):
+                assert H.min() == lo[0] == -78
 
 
 @pytest.mark.gpu

@@ -43,8 +43,8 @@ DIR_BYTES = None  # direction words per dp_fill launch; None: a quarter of the d
 LONG_DIR_BYTES = None  # ... per dp_long launch; None: half the device's free memory
 TEAM = None  # dp_long's warps per pair (1, 2 or 4); None: team_size's choice
 TEAM_PAIRS_PER_SM = 2  # dp_long takes teams of 4 warps up to this many pairs per SM (team_size)
-INT16 = True  # long pairs with scores only on dp_long16 where fits16, in launches of one warp a pair
-NEG16 = -32000  # dp.cu's -infinity in int16 lanes
+INT16 = True  # long pairs with scores only on dp_long16 (one warp a pair) where fits16
+NEG16 = -32000  # -infinity in int16 lanes (dp.cu's NEG16, passed to it)
 BLOCK = 128
 CONCURRENT = 2  # batches aligned at once (GpuDpEngine.concurrent)
 
@@ -56,6 +56,17 @@ def _flag(x: bool) -> str:
 def _long_name(mode: int, trace: bool, team: int) -> str:
     """dp_long's instance: its TEAM flag compiles the hand-over between warps in (teams of 2 or 4)."""
     return f"dp_long<{mode}, {_flag(trace)}, {_flag(team > 1)}>"
+
+
+def _kernel(mode: int, trace: bool, team: int, wide: bool, sub: scoring.Substitution) -> tuple[str, int, int]:
+    """A launch's kernel, threads per block and dynamic shared-memory ints (dp.cu's): dp_fill (team 0),
+    dp_long (team warps a pair) or, wide False, dp_long16 (one warp a pair)."""
+    k = len(sub.letters)
+    if not team:
+        return f"dp_fill<{mode}, {_flag(trace)}>", BLOCK, k * k
+    if wide:
+        return _long_name(mode, trace, team), 32 * team, k * k + team * (4 * COLS + 3)
+    return f"dp_long16<{mode}, {_flag(equality_scores(sub))}>", 32, (k + 1) * (k + 1)
 
 
 def _names() -> tuple:
@@ -209,7 +220,7 @@ class GpuDpEngine(BatchEngine):
 
     def _module(self):
         if self._mod is None:
-            self._mod = load_module("dp.cu", _names(), (f"COLS={COLS}", f"COLS16={COLS16}"))
+            self._mod = load_module("dp.cu", _names(), (f"COLS={COLS}", f"COLS16={COLS16}", f"NEG16=({NEG16})"))
         return self._mod
 
     def _table(self, cfg: AlignConfig) -> scoring.Substitution:
@@ -267,21 +278,14 @@ class GpuDpEngine(BatchEngine):
         d_out = cupy.zeros((6, n), cupy.int32)  # by pair, one memset and one copy back:
         ends = tuple(d_out[:3])  # score, end row, end column
         starts = tuple(d_out[3:])  # op count, start row, start column
-        # long pairs for dp_long16 (where few pairs take teams of 4 warps, dp_long's int32 teams were faster)
-        narrow = np.zeros(len(long), bool)
-        if INT16 and not want and len(long) and (TEAM or team_size(len(long), _sm_count())) == 1:
+        narrow = np.zeros(len(long), bool)  # long pairs for dp_long16
+        if INT16 and not want and len(long):
             p = cfg.effective_penalties
             narrow = fits16(mode, ql[long], tl[long], sub, p.gap_open, p.gap_extend)
         traced = []  # per launch: its threads' pairs, and where their CIGARs are (dp_trace's output)
         for sel, args, bound, words, grid, team, wide in self._launches(ql, tl, short, long, narrow, want, d_codes,
                                                                         d_meta):
-            if not team:
-                name = f"dp_fill<{mode}, {_flag(want)}>"
-            elif wide:
-                name = _long_name(mode, want, team)
-            else:
-                name = f"dp_long16<{mode}, {_flag(equality_scores(sub))}>"
-            d_dir = self._fill(name, grid, team, wide, args, bound, words, scoring_args, ends)
+            d_dir = self._fill(*_kernel(mode, want, team, wide, sub), grid, args, bound, words, scoring_args, ends)
             if want:
                 room = np.where(sel >= 0, ql[sel] + tl[sel], 0)
                 traced.append((args[1], args[2], *self._trace(f"dp_trace<{mode}, {_flag(team > 0)}>", args, room,
@@ -319,21 +323,15 @@ class GpuDpEngine(BatchEngine):
                 yield sel, args, int(bound[a:b].sum()), int(words[a:b].sum()), len(sel), team, wide
 
     @trace.traced("dp fill")
-    def _fill(self, name: str, grid: int, team: int, wide: bool, args: tuple, bound: int, words: int,
+    def _fill(self, name: str, block: int, shared: int, grid: int, args: tuple, bound: int, words: int,
               scoring_args: tuple, ends: tuple):
-        """One launch of dp_fill, dp_long or dp_long16 (name; team: dp_long's warps per pair, a block each, 0
-        for dp_fill; wide False for dp_long16): ends (score, row, column by pair) filled; returns the
-        direction words (with CIGARs)."""
+        """One launch of dp_fill, dp_long or dp_long16 (name, block and shared ints: _kernel's): ends (score,
+        row, column by pair) filled; returns the direction words (with CIGARs)."""
         import cupy
 
         d_bh = cupy.empty(bound, cupy.int32)
         d_bv = cupy.empty_like(d_bh)
         d_dir = cupy.empty(max(1, words), cupy.uint64)
-        k = int(scoring_args[1])
-        if not wide:  # (shared ints: dp.cu's)
-            block, shared = 32, (k + 1) * (k + 1)
-        else:
-            block, shared = (32 * team, k * k + team * (4 * COLS + 3)) if team else (BLOCK, k * k)
         self._module().get_function(name)((grid,), (block,), (*args, *scoring_args, d_bh, d_bv, d_dir, *ends),
                                           shared_mem=4 * shared)
         return d_dir

@@ -7,7 +7,7 @@
 
 #include "dp.cu"
 
-alignas(16) int S[1 << 12];  // dp.cu's shared memory (the matrix, K <= 32: 1,024 ints; dp_long's hand-over)
+alignas(16) int S[1 << 12];  // dp.cu's shared memory (the matrix, K <= 32: up to 33 x 33 ints; dp_long's hand-over)
 static const bool shared_named = (emu_shared_base = (const char*)S, true);
 
 // every thread of the launch, one after another, each its own block of one thread
@@ -33,34 +33,23 @@ static void blocks(void (*kernel)(P...), int grid, int block, void** args) {
 
 extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, void** args) {
     const std::string name(name_c);
-    // dp_fill and dp_trace: threads alone; dp_long and dp_long16: whole blocks (a pair's team of warps); grid_y is 1
-#define LAUNCH(K, M, T, HOW)                                 \
-    if (name == #K "<" #M ", " #T ">") {                     \
-        HOW(K<M, T>, grid, block, args);                     \
-        return 0;                                            \
+    // dp_fill, dp_trace and dp_gather: threads alone; dp_long and dp_long16: whole blocks (a pair's team of
+    // warps); grid_y is 1. A kernel's name is its instance spelled as here (gpu_dp's names).
+#define RUN(HOW, ...)                            \
+    if (name == #__VA_ARGS__) {                  \
+        HOW(__VA_ARGS__, grid, block, args);     \
+        return 0;                                \
     }
-#define ALL(K, HOW)                                                          \
-    LAUNCH(K, 0, true, HOW) LAUNCH(K, 1, true, HOW) LAUNCH(K, 2, true, HOW)  \
-    LAUNCH(K, 0, false, HOW) LAUNCH(K, 1, false, HOW) LAUNCH(K, 2, false, HOW)
-    ALL(dp_fill, serial)
-    ALL(dp_trace, serial)
-#define LONG(M, T, TEAM)                                                 \
-    if (name == "dp_long<" #M ", " #T ", " #TEAM ">") {                  \
-        blocks(dp_long<M, T, TEAM>, grid, block, args);                  \
-        return 0;                                                        \
-    }
-    LONG(0, true, false) LONG(1, true, false) LONG(2, true, false) LONG(0, false, false) LONG(1, false, false)
-    LONG(2, false, false) LONG(0, true, true) LONG(1, true, true) LONG(2, true, true) LONG(0, false, true)
-    LONG(1, false, true) LONG(2, false, true)
-#define LONG16(M, EQ)                                          \
-    if (name == "dp_long16<" #M ", " #EQ ">") {                \
-        blocks(dp_long16<M, EQ>, grid, block, args);           \
-        return 0;                                              \
-    }
-    LONG16(0, true) LONG16(1, true) LONG16(2, true) LONG16(0, false) LONG16(1, false) LONG16(2, false)
-    if (name == "dp_gather") {
-        serial(dp_gather, grid, block, args);
-        return 0;
-    }
+    RUN(serial, dp_fill<0, true>) RUN(serial, dp_fill<1, true>) RUN(serial, dp_fill<2, true>)
+    RUN(serial, dp_fill<0, false>) RUN(serial, dp_fill<1, false>) RUN(serial, dp_fill<2, false>)
+    RUN(serial, dp_trace<0, true>) RUN(serial, dp_trace<1, true>) RUN(serial, dp_trace<2, true>)
+    RUN(serial, dp_trace<0, false>) RUN(serial, dp_trace<1, false>) RUN(serial, dp_trace<2, false>)
+    RUN(blocks, dp_long<0, true, false>) RUN(blocks, dp_long<1, true, false>) RUN(blocks, dp_long<2, true, false>)
+    RUN(blocks, dp_long<0, true, true>) RUN(blocks, dp_long<1, true, true>) RUN(blocks, dp_long<2, true, true>)
+    RUN(blocks, dp_long<0, false, false>) RUN(blocks, dp_long<1, false, false>) RUN(blocks, dp_long<2, false, false>)
+    RUN(blocks, dp_long<0, false, true>) RUN(blocks, dp_long<1, false, true>) RUN(blocks, dp_long<2, false, true>)
+    RUN(blocks, dp_long16<0, true>) RUN(blocks, dp_long16<1, true>) RUN(blocks, dp_long16<2, true>)
+    RUN(blocks, dp_long16<0, false>) RUN(blocks, dp_long16<1, false>) RUN(blocks, dp_long16<2, false>)
+    RUN(serial, dp_gather)
     return 1;  // no such kernel
 }
