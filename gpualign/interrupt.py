@@ -11,7 +11,10 @@ or 129 (SIGHUP). If the unwinding has not reached finish() within GRACE_S, the w
 Forked worker processes ignore SIGINT (Ctrl-C reaches the whole process group: the parent ends them)
 and die at once on SIGTERM/SIGHUP (the default action): install() registers that for every fork. A
 process forked after the signal exits at once, and while fork hooks run the handler raises nothing (the
-watchdog ends the run): an exception there would be printed and lost.
+watchdog ends the run): an exception there would be printed and lost. Where the handler's exception
+lands in code whose exceptions CPython prints and drops (a weakref callback, such as importlib's module
+lock clean-up during an import; a __del__), the drop is silent too (sys.unraisablehook) and the watchdog
+ends the run.
 Why: with the workers taking Ctrl-C themselves, `pairs` hung about once in ten (stacks dumped from a hung
 run, 2-core host): the pool's manager thread sat forever in recv() of a result message cut short, as a
 CPU worker's KeyboardInterrupt came while it wrote a large result to the pipe (header and body are
@@ -68,6 +71,7 @@ def install() -> None:
     _root_pid = os.getpid()
     for sig in EXIT_CODES:
         signal.signal(sig, _handler)
+    sys.unraisablehook = _unraisable
     # logging (imported above) registered its fork hooks before ours, so that _forking spans them
     os.register_at_fork(before=_before_fork, after_in_parent=_fork_done, after_in_child=_in_child)
     # at a normal exit too, no shared-memory block of the run is left (one a thread had not freed yet)
@@ -131,6 +135,13 @@ def _handler(signum, frame) -> None:
     if _forking:  # an exception in a fork hook is printed and dropped: the watchdog ends the run
         return
     raise Interrupted(signum)
+
+
+def _unraisable(unraisable, default=sys.unraisablehook) -> None:
+    """An Interrupted that CPython dropped: nothing printed (the watchdog ends the run); others as
+    before."""
+    if not isinstance(unraisable.exc_value, Interrupted):
+        default(unraisable)
 
 
 def signalled() -> int | None:

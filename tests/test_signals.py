@@ -217,6 +217,23 @@ def test_signal_inside_the_fork_hooks():
     assert p.returncode == 130 and p.stderr == "interrupted\n" and time.monotonic() - t0 < 5, p.stderr
 
 
+def test_signal_inside_a_weakref_callback():
+    """A signal whose exception lands where CPython prints and drops it (a weakref callback: CI saw it
+    once, in importlib's module-lock clean-up during an import at the start of `pairs`): nothing printed
+    but `interrupted`, exit 130, the watchdog ending the run."""
+    code = ("import os, signal, time, weakref\n"
+            "from gpualign import interrupt\n"
+            "interrupt.install()\n"
+            "class A: pass\n"
+            "a = A()\n"
+            "r = weakref.ref(a, lambda _: os.kill(os.getpid(), signal.SIGINT))\n"
+            "del a\n"
+            "time.sleep(10)\n")
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 130 and p.stderr == "interrupted\n" and time.monotonic() - t0 < 5, p.stderr
+
+
 def test_no_log_line_after_the_signal():
     """A library's log line during the unwinding (asyncio's "Task exception was never retrieved" for the
     Dask gather an interrupt cancelled: CI saw it once in ~30 cluster interrupts) does not reach stderr:
