@@ -1,7 +1,8 @@
 // dp.cu -- general scoring (gpu_dp.py): Gotoh's affine-gap DP with a substitution matrix, global,
 // local (Smith-Waterman) or semi-global (query end to end, the target's two ends free), int32 scores;
 // short pairs one thread each (dp_fill, inter-sequence parallelism), long pairs a block each (dp_long;
-// with scores only, where the host proves the values fit int16, dp_long16: two cells a word).
+// where the host proves the values fit int16, dp_long16: two cells a word, with CIGARs global and
+// semi-global only).
 //
 // Scores are scores (higher is better): H = max(diagonal + S[q][t], V, Z[, 0 when local]);
 // V (a query-only base, CIGAR I) = max(H_up - go, V_up - ge); Z (a target-only base, CIGAR D) =
@@ -22,7 +23,7 @@
 // skewed: at step x it computes COLS columns from (x - l) COLS + 1, with the row above them handed down
 // from lane l - 1's step x - 1 by shuffles, and lane 0 from the warp above (shared memory) or the tile
 // above's last row (the pair's boundary row of n + 1 G and V). Its direction words are laid out by step
-// ([tile][step][column][lane]), so a warp's stores are coalesced; dp_trace<MODE, true> reads them so.
+// ([tile][step][column][lane]), so a warp's stores are coalesced; dp_trace<MODE, 1> reads them so.
 
 #ifdef __CUDACC_RTC__  // NVRTC (CuPy) has no C library headers
 typedef unsigned int uint32_t;
@@ -431,16 +432,17 @@ __global__ void __launch_bounds__(128, 4) dp_long(PAIRS_ARGS, const int* __restr
     team_answer<MODE>(m, tiles, b, ans, out_score, out_i, out_j, p);
 }
 
-// ---- dp_long16: dp_long's scores only, two cells an instruction ----
+// ---- dp_long16: dp_long in int16, two cells an instruction ----
 // Hopper's DPX and VIADD instructions work on two int16 lanes of a word at once. dp_long16 runs dp_long's
 // one-warp walk with 64 stripes a tile (1,024 rows): lane l holds stripes 2l (the low halves of its words)
 // and 2l + 1 (the high halves), the second a step behind the first, so that it takes the row above from
 // the first's outputs of the step before, in registers; lane l's first stripe takes its row above from
 // lane l - 1's second, by shuffles. A pair goes here only where the host has proved that every value the
-// walk computes for its real cells fits int16 (gpu_dp.fits16); scores only, no team. Rows past m and columns past n take a padding
-// letter that scores at most 0 against anything (the shared matrix's extra row and column of 0; with EQ,
-// X): their cells then never score above a real cell, so local's answer is the maximum of every column
-// of the tiles, unmasked.
+// walk computes for its real cells fits int16 (gpu_dp.fits16); no team; with CIGARs global and semi-global
+// only (local's end cell would need each column's best row, not kept). Rows past m and columns past n
+// take a padding letter that scores at most 0 against anything (the shared matrix's extra row and column
+// of 0; with EQ, X): their cells then never score above a real cell, so local's answer is the maximum of
+// every column of the tiles, unmasked.
 // EQ: the matrix is M on its diagonal and X <= 0 elsewhere (match and mismatch; gpu_dp.equality_scores):
 // a cell's score then comes from its letters' codes, shifted left by 10 bits and packed like the cells,
 // without the shared matrix: ~(q ^ t) is -1 in a half whose letters are equal and at most -1025 elsewhere,
@@ -474,21 +476,39 @@ __device__ __forceinline__ void load_matrix16(int* S, const int* __restrict__ ma
 // EQ: rowL is the two target letters' codes, qL the two query letters', rowH and qH not read; eqs the
 // packed M + go + 1 and X + go. LOCAL: hc, the column's highest H in each half. EDGE: hl, row `lastr` of
 // the halves' stripes.
-template <int MODE, bool EQ, bool EDGE>
+// TRACE (global and semi-global): dw, the column's direction bits, stripe_column's four a cell with its
+// ties, shifted in as they come (row r's at bits 4 (3 - r % 4) of word r / 4: the first stripe's in the
+// low half, the second's in the high half, sixteen a half, so none crosses into the other).
+template <int MODE, bool EQ, bool EDGE, bool TRACE>
 __device__ __forceinline__ void stripe_column16(uint32_t rowL, uint32_t rowH, const uint32_t (&qL)[ROWS],
                                                 const uint32_t (&qH)[ROWS], uint32_t (&g)[ROWS],
                                                 uint32_t (&z)[ROWS], uint32_t& gup, uint32_t& vup,
                                                 uint32_t gdiag, uint32_t go2, uint32_t nge2, const uint2 eqs,
-                                                int lastr, uint32_t& hc, uint32_t& hl) {
+                                                int lastr, uint32_t& hc, uint32_t& hl, uint32_t (&dw)[4]) {
+    static_assert(!(TRACE && MODE == LOCAL), "dp_long16 traces global and semi-global alignments");
     hc = 0;
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
         const uint32_t s = EQ ? __viaddmax_s16x2(~(qL[r] ^ rowL), eqs.x, eqs.y)
                               : pack16(smem_at(rowL, qL[r]), smem_at(rowH, qH[r]));
-        const uint32_t v = __viaddmax_s16x2(vup, nge2, gup);
-        const uint32_t zz = __viaddmax_s16x2(z[r], nge2, g[r]);
-        const uint32_t vz = __vmaxs2(v, zz);
-        const uint32_t h = MODE == LOCAL ? __viaddmax_s16x2_relu(gdiag, s, vz) : __viaddmax_s16x2(gdiag, s, vz);
+        uint32_t v, zz, vz, h;
+        if (TRACE) {  // each bit: min(x ^ y, 1) is 1 in a half where x != y (0x10001: 1 in both halves)
+            const uint32_t d = __vadd2(gdiag, s);
+            v = __viaddmax_s16x2(vup, nge2, gup);
+            zz = __viaddmax_s16x2(z[r], nge2, g[r]);
+            vz = __vmaxs2(v, zz);
+            h = __vmaxs2(d, vz);
+            uint32_t& w = dw[r >> 2];
+            w = w * 2 + __vminu2(v ^ gup, 0x10001u);  // V extended (not opened from H above)
+            w = w * 2 + __vminu2(zz ^ g[r], 0x10001u);  // Z extended
+            w = w * 2 + __vminu2(vz ^ v, 0x10001u);  // H from Z rather than V
+            w = w * 2 + __vminu2(h ^ d, 0x10001u);  // H not from the diagonal
+        } else {
+            v = __viaddmax_s16x2(vup, nge2, gup);
+            zz = __viaddmax_s16x2(z[r], nge2, g[r]);
+            vz = __vmaxs2(v, zz);
+            h = MODE == LOCAL ? __viaddmax_s16x2_relu(gdiag, s, vz) : __viaddmax_s16x2(gdiag, s, vz);
+        }
         if (MODE == LOCAL) hc = __vmaxs2(hc, h);
         else if (EDGE && r == lastr) hl = h;
         gdiag = g[r];
@@ -500,12 +520,14 @@ __device__ __forceinline__ void stripe_column16(uint32_t rowL, uint32_t rowH, co
 }
 
 // one tile of dp_long16 (EDGE: the last, holding row m): lane l's stripes 64 tile + 2l and + 2l + 1; at
-// step x the first computes COLS16 columns from (x - 2l) COLS16 + 1, the second the COLS16 before them
-template <int MODE, bool EQ, bool EDGE>
+// step x the first computes COLS16 columns from (x - 2l) COLS16 + 1, the second the COLS16 before them.
+// TRACE: ds, the lane's first direction entry of the tile, laid out [step][column][lane] (16 bytes each,
+// stripe_column16's dw).
+template <int MODE, bool EQ, bool EDGE, bool TRACE>
 __device__ __forceinline__ void long16_tile(const int* S, int K1, const unsigned char* __restrict__ q,
                                             const unsigned char* __restrict__ tg, int m, int n, int tile, int go,
                                             int ge, int* __restrict__ bH, int* __restrict__ bV, int steps,
-                                            const uint2 eqs, uint32_t& hbest, Best& b) {
+                                            const uint2 eqs, uint32_t& hbest, Best& b, uint4* __restrict__ ds) {
     const int lane = threadIdx.x & 31, qpad = EQ ? EQ_QPAD << 10 : K1 - 1, pad = EQ ? EQ_TPAD << 10 : K1 - 1;
     const int shift = EQ ? 10 : 0;
     const int i0 = (tile * 64 + 2 * lane) * ROWS;  // the first stripe's; the second's is i0 + ROWS
@@ -562,12 +584,13 @@ __device__ __forceinline__ void long16_tile(const int* S, int K1, const unsigned
         if ((unsigned)(j0 - 1) < (unsigned)(n + COLS16)) {  // either stripe has a column
 #pragma unroll
             for (int c = 0; c < COLS16; ++c) {
-                uint32_t gup = gin[c], vup = vin[c], hc, hl = 0;
+                uint32_t gup = gin[c], vup = vin[c], hc, hl = 0, dw[4] = {};
                 const uint32_t gdiag = gdiag0;
                 gdiag0 = gup;
                 const uint32_t rowL = EQ ? pack16(tL[c], tH[c]) : smem_row(S, tL[c], K1);
-                stripe_column16<MODE, EQ, EDGE>(rowL, EQ ? 0 : smem_row(S, tH[c], K1), qL, qH, g, z, gup, vup,
-                                                gdiag, go2, nge2, eqs, lastr, hc, hl);
+                stripe_column16<MODE, EQ, EDGE, TRACE>(rowL, EQ ? 0 : smem_row(S, tH[c], K1), qL, qH, g, z, gup,
+                                                       vup, gdiag, go2, nge2, eqs, lastr, hc, hl, dw);
+                if (TRACE) ds[((long long)s * COLS16 + c) * 32] = make_uint4(dw[0], dw[1], dw[2], dw[3]);
                 if (MODE == LOCAL) {
                     hbest = __vmaxs2(hbest, hc);
                 } else if (EDGE) {
@@ -597,10 +620,11 @@ __device__ __forceinline__ void long16_tile(const int* S, int K1, const unsigned
     __syncwarp();
 }
 
-// dp_long with scores only in int16 pairs of cells (long16_tile), a warp per pair (blockDim.x = 32), as
-// dp_long's arguments (dir not written; out_i, out_j: row m and its column, local 0, 0). Dynamic shared
-// memory: (K + 1)^2 ints.
-template <int MODE, bool EQ>
+// dp_long in int16 pairs of cells (long16_tile), a warp per pair (blockDim.x = 32), as dp_long's
+// arguments (out_i, out_j: row m and its column, local 0, 0). TRACE (global and semi-global): w_dir[] the
+// pair's direction words, tiles * steps * COLS16 * 32 entries of 16 bytes (two words each). Dynamic
+// shared memory: (K + 1)^2 ints.
+template <int MODE, bool EQ, bool TRACE>
 __global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
                                                int* __restrict__ boundH, int* __restrict__ boundV,
                                                uint64_t* __restrict__ dir, int* __restrict__ out_score,
@@ -622,11 +646,15 @@ __global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restric
                          : make_uint2(0, 0);
     uint32_t hbest = 0;  // local: the highest H in each half
     Best b = best_start<MODE>(m, go, ge);
+    uint4* __restrict__ dr = reinterpret_cast<uint4*>(dir + w_dir[w]) + lane;
+    const long long tile_entries = (long long)steps * COLS16 * 32;
     for (int tile = 0; tile < tiles; ++tile) {
         if (tile == tiles - 1)
-            long16_tile<MODE, EQ, true>(S, K + 1, q, tg, m, n, tile, go, ge, bH, bV, steps, eqs, hbest, b);
+            long16_tile<MODE, EQ, true, TRACE>(S, K + 1, q, tg, m, n, tile, go, ge, bH, bV, steps, eqs, hbest, b,
+                                               dr + tile * tile_entries);
         else
-            long16_tile<MODE, EQ, false>(S, K + 1, q, tg, m, n, tile, go, ge, bH, bV, steps, eqs, hbest, b);
+            long16_tile<MODE, EQ, false, TRACE>(S, K + 1, q, tg, m, n, tile, go, ge, bH, bV, steps, eqs, hbest, b,
+                                                dr + tile * tile_entries);
     }
     if (MODE == LOCAL) {
         int best = max(low16(hbest), high16(hbest));
@@ -637,40 +665,68 @@ __global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restric
     }
 }
 
-struct Runs {  // the CIGAR being written backwards, runs merged
+struct Runs {  // the CIGAR being written backwards, runs merged (write: this thread stores them)
     uint32_t* out;
     int count, op, len;
+    bool write;
     __device__ void add(int o, int l) {
         if (o == op) {
             len += l;
             return;
         }
-        if (len) out[count++] = (uint32_t)len << 4 | op;
+        if (len) {
+            if (write) out[count] = (uint32_t)len << 4 | op;
+            ++count;
+        }
         op = o;
         len = l;
     }
 };
 
-// LONG: the pairs of dp_long, one per thread (w_dir[t]); else of dp_fill
+// the long kernels' direction bits of stripe s (16 rows), column j, as dp_long writes them (row r at bits
+// 4 (15 - r)); dr: the pair's words, steps: its tiles' steps
+template <int LAYOUT>
+__device__ __forceinline__ uint64_t long_column(const uint64_t* __restrict__ dr, int steps, int s, int j) {
+    if (LAYOUT == 1) {
+        return dr[(((long long)(s >> 5) * steps + (j - 1) / COLS + (s & 31)) * COLS + (j - 1) % COLS) * 32 + (s & 31)];
+    }
+    // dp_long16: tile s / 64, lane s % 64 / 2, its first or second stripe (s % 2: the half, one step later)
+    const long long at = (((long long)(s >> 6) * steps + (j - 1) / COLS16 + (s & 63)) * COLS16 + (j - 1) % COLS16) * 32
+                         + ((s & 63) >> 1);
+    const uint4 e = reinterpret_cast<const uint4*>(dr)[at];
+    const int h = 16 * (s & 1);
+    return (uint64_t)((e.x >> h) & 0xffffu) << 48 | (uint64_t)((e.y >> h) & 0xffffu) << 32 |
+           ((e.z >> h) & 0xffffu) << 16 | ((e.w >> h) & 0xffffu);
+}
+
+// The directions of the pairs of dp_fill (LAYOUT 0; a thread a pair) or of dp_long (1) or dp_long16 (2;
+// global and semi-global), a warp a pair (w_dir[t]; blockDim.x a multiple of 32): its lanes hold the 32
+// columns left of the walk's cell in its stripe (lane k column jw - k), loaded at once when the walk
+// leaves them, so that a load's latency is paid once a window, not once a step; every lane walks, lane 0
+// writes.
 // (LOCAL: the walk carries the score of the cell it is at, from the end's score, and stops at an H of 0.)
-template <int MODE, bool LONG>
+template <int MODE, int LAYOUT>
 __global__ void dp_trace(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
                          const uint64_t* __restrict__ dir, const int* __restrict__ end_score,
                          const int* __restrict__ end_i, const int* __restrict__ end_j,
                          const long long* __restrict__ op_off, uint32_t* __restrict__ ops,
                          int* __restrict__ out_count, int* __restrict__ out_qs, int* __restrict__ out_ts) {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    constexpr bool LONG = LAYOUT > 0;
+    const int g = blockIdx.x * blockDim.x + threadIdx.x, t = LONG ? g >> 5 : g, lane = g & 31;
     if (t >= nthreads) return;
     const int p = order[t];
     if (p < 0) return;
-    const int w = LONG ? t : t >> 5, lane = LONG ? 0 : t & 31;
-    const int maxn = LONG ? 0 : w_maxn[w], steps = LONG ? (tlen[p] + COLS - 1) / COLS + 31 : 0;
+    const int w = LONG ? t : t >> 5;
+    const int maxn = LONG ? 0 : w_maxn[w];
+    const int steps = LAYOUT == 1 ? (tlen[p] + COLS - 1) / COLS + 31 : (tlen[p] + COLS16 - 1) / COLS16 + 63;
     const unsigned char* __restrict__ q = codes + qoff[p];
     const unsigned char* __restrict__ tg = codes + toff[p];
-    const uint64_t* __restrict__ dr = dir + w_dir[w] + lane;
+    const uint64_t* __restrict__ dr = dir + w_dir[w] + (LONG ? 0 : lane);
     int i = end_i[p], j = end_j[p], state = FROM_DIAG;  // the matrix the walk is in: H, V or Z
     int score = MODE == LOCAL ? end_score[p] : 0;
-    Runs runs{ops + op_off[t], 0, 0, 0};
+    int ws = -1, wj = 0;  // LONG: the window's stripe and first column; this lane's word, column wj - lane
+    uint64_t mine = 0;
+    Runs runs{ops + op_off[t], 0, 0, 0, !LONG || lane == 0};
     while (true) {
         if (i == 0 || j == 0) {  // the first row or column: what is left is one gap, or free
             if (MODE != LOCAL && i) runs.add(OP_I, i), i = 0;
@@ -678,9 +734,17 @@ __global__ void dp_trace(PAIRS_ARGS, const int* __restrict__ matrix, int K, int 
             break;
         }
         const int r = (i - 1) % ROWS, s = (i - 1) / ROWS;
-        const long long at = LONG ? (((long long)(s >> 5) * steps + (j - 1) / COLS + (s & 31)) * COLS + (j - 1) % COLS) * 32 + (s & 31)
-                                  : ((long long)s * maxn + (j - 1)) * 32;
-        const int cell = (int)(dr[at] >> (4 * (ROWS - 1 - r))) & 15;  // stripe_column's bits
+        int cell;  // stripe_column's bits
+        if (LONG) {
+            if (s != ws || j <= wj - 32) {  // (the walk never moves right)
+                ws = s, wj = j;
+                mine = j - lane >= 1 ? long_column<LAYOUT>(dr, steps, s, j - lane) : 0;
+            }
+            const uint32_t half = r < 8 ? (uint32_t)(mine >> 32) : (uint32_t)mine;
+            cell = (int)(__shfl_sync(FULL_MASK, half, wj - j) >> (4 * (7 - (r & 7)))) & 15;
+        } else {
+            cell = (int)(dr[((long long)s * maxn + (j - 1)) * 32] >> (4 * (ROWS - 1 - r))) & 15;
+        }
         if (state == FROM_V) {
             runs.add(OP_I, 1);
             const bool opened = !(cell & 8);
@@ -707,6 +771,7 @@ __global__ void dp_trace(PAIRS_ARGS, const int* __restrict__ matrix, int K, int 
         }
     }
     runs.add(-1, 0);  // flush the last run
+    if (!runs.write) return;
     uint32_t* out = runs.out;
     for (int a = 0, b = runs.count - 1; a < b; ++a, --b) {
         const uint32_t x = out[a];

@@ -104,8 +104,9 @@ def empty_score(q, t, cfg):
 
 
 def rescore(q, t, res, i, cfg):
-    """Walk pair i's CIGAR: =/X against the sequences, matrix scores and gap costs summed; consumed
-    lengths equal the aligned ranges; returns the score."""
+    """Walk pair i's CIGAR: =/X against the sequences (with n_mismatch, letters other than ACGT equal
+    nothing), matrix scores and gap costs summed; consumed lengths equal the aligned ranges; returns the
+    score."""
     if cfg.scoring.matrix:
         m = substitution_matrices.load(cfg.scoring.matrix)
     p = cfg.penalties
@@ -118,8 +119,9 @@ def rescore(q, t, res, i, cfg):
         if op in (C.EQ, C.X):
             for _ in range(ln):
                 a, b = q[x], t[y]
-                assert (a == b) == (op == C.EQ), (q, t, C.to_text(ops, [0], [len(ops)]))
-                total += int(m[a, b]) if cfg.scoring.matrix else (cfg.scoring.match if a == b else -p.mismatch)
+                same = a == b and not (cfg.n_mismatch and a not in "ACGT")
+                assert same == (op == C.EQ), (q, t, C.to_text(ops, [0], [len(ops)]))
+                total += int(m[a, b]) if cfg.scoring.matrix else (cfg.scoring.match if same else -p.mismatch)
                 x, y = x + 1, y + 1
         elif op == C.I:
             total -= p.gap_open + ln * p.gap_extend
@@ -328,6 +330,7 @@ def test_gpu_long_pairs(mode, cols, team, kind, monkeypatch):
 
     monkeypatch.setattr(gpu_dp, "COLS", cols)
     monkeypatch.setattr(gpu_dp, "TEAM", team)
+    monkeypatch.setattr(gpu_dp, "INT16", False)  # (test_gpu_long16_cigars: dp_long16's)
 
     rng = np.random.default_rng(24)
     n, top, x = (40, 3000, 1) if kind == "gpu" else (12, 1400, 2)  # x: the hand-made pairs shorter by x
@@ -356,23 +359,12 @@ def test_gpu_long_pairs(mode, cols, team, kind, monkeypatch):
     assert runs[0] == runs[1]
 
 
-@pytest.mark.parametrize("kind", GPU_OR_EMU)
-@pytest.mark.parametrize("mode", MODES)
-def test_gpu_long16(mode, kind, monkeypatch):
-    """dp_long16 (long pairs with scores only, two int16 cells a word): scores equal cpu-dp's for DNA
-    match/mismatch (EQ: scored from the letters' codes), DNA with --n-mismatch and protein BLOSUM62 (the
-    shared matrix), on pairs of one to three tiles of 1,024 rows, lengths not multiples of 16 or of the
-    columns per step, N runs, poly-A, a query much longer than its target and the reverse; a mismatch of
-    700 (-infinity plus it, o and e: 32 short of wrapping) on dp_long16 and of 900 on dp_long; and with a
-    match bonus of 40, the pairs whose values could pass int16 go to dp_long in the same batch, right too."""
-    from gpualign.engines import gpu_dp
-
-    monkeypatch.setattr(gpu_dp, "LONG_ROWS", 0)
-    monkeypatch.setattr(gpu_dp, "LONG_CELLS", 0)
-    names = []
-    fill = gpu_dp.GpuDpEngine._fill
-    monkeypatch.setattr(gpu_dp.GpuDpEngine, "_fill", lambda self, name, *a: names.append(name) or fill(self, name, *a))
-    rng = np.random.default_rng(25)
+def long16_sets(kind: str, seed: int, mode: str) -> tuple:
+    """(queries, targets, sets) for dp_long16: DNA pairs of one to three tiles of 1,024 rows (lengths not
+    multiples of 16 or of the columns per step, N runs, poly-A, a query much longer than its target and
+    the reverse); sets: (config, (queries, targets), its EQ flag) for DNA match/mismatch (EQ: scored from
+    the letters' codes), DNA with --n-mismatch and protein BLOSUM62 (the shared matrix)."""
+    rng = np.random.default_rng(seed)
     top = 3000 if kind == "gpu" else 1400
     qs = ["".join(rng.choice(list("ACGTN"), rng.integers(1, top))) for _ in range(10)]
     ts = [mutate(rng, q, "ACGT", 0.15) or "A" for q in qs]
@@ -380,14 +372,42 @@ def test_gpu_long16(mode, kind, monkeypatch):
            "".join(rng.choice(list("ACGT"), 2100))]
     ts += ["A" * 900, "TTT" + "ACGT" * 260, "C" * 1200, "C" * 500, "G", "N" * 600, mutate(rng, qs[-1][800:1300], "ACGT", 0.1)]
     aa = ["".join(rng.choice(list(AA), rng.integers(300, top // 2))) for _ in range(6)]
+    sets = [(dna_cfg(mode), (qs, ts), "true"), (dna_cfg(mode, n_mismatch=True), (qs, ts), "false"),
+            (prot_cfg(mode), (aa, [mutate(rng, x, AA, 0.2) for x in aa]), "false")]
+    return qs, ts, sets
+
+
+def record_fills(monkeypatch) -> list:
+    """Every long pair on the long kernels; the names of the kernels each launch runs, recorded."""
+    from gpualign.engines import gpu_dp
+
+    monkeypatch.setattr(gpu_dp, "LONG_ROWS", 0)
+    monkeypatch.setattr(gpu_dp, "LONG_CELLS", 0)
+    names = []
+    fill = gpu_dp.GpuDpEngine._fill
+    monkeypatch.setattr(gpu_dp.GpuDpEngine, "_fill", lambda self, name, *a: names.append(name) or fill(self, name, *a))
+    return names
+
+
+@pytest.mark.parametrize("kind", GPU_OR_EMU)
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_long16(mode, kind, monkeypatch):
+    """dp_long16 (long pairs, two int16 cells a word) with scores only: scores equal cpu-dp's for DNA
+    match/mismatch (EQ: scored from the letters' codes), DNA with --n-mismatch and protein BLOSUM62 (the
+    shared matrix), on long16_sets; a mismatch of 700 (-infinity plus it, o and e: 32 short of wrapping)
+    on dp_long16 and of 900 on dp_long; and with a match bonus of 40, the pairs whose values could pass
+    int16 go to dp_long in the same batch, right too."""
+    from gpualign.engines import gpu_dp
+
+    names = record_fills(monkeypatch)
+    qs, ts, sets = long16_sets(kind, 25, mode)
     cpu, gpu = CpuDpEngine(2), gpu_engine(kind)
     try:
-        for cfg, (q, t), eq in ((dna_cfg(mode), (qs, ts), "true"), (dna_cfg(mode, n_mismatch=True), (qs, ts), "false"),
-                                (prot_cfg(mode), (aa, [mutate(rng, x, AA, 0.2) for x in aa]), "false")):
+        for cfg, (q, t), eq in sets:
             names.clear()
             c = cfg.with_(distance_only=True)
             assert align(gpu, q, t, c).score.tolist() == align(cpu, q, t, c).score.tolist()
-            assert set(names) == {f"dp_long16<{gpu_dp.MODES[mode]}, {eq}>"}
+            assert set(names) == {f"dp_long16<{gpu_dp.MODES[mode]}, {eq}, false>"}
         for mismatch in (700, 900):  # (global and semi-global: the longer pairs' bounds pass int16 too)
             names.clear()
             c = dna_cfg(mode, distance_only=True).with_(penalties=Penalties(mismatch, 2, 1))
@@ -399,6 +419,43 @@ def test_gpu_long16(mode, kind, monkeypatch):
         c = dna_cfg(mode, match=40, distance_only=True)
         assert align(gpu, qs, ts, c).score.tolist() == align(cpu, qs, ts, c).score.tolist()
         assert {n.split("<")[0] for n in names} == {"dp_long16", "dp_long"}
+    finally:
+        cpu.close()
+
+
+@pytest.mark.parametrize("kind", GPU_OR_EMU)
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_long16_cigars(mode, kind, monkeypatch):
+    """dp_long16 with CIGARs (global and semi-global; local stays on dp_long), on long16_sets: the very
+    CIGARs, coordinates and scores of dp_long (int32, the same tie rule), scores equal cpu-dp's, every
+    CIGAR re-scored; with a match bonus of 40 the pairs that could pass int16 stay on dp_long in the same
+    batch."""
+    from gpualign.engines import gpu_dp
+
+    names = record_fills(monkeypatch)
+    qs, ts, sets = long16_sets(kind, 26, mode)
+    cpu, gpu = CpuDpEngine(2), gpu_engine(kind)
+    try:
+        for cfg, (q, t), eq in sets + [(dna_cfg(mode, match=40), (qs, ts), "true")]:
+            runs, first = [], None
+            for narrow in (True, False):
+                monkeypatch.setattr(gpu_dp, "INT16", narrow)
+                names.clear()
+                r = align(gpu, q, t, cfg)
+                first = r if first is None else first
+                runs.append((r.score.tolist(), C.to_text(r.cigar, r.cigar_off, r.cigar_len), r.q_start.tolist(),
+                             r.q_end.tolist(), r.t_start.tolist(), r.t_end.tolist()))
+                kernels = {n.split("<")[0] for n in names}
+                if not narrow or mode == "local":
+                    assert kernels == {"dp_long"}
+                elif cfg.scoring.match == 40:
+                    assert kernels == {"dp_long16", "dp_long"}
+                else:
+                    assert set(names) == {f"dp_long16<{gpu_dp.MODES[mode]}, {eq}, true>"}
+            assert runs[0] == runs[1]
+            assert runs[0][0] == align(cpu, q, t, cfg).score.tolist()
+            for i in range(len(q)):
+                assert rescore(q[i], t[i], first, i, cfg) == first.score[i]
     finally:
         cpu.close()
 

@@ -9,7 +9,8 @@ as a rule the whole batch is one launch). Long pairs (is_long), a team of warps 
 thread walking a long pair alone would keep few threads busy; a warp's lanes take 32 stripes of its rows
 at once; where a launch has few pairs, a team of 4 warps takes each, the warps the next tiles of 32
 stripes (team_size). Launches hold as many pairs as half the free device memory takes. Long pairs
-with scores only whose every value fits int16 (fits16) take dp_long16, two cells an instruction.
+whose every value fits int16 (fits16) take dp_long16, two cells an instruction (with CIGARs: global and
+semi-global).
 Pairs whose directions would pass LONG_MAX_CELLS cells, or whose scores could reach SCORE_LIMIT, and
 matrices of more than MAX_LETTERS letters, are left to cpu-dp. Empty sequences are written down here,
 as cpu-dp does.
@@ -43,7 +44,7 @@ DIR_BYTES = None  # direction words per dp_fill launch; None: a quarter of the d
 LONG_DIR_BYTES = None  # ... per dp_long launch; None: half the device's free memory
 TEAM = None  # dp_long's warps per pair (1, 2 or 4); None: team_size's choice
 TEAM_PAIRS_PER_SM = 2  # dp_long takes teams of 4 warps up to this many pairs per SM (team_size)
-INT16 = True  # long pairs with scores only on dp_long16 (one warp a pair) where fits16
+INT16 = True  # long pairs on dp_long16 (one warp a pair) where fits16 (with CIGARs: not local)
 NEG16 = -32000  # -infinity in int16 lanes (dp.cu's NEG16, passed to it)
 BLOCK = 128
 CONCURRENT = 2  # batches aligned at once (GpuDpEngine.concurrent)
@@ -66,13 +67,22 @@ def _kernel(mode: int, trace: bool, team: int, wide: bool, sub: scoring.Substitu
         return f"dp_fill<{mode}, {_flag(trace)}>", BLOCK, k * k
     if wide:
         return _long_name(mode, trace, team), 32 * team, k * k + team * (4 * COLS + 3)
-    return f"dp_long16<{mode}, {_flag(equality_scores(sub))}>", 32, (k + 1) * (k + 1)
+    return f"dp_long16<{mode}, {_flag(equality_scores(sub))}, {_flag(trace)}>", 32, (k + 1) * (k + 1)
+
+
+def _trace_name(mode: int, team: int, wide: bool) -> str:
+    """dp_trace's instance for the directions of dp_fill (team 0), dp_long or dp_long16 (wide False)."""
+    return f"dp_trace<{mode}, {0 if not team else 1 if wide else 2}>"
 
 
 def _names() -> tuple:
-    names = [f"{k}<{m}, {_flag(t)}>" for k in ("dp_fill", "dp_trace") for m in MODES.values() for t in (True, False)]
-    names += [_long_name(m, t, team) for m in MODES.values() for t in (True, False) for team in (1, 2)]
-    names += [f"dp_long16<{m}, {_flag(eq)}>" for m in MODES.values() for eq in (True, False)]
+    modes = MODES.values()
+    names = [f"dp_fill<{m}, {_flag(t)}>" for m in modes for t in (True, False)]
+    names += [_trace_name(m, team, wide) for m in modes for team, wide in ((0, True), (1, True), (1, False))
+              if wide or m != MODES["local"]]
+    names += [_long_name(m, t, team) for m in modes for t in (True, False) for team in (1, 2)]
+    names += [f"dp_long16<{m}, {_flag(eq)}, {_flag(t)}>" for m in modes for eq in (True, False) for t in (True, False)
+              if not t or m != MODES["local"]]
     return tuple(names + ["dp_gather"])
 
 
@@ -82,10 +92,13 @@ def is_long(ql: np.ndarray, tl: np.ndarray) -> np.ndarray:
     return (cells > MAX_CELLS) | ((ql >= LONG_ROWS) & (cells >= LONG_CELLS))
 
 
-def long_words(ql: np.ndarray, tl: np.ndarray) -> np.ndarray:
-    """dp_long's direction words per pair: per tile of 32 stripes, COLS words per lane and step."""
-    tiles = -(-ql // (32 * ROWS))
-    return tiles * (-(-tl // COLS) + 31) * COLS * 32
+def long_words(ql: np.ndarray, tl: np.ndarray, wide: bool = True) -> np.ndarray:
+    """The long kernels' direction words (8 bytes) per pair: dp_long's, per tile of 32 stripes, COLS
+    words per lane and step; dp_long16's (wide False), per tile of 64 stripes, 2 COLS16 words per lane and
+    step."""
+    if wide:
+        return -(-ql // (32 * ROWS)) * (-(-tl // COLS) + 31) * COLS * 32
+    return -(-ql // (64 * ROWS)) * (-(-tl // COLS16) + 63) * COLS16 * 64
 
 
 def team_size(pairs: int, sms: int) -> int:
@@ -254,7 +267,8 @@ class GpuDpEngine(BatchEngine):
         room = (ql + tl) * per_base < SCORE_LIMIT
         big = np.flatnonzero(is_long(ql, tl)) if not cfg.distance_only else ()
         if len(big):  # dp_long's directions: 16 cells per word, whole tiles of 512 rows
-            room[big] &= long_words(ql[big], tl[big]) * ROWS <= LONG_MAX_CELLS
+            room[big] &= np.maximum(long_words(ql[big], tl[big]), long_words(ql[big], tl[big], False)) * ROWS \
+                <= LONG_MAX_CELLS
         return room
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
@@ -278,8 +292,8 @@ class GpuDpEngine(BatchEngine):
         d_out = cupy.zeros((6, n), cupy.int32)  # by pair, one memset and one copy back:
         ends = tuple(d_out[:3])  # score, end row, end column
         starts = tuple(d_out[3:])  # op count, start row, start column
-        narrow = np.zeros(len(long), bool)  # long pairs for dp_long16
-        if INT16 and not want and len(long):
+        narrow = np.zeros(len(long), bool)  # long pairs for dp_long16 (with CIGARs: global and semi-global)
+        if INT16 and len(long) and not (want and mode == MODES["local"]):
             p = cfg.effective_penalties
             narrow = fits16(mode, ql[long], tl[long], sub, p.gap_open, p.gap_extend)
         traced = []  # per launch: its threads' pairs, and where their CIGARs are (dp_trace's output)
@@ -288,8 +302,8 @@ class GpuDpEngine(BatchEngine):
             d_dir = self._fill(*_kernel(mode, want, team, wide, sub), grid, args, bound, words, scoring_args, ends)
             if want:
                 room = np.where(sel >= 0, ql[sel] + tl[sel], 0)
-                traced.append((args[1], args[2], *self._trace(f"dp_trace<{mode}, {_flag(team > 0)}>", args, room,
-                                                              d_dir, scoring_args, ends, starts)))
+                traced.append((args[1], args[2], *self._trace(_trace_name(mode, team, wide), 32 if team else 1,
+                                                              args, room, d_dir, scoring_args, ends, starts)))
             del d_dir
         host = list(d_out.get())
         return self._results(cfg, want, ql, tl, host, lambda dst, total: self._gather(traced, starts[0], dst, total))
@@ -313,7 +327,7 @@ class GpuDpEngine(BatchEngine):
             if not len(some):
                 continue
             order = some[np.argsort(-ql[some] * tl[some], kind="stable")]  # the largest first
-            words = long_words(ql[order], tl[order]) if want else np.zeros(len(order), np.int64)
+            words = long_words(ql[order], tl[order], wide) if want else np.zeros(len(order), np.int64)
             bound = tl[order] + 1
             for a, b in launches(words, LONG_DIR_BYTES or _free_bytes() // 2):
                 sel = order[a:b]
@@ -337,15 +351,16 @@ class GpuDpEngine(BatchEngine):
         return d_dir
 
     @trace.traced("dp trace")
-    def _trace(self, name: str, args: tuple, room: np.ndarray, d_dir, scoring_args: tuple, ends: tuple,
+    def _trace(self, name: str, lanes: int, args: tuple, room: np.ndarray, d_dir, scoring_args: tuple, ends: tuple,
                starts: tuple):
-        """dp_trace (name) over one launch's pairs (room: each thread's most ops): starts (op count, start
-        row, start column by pair) filled; returns (each thread's first op in d_ops, d_ops: the CIGARs)."""
+        """dp_trace (name: `lanes` threads a pair) over one launch's pairs (room: each pair's most ops):
+        starts (op count, start row, start column by pair) filled; returns (each pair's first op in d_ops,
+        d_ops: the CIGARs)."""
         import cupy
 
         d_off = to_device(_exclusive(room), np.int64)
         d_ops = cupy.empty(max(1, int(room.sum())), cupy.uint32)
-        self._module().get_function(name)((-(-len(room) // BLOCK),), (BLOCK,),
+        self._module().get_function(name)((-(-len(room) * lanes // BLOCK),), (BLOCK,),
                                           (*args, *scoring_args, d_dir, *ends, d_off, d_ops, *starts))
         return d_off, d_ops
 

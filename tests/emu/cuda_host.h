@@ -52,6 +52,10 @@ inline unsigned __viaddmax_s16x2_relu(unsigned a, unsigned b, unsigned c) {
 }
 inline unsigned __vmaxs2(unsigned a, unsigned b) { return emu_pair(max(emu_lo(a), emu_lo(b)), max(emu_hi(a), emu_hi(b))); }
 inline unsigned __vsub2(unsigned a, unsigned b) { return emu_pair(emu_lo(a) - emu_lo(b), emu_hi(a) - emu_hi(b)); }
+inline unsigned __vadd2(unsigned a, unsigned b) { return emu_pair(emu_lo(a) + emu_lo(b), emu_hi(a) + emu_hi(b)); }
+inline unsigned __vminu2(unsigned a, unsigned b) {
+    return std::min(a & 0xffffu, b & 0xffffu) | std::min(a >> 16, b >> 16) << 16;
+}
 inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
     return (unsigned)((((unsigned long long)hi << 32) | lo) << (shift & 31) >> 32);
 }
@@ -167,6 +171,10 @@ inline T __shfl_up_sync(unsigned, T v, int delta) {
     return emu_block->exchange(v, lane >= delta ? lane - delta : lane);
 }
 template <class T>
+inline T __shfl_sync(unsigned, T v, int src) {
+    return emu_block->exchange(v, src & 31);
+}
+template <class T>
 inline T __shfl_xor_sync(unsigned, T v, int mask) {
     return emu_block->exchange(v, (threadIdx.x & 31) ^ mask);
 }
@@ -190,6 +198,7 @@ struct __attribute__((aligned(16))) uint4 {
     unsigned x, y, z, w;
 };
 inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {  // CUDA's default mode
     const unsigned long long v = ((unsigned long long)y << 32) | x;

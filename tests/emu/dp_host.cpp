@@ -33,8 +33,8 @@ static void blocks(void (*kernel)(P...), int grid, int block, void** args) {
 
 extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, void** args) {
     const std::string name(name_c);
-    // dp_fill, dp_trace and dp_gather: threads alone; dp_long and dp_long16: whole blocks (a pair's team of
-    // warps); grid_y is 1. A kernel's name is its instance spelled as here (gpu_dp's names).
+    // dp_fill, dp_trace of its pairs and dp_gather: threads alone; dp_long, dp_long16 and dp_trace of
+    // theirs: whole blocks (a pair's team of warps, or its warp); grid_y is 1. A kernel's name is its instance spelled as here (gpu_dp's names).
 #define RUN(HOW, ...)                            \
     if (name == #__VA_ARGS__) {                  \
         HOW(__VA_ARGS__, grid, block, args);     \
@@ -42,14 +42,17 @@ extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, v
     }
     RUN(serial, dp_fill<0, true>) RUN(serial, dp_fill<1, true>) RUN(serial, dp_fill<2, true>)
     RUN(serial, dp_fill<0, false>) RUN(serial, dp_fill<1, false>) RUN(serial, dp_fill<2, false>)
-    RUN(serial, dp_trace<0, true>) RUN(serial, dp_trace<1, true>) RUN(serial, dp_trace<2, true>)
-    RUN(serial, dp_trace<0, false>) RUN(serial, dp_trace<1, false>) RUN(serial, dp_trace<2, false>)
+    RUN(serial, dp_trace<0, 0>) RUN(serial, dp_trace<1, 0>) RUN(serial, dp_trace<2, 0>)
+    RUN(blocks, dp_trace<0, 1>) RUN(blocks, dp_trace<1, 1>) RUN(blocks, dp_trace<2, 1>)
+    RUN(blocks, dp_trace<0, 2>) RUN(blocks, dp_trace<2, 2>)
     RUN(blocks, dp_long<0, true, false>) RUN(blocks, dp_long<1, true, false>) RUN(blocks, dp_long<2, true, false>)
     RUN(blocks, dp_long<0, true, true>) RUN(blocks, dp_long<1, true, true>) RUN(blocks, dp_long<2, true, true>)
     RUN(blocks, dp_long<0, false, false>) RUN(blocks, dp_long<1, false, false>) RUN(blocks, dp_long<2, false, false>)
     RUN(blocks, dp_long<0, false, true>) RUN(blocks, dp_long<1, false, true>) RUN(blocks, dp_long<2, false, true>)
-    RUN(blocks, dp_long16<0, true>) RUN(blocks, dp_long16<1, true>) RUN(blocks, dp_long16<2, true>)
-    RUN(blocks, dp_long16<0, false>) RUN(blocks, dp_long16<1, false>) RUN(blocks, dp_long16<2, false>)
+    RUN(blocks, dp_long16<0, true, false>) RUN(blocks, dp_long16<1, true, false>) RUN(blocks, dp_long16<2, true, false>)
+    RUN(blocks, dp_long16<0, false, false>) RUN(blocks, dp_long16<1, false, false>) RUN(blocks, dp_long16<2, false, false>)
+    RUN(blocks, dp_long16<0, true, true>) RUN(blocks, dp_long16<2, true, true>)
+    RUN(blocks, dp_long16<0, false, true>) RUN(blocks, dp_long16<2, false, true>)
     RUN(serial, dp_gather)
     return 1;  // no such kernel
 }
