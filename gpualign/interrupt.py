@@ -71,7 +71,7 @@ def install() -> None:
     _root_pid = os.getpid()
     for sig in EXIT_CODES:
         signal.signal(sig, _handler)
-    sys.unraisablehook = _unraisable
+    sys.unraisablehook = _unraisable(sys.unraisablehook)
     # logging (imported above) registered its fork hooks before ours, so that _forking spans them
     os.register_at_fork(before=_before_fork, after_in_parent=_fork_done, after_in_child=_in_child)
     # at a normal exit too, no shared-memory block of the run is left (one a thread had not freed yet)
@@ -137,11 +137,14 @@ def _handler(signum, frame) -> None:
     raise Interrupted(signum)
 
 
-def _unraisable(unraisable, default=sys.unraisablehook) -> None:
-    """An Interrupted that CPython dropped: nothing printed (the watchdog ends the run); others as
-    before."""
-    if not isinstance(unraisable.exc_value, Interrupted):
-        default(unraisable)
+def _unraisable(previous):
+    """A sys.unraisablehook: an Interrupted that CPython dropped, nothing printed (the watchdog ends the
+    run); others to previous."""
+    def hook(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, Interrupted):
+            previous(unraisable)
+
+    return hook
 
 
 def signalled() -> int | None:

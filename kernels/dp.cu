@@ -45,7 +45,8 @@ enum { OP_I = 1, OP_D = 2, OP_EQ = 7, OP_X = 8 };
 
 // one launch's pairs, by thread: order[t] is the pair of thread t (-1: none); per warp, its longest
 // target (w_maxn) and where its boundary rows (w_bound, in ints) and direction words (w_dir) start.
-// dp_long and dp_trace<MODE, true> read order, w_bound and w_dir by pair (block, thread) instead.
+// dp_long, dp_long16 and dp_trace of their pairs read order, w_bound and w_dir by pair (block, warp)
+// instead.
 #define PAIRS_ARGS                                                                                        \
     const unsigned char *__restrict__ codes, const int *__restrict__ order, int nthreads,                 \
         const int *__restrict__ qoff, const int *__restrict__ qlen, const int *__restrict__ toff,         \

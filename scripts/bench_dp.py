@@ -259,8 +259,8 @@ def main() -> None:
                     help="with --device gpu: dp_long's warps per pair (gpu_dp.TEAM; 0: its own choice); several, "
                          "comma-separated: a GPU row each, on the same pairs")
     ap.add_argument("--int16", default="1",
-                    help="with --device gpu and --score-only: 1 long pairs on dp_long16 where their values fit "
-                         "int16 (gpu_dp.INT16), 0 never; both, comma-separated: a GPU row each, on the same pairs")
+                    help="with --device gpu: 1 long pairs on dp_long16 where their values fit int16 (gpu_dp.INT16; "
+                         "with CIGARs not local), 0 never; both, comma-separated: a GPU row each, on the same pairs")
     ap.add_argument("--commands", type=int, default=0, metavar="N",
                     help="instead: whole `gpualign pairs` commands on N pairs of the dna set, GPU vs CPU")
     a = ap.parse_args()

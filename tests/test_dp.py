@@ -585,6 +585,23 @@ def test_gpu_engine_limits():
     assert not e.accepts(batch, AlignConfig(metric="affine")).any()  # WFA's model: the wavefront engines
 
 
+def test_long_cell_limit_by_kernel(monkeypatch):
+    """With CIGARs the cell limit counts a long pair's directions in the layout of the kernel it would run
+    on: dp_long16's (tiles of 1,024 rows, 504 more columns) only where it goes there (fits16, not local)."""
+    from gpualign.engines import gpu_dp
+
+    e = gpu_dp.GpuDpEngine()
+    batch = PairBatch.from_sequences([b"ACGT" * 256 + b"A"], [b"ACGT" * 150])  # 1,025 x 600
+    ql, tl = batch.q_len.astype(np.int64), batch.t_len.astype(np.int64)
+    assert gpu_dp.long_words(ql, tl)[0] * 16 == 1_016_832 and gpu_dp.long_words(ql, tl, False)[0] * 16 == 2_260_992
+    monkeypatch.setattr(gpu_dp, "LONG_MAX_CELLS", 1_500_000)
+    assert e.accepts(batch, dna_cfg("global")).tolist() == [False]  # dp_long16's layout
+    assert e.accepts(batch, dna_cfg("local")).tolist() == [True]  # local CIGARs: dp_long
+    assert e.accepts(batch, dna_cfg("global", match=60)).tolist() == [True]  # 60 x 600 > int16: dp_long
+    monkeypatch.setattr(gpu_dp, "INT16", False)
+    assert e.accepts(batch, dna_cfg("global")).tolist() == [True]
+
+
 def test_launches_fit_their_limit():
     """gpu_dp.launches: consecutive ranges of warps covering all of them, each holding at most `limit`
     direction bytes (a warp over the limit alone) and as many warps as fit."""

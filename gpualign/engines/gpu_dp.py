@@ -266,9 +266,13 @@ class GpuDpEngine(BatchEngine):
         ql, tl = np.asarray(batch.q_len, np.int64), np.asarray(batch.t_len, np.int64)
         room = (ql + tl) * per_base < SCORE_LIMIT
         big = np.flatnonzero(is_long(ql, tl)) if not cfg.distance_only else ()
-        if len(big):  # dp_long's directions: 16 cells per word, whole tiles of 512 rows
-            room[big] &= np.maximum(long_words(ql[big], tl[big]), long_words(ql[big], tl[big], False)) * ROWS \
-                <= LONG_MAX_CELLS
+        if len(big):  # the directions: 16 cells per word, whole tiles (dp_long16's where the pair goes there)
+            words = long_words(ql[big], tl[big])
+            mode = MODES[cfg.scoring.mode]
+            if INT16 and mode != MODES["local"]:
+                narrow = fits16(mode, ql[big], tl[big], self._table(cfg), p.gap_open, p.gap_extend)
+                words = np.where(narrow, long_words(ql[big], tl[big], False), words)
+            room[big] &= words * ROWS <= LONG_MAX_CELLS
         return room
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
