@@ -701,10 +701,10 @@ __device__ __forceinline__ uint64_t long_column(const uint64_t* __restrict__ dr,
 }
 
 // The directions of the pairs of dp_fill (LAYOUT 0; a thread a pair) or of dp_long (1) or dp_long16 (2;
-// global and semi-global), a warp a pair (w_dir[t]; blockDim.x a multiple of 32): its lanes hold the 32
-// columns left of the walk's cell in its stripe (lane k column jw - k), loaded at once when the walk
-// leaves them, so that a load's latency is paid once a window, not once a step; every lane walks, lane 0
-// writes.
+// global and semi-global), a warp a pair (w_dir[t]; blockDim.x a multiple of 32): its lanes hold a window
+// of 32 columns of the walk's stripe, from its column leftwards (lane k column wj - k), loaded at once when
+// the walk leaves it, so that a load's latency is paid once a window, not once a step; every lane walks,
+// lane 0 writes.
 // (LOCAL: the walk carries the score of the cell it is at, from the end's score, and stops at an H of 0.)
 template <int MODE, int LAYOUT>
 __global__ void dp_trace(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
@@ -725,7 +725,7 @@ __global__ void dp_trace(PAIRS_ARGS, const int* __restrict__ matrix, int K, int 
     const uint64_t* __restrict__ dr = dir + w_dir[w] + (LONG ? 0 : lane);
     int i = end_i[p], j = end_j[p], state = FROM_DIAG;  // the matrix the walk is in: H, V or Z
     int score = MODE == LOCAL ? end_score[p] : 0;
-    int ws = -1, wj = 0;  // LONG: the window's stripe and first column; this lane's word, column wj - lane
+    int ws = -1, wj = 0;  // LONG: the window's stripe and right end; this lane's word, column wj - lane
     uint64_t mine = 0;
     Runs runs{ops + op_off[t], 0, 0, 0, !LONG || lane == 0};
     while (true) {
