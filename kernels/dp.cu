@@ -37,11 +37,21 @@ typedef unsigned long long uint64_t;
 #ifndef COLS
 #define COLS 2  // dp_long's columns per lane and step
 #endif
+#ifndef COLS16
+#define COLS16 8  // dp_long16's columns per lane and step
+#endif
 #define FULL_MASK 0xffffffffu
 
 enum { GLOBAL = 0, LOCAL = 1, SEMI = 2 };
 enum { FROM_DIAG = 0, FROM_V = 1, FROM_Z = 2 };  // dp_trace's states: in H, V or Z
 enum { OP_I = 1, OP_D = 2, OP_EQ = 7, OP_X = 8 };
+
+// a tile's steps in dp_long (COLS columns a step, 31 more for its lanes' skew) or dp_long16 (NARROW:
+// COLS16 columns, 63 more: two stripes a lane) for a target of n bases; dp_trace reads their layouts by it
+template <bool NARROW>
+__device__ __forceinline__ int long_steps(int n) {
+    return NARROW ? (n + COLS16 - 1) / COLS16 + 63 : (n + COLS - 1) / COLS + 31;
+}
 
 // one launch's pairs, by thread: order[t] is the pair of thread t (-1: none); per warp, its longest
 // target (w_maxn) and where its boundary rows (w_bound, in ints) and direction words (w_dir) start.
@@ -416,7 +426,7 @@ __global__ void __launch_bounds__(128, 4) dp_long(PAIRS_ARGS, const int* __restr
     int* __restrict__ bV = boundV + w_bound[w];
     uint64_t* __restrict__ dr = dir + w_dir[w] + lane;
     long_row0<MODE>(bH, bV, n, go, ge, NEG_INF);
-    const int steps = (n + COLS - 1) / COLS + 31, tiles = (m + 32 * ROWS - 1) / (32 * ROWS);
+    const int steps = long_steps<false>(n), tiles = (m + 32 * ROWS - 1) / (32 * ROWS);
     const int total = steps + 32 * (team - 1);  // a round's steps
     const long long tile_words = (long long)steps * COLS * 32;
     Best b = best_start<MODE>(m, go, ge);
@@ -449,9 +459,6 @@ __global__ void __launch_bounds__(128, 4) dp_long(PAIRS_ARGS, const int* __restr
 // without the shared matrix: ~(q ^ t) is -1 in a half whose letters are equal and at most -1025 elsewhere,
 // so max(~(q ^ t) + M + go + 1, X + go) is S + go. The padding codes (EQ_QPAD, EQ_TPAD) equal no letter.
 
-#ifndef COLS16
-#define COLS16 8  // dp_long16's columns per lane and step
-#endif
 #ifndef NEG16
 #define NEG16 (-32000)  // -infinity in an int16 lane (gpu_dp.NEG16, passed; fits16 keeps real values above it)
 #endif
@@ -642,7 +649,7 @@ __global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restric
     int* __restrict__ bH = boundH + w_bound[w];
     int* __restrict__ bV = boundV + w_bound[w];
     long_row0<MODE>(bH, bV, n, go, ge, NEG16);
-    const int steps = (n + COLS16 - 1) / COLS16 + 63, tiles = (m + 64 * ROWS - 1) / (64 * ROWS);
+    const int steps = long_steps<true>(n), tiles = (m + 64 * ROWS - 1) / (64 * ROWS);
     const uint2 eqs = EQ ? make_uint2(pack16(matrix[0] + go + 1, matrix[0] + go + 1), pack16(matrix[1] + go, matrix[1] + go))
                          : make_uint2(0, 0);
     uint32_t hbest = 0;  // local: the highest H in each half
@@ -719,7 +726,7 @@ __global__ void dp_trace(PAIRS_ARGS, const int* __restrict__ matrix, int K, int 
     if (p < 0) return;
     const int w = LONG ? t : t >> 5;
     const int maxn = LONG ? 0 : w_maxn[w];
-    const int steps = LAYOUT == 1 ? (tlen[p] + COLS - 1) / COLS + 31 : (tlen[p] + COLS16 - 1) / COLS16 + 63;
+    const int steps = long_steps<LAYOUT == 2>(tlen[p]);
     const unsigned char* __restrict__ q = codes + qoff[p];
     const unsigned char* __restrict__ tg = codes + toff[p];
     const uint64_t* __restrict__ dr = dir + w_dir[w] + (LONG ? 0 : lane);

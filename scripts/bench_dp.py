@@ -271,7 +271,9 @@ def main() -> None:
     teams = [int(x) for x in a.team.split(",")]
     if any(t not in (0, 1, 2, 4) for t in teams):
         ap.error(f"--team takes 1, 2, 4 or 0 for gpu-dp's own choice (got {a.team})")
-    narrows = [bool(int(x)) for x in a.int16.split(",")]
+    if any(x not in ("0", "1") for x in a.int16.split(",")):
+        ap.error(f"--int16 takes 1, 0 or both comma-separated (got {a.int16})")
+    narrows = [x == "1" for x in a.int16.split(",")]
     if a.commands:
         commands(a.commands, a.threads or len(os.sched_getaffinity(0)), a.json)
         return

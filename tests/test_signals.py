@@ -202,36 +202,33 @@ def test_no_child_after_the_signal():
     assert p.stdout.split() == [str(128 + signal.SIGTERM)], p.stderr
 
 
-def test_signal_inside_the_fork_hooks():
-    """A signal that comes while the fork hooks run (ours starts the resource tracker, which unblocks
-    SIGINT; logging's release its locks) raises nothing there (CPython would print the exception and drop
-    it): the watchdog ends the run, which prints only `interrupted` and exits 130."""
-    code = ("import os, signal, time\n"
-            "from gpualign import interrupt\n"
-            "interrupt.install()\n"
-            "interrupt._forking = True\n"
-            "os.kill(os.getpid(), signal.SIGINT)\n"
-            "time.sleep(10)\n")
+def _watchdog_ends(code: str) -> None:
+    """code, after `from gpualign import interrupt; interrupt.install()`, signals its own process where the
+    handler's exception cannot unwind the main thread: the watchdog ends the run within seconds, which
+    prints only `interrupted` and exits 130."""
+    code = "import os, signal, time, weakref\nfrom gpualign import interrupt\ninterrupt.install()\n" + code
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 130 and p.stderr == "interrupted\n" and time.monotonic() - t0 < 5, p.stderr
+
+
+def test_signal_inside_the_fork_hooks():
+    """A signal that comes while the fork hooks run (ours starts the resource tracker, which unblocks
+    SIGINT; logging's release its locks) raises nothing there (CPython would print the exception and drop
+    it)."""
+    _watchdog_ends("interrupt._forking = True\n"
+                   "os.kill(os.getpid(), signal.SIGINT)\n"
+                   "time.sleep(10)\n")
 
 
 def test_signal_inside_a_weakref_callback():
     """A signal whose exception lands where CPython prints and drops it (a weakref callback: CI saw it
-    once, in importlib's module-lock clean-up during an import at the start of `pairs`): nothing printed
-    but `interrupted`, exit 130, the watchdog ending the run."""
-    code = ("import os, signal, time, weakref\n"
-            "from gpualign import interrupt\n"
-            "interrupt.install()\n"
-            "class A: pass\n"
-            "a = A()\n"
-            "r = weakref.ref(a, lambda _: os.kill(os.getpid(), signal.SIGINT))\n"
-            "del a\n"
-            "time.sleep(10)\n")
-    t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 130 and p.stderr == "interrupted\n" and time.monotonic() - t0 < 5, p.stderr
+    once, in importlib's module-lock clean-up during an import at the start of `pairs`): nothing printed."""
+    _watchdog_ends("class A: pass\n"
+                   "a = A()\n"
+                   "r = weakref.ref(a, lambda _: os.kill(os.getpid(), signal.SIGINT))\n"
+                   "del a\n"
+                   "time.sleep(10)\n")
 
 
 def test_no_log_line_after_the_signal():
