@@ -285,6 +285,64 @@ class ReadAhead:
             self.thread.join(wait)
 
 
+class WriteBehind:
+    """fn(item) for each submitted item, in order, on a thread of its own (at most `ahead` items waiting):
+    the caller goes on with the next item while the last is written. close() waits for every item
+    submitted and raises fn's first error; abort() drops what waits. Busy seconds go to stages[stage]."""
+
+    def __init__(self, fn, stages: dict, stage: str, ahead: int = 2):
+        self.q: queue.Queue = queue.Queue(maxsize=ahead)
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(fn, stages, stage), daemon=True)
+        self.thread.start()
+
+    def _run(self, fn, stages: dict, stage: str) -> None:
+        while True:
+            item = self.q.get()
+            if item is None or self.stop.is_set():
+                return
+            if self.error is not None:
+                continue
+            t0 = time.perf_counter()
+            try:
+                fn(item)
+            except BaseException as e:  # noqa: BLE001 - raised by the caller's next submit() or close()
+                self.error = e
+            finally:
+                stages[stage] += time.perf_counter() - t0
+
+    def _put(self, item) -> None:
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                if not self.thread.is_alive():
+                    return
+
+    def submit(self, item) -> None:
+        if self.error is not None:
+            raise self.error
+        self._put(item)
+
+    def close(self) -> None:
+        self._put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def abort(self, wait: float = 1.0) -> None:
+        """Stop after the item being written (waiting up to `wait` seconds for it)."""
+        self.stop.set()
+        try:
+            self.q.put_nowait(None)
+        except queue.Full:
+            pass
+        if self.thread is not threading.current_thread():
+            self.thread.join(wait)
+
+
 def start_engines(cfg: AlignConfig, cluster=None, verify: float = 0.0):
     """(chain, notice, remote): this process's engine chain, or with a cluster.ClusterSpec asking for
     one, a started cluster.ClusterAligner (remote, to close) and only the CPU engine here (--verify)."""

@@ -157,13 +157,13 @@ def engine_only(mbp: int, variants: list) -> None:
 
 
 def read_only(genome: str, workers: list, repeats: int) -> None:
-    """The text reader alone (search.text.TextReader, GPU chunk size) over the genome FASTA: one stream read
+    """The text reader alone (search.text.TextReader, the default chunk size) over the genome FASTA: one stream read
     here (0 workers) or ranges read by N worker processes; each chunk given back at once (as the search does
     once it is scanned). The FASTA is read once first (page cache)."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    from gpualign.search.run import GPU_CHUNK
+    from gpualign.search.run import CHUNK
     from gpualign.search.text import TextReader
 
     with open(genome, "rb") as fh:
@@ -175,7 +175,7 @@ def read_only(genome: str, workers: list, repeats: int) -> None:
             pool.submit(int).result()
         for rep in range(repeats):
             t0, bases = time.perf_counter(), 0
-            reader = TextReader(genome, GPU_CHUNK, 25, 48, pool, max(1, w))
+            reader = TextReader(genome, CHUNK, 25, 48, pool, max(1, w))
             for ch in reader:
                 bases += int(ch.length.sum())
                 reader.release(ch)

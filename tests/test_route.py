@@ -152,6 +152,46 @@ def test_read_ahead_forwards_errors_and_stops():
     assert not endless.thread.is_alive()
 
 
+def test_write_behind_order_errors_and_abort():
+    """pipeline.WriteBehind: items written in order on its thread; fn's error raised by the next submit()
+    or by close(); abort() stops it with items still waiting."""
+    import threading
+
+    import pytest
+
+    from gpualign.errors import InputError
+    from gpualign.pipeline import WriteBehind
+
+    got, stages = [], {"write": 0.0}
+    behind = WriteBehind(got.append, stages, "write")
+    for i in range(50):
+        behind.submit(i)
+    behind.close()
+    assert got == list(range(50)) and not behind.thread.is_alive() and stages["write"] >= 0
+
+    def fail(item):
+        if item == 3:
+            raise InputError("out.tsv: disk full")
+        got.append(item)
+
+    got.clear()
+    behind = WriteBehind(fail, stages, "write")
+    with pytest.raises(InputError, match="disk full"):
+        for i in range(100):
+            behind.submit(i)
+        behind.close()
+    assert got == [0, 1, 2]
+
+    gate = threading.Event()
+    behind = WriteBehind(lambda item: gate.wait(5), stages, "write", ahead=1)
+    behind.submit(0)  # being written (waits for the gate)
+    behind.submit(1)  # waiting
+    behind.abort(wait=0.1)
+    gate.set()
+    behind.thread.join(timeout=5)
+    assert not behind.thread.is_alive()
+
+
 def test_stream_with_concurrent_engine_keeps_order():
     """pipeline.stream with a first engine that aligns `concurrent` batches at once (as the affine GPU
     engine does): the batches align from that many threads at the same time, and are handed on in

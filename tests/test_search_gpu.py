@@ -28,10 +28,11 @@ def kind(request, monkeypatch):
         yield "gpu"
         return
     from gpualign.engines import _cuda
-    from gpualign.search import gpu
+    from gpualign.search import gpu, gpu_align
 
     monkeypatch.setattr(_cuda, "gpu_status", lambda: (True, ""))
     monkeypatch.setattr(gpu, "load_module", emu.load_module)
+    monkeypatch.setattr(gpu_align, "load_module", emu.load_module)
     with emu.cupy_on_numpy():
         yield "emu"
 
@@ -108,3 +109,50 @@ def test_one_word_patterns_several_per_thread(tmp_path, monkeypatch, n_pats, str
     for per in (1, 2, 4, 8):
         monkeypatch.setattr(gpu, "PER_THREAD", per)
         assert both(tmp_path, pfa, tfa, **kw) == want, per
+
+
+@pytest.mark.parametrize("rule", ["default", "n_mismatch", "iupac"])
+def test_hit_aligner_same_as_host(rule, kind):
+    """The hits' alignments on the GPU (kernels/search_align.cu) against hits.py's on the host, the same
+    numbers: planted and random windows, PAD before a record's start (first > 0, up to the whole window),
+    N and IUPAC codes, one-base patterns, k = 0, long patterns, batches of one and of many."""
+    from gpualign.search import alphabet as A
+    from gpualign.search import hits as H
+    from gpualign.search.gpu_align import GpuHitAligner
+
+    rng = np.random.default_rng(7)
+    table = A.match_table(rule)
+    aligner = GpuHitAligner(table)
+    for n, m, k in [(300, 23, 4), (1, 23, 4), (50, 1, 0), (100, 5, 2), (40, 150, 15), (64, 32, 0), (8, 600, 40)]:
+        L = m + k
+        pattern = rng.integers(0, 15 if rule == "iupac" else 5, (n, m)).astype(np.uint8)
+        window = rng.integers(0, 5, (n, L)).astype(np.uint8)
+        for i in range(0, n, 2):  # planted: the pattern (its IUPAC codes as a base they stand for), a few edits
+            window[i, L - m:] = np.where(pattern[i] < 4, pattern[i], rng.integers(0, 4, m))
+            window[i, rng.integers(0, L, 1 + k // 2)] = rng.integers(0, 4, 1 + k // 2)
+        first = rng.integers(0, L + 1, n)
+        first[::3] = 0
+        window[np.arange(L)[None, :] < first[:, None]] = A.PAD
+        job = (pattern, window, first, table)
+        want, got = H._align_job(job), aligner(job)
+        for a, b in zip(want[:5], got[:5]):
+            np.testing.assert_array_equal(a, b)
+        assert sorted(want[5]) == sorted(got[5])
+        for op in want[5]:
+            np.testing.assert_array_equal(want[5][op], got[5][op])
+
+
+def test_more_candidates_than_room(tmp_path, monkeypatch, kind):
+    """A launch that finds more end positions than its buffer holds runs again with a larger one (while the
+    next chunk's launch is in flight), and so the output is the CPU engine's bytes."""
+    from gpualign.search import gpu
+
+    monkeypatch.setattr(gpu, "FIRST_CAP", 4)
+    rng = np.random.default_rng(11)
+    records = {f"r{i}": random_dna(rng, 30_000, "ACGT") for i in range(2)}
+    pats = {f"p{i}": records["r0"][100 * i:100 * i + 14] for i in range(6)}
+    pfa, tfa = os.path.join(tmp_path, "p.fa"), os.path.join(tmp_path, "t.fa")
+    write_fasta(pfa, pats)
+    write_fasta(tfa, records)
+    out = both(tmp_path, pfa, tfa, k=4, all_ends=True, chunk_bases=8_000)
+    assert out.count(b"\n") > 100

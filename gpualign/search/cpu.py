@@ -77,6 +77,17 @@ class SassyEngine:
             self.pool.join()
             self.pool = None
 
+    def aligner(self):
+        """No aligner of its own: hits.py aligns the hits here."""
+        return None
+
+    def submit(self, chunk):
+        """(The GPU engine's two steps: here the search runs at collect.)"""
+        return chunk
+
+    def collect(self, chunk) -> Cands:
+        return self.search(chunk)
+
     def search(self, chunk) -> Cands:
         """Every piece's candidates; a task holds PART bases or more (small contigs go together)."""
         tasks, task, size = [], [], 0

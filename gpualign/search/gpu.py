@@ -1,12 +1,16 @@
 """GPU search engine: kernels/myers_search.cu over each chunk, one launch per pattern width (32-bit words
-per pattern), the chunk uploaded once. Candidates come back compacted (end offset, pattern, distance)."""
+per pattern), the chunk uploaded once, while the chunk before is searched (submit, then collect).
+Candidates come back compacted (end offset, pattern, distance)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..engines._cuda import load_module
 from ..errors import ConfigError, GpualignError
+from . import alphabet as A
 from . import patterns as PT
 from .hits import Cands
 
@@ -15,6 +19,8 @@ MAX_PS = 65_535 * 64  # pattern-strands per width: the grid's 65,535 blocks in y
 # (_group), under the 2^22 that the kernel's hits hold (pattern << 10 | D in 32 bits)
 MAX_GRID_Y = 65_535
 MAX_CANDS = 1 << 28  # end positions with D <= k per launch at most (2 GiB of device memory)
+FIRST_CAP = 1 << 24  # end positions (8 bytes each) a launch has room for, until one finds more: then it runs
+# again with room for them, and so do later launches
 SHARED_MAX_W = 8
 PER_THREAD = 8  # one-word patterns per thread (kernels/myers_search.cu's P: 1, 2, 4 or 8)
 
@@ -58,13 +64,30 @@ def _group(n_ps: int, per: int, threads: int) -> int:
     return best
 
 
+@dataclass(eq=False)
+class _Launch:
+    """One pattern width's kernel over a chunk: its inputs on the device, and its output buffers."""
+
+    chunk: object
+    w: int
+    ids: np.ndarray
+    peq: object
+    text: object
+    tiles: list  # warm, report, end
+    count: object = None
+    hits: object = None
+
+
 class GpuSearchEngine:
     name = "gpu-myers"
 
     def __init__(self, pats, k: int, rule: str, defines: tuple = ()):
         import cupy
 
-        self.cp, self.k = cupy, k
+        self.cp, self.k, self.rule = cupy, k, rule
+        # kernels on one stream, the text's upload on another, results fetched on a third: none of them waits
+        # for work on the others that it does not need
+        self.stream, self.upload, self.fetch = (cupy.cuda.Stream(non_blocking=True) for _ in range(3))
         self.groups = []  # (W, pattern-strand ids, device masks)
         widths = np.array([PT.words(int(m)) for m in pats.lengths])
         for w in sorted(set(widths.tolist())):
@@ -73,16 +96,15 @@ class GpuSearchEngine:
                 raise ConfigError(f"search: {len(ids):,} pattern-strands of {32 * w} bases or less; the GPU engine "
                                   f"takes fewer than {MAX_PS:,} per length class (split the patterns)")
             peq = PT.masks([pats.codes[i] for i in ids.tolist()], w, rule)
-            self.groups.append((w, ids, cupy.asarray(peq)))
+            with self.stream:
+                self.groups.append((w, ids, cupy.asarray(peq)))
         self.per_thread = {w: per_thread(w, len(ids)) for w, ids, _ in self.groups}
         names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}, {self.per_thread[w]}>"
                       for w, _, _ in self.groups)
         self.mod = load_module("myers_search.cu", names, defines)
         self.kernels = {w: self.mod.get_function(n) for (w, _, _), n in zip(self.groups, names)}
         self.context, self.gap = self.geometry(pats, k)
-        self.cap = 1 << 24  # end positions (8 bytes each) before a launch is run again with more
-        self.count = cupy.zeros(1, np.uint32)
-        self.hits = cupy.empty((self.cap, 2), np.uint32)
+        self.cap = FIRST_CAP
 
     @staticmethod
     def geometry(pats, k: int) -> tuple[int, int]:
@@ -97,43 +119,77 @@ class GpuSearchEngine:
     def close(self) -> None:
         pass
 
+    def aligner(self):
+        """The hits' aligner to use beside this engine (search/gpu_align.py)."""
+        from .gpu_align import GpuHitAligner
+
+        return GpuHitAligner(A.match_table(self.rule))
+
     def search(self, chunk) -> Cands:
+        return self.collect(self.submit(chunk))
+
+    def submit(self, chunk) -> tuple:
+        """Upload chunk and launch its kernels, without waiting for them: what collect() takes. The upload
+        has its own stream, so it runs while the kernels launched before it do."""
         cp = self.cp
         if len(chunk.codes) >= 1 << 32:  # the kernel's offsets are 32-bit (the reader keeps chunks smaller)
             raise GpualignError(f"search: a text chunk of {len(chunk.codes):,} bytes (at most 2^32)")
-        text = cp.asarray(chunk.codes)
+        launches = []
+        with self.upload:
+            text = cp.asarray(chunk.codes)
+            for w, ids, peq in self.groups:
+                warm, report, end = self._tiles(chunk, 32 * w + self.k - 1, 32 * w)
+                if len(warm):
+                    launches.append(_Launch(chunk, w, ids, peq, text, [cp.asarray(a) for a in (warm, report, end)]))
+            ready = self.upload.record()
+        self.stream.wait_event(ready)
+        with self.stream:
+            for job in launches:
+                job.count, job.hits = cp.zeros(1, np.uint32), cp.empty((self.cap, 2), np.uint32)
+                self._launch(job)
+            return launches, self.stream.record()
+
+    def collect(self, submitted: tuple) -> Cands:
+        """The candidates of submit()'s launches, once they are done (not waiting for later launches)."""
+        cp = self.cp
+        launches, done = submitted
+        done.synchronize()
         parts = []
-        for w, ids, peq in self.groups:
-            warm, report, end = self._tiles(chunk, 32 * w + self.k - 1, 32 * w)
-            if not len(warm):
-                continue
-            n_ps = len(ids)
-            per = self.per_thread[w]
-            threads = _threads(w)
-            group = _group(n_ps, per, threads)
-            per_block = threads // (group // per)  # tiles per block
-            grid = (-(-len(warm) // per_block), -(-n_ps // group))
-            shared = group * w * 16 * 4 if w <= SHARED_MAX_W else 0
-            args_t = [cp.asarray(a) for a in (warm, report, end)]
-            while True:
-                self.count.fill(0)
-                self.kernels[w](grid, (threads,), (text, *args_t, np.int32(len(warm)), peq, np.int32(n_ps),
-                                                   np.int32(group), np.int32(self.k), self.count, self.hits,
-                                                   np.uint32(self.cap)), shared_mem=shared)
-                found = int(self.count.get()[0])
-                if found <= self.cap:
-                    break
-                if found > MAX_CANDS:
-                    raise GpualignError(f"search: over {MAX_CANDS:,} end positions with <= {self.k} edits in one "
-                                        f"chunk of text: use a smaller -k, longer patterns or --chunk-bases")
-                self.cap = 1 << int(found - 1).bit_length()
-                self.hits = cp.empty((self.cap, 2), np.uint32)
-            h = self.hits[:found].get()
-            j = h[:, 0].astype(np.int64)
-            piece = np.searchsorted(chunk.buf, j, side="right") - 1
-            parts.append(Cands(ids[(h[:, 1] >> 10).astype(np.int64)].astype(np.int32), piece,
-                               chunk.rec_start[piece] + (j - chunk.buf[piece]), (h[:, 1] & 1023).astype(np.int32)))
+        with self.fetch:
+            for job in launches:
+                while True:
+                    found = int(job.count.get()[0])
+                    if found <= len(job.hits):
+                        break
+                    if found > MAX_CANDS:
+                        raise GpualignError(f"search: over {MAX_CANDS:,} end positions with <= {self.k} edits in "
+                                            f"one chunk of text: use a smaller -k, longer patterns or --chunk-bases")
+                    self.cap = max(self.cap, 1 << int(found - 1).bit_length())
+                    with self.stream:  # (after the launches submitted since: rare)
+                        job.count.fill(0)
+                        job.hits = cp.empty((self.cap, 2), np.uint32)
+                        self._launch(job)
+                        again = self.stream.record()
+                    again.synchronize()
+                h = job.hits[:found].get()
+                chunk = job.chunk
+                j = h[:, 0].astype(np.int64)
+                piece = np.searchsorted(chunk.buf, j, side="right") - 1
+                parts.append(Cands(job.ids[(h[:, 1] >> 10).astype(np.int64)].astype(np.int32), piece,
+                                   chunk.rec_start[piece] + (j - chunk.buf[piece]), (h[:, 1] & 1023).astype(np.int32)))
         return Cands.concat(parts)
+
+    def _launch(self, job: "_Launch") -> None:
+        w, n_ps, n_tiles = job.w, len(job.ids), len(job.tiles[0])
+        per = self.per_thread[w]
+        threads = _threads(w)
+        group = _group(n_ps, per, threads)
+        per_block = threads // (group // per)  # tiles per block
+        grid = (-(-n_tiles // per_block), -(-n_ps // group))
+        shared = group * w * 16 * 4 if w <= SHARED_MAX_W else 0
+        self.kernels[w](grid, (threads,), (job.text, *job.tiles, np.int32(n_tiles), job.peq, np.int32(n_ps),
+                                           np.int32(group), np.int32(self.k), job.count, job.hits,
+                                           np.uint32(len(job.hits))), shared_mem=shared)
 
     @staticmethod
     def _tiles(chunk, warmup: int, free_rows: int):

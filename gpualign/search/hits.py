@@ -78,6 +78,16 @@ class Hits:
                    cig_off=np.concatenate([p.cig_off + s for p, s in zip(parts, shift_c)]),
                    mat_off=np.concatenate([p.mat_off + s for p, s in zip(parts, shift_m)]))
 
+    def rows(self, a: int, b: int) -> "Hits":
+        """Hits a to b (views: nothing copied)."""
+        c0 = int(self.cig_off[a]) if b > a else 0
+        m0 = int(self.mat_off[a]) if b > a else 0
+        c1 = int(self.cig_off[b - 1] + self.cig_len[b - 1]) if b > a else 0
+        m1 = int(self.mat_off[b - 1] + self.end[b - 1] - self.start[b - 1]) if b > a else 0
+        return Hits(self.ps[a:b], self.record[a:b], self.start[a:b], self.end[a:b], self.d[a:b],
+                    self.mismatches[a:b], self.ins[a:b], self.dels[a:b], self.cigar[c0:c1], self.cig_off[a:b] - c0,
+                    self.cig_len[a:b], self.matched[m0:m1], self.mat_off[a:b] - m0)
+
     def take(self, idx: np.ndarray) -> "Hits":
         """The hits idx, in that order, their CIGARs and matched text copied out (nothing else kept)."""
         cig_len, span = self.cig_len[idx], (self.end - self.start)[idx]
@@ -162,22 +172,32 @@ def _align_job(job: tuple) -> tuple:
     return (cost, startcol, *packed_cigars(ops, steps))
 
 
-def trace(chunk, pats, rows: "Cands", k: int, table: np.ndarray, pool=None) -> Hits:
-    """Alignments of the candidates `rows` (their windows lie in chunk); batches go to pool (an
-    executor) when one is given and there is more than one."""
+def trace(chunk, pats, rows: "Cands", k: int, table: np.ndarray, pool=None, aligner=None) -> Hits:
+    """Alignments of the candidates `rows` (their windows lie in chunk): by aligner (search/gpu_align.py's)
+    when given, else here, batches going to pool (an executor) when one is given and there is more than one."""
     groups = []
     lengths = pats.lengths[rows.ps]
     for m in np.unique(lengths).tolist():
         sel = np.flatnonzero(lengths == m)
-        size = min(TRACE_BATCH if pool is None else TRACE_BATCH // 4,
-                   max(1, TRACE_BYTES // (2 * (m + 1) * (m + k + 1))))
+        if aligner is not None:
+            size = aligner.batch(m, k)
+        else:
+            size = min(TRACE_BATCH if pool is None else TRACE_BATCH // 4,
+                       max(1, TRACE_BYTES // (2 * (m + 1) * (m + k + 1))))
         groups += [(sel[a:a + size], m) for a in range(0, len(sel), size)]
     if not groups:
         return Hits.concat([])
     jobs = [_window(chunk, pats, rows, sel, m, k) for sel, m in groups]
     work = [(j["pattern"], j["window"], j["first"], table) for j in jobs]
-    done = pool.map(_align_job, work) if pool is not None and len(work) > 1 else map(_align_job, work)
+    if aligner is not None:
+        done = map(aligner, work)
+    elif pool is not None and len(work) > 1:
+        done = pool.map(_align_job, work)
+    else:
+        done = map(_align_job, work)
     hits = Hits.concat([_assemble(chunk, j, r) for j, r in zip(jobs, done)])
+    if len(groups) == 1:  # (rows' order already)
+        return hits
     return hits.take(np.argsort(np.concatenate([sel for sel, _ in groups]), kind="stable"))  # rows' order
 
 
@@ -189,10 +209,14 @@ def _window(chunk, pats, rows: "Cands", sel: np.ndarray, m: int, k: int) -> dict
     w = np.minimum(L, end - chunk.rec_start[piece])  # bases of the record available before end
     first = L - w
     at = chunk.buf[piece] + (end - chunk.rec_start[piece])  # buffer offset of the end (exclusive)
-    idx = at[:, None] - L + np.arange(L)[None, :]
-    window = np.where(np.arange(L)[None, :] >= first[:, None], chunk.codes[np.maximum(idx, 0)], A.PAD)
-    return dict(pattern=pats.matrix(m)[ps], window=window.astype(np.uint8), first=first, L=L, ps=ps,
-                piece=piece, end=end, at=at, d=d)
+    codes = chunk.codes if len(chunk.codes) >= L else np.concatenate([chunk.codes, np.full(L, A.PAD, np.uint8)])
+    window = np.lib.stride_tricks.sliding_window_view(codes, L)[np.maximum(at - L, 0)]
+    near = np.flatnonzero(first > 0)  # windows that begin before their record: PAD there
+    if len(near):
+        idx = at[near, None] - L + np.arange(L)[None, :]
+        window[near] = np.where(np.arange(L)[None, :] >= first[near, None], codes[np.maximum(idx, 0)], A.PAD)
+    return dict(pattern=pats.matrix(m)[ps], window=window, first=first, L=L, ps=ps, piece=piece, end=end, at=at,
+                d=d)
 
 
 def _assemble(chunk, j: dict, result: tuple) -> Hits:
@@ -204,20 +228,18 @@ def _assemble(chunk, j: dict, result: tuple) -> Hits:
                              f"(pattern-strand {j['ps'][bad]}, end {end[bad]})")
     start = end - (j["L"] - startcol)
     span = end - start
-    mat_idx = (at - span)[:, None] + np.arange(int(span.max()) if len(span) else 0)[None, :]
-    keep = np.arange(mat_idx.shape[1])[None, :] < span[:, None]
-    matched = chunk.codes[mat_idx[keep]] if len(span) else np.zeros(0, np.uint8)
-    mat_off = np.concatenate([[0], np.cumsum(span)[:-1]]).astype(np.int64)
+    matched = chunk.codes[segment_index(at - span, span)]
     return Hits(j["ps"].astype(np.int64), chunk.record[j["piece"]], start, end, d.astype(np.int64), counts[C.X],
-                counts[C.I], counts[C.D], cigar, off, ln, matched.astype(np.uint8), mat_off)
+                counts[C.I], counts[C.D], cigar, off, ln, matched, offsets_from_lengths(span))
 
 
 class Collector:
     """Turns each chunk's candidates into hits, holding back the runs that go on in the next chunk, and
-    hands out each record's hits once the record is complete (sorted by start, end, pattern, strand)."""
+    hands out each record's hits once the record is complete (sorted by start, end, pattern, strand).
+    pool / aligner: as trace takes them."""
 
-    def __init__(self, pats, k: int, all_ends: bool, rule: str, pool=None):
-        self.pats, self.k, self.all_ends, self.pool = pats, k, all_ends, pool
+    def __init__(self, pats, k: int, all_ends: bool, rule: str, pool=None, aligner=None):
+        self.pats, self.k, self.all_ends, self.pool, self.aligner = pats, k, all_ends, pool, aligner
         self.table = A.match_table(rule)
         self.done: list = []  # Hits of the records not yet complete
         self.carry = None  # (Cands of open runs' best rows as (rec, ps, last pos, d), their Hits)
@@ -226,7 +248,7 @@ class Collector:
         """Process a chunk's candidates; returns [(record, Hits)] for the records it completes."""
         rec = chunk.record[cands.piece]
         if self.all_ends:
-            hits = trace(chunk, self.pats, cands, self.k, self.table, self.pool)
+            hits = trace(chunk, self.pats, cands, self.k, self.table, self.pool, self.aligner)
         else:
             hits = self._loci(chunk, cands, rec)
         self.done.append(hits)
@@ -243,7 +265,7 @@ class Collector:
         out = allh.take(order)  # records ascending, each sorted by start, end, pattern, strand
         bounds = np.searchsorted(out.record, complete)
         ends = np.searchsorted(out.record, complete, side="right")
-        return [(r, out.take(np.arange(a, b))) for r, a, b in zip(complete.tolist(), bounds.tolist(), ends.tolist())]
+        return [(r, out.rows(a, b)) for r, a, b in zip(complete.tolist(), bounds.tolist(), ends.tolist())]
 
     def _loci(self, chunk, cands: Cands, rec: np.ndarray) -> Hits:
         old, old_hits = self.carry if self.carry is not None else (None, None)
@@ -279,7 +301,7 @@ class Collector:
         new_best = bsrc >= n_old
         want = bsrc[new_best] - n_old
         traced = trace(chunk, self.pats, Cands(cands.ps[want], cands.piece[want], cands.pos[want], cands.d[want]),
-                       self.k, self.table, self.pool) if len(want) else Hits.concat([])
+                       self.k, self.table, self.pool, self.aligner) if len(want) else Hits.concat([])
         # hits of the runs in run order: traced (new best) or carried
         pieces, where = [], np.empty(n_runs, np.int64)
         pieces.append(traced)

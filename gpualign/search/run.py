@@ -16,14 +16,14 @@ import numpy as np
 from .. import interrupt
 from ..config import SearchConfig
 from ..errors import DeviceError
-from ..pipeline import Output, ReadAhead
+from ..pipeline import Output, ReadAhead, WriteBehind
 from . import patterns as PT
 from .hits import Collector
 from .output import HitWriter, infer_format
 from .text import TextReader
 
-CPU_CHUNK = 1 << 26
-GPU_CHUNK = 1 << 28
+CHUNK = 1 << 26  # text bases per chunk (either engine): the last chunk's hits are aligned and written once
+# the search is over, so a smaller chunk ends the run sooner (docs/benchmarks.md)
 WARN_HITS = 1_000_000
 STOP_WAIT = 10.0  # seconds a failing run waits for its reading and search threads to stop (a chunk's work)
 
@@ -38,7 +38,7 @@ class SearchSummary:
     engine: str = ""
     seconds: float = 0.0
     capped: list = field(default_factory=list)
-    stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "search": 0.0, "align_write": 0.0})
+    stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "search": 0.0, "align": 0.0, "write": 0.0})
     per_pattern: np.ndarray = None  # hits found per pattern
     extra: list = field(default_factory=list)  # (key, value) rows of a cluster run: per worker, retried
 
@@ -123,11 +123,11 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
     kind = engine if engine is not None else remote_engine(cfg, cluster)  # its name and chunk geometry
     context, gap = kind.geometry(pats, cfg.k)
     summary.engine = kind.name
-    chunk = cfg.chunk_bases or (GPU_CHUNK if kind.name.startswith("gpu") else CPU_CHUNK)
+    chunk = cfg.chunk_bases or CHUNK
     reader = TextReader(text_path, chunk, context, gap, pool, cfg.n_threads)  # (the pool reads a plain file too)
-    collector = Collector(pats, cfg.k, cfg.all_ends, cfg.rule, pool)
+    collector = Collector(pats, cfg.k, cfg.all_ends, cfg.rule, pool, engine.aligner() if engine is not None else None)
     output = Output(out, binary_via_path=(fmt == "bam"))
-    writer = remote = ahead = scanned = None
+    writer = remote = ahead = scanned = behind = None
     per_pattern = np.zeros(len(pats.names), np.int64)
     warned = False
     try:
@@ -142,7 +142,8 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             engine.start()
         interrupt.phase("pools")
         writer = HitWriter(fmt, output.target, pats, command_line)
-        ahead = ReadAhead(iter(reader), summary.stage_seconds, ahead=1)
+        behind = WriteBehind(writer.write, summary.stage_seconds, "write")  # the writing of a chunk's hits
+        ahead = ReadAhead(iter(reader), summary.stage_seconds, ahead=1)     # overlaps the next one's alignments
         scanned = _scanned(ahead, engine, remote, pats, summary)
         for ch, cands in scanned:
             t1 = time.perf_counter()
@@ -157,7 +158,7 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
                 done.append((reader.records.names[rec], reader.records.lengths[rec], hits))
             if done:
                 interrupt.phase("write")
-                writer.write(done)
+                behind.submit(done)
             if not cfg.max_hits and not warned and per_pattern.max(initial=0) > WARN_HITS and notice:
                 worst = pats.names[int(per_pattern.argmax())]
                 notice(f"warning: pattern {worst!r} has over {WARN_HITS:,} hits (see --max-hits-per-pattern)")
@@ -165,14 +166,17 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             reader.release(ch)  # (its buffer may now hold a later chunk: its scan is done)
             if report is not None:
                 report(len(reader.records.names), summary.bases)
-            summary.stage_seconds["align_write"] += time.perf_counter() - t1
+            summary.stage_seconds["align"] += time.perf_counter() - t1
         summary.records = len(reader.records.names)
+        behind.close()
         writer.close()
         output.commit()
         if remote is not None:  # the search stage: the workers' busy time
             summary.extra = remote.rows()
             summary.stage_seconds["search"] = sum(w.busy for w in remote.stats.values())
     except BaseException:
+        if behind is not None:
+            behind.abort()
         if writer is not None:
             writer.abort()
         output.abort()
@@ -199,14 +203,19 @@ def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
     engines they ran)."""
     if remote is None:
         def scan():
-            for ch in chunks:
+            pending = None  # the chunk submitted before, collected once the next one is submitted
+            for ch in itertools.chain(chunks, [None]):  # None: the end
                 t = time.perf_counter()
                 interrupt.phase("search")
-                cands = engine.search(ch)
+                now = (ch, engine.submit(ch)) if ch is not None else None
+                cands = engine.collect(pending[1]) if pending is not None else None
                 summary.stage_seconds["search"] += time.perf_counter() - t
-                yield ch, cands
+                if pending is not None:
+                    yield pending[0], cands
+                pending = now
 
-        # a thread searches the next chunk while this one's hits are aligned and written
+        # a thread searches the next chunks (one submitted while the one before runs) while this one's hits
+        # are aligned and written
         ahead = ReadAhead(scan(), summary.stage_seconds, ahead=1, stage=None)
         try:
             yield from ahead

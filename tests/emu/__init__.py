@@ -102,7 +102,22 @@ class _Device:
 
 
 class _Stream:
+    def __init__(self, non_blocking: bool = False, priority: int = 0):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
     def synchronize(self) -> None:
+        pass
+
+    def record(self) -> "_Stream":  # (an event: synchronize())
+        return self
+
+    def wait_event(self, event) -> None:
         pass
 
 
@@ -138,7 +153,7 @@ def fake_cupy() -> types.ModuleType:
     m.asarray = _device(lambda a, dtype=None: np.array(a, dtype=dtype, copy=True))
     m.asnumpy = lambda a: np.array(a)
     m.get_default_memory_pool = _Pool
-    m.cuda = types.SimpleNamespace(Device=_Device, get_current_stream=_Stream)
+    m.cuda = types.SimpleNamespace(Device=_Device, get_current_stream=_Stream, Stream=_Stream)
     return m
 
 

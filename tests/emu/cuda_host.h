@@ -1,5 +1,5 @@
-// The CUDA C that kernels/dp.cu and kernels/myers_search.cu use, for the CPU: the tests compile a kernel
-// file with g++ against this header (tests/emu) and run its kernels on numpy arrays, so that CI (no GPU)
+// The CUDA C that kernels/dp.cu, myers_search.cu and search_align.cu use, for the CPU: the tests compile
+// a kernel file with g++ against this header (tests/emu) and run its kernels on numpy arrays, so that CI (no GPU)
 // checks what they compute against the oracles. A launch runs its blocks one after another; a block's
 // threads run one after another too, or, where the kernel has block- or warp-wide calls (__syncthreads,
 // shuffles), as fibers that take turns at those calls (emu_run_block).

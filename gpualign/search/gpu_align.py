@@ -1,0 +1,58 @@
+"""The search hits' alignments on the GPU (kernels/search_align.cu, one thread per hit): what hits.align and
+hits.packed_cigars compute on the host, the same numbers, on the aligner's own stream so that it runs
+beside the search kernels of the next chunk."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import cigar as C
+from ..engines._cuda import load_module
+from ..records import offsets_from_lengths
+
+BLOCK = 128
+PRIORITY = -100  # the stream's (lower is sooner)
+BATCH_BYTES = 1 << 28  # a launch's DP scratch at most: (m + 1) * (m + k + 1) int16 per hit
+
+
+class GpuHitAligner:
+    """hits.trace's aligner, called as hits._align_job is: a job (pattern [n, m], window [n, L], first, match
+    table: the one given here) -> (cost, start column, packed CIGARs, their offsets and lengths, {X, I, D:
+    counts}) for its n hits."""
+
+    def __init__(self, table: np.ndarray):
+        import cupy
+
+        self.cp = cupy
+        # the greatest priority (CUDA clamps a number below its range to it): the aligner's blocks go to the
+        # SMs as soon as the running search kernel's free them, not after the last of those has started
+        self.stream = cupy.cuda.Stream(non_blocking=True, priority=PRIORITY)
+        self.kernel = load_module("search_align.cu", ("align_hits",)).get_function("align_hits")
+        with self.stream:
+            self.miss = cupy.asarray((~table).astype(np.uint8).reshape(-1))
+
+    @staticmethod
+    def batch(m: int, k: int) -> int:
+        """Hits per launch for patterns of length m."""
+        return max(1, BATCH_BYTES // (2 * (m + 1) * (m + k + 1)))
+
+    def __call__(self, job: tuple) -> tuple:
+        cp = self.cp
+        pattern, window, first, _ = job
+        n, m = pattern.shape
+        L = window.shape[1]
+        with self.stream:
+            pt = cp.asarray(np.ascontiguousarray(pattern.T))
+            wt = cp.asarray(np.ascontiguousarray(window.T))
+            fd = cp.asarray(first.astype(np.int32))
+            scratch = cp.empty((m + 1) * (L + 1) * n, np.int16)
+            cost, start, runs = (cp.empty(n, np.int32) for _ in range(3))
+            counts = cp.empty((3, n), np.int32)
+            slots = cp.empty((n, m + L), np.uint32)
+            self.kernel((-(-n // BLOCK),), (BLOCK,), (pt, wt, fd, self.miss, np.int32(n), np.int32(m), np.int32(L),
+                                                       scratch, cost, start, runs, counts, slots))
+            cost, start, runs, counts, slots = (a.get() for a in (cost, start, runs, counts, slots))
+        per = runs.astype(np.int64)
+        cigar = slots[np.arange(m + L)[None, :] < per[:, None]]
+        return (cost.astype(np.int64), start.astype(np.int64), cigar, offsets_from_lengths(per), per,
+                {C.X: counts[0].astype(np.int64), C.I: counts[1].astype(np.int64), C.D: counts[2].astype(np.int64)})
