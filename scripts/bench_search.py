@@ -116,9 +116,9 @@ def edlib_hw(pats: list, text: bytes, k: int) -> float:
     return time.perf_counter() - t0
 
 
-def engine_only(mbp: int, variants: list) -> None:
+def engine_only(mbp: int, variants: list, sets: list, most: int) -> None:
     """The GPU engine's search() alone (upload, kernels, hits back) on an in-memory chunk of random codes,
-    sets a and c, per kernel variant (-D defines)."""
+    per set (at most `most` of its patterns) and kernel variant (-D defines)."""
     import cupy
 
     from gpualign.search import patterns as PT
@@ -134,9 +134,9 @@ def engine_only(mbp: int, variants: list) -> None:
     codes[gap:gap + n] = rng.integers(0, 4, n, dtype=np.uint8)
     one = lambda v: np.array([v], np.int64)  # noqa: E731
     chunk = Chunk(codes, one(gap), one(0), one(0), one(0), one(n), np.array([True]))
-    for name in ("a", "c"):
+    for name in sets:
         npat, m, k, _ = SETS[name]
-        npat = min(npat, 312)
+        npat = min(npat, most)
         codes_p = [rng.integers(0, 4, m, dtype=np.uint8) for _ in range(npat)]
         pats = PT.Patterns([f"p{i}" for i in range(npat)], [c for c in codes_p for c in (c, c[::-1])],
                            np.repeat(np.arange(npat, dtype=np.int32), 2), np.tile([False, True], npat))
@@ -193,7 +193,7 @@ def count_hits(path: str) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sets", default="a,b,c")
+    ap.add_argument("--sets", default="")
     ap.add_argument("--genome-mbp", type=int, default=3100)
     ap.add_argument("--record-mbp", type=int, default=130)
     ap.add_argument("--cpu-mbp", type=int, default=20)
@@ -201,7 +201,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--workdir", default="/tmp/bench_search")
     ap.add_argument("--skip-cpu", action="store_true")
-    ap.add_argument("--engine-only", type=int, default=0, help="time the GPU engine on this many Mbp in memory")
+    ap.add_argument("--engine-only", type=int, default=0, help="time the GPU engine on this many Mbp in memory "
+                    "(sets a and c unless --sets is given)")
+    ap.add_argument("--engine-patterns", type=int, default=312, help="--engine-only: patterns per set at most")
     ap.add_argument("--variants", default="", help="variants for --engine-only, comma-separated: kernel -D "
                     "defines joined by +, and P=N (one-word patterns per thread, 1, 2, 4 or 8)")
     ap.add_argument("--read-only", default="", help="time the text reader alone on the genome with these numbers "
@@ -209,8 +211,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     a = ap.parse_args()
     if a.engine_only:
-        engine_only(a.engine_only, a.variants.split(",") if a.variants else [""])
+        engine_only(a.engine_only, a.variants.split(",") if a.variants else [""], (a.sets or "a,c").split(","),
+                    a.engine_patterns)
         return
+    a.sets = a.sets or "a,b,c"
     os.makedirs(a.workdir, exist_ok=True)
     genome = os.path.join(a.workdir, f"genome_{a.genome_mbp}.fa")
     t0 = time.perf_counter()
