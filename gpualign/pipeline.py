@@ -332,14 +332,15 @@ class WriteBehind:
         if self.error is not None:
             raise self.error
 
-    def abort(self, wait: float = 1.0) -> None:
-        """Stop after the item being written (waiting up to `wait` seconds for it)."""
+    def abort(self, wait: float = 0.0) -> None:
+        """Stop after the item being written; wait: seconds to wait for that, none after a signal (the run
+        must unwind at once)."""
         self.stop.set()
         try:
             self.q.put_nowait(None)
         except queue.Full:
             pass
-        if self.thread is not threading.current_thread():
+        if wait > 0 and interrupt.signalled() is None and self.thread is not threading.current_thread():
             self.thread.join(wait)
 
 

@@ -15,7 +15,7 @@
 // counts   [3][n]: mismatches, insertions (I), deletions (D)
 // cigar    [n][m + L]: the CIGAR's runs (length << 4 | op, ops numbered as cigar.py's OPS "MIDNSHP=X"),
 //          n_runs of them, first to last
-// One thread per hit. Limits: m + L < 2^12 (a run's length in 28 bits; the costs below BIG + m in int16).
+// One thread per hit. Limits: BIG + m + L < 2^15 (the int16 costs; search's m <= 1024 and k <= 1023 keep it).
 
 #ifdef __CUDACC_RTC__  // NVRTC (CuPy) has no C library headers
 typedef unsigned int uint32_t;

@@ -154,7 +154,7 @@ def test_read_ahead_forwards_errors_and_stops():
 
 def test_write_behind_order_errors_and_abort():
     """pipeline.WriteBehind: items written in order on its thread; fn's error raised by the next submit()
-    or by close(); abort() stops it with items still waiting."""
+    or, for the last item, by close(); abort() drops the items still waiting."""
     import threading
 
     import pytest
@@ -167,29 +167,43 @@ def test_write_behind_order_errors_and_abort():
     for i in range(50):
         behind.submit(i)
     behind.close()
-    assert got == list(range(50)) and not behind.thread.is_alive() and stages["write"] >= 0
+    assert got == list(range(50)) and not behind.thread.is_alive()
 
-    def fail(item):
-        if item == 3:
-            raise InputError("out.tsv: disk full")
-        got.append(item)
+    def fail_at(bad):
+        def fn(item):
+            if item == bad:
+                raise InputError("out.tsv: disk full")
+            got.append(item)
+        return fn
 
     got.clear()
-    behind = WriteBehind(fail, stages, "write")
+    behind = WriteBehind(fail_at(3), stages, "write")
     with pytest.raises(InputError, match="disk full"):
         for i in range(100):
             behind.submit(i)
-        behind.close()
     assert got == [0, 1, 2]
+    got.clear()
+    behind = WriteBehind(fail_at(2), stages, "write")
+    for i in range(3):
+        behind.submit(i)
+    with pytest.raises(InputError, match="disk full"):
+        behind.close()
+    assert got == [0, 1]
 
+    got.clear()
     gate = threading.Event()
-    behind = WriteBehind(lambda item: gate.wait(5), stages, "write", ahead=1)
+
+    def slow(item):
+        got.append(item)
+        gate.wait(5)
+
+    behind = WriteBehind(slow, stages, "write", ahead=1)
     behind.submit(0)  # being written (waits for the gate)
     behind.submit(1)  # waiting
-    behind.abort(wait=0.1)
+    behind.abort()
     gate.set()
     behind.thread.join(timeout=5)
-    assert not behind.thread.is_alive()
+    assert not behind.thread.is_alive() and got == [0]
 
 
 def test_stream_with_concurrent_engine_keeps_order():

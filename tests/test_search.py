@@ -145,6 +145,29 @@ def test_max_hits(tmp_path):
     assert rows == [r for r in full if r["pattern"] == "rep"][:5] + [r for r in full if r["pattern"] != "rep"]
 
 
+def test_failed_write_leaves_no_output(tmp_path, monkeypatch):
+    """The writer (on its own thread) fails at its second write: the run raises its error and leaves neither
+    the output nor a temporary file."""
+    from gpualign.search import output
+
+    real, calls = output.HitWriter.write, []
+
+    def write(self, done):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(self, done)
+
+    monkeypatch.setattr(output.HitWriter, "write", write)
+    rng = np.random.default_rng(4)
+    records = {f"r{i}": random_dna(rng, 3000) for i in range(4)}
+    patterns = {f"p{i}": records[f"r{i}"][100:120] for i in range(4)}
+    with pytest.raises(OSError, match="No space"):
+        search(tmp_path, patterns, records, 2, chunk=700)
+    assert len(calls) == 2
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tsv")]
+
+
 def test_gzip_text_and_threads(tmp_path):
     import gzip
 

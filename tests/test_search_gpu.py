@@ -142,12 +142,54 @@ def test_hit_aligner_same_as_host(rule, kind):
             np.testing.assert_array_equal(want[5][op], got[5][op])
 
 
+class OutOfMemoryError(Exception):
+    """Stands in for cupy.cuda.memory.OutOfMemoryError (matched by name)."""
+
+
+def test_hit_aligner_out_of_memory(monkeypatch, kind):
+    """The hits' aligner out of device memory: the host's traceback instead, the same numbers; other
+    errors are raised."""
+    from gpualign.search import alphabet as A
+    from gpualign.search import hits as H
+    from gpualign.search.gpu_align import GpuHitAligner
+
+    rng = np.random.default_rng(3)
+    table = A.match_table("default")
+    job = (rng.integers(0, 4, (20, 23)).astype(np.uint8), rng.integers(0, 4, (20, 27)).astype(np.uint8),
+           np.zeros(20, np.int64), table)
+    aligner = GpuHitAligner(table)
+
+    def no_room(*a, **kw):
+        raise OutOfMemoryError("out of memory allocating 1234 bytes")
+
+    monkeypatch.setattr(aligner, "kernel", no_room)
+    want, got = H._align_job(job), aligner(job)
+    for a, b in zip(want[:5], got[:5]):
+        np.testing.assert_array_equal(a, b)
+
+    def broken(*a, **kw):
+        raise ValueError("not a memory error")
+
+    monkeypatch.setattr(aligner, "kernel", broken)
+    with pytest.raises(ValueError):
+        aligner(job)
+
+
 def test_more_candidates_than_room(tmp_path, monkeypatch, kind):
     """A launch that finds more end positions than its buffer holds runs again with a larger one (while the
     next chunk's launch is in flight), and so the output is the CPU engine's bytes."""
     from gpualign.search import gpu
 
     monkeypatch.setattr(gpu, "FIRST_CAP", 4)
+    counts = {"submit": 0, "launch": 0}
+    for name in ("submit", "_launch"):
+        real = getattr(gpu.GpuSearchEngine, name)
+
+        def spy(self, *a, _real=real, _name=name.strip("_"), **kw):
+            counts[_name] += 1
+            return _real(self, *a, **kw)
+
+        monkeypatch.setattr(gpu.GpuSearchEngine, name, spy)
     rng = np.random.default_rng(11)
     records = {f"r{i}": random_dna(rng, 30_000, "ACGT") for i in range(2)}
     pats = {f"p{i}": records["r0"][100 * i:100 * i + 14] for i in range(6)}
@@ -156,3 +198,22 @@ def test_more_candidates_than_room(tmp_path, monkeypatch, kind):
     write_fasta(tfa, records)
     out = both(tmp_path, pfa, tfa, k=4, all_ends=True, chunk_bases=8_000)
     assert out.count(b"\n") > 100
+    assert counts["launch"] > counts["submit"] > 1  # (one width: a launch per chunk, and the launches again)
+
+
+def test_hit_batches_in_order(tmp_path, monkeypatch, kind):
+    """Hits of one pattern length aligned in several batches (a small hits.TRACE_BYTES), by the GPU engine's
+    aligner and by the host's, in small chunks (runs go on over chunk borders): the same bytes."""
+    from gpualign.search import hits
+
+    monkeypatch.setattr(hits, "TRACE_BYTES", 8_000)  # 23 nt, k = 3: 6 hits a batch; 12 nt: 19
+    rng = np.random.default_rng(12)
+    records = {f"r{i}": random_dna(rng, 20_000, "ACGT") for i in range(2)}
+    pats = {f"p{i}": mutate(rng, records[f"r{i % 2}"][300 * i:300 * i + 23], 2) for i in range(12)}
+    pats["poly"] = "A" * 12
+    pfa, tfa = os.path.join(tmp_path, "p.fa"), os.path.join(tmp_path, "t.fa")
+    write_fasta(pfa, pats)
+    write_fasta(tfa, records)
+    for all_ends in (False, True):
+        out = both(tmp_path, pfa, tfa, k=3, all_ends=all_ends, chunk_bases=600)  # (runs over chunk borders)
+        assert out.count(b"\n") > 25

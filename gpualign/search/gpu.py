@@ -19,8 +19,8 @@ MAX_PS = 65_535 * 64  # pattern-strands per width: the grid's 65,535 blocks in y
 # (_group), under the 2^22 that the kernel's hits hold (pattern << 10 | D in 32 bits)
 MAX_GRID_Y = 65_535
 MAX_CANDS = 1 << 28  # end positions with D <= k per launch at most (2 GiB of device memory)
-FIRST_CAP = 1 << 24  # end positions (8 bytes each) a launch has room for, until one finds more: then it runs
-# again with room for them, and so do later launches
+FIRST_CAP = 1 << 24  # end positions (8 bytes each) the launches of a chunk have room for at first, shared by
+# the pattern widths; a launch that finds more runs again with room for them, and so do its width's later ones
 SHARED_MAX_W = 8
 PER_THREAD = 8  # one-word patterns per thread (kernels/myers_search.cu's P: 1, 2, 4 or 8)
 
@@ -104,7 +104,7 @@ class GpuSearchEngine:
         self.mod = load_module("myers_search.cu", names, defines)
         self.kernels = {w: self.mod.get_function(n) for (w, _, _), n in zip(self.groups, names)}
         self.context, self.gap = self.geometry(pats, k)
-        self.cap = FIRST_CAP
+        self.cap = {w: max(1, FIRST_CAP // len(self.groups)) for w, _, _ in self.groups}
 
     @staticmethod
     def geometry(pats, k: int) -> tuple[int, int]:
@@ -145,7 +145,7 @@ class GpuSearchEngine:
         self.stream.wait_event(ready)
         with self.stream:
             for job in launches:
-                job.count, job.hits = cp.zeros(1, np.uint32), cp.empty((self.cap, 2), np.uint32)
+                job.count, job.hits = cp.zeros(1, np.uint32), cp.empty((self.cap[job.w], 2), np.uint32)
                 self._launch(job)
             return launches, self.stream.record()
 
@@ -164,10 +164,10 @@ class GpuSearchEngine:
                     if found > MAX_CANDS:
                         raise GpualignError(f"search: over {MAX_CANDS:,} end positions with <= {self.k} edits in "
                                             f"one chunk of text: use a smaller -k, longer patterns or --chunk-bases")
-                    self.cap = max(self.cap, 1 << int(found - 1).bit_length())
+                    self.cap[job.w] = max(self.cap[job.w], 1 << int(found - 1).bit_length())
                     with self.stream:  # (after the launches submitted since: rare)
                         job.count.fill(0)
-                        job.hits = cp.empty((self.cap, 2), np.uint32)
+                        job.hits = cp.empty((self.cap[job.w], 2), np.uint32)
                         self._launch(job)
                         again = self.stream.record()
                     again.synchronize()

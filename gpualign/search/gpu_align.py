@@ -7,18 +7,19 @@ from __future__ import annotations
 import numpy as np
 
 from .. import cigar as C
+from ..engines import is_out_of_memory
 from ..engines._cuda import load_module
 from ..records import offsets_from_lengths
+from .hits import _align_job
 
 BLOCK = 128
 PRIORITY = -100  # the stream's (lower is sooner)
-BATCH_BYTES = 1 << 28  # a launch's DP scratch at most: (m + 1) * (m + k + 1) int16 per hit
 
 
 class GpuHitAligner:
     """hits.trace's aligner, called as hits._align_job is: a job (pattern [n, m], window [n, L], first, match
     table: the one given here) -> (cost, start column, packed CIGARs, their offsets and lengths, {X, I, D:
-    counts}) for its n hits."""
+    counts}) for its n hits (trace sizes the jobs: hits.TRACE_BYTES of DP scratch at most)."""
 
     def __init__(self, table: np.ndarray):
         import cupy
@@ -31,12 +32,17 @@ class GpuHitAligner:
         with self.stream:
             self.miss = cupy.asarray((~table).astype(np.uint8).reshape(-1))
 
-    @staticmethod
-    def batch(m: int, k: int) -> int:
-        """Hits per launch for patterns of length m."""
-        return max(1, BATCH_BYTES // (2 * (m + 1) * (m + k + 1)))
-
     def __call__(self, job: tuple) -> tuple:
+        """(Out of device memory: the host's traceback, which gives the same numbers.)"""
+        try:
+            return self._align(job)
+        except Exception as err:  # noqa: BLE001 - only memory errors are handled, the rest re-raised
+            if not is_out_of_memory(err):
+                raise
+        self.cp.get_default_memory_pool().free_all_blocks()
+        return _align_job(job)
+
+    def _align(self, job: tuple) -> tuple:
         cp = self.cp
         pattern, window, first, _ = job
         n, m = pattern.shape

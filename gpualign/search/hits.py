@@ -14,8 +14,8 @@ from ..records import offsets_from_lengths, segment_index
 from . import alphabet as A
 
 BIG = 16000  # int16 "no alignment starts here"
-TRACE_BATCH = 1 << 15  # hits aligned at once at most
-TRACE_BYTES = 1 << 28  # and the DP of a batch at most this big: (m + 1) * (m + k + 1) int16 per hit
+TRACE_BATCH = 1 << 15  # hits aligned at once at most on the host
+TRACE_BYTES = 1 << 28  # and a batch's DP (either aligner) at most this big: (m + 1) * (m + k + 1) int16 a hit
 
 
 @dataclass
@@ -179,11 +179,9 @@ def trace(chunk, pats, rows: "Cands", k: int, table: np.ndarray, pool=None, alig
     lengths = pats.lengths[rows.ps]
     for m in np.unique(lengths).tolist():
         sel = np.flatnonzero(lengths == m)
-        if aligner is not None:
-            size = aligner.batch(m, k)
-        else:
-            size = min(TRACE_BATCH if pool is None else TRACE_BATCH // 4,
-                       max(1, TRACE_BYTES // (2 * (m + 1) * (m + k + 1))))
+        size = max(1, TRACE_BYTES // (2 * (m + 1) * (m + k + 1)))
+        if aligner is None:
+            size = min(size, TRACE_BATCH if pool is None else TRACE_BATCH // 4)
         groups += [(sel[a:a + size], m) for a in range(0, len(sel), size)]
     if not groups:
         return Hits.concat([])

@@ -25,7 +25,7 @@ from .text import TextReader
 CHUNK = 1 << 26  # text bases per chunk (either engine): the last chunk's hits are aligned and written once
 # the search is over, so a smaller chunk ends the run sooner (docs/benchmarks.md)
 WARN_HITS = 1_000_000
-STOP_WAIT = 10.0  # seconds a failing run waits for its reading and search threads to stop (a chunk's work)
+STOP_WAIT = 10.0  # seconds a failing run waits for its reading, search and writing threads to stop (a chunk's work)
 
 
 @dataclass
@@ -157,8 +157,10 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
                 summary.hits += hits.n
                 done.append((reader.records.names[rec], reader.records.lengths[rec], hits))
             if done:
+                summary.stage_seconds["align"] += time.perf_counter() - t1
                 interrupt.phase("write")
-                behind.submit(done)
+                behind.submit(done)  # (waits while the writer is two behind)
+                t1 = time.perf_counter()
             if not cfg.max_hits and not warned and per_pattern.max(initial=0) > WARN_HITS and notice:
                 worst = pats.names[int(per_pattern.argmax())]
                 notice(f"warning: pattern {worst!r} has over {WARN_HITS:,} hits (see --max-hits-per-pattern)")
@@ -176,7 +178,7 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             summary.stage_seconds["search"] = sum(w.busy for w in remote.stats.values())
     except BaseException:
         if behind is not None:
-            behind.abort()
+            behind.abort(wait=STOP_WAIT)  # (not writing while the output is dropped)
         if writer is not None:
             writer.abort()
         output.abort()
