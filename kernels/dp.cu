@@ -499,12 +499,12 @@ __device__ __forceinline__ void stripe_column16(uint32_t rowL, uint32_t rowH, co
     for (int r = 0; r < ROWS; ++r) {
         const uint32_t s = EQ ? __viaddmax_s16x2(~(qL[r] ^ rowL), eqs.x, eqs.y)
                               : pack16(smem_at(rowL, qL[r]), smem_at(rowH, qH[r]));
-        uint32_t v, zz, vz, h;
+        const uint32_t v = __viaddmax_s16x2(vup, nge2, gup);
+        const uint32_t zz = __viaddmax_s16x2(z[r], nge2, g[r]);
+        const uint32_t vz = __vmaxs2(v, zz);
+        uint32_t h;
         if (TRACE) {  // each bit: min(x ^ y, 1) is 1 in a half where x != y (0x10001: 1 in both halves)
             const uint32_t d = __vadd2(gdiag, s);
-            v = __viaddmax_s16x2(vup, nge2, gup);
-            zz = __viaddmax_s16x2(z[r], nge2, g[r]);
-            vz = __vmaxs2(v, zz);
             h = __vmaxs2(d, vz);
             uint32_t& w = dw[r >> 2];
             w = w * 2 + __vminu2(v ^ gup, 0x10001u);  // V extended (not opened from H above)
@@ -512,9 +512,6 @@ __device__ __forceinline__ void stripe_column16(uint32_t rowL, uint32_t rowH, co
             w = w * 2 + __vminu2(vz ^ v, 0x10001u);  // H from Z rather than V
             w = w * 2 + __vminu2(h ^ d, 0x10001u);  // H not from the diagonal
         } else {
-            v = __viaddmax_s16x2(vup, nge2, gup);
-            zz = __viaddmax_s16x2(z[r], nge2, g[r]);
-            vz = __vmaxs2(v, zz);
             h = MODE == LOCAL ? __viaddmax_s16x2_relu(gdiag, s, vz) : __viaddmax_s16x2(gdiag, s, vz);
         }
         if (MODE == LOCAL) hc = __vmaxs2(hc, h);

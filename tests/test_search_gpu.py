@@ -175,6 +175,35 @@ def test_hit_aligner_out_of_memory(monkeypatch, kind):
         aligner(job)
 
 
+def test_search_out_of_memory(tmp_path, monkeypatch, kind):
+    """The search engine out of device memory for a chunk: once, the chunk is submitted again after the
+    memory pool is freed (the same bytes as the CPU engine); always, one clear DeviceError."""
+    from gpualign.errors import DeviceError
+    from gpualign.search import gpu
+
+    rng = np.random.default_rng(13)
+    records = {f"r{i}": random_dna(rng, 5_000, "ACGT") for i in range(2)}
+    pats = {f"p{i}": mutate(rng, records["r0"][200 * i:200 * i + 20], 2) for i in range(4)}
+    pfa, tfa = os.path.join(tmp_path, "p.fa"), os.path.join(tmp_path, "t.fa")
+    write_fasta(pfa, pats)
+    write_fasta(tfa, records)
+    real, failures = gpu.GpuSearchEngine._submit, []
+
+    def flaky(self, chunk):
+        if len(failures) < failures_wanted:
+            failures.append(1)
+            raise OutOfMemoryError("out of memory allocating 1234 bytes")
+        return real(self, chunk)
+
+    monkeypatch.setattr(gpu.GpuSearchEngine, "_submit", flaky)
+    failures_wanted = 1
+    assert both(tmp_path, pfa, tfa, k=2, chunk_bases=3_000).count(b"\n") > 4 and failures == [1]
+    failures_wanted = 10 ** 6
+    with pytest.raises(DeviceError, match="out of GPU memory"):
+        run_search(pfa, tfa, os.path.join(tmp_path, "x.tsv"), None, SearchConfig(k=2, device="gpu"), "test")
+    assert not os.path.exists(os.path.join(tmp_path, "x.tsv"))
+
+
 def test_more_candidates_than_room(tmp_path, monkeypatch, kind):
     """A launch that finds more end positions than its buffer holds runs again with a larger one (while the
     next chunk's launch is in flight), and so the output is the CPU engine's bytes."""

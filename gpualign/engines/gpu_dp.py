@@ -133,6 +133,16 @@ def fits16(mode: int, ql: np.ndarray, tl: np.ndarray, sub: scoring.Substitution,
     return small & (hi < 1 << 15) & (np.minimum(lo + smin, lo - go - e) > NEG16)
 
 
+def narrow(mode: int, want: bool, ql: np.ndarray, tl: np.ndarray, sub: scoring.Substitution,
+           cfg: AlignConfig) -> np.ndarray:
+    """The long pairs (lengths ql, tl) that run on dp_long16: INT16 on, their values fit int16 (fits16),
+    and with CIGARs (want) global or semi-global."""
+    if not INT16 or not len(ql) or (want and mode == MODES["local"]):
+        return np.zeros(len(ql), bool)
+    p = cfg.effective_penalties
+    return fits16(mode, ql, tl, sub, p.gap_open, p.gap_extend)
+
+
 def equality_scores(sub: scoring.Substitution) -> bool:
     """Whether sub is M on its diagonal and X elsewhere, X <= 0 <= M - X <= 1024, over at most 30 letters
     (codes below the padding codes 30 and 31): dp_long16's EQ instance then scores cells from the letters'
@@ -267,11 +277,8 @@ class GpuDpEngine(BatchEngine):
         room = (ql + tl) * per_base < SCORE_LIMIT
         big = np.flatnonzero(is_long(ql, tl)) if not cfg.distance_only else ()
         if len(big):  # the directions: 16 cells per word, whole tiles (dp_long16's where the pair goes there)
-            words = long_words(ql[big], tl[big])
-            mode = MODES[cfg.scoring.mode]
-            if INT16 and mode != MODES["local"]:
-                narrow = fits16(mode, ql[big], tl[big], self._table(cfg), p.gap_open, p.gap_extend)
-                words = np.where(narrow, long_words(ql[big], tl[big], False), words)
+            sixteen = narrow(MODES[cfg.scoring.mode], True, ql[big], tl[big], self._table(cfg), cfg)
+            words = np.where(sixteen, long_words(ql[big], tl[big], False), long_words(ql[big], tl[big]))
             room[big] &= words * ROWS <= LONG_MAX_CELLS
         return room
 
@@ -296,12 +303,9 @@ class GpuDpEngine(BatchEngine):
         d_out = cupy.zeros((6, n), cupy.int32)  # by pair, one memset and one copy back:
         ends = tuple(d_out[:3])  # score, end row, end column
         starts = tuple(d_out[3:])  # op count, start row, start column
-        narrow = np.zeros(len(long), bool)  # long pairs for dp_long16 (with CIGARs: global and semi-global)
-        if INT16 and len(long) and not (want and mode == MODES["local"]):
-            p = cfg.effective_penalties
-            narrow = fits16(mode, ql[long], tl[long], sub, p.gap_open, p.gap_extend)
+        sixteen = narrow(mode, want, ql[long], tl[long], sub, cfg)  # long pairs for dp_long16
         traced = []  # per launch: its threads' pairs, and where their CIGARs are (dp_trace's output)
-        for sel, args, bound, words, grid, team, wide in self._launches(ql, tl, short, long, narrow, want, d_codes,
+        for sel, args, bound, words, grid, team, wide in self._launches(ql, tl, short, long, sixteen, want, d_codes,
                                                                         d_meta):
             d_dir = self._fill(*_kernel(mode, want, team, wide, sub), grid, args, bound, words, scoring_args, ends)
             if want:

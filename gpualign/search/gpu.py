@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engines import is_out_of_memory
 from ..engines._cuda import load_module
-from ..errors import ConfigError, GpualignError
+from ..errors import ConfigError, DeviceError, GpualignError
 from . import alphabet as A
 from . import patterns as PT
 from .hits import Cands
@@ -131,9 +132,26 @@ class GpuSearchEngine:
     def submit(self, chunk) -> tuple:
         """Upload chunk and launch its kernels, without waiting for them: what collect() takes. The upload
         has its own stream, so it runs while the kernels launched before it do."""
-        cp = self.cp
         if len(chunk.codes) >= 1 << 32:  # the kernel's offsets are 32-bit (the reader keeps chunks smaller)
             raise GpualignError(f"search: a text chunk of {len(chunk.codes):,} bytes (at most 2^32)")
+        return self._with_memory(lambda: self._submit(chunk), f"a text chunk of {len(chunk.codes):,} bytes")
+
+    def _with_memory(self, fn, what: str):
+        """fn(); out of device memory, again once the memory pool's unused blocks are freed, then a
+        DeviceError naming `what`."""
+        for again in (True, False):
+            try:
+                return fn()
+            except Exception as err:  # noqa: BLE001 - only memory errors are handled, the rest re-raised
+                if not is_out_of_memory(err):
+                    raise
+            if again:
+                self.cp.get_default_memory_pool().free_all_blocks()
+        raise DeviceError(f"search: out of GPU memory for {what} (another process may hold it): run with "
+                          "--device cpu")
+
+    def _submit(self, chunk) -> tuple:
+        cp = self.cp
         launches = []
         with self.upload:
             text = cp.asarray(chunk.codes)
@@ -151,7 +169,6 @@ class GpuSearchEngine:
 
     def collect(self, submitted: tuple) -> Cands:
         """The candidates of submit()'s launches, once they are done (not waiting for later launches)."""
-        cp = self.cp
         launches, done = submitted
         done.synchronize()
         parts = []
@@ -165,11 +182,8 @@ class GpuSearchEngine:
                         raise GpualignError(f"search: over {MAX_CANDS:,} end positions with <= {self.k} edits in "
                                             f"one chunk of text: use a smaller -k, longer patterns or --chunk-bases")
                     self.cap[job.w] = max(self.cap[job.w], 1 << int(found - 1).bit_length())
-                    with self.stream:  # (after the launches submitted since: rare)
-                        job.count.fill(0)
-                        job.hits = cp.empty((self.cap[job.w], 2), np.uint32)
-                        self._launch(job)
-                        again = self.stream.record()
+                    job.hits = None
+                    again = self._with_memory(lambda: self._relaunch(job), f"{self.cap[job.w]:,} end positions")
                     again.synchronize()
                 h = job.hits[:found].get()
                 chunk = job.chunk
@@ -178,6 +192,15 @@ class GpuSearchEngine:
                 parts.append(Cands(job.ids[(h[:, 1] >> 10).astype(np.int64)].astype(np.int32), piece,
                                    chunk.rec_start[piece] + (j - chunk.buf[piece]), (h[:, 1] & 1023).astype(np.int32)))
         return Cands.concat(parts)
+
+    def _relaunch(self, job: "_Launch"):
+        """job's kernel again, with room for self.cap[job.w] end positions (after the launches submitted
+        since: rare); returns its event."""
+        with self.stream:
+            job.count.fill(0)
+            job.hits = self.cp.empty((self.cap[job.w], 2), np.uint32)
+            self._launch(job)
+            return self.stream.record()
 
     def _launch(self, job: "_Launch") -> None:
         w, n_ps, n_tiles = job.w, len(job.ids), len(job.tiles[0])

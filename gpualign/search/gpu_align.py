@@ -52,13 +52,11 @@ class GpuHitAligner:
             wt = cp.asarray(np.ascontiguousarray(window.T))
             fd = cp.asarray(first.astype(np.int32))
             scratch = cp.empty((m + 1) * (L + 1) * n, np.int16)
-            cost, start, runs = (cp.empty(n, np.int32) for _ in range(3))
-            counts = cp.empty((3, n), np.int32)
+            out = cp.empty((6, n), np.int32)  # cost, start, runs, mismatches, insertions, deletions: one copy back
             slots = cp.empty((n, m + L), np.uint32)
             self.kernel((-(-n // BLOCK),), (BLOCK,), (pt, wt, fd, self.miss, np.int32(n), np.int32(m), np.int32(L),
-                                                       scratch, cost, start, runs, counts, slots))
-            cost, start, runs, counts, slots = (a.get() for a in (cost, start, runs, counts, slots))
-        per = runs.astype(np.int64)
+                                                       scratch, out[0], out[1], out[2], out[3:], slots))
+            cost, start, per, x, ins, dels = out.get().astype(np.int64)
+            slots = slots.get()
         cigar = slots[np.arange(m + L)[None, :] < per[:, None]]
-        return (cost.astype(np.int64), start.astype(np.int64), cigar, offsets_from_lengths(per), per,
-                {C.X: counts[0].astype(np.int64), C.I: counts[1].astype(np.int64), C.D: counts[2].astype(np.int64)})
+        return cost, start, cigar, offsets_from_lengths(per), per, {C.X: x, C.I: ins, C.D: dels}
