@@ -1,8 +1,9 @@
 // dp.cu -- general scoring (gpu_dp.py): Gotoh's affine-gap DP with a substitution matrix, global,
 // local (Smith-Waterman) or semi-global (query end to end, the target's two ends free), int32 scores;
-// short pairs one thread each (dp_fill, inter-sequence parallelism), long pairs a block each (dp_long;
-// where the host proves the values fit int16, dp_long16: two cells a word, with CIGARs global and
-// semi-global only).
+// short pairs one thread each (dp_fill, inter-sequence parallelism; with scores only, where the host
+// proves the values fit int16, dp_fill16: two cells a word), long pairs a block each (dp_long; where the
+// values fit int16, dp_long16, with CIGARs global and semi-global only). dp_keys and dp_warps make
+// dp_fill's launch order on the device.
 //
 // Scores are scores (higher is better): H = max(diagonal + S[q][t], V, Z[, 0 when local]);
 // V (a query-only base, CIGAR I) = max(H_up - go, V_up - ge); Z (a target-only base, CIGAR D) =
@@ -524,6 +525,34 @@ __device__ __forceinline__ void stripe_column16(uint32_t rowL, uint32_t rowH, co
     }
 }
 
+// the query letters of two stripes (rows i0 + 1 .. i0 + 2 ROWS; the padding letter past m) as
+// stripe_column16 reads them: EQ, both stripes' codes shifted left by 10 in qL (qH not read); else the
+// matrix row offsets (K1 ints a row) of the first stripe's in qL, the second's in qH
+template <bool EQ>
+__device__ __forceinline__ void double_letters(const unsigned char* __restrict__ q, int m, int i0, int K1,
+                                               uint32_t (&qL)[ROWS], uint32_t (&qH)[ROWS]) {
+    const int shift = EQ ? 10 : 0, qpad = EQ ? EQ_QPAD << 10 : K1 - 1;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        const int a = i0 + r < m ? q[i0 + r] << shift : qpad, c = i0 + ROWS + r < m ? q[i0 + ROWS + r] << shift : qpad;
+        qL[r] = EQ ? pack16(a, c) : a * 4;
+        qH[r] = c * 4;
+    }
+}
+
+// column 0 of two stripes from row i0 + 1 (G = H - go; Z minus infinity), both, or (both false) the
+// second's alone, the first's halves kept
+template <int MODE>
+__device__ __forceinline__ void double_column0(int i0, int go, int ge, bool both, uint32_t (&g)[ROWS],
+                                               uint32_t (&z)[ROWS]) {
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        const int gh = first_column<MODE>(i0 + ROWS + r + 1, go, ge) - go;
+        g[r] = pack16(both ? first_column<MODE>(i0 + r + 1, go, ge) - go : (int)g[r], gh);
+        z[r] = both ? pack16(NEG16, NEG16) : pack16((int)z[r], NEG16);
+    }
+}
+
 // one tile of dp_long16 (EDGE: the last, holding row m): lane l's stripes 64 tile + 2l and + 2l + 1; at
 // step x the first computes COLS16 columns from (x - 2l) COLS16 + 1, the second the COLS16 before them.
 // TRACE: ds, the lane's first direction entry of the tile, laid out [step][column][lane] (16 bytes each,
@@ -533,31 +562,18 @@ __device__ __forceinline__ void long16_tile(const int* S, int K1, const unsigned
                                             const unsigned char* __restrict__ tg, int m, int n, int tile, int go,
                                             int ge, int* __restrict__ bH, int* __restrict__ bV, int steps,
                                             const uint2 eqs, uint32_t& hbest, Best& b, uint4* __restrict__ ds) {
-    const int lane = threadIdx.x & 31, qpad = EQ ? EQ_QPAD << 10 : K1 - 1, pad = EQ ? EQ_TPAD << 10 : K1 - 1;
+    const int lane = threadIdx.x & 31, pad = EQ ? EQ_TPAD << 10 : K1 - 1;
     const int shift = EQ ? 10 : 0;
     const int i0 = (tile * 64 + 2 * lane) * ROWS;  // the first stripe's; the second's is i0 + ROWS
     const uint32_t go2 = pack16(go, go), nge2 = pack16(-ge, -ge), neg2 = pack16(NEG16, NEG16);
     uint32_t qL[ROWS], qH[ROWS], g[ROWS], z[ROWS];
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-        const int a = i0 + r < m ? q[i0 + r] << shift : qpad, c = i0 + ROWS + r < m ? q[i0 + ROWS + r] << shift : qpad;
-        qL[r] = EQ ? pack16(a, c) : a * 4;  // (EQ: both stripes' codes; qH not read)
-        qH[r] = c * 4;
-    }
+    double_letters<EQ>(q, m, i0, K1, qL, qH);
     const int lastL = m - 1 - i0;  // row m in the first stripe (0 .. 15) or the second (16 .. 31)
     const bool second = lastL >= ROWS;
     const int lastr = second ? lastL - ROWS : lastL;
-    // the stripes' column 0 (both), or the second stripe's alone (its first step's columns are 1 - COLS16
-    // .. 0, not cells: its state is set back after it)
-    auto start = [&](bool both) {
-#pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-            const int gh = first_column<MODE>(i0 + ROWS + r + 1, go, ge) - go;
-            g[r] = pack16(both ? first_column<MODE>(i0 + r + 1, go, ge) - go : (int)g[r], gh);
-            z[r] = both ? neg2 : pack16((int)z[r], NEG16);
-        }
-    };
-    start(true);
+    // the stripes' column 0 (the second stripe's first step's columns are 1 - COLS16 .. 0, not cells: its
+    // state is set back after it)
+    double_column0<MODE>(i0, go, ge, true, g, z);
     const uint32_t gdiag_start = pack16(first_column<MODE>(i0, go, ge) - go, first_column<MODE>(i0 + ROWS, go, ge) - go);
     uint32_t gdiag0 = gdiag_start;  // G of the row above, column before the step's first
     uint32_t gin[COLS16], vin[COLS16];  // the step's row above, packed
@@ -609,7 +625,7 @@ __device__ __forceinline__ void long16_tile(const int* S, int K1, const unsigned
                 if (lane == 31 && (unsigned)(jh - 1) < (unsigned)n) bH[jh] = high16(gup), bV[jh] = high16(vup);
             }
             if (j0 == 1) {  // the second stripe's columns were 1 - COLS16 .. 0: back to its column 0
-                start(false);
+                double_column0<MODE>(i0, go, ge, false, g, z);
                 gdiag0 = __byte_perm(gdiag0, gdiag_start, 0x7610);
             }
         }
@@ -668,6 +684,133 @@ __global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restric
     } else if (lane == ((m - 1) / ROWS) % 64 / 2) {
         out_score[p] = b.best, out_i[p] = m, out_j[p] = b.bj;
     }
+}
+
+// ---- dp_fill16: dp_fill in int16 with scores only, two cells an instruction ----
+// A thread a pair, as dp_fill (its arguments, warps and boundary rows; dir is not written), for pairs
+// whose values the host has proved fit int16 (gpu_dp.fits16). The query goes in double stripes of
+// 2 ROWS rows: the first stripe in the low halves of the thread's words, the second in the high halves,
+// a column behind, taking its row above from the first's last row of the column before, in registers
+// (stripe_column16, as a lane of dp_long16 holds its two stripes). Step x computes column x of the first
+// stripe and x - 1 of the second; the second's column 0 and the first's column n + 1 are no cells (the
+// second's state is set back to its column 0 after step 1). Rows past m and column n + 1 take dp_long16's
+// padding letter: local's answer is the maximum of every column, unmasked.
+template <int MODE, bool EQ, bool EDGE>
+__device__ __forceinline__ void fill_double16(const int* S, int K1, const unsigned char* __restrict__ q,
+                                              const unsigned char* __restrict__ tg, int m, int n, int i0, int go,
+                                              int ge, int* __restrict__ bH, int* __restrict__ bV, const uint2 eqs,
+                                              uint32_t& hbest, Best& b) {
+    const int shift = EQ ? 10 : 0, pad = EQ ? EQ_TPAD << 10 : K1 - 1;
+    const uint32_t go2 = pack16(go, go), nge2 = pack16(-ge, -ge), neg2 = pack16(NEG16, NEG16);
+    uint32_t qL[ROWS], qH[ROWS], g[ROWS], z[ROWS];
+    double_letters<EQ>(q, m, i0, K1, qL, qH);
+    double_column0<MODE>(i0, go, ge, true, g, z);
+    const int lastL = m - 1 - i0;  // row m in the first stripe (0 .. 15) or the second (16 .. 31)
+    const bool second = lastL >= ROWS;
+    const int lastr = second ? lastL - ROWS : lastL;
+    const uint32_t gdiag_start = pack16(first_column<MODE>(i0, go, ge) - go, first_column<MODE>(i0 + ROWS, go, ge) - go);
+    uint32_t gdiag0 = gdiag_start, gout = neg2, vout = neg2;  // G of the row above, column before; the last row
+    int tH = pad, tnext = tg[0] << shift, gnext = bH[32], vnext = bV[32];  // column 1's inputs, loaded ahead
+#pragma unroll 2
+    for (int x = 1; x <= n + 1; ++x) {
+        const int tL = tnext;
+        uint32_t gup = pack16(gnext, (int)gout), vup = pack16(vnext, (int)vout);
+        if (x < n) tnext = tg[x] << shift, gnext = bH[(x + 1) * 32], vnext = bV[(x + 1) * 32];
+        else tnext = pad, gnext = NEG16, vnext = NEG16;
+        const uint32_t gdiag = gdiag0;
+        gdiag0 = gup;
+        uint32_t hc, hl = 0, dw[4];
+        const uint32_t rowL = EQ ? pack16(tL, tH) : smem_row(S, tL, K1);
+        stripe_column16<MODE, EQ, EDGE, false>(rowL, EQ ? 0 : smem_row(S, tH, K1), qL, qH, g, z, gup, vup, gdiag, go2,
+                                               nge2, eqs, lastr, hc, hl, dw);
+        if (MODE == LOCAL) {
+            hbest = __vmaxs2(hbest, hc);
+        } else if (EDGE) {
+            const int j = second ? x - 1 : x;
+            if ((unsigned)(j - 1) < (unsigned)n) best_update<MODE, true>(b, 0, second ? high16(hl) : low16(hl), 0, j, n);
+        }
+        if (x > 1) bH[(x - 1) * 32] = high16(gup), bV[(x - 1) * 32] = high16(vup);
+        gout = gup, vout = vup;
+        tH = tL;
+        if (x == 1) {  // the second stripe's step was column 0: back to its column 0
+            double_column0<MODE>(i0, go, ge, false, g, z);
+            gdiag0 = __byte_perm(gdiag0, gdiag_start, 0x7610);
+        }
+    }
+}
+
+// dp_fill's pairs in int16 (fill_double16), scores only: out_score, and out_i, out_j as dp_long16's (row
+// m and its column; local 0, 0). EQ as dp_long16's. Dynamic shared memory: (K + 1)^2 ints (not read with
+// EQ).
+template <int MODE, bool EQ>
+__global__ void __launch_bounds__(128) dp_fill16(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
+                                                int* __restrict__ boundH, int* __restrict__ boundV,
+                                                uint64_t* __restrict__ dir, int* __restrict__ out_score,
+                                                int* __restrict__ out_i, int* __restrict__ out_j) {
+    extern __shared__ int S[];
+    if (!EQ) load_matrix16(S, matrix, K, go);
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nthreads) return;
+    const int p = order[t];
+    if (p < 0) return;
+    const int w = t >> 5, lane = t & 31;
+    const int m = qlen[p], n = tlen[p];
+    const unsigned char* __restrict__ q = codes + qoff[p];
+    const unsigned char* __restrict__ tg = codes + toff[p];
+    int* __restrict__ bH = boundH + w_bound[w] + lane;  // the row above the double stripe: G = H - go, and V
+    int* __restrict__ bV = boundV + w_bound[w] + lane;
+    for (int j = 1; j <= n; ++j) {  // row 0, as dp_fill's
+        bH[j * 32] = (MODE == GLOBAL ? -(go + (j - 1) * ge) : 0) - go;
+        bV[j * 32] = NEG16;
+    }
+    const uint2 eqs = EQ ? make_uint2(pack16(matrix[0] + go + 1, matrix[0] + go + 1), pack16(matrix[1] + go, matrix[1] + go))
+                         : make_uint2(0, 0);
+    uint32_t hbest = 0;  // local: the highest H in each half
+    Best b = best_start<MODE>(m, go, ge);
+    const int edge = (m - 1) / (2 * ROWS) * (2 * ROWS);  // the last double stripe's first row
+    for (int i0 = 0; i0 < edge; i0 += 2 * ROWS)
+        fill_double16<MODE, EQ, false>(S, K + 1, q, tg, m, n, i0, go, ge, bH, bV, eqs, hbest, b);
+    fill_double16<MODE, EQ, true>(S, K + 1, q, tg, m, n, edge, go, ge, bH, bV, eqs, hbest, b);
+    if (MODE == LOCAL) {
+        out_score[p] = max(low16(hbest), high16(hbest)), out_i[p] = 0, out_j[p] = 0;
+    } else {
+        out_score[p] = b.best, out_i[p] = m, out_j[p] = b.bj;
+    }
+}
+
+// ---- dp_fill's launch plan, made on the device (gpu_dp.GpuDpEngine._plan) ----
+// dp_keys: key[i] = qlen[p] << 32 | tlen[p] of pair p = idx[i] (use_idx 0: p = i), i < n. Sorted (stably),
+// the keys set pairs of like lengths side by side, so that a warp's 32 pairs need about the same room.
+__global__ void dp_keys(const int* __restrict__ qlen, const int* __restrict__ tlen, const int* __restrict__ idx,
+                        int use_idx, int n, uint64_t* __restrict__ key) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int p = use_idx ? idx[i] : i;
+    key[i] = (uint64_t)(uint32_t)qlen[p] << 32 | (uint32_t)tlen[p];
+}
+
+// dp_warps: a thread per warp w of the launch order: slots[32 w + l], the pair at sorted position s = 32 w +
+// l (idx[sorted[s]], or sorted[s]; -1 from n on), and the warp's longest target maxn[w] and its longest
+// query's stripes of ROWS rows, stripes[w]
+__global__ void dp_warps(const int* __restrict__ qlen, const int* __restrict__ tlen, const int* __restrict__ idx,
+                         int use_idx, const long long* __restrict__ sorted, int n, int nwarps,
+                         int* __restrict__ slots, int* __restrict__ maxn, int* __restrict__ stripes) {
+    const int w = blockIdx.x * blockDim.x + threadIdx.x;
+    if (w >= nwarps) return;
+    int mt = 0, mq = 0;
+    for (int l = 0; l < 32; ++l) {
+        const int s = w * 32 + l;
+        int p = -1;
+        if (s < n) {
+            const int i = (int)sorted[s];
+            p = use_idx ? idx[i] : i;
+            mt = max(mt, tlen[p]);
+            mq = max(mq, qlen[p]);
+        }
+        slots[s] = p;
+    }
+    maxn[w] = mt;
+    stripes[w] = (mq + ROWS - 1) / ROWS;
 }
 
 struct Runs {  // the CIGAR being written backwards, runs merged (write: this thread stores them)

@@ -38,7 +38,7 @@ from multiprocessing import Pool
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gpualign.config import AlignConfig, Penalties, Scoring  # noqa: E402
+from gpualign.config import AlignConfig, Penalties, Scoring, default_batch_bases  # noqa: E402
 from gpualign.records import PairBatch  # noqa: E402
 
 AA = "ACDEFGHIKLMNPQRSTVWY"
@@ -52,35 +52,34 @@ SETS = {
 }
 
 
-def mutate(rng, s: np.ndarray, letters: np.ndarray, rate: float) -> np.ndarray:
-    """Substitutions, deletions and insertions, each at rate/3 per position."""
-    r = rng.random(len(s))
-    out = s.copy()
-    sub = r < rate / 3
-    out[sub] = rng.choice(letters, int(sub.sum()))
-    keep = ~((r >= rate / 3) & (r < 2 * rate / 3))
-    ins = (r >= 2 * rate / 3) & (r < rate)
-    reps = np.where(ins, 2, 1)[keep]
-    out = np.repeat(out[keep], reps)
-    second = (np.cumsum(reps) - 1)[reps == 2]  # the second copy of an inserted position: a random letter
-    out[second] = rng.choice(letters, len(second))
-    return out
-
-
 def simulate(spec: dict, n: int, seed: int = 1):
+    """(queries, targets) as lists of bytes: n random queries of the set's letters and length, each
+    target a mutated copy (substitutions, deletions and insertions of one letter, each at rate/3 per
+    position; an insertion is a random letter after the position's own) inside random flanks up to the
+    target length. All pairs at once (numpy; a million DNA pairs take a few seconds)."""
     rng = np.random.default_rng(seed)
     letters = np.frombuffer(spec["letters"].encode(), dtype=np.uint8)
-    qs, ts = [], []
-    for _ in range(n):
-        q = rng.choice(letters, spec["qlen"])
-        t = mutate(rng, q, letters, spec["rate"])
-        flank = spec["tlen"] - len(t)
-        if flank > 0:
-            left = rng.integers(0, flank + 1)
-            t = np.concatenate([rng.choice(letters, left), t, rng.choice(letters, flank - left)])
-        qs.append(q.tobytes())
-        ts.append(t.tobytes())
-    return qs, ts
+    ql, rate = spec["qlen"], spec["rate"]
+    q = rng.choice(letters, (n, ql))
+    r = rng.random((n, ql))
+    out = q.copy()
+    sub = r < rate / 3
+    out[sub] = rng.choice(letters, int(sub.sum()))
+    reps = np.where((r >= rate / 3) & (r < 2 * rate / 3), 0, np.where((r >= 2 * rate / 3) & (r < rate), 2, 1))
+    core = np.repeat(out.ravel(), reps.ravel())
+    second = (np.cumsum(reps.ravel()) - 1)[reps.ravel() == 2]  # the inserted letter after its position's
+    core[second] = rng.choice(letters, len(second))
+    lens = reps.sum(axis=1)
+    flank = np.maximum(spec["tlen"] - lens, 0)
+    left = rng.integers(0, flank + 1)
+    tlens = lens + flank
+    t = rng.choice(letters, int(tlens.sum()))  # the flanks' letters; the cores go in between
+    t_off, c_off = np.cumsum(tlens) - tlens, np.cumsum(lens) - lens
+    t[np.repeat(t_off + left - c_off, lens) + np.arange(len(core))] = core
+    tb, qb = t.tobytes(), q.tobytes()
+    ends = np.cumsum(tlens).tolist()
+    return ([qb[i * ql:(i + 1) * ql] for i in range(n)],
+            [tb[a:b] for a, b in zip([0] + ends[:-1], ends)])
 
 
 def _parasail_chunk(args):
@@ -132,7 +131,7 @@ def batches_of(qs, ts, cfg: AlignConfig, alloc=None) -> list:
 
 
 def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu", concurrent: int = 0,
-                repeats: int = 1) -> tuple[list, dict]:
+                repeats: int = 1, batch_bases: int = 0) -> tuple[list, dict]:
     """(seconds of each of `repeats` runs, pairs per engine) of select_engines' chain for device over every
     batch, run as pipeline.stream runs it: each batch's upload started as it is queued, as many batches
     aligning at once as the chain's first engine takes (its `concurrent`, a thread each; concurrent > 0
@@ -145,7 +144,8 @@ def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu", co
     from gpualign.route import prefetch, run_chain
 
     cfg = AlignConfig(metric="affine", penalties=spec["pen"], scoring=spec["scoring"], device=device,
-                      threads=threads, distance_only=not trace).validate()
+                      threads=threads, distance_only=not trace,
+                      batch_bases=batch_bases or default_batch_bases(spec["scoring"])).validate()
     chain, _ = select_engines(cfg)
     for e in chain:
         getattr(e, "start", lambda: None)()
@@ -261,6 +261,9 @@ def main() -> None:
     ap.add_argument("--int16", default="1",
                     help="with --device gpu: 1 long pairs on dp_long16 where their values fit int16 (gpu_dp.INT16; "
                          "with CIGARs not local), 0 never; both, comma-separated: a GPU row each, on the same pairs")
+    ap.add_argument("--batch-bases", default="0",
+                    help="with --device gpu: bases per batch (0: the pairs command's default, default_batch_bases); "
+                         "several, comma-separated: a GPU row each, on the same pairs")
     ap.add_argument("--commands", type=int, default=0, metavar="N",
                     help="instead: whole `gpualign pairs` commands on N pairs of the dna set, GPU vs CPU")
     a = ap.parse_args()
@@ -274,6 +277,12 @@ def main() -> None:
     if any(x not in ("0", "1") for x in a.int16.split(",")):
         ap.error(f"--int16 takes 1, 0 or both comma-separated (got {a.int16})")
     narrows = [x == "1" for x in a.int16.split(",")]
+    try:
+        sizes = [int(x) for x in a.batch_bases.split(",")]
+    except ValueError:
+        sizes = [-1]
+    if any(x < 0 for x in sizes):
+        ap.error(f"--batch-bases takes sizes >= 0, comma-separated (got {a.batch_bases})")
     if a.commands:
         commands(a.commands, a.threads or len(os.sched_getaffinity(0)), a.json)
         return
@@ -292,22 +301,24 @@ def main() -> None:
         n = max(1, int(round(spec["n"] * a.scale)))
         qs, ts = simulate(spec, n)
         cells = float(sum(len(q) * len(t) for q, t in zip(qs, ts)))
-        gpu_rows = []  # (concurrent, team, int16, median seconds, runs, routes)
+        gpu_rows = []  # (concurrent, team, int16, batch bases, median seconds, runs, routes)
         for c in ([int(x) for x in a.concurrent.split(",")] if gpu else []):
             for tm in teams:
                 for narrow in narrows:
-                    gpu_dp.TEAM, gpu_dp.INT16 = tm or None, narrow
-                    runs, routes = engine_time(spec, qs, ts, threads, trace, "gpu", c, a.gpu_repeats)
-                    gpu_rows.append((c, tm, narrow, float(np.median(runs)), [round(r, 4) for r in runs], routes))
+                    for bb in sizes:
+                        gpu_dp.TEAM, gpu_dp.INT16 = tm or None, narrow
+                        runs, routes = engine_time(spec, qs, ts, threads, trace, "gpu", c, a.gpu_repeats, bb)
+                        gpu_rows.append((c, tm, narrow, bb, float(np.median(runs)), [round(r, 4) for r in runs], routes))
         te = engine_time(spec, qs, ts, threads, trace)[0][0] if not (gpu and a.skip_cpu_engine) else 0.0
         tp = parasail_direct(spec, qs, ts, threads, trace)
         rate = lambda s: cells / s / 1e9 if s else 0.0  # noqa: E731
         import parasail
 
-        for c, tm, narrow, tg, runs, routes in gpu_rows or [(None, None, None, 0.0, [], {})]:
+        for c, tm, narrow, bb, tg, runs, routes in gpu_rows or [(None, None, None, 0, 0.0, [], {})]:
             label = name if c is None or len(gpu_rows) == 1 else f"{name}/c{c or 'e'}"
             label += f"/t{tm or 'e'}" if c is not None and len(teams) > 1 else ""
             label += f"/i{16 if narrow else 32}" if c is not None and len(narrows) > 1 else ""
+            label += f"/b{(bb or default_batch_bases(spec['scoring'])).bit_length() - 1}" if c is not None and len(sizes) > 1 else ""
             print(f"{label:8} {n:>9,} {cells / 1e9:>8.3f} {tg:>8.3f} {rate(tg):>7.1f} {te:>9.2f} {rate(te):>7.2f} "
                   f"{tp:>10.2f} {rate(tp):>7.2f} {(tp / tg if tg else 0):>12.1f}")
             row = dict(set=name, pairs=n, cells=cells, cigar=trace, threads=threads, engine_s=te,
@@ -319,7 +330,7 @@ def main() -> None:
 
                 row.update(gpu=gpu_status()[1], gpu_s=tg, gpu_runs=runs, gpu_gcups=rate(tg), gpu_routes=routes,
                            kernel=a.kernel, length=a.length or None, concurrent=c or None, cols=a.cols or None,
-                           team=tm or None, int16=narrow)
+                           team=tm or None, int16=narrow, batch_bases=bb or default_batch_bases(spec["scoring"]))
             print(json.dumps(row), file=sys.stderr)
             if a.json:
                 with open(a.json, "a") as fh:

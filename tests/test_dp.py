@@ -460,6 +460,73 @@ def test_gpu_long16_cigars(mode, kind, monkeypatch):
         cpu.close()
 
 
+def fill16_sets(kind: str, seed: int, mode: str) -> list:
+    """(config, (queries, targets), kernel names) for dp_fill16: DNA pairs of every length around the double
+    stripes' 32 rows and the step pairs (1 to 70 rows, 1 to 70 columns: every remainder), random ones up to
+    300 bases, N runs, poly-A, long gaps, alignments whose first match follows a gap in a second stripe's
+    column 0; scored by DNA match/mismatch (EQ: from the letters' codes), DNA
+    with --n-mismatch and protein BLOSUM62 (the shared matrix)."""
+    from gpualign.engines import gpu_dp
+
+    rng = np.random.default_rng(seed)
+    sizes = [(m, n) for m in (1, 2, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 70) for n in (1, 2, 3, 16, 33, 70)]
+    qs = ["".join(rng.choice(list("ACGTN" if i % 5 == 0 else "ACGT"), m)) for i, (m, _) in enumerate(sizes)]
+    ts = [mutate(rng, q, "ACGT", 0.2)[:n].ljust(n, "A") for q, (_, n) in zip(qs, sizes)]
+    top = 300 if kind == "gpu" else 120
+    more = random_pairs(seed, "ACGT", 40 if kind == "gpu" else 15, top)
+    qs += more[0] + ["A" * 80, "ACGT" * 20, "N" * 40 + "ACGT" * 5, "ACGTACGTAC" * 3, "G" * 33]
+    ts += more[1] + ["A" * 60, "TTT" + "ACGT" * 18, "N" * 30, "ACGTACGTAC" + "T" * 40 + "ACGTACGTAC" * 2, "C" * 90]
+    # the best alignment leaves a second stripe's column 0 (rows 17 and 49) for column 1 diagonally
+    qs += ["T" * 16 + "ACGTACGTGG", "T" * 48 + "ACGTACGTGG", "T" * 16 + "ACGTACGTGG"]
+    ts += ["ACGTACGTGG", "ACGTACGTGG", "ACGTACGTGGCC"]
+    aa = random_pairs(seed + 1, AA, 40 if kind == "gpu" else 15, 200)
+    aa = ([a or "W" for a in aa[0]] + ["MKV" * 20], [b or "W" for b in aa[1]] + ["MKV" * 11 + "PP"])
+    m = gpu_dp.MODES[mode]
+    return [(dna_cfg(mode), (qs, ts), f"dp_fill16<{m}, true>"),
+            (dna_cfg(mode, n_mismatch=True), (qs, ts), f"dp_fill16<{m}, false>"),
+            (prot_cfg(mode), aa, f"dp_fill16<{m}, false>")]
+
+
+@pytest.mark.parametrize("kind", GPU_OR_EMU)
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_fill16(mode, kind, monkeypatch):
+    """dp_fill16 (short pairs, scores only, two int16 cells a word) on fill16_sets: scores equal cpu-dp's,
+    and with INT16 off dp_fill's (int32); with a match bonus of 120 the pair whose values could pass int16
+    (120 x ~300 > 32,767) goes to dp_fill in the same batch, right too; a mismatch of 700 (-infinity plus
+    it, o and e: 32 short of wrapping) on dp_fill16, and global and semi-global pairs whose lower bound
+    passes it on dp_fill."""
+    from gpualign.engines import gpu_dp
+
+    names = []
+    fill = gpu_dp.GpuDpEngine._fill
+    monkeypatch.setattr(gpu_dp.GpuDpEngine, "_fill", lambda self, name, *a: names.append(name) or fill(self, name, *a))
+    cpu, gpu = CpuDpEngine(2), gpu_engine(kind)
+    try:
+        for cfg, (q, t), name in fill16_sets(kind, 27, mode):
+            c = cfg.with_(distance_only=True)
+            names.clear()
+            want = align(cpu, q, t, c).score.tolist()
+            assert align(gpu, q, t, c).score.tolist() == want
+            assert set(names) == {name}
+            monkeypatch.setattr(gpu_dp, "INT16", False)
+            names.clear()
+            assert align(gpu, q, t, c).score.tolist() == want
+            assert set(names) == {f"dp_fill<{gpu_dp.MODES[mode]}, false>"}
+            monkeypatch.setattr(gpu_dp, "INT16", True)
+        rng = np.random.default_rng(28)
+        qs = ["".join(rng.choice(list("ACGT"), n)) for n in (30, 60, 100, 300, 250)]
+        ts = [mutate(rng, x, "ACGT", 0.1) for x in qs]
+        for c in (dna_cfg(mode, match=120, distance_only=True),
+                  dna_cfg(mode, distance_only=True).with_(penalties=Penalties(700, 2, 1))):
+            names.clear()
+            assert align(gpu, qs, ts, c).score.tolist() == align(cpu, qs, ts, c).score.tolist()
+            kernels = {n.split("<")[0] for n in names}
+            both = c.scoring.match == 120 or mode != "local"
+            assert kernels == ({"dp_fill16", "dp_fill"} if both else {"dp_fill16"})
+    finally:
+        cpu.close()
+
+
 def test_equality_scores():
     """dp_long16's EQ instance takes only an M diagonal with X <= 0 <= M - X elsewhere."""
     from gpualign import scoring
@@ -621,23 +688,52 @@ def test_launches_fit_their_limit():
                 assert size + int(words[b]) * 8 > limit  # the next warp would not fit
 
 
-def test_warp_plan():
-    """gpu_dp.warp_plan: the order padded to whole warps with -1; per warp its longest target, boundary
-    ints (longest target + 1, x32) and direction words (stripes of the longest query x longest target x32),
-    against a loop over the warps."""
+@NO_CXX
+def test_device_plan():
+    """GpuDpEngine._plan (dp_keys, a stable argsort, dp_warps; emulated): the group's pairs by query
+    length, then target length, ties in batch order (as np.lexsort sorts them), padded to whole warps with
+    -1; per warp its longest target and its longest query's stripes of ROWS rows, against a loop over the
+    warps; a group of some of the batch's pairs (a subset, in any order) and the whole batch (None)."""
     from gpualign.engines import gpu_dp
 
+    e = emu.emulated(gpu_dp.GpuDpEngine)()
     rng = np.random.default_rng(6)
-    for _ in range(300):
-        n = int(rng.integers(0, 150))
-        ql, tl, order = rng.integers(1, 400, n), rng.integers(1, 400, n), rng.permutation(n)
-        slots, maxn, bound, words = gpu_dp.warp_plan(ql, tl, order, True)
-        assert slots.tolist() == order.tolist() + [-1] * (-n % 32)
-        for w in range(len(slots) // 32):
-            ps = [p for p in slots[w * 32:(w + 1) * 32] if p >= 0]
-            longest_t, stripes = max(tl[ps]), -(-max(ql[ps]) // gpu_dp.ROWS)
-            assert (maxn[w], bound[w], words[w]) == (longest_t, (longest_t + 1) * 32, stripes * longest_t * 32)
-        assert not gpu_dp.warp_plan(ql, tl, order, False)[3].any()  # scores only: no direction words
+    with e._stream():
+        for _ in range(200):
+            n, top = int(rng.integers(1, 150)), int(rng.choice([5, 400, 70_000]))
+            ql, tl = rng.integers(1, top, n), rng.integers(1, top, n)
+            group = None if rng.random() < 0.3 else rng.permutation(n)[:int(rng.integers(1, n + 1))]
+            meta = np.stack([np.zeros(n), ql, np.zeros(n), tl]).astype(np.int32).view(emu.DeviceArray)
+            d_slots, maxn, stripes = e._plan(group, n, meta)
+            pairs = np.arange(n) if group is None else group
+            want = sorted(pairs.tolist(), key=lambda p: (ql[p], tl[p], pairs.tolist().index(p)))
+            slots = np.asarray(d_slots)
+            assert slots.tolist() == want + [-1] * (-len(want) % 32)
+            for w in range(len(slots) // 32):
+                ps = [p for p in slots[w * 32:(w + 1) * 32] if p >= 0]
+                assert (maxn[w], stripes[w]) == (max(tl[ps]), -(-max(ql[ps]) // gpu_dp.ROWS))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fits16_all_is_sound(mode):
+    """gpu_dp.fits16_all (every pair proved at once from the lengths' maxima) never holds where fits16 fails
+    for some pair, and holds for bench_dp's short sets (DNA 150 x ~300, +2 -3 -(5 + 2L); protein ~350 aa,
+    BLOSUM62 11/1)."""
+    from gpualign import scoring
+    from gpualign.engines import gpu_dp
+
+    rng = np.random.default_rng(8)
+    m = gpu_dp.MODES[mode]
+    for cfg in (dna_cfg(mode), dna_cfg(mode, match=40), prot_cfg(mode), dna_cfg(mode).with_(penalties=Penalties(700, 2, 1))):
+        sub, p = scoring.substitution(cfg), cfg.effective_penalties
+        for _ in range(300):
+            n, top = int(rng.integers(1, 60)), int(rng.choice([50, 800, 5000, 40_000]))
+            ql, tl = rng.integers(1, top, n), rng.integers(1, top, n)
+            if gpu_dp.fits16_all(m, ql, tl, sub, p.gap_open, p.gap_extend):
+                assert gpu_dp.fits16(m, ql, tl, sub, p.gap_open, p.gap_extend).all()
+    for cfg, q, t in ((dna_cfg(mode), 150, 320), (prot_cfg(mode), 380, 380)):
+        p = cfg.effective_penalties
+        assert gpu_dp.fits16_all(m, np.array([q]), np.array([t]), scoring.substitution(cfg), p.gap_open, p.gap_extend)
 
 
 def test_team_size():
@@ -647,18 +743,6 @@ def test_team_size():
 
     top = gpu_dp.TEAM_PAIRS_PER_SM * 132
     assert [gpu_dp.team_size(n, 132) for n in (1, 100, top, top + 1, 1000, 10 ** 6)] == [4, 4, 4, 1, 1, 1]
-
-
-def test_by_lengths_is_lexsort():
-    """gpu_dp.by_lengths: the pairs by query length, then target length, ties in their order (stable),
-    as sorted by np.lexsort; the radix path (lengths below 2^16) and the other."""
-    from gpualign.engines import gpu_dp
-
-    rng = np.random.default_rng(7)
-    for _ in range(300):
-        n, top = int(rng.integers(0, 300)), int(rng.choice([5, 400, 70_000]))
-        ql, tl = rng.integers(1, top, n), rng.integers(1, top, n)
-        assert gpu_dp.by_lengths(ql, tl).tolist() == sorted(range(n), key=lambda p: (ql[p], tl[p], p))
 
 
 def test_api_and_routing():

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..config import AlignConfig, Scoring, default_metric, preset_penalties
+from ..config import AlignConfig, Scoring, default_batch_bases, default_metric, preset_penalties
 from ..errors import ConfigError
 from .common import (CHAR_RULE, CpuWorkers, Debug, Gpus, Scheduler, Threads, _print_summary, _run, _stderr,
                      command_line, feedback)
@@ -48,7 +48,7 @@ def pairs(
     gpus: Gpus = None,
     scheduler: Scheduler = None,
     cpu_workers: CpuWorkers = 0,
-    batch_bases: Annotated[int, typer.Option("--batch-bases", hidden=True)] = 1 << 25,
+    batch_bases: Annotated[Optional[int], typer.Option("--batch-bases", hidden=True)] = None,
 ) -> None:
     """Align record i of QUERY with record i of TARGET (exact; global unless --mode): PAF/SAM/BAM/TSV."""
     from ..cluster import ClusterSpec
@@ -62,7 +62,7 @@ def pairs(
             cfg = AlignConfig(metric=default_metric(metric, sc),
                               penalties=preset_penalties(sc, mismatch, gap_open, gap_extend), scoring=sc,
                               distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=n_threads,
-                              batch_bases=batch_bases)
+                              batch_bases=batch_bases or default_batch_bases(sc))
             result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify,
                                ClusterSpec(gpus, scheduler, cpu_workers))
         _print_summary(result, summary, quiet)

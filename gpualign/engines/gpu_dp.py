@@ -2,10 +2,13 @@
 bonus or a substitution matrix and affine gaps, DNA or protein, scores and CIGARs as the cpu-dp engine
 gives them (the same score; on ties the CIGAR may differ, both optimal).
 
-Short pairs, one thread each (dp_fill): the pairs of a batch are sorted by length so that a warp's 32
+Short pairs, one thread each (dp_fill; scores only, where their values fit int16, dp_fill16, two cells
+an instruction): the pairs of a batch are sorted by length on the device (_plan) so that a warp's 32
 pairs need about the same room, and launched a group of warps at a time, so that the direction bits (4
 per cell, for the traceback) of a launch stay within DIR_BYTES (a quarter of the free device memory:
-as a rule the whole batch is one launch). Long pairs (is_long), a team of warps each (dp_long): a
+as a rule the whole batch is one launch). The host's work per batch is kept to numbers per warp and a
+few passes over the lengths (split, fits16_all): on a million short pairs, sorting and planning them on
+the host took longer than the kernels. Long pairs (is_long), a team of warps each (dp_long): a
 thread walking a long pair alone would keep few threads busy; a warp's lanes take 32 stripes of its rows
 at once; where a launch has few pairs, a team of 4 warps takes each, the warps the next tiles of 32
 stripes (team_size). Launches hold as many pairs as half the free device memory takes. Long pairs
@@ -60,10 +63,12 @@ def _long_name(mode: int, trace: bool, team: int) -> str:
 
 
 def _kernel(mode: int, trace: bool, team: int, wide: bool, sub: scoring.Substitution) -> tuple[str, int, int]:
-    """A launch's kernel, threads per block and dynamic shared-memory ints (dp.cu's): dp_fill (team 0),
-    dp_long (team warps a pair) or, wide False, dp_long16 (one warp a pair)."""
+    """A launch's kernel, threads per block and dynamic shared-memory ints (dp.cu's): dp_fill (team 0; wide
+    False: dp_fill16, scores only), dp_long (team warps a pair) or, wide False, dp_long16 (one warp a pair)."""
     k = len(sub.letters)
     if not team:
+        if not wide:
+            return f"dp_fill16<{mode}, {_flag(equality_scores(sub))}>", BLOCK, (k + 1) * (k + 1)
         return f"dp_fill<{mode}, {_flag(trace)}>", BLOCK, k * k
     if wide:
         return _long_name(mode, trace, team), 32 * team, k * k + team * (4 * COLS + 3)
@@ -83,13 +88,25 @@ def _names() -> tuple:
     names += [_long_name(m, t, team) for m in modes for t in (True, False) for team in (1, 2)]
     names += [f"dp_long16<{m}, {_flag(eq)}, {_flag(t)}>" for m in modes for eq in (True, False) for t in (True, False)
               if not t or m != MODES["local"]]
-    return tuple(names + ["dp_gather"])
+    names += [f"dp_fill16<{m}, {_flag(eq)}>" for m in modes for eq in (True, False)]
+    return tuple(names + ["dp_gather", "dp_keys", "dp_warps"])
 
 
 def is_long(ql: np.ndarray, tl: np.ndarray) -> np.ndarray:
     """Pairs for dp_long (a block each: one warp or a team of 4) rather than dp_fill (a thread each)."""
     cells = ql * tl
     return (cells > MAX_CELLS) | ((ql >= LONG_ROWS) & (cells >= LONG_CELLS))
+
+
+def split(ql: np.ndarray, tl: np.ndarray) -> tuple:
+    """(short, long): the batch indices of its pairs for dp_fill and for dp_long, both sequences not empty;
+    short is None where that is every pair (checked on the lengths' extremes: is_long grows with both
+    lengths)."""
+    if len(ql) and min(int(ql.min()), int(tl.min())) > 0 and not is_long(int(ql.max()), int(tl.max())):
+        return None, np.zeros(0, np.int64)
+    live = np.flatnonzero((ql > 0) & (tl > 0))
+    big = is_long(ql[live], tl[live])
+    return live[~big], live[big]
 
 
 def long_words(ql: np.ndarray, tl: np.ndarray, wide: bool = True) -> np.ndarray:
@@ -126,7 +143,24 @@ def fits16(mode: int, ql: np.ndarray, tl: np.ndarray, sub: scoring.Substitution,
     their - e; and what it computes from -infinity, NEG16 - e and NEG16 + S + o + e (a diagonal from
     outside the matrix), without wrapping. (Cells past row m or column n may wrap: nothing real reads
     them.)"""
-    lo, hi = h_range(mode, ql, tl, sub, o, e)
+    return _fits16(*h_range(mode, ql, tl, sub, o, e), sub, o, e)
+
+
+def fits16_all(mode: int, ql: np.ndarray, tl: np.ndarray, sub: scoring.Substitution, o: int, e: int) -> bool:
+    """Whether fits16 holds for every pair (lengths ql, tl), from the lengths' maxima Q, T alone: h_range's
+    bounds of any pair lie within hi = max(S, 0) min(Q, T) and lo = -(o + |min(S, 0)| min(Q, T) + e max(Q,
+    T)) (False where that does not prove it)."""
+    if not len(ql):
+        return True
+    q, t = int(ql.max()), int(tl.max())
+    a = sub.array()
+    smin, smax = min(int(a.min()), 0), max(int(a.max()), 0)
+    lo = 0 if mode == MODES["local"] else -(o - smin * min(q, t) + e * max(q, t))
+    return bool(_fits16(np.int64(lo), np.int64(smax * min(q, t)), sub, o, e))
+
+
+def _fits16(lo, hi, sub: scoring.Substitution, o: int, e: int):
+    """fits16's test of the bounds (lo, hi) of H."""
     a = sub.array()
     smin, go = min(int(a.min()), 0), o + e
     small = e <= 768 and smin + go >= -768 and int(np.abs(a).max()) + go < 1 << 15
@@ -162,28 +196,6 @@ def letter_table(cfg: AlignConfig, sub: scoring.Substitution) -> np.ndarray:
     lut[[ord(c) for c in sub.letters]] = np.arange(len(sub.letters), dtype=np.uint8)
     remap = scoring.input_map(sub, cfg.scoring.unknown)
     return lut if remap is None else lut[np.frombuffer(remap, np.uint8)]
-
-
-def by_lengths(ql: np.ndarray, tl: np.ndarray) -> np.ndarray:
-    """The order of pairs by query length, then target length (stable): np.lexsort's, by two stable
-    radix sorts of 16-bit keys when every length fits one (about 5 times faster)."""
-    if not len(ql) or max(int(ql.max()), int(tl.max())) >= 1 << 16:
-        return np.lexsort((tl, ql))
-    by_t = np.argsort(tl.astype(np.uint16), kind="stable")
-    return by_t[np.argsort(ql[by_t].astype(np.uint16), kind="stable")]
-
-
-def warp_plan(ql: np.ndarray, tl: np.ndarray, order: np.ndarray, want: bool):
-    """order padded to whole warps (-1), and per warp: its longest target, its boundary rows' and
-    direction words' sizes (a warp's longest query and target by one reduction over the ordered lengths)."""
-    pad = -len(order) % 32
-    slots = np.concatenate([order, np.full(pad, -1, np.int64)])
-    firsts = np.arange(0, len(order), 32)
-    maxn = np.maximum.reduceat(tl[order], firsts) if len(order) else np.zeros(0, np.int64)
-    stripes = -(-np.maximum.reduceat(ql[order], firsts) // ROWS) if len(order) else np.zeros(0, np.int64)
-    bound = (maxn + 1) * 32
-    words = stripes * maxn * 32 if want else np.zeros_like(maxn)
-    return slots, maxn, bound, words
 
 
 def launches(words: np.ndarray, limit: int) -> list[tuple[int, int]]:
@@ -269,17 +281,19 @@ class GpuDpEngine(BatchEngine):
         return cfg.general and len(self._table(cfg).letters) <= MAX_LETTERS
 
     def accepts(self, batch: PairBatch, cfg: AlignConfig) -> np.ndarray:
-        if not self.accepts_cfg(cfg):
+        if not self.accepts_cfg(cfg) or not batch.n:
             return np.zeros(batch.n, dtype=bool)
         p = cfg.effective_penalties  # |a path's score| <= (n + m) (max |S| + o + e)
         per_base = int(np.abs(self._table(cfg).array()).max()) + p.gap_open + p.gap_extend
         ql, tl = np.asarray(batch.q_len, np.int64), np.asarray(batch.t_len, np.int64)
-        room = (ql + tl) * per_base < SCORE_LIMIT
-        big = np.flatnonzero(is_long(ql, tl)) if not cfg.distance_only else ()
-        if len(big):  # the directions: 16 cells per word, whole tiles (dp_long16's where the pair goes there)
-            sixteen = narrow(MODES[cfg.scoring.mode], True, ql[big], tl[big], self._table(cfg), cfg)
-            words = np.where(sixteen, long_words(ql[big], tl[big], False), long_words(ql[big], tl[big]))
-            room[big] &= words * ROWS <= LONG_MAX_CELLS
+        qmax, tmax = int(ql.max()), int(tl.max())
+        room = np.ones(batch.n, bool) if (qmax + tmax) * per_base < SCORE_LIMIT else (ql + tl) * per_base < SCORE_LIMIT
+        if cfg.distance_only or not is_long(qmax, tmax):
+            return room
+        big = np.flatnonzero(is_long(ql, tl))  # the directions: 16 cells per word, whole tiles (dp_long16's
+        sixteen = narrow(MODES[cfg.scoring.mode], True, ql[big], tl[big], self._table(cfg), cfg)  # where it goes)
+        words = np.where(sixteen, long_words(ql[big], tl[big], False), long_words(ql[big], tl[big]))
+        room[big] &= words * ROWS <= LONG_MAX_CELLS
         return room
 
     def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
@@ -293,9 +307,7 @@ class GpuDpEngine(BatchEngine):
         mode, want = MODES[cfg.scoring.mode], not cfg.distance_only
         n = batch.n
         ql, tl = np.asarray(batch.q_len, np.int64), np.asarray(batch.t_len, np.int64)
-        live = np.flatnonzero((ql > 0) & (tl > 0))
-        big = is_long(ql[live], tl[live])
-        short, long = live[~big], live[big]
+        short, long = split(ql, tl)  # (short None: every pair)
         d_raw, d_meta = self._staging.upload(batch, cfg)  # (prefetched while the batch before aligned)
         d_lut, d_matrix = self._device_tables(cfg, sub)
         d_codes = d_lut[d_raw]  # letter indices, made on the device
@@ -303,35 +315,53 @@ class GpuDpEngine(BatchEngine):
         d_out = cupy.zeros((6, n), cupy.int32)  # by pair, one memset and one copy back:
         ends = tuple(d_out[:3])  # score, end row, end column
         starts = tuple(d_out[3:])  # op count, start row, start column
-        sixteen = narrow(mode, want, ql[long], tl[long], sub, cfg)  # long pairs for dp_long16
         traced = []  # per launch: its threads' pairs, and where their CIGARs are (dp_trace's output)
-        for sel, args, bound, words, grid, team, wide in self._launches(ql, tl, short, long, sixteen, want, d_codes,
-                                                                        d_meta):
+        for sel, args, bound, words, grid, team, wide in self._launches(mode, want, sub, cfg, ql, tl, short, long,
+                                                                        d_codes, d_meta):
             d_dir = self._fill(*_kernel(mode, want, team, wide, sub), grid, args, bound, words, scoring_args, ends)
             if want:
                 room = np.where(sel >= 0, ql[sel] + tl[sel], 0)
                 traced.append((args[1], args[2], *self._trace(_trace_name(mode, team, wide), 32 if team else 1,
                                                               args, room, d_dir, scoring_args, ends, starts)))
             del d_dir
-        host = list(d_out.get())
-        return self._results(cfg, want, ql, tl, host, lambda dst, total: self._gather(traced, starts[0], dst, total))
+        host = d_out.get()
+        gather = lambda dst, total: self._gather(traced, starts[0], dst, total)  # noqa: E731
+        return self._results(cfg, want, ql, tl, host, gather, short is None)
 
-    @staticmethod
-    def _launches(ql, tl, short, long, narrow, want: bool, d_codes, d_meta):
-        """The kernels' launches: (each thread's or team's pair, -1 for none; the kernel's pair arguments;
-        boundary ints; direction words; blocks; dp_long's warps per pair, 0 for dp_fill; int32 lanes, False
-        for dp_long16's launches of the long pairs where narrow), dp_fill's short pairs first."""
+    def _launches(self, mode: int, want: bool, sub, cfg, ql, tl, short, long, d_codes, d_meta):
+        """The kernels' launches: (each thread's or team's pair, -1 for none (dp_fill's scores only: None); the
+        kernel's pair arguments; boundary ints; direction words; blocks; dp_long's warps per pair, 0 for
+        dp_fill; int32 lanes: False for dp_fill16 and dp_long16), dp_fill's short pairs first. Scores only,
+        the short pairs whose values fit int16 go to dp_fill16 (fits16; every pair at once where
+        fits16_all proves it from the lengths' maxima), the long ones likewise to dp_long16 (narrow)."""
         import cupy
 
-        order = short[by_lengths(ql[short], tl[short])]
-        slots, maxn, bound, words = warp_plan(ql, tl, order, want)
-        for w0, w1 in launches(words, DIR_BYTES or _free_bytes() // 4):
-            sel = slots[w0 * 32:w1 * 32]
-            args = (d_codes, to_device(sel, np.int32), np.int32(len(sel)), *d_meta, to_device(maxn[w0:w1], np.int32),
-                    *_starts_on_device(bound[w0:w1], words[w0:w1]))
-            yield sel, args, int(bound[w0:w1].sum()), int(words[w0:w1].sum()), -(-len(sel) // BLOCK), 0, True
+        p = cfg.effective_penalties
+        sq, st = (ql, tl) if short is None else (ql[short], tl[short])
+        if want or not INT16:
+            groups = ((True, short),)
+        elif fits16_all(mode, sq, st, sub, p.gap_open, p.gap_extend):
+            groups = ((False, short),)
+        else:
+            fit = fits16(mode, sq, st, sub, p.gap_open, p.gap_extend)
+            every = np.arange(len(ql)) if short is None else short
+            groups = ((True, every[~fit]), (False, every[fit]))
+        for wide, group in groups:
+            if group is not None and not len(group):
+                continue
+            d_slots, maxn, stripes = self._plan(group, len(ql), d_meta)
+            slots = d_slots.get() if want else None
+            bound = (maxn.astype(np.int64) + 1) * 32
+            words = stripes.astype(np.int64) * maxn * 32 if want else np.zeros(len(maxn), np.int64)
+            for w0, w1 in launches(words, DIR_BYTES or _free_bytes() // 4):
+                d_sel = d_slots[w0 * 32:w1 * 32]
+                args = (d_codes, d_sel, np.int32(len(d_sel)), *d_meta, to_device(maxn[w0:w1], np.int32),
+                        *_starts_on_device(bound[w0:w1], words[w0:w1]))
+                sel = None if slots is None else slots[w0 * 32:w1 * 32]
+                yield sel, args, int(bound[w0:w1].sum()), int(words[w0:w1].sum()), -(-len(d_sel) // BLOCK), 0, wide
+        sixteen = narrow(mode, want, ql[long], tl[long], sub, cfg)  # long pairs for dp_long16
         for wide in (True, False):
-            some = long[narrow != wide]
+            some = long[sixteen != wide]
             if not len(some):
                 continue
             order = some[np.argsort(-ql[some] * tl[some], kind="stable")]  # the largest first
@@ -343,6 +373,27 @@ class GpuDpEngine(BatchEngine):
                         *_starts_on_device(bound[a:b], words[a:b]))
                 team = (TEAM or team_size(len(sel), _sm_count())) if wide else 1
                 yield sel, args, int(bound[a:b].sum()), int(words[a:b].sum()), len(sel), team, wide
+
+    @trace.traced("dp plan")
+    def _plan(self, group, n: int, d_meta) -> tuple:
+        """dp_fill's order of the pairs `group` (batch indices; None: all n of the batch), made on the device:
+        sorted by query length, then target length (stable), padded to whole warps with -1 (device int32),
+        and per warp its longest target and its longest query's stripes (host int32)."""
+        import cupy
+
+        count = n if group is None else len(group)
+        nwarps = -(-count // 32)
+        d_idx = to_device(np.zeros(1) if group is None else group, np.int32)
+        picked = (d_meta[1], d_meta[3], d_idx, np.int32(group is not None))
+        d_key = cupy.empty(count, cupy.uint64)
+        self._module().get_function("dp_keys")((-(-count // BLOCK),), (BLOCK,), (*picked, np.int32(count), d_key))
+        d_sorted = cupy.argsort(d_key)
+        d_slots, d_warps = cupy.empty(nwarps * 32, cupy.int32), cupy.empty((2, nwarps), cupy.int32)
+        self._module().get_function("dp_warps")((-(-nwarps // BLOCK),), (BLOCK,),
+                                                (*picked, d_sorted, np.int32(count), np.int32(nwarps), d_slots,
+                                                 d_warps[0], d_warps[1]))
+        maxn, stripes = d_warps.get()
+        return d_slots, maxn, stripes
 
     @trace.traced("dp fill")
     def _fill(self, name: str, block: int, shared: int, grid: int, args: tuple, bound: int, words: int,
@@ -384,31 +435,33 @@ class GpuDpEngine(BatchEngine):
         return cupy.asnumpy(d_out)[:total]
 
     @staticmethod
-    def _results(cfg: AlignConfig, want: bool, ql, tl, host: list, gather) -> AlignBatch:
-        """The AlignBatch from the kernels' per-pair arrays (host: score, end row, end column, op count,
-        start row, start column), the empty sequences written down here; gather(dst, total) gives the
-        kernels' CIGARs packed in pair order, pair p's from dst[p]."""
-        score, i_end, j_end, clen, i_start, j_start = (x.astype(np.int64) for x in host)
-        gaps, mode = cfg.parasail_gaps(), cfg.scoring.mode
+    def _results(cfg: AlignConfig, want: bool, ql, tl, host: np.ndarray, gather, all_live: bool) -> AlignBatch:
+        """The AlignBatch from the kernels' per-pair arrays (host rows: score, end row, end column, op count,
+        start row, start column), the empty sequences (none where all_live) written down here; gather(dst,
+        total) gives the kernels' CIGARs packed in pair order, pair p's from dst[p]."""
+        n, gaps, mode = len(ql), cfg.parasail_gaps(), cfg.scoring.mode
+        score = host[0].copy()
+        if want:
+            i_end, j_end, clen, i_start, j_start = (x.astype(np.int64) for x in host[1:])
+        else:
+            clen = np.zeros(n, np.int64)
+            i_start, i_end, j_start, j_end = score_only_ranges(mode, ql, tl)
         runs = {}
-        for p in np.flatnonzero((ql == 0) | (tl == 0)).tolist():
+        for p in ([] if all_live else np.flatnonzero((ql == 0) | (tl == 0)).tolist()):
             score[p], run = empty_side(mode, int(ql[p]), int(tl[p]), gaps)
             whole = bool(run) or mode == "global"
-            i_start[p], i_end[p], j_start[p], j_end[p] = (0, ql[p], 0, tl[p]) if whole else (0, 0, 0, 0)
+            if want:
+                i_start[p], i_end[p], j_start[p], j_end[p] = (0, ql[p], 0, tl[p]) if whole else (0, 0, 0, 0)
             if want and run:
                 runs[p] = np.array([ln << 4 | op for op, ln in run], np.uint32)
                 clen[p] = len(run)
+        off = offsets_from_lengths(clen) if want else clen.copy()  # (scores only: every length 0)
+        cigar = np.zeros(0, np.uint32)
         if want:
-            off = offsets_from_lengths(clen)
             cigar = gather(off, int(clen.sum()))
             for p, ops in runs.items():
                 cigar[off[p]:off[p] + len(ops)] = ops
-        else:
-            clen[:] = 0
-            i_start, i_end, j_start, j_end = score_only_ranges(mode, ql, tl)
-            off, cigar = offsets_from_lengths(clen), np.zeros(0, np.uint32)
-        n = len(score)
-        res = AlignBatch(score.astype(np.int32), np.full(n, OK, np.uint8), np.full(n, ENGINE_CODE[NAME], np.uint8),
-                         cigar, off, clen, want, {})
+        res = AlignBatch(score, np.full(n, OK, np.uint8), np.full(n, ENGINE_CODE[NAME], np.uint8), cigar, off, clen,
+                         want, {})
         res.q_start, res.q_end, res.t_start, res.t_end = i_start, i_end, j_start, j_end
         return res

@@ -33,7 +33,7 @@ static void blocks(void (*kernel)(P...), int grid, int block, void** args) {
 
 extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, void** args) {
     const std::string name(name_c);
-    // dp_fill, dp_trace of its pairs and dp_gather: threads alone; dp_long, dp_long16 and dp_trace of
+    // dp_fill, dp_fill16, dp_trace of their pairs, dp_gather and the plan's dp_keys and dp_warps: threads alone; dp_long, dp_long16 and dp_trace of
     // theirs: whole blocks (a pair's team of warps, or its warp); grid_y is 1. A kernel's name is its instance spelled as here (gpu_dp's names).
 #define RUN(HOW, ...)                            \
     if (name == #__VA_ARGS__) {                  \
@@ -53,6 +53,8 @@ extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, v
     RUN(blocks, dp_long16<0, false, false>) RUN(blocks, dp_long16<1, false, false>) RUN(blocks, dp_long16<2, false, false>)
     RUN(blocks, dp_long16<0, true, true>) RUN(blocks, dp_long16<2, true, true>)
     RUN(blocks, dp_long16<0, false, true>) RUN(blocks, dp_long16<2, false, true>)
-    RUN(serial, dp_gather)
+    RUN(serial, dp_fill16<0, true>) RUN(serial, dp_fill16<1, true>) RUN(serial, dp_fill16<2, true>)
+    RUN(serial, dp_fill16<0, false>) RUN(serial, dp_fill16<1, false>) RUN(serial, dp_fill16<2, false>)
+    RUN(serial, dp_gather) RUN(serial, dp_keys) RUN(serial, dp_warps)
     return 1;  // no such kernel
 }
