@@ -145,7 +145,7 @@ def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu", co
 
     cfg = AlignConfig(metric="affine", penalties=spec["pen"], scoring=spec["scoring"], device=device,
                       threads=threads, distance_only=not trace,
-                      batch_bases=batch_bases or default_batch_bases(spec["scoring"])).validate()
+                      batch_bases=batch_bases or default_batch_bases(spec["scoring"], not trace)).validate()
     chain, _ = select_engines(cfg)
     for e in chain:
         getattr(e, "start", lambda: None)()
@@ -318,7 +318,8 @@ def main() -> None:
             label = name if c is None or len(gpu_rows) == 1 else f"{name}/c{c or 'e'}"
             label += f"/t{tm or 'e'}" if c is not None and len(teams) > 1 else ""
             label += f"/i{16 if narrow else 32}" if c is not None and len(narrows) > 1 else ""
-            label += f"/b{(bb or default_batch_bases(spec['scoring'])).bit_length() - 1}" if c is not None and len(sizes) > 1 else ""
+            size = bb or default_batch_bases(spec["scoring"], not trace)
+            label += f"/b{size.bit_length() - 1}" if c is not None and len(sizes) > 1 else ""
             print(f"{label:8} {n:>9,} {cells / 1e9:>8.3f} {tg:>8.3f} {rate(tg):>7.1f} {te:>9.2f} {rate(te):>7.2f} "
                   f"{tp:>10.2f} {rate(tp):>7.2f} {(tp / tg if tg else 0):>12.1f}")
             row = dict(set=name, pairs=n, cells=cells, cigar=trace, threads=threads, engine_s=te,
@@ -330,7 +331,7 @@ def main() -> None:
 
                 row.update(gpu=gpu_status()[1], gpu_s=tg, gpu_runs=runs, gpu_gcups=rate(tg), gpu_routes=routes,
                            kernel=a.kernel, length=a.length or None, concurrent=c or None, cols=a.cols or None,
-                           team=tm or None, int16=narrow, batch_bases=bb or default_batch_bases(spec["scoring"]))
+                           team=tm or None, int16=narrow, batch_bases=size)
             print(json.dumps(row), file=sys.stderr)
             if a.json:
                 with open(a.json, "a") as fh:

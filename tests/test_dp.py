@@ -745,6 +745,14 @@ def test_team_size():
     assert [gpu_dp.team_size(n, 132) for n in (1, 100, top, top + 1, 1000, 10 ** 6)] == [4, 4, 4, 1, 1, 1]
 
 
+def test_default_batch_bases():
+    """Batches of 2^26 bases for general scoring's scores only (gpu-dp's per-batch work), else 2^25."""
+    from gpualign.config import default_batch_bases
+
+    assert default_batch_bases(Scoring(match=2), True) == 1 << 26
+    assert default_batch_bases(Scoring(match=2), False) == default_batch_bases(Scoring(), True) == 1 << 25
+
+
 def test_api_and_routing():
     cfg = dna_cfg("local")
     res = gpualign.align_pairs(["GGACGTAA"], ["CCACGTCC"], cfg)
