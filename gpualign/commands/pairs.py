@@ -62,7 +62,7 @@ def pairs(
             cfg = AlignConfig(metric=default_metric(metric, sc),
                               penalties=preset_penalties(sc, mismatch, gap_open, gap_extend), scoring=sc,
                               distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=n_threads,
-                              batch_bases=batch_bases or default_batch_bases(sc, distance_only))
+                              batch_bases=default_batch_bases(sc, distance_only) if batch_bases is None else batch_bases)
             result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify,
                                ClusterSpec(gpus, scheduler, cpu_workers))
         _print_summary(result, summary, quiet)

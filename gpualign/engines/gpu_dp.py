@@ -138,10 +138,10 @@ def h_range(mode: int, ql: np.ndarray, tl: np.ndarray, sub: scoring.Substitution
 
 
 def fits16(mode: int, ql: np.ndarray, tl: np.ndarray, sub: scoring.Substitution, o: int, e: int) -> np.ndarray:
-    """Pairs whose real cells' values in dp_long16's walk fit an int16 lane above NEG16 - e: H in h_range,
-    and what the walk computes from it: H + S (a diagonal candidate), G = H - (o + e), V and Z (>= G),
-    their - e; and what it computes from -infinity, NEG16 - e and NEG16 + S + o + e (a diagonal from
-    outside the matrix), without wrapping. (Cells past row m or column n may wrap: nothing real reads
+    """Pairs whose real cells' values in dp_long16's or dp_fill16's walk fit an int16 lane above NEG16 - e:
+    H in h_range, and what the walk computes from it: H + S (a diagonal candidate), G = H - (o + e), V and
+    Z (>= G), their - e; and what it computes from -infinity, NEG16 - e and NEG16 + S + o + e (a diagonal
+    from outside the matrix), without wrapping. (Cells past row m or column n may wrap: nothing real reads
     them.)"""
     return _fits16(*h_range(mode, ql, tl, sub, o, e), sub, o, e)
 
