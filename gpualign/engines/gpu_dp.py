@@ -290,8 +290,9 @@ class GpuDpEngine(BatchEngine):
         room = np.ones(batch.n, bool) if (qmax + tmax) * per_base < SCORE_LIMIT else (ql + tl) * per_base < SCORE_LIMIT
         if cfg.distance_only or not is_long(qmax, tmax):
             return room
-        big = np.flatnonzero(is_long(ql, tl))  # the directions: 16 cells per word, whole tiles (dp_long16's
-        sixteen = narrow(MODES[cfg.scoring.mode], True, ql[big], tl[big], self._table(cfg), cfg)  # where it goes)
+        # the long pairs' directions: 16 cells per word, whole tiles (dp_long16's where the pair goes there)
+        big = np.flatnonzero(is_long(ql, tl))
+        sixteen = narrow(MODES[cfg.scoring.mode], True, ql[big], tl[big], self._table(cfg), cfg)
         words = np.where(sixteen, long_words(ql[big], tl[big], False), long_words(ql[big], tl[big]))
         room[big] &= words * ROWS <= LONG_MAX_CELLS
         return room
@@ -376,9 +377,9 @@ class GpuDpEngine(BatchEngine):
 
     @trace.traced("dp plan")
     def _plan(self, group, n: int, d_meta) -> tuple:
-        """dp_fill's order of the pairs `group` (batch indices; None: all n of the batch), made on the device:
-        sorted by query length, then target length (stable), padded to whole warps with -1 (device int32),
-        and per warp its longest target and its longest query's stripes (host int32)."""
+        """dp_fill's (or dp_fill16's) order of the pairs `group` (batch indices; None: all n of the batch), made
+        on the device: sorted by query length, then target length (stable), padded to whole warps with -1
+        (device int32), and per warp its longest target and its longest query's stripes (host int32)."""
         import cupy
 
         count = n if group is None else len(group)
@@ -450,11 +451,11 @@ class GpuDpEngine(BatchEngine):
         for p in ([] if all_live else np.flatnonzero((ql == 0) | (tl == 0)).tolist()):
             score[p], run = empty_side(mode, int(ql[p]), int(tl[p]), gaps)
             whole = bool(run) or mode == "global"
-            if want:
+            if want:  # (scores only: score_only_ranges' ranges)
                 i_start[p], i_end[p], j_start[p], j_end[p] = (0, ql[p], 0, tl[p]) if whole else (0, 0, 0, 0)
-            if want and run:
-                runs[p] = np.array([ln << 4 | op for op, ln in run], np.uint32)
-                clen[p] = len(run)
+                if run:
+                    runs[p] = np.array([ln << 4 | op for op, ln in run], np.uint32)
+                    clen[p] = len(run)
         off = offsets_from_lengths(clen) if want else clen.copy()  # (scores only: every length 0)
         cigar = np.zeros(0, np.uint32)
         if want:
