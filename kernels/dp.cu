@@ -196,6 +196,17 @@ __device__ __forceinline__ void best_end(const Best& b, int m, int& best, int& b
     }
 }
 
+// a boundary row before the first stripe: row 0's G (global: the gaps in the target, else 0; minus go)
+// and V (neg, -infinity), at columns j0, j0 + dj, ... up to n, column j at bH[j * stride], bV[j * stride]
+template <int MODE>
+__device__ __forceinline__ void row0(int* __restrict__ bH, int* __restrict__ bV, int n, int go, int ge, int neg, int j0,
+                                     int dj, int stride) {
+    for (int j = j0; j <= n; j += dj) {
+        bH[j * stride] = (MODE == GLOBAL ? -(go + (j - 1) * ge) : 0) - go;
+        bV[j * stride] = neg;
+    }
+}
+
 // the shared matrix: S[t * K + q] + go
 __device__ __forceinline__ void load_matrix(int* S, const int* __restrict__ matrix, int K, int go) {
     for (int x = threadIdx.x; x < K * K; x += blockDim.x) S[x] = matrix[x] + go;
@@ -249,10 +260,7 @@ __global__ void __launch_bounds__(128, MODE == LOCAL && !TRACE ? 5 : 0)
     int* __restrict__ bH = boundH + w_bound[w] + lane;  // the row above the stripe: G = H - go, and V
     int* __restrict__ bV = boundV + w_bound[w] + lane;
     uint64_t* __restrict__ dr = dir + w_dir[w] + lane;
-    for (int j = 1; j <= n; ++j) {  // row 0: gaps in the target (global), free (local, semi-global)
-        bH[j * 32] = (MODE == GLOBAL ? -(go + (j - 1) * ge) : 0) - go;
-        bV[j * 32] = NEG_INF;
-    }
+    row0<MODE>(bH, bV, n, go, ge, NEG_INF, 1, 1, 32);
     Best b = best_start<MODE>(m, go, ge);
     const int edge = (m - 1) / ROWS * ROWS;  // the last stripe's first row
     for (int i0 = 0; i0 < edge; i0 += ROWS)
@@ -261,14 +269,10 @@ __global__ void __launch_bounds__(128, MODE == LOCAL && !TRACE ? 5 : 0)
     best_end<MODE>(b, m, out_score[p], out_i[p], out_j[p]);
 }
 
-// a long pair's boundary row before its first tile, by the block's threads: row 0's G (global: the gaps
-// in the target, else 0, minus go, as in dp_fill) and V (neg, -infinity)
+// a long pair's boundary row before its first tile, by the block's threads (row0)
 template <int MODE>
 __device__ __forceinline__ void long_row0(int* __restrict__ bH, int* __restrict__ bV, int n, int go, int ge, int neg) {
-    for (int j = 1 + threadIdx.x; j <= n; j += blockDim.x) {
-        bH[j] = (MODE == GLOBAL ? -(go + (j - 1) * ge) : 0) - go;
-        bV[j] = neg;
-    }
+    row0<MODE>(bH, bV, n, go, ge, neg, 1 + threadIdx.x, blockDim.x, 1);
     __syncthreads();
 }
 
@@ -553,6 +557,17 @@ __device__ __forceinline__ void double_column0(int i0, int go, int ge, bool both
     }
 }
 
+// G = H - go of the rows above two stripes from row i0 + 1, at column 0
+template <int MODE>
+__device__ __forceinline__ uint32_t double_gdiag(int i0, int go, int ge) {
+    return pack16(first_column<MODE>(i0, go, ge) - go, first_column<MODE>(i0 + ROWS, go, ge) - go);
+}
+
+// EQ's packed scores: M + go + 1 and X + go in both halves (matrix: M on its diagonal, X elsewhere)
+__device__ __forceinline__ uint2 eq_scores(const int* __restrict__ matrix, int go) {
+    return make_uint2(pack16(matrix[0] + go + 1, matrix[0] + go + 1), pack16(matrix[1] + go, matrix[1] + go));
+}
+
 // one tile of dp_long16 (EDGE: the last, holding row m): lane l's stripes 64 tile + 2l and + 2l + 1; at
 // step x the first computes COLS16 columns from (x - 2l) COLS16 + 1, the second the COLS16 before them.
 // TRACE: ds, the lane's first direction entry of the tile, laid out [step][column][lane] (16 bytes each,
@@ -574,7 +589,7 @@ __device__ __forceinline__ void long16_tile(const int* S, int K1, const unsigned
     // the stripes' column 0 (the second stripe's first step's columns are 1 - COLS16 .. 0, not cells: its
     // state is set back after it)
     double_column0<MODE>(i0, go, ge, true, g, z);
-    const uint32_t gdiag_start = pack16(first_column<MODE>(i0, go, ge) - go, first_column<MODE>(i0 + ROWS, go, ge) - go);
+    const uint32_t gdiag_start = double_gdiag<MODE>(i0, go, ge);
     uint32_t gdiag0 = gdiag_start;  // G of the row above, column before the step's first
     uint32_t gin[COLS16], vin[COLS16];  // the step's row above, packed
     int tL[COLS16], tH[COLS16];  // its target letters (the padding letter past n)
@@ -663,8 +678,7 @@ __global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restric
     int* __restrict__ bV = boundV + w_bound[w];
     long_row0<MODE>(bH, bV, n, go, ge, NEG16);
     const int steps = long_steps<true>(n), tiles = (m + 64 * ROWS - 1) / (64 * ROWS);
-    const uint2 eqs = EQ ? make_uint2(pack16(matrix[0] + go + 1, matrix[0] + go + 1), pack16(matrix[1] + go, matrix[1] + go))
-                         : make_uint2(0, 0);
+    const uint2 eqs = EQ ? eq_scores(matrix, go) : make_uint2(0, 0);
     uint32_t hbest = 0;  // local: the highest H in each half
     Best b = best_start<MODE>(m, go, ge);
     uint4* __restrict__ dr = reinterpret_cast<uint4*>(dir + w_dir[w]) + lane;
@@ -708,7 +722,7 @@ __device__ __forceinline__ void fill_double16(const int* S, int K1, const unsign
     const int lastL = m - 1 - i0;  // row m in the first stripe (0 .. 15) or the second (16 .. 31)
     const bool second = lastL >= ROWS;
     const int lastr = second ? lastL - ROWS : lastL;
-    const uint32_t gdiag_start = pack16(first_column<MODE>(i0, go, ge) - go, first_column<MODE>(i0 + ROWS, go, ge) - go);
+    const uint32_t gdiag_start = double_gdiag<MODE>(i0, go, ge);
     uint32_t gdiag0 = gdiag_start, gout = neg2, vout = neg2;  // G of the row above, column before; the last row
     int tH = pad, tnext = tg[0] << shift, gnext = bH[32], vnext = bV[32];  // column 1's inputs, loaded ahead
 #pragma unroll 2
@@ -759,12 +773,8 @@ __global__ void __launch_bounds__(128) dp_fill16(PAIRS_ARGS, const int* __restri
     const unsigned char* __restrict__ tg = codes + toff[p];
     int* __restrict__ bH = boundH + w_bound[w] + lane;  // the row above the double stripe: G = H - go, and V
     int* __restrict__ bV = boundV + w_bound[w] + lane;
-    for (int j = 1; j <= n; ++j) {  // row 0, as dp_fill's
-        bH[j * 32] = (MODE == GLOBAL ? -(go + (j - 1) * ge) : 0) - go;
-        bV[j * 32] = NEG16;
-    }
-    const uint2 eqs = EQ ? make_uint2(pack16(matrix[0] + go + 1, matrix[0] + go + 1), pack16(matrix[1] + go, matrix[1] + go))
-                         : make_uint2(0, 0);
+    row0<MODE>(bH, bV, n, go, ge, NEG16, 1, 1, 32);
+    const uint2 eqs = EQ ? eq_scores(matrix, go) : make_uint2(0, 0);
     uint32_t hbest = 0;  // local: the highest H in each half
     Best b = best_start<MODE>(m, go, ge);
     const int edge = (m - 1) / (2 * ROWS) * (2 * ROWS);  // the last double stripe's first row

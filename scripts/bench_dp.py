@@ -277,12 +277,9 @@ def main() -> None:
     if any(x not in ("0", "1") for x in a.int16.split(",")):
         ap.error(f"--int16 takes 1, 0 or both comma-separated (got {a.int16})")
     narrows = [x == "1" for x in a.int16.split(",")]
-    try:
-        sizes = [int(x) for x in a.batch_bases.split(",")]
-    except ValueError:
-        sizes = [-1]
-    if any(x < 0 for x in sizes):
+    if not all(x.isdigit() for x in a.batch_bases.split(",")):
         ap.error(f"--batch-bases takes sizes >= 0, comma-separated (got {a.batch_bases})")
+    sizes = [int(x) for x in a.batch_bases.split(",")]
     if a.commands:
         commands(a.commands, a.threads or len(os.sched_getaffinity(0)), a.json)
         return

@@ -688,26 +688,29 @@ def test_launches_fit_their_limit():
                 assert size + int(words[b]) * 8 > limit  # the next warp would not fit
 
 
-@NO_CXX
-def test_device_plan():
-    """GpuDpEngine._plan (dp_keys, a stable argsort, dp_warps; emulated): the group's pairs by query
-    length, then target length, ties in batch order (as np.lexsort sorts them), padded to whole warps with
-    -1; per warp its longest target and its longest query's stripes of ROWS rows, against a loop over the
-    warps; a group of some of the batch's pairs (a subset, in any order) and the whole batch (None)."""
+@pytest.mark.parametrize("kind", GPU_OR_EMU)
+def test_device_plan(kind):
+    """GpuDpEngine._plan (dp_keys, CuPy's stable argsort, dp_warps; on the device and emulated): the
+    group's pairs by query length, then target length, ties in batch order (as np.lexsort sorts them),
+    padded to whole warps with -1; per warp its longest target and its longest query's stripes of ROWS
+    rows, against a loop over the warps; a group of some of the batch's pairs (a subset, in any order)
+    and the whole batch (None)."""
     from gpualign.engines import gpu_dp
 
-    e = emu.emulated(gpu_dp.GpuDpEngine)()
+    e = gpu_engine(kind)
     rng = np.random.default_rng(6)
     with e._stream():
+        import cupy
+
         for _ in range(200):
             n, top = int(rng.integers(1, 150)), int(rng.choice([5, 400, 70_000]))
             ql, tl = rng.integers(1, top, n), rng.integers(1, top, n)
             group = None if rng.random() < 0.3 else rng.permutation(n)[:int(rng.integers(1, n + 1))]
-            meta = np.stack([np.zeros(n), ql, np.zeros(n), tl]).astype(np.int32).view(emu.DeviceArray)
+            meta = cupy.asarray(np.stack([np.zeros(n), ql, np.zeros(n), tl]).astype(np.int32))
             d_slots, maxn, stripes = e._plan(group, n, meta)
             pairs = np.arange(n) if group is None else group
             want = sorted(pairs.tolist(), key=lambda p: (ql[p], tl[p], pairs.tolist().index(p)))
-            slots = np.asarray(d_slots)
+            slots = cupy.asnumpy(d_slots)
             assert slots.tolist() == want + [-1] * (-len(want) % 32)
             for w in range(len(slots) // 32):
                 ps = [p for p in slots[w * 32:(w + 1) * 32] if p >= 0]

@@ -384,7 +384,7 @@ class GpuDpEngine(BatchEngine):
 
         count = n if group is None else len(group)
         nwarps = -(-count // 32)
-        d_idx = to_device(np.zeros(1) if group is None else group, np.int32)
+        d_idx = d_meta[1] if group is None else to_device(group, np.int32)  # (None: not read)
         picked = (d_meta[1], d_meta[3], d_idx, np.int32(group is not None))
         d_key = cupy.empty(count, cupy.uint64)
         self._module().get_function("dp_keys")((-(-count // BLOCK),), (BLOCK,), (*picked, np.int32(count), d_key))

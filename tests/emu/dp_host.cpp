@@ -33,8 +33,9 @@ static void blocks(void (*kernel)(P...), int grid, int block, void** args) {
 
 extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, void** args) {
     const std::string name(name_c);
-    // dp_fill, dp_fill16, dp_trace of their pairs, dp_gather and the plan's dp_keys and dp_warps: threads alone; dp_long, dp_long16 and dp_trace of
-    // theirs: whole blocks (a pair's team of warps, or its warp); grid_y is 1. A kernel's name is its instance spelled as here (gpu_dp's names).
+    // dp_fill, dp_fill16, dp_trace of their pairs, dp_gather and the plan's dp_keys and dp_warps: threads
+    // alone; dp_long, dp_long16 and dp_trace of theirs: whole blocks (a pair's team of warps, or its warp);
+    // grid_y is 1. A kernel's name is its instance spelled as here (gpu_dp's names).
 #define RUN(HOW, ...)                            \
     if (name == #__VA_ARGS__) {                  \
         HOW(__VA_ARGS__, grid, block, args);     \
