@@ -35,8 +35,11 @@ def per_thread(w: int, n_ps: int) -> int:
     return min(PER_THREAD, 1 << (max(1, n_ps).bit_length() - 1))
 
 
+THREADS = 256  # threads per block for patterns of one or two words (fewer for wider ones)
+
+
 def _threads(w: int) -> int:
-    return 256 if w <= 2 else 128 if w <= 4 else 64
+    return THREADS if w <= 2 else 128 if w <= 4 else 64
 
 
 def _group(n_ps: int, per: int, threads: int) -> int:
