@@ -258,6 +258,114 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
     }
 }
 
+// The seed filter (search/seeds.py): for one-word patterns of A/C/G/T, an alternative to scanning every
+// column with every pattern. Each pattern-strand is cut into k + 1 pieces; an alignment with at most k edits
+// leaves one piece whole, so every end position with D <= k lies in the window of a place where a piece
+// occurs exactly: a piece at pattern offset o found at text offset t puts the alignment's start at
+// t - o - k or later and its end before t - o + m + k.
+//
+// seeds<EMIT, SH>(text, ft, n_ft, piece_hi, q, offsets, entries, n_entries, cum, cap, cands): a thread per filter tile
+//   ft[3 * i .. 3 * i + 2] = (piece, a, b): the seed offsets t in [a, b) of that piece, whose q codes from t
+//   on (all A/C/G/T) form the key of the pieces in entries[offsets[key] .. offsets[key + 1]):
+//   strand << 8 | o << 3 | next, next the piece's code after its first q (4: the piece has only q).
+//   EMIT false: cum[i] = the tile's candidates; true: cum = their inclusive sums, and candidate number
+//   cum[i - 1] + r of tile i goes to cands[...] = (t, strand << 5 | o) if below cap. SH: the block copies
+//   offsets and entries to shared memory first ((4^q + 1 + n_entries) * 4 bytes of it).
+// seed_verify<SH>(text, cands, total, cap, piece_lo, piece_rep, piece_hi, n_pieces, peq, n_ps, lengths, k,
+//             count, hits, hcap): a thread per candidate (min(*total, cap) of them, a grid-stride loop over
+//   them: the grid is sized for the room, not the candidates found, and each block copies the masks): the strand's Myers column over
+//   text [max(piece_lo, t - o - k), min(piece_hi, t - o + m + k)) from Sellers' first column (D[i] = i), every
+//   end with D <= k in [piece_rep, piece_hi) appended to hits as in search (an end found from several
+//   windows comes back several times, the least D among them exact: the host keeps that one). SH: the block
+//   copies the masks (n_ps * 64 bytes) to shared memory first (lanes gather the masks of 32 strands).
+__device__ __forceinline__ const uint32_t* to_shared(const uint32_t* __restrict__ src, int n) {
+    extern __shared__ __align__(16) uint32_t sh_peq[];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) sh_peq[i] = src[i];
+    __syncthreads();
+    return sh_peq;
+}
+
+template <bool EMIT, bool SH>
+__global__ void seeds(const uint8_t* __restrict__ text, const uint32_t* __restrict__ ft, int n_ft,
+                      const uint32_t* __restrict__ piece_hi, int q, const uint32_t* __restrict__ offsets_g,
+                      const uint32_t* __restrict__ entries_g, int n_entries, long long* __restrict__ cum,
+                      unsigned long long cap, uint2* __restrict__ cands) {
+    const uint32_t *offsets = offsets_g, *entries = entries_g;
+    if (SH) {  // entries_g follows offsets_g in one device array: one copy
+        const int n_off = (1 << (2 * q)) + 1;
+        offsets = to_shared(offsets_g, n_off + n_entries);
+        entries = offsets + n_off;
+    }
+    const int tile = blockIdx.x * blockDim.x + threadIdx.x;
+    if (tile >= n_ft) return;
+    const uint32_t a = ft[3 * tile + 1], b = ft[3 * tile + 2], hi = piece_hi[ft[3 * tile]];
+    const uint32_t mask = (1u << (2 * q)) - 1u;
+    uint32_t key = 0u;
+    int run = 0;  // A/C/G/T codes in a row ending at x
+    long long at = EMIT && tile > 0 ? cum[tile - 1] : 0;
+    for (uint32_t x = a; x + 1 < b + q && x < hi; ++x) {
+        const uint32_t c = text[x];
+        run = c < 4u ? run + 1 : 0;
+        key = ((key << 2) | (c & 3u)) & mask;
+        if (run < q) continue;
+        const uint32_t t = x + 1 - q, next = x + 1 < hi ? text[x + 1] : 15u;
+        for (uint32_t e = offsets[key], stop = offsets[key + 1]; e < stop; ++e) {
+            const uint32_t en = entries[e], want = en & 7u;
+            if (want != 4u && want != next) continue;
+            if (EMIT && (unsigned long long)at < cap) cands[at] = make_uint2(t, en >> 3);
+            ++at;
+        }
+    }
+    if (!EMIT) cum[tile] = at;
+}
+
+// seed_verify's work for one candidate.
+__device__ __forceinline__ void verify_one(const uint8_t* __restrict__ text, uint2 cand,
+                                           const uint32_t* __restrict__ piece_lo, const uint32_t* __restrict__ piece_rep,
+                                           const uint32_t* __restrict__ piece_hi, int n_pieces,
+                                           const uint32_t* __restrict__ peq, const int* __restrict__ lengths, int k,
+                                           unsigned int* __restrict__ count, uint2* __restrict__ hits,
+                                           unsigned int hcap) {
+    const uint32_t t = cand.x, ps = cand.y >> 5, o = cand.y & 31u;
+    int lo = 0, up = n_pieces;  // the piece holding t: the last one starting at or before it
+    while (up - lo > 1) {
+        const int mid = (lo + up) >> 1;
+        if (piece_lo[mid] <= t) lo = mid;
+        else up = mid;
+    }
+    const int m = lengths[ps];
+    const long long from = (long long)t - o - k, to = (long long)t - o + m + k;
+    const uint32_t a = from > (long long)piece_lo[lo] ? (uint32_t)from : piece_lo[lo];
+    const uint32_t b = to < (long long)piece_hi[lo] ? (uint32_t)to : piece_hi[lo];
+    const uint32_t rep = piece_rep[lo], end = piece_hi[lo];
+    const uint32_t* eqs = peq + (size_t)ps * 16;
+    uint32_t Pv = ~0u << (32 - m), Mv = 0u;  // D[i] = i on the pattern's rows, 0 on the free rows below
+    for (uint32_t j = a; j < b; ++j) {
+        myers_row0(Pv, Mv, eqs[text[j]], 2u, 1u);
+        const int d = __popc(Pv) - __popc(Mv);
+        if (d <= k) emit(j, d, rep, end, ps, count, hits, hcap);
+    }
+}
+template <bool SH>
+__global__ void seed_verify(const uint8_t* __restrict__ text, const uint2* __restrict__ cands,
+                            const long long* __restrict__ total, unsigned long long cap,
+                            const uint32_t* __restrict__ piece_lo, const uint32_t* __restrict__ piece_rep,
+                            const uint32_t* __restrict__ piece_hi, int n_pieces, const uint32_t* __restrict__ peq_g,
+                            int n_ps, const int* __restrict__ lengths, int k, unsigned int* __restrict__ count,
+                            uint2* __restrict__ hits, unsigned int hcap) {
+    const unsigned long long found = (unsigned long long)*total, n = found < cap ? found : cap;
+    if ((unsigned long long)blockIdx.x * blockDim.x >= n) return;  // (the whole block: before its barrier)
+    const uint32_t* peq = SH ? to_shared(peq_g, n_ps * 16) : peq_g;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x)
+        verify_one(text, cands[i], piece_lo, piece_rep, piece_hi, n_pieces, peq, lengths, k, count, hits, hcap);
+}
+
+#define SEEDS_INSTANCE(EMIT, SH) template __global__ void seeds<EMIT, SH>(const uint8_t*, const uint32_t*, int, const uint32_t*, int, const uint32_t*, const uint32_t*, int, long long*, unsigned long long, uint2*);
+SEEDS_INSTANCE(false, false) SEEDS_INSTANCE(true, false) SEEDS_INSTANCE(false, true) SEEDS_INSTANCE(true, true)
+#define VERIFY_INSTANCE(SH) template __global__ void seed_verify<SH>(const uint8_t*, const uint2*, const long long*, unsigned long long, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, const int*, int, unsigned int*, uint2*, unsigned int);
+VERIFY_INSTANCE(false) VERIFY_INSTANCE(true)
+
 // Instances: masks in shared memory up to 8 words, read through L1 beyond (larger W pad the pattern
 // with free rows); one word also two, four and eight patterns per thread. gpualign/search/gpu.py lists
 // the same.

@@ -126,7 +126,7 @@ def engine_only(mbp: int, variants: list, sets: list, most: int) -> None:
     from gpualign.search.gpu import GpuSearchEngine
     from gpualign.search.text import Chunk
 
-    default_per, default_threads = gpu.PER_THREAD, gpu.THREADS
+    default_per, default_threads, default_seeds = gpu.PER_THREAD, gpu.THREADS, gpu.SEEDS
     rng = np.random.default_rng(3)
     n = mbp * 1_000_000
     gap = 1040
@@ -141,10 +141,11 @@ def engine_only(mbp: int, variants: list, sets: list, most: int) -> None:
         pats = PT.Patterns([f"p{i}" for i in range(npat)], [c for c in codes_p for c in (c, c[::-1])],
                            np.repeat(np.arange(npat, dtype=np.int32), 2), np.tile([False, True], npat))
         for v in variants:  # -D defines joined by +; P=N: one-word patterns per thread (gpu.PER_THREAD)
-            per = [x for x in v.split("+") if x[:2] in ("P=", "T=")]
+            per = [x for x in v.split("+") if x[:2] in ("P=", "T=", "S=")]
             knob = dict(x.split("=") for x in per)
             gpu.PER_THREAD = int(knob.get("P", default_per))
             gpu.THREADS = int(knob.get("T", default_threads))
+            gpu.SEEDS = knob.get("S", "1") != "0"
             eng = GpuSearchEngine(pats, k, "default", tuple(x for x in v.split("+") if x and x not in per))
             eng.search(chunk)
             cupy.cuda.runtime.deviceSynchronize()
@@ -154,8 +155,8 @@ def engine_only(mbp: int, variants: list, sets: list, most: int) -> None:
             steps = pats.n * n
             print(json.dumps({"engine_only": name, "variant": v or "default", "mbp": mbp, "pattern_strands": pats.n,
                               "m": m, "k": k, "s": round(dt, 4), "T_steps_per_s": round(steps / dt / 1e12, 3),
-                              "cands": len(got.ps)}), flush=True)
-    gpu.PER_THREAD, gpu.THREADS = default_per, default_threads
+                              "cands": len(got.ps), "seeds": sorted(eng.seeds)}), flush=True)
+    gpu.PER_THREAD, gpu.THREADS, gpu.SEEDS = default_per, default_threads, default_seeds
 
 
 def read_only(genome: str, workers: list, repeats: int) -> None:
@@ -207,8 +208,8 @@ def main() -> None:
                     "(sets a and c unless --sets is given)")
     ap.add_argument("--engine-patterns", type=int, default=312, help="--engine-only: patterns per set at most")
     ap.add_argument("--variants", default="", help="variants for --engine-only, comma-separated: kernel -D "
-                    "defines joined by +, P=N (one-word patterns per thread, 1, 2, 4 or 8) and T=N (threads per block, "
-                    "one- and two-word patterns)")
+                    "defines joined by +, P=N (one-word patterns per thread, 1, 2, 4 or 8), T=N (threads per block, "
+                    "one- and two-word patterns) and S=0 (no seed filter)")
     ap.add_argument("--read-only", default="", help="time the text reader alone on the genome with these numbers "
                     "of worker processes, comma-separated (0: one stream)")
     ap.add_argument("--repeats", type=int, default=2)

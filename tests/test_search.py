@@ -308,3 +308,37 @@ def test_patterns_per_block_rule():
     for n_ps in (524_289, 1_000_001, gpu.MAX_PS - 1):  # many long patterns: the grid's limit in y
         for per, threads in ((1, 64), (1, 128), (1, 256), (8, 256)):
             assert -(-n_ps // gpu._group(n_ps, per, threads)) <= 65_535, (n_ps, per, threads)
+
+
+def test_seed_plan():
+    """search/seeds.py's plan: k + 1 pieces per strand keyed by their first q codes, each entry naming its
+    strand, offset and next code; None for letters other than A/C/G/T, pieces under QMIN, patterns over one
+    word, or seeds that would cost more than the scan."""
+    from gpualign.search import seeds
+
+    rng = np.random.default_rng(2)
+    codes = [rng.integers(0, 4, m).astype(np.uint8) for m in (23, 24, 32, 20)]
+    p = seeds.plan(codes, 3, "default")
+    assert p.q == 5 and p.back == 32 + 3 - 1 and len(p.entries) == 4 * 4
+    assert p.offsets[0] == 0 and p.offsets[-1] == len(p.entries) and np.all(np.diff(p.offsets.astype(int)) >= 0)
+    weights = 4 ** np.arange(p.q - 1, -1, -1)
+    seen = set()
+    for key in range(4 ** p.q):
+        for e in p.entries[p.offsets[key]:p.offsets[key + 1]].tolist():
+            s, o, nxt = e >> 8, (e >> 3) & 31, e & 7
+            c = codes[s]
+            assert int(c[o:o + p.q].astype(np.int64) @ weights) == key
+            cut = [(i * len(c)) // 4 for i in range(5)]
+            end = cut[cut.index(o) + 1]
+            assert nxt == (c[o + p.q] if end - o > p.q else 4)
+            seen.add((s, o))
+    assert seen == {(s, (i * len(c)) // 4) for s, c in enumerate(codes) for i in range(4)}
+    cuts = [[(i * len(c)) // 4 for i in range(5)] for c in codes]
+    assert p.per_base == pytest.approx(sum(4.0 ** -min(b - a, p.q + 1) for cut in cuts for a, b in zip(cut, cut[1:])))
+    n = codes[:1] + [np.array([0, 1, 4, 2, 3] * 4, np.uint8)]  # an N
+    assert seeds.plan(n, 3, "default") is None and seeds.plan(n, 3, "n_mismatch") is None
+    assert seeds.plan(codes, 4, "default") is None  # (pieces of 4: more window columns than 4 strands' scan)
+    assert seeds.plan(codes, 5, "default") is None  # (20 // 6 = 3 < QMIN)
+    assert seeds.plan([rng.integers(0, 4, 33).astype(np.uint8)], 1, "default") is None  # two words
+    many = [rng.integers(0, 4, 23).astype(np.uint8) for _ in range(2_000)]
+    assert seeds.plan(many, 3, "default") is not None and seeds.plan(many, 4, "default") is None  # (cost)

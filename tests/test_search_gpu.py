@@ -14,7 +14,7 @@ import pytest
 import emu
 from gpualign.config import SearchConfig
 from gpualign.search.run import run_search
-from search_oracle import mutate, random_dna, write_fasta
+from search_oracle import mutate, random_dna, revcomp, write_fasta
 
 KINDS = [pytest.param("gpu", marks=pytest.mark.gpu),
          pytest.param("emu", marks=pytest.mark.skipif(not emu.available(), reason="no g++"))]
@@ -104,6 +104,7 @@ def test_one_word_patterns_several_per_thread(tmp_path, monkeypatch, n_pats, str
     write_fasta(pfa, pats)
     write_fasta(tfa, records)
     kw = dict(k=k, strand=strand, force=force)
+    monkeypatch.setattr(gpu, "SEEDS", False)  # (the scan's patterns per thread: test_seed_filter has the filter)
     want = both(tmp_path, pfa, tfa, **kw)
     assert want.count(b"\n") > 1  # hits beyond the header
     for per in (1, 2, 4, 8):
@@ -246,3 +247,121 @@ def test_hit_batches_in_order(tmp_path, monkeypatch, kind):
     for all_ends in (False, True):
         out = both(tmp_path, pfa, tfa, k=3, all_ends=all_ends, chunk_bases=600)  # (runs over chunk borders)
         assert out.count(b"\n") > 25
+
+
+def _spied(monkeypatch, names):
+    """Calls of GpuSearchEngine's methods `names`, counted."""
+    from gpualign.search import gpu
+
+    counts = dict.fromkeys(names, 0)
+    for name in names:
+        real = getattr(gpu.GpuSearchEngine, name)
+
+        def spy(self, *a, _real=real, _name=name, **kw):
+            counts[_name] += 1
+            return _real(self, *a, **kw)
+
+        monkeypatch.setattr(gpu.GpuSearchEngine, name, spy)
+    return counts
+
+
+@pytest.mark.parametrize("k,strand,all_ends", [(0, "both", False), (1, "+", True), (2, "both", False),
+                                               (3, "-", True), (3, "both", False)])
+def test_seed_filter(tmp_path, monkeypatch, k, strand, all_ends, kind):
+    """The seed filter (search/seeds.py) against the scan and the CPU engine, the same bytes: records shorter
+    than a piece and than a pattern, N runs, lowercase, occurrences planted at records' first and last bases
+    and across chunk borders, poly-A and tandem-repeat patterns in runs of the same (more candidates than
+    the first buffer holds), patterns of 8 to 32 nt."""
+    from gpualign.search import gpu
+
+    rng = np.random.default_rng(100 + k)
+    records = {f"r{i}": random_dna(rng, n, "ACGTN" if i == 1 else "ACGT")
+               for i, n in enumerate([9_000, 25_000, 3, 17, 12_000])}
+    records["r1"] = records["r1"][:5_000] + "N" * 300 + records["r1"][5_300:]
+    records["r3"] = records["r3"].lower()
+    records["r4"] = records["r4"][:4_000] + "A" * 3_000 + "AC" * 1_500 + records["r4"][7_000:]
+    pats = {}
+    for i, m in enumerate(rng.integers(max(8, 4 * (k + 1)), 33, 24).tolist()):  # (pieces of 4 or more)
+        rec = records[["r0", "r4", "r4"][i % 3]]  # (not r1's N: a pattern of other letters than A/C/G/T is scanned)
+        a = [0, len(rec) - m, int(rng.integers(0, len(rec) - m))][i % 3]  # first, last, anywhere
+        p = mutate(rng, rec[a:a + m], int(rng.integers(0, k + 1))) if i % 5 != 4 else random_dna(rng, m)
+        pats[f"p{i}"] = revcomp(p) if i % 2 else p  # (found on strand '-')
+    pats["polyA"], pats["ac"], pats["tg"] = "A" * 20, "AC" * 11, "GT" * 11
+    pfa, tfa = os.path.join(tmp_path, "p.fa"), os.path.join(tmp_path, "t.fa")
+    write_fasta(pfa, pats)
+    write_fasta(tfa, records)
+    kw = dict(k=k, strand=strand, all_ends=all_ends, force=True)
+    monkeypatch.setattr(gpu, "SEEDS", False)
+    scan = both(tmp_path, pfa, tfa, **kw)
+    monkeypatch.setattr(gpu, "SEEDS", True)
+    counts = _spied(monkeypatch, ["submit", "_launch_seeds"])
+    for chunk in (0, 4_000):  # (chunk borders: seeds within a piece's context, runs carried on)
+        assert both(tmp_path, pfa, tfa, chunk_bases=chunk, **kw) == scan, chunk
+    assert counts["_launch_seeds"] >= counts["submit"] > 2
+    assert scan.count(b"\n") > 20
+
+
+def test_seed_filter_room_and_fallback(tmp_path, monkeypatch, kind):
+    """More seed candidates than a chunk's first buffer holds: the filter runs again with room for them; more
+    than MAX_SEED_CANDS: the chunk is scanned instead. Both give the scan's bytes."""
+    from gpualign.search import gpu
+
+    rng = np.random.default_rng(21)
+    records = {"r0": random_dna(rng, 6_000, "ACGT") + "A" * 2_000, "r1": random_dna(rng, 3_000, "ACGT")}
+    pats = {"polyA": "A" * 16, "x": records["r1"][100:124], "y": mutate(rng, records["r0"][50:74], 2)}
+    pfa, tfa = os.path.join(tmp_path, "p.fa"), os.path.join(tmp_path, "t.fa")
+    write_fasta(pfa, pats)
+    write_fasta(tfa, records)
+    kw = dict(k=3, all_ends=True, chunk_bases=3_000)
+    monkeypatch.setattr(gpu, "SEEDS", False)
+    want = both(tmp_path, pfa, tfa, **kw)
+    assert want.count(b"\n") > 1_000
+    monkeypatch.setattr(gpu, "SEEDS", True)
+    counts = _spied(monkeypatch, ["submit", "_launch_seeds", "_launch"])
+    assert both(tmp_path, pfa, tfa, **kw) == want
+    assert counts["_launch_seeds"] > counts["submit"]  # (the poly-A run's chunk: launched again)
+    monkeypatch.setattr(gpu, "MAX_SEED_CANDS", 2_000)
+    counts.update(dict.fromkeys(counts, 0))
+    assert both(tmp_path, pfa, tfa, **kw) == want
+    assert counts["_launch"] > counts["_launch_seeds"] > 0  # (scans after seed launches)
+
+
+def test_seed_filter_at_piece_edges(monkeypatch, kind):
+    """The seeds farthest from a reported end: k insertions, one in each piece but the first, ending at the
+    piece's first reported base (the seed `back` bases before it); k substitutions, one in each piece but the
+    last, ending at the piece's last base (the seed q bases before its end). The filter finds what the scan
+    finds, on a chunk made here."""
+    from gpualign.search import gpu, seeds
+    from gpualign.search import patterns as PT
+    from gpualign.search.text import Chunk
+
+    rng = np.random.default_rng(5)
+    k, m = 2, 15  # (three pieces of 5: the last seed q bases before the piece's end)
+    pat = rng.integers(0, 4, m).astype(np.uint8)
+    cut = [(i * m) // (k + 1) for i in range(k + 2)]  # (pieces as seeds.plan cuts them)
+    other = lambda a: min({0, 1, 2, 3} - {int(pat[a + 1]), int(pat[a + 2])})  # noqa: E731 (an insertion that cannot
+    early = np.concatenate([pat[:cut[1]]] + [np.insert(pat[a:b], 2, other(a))  # slide to the piece's border)
+                                             for a, b in zip(cut[1:], cut[2:])])
+    late = pat.copy()
+    late[cut[:k]] = 3 - late[cut[:k]]
+    fillers = [rng.integers(0, 4, m).astype(np.uint8) for _ in range(3)]
+    pats = PT.Patterns([f"p{i}" for i in range(4)], [pat] + fillers, np.arange(4, dtype=np.int32), np.zeros(4, bool))
+    gap, context, n = 64, 60, 3_000
+    codes = np.full(gap + n + 64, 15, np.uint8)
+    codes[gap:gap + n] = rng.integers(0, 4, n)
+    rep = gap + context
+    codes[rep - len(early) + 1:rep + 1] = early  # ends at the first reported base
+    codes[gap + n - m:gap + n] = late  # ends at the piece's last base
+    one = lambda v: np.array([v], np.int64)  # noqa: E731
+    chunk = Chunk(codes, one(gap), one(0), one(1_000), one(context), one(n - context), np.array([True]))
+    assert seeds.plan(pats.codes, k, "default").q == m // (k + 1)
+    found = []
+    for on in (False, True):
+        monkeypatch.setattr(gpu, "SEEDS", on)
+        eng = gpu.GpuSearchEngine(pats, k, "default")
+        assert (1 in eng.seeds) == on
+        c = eng.search(chunk)
+        found.append(sorted(zip(c.ps.tolist(), c.pos.tolist(), c.d.tolist())))
+    assert found[0] == found[1]
+    ends = {pos for ps, pos, _ in found[1] if ps == 0}
+    assert {1_000 + context, 1_000 + n - 1} <= ends

@@ -1,6 +1,7 @@
 """GPU search engine: kernels/myers_search.cu over each chunk, one launch per pattern width (32-bit words
 per pattern), the chunk uploaded once, while the chunk before is searched (submit, then collect).
-Candidates come back compacted (end offset, pattern, distance)."""
+Candidates come back compacted (end offset, pattern, distance). One-word patterns go through the seed
+filter (search/seeds.py) where it costs less than scanning every column."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..engines._cuda import load_module
 from ..errors import ConfigError, DeviceError, GpualignError
 from . import alphabet as A
 from . import patterns as PT
+from . import seeds as SD
 from .hits import Cands
 
 TILE = 4096  # reported bases per thread (a tile); the warm-up before it is 32 * W + k - 1 bases
@@ -24,6 +26,9 @@ FIRST_CAP = 1 << 24  # end positions (8 bytes each) the launches of a chunk have
 # the pattern widths; a launch that finds more runs again with room for them, and so do its width's later ones
 SHARED_MAX_W = 8
 PER_THREAD = 8  # one-word patterns per thread (kernels/myers_search.cu's P: 1, 2, 4 or 8)
+SEEDS = True  # one-word patterns through the seed filter where it pays (search/seeds.py)
+MAX_SEED_CANDS = 1 << 27  # seed candidates per chunk at most (8 bytes each); past it the chunk is scanned
+SEED_SHARED = 48 << 10  # bytes of shared memory the seed kernels' tables may take (else read through L1)
 
 
 def per_thread(w: int, n_ps: int) -> int:
@@ -77,9 +82,26 @@ class _Launch:
     ids: np.ndarray
     peq: object
     text: object
-    tiles: list  # warm, report, end
+    tiles: list  # warm, report, end; or, through the seed filter, its tiles and the pieces' lo, rep, hi
     count: object = None
     hits: object = None
+    seeds: object = None  # the group's _Seeds (device tables), or None: the scan
+    cum: object = None  # the seed filter: candidates per tile, summed
+    room: int = 0  # the seed filter: candidates the launch has room for
+    cands: object = None  # the seed filter's candidates (kept until the job is collected)
+
+
+@dataclass(eq=False)
+class _Seeds:
+    """A pattern width's seed filter: its plan (search/seeds.py) and its tables and strand lengths on the
+    device."""
+
+    plan: SD.Seeds
+    table: object  # offsets then entries
+    lengths: object
+    table_shared: bool  # the kernels' copies in shared memory (SEED_SHARED)
+    peq_shared: bool
+    names: tuple = ()  # the kernels: count, emit, verify
 
 
 class GpuSearchEngine:
@@ -93,22 +115,35 @@ class GpuSearchEngine:
         # for work on the others that it does not need
         self.stream, self.upload, self.fetch = (cupy.cuda.Stream(non_blocking=True) for _ in range(3))
         self.groups = []  # (W, pattern-strand ids, device masks)
+        self.seeds = {}  # W -> _Seeds where the seed filter runs
         widths = np.array([PT.words(int(m)) for m in pats.lengths])
         for w in sorted(set(widths.tolist())):
             ids = np.flatnonzero(widths == w)
             if len(ids) >= MAX_PS:
                 raise ConfigError(f"search: {len(ids):,} pattern-strands of {32 * w} bases or less; the GPU engine "
                                   f"takes fewer than {MAX_PS:,} per length class (split the patterns)")
-            peq = PT.masks([pats.codes[i] for i in ids.tolist()], w, rule)
+            codes = [pats.codes[i] for i in ids.tolist()]
+            peq = PT.masks(codes, w, rule)
+            plan = SD.plan(codes, k, rule) if SEEDS and w == 1 else None
             with self.stream:
                 self.groups.append((w, ids, cupy.asarray(peq)))
+                if plan is not None:
+                    table = cupy.asarray(np.concatenate([plan.offsets, plan.entries]))
+                    self.seeds[w] = _Seeds(plan, table, cupy.asarray(pats.lengths[ids].astype(np.int32)),
+                                           4 * len(table) <= SEED_SHARED, 64 * len(ids) <= SEED_SHARED)
         self.per_thread = {w: per_thread(w, len(ids)) for w, ids, _ in self.groups}
         names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}, {self.per_thread[w]}>"
                       for w, _, _ in self.groups)
-        self.mod = load_module("myers_search.cu", names, defines)
+        for sd in self.seeds.values():
+            sd.names = (f"seeds<false, {str(sd.table_shared).lower()}>", f"seeds<true, {str(sd.table_shared).lower()}>",
+                        f"seed_verify<{str(sd.peq_shared).lower()}>")
+        seed_names = tuple(sorted({n for sd in self.seeds.values() for n in sd.names}))
+        self.mod = load_module("myers_search.cu", names + seed_names, defines)
         self.kernels = {w: self.mod.get_function(n) for (w, _, _), n in zip(self.groups, names)}
+        self.kernels.update({n: self.mod.get_function(n) for n in seed_names})
         self.context, self.gap = self.geometry(pats, k)
         self.cap = {w: max(1, FIRST_CAP // len(self.groups)) for w, _, _ in self.groups}
+        self.verify_blocks = 16 * cupy.cuda.Device().attributes["MultiProcessorCount"]  # (seed_verify's grid)
 
     @staticmethod
     def geometry(pats, k: int) -> tuple[int, int]:
@@ -159,9 +194,9 @@ class GpuSearchEngine:
         with self.upload:
             text = cp.asarray(chunk.codes)
             for w, ids, peq in self.groups:
-                warm, report, end = self._tiles(chunk, 32 * w + self.k - 1, 32 * w)
-                if len(warm):
-                    launches.append(_Launch(chunk, w, ids, peq, text, [cp.asarray(a) for a in (warm, report, end)]))
+                job = self._job(chunk, w, ids, peq, text, self.seeds.get(w))
+                if job is not None:
+                    launches.append(job)
             ready = self.upload.record()
         self.stream.wait_event(ready)
         with self.stream:
@@ -170,6 +205,24 @@ class GpuSearchEngine:
                 self._launch(job)
             return launches, self.stream.record()
 
+    def _job(self, chunk, w: int, ids, peq, text, seeds):
+        """The launch of one pattern width over chunk (None when the chunk holds nothing to scan): through the
+        seed filter when seeds are given (and the chunk has seed offsets), else the scan."""
+        cp = self.cp
+        if seeds is not None:
+            ft = SD.tiles(chunk, seeds.plan)
+            if len(ft):
+                lo = chunk.buf
+                pieces = [lo, lo + chunk.context, lo + chunk.context + chunk.length]
+                room = int(2 * seeds.plan.per_base * (len(chunk.codes) + 1)) + 1024
+                return _Launch(chunk, w, ids, peq, text, [cp.asarray(ft)] + [cp.asarray(a.astype(np.uint32))
+                                                                             for a in pieces],
+                               seeds=seeds, room=min(room, MAX_SEED_CANDS))
+        warm, report, end = self._tiles(chunk, 32 * w + self.k - 1, 32 * w)
+        if not len(warm):
+            return None
+        return _Launch(chunk, w, ids, peq, text, [cp.asarray(a) for a in (warm, report, end)])
+
     def collect(self, submitted: tuple) -> Cands:
         """The candidates of submit()'s launches, once they are done (not waiting for later launches)."""
         launches, done = submitted
@@ -177,6 +230,19 @@ class GpuSearchEngine:
         parts = []
         with self.fetch:
             for job in launches:
+                while job.seeds is not None:  # the seed filter's candidates all had room
+                    total = int(job.cum[-1:].get()[0])
+                    if total <= job.room:
+                        break
+                    if total > MAX_SEED_CANDS:  # (a text far from random for these pieces: scan it)
+                        job.seeds = None
+                        job.tiles = [self.cp.asarray(a) for a in self._tiles(job.chunk, 32 * job.w + self.k - 1,
+                                                                             32 * job.w)]
+                    else:
+                        job.room = 1 << int(total - 1).bit_length()
+                    job.hits = job.cum = job.cands = None
+                    again = self._with_memory(lambda: self._relaunch(job), f"{job.room:,} seed candidates")
+                    again.synchronize()
                 while True:
                     found = int(job.count.get()[0])
                     if found <= len(job.hits):
@@ -189,6 +255,8 @@ class GpuSearchEngine:
                     again = self._with_memory(lambda: self._relaunch(job), f"{self.cap[job.w]:,} end positions")
                     again.synchronize()
                 h = job.hits[:found].get()
+                if job.seeds is not None:
+                    h = h[SD.best(h[:, 0], h[:, 1] >> 10, h[:, 1] & 1023)]
                 chunk = job.chunk
                 j = h[:, 0].astype(np.int64)
                 piece = np.searchsorted(chunk.buf, j, side="right") - 1
@@ -206,6 +274,9 @@ class GpuSearchEngine:
             return self.stream.record()
 
     def _launch(self, job: "_Launch") -> None:
+        if job.seeds is not None:
+            self._launch_seeds(job)
+            return
         w, n_ps, n_tiles = job.w, len(job.ids), len(job.tiles[0])
         per = self.per_thread[w]
         threads = _threads(w)
@@ -216,6 +287,28 @@ class GpuSearchEngine:
         self.kernels[w](grid, (threads,), (job.text, *job.tiles, np.int32(n_tiles), job.peq, np.int32(n_ps),
                                            np.int32(group), np.int32(self.k), job.count, job.hits,
                                            np.uint32(len(job.hits))), shared_mem=shared)
+
+    def _launch_seeds(self, job: "_Launch") -> None:
+        """The seed filter over job's chunk: candidates counted per tile, summed, written, then verified (the
+        verifying threads read the total on the device: no wait here)."""
+        cp, sd = self.cp, job.seeds
+        count, emit, verify = (self.kernels[n] for n in sd.names)
+        ft, lo, rep, hi = job.tiles
+        n_ft, threads = len(ft), 256
+        n_off = len(sd.plan.offsets)
+        job.cum = cp.empty(n_ft, np.int64)
+        common = (np.int32(n_ft), hi, np.int32(sd.plan.q), sd.table, sd.table[n_off:], np.int32(len(sd.plan.entries)))
+        shared = 4 * len(sd.table) if sd.table_shared else 0
+        blocks = (-(-n_ft // threads),)
+        count(blocks, (threads,), (job.text, ft, *common, job.cum, np.uint64(0), job.cum), shared_mem=shared)
+        job.cum = cp.cumsum(job.cum)
+        job.cands = cands = cp.empty((job.room, 2), np.uint32)
+        emit(blocks, (threads,), (job.text, ft, *common, job.cum, np.uint64(job.room), cands), shared_mem=shared)
+        n_ps = len(job.ids)
+        verify((min(-(-job.room // threads), self.verify_blocks),), (threads,),
+               (job.text, cands, job.cum[-1:], np.uint64(job.room), lo, rep, hi, np.int32(len(lo)), job.peq,
+                np.int32(n_ps), sd.lengths, np.int32(self.k), job.count, job.hits, np.uint32(len(job.hits))),
+               shared_mem=64 * n_ps if sd.peq_shared else 0)
 
     @staticmethod
     def _tiles(chunk, warmup: int, free_rows: int):

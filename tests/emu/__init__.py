@@ -153,6 +153,7 @@ def fake_cupy() -> types.ModuleType:
     m.asarray = _device(lambda a, dtype=None: np.array(a, dtype=dtype, copy=True))
     m.asnumpy = lambda a: np.array(a)
     m.argsort = _device(lambda a: np.argsort(a, kind="stable"))
+    m.cumsum = _device(np.cumsum)
     m.get_default_memory_pool = _Pool
     m.cuda = types.SimpleNamespace(Device=_Device, get_current_stream=_Stream, Stream=_Stream)
     return m

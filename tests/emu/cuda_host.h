@@ -26,7 +26,7 @@
 struct emu_dim3 {
     unsigned x = 0, y = 0, z = 0;
 };
-inline thread_local emu_dim3 threadIdx, blockIdx, blockDim;
+inline thread_local emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 inline int max(int a, int b) { return a > b ? a : b; }
 inline int min(int a, int b) { return a < b ? a : b; }

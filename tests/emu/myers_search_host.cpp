@@ -14,6 +14,8 @@ static const bool shared_named = (emu_shared_base = (const char*)sh_peq, true);
 template <class... P>
 static void blocks(void (*kernel)(P...), int grid, int grid_y, int block, void** args) {
     blockDim.x = block;
+    gridDim.x = grid;
+    gridDim.y = grid_y;
     for (int y = 0; y < grid_y; ++y)
         for (int x = 0; x < grid; ++x) {
             blockIdx.x = x;
@@ -32,5 +34,10 @@ extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, v
     LAUNCH(1, true, 1) LAUNCH(1, true, 2) LAUNCH(1, true, 4) LAUNCH(1, true, 8)
     LAUNCH(2, true, 1) LAUNCH(3, true, 1) LAUNCH(4, true, 1) LAUNCH(5, true, 1) LAUNCH(6, true, 1)
     LAUNCH(8, true, 1) LAUNCH(12, false, 1) LAUNCH(16, false, 1) LAUNCH(24, false, 1) LAUNCH(32, false, 1)
+#define SEEDS(EMIT, SH)                                                    \
+    if (name == "seeds<" #EMIT ", " #SH ">") return blocks(seeds<EMIT, SH>, grid, grid_y, block, args), 0;
+    SEEDS(false, false) SEEDS(true, false) SEEDS(false, true) SEEDS(true, true)
+    if (name == "seed_verify<false>") return blocks(seed_verify<false>, grid, grid_y, block, args), 0;
+    if (name == "seed_verify<true>") return blocks(seed_verify<true>, grid, grid_y, block, args), 0;
     return 1;  // no such kernel
 }

@@ -1,0 +1,94 @@
+"""The GPU engine's seed filter for one-word patterns (kernels/myers_search.cu's seeds and seed_verify):
+when a few hundred short patterns are searched with a small k, most text columns can hold no hit at all.
+Each pattern-strand is cut into k + 1 pieces of nearly equal length; an alignment with at most k edits
+leaves one of them whole (pigeonhole), so only the windows around exact occurrences of a piece need Myers'
+column, and the whole search is as exact as the scan. Used where the pieces are long enough that their
+expected occurrences in uniform random text cost far less than scanning every column with every pattern.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import alphabet as A
+
+QMIN, QMAX = 4, 8  # codes per key: shorter pieces occur too often; longer keys make too large a table
+MAX_PER_BASE = 4.0  # expected candidates per text base at most (8 bytes each on the device)
+WORK_SHARE = 0.25  # the windows' columns per text base, at most this share of the scan's pattern-columns
+FT = 512  # seed offsets per thread of the candidate kernels
+
+
+@dataclass
+class Seeds:
+    """The pieces of a group of pattern-strands, keyed by their first q codes: the pieces of key x are
+    entries[offsets[x]:offsets[x + 1]], each strand << 8 | offset in the strand << 3 | the piece's next
+    code after its first q (4: none)."""
+
+    q: int
+    offsets: np.ndarray  # uint32 [4^q + 1]
+    entries: np.ndarray  # uint32
+    per_base: float  # expected candidates per base of uniform random text
+    back: int  # the longest strand + k - 1: seeds this far before a reported end can start its alignment
+
+
+def plan(codes: list, k: int, rule: str) -> Seeds | None:
+    """The seed filter for these pattern-strands (np.uint8 codes, each at most 32), or None where it does not
+    apply (a letter other than A/C/G/T, a rule under which such a letter matches more than itself, pieces
+    shorter than QMIN) or would not pay (MAX_PER_BASE, WORK_SHARE)."""
+    if not codes or k < 0:
+        return None
+    table = A.match_table(rule)
+    if any(table[p].sum() != 1 or not table[p, p] for p in range(4)):
+        return None
+    lengths = np.array([len(c) for c in codes])
+    if lengths.max() > 32 or any(int(c.max(initial=0)) > 3 for c in codes):
+        return None
+    q = int((lengths // (k + 1)).min())
+    if q < QMIN:
+        return None
+    q = min(q, QMAX)
+    cuts = [[(i * m) // (k + 1) for i in range(k + 2)] for m in lengths.tolist()]  # piece i: [cut i, cut i+1)
+    longer = np.array([sum(b - a > q for a, b in zip(c, c[1:])) for c in cuts])
+    per_base = float(((k + 1 - longer) * 4.0 ** -q + longer * 4.0 ** -(q + 1)).sum())
+    back = int(lengths.max()) + k - 1
+    if per_base > MAX_PER_BASE or per_base * (lengths.max() + 2 * k) > WORK_SHARE * len(codes):
+        return None
+    weights = 4 ** np.arange(q - 1, -1, -1)
+    keys, entries = [], []
+    for s, (c, cut) in enumerate(zip(codes, cuts)):
+        for a, b in zip(cut, cut[1:]):
+            keys.append(int(c[a:a + q].astype(np.int64) @ weights))
+            entries.append(s << 8 | a << 3 | (int(c[a + q]) if b - a > q else 4))
+    keys = np.array(keys, np.int64)
+    order = np.argsort(keys, kind="stable")
+    offsets = np.searchsorted(keys[order], np.arange(4 ** q + 1)).astype(np.uint32)
+    return Seeds(q, offsets, np.array(entries, np.uint32)[order], per_base, back)
+
+
+def tiles(chunk, seeds: Seeds) -> np.ndarray:
+    """uint32 [n, 3]: (piece, a, b) per thread of the candidate kernels: the seed offsets [a, b) of each piece
+    of chunk whose alignments can end in its reported part (from `back` before it), FT at a time."""
+    lo = chunk.buf
+    rep = lo + chunk.context
+    hi = rep + chunk.length
+    first = np.maximum(lo, rep - seeds.back)
+    last = np.maximum(first, hi - seeds.q + 1)  # (a piece shorter than q holds no seed)
+    per = -(-(last - first) // FT)
+    piece = np.repeat(np.arange(chunk.n), per)
+    start = np.concatenate([[0], np.cumsum(per)[:-1]])
+    a = first[piece] + (np.arange(len(piece)) - start[piece]) * FT
+    b = np.minimum(a + FT, last[piece])
+    return np.stack([piece, a, b], axis=1).astype(np.uint32)
+
+
+def best(ends: np.ndarray, ps: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Indices of the entries that keep, for each (ps, end), the least d (seed_verify reports an end once per
+    window that reaches it): sorted by ps, end."""
+    key = (ps.astype(np.uint64) << np.uint64(42)) | (ends.astype(np.uint64) << np.uint64(10)) | d.astype(np.uint64)
+    order = np.argsort(key, kind="stable")
+    top = key[order] >> np.uint64(10)
+    keep = np.ones(len(order), bool)
+    keep[1:] = top[1:] != top[:-1]
+    return order[keep]
