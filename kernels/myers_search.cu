@@ -7,7 +7,7 @@
 // SH = true when the block keeps its patterns' match masks in shared memory, P patterns per thread):
 //   search<W,SH,P>(const uint8_t* text, const uint32_t* tile_warm, const uint32_t* tile_report,
 //                  const uint32_t* tile_end, int n_tiles, const uint32_t* peq, int n_ps, int group,
-//                  int k, unsigned int* count, uint2* hits, unsigned int cap)
+//                  int k, unsigned long long* count, uint2* hits, unsigned long long cap)
 //
 // text     codes 0..15, one byte per base (A0 C1 G2 T3 N4, other IUPAC 5..14, 15 = padding, matching
 //          nothing); 16-byte aligned; tiles start their scan at a multiple of 16.
@@ -56,9 +56,9 @@ __device__ __forceinline__ uint32_t eq_of(const uint32_t* __restrict__ src, int 
 }
 
 __device__ __forceinline__ void emit(uint32_t j, int score, uint32_t report, uint32_t end, int ps,
-                                     unsigned int* count, uint2* hits, unsigned int cap) {
+                                     unsigned long long* count, uint2* hits, unsigned long long cap) {
     if (j >= report && j < end) {
-        const unsigned int at = atomicAdd(count, 1u);
+        const unsigned long long at = atomicAdd(count, 1ull);  // (64 bits: a count past 2^32 does not wrap)
         if (at < cap) hits[at] = make_uint2(j, ((uint32_t)ps << 10) | (uint32_t)score);
     }
 }
@@ -134,7 +134,7 @@ template <int W, bool SH, int P>
 __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restrict__ tile_warm,
                        const uint32_t* __restrict__ tile_report, const uint32_t* __restrict__ tile_end,
                        int n_tiles, const uint32_t* __restrict__ peq, int n_ps, int group, int k,
-                       unsigned int* __restrict__ count, uint2* __restrict__ hits, unsigned int cap) {
+                       unsigned long long* __restrict__ count, uint2* __restrict__ hits, unsigned long long cap) {
     static_assert(P == 1 || ((P == 2 || P == 4 || P == 8) && W == 1 && SH), "P > 1: one word, masks in shared memory");
     static_assert(STRETCH >= 0 && 16 % (STRETCH > 0 ? STRETCH : 1) == 0, "STRETCH: 0 or a divisor of 16");
     extern __shared__ __align__(16) uint32_t sh_peq[];  // 64- and 128-bit loads with P = 2, 4, 8
@@ -324,8 +324,8 @@ __device__ __forceinline__ void verify_one(const uint8_t* __restrict__ text, uin
                                            const uint32_t* __restrict__ piece_lo, const uint32_t* __restrict__ piece_rep,
                                            const uint32_t* __restrict__ piece_hi, int n_pieces,
                                            const uint32_t* __restrict__ peq, const int* __restrict__ lengths, int k,
-                                           unsigned int* __restrict__ count, uint2* __restrict__ hits,
-                                           unsigned int hcap) {
+                                           unsigned long long* __restrict__ count, uint2* __restrict__ hits,
+                                           unsigned long long hcap) {
     const uint32_t t = cand.x, ps = cand.y >> 5, o = cand.y & 31u;
     int lo = 0, up = n_pieces;  // the piece holding t: the last one starting at or before it
     while (up - lo > 1) {
@@ -351,8 +351,8 @@ __global__ void seed_verify(const uint8_t* __restrict__ text, const uint2* __res
                             const long long* __restrict__ total, unsigned long long cap,
                             const uint32_t* __restrict__ piece_lo, const uint32_t* __restrict__ piece_rep,
                             const uint32_t* __restrict__ piece_hi, int n_pieces, const uint32_t* __restrict__ peq_g,
-                            int n_ps, const int* __restrict__ lengths, int k, unsigned int* __restrict__ count,
-                            uint2* __restrict__ hits, unsigned int hcap) {
+                            int n_ps, const int* __restrict__ lengths, int k, unsigned long long* __restrict__ count,
+                            uint2* __restrict__ hits, unsigned long long hcap) {
     const unsigned long long found = (unsigned long long)*total, n = found < cap ? found : cap;
     if ((unsigned long long)blockIdx.x * blockDim.x >= n) return;  // (the whole block: before its barrier)
     const uint32_t* peq = SH ? to_shared(peq_g, n_ps * 16) : peq_g;
@@ -363,23 +363,23 @@ __global__ void seed_verify(const uint8_t* __restrict__ text, const uint2* __res
 
 #define SEEDS_INSTANCE(EMIT, SH) template __global__ void seeds<EMIT, SH>(const uint8_t*, const uint32_t*, int, const uint32_t*, int, const uint32_t*, const uint32_t*, int, long long*, unsigned long long, uint2*);
 SEEDS_INSTANCE(false, false) SEEDS_INSTANCE(true, false) SEEDS_INSTANCE(false, true) SEEDS_INSTANCE(true, true)
-#define VERIFY_INSTANCE(SH) template __global__ void seed_verify<SH>(const uint8_t*, const uint2*, const long long*, unsigned long long, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, const int*, int, unsigned int*, uint2*, unsigned int);
+#define VERIFY_INSTANCE(SH) template __global__ void seed_verify<SH>(const uint8_t*, const uint2*, const long long*, unsigned long long, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, const int*, int, unsigned long long*, uint2*, unsigned long long);
 VERIFY_INSTANCE(false) VERIFY_INSTANCE(true)
 
 // Instances: masks in shared memory up to 8 words, read through L1 beyond (larger W pad the pattern
 // with free rows); one word also two, four and eight patterns per thread. gpualign/search/gpu.py lists
 // the same.
-template __global__ void search<1, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<1, true, 2>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<1, true, 4>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<1, true, 8>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<2, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<3, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<4, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<5, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<6, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<8, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<12, false, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<16, false, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<24, false, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
-template __global__ void search<32, false, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned int*, uint2*, unsigned int);
+template __global__ void search<1, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<1, true, 2>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<1, true, 4>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<1, true, 8>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<2, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<3, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<4, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<5, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<6, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<8, true, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<12, false, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<16, false, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<24, false, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);
+template __global__ void search<32, false, 1>(const uint8_t*, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, int, int, unsigned long long*, uint2*, unsigned long long);

@@ -340,5 +340,6 @@ def test_seed_plan():
     assert seeds.plan(codes, 4, "default") is None  # (pieces of 4: more window columns than 4 strands' scan)
     assert seeds.plan(codes, 5, "default") is None  # (20 // 6 = 3 < QMIN)
     assert seeds.plan([rng.integers(0, 4, 33).astype(np.uint8)], 1, "default") is None  # two words
-    many = [rng.integers(0, 4, 23).astype(np.uint8) for _ in range(2_000)]
+    many = [rng.integers(0, 4, 23).astype(np.uint8) for _ in range(1_000)]
     assert seeds.plan(many, 3, "default") is not None and seeds.plan(many, 4, "default") is None  # (cost)
+    assert seeds.plan(many + many, 3, "default") is None  # (over MAX_PER_BASE candidates per base)

@@ -303,7 +303,8 @@ def test_seed_filter(tmp_path, monkeypatch, k, strand, all_ends, kind):
 
 def test_seed_filter_room_and_fallback(tmp_path, monkeypatch, kind):
     """More seed candidates than a chunk's first buffer holds: the filter runs again with room for them; more
-    than MAX_SEED_CANDS: the chunk is scanned instead. Both give the scan's bytes."""
+    than MAX_SEED_CANDS, or more ends (counted once per window) than MAX_CANDS: the chunk is scanned instead.
+    All give the scan's bytes."""
     from gpualign.search import gpu
 
     rng = np.random.default_rng(21)
@@ -324,6 +325,17 @@ def test_seed_filter_room_and_fallback(tmp_path, monkeypatch, kind):
     counts.update(dict.fromkeys(counts, 0))
     assert both(tmp_path, pfa, tfa, **kw) == want
     assert counts["_launch"] > counts["_launch_seeds"] > 0  # (scans after seed launches)
+    # the poly-A run's ends, once per window reaching them, past MAX_CANDS where the scan's are not: scanned too
+    monkeypatch.setattr(gpu, "MAX_SEED_CANDS", 1 << 28)
+    monkeypatch.setattr(gpu, "MAX_CANDS", 3_000)
+    monkeypatch.setattr(gpu, "FIRST_CAP", 64)
+    counts.update(dict.fromkeys(counts, 0))
+    assert both(tmp_path, pfa, tfa, **kw) == want
+    assert counts["_launch"] > counts["_launch_seeds"] > 0
+    monkeypatch.setattr(gpu, "MAX_SEED_CANDS", 1)  # (more expected than half of it: scanned from the start)
+    counts.update(dict.fromkeys(counts, 0))
+    assert both(tmp_path, pfa, tfa, **kw) == want
+    assert counts["_launch_seeds"] == 0 < counts["_launch"]
 
 
 def test_seed_filter_at_piece_edges(monkeypatch, kind):

@@ -27,7 +27,8 @@ FIRST_CAP = 1 << 24  # end positions (8 bytes each) the launches of a chunk have
 SHARED_MAX_W = 8
 PER_THREAD = 8  # one-word patterns per thread (kernels/myers_search.cu's P: 1, 2, 4 or 8)
 SEEDS = True  # one-word patterns through the seed filter where it pays (search/seeds.py)
-MAX_SEED_CANDS = 1 << 27  # seed candidates per chunk at most (8 bytes each); past it the chunk is scanned
+MAX_SEED_CANDS = 1 << 28  # seed candidates per chunk at most (8 bytes each); past it, or half of it expected
+# (search/seeds.py's per_base), the chunk is scanned
 SEED_SHARED = 48 << 10  # bytes of shared memory the seed kernels' tables may take (else read through L1)
 
 
@@ -201,7 +202,7 @@ class GpuSearchEngine:
         self.stream.wait_event(ready)
         with self.stream:
             for job in launches:
-                job.count, job.hits = cp.zeros(1, np.uint32), cp.empty((self.cap[job.w], 2), np.uint32)
+                job.count, job.hits = cp.zeros(1, np.uint64), cp.empty((self.cap[job.w], 2), np.uint32)
                 self._launch(job)
             return launches, self.stream.record()
 
@@ -209,12 +210,13 @@ class GpuSearchEngine:
         """The launch of one pattern width over chunk (None when the chunk holds nothing to scan): through the
         seed filter when seeds are given (and the chunk has seed offsets), else the scan."""
         cp = self.cp
-        if seeds is not None:
+        expected = seeds.plan.per_base * len(chunk.codes) if seeds is not None else 0.0
+        if seeds is not None and 2 * expected <= MAX_SEED_CANDS:  # (a larger --chunk-bases: the scan)
             ft = SD.tiles(chunk, seeds.plan)
             if len(ft):
                 lo = chunk.buf
                 pieces = [lo, lo + chunk.context, lo + chunk.context + chunk.length]
-                room = int(2 * seeds.plan.per_base * (len(chunk.codes) + 1)) + 1024
+                room = int(2 * expected) + 1024
                 return _Launch(chunk, w, ids, peq, text, [cp.asarray(ft)] + [cp.asarray(a.astype(np.uint32))
                                                                              for a in pieces],
                                seeds=seeds, room=min(room, MAX_SEED_CANDS))
@@ -235,25 +237,23 @@ class GpuSearchEngine:
                     if total <= job.room:
                         break
                     if total > MAX_SEED_CANDS:  # (a text far from random for these pieces: scan it)
-                        job.seeds = None
-                        job.tiles = [self.cp.asarray(a) for a in self._tiles(job.chunk, 32 * job.w + self.k - 1,
-                                                                             32 * job.w)]
+                        self._to_scan(job)
                     else:
                         job.room = 1 << int(total - 1).bit_length()
-                    job.hits = job.cum = job.cands = None
-                    again = self._with_memory(lambda: self._relaunch(job), f"{job.room:,} seed candidates")
-                    again.synchronize()
+                    self._again(job, f"{job.room:,} seed candidates")
                 while True:
                     found = int(job.count.get()[0])
                     if found <= len(job.hits):
                         break
+                    if found > MAX_CANDS and job.seeds is not None:  # (an end comes once per window reaching it)
+                        self._to_scan(job)
+                        self._again(job, "the scan")
+                        continue
                     if found > MAX_CANDS:
                         raise GpualignError(f"search: over {MAX_CANDS:,} end positions with <= {self.k} edits in "
                                             f"one chunk of text: use a smaller -k, longer patterns or --chunk-bases")
                     self.cap[job.w] = max(self.cap[job.w], 1 << int(found - 1).bit_length())
-                    job.hits = None
-                    again = self._with_memory(lambda: self._relaunch(job), f"{self.cap[job.w]:,} end positions")
-                    again.synchronize()
+                    self._again(job, f"{self.cap[job.w]:,} end positions")
                 h = job.hits[:found].get()
                 if job.seeds is not None:
                     h = h[SD.best(h[:, 0], h[:, 1] >> 10, h[:, 1] & 1023)]
@@ -263,6 +263,16 @@ class GpuSearchEngine:
                 parts.append(Cands(job.ids[(h[:, 1] >> 10).astype(np.int64)].astype(np.int32), piece,
                                    chunk.rec_start[piece] + (j - chunk.buf[piece]), (h[:, 1] & 1023).astype(np.int32)))
         return Cands.concat(parts)
+
+    def _to_scan(self, job: "_Launch") -> None:
+        """job scans its chunk instead of going through the seed filter."""
+        job.seeds = job.cum = job.cands = None
+        job.tiles = [self.cp.asarray(a) for a in self._tiles(job.chunk, 32 * job.w + self.k - 1, 32 * job.w)]
+
+    def _again(self, job: "_Launch", what: str) -> None:
+        """job launched again (room for `what`), and waited for."""
+        job.hits = job.cum = job.cands = None
+        self._with_memory(lambda: self._relaunch(job), what).synchronize()
 
     def _relaunch(self, job: "_Launch"):
         """job's kernel again, with room for self.cap[job.w] end positions (after the launches submitted
@@ -286,7 +296,7 @@ class GpuSearchEngine:
         shared = group * w * 16 * 4 if w <= SHARED_MAX_W else 0
         self.kernels[w](grid, (threads,), (job.text, *job.tiles, np.int32(n_tiles), job.peq, np.int32(n_ps),
                                            np.int32(group), np.int32(self.k), job.count, job.hits,
-                                           np.uint32(len(job.hits))), shared_mem=shared)
+                                           np.uint64(len(job.hits))), shared_mem=shared)
 
     def _launch_seeds(self, job: "_Launch") -> None:
         """The seed filter over job's chunk: candidates counted per tile, summed, written, then verified (the
@@ -307,7 +317,7 @@ class GpuSearchEngine:
         n_ps = len(job.ids)
         verify((min(-(-job.room // threads), self.verify_blocks),), (threads,),
                (job.text, cands, job.cum[-1:], np.uint64(job.room), lo, rep, hi, np.int32(len(lo)), job.peq,
-                np.int32(n_ps), sd.lengths, np.int32(self.k), job.count, job.hits, np.uint32(len(job.hits))),
+                np.int32(n_ps), sd.lengths, np.int32(self.k), job.count, job.hits, np.uint64(len(job.hits))),
                shared_mem=64 * n_ps if sd.peq_shared else 0)
 
     @staticmethod

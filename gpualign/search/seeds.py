@@ -15,7 +15,8 @@ import numpy as np
 from . import alphabet as A
 
 QMIN, QMAX = 4, 8  # codes per key: shorter pieces occur too often; longer keys make too large a table
-MAX_PER_BASE = 4.0  # expected candidates per text base at most (8 bytes each on the device)
+MAX_PER_BASE = 2.0  # expected candidates per text base at most (8 bytes each on the device; gpu.py scans a
+# chunk whose expected candidates pass half its MAX_SEED_CANDS: 2^27 = 1.6 per base of the default chunks)
 WORK_SHARE = 0.25  # the windows' columns per text base, at most this share of the scan's pattern-columns
 FT = 512  # seed offsets per thread of the candidate kernels
 

@@ -211,3 +211,8 @@ inline unsigned atomicAdd(unsigned* p, unsigned v) {  // (one thread runs at a t
     *p = old + v;
     return old;
 }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+    const unsigned long long old = *p;
+    *p = old + v;
+    return old;
+}
