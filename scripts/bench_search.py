@@ -140,13 +140,13 @@ def engine_only(mbp: int, variants: list, sets: list, most: int) -> None:
         codes_p = [rng.integers(0, 4, m, dtype=np.uint8) for _ in range(npat)]
         pats = PT.Patterns([f"p{i}" for i in range(npat)], [c for c in codes_p for c in (c, c[::-1])],
                            np.repeat(np.arange(npat, dtype=np.int32), 2), np.tile([False, True], npat))
-        for v in variants:  # -D defines joined by +; P=N: one-word patterns per thread (gpu.PER_THREAD)
-            per = [x for x in v.split("+") if x[:2] in ("P=", "T=", "S=")]
-            knob = dict(x.split("=") for x in per)
+        for v in variants:  # -D defines joined by +; P=, T=, S=: gpu.PER_THREAD, THREADS, SEEDS
+            knobs = [x for x in v.split("+") if x[:2] in ("P=", "T=", "S=")]
+            knob = dict(x.split("=") for x in knobs)
             gpu.PER_THREAD = int(knob.get("P", default_per))
             gpu.THREADS = int(knob.get("T", default_threads))
             gpu.SEEDS = knob.get("S", "1") != "0"
-            eng = GpuSearchEngine(pats, k, "default", tuple(x for x in v.split("+") if x and x not in per))
+            eng = GpuSearchEngine(pats, k, "default", tuple(x for x in v.split("+") if x and x not in knobs))
             eng.search(chunk)
             cupy.cuda.runtime.deviceSynchronize()
             t0 = time.perf_counter()

@@ -211,15 +211,7 @@ def test_more_candidates_than_room(tmp_path, monkeypatch, kind):
     from gpualign.search import gpu
 
     monkeypatch.setattr(gpu, "FIRST_CAP", 4)
-    counts = {"submit": 0, "launch": 0}
-    for name in ("submit", "_launch"):
-        real = getattr(gpu.GpuSearchEngine, name)
-
-        def spy(self, *a, _real=real, _name=name.strip("_"), **kw):
-            counts[_name] += 1
-            return _real(self, *a, **kw)
-
-        monkeypatch.setattr(gpu.GpuSearchEngine, name, spy)
+    counts = _spied(monkeypatch, ["submit", "_launch"])
     rng = np.random.default_rng(11)
     records = {f"r{i}": random_dna(rng, 30_000, "ACGT") for i in range(2)}
     pats = {f"p{i}": records["r0"][100 * i:100 * i + 14] for i in range(6)}
@@ -228,7 +220,7 @@ def test_more_candidates_than_room(tmp_path, monkeypatch, kind):
     write_fasta(tfa, records)
     out = both(tmp_path, pfa, tfa, k=4, all_ends=True, chunk_bases=8_000)
     assert out.count(b"\n") > 100
-    assert counts["launch"] > counts["submit"] > 1  # (one width: a launch per chunk, and the launches again)
+    assert counts["_launch"] > counts["submit"] > 1  # (one width: a launch per chunk, and the launches again)
 
 
 def test_hit_batches_in_order(tmp_path, monkeypatch, kind):

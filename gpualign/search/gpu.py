@@ -102,7 +102,12 @@ class _Seeds:
     lengths: object
     table_shared: bool  # the kernels' copies in shared memory (SEED_SHARED)
     peq_shared: bool
-    names: tuple = ()  # the kernels: count, emit, verify
+
+    @property
+    def names(self) -> tuple:
+        """Its kernels: count, emit, verify."""
+        t, p = str(self.table_shared).lower(), str(self.peq_shared).lower()
+        return f"seeds<false, {t}>", f"seeds<true, {t}>", f"seed_verify<{p}>"
 
 
 class GpuSearchEngine:
@@ -135,9 +140,6 @@ class GpuSearchEngine:
         self.per_thread = {w: per_thread(w, len(ids)) for w, ids, _ in self.groups}
         names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}, {self.per_thread[w]}>"
                       for w, _, _ in self.groups)
-        for sd in self.seeds.values():
-            sd.names = (f"seeds<false, {str(sd.table_shared).lower()}>", f"seeds<true, {str(sd.table_shared).lower()}>",
-                        f"seed_verify<{str(sd.peq_shared).lower()}>")
         seed_names = tuple(sorted({n for sd in self.seeds.values() for n in sd.names}))
         self.mod = load_module("myers_search.cu", names + seed_names, defines)
         self.kernels = {w: self.mod.get_function(n) for (w, _, _), n in zip(self.groups, names)}
@@ -214,16 +216,16 @@ class GpuSearchEngine:
         if seeds is not None and 2 * expected <= MAX_SEED_CANDS:  # (a larger --chunk-bases: the scan)
             ft = SD.tiles(chunk, seeds.plan)
             if len(ft):
-                lo = chunk.buf
-                pieces = [lo, lo + chunk.context, lo + chunk.context + chunk.length]
-                room = int(2 * expected) + 1024
-                return _Launch(chunk, w, ids, peq, text, [cp.asarray(ft)] + [cp.asarray(a.astype(np.uint32))
-                                                                             for a in pieces],
-                               seeds=seeds, room=min(room, MAX_SEED_CANDS))
+                tiles = [cp.asarray(ft)] + [cp.asarray(a.astype(np.uint32)) for a in SD.bounds(chunk)]
+                return _Launch(chunk, w, ids, peq, text, tiles, seeds=seeds,
+                               room=min(int(2 * expected) + 1024, MAX_SEED_CANDS))
+        tiles = self._scan_tiles(chunk, w)
+        return _Launch(chunk, w, ids, peq, text, tiles) if tiles else None
+
+    def _scan_tiles(self, chunk, w: int) -> list:
+        """The scan's tiles of chunk for patterns of w words, on the device ([] when it has none)."""
         warm, report, end = self._tiles(chunk, 32 * w + self.k - 1, 32 * w)
-        if not len(warm):
-            return None
-        return _Launch(chunk, w, ids, peq, text, [cp.asarray(a) for a in (warm, report, end)])
+        return [self.cp.asarray(a) for a in (warm, report, end)] if len(warm) else []
 
     def collect(self, submitted: tuple) -> Cands:
         """The candidates of submit()'s launches, once they are done (not waiting for later launches)."""
@@ -255,19 +257,20 @@ class GpuSearchEngine:
                     self.cap[job.w] = max(self.cap[job.w], 1 << int(found - 1).bit_length())
                     self._again(job, f"{self.cap[job.w]:,} end positions")
                 h = job.hits[:found].get()
-                if job.seeds is not None:
-                    h = h[SD.best(h[:, 0], h[:, 1] >> 10, h[:, 1] & 1023)]
+                ps, d = (h[:, 1] >> 10).astype(np.int64), (h[:, 1] & 1023).astype(np.int32)
+                if job.seeds is not None:  # (an end once per window: the least D)
+                    keep = SD.best(h[:, 0], ps, d)
+                    h, ps, d = h[keep], ps[keep], d[keep]
                 chunk = job.chunk
                 j = h[:, 0].astype(np.int64)
                 piece = np.searchsorted(chunk.buf, j, side="right") - 1
-                parts.append(Cands(job.ids[(h[:, 1] >> 10).astype(np.int64)].astype(np.int32), piece,
-                                   chunk.rec_start[piece] + (j - chunk.buf[piece]), (h[:, 1] & 1023).astype(np.int32)))
+                parts.append(Cands(job.ids[ps].astype(np.int32), piece, chunk.rec_start[piece] + (j - chunk.buf[piece]), d))
         return Cands.concat(parts)
 
     def _to_scan(self, job: "_Launch") -> None:
         """job scans its chunk instead of going through the seed filter."""
         job.seeds = job.cum = job.cands = None
-        job.tiles = [self.cp.asarray(a) for a in self._tiles(job.chunk, 32 * job.w + self.k - 1, 32 * job.w)]
+        job.tiles = self._scan_tiles(job.chunk, job.w)  # (not empty: the chunk had seed offsets)
 
     def _again(self, job: "_Launch", what: str) -> None:
         """job launched again (room for `what`), and waited for."""

@@ -68,14 +68,19 @@ def plan(codes: list, k: int, rule: str) -> Seeds | None:
     return Seeds(q, offsets, np.array(entries, np.uint32)[order], per_base, back)
 
 
+def bounds(chunk) -> tuple:
+    """Per piece of chunk: its first byte (context included), its first reported offset, its end."""
+    rep = chunk.buf + chunk.context
+    return chunk.buf, rep, rep + chunk.length
+
+
 def tiles(chunk, seeds: Seeds) -> np.ndarray:
     """uint32 [n, 3]: (piece, a, b) per thread of the candidate kernels: the seed offsets [a, b) of each piece
     of chunk whose alignments can end in its reported part (from `back` before it), FT at a time."""
-    lo = chunk.buf
-    rep = lo + chunk.context
-    hi = rep + chunk.length
+    lo, rep, hi = bounds(chunk)
     first = np.maximum(lo, rep - seeds.back)
-    last = np.maximum(first, hi - seeds.q + 1)  # (a piece shorter than q holds no seed)
+    # t + q <= hi; none in a piece with nothing to report (so a chunk with seed tiles has scan tiles too)
+    last = np.where(chunk.length > 0, np.maximum(first, hi - seeds.q + 1), first)
     per = -(-(last - first) // FT)
     piece = np.repeat(np.arange(chunk.n), per)
     start = np.concatenate([[0], np.cumsum(per)[:-1]])
