@@ -58,15 +58,32 @@ def test_random_planted(tmp_path, device, seed, all_ends):
     check(tmp_path, patterns, records, k, device, all_ends=all_ends)
 
 
-def test_chunk_borders(tmp_path, device):
-    """Tiny chunks: every record cut into many pieces; hits across borders found once, runs kept whole."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_chunk_borders(tmp_path, device, threads):
+    """Tiny chunks: every record cut into many pieces; hits across borders found once, runs kept whole. One
+    thread: the text read here in chunks of `chunk` bytes; two: a chunk per range of `chunk` bytes."""
     rng = np.random.default_rng(7)
     unit = random_dna(rng, 37)
     records = {"rep": unit * 30, "rand": random_dna(rng, 2000)}
     patterns = {"u": unit[3:30], "poly": "A" * 20, "r": records["rand"][100:150], "edge": records["rand"][-25:]}
     for chunk in (16, 64, 200, 1000):
         for all_ends in (False, True):
-            check(tmp_path, patterns, records, 3, device, all_ends=all_ends, chunk=chunk)
+            out, _ = search(tmp_path, patterns, records, 3, device, chunk=chunk, all_ends=all_ends, threads=threads)
+            rows = read_tsv(out)
+            assert judge(rows, patterns, records, 3, "default") == expected(patterns, records, 3, "default",
+                                                                           ("+", "-"), all_ends)
+
+
+def test_device_auto_same_bytes(tmp_path):
+    """--device auto (GPU or not: the text is cut for the GPU engine before the engine is known) gives the
+    bytes of --device cpu, across chunk borders, read in ranges or here."""
+    rng = np.random.default_rng(12)
+    records = {"a": random_dna(rng, 3000), "b": random_dna(rng, 700)}
+    patterns = {f"p{i}": mutate(rng, records["a"][i * 300:i * 300 + 23], 1) for i in range(6)}
+    for threads in (1, 2):
+        outs = [open(search(tmp_path, patterns, records, 2, device, chunk=200, threads=threads)[0], "rb").read()
+                for device in ("auto", "cpu")]
+        assert outs[0] == outs[1] and outs[0].count(b"\n") > 6
 
 
 def test_poly_a_and_ends(tmp_path, device):

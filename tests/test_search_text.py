@@ -1,6 +1,7 @@
-"""The search's text reader: a plain file read in ranges by worker processes gives the same chunks, records
-and errors as the file read here as a stream, and both give back the records a plain parser finds, cut at
-every size of range and read block (headers, line ends, '>' and bad bytes on the borders)."""
+"""The search's text reader: a plain file read in ranges by worker processes gives the same records and errors
+as the file read here as a stream, and both give back the records a plain parser finds, cut at every size
+of range and read block (headers, line ends, '>' and bad bytes on the borders), in chunks of the layout the
+engines read."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 import gpualign.search.text as T
+import gpualign.search.text_ranges as R
 import gpualign.search.text_scan as S
 from gpualign import interrupt
 from gpualign.errors import InputError
@@ -31,14 +33,23 @@ def shm_blocks() -> set:
 
 
 def read(path, pool, chunk=50, context=7):
-    """(records' codes rebuilt from the chunks, names, lengths, the chunks' arrays) or the InputError's text."""
+    """(records' codes rebuilt from the chunks, names, lengths) or the InputError's text. Each chunk is given
+    back (release) once checked, as the search does."""
     reader = T.TextReader(str(path), chunk, context, 16, pool, 2)
+    chunks, ranged = [], []
     try:
-        chunks = list(reader)
+        for ch in reader:
+            ranged.append(ch.slot >= 0)
+            chunks.append((ch.codes.copy(), ch))
+            reader.release(ch)
     except InputError as e:
         return str(e)
+    if ranged and any(ranged):
+        assert all(ranged) or pool is None or reader._slots.short  # the worker's slot, unless copied
+    closed = set()
     seqs: dict = {}
-    for c, ch in enumerate(chunks):
+    for c, (codes, ch) in enumerate(chunks):
+        ch.codes = codes
         ends = ch.buf + ch.context + ch.length
         assert (ch.buf % T.ALIGN == 0).all() and ch.buf[0] >= reader.gap  # aligned, free rows before each
         assert (ch.buf[1:] >= ends[:-1] + reader.gap).all()
@@ -46,19 +57,22 @@ def read(path, pool, chunk=50, context=7):
         for a, e in zip(ch.buf, ends):
             pad[a:e] = False
         assert (ch.codes[pad] == A.PAD).all() and len(ch.codes) - ends[-1] >= reader.gap
-        assert len(ch.codes) <= reader.capacity and (c == len(chunks) - 1 or len(ch.codes) >= chunk)
+        if reader._slots is None:  # (ranges: a chunk per range)
+            assert len(ch.codes) <= reader.capacity and (c == len(chunks) - 1 or len(ch.codes) >= chunk)
         for i in range(ch.n):
             rec, ctx, n = int(ch.record[i]), int(ch.context[i]), int(ch.length[i])
+            assert rec not in closed  # a record's pieces end with its last one
+            if ch.last[i]:
+                closed.add(rec)
             got = seqs.setdefault(rec, b"")
             assert int(ch.rec_start[i]) + ctx == len(got)  # pieces follow each other
             piece = ch.piece(i).tobytes()
             assert len(piece) == ctx + n
             assert piece[:ctx] == got[len(got) - ctx:]  # the context repeats the bases before
             seqs[rec] = got + piece[ctx:]
-    arrays = [(c.codes.tobytes(), c.buf.tolist(), c.record.tolist(), c.rec_start.tolist(), c.context.tolist(),
-               c.length.tolist(), c.last.tolist()) for c in chunks]
+    assert closed == set(range(len(reader.records.names)))  # every record closed
     return [seqs.get(r, b"") for r in range(len(reader.records.names))], reader.records.names, \
-        reader.records.lengths, arrays
+        reader.records.lengths
 
 
 def random_fasta(rng: random.Random) -> tuple[bytes, list, list]:
@@ -92,7 +106,7 @@ def test_ranges_equal_stream_and_records(tmp_path, pool, monkeypatch, seed):
     stream = read(path, None)
     assert stream[0] == seqs and stream[1] == names and stream[2] == [len(s) for s in seqs]
     for size in (3, 11, 64, max(3, len(data) // 2)):
-        monkeypatch.setattr(S, "RANGE", size)
+        monkeypatch.setattr(R, "RANGE", size)
         assert read(path, pool) == stream, size
 
 
@@ -116,7 +130,7 @@ def test_errors_the_same_both_ways(tmp_path, pool, monkeypatch, data, message):
         assert message in read(path, None)
     before = shm_blocks()
     for size in (2, 5, 9, 1 << 23):
-        monkeypatch.setattr(S, "RANGE", size)
+        monkeypatch.setattr(R, "RANGE", size)
         assert message in read(path, pool)
     assert shm_blocks() == before  # the ranges in flight when the error came were freed
 
@@ -132,7 +146,7 @@ def test_long_lines_and_headers_across_ranges(tmp_path, pool, monkeypatch):
     stream = read(path, None, chunk=1000, context=30)
     assert stream[0] == want and stream[1] == ["one", "two", "h" * 250]
     for size in (17, 100, 999):
-        monkeypatch.setattr(S, "RANGE", size)
+        monkeypatch.setattr(R, "RANGE", size)
         assert read(path, pool, chunk=1000, context=30) == stream
 
 
@@ -145,7 +159,7 @@ def test_short_shared_memory(tmp_path, pool, monkeypatch):
     data, _, _ = random_fasta(rng)
     path = tmp_path / "t.fa"
     path.write_bytes(data * 3)
-    monkeypatch.setattr(S, "RANGE", 50)
+    monkeypatch.setattr(R, "RANGE", 50)
     want, made = read(path, None), shm.mapped
     for room in (0, 1, 2, 3):
         calls = []
@@ -175,7 +189,7 @@ def test_failing_run_leaves_no_block_nor_thread(tmp_path, monkeypatch):
     seq = "".join(rng.choice("ACGT") for _ in range(60_000))
     (tmp_path / "t.fa").write_text(">r\n" + "\n".join(seq[i:i + 60] for i in range(0, len(seq), 60)) + "\n")
     (tmp_path / "p.fa").write_text(">p\n" + seq[1000:1023] + "\n")
-    monkeypatch.setattr(S, "RANGE", 4096)
+    monkeypatch.setattr(R, "RANGE", 4096)
     calls, add = [], hits.Collector.add
 
     def failing(self, chunk, cands):
@@ -191,3 +205,21 @@ def test_failing_run_leaves_no_block_nor_thread(tmp_path, monkeypatch):
                    SearchConfig(k=1, device="cpu", threads=2, chunk_bases=5000), "x")
     assert len(calls) == 2 and shm_blocks() == before and threading.active_count() == threads
     assert not os.path.exists(tmp_path / "o.tsv")
+
+
+def test_short_records_split_ranges(tmp_path, pool, monkeypatch):
+    """Ranges of records so short that their pieces and PAD outgrow a slot are read as halves, in order."""
+    rng = random.Random(11)
+    data = b"".join(b">s%d\n%s\n" % (i, bytes(rng.choice(b"ACGT") for _ in range(rng.randint(0, 3))))
+                    for i in range(3000))
+    path = tmp_path / "t.fa"
+    path.write_bytes(data)
+    stream = read(path, None, chunk=1 << 20)
+    monkeypatch.setattr(R, "RANGE", 4096)
+    chunks = []
+    reader = T.TextReader(str(path), 1 << 20, 7, 16, pool, 2)
+    for ch in reader:
+        chunks.append(ch.n)
+        reader.release(ch)
+    assert len(chunks) > -(-len(data) // 4096)  # (more chunks than ranges: halves)
+    assert read(path, pool, chunk=1 << 20) == stream

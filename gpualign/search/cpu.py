@@ -46,6 +46,11 @@ def _search(task: list) -> list:
 
 class SassyEngine:
     name = "cpu-sassy"
+    gpu = False
+
+    @classmethod
+    def make(cls, pats, cfg) -> "SassyEngine":
+        return cls(pats, cfg.k, cfg.rule, cfg.n_threads)
 
     def __init__(self, pats, k: int, rule: str, threads: int):
         try:

@@ -112,6 +112,11 @@ class _Seeds:
 
 class GpuSearchEngine:
     name = "gpu-myers"
+    gpu = True
+
+    @classmethod
+    def make(cls, pats, cfg) -> "GpuSearchEngine":
+        return cls(pats, cfg.k, cfg.rule)
 
     def __init__(self, pats, k: int, rule: str, defines: tuple = ()):
         import cupy
@@ -195,7 +200,8 @@ class GpuSearchEngine:
         cp = self.cp
         launches = []
         with self.upload:
-            text = cp.asarray(chunk.codes)
+            text = cp.empty(len(chunk.codes), np.uint8)
+            text.set(chunk.codes, stream=self.upload)  # (from the host buffer itself: no staging copy)
             for w, ids, peq in self.groups:
                 job = self._job(chunk, w, ids, peq, text, self.seeds.get(w))
                 if job is not None:

@@ -8,7 +8,7 @@ import itertools
 import multiprocessing as mp
 import signal
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,8 +22,9 @@ from .hits import Collector
 from .output import HitWriter, infer_format
 from .text import TextReader
 
-CHUNK = 1 << 26  # text bases per chunk (either engine): the last chunk's hits are aligned and written once
-# the search is over, so a smaller chunk ends the run sooner (docs/benchmarks.md)
+CHUNK = 1 << 26  # text bases per chunk (either engine; a plain file read by workers: text_ranges.RANGE bytes at
+# most): the last chunk's hits are aligned and written once the search is over, so a smaller chunk ends the
+# run sooner (docs/benchmarks.md)
 WARN_HITS = 1_000_000
 STOP_WAIT = 10.0  # seconds a failing run waits for its reading, search and writing threads to stop (a chunk's work)
 
@@ -57,6 +58,11 @@ class SearchSummary:
 
 
 def make_engine(pats, cfg: SearchConfig, notice):
+    return engine_class(cfg, notice).make(pats, cfg)
+
+
+def engine_class(cfg: SearchConfig, notice):
+    """The engine this process runs: the GPU one if a GPU is usable (and not --device cpu), else the CPU one."""
     from ..engines._cuda import gpu_status
 
     if cfg.device != "cpu":
@@ -64,14 +70,14 @@ def make_engine(pats, cfg: SearchConfig, notice):
         if ok:
             from .gpu import GpuSearchEngine
 
-            return GpuSearchEngine(pats, cfg.k, cfg.rule)
+            return GpuSearchEngine
         if cfg.device == "gpu":
             raise DeviceError(f"--device gpu: no usable GPU ({why})")
         if notice:
             notice(f"no GPU ({why}): searching on the CPU (sassy-rs, {cfg.n_threads} threads)")
     from .cpu import SassyEngine
 
-    return SassyEngine(pats, cfg.k, cfg.rule, cfg.n_threads)
+    return SassyEngine
 
 
 def remote_engine(cfg: SearchConfig, cluster):
@@ -119,13 +125,25 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             summary: SearchSummary, pool, report=None, cluster=None) -> None:
     """The text through the engine (here, or on cluster's workers), the collector and the writer (run_search's
     body)."""
-    engine = make_engine(pats, cfg, notice) if cluster is None else None
-    kind = engine if engine is not None else remote_engine(cfg, cluster)  # its name and chunk geometry
+    # the engine: its name and chunk geometry. Unless --device cpu, CuPy and the driver load in a thread, and the
+    # engine starts, as the first chunks are read (the GPU engine's geometry serves the CPU one too)
+    probe = engine = None
+    if cluster is not None:
+        kind = remote_engine(cfg, cluster)
+    elif cfg.device == "cpu":
+        kind = engine_class(cfg, notice)
+        engine = kind.make(pats, cfg)
+    else:
+        from .gpu import GpuSearchEngine
+
+        threads = ThreadPoolExecutor(1)
+        kind, probe = GpuSearchEngine, threads.submit(engine_class, cfg, notice)
+        threads.shutdown(wait=False)
     context, gap = kind.geometry(pats, cfg.k)
     summary.engine = kind.name
     chunk = cfg.chunk_bases or CHUNK
     reader = TextReader(text_path, chunk, context, gap, pool, cfg.n_threads)  # (the pool reads a plain file too)
-    collector = Collector(pats, cfg.k, cfg.all_ends, cfg.rule, pool, engine.aligner() if engine is not None else None)
+    collector = Collector(pats, cfg.k, cfg.all_ends, cfg.rule, pool)
     output = Output(out, binary_via_path=(fmt == "bam"))
     writer = remote = ahead = scanned = behind = None
     per_pattern = np.zeros(len(pats.names), np.int64)
@@ -138,12 +156,19 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             started = remote.start()
             if notice:
                 notice(started)
-        else:
+        elif engine is not None:
             engine.start()
         interrupt.phase("pools")
         writer = HitWriter(fmt, output.target, pats, command_line)
         behind = WriteBehind(writer.write, summary.stage_seconds, "write")  # the writing of a chunk's hits
         ahead = ReadAhead(iter(reader), summary.stage_seconds, ahead=1)     # overlaps the next one's alignments
+        if probe is not None:
+            kind = probe.result()
+            summary.engine = kind.name
+            engine = kind.make(pats, cfg)
+            engine.start()
+        if engine is not None:
+            collector.aligner = engine.aligner()
         scanned = _scanned(ahead, engine, remote, pats, summary)
         for ch, cands in scanned:
             t1 = time.perf_counter()
@@ -191,6 +216,8 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
                 ahead.close(wait=STOP_WAIT)
             if scanned is not None:
                 scanned.close()
+            if probe is not None and not probe.done():  # (stopped early: CuPy's loading ends first)
+                probe.exception()
             if engine is not None:
                 engine.close()
         finally:

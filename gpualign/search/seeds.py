@@ -82,11 +82,16 @@ def tiles(chunk, seeds: Seeds) -> np.ndarray:
     # t + q <= hi; none in a piece with nothing to report (so a chunk with seed tiles has scan tiles too)
     last = np.where(chunk.length > 0, np.maximum(first, hi - seeds.q + 1), first)
     per = -(-(last - first) // FT)
-    piece = np.repeat(np.arange(chunk.n), per)
-    start = np.concatenate([[0], np.cumsum(per)[:-1]])
-    a = first[piece] + (np.arange(len(piece)) - start[piece]) * FT
-    b = np.minimum(a + FT, last[piece])
-    return np.stack([piece, a, b], axis=1).astype(np.uint32)
+    out = np.empty((int(per.sum()), 3), np.uint32)
+    piece = np.repeat(np.arange(chunk.n, dtype=np.uint32), per)
+    out[:, 0] = piece
+    at = np.arange(len(piece), dtype=np.uint32)
+    at -= np.repeat((np.cumsum(per) - per).astype(np.uint32), per)  # (tile within its piece)
+    at *= np.uint32(FT)
+    at += np.repeat(first.astype(np.uint32), per)
+    out[:, 1] = at
+    np.minimum(at + np.uint32(FT), np.repeat(last.astype(np.uint32), per), out=out[:, 2])
+    return out
 
 
 def best(ends: np.ndarray, ps: np.ndarray, d: np.ndarray) -> np.ndarray:

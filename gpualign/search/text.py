@@ -1,11 +1,13 @@
-"""The searched text, streamed: FASTA (plain, gzip or bgzip; text_scan.py reads it) cut into chunks of
-about `chunk` bytes, each a list of pieces of records. A piece repeats the `context` bases before it in
-its record, so that every hit ending in the piece is found there whole; no hit spans two records. Codes
-are copied into the chunk's buffer as they come. Memory is bounded by the chunk size, whatever the size
-of the text or of its records."""
+"""The searched text, streamed: FASTA cut into chunks, each a list of pieces of records. A piece repeats the
+`context` bases before it in its record, so that every hit ending in the piece is found there whole; no hit
+spans two records. A plain file with worker processes: a chunk per range of the file, laid out by a worker
+in shared memory (text_ranges.py); otherwise (gzip, bgzip, stdin, one thread) the file is read here
+(text_scan.py) and its codes copied into chunks of about `chunk` bytes. Memory is bounded by the chunk
+size, whatever the size of the text or of its records."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,6 +15,7 @@ import numpy as np
 from ..errors import InputError
 from ..io import fastx
 from . import alphabet as A
+from . import text_ranges as TR
 from . import text_scan
 
 ALIGN = 16  # pieces start at multiples of 16 in a chunk's buffer (the kernel's loads)
@@ -23,7 +26,7 @@ class Chunk:
     """codes: the pieces one after another, each at a multiple of ALIGN, PAD bytes between them.
     Per piece: buf (offset of its first byte, context included), record (index), rec_start (record
     coordinate of that first byte), context (bases before the reported part), length (reported bases),
-    last (the record ends with this piece)."""
+    last (the record ends with this piece). slot: the reader's shared-memory slot holding codes, or -1."""
 
     codes: np.ndarray
     buf: np.ndarray
@@ -32,6 +35,7 @@ class Chunk:
     context: np.ndarray
     length: np.ndarray
     last: np.ndarray
+    slot: int = -1
 
     @property
     def n(self) -> int:
@@ -53,7 +57,7 @@ class Records:
 
 class TextReader:
     """Iterate to get Chunks; `records` fills in as the file is read. pool: a fork ProcessPoolExecutor of
-    `workers` processes that read a plain file in ranges (text_scan.py), or None."""
+    `workers` processes that read a plain file in ranges (text_ranges.py), or None."""
 
     def __init__(self, path: str, chunk: int, context: int, gap: int = ALIGN, pool=None, workers: int = 1):
         self.path, self.chunk, self.context = path, max(chunk, 4 * ALIGN), context
@@ -64,10 +68,14 @@ class TextReader:
         self.capacity = self.chunk + self.chunk // 4 + context + 3 * self.gap + 2 * ALIGN
         self.records = Records()
         self._free: list = []  # chunk buffers given back (release), reused: fresh pages cost more than copies
+        self._slots = None  # the ranges' shared-memory slots (text_ranges.Slots)
 
     def release(self, chunk: Chunk) -> None:
         """The caller is done with chunk: its buffer may hold a later chunk (call from any thread)."""
-        self._free.append(chunk.codes.base if chunk.codes.base is not None else chunk.codes)
+        if chunk.slot >= 0:
+            self._slots.free.put(chunk.slot)
+        else:
+            self._free.append(chunk.codes.base if chunk.codes.base is not None else chunk.codes)
 
     def _buffer(self) -> np.ndarray:
         while self._free:
@@ -89,53 +97,125 @@ class TextReader:
 
     def __iter__(self):
         name = fastx.display_name(self.path)
+        check = _Checker(self.records, name)
+        size = os.path.getsize(self.path) if self.path != fastx.STDIN and os.path.isfile(self.path) else 0
+        span = min(TR.RANGE, self.chunk)
+        slots = None
+        if self.pool is not None and size >= 2 * span and not fastx.gzipped(self.path):  # (not a pipe: read once)
+            ahead = TR.AHEAD * max(1, self.workers) + 1
+            slots = TR.Slots(TR.slot_bytes(span, self.context, self.gap), ahead + TR.HELD)
+            if slots.get(wait=False) is None:  # (no shared memory to be had: read here)
+                slots = None
+            else:
+                slots.free.put(0)
+        if slots is not None:
+            yield from self._ranges(check, size, span, slots, ahead)
+        else:
+            yield from self._stream(check)
+        if check.rec < 0:
+            raise InputError(f"{name}: no FASTA records (empty input)")
+
+    def _stream(self, check: "_Checker"):
         out = _Builder(self)
-        rec = -1
-        where = [1]  # the record being read, for read errors
-        seen: set = set()  # record names (SAM needs them unique)
-        items = text_scan.items(self.path, name, where, self.pool, self.workers)
+        items = text_scan.stream(self.path, check.name, check.where)
         try:
             for it in items:
                 if it.header is not None:  # a record starts
-                    if rec >= 0:
+                    if check.rec >= 0:
                         yield from out.end_record()
-                    rec += 1
-                    where[0] = rec + 1
-                    self._named(name, rec, it.header, seen)
-                    out.start_record(rec)
-                    continue
-                if rec < 0:
-                    if not it.blank or it.gt_inside:
-                        raise InputError(f"{name}: text before the first '>' header")
-                    continue
-                if it.bad >= 0:  # (before the stretch's end, where a '>' inside a line would be)
-                    shown = repr(chr(it.byte)) if 32 < it.byte < 127 else f"byte 0x{it.byte:02x}"
-                    raise InputError(f"{name}: record {rec + 1}: {shown} at base {out.rec_pos + it.bad + 1} "
-                                     "is not a DNA/IUPAC letter")
-                if it.gt_inside:
-                    raise InputError(f"{name}: record {rec + 1}: '>' inside a sequence line")
-                self.records.lengths[rec] += len(it.codes)
-                yield from out.add(it.codes)
+                    check.header(it.header)
+                    out.start_record(check.rec)
+                elif check.codes(it, len(it.codes)):
+                    yield from out.add(it.codes)
         finally:
-            items.close()  # (ranges: the slots are freed)
-        if rec < 0:
-            raise InputError(f"{name}: no FASTA records (empty input)")
-        yield from out.end_record()
+            items.close()
+        if check.rec >= 0:
+            yield from out.end_record()
         if out.pieces:
             yield out.emit()
 
-    def _named(self, name: str, rec: int, header: bytes, seen: set) -> None:
+    def _ranges(self, check: "_Checker", size: int, span: int, slots, ahead: int):
+        """Chunks of a plain file read by the pool's processes, a range each, at most `ahead` in flight
+        (text_ranges.py): the codes stay in the slot the worker wrote them to, unless no slot would be left
+        for the reading (then copied)."""
+        self._slots = slots
+        layouts = TR.layouts(self.path, size, self.pool, ahead, slots, span, self.context, self.gap)
+        try:
+            for out, slot in layouts:
+                recs = [check.rec]  # the record of each segment
+                before = self.records.lengths[check.rec] if check.rec >= 0 else 0
+                for it in out.items:
+                    if it.header is not None:
+                        check.header(it.header)
+                        recs.append(check.rec)
+                    else:
+                        check.codes(it, it.codes)
+                codes, keep = slots.views[slot][:out.size], []
+                for s, (buf, ctx, n, last) in enumerate(out.pieces):
+                    if recs[s] >= 0 and (n or last):
+                        keep.append((buf, recs[s], before - ctx if s == 0 else 0, ctx, n, last))
+                    else:  # (blank lines before the first record, or nothing new of a record: PAD)
+                        codes[buf:buf + ctx + n] = A.PAD
+                if not keep:
+                    slots.free.put(slot)
+                    continue
+                if not slots.spare():  # (shared memory short: this slot stays with the reading)
+                    codes = codes.copy()
+                    slots.free.put(slot)
+                    slot = -1
+                yield _chunk(codes, keep, slot)
+        except OSError as e:
+            raise InputError(f"{check.name}: cannot read ({e})") from None
+        finally:
+            layouts.close()  # (the ranges in flight finish)
+            slots.close()
+
+
+class _Checker:
+    """The reader's checks of the Items in file order, and the records they make (names, lengths so far)."""
+
+    def __init__(self, records: Records, name: str):
+        self.records, self.name = records, name
+        self.rec = -1
+        self.where = [1]  # the record being read, for read errors
+        self.seen: set = set()  # record names (SAM needs them unique)
+
+    def header(self, header: bytes) -> None:
         """A header line read: the record's name (its first word; bytes that are not UTF-8 kept as they
         are), which must be new."""
+        self.rec += 1
+        self.where[0] = self.rec + 1
         title = header.decode("utf-8", "surrogateescape").strip()
         if not title:
-            raise InputError(f"{name}: record {rec + 1}: empty record name")
+            raise InputError(f"{self.name}: record {self.rec + 1}: empty record name")
         nm = title.split()[0]
-        if nm in seen:
-            raise InputError(f"{name}: record {rec + 1}: record name {nm!r} appears twice (names must be unique)")
-        seen.add(nm)
+        if nm in self.seen:
+            raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} appears twice (names must "
+                             "be unique)")
+        self.seen.add(nm)
         self.records.names.append(nm)
         self.records.lengths.append(0)
+
+    def codes(self, it, n: int) -> bool:
+        """A stretch of n codes checked and counted to its record; False before the first record (blank)."""
+        if self.rec < 0:
+            if not it.blank or it.gt_inside:
+                raise InputError(f"{self.name}: text before the first '>' header")
+            return False
+        if it.bad >= 0:  # (before the stretch's end, where a '>' inside a line would be)
+            shown = repr(chr(it.byte)) if 32 < it.byte < 127 else f"byte 0x{it.byte:02x}"
+            raise InputError(f"{self.name}: record {self.rec + 1}: {shown} at base "
+                             f"{self.records.lengths[self.rec] + it.bad + 1} is not a DNA/IUPAC letter")
+        if it.gt_inside:
+            raise InputError(f"{self.name}: record {self.rec + 1}: '>' inside a sequence line")
+        self.records.lengths[self.rec] += n
+        return True
+
+
+def _chunk(codes: np.ndarray, pieces: list, slot: int = -1) -> Chunk:
+    """A Chunk of codes and its pieces' (buffer offset, record, record coordinate, context, length, last)."""
+    return Chunk(codes, *(np.array([x[i] for x in pieces], np.int64) for i in range(5)),
+                 np.array([x[5] for x in pieces], bool), slot)
 
 
 class _Builder:
@@ -193,8 +273,6 @@ class _Builder:
     def emit(self) -> Chunk:
         end = -(-self.at // ALIGN) * ALIGN + self.r.gap
         self.buf[self.at:end] = A.PAD
-        p = self.pieces
-        out = Chunk(self.buf[:end], *(np.array([x[i] for x in p], np.int64) for i in range(5)),
-                    np.array([x[5] for x in p], bool))
+        out = _chunk(self.buf[:end], self.pieces)
         self.buf, self.at, self.pieces = self.r._buffer(), 0, []
         return out

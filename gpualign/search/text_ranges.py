@@ -1,0 +1,224 @@
+"""A plain FASTA file read in ranges by worker processes, each of which lays its range out as a whole text
+chunk (text.Chunk's layout: pieces at multiples of ALIGN, PAD between, each piece's context before it) in
+a shared-memory slot: the codes are written once, where the engines read them, never copied through
+this process. A slot goes back to the pool when the chunk's user is done with it (text.TextReader.release).
+
+A worker finds what it needs from before its range in the file itself: whether the range starts inside a
+header line (the range where the header starts reads it whole), the byte before it, and the last
+`context` codes of the record open there. A range whose layout would not fit its slot (very many short
+records) is read as two halves instead."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import queue
+from collections import deque
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import interrupt, shm
+from . import alphabet as A
+from .text_scan import Item, _scan
+
+RANGE = 1 << 25  # bytes of the file per range (a chunk): fewer, larger chunks cost the search less (docs/benchmarks.md)
+ALIGN = 16  # (text.ALIGN)
+AHEAD = 1  # ranges in flight per worker process (and one more)
+HELD = 6  # chunks the reader's consumers hold at most (queued, searched, aligned), beyond those in flight
+
+
+class Layout(NamedTuple):
+    """A worker's range: its Items (codes: their counts) for the reader's checks and records, and per segment
+    (the text before the range's first header, then after each header) its piece (buffer offset, context,
+    length, last): last when a header follows in the range or the file ends with it. size: the slot's bytes
+    used. split > 0: the layout did not fit the slot; nothing was written, read [a, split) and [split, b)."""
+
+    items: list
+    pieces: list
+    size: int = 0
+    split: int = 0
+
+
+def slot_bytes(range_bytes: int, context: int, gap: int) -> int:
+    """A slot's size: a range's codes, and room for the pieces and PAD of a range of short records."""
+    return range_bytes + range_bytes // 2 + 4 * (gap + context + 2 * ALIGN) + 1024
+
+
+def _before(fd: int, a: int, line: int, context: int) -> tuple[int, bool, bytes]:
+    """(the byte before offset a, a lies inside a header line, the last `context` codes of the record open at
+    a), line being the start of the line holding a: read backwards from a, as far as the context needs."""
+    if a == 0:
+        return 10, False, b""
+    prev = os.pread(fd, 1, a - 1)[0]
+    if line < a and os.pread(fd, 1, line) == b">":
+        return prev, True, b""
+    span = 4 * context + 256
+    while True:
+        lo = max(0, a - span)
+        back = os.pread(fd, a - lo, lo)
+        g = back.rfind(b"\n>")  # (a header line before a ends before it: a's line is no header)
+        head = g + 1 if g >= 0 else 0 if lo == 0 and back[:1] == b">" else -1
+        codes = A.to_codes(back[back.index(b"\n", head) + 1:] if head >= 0 else back)
+        if head >= 0 or lo == 0 or len(codes) >= context:
+            return prev, False, codes[max(0, len(codes) - context):] if context else b""
+        span *= 4
+
+
+_mapped: dict = {}  # per worker process: slot name -> its mapping, for the slots of the latest reader
+
+
+def _slot(name: str) -> np.ndarray:
+    if name not in _mapped:
+        reader = name.rsplit("_", 1)[0]
+        for old in [n for n in _mapped if not n.startswith(reader + "_")]:  # an earlier reader's: gone
+            del _mapped[old]
+        _mapped[name] = shm.mapped(name)
+    return _mapped[name]
+
+
+def _range(path: str, a: int, b: int, line: int, slot: str, cap: int, context: int, gap: int) -> Layout:
+    """Worker: bytes [a, b) of a plain FASTA file laid out in the slot (cap bytes); line: the start of the line
+    holding byte a."""
+    size = os.path.getsize(path)
+    with open(path, "rb", buffering=0) as fh:
+        fd = fh.fileno()
+        prev, in_header, ctx = _before(fd, a, line, context)
+        data = os.pread(fd, b - a, a)
+        pos = 0
+        if in_header:
+            nl = data.find(b"\n")
+            pos = len(data) if nl < 0 else nl + 1
+        found, header = _scan(data, pos, prev)
+        if header is not None:  # a header line that starts here and ends in a later range
+            at, more = b, [header]
+            while True:
+                piece = os.pread(fd, 1 << 16, at)
+                nl = piece.find(b"\n")
+                more.append(piece if nl < 0 else piece[:nl])
+                if nl >= 0 or not piece:
+                    break
+                at += len(piece)
+            found.append(Item(b"".join(more)))
+    segments = [[ctx]]  # per segment: its context, then its codes
+    for it in found:
+        if it.header is not None:
+            segments.append([b""])
+        elif it.codes:
+            segments[-1].append(it.codes)
+    need = sum(ALIGN + gap + sum(map(len, s)) for s in segments) + ALIGN + gap
+    if need > cap and b - a > 1:
+        return Layout([], [], 0, a + (b - a) // 2)
+    dst, at, pieces = _slot(slot), 0, []
+    for i, seg in enumerate(segments):
+        start = -(-at // ALIGN) * ALIGN + gap
+        dst[at:start] = A.PAD
+        at = start
+        for part in seg:
+            dst[at:at + len(part)] = np.frombuffer(part, np.uint8)
+            at += len(part)
+        last = i + 1 < len(segments) or b == size
+        pieces.append((start, len(seg[0]), at - start - len(seg[0]), last))
+    end = -(-at // ALIGN) * ALIGN + gap
+    dst[at:end] = A.PAD
+    return Layout([it._replace(codes=len(it.codes)) if it.header is None else it for it in found], pieces, end)
+
+
+class Slots:
+    """The reader's shared-memory slots: made as they are needed, up to `most`, and given back by the chunks'
+    user from any thread."""
+
+    def __init__(self, cap: int, most: int):
+        self.cap, self.most = cap, most
+        self.base = interrupt.shm_name()
+        self.names: list = []
+        self.views: list = []
+        self.free: queue.Queue = queue.Queue()
+        self.short = False  # shared memory ran out: no more slots
+
+    def get(self, wait: bool) -> int | None:
+        """A free slot's index (a new one if none is free and one can be made), or None; wait: until one
+        comes back."""
+        try:
+            return self.free.get_nowait()
+        except queue.Empty:
+            pass
+        if not self.short and len(self.names) < self.most:
+            name = f"{self.base}_{len(self.names)}"
+            try:
+                self.views.append(shm.mapped(name, self.cap))
+                self.names.append(name)
+                return len(self.names) - 1
+            except OSError:
+                self.short = True
+        return self.free.get() if wait else None
+
+    def spare(self) -> bool:
+        """Whether a slot is free or can be made (otherwise a chunk about to be handed out is copied)."""
+        return not self.free.empty() or (not self.short and len(self.names) < self.most)
+
+    def close(self) -> None:
+        for n in self.names:  # (the memory goes with the last view of it)
+            shm.unlink(n)
+
+
+def layouts(path: str, size: int, pool, ahead: int, slots: Slots, range_bytes: int, context: int, gap: int):
+    """(Layout, slot index) of each range of a plain file, in order, at most `ahead` ranges in flight (fewer
+    when slots run short); the slot holds the layout until it is given back (slots.free). Where a range
+    starts inside a line, the line's start is searched backwards from there, at most to the previous range's
+    start (a worker checks whether it is a header line). Close the generator when stopping early: the
+    ranges in flight finish first."""
+    todo: deque = deque()  # (a, b, line) to read before the ranges not yet cut
+    pending: deque = deque()
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+
+        def line_of(x: int, floor: int, floor_line: int) -> int:
+            nl = mm.rfind(b"\n", floor, x)
+            return nl + 1 if nl >= 0 else floor_line
+
+        def cuts():
+            at, line = 0, 0
+            for a in range(0, size, range_bytes):
+                line = line_of(a, at, line) if a else 0
+                at = a
+                yield a, min(size, a + range_bytes), line
+
+        fresh = cuts()
+        try:
+            while True:
+                while len(pending) < ahead:
+                    r = todo.popleft() if todo else next(fresh, None)
+                    if r is None:
+                        break
+                    i = slots.get(wait=not pending)
+                    if i is None:
+                        todo.appendleft(r)
+                        break
+                    pending.append((i, r, pool.submit(_range, path, *r, slots.names[i], slots.cap, context, gap)))
+                if not pending:
+                    break
+                i, (a, b, line), fut = pending.popleft()
+                out = fut.result()
+                if out.split:  # read as two halves, before the ranges after it (those in flight: read again)
+                    again = [(a, out.split, line), (out.split, b, line_of(out.split, a, line))]
+                    for j, r, f in pending:
+                        _finish(f)
+                        slots.free.put(j)
+                        again.append(r)
+                    pending.clear()
+                    slots.free.put(i)
+                    todo.extendleft(reversed(again))
+                    continue
+                yield out, i
+        finally:  # ranges in flight finish before their slots go
+            for _, _, fut in pending:
+                _finish(fut)
+
+
+def _finish(fut) -> None:
+    """A range in flight dropped: cancelled, or waited for (its outcome ignored)."""
+    if not fut.cancel():
+        try:
+            fut.result()
+        except Exception:  # noqa: BLE001 - dropped: the range is read again, or the run is stopping
+            pass
