@@ -176,9 +176,10 @@ def test_short_shared_memory(tmp_path, pool, monkeypatch):
         assert shm_blocks() == before
 
 
-def test_failing_run_leaves_no_block_nor_thread(tmp_path, monkeypatch):
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+def test_failing_run_leaves_no_block_nor_thread(tmp_path, monkeypatch, device):
     """A run that fails mid-text (here: while the hits of the second chunk are collected) frees the reader's
-    slots and stops its reading and search threads before it returns."""
+    slots and stops its reading and search threads before it returns (auto: the engine found in a thread)."""
     import threading
 
     from gpualign.config import SearchConfig
@@ -202,7 +203,7 @@ def test_failing_run_leaves_no_block_nor_thread(tmp_path, monkeypatch):
     threads, before = threading.active_count(), shm_blocks()
     with pytest.raises(OSError, match="No space"):
         run_search(str(tmp_path / "p.fa"), str(tmp_path / "t.fa"), str(tmp_path / "o.tsv"), None,
-                   SearchConfig(k=1, device="cpu", threads=2, chunk_bases=5000), "x")
+                   SearchConfig(k=1, device=device, threads=2, chunk_bases=5000), "x")
     assert len(calls) == 2 and shm_blocks() == before and threading.active_count() == threads
     assert not os.path.exists(tmp_path / "o.tsv")
 
@@ -223,3 +224,66 @@ def test_short_records_split_ranges(tmp_path, pool, monkeypatch):
         reader.release(ch)
     assert len(chunks) > -(-len(data) // 4096)  # (more chunks than ranges: halves)
     assert read(path, pool, chunk=1 << 20) == stream
+
+
+def test_context_after_a_long_header(tmp_path, pool, monkeypatch):
+    """A range that starts a few bases into a record whose header line is longer than the worker's first look
+    back: its context is the record's bases, not the header's end (the review's case)."""
+    path = tmp_path / "t.fa"
+    path.write_bytes(b">r " + b"x" * 300 + b"\nACGTACGT\n>s " + b"ACGT" * 200 + b"\nGGCCA\nTT\n")
+    stream = read(path, None, chunk=1 << 20)
+    for size in (102, 306, 307, 310, 811, 815):
+        monkeypatch.setattr(R, "RANGE", size)
+        assert read(path, pool, chunk=1 << 20) == stream, size
+
+
+def test_copied_chunks_not_kept(tmp_path, pool, monkeypatch):
+    """With one slot (shared memory short), every chunk is a copy: given back, it is dropped, not kept."""
+    from gpualign import shm
+
+    rng = random.Random(3)
+    path = tmp_path / "t.fa"
+    path.write_bytes(b">r\n" + bytes(rng.choice(b"ACGT") for _ in range(20_000)) + b"\n")
+    monkeypatch.setattr(R, "RANGE", 1024)
+    made = shm.mapped
+
+    def one_slot(name, size=0):
+        if size and name.endswith("_1"):
+            raise OSError(28, "No space left on device")
+        return made(name, size)
+
+    monkeypatch.setattr(shm, "mapped", one_slot)
+    reader = T.TextReader(str(path), 1 << 20, 7, 16, pool, 2)
+    n = 0
+    for ch in reader:
+        assert ch.slot == -1
+        n += 1
+        reader.release(ch)
+    assert n > 10 and not reader._free
+
+
+def test_engine_failure_after_first_chunk(tmp_path, monkeypatch):
+    """The engine's thread fails (--device gpu without one) while the first chunk is read: the error comes out,
+    the reader's slots and ranges in flight are freed, no thread is left, no output written."""
+    import threading
+
+    from gpualign.config import SearchConfig
+    from gpualign.errors import DeviceError
+    from gpualign.search import run
+
+    rng = random.Random(6)
+    seq = "".join(rng.choice("ACGT") for _ in range(60_000))
+    (tmp_path / "t.fa").write_text(">r\n" + "\n".join(seq[i:i + 60] for i in range(0, len(seq), 60)) + "\n")
+    (tmp_path / "p.fa").write_text(">p\n" + seq[1000:1023] + "\n")
+    monkeypatch.setattr(R, "RANGE", 4096)
+
+    def no_gpu(cfg, notice):
+        raise DeviceError("--device gpu: no usable GPU (test)")
+
+    monkeypatch.setattr(run, "engine_class", no_gpu)
+    threads, before = threading.active_count(), shm_blocks()
+    with pytest.raises(DeviceError, match="no usable GPU"):
+        run.run_search(str(tmp_path / "p.fa"), str(tmp_path / "t.fa"), str(tmp_path / "o.tsv"), None,
+                       SearchConfig(k=1, device="gpu", threads=2, chunk_bases=5000), "x")
+    assert shm_blocks() == before and threading.active_count() == threads
+    assert not os.path.exists(tmp_path / "o.tsv")

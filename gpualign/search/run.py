@@ -125,9 +125,9 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             summary: SearchSummary, pool, report=None, cluster=None) -> None:
     """The text through the engine (here, or on cluster's workers), the collector and the writer (run_search's
     body)."""
-    # the engine: its name and chunk geometry. Unless --device cpu, CuPy and the driver load in a thread, and the
-    # engine starts, as the first chunks are read (the GPU engine's geometry serves the CPU one too)
-    probe = engine = None
+    # the engine: its name and chunk geometry. Unless --device cpu, CuPy and the driver load in a thread while the
+    # first chunk is read (the GPU engine's geometry serves the CPU one too)
+    probe = engine = stream = threads = None
     if cluster is not None:
         kind = remote_engine(cfg, cluster)
     elif cfg.device == "cpu":
@@ -138,7 +138,6 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
 
         threads = ThreadPoolExecutor(1)
         kind, probe = GpuSearchEngine, threads.submit(engine_class, cfg, notice)
-        threads.shutdown(wait=False)
     context, gap = kind.geometry(pats, cfg.k)
     summary.engine = kind.name
     chunk = cfg.chunk_bases or CHUNK
@@ -159,14 +158,20 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
         elif engine is not None:
             engine.start()
         interrupt.phase("pools")
-        writer = HitWriter(fmt, output.target, pats, command_line)
-        behind = WriteBehind(writer.write, summary.stage_seconds, "write")  # the writing of a chunk's hits
-        ahead = ReadAhead(iter(reader), summary.stage_seconds, ahead=1)     # overlaps the next one's alignments
-        if probe is not None:
+        chunks = stream = iter(reader)
+        if probe is not None:  # the first chunk read meanwhile (the ranges after it go on in the workers)
+            t1 = time.perf_counter()
+            first = list(itertools.islice(stream, 1))
+            summary.stage_seconds["read"] += time.perf_counter() - t1
             kind = probe.result()
+            threads.shutdown(wait=True)  # (no thread but the pool's own while the CPU engine forks)
             summary.engine = kind.name
             engine = kind.make(pats, cfg)
             engine.start()
+            chunks = _after(first, stream)
+        writer = HitWriter(fmt, output.target, pats, command_line)
+        behind = WriteBehind(writer.write, summary.stage_seconds, "write")  # the writing of a chunk's hits
+        ahead = ReadAhead(chunks, summary.stage_seconds, ahead=1)  # overlaps the next one's alignments
         if engine is not None:
             collector.aligner = engine.aligner()
         scanned = _scanned(ahead, engine, remote, pats, summary)
@@ -214,16 +219,27 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             # waiting for the next chunk, before the engine closes under it
             if ahead is not None:
                 ahead.close(wait=STOP_WAIT)
+            elif stream is not None:  # (stopped before the reading thread started)
+                stream.close()
             if scanned is not None:
                 scanned.close()
-            if probe is not None and not probe.done():  # (stopped early: CuPy's loading ends first)
-                probe.exception()
+            if threads is not None:  # (stopped early: CuPy's loading ends first)
+                threads.shutdown(wait=True)
             if engine is not None:
                 engine.close()
         finally:
             if remote is not None:
                 remote.close()
     summary.per_pattern = per_pattern
+
+
+def _after(first: list, rest):
+    """The items of first, then those of the generator rest, which is closed when this one is."""
+    try:
+        yield from first
+        yield from rest
+    finally:
+        rest.close()
 
 
 def _scanned(chunks, engine, remote, pats, summary: SearchSummary):

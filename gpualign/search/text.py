@@ -74,7 +74,7 @@ class TextReader:
         """The caller is done with chunk: its buffer may hold a later chunk (call from any thread)."""
         if chunk.slot >= 0:
             self._slots.free.put(chunk.slot)
-        else:
+        elif self._slots is None:  # (a chunk copied out of its slot is not kept)
             self._free.append(chunk.codes.base if chunk.codes.base is not None else chunk.codes)
 
     def _buffer(self) -> np.ndarray:

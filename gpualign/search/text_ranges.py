@@ -59,7 +59,13 @@ def _before(fd: int, a: int, line: int, context: int) -> tuple[int, bool, bytes]
         back = os.pread(fd, a - lo, lo)
         g = back.rfind(b"\n>")  # (a header line before a ends before it: a's line is no header)
         head = g + 1 if g >= 0 else 0 if lo == 0 and back[:1] == b">" else -1
-        codes = A.to_codes(back[back.index(b"\n", head) + 1:] if head >= 0 else back)
+        if head >= 0:
+            codes = A.to_codes(back[back.index(b"\n", head) + 1:])
+        elif lo == 0 or lo >= line:  # all of it on a's (sequence) line, or from the file's start
+            codes = A.to_codes(back)
+        else:  # its first line may end a header that starts further back: whole lines after it only
+            nl = back.find(b"\n")
+            codes = A.to_codes(back[nl + 1:]) if nl >= 0 else b""
         if head >= 0 or lo == 0 or len(codes) >= context:
             return prev, False, codes[max(0, len(codes) - context):] if context else b""
         span *= 4
