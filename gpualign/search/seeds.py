@@ -44,28 +44,29 @@ def plan(codes: list, k: int, rule: str) -> Seeds | None:
     if any(table[p].sum() != 1 or not table[p, p] for p in range(4)):
         return None
     lengths = np.array([len(c) for c in codes])
-    if lengths.max() > 32 or any(int(c.max(initial=0)) > 3 for c in codes):
+    if lengths.max() > 32 or int(np.concatenate(codes).max(initial=0)) > 3:
         return None
     q = int((lengths // (k + 1)).min())
     if q < QMIN:
         return None
     q = min(q, QMAX)
-    cuts = [[(i * m) // (k + 1) for i in range(k + 2)] for m in lengths.tolist()]  # piece i: [cut i, cut i+1)
-    longer = np.array([sum(b - a > q for a, b in zip(c, c[1:])) for c in cuts])
+    cuts = np.arange(k + 2) * lengths[:, None] // (k + 1)  # piece i of strand s: [cuts[s, i], cuts[s, i + 1])
+    longer = (np.diff(cuts, axis=1) > q).sum(axis=1)
     per_base = float(((k + 1 - longer) * 4.0 ** -q + longer * 4.0 ** -(q + 1)).sum())
     back = int(lengths.max()) + k - 1
     if per_base > MAX_PER_BASE or per_base * (lengths.max() + 2 * k) > WORK_SHARE * len(codes):
         return None
-    weights = 4 ** np.arange(q - 1, -1, -1)
-    keys, entries = [], []
-    for s, (c, cut) in enumerate(zip(codes, cuts)):
-        for a, b in zip(cut, cut[1:]):
-            keys.append(int(c[a:a + q].astype(np.int64) @ weights))
-            entries.append(s << 8 | a << 3 | (int(c[a + q]) if b - a > q else 4))
-    keys = np.array(keys, np.int64)
+    padded = np.zeros((len(codes), 33), np.int64)  # (a piece's code after its first q may be the 33rd: none)
+    for s, c in enumerate(codes):
+        padded[s, :len(c)] = c
+    strand = np.repeat(np.arange(len(codes)), k + 1)
+    a = cuts[:, :-1].ravel()
+    keys = padded[strand[:, None], a[:, None] + np.arange(q)] @ (4 ** np.arange(q - 1, -1, -1))
+    after = np.where(np.diff(cuts, axis=1).ravel() > q, padded[strand, np.minimum(a + q, 32)], 4)
+    entries = (strand << 8 | a << 3 | after).astype(np.uint32)  # (strand-major, pieces in order)
     order = np.argsort(keys, kind="stable")
     offsets = np.searchsorted(keys[order], np.arange(4 ** q + 1)).astype(np.uint32)
-    return Seeds(q, offsets, np.array(entries, np.uint32)[order], per_base, back)
+    return Seeds(q, offsets, entries[order], per_base, back)
 
 
 def bounds(chunk) -> tuple:
