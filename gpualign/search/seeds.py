@@ -56,13 +56,13 @@ def plan(codes: list, k: int, rule: str) -> Seeds | None:
     back = int(lengths.max()) + k - 1
     if per_base > MAX_PER_BASE or per_base * (lengths.max() + 2 * k) > WORK_SHARE * len(codes):
         return None
-    padded = np.zeros((len(codes), 33), np.int64)  # (a piece's code after its first q may be the 33rd: none)
+    padded = np.zeros((len(codes), 32), np.int64)
     for s, c in enumerate(codes):
         padded[s, :len(c)] = c
     strand = np.repeat(np.arange(len(codes)), k + 1)
     a = cuts[:, :-1].ravel()
     keys = padded[strand[:, None], a[:, None] + np.arange(q)] @ (4 ** np.arange(q - 1, -1, -1))
-    after = np.where(np.diff(cuts, axis=1).ravel() > q, padded[strand, np.minimum(a + q, 32)], 4)
+    after = np.where(np.diff(cuts, axis=1).ravel() > q, padded[strand, np.minimum(a + q, 31)], 4)  # (else: none)
     entries = (strand << 8 | a << 3 | after).astype(np.uint32)  # (strand-major, pieces in order)
     order = np.argsort(keys, kind="stable")
     offsets = np.searchsorted(keys[order], np.arange(4 ** q + 1)).astype(np.uint32)

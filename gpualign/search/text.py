@@ -17,8 +17,7 @@ from ..io import fastx
 from . import alphabet as A
 from . import text_ranges as TR
 from . import text_scan
-
-ALIGN = 16  # pieces start at multiples of 16 in a chunk's buffer (the kernel's loads)
+from .text_ranges import ALIGN
 
 
 @dataclass

@@ -3,10 +3,11 @@ chunk (text.Chunk's layout: pieces at multiples of ALIGN, PAD between, each piec
 a shared-memory slot: the codes are written once, where the engines read them, never copied through
 this process. A slot goes back to the pool when the chunk's user is done with it (text.TextReader.release).
 
-A worker finds what it needs from before its range in the file itself: whether the range starts inside a
-header line (the range where the header starts reads it whole), the byte before it, and the last
-`context` codes of the record open there. A range whose layout would not fit its slot (very many short
-records) is read as two halves instead."""
+The main process finds where the line holding a range's first byte starts (searching back at most to the
+previous range's start); the worker reads the rest from the file itself: whether that line is a header
+(the range where a header starts reads it whole), the byte before the range, and the last `context` codes
+of the record open there. A range whose layout would not fit its slot (very many short records) is read
+as two halves instead."""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ from .. import interrupt, shm
 from . import alphabet as A
 from .text_scan import Item, _scan
 
-RANGE = 1 << 25  # bytes of the file per range (a chunk): fewer, larger chunks cost the search less (docs/benchmarks.md)
-ALIGN = 16  # (text.ALIGN)
+RANGE = 1 << 25  # bytes of the file per range (a chunk): fewer, larger chunks cost the search less
+# (docs/benchmarks.md)
+ALIGN = 16  # pieces start at multiples of 16 in a chunk's buffer (the kernels' loads)
 AHEAD = 1  # ranges in flight per worker process (and one more)
 HELD = 6  # chunks the reader's consumers hold at most (queued, searched, aligned), beyond those in flight
 
