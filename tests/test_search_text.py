@@ -44,8 +44,8 @@ def read(path, pool, chunk=50, context=7):
             reader.release(ch)
     except InputError as e:
         return str(e)
-    if ranged and any(ranged):
-        assert all(ranged) or pool is None or reader._slots.short  # the worker's slot, unless copied
+    if reader._slots is not None and not reader._slots.short:
+        assert all(ranged)  # (ranges: each chunk in the slot its worker wrote, unless shared memory ran short)
     closed = set()
     seqs: dict = {}
     for c, (codes, ch) in enumerate(chunks):
