@@ -265,8 +265,8 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
 // t - o - k or later and its end before t - o + m + k.
 //
 // seeds<EMIT, SH>(text, ft, n_ft, piece_hi, q, offsets, entries, n_entries, cum, cap, cands): a thread per
-//   filter tile ft[3 * i .. 3 * i + 2] = (piece, a, b): the seed offsets t in [a, b) of that piece, whose q codes from t
-//   on (all A/C/G/T) form the key of the pieces in entries[offsets[key] .. offsets[key + 1]):
+//   filter tile ft[3 * i .. 3 * i + 2] = (piece, a, b): the seed offsets t in [a, b) of that piece, whose q
+//   codes from t on (all A/C/G/T) form the key of the pieces in entries[offsets[key] .. offsets[key + 1]):
 //   strand << 8 | o << 3 | next, next the piece's code after its first q (4: the piece has only q).
 //   EMIT false: cum[i] = the tile's candidates; true: cum = their inclusive sums, and candidate number
 //   cum[i - 1] + r of tile i goes to cands[...] = (t, strand << 5 | o) if below cap. SH: the block copies
@@ -275,10 +275,10 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
 //             count, hits, hcap): per candidate (min(*total, cap) of them, in a grid-stride loop: the grid is
 //   sized for the room, not for the candidates found, and each block copies the masks), the strand's Myers
 //   column over text [max(piece_lo, t - o - k), min(piece_hi, t - o + m + k)) from Sellers' first column
-//   (D[i] = i), every
-//   end with D <= k in [piece_rep, piece_hi) appended to hits as in search (an end found from several
-//   windows comes back several times, the least D among them exact: the host keeps that one). SH: the block
-//   copies the masks (n_ps * 64 bytes) to shared memory first (lanes gather the masks of 32 strands).
+//   (D[i] = i), every end with D <= k in [piece_rep, piece_hi) appended to hits as in search (an end found
+//   from several windows comes back several times, the least D among them exact: the host keeps that one).
+//   SH: the block copies the masks (n_ps * 64 bytes) to shared memory first (lanes gather the masks of 32
+//   strands).
 __device__ __forceinline__ const uint32_t* to_shared(const uint32_t* __restrict__ src, int n) {
     extern __shared__ __align__(16) uint32_t sh_peq[];
     for (int i = threadIdx.x; i < n; i += blockDim.x) sh_peq[i] = src[i];
@@ -322,7 +322,8 @@ __global__ void seeds(const uint8_t* __restrict__ text, const uint32_t* __restri
 
 // seed_verify's work for one candidate.
 __device__ __forceinline__ void verify_one(const uint8_t* __restrict__ text, uint2 cand,
-                                           const uint32_t* __restrict__ piece_lo, const uint32_t* __restrict__ piece_rep,
+                                           const uint32_t* __restrict__ piece_lo,
+                                           const uint32_t* __restrict__ piece_rep,
                                            const uint32_t* __restrict__ piece_hi, int n_pieces,
                                            const uint32_t* __restrict__ peq, const int* __restrict__ lengths, int k,
                                            unsigned long long* __restrict__ count, uint2* __restrict__ hits,

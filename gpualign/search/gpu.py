@@ -270,7 +270,8 @@ class GpuSearchEngine:
                 chunk = job.chunk
                 j = h[:, 0].astype(np.int64)
                 piece = np.searchsorted(chunk.buf, j, side="right") - 1
-                parts.append(Cands(job.ids[ps].astype(np.int32), piece, chunk.rec_start[piece] + (j - chunk.buf[piece]), d))
+                pos = chunk.rec_start[piece] + (j - chunk.buf[piece])
+                parts.append(Cands(job.ids[ps].astype(np.int32), piece, pos, d))
         return Cands.concat(parts)
 
     def _to_scan(self, job: "_Launch") -> None:
@@ -332,14 +333,8 @@ class GpuSearchEngine:
     @staticmethod
     def _tiles(chunk, warmup: int, free_rows: int):
         """Per tile: scan start (a multiple of 16; at a record's start, free_rows PAD bytes before it, so
-        that the free rows below the pattern reach D = 0 there), first reported offset, end. All pieces at
-        once: a chunk may hold many thousands of contigs."""
-        n = chunk.length
-        per = -(-n // TILE)  # tiles per piece (none for an empty one)
-        piece = np.repeat(np.arange(chunk.n), per)
-        first = np.concatenate([[0], np.cumsum(per)[:-1]])
-        a0 = chunk.buf + chunk.context  # each piece's first reported offset
-        report = a0[piece] + (np.arange(len(piece)) - first[piece]) * TILE
-        end = np.minimum(report + TILE, (a0 + n)[piece])
-        warm = np.maximum(report - warmup, chunk.buf[piece] - free_rows) & ~15
-        return warm.astype(np.uint32), report.astype(np.uint32), end.astype(np.uint32)
+        that the free rows below the pattern reach D = 0 there), first reported offset, end."""
+        lo, rep, hi = SD.bounds(chunk)
+        piece, report, end = SD.spans(rep, hi, TILE).T
+        warm = np.maximum(report.astype(np.int64) - warmup, lo[piece] - free_rows) & ~15
+        return warm.astype(np.uint32), np.ascontiguousarray(report), np.ascontiguousarray(end)

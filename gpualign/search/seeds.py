@@ -75,6 +75,22 @@ def bounds(chunk) -> tuple:
     return chunk.buf, rep, rep + chunk.length
 
 
+def spans(lo: np.ndarray, hi: np.ndarray, step: int) -> np.ndarray:
+    """uint32 [n, 3]: (piece, a, b) for each piece's [lo, hi) (buffer offsets, hi >= lo) cut into spans of
+    step (its last one shorter; none for an empty piece), pieces in order. All pieces at once: a chunk may
+    hold many thousands of contigs."""
+    per = -(-(hi - lo) // step)
+    out = np.empty((int(per.sum()), 3), np.uint32)
+    out[:, 0] = np.repeat(np.arange(len(lo), dtype=np.uint32), per)
+    at = out[:, 1]
+    at[:] = np.arange(len(out), dtype=np.uint32)
+    at -= np.repeat((np.cumsum(per) - per).astype(np.uint32), per)  # (span within its piece)
+    at *= np.uint32(step)
+    at += np.repeat(lo.astype(np.uint32), per)
+    np.minimum(at + np.uint32(step), np.repeat(hi.astype(np.uint32), per), out=out[:, 2])
+    return out
+
+
 def tiles(chunk, seeds: Seeds) -> np.ndarray:
     """uint32 [n, 3]: (piece, a, b) per thread of the candidate kernels: the seed offsets [a, b) of each piece
     of chunk whose alignments can end in its reported part (from `back` before it), FT at a time."""
@@ -82,17 +98,7 @@ def tiles(chunk, seeds: Seeds) -> np.ndarray:
     first = np.maximum(lo, rep - seeds.back)
     # t + q <= hi; none in a piece with nothing to report (so a chunk with seed tiles has scan tiles too)
     last = np.where(chunk.length > 0, np.maximum(first, hi - seeds.q + 1), first)
-    per = -(-(last - first) // FT)
-    out = np.empty((int(per.sum()), 3), np.uint32)
-    piece = np.repeat(np.arange(chunk.n, dtype=np.uint32), per)
-    out[:, 0] = piece
-    at = np.arange(len(piece), dtype=np.uint32)
-    at -= np.repeat((np.cumsum(per) - per).astype(np.uint32), per)  # (tile within its piece)
-    at *= np.uint32(FT)
-    at += np.repeat(first.astype(np.uint32), per)
-    out[:, 1] = at
-    np.minimum(at + np.uint32(FT), np.repeat(last.astype(np.uint32), per), out=out[:, 2])
-    return out
+    return spans(first, last, FT)
 
 
 def best(ends: np.ndarray, ps: np.ndarray, d: np.ndarray) -> np.ndarray:
