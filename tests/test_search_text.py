@@ -21,9 +21,18 @@ from gpualign.errors import InputError
 from gpualign.search import alphabet as A
 
 
-@pytest.fixture(scope="module")
-def pool():
-    with ProcessPoolExecutor(2, mp_context=mp.get_context("fork")) as p:
+@pytest.fixture(scope="module", params=["default", "arrays"])
+def pool(request):
+    """Worker processes that scan a range with array operations where it has MANY headers, or wherever it has one
+    (forked with text_ranges.MANY = 1)."""
+    many = R.MANY
+    R.MANY = 1 if request.param == "arrays" else many
+    try:
+        p = ProcessPoolExecutor(2, mp_context=mp.get_context("fork"))
+        p.submit(int).result()  # (forked now: the workers keep this MANY)
+    finally:
+        R.MANY = many
+    with p:
         yield p
 
 
@@ -75,11 +84,11 @@ def read(path, pool, chunk=50, context=7):
         reader.records.lengths
 
 
-def random_fasta(rng: random.Random) -> tuple[bytes, list, list]:
-    """A FASTA file of varied shape, its record names and sequences (as codes)."""
+def random_fasta(rng: random.Random, records: int = 0) -> tuple[bytes, list, list]:
+    """A FASTA file of varied shape (records: 1 to 6 unless given), its record names and sequences (as codes)."""
     eol = rng.choice([b"\n", b"\r\n"])
     out, names, seqs = [rng.choice([b"", b"\n", b"  \n"])], [], []
-    for r in range(rng.randint(1, 6)):
+    for r in range(records or rng.randint(1, 6)):
         name = f"r{r}" + rng.choice(["", "_" + "x" * rng.randint(1, 40)])
         desc = rng.choice(["", " some description " * rng.randint(1, 4)])
         seq = bytes(rng.choice(b"ACGTNacgtnRYKM") for _ in range(rng.choice([0, 1, rng.randint(2, 400)])))
@@ -133,6 +142,30 @@ def test_errors_the_same_both_ways(tmp_path, pool, monkeypatch, data, message):
         monkeypatch.setattr(R, "RANGE", size)
         assert message in read(path, pool)
     assert shm_blocks() == before  # the ranges in flight when the error came were freed
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_many_records(tmp_path, pool, monkeypatch, seed):
+    """Hundreds of records, ranges of tens of them (scanned with array operations in either pool), and one of
+    them made wrong: the same records or error as the stream."""
+    rng = random.Random(seed)
+    data, names, seqs = random_fasta(rng, 400)
+    path = tmp_path / "t.fa"
+    path.write_bytes(data)
+    stream = read(path, None, chunk=4000, context=20)
+    assert stream[0] == seqs and stream[1] == names
+    for size in (997, 1 << 14, len(data)):
+        monkeypatch.setattr(R, "RANGE", size)
+        assert read(path, pool, chunk=4000, context=20) == stream, size
+    at = data.index(b">r", len(data) // 2 + rng.randint(0, len(data) // 3))
+    for wrong in (b">" + names[1].encode() + b"\n", b">\n", b"AC-G\n", b"ACG>T\n"):  # a name again, none, a bad
+        # byte, '>' inside
+        bad = tmp_path / "bad.fa"
+        bad.write_bytes(data[:at] + wrong + data[at:])
+        message = read(bad, None, chunk=4000, context=20)
+        assert isinstance(message, str)
+        monkeypatch.setattr(R, "RANGE", 1 << 14)
+        assert read(bad, pool, chunk=4000, context=20) == message
 
 
 def test_long_lines_and_headers_across_ranges(tmp_path, pool, monkeypatch):

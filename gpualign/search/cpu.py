@@ -26,22 +26,21 @@ def _init(patterns: list, alphabet: str, text_table: bytes, k: int, worker: bool
     _worker.update(searcher=sassy.Searcher(alphabet, rc=False), patterns=patterns, table=text_table, k=k)
 
 
-def _search(task: list) -> list:
-    """[(piece, codes, first reported index, offset)] -> [(piece, pattern-strands, ends + offset, costs)]."""
+def _search(task: tuple) -> tuple:
+    """(codes, first reported index, offset) -> (pattern-strands, ends + offset, costs): every pattern-strand's end
+    positions with cost <= k in codes, from the first reported one on."""
     s, k, table = _worker["searcher"], _worker["k"], _worker["table"]
-    out = []
-    for piece, codes, report_from, offset in task:
-        text = codes.translate(table)
-        ps_l, j_l, d_l = [], [], []
-        for i, pat in enumerate(_worker["patterns"]):
-            for hit in s.search_all(pat, text, k):
-                j = hit.text_end - 1
-                if j >= report_from:
-                    ps_l.append(i)
-                    j_l.append(j + offset)
-                    d_l.append(hit.cost)
-        out.append((piece, np.array(ps_l, np.int32), np.array(j_l, np.int64), np.array(d_l, np.int32)))
-    return out
+    codes, report_from, offset = task
+    text = codes.translate(table)
+    ps_l, j_l, d_l = [], [], []
+    for i, pat in enumerate(_worker["patterns"]):
+        for hit in s.search_all(pat, text, k):
+            j = hit.text_end - 1
+            if j >= report_from:
+                ps_l.append(i)
+                j_l.append(j + offset)
+                d_l.append(hit.cost)
+    return np.array(ps_l, np.int32), np.array(j_l, np.int64), np.array(d_l, np.int32)
 
 
 class SassyEngine:
@@ -66,8 +65,9 @@ class SassyEngine:
 
     @staticmethod
     def geometry(pats, k: int) -> tuple[int, int]:
-        """(context, gap) of the text chunks this engine needs: the longest pattern-strand + k - 1, 16 PAD bytes."""
-        return int(pats.lengths.max()) + k - 1, 16
+        """(context, gap) of the text chunks this engine needs: the longest pattern-strand + k - 1, and more than k
+        PAD bytes between pieces (search)."""
+        return int(pats.lengths.max()) + k - 1, k + 16
 
     def start(self) -> None:
         if self.threads > 1 and self.pool is None:
@@ -94,23 +94,19 @@ class SassyEngine:
         return self.search(chunk)
 
     def search(self, chunk) -> Cands:
-        """Every piece's candidates; a task holds PART bases or more (small contigs go together)."""
-        tasks, task, size = [], [], 0
-        for i in range(chunk.n):
-            codes = chunk.piece(i)
-            ctx, n = int(chunk.context[i]), int(chunk.length[i])
-            step = max(PART, -(-n // (4 * max(1, self.threads))))
-            for a in range(0, max(n, 1), step):
-                lo = max(0, ctx + a - self.context)
-                hi = min(ctx + n, ctx + a + step)
-                if hi <= ctx + a:
-                    continue
-                task.append((i, codes[lo:hi].tobytes(), ctx + a - lo, lo))
-                size += hi - lo
-                if size >= PART:
-                    tasks, task, size = tasks + [task], [], 0
-        if task:
-            tasks.append(task)
+        """Every piece's candidates. The chunk's buffer is searched in parts of PART bytes or more (however many
+        pieces they hold: the PAD between pieces, more than k bytes that match nothing, keeps every alignment of
+        at most k edits within its piece), each part with `context` bytes before it; the ends found outside the
+        pieces' reported bases are dropped."""
+        size = len(chunk.codes)
+        step = max(PART, -(-size // (4 * max(1, self.threads))))
+        tasks = [(chunk.codes[max(0, a - self.context):a + step].tobytes(), a - max(0, a - self.context),
+                  max(0, a - self.context)) for a in range(0, size, step)]
         run = self.pool.imap(_search, tasks) if self.pool is not None else map(_search, tasks)
-        return Cands.concat([Cands(ps, np.full(len(ps), piece, np.int64), chunk.rec_start[piece] + j, d)
-                             for done in run for piece, ps, j, d in done])
+        ps, j, d = (np.concatenate(x) for x in zip(*run)) if tasks else (np.zeros(0, np.int64),) * 3
+        piece = np.searchsorted(chunk.buf, j, side="right") - 1
+        low = chunk.buf[np.maximum(piece, 0)] + chunk.context[np.maximum(piece, 0)]
+        keep = np.flatnonzero((piece >= 0) & (j >= low) & (j < low + chunk.length[np.maximum(piece, 0)]))
+        piece = piece[keep]
+        return Cands(ps[keep].astype(np.int32), piece, chunk.rec_start[piece] + j[keep] - chunk.buf[piece],
+                     d[keep].astype(np.int32))

@@ -242,8 +242,9 @@ class Collector:
         self.done: list = []  # Hits of the records not yet complete
         self.carry = None  # (Cands of open runs' best rows as (rec, ps, last pos, d), their Hits)
 
-    def add(self, chunk, cands: Cands) -> list:
-        """Process a chunk's candidates; returns [(record, Hits)] for the records it completes."""
+    def add(self, chunk, cands: Cands) -> tuple:
+        """Process a chunk's candidates; returns the records it completes (their indices, ascending) and their
+        Hits, by record, each record's sorted by start, end, pattern, strand."""
         rec = chunk.record[cands.piece]
         if self.all_ends:
             hits = trace(chunk, self.pats, cands, self.k, self.table, self.pool, self.aligner)
@@ -252,7 +253,7 @@ class Collector:
         self.done.append(hits)
         complete = chunk.record[chunk.last]
         if not len(complete):
-            return []
+            return complete, Hits.concat([])
         allh = Hits.concat(self.done)
         fin = np.isin(allh.record, complete)
         self.done = [allh.take(np.flatnonzero(~fin))]
@@ -260,10 +261,7 @@ class Collector:
         rec = allh.record[rows]
         order = rows[np.lexsort((self.pats.minus[allh.ps[rows]], self.pats.pattern[allh.ps[rows]], allh.end[rows],
                                  allh.start[rows], rec))]
-        out = allh.take(order)  # records ascending, each sorted by start, end, pattern, strand
-        bounds = np.searchsorted(out.record, complete)
-        ends = np.searchsorted(out.record, complete, side="right")
-        return [(r, out.rows(a, b)) for r, a, b in zip(complete.tolist(), bounds.tolist(), ends.tolist())]
+        return complete, allh.take(order)
 
     def _loci(self, chunk, cands: Cands, rec: np.ndarray) -> Hits:
         old, old_hits = self.carry if self.carry is not None else (None, None)

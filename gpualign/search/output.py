@@ -47,7 +47,7 @@ def _latin1(names: list) -> tuple:
 
 
 class HitWriter:
-    """write(record name, record length, Hits) per record, then close() (or abort())."""
+    """write() per batch of complete records, then close() (or abort())."""
 
     def __init__(self, fmt: str, target, pats, command_line: str):
         self.fmt, self.target, self.pats, self.cl = fmt, target, pats, command_line
@@ -67,17 +67,18 @@ class HitWriter:
             if fmt == "tsv":
                 self.stream.write(TSV_HEADER.encode())
 
-    def write(self, done: list) -> None:
-        """The hits of complete records: [(record name, record length, Hits)], in text order."""
-        self.records += [(nm, ln) for nm, ln, _ in done]
-        h = Hits.concat([hits for _, _, hits in done])
+    def write(self, done: tuple) -> None:
+        """The hits of complete records: (their indices, names, lengths, their Hits), in text order."""
+        recs, rec_names, rec_lengths, h = done
+        self.records += zip(rec_names, rec_lengths)
         if not h.n:
             return
         n, pats = h.n, self.pats
-        which = np.repeat(np.arange(len(done)), [hits.n for _, _, hits in done])
-        names = [nm.encode("utf-8", "surrogateescape").decode("latin-1") for nm, _, _ in done]
-        rname = Strings(*_latin1(names)).take(which)
-        rec_len = np.array([ln for _, ln, _ in done], np.int64)[which]
+        which = np.searchsorted(recs, h.record)  # (the hits' records among recs)
+        used, at = np.unique(which, return_inverse=True)
+        names = [rec_names[i].encode("utf-8", "surrogateescape").decode("latin-1") for i in used.tolist()]
+        rname = Strings(*_latin1(names)).take(at.reshape(-1))
+        rec_len = np.array(rec_lengths, np.int64)[which]
         pat = pats.pattern[h.ps]
         minus = pats.minus[h.ps]
         name = self.names.take(pat)

@@ -178,15 +178,15 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
         for ch, cands in scanned:
             t1 = time.perf_counter()
             summary.bases += int(ch.length.sum())
-            done = []
-            for rec, hits in collector.add(ch, cands):
+            complete, hits = collector.add(ch, cands)
+            if len(complete):
                 if cfg.max_hits:
                     hits = _cap(hits, pats, per_pattern, cfg.max_hits)
                 else:
                     np.add.at(per_pattern, pats.pattern[hits.ps], 1)
                 summary.hits += hits.n
-                done.append((reader.records.names[rec], reader.records.lengths[rec], hits))
-            if done:
+                names, lengths = reader.records.names, reader.records.lengths
+                done = (complete, [names[r] for r in complete.tolist()], [lengths[r] for r in complete.tolist()], hits)
                 summary.stage_seconds["align"] += time.perf_counter() - t1
                 interrupt.phase("write")
                 behind.submit(done)  # (waits while the writer is two behind)

@@ -149,20 +149,23 @@ class TextReader:
                         recs.append(check.rec)
                     else:
                         check.codes(it, it.codes)
-                codes, keep = slots.views[slot][:out.size], []
-                for s, (buf, ctx, n, last) in enumerate(out.pieces):
-                    if recs[s] >= 0 and (n or last):
-                        keep.append((buf, recs[s], before - ctx if s == 0 else 0, ctx, n, last))
-                    else:  # (blank lines before the first record, or nothing new of a record: PAD)
-                        codes[buf:buf + ctx + n] = A.PAD
-                if not keep:
+                if out.headers:  # (a range of many records: their headers and counts after its Items)
+                    recs += check.many(out.headers, out.counts)
+                codes, rec = slots.views[slot][:out.size], np.array(recs, np.int64)
+                buf, ctx, n, last = out.pieces.T
+                keep = (rec >= 0) & ((n > 0) | (last > 0))
+                for s in np.flatnonzero(~keep).tolist():  # (blank lines before the first record, or nothing new
+                    codes[buf[s]:buf[s] + ctx[s] + n[s]] = A.PAD  # of a record: PAD)
+                if not keep.any():
                     slots.free.put(slot)
                     continue
                 if not slots.spare():  # (shared memory short: this slot stays with the reading)
                     codes = codes.copy()
                     slots.free.put(slot)
                     slot = -1
-                yield _chunk(codes, keep, slot)
+                start = np.zeros(len(rec), np.int64)
+                start[0] = before - ctx[0]
+                yield Chunk(codes, buf[keep], rec[keep], start[keep], ctx[keep], n[keep], last[keep] > 0, slot)
         except OSError as e:
             raise InputError(f"{check.name}: cannot read ({e})") from None
         finally:
@@ -195,6 +198,25 @@ class _Checker:
         self.records.names.append(nm)
         self.records.lengths.append(0)
 
+    def many(self, headers, counts: np.ndarray) -> range:
+        """Header lines, each followed by a stretch of counts[i] codes that passed the checks (text_ranges._many):
+        as header() and codes() one at a time, the names checked at once. Their records' indices."""
+        first = self.rec + 1
+        names = [t.split(None, 1)[0] if t else "" for t in
+                 (h.decode("utf-8", "surrogateescape").strip() for h in headers)]
+        fresh = set(names)
+        if "" in fresh or len(fresh) < len(names) or not fresh.isdisjoint(self.seen):
+            for h, c in zip(headers, counts.tolist()):  # (the first error, as header() gives it)
+                self.header(h)
+                self.records.lengths[self.rec] += c
+            return range(first, self.rec + 1)
+        self.seen |= fresh
+        self.records.names += names
+        self.records.lengths += counts.tolist()
+        self.rec += len(names)
+        self.where[0] = self.rec + 1
+        return range(first, self.rec + 1)
+
     def codes(self, it, n: int) -> bool:
         """A stretch of n codes checked and counted to its record; False before the first record (blank)."""
         if self.rec < 0:
@@ -211,10 +233,10 @@ class _Checker:
         return True
 
 
-def _chunk(codes: np.ndarray, pieces: list, slot: int = -1) -> Chunk:
+def _chunk(codes: np.ndarray, pieces: list) -> Chunk:
     """A Chunk of codes and its pieces' (buffer offset, record, record coordinate, context, length, last)."""
     return Chunk(codes, *(np.array([x[i] for x in pieces], np.int64) for i in range(5)),
-                 np.array([x[5] for x in pieces], bool), slot)
+                 np.array([x[5] for x in pieces], bool))
 
 
 class _Builder:

@@ -21,25 +21,32 @@ import numpy as np
 
 from .. import interrupt, shm
 from . import alphabet as A
-from .text_scan import Item, _scan
+from .text_scan import Item, _codes_item, _scan
 
 RANGE = 1 << 25  # bytes of the file per range (a chunk): fewer, larger chunks cost the search less
 # (docs/benchmarks.md)
 ALIGN = 16  # pieces start at multiples of 16 in a chunk's buffer (the kernels' loads)
 AHEAD = 1  # ranges in flight per worker process (and one more)
 HELD = 6  # chunks the reader's consumers hold at most (queued, searched, aligned), beyond those in flight
+MANY = 64  # headers in a range from which it is scanned with array operations (_many), not an Item per line kind
+DROP = 0xFE  # _many's code for a line end
+_TABLE = bytes(DROP if c in b"\r\n" else A.TO_CODE[c] for c in range(256))
 
 
 class Layout(NamedTuple):
-    """A worker's range: its Items (codes: their counts) for the reader's checks and records, and per segment
-    (the text before the range's first header, then after each header) its piece (buffer offset, context,
-    length, last): last when a header follows in the range or the file ends with it. size: the slot's bytes
-    used. split > 0: the layout did not fit the slot; nothing was written, read [a, split) and [split, b)."""
+    """A worker's range: its Items (codes: their counts) for the reader's checks and records, then, where the range
+    was scanned with array operations (many records, _many), its later header lines and the codes after each
+    (counts). pieces: int64 [segments, 4], per segment (the text before the range's first header, then after each
+    header) its piece's buffer offset, context, length, and last (1 when a header follows in the range or the
+    file ends with it). size: the slot's bytes used. split > 0: the layout did not fit the slot; nothing was
+    written, read [a, split) and [split, b)."""
 
     items: list
-    pieces: list
+    pieces: np.ndarray
     size: int = 0
     split: int = 0
+    headers: tuple = ()
+    counts: np.ndarray = None
 
 
 def slot_bytes(range_bytes: int, context: int, gap: int) -> int:
@@ -85,10 +92,57 @@ def _slot(name: str) -> np.ndarray:
     return _mapped[name]
 
 
+def _many(data: bytes, pos: int, prev: int):
+    """data[pos:] (prev: the byte before data) with array operations, for a range of many records: (the Items
+    before its first header, its finished header lines, the codes after each one after another, their counts,
+    the start of a header line data leaves unfinished or None). None where that does not pay (fewer than MANY
+    headers) or where a check would fail (a '>' inside a line, a byte that is no IUPAC letter after the first
+    header): _scan's Items then give the records or the error."""
+    first = data.find(b">", pos)
+    if first < 0 or data.count(b">", first) < MANY or (data[first - 1] if first else prev) != 10:
+        return None
+    arr = np.frombuffer(data, np.uint8)
+    gts = np.flatnonzero(arr[first:] == 62) + first
+    if (arr[gts[1:] - 1] != 10).any():
+        return None
+    t = np.frombuffer(data[first:].translate(_TABLE), np.uint8)
+    drop = np.flatnonzero(t == DROP) + first
+    nls = drop[arr[drop] == 10]
+    e = np.searchsorted(nls, gts)
+    done = int((e < len(nls)).sum())  # (only the last header can be unfinished)
+    ends = nls[e[:done]]  # each finished header's line end
+    closes = np.append(ends + 1, len(data))[:len(gts)]  # where each header line ends (the unfinished one: data's)
+    bounds = np.column_stack([gts, closes]).ravel()
+    in_header = np.repeat(np.tile(np.array([True, False]), len(gts)), np.diff(bounds, append=len(data)))
+    hi = np.append(gts[1:], len(data))[:done]  # each segment's end (the next '>')
+    keep = t != DROP
+    keep &= ~in_header
+    codes = t[keep]
+    if len(codes) and codes.max() > A.PAD:
+        return None
+    counts = (hi - ends - 1) - (np.searchsorted(drop, hi) - np.searchsorted(drop, ends + 1))
+    lead = [_codes_item(data[pos:first], False)] if first > pos else []
+    headers = [data[a + 1:b] for a, b in zip(gts[:done].tolist(), ends.tolist())]
+    return lead, headers, codes, counts, data[gts[-1] + 1:] if done < len(gts) else None
+
+
+def _header_rest(fd: int, at: int, start: bytes) -> bytes:
+    """A header line that starts with `start` and goes on from file offset at, whole."""
+    more = [start]
+    while True:
+        piece = os.pread(fd, 1 << 16, at)
+        nl = piece.find(b"\n")
+        more.append(piece if nl < 0 else piece[:nl])
+        if nl >= 0 or not piece:
+            return b"".join(more)
+        at += len(piece)
+
+
 def _range(path: str, a: int, b: int, line: int, slot: str, cap: int, context: int, gap: int) -> Layout:
     """Worker: bytes [a, b) of a plain FASTA file laid out in the slot (cap bytes); line: the start of the line
     holding byte a."""
     size = os.path.getsize(path)
+    headers, codes, counts = [], np.zeros(0, np.uint8), np.zeros(0, np.int64)
     with open(path, "rb", buffering=0) as fh:
         fd = fh.fileno()
         prev, in_header, ctx = _before(fd, a, line, context)
@@ -97,39 +151,50 @@ def _range(path: str, a: int, b: int, line: int, slot: str, cap: int, context: i
         if in_header:
             nl = data.find(b"\n")
             pos = len(data) if nl < 0 else nl + 1
-        found, header = _scan(data, pos, prev)
+        many = _many(data, pos, prev)
+        if many is None:
+            found, header = _scan(data, pos, prev)
+        else:
+            found, headers, codes, counts, header = many
         if header is not None:  # a header line that starts here and ends in a later range
-            at, more = b, [header]
-            while True:
-                piece = os.pread(fd, 1 << 16, at)
-                nl = piece.find(b"\n")
-                more.append(piece if nl < 0 else piece[:nl])
-                if nl >= 0 or not piece:
-                    break
-                at += len(piece)
-            found.append(Item(b"".join(more)))
-    segments = [[ctx]]  # per segment: its context, then its codes
+            header = _header_rest(fd, b, header)
+            if many is None:
+                found.append(Item(header))
+            else:
+                headers.append(header)
+                counts = np.append(counts, 0)
+    segs = [[ctx]]  # the segments of the Items: their context, then their codes (then those of _many's, if any)
     for it in found:
         if it.header is not None:
-            segments.append([b""])
+            segs.append([])
         elif it.codes:
-            segments[-1].append(it.codes)
-    need = sum(ALIGN + gap + sum(map(len, s)) for s in segments) + ALIGN + gap
-    if need > cap and b - a > 1:
-        return Layout([], [], 0, a + (b - a) // 2)
-    dst, at, pieces = _slot(slot), 0, []
-    for i, seg in enumerate(segments):
-        start = -(-at // ALIGN) * ALIGN + gap
-        dst[at:start] = A.PAD
-        at = start
-        for part in seg:
-            dst[at:at + len(part)] = np.frombuffer(part, np.uint8)
-            at += len(part)
-        last = i + 1 < len(segments) or b == size
-        pieces.append((start, len(seg[0]), at - start - len(seg[0]), last))
-    end = -(-at // ALIGN) * ALIGN + gap
-    dst[at:end] = A.PAD
-    return Layout([it._replace(codes=len(it.codes)) if it.header is None else it for it in found], pieces, end)
+            segs[-1].append(it.codes)
+    lengths = np.array([sum(map(len, seg)) for seg in segs] + counts.tolist(), np.int64)
+    span = -(-lengths // ALIGN) * ALIGN + gap  # (gap: a multiple of ALIGN)
+    starts = gap + np.cumsum(span) - span
+    end = int(starts[-1] + span[-1])
+    if end > cap and b - a > 1:
+        return Layout([], np.zeros((0, 4), np.int64), 0, a + (b - a) // 2)
+    dst = _slot(slot)
+    each = len(starts) < MANY  # PAD after each piece; else everywhere first (one fill, not a slice per piece)
+    dst[:gap if each else end] = A.PAD
+    at = 0
+    for i, (d, n, s) in enumerate(zip(starts.tolist(), lengths.tolist(), span.tolist())):
+        if i < len(segs):
+            x = d
+            for part in segs[i]:
+                dst[x:x + len(part)] = np.frombuffer(part, np.uint8)
+                x += len(part)
+        else:
+            dst[d:d + n] = codes[at:at + n]
+            at += n
+        if each:
+            dst[d + n:d + s] = A.PAD
+    pieces = np.column_stack([starts, np.zeros_like(starts), lengths, np.ones_like(starts)])
+    pieces[0, 1:3] = len(ctx), lengths[0] - len(ctx)
+    pieces[-1, 3] = b == size
+    return Layout([it._replace(codes=len(it.codes)) if it.header is None else it for it in found], pieces, end,
+                  headers=tuple(headers), counts=counts if many is not None else None)
 
 
 class Slots:
