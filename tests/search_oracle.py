@@ -149,3 +149,38 @@ def paths(tmp_path, patterns: dict, records: dict):
     write_fasta(pp, patterns)
     write_fasta(tp, records)
     return pp, tp
+
+
+def edlib_check(rows: list, patterns: dict, records: dict, k: int) -> int:
+    """--all-ends rows (judged) against edlib's infix search (HW), default rule, for every pattern-strand and
+    record: no row where edlib's least distance is over k; otherwise no row below it, and the rows at it end
+    exactly where edlib's best alignments end. Returns how many (pattern-strand, record) pairs had hits."""
+    import edlib
+
+    by = {}
+    for r in rows:
+        by.setdefault((r["pattern"], r["strand"], r["record"]), {})[int(r["end"]) - 1] = int(r["edits"])
+    pairs = 0
+    for pn, p in patterns.items():
+        for s in ("+", "-"):
+            q = (p if s == "+" else revcomp(p)).upper()
+            for rn, t in records.items():
+                got = by.get((pn, s, rn), {})
+                best = edlib.align(q, t.upper(), mode="HW", task="locations") if t else {"editDistance": len(q)}
+                if best["editDistance"] > k:
+                    assert not got, (pn, s, rn)
+                    continue
+                pairs += 1
+                d = best["editDistance"]
+                assert min(got.values()) == d, (pn, s, rn)
+                assert {e for e, x in got.items() if x == d} == {e for _, e in best["locations"]}, (pn, s, rn)
+    return pairs
+
+
+def contigs(rng, genome: str, n: int) -> dict:
+    """genome cut into n records of random lengths (some a few bases, one empty), in order."""
+    cuts = np.sort(rng.choice(np.arange(1, len(genome)), n - 2, replace=False))
+    parts = np.split(np.array(list(genome)), cuts)
+    out = {f"ctg{i}": "".join(x) for i, x in enumerate(parts)}
+    out["empty"] = ""
+    return out

@@ -13,8 +13,8 @@ import pytest
 
 from gpualign.config import SearchConfig
 from gpualign.search.run import run_search
-from search_oracle import (expected, judge, mutate, paths, random_dna, read_tsv, revcomp, sorted_like_output,
-                           write_fasta)
+from search_oracle import (contigs, edlib_check, expected, judge, mutate, paths, random_dna, read_tsv, revcomp,
+                           sorted_like_output, write_fasta)
 
 
 @pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
@@ -40,6 +40,25 @@ def check(tmp_path, patterns, records, k, device, rule="default", all_ends=False
     assert got == expected(patterns, records, k, rule, strands, all_ends)
     assert sorted_like_output(rows, list(patterns), list(records))
     return rows
+
+
+@pytest.mark.parametrize("k", [0, 2, 4])
+def test_edlib_on_many_records(tmp_path, device, k):
+    """Independent of the DP above: 200 kbp cut into 400 records of any length, 40 patterns (half drawn from the
+    text with edits), every end with <= k edits against edlib's infix search (every record and strand), small
+    chunks so that records and pieces cross chunk borders."""
+    rng = np.random.default_rng(10 + k)
+    genome = random_dna(rng, 200_000)
+    records = contigs(rng, genome, 400)
+    patterns = {}
+    for i in range(40):
+        m = int(rng.choice([12, 23, 40]))
+        a = int(rng.integers(0, len(genome) - m))
+        patterns[f"p{i}"] = mutate(rng, genome[a:a + m], int(rng.integers(0, k + 1))) if i % 2 else random_dna(rng, m)
+    out, _ = search(tmp_path, patterns, records, k, device, all_ends=True, chunk=20_000)
+    rows = read_tsv(out)
+    judge(rows, patterns, records, k, "default")
+    assert edlib_check(rows, patterns, records, k) >= 10  # (a drawn pattern may span two records)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -14,7 +14,7 @@ import pytest
 import emu
 from gpualign.config import SearchConfig
 from gpualign.search.run import run_search
-from search_oracle import mutate, random_dna, revcomp, write_fasta
+from search_oracle import contigs, edlib_check, judge, mutate, random_dna, read_tsv, revcomp, write_fasta
 
 KINDS = [pytest.param("gpu", marks=pytest.mark.gpu),
          pytest.param("emu", marks=pytest.mark.skipif(not emu.available(), reason="no g++"))]
@@ -66,6 +66,30 @@ def test_real_genome_guides(tmp_path, real_data):
         data = both(tmp_path, pfa, tfa, k=k, all_ends=all_ends)
         assert data.count(b"\n") > 200
     both(tmp_path, pfa, tfa, out_ext="sam", k=3)
+
+def test_edlib_real_genome_contigs(tmp_path, real_data, kind):
+    """E. coli (whole on the GPU, its first 300 kbp emulated) cut into records of any length, guides drawn from
+    it with up to 3 edits and random ones, k = 3, --all-ends: every hit's alignment checked, the best ends of
+    every pattern-strand in every record against edlib's infix search, and the same bytes as the CPU engine."""
+    with gzip.open(os.path.join(real_data, "bact_Ecoli_K12_W3110_NC_007779.fa.gz"), "rt") as fh:
+        genome = "".join(line.strip() for line in fh if not line.startswith(">")).upper()
+    if kind == "emu":
+        genome = genome[:300_000]
+    rng = np.random.default_rng(7)
+    records = contigs(rng, genome, 500 if kind == "gpu" else 60)
+    guides = {}
+    for i in range(90 if kind == "gpu" else 30):
+        a = int(rng.integers(0, len(genome) - 30))
+        guides[f"g{i}"] = mutate(rng, genome[a:a + 23], int(rng.integers(0, 4))) if i % 3 else random_dna(rng, 23)
+    pfa, tfa = os.path.join(tmp_path, "g.fa"), os.path.join(tmp_path, "t.fa")
+    write_fasta(pfa, guides)
+    write_fasta(tfa, records)
+    both(tmp_path, pfa, tfa, k=3, all_ends=True)
+    rows = read_tsv(os.path.join(tmp_path, "gpu.tsv"))
+    judge(rows, guides, records, 3, "default")
+    pairs = edlib_check(rows, guides, records, 3)
+    assert pairs >= (40 if kind == "gpu" else 10)
+
 
 
 @pytest.mark.parametrize("rule", ["default", "n_mismatch", "iupac"])

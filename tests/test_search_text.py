@@ -168,6 +168,21 @@ def test_many_records(tmp_path, pool, monkeypatch, seed):
         assert read(bad, pool, chunk=4000, context=20) == message
 
 
+def test_many_names_as_stream(tmp_path, pool, monkeypatch):
+    """Record names of a range read with array operations: each header's first word, whatever the white space
+    around it (tabs, a leading space, other Unicode spaces, CR) and bytes that are not UTF-8, as the stream finds
+    them."""
+    heads = [b" lead%d desc", b"tab%d\tdesc", b"fs%d\x1cdesc", b"nb%d\xc2\xa0desc", b"raw\xff%d x", b"crlf%d\r",
+             b"ok%d", b"nel%d\xc2\x85x"]
+    data = b"".join(b">" + heads[i % len(heads)].replace(b"%d", str(i).encode()) + b"\nACGT\n" for i in range(200))
+    path = tmp_path / "t.fa"
+    path.write_bytes(data)
+    stream = read(path, None)
+    assert stream[1][:3] == ["lead0", "tab1", "fs2"] and len(set(stream[1])) == 200
+    monkeypatch.setattr(R, "RANGE", 1 << 12)
+    assert read(path, pool) == stream
+
+
 def test_long_lines_and_headers_across_ranges(tmp_path, pool, monkeypatch):
     """An unwrapped record far longer than a range, a header longer than several ranges, no final line end."""
     rng = random.Random(5)
@@ -320,3 +335,32 @@ def test_engine_failure_after_first_chunk(tmp_path, monkeypatch):
                        SearchConfig(k=1, device="gpu", threads=2, chunk_bases=5000), "x")
     assert shm_blocks() == before and threading.active_count() == threads
     assert not os.path.exists(tmp_path / "o.tsv")
+
+
+def test_stop_ends_a_wait_for_a_slot():
+    """A reading thread waiting for a slot (all held by consumers that have stopped) ends once the reader is
+    stopped, with an error, instead of waiting for ever."""
+    import threading
+
+    from gpualign.errors import GpualignError
+
+    slots = R.Slots(4096, 1)
+    try:
+        assert slots.get(wait=False) == 0 and slots.get(wait=False) is None
+        out = []
+
+        def wait():
+            try:
+                out.append(slots.get(wait=True))
+            except GpualignError as e:
+                out.append(e)
+
+        th = threading.Thread(target=wait)
+        th.start()
+        th.join(0.3)
+        assert th.is_alive() and not out  # (waiting: the one slot is held)
+        slots.stopped.set()
+        th.join(2)
+        assert not th.is_alive() and isinstance(out[0], GpualignError)
+    finally:
+        slots.close()

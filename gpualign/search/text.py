@@ -8,6 +8,7 @@ size, whatever the size of the text or of its records."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,6 +76,11 @@ class TextReader:
             self._slots.free.put(chunk.slot)
         elif self._slots is None:  # (a chunk copied out of its slot is not kept)
             self._free.append(chunk.codes.base if chunk.codes.base is not None else chunk.codes)
+
+    def stop(self) -> None:
+        """The run is stopping (call from any thread): a reading that waits for a slot to come back ends."""
+        if self._slots is not None:
+            self._slots.stopped.set()
 
     def _buffer(self) -> np.ndarray:
         while self._free:
@@ -173,6 +179,9 @@ class TextReader:
             slots.close()
 
 
+_FIRST_WORD = re.compile(r"^[^\S\n]*(\S*)", re.M)  # a line's first word, as str.split() finds it
+
+
 class _Checker:
     """The reader's checks of the Items in file order, and the records they make (names, lengths so far)."""
 
@@ -202,10 +211,9 @@ class _Checker:
         """Header lines, each followed by a stretch of counts[i] codes that passed the checks (text_ranges._many):
         as header() and codes() one at a time, the names checked at once. Their records' indices."""
         first = self.rec + 1
-        names = [t.split(None, 1)[0] if t else "" for t in
-                 (h.decode("utf-8", "surrogateescape").strip() for h in headers)]
+        names = _FIRST_WORD.findall(b"\n".join(headers).decode("utf-8", "surrogateescape"))  # (each line's)
         fresh = set(names)
-        if "" in fresh or len(fresh) < len(names) or not fresh.isdisjoint(self.seen):
+        if len(names) != len(headers) or "" in fresh or len(fresh) < len(names) or not fresh.isdisjoint(self.seen):
             for h, c in zip(headers, counts.tolist()):  # (the first error, as header() gives it)
                 self.header(h)
                 self.records.lengths[self.rec] += c

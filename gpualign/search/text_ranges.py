@@ -14,12 +14,14 @@ from __future__ import annotations
 import mmap
 import os
 import queue
+import threading
 from collections import deque
 from typing import NamedTuple
 
 import numpy as np
 
 from .. import interrupt, shm
+from ..errors import GpualignError
 from . import alphabet as A
 from .text_scan import Item, _codes_item, _scan
 
@@ -208,10 +210,11 @@ class Slots:
         self.views: list = []
         self.free: queue.Queue = queue.Queue()
         self.short = False  # shared memory ran out: no more slots
+        self.stopped = threading.Event()  # the run is stopping: no more waiting for a slot
 
     def get(self, wait: bool) -> int | None:
         """A free slot's index (a new one if none is free and one can be made), or None; wait: until one
-        comes back."""
+        comes back, or a GpualignError once stopped is set."""
         try:
             return self.free.get_nowait()
         except queue.Empty:
@@ -224,7 +227,13 @@ class Slots:
                 return len(self.names) - 1
             except OSError:
                 self.short = True
-        return self.free.get() if wait else None
+        while wait:
+            try:
+                return self.free.get(timeout=0.1)
+            except queue.Empty:
+                if self.stopped.is_set():
+                    raise GpualignError("search: the text reader stopped while waiting for a buffer") from None
+        return None
 
     def spare(self) -> bool:
         """Whether a slot is free or can be made (otherwise a chunk about to be handed out is copied)."""
