@@ -24,14 +24,14 @@ from gpualign.search import alphabet as A
 @pytest.fixture(scope="module", params=["default", "arrays"])
 def pool(request):
     """Worker processes that scan a range with array operations where it has MANY headers, or wherever it has one
-    (forked with text_ranges.MANY = 1)."""
-    many = R.MANY
-    R.MANY = 1 if request.param == "arrays" else many
+    (forked with text_scan.MANY = 1)."""
+    many = S.MANY
+    S.MANY = 1 if request.param == "arrays" else many
     try:
         p = ProcessPoolExecutor(2, mp_context=mp.get_context("fork"))
         p.submit(int).result()  # (forked now: the workers keep this MANY)
     finally:
-        R.MANY = many
+        S.MANY = many
     with p:
         yield p
 
@@ -112,8 +112,10 @@ def test_ranges_equal_stream_and_records(tmp_path, pool, monkeypatch, seed):
     path = tmp_path / "t.fa"
     path.write_bytes(data)
     monkeypatch.setattr(S, "BLOCK", rng.choice([5, 16, 1 << 24]))
-    stream = read(path, None)
-    assert stream[0] == seqs and stream[1] == names and stream[2] == [len(s) for s in seqs]
+    for many in (1, S.MANY):  # (the stream's blocks with array operations wherever they have a header, or not)
+        monkeypatch.setattr(S, "MANY", many)
+        stream = read(path, None)
+        assert stream[0] == seqs and stream[1] == names and stream[2] == [len(s) for s in seqs]
     for size in (3, 11, 64, max(3, len(data) // 2)):
         monkeypatch.setattr(R, "RANGE", size)
         assert read(path, pool) == stream, size
@@ -134,8 +136,9 @@ def test_ranges_equal_stream_and_records(tmp_path, pool, monkeypatch, seed):
 def test_errors_the_same_both_ways(tmp_path, pool, monkeypatch, data, message):
     path = tmp_path / "bad.fa"
     path.write_bytes(data)
-    for block in (4, 1 << 24):
+    for block, many in ((4, S.MANY), (1 << 24, S.MANY), (4, 1), (1 << 24, 1)):
         monkeypatch.setattr(S, "BLOCK", block)
+        monkeypatch.setattr(S, "MANY", many)
         assert message in read(path, None)
     before = shm_blocks()
     for size in (2, 5, 9, 1 << 23):
@@ -146,14 +149,23 @@ def test_errors_the_same_both_ways(tmp_path, pool, monkeypatch, data, message):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_many_records(tmp_path, pool, monkeypatch, seed):
-    """Hundreds of records, ranges of tens of them (scanned with array operations in either pool), and one of
-    them made wrong: the same records or error as the stream."""
+    """Hundreds of records, stream blocks and ranges of tens of them or all (scanned with array operations), and
+    one of them made wrong: the same records or error as the stream's Items."""
     rng = random.Random(seed)
     data, names, seqs = random_fasta(rng, 400)
     path = tmp_path / "t.fa"
     path.write_bytes(data)
-    stream = read(path, None, chunk=4000, context=20)
+    many = S.MANY
+    monkeypatch.setattr(S, "MANY", 1 << 40)  # (the stream's Items, a stretch at a time)
+    items = {c: read(path, None, chunk=c, context=20) for c in (300, 4000)}
+    stream = items[4000]
     assert stream[0] == seqs and stream[1] == names
+    for block, at_once in ((1000, 1), (1 << 24, many)):  # the stream's blocks with array operations (tens of
+        monkeypatch.setattr(S, "BLOCK", block)  # records each, or all 400 in one)
+        monkeypatch.setattr(S, "MANY", at_once)
+        for c in (300, 4000):  # (chunks of a few records, records longer than chunk // 4 among them, or many)
+            assert read(path, None, chunk=c, context=20) == items[c], (block, c)
+    monkeypatch.setattr(S, "MANY", many)
     for size in (997, 1 << 14, len(data)):
         monkeypatch.setattr(R, "RANGE", size)
         assert read(path, pool, chunk=4000, context=20) == stream, size
@@ -162,8 +174,11 @@ def test_many_records(tmp_path, pool, monkeypatch, seed):
         # byte, '>' inside
         bad = tmp_path / "bad.fa"
         bad.write_bytes(data[:at] + wrong + data[at:])
-        message = read(bad, None, chunk=4000, context=20)
+        monkeypatch.setattr(S, "MANY", 1 << 40)
+        message = read(bad, None, chunk=4000, context=20)  # (the Items')
         assert isinstance(message, str)
+        monkeypatch.setattr(S, "MANY", many)
+        assert read(bad, None, chunk=4000, context=20) == message  # (one block: array operations)
         monkeypatch.setattr(R, "RANGE", 1 << 14)
         assert read(bad, pool, chunk=4000, context=20) == message
 

@@ -125,7 +125,11 @@ class TextReader:
         items = text_scan.stream(self.path, check.name, check.where)
         try:
             for it in items:
-                if it.header is not None:  # a record starts
+                if isinstance(it, text_scan.Many):  # (many records: laid out at once)
+                    if check.rec >= 0:
+                        yield from out.end_record()
+                    yield from out.records(check.many(it.headers, it.counts).start, it.codes, it.counts)
+                elif it.header is not None:  # a record starts
                     if check.rec >= 0:
                         yield from out.end_record()
                     check.header(it.header)
@@ -293,6 +297,44 @@ class _Builder:
             self.rec_pos += take
             done += take
         return out
+
+    def records(self, rec0: int, codes: np.ndarray, counts: np.ndarray) -> list:
+        """Records rec0, rec0 + 1, ..., their codes one after another (counts each), all but the last ended (it may
+        go on): the chunks given out. Runs of records shorter than chunk // 4 (none is cut: a piece each) are
+        laid out at once."""
+        out, ends = [], np.cumsum(counts)
+        short = np.flatnonzero(counts[:-1] < self.r.chunk // 4)
+        i = 0
+        while i < len(counts):
+            if i == len(counts) - 1 or counts[i] >= self.r.chunk // 4:  # (as the stream's Items are)
+                self.start_record(rec0 + i)
+                out += self.add(codes[ends[i] - counts[i]:ends[i]])
+                out += self.end_record() if i < len(counts) - 1 else []
+                i += 1
+                continue
+            run = short[np.searchsorted(short, i):]  # the short records from i on: [i, k)
+            k = i + int(np.flatnonzero(np.diff(run, append=-1) != 1)[0]) + 1
+            while i < k:
+                i, done = self._whole(rec0, codes, counts, ends, i, k)
+                out += done
+        return out
+
+    def _whole(self, rec0: int, codes: np.ndarray, counts: np.ndarray, ends: np.ndarray, i: int, k: int) -> tuple:
+        """Records i.. of records() (short ones, up to k), a piece each, until the chunk is full (then given out):
+        (the next record, the chunks given out)."""
+        n = counts[i:k]
+        span = -(-n // ALIGN) * ALIGN + self.r.gap  # (gap: a multiple of ALIGN)
+        starts = -(-self.at // ALIGN) * ALIGN + self.r.gap + np.cumsum(span) - span
+        stop = starts + n
+        full = np.flatnonzero(stop >= self.r.chunk)
+        m = int(full[0]) + 1 if len(full) else k - i
+        self.buf[self.at:stop[m - 1]] = A.PAD
+        for s, a, b in zip(starts[:m].tolist(), (ends[i:i + m] - n[:m]).tolist(), ends[i:i + m].tolist()):
+            self.buf[s:s + b - a] = codes[a:b]
+        self.pieces += [(s, rec0 + i + x, 0, 0, c, True) for x, (s, c) in enumerate(zip(starts[:m].tolist(),
+                                                                                      n[:m].tolist()))]
+        self.at = int(stop[m - 1])
+        return i + m, [self.emit()] if len(full) else []
 
     def end_record(self) -> list:
         """Close the record's last piece: the chunk given out if this one is full."""

@@ -23,16 +23,13 @@ import numpy as np
 from .. import interrupt, shm
 from ..errors import GpualignError
 from . import alphabet as A
-from .text_scan import Item, _codes_item, _scan
+from .text_scan import MANY, Item, _many, _scan
 
 RANGE = 1 << 25  # bytes of the file per range (a chunk): fewer, larger chunks cost the search less
 # (docs/benchmarks.md)
 ALIGN = 16  # pieces start at multiples of 16 in a chunk's buffer (the kernels' loads)
 AHEAD = 1  # ranges in flight per worker process (and one more)
 HELD = 6  # chunks the reader's consumers hold at most (queued, searched, aligned), beyond those in flight
-MANY = 64  # headers in a range from which it is scanned with array operations (_many), not an Item per line kind
-DROP = 0xFE  # _many's code for a line end
-_TABLE = bytes(DROP if c in b"\r\n" else A.TO_CODE[c] for c in range(256))
 
 
 class Layout(NamedTuple):
@@ -92,40 +89,6 @@ def _slot(name: str) -> np.ndarray:
             del _mapped[old]
         _mapped[name] = shm.mapped(name)
     return _mapped[name]
-
-
-def _many(data: bytes, pos: int, prev: int):
-    """data[pos:] (prev: the byte before data) with array operations, for a range of many records: (the Items
-    before its first header, its finished header lines, the codes after each one after another, their counts,
-    the start of a header line data leaves unfinished or None). None where that does not pay (fewer than MANY
-    headers) or where a check would fail (a '>' inside a line, a byte that is no IUPAC letter after the first
-    header): _scan's Items then give the records or the error."""
-    first = data.find(b">", pos)
-    if first < 0 or data.count(b">", first) < MANY or (data[first - 1] if first else prev) != 10:
-        return None
-    arr = np.frombuffer(data, np.uint8)
-    gts = np.flatnonzero(arr[first:] == 62) + first
-    if (arr[gts[1:] - 1] != 10).any():
-        return None
-    t = np.frombuffer(data[first:].translate(_TABLE), np.uint8)
-    drop = np.flatnonzero(t == DROP) + first
-    nls = drop[arr[drop] == 10]
-    e = np.searchsorted(nls, gts)
-    done = int((e < len(nls)).sum())  # (only the last header can be unfinished)
-    ends = nls[e[:done]]  # each finished header's line end
-    closes = np.append(ends + 1, len(data))[:len(gts)]  # where each header line ends (the unfinished one: data's)
-    bounds = np.column_stack([gts, closes]).ravel()
-    in_header = np.repeat(np.tile(np.array([True, False]), len(gts)), np.diff(bounds, append=len(data)))
-    hi = np.append(gts[1:], len(data))[:done]  # each segment's end (the next '>')
-    keep = t != DROP
-    keep &= ~in_header
-    codes = t[keep]
-    if len(codes) and codes.max() > A.PAD:
-        return None
-    counts = (hi - ends - 1) - (np.searchsorted(drop, hi) - np.searchsorted(drop, ends + 1))
-    lead = [_codes_item(data[pos:first], False)] if first > pos else []
-    headers = [data[a + 1:b] for a, b in zip(gts[:done].tolist(), ends.tolist())]
-    return lead, headers, codes, counts, data[gts[-1] + 1:] if done < len(gts) else None
 
 
 def _header_rest(fd: int, at: int, start: bytes) -> bytes:

@@ -1,6 +1,7 @@
-"""The searched FASTA text as Items in file order (header lines, stretches of sequence codes): a stream read
-here in blocks (gzip, bgzip, stdin, or without worker processes), for text.TextReader to cut into chunks;
-_scan also serves the workers that read a plain file in ranges (text_ranges.py). A header line belongs to
+"""The searched FASTA text as Items in file order (header lines, stretches of sequence codes; a block of many
+records as one Many): a stream read here in blocks (gzip, bgzip, stdin, or without worker processes), for
+text.TextReader to cut into chunks; _scan and _many also serve the workers that read a plain file in ranges
+(text_ranges.py). A header line belongs to
 the range where its '>' is; the range it runs into skips it."""
 
 from __future__ import annotations
@@ -8,11 +9,16 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
+import numpy as np
+
 from ..errors import InputError
 from ..io import fastx, fastx_fast
 from . import alphabet as A
 
 BLOCK = 1 << 24  # bytes read at a time (a stream)
+MANY = 64  # headers in a range from which it is scanned with array operations (_many), not an Item per stretch
+DROP = 0xFE  # _many's code for a line end
+_TABLE = bytes(DROP if c in b"\r\n" else A.TO_CODE[c] for c in range(256))
 
 
 class Item(NamedTuple):
@@ -27,6 +33,15 @@ class Item(NamedTuple):
     bad: int = -1
     byte: int = 0
     gt_inside: bool = False
+
+
+class Many(NamedTuple):
+    """Records read with array operations (_many): their header lines, each followed by its counts[i] codes (one
+    record after another in codes). The last record may go on after them."""
+
+    headers: list
+    codes: np.ndarray
+    counts: np.ndarray
 
 
 def _codes_item(raw, gt_inside: bool) -> Item:
@@ -57,6 +72,40 @@ def _scan(data: bytes, pos: int, prev: int) -> tuple[list, bytes | None]:
     return items, None
 
 
+def _many(data: bytes, pos: int, prev: int):
+    """data[pos:] (prev: the byte before data) with array operations, for a range of many records: (the Items
+    before its first header, its finished header lines, the codes after each one after another, their counts,
+    the start of a header line data leaves unfinished or None). None where that does not pay (fewer than MANY
+    headers) or where a check would fail (a '>' inside a line, a byte that is no IUPAC letter after the first
+    header): _scan's Items then give the records or the error."""
+    first = data.find(b">", pos)
+    if first < 0 or data.count(b">", first) < MANY or (data[first - 1] if first else prev) != 10:
+        return None
+    arr = np.frombuffer(data, np.uint8)
+    gts = np.flatnonzero(arr[first:] == 62) + first
+    if (arr[gts[1:] - 1] != 10).any():
+        return None
+    t = np.frombuffer(data[first:].translate(_TABLE), np.uint8)
+    drop = np.flatnonzero(t == DROP) + first
+    nls = drop[arr[drop] == 10]
+    e = np.searchsorted(nls, gts)
+    done = int((e < len(nls)).sum())  # (only the last header can be unfinished)
+    ends = nls[e[:done]]  # each finished header's line end
+    closes = np.append(ends + 1, len(data))[:len(gts)]  # where each header line ends (the unfinished one: data's)
+    bounds = np.column_stack([gts, closes]).ravel()
+    in_header = np.repeat(np.tile(np.array([True, False]), len(gts)), np.diff(bounds, append=len(data)))
+    hi = np.append(gts[1:], len(data))[:done]  # each segment's end (the next '>')
+    keep = t != DROP
+    keep &= ~in_header
+    codes = t[keep]
+    if len(codes) and codes.max() > A.PAD:
+        return None
+    counts = (hi - ends - 1) - (np.searchsorted(drop, hi) - np.searchsorted(drop, ends + 1))
+    lead = [_codes_item(data[pos:first], False)] if first > pos else []
+    headers = [data[a + 1:b] for a, b in zip(gts[:done].tolist(), ends.tolist())]
+    return lead, headers, codes, counts, data[gts[-1] + 1:] if done < len(gts) else None
+
+
 def stream(path: str, name: str, where: list):
     """The Items of a FASTA file (or stdin) read here in blocks, in order. where[0]: the record being read
     (for read errors). Close the generator when stopping early."""
@@ -75,7 +124,12 @@ def stream(path: str, name: str, where: list):
                     continue
                 yield Item(header + data[:nl])
                 header, pos = None, nl + 1
-            found, header = _scan(data, pos, prev)
+            many = _many(data, pos, prev)
+            if many is None:
+                found, header = _scan(data, pos, prev)
+            else:
+                found, heads, codes, counts, header = many
+                found += [Many(heads, codes, counts)] if heads else []
             prev = data[-1]
             yield from found
     if header is not None:  # the file ends inside a header line
