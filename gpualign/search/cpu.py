@@ -94,10 +94,12 @@ class SassyEngine:
         return self.search(chunk)
 
     def search(self, chunk) -> Cands:
-        """Every piece's candidates. The chunk's buffer is searched in parts of PART bytes or more (however many
-        pieces they hold: the PAD between pieces, more than k bytes that match nothing, keeps every alignment of
-        at most k edits within its piece), each part with `context` bytes before it; the ends found outside the
-        pieces' reported bases are dropped."""
+        """Every piece's candidates. The chunk's buffer is searched in parts of PART bytes or more, however many
+        pieces they hold, each part with `context` bytes before it; the ends found outside the pieces' reported
+        bases are dropped. The PAD between pieces matches nothing and is longer than k (this engine's geometry)
+        or than the patterns (the GPU engine's): an alignment across it costs more than k, or more than m, which
+        one within the piece never needs (the pattern's bases all unmatched), so each end's distance is its
+        piece's."""
         size = len(chunk.codes)
         step = max(PART, -(-size // (4 * max(1, self.threads))))
         tasks = [(chunk.codes[max(0, a - self.context):a + step].tobytes(), a - max(0, a - self.context),

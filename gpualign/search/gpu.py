@@ -83,7 +83,8 @@ class _Launch:
     ids: np.ndarray
     peq: object
     text: object
-    tiles: list  # warm, report, end; or, through the seed filter, its tiles and the pieces' lo, rep, hi
+    tiles: list  # the scan's warm, report, end (empty through the seed filter)
+    seed_tiles: list = None  # the seed filter's tiles and the pieces' lo, rep, hi (None: the scan)
     count: object = None
     hits: object = None
     seeds: object = None  # the group's _Seeds (device tables), or None: the scan
@@ -223,7 +224,7 @@ class GpuSearchEngine:
             ft = SD.tiles(chunk, seeds.plan)
             if len(ft):
                 tiles = [cp.asarray(ft)] + [cp.asarray(a.astype(np.uint32)) for a in SD.bounds(chunk)]
-                return _Launch(chunk, w, ids, peq, text, tiles, seeds=seeds,
+                return _Launch(chunk, w, ids, peq, text, [], tiles, seeds=seeds,
                                room=min(int(2 * expected) + 1024, MAX_SEED_CANDS))
         tiles = self._scan_tiles(chunk, w)
         return _Launch(chunk, w, ids, peq, text, tiles) if tiles else None
@@ -276,7 +277,7 @@ class GpuSearchEngine:
 
     def _to_scan(self, job: "_Launch") -> None:
         """job scans its chunk instead of going through the seed filter."""
-        job.seeds = job.cum = job.cands = None
+        job.seeds = job.cum = job.cands = job.seed_tiles = None
         job.tiles = self._scan_tiles(job.chunk, job.w)  # (not empty: the chunk had seed offsets)
 
     def _again(self, job: "_Launch", what: str) -> None:
@@ -313,7 +314,7 @@ class GpuSearchEngine:
         verifying threads read the total on the device: no wait here)."""
         cp, sd = self.cp, job.seeds
         count, emit, verify = (self.kernels[n] for n in sd.names)
-        ft, lo, rep, hi = job.tiles
+        ft, lo, rep, hi = job.seed_tiles
         n_ft, threads = len(ft), 256
         n_off = len(sd.plan.offsets)
         job.cum = cp.empty(n_ft, np.int64)
