@@ -352,6 +352,20 @@ def test_engine_failure_after_first_chunk(tmp_path, monkeypatch):
     assert not os.path.exists(tmp_path / "o.tsv")
 
 
+def test_stop_before_the_slots(tmp_path, pool, monkeypatch):
+    """A reader stopped before its slots are made: they are made stopped."""
+    rng = random.Random(3)
+    path = tmp_path / "t.fa"
+    path.write_bytes(random_fasta(rng, 50)[0])
+    monkeypatch.setattr(R, "RANGE", 256)
+    reader = T.TextReader(str(path), 256, 7, 16, pool, 2)
+    reader.stop()
+    chunks = iter(reader)
+    next(chunks)
+    assert reader._slots.stopped.is_set()
+    chunks.close()
+
+
 def test_stop_ends_a_wait_for_a_slot():
     """A reading thread waiting for a slot (all held by consumers that have stopped) ends once the reader is
     stopped, with an error, instead of waiting for ever."""

@@ -217,7 +217,9 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
         try:
             # the reading thread first (its scanner frees its slots), then the search thread, which may be
             # waiting for the next chunk, before the engine closes under it
-            reader.stop()  # (not waiting for slots that the stopped consumers will not give back)
+            if interrupt.signalled() is None:  # (not waiting for slots the stopped consumers keep; after a signal
+                reader.stop()  # the process ends now, the reading thread as it is: unwinding, it would race the
+                # handler's end of multiprocessing's resource tracker, which then warns on stderr)
             if ahead is not None:
                 ahead.close(wait=STOP_WAIT)
             elif stream is not None:  # (stopped before the reading thread started)

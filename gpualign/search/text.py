@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +70,7 @@ class TextReader:
         self.records = Records()
         self._free: list = []  # chunk buffers given back (release), reused: fresh pages cost more than copies
         self._slots = None  # the ranges' shared-memory slots (text_ranges.Slots)
+        self._stopped = threading.Event()  # stop(): shared with the slots
 
     def release(self, chunk: Chunk) -> None:
         """The caller is done with chunk: its buffer may hold a later chunk (call from any thread)."""
@@ -79,8 +81,7 @@ class TextReader:
 
     def stop(self) -> None:
         """The run is stopping (call from any thread): a reading that waits for a slot to come back ends."""
-        if self._slots is not None:
-            self._slots.stopped.set()
+        self._stopped.set()
 
     def _buffer(self) -> np.ndarray:
         while self._free:
@@ -108,7 +109,7 @@ class TextReader:
         slots = None
         if self.pool is not None and size >= 2 * span and not fastx.gzipped(self.path):  # (not a pipe: read once)
             ahead = TR.AHEAD * max(1, self.workers) + 1
-            slots = TR.Slots(TR.slot_bytes(span, self.context, self.gap), ahead + TR.HELD)
+            slots = TR.Slots(TR.slot_bytes(span, self.context, self.gap), ahead + TR.HELD, self._stopped)
             if slots.get(wait=False) is None:  # (no shared memory to be had: read here)
                 slots = None
             else:
@@ -298,26 +299,26 @@ class _Builder:
             done += take
         return out
 
-    def records(self, rec0: int, codes: np.ndarray, counts: np.ndarray) -> list:
+    def records(self, rec0: int, codes: np.ndarray, counts: np.ndarray):
         """Records rec0, rec0 + 1, ..., their codes one after another (counts each), all but the last ended (it may
-        go on): the chunks given out. Runs of records shorter than chunk // 4 (none is cut: a piece each) are
-        laid out at once."""
-        out, ends = [], np.cumsum(counts)
+        go on): the chunks given out, each as it fills. Runs of records shorter than chunk // 4 (none is cut: a
+        piece each) are laid out at once."""
+        ends = np.cumsum(counts)
         short = np.flatnonzero(counts[:-1] < self.r.chunk // 4)
         i = 0
         while i < len(counts):
             if i == len(counts) - 1 or counts[i] >= self.r.chunk // 4:  # (as the stream's Items are)
                 self.start_record(rec0 + i)
-                out += self.add(codes[ends[i] - counts[i]:ends[i]])
-                out += self.end_record() if i < len(counts) - 1 else []
+                yield from self.add(codes[ends[i] - counts[i]:ends[i]])
+                if i < len(counts) - 1:
+                    yield from self.end_record()
                 i += 1
                 continue
             run = short[np.searchsorted(short, i):]  # the short records from i on: [i, k)
             k = i + int(np.flatnonzero(np.diff(run, append=-1) != 1)[0]) + 1
             while i < k:
                 i, done = self._whole(rec0, codes, counts, ends, i, k)
-                out += done
-        return out
+                yield from done
 
     def _whole(self, rec0: int, codes: np.ndarray, counts: np.ndarray, ends: np.ndarray, i: int, k: int) -> tuple:
         """Records i.. of records() (short ones, up to k), a piece each, until the chunk is full (then given out):

@@ -23,7 +23,8 @@ import numpy as np
 from .. import interrupt, shm
 from ..errors import GpualignError
 from . import alphabet as A
-from .text_scan import MANY, Item, _many, _scan
+from . import text_scan as TS
+from .text_scan import Item, _many, _scan
 
 RANGE = 1 << 25  # bytes of the file per range (a chunk): fewer, larger chunks cost the search less
 # (docs/benchmarks.md)
@@ -141,7 +142,7 @@ def _range(path: str, a: int, b: int, line: int, slot: str, cap: int, context: i
     if end > cap and b - a > 1:
         return Layout([], np.zeros((0, 4), np.int64), 0, a + (b - a) // 2)
     dst = _slot(slot)
-    each = len(starts) < MANY  # PAD after each piece; else everywhere first (one fill, not a slice per piece)
+    each = len(starts) < TS.MANY  # PAD after each piece; else everywhere first (one fill, not a slice per piece)
     dst[:gap if each else end] = A.PAD
     at = 0
     for i, (d, n, s) in enumerate(zip(starts.tolist(), lengths.tolist(), span.tolist())):
@@ -166,14 +167,14 @@ class Slots:
     """The reader's shared-memory slots: made as they are needed, up to `most`, and given back by the chunks'
     user from any thread."""
 
-    def __init__(self, cap: int, most: int):
+    def __init__(self, cap: int, most: int, stopped: threading.Event | None = None):
         self.cap, self.most = cap, most
         self.base = interrupt.shm_name()
         self.names: list = []
         self.views: list = []
         self.free: queue.Queue = queue.Queue()
         self.short = False  # shared memory ran out: no more slots
-        self.stopped = threading.Event()  # the run is stopping: no more waiting for a slot
+        self.stopped = stopped or threading.Event()  # the run is stopping: no more waiting for a slot
 
     def get(self, wait: bool) -> int | None:
         """A free slot's index (a new one if none is free and one can be made), or None; wait: until one

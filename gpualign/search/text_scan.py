@@ -1,8 +1,7 @@
 """The searched FASTA text as Items in file order (header lines, stretches of sequence codes; a block of many
 records as one Many): a stream read here in blocks (gzip, bgzip, stdin, or without worker processes), for
 text.TextReader to cut into chunks; _scan and _many also serve the workers that read a plain file in ranges
-(text_ranges.py). A header line belongs to
-the range where its '>' is; the range it runs into skips it."""
+(text_ranges.py). A header line belongs to the range where its '>' is; the range it runs into skips it."""
 
 from __future__ import annotations
 
