@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..records import offsets_from_lengths
 from . import alphabet as A
 
 QMIN, QMAX = 4, 8  # codes per key: shorter pieces occur too often; longer keys make too large a table
@@ -84,7 +85,7 @@ def spans(lo: np.ndarray, hi: np.ndarray, step: int) -> np.ndarray:
     out[:, 0] = np.repeat(np.arange(len(lo), dtype=np.uint32), per)
     at = out[:, 1]
     at[:] = np.arange(len(out), dtype=np.uint32)
-    at -= np.repeat((np.cumsum(per) - per).astype(np.uint32), per)  # (span within its piece)
+    at -= np.repeat(offsets_from_lengths(per).astype(np.uint32), per)  # (span within its piece)
     at *= np.uint32(step)
     at += np.repeat(lo.astype(np.uint32), per)
     np.minimum(at + np.uint32(step), np.repeat(hi.astype(np.uint32), per), out=out[:, 2])

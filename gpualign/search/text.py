@@ -184,7 +184,8 @@ class TextReader:
             slots.close()
 
 
-_FIRST_WORD = re.compile(r"^[^\S\n]*(\S*)", re.M)  # a line's first word, as str.split() finds it
+_FIRST_WORD = re.compile(r"^[^\S\n]*(\S*)", re.M)  # a record's name: its header line's first word (as
+# str.split() finds it), each line's with findall
 
 
 class _Checker:
@@ -201,10 +202,9 @@ class _Checker:
         are), which must be new."""
         self.rec += 1
         self.where[0] = self.rec + 1
-        title = header.decode("utf-8", "surrogateescape").strip()
-        if not title:
+        nm = _FIRST_WORD.match(header.decode("utf-8", "surrogateescape")).group(1)
+        if not nm:
             raise InputError(f"{self.name}: record {self.rec + 1}: empty record name")
-        nm = title.split()[0]
         if nm in self.seen:
             raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} appears twice (names must "
                              "be unique)")
@@ -302,30 +302,23 @@ class _Builder:
     def records(self, rec0: int, codes: np.ndarray, counts: np.ndarray):
         """Records rec0, rec0 + 1, ..., their codes one after another (counts each), all but the last ended (it may
         go on): the chunks given out, each as it fills. Runs of records shorter than chunk // 4 (none is cut: a
-        piece each) are laid out at once."""
-        ends = np.cumsum(counts)
-        short = np.flatnonzero(counts[:-1] < self.r.chunk // 4)
-        i = 0
-        while i < len(counts):
-            if i == len(counts) - 1 or counts[i] >= self.r.chunk // 4:  # (as the stream's Items are)
-                self.start_record(rec0 + i)
-                yield from self.add(codes[ends[i] - counts[i]:ends[i]])
-                if i < len(counts) - 1:
-                    yield from self.end_record()
-                i += 1
-                continue
-            run = short[np.searchsorted(short, i):]  # the short records from i on: [i, k)
-            k = i + int(np.flatnonzero(np.diff(run, append=-1) != 1)[0]) + 1
-            while i < k:
-                i, done = self._whole(rec0, codes, counts, ends, i, k)
+        piece each) are laid out at once; the others, and the last, one at a time."""
+        ends, last, i = np.cumsum(counts), len(counts) - 1, 0
+        for j in np.flatnonzero(counts[:last] >= self.r.chunk // 4).tolist() + [last]:
+            while i < j:  # (the short records before j)
+                i, done = self._whole(rec0, codes, counts, ends, i, j)
                 yield from done
+            self.start_record(rec0 + j)
+            yield from self.add(codes[ends[j] - counts[j]:ends[j]])
+            if j < last:
+                yield from self.end_record()
+            i = j + 1
 
     def _whole(self, rec0: int, codes: np.ndarray, counts: np.ndarray, ends: np.ndarray, i: int, k: int) -> tuple:
         """Records i.. of records() (short ones, up to k), a piece each, until the chunk is full (then given out):
         (the next record, the chunks given out)."""
         n = counts[i:k]
-        span = -(-n // ALIGN) * ALIGN + self.r.gap  # (gap: a multiple of ALIGN)
-        starts = -(-self.at // ALIGN) * ALIGN + self.r.gap + np.cumsum(span) - span
+        starts = TR.place(self.at, n, self.r.gap)[0]
         stop = starts + n
         full = np.flatnonzero(stop >= self.r.chunk)
         m = int(full[0]) + 1 if len(full) else k - i

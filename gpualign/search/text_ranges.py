@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import interrupt, shm
+from ..records import offsets_from_lengths
 from ..errors import GpualignError
 from . import alphabet as A
 from . import text_scan as TS
@@ -47,6 +48,14 @@ class Layout(NamedTuple):
     split: int = 0
     headers: tuple = ()
     counts: np.ndarray = None
+
+
+def place(at: int, lengths: np.ndarray, gap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pieces of these lengths laid out after byte `at` of a chunk's buffer, each `gap` PAD bytes after the end
+    of the one before rounded up to ALIGN (gap: a multiple of ALIGN): (their starts, their spans: length
+    rounded up + gap, so the next piece starts at start + span)."""
+    span = -(-lengths // ALIGN) * ALIGN + gap
+    return -(-at // ALIGN) * ALIGN + gap + offsets_from_lengths(span), span
 
 
 def slot_bytes(range_bytes: int, context: int, gap: int) -> int:
@@ -136,8 +145,7 @@ def _range(path: str, a: int, b: int, line: int, slot: str, cap: int, context: i
         elif it.codes:
             segs[-1].append(it.codes)
     lengths = np.array([sum(map(len, seg)) for seg in segs] + counts.tolist(), np.int64)
-    span = -(-lengths // ALIGN) * ALIGN + gap  # (gap: a multiple of ALIGN)
-    starts = gap + np.cumsum(span) - span
+    starts, span = place(0, lengths, gap)
     end = int(starts[-1] + span[-1])
     if end > cap and b - a > 1:
         return Layout([], np.zeros((0, 4), np.int64), 0, a + (b - a) // 2)
