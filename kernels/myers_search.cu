@@ -264,9 +264,11 @@ __global__ void search(const uint8_t* __restrict__ text, const uint32_t* __restr
 // occurs exactly: a piece at pattern offset o found at text offset t puts the alignment's start at
 // t - o - k or later and its end before t - o + m + k.
 //
-// seeds<EMIT, SH>(text, ft, n_ft, piece_hi, q, offsets, entries, n_entries, cum, cap, cands): a thread per
-//   filter tile ft[3 * i .. 3 * i + 2] = (piece, a, b): the seed offsets t in [a, b) of that piece, whose q
-//   codes from t on (all A/C/G/T) form the key of the pieces in entries[offsets[key] .. offsets[key + 1]):
+// seeds<EMIT, SH>(text, sp, n_sp, n_ft, ft, piece_hi, q, offsets, entries, n_entries, cum, cap, cands): a
+//   thread per filter tile, n_ft of them, over the text pieces' seed offsets [first, last) (sp: first[n_sp],
+//   last[n_sp], then tile0[n_sp + 1], the pieces' first tiles), ft at a time: tile i of piece p (tile0[p] <=
+//   i < tile0[p + 1]) takes the offsets t in [a, b) = [first[p] + (i - tile0[p]) * ft, min(a + ft, last[p])),
+//   whose q codes from t on (all A/C/G/T) form the key of the pieces in entries[offsets[key] .. offsets[key + 1]):
 //   strand << 8 | o << 3 | next, next the piece's code after its first q (4: the piece has only q).
 //   EMIT false: cum[i] = the tile's candidates; true: cum = their inclusive sums, and candidate number
 //   cum[i - 1] + r of tile i goes to cands[...] = (t, strand << 5 | o) if below cap. SH: the block copies
@@ -287,7 +289,7 @@ __device__ __forceinline__ const uint32_t* to_shared(const uint32_t* __restrict_
 }
 
 template <bool EMIT, bool SH>
-__global__ void seeds(const uint8_t* __restrict__ text, const uint32_t* __restrict__ ft, int n_ft,
+__global__ void seeds(const uint8_t* __restrict__ text, const uint32_t* __restrict__ sp, int n_sp, int n_ft, int ft,
                       const uint32_t* __restrict__ piece_hi, int q, const uint32_t* __restrict__ offsets_g,
                       const uint32_t* __restrict__ entries_g, int n_entries, long long* __restrict__ cum,
                       unsigned long long cap, uint2* __restrict__ cands) {
@@ -299,7 +301,15 @@ __global__ void seeds(const uint8_t* __restrict__ text, const uint32_t* __restri
     }
     const int tile = blockIdx.x * blockDim.x + threadIdx.x;
     if (tile >= n_ft) return;
-    const uint32_t a = ft[3 * tile + 1], b = ft[3 * tile + 2], hi = piece_hi[ft[3 * tile]];
+    const uint32_t *first = sp, *last = sp + n_sp, *tile0 = sp + 2 * n_sp;
+    int p = 0, up = n_sp;  // the piece: the last whose first tile is at or before this one
+    while (up - p > 1) {
+        const int mid = (p + up) >> 1;
+        if (tile0[mid] <= (uint32_t)tile) p = mid;
+        else up = mid;
+    }
+    const uint32_t a = first[p] + ((uint32_t)tile - tile0[p]) * (uint32_t)ft, hi = piece_hi[p];
+    const uint32_t b = min(a + (uint32_t)ft, last[p]);
     const uint32_t mask = (1u << (2 * q)) - 1u;
     uint32_t key = 0u;
     int run = 0;  // A/C/G/T codes in a row ending at x
@@ -363,7 +373,7 @@ __global__ void seed_verify(const uint8_t* __restrict__ text, const uint2* __res
         verify_one(text, cands[i], piece_lo, piece_rep, piece_hi, n_pieces, peq, lengths, k, count, hits, hcap);
 }
 
-#define SEEDS_INSTANCE(EMIT, SH) template __global__ void seeds<EMIT, SH>(const uint8_t*, const uint32_t*, int, const uint32_t*, int, const uint32_t*, const uint32_t*, int, long long*, unsigned long long, uint2*);
+#define SEEDS_INSTANCE(EMIT, SH) template __global__ void seeds<EMIT, SH>(const uint8_t*, const uint32_t*, int, int, int, const uint32_t*, int, const uint32_t*, const uint32_t*, int, long long*, unsigned long long, uint2*);
 SEEDS_INSTANCE(false, false) SEEDS_INSTANCE(true, false) SEEDS_INSTANCE(false, true) SEEDS_INSTANCE(true, true)
 #define VERIFY_INSTANCE(SH) template __global__ void seed_verify<SH>(const uint8_t*, const uint2*, const long long*, unsigned long long, const uint32_t*, const uint32_t*, const uint32_t*, int, const uint32_t*, int, const int*, int, unsigned long long*, uint2*, unsigned long long);
 VERIFY_INSTANCE(false) VERIFY_INSTANCE(true)

@@ -163,19 +163,14 @@ def read_only(genome: str, workers: list, repeats: int) -> None:
     """The text reader alone (search.text.TextReader, the default chunk size) over the genome FASTA: one stream read
     here (0 workers) or ranges read by N worker processes; each chunk given back at once (as the search does
     once it is scanned). The FASTA is read once first (page cache)."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    from gpualign.search.run import CHUNK
+    from gpualign.search.run import CHUNK, worker_pool
     from gpualign.search.text import TextReader
 
     with open(genome, "rb") as fh:
         while fh.read(1 << 26):
             pass
     for w in workers:
-        pool = ProcessPoolExecutor(w, mp_context=mp.get_context("fork")) if w else None
-        if pool is not None:
-            pool.submit(int).result()
+        pool = worker_pool(w) if w else None  # (the search's own workers)
         for rep in range(repeats):
             t0, bases = time.perf_counter(), 0
             reader = TextReader(genome, CHUNK, 25, 48, pool, max(1, w))

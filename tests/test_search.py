@@ -93,6 +93,24 @@ def test_chunk_borders(tmp_path, device, threads):
                                                                            ("+", "-"), all_ends)
 
 
+def test_run_ending_at_a_range_border(tmp_path, device, monkeypatch):
+    """Runs of ends that stop at the last base of a range (a chunk each), where the record goes on: each run
+    is carried into the next chunk and closed there, its hit given with its record's."""
+    from gpualign.search import text_ranges
+
+    size = 600
+    monkeypatch.setattr(text_ranges, "RANGE", size)
+    rng = np.random.default_rng(3)
+    seq = list(random_dna(rng, 4000, "CGT"))
+    head = len(">r0\n")
+    for a in range(size, head + 4000 * 61 // 60, size):  # the base before each range's first byte (60 a line)
+        b = (a - head) - (a - head) // 61
+        seq[b - 20:b] = "A" * 20
+    records = {"r0": "".join(seq), "r1": random_dna(rng, 500)}
+    rows = check(tmp_path, {"pA": "A" * 12}, records, 0, device, chunk=1 << 20)
+    assert len(rows) == 6
+
+
 def test_device_auto_same_bytes(tmp_path):
     """--device auto (GPU or not: the text is cut for the GPU engine before the engine is known) gives the
     bytes of --device cpu, across chunk borders, read in ranges or here."""

@@ -143,6 +143,16 @@ class Staging:
         return d_raw, d_meta
 
 
+def copy_host(dst: np.ndarray, src: np.ndarray) -> None:
+    """src into dst (contiguous host arrays of one size and type), in pieces of PIECE_BYTES side by side on the
+    copy threads (numpy lets go of the interpreter lock while it copies)."""
+    step = max(1, PIECE_BYTES // max(1, src.itemsize))
+    if src.size <= step:
+        np.copyto(dst, src)
+        return
+    list(_copy_pool().map(lambda a: np.copyto(dst[a:a + step], src[a:a + step]), range(0, src.size, step)))
+
+
 def to_device(a: np.ndarray, dtype):
     """a as a device array of dtype, on the current stream: converted on the host (a cupy astype would
     load cupy's own kernels) and copied from where it is. cupy.asarray would stage it through a

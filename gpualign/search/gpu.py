@@ -11,6 +11,7 @@ import numpy as np
 
 from ..engines import is_out_of_memory
 from ..engines._cuda import load_module
+from ..engines._staging import copy_host, pinned_empty
 from ..errors import ConfigError, DeviceError, GpualignError
 from . import alphabet as A
 from . import patterns as PT
@@ -84,7 +85,8 @@ class _Launch:
     peq: object
     text: object
     tiles: list  # the scan's warm, report, end (empty through the seed filter)
-    seed_tiles: list = None  # the seed filter's tiles and the pieces' lo, rep, hi (None: the scan)
+    seed_tiles: list = None  # the seed filter's tiles (seeds.tiles) and the pieces' lo, rep, hi (None: the scan)
+    n_ft: int = 0  # the seed filter's threads
     count: object = None
     hits: object = None
     seeds: object = None  # the group's _Seeds (device tables), or None: the scan
@@ -153,6 +155,7 @@ class GpuSearchEngine:
         self.context, self.gap = self.geometry(pats, k)
         self.cap = {w: max(1, FIRST_CAP // len(self.groups)) for w, _, _ in self.groups}
         self.verify_blocks = 16 * cupy.cuda.Device().attributes["MultiProcessorCount"]  # (seed_verify's grid)
+        self.staged = [(None, None), (None, None)]  # _upload's page-locked buffers: (buffer, its upload's event)
 
     @staticmethod
     def geometry(pats, k: int) -> tuple[int, int]:
@@ -201,8 +204,7 @@ class GpuSearchEngine:
         cp = self.cp
         launches = []
         with self.upload:
-            text = cp.empty(len(chunk.codes), np.uint8)
-            text.set(chunk.codes, stream=self.upload)  # (from the host buffer itself: no staging copy)
+            text = self._upload(chunk.codes)
             for w, ids, peq in self.groups:
                 job = self._job(chunk, w, ids, peq, text, self.seeds.get(w))
                 if job is not None:
@@ -215,6 +217,23 @@ class GpuSearchEngine:
                 self._launch(job)
             return launches, self.stream.record()
 
+    def _upload(self, codes: np.ndarray):
+        """codes on the device, sent on the upload stream from one of two page-locked buffers (the one whose
+        upload before is done), which the copy threads fill. A copy from pageable memory (the chunk's own
+        buffer) held this thread for the whole 32 MiB (about 6 ms) and, meanwhile, the driver's lock that the
+        other threads' CUDA calls (the hits' aligner) wait for."""
+        self.staged.reverse()
+        host, sent = self.staged[0]
+        if sent is not None:
+            sent.synchronize()
+        if host is None or len(host) < len(codes):
+            host = pinned_empty(len(codes))
+        copy_host(host[:len(codes)], codes)
+        text = self.cp.empty(len(codes), np.uint8)
+        text.set(host[:len(codes)], stream=self.upload)
+        self.staged[0] = (host, self.upload.record())
+        return text
+
     def _job(self, chunk, w: int, ids, peq, text, seeds):
         """The launch of one pattern width over chunk (None when the chunk holds nothing to scan): through the
         seed filter when seeds are given (and the chunk has seed offsets), else the scan."""
@@ -222,9 +241,9 @@ class GpuSearchEngine:
         expected = seeds.plan.per_base * len(chunk.codes) if seeds is not None else 0.0
         if seeds is not None and 2 * expected <= MAX_SEED_CANDS:  # (a larger --chunk-bases: the scan)
             ft = SD.tiles(chunk, seeds.plan)
-            if len(ft):
+            if ft[-1]:
                 tiles = [cp.asarray(ft)] + [cp.asarray(a.astype(np.uint32)) for a in SD.bounds(chunk)]
-                return _Launch(chunk, w, ids, peq, text, [], tiles, seeds=seeds,
+                return _Launch(chunk, w, ids, peq, text, [], tiles, seeds=seeds, n_ft=int(ft[-1]),
                                room=min(int(2 * expected) + 1024, MAX_SEED_CANDS))
         tiles = self._scan_tiles(chunk, w)
         return _Launch(chunk, w, ids, peq, text, tiles) if tiles else None
@@ -315,10 +334,11 @@ class GpuSearchEngine:
         cp, sd = self.cp, job.seeds
         count, emit, verify = (self.kernels[n] for n in sd.names)
         ft, lo, rep, hi = job.seed_tiles
-        n_ft, threads = len(ft), 256
+        n_ft, threads = job.n_ft, 256
         n_off = len(sd.plan.offsets)
         job.cum = cp.empty(n_ft, np.int64)
-        common = (np.int32(n_ft), hi, np.int32(sd.plan.q), sd.table, sd.table[n_off:], np.int32(len(sd.plan.entries)))
+        common = (np.int32(len(lo)), np.int32(n_ft), np.int32(SD.FT), hi, np.int32(sd.plan.q), sd.table,
+                  sd.table[n_off:], np.int32(len(sd.plan.entries)))
         shared = 4 * len(sd.table) if sd.table_shared else 0
         blocks = (-(-n_ft // threads),)
         count(blocks, (threads,), (job.text, ft, *common, job.cum, np.uint64(0), job.cum), shared_mem=shared)

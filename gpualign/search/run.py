@@ -185,8 +185,7 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
                 else:
                     np.add.at(per_pattern, pats.pattern[hits.ps], 1)
                 summary.hits += hits.n
-                names, lengths = reader.records.names, reader.records.lengths
-                done = (complete, [names[r] for r in complete.tolist()], [lengths[r] for r in complete.tolist()], hits)
+                done = (complete, *_named(reader.records, complete), hits)
                 summary.stage_seconds["align"] += time.perf_counter() - t1
                 interrupt.phase("write")
                 behind.submit(done)  # (waits while the writer is two behind)
@@ -234,6 +233,14 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             if remote is not None:
                 remote.close()
     summary.per_pattern = per_pattern
+
+
+def _named(records, complete: np.ndarray) -> tuple[list, list]:
+    """The names and lengths of these records (indices, ascending: as a rule consecutive, a slice)."""
+    a, b = int(complete[0]), int(complete[-1]) + 1
+    if b - a == len(complete):
+        return records.names[a:b], records.lengths[a:b]
+    return [records.names[r] for r in complete.tolist()], [records.lengths[r] for r in complete.tolist()]
 
 
 def _after(first: list, rest):
@@ -286,8 +293,24 @@ def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
             yield done, cands
 
 
-def _ignore_sigint() -> None:
+def _init_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends the workers
+    _keep_heap()
+
+
+def _keep_heap() -> None:
+    """Large allocations from the heap, kept there once freed (glibc's mallopt; elsewhere nothing). A range's
+    bytes (32 MiB) pass glibc's largest mmap threshold, so each read and each translation got fresh pages
+    from the kernel and faulted them all in: on the dev machine a 32 MiB range took 47 ms to read and
+    translate, 21 ms with the heap kept (docs/benchmarks.md)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD: mmap only past 1 GiB
+        libc.mallopt(-1, 1 << 31)  # M_TRIM_THRESHOLD: give the heap's top back past 2 GiB
+    except (AttributeError, OSError):  # (not glibc)
+        pass
 
 
 def worker_pool(threads: int):
@@ -295,7 +318,7 @@ def worker_pool(threads: int):
     hits (hits.trace); None for one thread."""
     if threads <= 1:
         return None
-    pool = ProcessPoolExecutor(threads, mp_context=mp.get_context("fork"), initializer=_ignore_sigint)
+    pool = ProcessPoolExecutor(threads, mp_context=mp.get_context("fork"), initializer=_init_worker)
     pool.submit(int).result()  # with fork, the first task starts every worker
     return pool
 

@@ -93,13 +93,16 @@ def spans(lo: np.ndarray, hi: np.ndarray, step: int) -> np.ndarray:
 
 
 def tiles(chunk, seeds: Seeds) -> np.ndarray:
-    """uint32 [n, 3]: (piece, a, b) per thread of the candidate kernels: the seed offsets [a, b) of each piece
-    of chunk whose alignments can end in its reported part (from `back` before it), FT at a time."""
+    """The candidate kernels' threads over chunk, as they find them: uint32 first[n], last[n], then tile0[n + 1]
+    for its n pieces: piece p's seed offsets [first, last) (those whose alignments can end in its reported part,
+    from `back` before it) go to threads tile0[p] .. tile0[p + 1] - 1, FT offsets each (tile0[n]: the threads)."""
     lo, rep, hi = bounds(chunk)
     first = np.maximum(lo, rep - seeds.back)
     # t + q <= hi; none in a piece with nothing to report (so a chunk with seed tiles has scan tiles too)
     last = np.where(chunk.length > 0, np.maximum(first, hi - seeds.q + 1), first)
-    return spans(first, last, FT)
+    tile0 = np.zeros(len(lo) + 1, np.int64)
+    np.cumsum(-(-(last - first) // FT), out=tile0[1:])
+    return np.concatenate([first, last, tile0]).astype(np.uint32)
 
 
 def best(ends: np.ndarray, ps: np.ndarray, d: np.ndarray) -> np.ndarray:

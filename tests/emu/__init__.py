@@ -155,7 +155,8 @@ def fake_cupy() -> types.ModuleType:
     m.argsort = _device(lambda a: np.argsort(a, kind="stable"))
     m.cumsum = _device(np.cumsum)
     m.get_default_memory_pool = _Pool
-    m.cuda = types.SimpleNamespace(Device=_Device, get_current_stream=_Stream, Stream=_Stream)
+    m.cuda = types.SimpleNamespace(Device=_Device, get_current_stream=_Stream, Stream=_Stream,
+                                   alloc_pinned_memory=bytearray)
     return m
 
 
