@@ -364,6 +364,34 @@ def test_patterns_per_block_rule():
             assert -(-n_ps // gpu._group(n_ps, per, threads)) <= 65_535, (n_ps, per, threads)
 
 
+def test_seed_tiles():
+    """seeds.tiles: per piece its first and last seed offsets and its first thread; thread i of piece p (the last
+    whose first thread is at or before i, as the kernel finds it) takes FT offsets from first[p] + (i - tile0[p])
+    * FT: the same (piece, a, b) as cutting each piece's offsets into spans of FT, empty pieces among them."""
+    from types import SimpleNamespace
+
+    from gpualign.search import seeds
+
+    rng = np.random.default_rng(5)
+    plan = SimpleNamespace(back=30, q=5)
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        length = rng.integers(0, 3 * seeds.FT, n) * (rng.random(n) < 0.8)  # (empty pieces too)
+        context = rng.integers(0, 40, n)
+        buf = 16 + np.cumsum(np.append(0, (context + length)[:-1] // 16 * 16 + 64))
+        chunk = SimpleNamespace(buf=buf, context=context, length=length)
+        sp = seeds.tiles(chunk, plan).astype(np.int64)
+        first, last, tile0 = sp[:n], sp[n:2 * n], sp[2 * n:]
+        i = np.arange(tile0[-1])
+        piece = np.searchsorted(tile0[:n], i, side="right") - 1
+        a = first[piece] + (i - tile0[piece]) * seeds.FT
+        got = np.column_stack([piece, a, np.minimum(a + seeds.FT, last[piece])])
+        lo, rep, hi = seeds.bounds(chunk)
+        start = np.maximum(lo, rep - plan.back)
+        end = np.where(length > 0, np.maximum(start, hi - plan.q + 1), start)
+        assert np.array_equal(got, seeds.spans(start, end, seeds.FT).astype(np.int64))
+
+
 def test_seed_plan():
     """search/seeds.py's plan: k + 1 pieces per strand keyed by their first q codes, each entry naming its
     strand, offset and next code; None for letters other than A/C/G/T, pieces under QMIN, patterns over one

@@ -1,5 +1,6 @@
 """Host <-> device transfers of the batch GPU engines: page-locked host arrays, batches staged on the
-device ahead of their turn (Staging), and copies in pieces that let other threads' CUDA calls in."""
+device ahead of their turn (Staging), copies in pieces that let other threads' CUDA calls in, and host
+copies in pieces on the copy threads (copy_host: into page-locked buffers)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ..records import PairBatch
 
 COPY_THREADS = 8
 # pageable host memory crosses in pieces of this size (copy_pieces): one copy call per piece, the other
-# threads' CUDA calls (kernel launches) free to get in between
+# threads' CUDA calls (kernel launches) free to get in between; copy_host's pieces, side by side, too
 PIECE_BYTES = 8 << 20
 _pool = None
 

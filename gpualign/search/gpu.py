@@ -30,6 +30,7 @@ PER_THREAD = 8  # one-word patterns per thread (kernels/myers_search.cu's P: 1, 
 SEEDS = True  # one-word patterns through the seed filter where it pays (search/seeds.py)
 MAX_SEED_CANDS = 1 << 28  # seed candidates per chunk at most (8 bytes each); past it, or half of it expected
 # (search/seeds.py's per_base), the chunk is scanned
+STAGE_STEP = 4 << 20  # _upload's page-locked buffers are made in multiples of this many bytes
 SEED_SHARED = 48 << 10  # bytes of shared memory the seed kernels' tables may take (else read through L1)
 
 
@@ -226,8 +227,8 @@ class GpuSearchEngine:
         host, sent = self.staged[0]
         if sent is not None:
             sent.synchronize()
-        if host is None or len(host) < len(codes):
-            host = pinned_empty(len(codes))
+        if host is None or len(host) < len(codes):  # (rounded up: chunks' sizes differ by a few bytes)
+            host = pinned_empty(-(-len(codes) // STAGE_STEP) * STAGE_STEP)
         copy_host(host[:len(codes)], codes)
         text = self.cp.empty(len(codes), np.uint8)
         text.set(host[:len(codes)], stream=self.upload)
@@ -240,10 +241,10 @@ class GpuSearchEngine:
         cp = self.cp
         expected = seeds.plan.per_base * len(chunk.codes) if seeds is not None else 0.0
         if seeds is not None and 2 * expected <= MAX_SEED_CANDS:  # (a larger --chunk-bases: the scan)
-            ft = SD.tiles(chunk, seeds.plan)
-            if ft[-1]:
-                tiles = [cp.asarray(ft)] + [cp.asarray(a.astype(np.uint32)) for a in SD.bounds(chunk)]
-                return _Launch(chunk, w, ids, peq, text, [], tiles, seeds=seeds, n_ft=int(ft[-1]),
+            sp = SD.tiles(chunk, seeds.plan)
+            if sp[-1]:
+                tiles = [cp.asarray(sp)] + [cp.asarray(a.astype(np.uint32)) for a in SD.bounds(chunk)]
+                return _Launch(chunk, w, ids, peq, text, [], tiles, seeds=seeds, n_ft=int(sp[-1]),
                                room=min(int(2 * expected) + 1024, MAX_SEED_CANDS))
         tiles = self._scan_tiles(chunk, w)
         return _Launch(chunk, w, ids, peq, text, tiles) if tiles else None
@@ -333,7 +334,7 @@ class GpuSearchEngine:
         verifying threads read the total on the device: no wait here)."""
         cp, sd = self.cp, job.seeds
         count, emit, verify = (self.kernels[n] for n in sd.names)
-        ft, lo, rep, hi = job.seed_tiles
+        sp, lo, rep, hi = job.seed_tiles
         n_ft, threads = job.n_ft, 256
         n_off = len(sd.plan.offsets)
         job.cum = cp.empty(n_ft, np.int64)
@@ -341,10 +342,10 @@ class GpuSearchEngine:
                   sd.table[n_off:], np.int32(len(sd.plan.entries)))
         shared = 4 * len(sd.table) if sd.table_shared else 0
         blocks = (-(-n_ft // threads),)
-        count(blocks, (threads,), (job.text, ft, *common, job.cum, np.uint64(0), job.cum), shared_mem=shared)
+        count(blocks, (threads,), (job.text, sp, *common, job.cum, np.uint64(0), job.cum), shared_mem=shared)
         job.cum = cp.cumsum(job.cum)
         job.cands = cands = cp.empty((job.room, 2), np.uint32)
-        emit(blocks, (threads,), (job.text, ft, *common, job.cum, np.uint64(job.room), cands), shared_mem=shared)
+        emit(blocks, (threads,), (job.text, sp, *common, job.cum, np.uint64(job.room), cands), shared_mem=shared)
         n_ps = len(job.ids)
         verify((min(-(-job.room // threads), self.verify_blocks),), (threads,),
                (job.text, cands, job.cum[-1:], np.uint64(job.room), lo, rep, hi, np.int32(len(lo)), job.peq,

@@ -298,19 +298,26 @@ def _init_worker() -> None:
     _keep_heap()
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+KEEP_BELOW = 64 << 20  # blocks under this many bytes come from the heap (a range's 32 MiB and its codes)
+TRIM_ABOVE = 256 << 20  # free bytes at the heap's top past which they go back to the kernel
+
+
 def _keep_heap() -> None:
-    """Large allocations from the heap, kept there once freed (glibc's mallopt; elsewhere nothing). A range's
-    bytes (32 MiB) pass glibc's largest mmap threshold, so each read and each translation got fresh pages
-    from the kernel and faulted them all in: on the dev machine a 32 MiB range took 47 ms to read and
-    translate, 21 ms with the heap kept (docs/benchmarks.md)."""
+    """Blocks of a range's size from the heap, kept there once freed (glibc's mallopt; elsewhere nothing). A
+    range's bytes (32 MiB) pass glibc's default largest mmap threshold, so each read and each translation got
+    fresh pages from the kernel and faulted them all in: on the dev machine a 32 MiB range took 47 ms to read
+    and translate, 21 ms with the heap kept (docs/benchmarks.md). Larger blocks (the hits' DP) are still
+    mapped and given back."""
     import ctypes
 
     try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD: mmap only past 1 GiB
-        libc.mallopt(-1, 1 << 31)  # M_TRIM_THRESHOLD: give the heap's top back past 2 GiB
+        mallopt = ctypes.CDLL(None).mallopt
     except (AttributeError, OSError):  # (not glibc)
-        pass
+        return
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    if mallopt(M_MMAP_THRESHOLD, KEEP_BELOW) == 1:  # (a glibc that refuses it keeps its own thresholds)
+        mallopt(M_TRIM_THRESHOLD, TRIM_ABOVE)
 
 
 def worker_pool(threads: int):
