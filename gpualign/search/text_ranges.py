@@ -21,11 +21,11 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import interrupt, shm
-from ..records import offsets_from_lengths
 from ..errors import GpualignError
+from ..records import offsets_from_lengths
 from . import alphabet as A
 from . import text_scan as TS
-from .text_scan import Item, _many, _scan
+from .text_scan import Item
 
 RANGE = 1 << 25  # bytes of the file per range (a chunk): fewer, larger chunks cost the search less
 # (docs/benchmarks.md)
@@ -126,11 +126,9 @@ def _range(path: str, a: int, b: int, line: int, slot: str, cap: int, context: i
         if in_header:
             nl = data.find(b"\n")
             pos = len(data) if nl < 0 else nl + 1
-        many = _many(data, pos, prev)
-        if many is None:
-            found, header = _scan(data, pos, prev)
-        else:
-            found, headers, codes, counts, header = many
+        found, many, header = TS.scan(data, pos, prev)
+        if many is not None:
+            headers, codes, counts = many
         if header is not None:  # a header line that starts here and ends in a later range
             header = _header_rest(fd, b, header)
             if many is None:

@@ -1,6 +1,6 @@
 """The searched FASTA text as Items in file order (header lines, stretches of sequence codes; a block of many
 records as one Many): a stream read here in blocks (gzip, bgzip, stdin, or without worker processes), for
-text.TextReader to cut into chunks; _scan and _many also serve the workers that read a plain file in ranges
+text.TextReader to cut into chunks; scan also serves the workers that read a plain file in ranges
 (text_ranges.py). A header line belongs to the range where its '>' is; the range it runs into skips it."""
 
 from __future__ import annotations
@@ -50,13 +50,27 @@ def _codes_item(raw, gt_inside: bool) -> Item:
     return Item(None, codes, blank, bad, raw.translate(None, b"\r\n")[bad] if bad >= 0 else 0, gt_inside)
 
 
-def _scan(data: bytes, pos: int, prev: int) -> tuple[list, bytes | None]:
-    """Items of data[pos:] (prev: the byte before data), and the start of a header line that data leaves
-    unfinished (None if it leaves none). Every '>' starts a header; one that does not start a line is
-    flagged on the stretch before it."""
+def scan(data: bytes, pos: int, prev: int) -> tuple[list, tuple | None, bytes | None]:
+    """data[pos:] (prev: the byte before data) as (Items, (headers, codes, counts) where _many read it or None,
+    the start of a header line data leaves unfinished or None): _many where it applies, else _scan, the first
+    '>' found once for both."""
+    first = data.find(b">", pos)
+    many = _many(data, pos, prev, first)
+    if many is None:
+        found, header = _scan(data, pos, prev, first)
+        return found, None, header
+    found, headers, codes, counts, header = many
+    return found, (headers, codes, counts), header
+
+
+def _scan(data: bytes, pos: int, prev: int, first: int | None = None) -> tuple[list, bytes | None]:
+    """Items of data[pos:] (prev: the byte before data; first: the first '>' from pos, if found already), and the
+    start of a header line that data leaves unfinished (None if it leaves none). Every '>' starts a header; one
+    that does not start a line is flagged on the stretch before it."""
     items = []
     while pos < len(data):
-        gt = data.find(b">", pos)
+        gt = data.find(b">", pos) if first is None else first
+        first = None
         end = len(data) if gt < 0 else gt
         inside = gt >= 0 and (data[gt - 1] if gt > 0 else prev) != 10
         if end > pos or inside:
@@ -71,13 +85,13 @@ def _scan(data: bytes, pos: int, prev: int) -> tuple[list, bytes | None]:
     return items, None
 
 
-def _many(data: bytes, pos: int, prev: int):
-    """data[pos:] (prev: the byte before data) with array operations, for a range of many records: (the Items
+def _many(data: bytes, pos: int, prev: int, first: int):
+    """data[pos:] (prev: the byte before data, first: its first '>' from pos or -1) with array operations, for a
+    range of many records: (the Items
     before its first header, its finished header lines, the codes after each one after another, their counts,
     the start of a header line data leaves unfinished or None). None where that does not pay (fewer than MANY
     headers) or where a check would fail (a '>' inside a line, a byte that is no IUPAC letter after the first
     header): _scan's Items then give the records or the error."""
-    first = data.find(b">", pos)
     if first < 0 or data.count(b">", first) < MANY or (data[first - 1] if first else prev) != 10:
         return None
     arr = np.frombuffer(data, np.uint8)
@@ -123,12 +137,9 @@ def stream(path: str, name: str, where: list):
                     continue
                 yield Item(header + data[:nl])
                 header, pos = None, nl + 1
-            many = _many(data, pos, prev)
-            if many is None:
-                found, header = _scan(data, pos, prev)
-            else:
-                found, heads, codes, counts, header = many
-                found += [Many(heads, codes, counts)] if heads else []
+            found, many, header = scan(data, pos, prev)
+            if many is not None and many[0]:
+                found.append(Many(*many))
             prev = data[-1]
             yield from found
     if header is not None:  # the file ends inside a header line
