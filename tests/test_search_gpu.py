@@ -67,6 +67,7 @@ def test_real_genome_guides(tmp_path, real_data):
         assert data.count(b"\n") > 200
     both(tmp_path, pfa, tfa, out_ext="sam", k=3)
 
+
 def test_edlib_real_genome_contigs(tmp_path, real_data, kind):
     """E. coli (whole on the GPU, its first 300 kbp emulated) cut into records of any length, guides drawn from
     it with up to 3 edits and random ones, k = 3, --all-ends: every hit's alignment checked, the best ends of
@@ -89,7 +90,6 @@ def test_edlib_real_genome_contigs(tmp_path, real_data, kind):
     judge(rows, guides, records, 3, "default")
     pairs = edlib_check(rows, guides, records, 3)
     assert pairs >= (40 if kind == "gpu" else 10)
-
 
 
 @pytest.mark.parametrize("rule", ["default", "n_mismatch", "iupac"])
