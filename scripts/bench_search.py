@@ -15,6 +15,7 @@ byte for byte.
 
   python scripts/bench_search.py --sets a,b,c --genome-mbp 3100 --cpu-mbp 20
   python scripts/bench_search.py --genome-mbp 1000 --read-only 0,2      # the text reader alone
+  python scripts/bench_search.py --genome-mbp 1000 --raw-read 4,16      # reading with no workers, to the GPU
 """
 
 from __future__ import annotations
@@ -184,6 +185,50 @@ def read_only(genome: str, workers: list, repeats: int) -> None:
             pool.shutdown()
 
 
+def raw_read(genome: str, threads: list, repeats: int) -> None:
+    """The floor of a reading without worker processes (docs/benchmarks.md): threads `preadv` the FASTA's 32 MiB
+    ranges straight into four page-locked buffers in turn, each range uploaded and its line ends counted on the
+    GPU (no translation, no layout). The FASTA is read once first (page cache); CuPy's start is timed apart."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with open(genome, "rb") as fh:
+        while fh.read(1 << 26):
+            pass
+    t0 = time.perf_counter()
+    import cupy
+
+    cupy.zeros(1)
+    start = time.perf_counter() - t0
+    size, rng, piece = os.path.getsize(genome), 32 << 20, 4 << 20
+    host = [np.ndarray(rng, np.uint8, buffer=cupy.cuda.alloc_pinned_memory(rng)) for _ in range(4)]
+    dev = [cupy.empty(rng, np.uint8) for _ in range(4)]
+    count = cupy.ReductionKernel("uint8 x", "int64 y", "x == 10", "a + b", "y = a", "0", "count_line_ends")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    fd = os.open(genome, os.O_RDONLY)
+    for t in threads:
+        pool = ThreadPoolExecutor(t)
+        for rep in range(repeats):
+            sent, ends = [None] * 4, cupy.zeros((), np.int64)
+            t0 = time.perf_counter()
+            for i, a in enumerate(range(0, size, rng)):
+                n, j = min(rng, size - a), i % 4
+                if sent[j] is not None:
+                    sent[j].synchronize()
+                view = memoryview(host[j])
+                list(pool.map(lambda o: os.preadv(fd, [view[o:min(n, o + piece)]], a + o), range(0, n, piece)))
+                with stream:
+                    dev[j][:n].set(host[j][:n], stream=stream)
+                    ends += count(dev[j][:n])
+                    sent[j] = stream.record()
+            stream.synchronize()
+            dt = time.perf_counter() - t0
+            print(json.dumps({"raw_read": genome, "threads": t, "rep": rep, "bytes": size, "s": round(dt, 3),
+                              "GB_s": round(size / dt / 1e9, 2), "line_ends": int(ends.get()),
+                              "cupy_start_s": round(start, 3)}), flush=True)
+        pool.shutdown()
+    os.close(fd)
+
+
 def count_hits(path: str) -> int:
     with open(path, "rb") as fh:
         return sum(1 for _ in fh) - 1
@@ -207,6 +252,9 @@ def main() -> None:
                     "one- and two-word patterns) and S=0 (no seed filter)")
     ap.add_argument("--read-only", default="", help="time the text reader alone on the genome with these numbers "
                     "of worker processes, comma-separated (0: one stream)")
+    ap.add_argument("--raw-read", default="", help="time reading the genome into page-locked buffers and the GPU "
+                    "without workers, with these numbers of threads, comma-separated (the floor of a reading that "
+                    "translates on the GPU)")
     ap.add_argument("--repeats", type=int, default=2)
     a = ap.parse_args()
     if a.engine_only:
@@ -222,6 +270,9 @@ def main() -> None:
     print(f"genome {a.genome_mbp} Mbp ready in {time.perf_counter() - t0:.1f} s", flush=True)
     if a.read_only:
         read_only(genome, [int(w) for w in a.read_only.split(",")], a.repeats)
+        return
+    if a.raw_read:
+        raw_read(genome, [int(t) for t in a.raw_read.split(",")], a.repeats)
         return
     head = first_bases(genome, max(a.cpu_mbp, 100) * 1_000_000)
     slice_fa = os.path.join(a.workdir, f"slice_{a.cpu_mbp}.fa")
