@@ -199,9 +199,9 @@ def raw_read(genome: str, threads: list, repeats: int) -> None:
 
     cupy.zeros(1)
     start = time.perf_counter() - t0
-    size, rng, piece = os.path.getsize(genome), 32 << 20, 4 << 20
-    host = [np.ndarray(rng, np.uint8, buffer=cupy.cuda.alloc_pinned_memory(rng)) for _ in range(4)]
-    dev = [cupy.empty(rng, np.uint8) for _ in range(4)]
+    size, span, piece = os.path.getsize(genome), 32 << 20, 4 << 20
+    host = [np.ndarray(span, np.uint8, buffer=cupy.cuda.alloc_pinned_memory(span)) for _ in range(4)]
+    dev = [cupy.empty(span, np.uint8) for _ in range(4)]
     count = cupy.ReductionKernel("uint8 x", "int64 y", "x == 10", "a + b", "y = a", "0", "count_line_ends")
     stream = cupy.cuda.Stream(non_blocking=True)
     fd = os.open(genome, os.O_RDONLY)
@@ -210,8 +210,8 @@ def raw_read(genome: str, threads: list, repeats: int) -> None:
         for rep in range(repeats):
             sent, ends = [None] * 4, cupy.zeros((), np.int64)
             t0 = time.perf_counter()
-            for i, a in enumerate(range(0, size, rng)):
-                n, j = min(rng, size - a), i % 4
+            for i, a in enumerate(range(0, size, span)):
+                n, j = min(span, size - a), i % 4
                 if sent[j] is not None:
                     sent[j].synchronize()
                 view = memoryview(host[j])
