@@ -160,6 +160,13 @@ def engine_only(mbp: int, variants: list, sets: list, most: int) -> None:
     gpu.PER_THREAD, gpu.THREADS, gpu.SEEDS = default_per, default_threads, default_seeds
 
 
+def _cached(path: str) -> None:
+    """path read through once, so that the timed reading finds it in the page cache."""
+    with open(path, "rb") as fh:
+        while fh.read(1 << 26):
+            pass
+
+
 def read_only(genome: str, workers: list, repeats: int) -> None:
     """The text reader alone (search.text.TextReader, the default chunk size) over the genome FASTA: one stream read
     here (0 workers, or 1: as `-t 1` does) or ranges read by N worker processes; each chunk given back at once (as the search does
@@ -167,9 +174,7 @@ def read_only(genome: str, workers: list, repeats: int) -> None:
     from gpualign.search.run import CHUNK, worker_pool
     from gpualign.search.text import TextReader
 
-    with open(genome, "rb") as fh:
-        while fh.read(1 << 26):
-            pass
+    _cached(genome)
     for w in workers:
         pool = worker_pool(w) if w else None  # (the search's own workers)
         for rep in range(repeats):
@@ -191,9 +196,7 @@ def raw_read(genome: str, threads: list, repeats: int) -> None:
     GPU (no translation, no layout). The FASTA is read once first (page cache); CuPy's start is timed apart."""
     from concurrent.futures import ThreadPoolExecutor
 
-    with open(genome, "rb") as fh:
-        while fh.read(1 << 26):
-            pass
+    _cached(genome)
     t0 = time.perf_counter()
     import cupy
 

@@ -306,8 +306,8 @@ TRIM_ABOVE = 256 << 20  # free bytes at the heap's top past which they go back t
 def _keep_heap() -> None:
     """Blocks of a range's size from the heap, kept there once freed (glibc's mallopt; elsewhere nothing). A
     range's bytes (32 MiB) pass glibc's default largest mmap threshold, so each read and each translation got
-    fresh pages from the kernel and faulted them all in: on the dev machine a 32 MiB range took 47 ms to read
-    and translate, 21 ms with the heap kept (docs/benchmarks.md). Larger blocks (the hits' DP) are still
+    fresh pages from the kernel and faulted them all in: on the dev machine a 32 MiB range took 57 ms to read
+    and translate, 25 ms with the heap kept (docs/benchmarks.md). Larger blocks (the hits' DP) are still
     mapped and given back."""
     import ctypes
 
