@@ -169,8 +169,8 @@ def _cached(path: str) -> None:
 
 def read_only(genome: str, workers: list, repeats: int) -> None:
     """The text reader alone (search.text.TextReader, the default chunk size) over the genome FASTA: one stream read
-    here (0 workers, or 1: as `-t 1` does) or ranges read by N worker processes; each chunk given back at once (as the search does
-    once it is scanned). The FASTA is read once first (page cache)."""
+    here (0 workers, or 1: as `-t 1` does) or ranges read by N worker processes; each chunk given back at once
+    (as the search does once it is scanned). The FASTA is read once first (page cache)."""
     from gpualign.search.run import CHUNK, worker_pool
     from gpualign.search.text import TextReader
 

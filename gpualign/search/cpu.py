@@ -27,6 +27,9 @@ def _init(patterns: list, alphabet: str, text_table: bytes, k: int, worker: bool
     _worker.update(searcher=sassy.Searcher(alphabet, rc=False), patterns=patterns, table=text_table, k=k)
 
 
+_END, _COST = attrgetter("text_end"), attrgetter("cost")  # (a sassy match's fields, read by map)
+
+
 def _search(task: tuple) -> tuple:
     """(codes, first reported index, offset) -> (pattern-strands, ends + offset, costs): every pattern-strand's end
     positions with cost <= k in codes, from the first reported one on. (Each match's fields are read by map in C,
@@ -47,9 +50,6 @@ def _search(task: tuple) -> tuple:
     if not ps_l:
         return np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int32)
     return np.concatenate(ps_l), np.concatenate(j_l), np.concatenate(d_l)
-
-
-_END, _COST = attrgetter("text_end"), attrgetter("cost")
 
 
 class SassyEngine:

@@ -59,8 +59,7 @@ def scan(data: bytes, pos: int, prev: int) -> tuple[list, tuple | None, bytes | 
     if many is None:
         found, header = _scan(data, pos, prev, first)
         return found, None, header
-    found, headers, codes, counts, header = many
-    return found, (headers, codes, counts), header
+    return many
 
 
 def _scan(data: bytes, pos: int, prev: int, first: int | None = None) -> tuple[list, bytes | None]:
@@ -87,10 +86,11 @@ def _scan(data: bytes, pos: int, prev: int, first: int | None = None) -> tuple[l
 
 def _many(data: bytes, pos: int, prev: int, first: int):
     """data[pos:] (prev: the byte before data, first: its first '>' from pos or -1) with array operations, for a
-    range of many records: (the Items before its first header, its finished header lines, the codes after each
-    one after another, their counts, the start of a header line data leaves unfinished or None). None where that does not pay (fewer than MANY
-    headers) or where a check would fail (a '>' inside a line, a byte that is no IUPAC letter after the first
-    header): _scan's Items then give the records or the error."""
+    range of many records, as scan gives it: (the Items before its first header, (its finished header lines, the
+    codes after each one after another, their counts), the start of a header line data leaves unfinished or
+    None). None where that does not pay (fewer than MANY headers) or where a check would fail (a '>' inside a
+    line, a byte that is no IUPAC letter after the first header): _scan's Items then give the records or the
+    error."""
     if first < 0 or data.count(b">", first) < MANY or (data[first - 1] if first else prev) != 10:
         return None
     arr = np.frombuffer(data, np.uint8)
@@ -115,7 +115,7 @@ def _many(data: bytes, pos: int, prev: int, first: int):
     counts = (hi - ends - 1) - (np.searchsorted(drop, hi) - np.searchsorted(drop, ends + 1))
     lead = [_codes_item(data[pos:first], False)] if first > pos else []
     headers = [data[a + 1:b] for a, b in zip(gts[:done].tolist(), ends.tolist())]
-    return lead, headers, codes, counts, data[gts[-1] + 1:] if done < len(gts) else None
+    return lead, (headers, codes, counts), data[gts[-1] + 1:] if done < len(gts) else None
 
 
 def stream(path: str, name: str, where: list):
