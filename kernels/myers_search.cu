@@ -288,6 +288,21 @@ __device__ __forceinline__ const uint32_t* to_shared(const uint32_t* __restrict_
     return sh_peq;
 }
 
+// The piece of filter tile `tile` (sp as seeds takes it) and the seed offsets [a, b) the tile takes.
+__device__ __forceinline__ int tile_piece(const uint32_t* __restrict__ sp, int n_sp, int tile, int ft, uint32_t& a,
+                                          uint32_t& b) {
+    const uint32_t *first = sp, *last = sp + n_sp, *tile0 = sp + 2 * n_sp;
+    int p = 0, up = n_sp;  // the piece: the last whose first tile is at or before this one
+    while (up - p > 1) {
+        const int mid = (p + up) >> 1;
+        if (tile0[mid] <= (uint32_t)tile) p = mid;
+        else up = mid;
+    }
+    a = first[p] + ((uint32_t)tile - tile0[p]) * (uint32_t)ft;
+    b = min(a + (uint32_t)ft, last[p]);
+    return p;
+}
+
 template <bool EMIT, bool SH>
 __global__ void seeds(const uint8_t* __restrict__ text, const uint32_t* __restrict__ sp, int n_sp, int n_ft, int ft,
                       const uint32_t* __restrict__ piece_hi, int q, const uint32_t* __restrict__ offsets_g,
@@ -301,15 +316,8 @@ __global__ void seeds(const uint8_t* __restrict__ text, const uint32_t* __restri
     }
     const int tile = blockIdx.x * blockDim.x + threadIdx.x;
     if (tile >= n_ft) return;
-    const uint32_t *first = sp, *last = sp + n_sp, *tile0 = sp + 2 * n_sp;
-    int p = 0, up = n_sp;  // the piece: the last whose first tile is at or before this one
-    while (up - p > 1) {
-        const int mid = (p + up) >> 1;
-        if (tile0[mid] <= (uint32_t)tile) p = mid;
-        else up = mid;
-    }
-    const uint32_t a = first[p] + ((uint32_t)tile - tile0[p]) * (uint32_t)ft, hi = piece_hi[p];
-    const uint32_t b = min(a + (uint32_t)ft, last[p]);
+    uint32_t a, b;
+    const uint32_t hi = piece_hi[tile_piece(sp, n_sp, tile, ft, a, b)];
     const uint32_t mask = (1u << (2 * q)) - 1u;
     uint32_t key = 0u;
     int run = 0;  // A/C/G/T codes in a row ending at x
@@ -330,6 +338,55 @@ __global__ void seeds(const uint8_t* __restrict__ text, const uint32_t* __restri
     if (!EMIT) cum[tile] = at;
 }
 
+// Myers' column over text [a, b) for one one-word pattern-strand from Sellers' first column (D[i] = i), every
+// end with D <= k in [rep, end) appended to hits. Its masks: eqs[c] (REG false: shared memory), or (REG) the
+// masks of A, C, G, T from registers, selected without a branch (a warp's lanes read different codes), the
+// other codes' from eqs. The score leaves m by at most one a column, so no column before a + m - k - 1 can
+// hold D <= k.
+template <bool REG>
+__device__ __forceinline__ void verify_window(const uint8_t* __restrict__ text, uint32_t a, uint32_t b,
+                                              const uint32_t* __restrict__ eqs, int m, int k, uint32_t rep,
+                                              uint32_t end, uint32_t ps, unsigned long long* __restrict__ count,
+                                              uint2* __restrict__ hits, unsigned long long hcap) {
+    uint32_t Pv = ~0u << (32 - m), Mv = 0u;  // D[i] = i on the pattern's rows, 0 on the free rows below
+    const uint4 mk = REG ? *reinterpret_cast<const uint4*>(eqs) : make_uint4(0u, 0u, 0u, 0u);
+    const auto step = [&](uint32_t j) {
+        const uint32_t c = text[j];
+        uint32_t eq;
+        if (REG) {
+            const uint32_t lo = (c & 1u) ? mk.y : mk.x, hi = (c & 1u) ? mk.w : mk.z;
+            eq = (c & 2u) ? hi : lo;
+            if (c > 3u) eq = eqs[c];  // (N, IUPAC, PAD: rare)
+        } else {
+            eq = eqs[c];
+        }
+        myers_row0(Pv, Mv, eq, 2u, 1u);
+    };
+    // two loops, each as long in every lane of a warp (windows of one length): the checks do not diverge
+    const uint32_t quiet = m > k + 1 ? min(b, a + (uint32_t)(m - k - 1)) : a;
+    uint32_t j = a;
+    for (; j < quiet; ++j) step(j);
+    for (; j < b; ++j) {
+        step(j);
+        const int d = __popc(Pv) - __popc(Mv);
+        if (d <= k) emit(j, d, rep, end, ps, count, hits, hcap);
+    }
+}
+
+// The window of a piece at pattern offset o found at text offset t, within its text piece [lo, hi), verified.
+template <bool REG>
+__device__ __forceinline__ void verify_at(const uint8_t* __restrict__ text, uint32_t t, uint32_t ps, uint32_t o,
+                                          uint32_t lo, uint32_t rep, uint32_t hi, const uint32_t* __restrict__ peq,
+                                          const int* __restrict__ lengths, int k,
+                                          unsigned long long* __restrict__ count, uint2* __restrict__ hits,
+                                          unsigned long long hcap) {
+    const int m = lengths[ps];
+    const long long from = (long long)t - o - k, to = (long long)t - o + m + k;
+    const uint32_t a = from > (long long)lo ? (uint32_t)from : lo;
+    const uint32_t b = to < (long long)hi ? (uint32_t)to : hi;
+    verify_window<REG>(text, a, b, peq + (size_t)ps * 16, m, k, rep, hi, ps, count, hits, hcap);
+}
+
 // seed_verify's work for one candidate.
 __device__ __forceinline__ void verify_one(const uint8_t* __restrict__ text, uint2 cand,
                                            const uint32_t* __restrict__ piece_lo,
@@ -338,25 +395,15 @@ __device__ __forceinline__ void verify_one(const uint8_t* __restrict__ text, uin
                                            const uint32_t* __restrict__ peq, const int* __restrict__ lengths, int k,
                                            unsigned long long* __restrict__ count, uint2* __restrict__ hits,
                                            unsigned long long hcap) {
-    const uint32_t t = cand.x, ps = cand.y >> 5, o = cand.y & 31u;
+    const uint32_t t = cand.x;
     int lo = 0, up = n_pieces;  // the piece holding t: the last one starting at or before it
     while (up - lo > 1) {
         const int mid = (lo + up) >> 1;
         if (piece_lo[mid] <= t) lo = mid;
         else up = mid;
     }
-    const int m = lengths[ps];
-    const long long from = (long long)t - o - k, to = (long long)t - o + m + k;
-    const uint32_t a = from > (long long)piece_lo[lo] ? (uint32_t)from : piece_lo[lo];
-    const uint32_t b = to < (long long)piece_hi[lo] ? (uint32_t)to : piece_hi[lo];
-    const uint32_t rep = piece_rep[lo], end = piece_hi[lo];
-    const uint32_t* eqs = peq + (size_t)ps * 16;
-    uint32_t Pv = ~0u << (32 - m), Mv = 0u;  // D[i] = i on the pattern's rows, 0 on the free rows below
-    for (uint32_t j = a; j < b; ++j) {
-        myers_row0(Pv, Mv, eqs[text[j]], 2u, 1u);
-        const int d = __popc(Pv) - __popc(Mv);
-        if (d <= k) emit(j, d, rep, end, ps, count, hits, hcap);
-    }
+    verify_at<false>(text, t, cand.y >> 5, cand.y & 31u, piece_lo[lo], piece_rep[lo], piece_hi[lo], peq, lengths, k,
+                     count, hits, hcap);
 }
 template <bool SH>
 __global__ void seed_verify(const uint8_t* __restrict__ text, const uint2* __restrict__ cands,
@@ -371,6 +418,59 @@ __global__ void seed_verify(const uint8_t* __restrict__ text, const uint2* __res
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x)
         verify_one(text, cands[i], piece_lo, piece_rep, piece_hi, n_pieces, peq, lengths, k, count, hits, hcap);
+}
+
+// seed_warps's lanes over the pieces of one key found at text offset t, each verifying its window.
+__device__ __forceinline__ void verify_key(const uint8_t* __restrict__ text, uint32_t t,
+                                           const uint32_t* __restrict__ off, const uint32_t* __restrict__ ent,
+                                           uint32_t key, uint32_t lane, uint32_t lo,
+                                           uint32_t rep, uint32_t hi, const uint32_t* __restrict__ peq,
+                                           const int* __restrict__ lengths, int k,
+                                           unsigned long long* __restrict__ count, uint2* __restrict__ hits,
+                                           unsigned long long hcap) {
+    for (uint32_t e = off[key] + lane, stop = off[key + 1]; e < stop; e += 32u) {
+        const uint32_t en = ent[e];
+        verify_at<true>(text, t, en >> 8, (en >> 3) & 31u, lo, rep, hi, peq, lengths, k, count, hits, hcap);
+    }
+}
+
+// seed_warps(text, sp, n_sp, n_ft, ft, piece_lo, piece_rep, piece_hi, q, table, n_short, peq, lengths, k, count,
+//            hits, hcap): the seed filter's dense form (many strands: hundreds of candidates per base), with no
+//   candidates written. A warp per filter tile (n_ft of them, ft offsets each, sp as seeds takes it); at each
+//   offset t its lanes take the pieces found there, 32 at a time, and verify each window as seed_verify does
+//   (the masks of A/C/G/T from registers, peq read through L1). table: offsets [4^q + 1] then n_short entries
+//   (strand << 8 | o << 3) of the pieces of q codes, keyed by them; then offsets [4^(q + 1) + 1] and entries
+//   of the longer pieces, keyed by their first q + 1 codes: every entry a key names is a candidate.
+__global__ void seed_warps(const uint8_t* __restrict__ text, const uint32_t* __restrict__ sp, int n_sp, int n_ft,
+                           int ft, const uint32_t* __restrict__ piece_lo, const uint32_t* __restrict__ piece_rep,
+                           const uint32_t* __restrict__ piece_hi, int q, const uint32_t* __restrict__ table,
+                           int n_short, const uint32_t* __restrict__ peq, const int* __restrict__ lengths, int k,
+                           unsigned long long* __restrict__ count, uint2* __restrict__ hits, unsigned long long hcap) {
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (warp >= n_ft) return;  // (whole warps)
+    const uint32_t lane = threadIdx.x & 31u;
+    uint32_t a, b;
+    const int p = tile_piece(sp, n_sp, (int)warp, ft, a, b);
+    const uint32_t lo = piece_lo[p], rep = piece_rep[p], hi = piece_hi[p];
+    const uint32_t* off_s = table;  // the pieces of q codes
+    const uint32_t* ent_s = off_s + (1u << (2 * q)) + 1;
+    const uint32_t* off_l = ent_s + n_short;  // the longer ones, by their first q + 1
+    const uint32_t* ent_l = off_l + (1u << (2 * q + 2)) + 1;
+    const uint32_t mask = (1u << (2 * q + 2)) - 1u;
+    uint32_t key = 0u;  // the last q + 1 codes
+    int run = 0;        // A/C/G/T codes in a row ending at x
+    for (uint32_t x = a; x < b + q; ++x) {
+        const uint32_t c = x < hi ? text[x] : 15u;
+        const int before = run;  // (ending at x - 1)
+        run = c < 4u ? run + 1 : 0;
+        key = ((key << 2) | (c & 3u)) & mask;
+        if (x < a + q) continue;
+        const uint32_t t = x - q;  // q codes from t end at x - 1, q + 1 at x
+        if (before >= q)
+            verify_key(text, t, off_s, ent_s, key >> 2, lane, lo, rep, hi, peq, lengths, k, count, hits, hcap);
+        if (run > q)
+            verify_key(text, t, off_l, ent_l, key, lane, lo, rep, hi, peq, lengths, k, count, hits, hcap);
+    }
 }
 
 #define SEEDS_INSTANCE(EMIT, SH) template __global__ void seeds<EMIT, SH>(const uint8_t*, const uint32_t*, int, int, int, const uint32_t*, int, const uint32_t*, const uint32_t*, int, long long*, unsigned long long, uint2*);

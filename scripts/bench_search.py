@@ -127,7 +127,10 @@ def engine_only(mbp: int, variants: list, sets: list, most: int) -> None:
     from gpualign.search.gpu import GpuSearchEngine
     from gpualign.search.text import Chunk
 
+    from gpualign.search import seeds
+
     default_per, default_threads, default_seeds = gpu.PER_THREAD, gpu.THREADS, gpu.SEEDS
+    default_dense = seeds.DENSE_SHARE
     rng = np.random.default_rng(3)
     n = mbp * 1_000_000
     gap = 1040
@@ -141,12 +144,13 @@ def engine_only(mbp: int, variants: list, sets: list, most: int) -> None:
         codes_p = [rng.integers(0, 4, m, dtype=np.uint8) for _ in range(npat)]
         pats = PT.Patterns([f"p{i}" for i in range(npat)], [c for c in codes_p for c in (c, c[::-1])],
                            np.repeat(np.arange(npat, dtype=np.int32), 2), np.tile([False, True], npat))
-        for v in variants:  # -D defines joined by +; P=, T=, S=: gpu.PER_THREAD, THREADS, SEEDS
-            knobs = [x for x in v.split("+") if x[:2] in ("P=", "T=", "S=")]
+        for v in variants:  # -D defines joined by +; P=, T=, S=, D=: gpu.PER_THREAD, THREADS, SEEDS, DENSE_SHARE
+            knobs = [x for x in v.split("+") if x[:2] in ("P=", "T=", "S=", "D=")]
             knob = dict(x.split("=") for x in knobs)
             gpu.PER_THREAD = int(knob.get("P", default_per))
             gpu.THREADS = int(knob.get("T", default_threads))
             gpu.SEEDS = knob.get("S", "1") != "0"
+            seeds.DENSE_SHARE = float(knob.get("D", default_dense))
             eng = GpuSearchEngine(pats, k, "default", tuple(x for x in v.split("+") if x and x not in knobs))
             eng.search(chunk)
             cupy.cuda.runtime.deviceSynchronize()
@@ -156,8 +160,10 @@ def engine_only(mbp: int, variants: list, sets: list, most: int) -> None:
             steps = pats.n * n
             print(json.dumps({"engine_only": name, "variant": v or "default", "mbp": mbp, "pattern_strands": pats.n,
                               "m": m, "k": k, "s": round(dt, 4), "T_steps_per_s": round(steps / dt / 1e12, 3),
-                              "cands": len(got.ps), "seeds": sorted(eng.seeds)}), flush=True)
+                              "cands": len(got.ps), "seeds": {w: "dense" if sd.plan.dense else "sparse"
+                                                                   for w, sd in eng.seeds.items()}}), flush=True)
     gpu.PER_THREAD, gpu.THREADS, gpu.SEEDS = default_per, default_threads, default_seeds
+    seeds.DENSE_SHARE = default_dense
 
 
 def _cached(path: str) -> None:
@@ -252,7 +258,7 @@ def main() -> None:
     ap.add_argument("--engine-patterns", type=int, default=312, help="--engine-only: patterns per set at most")
     ap.add_argument("--variants", default="", help="variants for --engine-only, comma-separated: kernel -D "
                     "defines joined by +, P=N (one-word patterns per thread, 1, 2, 4 or 8), T=N (threads per block, "
-                    "one- and two-word patterns) and S=0 (no seed filter)")
+                    "one- and two-word patterns), S=0 (no seed filter) and D=X (seeds.DENSE_SHARE)")
     ap.add_argument("--read-only", default="", help="time the text reader alone on the genome with these numbers "
                     "of worker processes, comma-separated (0: one stream)")
     ap.add_argument("--raw-read", default="", help="time reading the genome into page-locked buffers and the GPU "

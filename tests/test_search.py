@@ -366,17 +366,17 @@ def test_patterns_per_block_rule():
 
 def test_seed_tiles():
     """seeds.tiles: per piece its first and last seed offsets and its first thread; thread i of piece p (the last
-    whose first thread is at or before i, as the kernel finds it) takes FT offsets from first[p] + (i - tile0[p])
-    * FT: the same (piece, a, b) as cutting each piece's offsets into spans of FT, empty pieces among them."""
+    whose first thread is at or before i, as the kernel finds it) takes ft offsets from first[p] + (i - tile0[p])
+    * ft: the same (piece, a, b) as cutting each piece's offsets into spans of ft, empty pieces among them."""
     from types import SimpleNamespace
 
     from gpualign.search import seeds
 
     rng = np.random.default_rng(5)
-    plan = SimpleNamespace(back=30, q=5)
-    for _ in range(200):
+    for rep in range(200):
+        plan = SimpleNamespace(back=30, q=5, ft=(seeds.FT, seeds.DENSE_FT)[rep % 2])
         n = int(rng.integers(1, 40))
-        length = rng.integers(0, 3 * seeds.FT, n) * (rng.random(n) < 0.8)  # (empty pieces too)
+        length = rng.integers(0, 3 * plan.ft, n) * (rng.random(n) < 0.8)  # (empty pieces too)
         context = rng.integers(0, 40, n)
         buf = 16 + np.cumsum(np.append(0, (context + length)[:-1] // 16 * 16 + 64))
         chunk = SimpleNamespace(buf=buf, context=context, length=length)
@@ -384,12 +384,12 @@ def test_seed_tiles():
         first, last, tile0 = sp[:n], sp[n:2 * n], sp[2 * n:]
         i = np.arange(tile0[-1])
         piece = np.searchsorted(tile0[:n], i, side="right") - 1
-        a = first[piece] + (i - tile0[piece]) * seeds.FT
-        got = np.column_stack([piece, a, np.minimum(a + seeds.FT, last[piece])])
+        a = first[piece] + (i - tile0[piece]) * plan.ft
+        got = np.column_stack([piece, a, np.minimum(a + plan.ft, last[piece])])
         lo, rep, hi = seeds.bounds(chunk)
         start = np.maximum(lo, rep - plan.back)
         end = np.where(length > 0, np.maximum(start, hi - plan.q + 1), start)
-        assert np.array_equal(got, seeds.spans(start, end, seeds.FT).astype(np.int64))
+        assert np.array_equal(got, seeds.spans(start, end, plan.ft).astype(np.int64))
 
 
 def test_seed_plan():
@@ -424,4 +424,35 @@ def test_seed_plan():
     assert seeds.plan([rng.integers(0, 4, 33).astype(np.uint8)], 1, "default") is None  # two words
     many = [rng.integers(0, 4, 23).astype(np.uint8) for _ in range(1_000)]
     assert seeds.plan(many, 3, "default") is not None and seeds.plan(many, 4, "default") is None  # (cost)
-    assert seeds.plan(many + many, 3, "default") is None  # (over MAX_PER_BASE candidates per base)
+    assert seeds.plan(many + many, 3, "default") is None  # (past MAX_PER_BASE: dense, and that costs too much)
+
+
+def test_seed_plan_dense():
+    """The dense form (thousands of strands): the pieces of q codes keyed by them, the longer ones by their first
+    q + 1 codes, every piece once; its lane slots per base as the tables give them; none where a text of one
+    key's letters (poly-A) would cost more than the scan."""
+    from gpualign.search import seeds
+
+    rng = np.random.default_rng(3)
+    codes = [rng.integers(0, 4, 23).astype(np.uint8) for _ in range(20_000)]  # (bench_search's set b: k = 4)
+    p = seeds.plan(codes, 4, "default")
+    assert p.dense and p.q == 4 and p.ft == seeds.DENSE_FT and p.per_base > seeds.MAX_PER_BASE
+    cut = [(i * 23) // 5 for i in range(6)]  # 0 4 9 13 18 23
+    seen = []
+    for q, offsets, entries in ((4, p.offsets, p.entries), (5, p.long_offsets, p.long_entries)):
+        assert len(offsets) == 4 ** q + 1 and offsets[-1] == len(entries)
+        weights = 4 ** np.arange(q - 1, -1, -1)
+        key = np.repeat(np.arange(4 ** q), np.diff(offsets.astype(np.int64)))
+        s, o = entries >> 8, (entries >> 3) & 31
+        for i in rng.choice(len(entries), 300, replace=False).tolist():
+            c = codes[s[i]]
+            assert int(c[o[i]:o[i] + q].astype(np.int64) @ weights) == key[i]
+            assert cut[cut.index(o[i]) + 1] - o[i] == q  # (a piece of 5 is keyed by all of it)
+        seen += list(zip(s.tolist(), o.tolist()))
+    assert sorted(seen) == [(s, a) for s in range(20_000) for a in cut[:-1]]
+    table = p.table()
+    assert len(table) == 4 ** 4 + 1 + len(p.entries) + 4 ** 5 + 1 + len(p.long_entries)
+    turns = lambda off: 32 * -(-np.diff(off.astype(np.int64)) // 32)  # noqa: E731
+    assert seeds._lanes(p.long_offsets, 5) == (turns(p.long_offsets).sum() / 4 ** 5, turns(p.long_offsets).max())
+    poly = [np.zeros(23, np.uint8)] * 2_000 + codes[:18_000]  # (a poly-A text: 10,000 windows at each base)
+    assert seeds.plan(poly, 4, "default") is None

@@ -281,13 +281,32 @@ def _spied(monkeypatch, names):
     return counts
 
 
+def _dense(monkeypatch) -> list:
+    """The seed filter's dense form wherever the filter applies; the forms planned since, listed (True: dense)."""
+    from gpualign.search import seeds
+
+    monkeypatch.setattr(seeds, "MAX_PER_BASE", 0.0)
+    monkeypatch.setattr(seeds, "DENSE_SHARE", 1e9)
+    monkeypatch.setattr(seeds, "DENSE_MOST", 1e9)
+    planned, plan = [], seeds.plan
+
+    def spy(*args):
+        p = plan(*args)
+        planned.append(p is not None and p.dense)
+        return p
+
+    monkeypatch.setattr(seeds, "plan", spy)
+    return planned
+
+
+@pytest.mark.parametrize("dense", [False, True])
 @pytest.mark.parametrize("k,strand,all_ends", [(0, "both", False), (1, "+", True), (2, "both", False),
                                                (3, "-", True), (3, "both", False)])
-def test_seed_filter(tmp_path, monkeypatch, k, strand, all_ends, kind):
-    """The seed filter (search/seeds.py) against the scan and the CPU engine, the same bytes: records shorter
-    than a piece and than a pattern, N runs, lowercase, occurrences planted at records' first and last bases
-    and across chunk borders, poly-A and tandem-repeat patterns in runs of the same (more candidates than
-    the first buffer holds), patterns of 8 to 32 nt."""
+def test_seed_filter(tmp_path, monkeypatch, k, strand, all_ends, dense, kind):
+    """The seed filter (search/seeds.py), sparse and dense, against the scan and the CPU engine, the same bytes:
+    records shorter than a piece and than a pattern, N runs, lowercase, occurrences planted at records' first
+    and last bases and across chunk borders, poly-A and tandem-repeat patterns in runs of the same (more
+    candidates than the first buffer holds), patterns of 8 to 32 nt."""
     from gpualign.search import gpu
 
     rng = np.random.default_rng(100 + k)
@@ -310,10 +329,12 @@ def test_seed_filter(tmp_path, monkeypatch, k, strand, all_ends, kind):
     monkeypatch.setattr(gpu, "SEEDS", False)
     scan = both(tmp_path, pfa, tfa, **kw)
     monkeypatch.setattr(gpu, "SEEDS", True)
+    planned = _dense(monkeypatch) if dense else []
     counts = _spied(monkeypatch, ["submit", "_launch_seeds"])
     for chunk in (0, 4_000):  # (chunk borders: seeds within a piece's context, runs carried on)
         assert both(tmp_path, pfa, tfa, chunk_bases=chunk, **kw) == scan, chunk
     assert counts["_launch_seeds"] >= counts["submit"] > 2
+    assert not dense or planned == [True, True]
     assert scan.count(b"\n") > 20
 
 
@@ -384,12 +405,14 @@ def test_seed_filter_at_piece_edges(monkeypatch, kind):
     chunk = Chunk(codes, one(gap), one(0), one(1_000), one(context), one(n - context), np.array([True]))
     assert seeds.plan(pats.codes, k, "default").q == m // (k + 1)
     found = []
-    for on in (False, True):
-        monkeypatch.setattr(gpu, "SEEDS", on)
+    for on in (False, True, "dense"):
+        monkeypatch.setattr(gpu, "SEEDS", bool(on))
+        if on == "dense":
+            _dense(monkeypatch)
         eng = gpu.GpuSearchEngine(pats, k, "default")
-        assert (1 in eng.seeds) == on
+        assert (1 in eng.seeds) == bool(on) and (on != "dense" or eng.seeds[1].plan.dense)
         c = eng.search(chunk)
         found.append(sorted(zip(c.ps.tolist(), c.pos.tolist(), c.d.tolist())))
-    assert found[0] == found[1]
+    assert found[0] == found[1] == found[2]
     ends = {pos for ps, pos, _ in found[1] if ps == 0}
     assert {1_000 + context, 1_000 + n - 1} <= ends

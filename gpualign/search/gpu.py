@@ -109,7 +109,9 @@ class _Seeds:
 
     @property
     def names(self) -> tuple:
-        """Its kernels: count, emit, verify."""
+        """Its kernels: count, emit, verify (dense: seed_warps)."""
+        if self.plan.dense:
+            return ("seed_warps",)
         t, p = str(self.table_shared).lower(), str(self.peq_shared).lower()
         return f"seeds<false, {t}>", f"seeds<true, {t}>", f"seed_verify<{p}>"
 
@@ -143,9 +145,10 @@ class GpuSearchEngine:
             with self.stream:
                 self.groups.append((w, ids, cupy.asarray(peq)))
                 if plan is not None:
-                    table = cupy.asarray(np.concatenate([plan.offsets, plan.entries]))
+                    table = cupy.asarray(plan.table())
                     self.seeds[w] = _Seeds(plan, table, cupy.asarray(pats.lengths[ids].astype(np.int32)),
-                                           4 * len(table) <= SEED_SHARED, 64 * len(ids) <= SEED_SHARED)
+                                           4 * len(table) <= SEED_SHARED and not plan.dense,
+                                           64 * len(ids) <= SEED_SHARED and not plan.dense)
         self.per_thread = {w: per_thread(w, len(ids)) for w, ids, _ in self.groups}
         names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}, {self.per_thread[w]}>"
                       for w, _, _ in self.groups)
@@ -239,8 +242,8 @@ class GpuSearchEngine:
         """The launch of one pattern width over chunk (None when the chunk holds nothing to scan): through the
         seed filter when seeds are given (and the chunk has seed offsets), else the scan."""
         cp = self.cp
-        expected = seeds.plan.per_base * len(chunk.codes) if seeds is not None else 0.0
-        if seeds is not None and 2 * expected <= MAX_SEED_CANDS:  # (a larger --chunk-bases: the scan)
+        expected = seeds.plan.per_base * len(chunk.codes) if seeds is not None and not seeds.plan.dense else 0.0
+        if seeds is not None and 2 * expected <= MAX_SEED_CANDS:  # (sparse, a larger --chunk-bases: the scan)
             sp = SD.tiles(chunk, seeds.plan)
             if sp[-1]:
                 tiles = [cp.asarray(sp)] + [cp.asarray(a.astype(np.uint32)) for a in SD.bounds(chunk)]
@@ -261,7 +264,7 @@ class GpuSearchEngine:
         parts = []
         with self.fetch:
             for job in launches:
-                while job.seeds is not None:  # the seed filter's candidates all had room
+                while job.cum is not None:  # the sparse seed filter's candidates all had room
                     total = int(job.cum[-1:].get()[0])
                     if total <= job.room:
                         break
@@ -331,14 +334,21 @@ class GpuSearchEngine:
 
     def _launch_seeds(self, job: "_Launch") -> None:
         """The seed filter over job's chunk: candidates counted per tile, summed, written, then verified (the
-        verifying threads read the total on the device: no wait here)."""
+        verifying threads read the total on the device: no wait here); dense, verified where found."""
         cp, sd = self.cp, job.seeds
-        count, emit, verify = (self.kernels[n] for n in sd.names)
         sp, lo, rep, hi = job.seed_tiles
         n_ft, threads = job.n_ft, 256
+        if sd.plan.dense:
+            self.kernels["seed_warps"]((-(-n_ft * 32 // threads),), (threads,),
+                                       (job.text, sp, np.int32(len(lo)), np.int32(n_ft), np.int32(sd.plan.ft), lo,
+                                        rep, hi, np.int32(sd.plan.q), sd.table, np.int32(len(sd.plan.entries)),
+                                        job.peq, sd.lengths, np.int32(self.k), job.count, job.hits,
+                                        np.uint64(len(job.hits))))
+            return
+        count, emit, verify = (self.kernels[n] for n in sd.names)
         n_off = len(sd.plan.offsets)
         job.cum = cp.empty(n_ft, np.int64)
-        common = (np.int32(len(lo)), np.int32(n_ft), np.int32(SD.FT), hi, np.int32(sd.plan.q), sd.table,
+        common = (np.int32(len(lo)), np.int32(n_ft), np.int32(sd.plan.ft), hi, np.int32(sd.plan.q), sd.table,
                   sd.table[n_off:], np.int32(len(sd.plan.entries)))
         shared = 4 * len(sd.table) if sd.table_shared else 0
         blocks = (-(-n_ft // threads),)

@@ -39,5 +39,6 @@ extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, v
     SEEDS(false, false) SEEDS(true, false) SEEDS(false, true) SEEDS(true, true)
     if (name == "seed_verify<false>") return blocks(seed_verify<false>, grid, grid_y, block, args), 0;
     if (name == "seed_verify<true>") return blocks(seed_verify<true>, grid, grid_y, block, args), 0;
+    if (name == "seed_warps") return blocks(seed_warps, grid, grid_y, block, args), 0;
     return 1;  // no such kernel
 }
