@@ -340,8 +340,8 @@ def test_seed_filter(tmp_path, monkeypatch, k, strand, all_ends, dense, kind):
 
 def test_seed_filter_room_and_fallback(tmp_path, monkeypatch, kind):
     """More seed candidates than a chunk's first buffer holds: the filter runs again with room for them; more
-    than MAX_SEED_CANDS, or more ends (counted once per window) than MAX_CANDS: the chunk is scanned instead.
-    All give the scan's bytes."""
+    than MAX_SEED_CANDS, or more ends (counted once per window) than MAX_CANDS: the chunk is scanned instead
+    (the dense form: the latter). All give the scan's bytes."""
     from gpualign.search import gpu
 
     rng = np.random.default_rng(21)
@@ -373,6 +373,15 @@ def test_seed_filter_room_and_fallback(tmp_path, monkeypatch, kind):
     counts.update(dict.fromkeys(counts, 0))
     assert both(tmp_path, pfa, tfa, **kw) == want
     assert counts["_launch_seeds"] == 0 < counts["_launch"]
+    # the dense form: no candidates to count (MAX_SEED_CANDS does not bind it), the same fallback on its ends
+    planned = _dense(monkeypatch)
+    counts.update(dict.fromkeys(counts, 0))
+    assert both(tmp_path, pfa, tfa, **kw) == want
+    assert planned == [True] and counts["_launch"] > counts["_launch_seeds"] > 0
+    monkeypatch.setattr(gpu, "MAX_CANDS", 1 << 28)  # (room for them: launched again with more, not scanned)
+    counts.update(dict.fromkeys(counts, 0))
+    assert both(tmp_path, pfa, tfa, **kw) == want
+    assert counts["_launch_seeds"] > counts["submit"]
 
 
 def test_seed_filter_at_piece_edges(monkeypatch, kind):
