@@ -339,10 +339,10 @@ __global__ void seeds(const uint8_t* __restrict__ text, const uint32_t* __restri
 }
 
 // Myers' column over text [a, b) for one one-word pattern-strand from Sellers' first column (D[i] = i), every
-// end with D <= k in [rep, end) appended to hits. Its masks: eqs[c] (REG false: shared memory), or (REG) the
-// masks of A, C, G, T from registers, selected without a branch (a warp's lanes read different codes), the
-// other codes' from eqs. The score leaves m by at most one a column, so no column before a + m - k - 1 can
-// hold D <= k.
+// end with D <= k in [rep, end) appended to hits. Its masks: eqs[c] (REG false: as given, in shared or global
+// memory), or (REG) the masks of A, C, G, T from registers, selected without a branch (a warp's lanes read
+// different codes), the other codes' from eqs. The score leaves m by at most one a column, so no column
+// before a + m - k - 1 can hold D <= k.
 template <bool REG>
 __device__ __forceinline__ void verify_window(const uint8_t* __restrict__ text, uint32_t a, uint32_t b,
                                               const uint32_t* __restrict__ eqs, int m, int k, uint32_t rep,
@@ -439,8 +439,9 @@ __device__ __forceinline__ void verify_key(const uint8_t* __restrict__ text, uin
 //   candidates written. A warp per filter tile (n_ft of them, ft offsets each, sp as seeds takes it); at each
 //   offset t its lanes take the pieces found there, 32 at a time, and verify each window as seed_verify does
 //   (the masks of A/C/G/T from registers, peq read through L1). table: offsets [4^q + 1] then n_short entries
-//   (strand << 8 | o << 3) of the pieces of q codes, keyed by them; then offsets [4^(q + 1) + 1] and entries
-//   of the longer pieces, keyed by their first q + 1 codes: every entry a key names is a candidate.
+//   (strand << 8 | o << 3 | next, next unused here) of the pieces of q codes, keyed by them; then offsets
+//   [4^(q + 1) + 1] and entries of the longer pieces, keyed by their first q + 1 codes: every entry a key
+//   names is a candidate.
 __global__ void seed_warps(const uint8_t* __restrict__ text, const uint32_t* __restrict__ sp, int n_sp, int n_ft,
                            int ft, const uint32_t* __restrict__ piece_lo, const uint32_t* __restrict__ piece_rep,
                            const uint32_t* __restrict__ piece_hi, int q, const uint32_t* __restrict__ table,

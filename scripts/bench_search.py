@@ -122,14 +122,12 @@ def engine_only(mbp: int, variants: list, sets: list, most: int) -> None:
     per set (at most `most` of its patterns) and kernel variant (-D defines)."""
     import cupy
 
+    from gpualign.search import gpu, seeds
     from gpualign.search import patterns as PT
-    from gpualign.search import gpu
     from gpualign.search.gpu import GpuSearchEngine
     from gpualign.search.text import Chunk
 
-    from gpualign.search import seeds
-
-    default_per, default_threads, default_seeds = gpu.PER_THREAD, gpu.THREADS, gpu.SEEDS
+    default_per, default_threads, default_use_seeds = gpu.PER_THREAD, gpu.THREADS, gpu.SEEDS
     default_dense = seeds.DENSE_SHARE
     rng = np.random.default_rng(3)
     n = mbp * 1_000_000
@@ -162,7 +160,7 @@ def engine_only(mbp: int, variants: list, sets: list, most: int) -> None:
                               "m": m, "k": k, "s": round(dt, 4), "T_steps_per_s": round(steps / dt / 1e12, 3),
                               "cands": len(got.ps), "seeds": {w: "dense" if sd.plan.dense else "sparse"
                                                                    for w, sd in eng.seeds.items()}}), flush=True)
-    gpu.PER_THREAD, gpu.THREADS, gpu.SEEDS = default_per, default_threads, default_seeds
+    gpu.PER_THREAD, gpu.THREADS, gpu.SEEDS = default_per, default_threads, default_use_seeds
     seeds.DENSE_SHARE = default_dense
 
 

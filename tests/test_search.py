@@ -452,7 +452,9 @@ def test_seed_plan_dense():
     assert sorted(seen) == [(s, a) for s in range(20_000) for a in cut[:-1]]
     table = p.table()
     assert len(table) == 4 ** 4 + 1 + len(p.entries) + 4 ** 5 + 1 + len(p.long_entries)
-    turns = lambda off: 32 * -(-np.diff(off.astype(np.int64)) // 32)  # noqa: E731
-    assert seeds._lanes(p.long_offsets, 5) == (turns(p.long_offsets).sum() / 4 ** 5, turns(p.long_offsets).max())
+    # keys of 1, 33, 0 and 32 entries: 32, 64, 0 and 32 lane slots, each key a 4^-1 share of the bases
+    assert seeds._lanes(np.cumsum([0, 1, 33, 0, 32]).astype(np.uint32), 1) == (128 / 4, 64)
+    slots = seeds._lanes(p.offsets, 4)[0] + seeds._lanes(p.long_offsets, 5)[0]
+    assert p.per_base < slots < p.per_base + 2 * 32  # (a key's turns hold its entries and fewer than 32 idle lanes)
     poly = [np.zeros(23, np.uint8)] * 2_000 + codes[:18_000]  # (a poly-A text: 10,000 windows at each base)
     assert seeds.plan(poly, 4, "default") is None

@@ -87,13 +87,13 @@ class _Launch:
     text: object
     tiles: list  # the scan's warm, report, end (empty through the seed filter)
     seed_tiles: list = None  # the seed filter's tiles (seeds.tiles) and the pieces' lo, rep, hi (None: the scan)
-    n_ft: int = 0  # the seed filter's threads
+    n_ft: int = 0  # the seed filter's threads (dense: warps)
     count: object = None
     hits: object = None
     seeds: object = None  # the group's _Seeds (device tables), or None: the scan
-    cum: object = None  # the seed filter: candidates per tile, summed
-    room: int = 0  # the seed filter: candidates the launch has room for
-    cands: object = None  # the seed filter's candidates (kept until the job is collected)
+    cum: object = None  # the sparse seed filter: candidates per tile, summed
+    room: int = 0  # the sparse seed filter: candidates the launch has room for
+    cands: object = None  # the sparse seed filter's candidates (kept until the job is collected)
 
 
 @dataclass(eq=False)
@@ -102,7 +102,7 @@ class _Seeds:
     device."""
 
     plan: SD.Seeds
-    table: object  # offsets then entries
+    table: object  # Seeds.table(): offsets then entries (dense: then the longer pieces' offsets and entries)
     lengths: object
     table_shared: bool  # the kernels' copies in shared memory (SEED_SHARED)
     peq_shared: bool
@@ -247,8 +247,8 @@ class GpuSearchEngine:
             sp = SD.tiles(chunk, seeds.plan)
             if sp[-1]:
                 tiles = [cp.asarray(sp)] + [cp.asarray(a.astype(np.uint32)) for a in SD.bounds(chunk)]
-                return _Launch(chunk, w, ids, peq, text, [], tiles, seeds=seeds, n_ft=int(sp[-1]),
-                               room=min(int(2 * expected) + 1024, MAX_SEED_CANDS))
+                room = 0 if seeds.plan.dense else min(int(2 * expected) + 1024, MAX_SEED_CANDS)
+                return _Launch(chunk, w, ids, peq, text, [], tiles, seeds=seeds, n_ft=int(sp[-1]), room=room)
         tiles = self._scan_tiles(chunk, w)
         return _Launch(chunk, w, ids, peq, text, tiles) if tiles else None
 

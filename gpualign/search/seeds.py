@@ -24,9 +24,12 @@ QMIN, QMAX = 4, 8  # codes per key: shorter pieces occur too often; longer keys 
 MAX_PER_BASE = 2.0  # sparse: expected candidates per text base at most (8 bytes each on the device; gpu.py
 # scans a chunk whose expected candidates pass half its MAX_SEED_CANDS: 2^27 = 1.6 per base of the default chunks)
 WORK_SHARE = 0.25  # sparse: the windows' columns per text base, at most this share of the scan's pattern-columns
-DENSE_SHARE = 0.5  # dense: the lanes' window columns per text base (idle lanes too), at most this share of them
-DENSE_STEP = 64  # dense: its per-base work besides the windows, in window columns (the keys, the loads)
-DENSE_MOST = 1.0  # dense: at the base of a text where it works most (the fullest keys), at most this share of them
+# per base (the strands)
+DENSE_SHARE = 0.5  # dense: the lanes' window columns per text base (idle lanes too), at most this share of the
+# scan's pattern-columns per base (the strands)
+DENSE_STEP = 64  # dense: its per-base work besides the windows (the keys, the loads), in lane slots (whole windows)
+DENSE_MOST = 1.0  # dense: at the base of a text where it works most (the fullest keys), at most this share of the
+# scan's pattern-columns per base
 FT = 512  # seed offsets per thread of the sparse form's kernels
 DENSE_FT = 64  # seed offsets per warp of the dense form
 
