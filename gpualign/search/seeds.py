@@ -97,7 +97,8 @@ def plan(codes: list, k: int, rule: str) -> Seeds | None:
     q = min(q, QMAX)
     cuts = np.arange(k + 2) * lengths[:, None] // (k + 1)  # piece i of strand s: [cuts[s, i], cuts[s, i + 1])
     long = np.diff(cuts, axis=1) > q
-    per_base = float(((k + 1 - long.sum(axis=1)) * 4.0 ** -q + long.sum(axis=1) * 4.0 ** -(q + 1)).sum())
+    n_long = long.sum(axis=1)
+    per_base = float(((k + 1 - n_long) * 4.0 ** -q + n_long * 4.0 ** -(q + 1)).sum())
     back, window = int(lengths.max()) + k - 1, int(lengths.max()) + 2 * k
     dense = per_base > MAX_PER_BASE
     if not dense and per_base * window > WORK_SHARE * len(codes):
