@@ -208,7 +208,8 @@ CONFIGS = [
     AlignConfig(metric="affine", scoring=Scoring(mode="local", match=2), penalties=Penalties(3, 5, 2)),
     AlignConfig(metric="affine", scoring=Scoring(mode="semi-global", match=1), n_mismatch=True),
     AlignConfig(metric="affine", scoring=Scoring(mode="local", alphabet="protein"), penalties=Penalties(4, 11, 1)),
-    AlignConfig(metric="affine", scoring=Scoring(mode="semi-global", alphabet="protein"), penalties=Penalties(4, 10, 1)),
+    AlignConfig(metric="affine", scoring=Scoring(mode="semi-global", alphabet="protein"),
+                penalties=Penalties(4, 10, 1)),
 ]
 
 

@@ -48,7 +48,8 @@ def paf(
 
     def body():
         with feedback("paf", threads, quiet) as (n_threads, notice, report):
-            cfg = AlignConfig(metric=metric, penalties=preset_penalties(Scoring(), mismatch, gap_open, gap_extend, metric),
+            penalties = preset_penalties(Scoring(), mismatch, gap_open, gap_extend, metric)
+            cfg = AlignConfig(metric=metric, penalties=penalties,
                               n_mismatch=n_mismatch, device=device, threads=n_threads, batch_bases=batch_bases)
             result = run_paf(candidates, query, target, output, fmt, cfg, command_line(), mode, target_pad, cs,
                              skip_bad, notice, report, cluster=ClusterSpec(gpus, scheduler, cpu_workers))

@@ -61,8 +61,8 @@ def pairs(
         with feedback("pairs", threads, quiet) as (n_threads, notice, report):
             chosen = default_metric(metric, sc)
             cfg = AlignConfig(metric=chosen, penalties=preset_penalties(sc, mismatch, gap_open, gap_extend, chosen),
-                              scoring=sc,
-                              distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=n_threads,
+                              scoring=sc, distance_only=distance_only, n_mismatch=n_mismatch, device=device,
+                              threads=n_threads,
                               batch_bases=default_batch_bases(sc, distance_only) if batch_bases is None else batch_bases)
             result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify,
                                ClusterSpec(gpus, scheduler, cpu_workers))

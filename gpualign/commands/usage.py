@@ -39,7 +39,8 @@ class PlainCommand(TyperCommand):
         return [p for p in self.get_params(ctx) if p.param_type_name == kind]
 
     def collect_usage_pieces(self, ctx) -> list[str]:
-        return [self.options_metavar, *(p.metavar if p.required else f"[{p.metavar}]" for p in self._params(ctx, "argument"))]
+        args = self._params(ctx, "argument")
+        return [self.options_metavar, *(p.metavar if p.required else f"[{p.metavar}]" for p in args)]
 
     def format_options(self, ctx, formatter) -> None:
         args = [(p.metavar, p.help or "") for p in self._params(ctx, "argument") if not p.hidden]
