@@ -380,6 +380,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         raise ConfigError("only one of the two inputs can be '-' (stdin)")
     if cluster is not None:
         cluster.validate(cfg.device)
+    if cfg.general:  # --matrix and --unknown checked (the table loaded) before anything starts
+        scoring.substitution(cfg)
     for path in (path_a, path_b):  # missing, unreadable, empty or not FASTA/FASTQ: before anything starts
         fastx.sniff(path)
     t0 = time.perf_counter()

@@ -143,6 +143,14 @@ def test_paf_bad_sequences_before_anything(fa, tmp_path, side):
     assert rc == 1 and out == "" and "no such file" in one_error_line(err)
 
 
+@pytest.mark.parametrize("args,message", [(["--matrix", "NOPE"], "--matrix NOPE: neither a file nor"),
+                                          (["--match", "2", "--unknown", "J"], "--unknown J: not a letter")])
+def test_pairs_bad_scoring_option_before_anything(fa, args, message):
+    """A bad --matrix or --unknown: one line, and nothing on stdout (SAM's header was written before)."""
+    rc, out, err = run("pairs", *fa, "-f", "sam", "--device", "cpu", "-t", "1", *args)
+    assert rc == 2 and out == "" and message in one_error_line(err)
+
+
 def test_search_bad_input_before_anything(fa, tmp_path):
     for args in ((str(tmp_path / "nope.fa"), fa[1]), (fa[0], str(tmp_path / "nope.fa"))):
         rc, out, err = run("search", *args, "-k", "1", "--device", "cpu", "-t", "2")
