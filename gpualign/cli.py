@@ -14,8 +14,9 @@ import typer
 
 from . import __version__, interrupt
 from .commands import genome, paf, pairs, search
+from .commands.usage import HELP_OPTIONS, PlainCommand
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=HELP_OPTIONS,
                   help="Exact pairwise DNA alignment and edit distance (GPU when present, else CPU).")
 
 
@@ -32,11 +33,13 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 
 app.command(name="pairs", short_help="Align record i of one file with record i of another.",
-            epilog=pairs.EPILOG)(pairs.pairs)
-app.command(name="paf", short_help="Re-align PAF candidates (minimap2) exactly.", epilog=paf.EPILOG)(paf.paf)
-app.command(name="genome", short_help="Edit distance of chromosome-scale strings.", epilog=genome.EPILOG)(genome.genome)
+            epilog=pairs.EPILOG, cls=PlainCommand)(pairs.pairs)
+app.command(name="paf", short_help="Re-align PAF candidates (minimap2) exactly.", epilog=paf.EPILOG,
+            cls=PlainCommand)(paf.paf)
+app.command(name="genome", short_help="Edit distance of chromosome-scale strings.", epilog=genome.EPILOG,
+            cls=PlainCommand)(genome.genome)
 app.command(name="search", short_help="Every occurrence of many patterns with <= k edits.",
-            epilog=search.EPILOG)(search.search)
+            epilog=search.EPILOG, cls=PlainCommand)(search.search)
 
 
 def main() -> None:

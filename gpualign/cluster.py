@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -29,6 +30,8 @@ from .config import AlignConfig, SearchConfig, usable_cores
 from .errors import ConfigError, DeviceError
 
 RETRIES = 3  # worker deaths a batch may survive (Dask's allowed failures per task)
+# a scheduler's address as distributed takes it: [scheme://]host:port, host a name, an IPv4 or an [IPv6]
+ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,10 @@ class ClusterSpec:
                               self.cpu_workers and "--cpu-workers") if x]
         if len(chosen) > 1:
             raise ConfigError(f"choose one of {', '.join(chosen)}")
+        if self.scheduler is not None:
+            m = ADDRESS.fullmatch(self.scheduler)
+            if m is None or not 1 <= int(m.group(1)) <= 65535:
+                raise ConfigError(f"--scheduler must be an address [tcp://]host:port (got {self.scheduler!r})")
         if self.cpu_workers < 0:
             raise ConfigError(f"--cpu-workers must be >= 1 (got {self.cpu_workers})")
         if self.gpus is not None and not (self.gpus == "all" or (self.gpus.isdigit() and int(self.gpus) >= 1)):

@@ -108,9 +108,15 @@ MATRIX_GAPS = (11, 1)  # BLAST's defaults for BLOSUM62 (o + L*e): the preset gap
 
 
 def preset_penalties(scoring: Scoring, mismatch: int | None, gap_open: int | None,
-                     gap_extend: int | None) -> Penalties:
+                     gap_extend: int | None, metric: str = "affine") -> Penalties:
     """Penalties from the flags given (None: not given) over the preset: WFA2-lib's 4/6/2, or gaps
-    11/1 with a substitution matrix. An explicit flag always wins."""
+    11/1 with a substitution matrix. An explicit flag always wins; the edit metric (unit costs) does not
+    use them, so a flag given with it is an error rather than ignored."""
+    if metric == "edit":
+        given = [f for f, v in (("-x", mismatch), ("-O", gap_open), ("-E", gap_extend)) if v is not None]
+        if given:
+            raise ConfigError(f"{'/'.join(given)} set affine penalties, which the edit metric (unit costs) does "
+                              f"not use: add --metric affine, or leave {'them' if len(given) > 1 else 'it'} out")
     base = Penalties()
     if scoring.matrix_name is not None:
         base = replace(base, gap_open=MATRIX_GAPS[0], gap_extend=MATRIX_GAPS[1])

@@ -26,6 +26,7 @@ import numpy as np
 from . import interrupt, scoring, trace
 from .config import AlignConfig
 from .engines import host_allocator, select_engines
+from .engines.check import CheckEngine, judge
 from .errors import ConfigError, InputError
 from .io import fastx, pair_reader
 from .output import parallel
@@ -68,6 +69,7 @@ class Summary:
     notice: str = ""
     verified: int = 0
     verified_optimal: int = 0
+    verified_by: str = ""  # the library that re-computed the verified scores (engines.check)
     stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "align": 0.0, "write": 0.0})
     extra: list = field(default_factory=list)  # (key, value) rows of a cluster run: per worker, retried
 
@@ -85,7 +87,8 @@ class Summary:
         rows += [(f"route:{k}", str(v)) for k, v in sorted(self.counts.items())]
         rows += self.extra
         if self.verified:
-            rows += [("verified", str(self.verified)), ("verified_optimal", str(self.verified_optimal)),
+            rows += [("verified", str(self.verified)), ("verified_by", self.verified_by),
+                     ("verified_optimal", str(self.verified_optimal)),
                      ("recall", f"{100.0 * self.verified_optimal / self.verified:.4f}%")]
         return rows
 
@@ -344,9 +347,9 @@ class WriteBehind:
             self.thread.join(wait)
 
 
-def start_engines(cfg: AlignConfig, cluster=None, verify: float = 0.0):
+def start_engines(cfg: AlignConfig, cluster=None):
     """(chain, notice, remote): this process's engine chain, or with a cluster.ClusterSpec asking for
-    one, a started cluster.ClusterAligner (remote, to close) and only the CPU engine here (--verify)."""
+    one, a started cluster.ClusterAligner (remote, to close) and only the CPU engine here, one process."""
     if cluster is None or not cluster.wanted:
         return (*select_engines(cfg), None)
     from .cluster import ClusterAligner
@@ -357,8 +360,7 @@ def start_engines(cfg: AlignConfig, cluster=None, verify: float = 0.0):
     except BaseException:
         remote.close()
         raise
-    # this process's CPU engine (the verify one of a one-process run), one process unless it verifies
-    local, _ = select_engines(cfg.with_(device="cpu", threads=cfg.threads if verify > 0 else 1))
+    local, _ = select_engines(cfg.with_(device="cpu", threads=1))
     return local, notice, remote
 
 
@@ -376,6 +378,12 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
     fmt = infer_format(fmt, out, cfg.distance_only)
     if path_a == "-" and path_b == "-":
         raise ConfigError("only one of the two inputs can be '-' (stdin)")
+    if cluster is not None:
+        cluster.validate(cfg.device)
+    if cfg.general:  # --matrix and --unknown checked (the table loaded) before anything starts
+        scoring.substitution(cfg)
+    for path in (path_a, path_b):  # missing, unreadable, empty or not FASTA/FASTQ: before anything starts
+        fastx.sniff(path)
     t0 = time.perf_counter()
     spooled = reader = fmt_pool = ahead = remote = None
     try:
@@ -394,20 +402,22 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         # pageable memory, then, once a GPU engine runs, in page-locked memory (host_allocator)
         batches = scoring.checked(reader, cfg, path_a, path_b) if cfg.general else reader
         ahead = ReadAhead(batches, summary.stage_seconds)
-        chain, notice, remote = start_engines(cfg, cluster, verify)
+        chain, notice, remote = start_engines(cfg, cluster)
+        checker = CheckEngine(cfg.n_threads) if verify > 0 else None  # its processes forked with the engines'
+        summary.verified_by = judge(cfg) if checker else ""
         if remote is None:
             reader.alloc = host_allocator(chain)
         summary.notice = notice
         if on_notice:
             on_notice(notice)
         output = Output(out, binary_via_path=(fmt == "bam"))
-        with running(chain, output, cfg):
+        with running(chain + [checker] * (checker is not None), output, cfg):
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
             writer = writer_cls(output.target, targets=targets,
                                 command_line=command_line, metric=cfg.metric, scored=cfg.general)
             with aborting(writer):
                 stream(ahead, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify,
-                       remote)
+                       remote, checker)
                 writer.close()
         cluster_summary(remote, summary)
     finally:
@@ -426,26 +436,27 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
     return summary
 
 
-def _verify(batch, res, cpu, cfg, fraction: float, summary: Summary) -> None:
-    """Re-align a random fraction of the pairs with the CPU engine; count the optimal scores."""
+def _verify(batch, res, checker, cfg, fraction: float, summary: Summary) -> None:
+    """Score a random fraction of the pairs again with checker (engines.check: a library other than the
+    engines'); count the scores that agree (optimal)."""
     rng = np.random.default_rng(int(batch.index[0]) if batch.n else 0)
     idx = np.nonzero((rng.random(batch.n) < fraction) & (res.status == OK))[0]
     if len(idx) == 0:
         return
-    check = cpu.align(batch.take(idx), cfg.with_(distance_only=True))
+    want = checker.scores(batch.take(idx), cfg)
     summary.verified += len(idx)
-    summary.verified_optimal += int(((check.status == OK) & (check.score == res.score[idx])).sum())
+    summary.verified_optimal += int((want == res.score[idx]).sum())
 
 
 def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary, progress,
-            verify: float = 0.0, remote=None) -> None:
+            verify: float = 0.0, remote=None, checker=None) -> None:
     """Align an iterable of PairBatches (or a ReadAhead already reading them) through the chain and hand
     each result, in order, to out.submit(batch, res, done(lines)); the batches are produced in a reader
     thread (two ahead), one batch aligns (or as many as the chain's first engine takes at once:
     `concurrent`, a thread each) while the one before is submitted, then out.flush(). Busy
     seconds per stage, pairs, failures and route counts go to summary; verify: the share of pairs
-    re-checked on the CPU (chain[-1]). remote: a cluster.ClusterAligner that aligns the batches instead
-    of the chain (remote.window of them in flight)."""
+    whose scores checker (engines.check.CheckEngine) computes again. remote: a cluster.ClusterAligner
+    that aligns the batches instead of the chain (remote.window of them in flight)."""
     stages = summary.stage_seconds
     ahead = batches if isinstance(batches, ReadAhead) else ReadAhead(batches, stages)
 
@@ -485,7 +496,7 @@ def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary,
                     summary.failed += int((res.status != OK).sum())
                     summary.add_counts(counts)
                     if verify > 0:
-                        _verify(batch, res, chain[-1], cfg, verify, summary)
+                        _verify(batch, res, checker, cfg, verify, summary)
                     if progress:
                         progress(summary.pairs, summary.bases)
         t0 = time.perf_counter()

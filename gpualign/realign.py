@@ -59,6 +59,9 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     fmt = infer_format(fmt, out, False)
     if fmt not in FORMATS or fmt == "tsv":
         raise ConfigError("gpualign paf writes paf, sam or bam")
+    if cluster is not None:
+        cluster.validate(cfg.device)
+    P.check(paf_path, skip_bad)  # the inputs' common errors before anything starts (Targets, Queries: theirs)
     t0 = time.perf_counter()
     targets = P.Targets(target_path)
     queries = P.Queries(query_path)

@@ -63,7 +63,8 @@ def test_threads_capped_at_the_cores(root):
 
 def test_affine_penalties_checked_only_where_used(root):
     demo = [os.path.join(root, "data", "demo", n) for n in ("a.fa", "b.fa")]
-    assert run(["pairs", *demo, "-E", "0", "-x", "0", "-q"])[0] == 0  # --metric edit: unused
+    rc, _, err = run(["pairs", *demo, "-E", "0", "-x", "0", "-q"])  # --metric edit: unused, so refused
+    assert rc == 2 and "-x/-E set affine penalties" in err and "must be > 0" not in err
     rc, _, err = run(["pairs", *demo, "-E", "0", "--metric", "affine", "-q"])
     assert rc == 2 and err == "error: --gap-extend must be > 0 (got 0)\n"
 

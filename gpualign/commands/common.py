@@ -57,7 +57,9 @@ def _run(body, debug: bool) -> None:
     except GpualignError as e:
         if debug:
             raise
-        _stderr().print(f"[bold red]error:[/] {e}", markup=True, soft_wrap=True)
+        from rich.markup import escape  # the message's own brackets are text ([tcp://], [::1])
+
+        _stderr().print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)
         raise typer.Exit(e.exit_code)
     except KeyboardInterrupt:
         raise typer.Exit(130)

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..config import AlignConfig, Penalties
+from ..config import AlignConfig, Scoring, preset_penalties
 from .common import (CHAR_RULE, CpuWorkers, Debug, Gpus, Scheduler, Threads, _print_summary, _run, command_line,
                      feedback)
 
@@ -25,9 +25,9 @@ def paf(
     mode: Annotated[str, typer.Option("--mode", help="ends-free (pad the target window, free its ends) or global (the box end to end).")] = "ends-free",
     target_pad: Annotated[int, typer.Option("--target-pad", help="Bases added on both sides of the target window (ends-free).")] = 100,
     metric: Annotated[str, typer.Option("--metric", "-m", help="affine (default) or edit.")] = "affine",
-    mismatch: Annotated[int, typer.Option("--mismatch", "-x", help="Affine mismatch penalty x.")] = 4,
-    gap_open: Annotated[int, typer.Option("--gap-open", "-O", help="Affine gap-open o (a gap of length l costs o+l*e).")] = 6,
-    gap_extend: Annotated[int, typer.Option("--gap-extend", "-E", help="Affine gap-extend e.")] = 2,
+    mismatch: Annotated[Optional[int], typer.Option("--mismatch", "-x", help="Affine mismatch penalty x (default 4).")] = None,
+    gap_open: Annotated[Optional[int], typer.Option("--gap-open", "-O", help="Affine gap-open o: a gap of length l costs o+l*e (default 6).")] = None,
+    gap_extend: Annotated[Optional[int], typer.Option("--gap-extend", "-E", help="Affine gap-extend e (default 2).")] = None,
     cs: Annotated[bool, typer.Option("--cs", help="Add the cs:Z tag (short form) to PAF output.")] = False,
     n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything.")] = False,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Log bad candidates and go on instead of stopping.")] = False,
@@ -48,7 +48,8 @@ def paf(
 
     def body():
         with feedback("paf", threads, quiet) as (n_threads, notice, report):
-            cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend),
+            penalties = preset_penalties(Scoring(), mismatch, gap_open, gap_extend, metric)
+            cfg = AlignConfig(metric=metric, penalties=penalties,
                               n_mismatch=n_mismatch, device=device, threads=n_threads, batch_bases=batch_bases)
             result = run_paf(candidates, query, target, output, fmt, cfg, command_line(), mode, target_pad, cs,
                              skip_bad, notice, report, cluster=ClusterSpec(gpus, scheduler, cpu_workers))

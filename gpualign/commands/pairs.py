@@ -42,7 +42,7 @@ def pairs(
     threads: Threads = 0,
     device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")] = "auto",
     summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV to this file.")] = None,
-    verify: Annotated[float, typer.Option("--verify", help="Re-align this fraction of pairs with the CPU engine (WFA2-lib) and report the share that is optimal (recall).")] = 0.0,
+    verify: Annotated[float, typer.Option("--verify", help="Score a random FRACTION of the pairs again with a library that aligns none of them (edlib for edit, parasail for affine, Biopython for general scoring) and report the share whose score agrees (recall).")] = 0.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
     debug: Debug = False,
     gpus: Gpus = None,
@@ -59,9 +59,10 @@ def pairs(
             raise ConfigError(f"--verify must be a fraction in [0, 1] (got {verify})")
         sc = Scoring(mode=mode, match=match, matrix=matrix, alphabet=alphabet, unknown=unknown)
         with feedback("pairs", threads, quiet) as (n_threads, notice, report):
-            cfg = AlignConfig(metric=default_metric(metric, sc),
-                              penalties=preset_penalties(sc, mismatch, gap_open, gap_extend), scoring=sc,
-                              distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=n_threads,
+            chosen = default_metric(metric, sc)
+            cfg = AlignConfig(metric=chosen, penalties=preset_penalties(sc, mismatch, gap_open, gap_extend, chosen),
+                              scoring=sc, distance_only=distance_only, n_mismatch=n_mismatch, device=device,
+                              threads=n_threads,
                               batch_bases=default_batch_bases(sc, distance_only) if batch_bases is None else batch_bases)
             result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify,
                                ClusterSpec(gpus, scheduler, cpu_workers))

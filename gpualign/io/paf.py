@@ -84,6 +84,17 @@ def _parse(path: str):
         yield from parse_lines(name, enumerate(fh, 1))
 
 
+def check(path: str, skip_bad: bool = False) -> None:
+    """Raise the InputError of a candidates file that cannot be read or whose first candidate line is
+    malformed (unless skip_bad: such lines are skipped), before a run starts anything; stdin is not read."""
+    if path == "-":
+        return
+    with _open(path) as fh:
+        first = next(parse_lines(fastx.display_name(path), enumerate(fh, 1)), None)
+    if isinstance(first, InputError) and not skip_bad:
+        raise first
+
+
 def _open(path: str):
     try:  # bytes that are not UTF-8 kept as surrogates: parse_lines names the line
         if path == "-":

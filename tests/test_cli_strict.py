@@ -1,0 +1,273 @@
+"""Issue 51, errors and conventions: bad --scheduler addresses, -x/-O/-E where the metric ignores them,
+inputs checked before anything starts or is written, -h and plain usage lines, --verify's independent
+judge."""
+
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gpualign.config import AlignConfig, Penalties, Scoring
+from gpualign.records import PairBatch
+
+ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+
+
+def run(*args, timeout=60):
+    p = subprocess.run([sys.executable, "-m", "gpualign", *args], capture_output=True, env=ENV, timeout=timeout)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def one_error_line(err: str) -> str:
+    """The single stderr line of a refused run (no notice, no traceback before or after it)."""
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture
+def fa(tmp_path):
+    q = tmp_path / "q.fa"
+    t = tmp_path / "t.fa"
+    q.write_text(">a\nACGTACGTAC\n>b\nGGGTTTAAAC\n")
+    t.write_text(">a\nACGTTCGTAC\n>b\nGGGTTAAAC\n")
+    return str(q), str(t)
+
+
+# --scheduler: an address is checked (exit 2, one line) before anything starts
+
+@pytest.mark.parametrize("address", ["foo", "tcp://foo", "tcp://host:99999", "host:port", "tcp://:8786", ""])
+def test_bad_scheduler_address_is_one_line(fa, tmp_path, address):
+    out = tmp_path / "o.paf"
+    rc, _, err = run("pairs", *fa, "--scheduler", address, "-o", str(out))
+    assert rc == 2 and "--scheduler must be an address [tcp://]host:port" in one_error_line(err)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["search", "genome"])
+def test_bad_scheduler_address_other_commands(fa, command):
+    extra = ["-k", "1"] if command == "search" else []
+    rc, _, err = run(command, *fa, *extra, "--scheduler", "foo")
+    assert rc == 2 and "--scheduler must be an address" in one_error_line(err)
+
+
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:8786", "localhost:8786", "tcp://[::1]:8786",
+                                     "tls://sched.example.org:8786", "ucx://10.0.0.1:13337"])
+def test_good_scheduler_addresses_pass(address):
+    from gpualign.cluster import ClusterSpec
+
+    ClusterSpec(scheduler=address).validate("auto")
+
+
+# -x/-O/-E: refused where the edit metric would ignore them
+
+@pytest.mark.parametrize("args,named", [
+    (["-x", "3"], "-x set affine penalties"),  # pairs: edit is the default metric
+    (["-m", "edit", "-O", "2", "-E", "1"], "-O/-E set affine penalties"),
+    (["--metric", "edit", "--mismatch", "2", "--gap-open", "1", "--gap-extend", "1"], "-x/-O/-E set affine"),
+])
+def test_pairs_refuses_penalties_with_edit(fa, args, named):
+    rc, out, err = run("pairs", *fa, "--device", "cpu", "-t", "1", *args)
+    assert rc == 2 and out == "" and named in one_error_line(err) and "--metric affine" in err
+
+
+def test_paf_refuses_penalties_with_edit(fa, tmp_path):
+    cands = tmp_path / "c.paf"
+    cands.write_text("a\t10\t0\t10\t+\ta\t10\t0\t10\t9\t10\t60\n")
+    rc, out, err = run("paf", str(cands), *fa, "--device", "cpu", "-t", "1", "-m", "edit", "-E", "3")
+    assert rc == 2 and out == "" and "-E set affine penalties" in one_error_line(err)
+    # the affine default takes them, and edit alone runs
+    rc, out, err = run("paf", str(cands), *fa, "--device", "cpu", "-t", "1", "-q", "-x", "3")
+    assert rc == 0 and "AS:i:-3" in out, err
+    rc, out, err = run("paf", str(cands), *fa, "--device", "cpu", "-t", "1", "-q", "-m", "edit")
+    assert rc == 0 and "AS:i:-1" in out, err
+
+
+def test_penalties_given_where_used_still_apply(fa):
+    rc, out, err = run("pairs", *fa, "--device", "cpu", "-t", "1", "-q", "-m", "affine", "-x", "3")
+    assert rc == 0 and out.splitlines()[0].split("\t")[13] == "AS:i:-3", err
+    rc, out, err = run("pairs", *fa, "--device", "cpu", "-t", "1", "-q", "--mode", "local", "--match", "2", "-x", "3",
+                       "-f", "tsv")
+    assert rc == 0, err  # --match selects the affine metric: -x is used
+
+
+# inputs checked before engines, workers, notices and the output
+
+def _bad_inputs(tmp_path):
+    empty = tmp_path / "empty.fa"
+    empty.write_text("")
+    text = tmp_path / "notes.fa"
+    text.write_text("hello\n")
+    return {"missing": (str(tmp_path / "nope.fa"), "no such file"), "empty": (str(empty), "empty file"),
+            "not FASTA": (str(text), "not FASTA or FASTQ"), "directory": (str(tmp_path), "is a directory")}
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty", "not FASTA", "directory"])
+@pytest.mark.parametrize("side", [0, 1])
+def test_pairs_bad_input_before_anything(fa, tmp_path, kind, side):
+    """No engine notice, no worker, the existing output untouched and a new one not created. A cluster
+    that cannot be reached shows that nothing started: the input's error comes at once, not its timeout."""
+    bad, message = _bad_inputs(tmp_path)[kind]
+    paths = list(fa)
+    paths[side] = bad
+    old = tmp_path / "old.paf"
+    old.write_text("kept\n")
+    for out, extra in ((old, ["--device", "cpu", "-t", "2"]), (tmp_path / "new.sam", ["--cpu-workers", "2"]),
+                       (tmp_path / "new.paf", ["--scheduler", "tcp://127.0.0.1:1"])):
+        rc, stdout, err = run("pairs", *paths, "-o", str(out), *extra, timeout=8)
+        assert rc == 1 and stdout == "" and message in one_error_line(err)
+    assert old.read_text() == "kept\n" and not (tmp_path / "new.sam").exists() and not (tmp_path / "new.paf").exists()
+
+
+@pytest.mark.parametrize("content,message", [(None, "cannot read"), ("a\t10\t0\n", "line 1: 3 columns, PAF needs 12")])
+def test_paf_bad_candidates_before_anything(fa, tmp_path, content, message):
+    cands = tmp_path / "c.paf"
+    if content is not None:
+        cands.write_text(content)
+    old = tmp_path / "old.paf"
+    old.write_text("kept\n")
+    rc, out, err = run("paf", str(cands), *fa, "-o", str(old), "--device", "cpu", "-t", "2")
+    assert rc == 1 and out == "" and message in one_error_line(err) and old.read_text() == "kept\n"
+
+
+@pytest.mark.parametrize("side", [1, 2])
+def test_paf_bad_sequences_before_anything(fa, tmp_path, side):
+    cands = tmp_path / "c.paf"
+    cands.write_text("a\t10\t0\t10\t+\ta\t10\t0\t10\t9\t10\t60\n")
+    args = [str(cands), *fa]
+    args[side] = str(tmp_path / "nope.fa")
+    rc, out, err = run("paf", *args, "--device", "cpu", "-t", "2")
+    assert rc == 1 and out == "" and "no such file" in one_error_line(err)
+
+
+@pytest.mark.parametrize("args,message", [(["--matrix", "NOPE"], "--matrix NOPE: neither a file nor"),
+                                          (["--match", "2", "--unknown", "J"], "--unknown J: not a letter")])
+def test_pairs_bad_scoring_option_before_anything(fa, args, message):
+    """A bad --matrix or --unknown: one line, and nothing on stdout (SAM's header was written before)."""
+    rc, out, err = run("pairs", *fa, "-f", "sam", "--device", "cpu", "-t", "1", *args)
+    assert rc == 2 and out == "" and message in one_error_line(err)
+
+
+def test_search_bad_input_before_anything(fa, tmp_path):
+    for args in ((str(tmp_path / "nope.fa"), fa[1]), (fa[0], str(tmp_path / "nope.fa"))):
+        rc, out, err = run("search", *args, "-k", "1", "--device", "cpu", "-t", "2")
+        assert rc == 1 and out == "" and "no such file" in one_error_line(err)
+
+
+# -h and the usage lines
+
+@pytest.mark.parametrize("command,usage", [
+    ("pairs", "Usage: gpualign pairs [OPTIONS] QUERY TARGET"),
+    ("paf", "Usage: gpualign paf [OPTIONS] CANDIDATES QUERY TARGET"),
+    ("genome", "Usage: gpualign genome [OPTIONS] QUERY TARGET"),
+    ("search", "Usage: gpualign search [OPTIONS] PATTERNS TEXT"),
+])
+def test_help_short_flag_and_plain_usage(command, usage):
+    rc, out, err = run(command, "-h")
+    assert rc == 0 and err == "" and out.splitlines()[0] == usage
+    assert run(command, "--help")[1] == out
+    options = out.split("\nOptions:\n", 1)[1].split("\n\n", 1)[0]
+    assert not re.search(r"<\w+>|\{\w+\}", out.split("Examples:")[0]), out  # no <str>, <int>, {query}
+    assert re.search(r"-o, --output FILE\s", options) and "-h, --help" in options
+    assert command == "genome" or re.search(r"-t, --threads INT\s", options)
+    for line in options.splitlines():  # every option that takes a value names it in upper case
+        m = re.match(r"\s+(-\w, )?--[\w-]+ (\S+)", line)
+        if m and not m.group(2).startswith(("(", "[")):
+            assert m.group(2).isupper(), line
+
+
+def test_root_short_help_flag():
+    rc, out, _ = run("-h")
+    assert rc == 0 and out.startswith("Usage: gpualign [OPTIONS] COMMAND [ARGS]...") and "pairs" in out
+
+
+def test_missing_argument_is_named_plainly(fa):
+    rc, _, err = run("pairs", fa[0])
+    assert rc == 2 and "Missing argument 'TARGET'" in err and "Usage: gpualign pairs [OPTIONS] QUERY TARGET" in err
+
+
+# --verify: an independent judge
+
+def _random_pairs(rng, n, letters=b"ACGT", max_len=60, empties=True):
+    alphabet = np.frombuffer(letters, np.uint8)
+    qs, ts = [], []
+    for i in range(n):
+        q = alphabet[rng.integers(0, len(alphabet), int(rng.integers(0 if empties else 1, max_len)))].tobytes()
+        t = bytearray(q)
+        for _ in range(int(rng.integers(0, 6))):  # a few edits
+            if t and rng.random() < 0.5:
+                del t[int(rng.integers(0, len(t)))]
+            else:
+                t.insert(int(rng.integers(0, len(t) + 1)), int(alphabet[rng.integers(0, len(alphabet))]))
+        qs.append(q)
+        ts.append(bytes(t))
+    return qs, ts
+
+
+CONFIGS = [
+    AlignConfig(metric="edit"),
+    AlignConfig(metric="edit", n_mismatch=True),
+    AlignConfig(metric="affine"),
+    AlignConfig(metric="affine", penalties=Penalties(3, 5, 1), n_mismatch=True),
+    AlignConfig(metric="affine", scoring=Scoring(mode="global", match=2)),
+    AlignConfig(metric="affine", scoring=Scoring(mode="local", match=2), penalties=Penalties(3, 5, 2)),
+    AlignConfig(metric="affine", scoring=Scoring(mode="semi-global", match=1), n_mismatch=True),
+    AlignConfig(metric="affine", scoring=Scoring(mode="local", alphabet="protein"), penalties=Penalties(4, 11, 1)),
+    AlignConfig(metric="affine", scoring=Scoring(mode="semi-global", alphabet="protein"),
+                penalties=Penalties(4, 10, 1)),
+]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.metric}-{c.scoring.mode}-{c.scoring.alphabet}-"
+                         f"m{c.scoring.match}-n{int(c.n_mismatch)}")
+def test_judge_agrees_with_the_engines(cfg):
+    """The judge's scores equal the CPU engines' (WFA2-lib, parasail) on random pairs, empty sides and N
+    included: the same conventions, computed by other code."""
+    from gpualign.engines import select_engines
+    from gpualign.engines.check import CheckEngine
+
+    rng = np.random.default_rng(51)
+    protein = cfg.scoring.alphabet == "protein"
+    qs, ts = _random_pairs(rng, 120, b"ACDEFGHIKLMNPQRSTVWY" if protein else b"ACGTNacgt", empties=not protein)
+    qs, ts = [q.upper() for q in qs], [t.upper() for t in ts]  # the readers' case folding
+    batch = PairBatch.from_sequences(qs, ts)
+    cfg = cfg.with_(device="cpu", threads=1, distance_only=True).validate()
+    chain, _ = select_engines(cfg)
+    res = chain[0].align(batch, cfg)
+    judge = CheckEngine(1).scores(batch, cfg)
+    assert (res.status == 0).all()
+    assert np.array_equal(judge, res.score.astype(np.int64)), np.nonzero(judge != res.score)[0][:5]
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_verify_catches_a_wrong_cpu_engine(tmp_path, monkeypatch, general):
+    """A CPU engine that reports every score one off: --verify on the CPU finds none optimal (it used to run
+    the same engine again and report 100%)."""
+    from gpualign.engines import cpu_dp, cpu_wfa
+    from gpualign.pipeline import run_pairs
+
+    module = cpu_dp if general else cpu_wfa
+    right = module._align_chunk
+
+    def off_by_one(*args):
+        out = right(*args)
+        return (out[0] + 1, *out[1:])
+
+    monkeypatch.setattr(module, "_align_chunk", off_by_one)
+    q, t = tmp_path / "q.fa", tmp_path / "t.fa"
+    qs, ts = _random_pairs(np.random.default_rng(3), 40, empties=False)
+    q.write_text("".join(f">p{i}\n{s.decode()}\n" for i, s in enumerate(qs)))
+    t.write_text("".join(f">p{i}\n{s.decode()}\n" for i, s in enumerate(ts)))
+    scoring = Scoring(mode="local", match=2) if general else Scoring()
+    cfg = AlignConfig(metric="affine" if general else "edit", scoring=scoring, device="cpu", threads=1)
+    summary = run_pairs(str(q), str(t), str(tmp_path / "o.tsv"), None, cfg, "gpualign pairs", verify=1.0)
+    assert summary.verified == 40 and summary.verified_optimal == 0
+    assert dict(summary.rows())["verified_by"] == ("Biopython" if general else "edlib")
+
+
+def test_verify_help_names_the_judges():
+    out = run("pairs", "-h")[1]
+    assert "edlib for edit" in out and "parasail for affine" in out and "Biopython" in out
