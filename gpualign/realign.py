@@ -17,6 +17,7 @@ from . import trace
 from .config import AlignConfig
 from .errors import ConfigError
 from .io import paf as P
+from .io.faidx import drop_scratch
 from .output import parallel
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
 from .pipeline import (FORMATS, Output, ReadAhead, Summary, aborting, cluster_summary, infer_format, running,
@@ -60,11 +61,19 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     if fmt not in FORMATS or fmt == "tsv":
         raise ConfigError("gpualign paf writes paf, sam or bam")
     t0 = time.perf_counter()
+    try:
+        return _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mode, pad, cs, skip_bad,
+                        say=on_notice or (lambda text: None), progress=progress, readers=readers, cluster=cluster, t0=t0)
+    finally:
+        drop_scratch()  # indexes and copies made for this run
+
+
+def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mode, pad, cs, skip_bad, say, progress,
+             readers, cluster, t0) -> Summary:
     targets = P.Targets(target_path)
     queries = P.Queries(query_path)
-    workers = worker_count(paf_path, queries.fa is not None, readers)
+    workers = worker_count(paf_path, readers)
     summary = Summary()
-    say = on_notice or (lambda text: None)
     skipped: list = []
     # the reader processes are forked first, then the PAF formatting processes (before the reader thread
     # and the GPU exist): lines formatted in the main thread compete with alignment for the interpreter;

@@ -1,4 +1,4 @@
-"""`gpualign paf`'s candidates fetched by worker processes (when the query file can be indexed).
+"""`gpualign paf`'s candidates fetched by worker processes.
 
 In one process, the thread that parses candidates and slices their sequences competes with the
 aligner thread for the interpreter lock; worker processes take that work off it.
@@ -31,12 +31,9 @@ MIN_PAF_BYTES = 1 << 18  # smaller PAFs (~1,300 candidates) are read in-thread
 _STATE: dict = {}  # per worker: the indexed files and the fetch settings
 
 
-def worker_count(paf_path: str, indexed_queries: bool, readers: int | None) -> int:
-    """How many worker processes to read with: readers if given (0 = in-thread); in-thread anyway when
-    the query file cannot be indexed (it is streamed alongside the PAF); by default also for stdin and
-    small PAFs, else a share of the cores."""
-    if not indexed_queries:
-        return 0
+def worker_count(paf_path: str, readers: int | None) -> int:
+    """How many worker processes to read with: readers if given (0 = in-thread); by default in-thread for
+    stdin and small PAFs, else a share of the cores."""
     if readers is not None:
         return max(0, readers)
     if paf_path == "-" or not os.path.isfile(paf_path) or os.path.getsize(paf_path) < MIN_PAF_BYTES:

@@ -1,9 +1,7 @@
 """PAF candidates (minimap2's 12 columns + tags) and the sequences they point into.
 
-Targets are read by random access (io.faidx: memory-mapped plain FASTA, pysam for bgzip; the .fai is
-built when missing). Queries are read by random access when the file can be indexed (plain or bgzip
-FASTA), otherwise streamed in file order alongside the PAF (minimap2 writes candidates grouped in
-query-file order), so memory stays bounded whatever the number of reads.
+Targets and queries are read by random access (io.random_access: in place through io.faidx, or a
+scratch copy of gzip, bgzip FASTQ and stdin input), so candidates may come in any order.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from typing import Iterator
 from .. import pack
 from ..errors import InputError
 from . import fastx
-from .faidx import IndexedFasta
+from .random_access import open_indexed
 
 _COMP = bytes.maketrans(b"ACGTUNRYKMSWBDHVacgtunrykmswbdhv", b"TGCAANYRMKSWVHDBtgcaanyrmkswvhdb")
 STALE_TAGS = ("cm", "s1", "s2", "dv", "ms", "NM", "AS", "de", "cg", "cs", "rl", "zd")
@@ -157,10 +155,7 @@ class Targets:
 
     def __init__(self, path: str):
         fastx.sniff(path)
-        try:
-            self.fa = IndexedFasta(path)
-        except InputError as e:
-            raise InputError(f"{e}; decompress it or use bgzip") from None
+        self.fa = open_indexed(path)
         self.path = path
         self.lengths = self.fa.lengths
 
@@ -174,35 +169,19 @@ class Targets:
 
 
 class Queries:
-    """Whole query records by name: indexed when possible, else streamed in file order."""
+    """Whole query records (and qualities) by name, in any order: by random access, in place or through
+    a scratch copy (io.random_access)."""
 
     def __init__(self, path: str):
         fastx.sniff(path)
         self.path = path
-        self.fa = None
-        self.stream = None
-        self.current = None
-        try:
-            if path == fastx.STDIN:  # streamed (htslib would take '-' for stdin and read it up)
-                raise InputError("stdin")
-            self.fa = IndexedFasta(path)
-        except InputError:
-            self.stream = fastx.records(path, chunk=256)
+        self.fa = open_indexed(path, qualities=True)
 
     def get(self, c: Candidate) -> tuple[bytes, str | None]:
-        if self.fa is not None:
-            if c.qname not in self.fa:
-                raise InputError(f"line {c.line}: query {c.qname!r} is not in {self.path}")
-            seq, qual = self.fa.fetch(c.qname), None
-        else:
-            while self.current is None or self.current[0] != c.qname:
-                self.current = next(self.stream, None)
-                if self.current is None:
-                    raise InputError(f"line {c.line}: query {c.qname!r} not found in {self.path} (the PAF must "
-                                     "follow the query file's order, or give an indexable FASTA)")
-            _, seq, qual = self.current
+        if c.qname not in self.fa:
+            raise InputError(f"line {c.line}: query {c.qname!r} is not in {fastx.display_name(self.path)}")
+        seq = self.fa.fetch(c.qname)
         if len(seq) != c.qlen:
             raise InputError(f"line {c.line}: query {c.qname!r} has length {c.qlen} in the PAF but {len(seq)} "
-                             f"in {self.path}")
-        raw = seq if isinstance(seq, bytes) else seq.encode("ascii")
-        return raw.translate(pack.FOLD), qual
+                             f"in {fastx.display_name(self.path)}")
+        return seq.translate(pack.FOLD), self.fa.quality(c.qname)

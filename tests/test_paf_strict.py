@@ -1,0 +1,188 @@
+"""`gpualign paf` whatever the input's form and order (issue 51): candidates in any order against reads in
+every form, inputs on read-only directories, one primary record per read."""
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pysam
+import pytest
+
+from gpualign.config import AlignConfig
+from gpualign.io.paf import revcomp
+from gpualign.realign import run_paf
+
+ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+FORMS = ["fa", "fa.gz", "fa.bgz", "fq", "fq.gz", "fq.bgz"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A random 20 kb genome (two records), 30 reads with edits on both strands and qualities, their
+    candidates (ends off by a few bases, as minimap2 without -c gives), and the reads in every form."""
+    d = tmp_path_factory.mktemp("pafstrict")
+    rng = np.random.default_rng(51)
+    genome = {"chrA": rng.choice(list(b"ACGT"), 12000).astype(np.uint8).tobytes(),
+              "chrB": rng.choice(list(b"ACGT"), 8000).astype(np.uint8).tobytes()}
+    reads, lines = {}, []
+    for i in range(30):
+        tname = "chrA" if i % 3 else "chrB"
+        g = genome[tname]
+        L = int(rng.integers(150, 600))
+        s = int(rng.integers(0, len(g) - L))
+        q = bytearray(g[s:s + L])
+        for _ in range(L // 25):
+            p = int(rng.integers(0, len(q)))
+            q[p] = b"ACGT"[int(rng.integers(0, 4))]
+        strand = "+-"[i % 2]
+        q = bytes(q) if strand == "+" else revcomp(bytes(q))
+        qual = bytes(rng.integers(33, 74, len(q)).astype(np.uint8))
+        reads[f"read{i}"] = (q, qual)
+        ts, te = max(0, s + int(rng.integers(-5, 6))), min(len(g), s + L + int(rng.integers(-5, 6)))
+        lines.append(f"read{i}\t{L}\t0\t{L}\t{strand}\t{tname}\t{len(g)}\t{ts}\t{te}\t{L}\t{te - ts}\t60\ttp:A:P\n")
+    (d / "ref.fa").write_bytes(b"".join(b">%s\n%s\n" % (n.encode(), _wrap(s)) for n, s in genome.items()))
+    fa = b"".join(b">%s\n%s\n" % (n.encode(), _wrap(q)) for n, (q, _) in reads.items())
+    fq = b"".join(b"@%s\n%s\n+\n%s\n" % (n.encode(), q, x) for n, (q, x) in reads.items())
+    for ext, text in (("fa", fa), ("fq", fq)):
+        (d / f"reads.{ext}").write_bytes(text)
+        (d / f"reads.{ext}.gz").write_bytes(gzip.compress(text))
+        pysam.tabix_compress(str(d / f"reads.{ext}"), str(d / f"reads.{ext}.bgz"))
+    (d / "sorted.paf").write_text("".join(lines))
+    order = rng.permutation(len(lines))
+    (d / "shuffled.paf").write_text("".join(lines[k] for k in order))
+    return d, genome, reads, lines
+
+
+def _wrap(seq: bytes, width: int = 70) -> bytes:
+    return b"\n".join(seq[i:i + width] for i in range(0, len(seq), width))
+
+
+def _fresh_copy(d, tmp_path, names):
+    """The named files of d copied into tmp_path (no index beside them)."""
+    for n in names:
+        shutil.copy(d / n, tmp_path / n)
+    return tmp_path
+
+
+def _records(path):
+    """SAM/BAM records as comparable tuples, with the header's targets."""
+    with pysam.AlignmentFile(str(path), check_sq=False) as fh:
+        recs = [(r.query_name, r.flag, r.reference_name, r.reference_start, r.cigarstring, r.query_sequence,
+                 None if r.query_qualities is None else pysam.qualities_to_qualitystring(r.query_qualities),
+                 r.get_tag("AS")) for r in fh]
+        return recs, fh.header.to_dict()["SQ"]
+
+
+def _run(paf, queries, target, out, readers=0, **kw):
+    cfg = AlignConfig(device="cpu", threads=2, batch_pairs=kw.pop("batch_pairs", 7))
+    return run_paf(str(paf), str(queries), str(target), str(out), None, cfg, "test", readers=readers, **kw)
+
+
+@pytest.mark.parametrize("readers", [0, 2], ids=["reader-thread", "reader-processes"])
+@pytest.mark.parametrize("form", FORMS)
+def test_any_candidate_order_every_read_form(data, tmp_path, form, readers):
+    """Shuffled candidates give the records of the sorted ones (in their own order) whatever the reads'
+    form: plain, gzip or bgzip, FASTA or FASTQ; FASTQ's qualities reach SAM's QUAL in every form."""
+    d, genome, reads, lines = data
+    d = _fresh_copy(d, tmp_path, sorted({"ref.fa", "reads.fa", f"reads.{form}", "sorted.paf", "shuffled.paf"}))
+    want, sq = _records(_sam(d, "sorted.paf", "reads.fa", "want.sam"))
+    got, got_sq = _records(_sam(d, "shuffled.paf", f"reads.{form}", "got.sam", readers))
+    assert got_sq == sq
+    fastq = form.startswith("fq")
+    for r in got:
+        q, qual = reads[r[0]]
+        assert r[5] == (q if r[1] & 16 == 0 else revcomp(q)).decode()
+        assert r[6] == ((qual if r[1] & 16 == 0 else qual[::-1]).decode() if fastq else None)
+    strip = [r[:6] + r[7:] for r in got]
+    assert sorted(strip) == sorted(r[:6] + r[7:] for r in want) and len(got) == len(lines)
+
+
+def _sam(d, paf, queries, name, readers=0):
+    summary = _run(d / paf, d / queries, d / "ref.fa", d / name, readers)
+    assert summary.written == summary.pairs
+    return d / name
+
+
+def _cli(args, stdin=None, env=None):
+    p = subprocess.run([sys.executable, "-m", "gpualign", "paf", *args], input=stdin, capture_output=True,
+                       env=env or ENV, timeout=120)
+    return p.returncode, p.stdout, p.stderr.decode()
+
+
+def test_reads_on_stdin_in_any_order(data, tmp_path):
+    """gzip FASTQ reads on stdin against shuffled candidates (once only in the reads' order)."""
+    d, genome, reads, lines = data
+    want = _cli([str(d / "sorted.paf"), str(d / "reads.fq"), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q"])
+    rc, out, err = _cli([str(d / "shuffled.paf"), "-", str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q"],
+                        stdin=(d / "reads.fq.gz").read_bytes())
+    assert rc == 0, err
+    assert sorted(out.splitlines()) == sorted(want[1].splitlines()) and len(out.splitlines()) == len(lines)
+
+
+def test_gzip_reference(data, tmp_path):
+    """A reference compressed with gzip (not bgzip) is read through a scratch copy, nothing written
+    beside it, nothing left in TMPDIR."""
+    d, genome, reads, lines = data
+    src = _fresh_copy(d, tmp_path, ["sorted.paf", "reads.fa"])
+    (src / "ref.fa.gz").write_bytes(gzip.compress((d / "ref.fa").read_bytes()))
+    (tmp_path / "tmp").mkdir()
+    env = dict(ENV, TMPDIR=str(tmp_path / "tmp"))
+    want = _cli([str(d / "sorted.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q"])
+    rc, out, err = _cli([str(src / "sorted.paf"), str(src / "reads.fa"), str(src / "ref.fa.gz"), "--device", "cpu",
+                         "-t", "1", "-q"], env=env)
+    assert rc == 0, err
+    assert out == want[1] and len(out.splitlines()) == len(lines)
+    assert not list(src.glob("ref.fa.gz.*")) and not os.listdir(tmp_path / "tmp")
+
+
+def _read_only_runner(directory):
+    """A command prefix that runs a command with directory read-only for real (root ignores a mode: a
+    read-only bind mount in a private mount namespace then), or None when this machine allows neither."""
+    if os.geteuid() != 0:
+        os.chmod(directory, 0o555)
+        return []
+    d = str(directory)
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {d} {d} && mount -o remount,ro,bind {d} {d}"
+                            f" && ! touch {d}/.probe 2>/dev/null"], capture_output=True)
+    if probe.returncode != 0:
+        return None
+    return ["unshare", "-m", "sh", "-c", f'mount --bind {d} {d} && mount -o remount,ro,bind {d} {d} && exec "$@"',
+            "sh"]
+
+
+@pytest.mark.parametrize("ref", ["ref.fa", "ref.fa.gz", "ref.fa.bgz", "ref.fa stale"])
+@pytest.mark.parametrize("queries", ["reads.fa", "reads.fq"])
+def test_inputs_on_a_read_only_directory(data, tmp_path, ref, queries):
+    """Reference and reads on a directory that takes no files, without a .fai (or with a stale one):
+    indexed in a scratch directory, the output as from a writable one, nothing written beside them."""
+    d, genome, reads, lines = data
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    _fresh_copy(d, ro, ["shuffled.paf", queries])
+    name = ref.split()[0]
+    if name == "ref.fa.gz":
+        (ro / name).write_bytes(gzip.compress((d / "ref.fa").read_bytes()))
+    elif name == "ref.fa.bgz":
+        pysam.tabix_compress(str(d / "ref.fa"), str(ro / name))
+    else:
+        shutil.copy(d / "ref.fa", ro / name)
+    if ref.endswith("stale"):  # an index of other contents, older than the FASTA
+        (ro / "ref.fa.fai").write_text("chrA\t5\t6\t70\t71\n")
+        os.utime(ro / "ref.fa.fai", (1, 1))
+    before = sorted(os.listdir(ro))
+    want = _cli([str(d / "shuffled.paf"), str(d / queries), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q",
+                 "-f", "sam"])
+    prefix = _read_only_runner(ro)
+    if prefix is None:
+        pytest.skip("no way to make a directory read-only here (root without mount namespaces)")
+    p = subprocess.run([*prefix, sys.executable, "-m", "gpualign", "paf", str(ro / "shuffled.paf"),
+                        str(ro / queries), str(ro / name), "--device", "cpu", "-t", "1", "-q", "-f", "sam"],
+                       capture_output=True, env=ENV, timeout=120)
+    os.chmod(ro, 0o755)
+    assert p.returncode == 0, p.stderr.decode()
+    body = [x for x in p.stdout.splitlines() if not x.startswith(b"@PG")]
+    assert body == [x for x in want[1].splitlines() if not x.startswith(b"@PG")]
+    assert sorted(os.listdir(ro)) == before
