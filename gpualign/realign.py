@@ -16,12 +16,14 @@ import numpy as np
 from . import trace
 from .config import AlignConfig
 from .errors import ConfigError
+from .io import fastx
 from .io import paf as P
 from .io.faidx import drop_scratch
 from .output import parallel
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
 from .pipeline import (FORMATS, Output, ReadAhead, Summary, aborting, cluster_summary, infer_format, running,
                        start_engines, stream)
+from .realign_primary import Primaries, count_reads
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
 
@@ -30,15 +32,15 @@ PAF_FORMATTERS = 2
 MODES = ("ends-free", "global")
 
 
-def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, warn):
+def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, warn, paf_name=None):
     """(candidate, query part, target window, window start, full query, quality, free ends) per
     candidate of the PAF, bad lines handled (appended to skipped with --skip-bad)."""
     def bad(e):
         skipped.append(e)
         warn(f"skipped: {e}")
 
-    return P.fetch(P.read_candidates(paf_path, bad if skip_bad else None), queries, targets, mode, pad,
-                 bad if skip_bad else None)
+    return P.fetch(P.read_candidates(paf_path, bad if skip_bad else None, name=paf_name), queries, targets, mode,
+                   pad, bad if skip_bad else None)
 
 
 def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str | None, cfg: AlignConfig,
@@ -72,6 +74,10 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
              readers, cluster, t0) -> Summary:
     targets = P.Targets(target_path)
     queries = P.Queries(query_path)
+    paf_name = fastx.display_name(paf_path)
+    if paf_path == fastx.STDIN:  # read twice (count_reads first): kept in the scratch directory
+        paf_path = P.spool_stdin()
+    several = count_reads(paf_path)
     workers = worker_count(paf_path, readers)
     summary = Summary()
     skipped: list = []
@@ -87,9 +93,9 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
         # of their turn: Staging.prefetch): page-locking a new buffer per batch in flight is slow and holds
         # up the CUDA calls of the other threads meanwhile
         if pool is not None:
-            batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say))
+            batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say, paf_name))
         else:
-            items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say)
+            items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say, paf_name)
             batches = _batches(items, cfg)
         try:
             if fmt == "paf":
@@ -102,6 +108,7 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
                 writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
                     output.target, targets=targets, command_line=command_line, cs=cs)
                 sink = parallel.OrderedWriter(writer, fmt_pool, PAF_FORMATTERS) if fmt == "paf" else _WithMeta(writer)
+                sink = Primaries(sink, several, skipped, keep_seq=(fmt == "paf" and cs))
                 with aborting(writer):
                     stream(ahead, chain, cfg, sink, summary, progress, remote=remote)
                     writer.close()

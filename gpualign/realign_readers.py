@@ -115,12 +115,12 @@ class Readers:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def item_lists(self, paf_path: str, cfg: AlignConfig, skipped: list, warn):
+    def item_lists(self, paf_path: str, cfg: AlignConfig, skipped: list, warn, name: str | None = None):
         """(items, seq) in PAF order, about cfg.batch_bases of sequence each: the candidates' items as
         _chunk gives them, and their sequences joined in one array. Skipped lines
         (--skip-bad) are appended to skipped and told to warn as their chunk comes back; any other bad
-        line raises its InputError then."""
-        name = fastx.display_name(paf_path)
+        line raises its InputError then. name: the PAF as messages call it."""
+        name = name or fastx.display_name(paf_path)
         per_line = None  # bases per PAF line: guessed from the first chunk's boxes, then measured
         measured = {"lines": 0, "bases": 0}
         asked = [0]  # chunks sized so far

@@ -186,3 +186,86 @@ def test_inputs_on_a_read_only_directory(data, tmp_path, ref, queries):
     body = [x for x in p.stdout.splitlines() if not x.startswith(b"@PG")]
     assert body == [x for x in want[1].splitlines() if not x.startswith(b"@PG")]
     assert sorted(os.listdir(ro)) == before
+
+
+@pytest.fixture(scope="module")
+def several(data):
+    """Candidates with several per read, shuffled: each read's true locus, a decoy elsewhere, and for
+    every third read the true locus twice (a tie: the first in the PAF is the primary)."""
+    d, genome, reads, lines = data
+    rng = np.random.default_rng(7)
+    out = []
+    for i, line in enumerate(lines):
+        f = line.rstrip("\n").split("\t")
+        tlen, span = int(f[6]), int(f[8]) - int(f[7])
+        s = (int(f[7]) + int(rng.integers(span + 50, tlen - span - 50))) % (tlen - span)
+        decoy = f[:7] + [str(s), str(s + span)] + f[9:12] + ["tp:A:S"]
+        out += [line, "\t".join(decoy) + "\n"] + ([line] if i % 3 == 0 else [])
+    order = rng.permutation(len(out))
+    text = "".join(out[k] for k in order)
+    (d / "several.paf").write_text(text)
+    return d, text.splitlines(), reads
+
+
+def _check_one_primary(recs, paf_lines):
+    """recs (output order = PAF order): per read exactly one record without FLAG 256/2048, the best AS
+    of the read's aligned records, the first of them in the PAF on a tie; the output in the PAF's order."""
+    assert [r[0] for r in recs] == [x.split("\t")[0] for x in paf_lines]
+    by_read: dict = {}
+    for k, r in enumerate(recs):
+        by_read.setdefault(r[0], []).append((k, r))
+    for name, rs in by_read.items():
+        primaries = [(k, r) for k, r in rs if r[1] & 0x900 == 0]
+        assert len(primaries) == 1, (name, [r[1] for _, r in rs])
+        best = max(r[7] for _, r in rs)
+        assert primaries[0][1][7] == best
+        assert primaries[0][0] == min(k for k, r in rs if r[7] == best)  # ties: the first in the PAF
+        assert all(r[1] & 0x900 == 0x100 for k, r in rs if k != primaries[0][0])
+    assert any(len(rs) > 2 for rs in by_read.values())  # ties were there to decide
+
+
+@pytest.mark.parametrize("readers", [0, 2], ids=["reader-thread", "reader-processes"])
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_one_primary_record_per_read(several, tmp_path, fmt, readers):
+    """Several candidates per read, spread over batches of 5: one primary per read (best re-aligned
+    score, ties by PAF order), the others FLAG 256; read back with pysam."""
+    d, paf_lines, reads = several
+    out = tmp_path / f"o.{fmt}"
+    summary = _run(d / "several.paf", d / "reads.fq.gz", d / "ref.fa", out, readers, batch_pairs=5)
+    assert summary.written == summary.pairs == len(paf_lines)
+    recs, _ = _records(out)
+    _check_one_primary(recs, paf_lines)
+    for r in recs:  # secondary records keep SEQ and QUAL
+        q, qual = reads[r[0]]
+        assert r[5] == (q if r[1] & 16 == 0 else revcomp(q)).decode()
+
+
+def test_paf_tp_follows_the_same_rule(several, tmp_path):
+    """PAF output: minimap2's tp:A:P/tp:A:S rewritten to the re-aligned rank, the same records as SAM's."""
+    d, paf_lines, reads = several
+    _run(d / "several.paf", d / "reads.fa", d / "ref.fa", tmp_path / "o.paf", batch_pairs=5)
+    _run(d / "several.paf", d / "reads.fa", d / "ref.fa", tmp_path / "o.sam", batch_pairs=5)
+    rows = [x.split("\t") for x in (tmp_path / "o.paf").read_text().splitlines()]
+    recs, _ = _records(tmp_path / "o.sam")
+    assert len(rows) == len(recs) == len(paf_lines)
+    for f, r in zip(rows, recs):
+        tags = [t for t in f[12:] if t.startswith("tp:")]
+        assert tags == ["tp:A:S" if r[1] & 0x100 else "tp:A:P"] and f[0] == r[0]
+        assert f"AS:i:{r[7]}" in f
+
+
+def test_one_primary_with_skipped_candidates_and_stdin(several, tmp_path):
+    """A read's candidate skipped (--skip-bad) and the PAF on stdin: still one primary per read among
+    the records written."""
+    d, paf_lines, reads = several
+    bad = list(paf_lines)
+    k = next(i for i, x in enumerate(bad) if sum(y.split("\t")[0] == x.split("\t")[0] for y in bad) == 3)
+    f = bad[k].split("\t")
+    f[5] = "nochr"
+    bad[k] = "\t".join(f)
+    rc, out, err = _cli(["-", str(d / "reads.fq"), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q",
+                         "-f", "sam", "--skip-bad", "-o", str(tmp_path / "o.sam")],
+                        stdin="".join(x + "\n" for x in bad).encode())
+    assert rc == 0, err
+    recs, _ = _records(tmp_path / "o.sam")
+    _check_one_primary(recs, bad[:k] + bad[k + 1:])
