@@ -65,7 +65,7 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     t0 = time.perf_counter()
     try:
         return _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mode, pad, cs, skip_bad,
-                        say=on_notice or (lambda text: None), progress=progress, readers=readers, cluster=cluster, t0=t0)
+                        on_notice or (lambda text: None), progress, readers, cluster, t0)
     finally:
         drop_scratch()  # indexes and copies made for this run
 

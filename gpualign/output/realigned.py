@@ -162,7 +162,8 @@ def sam_records(batch, res, meta) -> list[str]:
             continue
         left, right = (cand.qlen - cand.qe, cand.qs) if rev else (cand.qs, cand.qlen - cand.qe)
         cig = (f"{left}S" if left else "") + c.cigar[i] + (f"{right}S" if right else "")
-        out.append(f"{cand.qname}\t{(16 if rev else 0) | secondary[i]}\t{cand.tname}\t{int(ts[i]) + 1}\t{cand.mapq}\t{cig}\t*\t0\t0\t"
+        flag = (16 if rev else 0) | secondary[i]
+        out.append(f"{cand.qname}\t{flag}\t{cand.tname}\t{int(ts[i]) + 1}\t{cand.mapq}\t{cig}\t*\t0\t0\t"
                    f"{s}\t{q}\tNM:i:{c.nm[i]}\tAS:i:{-c.score[i]}\n")
     return out
 
