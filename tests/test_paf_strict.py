@@ -269,3 +269,21 @@ def test_one_primary_with_skipped_candidates_and_stdin(several, tmp_path):
     assert rc == 0, err
     recs, _ = _records(tmp_path / "o.sam")
     _check_one_primary(recs, bad[:k] + bad[k + 1:])
+
+
+@pytest.mark.parametrize("form", ["fa", "fa.gz", "fq.gz"])
+def test_a_read_name_twice_is_an_error(data, tmp_path, form):
+    """Two read records of one name: a candidate cannot tell them apart (htslib's index would keep the
+    first silently): one line naming the file, exit 1, nothing written."""
+    d, genome, reads, lines = data
+    q, qual = reads["read1"]
+    recs = [("read1", q, qual), ("other", q[:50], qual[:50]), ("read1", q[::-1], qual)]
+    if form.startswith("fa"):
+        text = b"".join(b">%s\n%s\n" % (n.encode(), s) for n, s, _ in recs)
+    else:
+        text = b"".join(b"@%s\n%s\n+\n%s\n" % (n.encode(), s, x) for n, s, x in recs)
+    path = tmp_path / f"dup.{form}"
+    path.write_bytes(gzip.compress(text) if form.endswith("gz") else text)
+    rc, out, err = _cli([str(d / "sorted.paf"), str(path), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q"])
+    assert rc == 1 and out == b"" and "Traceback" not in err
+    assert err.startswith("error: ") and err.count("\n") == 1 and str(path) in err and "'read1' again" in err

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import mmap
 import os
+import re
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -164,7 +165,7 @@ def drop_scratch() -> None:
         interrupt.untrack(made)
 
 
-def index_paths(path: str, bgzf: bool) -> tuple[str, str]:
+def index_paths(path: str, bgzf: bool) -> tuple[str, str | None]:
     """The .fai (and .gzi, for bgzip) to open path with: beside it when there and not older than it;
     else built beside it when its directory takes files; else built in scratch_dir() (an input on a
     read-only directory is never refused for want of an index, and never written beside)."""
@@ -212,9 +213,9 @@ def _build(path: str, rows, fai: str, gzi: str) -> str | None:
     with tempfile.TemporaryFile() as said:
         saved = os.dup(2)
         os.dup2(said.fileno(), 2)
+        failed = None
         try:
             pysam.faidx(path, "--fai-idx", fai, "--gzi-idx", gzi)
-            return None
         except pysam.SamtoolsError as e:
             failed = str(e)
         finally:
@@ -222,6 +223,17 @@ def _build(path: str, rows, fai: str, gzi: str) -> str | None:
             os.close(saved)
         said.seek(0)
         lines = [x.strip() for x in said.read().decode(errors="replace").splitlines()]
+    # a name twice: htslib keeps the first record and says so; a slice by name would be the wrong one
+    dup = [x.split("] ", 1)[-1] for x in lines if "duplicate sequence" in x]
+    if failed is None and not dup:
+        return None
+    if failed is None:
+        for made in (fai, gzi):
+            if os.path.exists(made):
+                os.unlink(made)
+        m = re.search(r'sequence "(.*)" at byte offset (\d+)', dup[0])
+        where = f"name {m.group(1)!r} again at byte {m.group(2)}" if m else dup[0]
+        return f"{where}: a name must tell its record apart"
     lines = [x.split("] ", 1)[-1] for x in lines if x.startswith("[E::")] or [failed.split("stderr=")[-1].strip()]
     return "; ".join(dict.fromkeys(lines))
 

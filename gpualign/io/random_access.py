@@ -62,8 +62,7 @@ def _copy(path: str) -> str:
                 raise RecordError(name, done + k + 1, "FASTA and FASTQ records mixed in one file")
             for k, n in enumerate(names):
                 if n in seen:
-                    raise RecordError(name, done + k + 1, f"read name {n!r} names an earlier record too: "
-                                                          "candidates cannot tell them apart")
+                    raise RecordError(name, done + k + 1, f"name {n!r} again: a name must tell its record apart")
                 seen.add(n)
             offsets = pos + np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
             data.write(seqs)
@@ -81,4 +80,5 @@ def _copy(path: str) -> str:
             done += len(names)
     if not done:
         raise InputError(f"{name}: no FASTA/FASTQ records")
+    scratch_put(identity(out), (out + ".fai", None))  # its index as written (whatever the two files' times)
     return out
