@@ -18,7 +18,7 @@ from .config import AlignConfig
 from .errors import ConfigError
 from .io import fastx
 from .io import paf as P
-from .io.faidx import drop_scratch
+from .io.faidx import drop_scratch, spool, streamed
 from .output import parallel
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
 from .pipeline import (FORMATS, Output, ReadAhead, Summary, aborting, cluster_summary, infer_format, running,
@@ -75,8 +75,8 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
     targets = P.Targets(target_path)
     queries = P.Queries(query_path)
     paf_name = fastx.display_name(paf_path)
-    if paf_path == fastx.STDIN:  # read twice (count_reads first): kept in the scratch directory
-        paf_path = P.spool_stdin()
+    if streamed(paf_path):  # stdin or a pipe, read twice (count_reads first): kept in the scratch directory
+        paf_path = spool(paf_path)
     several = count_reads(paf_path)
     workers = worker_count(paf_path, readers)
     summary = Summary()

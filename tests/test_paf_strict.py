@@ -287,3 +287,16 @@ def test_a_read_name_twice_is_an_error(data, tmp_path, form):
     rc, out, err = _cli([str(d / "sorted.paf"), str(path), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q"])
     assert rc == 1 and out == b"" and "Traceback" not in err
     assert err.startswith("error: ") and err.count("\n") == 1 and str(path) in err and "'read1' again" in err
+
+
+def test_candidates_and_reads_from_pipes(data, tmp_path):
+    """The PAF and the reads from a shell's <(...) (pipes, readable once): the output of the files."""
+    d, genome, reads, lines = data
+    want = _cli([str(d / "shuffled.paf"), str(d / "reads.fq"), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q",
+                 "-f", "sam"])
+    cmd = (f'exec "$0" -m gpualign paf <(cat {d / "shuffled.paf"}) <(cat {d / "reads.fq.gz"}) {d / "ref.fa"} '
+           "--device cpu -t 1 -q -f sam")
+    p = subprocess.run(["bash", "-c", cmd, sys.executable], capture_output=True, env=ENV, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    body = [x for x in p.stdout.splitlines() if not x.startswith(b"@PG")]
+    assert body == [x for x in want[1].splitlines() if not x.startswith(b"@PG")] and len(body) > len(lines)

@@ -10,10 +10,12 @@ aligner and writer threads. bgzip-compressed FASTA goes through pysam.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import mmap
 import os
 import re
 import shutil
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
@@ -154,6 +156,23 @@ def scratch_get(key):
 
 def scratch_put(key, value) -> None:
     _MADE[key] = value
+
+
+def streamed(path: str) -> bool:
+    """Whether path can be read only once: stdin ('-'), a pipe (a shell's <(...)), a device."""
+    return path == "-" or (os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path))
+
+
+def spool(path: str) -> str:
+    """A file in scratch_dir() holding the bytes of a streamed() path, as they come (to be read again)."""
+    out = scratch_path(path, ".spool")
+    try:
+        with (open(path, "rb") if path != "-" else contextlib.nullcontext(sys.stdin.buffer)) as src, \
+                open(out, "wb") as fh:
+            shutil.copyfileobj(src, fh, 1 << 20)
+    except OSError as e:
+        raise InputError(f"{'stdin' if path == '-' else path}: cannot read ({e.strerror})") from None
+    return out
 
 
 def drop_scratch() -> None:

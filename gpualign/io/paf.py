@@ -7,7 +7,6 @@ scratch copy of gzip, bgzip FASTQ and stdin input), so candidates may come in an
 from __future__ import annotations
 
 import itertools
-import shutil
 import sys
 from dataclasses import dataclass
 from typing import Iterator
@@ -15,7 +14,6 @@ from typing import Iterator
 from .. import pack
 from ..errors import InputError
 from . import fastx
-from .faidx import scratch_path
 from .random_access import open_indexed
 
 _COMP = bytes.maketrans(b"ACGTUNRYKMSWBDHVacgtunrykmswbdhv", b"TGCAANYRMKSWVHDBtgcaanyrmkswvhdb")
@@ -114,14 +112,6 @@ def _open(path: str):
         raise InputError(f"{fastx.display_name(path)}: cannot read ({e.strerror})") from None
 
 
-def spool_stdin() -> str:
-    """stdin's PAF copied into the scratch directory (io.faidx.scratch_dir), to be read more than once."""
-    out = scratch_path(fastx.STDIN, ".paf")
-    with open(out, "wb") as fh:
-        shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)
-    return out
-
-
 def line_chunks(path: str, size) -> Iterator[tuple[int, list]]:
     """The PAF's raw lines in chunks: (number of the chunk's first line, lines); size() gives the
     next chunk's line count (asked before each chunk)."""
@@ -185,7 +175,6 @@ class Targets:
     """Random access to the target FASTA (names, lengths, slices)."""
 
     def __init__(self, path: str):
-        fastx.sniff(path)
         self.fa = open_indexed(path)
         self.path = path
         self.lengths = self.fa.lengths
@@ -204,7 +193,6 @@ class Queries:
     a scratch copy (io.random_access)."""
 
     def __init__(self, path: str):
-        fastx.sniff(path)
         self.path = path
         self.fa = open_indexed(path, qualities=True)
 

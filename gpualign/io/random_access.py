@@ -2,6 +2,7 @@
 
 In place when the file allows it: plain FASTA/FASTQ through a memory map, bgzip FASTA through htslib
 (io.faidx; the index beside the file, or in a temporary directory when its directory takes no files).
+A pipe (a shell's <(...)) is first spooled as it comes into a scratch file, then read as that file.
 Anything else (gzip that is not bgzip, bgzip FASTQ, whose qualities htslib does not give, and stdin) is
 read once, in order, into a scratch copy: the sequences (checked and case-folded), then per chunk their
 qualities, back to back without headers or line ends, and a .fai (one line of one "line" per record, six
@@ -19,11 +20,23 @@ import numpy as np
 
 from ..errors import InputError, RecordError
 from . import fastx
-from .faidx import IndexedFasta, identity, plain_gzip, scratch_get, scratch_path, scratch_put
+from .faidx import IndexedFasta, identity, plain_gzip, scratch_get, scratch_path, scratch_put, spool, streamed
 
 
 def open_indexed(path: str, qualities: bool = False) -> IndexedFasta:
-    """path by random access; qualities: a FASTQ's qualities are wanted (bgzip FASTQ is then copied)."""
+    """path by random access, checked first (fastx.sniff); qualities: a FASTQ's qualities are wanted
+    (bgzip FASTQ is then copied). A pipe or a device is spooled as it comes first, then read as a file."""
+    if path != fastx.STDIN and streamed(path):
+        key = ("spool", identity(path))
+        if scratch_get(key) is None:
+            scratch_put(key, spool(path))
+        try:
+            fastx.sniff(scratch_get(key))
+        except InputError as e:
+            raise InputError(str(e).replace(scratch_get(key), path)) from None
+        path = scratch_get(key)
+    else:
+        fastx.sniff(path)
     if path != fastx.STDIN and not _copied(path, qualities):
         return IndexedFasta(path)
     key = ("copy", path if path == fastx.STDIN else identity(path))  # forked readers find the copy
