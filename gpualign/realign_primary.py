@@ -11,8 +11,10 @@ A read's candidates may be anywhere in the PAF. count_reads' first pass over the
 candidates of each read (by a hash of its name, 8 bytes a line; only reads with several are kept). A
 batch goes on to the writer, in order, once every read of it with several candidates has all of them
 aligned or skipped (--skip-bad); batches wait meanwhile, without their sequence bytes unless the writer
-needs them. Candidates grouped by read (minimap2's order) hold back at most the batch that ends a read;
-a read whose candidates are far apart holds back the batches between them.
+needs them, and (but the newest two) without the reads SAM/BAM records hold, fetched again as they go
+on. Candidates grouped by read (minimap2's order) hold back at most the batch that ends a read; a read
+whose candidates are far apart (a PAF sorted by target) holds back the batches between them: their
+candidates and alignments.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .io import paf as P
 from .records import OK
 
 PRIMARY_KEY = "primary"  # batch.meta's array (the writers read it): True for a read's primary record
+KEEP_FULL = 2  # waiting batches (the newest) that keep their reads' bytes for SAM/BAM (refetch)
 
 
 def count_reads(path: str) -> dict:
@@ -54,10 +57,14 @@ class Primaries:
     PRIMARY_KEY, and batches are handed on in order once decided (module docstring). skipped: the run's
     list of skipped candidates' errors (P.CandidateError, --skip-bad), read as it grows."""
 
-    def __init__(self, sink, several: dict, skipped: list, keep_seq: bool):
+    def __init__(self, sink, several: dict, skipped: list, keep_seq: bool, refetch=None):
+        """refetch(candidates) -> [(full query, quality)]: what batch.meta holds of them for SAM/BAM
+        (io.paf.Queries.get), dropped from batches waiting behind the newest KEEP_FULL and fetched again
+        when they go on; None: nothing to drop (PAF output)."""
         self.sink, self.several, self.skipped, self.keep_seq = sink, several, skipped, keep_seq
+        self.refetch = refetch
         self.reads: dict = {}  # name -> _Read, for reads with several candidates not all handed on
-        self.held: deque = deque()  # (batch, res, done, names of reads with several candidates)
+        self.held: deque = deque()  # [batch, res, done, names of reads with several candidates]
         self.seen_skipped = 0
 
     def _read(self, name: str) -> _Read:
@@ -96,8 +103,12 @@ class Primaries:
             names.append(c.qname)
         if names and not self.keep_seq:  # only the meta and the lengths are written while it waits
             batch = dataclasses.replace(batch, seq=np.zeros(0, np.uint8))
-        self.held.append((batch, res, done, names))
+        self.held.append([batch, res, done, names])
         self._release(final=False)
+        if self.refetch is not None and len(self.held) > KEEP_FULL:  # the reads' bytes not kept meanwhile
+            entry = self.held[-KEEP_FULL - 1]
+            if entry[0].meta.get("full_query") is not None:
+                entry[0] = dataclasses.replace(entry[0], meta={**entry[0].meta, "full_query": None, "full_qual": None})
 
     def _release(self, final: bool) -> None:
         while self.held:
@@ -115,7 +126,10 @@ class Primaries:
                     r = self.reads[n]
                     r.unwritten -= 1
                     self._forget(n, r)
-            batch.meta = {**batch.meta, PRIMARY_KEY: primary}
+            meta = {**batch.meta, PRIMARY_KEY: primary}
+            if "full_query" in meta and meta["full_query"] is None:
+                meta["full_query"], meta["full_qual"] = (list(x) for x in zip(*self.refetch(meta["cands"])))
+            batch.meta = meta
             self.sink.submit(batch, res, done)
 
     def flush(self) -> None:

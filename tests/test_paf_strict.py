@@ -235,9 +235,10 @@ def test_one_primary_record_per_read(several, tmp_path, fmt, readers):
     assert summary.written == summary.pairs == len(paf_lines)
     recs, _ = _records(out)
     _check_one_primary(recs, paf_lines)
-    for r in recs:  # secondary records keep SEQ and QUAL
+    for r in recs:  # secondary records keep SEQ and QUAL (fetched again for batches that waited)
         q, qual = reads[r[0]]
         assert r[5] == (q if r[1] & 16 == 0 else revcomp(q)).decode()
+        assert r[6] == (qual if r[1] & 16 == 0 else qual[::-1]).decode()
 
 
 def test_paf_tp_follows_the_same_rule(several, tmp_path):
