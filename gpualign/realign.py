@@ -16,11 +16,14 @@ import numpy as np
 from . import trace
 from .config import AlignConfig
 from .errors import ConfigError
+from .io import fastx
 from .io import paf as P
+from .io.faidx import drop_scratch, spool, streamed
 from .output import parallel
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
 from .pipeline import (FORMATS, Output, ReadAhead, Summary, aborting, cluster_summary, infer_format, running,
                        start_engines, stream)
+from .realign_primary import Primaries, count_reads
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
 
@@ -29,15 +32,15 @@ PAF_FORMATTERS = 2
 MODES = ("ends-free", "global")
 
 
-def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, warn):
+def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, warn, paf_name=None):
     """(candidate, query part, target window, window start, full query, quality, free ends) per
     candidate of the PAF, bad lines handled (appended to skipped with --skip-bad)."""
     def bad(e):
         skipped.append(e)
         warn(f"skipped: {e}")
 
-    return P.fetch(P.read_candidates(paf_path, bad if skip_bad else None), queries, targets, mode, pad,
-                 bad if skip_bad else None)
+    return P.fetch(P.read_candidates(paf_path, bad if skip_bad else None, name=paf_name), queries, targets, mode,
+                   pad, bad if skip_bad else None)
 
 
 def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str | None, cfg: AlignConfig,
@@ -63,11 +66,23 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
         cluster.validate(cfg.device)
     P.check(paf_path, skip_bad)  # the inputs' common errors before anything starts (Targets, Queries: theirs)
     t0 = time.perf_counter()
+    try:
+        return _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mode, pad, cs, skip_bad,
+                        on_notice or (lambda text: None), progress, readers, cluster, t0)
+    finally:
+        drop_scratch()  # indexes and copies made for this run
+
+
+def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mode, pad, cs, skip_bad, say, progress,
+             readers, cluster, t0) -> Summary:
     targets = P.Targets(target_path)
     queries = P.Queries(query_path)
-    workers = worker_count(paf_path, queries.fa is not None, readers)
+    paf_name = fastx.display_name(paf_path)
+    if streamed(paf_path):  # stdin or a pipe, read twice (count_reads first): kept in the scratch directory
+        paf_path = spool(paf_path)
+    several = count_reads(paf_path)
+    workers = worker_count(paf_path, readers)
     summary = Summary()
-    say = on_notice or (lambda text: None)
     skipped: list = []
     # the reader processes are forked first, then the PAF formatting processes (before the reader thread
     # and the GPU exist): lines formatted in the main thread compete with alignment for the interpreter;
@@ -81,9 +96,9 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
         # of their turn: Staging.prefetch): page-locking a new buffer per batch in flight is slow and holds
         # up the CUDA calls of the other threads meanwhile
         if pool is not None:
-            batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say))
+            batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say, paf_name))
         else:
-            items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say)
+            items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say, paf_name)
             batches = _batches(items, cfg)
         try:
             if fmt == "paf":
@@ -96,6 +111,8 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
                 writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
                     output.target, targets=targets, command_line=command_line, cs=cs)
                 sink = parallel.OrderedWriter(writer, fmt_pool, PAF_FORMATTERS) if fmt == "paf" else _WithMeta(writer)
+                sink = Primaries(sink, several, skipped, keep_seq=(fmt == "paf" and cs),
+                                 refetch=None if fmt == "paf" else lambda cands: [queries.get(c) for c in cands])
                 with aborting(writer):
                     stream(ahead, chain, cfg, sink, summary, progress, remote=remote)
                     writer.close()

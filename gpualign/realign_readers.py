@@ -1,4 +1,4 @@
-"""`gpualign paf`'s candidates fetched by worker processes (when the query file can be indexed).
+"""`gpualign paf`'s candidates fetched by worker processes.
 
 In one process, the thread that parses candidates and slices their sequences competes with the
 aligner thread for the interpreter lock; worker processes take that work off it.
@@ -31,12 +31,9 @@ MIN_PAF_BYTES = 1 << 18  # smaller PAFs (~1,300 candidates) are read in-thread
 _STATE: dict = {}  # per worker: the indexed files and the fetch settings
 
 
-def worker_count(paf_path: str, indexed_queries: bool, readers: int | None) -> int:
-    """How many worker processes to read with: readers if given (0 = in-thread); in-thread anyway when
-    the query file cannot be indexed (it is streamed alongside the PAF); by default also for stdin and
-    small PAFs, else a share of the cores."""
-    if not indexed_queries:
-        return 0
+def worker_count(paf_path: str, readers: int | None) -> int:
+    """How many worker processes to read with: readers if given (0 = in-thread); by default in-thread for
+    stdin and small PAFs, else a share of the cores."""
     if readers is not None:
         return max(0, readers)
     if paf_path == "-" or not os.path.isfile(paf_path) or os.path.getsize(paf_path) < MIN_PAF_BYTES:
@@ -118,12 +115,12 @@ class Readers:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def item_lists(self, paf_path: str, cfg: AlignConfig, skipped: list, warn):
+    def item_lists(self, paf_path: str, cfg: AlignConfig, skipped: list, warn, name: str | None = None):
         """(items, seq) in PAF order, about cfg.batch_bases of sequence each: the candidates' items as
         _chunk gives them, and their sequences joined in one array. Skipped lines
         (--skip-bad) are appended to skipped and told to warn as their chunk comes back; any other bad
-        line raises its InputError then."""
-        name = fastx.display_name(paf_path)
+        line raises its InputError then. name: the PAF as messages call it."""
+        name = name or fastx.display_name(paf_path)
         per_line = None  # bases per PAF line: guessed from the first chunk's boxes, then measured
         measured = {"lines": 0, "bases": 0}
         asked = [0]  # chunks sized so far

@@ -544,7 +544,7 @@ def paf(a) -> None:
     base = AlignConfig(metric="affine", penalties=Penalties(4, 6, 2), device=a.device, batch_bases=a.batch_bases)
     cfg = base.with_(ends_free_target=True).validate()
     queries, targets = P.Queries(a.query), P.Targets(a.target)
-    workers = worker_count(a.paf, queries.fa is not None, a.readers)
+    workers = worker_count(a.paf, a.readers)
     pool = Readers(workers, a.query, a.target, "ends-free", 100, False, False) if workers else None
     chain, notice = select_engines(cfg)
     print(notice, f"| reader processes: {workers}", file=sys.stderr)

@@ -12,14 +12,18 @@ from .common import (CHAR_RULE, CpuWorkers, Debug, Gpus, Scheduler, Threads, _pr
 
 EPILOG = ("Examples:\n\n"
           "  minimap2 ref.fa reads.fq > cands.paf && gpualign paf cands.paf reads.fq ref.fa -o out.paf\n\n"
-          "  gpualign paf cands.paf reads.fa ref.fa --mode global -o out.bam\n\n" + CHAR_RULE)
+          "  gpualign paf cands.paf reads.fa ref.fa --mode global -o out.bam\n\n"
+          "Candidates may come in any order. One primary record per read: the candidate with the best "
+          "re-aligned score (highest AS:i; ties: the first in the PAF), the others secondary (SAM/BAM FLAG 256; "
+          "PAF tp:A:S, the primary tp:A:P, where the candidate carries tp).\n\n" + CHAR_RULE)
 
 
 def paf(
     candidates: Annotated[str, typer.Argument(help="PAF candidates (minimap2's 12 columns, any tags; '-' = stdin).")],
-    query: Annotated[str, typer.Argument(help="Query reads (FASTA/FASTQ, gz ok; '-' = stdin, then streamed: the "
-                                              "PAF must list candidates in the reads' order).")],
-    target: Annotated[str, typer.Argument(help="Target FASTA (plain or bgzip; .fai built when missing; not stdin).")],
+    query: Annotated[str, typer.Argument(help="Query reads (FASTA/FASTQ, plain, gzip or bgzip; '-' = stdin; gzip, "
+                                              "bgzip FASTQ and stdin copied to a temporary file).")],
+    target: Annotated[str, typer.Argument(help="Target FASTA (plain, gzip or bgzip; .fai built when missing, beside "
+                                               "it or, on a read-only directory, in a temporary one; not stdin).")],
     output: Annotated[str, typer.Option("-o", "--output", help="Output paf/sam/bam ('-' = stdout, PAF).")] = "-",
     fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="paf|sam|bam (default: from -o).")] = None,
     mode: Annotated[str, typer.Option("--mode", help="ends-free (pad the target window, free its ends) or global (the box end to end).")] = "ends-free",

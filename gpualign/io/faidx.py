@@ -1,4 +1,5 @@
-"""Random access to an indexed FASTA (the .fai is built when missing: build_fai, else pysam).
+"""Random access to an indexed FASTA (the .fai is built when missing: build_fai, else pysam; beside
+the file when its directory takes it, else in a temporary directory: index_paths).
 
 Plain (uncompressed) FASTA is read through a memory map and its .fai: a slice is one copy of the
 lines it spans, without their line ends. This is much faster than `pysam.FastaFile.fetch` per
@@ -8,20 +9,29 @@ aligner and writer threads. bgzip-compressed FASTA goes through pysam.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import mmap
 import os
+import re
+import shutil
+import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .. import interrupt
 from ..errors import InputError
 from .fastx import gzipped
 
 SCAN_CHUNK = 1 << 24  # bytes per thread task when looking for line ends (build_fai)
 MAX_LINES = 1 << 24  # files with more lines are left to htslib (build_fai keeps ~32 bytes per line)
+_SCRATCH: dict = {}  # this run's scratch directory (scratch_dir) and the count of names given in it
+_MADE: dict = {}  # what scratch_dir() holds: (real path, size, mtime) -> (fai, gzi) of an input indexed there, ...
 
 
-def _plain_gzip(path: str) -> bool:
+def plain_gzip(path: str) -> bool:
     """Whether path is gzip but not BGZF (whose first block carries the extra field BC)."""
     try:
         with open(path, "rb") as fh:
@@ -32,33 +42,32 @@ def _plain_gzip(path: str) -> bool:
 
 
 class IndexedFasta:
-    """Names, lengths and slices (bytes, as stored) of an indexed FASTA."""
+    """Names, lengths and slices (bytes, as stored) of an indexed FASTA, or of a FASTQ (and its
+    qualities) when plain."""
 
     def __init__(self, path: str):
         import pysam
 
-        if _plain_gzip(path):  # said here: htslib would print `[E::fai_build_core] ...` lines first
+        if plain_gzip(path):  # said here: htslib would print `[E::fai_build_core] ...` lines first
             raise InputError(f"{path}: cannot index for random access (compressed with gzip, not bgzip)")
+        bgzf = gzipped(path)
+        fai, gzi = index_paths(path, bgzf)
         try:
-            # a missing index is built here (build_fai, several times faster than htslib's faidx); an
-            # index older than its FASTA points at the wrong bytes: rebuilt
-            if (not os.path.exists(path + ".fai") or _stale(path)) and not build_fai(path):
-                pysam.faidx(path)
-            self._fa = pysam.FastaFile(path)  # refuses plain gzip
-        except (OSError, ValueError, pysam.SamtoolsError) as e:
+            self._fa = pysam.FastaFile(path, filepath_index=fai, filepath_index_compressed=gzi if bgzf else None)
+        except (OSError, ValueError) as e:
             raise InputError(f"{path}: cannot index for random access ({str(e).strip()})") from None
-        self.path = path
+        self.path, self._fai = path, fai
         self.lengths = dict(zip(self._fa.references, self._fa.lengths))
         self._index = self._map = None
         # plain and not empty: mapped, at the first fetch (a process that only checks names and lengths does
         # not read the .fai into a dict)
-        self._plain = not gzipped(path) and any(self.lengths.values())
+        self._plain = not bgzf and any(self.lengths.values())
 
     def _mapped(self) -> bool:
         """Whether slices come from the memory map (opened now if not yet)."""
         if self._plain:
             self._plain = False
-            self._index = _read_fai(self._fa.filename.decode() + ".fai")
+            self._index = _read_fai(self._fai)
             if self._index is not None:
                 with open(self.path, "rb") as fh:
                     self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -74,7 +83,20 @@ class IndexedFasta:
         start = max(0, min(start, end))
         if self._map is None and not self._mapped():
             return self._fa.fetch(name, start, end).encode("ascii")
-        offset, per_line, width = self._index[name]
+        offset, per_line, width, _ = self._index[name]
+        return self._slice(name, offset, per_line, width, start, end)
+
+    def quality(self, name: str) -> str | None:
+        """Record name's whole quality string: None for FASTA (or bgzip FASTQ, which htslib does not give)."""
+        if self._map is None and not self._mapped():
+            return None
+        offset, per_line, width, qual = self._index[name]
+        if qual < 0:
+            return None
+        return self._slice(name, qual, per_line, width, 0, self.lengths[name]).decode("latin-1")
+
+    def _slice(self, name: str, offset: int, per_line: int, width: int, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the lines from offset (per_line bytes each, width with the line end)."""
         if start == end:
             return b""
         a = offset + (start // per_line) * width + start % per_line
@@ -94,60 +116,202 @@ class IndexedFasta:
         self._fa.close()
 
 
-def _stale(path: str) -> bool:
-    """Whether path's .fai exists and is older than path."""
+def _fresh(path: str, index: str) -> bool:
+    """Whether index (a .fai or .gzi) exists and is not older than path."""
     try:
-        return os.path.getmtime(path + ".fai") < os.path.getmtime(path)
+        return os.path.getmtime(index) >= os.path.getmtime(path)
     except OSError:
         return False
 
 
+def identity(path: str) -> tuple:
+    """What tells a file apart from another or from itself rewritten: (real path, size, mtime)."""
+    st = os.stat(path)
+    return os.path.realpath(path), st.st_size, st.st_mtime_ns
+
+
+def scratch_dir() -> str:
+    """This run's temporary directory (under TMPDIR) for indexes and copies that cannot go beside
+    their input; made at the first call, removed by drop_scratch() (or by the interrupt handler, or at
+    the exit of the process that made it)."""
+    if _SCRATCH.get("dir") is None:
+        made = tempfile.mkdtemp(prefix="gpualign-idx-")
+        _SCRATCH["dir"] = made
+        interrupt.track(made)
+        pid = os.getpid()
+        atexit.register(lambda: os.getpid() == pid and shutil.rmtree(made, ignore_errors=True))
+    return _SCRATCH["dir"]
+
+
+def scratch_path(path: str, suffix: str) -> str:
+    """A new name in scratch_dir() for something made from path."""
+    _SCRATCH["n"] = _SCRATCH.get("n", 0) + 1
+    return os.path.join(scratch_dir(), f"{_SCRATCH['n']}-{os.path.basename(path) or 'stdin'}{suffix}")
+
+
+def scratch_get(key):
+    """What scratch_put recorded under key in this run (processes forked later see it too), or None."""
+    return _MADE.get(key)
+
+
+def scratch_put(key, value) -> None:
+    _MADE[key] = value
+
+
+def streamed(path: str) -> bool:
+    """Whether path can be read only once: stdin ('-'), a pipe (a shell's <(...)), a device."""
+    return path == "-" or (os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path))
+
+
+def spool(path: str) -> str:
+    """A file in scratch_dir() holding the bytes of a streamed() path, as they come (to be read again)."""
+    out = scratch_path(path, ".spool")
+    try:
+        with (open(path, "rb") if path != "-" else contextlib.nullcontext(sys.stdin.buffer)) as src, \
+                open(out, "wb") as fh:
+            shutil.copyfileobj(src, fh, 1 << 20)
+    except OSError as e:
+        raise InputError(f"{'stdin' if path == '-' else path}: cannot read ({e.strerror})") from None
+    return out
+
+
+def drop_scratch() -> None:
+    """Remove scratch_dir() and forget what was made there (the end of a run)."""
+    made = _SCRATCH.pop("dir", None)
+    _MADE.clear()
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
+        interrupt.untrack(made)
+
+
+def index_paths(path: str, bgzf: bool) -> tuple[str, str | None]:
+    """The .fai (and .gzi, for bgzip) to open path with: beside it when there and not older than it;
+    else built beside it when its directory takes files; else built in scratch_dir() (an input on a
+    read-only directory is never refused for want of an index, and never written beside)."""
+    beside = path + ".fai", path + ".gzi"
+    if _fresh(path, beside[0]) and (not bgzf or _fresh(path, beside[1])):
+        return beside
+    try:
+        known = scratch_get(identity(path))
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+    if known is not None:
+        return known
+    rows = None if bgzf else _regular_rows(path)
+    if _takes_files(os.path.dirname(os.path.abspath(path))):
+        err = _build(path, rows, *beside)
+    else:
+        elsewhere = scratch_path(path, ".fai"), scratch_path(path, ".gzi")
+        err = _build(path, rows, *elsewhere)
+        if err is None:
+            scratch_put(identity(path), elsewhere)
+            return elsewhere
+    if err is not None:
+        raise InputError(f"{path}: cannot index for random access ({err})")
+    return beside
+
+
+def _takes_files(directory: str) -> bool:
+    """Whether a file can be made in directory (tried: a root process passes os.access on a read-only
+    mode, not on a read-only mount)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".gpualign-probe-"):
+            return True
+    except OSError:
+        return False
+
+
+def _build(path: str, rows, fai: str, gzi: str) -> str | None:
+    """Write path's index at fai (and gzi, for bgzip): from rows (_regular_rows) when given, else by
+    htslib. Returns None, or htslib's message when it could not."""
+    import pysam
+
+    if rows is not None and write_fai(rows, fai):
+        return None
+    # htslib's own messages (the line it stopped at) end up in the error, not on stderr before it
+    with tempfile.TemporaryFile() as said:
+        saved = os.dup(2)
+        os.dup2(said.fileno(), 2)
+        failed = None
+        try:
+            pysam.faidx(path, "--fai-idx", fai, "--gzi-idx", gzi)
+        except pysam.SamtoolsError as e:
+            failed = str(e)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        said.seek(0)
+        lines = [x.strip() for x in said.read().decode(errors="replace").splitlines()]
+    # a name twice: htslib keeps the first record and says so; a slice by name would be the wrong one
+    dup = [x.split("] ", 1)[-1] for x in lines if "duplicate sequence" in x]
+    if failed is None and not dup:
+        return None
+    if failed is None:
+        for made in (fai, gzi):
+            if os.path.exists(made):
+                os.unlink(made)
+        m = re.search(r'sequence "(.*)" at byte offset (\d+)', dup[0])
+        where = f"name {m.group(1)!r} again at byte {m.group(2)}" if m else dup[0]
+        return f"{where}: a name must tell its record apart"
+    lines = [x.split("] ", 1)[-1] for x in lines if x.startswith("[E::")] or [failed.split("stderr=")[-1].strip()]
+    return "; ".join(dict.fromkeys(lines))
+
+
 def _read_fai(path: str) -> dict | None:
-    """name -> (byte offset, bases per line, bytes per line) from a FASTA .fai; None when it is not one
-    (a FASTQ index has six columns) or cannot be read."""
+    """name -> (byte offset, bases per line, bytes per line, quality's byte offset or -1) from a FASTA
+    .fai (five columns) or a FASTQ one (six); None when it is neither or cannot be read."""
     index = {}
     try:
         with open(path) as fh:
             for line in fh:
                 f = line.rstrip("\n").split("\t")
-                if len(f) != 5:
+                if len(f) not in (5, 6):
                     return None
-                ln, offset, per_line, width = (int(v) for v in f[1:])
+                ln, offset, per_line, width = (int(v) for v in f[1:5])
                 if ln and (per_line <= 0 or width < per_line):
                     return None
-                index[f[0]] = (offset, max(per_line, 1), max(width, 1))
+                index[f[0]] = (offset, max(per_line, 1), max(width, 1), int(f[5]) if len(f) == 6 else -1)
     except (OSError, ValueError):
         return None
     return index
 
 
-def build_fai(path: str) -> bool:
-    """Write path's .fai (samtools' five columns) for a plain FASTA whose records all have consistent
-    line lengths, from a memory map: line ends found by threads over the bytes, then every record's
-    layout checked against them at once. Returns False, writing nothing, for anything else (gzip,
-    FASTQ, empty records, empty or duplicate names, a short line before the last, CRLF, over MAX_LINES
-    lines, an unwritable directory): htslib then decides, with its own messages."""
+def build_fai(path: str, fai: str | None = None) -> bool:
+    """Write path's .fai (samtools' five columns; at fai if given) for a plain FASTA whose records all have
+    consistent line lengths (_regular_rows). Returns False, writing nothing, for anything else or an
+    unwritable place: htslib then decides, with its own messages."""
+    rows = _regular_rows(path)
+    return rows is not None and write_fai(rows, fai or path + ".fai")
+
+
+def write_fai(rows, fai: str) -> bool:
+    """Write .fai rows (five or six columns each) to fai, whole or not at all; False when it cannot."""
+    tmp = f"{fai}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w") as out:
+            out.writelines("\t".join(map(str, row)) + "\n" for row in rows)
+        os.replace(tmp, fai)
+    except OSError:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        return False
+    return True
+
+
+def _regular_rows(path: str) -> list | None:
+    """.fai rows of a plain FASTA whose records all have consistent line lengths, from a memory map: line
+    ends found by threads over the bytes, then every record's layout checked against them at once. None
+    for anything else (gzip, FASTQ, empty records, empty or duplicate names, a short line before the last,
+    CRLF, over MAX_LINES lines)."""
     try:
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size == 0 or fh.read(1) != b">":
-                return False
+                return None
             mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
-        return False
+        return None
     try:
-        rows = _fai_rows(mm)
-        if rows is None:
-            return False
-        tmp = f"{path}.fai.tmp{os.getpid()}"
-        try:
-            with open(tmp, "w") as out:
-                out.writelines(f"{n}\t{ln}\t{off}\t{lb}\t{lw}\n" for n, ln, off, lb, lw in rows)
-            os.replace(tmp, path + ".fai")
-        except OSError:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            return False
-        return True
+        return _fai_rows(mm)
     finally:
         try:
             mm.close()

@@ -1,9 +1,7 @@
 """PAF candidates (minimap2's 12 columns + tags) and the sequences they point into.
 
-Targets are read by random access (io.faidx: memory-mapped plain FASTA, pysam for bgzip; the .fai is
-built when missing). Queries are read by random access when the file can be indexed (plain or bgzip
-FASTA), otherwise streamed in file order alongside the PAF (minimap2 writes candidates grouped in
-query-file order), so memory stays bounded whatever the number of reads.
+Targets and queries are read by random access (io.random_access: in place through io.faidx, or a
+scratch copy of gzip, bgzip FASTQ and stdin input), so candidates may come in any order.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from typing import Iterator
 from .. import pack
 from ..errors import InputError
 from . import fastx
-from .faidx import IndexedFasta
+from .random_access import open_indexed
 
 _COMP = bytes.maketrans(b"ACGTUNRYKMSWBDHVacgtunrykmswbdhv", b"TGCAANYRMKSWVHDBtgcaanyrmkswvhdb")
 STALE_TAGS = ("cm", "s1", "s2", "dv", "ms", "NM", "AS", "de", "cg", "cs", "rl", "zd")
@@ -42,6 +40,26 @@ class Candidate:
     tags: list  # input tags still meaningful after re-alignment
 
 
+class CandidateError(InputError):
+    """A bad candidate (a malformed line, or sequences that cannot be had) with its read's name, the
+    line's first column (first_column): --skip-bad skips it, and realign_primary stops waiting for it."""
+
+    def __init__(self, message: str, qname: str | None = None):
+        super().__init__(message)
+        self.qname = qname
+
+    def __reduce__(self):  # pickled across processes with its read's name
+        return CandidateError, (str(self), self.qname)
+
+
+def first_column(line: str) -> str | None:
+    """A PAF line's first column (the read's name), None for a blank or comment line."""
+    line = line.rstrip("\r\n")
+    if not line or line.startswith("#"):
+        return None
+    return line.split("\t", 1)[0]
+
+
 def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = True):
     """realign's items for cands (candidate, query part, target window, window start, full query,
     quality, free ends); a candidate whose sequences cannot be had raises its InputError, or
@@ -57,7 +75,7 @@ def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = Tru
         except InputError as e:
             if on_bad is None:
                 raise
-            on_bad(e)
+            on_bad(CandidateError(str(e), c.qname))
             continue
         part = qseq[c.qs:c.qe]
         free = (c.ts + pad - ws, we - (c.te - pad)) if mode != "global" else (0, 0)
@@ -66,10 +84,10 @@ def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = Tru
         yield c, (revcomp(part) if c.strand == "-" else part), tseq, ws, qseq, qual, free
 
 
-def read_candidates(path: str, on_bad=None, items=None) -> Iterator[Candidate]:
+def read_candidates(path: str, on_bad=None, items=None, name: str | None = None) -> Iterator[Candidate]:
     """Candidates in file order; a malformed line raises InputError, or goes to on_bad(error) if given.
-    items: parse_lines' output to take instead of the whole file's."""
-    for item in (_parse(path) if items is None else items):
+    items: parse_lines' output to take instead of the whole file's; name: the PAF as messages call it."""
+    for item in (_parse(path, name) if items is None else items):
         if isinstance(item, InputError):
             if on_bad is None:
                 raise item
@@ -78,8 +96,8 @@ def read_candidates(path: str, on_bad=None, items=None) -> Iterator[Candidate]:
             yield item
 
 
-def _parse(path: str):
-    name = fastx.display_name(path)
+def _parse(path: str, name: str | None = None):
+    name = name or fastx.display_name(path)
     with _open(path) as fh:
         yield from parse_lines(name, enumerate(fh, 1))
 
@@ -126,12 +144,13 @@ def parse_lines(name: str, numbered) -> Iterator:
         if not line or line.startswith("#"):
             continue
         if not line.isascii() and _binary(line):
-            yield InputError(f"{name}: line {ln}: not PAF text (binary data or not UTF-8; gzip PAF is not read)")
+            yield CandidateError(f"{name}: line {ln}: not PAF text (binary data or not UTF-8; gzip PAF is not read)",
+                                 first_column(line))
             continue
         f = line.split("\t")
         err = _check(name, ln, f)
         if err is not None:
-            yield err
+            yield CandidateError(err, f[0])
             continue
         vals = {col: int(f[col - 1]) for col in (2, 3, 4, 8, 9, 12)}
         tags = [t for t in f[12:] if t[:2] not in STALE_TAGS]
@@ -144,22 +163,22 @@ def _binary(line: str) -> bool:
     return any("\udc80" <= ch <= "\udcff" or (ch < " " and ch != "\t") for ch in line)
 
 
-def _check(name: str, ln: int, f: list):
-    """The InputError for a malformed PAF line, or None."""
+def _check(name: str, ln: int, f: list) -> str | None:
+    """What is wrong with a PAF line (its columns f), or None."""
     if len(f) < 12:
-        return InputError(f"{name}: line {ln}: {len(f)} columns, PAF needs 12")
+        return f"{name}: line {ln}: {len(f)} columns, PAF needs 12"
     vals = {}
     for col in (2, 3, 4, 7, 8, 9, 10, 11, 12):
         try:
             vals[col] = int(f[col - 1])
         except ValueError:
-            return InputError(f"{name}: line {ln}: column {col} is not an integer ({f[col - 1]!r})")
+            return f"{name}: line {ln}: column {col} is not an integer ({f[col - 1]!r})"
     if f[4] not in ("+", "-"):
-        return InputError(f"{name}: line {ln}: column 5 (strand) must be + or - (got {f[4]!r})")
+        return f"{name}: line {ln}: column 5 (strand) must be + or - (got {f[4]!r})"
     if not 0 <= vals[3] <= vals[4] <= vals[2]:
-        return InputError(f"{name}: line {ln}: query coordinates {vals[3]}-{vals[4]} outside 0-{vals[2]}")
+        return f"{name}: line {ln}: query coordinates {vals[3]}-{vals[4]} outside 0-{vals[2]}"
     if not 0 <= vals[8] <= vals[9] <= vals[7]:
-        return InputError(f"{name}: line {ln}: target coordinates {vals[8]}-{vals[9]} outside 0-{vals[7]}")
+        return f"{name}: line {ln}: target coordinates {vals[8]}-{vals[9]} outside 0-{vals[7]}"
     return None
 
 
@@ -167,11 +186,7 @@ class Targets:
     """Random access to the target FASTA (names, lengths, slices)."""
 
     def __init__(self, path: str):
-        fastx.sniff(path)
-        try:
-            self.fa = IndexedFasta(path)
-        except InputError as e:
-            raise InputError(f"{e}; decompress it or use bgzip") from None
+        self.fa = open_indexed(path)
         self.path = path
         self.lengths = self.fa.lengths
 
@@ -185,35 +200,18 @@ class Targets:
 
 
 class Queries:
-    """Whole query records by name: indexed when possible, else streamed in file order."""
+    """Whole query records (and qualities) by name, in any order: by random access, in place or through
+    a scratch copy (io.random_access)."""
 
     def __init__(self, path: str):
-        fastx.sniff(path)
         self.path = path
-        self.fa = None
-        self.stream = None
-        self.current = None
-        try:
-            if path == fastx.STDIN:  # streamed (htslib would take '-' for stdin and read it up)
-                raise InputError("stdin")
-            self.fa = IndexedFasta(path)
-        except InputError:
-            self.stream = fastx.records(path, chunk=256)
+        self.fa = open_indexed(path, qualities=True)
 
     def get(self, c: Candidate) -> tuple[bytes, str | None]:
-        if self.fa is not None:
-            if c.qname not in self.fa:
-                raise InputError(f"line {c.line}: query {c.qname!r} is not in {self.path}")
-            seq, qual = self.fa.fetch(c.qname), None
-        else:
-            while self.current is None or self.current[0] != c.qname:
-                self.current = next(self.stream, None)
-                if self.current is None:
-                    raise InputError(f"line {c.line}: query {c.qname!r} not found in {self.path} (the PAF must "
-                                     "follow the query file's order, or give an indexable FASTA)")
-            _, seq, qual = self.current
+        if c.qname not in self.fa:
+            raise InputError(f"line {c.line}: query {c.qname!r} is not in {fastx.display_name(self.path)}")
+        seq = self.fa.fetch(c.qname)
         if len(seq) != c.qlen:
             raise InputError(f"line {c.line}: query {c.qname!r} has length {c.qlen} in the PAF but {len(seq)} "
-                             f"in {self.path}")
-        raw = seq if isinstance(seq, bytes) else seq.encode("ascii")
-        return raw.translate(pack.FOLD), qual
+                             f"in {fastx.display_name(self.path)}")
+        return seq.translate(pack.FOLD), self.fa.quality(c.qname)

@@ -35,6 +35,16 @@ def _cs(q: bytes, t: bytes, ops: np.ndarray) -> str:
     return "".join(out)
 
 
+_TP = {True: "tp:A:P", False: "tp:A:S"}  # PAF's primary/secondary tag (minimap2's)
+
+
+def _primary(meta, n: int) -> list:
+    """Whether each candidate is its read's primary record (meta["primary"]: realign_primary; all when
+    not decided)."""
+    p = meta.get("primary")
+    return [True] * n if p is None else p.tolist()
+
+
 def _coords(batch, res, meta):
     """Realigned target start/end on the whole target, per pair."""
     win = np.asarray(meta["win_start"], dtype=np.int64)
@@ -90,6 +100,7 @@ class RealignedPafLines:
         ts, te = _coords(batch, res, meta)
         ts, te = ts.tolist(), te.tolist()
         gaps = cigar_stats(res, gap_opens=True)["gap_opens"].tolist() if res.has_cigar else [0] * res.n
+        primary = _primary(meta, res.n)
         lines = []
         for i, cand in enumerate(meta["cands"]):
             if not c.ok[i]:
@@ -97,7 +108,8 @@ class RealignedPafLines:
             opens = gaps[i]
             denom = c.matches[i] + c.mismatches[i] + opens
             de = (c.mismatches[i] + opens) / denom if denom else 0.0
-            tags = [f"NM:i:{c.nm[i]}", f"AS:i:{-c.score[i]}", f"de:f:{de:.4f}", *cand.tags, f"cg:Z:{c.cigar[i]}"]
+            kept = [_TP[primary[i]] if t in _TP.values() else t for t in cand.tags]  # the re-aligned rank
+            tags = [f"NM:i:{c.nm[i]}", f"AS:i:{-c.score[i]}", f"de:f:{de:.4f}", *kept, f"cg:Z:{c.cigar[i]}"]
             if self.cs:
                 ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
                 w = int(meta["win_start"][i])
@@ -135,6 +147,7 @@ def sam_header(targets, command_line: str) -> str:
 def sam_records(batch, res, meta) -> list[str]:
     c = columns(res)
     ts, _ = _coords(batch, res, meta)
+    secondary = [0 if p else 256 for p in _primary(meta, res.n)]
     out = []
     for i, cand in enumerate(meta["cands"]):
         seq, qual = meta["full_query"][i], meta["full_qual"][i]
@@ -144,11 +157,13 @@ def sam_records(batch, res, meta) -> list[str]:
         s = seq.translate(SEQ_TABLE).decode() or "*"
         q = qual or "*"
         if not c.ok[i]:
-            out.append(f"{cand.qname}\t4\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\tzr:Z:{_clean(res.reason.get(i, 'failed'))}\n")
+            out.append(f"{cand.qname}\t{4 | secondary[i]}\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\t"
+                       f"zr:Z:{_clean(res.reason.get(i, 'failed'))}\n")
             continue
         left, right = (cand.qlen - cand.qe, cand.qs) if rev else (cand.qs, cand.qlen - cand.qe)
         cig = (f"{left}S" if left else "") + c.cigar[i] + (f"{right}S" if right else "")
-        out.append(f"{cand.qname}\t{16 if rev else 0}\t{cand.tname}\t{int(ts[i]) + 1}\t{cand.mapq}\t{cig}\t*\t0\t0\t"
+        flag = (16 if rev else 0) | secondary[i]
+        out.append(f"{cand.qname}\t{flag}\t{cand.tname}\t{int(ts[i]) + 1}\t{cand.mapq}\t{cig}\t*\t0\t0\t"
                    f"{s}\t{q}\tNM:i:{c.nm[i]}\tAS:i:{-c.score[i]}\n")
     return out
 

@@ -1,0 +1,303 @@
+"""`gpualign paf` whatever the input's form and order (issue 51): candidates in any order against reads in
+every form, inputs on read-only directories, one primary record per read."""
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pysam
+import pytest
+
+from gpualign.config import AlignConfig
+from gpualign.io.paf import revcomp
+from gpualign.realign import run_paf
+
+ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+FORMS = ["fa", "fa.gz", "fa.bgz", "fq", "fq.gz", "fq.bgz"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A random 20 kb genome (two records), 30 reads with edits on both strands and qualities, their
+    candidates (ends off by a few bases, as minimap2 without -c gives), and the reads in every form."""
+    d = tmp_path_factory.mktemp("pafstrict")
+    rng = np.random.default_rng(51)
+    genome = {"chrA": rng.choice(list(b"ACGT"), 12000).astype(np.uint8).tobytes(),
+              "chrB": rng.choice(list(b"ACGT"), 8000).astype(np.uint8).tobytes()}
+    reads, lines = {}, []
+    for i in range(30):
+        tname = "chrA" if i % 3 else "chrB"
+        g = genome[tname]
+        L = int(rng.integers(150, 600))
+        s = int(rng.integers(0, len(g) - L))
+        q = bytearray(g[s:s + L])
+        for _ in range(L // 25):
+            p = int(rng.integers(0, len(q)))
+            q[p] = b"ACGT"[int(rng.integers(0, 4))]
+        strand = "+-"[i % 2]
+        q = bytes(q) if strand == "+" else revcomp(bytes(q))
+        qual = bytes(rng.integers(33, 74, len(q)).astype(np.uint8))
+        reads[f"read{i}"] = (q, qual)
+        ts, te = max(0, s + int(rng.integers(-5, 6))), min(len(g), s + L + int(rng.integers(-5, 6)))
+        lines.append(f"read{i}\t{L}\t0\t{L}\t{strand}\t{tname}\t{len(g)}\t{ts}\t{te}\t{L}\t{te - ts}\t60\ttp:A:P\n")
+    (d / "ref.fa").write_bytes(b"".join(b">%s\n%s\n" % (n.encode(), _wrap(s)) for n, s in genome.items()))
+    fa = b"".join(b">%s\n%s\n" % (n.encode(), _wrap(q)) for n, (q, _) in reads.items())
+    fq = b"".join(b"@%s\n%s\n+\n%s\n" % (n.encode(), q, x) for n, (q, x) in reads.items())
+    for ext, text in (("fa", fa), ("fq", fq)):
+        (d / f"reads.{ext}").write_bytes(text)
+        (d / f"reads.{ext}.gz").write_bytes(gzip.compress(text))
+        pysam.tabix_compress(str(d / f"reads.{ext}"), str(d / f"reads.{ext}.bgz"))
+    (d / "sorted.paf").write_text("".join(lines))
+    order = rng.permutation(len(lines))
+    (d / "shuffled.paf").write_text("".join(lines[k] for k in order))
+    return d, genome, reads, lines
+
+
+def _wrap(seq: bytes, width: int = 70) -> bytes:
+    return b"\n".join(seq[i:i + width] for i in range(0, len(seq), width))
+
+
+def _fresh_copy(d, tmp_path, names):
+    """The named files of d copied into tmp_path (no index beside them)."""
+    for n in names:
+        shutil.copy(d / n, tmp_path / n)
+    return tmp_path
+
+
+def _records(path):
+    """SAM/BAM records as comparable tuples, with the header's targets."""
+    with pysam.AlignmentFile(str(path), check_sq=False) as fh:
+        recs = [(r.query_name, r.flag, r.reference_name, r.reference_start, r.cigarstring, r.query_sequence,
+                 None if r.query_qualities is None else pysam.qualities_to_qualitystring(r.query_qualities),
+                 r.get_tag("AS")) for r in fh]
+        return recs, fh.header.to_dict()["SQ"]
+
+
+def _run(paf, queries, target, out, readers=0, **kw):
+    cfg = AlignConfig(device="cpu", threads=2, batch_pairs=kw.pop("batch_pairs", 7))
+    return run_paf(str(paf), str(queries), str(target), str(out), None, cfg, "test", readers=readers, **kw)
+
+
+@pytest.mark.parametrize("readers", [0, 2], ids=["reader-thread", "reader-processes"])
+@pytest.mark.parametrize("form", FORMS)
+def test_any_candidate_order_every_read_form(data, tmp_path, form, readers):
+    """Shuffled candidates give the records of the sorted ones (in their own order) whatever the reads'
+    form: plain, gzip or bgzip, FASTA or FASTQ; FASTQ's qualities reach SAM's QUAL in every form."""
+    d, genome, reads, lines = data
+    d = _fresh_copy(d, tmp_path, sorted({"ref.fa", "reads.fa", f"reads.{form}", "sorted.paf", "shuffled.paf"}))
+    want, sq = _records(_sam(d, "sorted.paf", "reads.fa", "want.sam"))
+    got, got_sq = _records(_sam(d, "shuffled.paf", f"reads.{form}", "got.sam", readers))
+    assert got_sq == sq
+    fastq = form.startswith("fq")
+    for r in got:
+        q, qual = reads[r[0]]
+        assert r[5] == (q if r[1] & 16 == 0 else revcomp(q)).decode()
+        assert r[6] == ((qual if r[1] & 16 == 0 else qual[::-1]).decode() if fastq else None)
+    strip = [r[:6] + r[7:] for r in got]
+    assert sorted(strip) == sorted(r[:6] + r[7:] for r in want) and len(got) == len(lines)
+
+
+def _sam(d, paf, queries, name, readers=0):
+    summary = _run(d / paf, d / queries, d / "ref.fa", d / name, readers)
+    assert summary.written == summary.pairs
+    return d / name
+
+
+def _cli(args, stdin=None, env=None):
+    p = subprocess.run([sys.executable, "-m", "gpualign", "paf", *args], input=stdin, capture_output=True,
+                       env=env or ENV, timeout=120)
+    return p.returncode, p.stdout, p.stderr.decode()
+
+
+def test_reads_on_stdin_in_any_order(data, tmp_path):
+    """gzip FASTQ reads on stdin against shuffled candidates (once only in the reads' order)."""
+    d, genome, reads, lines = data
+    want = _cli([str(d / "sorted.paf"), str(d / "reads.fq"), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q"])
+    rc, out, err = _cli([str(d / "shuffled.paf"), "-", str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q"],
+                        stdin=(d / "reads.fq.gz").read_bytes())
+    assert rc == 0, err
+    assert sorted(out.splitlines()) == sorted(want[1].splitlines()) and len(out.splitlines()) == len(lines)
+
+
+def test_gzip_reference(data, tmp_path):
+    """A reference compressed with gzip (not bgzip) is read through a scratch copy, nothing written
+    beside it, nothing left in TMPDIR."""
+    d, genome, reads, lines = data
+    src = _fresh_copy(d, tmp_path, ["sorted.paf", "reads.fa"])
+    (src / "ref.fa.gz").write_bytes(gzip.compress((d / "ref.fa").read_bytes()))
+    (tmp_path / "tmp").mkdir()
+    env = dict(ENV, TMPDIR=str(tmp_path / "tmp"))
+    want = _cli([str(d / "sorted.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q"])
+    rc, out, err = _cli([str(src / "sorted.paf"), str(src / "reads.fa"), str(src / "ref.fa.gz"), "--device", "cpu",
+                         "-t", "1", "-q"], env=env)
+    assert rc == 0, err
+    assert out == want[1] and len(out.splitlines()) == len(lines)
+    assert not list(src.glob("ref.fa.gz.*")) and not os.listdir(tmp_path / "tmp")
+
+
+def _read_only_runner(directory):
+    """A command prefix that runs a command with directory read-only for real (root ignores a mode: a
+    read-only bind mount in a private mount namespace then), or None when this machine allows neither."""
+    if os.geteuid() != 0:
+        os.chmod(directory, 0o555)
+        return []
+    d = str(directory)
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {d} {d} && mount -o remount,ro,bind {d} {d}"
+                            f" && ! touch {d}/.probe 2>/dev/null"], capture_output=True)
+    if probe.returncode != 0:
+        return None
+    return ["unshare", "-m", "sh", "-c", f'mount --bind {d} {d} && mount -o remount,ro,bind {d} {d} && exec "$@"',
+            "sh"]
+
+
+@pytest.mark.parametrize("ref", ["ref.fa", "ref.fa.gz", "ref.fa.bgz", "ref.fa stale"])
+@pytest.mark.parametrize("queries", ["reads.fa", "reads.fq"])
+def test_inputs_on_a_read_only_directory(data, tmp_path, ref, queries):
+    """Reference and reads on a directory that takes no files, without a .fai (or with a stale one):
+    indexed in a scratch directory, the output as from a writable one, nothing written beside them."""
+    d, genome, reads, lines = data
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    _fresh_copy(d, ro, ["shuffled.paf", queries])
+    name = ref.split()[0]
+    if name == "ref.fa.gz":
+        (ro / name).write_bytes(gzip.compress((d / "ref.fa").read_bytes()))
+    elif name == "ref.fa.bgz":
+        pysam.tabix_compress(str(d / "ref.fa"), str(ro / name))
+    else:
+        shutil.copy(d / "ref.fa", ro / name)
+    if ref.endswith("stale"):  # an index of other contents, older than the FASTA
+        (ro / "ref.fa.fai").write_text("chrA\t5\t6\t70\t71\n")
+        os.utime(ro / "ref.fa.fai", (1, 1))
+    before = sorted(os.listdir(ro))
+    want = _cli([str(d / "shuffled.paf"), str(d / queries), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q",
+                 "-f", "sam"])
+    prefix = _read_only_runner(ro)
+    if prefix is None:
+        pytest.skip("no way to make a directory read-only here (root without mount namespaces)")
+    p = subprocess.run([*prefix, sys.executable, "-m", "gpualign", "paf", str(ro / "shuffled.paf"),
+                        str(ro / queries), str(ro / name), "--device", "cpu", "-t", "1", "-q", "-f", "sam"],
+                       capture_output=True, env=ENV, timeout=120)
+    os.chmod(ro, 0o755)
+    assert p.returncode == 0, p.stderr.decode()
+    body = [x for x in p.stdout.splitlines() if not x.startswith(b"@PG")]
+    assert body == [x for x in want[1].splitlines() if not x.startswith(b"@PG")]
+    assert sorted(os.listdir(ro)) == before
+
+
+@pytest.fixture(scope="module")
+def several(data):
+    """Candidates with several per read, shuffled: each read's true locus, a decoy elsewhere, and for
+    every third read the true locus twice (a tie: the first in the PAF is the primary)."""
+    d, genome, reads, lines = data
+    rng = np.random.default_rng(7)
+    out = []
+    for i, line in enumerate(lines):
+        f = line.rstrip("\n").split("\t")
+        tlen, span = int(f[6]), int(f[8]) - int(f[7])
+        s = (int(f[7]) + int(rng.integers(span + 50, tlen - span - 50))) % (tlen - span)
+        decoy = f[:7] + [str(s), str(s + span)] + f[9:12] + ["tp:A:S"]
+        out += [line, "\t".join(decoy) + "\n"] + ([line] if i % 3 == 0 else [])
+    order = rng.permutation(len(out))
+    text = "".join(out[k] for k in order)
+    (d / "several.paf").write_text(text)
+    return d, text.splitlines(), reads
+
+
+def _check_one_primary(recs, paf_lines):
+    """recs (output order = PAF order): per read exactly one record without FLAG 256/2048, the best AS
+    of the read's aligned records, the first of them in the PAF on a tie; the output in the PAF's order."""
+    assert [r[0] for r in recs] == [x.split("\t")[0] for x in paf_lines]
+    by_read: dict = {}
+    for k, r in enumerate(recs):
+        by_read.setdefault(r[0], []).append((k, r))
+    for name, rs in by_read.items():
+        primaries = [(k, r) for k, r in rs if r[1] & 0x900 == 0]
+        assert len(primaries) == 1, (name, [r[1] for _, r in rs])
+        best = max(r[7] for _, r in rs)
+        assert primaries[0][1][7] == best
+        assert primaries[0][0] == min(k for k, r in rs if r[7] == best)  # ties: the first in the PAF
+        assert all(r[1] & 0x900 == 0x100 for k, r in rs if k != primaries[0][0])
+    assert any(len(rs) > 2 for rs in by_read.values())  # ties were there to decide
+
+
+@pytest.mark.parametrize("readers", [0, 2], ids=["reader-thread", "reader-processes"])
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_one_primary_record_per_read(several, tmp_path, fmt, readers):
+    """Several candidates per read, spread over batches of 5: one primary per read (best re-aligned
+    score, ties by PAF order), the others FLAG 256; read back with pysam."""
+    d, paf_lines, reads = several
+    out = tmp_path / f"o.{fmt}"
+    summary = _run(d / "several.paf", d / "reads.fq.gz", d / "ref.fa", out, readers, batch_pairs=5)
+    assert summary.written == summary.pairs == len(paf_lines)
+    recs, _ = _records(out)
+    _check_one_primary(recs, paf_lines)
+    for r in recs:  # secondary records keep SEQ and QUAL (fetched again for batches that waited)
+        q, qual = reads[r[0]]
+        assert r[5] == (q if r[1] & 16 == 0 else revcomp(q)).decode()
+        assert r[6] == (qual if r[1] & 16 == 0 else qual[::-1]).decode()
+
+
+def test_paf_tp_follows_the_same_rule(several, tmp_path):
+    """PAF output: minimap2's tp:A:P/tp:A:S rewritten to the re-aligned rank, the same records as SAM's."""
+    d, paf_lines, reads = several
+    _run(d / "several.paf", d / "reads.fa", d / "ref.fa", tmp_path / "o.paf", batch_pairs=5)
+    _run(d / "several.paf", d / "reads.fa", d / "ref.fa", tmp_path / "o.sam", batch_pairs=5)
+    rows = [x.split("\t") for x in (tmp_path / "o.paf").read_text().splitlines()]
+    recs, _ = _records(tmp_path / "o.sam")
+    assert len(rows) == len(recs) == len(paf_lines)
+    for f, r in zip(rows, recs):
+        tags = [t for t in f[12:] if t.startswith("tp:")]
+        assert tags == ["tp:A:S" if r[1] & 0x100 else "tp:A:P"] and f[0] == r[0]
+        assert f"AS:i:{r[7]}" in f
+
+
+def test_one_primary_with_skipped_candidates_and_stdin(several, tmp_path):
+    """A read's candidate skipped (--skip-bad) and the PAF on stdin: still one primary per read among
+    the records written."""
+    d, paf_lines, reads = several
+    bad = list(paf_lines)
+    k = next(i for i, x in enumerate(bad) if sum(y.split("\t")[0] == x.split("\t")[0] for y in bad) == 3)
+    f = bad[k].split("\t")
+    f[5] = "nochr"
+    bad[k] = "\t".join(f)
+    rc, out, err = _cli(["-", str(d / "reads.fq"), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q",
+                         "-f", "sam", "--skip-bad", "-o", str(tmp_path / "o.sam")],
+                        stdin="".join(x + "\n" for x in bad).encode())
+    assert rc == 0, err
+    recs, _ = _records(tmp_path / "o.sam")
+    _check_one_primary(recs, bad[:k] + bad[k + 1:])
+
+
+@pytest.mark.parametrize("form", ["fa", "fa.gz", "fq.gz"])
+def test_a_read_name_twice_is_an_error(data, tmp_path, form):
+    """Two read records of one name: a candidate cannot tell them apart (htslib's index would keep the
+    first silently): one line naming the file, exit 1, nothing written."""
+    d, genome, reads, lines = data
+    q, qual = reads["read1"]
+    recs = [("read1", q, qual), ("other", q[:50], qual[:50]), ("read1", q[::-1], qual)]
+    if form.startswith("fa"):
+        text = b"".join(b">%s\n%s\n" % (n.encode(), s) for n, s, _ in recs)
+    else:
+        text = b"".join(b"@%s\n%s\n+\n%s\n" % (n.encode(), s, x) for n, s, x in recs)
+    path = tmp_path / f"dup.{form}"
+    path.write_bytes(gzip.compress(text) if form.endswith("gz") else text)
+    rc, out, err = _cli([str(d / "sorted.paf"), str(path), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q"])
+    assert rc == 1 and out == b"" and "Traceback" not in err
+    assert err.startswith("error: ") and err.count("\n") == 1 and str(path) in err and "'read1' again" in err
+
+
+def test_candidates_and_reads_from_pipes(data, tmp_path):
+    """The PAF and the reads from a shell's <(...) (pipes, readable once): the output of the files."""
+    d, genome, reads, lines = data
+    want = _cli([str(d / "shuffled.paf"), str(d / "reads.fq"), str(d / "ref.fa"), "--device", "cpu", "-t", "1", "-q",
+                 "-f", "sam"])
+    cmd = (f'exec "$0" -m gpualign paf <(cat {d / "shuffled.paf"}) <(cat {d / "reads.fq.gz"}) {d / "ref.fa"} '
+           "--device cpu -t 1 -q -f sam")
+    p = subprocess.run(["bash", "-c", cmd, sys.executable], capture_output=True, env=ENV, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    body = [x for x in p.stdout.splitlines() if not x.startswith(b"@PG")]
+    assert body == [x for x in want[1].splitlines() if not x.startswith(b"@PG")] and len(body) > len(lines)
