@@ -129,7 +129,8 @@ def _apply_rule(q: np.ndarray, t: np.ndarray, n_mismatch: bool):
 
 
 BOUND_MIN_D = 200_000  # expected distances at least this large get an anchored upper bound first
-BOUND_MAX_RATE = 0.35  # beyond this divergence exact 16-mer anchors are too rare to help
+BOUND_MAX_RATE = 0.30  # beyond this divergence (divergence.py's estimate) exact 16-mer anchors are too rare
+# to help (G4 of scripts/bench_genome.py, 47% edits: 32.5%)
 WARP_EXTEND_BELOW = 0.05  # divergence under which runs of matches are long enough for warp-wide extend
 # cost models of the two GPU kernels (H100 measurements; they only choose, both are exact)
 WFA_CELLS_PER_S = 1.5e11  # wavefront cells (diagonals x steps) per second, pruned with the bound
@@ -158,7 +159,7 @@ def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
     large and anchors can be found. Warp-wide extend pays where runs of matches are long (close
     strings)."""
     from .engines import gpu_long
-    from .engines.cpu_long import estimate_divergence
+    from .divergence import estimate as estimate_divergence
 
     n, m = len(q), len(t)
     top = max(n, m)

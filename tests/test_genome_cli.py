@@ -8,9 +8,10 @@ import subprocess
 import sys
 
 import edlib
+import numpy as np
 import pytest
 
-from gpualign.engines.cpu_long import estimate_divergence
+from gpualign.divergence import estimate as estimate_divergence
 from test_genome import ENV, mutate, rand, run, write_fa
 
 X, Y, Z = rand(3_000, 1), rand(2_000, 2), rand(2_500, 3)
@@ -142,3 +143,18 @@ def test_estimate_short_unrelated_and_lopsided():
     long = rand(300_000, 11)
     assert estimate_divergence(long[:20_000], long) >= 280_000 / 300_000
     assert estimate_divergence(b"", long[:10]) == 1.0 and estimate_divergence(b"", b"") == 0.0
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_estimate_with_uneven_divergence_and_large_indels(seed):
+    """400 kbp in 20 kbp segments of log-normal divergence (median 4%) with two 3-8 kbp indels: windows at
+    their relative places met unrelated sequence (estimate ~52% for a true ~10%); placed by their k-mers,
+    the estimate is within half the true value either way."""
+    rng = np.random.default_rng(seed)
+    q = rand(400_000, 20 + seed)
+    t = b"".join(mutate(q[i:i + 20_000], min(0.3, rng.lognormal(np.log(0.04), 0.8)), 100 * seed + i // 1000)
+                 for i in range(0, len(q), 20_000))
+    cut = int(rng.integers(3_000, 8_000))
+    t = t[:100_000] + t[100_000 + cut:280_000] + rand(cut, 30 + seed) + t[280_000:]
+    truth = dist(q, t) / max(len(q), len(t))
+    assert 0.5 * truth <= estimate_divergence(q, t) <= 1.5 * truth, (estimate_divergence(q, t), truth)

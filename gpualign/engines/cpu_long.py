@@ -1,49 +1,17 @@
 """CPU distance for very long strings: WFA2-lib score-only (BiWFA, O(s) memory) or edlib.
 
 WFA costs about O(n + d^2) and edlib O(n * d / 64): WFA wins for close strings, edlib for distant
-ones. A cheap estimate of the divergence (estimate_divergence) picks: above ``EDLIB_ABOVE`` edlib runs,
-else WFA2-lib. Either way the result is exact.
+ones. The divergence estimate (divergence.py) picks: above ``EDLIB_ABOVE`` edlib runs, else WFA2-lib.
+Either way the result is exact.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..divergence import estimate as estimate_divergence
+
 EDLIB_ABOVE = 0.08
-_WINDOW = 4000
-EXACT_CELLS = 1 << 30  # pairs with n x m up to this get the exact distance as their estimate (edlib, <= ~25 ms)
-WINDOWS = (0.1, 0.3, 0.5, 0.7, 0.9)  # where the sampled windows lie, as fractions of each string
-RELATED_BELOW = 0.44  # a window placed no better than this is unrelated: its in-place cost is taken instead
-
-
-def estimate_divergence(q: bytes, t: bytes) -> float:
-    """The edit distance over max(n, m), estimated (the notice's "sampled divergence", the CPU method and
-    the GPU kernel's cost model). Pairs up to EXACT_CELLS: the exact value. Longer ones: the median over
-    WINDOWS of a query window's cost against the target around the same relative place, one window of
-    slack either side (edlib's infix mode: a shift by indels or a rotation costs nothing there, as it
-    costs next to nothing in the whole alignment); a window with no placement better than RELATED_BELOW
-    lies against unrelated sequence (a rearrangement), and its cost in place (end to end) is what the
-    whole alignment pays there. Never below |n - m| / max(n, m), which the distance cannot be below.
-    Off by a few points at most on uniform edits (tests/test_genome_cli.py; the real virus and mtDNA
-    pairs are exact)."""
-    import edlib
-
-    n, m = len(q), len(t)
-    top = max(n, m)
-    if min(n, m) == 0:
-        return 1.0 if top else 0.0
-    if n * m <= EXACT_CELLS:
-        return edlib.align(q, t, mode="NW", task="distance")["editDistance"] / top
-    w = min(_WINDOW, n, m)
-    rates = []
-    for frac in WINDOWS:
-        a, b = int((n - w) * frac), int((m - w) * frac)
-        window = q[a:a + w]
-        placed = edlib.align(window, t[max(0, b - w):b + 2 * w], mode="HW", task="distance")["editDistance"] / w
-        if placed >= RELATED_BELOW:
-            placed = edlib.align(window, t[b:b + w], mode="NW", task="distance")["editDistance"] / w
-        rates.append(placed)
-    return max(float(np.median(rates)), abs(n - m) / top)
 
 
 def choose(q: bytes, t: bytes) -> str:
