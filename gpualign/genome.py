@@ -8,6 +8,7 @@ CPU: engines/cpu_long.py.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from dataclasses import dataclass
 
@@ -67,10 +68,17 @@ def _more_records(longer: str, shorter: str, common: int) -> InputError:
 
 
 def record_names(path: str) -> list[str] | None:
-    """The names of path's records, in order (a first pass, one record in memory at a time: ~15 ms per
-    E. coli genome, gzip), or None for stdin (read once: checked as it is read)."""
+    """The names of path's records, in order: from its .fai when one newer than the file exists (samtools'
+    or the paf command's), else a first pass (one record in memory at a time: ~15 ms per E. coli genome,
+    gzip); None for stdin (read once: checked as it is read)."""
     if path == fastx.STDIN:
         return None
+    try:
+        if os.path.getmtime(path + ".fai") >= os.path.getmtime(path):
+            with open(path + ".fai") as fh:
+                return [line.split("\t", 1)[0] for line in fh if line.strip()]
+    except OSError:
+        pass
     return [rec[0] for rec in fastx.records(path, chunk=1, fast=False)]
 
 

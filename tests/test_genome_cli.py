@@ -158,3 +158,14 @@ def test_estimate_with_uneven_divergence_and_large_indels(seed):
     t = t[:100_000] + t[100_000 + cut:280_000] + rand(cut, 30 + seed) + t[280_000:]
     truth = dist(q, t) / max(len(q), len(t))
     assert 0.5 * truth <= estimate_divergence(q, t) <= 1.5 * truth, (estimate_divergence(q, t), truth)
+
+
+def test_record_names_from_a_fresh_fai(files):
+    """An up-to-date .fai gives the names without a first pass; an older one is not used."""
+    from gpualign.genome import record_names
+
+    fai = files["dir"] / "b.fa.fai"
+    fai.write_text("y\t1\t0\t1\t2\nonly_in_fai\t1\t0\t1\t2\n")
+    assert record_names(files["b"]) == ["y", "only_in_fai"]
+    os.utime(fai, (1, 1))
+    assert record_names(files["b"]) == ["y", "z"]
