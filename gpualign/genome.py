@@ -295,7 +295,9 @@ def _sam_targets(fmt: str | None, target_path: str, tname) -> dict:
         raise ConfigError("SAM/BAM output needs the target records' names and lengths first: give the "
                           "target as a file, or write PAF or TSV")
     targets = _collect_targets(target_path)
-    return {tname: targets[tname]} if tname is not None else targets
+    if tname is None:
+        return targets
+    return {tname: targets[tname]} if tname in targets else {}  # (not there: _pick's error, before any output)
 
 
 def _path_writer(fmt: str, output: Output, targets: dict, command_line: str):
@@ -433,14 +435,25 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
             q, t = _apply_rule(q0, t0, cfg.n_mismatch)
             yield qn, tn, q0, t0, compute_pair(qn, tn, q, t, cfg, gpu, prune, cpu_method, progress, on_notice)
         return
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor, wait
 
     pool = ThreadPoolExecutor(cfg.n_threads, thread_name_prefix="gpualign-genome")
+    started = []
+
+    def start(qn, tn, q, t):
+        started.append(pool.submit(compute_pair, qn, tn, q, t, cfg, False, prune, cpu_method, progress, on_notice))
+        return started[-1].result
+
+    finished = False
     try:
-        yield from _in_flight(pairs, cfg, cfg.n_threads, lambda qn, tn, q, t: pool.submit(
-            compute_pair, qn, tn, q, t, cfg, False, prune, cpu_method, progress, on_notice).result)
+        yield from _in_flight(pairs, cfg, cfg.n_threads, start)
+        finished = True
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)
+        while not finished and not all(f.done() for f in started):  # an error: the pairs still running end
+            interrupt.end_children(wait=True)  # now (their child processes), not when they are done
+            wait(started, timeout=0.5)
+        pool.shutdown(wait=True)
 
 
 def _in_flight(pairs, cfg, width: int, submit):

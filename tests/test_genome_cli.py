@@ -169,3 +169,24 @@ def test_record_names_from_a_fresh_fai(files):
     assert record_names(files["b"]) == ["y", "only_in_fai"]
     os.utime(fai, (1, 1))
     assert record_names(files["b"]) == ["y", "z"]
+
+
+def test_error_while_pairs_run_ends_them(tmp_path):
+    """-t 2 on the CPU: record 3 cannot be read while record 2 (seconds of edlib) is still running: the
+    error comes at once, record 2's computing process ended, no output file left."""
+    import time
+
+    long_q = rand(1_000_000, 40)
+    a = write_fa(tmp_path / "a.fa", [("r1", Y), ("r2", long_q), ("r3", b"ACGT")])
+    b = tmp_path / "b.fa"
+    write_fa(b, [("r1", Y2), ("r2", mutate(long_q, 0.25, 41)), ("r3", b"ACGT")])
+    b.write_bytes(b.read_bytes().replace(b">r3 soft-masked\nACGT", b">r3 soft-masked\nAC\x01GT"))
+    t0 = time.perf_counter()
+    rc, _, err = run([a, str(b), "--device", "cpu", "--distance-only", "-t", "2", "--cpu-method", "edlib", "-q",
+                      "-o", str(tmp_path / "o.tsv")])
+    took = time.perf_counter() - t0
+    assert rc == 1 and "record 3" in err and not (tmp_path / "o.tsv").exists(), err
+    started = time.perf_counter()
+    assert edlib.align(long_q[:200_000], mutate(long_q[:200_000], 0.25, 41), task="distance")
+    one_fifth = time.perf_counter() - started  # record 2 takes ~25 times this (5x the length and distance)
+    assert took < 5 * one_fifth + 5, (took, one_fifth)
