@@ -47,15 +47,15 @@ class GenomeResult:
 
 
 def _pick(path: str, name: str | None):
-    """All records of path in order, or the one named (a missing name is an error)."""
-    if name is None:
-        yield from fastx.records(path, chunk=1, fast=False)
-        return
-    for rec in fastx.records(path, chunk=1, fast=False):
-        if rec[0] == name:
-            yield rec
-            return
-    raise _no_record(path, name)
+    """(record number from 1, record) of all records of path in order, or of the one named (a missing
+    name is an error)."""
+    for i, rec in enumerate(fastx.records(path, chunk=1, fast=False), 1):
+        if name is None or rec[0] == name:
+            yield i, rec
+            if name is not None:
+                return
+    if name is not None:
+        raise _no_record(path, name)
 
 
 def _no_record(path: str, name: str) -> InputError:
@@ -116,17 +116,17 @@ def select_records(path_a: str, path_b: str, qname: str | None, tname: str | Non
 
 def _pairs(path_a, path_b, qname, tname):
     ra, rb = _pick(path_a, qname), _pick(path_b, tname)
-    done = object()
-    i = 0
+    done = (0, None)
+    pairs = 0
     while True:
-        a, b = next(ra, done), next(rb, done)
-        if a is done or b is done:
-            if a is not done or b is not done:
-                raise _more_records(*((path_a, path_b) if b is done else (path_b, path_a)), i)
+        (i, a), (j, b) = next(ra, done), next(rb, done)
+        if a is None or b is None:
+            if a is not None or b is not None:
+                raise _more_records(*((path_a, path_b) if b is None else (path_b, path_a)), pairs)
             return
-        i += 1
+        pairs += 1
         qa = np.frombuffer(fastx.encode([a[1]], path_a, i), dtype=np.uint8)
-        tb = np.frombuffer(fastx.encode([b[1]], path_b, i), dtype=np.uint8)
+        tb = np.frombuffer(fastx.encode([b[1]], path_b, j), dtype=np.uint8)
         yield a[0], b[0], qa, tb
 
 

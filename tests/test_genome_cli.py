@@ -190,3 +190,11 @@ def test_error_while_pairs_run_ends_them(tmp_path):
     assert edlib.align(long_q[:200_000], mutate(long_q[:200_000], 0.25, 41), task="distance")
     one_fifth = time.perf_counter() - started  # record 2 takes ~25 times this (5x the length and distance)
     assert took < 5 * one_fifth + 5, (took, one_fifth)
+
+
+def test_bad_named_record_is_named_by_its_number(files):
+    """A named record that cannot be read: the error gives its number in the file, not the pair's."""
+    bad = files["dir"] / "bad.fa"
+    bad.write_bytes(open(files["b"], "rb").read().replace(b">z soft-masked\n", b">z soft-masked\nAC\x01GT\n"))
+    rc, out, err = run([files["a"], str(bad), *CPU, "--query-record", "x", "--target-record", "z"])
+    assert rc == 1 and out == "" and "record 2" in err, err
