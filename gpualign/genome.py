@@ -8,6 +8,7 @@ CPU: engines/cpu_long.py.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from dataclasses import dataclass
 
@@ -46,32 +47,86 @@ class GenomeResult:
 
 
 def _pick(path: str, name: str | None):
-    """All records of path in order, or the one named (a missing name is an error)."""
-    if name is None:
-        yield from fastx.records(path, chunk=1, fast=False)
-        return
-    for rec in fastx.records(path, chunk=1, fast=False):
-        if rec[0] == name:
-            yield rec
-            return
-    raise InputError(f"{fastx.display_name(path)}: no record named {name!r}")
+    """(record number from 1, record) of all records of path in order, or of the one named (a missing
+    name is an error)."""
+    for i, rec in enumerate(fastx.records(path, chunk=1, fast=False), 1):
+        if name is None or rec[0] == name:
+            yield i, rec
+            if name is not None:
+                return
+    if name is not None:
+        raise _no_record(path, name)
+
+
+def _no_record(path: str, name: str) -> InputError:
+    return InputError(f"{fastx.display_name(path)}: no record named {name!r}")
+
+
+def _more_records(longer: str, shorter: str, common: int) -> InputError:
+    longer, shorter = fastx.display_name(longer), fastx.display_name(shorter)
+    return InputError(f"{longer} has more records than {shorter} ({shorter} ends after {common})")
+
+
+def record_names(path: str) -> list[str] | None:
+    """The names of path's records, in order: from its .fai when one newer than the file exists (samtools'
+    or the paf command's), else a first pass (one record in memory at a time: ~15 ms per E. coli genome,
+    gzip); None for stdin (read once: checked as it is read)."""
+    if path == fastx.STDIN:
+        return None
+    try:
+        if os.path.getmtime(path + ".fai") >= os.path.getmtime(path):
+            with open(path + ".fai") as fh:
+                return [line.split("\t", 1)[0] for line in fh if line.strip()]
+    except OSError:
+        pass
+    return [rec[0] for rec in fastx.records(path, chunk=1, fast=False)]
+
+
+def select_records(path_a: str, path_b: str, qname: str | None, tname: str | None):
+    """The (query, target) record names to compare, checked against both files before anything is
+    written: neither named, (None, None): record i with record i, the counts equal; both named, those;
+    one named, that record with the other file's record of the same name, else with its only record,
+    else an error. Names on stdin are checked as it is read."""
+    names_a, names_b = record_names(path_a), record_names(path_b)
+    for path, names, name in ((path_a, names_a, qname), (path_b, names_b, tname)):
+        if name is not None and names is not None and name not in names:
+            raise _no_record(path, name)
+    if qname is None and tname is None:
+        if names_a is not None and names_b is not None and len(names_a) != len(names_b):
+            longer, shorter = (path_a, path_b) if len(names_a) > len(names_b) else (path_b, path_a)
+            raise _more_records(longer, shorter, min(len(names_a), len(names_b)))
+        return None, None
+    if qname is not None and tname is not None:
+        return qname, tname
+    name, given, other, names, option = ((qname, "--query-record", path_b, names_b, "--target-record")
+                                         if tname is None else
+                                         (tname, "--target-record", path_a, names_a, "--query-record"))
+    if names is None:
+        raise ConfigError(f"{given} alone needs the other file's record names: give it as a file, or name "
+                          f"its record with {option}")
+    if name in names:
+        partner = name
+    elif len(names) == 1:
+        partner = names[0]
+    else:
+        raise ConfigError(f"{given} {name!r}: {other} has {len(names)} records and none named {name!r}: "
+                          f"name one with {option}")
+    return (name, partner) if tname is None else (partner, name)
 
 
 def _pairs(path_a, path_b, qname, tname):
     ra, rb = _pick(path_a, qname), _pick(path_b, tname)
-    done = object()
-    i = 0
+    done = (0, None)
+    pairs = 0
     while True:
-        a, b = next(ra, done), next(rb, done)
-        if a is done or b is done:
-            if a is not done or b is not done:
-                longer, shorter = (path_a, path_b) if b is done else (path_b, path_a)
-                raise InputError(f"{fastx.display_name(longer)} has more records than "
-                                 f"{fastx.display_name(shorter)} ({fastx.display_name(shorter)} ends after {i})")
+        (i, a), (j, b) = next(ra, done), next(rb, done)
+        if a is None or b is None:
+            if a is not None or b is not None:
+                raise _more_records(*((path_a, path_b) if b is None else (path_b, path_a)), pairs)
             return
-        i += 1
+        pairs += 1
         qa = np.frombuffer(fastx.encode([a[1]], path_a, i), dtype=np.uint8)
-        tb = np.frombuffer(fastx.encode([b[1]], path_b, i), dtype=np.uint8)
+        tb = np.frombuffer(fastx.encode([b[1]], path_b, j), dtype=np.uint8)
         yield a[0], b[0], qa, tb
 
 
@@ -82,7 +137,8 @@ def _apply_rule(q: np.ndarray, t: np.ndarray, n_mismatch: bool):
 
 
 BOUND_MIN_D = 200_000  # expected distances at least this large get an anchored upper bound first
-BOUND_MAX_RATE = 0.35  # beyond this divergence exact 16-mer anchors are too rare to help
+BOUND_MAX_RATE = 0.30  # beyond this divergence (divergence.py's estimate) exact 16-mer anchors are too rare
+# to help (G4 of scripts/bench_genome.py, 47% edits: 32.5%)
 WARP_EXTEND_BELOW = 0.05  # divergence under which runs of matches are long enough for warp-wide extend
 # cost models of the two GPU kernels (H100 measurements; they only choose, both are exact)
 WFA_CELLS_PER_S = 1.5e11  # wavefront cells (diagonals x steps) per second, pruned with the bound
@@ -111,7 +167,7 @@ def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
     large and anchors can be found. Warp-wide extend pays where runs of matches are long (close
     strings)."""
     from .engines import gpu_long
-    from .engines.cpu_long import estimate_divergence
+    from .divergence import estimate as estimate_divergence
 
     n, m = len(q), len(t)
     top = max(n, m)
@@ -228,21 +284,28 @@ def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
     return d, None, f"cpu-{how}"
 
 
-def _path_writer(fmt: str, output: Output, target_path: str, tname, command_line: str):
-    """The pairs writer of fmt for alignment-path records (SAM/BAM: @SQ lines for the target records)."""
+def _sam_targets(fmt: str | None, target_path: str, tname) -> dict:
+    """The target records' names -> lengths for SAM/BAM's @SQ lines (tname: that record alone), {} for
+    the other formats."""
+    from .pipeline import _collect_targets
+
+    if fmt not in ("sam", "bam"):
+        return {}
+    if target_path == fastx.STDIN:
+        raise ConfigError("SAM/BAM output needs the target records' names and lengths first: give the "
+                          "target as a file, or write PAF or TSV")
+    targets = _collect_targets(target_path)
+    if tname is None:
+        return targets
+    return {tname: targets[tname]} if tname in targets else {}  # (not there: _pick's error, before any output)
+
+
+def _path_writer(fmt: str, output: Output, targets: dict, command_line: str):
+    """The pairs writer of fmt for alignment-path records (it writes the format's header)."""
     from .output.paf import PafWriter
     from .output.sam import BamWriter, SamWriter
     from .output.tsv import TsvWriter
-    from .pipeline import _collect_targets
 
-    targets = {}
-    if fmt in ("sam", "bam"):
-        if target_path == "-":
-            raise ConfigError("SAM/BAM output needs the target records' names and lengths first: give the "
-                              "target as a file, or write PAF or TSV")
-        targets = _collect_targets(target_path)
-        if tname is not None:  # (a missing name: _pick's error, when the pairs are read)
-            targets = {tname: targets[tname]} if tname in targets else {}
     cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
     return cls(output.target, targets=targets, command_line=command_line, metric="edit")
 
@@ -259,8 +322,10 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                progress=None, prune: bool = True, cpu_method: str = "auto", fmt: str | None = None,
                command_line: str = "gpualign genome", cluster=None) -> list[GenomeResult]:
     """Each record pair's exact edit distance (TSV, with cfg.distance_only) or an optimal alignment
-    (PAF/SAM/BAM/TSV with the CIGAR, format from fmt or the output name). cluster: a cluster.ClusterSpec
-    (record pairs on Dask workers, one per worker at a time) or None."""
+    (PAF/SAM/BAM/TSV with the CIGAR, format from fmt or the output name). Options and inputs (record
+    names and counts: select_records) are checked before any notice, and the output's header waits for
+    the first pair. cluster: a cluster.ClusterSpec (record pairs on Dask workers, one per worker at a
+    time) or None. On the CPU, up to cfg.n_threads pairs at once."""
     from .pipeline import infer_format
 
     cfg.validate()
@@ -271,6 +336,8 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         fmt = infer_format(fmt, out, False)
     elif fmt not in (None, "tsv"):
         raise ConfigError("gpualign genome --distance-only writes TSV only")
+    qname, tname = select_records(path_a, path_b, qname, tname)
+    targets = _sam_targets(fmt if with_path else None, path_b, tname)
     distributed = cluster is not None and cluster.wanted
     gpu = False if distributed else use_gpu(cfg.device)
     if on_notice and not distributed:
@@ -289,20 +356,17 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             _, notice, remote = start_engines(cfg, cluster)
             if on_notice:
                 on_notice(notice)
-        if with_path:
-            writer = _path_writer(fmt, output, path_b, tname, command_line)
-        else:
-            output.target.write(HEADER.encode())
         for qn, tn, q0, t0, (d, ops, cells, engine, code, seconds) in _computed(
                 _pairs(path_a, path_b, qname, tname), cfg, gpu, prune, cpu_method, progress, on_notice, remote):
             res = GenomeResult(qn, tn, len(q0), len(t0), d, seconds, cells, engine)
             if with_path:
+                writer = writer or _path_writer(fmt, output, targets, command_line)
                 writer.write(*_path_record(qn, tn, q0, t0, d, ops, code))
                 if on_notice:
                     on_notice(f"{qn} vs {tn}: distance {d:,}, {len(ops):,} CIGAR operations, {res.seconds:.3f} s "
                               f"({engine})")
             else:
-                output.target.write(res.tsv().encode())
+                output.target.write((res.tsv() if results else HEADER + res.tsv()).encode())
                 output.target.flush()
             results.append(res)
         if writer is not None:
@@ -317,6 +381,18 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         if remote is not None:
             remote.close()
     return results
+
+
+def summary(results: list[GenomeResult], seconds: float):
+    """The run's summary (pipeline.Summary's rows): pairs, bases, records written, the engines that ran
+    (route:<engine>), the wall time and the pairs' own compute time (align_seconds)."""
+    from collections import Counter
+
+    from .pipeline import Summary
+
+    return Summary(pairs=len(results), bases=sum(r.query_len + r.target_len for r in results),
+                   written=len(results), seconds=seconds, counts=dict(Counter(r.engine for r in results)),
+                   stage_seconds={"align": sum(r.seconds for r in results)})
 
 
 def compute_pair(qn, tn, q, t, cfg, gpu: bool, prune: bool, cpu_method: str, progress=None, on_notice=None):
@@ -341,22 +417,54 @@ def compute_pair(qn, tn, q, t, cfg, gpu: bool, prune: bool, cpu_method: str, pro
 
 
 def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
-    """(qn, tn, q, t, compute_pair's tuple) per record pair, in order: here, or with remote (a started
-    cluster.ClusterAligner) on its workers, one pair in flight per worker (chromosomes are large)."""
-    if remote is None:
+    """(qn, tn, q, t, compute_pair's tuple) per record pair, in order: with remote (a started
+    cluster.ClusterAligner) on its workers, one pair in flight per worker (chromosomes are large); on the
+    CPU, up to cfg.n_threads pairs at once (each in a child process of its own: interrupt.killable), else
+    one at a time here."""
+    if remote is not None:
+        from .cluster_worker import genome_pair
+
+        def on_worker(qn, tn, q, t):
+            fut = remote.submit_task(genome_pair, qn, tn, q, t, prune, cpu_method, remote.cfg)
+            return lambda: fut.result()[0]
+
+        yield from _in_flight(pairs, cfg, remote.workers + 1, on_worker)
+        return
+    if gpu or cfg.n_threads == 1:
         for qn, tn, q0, t0 in pairs:
             q, t = _apply_rule(q0, t0, cfg.n_mismatch)
             yield qn, tn, q0, t0, compute_pair(qn, tn, q, t, cfg, gpu, prune, cpu_method, progress, on_notice)
         return
-    from .cluster_worker import genome_pair
+    from concurrent.futures import ThreadPoolExecutor, wait
 
+    pool = ThreadPoolExecutor(cfg.n_threads, thread_name_prefix="gpualign-genome")
+    started = []
+
+    def start(qn, tn, q, t):
+        started.append(pool.submit(compute_pair, qn, tn, q, t, cfg, False, prune, cpu_method, progress, on_notice))
+        return started[-1].result
+
+    finished = False
+    try:
+        yield from _in_flight(pairs, cfg, cfg.n_threads, start)
+        finished = True
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        while not finished and not all(f.done() for f in started):  # an error: the pairs still running end
+            interrupt.end_children(wait=True)  # now (their child processes), not when they are done
+            wait(started, timeout=0.5)
+        pool.shutdown(wait=True)
+
+
+def _in_flight(pairs, cfg, width: int, submit):
+    """_computed's items with up to width pairs submitted at once, in input order: submit(qn, tn, q, t)
+    starts a pair and returns a function that waits for compute_pair's tuple."""
     pending = []
     for item in itertools.chain(pairs, [None]):
         if item is not None:
             qn, tn, q0, t0 = item
             q, t = _apply_rule(q0, t0, cfg.n_mismatch)
-            pending.append((item, remote.submit_task(genome_pair, qn, tn, q, t, prune, cpu_method, remote.cfg)))
-        while pending and (item is None or len(pending) > remote.workers):
-            (qn, tn, q0, t0), fut = pending.pop(0)
-            yield qn, tn, q0, t0, fut.result()[0]
-
+            pending.append((item, submit(qn, tn, q, t)))
+        while pending and (item is None or len(pending) >= width):
+            (qn, tn, q0, t0), wait = pending.pop(0)
+            yield qn, tn, q0, t0, wait()

@@ -83,7 +83,9 @@ def feedback(command: str, threads: int, quiet: bool):
     notice = notice_printer(err, quiet)
     if capped and notice:
         notice(capped)
-    with progress.records(err, command, quiet) as report:  # rich on a terminal, else a line every 10 s
+    # rich on a terminal, else a line every 10 s
+    shown = progress.genome(err, quiet) if command == "genome" else progress.records(err, command, quiet)
+    with shown as report:
         yield n_threads, notice, report
 
 

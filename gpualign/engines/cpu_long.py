@@ -1,30 +1,17 @@
 """CPU distance for very long strings: WFA2-lib score-only (BiWFA, O(s) memory) or edlib.
 
 WFA costs about O(n + d^2) and edlib O(n * d / 64): WFA wins for close strings, edlib for distant
-ones. A cheap estimate picks: edlib on a few 4 kbp windows taken along both strings gives the
-divergence; above ``EDLIB_ABOVE`` edlib runs, else WFA2-lib. Either way the result is exact.
+ones. The divergence estimate (divergence.py) picks: above ``EDLIB_ABOVE`` edlib runs, else WFA2-lib.
+Either way the result is exact.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..divergence import estimate as estimate_divergence
+
 EDLIB_ABOVE = 0.08
-_WINDOW = 4000
-
-
-def estimate_divergence(q: bytes, t: bytes) -> float:
-    import edlib
-
-    n, m = len(q), len(t)
-    if min(n, m) < 4 * _WINDOW:
-        return 0.0
-    rates = []
-    for frac in (0.1, 0.5, 0.9):
-        a, b = int(n * frac), int(m * frac)
-        rates.append(edlib.align(q[a:a + _WINDOW], t[b:b + _WINDOW], mode="NW", task="distance")["editDistance"]
-                     / _WINDOW)
-    return float(np.median(rates))
 
 
 def choose(q: bytes, t: bytes) -> str:

@@ -1,0 +1,200 @@
+"""`gpualign genome` on the command line: which records are paired (--query-record/--target-record),
+every input error before the first output byte, -t and --summary, and the divergence estimate that the
+CPU notice prints (and the kernel choices use)."""
+
+import os
+import re
+import subprocess
+import sys
+
+import edlib
+import numpy as np
+import pytest
+
+from gpualign.divergence import estimate as estimate_divergence
+from test_genome import ENV, mutate, rand, run, write_fa
+
+X, Y, Z = rand(3_000, 1), rand(2_000, 2), rand(2_500, 3)
+Y2, Z2, SOLO = mutate(Y, 0.05, 4), mutate(Z, 0.05, 5), mutate(Y, 0.08, 6)
+
+
+def dist(a: bytes, b: bytes) -> int:
+    return edlib.align(a, b, task="distance")["editDistance"]
+
+
+@pytest.fixture
+def files(tmp_path):
+    """a.fa: x, y; b.fa: y, z (y in both, x only in a, z only in b); one.fa: solo."""
+    return {"a": write_fa(tmp_path / "a.fa", [("x", X), ("y", Y)]),
+            "b": write_fa(tmp_path / "b.fa", [("y", Y2), ("z", Z2)]),
+            "one": write_fa(tmp_path / "one.fa", [("solo", SOLO)]), "dir": tmp_path}
+
+
+def rows(out: str) -> list[list[str]]:
+    lines = out.splitlines()
+    assert lines[0].startswith("query\ttarget\t")
+    return [line.split("\t") for line in lines[1:]]
+
+
+CPU = ["--device", "cpu", "--distance-only", "-t", "1"]
+
+
+@pytest.mark.parametrize("q,t,option,name,want", [
+    ("a", "b", "--query-record", "y", ("y", "y", Y, Y2)),  # the target record of the same name (not record 1)
+    ("a", "one", "--query-record", "x", ("x", "solo", X, SOLO)),  # the target's only record
+    ("a", "b", "--query-record", "x", None),  # b has two records, none named x: an error
+    ("a", "b", "--target-record", "y", ("y", "y", Y, Y2)),  # the query record of the same name
+    ("one", "b", "--target-record", "z", ("solo", "z", SOLO, Z2)),  # the query's only record
+    ("a", "b", "--target-record", "z", None),  # a has two records, none named z
+])
+def test_one_record_named(files, q, t, option, name, want):
+    rc, out, err = run([files[q], files[t], *CPU, option, name])
+    if want is None:
+        other = "--target-record" if option == "--query-record" else "--query-record"
+        assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, (rc, out, err)
+        assert f"none named {name!r}" in err and f"name one with {other}" in err
+        return
+    assert rc == 0, err
+    (row,) = rows(out)
+    qn, tn, qs, ts = want
+    assert row[:5] == [qn, tn, str(len(qs)), str(len(ts)), str(dist(qs, ts))]
+
+
+@pytest.mark.parametrize("args", [["--query-record", "nope"], ["--target-record", "nope"],
+                                  ["--query-record", "nope", "--target-record", "y"]])
+@pytest.mark.parametrize("to_file", [False, True])
+def test_missing_record_before_any_output(files, args, to_file):
+    """No header, no notice, no file: one line, exit 1."""
+    o = files["dir"] / "o.tsv"
+    rc, out, err = run([files["a"], files["b"], *CPU, *args, *(["-o", str(o)] if to_file else [])])
+    assert rc == 1 and out == "" and not o.exists(), (rc, out, err)
+    assert err.strip().splitlines() == [err.strip()] and "no record named 'nope'" in err
+
+
+def test_record_count_mismatch_before_any_output(files):
+    rc, out, err = run([files["a"], files["one"], *CPU])
+    assert rc == 1 and out == "" and len(err.strip().splitlines()) == 1
+    assert "has more records than" in err
+
+
+def test_missing_record_on_stdin_before_any_output(files):
+    """A query on stdin is not read twice: its names are checked as it is read, still before the header."""
+    p = subprocess.run([sys.executable, "-m", "gpualign", "genome", "-", files["b"], *CPU, "--query-record",
+                        "nope", "--target-record", "y"], stdin=open(files["a"], "rb"), capture_output=True,
+                       env=ENV, timeout=120)
+    assert p.returncode == 1 and p.stdout == b"" and b"no record named 'nope'" in p.stderr, p.stderr
+
+
+def test_summary_file_and_threads(files):
+    """-t 1 and -t 2 (two pairs at once): the same rows; --summary: the TSV summary, also with -q."""
+    results = {}
+    for t in ("1", "2"):
+        s = files["dir"] / f"s{t}.tsv"
+        rc, out, err = run([files["a"], files["a"], "--device", "cpu", "--distance-only", "-t", t, "-q",
+                            "--summary", str(s)])
+        assert rc == 0 and err == "", err
+        results[t] = [r[:6] + r[-1:] for r in rows(out)]
+        summary = dict(line.split("\t") for line in s.read_text().splitlines())
+        assert summary["key"] == "value" and summary["pairs"] == summary["records_written"] == "2"
+        assert summary["bases"] == str(2 * (len(X) + len(Y))) and summary["route:cpu-wfa"] == "2"
+        assert float(summary["wall_seconds"]) > 0
+    assert results["1"] == results["2"] == [["x", "x", "3000", "3000", "0", "1.000000", "cpu-wfa"],
+                                            ["y", "y", "2000", "2000", "0", "1.000000", "cpu-wfa"]]
+
+
+def test_summary_on_stderr_unless_quiet(files):
+    rc, _, err = run([files["a"], files["b"], *CPU, "--query-record", "y"])
+    assert rc == 0 and "gpualign summary" in err and "records_written" in err
+
+
+# ---- the divergence estimate --------------------------------------------------------------------
+
+REAL_PAIRS = [("virus_DWV_NC_004830.fa", "virus_VDV1_NC_006494.fa"), ("mtDNA_human_minimap2.fa", "mtDNA_orangutan.fa")]
+
+
+@pytest.mark.parametrize("a,b", REAL_PAIRS)
+def test_notice_divergence_on_real_pairs(real_data, a, b):
+    """The CPU notice's `sampled divergence` against the exact distance / the longer length (DWV vs
+    VDV1: 15.8%, human vs orangutan mtDNA: 20.0%), within a point."""
+    rc, out, err = run([os.path.join(real_data, a), os.path.join(real_data, b), *CPU])
+    assert rc == 0, err
+    row = rows(out)[0]
+    truth = 100 * int(row[4]) / max(int(row[2]), int(row[3]))
+    shown = float(re.search(r"sampled divergence ([0-9.]+)%", err).group(1))
+    assert 10 < truth and abs(shown - truth) <= 1.0, (shown, truth)
+
+
+@pytest.mark.parametrize("n,rate", [(200_000, 0.10), (200_000, 0.30), (200_000, 0.45), (1_000_000, 0.02)])
+def test_estimate_on_simulated_pairs(n, rate):
+    """Uniform edits (indels shift the windows' places by a random walk): the estimate within 15% of the
+    exact value or 1 point (it was 4.9% for 1.8% at 1 Mbp, 11.2% for 8.5% at 200 kbp)."""
+    q = rand(n, n)
+    t = mutate(q, rate, n + 1)
+    truth = dist(q, t) / max(len(q), len(t))
+    assert abs(estimate_divergence(q, t) - truth) <= max(0.01, 0.15 * truth), (estimate_divergence(q, t), truth)
+
+
+def test_estimate_short_unrelated_and_lopsided():
+    """Short pairs: the exact value; unrelated strings: about 52% (what a global alignment costs);
+    lengths far apart: at least |n - m| / max(n, m); an empty string against another: 100%."""
+    q, t = rand(12_000, 7), mutate(rand(12_000, 7), 0.2, 8)
+    assert estimate_divergence(q, t) == dist(q, t) / max(len(q), len(t))
+    assert 0.49 < estimate_divergence(rand(300_000, 9), rand(300_000, 10)) < 0.55
+    long = rand(300_000, 11)
+    assert estimate_divergence(long[:20_000], long) >= 280_000 / 300_000
+    assert estimate_divergence(b"", long[:10]) == 1.0 and estimate_divergence(b"", b"") == 0.0
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_estimate_with_uneven_divergence_and_large_indels(seed):
+    """400 kbp in 20 kbp segments of log-normal divergence (median 4%) with two 3-8 kbp indels: windows at
+    their relative places met unrelated sequence (estimate ~52% for a true ~10%); placed by their k-mers,
+    the estimate is within half the true value either way."""
+    rng = np.random.default_rng(seed)
+    q = rand(400_000, 20 + seed)
+    t = b"".join(mutate(q[i:i + 20_000], min(0.3, rng.lognormal(np.log(0.04), 0.8)), 100 * seed + i // 1000)
+                 for i in range(0, len(q), 20_000))
+    cut = int(rng.integers(3_000, 8_000))
+    t = t[:100_000] + t[100_000 + cut:280_000] + rand(cut, 30 + seed) + t[280_000:]
+    truth = dist(q, t) / max(len(q), len(t))
+    assert 0.5 * truth <= estimate_divergence(q, t) <= 1.5 * truth, (estimate_divergence(q, t), truth)
+
+
+def test_record_names_from_a_fresh_fai(files):
+    """An up-to-date .fai gives the names without a first pass; an older one is not used."""
+    from gpualign.genome import record_names
+
+    fai = files["dir"] / "b.fa.fai"
+    fai.write_text("y\t1\t0\t1\t2\nonly_in_fai\t1\t0\t1\t2\n")
+    assert record_names(files["b"]) == ["y", "only_in_fai"]
+    os.utime(fai, (1, 1))
+    assert record_names(files["b"]) == ["y", "z"]
+
+
+def test_error_while_pairs_run_ends_them(tmp_path):
+    """-t 2 on the CPU: record 3 cannot be read while record 2 (seconds of edlib) is still running: the
+    error comes at once, record 2's computing process ended, no output file left."""
+    import time
+
+    long_q = rand(1_000_000, 40)
+    a = write_fa(tmp_path / "a.fa", [("r1", Y), ("r2", long_q), ("r3", b"ACGT")])
+    b = tmp_path / "b.fa"
+    write_fa(b, [("r1", Y2), ("r2", mutate(long_q, 0.25, 41)), ("r3", b"ACGT")])
+    b.write_bytes(b.read_bytes().replace(b">r3 soft-masked\nACGT", b">r3 soft-masked\nAC\x01GT"))
+    t0 = time.perf_counter()
+    rc, _, err = run([a, str(b), "--device", "cpu", "--distance-only", "-t", "2", "--cpu-method", "edlib", "-q",
+                      "-o", str(tmp_path / "o.tsv")])
+    took = time.perf_counter() - t0
+    assert rc == 1 and "record 3" in err and not (tmp_path / "o.tsv").exists(), err
+    started = time.perf_counter()
+    assert edlib.align(long_q[:200_000], mutate(long_q[:200_000], 0.25, 41), task="distance")
+    one_fifth = time.perf_counter() - started  # record 2 takes ~25 times this (5x the length and distance)
+    assert took < 5 * one_fifth + 5, (took, one_fifth)
+
+
+def test_bad_named_record_is_named_by_its_number(files):
+    """A named record that cannot be read: the error gives its number in the file, not the pair's."""
+    bad = files["dir"] / "bad.fa"
+    bad.write_bytes(open(files["b"], "rb").read().replace(b">z soft-masked\n", b">z soft-masked\nAC\x01GT\n"))
+    rc, out, err = run([files["a"], str(bad), *CPU, "--query-record", "x", "--target-record", "z"])
+    assert rc == 1 and out == "" and "record 2" in err, err
