@@ -11,15 +11,18 @@ HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}  # the app's context sett
 METAVARS = {"output": "FILE", "summary": "FILE", "fmt": "FORMAT", "scheduler": "ADDRESS", "gpus": "N",
             "unknown": "CHAR", "query_record": "NAME", "target_record": "NAME", "verify": "FRACTION",
             "cpu_method": "METHOD", "cpu_workers": "N"}
-TYPE_METAVARS = {"int": "INT", "float": "FLOAT"}
+# by type name: Typer's own core (bare_type(): int, float) or click's ParamType.name (integer, float),
+# as Typer releases built on click give it
+TYPE_METAVARS = {"int": "INT", "integer": "INT", "float": "FLOAT"}
 
 
 def metavar(param) -> str:
     """An option's or argument's metavar: METAVARS, else INT/FLOAT by type, else the name in upper case."""
     if param.name in METAVARS:
         return METAVARS[param.name]
-    if param.param_type_name == "option" and param.bare_type() in TYPE_METAVARS:
-        return TYPE_METAVARS[param.bare_type()]
+    kind = param.bare_type() if hasattr(param, "bare_type") else getattr(getattr(param, "type", None), "name", "")
+    if param.param_type_name == "option" and kind in TYPE_METAVARS:
+        return TYPE_METAVARS[kind]
     long = [o for o in getattr(param, "opts", []) if o.startswith("--")]
     return (long[0][2:] if long else param.name).replace("-", "_").upper()
 
