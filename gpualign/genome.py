@@ -350,7 +350,7 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
         return
     from .cluster_worker import genome_pair
 
-    pending = []
+    pending, done = [], 0
     for item in itertools.chain(pairs, [None]):
         if item is not None:
             qn, tn, q0, t0 = item
@@ -358,5 +358,9 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
             pending.append((item, remote.submit_task(genome_pair, qn, tn, q, t, prune, cpu_method, remote.cfg)))
         while pending and (item is None or len(pending) > remote.workers):
             (qn, tn, q0, t0), fut = pending.pop(0)
-            yield qn, tn, q0, t0, fut.result()[0]
+            info = {"kernel": "cluster", "done": done, "running": len(pending) + 1, "workers": remote.workers}
+            with ticking(progress, info):  # (the workers report nothing meanwhile)
+                out = fut.result()[0]
+            done += 1
+            yield qn, tn, q0, t0, out
 

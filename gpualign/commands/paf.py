@@ -45,9 +45,10 @@ def paf(
     """Exact re-alignment of PAF candidates: recomputed coordinates, NM/AS/de/cg (and cs)."""
     from ..cluster import ClusterSpec
     from ..realign import run_paf
+    from ..progress import Total, input_lines
 
     def body():
-        with feedback("paf", threads, quiet) as (n_threads, notice, report):
+        with feedback("paf", threads, quiet, lambda: Total(records=input_lines(candidates))) as (n_threads, notice, report):
             cfg = AlignConfig(metric=metric, penalties=Penalties(mismatch, gap_open, gap_extend),
                               n_mismatch=n_mismatch, device=device, threads=n_threads, batch_bases=batch_bases)
             result = run_paf(candidates, query, target, output, fmt, cfg, command_line(), mode, target_pad, cs,

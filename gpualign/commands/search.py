@@ -57,12 +57,13 @@ def search(
     from ..cluster import ClusterSpec
     from ..errors import ConfigError
     from ..search.run import run_search
+    from ..progress import Total, input_bases
 
     def body():
         if n_mismatch and iupac:
             raise ConfigError("--n-mismatch and --iupac cannot be combined")
         rule = "iupac" if iupac else "n_mismatch" if n_mismatch else "default"
-        with feedback("search", threads, quiet) as (n_threads, notice, report):
+        with feedback("search", threads, quiet, lambda: Total(bases=input_bases(text))) as (n_threads, notice, report):
             cfg = SearchConfig(k=k, strand=strand, all_ends=all_ends, max_hits=max_hits, rule=rule, force=force,
                                device=device, threads=n_threads, chunk_bases=chunk_bases)
             result = run_search(patterns, text, output, fmt, cfg, command_line(), notice, report,
