@@ -187,3 +187,44 @@ def test_emulated_kernels_leave_nothing_in_the_temporary_directory(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 0, p.stderr
     assert os.listdir(tmp) == [], f"left in the temporary directory: {os.listdir(tmp)}"
+
+
+def _search_files(tmp_path, patterns: list, records: list) -> tuple:
+    pp, tp = tmp_path / "p.fa", tmp_path / "t.fa"
+    pp.write_text("".join(f">{n}\n{s}\n" for n, s in patterns))
+    tp.write_text("".join(f">{n}\n{s}\n" for n, s in records))
+    return str(pp), str(tp)
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "paf", "bed"])
+def test_search_takes_repeated_names_where_the_format_allows(tmp_path, fmt):
+    """TSV, PAF and BED: text records and patterns that share a name are searched, each hit written
+    (only SAM/BAM need unique names)."""
+    from gpualign.config import SearchConfig
+    from gpualign.search.run import run_search
+
+    pp, tp = _search_files(tmp_path, [("g", "ACGTTGCA"), ("g", "TTTTCCCC")],
+                           [("chr", "GGACGTTGCAGG"), ("chr", "CAAATTTTCCCCAA")])
+    out = str(tmp_path / f"o.{fmt}")
+    summary = run_search(pp, tp, out, None, SearchConfig(k=0, strand="+", device="cpu", threads=1), "x")
+    assert summary.hits == 2
+    rows = [line.rstrip("\n").split("\t") for line in open(out) if not line.startswith("pattern\t")]
+    assert len(rows) == 2 and len({tuple(r) for r in rows}) == 2
+    assert all({"g", "chr"} <= set(r) for r in rows), rows
+
+
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+@pytest.mark.parametrize("what", ["records", "patterns"])
+def test_search_refuses_repeated_names_in_sam_bam(tmp_path, fmt, what):
+    """SAM/BAM: a record name two text records share (@SQ) or a pattern name two patterns share (QNAME,
+    each with a primary hit) is refused in one line naming the file and both records, nothing written."""
+    pats = [("g", "ACGTTGCA"), ("g" if what == "patterns" else "h", "TTTTCCCC")]
+    recs = [("chr", "GGACGTTGCAGG"), ("chr" if what == "records" else "chr2", "AATTTTCCCCAA")]
+    pp, tp = _search_files(tmp_path, pats, recs)
+    out = tmp_path / f"o.{fmt}"
+    p = subprocess.run([sys.executable, "-m", "gpualign", "search", pp, tp, "-k", "0", "-o", str(out), "--device",
+                        "cpu", "-t", "1"], capture_output=True, text=True, timeout=120)
+    name, file = ("g", "p.fa") if what == "patterns" else ("chr", "t.fa")
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1, p.stderr
+    assert f"{file}: record 2: " in p.stderr and f"name '{name}' appears twice (record 1)" in p.stderr, p.stderr
+    assert not out.exists() and p.stdout == ""

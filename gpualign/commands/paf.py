@@ -44,8 +44,8 @@ def paf(
 ) -> None:
     """Exact re-alignment of PAF candidates: recomputed coordinates, NM/AS/de/cg (and cs)."""
     from ..cluster import ClusterSpec
-    from ..realign import run_paf
     from ..progress import Total, input_lines
+    from ..realign import run_paf
 
     def body():
         with feedback("paf", threads, quiet, lambda: Total(records=input_lines(candidates))) as (n_threads, notice, report):
