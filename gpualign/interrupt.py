@@ -29,8 +29,8 @@ Python handler could run) in a forked child that the parent waits for in slices,
 
 from __future__ import annotations
 
-# only modules the interpreter has loaded already or loads in a moment (threading): this module is
-# imported first of all, and until install() runs a Ctrl-C prints a traceback
+# few and small modules (logging, pickle, select come later): this module loads before the handlers
+# are installed (__main__.py holds a signal meanwhile)
 import atexit
 import os
 import signal
