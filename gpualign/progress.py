@@ -133,33 +133,30 @@ def input_lines(path: str) -> float | None:
 
 
 def _done(share: float | None, seconds: float) -> str:
-    """ '42% done, about 1.2 min left' (nothing when the share is not known)."""
+    """'42% done, about 1.2 min left; ' (first: a narrow terminal cuts the line's end), or nothing when the
+    share is not known."""
     if share is None:
         return ""
     left = f", about {duration(seconds * (1 - share) / share)} left" if 0 < share < 0.99 else ""
-    return f", {100 * share:.0f}% done{left}"
+    return f"{100 * share:.0f}% done{left}; "
 
 
 @contextmanager
 def _reporter(console, tag: str, quiet: bool, first: str):
-    """show(text, share=None) for a reporter: a rich live line on a terminal (first: its text at the start;
-    a bar when the share done is known), else a line every INTERVAL_S; None with quiet."""
+    """show(text) for a reporter: a rich live line on a terminal (first: its text at the start), else a line
+    every INTERVAL_S; None with quiet."""
     if quiet:
         yield None
     elif console.is_terminal:
-        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                      console=console, transient=True) as bar:
-            task = bar.add_task(first, total=None)
-
-            def show(text, share=None):
-                bar.update(task, description=text, **({} if share is None else {"total": 1.0, "completed": share}))
-
-            yield show
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                      transient=True) as bar:
+            task = bar.add_task(first)
+            yield lambda text: bar.update(task, description=text)
     else:
         lines = _Lines(tag, console.file)
-        yield lambda text, share=None: lines.due() and lines.say(text)
+        yield lambda text: lines.due() and lines.say(text)
 
 
 @contextmanager
@@ -170,8 +167,7 @@ def records(console, tag: str, quiet: bool, total: Total = Total()):
     with _reporter(console, tag, quiet, "aligning") as show:
         def report(p: int, b: int) -> None:
             seconds = time.monotonic() - t0
-            share = total.share(p, b)
-            show(_rate(p, b, seconds) + _done(share, seconds), share)
+            show(_done(total.share(p, b), seconds) + _rate(p, b, seconds))
 
         yield show and report
 

@@ -85,7 +85,7 @@ def test_share_done_and_time_left_when_the_total_is_known(monkeypatch):
     with progress.records(console, "pairs", quiet=False) as report:
         report(10, 250_000)
     first, over, unknown = console.file.getvalue().splitlines()
-    assert first.endswith(" s left") and "25% done, about " in first
+    assert "] 25% done, about " in first and " s left; 10 records, 0.2 Mbp, " in first
     assert "99% done" in over and "left" not in over
     assert "done" not in unknown and "left" not in unknown
 
