@@ -219,8 +219,8 @@ class ClusterAligner:
                 if self.cluster is not None:
                     self.cluster.close()
             finally:
-                if self.loop_runner is not None:
-                    self.loop_runner.stop()
                 if self.scratch:
                     shutil.rmtree(self.scratch, ignore_errors=True)
                     interrupt.untrack(self.scratch)
+                if self.loop_runner is not None:  # (the cluster's event loop, once the cluster is closed)
+                    self.loop_runner.stop()
