@@ -1,5 +1,26 @@
-if __name__ == "__main__":  # not when a spawned worker process imports it
+"""`python -m gpualign` and the `gpualign` command (pyproject's entry point: main).
+
+The signal handlers come first, before Typer, numpy and the commands load (a second or more on a busy
+host): a signal from then on ends the run with `interrupted` and its exit code, never a traceback. Only
+the interpreter's own start-up and this package's two small modules come before them."""
+
+
+def main() -> None:
+    import signal
+
+    held = []  # a signal that comes while interrupt.py loads: handled once install() has run
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: held.append(signum))
     from . import interrupt
 
-    interrupt.install()  # before the imports below: a signal from the start on ends the run cleanly
-    interrupt.guard(lambda: __import__("gpualign.cli").cli.main())
+    def run() -> None:
+        interrupt.install(held)
+        from .cli import main as cli_main
+
+        cli_main()
+
+    interrupt.guard(run)
+
+
+if __name__ == "__main__":  # not when a spawned worker process imports it
+    main()

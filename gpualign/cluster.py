@@ -106,6 +106,7 @@ class ClusterAligner:
     seq: int = 0
     workers: int = 1
     scratch: str = ""
+    loop_runner: object = None
 
     def start(self) -> str:
         """Connect; returns a notice line."""
@@ -124,6 +125,8 @@ class ClusterAligner:
         # processes inherit this config
         # a batch travels inside its task (not scattered): when a worker dies the scheduler still holds it
         warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+        # the scheduler's HTTP server (health checks; no dashboard) on a port taken by another Dask process
+        warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
         dask.config.set({"distributed.scheduler.allowed-failures": RETRIES,
                          "distributed.worker.daemon": False,  # workers may fork the CPU engine's pool
                          "distributed.admin.low-level-log-length": 1 << 20,  # every batch's start event
@@ -150,13 +153,13 @@ class ClusterAligner:
                 raise DeviceError("--gpus needs dask-cuda: pip install dask-cuda") from None
             n = None if s.gpus == "all" else int(s.gpus)
             self.cluster = LocalCUDACluster(n_workers=n, threads_per_worker=1, dashboard_address=None,
-                                            local_directory=self.scratch)
+                                            local_directory=self.scratch, loop=self._loop())
             self.client = Client(self.cluster)
             threads = max(1, host_cores // max(1, len(self.cluster.workers)))
             what = f"{len(self.cluster.workers)} GPU worker(s) (dask-cuda, this host)"
         else:
             self.cluster = LocalCluster(n_workers=s.cpu_workers, threads_per_worker=1, processes=True,
-                                        dashboard_address=None, local_directory=self.scratch)
+                                        dashboard_address=None, local_directory=self.scratch, loop=self._loop())
             self.client = Client(self.cluster)
             threads = max(1, host_cores // s.cpu_workers)
             what = f"{s.cpu_workers} CPU worker(s) (Dask, this host)"
@@ -168,6 +171,16 @@ class ClusterAligner:
         device = "cpu" if s.cpu_workers else self.cfg.device
         self.cfg = dataclasses.replace(self.cfg, threads=threads, device=device)
         return f"engines on {what}, {self.workers} worker(s) up, {self.units[1]} sent by this client"
+
+    def _loop(self):
+        """The local cluster's event loop, in a thread started with SIGINT blocked: the worker processes
+        it spawns inherit that, so a Ctrl-C reaches only this process, which ends them (interrupt.py)."""
+        from distributed.utils import LoopRunner
+
+        with interrupt.sigint_blocked():
+            self.loop_runner = LoopRunner()
+            self.loop_runner.start()
+        return self.loop_runner.loop
 
     @property
     def window(self) -> int:
@@ -216,3 +229,5 @@ class ClusterAligner:
                 if self.scratch:
                     shutil.rmtree(self.scratch, ignore_errors=True)
                     interrupt.untrack(self.scratch)
+                if self.loop_runner is not None:  # (the cluster's event loop, once the cluster is closed)
+                    self.loop_runner.stop()

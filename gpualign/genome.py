@@ -428,7 +428,8 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
             fut = remote.submit_task(genome_pair, qn, tn, q, t, prune, cpu_method, remote.cfg)
             return lambda: fut.result()[0]
 
-        yield from _in_flight(pairs, cfg, remote.workers + 1, on_worker)
+        yield from _in_flight(pairs, cfg, remote.workers + 1, on_worker, progress,
+                              {"kernel": "cluster", "workers": remote.workers})
         return
     if gpu or cfg.n_threads == 1:
         for qn, tn, q0, t0 in pairs:
@@ -456,10 +457,12 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
         pool.shutdown(wait=True)
 
 
-def _in_flight(pairs, cfg, width: int, submit):
+def _in_flight(pairs, cfg, width: int, submit, progress=None, info=None):
     """_computed's items with up to width pairs submitted at once, in input order: submit(qn, tn, q, t)
-    starts a pair and returns a function that waits for compute_pair's tuple."""
-    pending = []
+    starts a pair and returns a function that waits for compute_pair's tuple. info: what progress is told
+    every second while a pair is awaited (the pairs done and running added), for engines that report
+    nothing meanwhile (a cluster's workers)."""
+    pending, done = [], 0
     for item in itertools.chain(pairs, [None]):
         if item is not None:
             qn, tn, q0, t0 = item
@@ -467,4 +470,10 @@ def _in_flight(pairs, cfg, width: int, submit):
             pending.append((item, submit(qn, tn, q, t)))
         while pending and (item is None or len(pending) >= width):
             (qn, tn, q0, t0), wait = pending.pop(0)
-            yield qn, tn, q0, t0, wait()
+            if info is None:
+                out = wait()
+            else:
+                with ticking(progress, dict(info, done=done, running=len(pending) + 1)):
+                    out = wait()
+            done += 1
+            yield qn, tn, q0, t0, out

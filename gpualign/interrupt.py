@@ -29,15 +29,15 @@ Python handler could run) in a forked child that the parent waits for in slices,
 
 from __future__ import annotations
 
+# few and small modules (logging, pickle, select come later): this module loads before the handlers
+# are installed (__main__.py holds a signal meanwhile)
 import atexit
-import logging
 import os
-import pickle
-import select
 import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 GRACE_S = 1.0  # the main thread's time to unwind before the watchdog ends the process
@@ -61,18 +61,22 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
-def install() -> None:
+def install(held: list = ()) -> None:
     """Handlers for SIGINT, SIGTERM and SIGHUP in this (the main) process; every process forked from it
-    from now on ignores SIGINT and takes SIGTERM/SIGHUP's default action."""
+    from now on ignores SIGINT and takes SIGTERM/SIGHUP's default action. held: signals that came before
+    (`python -m gpualign` holds them while this module loads): the first is handled now."""
     global _root_pid, _installed
     if _installed:
         return
     _installed = True
     _root_pid = os.getpid()
-    for sig in EXIT_CODES:
+    for sig in EXIT_CODES:  # first: a signal from here on ends the run cleanly (guard() around this call)
         signal.signal(sig, _handler)
+    if held:
+        _handler(held[0], None)
     sys.unraisablehook = _unraisable(sys.unraisablehook)
-    # logging (imported above) registered its fork hooks before ours, so that _forking spans them
+    import logging  # noqa: F401 - its fork hooks registered before ours, so that _forking spans them
+
     os.register_at_fork(before=_before_fork, after_in_parent=_fork_done, after_in_child=_in_child)
     # at a normal exit too, no shared-memory block of the run is left (one a thread had not freed yet)
     atexit.register(_unlink_prefixed, "/dev/shm", f"{SHM_PREFIX}{_root_pid}_")
@@ -129,7 +133,9 @@ def _handler(signum, frame) -> None:
     _signum = signum
     # nothing but `interrupted` on stderr from here: libraries' log lines of the unwinding (asyncio's
     # "Task exception was never retrieved" for a Dask gather the interrupt cancelled) are noise
-    logging.disable(logging.CRITICAL)
+    logging = sys.modules.get("logging")
+    if hasattr(logging, "disable"):  # (not yet imported, or half: a signal during install())
+        logging.disable(logging.CRITICAL)
     end_children(wait=False)
     threading.Thread(target=_watchdog, name="gpualign-interrupt", daemon=True).start()
     if _forking:  # an exception in a fork hook is printed and dropped: the watchdog ends the run
@@ -139,9 +145,10 @@ def _handler(signum, frame) -> None:
 
 def _unraisable(previous):
     """A sys.unraisablehook: an Interrupted that CPython dropped, nothing printed (the watchdog ends the
-    run); others to previous."""
+    run); once the run is interrupted, nothing at all (a finalizer of the unwinding that fails because
+    finish(), in the watchdog's thread, removed its file already: a semaphore's); others to previous."""
     def hook(unraisable) -> None:
-        if not isinstance(unraisable.exc_value, Interrupted):
+        if _signum is None and not isinstance(unraisable.exc_value, Interrupted):
             previous(unraisable)
 
     return hook
@@ -187,6 +194,7 @@ def finish() -> None:
     import tempfile
 
     _unlink_prefixed("/dev/shm", f"{SHM_PREFIX}{_root_pid}_")  # shared-memory blocks (Linux)
+    _unlink_semaphores()
     _unlink_prefixed(tempfile.gettempdir(), temp_prefix())
     # the resource tracker last: the blocks this process had open when the signal came are still
     # registered with it, and at its exit it would warn of each (`leaked shared_memory objects`, `No such
@@ -233,6 +241,49 @@ def _unlink_prefixed(where: str, prefix: str) -> None:
             pass
 
 
+def _unlink_semaphores() -> None:
+    """multiprocessing's named semaphores that this process holds (/dev/shm/sem.mp-*: the locks and queues
+    of a spawn context, such as those Dask's nanny makes for each worker it starts). Their finalizers or
+    the resource tracker remove them, neither of which runs when finish() ends the process. Each is found
+    by its inode among this process's mappings (glibc maps a new semaphore under a temporary name), so
+    another program's are never touched."""
+    mapped = set()
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                f = line.split(None, 5)  # address, perms, offset, major:minor (hex), inode, path
+                if len(f) == 6 and f[5].startswith("/dev/shm/"):
+                    major, minor = f[3].split(":")
+                    mapped.add((os.makedev(int(major, 16), int(minor, 16)), int(f[4])))
+        names = [n for n in os.listdir("/dev/shm") if n.startswith("sem.mp-")] if mapped else []
+    except (OSError, ValueError):
+        return
+    for n in names:
+        path = os.path.join("/dev/shm", n)
+        try:
+            st = os.stat(path)
+            if (st.st_dev, st.st_ino) in mapped:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+@contextmanager
+def sigint_blocked():
+    """SIGINT blocked in this thread for the block: the threads it starts keep it blocked for good, and so
+    do the processes they start, across fork and exec (a spawned Python then never takes SIGINT: Ctrl-C
+    reaches the whole process group, and this process ends them; Dask's spawned workers printed a
+    KeyboardInterrupt traceback each). A SIGINT that comes meanwhile is handled as the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def shm_name() -> str:
     """A name for a new shared-memory block of this run (finish() unlinks those left)."""
     return f"{SHM_PREFIX}{_root_pid}_{os.urandom(6).hex()}"
@@ -274,13 +325,9 @@ def descendants(pid: int | None = None) -> list[int]:
 
 def _tracker_pid() -> int | None:
     """multiprocessing's resource tracker (it ignores SIGINT and SIGTERM; end_children leaves it to
-    finish())."""
-    try:
-        from multiprocessing import resource_tracker
-
-        return resource_tracker._resource_tracker._pid
-    except (ImportError, AttributeError):
-        return None
+    finish()); None when multiprocessing was not imported (no tracker then)."""
+    tracker = getattr(sys.modules.get("multiprocessing.resource_tracker"), "_resource_tracker", None)
+    return getattr(tracker, "_pid", None)
 
 
 def end_children(wait: bool) -> None:
@@ -326,6 +373,9 @@ def killable(fn, *args):
     fork: called here."""
     if not hasattr(os, "fork"):
         return fn(*args)
+    import pickle
+    import select
+
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: compute, send, leave without any clean-up of the parent's state

@@ -1,18 +1,26 @@
 """Progress of long runs on stderr: a live line (rich) on a terminal, else a line every INTERVAL_S like
 minimap2's `[M::...]` lines; nothing with -q (the commands then pass no reporter).
 
-pairs/paf: records and bases done and the rate. genome: the GPU kernels' own figures; the CPU kernel (one
-C call that reports nothing) as elapsed time against the time expected from the sampled divergence.
+pairs/paf/search: records and bases done and the rate, and where the input's size is known (a file, not
+stdin) the share done and the time left (Total: the bases of the FASTA/FASTQ inputs from their .fai, or
+their size times the density of their first MiB, compressed bytes for gzip; paf: the PAF file's lines,
+so estimated). genome: the GPU kernels' own figures; the CPU kernel (one C call that reports nothing) as
+elapsed time against the time expected from the sampled divergence; on a cluster, the record pairs done.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 import threading
 import time
+import zlib
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 INTERVAL_S = 10.0  # between two lines off a terminal
+SAMPLE = 1 << 20  # the bytes of an input read to estimate its size in bases (or lines)
 
 
 def duration(seconds: float) -> str:
@@ -47,10 +55,96 @@ def _rate(pairs: int, bases: int, seconds: float) -> str:
     return f"{pairs:,} records, {bases / 1e6:,.1f} Mbp, {pairs / s:,.0f} records/s, {bases / s / 1e6:,.2f} Mbp/s"
 
 
+@dataclass(frozen=True)
+class Total:
+    """What a run's input holds, known or estimated before it starts: bases (FASTA/FASTQ) or records (PAF
+    lines); None where it is not known (stdin)."""
+
+    bases: float | None = None
+    records: float | None = None
+
+    def share(self, records: int, bases: int) -> float | None:
+        """The share of the input done, below 1 (an estimate may fall short), or None."""
+        if self.bases:
+            return min(bases / self.bases, 0.99)
+        if self.records:
+            return min(records / self.records, 0.99)
+        return None
+
+
+def _sample(path: str):
+    """(the first SAMPLE bytes of path, decompressed if gzip; the file bytes they came from; the file's
+    size), or None for stdin, a pipe, an empty or unreadable file."""
+    try:
+        st = os.stat(path)
+        if path == "-" or not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            return None
+        with open(path, "rb") as fh:
+            raw = fh.read(SAMPLE)
+        if raw[:2] != b"\x1f\x8b":
+            return raw, len(raw), st.st_size
+        text, rest = [], raw
+        while rest[:2] == b"\x1f\x8b":  # gzip members (bgzip writes many), the last one cut short
+            d = zlib.decompressobj(31)
+            text.append(d.decompress(rest))
+            rest = d.unused_data
+        return b"".join(text), len(raw) - len(rest), st.st_size
+    except (OSError, zlib.error):
+        return None
+
+
+def input_bases(*paths: str) -> float | None:
+    """The bases of FASTA/FASTQ files: an index's (.fai) sum when there is one, else each file's size times
+    the bases per byte of its first SAMPLE bytes (per compressed byte for gzip); None if any is stdin or
+    cannot be read."""
+    total = 0.0
+    for path in paths:
+        try:
+            with open(f"{path}.fai", "rb") as fh:
+                total += sum(int(line.split(b"\t")[1]) for line in fh if line.strip())
+            continue
+        except (OSError, ValueError, IndexError):
+            pass
+        head = _sample(path)
+        if head is None or not head[1]:
+            return None
+        text, used, size = head
+        whole = used == size
+        if text[:1] == b"@":  # FASTQ: the second line of every four, in the whole records sampled
+            lines = text.split(b"\n")
+            lines = lines if whole else lines[:(len(lines) - 1) // 4 * 4]
+            seqs, part = lines[1::4], sum(len(line) + 1 for line in lines)
+        else:  # FASTA: the lines but headers, in the whole records sampled
+            part = len(text) if whole or text.rfind(b"\n>") <= 0 else text.rfind(b"\n>") + 1
+            seqs = [line for line in text[:part].split(b"\n") if line[:1] != b">"]
+        bases = sum(len(line.rstrip(b"\r")) for line in seqs)
+        total += size * (len(text) / used) * (bases / max(1, part))  # file bytes -> text bytes -> bases
+    return total
+
+
+def input_lines(path: str) -> float | None:
+    """The lines of a text file (PAF): its size times the lines per byte of its first SAMPLE bytes; None
+    for stdin or a file that cannot be read."""
+    head = _sample(path)
+    if head is None or not head[1]:
+        return None
+    text, used, size = head
+    return max(1, text.count(b"\n")) * size / used
+
+
+def _done(share: float | None, seconds: float) -> str:
+    """'42% done, about 1.2 min left; ' (first: a narrow terminal cuts the line's end), or nothing when the
+    share is not known."""
+    if share is None:
+        return ""
+    left = f", about {duration(seconds * (1 - share) / share)} left" if 0 < share < 0.99 else ""
+    return f"{100 * share:.0f}% done{left}; "
+
+
 @contextmanager
 def _reporter(console, tag: str, quiet: bool, first: str):
-    """show(text, due: bool) for a reporter: a rich live line on a terminal (first: its text at the start),
-    else a line when due; None with quiet."""
+    """show(text) for a reporter: a rich live line on a terminal (first: its text at the start), else a line
+    every INTERVAL_S; None with quiet."""
     if quiet:
         yield None
     elif console.is_terminal:
@@ -66,11 +160,16 @@ def _reporter(console, tag: str, quiet: bool, first: str):
 
 
 @contextmanager
-def records(console, tag: str, quiet: bool):
-    """report(records, bases) for pipeline.stream, or None with quiet."""
+def records(console, tag: str, quiet: bool, total: Total = Total()):
+    """report(records, bases) for pipeline.stream and search (called once per batch or chunk), or None
+    with quiet. total: the input's size, for the share done and the time left."""
     t0 = time.monotonic()
     with _reporter(console, tag, quiet, "aligning") as show:
-        yield show and (lambda p, b: show(_rate(p, b, time.monotonic() - t0)))
+        def report(p: int, b: int) -> None:
+            seconds = time.monotonic() - t0
+            show(_done(total.share(p, b), seconds) + _rate(p, b, seconds))
+
+        yield show and report
 
 
 def describe_genome(p: dict) -> str:
@@ -80,6 +179,9 @@ def describe_genome(p: dict) -> str:
         eta = f"about {duration(left)} left" if left > 0 else "longer than expected"
         return (f"cpu-{p['method']}  {p['pair']}  {duration(p['elapsed'])} of ~{duration(p['expected'])} "
                 f"expected ({eta})")
+    if p["kernel"] == "cluster":  # record pairs on Dask workers
+        return (f"record pairs: {p['done']:,} done, {p['running']:,} running on {p['workers']:,} worker(s), "
+                f"{duration(p['elapsed'])}")
     if p["kernel"] == "path":  # the alignment path: Hirschberg levels
         return f"alignment path  level {p['level']}  pieces {p['pieces']:,} ({p['splitting']:,} to split)"
     if p["kernel"] == "bp":  # banded bit-parallel: strips of 1024 rows taken so far

@@ -8,6 +8,15 @@ sys.path.append(os.path.join(ROOT, "scripts"))  # last: scripts/profile.py must 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
+def pytest_configure(config):
+    """The CPU-emulated kernels (tests/emu) compiled into pytest's cache directory, kept from one session to
+    the next (`pytest --cache-clear` removes them); without the cache plugin, a temporary directory
+    removed at exit."""
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        os.environ.setdefault("GPUALIGN_EMU_DIR", str(cache.mkdir("gpualign-emu")))
+
+
 def _has_gpu() -> bool:
     from gpualign.engines._cuda import gpu_status
 

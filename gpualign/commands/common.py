@@ -75,16 +75,18 @@ def _run(body, debug: bool) -> None:
 
 
 @contextmanager
-def feedback(command: str, threads: int, quiet: bool):
+def feedback(command: str, threads: int, quiet: bool, total=None):
     """What a command over many records says on stderr: yields (threads capped at the usable cores, the
-    notice printer, the progress reporter), having noticed the cap; the progress line ends with the block."""
+    notice printer, the progress reporter), having noticed the cap; the progress line ends with the block.
+    total: () -> progress.Total, the input's size (for the share done and the time left; not with quiet)."""
     n_threads, capped = cap_threads(threads)
     err = _stderr()
     notice = notice_printer(err, quiet)
     if capped and notice:
         notice(capped)
+    size = total() if total is not None and not quiet else progress.Total()
     # rich on a terminal, else a line every 10 s
-    shown = progress.genome(err, quiet) if command == "genome" else progress.records(err, command, quiet)
+    shown = progress.genome(err, quiet) if command == "genome" else progress.records(err, command, quiet, size)
     with shown as report:
         yield n_threads, notice, report
 

@@ -48,10 +48,11 @@ def paf(
 ) -> None:
     """Exact re-alignment of PAF candidates: recomputed coordinates, NM/AS/de/cg (and cs)."""
     from ..cluster import ClusterSpec
+    from ..progress import Total, input_lines
     from ..realign import run_paf
 
     def body():
-        with feedback("paf", threads, quiet) as (n_threads, notice, report):
+        with feedback("paf", threads, quiet, lambda: Total(records=input_lines(candidates))) as (n_threads, notice, report):
             penalties = preset_penalties(Scoring(), mismatch, gap_open, gap_extend, metric)
             cfg = AlignConfig(metric=metric, penalties=penalties,
                               n_mismatch=n_mismatch, device=device, threads=n_threads, batch_bases=batch_bases)

@@ -53,12 +53,13 @@ def pairs(
     """Align record i of QUERY with record i of TARGET (exact; global unless --mode): PAF/SAM/BAM/TSV."""
     from ..cluster import ClusterSpec
     from ..pipeline import run_pairs
+    from ..progress import Total, input_bases
 
     def body():
         if not 0.0 <= verify <= 1.0:
             raise ConfigError(f"--verify must be a fraction in [0, 1] (got {verify})")
         sc = Scoring(mode=mode, match=match, matrix=matrix, alphabet=alphabet, unknown=unknown)
-        with feedback("pairs", threads, quiet) as (n_threads, notice, report):
+        with feedback("pairs", threads, quiet, lambda: Total(bases=input_bases(query, target))) as (n_threads, notice, report):
             chosen = default_metric(metric, sc)
             cfg = AlignConfig(metric=chosen, penalties=preset_penalties(sc, mismatch, gap_open, gap_extend, chosen),
                               scoring=sc, distance_only=distance_only, n_mismatch=n_mismatch, device=device,

@@ -21,7 +21,9 @@ EPILOG = ("Examples:\n\n"
           "sorted by record (text order), start, end, pattern, strand. Characters: case-insensitive; equal "
           "letters match (N matches N); --n-mismatch: only equal A/C/G/T match; --iupac: a pattern letter "
           "matches each base A/C/G/T it stands for and text letters other than A/C/G/T match nothing. "
-          "Patterns: 1 to 1,024 bases. --gpus/--scheduler/--cpu-workers: the text's chunks are scanned by Dask "
+          "Patterns: 1 to 1,024 bases. Names: TSV, PAF and BED take any pattern and record names, repeated "
+          "or not; SAM/BAM refuse a pattern name that two patterns share (QNAME) and a record name that two "
+          "records share (@SQ). --gpus/--scheduler/--cpu-workers: the text's chunks are scanned by Dask "
           "workers (the candidate end positions come back); the hits are aligned and written here, the same "
           "bytes as one process.")
 
@@ -56,13 +58,14 @@ def search(
     """All occurrences of patterns with <= k edits (TSV/SAM/BAM/PAF/BED)."""
     from ..cluster import ClusterSpec
     from ..errors import ConfigError
+    from ..progress import Total, input_bases
     from ..search.run import run_search
 
     def body():
         if n_mismatch and iupac:
             raise ConfigError("--n-mismatch and --iupac cannot be combined")
         rule = "iupac" if iupac else "n_mismatch" if n_mismatch else "default"
-        with feedback("search", threads, quiet) as (n_threads, notice, report):
+        with feedback("search", threads, quiet, lambda: Total(bases=input_bases(text))) as (n_threads, notice, report):
             cfg = SearchConfig(k=k, strand=strand, all_ends=all_ends, max_hits=max_hits, rule=rule, force=force,
                                device=device, threads=n_threads, chunk_bases=chunk_bases)
             result = run_search(patterns, text, output, fmt, cfg, command_line(), notice, report,

@@ -74,6 +74,21 @@ def read(path: str, k: int, strand: str, force: bool = False) -> Patterns:
     return Patterns(names, ps_codes, np.array(ps_pat, np.int32), np.array(ps_minus, bool))
 
 
+def check_unique(pats: Patterns, path: str) -> None:
+    """SAM/BAM: a RecordError at the first pattern whose name an earlier pattern has (their records' QNAME
+    would be the same, each with a primary hit: a reader could not tell them apart). TSV, PAF and BED take
+    any names, as given."""
+    if len(set(pats.names)) == len(pats.names):
+        return
+    first: dict = {}
+    for i, name in enumerate(pats.names):
+        j = first.setdefault(name, i)
+        if j != i:
+            raise RecordError(fastx.display_name(path), i + 1, f"pattern name {name!r} appears twice (record "
+                              f"{j + 1}): SAM/BAM need one name per pattern (QNAME); rename it, or write TSV, "
+                              "PAF or BED")
+
+
 def words(m: int) -> int:
     """32-bit words the kernel uses for a pattern of length m (the smallest instance that holds it)."""
     for w in WORDS:

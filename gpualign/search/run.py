@@ -105,6 +105,8 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
         cluster.validate(cfg.device)
     fmt = infer_format(fmt, out)
     pats = PT.read(patterns_path, cfg.k, cfg.strand, cfg.force)
+    if fmt in ("sam", "bam"):
+        PT.check_unique(pats, patterns_path)
     TextReader.check(text_path)  # before any engine starts
     summary = SearchSummary(patterns=len(pats.names), pattern_strands=pats.n)
     pool = worker_pool(cfg.n_threads)  # forked now: before CUDA and any thread
@@ -141,7 +143,8 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
     context, gap = kind.geometry(pats, cfg.k)
     summary.engine = kind.name
     chunk = cfg.chunk_bases or CHUNK
-    reader = TextReader(text_path, chunk, context, gap, pool, cfg.n_threads)  # (the pool reads a plain file too)
+    # (the pool reads a plain file too; record names unique for SAM/BAM's @SQ lines only)
+    reader = TextReader(text_path, chunk, context, gap, pool, cfg.n_threads, unique=fmt in ("sam", "bam"))
     collector = Collector(pats, cfg.k, cfg.all_ends, cfg.rule, pool)
     output = Output(out, binary_via_path=(fmt == "bam"))
     writer = remote = ahead = scanned = behind = None

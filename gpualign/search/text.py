@@ -60,8 +60,10 @@ class TextReader:
     """Iterate to get Chunks; `records` fills in as the file is read. pool: a fork ProcessPoolExecutor of
     `workers` processes that read a plain file in ranges (text_ranges.py), or None."""
 
-    def __init__(self, path: str, chunk: int, context: int, gap: int = ALIGN, pool=None, workers: int = 1):
-        self.path, self.chunk, self.context = path, max(chunk, 4 * ALIGN), context
+    def __init__(self, path: str, chunk: int, context: int, gap: int = ALIGN, pool=None, workers: int = 1,
+                 unique: bool = True):
+        """unique: record names must differ (SAM/BAM's @SQ lines); TSV, PAF and BED take any."""
+        self.path, self.chunk, self.context, self.unique = path, max(chunk, 4 * ALIGN), context, unique
         self.gap = -(-max(gap, ALIGN) // ALIGN) * ALIGN  # PAD bytes before each piece
         self.pool, self.workers = pool, workers
         # a chunk's bytes: pieces are cut once `chunk` is reached, and a piece takes at least chunk // 4 new
@@ -103,7 +105,7 @@ class TextReader:
 
     def __iter__(self):
         name = fastx.display_name(self.path)
-        check = _Checker(self.records, name)
+        check = _Checker(self.records, name, self.unique)
         size = os.path.getsize(self.path) if self.path != fastx.STDIN and os.path.isfile(self.path) else 0
         span = min(TR.RANGE, self.chunk)
         slots = None
@@ -191,24 +193,26 @@ _FIRST_WORD = re.compile(r"^[^\S\n]*(\S*)", re.M)  # a record's name: its header
 class _Checker:
     """The reader's checks of the Items in file order, and the records they make (names, lengths so far)."""
 
-    def __init__(self, records: Records, name: str):
+    def __init__(self, records: Records, name: str, unique: bool = True):
         self.records, self.name = records, name
         self.rec = -1
         self.where = [1]  # the record being read, for read errors
-        self.seen: set = set()  # record names (SAM needs them unique)
+        self.seen: dict | None = {} if unique else None  # record name -> its record index (SAM/BAM's @SQ)
 
     def header(self, header: bytes) -> None:
         """A header line read: the record's name (its first word; bytes that are not UTF-8 kept as they
-        are), which must be new."""
+        are), new unless names may repeat."""
         self.rec += 1
         self.where[0] = self.rec + 1
         nm = _FIRST_WORD.match(header.decode("utf-8", "surrogateescape")).group(1)
         if not nm:
             raise InputError(f"{self.name}: record {self.rec + 1}: empty record name")
-        if nm in self.seen:
-            raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} appears twice (names must "
-                             "be unique)")
-        self.seen.add(nm)
+        if self.seen is not None:
+            if nm in self.seen:
+                raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} appears twice (record "
+                                 f"{self.seen[nm] + 1}): SAM/BAM name each record once (@SQ); rename it, or "
+                                 "write TSV, PAF or BED")
+            self.seen[nm] = self.rec
         self.records.names.append(nm)
         self.records.lengths.append(0)
 
@@ -218,12 +222,14 @@ class _Checker:
         first = self.rec + 1
         names = _FIRST_WORD.findall(b"\n".join(headers).decode("utf-8", "surrogateescape"))  # (each line's)
         fresh = set(names)
-        if len(names) != len(headers) or "" in fresh or len(fresh) < len(names) or not fresh.isdisjoint(self.seen):
+        repeated = self.seen is not None and (len(fresh) < len(names) or not fresh.isdisjoint(self.seen))
+        if len(names) != len(headers) or "" in fresh or repeated:
             for h, c in zip(headers, counts.tolist()):  # (the first error, as header() gives it)
                 self.header(h)
                 self.records.lengths[self.rec] += c
             return range(first, self.rec + 1)
-        self.seen |= fresh
+        if self.seen is not None:
+            self.seen.update(zip(names, range(first, first + len(names))))
         self.records.names += names
         self.records.lengths += counts.tolist()
         self.rec += len(names)

@@ -7,6 +7,7 @@ could get wrong (tests marked gpu do, on the device).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import hashlib
@@ -22,16 +23,32 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "kernels")
 CXX = shutil.which("g++")
+BUILD_ENV = "GPUALIGN_EMU_DIR"  # where the compiled kernels are kept (conftest: pytest's cache directory)
 _libs: dict = {}
+_build_dir: list = []
 
 
 def available() -> bool:
     return CXX is not None
 
 
+def build_dir() -> str:
+    """$GPUALIGN_EMU_DIR (the test suite sets it to pytest's cache: the kernels compiled once for every
+    session, nothing in the temporary directory), else a temporary directory removed at exit."""
+    if not _build_dir:
+        where = os.environ.get(BUILD_ENV)
+        if where:
+            os.makedirs(where, exist_ok=True)
+        else:
+            where = tempfile.mkdtemp(prefix="gpualign-emu-")
+            atexit.register(shutil.rmtree, where, True)
+        _build_dir.append(where)
+    return _build_dir[0]
+
+
 def library(stem: str, defines: tuple = ()) -> ctypes.CDLL:
     """kernels/<stem>.cu with tests/emu/<stem>_host.cpp and -D defines, compiled once per source (kept in
-    the temporary directory by the sources' hash)."""
+    build_dir() by the sources' hash)."""
     if (stem, defines) in _libs:
         return _libs[stem, defines]
     sources = [os.path.join(HERE, f"{stem}_host.cpp"), os.path.join(HERE, "cuda_host.h"),
@@ -41,7 +58,7 @@ def library(stem: str, defines: tuple = ()) -> ctypes.CDLL:
         with open(path, "rb") as fh:
             h.update(fh.read())
     digest = h.hexdigest()[:16]
-    out = os.path.join(tempfile.gettempdir(), f"gpualign-emu-{stem}-{digest}.so")
+    out = os.path.join(build_dir(), f"{stem}-{digest}.so")
     if not os.path.exists(out):
         part = f"{out}.{os.getpid()}"
         p = subprocess.run([CXX, "-O2", "-std=c++17", "-Wall", "-Wno-unknown-pragmas", "-shared", "-fPIC",
