@@ -171,7 +171,7 @@ def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
 
     n, m = len(q), len(t)
     top = max(n, m)
-    rate = estimate_divergence(q.tobytes(), t.tobytes())
+    rate = estimate_divergence(q, t)  # read in place (a copy of 2 x 48 Mbp took longer than the estimate)
     guess = int(rate * top)
     bound = rate <= BOUND_MAX_RATE and guess >= BOUND_MIN_D
     wfa_s = max(guess * guess / 2 / WFA_CELLS_PER_S, guess * WFA_STEP_S)
