@@ -129,7 +129,7 @@ def default_batch_bases(scoring: Scoring, distance_only: bool) -> int:
     """Bases per PairBatch unless given: 2^26 for general scoring's scores only (gpu-dp's work per batch,
     its launch plan and two waits for the device, paid half as often: 1M DNA pairs 150 x 300 scored 1.3
     times faster than in batches of 2^25; with CIGARs the kernels are longer and no faster so, and 100k
-    proteins in two batches of 96k and 4k pairs barely overlap: docs/benchmarks.md), else 2^25."""
+    proteins in two batches of 96k and 4k pairs barely overlap: docs/notes/benchmark-history.md), else 2^25."""
     return 1 << 26 if scoring.general and distance_only else 1 << 25
 
 

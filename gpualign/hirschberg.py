@@ -21,7 +21,7 @@ from .cigar import D, EQ, I, X, consumed, pack_runs
 from .records import segment_index
 
 # Leaves (the batched engines' pieces): the rule measured best of three on 5 Mbp at 1% and 10% and the
-# real E. coli pair (docs/benchmarks.md)
+# real E. coli pair (docs/notes/benchmark-history.md)
 LEAF_SHORT = 8192  # a piece no longer than this (both sides) is a leaf
 LEAF_LONG = 32768  # ... and one no longer than this when its distance is at most LEAF_RATE of its length
 LEAF_RATE = 0.125

@@ -195,8 +195,8 @@ def read_only(genome: str, workers: list, repeats: int) -> None:
 
 
 def raw_read(genome: str, threads: list, repeats: int) -> None:
-    """The floor of a reading without worker processes (docs/benchmarks.md): threads `preadv` the FASTA's 32 MiB
-    ranges straight into four page-locked buffers in turn, each range uploaded and its line ends counted on the
+    """The floor of a reading without worker processes (docs/notes/benchmark-history.md): threads `preadv`
+    the FASTA's 32 MiB ranges straight into four page-locked buffers in turn, each range uploaded and its line ends counted on the
     GPU (no translation, no layout). The FASTA is read once first (page cache); CuPy's start is timed apart."""
     from concurrent.futures import ThreadPoolExecutor
 

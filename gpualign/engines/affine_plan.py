@@ -146,7 +146,7 @@ class Plan:
         self.tok_cap = 2 * max_ops + 8 if want_cigar else 0
         self.cig_cap = min(2 * max_ops + 1, 4 * longest + 1) if want_cigar else 0
         # a power of 2 (64..1024) near an eighth of the widest wavefront (2 kcap): smaller blocks beat
-        # fuller ones (docs/benchmarks.md)
+        # fuller ones (docs/notes/benchmark-history.md)
         self.threads = int(min(1024, max(64, 1 << max(1, self.kcap // 4).bit_length() - 1)))
 
     def pair_bytes(self) -> int:

@@ -250,7 +250,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     half of the target forwards and the second half backwards (both strings reversed) at the same time,
     each giving its whole last column, and takes d = min_i F[i] + R[n - i]: half the sequential steps.
     Default: split when the target has BP_SPLIT_MIN symbols or more (runs bound by cells rather than
-    steps lose a little: docs/benchmarks.md). It beats the
+    steps lose a little: docs/notes/benchmark-history.md). It beats the
     wavefront kernel on distant strings. None when the strings hold more than BP_MAX_SYMBOLS distinct
     common symbols (use distance()). progress: called every poll seconds with dict(kernel="bp", strips_taken, strips, band,
     band_pass, halves, elapsed). Returns dict(distance, cells (DP cells computed), seconds, passes, split,

@@ -24,7 +24,7 @@ from .text import TextReader
 
 CHUNK = 1 << 26  # text bases per chunk (either engine; a plain file read by workers: text_ranges.RANGE bytes at
 # most): the last chunk's hits are aligned and written once the search is over, so a smaller chunk ends the
-# run sooner (docs/benchmarks.md)
+# run sooner (docs/notes/benchmark-history.md)
 WARN_HITS = 1_000_000
 STOP_WAIT = 10.0  # seconds a failing run waits for its reading, search and writing threads to stop (a chunk's work)
 
@@ -310,7 +310,7 @@ def _keep_heap() -> None:
     """Blocks of a range's size from the heap, kept there once freed (glibc's mallopt; elsewhere nothing). A
     range's bytes (32 MiB) pass glibc's default largest mmap threshold, so each read and each translation got
     fresh pages from the kernel and faulted them all in: on the dev machine a 32 MiB range took 57 ms to read
-    and translate, 25 ms with the heap kept (docs/benchmarks.md). Larger blocks (the hits' DP) are still
+    and translate, 25 ms with the heap kept (docs/notes/benchmark-history.md). Larger blocks (the hits' DP) are still
     mapped and given back."""
     import ctypes
 

@@ -28,7 +28,7 @@ from . import text_scan as TS
 from .text_scan import Item
 
 RANGE = 1 << 25  # bytes of the file per range (a chunk): fewer, larger chunks cost the search less
-# (docs/benchmarks.md)
+# (docs/notes/benchmark-history.md)
 ALIGN = 16  # pieces start at multiples of 16 in a chunk's buffer (the kernels' loads)
 AHEAD = 1  # ranges in flight per worker process (and one more)
 HELD = 6  # chunks the reader's consumers hold at most (queued, searched, aligned), beyond those in flight
