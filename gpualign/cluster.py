@@ -29,6 +29,19 @@ from .config import AlignConfig, SearchConfig, usable_cores
 from .errors import ConfigError, DeviceError
 
 RETRIES = 3  # worker deaths a batch may survive (Dask's allowed failures per task)
+CONNECT_TIMEOUT_ENV = "GPUALIGN_CONNECT_TIMEOUT"  # seconds to reach --scheduler's cluster (default 10)
+
+
+def connect_timeout() -> float:
+    """$GPUALIGN_CONNECT_TIMEOUT in seconds (> 0), else 10: how long --scheduler keeps trying to connect."""
+    raw = os.environ.get(CONNECT_TIMEOUT_ENV, "10")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"${CONNECT_TIMEOUT_ENV} must be a number of seconds > 0 (got {raw!r})")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -131,7 +144,7 @@ class ClusterAligner:
         host_cores = usable_cores()
         if s.scheduler:
             try:
-                self.client = Client(s.scheduler, timeout="10s")
+                self.client = Client(s.scheduler, timeout=connect_timeout())
             except OSError as e:
                 raise DeviceError(f"--scheduler {s.scheduler}: cannot connect ({e})") from None
             threads = self.cfg.threads  # 0: every core of the worker's host

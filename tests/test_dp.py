@@ -3,8 +3,6 @@ non-vectorised functions and Biopython's PairwiseAligner), every CIGAR re-scored
 sequences, the matrix and the gap costs, and the CLI's bad-input cases."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import parasail
@@ -13,6 +11,7 @@ from Bio.Align import PairwiseAligner, substitution_matrices
 
 import emu
 import gpualign
+from cli_helper import run_cli
 from gpualign import cigar as C
 from gpualign.config import AlignConfig, Penalties, Scoring
 from gpualign.engines.cpu_dp import CpuDpEngine
@@ -772,7 +771,7 @@ def test_api_and_routing():
 # ---- CLI ----
 
 def run(args):
-    p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", *args], capture_output=True, timeout=120)
+    p = run_cli("pairs", *args, timeout=120)
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 

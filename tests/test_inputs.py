@@ -3,19 +3,15 @@ the cores, penalties only checked where used, the rate of a slow run."""
 
 import gzip
 import os
-import subprocess
-import sys
 
 import pytest
 
+from cli_helper import run_cli
 from sim_inputs import pairs_and_candidates
-
-ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 
 
 def run(args, stdin=None):
-    p = subprocess.run([sys.executable, "-m", "gpualign", *args], input=stdin, capture_output=True, env=ENV,
-                       timeout=300)
+    p = run_cli(*args, stdin=stdin)
     return p.returncode, p.stdout, p.stderr.decode()
 
 

@@ -2,16 +2,11 @@
 time, -q silencing all of it; --help giving every command and option a description."""
 
 import io
-import os
-import subprocess
-import sys
-
 import typer.main
 
+from cli_helper import run_cli
 from gpualign import progress
 from simulate import simulate, write_fasta
-
-ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 
 
 class _Console:
@@ -52,12 +47,12 @@ def test_genome_cpu_says_expected_time_and_q_silences_it(tmp_path):
     q, t = simulate(1, 300_000, 0.10, seed=7)
     write_fasta(str(tmp_path / "a.fa"), q, "a")
     write_fasta(str(tmp_path / "b.fa"), t, "b")
-    args = [sys.executable, "-m", "gpualign", "genome", str(tmp_path / "a.fa"), str(tmp_path / "b.fa"),
+    args = ["genome", str(tmp_path / "a.fa"), str(tmp_path / "b.fa"),
             "--distance-only", "--device", "cpu", "-o", str(tmp_path / "d.tsv")]
-    p = subprocess.run(args, capture_output=True, text=True, env=ENV, timeout=300)
+    p = run_cli(*args, text=True)
     assert p.returncode == 0 and "a0 vs b0: cpu-edlib, sampled divergence" in p.stderr, p.stderr
     assert "expected to take about" in p.stderr
-    p = subprocess.run([*args, "-q"], capture_output=True, text=True, env=ENV, timeout=300)
+    p = run_cli(*args, "-q", text=True)
     assert p.returncode == 0 and p.stderr == ""
 
 

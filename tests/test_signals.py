@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from cli_helper import cli_command, cli_env
 from gpualign import interrupt
 from sim_inputs import pairs_and_candidates
 from simulate import simulate, write_fasta
@@ -93,10 +94,10 @@ def _interrupt(tmp_path, data, command: str, phase: str, sig: int, to_group: boo
     with open(target, "wb") as fh:
         fh.write(OLD)
     phases = str(out_dir / "phases")
-    env = dict(os.environ, GPUALIGN_PHASES=phases, PYTHONUNBUFFERED="1", TMPDIR=str(out_dir))
+    env = cli_env({"GPUALIGN_PHASES": phases, "TMPDIR": str(out_dir)})
     with open(data / "b.fa", "rb") as stdin:
-        p = subprocess.Popen([sys.executable, "-m", "gpualign", *args], stdin=stdin, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, env=env, start_new_session=True)
+        p = subprocess.Popen(cli_command(*args), stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             env=env, start_new_session=True)
     try:
         _wait_phase(p, phases, phase)
         time.sleep(rng.uniform(0, 0.3))
