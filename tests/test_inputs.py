@@ -41,7 +41,8 @@ def test_paf_stdin_refused_where_it_cannot_work(cands, args, message):
     assert rc == 2 and err == f"error: {message}\n"
 
 
-@pytest.mark.parametrize("content", [os.urandom(3000), gzip.compress(b"q0\t1\t0\t1\t+\tt0\t1\t0\t1\t1\t1\t60\n")])
+@pytest.mark.parametrize("content", [os.urandom(3000), gzip.compress(b"q0\t1\t0\t1\t+\tt0\t1\t0\t1\t1\t1\t60\n")],
+                         ids=["random", "gzip"])  # (ids that stay the same from run to run)
 def test_binary_paf_is_one_error_line(cands, tmp_path, content):
     bad = tmp_path / "bad.paf"
     bad.write_bytes(b"\xa1" + content)  # (not UTF-8 from the first byte on)
