@@ -32,6 +32,19 @@ from .errors import ConfigError, DeviceError
 RETRIES = 3  # worker deaths a batch may survive (Dask's allowed failures per task)
 # a scheduler's address as distributed takes it: [scheme://]host:port, host a name, an IPv4 or an [IPv6]
 ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
+CONNECT_TIMEOUT_ENV = "GPUALIGN_CONNECT_TIMEOUT"  # seconds to reach --scheduler's cluster (default 10)
+
+
+def connect_timeout() -> float:
+    """$GPUALIGN_CONNECT_TIMEOUT in seconds (> 0), else 10: how long --scheduler keeps trying to connect."""
+    raw = os.environ.get(CONNECT_TIMEOUT_ENV, "10")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"${CONNECT_TIMEOUT_ENV} must be a number of seconds > 0 (got {raw!r})")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -141,7 +154,7 @@ class ClusterAligner:
         host_cores = usable_cores()
         if s.scheduler:
             try:
-                self.client = Client(s.scheduler, timeout="10s")
+                self.client = Client(s.scheduler, timeout=connect_timeout())
             except OSError as e:
                 raise DeviceError(f"--scheduler {s.scheduler}: cannot connect ({e})") from None
             threads = self.cfg.threads  # 0: every core of the worker's host

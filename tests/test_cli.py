@@ -2,6 +2,7 @@
 
 import gzip
 import os
+import shlex
 import subprocess
 import sys
 
@@ -9,16 +10,14 @@ import numpy as np
 import pysam
 import pytest
 
+from cli_helper import cli_command, cli_env, run_cli
 from gpualign import cigar as C
 from gpualign.config import AlignConfig
 from oracles import oracle
 
-ENV = dict(os.environ, PYTHONUNBUFFERED="1")
-
 
 def run(args, stdin=None, cwd=None):
-    p = subprocess.run([sys.executable, "-m", "gpualign", *args], input=stdin, capture_output=True, cwd=cwd,
-                       env=ENV, timeout=120)
+    p = run_cli(*args, stdin=stdin, cwd=cwd, timeout=120)
     return p.returncode, p.stdout, p.stderr.decode()
 
 
@@ -178,8 +177,8 @@ def test_summary_file_and_version(demo, tmp_path):
 
 
 def test_broken_pipe_is_quiet(demo):
-    p = subprocess.run(f"{sys.executable} -m gpualign pairs {demo[0]} {demo[1]} -q | head -n 1",
-                       shell=True, capture_output=True, env=ENV, timeout=120)
+    p = subprocess.run(f"{shlex.join(cli_command('pairs', *demo, '-q'))} | head -n 1",
+                       shell=True, capture_output=True, env=cli_env(), timeout=120)
     assert p.stdout.count(b"\n") == 1
     assert b"Traceback" not in p.stderr and b"Error" not in p.stderr
 
@@ -263,8 +262,8 @@ def test_ctrl_c_exits_130(tmp_path):
     q, t = simulate(20000, 2000, 0.15, seed=1)
     write_fasta(str(tmp_path / "a.fa"), q, "q")
     write_fasta(str(tmp_path / "b.fa"), t, "t")
-    p = subprocess.Popen([sys.executable, "-m", "gpualign", "pairs", str(tmp_path / "a.fa"), str(tmp_path / "b.fa"),
-                          "-o", str(tmp_path / "o.paf"), "-t", "1"], stderr=subprocess.PIPE, env=ENV)
+    p = subprocess.Popen(cli_command("pairs", tmp_path / "a.fa", tmp_path / "b.fa", "-o", tmp_path / "o.paf",
+                                     "-t", "1"), stderr=subprocess.PIPE, env=cli_env())
     time.sleep(2.5)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)

@@ -2,22 +2,17 @@
 inputs checked before anything starts or is written, -h and plain usage lines, --verify's independent
 judge."""
 
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from cli_helper import run_cli
 from gpualign.config import AlignConfig, Penalties, Scoring
 from gpualign.records import PairBatch
 
-ENV = dict(os.environ, PYTHONUNBUFFERED="1")
-
-
 def run(*args, timeout=60):
-    p = subprocess.run([sys.executable, "-m", "gpualign", *args], capture_output=True, env=ENV, timeout=timeout)
+    p = run_cli(*args, timeout=timeout)
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 

@@ -4,19 +4,18 @@ bytes as a one-process run, a worker killed mid-run loses nothing, and bad optio
 import logging
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
 pytest.importorskip("distributed")
 
-from gpualign.cluster import ClusterSpec  # noqa: E402
+from cli_helper import run_cli  # noqa: E402
+from gpualign.cluster import CONNECT_TIMEOUT_ENV, ClusterSpec, connect_timeout  # noqa: E402
 from gpualign.cluster_worker import START_EVENT  # noqa: E402
 from gpualign.config import AlignConfig  # noqa: E402
 from gpualign.pipeline import run_pairs  # noqa: E402
 
-ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+UNREACHABLE = {CONNECT_TIMEOUT_ENV: "0.5"}  # a refused connection is retried until the timeout
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +29,8 @@ def inputs(tmp_path_factory):
     return d
 
 
-def gpualign(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "gpualign", *args], capture_output=True, text=True, env=ENV,
-                          timeout=timeout)
+def gpualign(*args, timeout=300, env=None):
+    return run_cli(*args, text=True, env=env, timeout=timeout)
 
 
 @pytest.mark.parametrize("fmt", ["paf", "sam"])
@@ -150,8 +148,28 @@ def test_bad_cluster_options(inputs, args, message):
 def test_unreachable_scheduler(inputs, tmp_path):
     out = tmp_path / "o.paf"
     p = gpualign("pairs", str(inputs / "a.fa"), str(inputs / "b.fa"), "--scheduler", "tcp://127.0.0.1:1", "-o",
-                 str(out))
+                 str(out), env=UNREACHABLE)
     assert p.returncode == 1 and "cannot connect" in p.stderr and not out.exists()
+
+
+def test_connect_timeout_is_a_setting(inputs, tmp_path, monkeypatch):
+    """$GPUALIGN_CONNECT_TIMEOUT: --scheduler's connect timeout in seconds, 10 unless set; a value that is
+    not a number > 0 is refused in one line (exit 2), nothing written."""
+    from gpualign.errors import ConfigError
+
+    monkeypatch.delenv(CONNECT_TIMEOUT_ENV, raising=False)
+    assert connect_timeout() == 10
+    monkeypatch.setenv(CONNECT_TIMEOUT_ENV, "0.5")
+    assert connect_timeout() == 0.5
+    for bad in ("0", "-1", "nan", "inf", "10s", ""):
+        monkeypatch.setenv(CONNECT_TIMEOUT_ENV, bad)
+        with pytest.raises(ConfigError, match=CONNECT_TIMEOUT_ENV):
+            connect_timeout()
+    out = tmp_path / "o.paf"
+    p = gpualign("pairs", str(inputs / "a.fa"), str(inputs / "b.fa"), "--scheduler", "tcp://127.0.0.1:1", "-o",
+                 str(out), env={CONNECT_TIMEOUT_ENV: "soon"})
+    assert p.returncode == 2 and f"${CONNECT_TIMEOUT_ENV} must be a number" in p.stderr, p.stderr
+    assert len(p.stderr.splitlines()) == 1 and not out.exists()
 
 
 @pytest.mark.gpu
@@ -236,7 +254,7 @@ def test_search_bad_cluster_options(search_inputs, tmp_path, args, message):
 def test_search_unreachable_scheduler(search_inputs, tmp_path):
     out = tmp_path / "o.tsv"
     p = gpualign("search", str(search_inputs / "p.fa"), str(search_inputs / "t.fa"), "-k", "1",
-                 "--scheduler", "tcp://127.0.0.1:1", "-o", str(out))
+                 "--scheduler", "tcp://127.0.0.1:1", "-o", str(out), env=UNREACHABLE)
     assert p.returncode == 1 and "cannot connect" in p.stderr and not out.exists()
 
 

@@ -3,8 +3,6 @@ non-vectorised functions and Biopython's PairwiseAligner), every CIGAR re-scored
 sequences, the matrix and the gap costs, and the CLI's bad-input cases."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import parasail
@@ -13,6 +11,7 @@ from Bio.Align import PairwiseAligner, substitution_matrices
 
 import emu
 import gpualign
+from cli_helper import run_cli
 from gpualign import cigar as C
 from gpualign.config import AlignConfig, Penalties, Scoring
 from gpualign.engines.cpu_dp import CpuDpEngine
@@ -35,16 +34,17 @@ def prot_cfg(mode, **kw):
 
 
 NO_CXX = pytest.mark.skipif(not emu.available(), reason="no g++ to compile the kernels for the CPU")
+SLOW_EMU = [NO_CXX, pytest.mark.slow]  # emulated runs of 4-30 s each on 2 cores
 
 
 @pytest.fixture(params=["cpu1", "cpu2", pytest.param("gpu", marks=pytest.mark.gpu),
                         pytest.param("gpu-long", marks=pytest.mark.gpu), pytest.param("emu", marks=NO_CXX),
-                        pytest.param("emu-long", marks=NO_CXX)])
+                        pytest.param("emu-long", marks=SLOW_EMU)])
 def engine(request, monkeypatch):
     """The engines under test: cpu1; cpu2 cuts every batch into chunks aligned by two worker processes;
     gpu (gpu-dp, marked gpu: skipped without a device); gpu-long (gpu-dp with every pair on dp_long, a
-    block per pair); emu and emu-long: the same two with dp.cu's kernels compiled for the CPU (tests/emu),
-    so that CI checks the kernels' arithmetic."""
+    block per pair); emu and emu-long (slow): the same two with dp.cu's kernels compiled for the CPU
+    (tests/emu), so that CI checks the kernels' arithmetic."""
     if request.param.startswith(("gpu", "emu")):
         from gpualign.engines import gpu_dp
 
@@ -275,6 +275,7 @@ def test_n_mismatch_rule(engine):
 
 
 GPU_OR_EMU = [pytest.param("gpu", marks=pytest.mark.gpu), pytest.param("emu", marks=NO_CXX)]
+GPU_OR_SLOW_EMU = [GPU_OR_EMU[0], pytest.param("emu", marks=SLOW_EMU)]
 
 
 def gpu_engine(kind: str):
@@ -284,7 +285,7 @@ def gpu_engine(kind: str):
     return (gpu_dp.GpuDpEngine if kind == "gpu" else emu.emulated(gpu_dp.GpuDpEngine))()
 
 
-@pytest.mark.parametrize("kind", GPU_OR_EMU)
+@pytest.mark.parametrize("kind", GPU_OR_SLOW_EMU)
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_equals_cpu_scores(mode, kind, monkeypatch):
     """gpu-dp against cpu-dp on larger sets: mixed lengths up to 2 kbp (DNA) and ~350 aa (protein),
@@ -317,7 +318,7 @@ def test_gpu_equals_cpu_scores(mode, kind, monkeypatch):
         cpu.close()
 
 
-@pytest.mark.parametrize("kind", GPU_OR_EMU)
+@pytest.mark.parametrize("kind", GPU_OR_SLOW_EMU)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("cols,team", [(1, 1), (2, 2), (2, 4)])
 def test_gpu_long_pairs(mode, cols, team, kind, monkeypatch):
@@ -389,7 +390,7 @@ def record_fills(monkeypatch) -> list:
     return names
 
 
-@pytest.mark.parametrize("kind", GPU_OR_EMU)
+@pytest.mark.parametrize("kind", GPU_OR_SLOW_EMU)
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_long16(mode, kind, monkeypatch):
     """dp_long16 (long pairs, two int16 cells a word) with scores only: scores equal cpu-dp's for DNA
@@ -423,7 +424,7 @@ def test_gpu_long16(mode, kind, monkeypatch):
         cpu.close()
 
 
-@pytest.mark.parametrize("kind", GPU_OR_EMU)
+@pytest.mark.parametrize("kind", GPU_OR_SLOW_EMU)
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_long16_cigars(mode, kind, monkeypatch):
     """dp_long16 with CIGARs (global and semi-global; local stays on dp_long), on long16_sets: the very
@@ -772,7 +773,7 @@ def test_api_and_routing():
 # ---- CLI ----
 
 def run(args):
-    p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", *args], capture_output=True, timeout=120)
+    p = run_cli("pairs", *args, timeout=120)
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 

@@ -1,19 +1,14 @@
 """`gpualign genome`: the CPU path end to end against edlib (CI), and the GPU kernel (device)."""
 
-import os
-import subprocess
-import sys
-
 import edlib
 import numpy as np
 import pytest
 
+from cli_helper import run_cli
 from gpualign.config import AlignConfig
 from gpualign.engines import cpu_long
 from gpualign.genome import gpu_bound
 from oracles import edit
-
-ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 
 
 def mutate(seq: bytes, rate: float, seed: int) -> bytes:
@@ -71,8 +66,7 @@ def write_fa(path, recs):
 
 
 def run(args):
-    p = subprocess.run([sys.executable, "-m", "gpualign", "genome", *args], capture_output=True, env=ENV,
-                       timeout=300)
+    p = run_cli("genome", *args)
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 

@@ -4,15 +4,14 @@ CPU notice prints (and the kernel choices use)."""
 
 import os
 import re
-import subprocess
-import sys
 
 import edlib
 import numpy as np
 import pytest
 
+from cli_helper import run_cli
 from gpualign.divergence import estimate as estimate_divergence
-from test_genome import ENV, mutate, rand, run, write_fa
+from test_genome import mutate, rand, run, write_fa
 
 X, Y, Z = rand(3_000, 1), rand(2_000, 2), rand(2_500, 3)
 Y2, Z2, SOLO = mutate(Y, 0.05, 4), mutate(Z, 0.05, 5), mutate(Y, 0.08, 6)
@@ -79,9 +78,9 @@ def test_record_count_mismatch_before_any_output(files):
 
 def test_missing_record_on_stdin_before_any_output(files):
     """A query on stdin is not read twice: its names are checked as it is read, still before the header."""
-    p = subprocess.run([sys.executable, "-m", "gpualign", "genome", "-", files["b"], *CPU, "--query-record",
-                        "nope", "--target-record", "y"], stdin=open(files["a"], "rb"), capture_output=True,
-                       env=ENV, timeout=120)
+    with open(files["a"], "rb") as fh:
+        p = run_cli("genome", "-", files["b"], *CPU, "--query-record", "nope", "--target-record", "y",
+                    stdin=fh.read(), timeout=120)
     assert p.returncode == 1 and p.stdout == b"" and b"no record named 'nope'" in p.stderr, p.stderr
 
 

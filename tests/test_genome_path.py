@@ -10,6 +10,7 @@ import numpy as np
 import pysam
 import pytest
 
+from cli_helper import run_cli
 from gpualign import cigar as C
 from gpualign import hirschberg as H
 from gpualign.config import AlignConfig, Penalties
@@ -198,9 +199,13 @@ def _bam_first_record_cigar(path: str) -> tuple[int, list]:
     return n_cigar, [(v & 15, v >> 4) for v in cig]
 
 
-def test_cli_cpu_formats(tmp_path):
+def test_cli_cpu_formats(tmp_path, monkeypatch):
     """PAF, SAM, BAM and TSV from the CPU path: CIGARs valid and at the edlib distance; a CIGAR of more
-    than 65,535 operations sits in BAM's CG:B:I tag behind the placeholder qlenS tlenN, and comes back whole."""
+    than 65,535 operations sits in BAM's CG:B:I tag behind the placeholder qlenS tlenN, and comes back whole.
+    Aligned once: the CLI writes PAF, then run_genome writes SAM, BAM and TSV with the same alignments
+    (compute_pair answering with the PAF's), so that only the writer changes."""
+    from gpualign import genome
+
     big_q = rand(600_000, 41)
     big_t = mutate(big_q, 0.10, 42)
     pairs = [(big_q, big_t), (rand(20_000, 43), mutate(rand(20_000, 43), 0.02, 44).lower()),
@@ -209,23 +214,31 @@ def test_cli_cpu_formats(tmp_path):
     a = write_fa(tmp_path / "a.fa", [(f"q{i}", q) for i, (q, _) in enumerate(pairs)])
     b = write_fa(tmp_path / "b.fa", [(f"t{i}", t) for i, (_, t) in enumerate(pairs)])
     want = [edlib.align(q.upper(), t.upper(), task="distance")["editDistance"] for q, t in pairs]
-    outs = {}
-    for fmt in ("paf", "sam", "bam", "tsv"):
-        o = tmp_path / f"o.{fmt}"
-        rc, _, err = run([a, b, "--device", "cpu", "-o", str(o)] + (["--metric", "edit"] if fmt == "tsv" else []))
-        assert rc == 0, err
-        assert "CIGAR operations" in err and "expected to take about" in err
-        outs[fmt] = o
+    outs = {"paf": tmp_path / "o.paf"}
+    rc, _, err = run([a, b, "--device", "cpu", "--metric", "edit", "-o", str(outs["paf"])])
+    assert rc == 0, err
+    assert "CIGAR operations" in err and "expected to take about" in err
     paf = [x.split("\t") for x in outs["paf"].read_text().splitlines()]
+    assert len(paf) == len(pairs)
+    aligned = {}
     for row, (q, t), d in zip(paf, pairs, want):
         ops = C.from_text(next(f for f in row if f.startswith("cg:Z:"))[5:])
         C.check_cigar(q.upper(), t.upper(), ops)
         assert C.score_cigar(ops, EDIT) == d and f"NM:i:{d}" in row
         assert row[2:4] == ["0", str(len(q))] and row[7:9] == ["0", str(len(t))]
+        aligned[row[0], row[5]] = d, ops
     n_big = len(C.from_text(paf[0][-1][5:]))
     assert n_big > 65_535
+
+    monkeypatch.setattr(genome, "compute_pair", lambda qn, tn, *args, **kw: (*aligned[qn, tn], None, "cpu-long",
+                                                                             "cpu-long", 0.0))
+    for fmt in ("sam", "bam", "tsv"):
+        outs[fmt], notices = tmp_path / f"o.{fmt}", []
+        genome.run_genome(a, b, str(outs[fmt]), AlignConfig(device="cpu"), on_notice=notices.append)
+        assert sum("CIGAR operations" in n for n in notices) == len(pairs), notices
     sam = [r for r in pysam.AlignmentFile(str(outs["sam"]))]
     bam = [r for r in pysam.AlignmentFile(str(outs["bam"]))]
+    assert len(sam) == len(bam) == len(pairs)
     for s, bm, row in zip(sam, bam, paf):
         assert s.cigarstring == bm.cigarstring == row[-1][5:].replace("cg:Z:", "")
         assert s.reference_start == 0 and s.get_tag("NM") == int(row[12][5:])
@@ -248,10 +261,7 @@ def test_cli_cpu_formats(tmp_path):
 
 def test_cli_sam_needs_a_target_file(tmp_path):
     a = write_fa(tmp_path / "a.fa", [("x", rand(100, 1))])
-    import subprocess
-    import sys
-    p = subprocess.run([sys.executable, "-m", "gpualign", "genome", a, "-", "--device", "cpu", "-f", "sam"],
-                       input=b">x\nACGT\n", capture_output=True, timeout=120)
+    p = run_cli("genome", a, "-", "--device", "cpu", "-f", "sam", stdin=b">x\nACGT\n", timeout=120)
     assert p.returncode == 2 and b"give the target as a file" in p.stderr
 
 

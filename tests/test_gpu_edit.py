@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from cli_helper import run_cli
 from gpualign.config import AlignConfig
 from gpualign.engines import CpuEngine
 from gpualign.records import ENGINE_CODE
@@ -132,15 +133,12 @@ def test_real_reads_against_virus(chain, real_data):
 def test_cli_gpu_equals_cpu(root, tmp_path):
     """`gpualign pairs --device gpu` end to end: same scores as the CPU engine, valid CIGARs, GPU routes."""
     import os
-    import subprocess
-    import sys
 
     a, b = (os.path.join(root, "data", "demo", f) for f in ("a.fa", "b.fa"))
     outs = {}
     for dev in ("gpu", "cpu"):
         summ = tmp_path / f"{dev}.tsv"
-        p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", a, b, "--device", dev, "--format", "tsv",
-                            "--summary", str(summ), "--verify", "1"], capture_output=True, timeout=300)
+        p = run_cli("pairs", a, b, "--device", dev, "--format", "tsv", "--summary", summ, "--verify", "1")
         assert p.returncode == 0, p.stderr.decode()
         outs[dev] = [line.split("\t") for line in p.stdout.decode().splitlines()[1:]]
         rows = dict(line.split("\t") for line in summ.read_text().splitlines()[1:])

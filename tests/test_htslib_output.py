@@ -4,21 +4,16 @@ and the runs themselves print nothing with -q (no `[E::...]` from htslib's probe
 
 import gzip
 import itertools
-import os
-import subprocess
-import sys
 
 import pysam
 import pytest
 
+from cli_helper import run_cli
 from sim_inputs import pairs_and_candidates
-
-ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 
 
 def _cli(*args):
-    p = subprocess.run([sys.executable, "-m", "gpualign", *args, "-q"], capture_output=True, text=True, env=ENV,
-                       timeout=300)
+    p = run_cli(*args, "-q", text=True)
     assert p.returncode == 0 and p.stderr == "", p.stderr
     return p
 

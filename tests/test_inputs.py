@@ -3,19 +3,15 @@ the cores, penalties only checked where used, the rate of a slow run."""
 
 import gzip
 import os
-import subprocess
-import sys
 
 import pytest
 
+from cli_helper import run_cli
 from sim_inputs import pairs_and_candidates
-
-ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 
 
 def run(args, stdin=None):
-    p = subprocess.run([sys.executable, "-m", "gpualign", *args], input=stdin, capture_output=True, env=ENV,
-                       timeout=300)
+    p = run_cli(*args, stdin=stdin)
     return p.returncode, p.stdout, p.stderr.decode()
 
 
@@ -45,7 +41,8 @@ def test_paf_stdin_refused_where_it_cannot_work(cands, args, message):
     assert rc == 2 and err == f"error: {message}\n"
 
 
-@pytest.mark.parametrize("content", [os.urandom(3000), gzip.compress(b"q0\t1\t0\t1\t+\tt0\t1\t0\t1\t1\t1\t60\n")])
+@pytest.mark.parametrize("content", [os.urandom(3000), gzip.compress(b"q0\t1\t0\t1\t+\tt0\t1\t0\t1\t1\t1\t60\n")],
+                         ids=["random", "gzip"])  # (ids that stay the same from run to run)
 def test_binary_paf_is_one_error_line(cands, tmp_path, content):
     bad = tmp_path / "bad.paf"
     bad.write_bytes(b"\xa1" + content)  # (not UTF-8 from the first byte on)

@@ -18,6 +18,7 @@ def test_there_are_kernels(root):
     assert _kernels(root)
 
 
+@pytest.mark.slow  # (nvcc: 16 s for the kernels on 2 cores)
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_kernels_compile(root, tmp_path):
     for path in _kernels(root):

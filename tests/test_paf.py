@@ -2,26 +2,24 @@
 
 import gzip
 import os
-import subprocess
-import sys
 
 import numpy as np
 import parasail
 import pysam
 import pytest
 
+from cli_helper import run_cli
 from gpualign import cigar as C
 from gpualign.config import Penalties
 from gpualign.engines import reference
 from gpualign.io.paf import revcomp
 
-ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 P = Penalties()
 MATRIX = parasail.matrix_create("ACGTN", 0, -P.mismatch)
 
 
 def run(args):
-    p = subprocess.run([sys.executable, "-m", "gpualign", "paf", *args], capture_output=True, env=ENV, timeout=300)
+    p = run_cli("paf", *args)
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 

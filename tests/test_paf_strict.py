@@ -11,11 +11,12 @@ import numpy as np
 import pysam
 import pytest
 
+from cli_helper import cli_command, cli_env, run_cli
 from gpualign.config import AlignConfig
 from gpualign.io.paf import revcomp
 from gpualign.realign import run_paf
 
-ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+ENV = cli_env()
 FORMS = ["fa", "fa.gz", "fa.bgz", "fq", "fq.gz", "fq.bgz"]
 
 
@@ -107,8 +108,7 @@ def _sam(d, paf, queries, name, readers=0):
 
 
 def _cli(args, stdin=None, env=None):
-    p = subprocess.run([sys.executable, "-m", "gpualign", "paf", *args], input=stdin, capture_output=True,
-                       env=env or ENV, timeout=120)
+    p = run_cli("paf", *args, stdin=stdin, env=env, timeout=120)
     return p.returncode, p.stdout, p.stderr.decode()
 
 
@@ -178,7 +178,7 @@ def test_inputs_on_a_read_only_directory(data, tmp_path, ref, queries):
     prefix = _read_only_runner(ro)
     if prefix is None:
         pytest.skip("no way to make a directory read-only here (root without mount namespaces)")
-    p = subprocess.run([*prefix, sys.executable, "-m", "gpualign", "paf", str(ro / "shuffled.paf"),
+    p = subprocess.run([*prefix, *cli_command("paf"), str(ro / "shuffled.paf"),
                         str(ro / queries), str(ro / name), "--device", "cpu", "-t", "1", "-q", "-f", "sam"],
                        capture_output=True, env=ENV, timeout=120)
     os.chmod(ro, 0o755)

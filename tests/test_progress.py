@@ -2,17 +2,15 @@
 time, -q silencing all of it; --help giving every command and option a description."""
 
 import io
-import os
 import subprocess
 import sys
 
 import pytest
 import typer.main
 
+from cli_helper import cli_env, run_cli
 from gpualign import progress
 from simulate import simulate, write_fasta
-
-ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 
 
 class _Console:
@@ -53,12 +51,12 @@ def test_genome_cpu_says_expected_time_and_q_silences_it(tmp_path):
     q, t = simulate(1, 300_000, 0.10, seed=7)
     write_fasta(str(tmp_path / "a.fa"), q, "a")
     write_fasta(str(tmp_path / "b.fa"), t, "b")
-    args = [sys.executable, "-m", "gpualign", "genome", str(tmp_path / "a.fa"), str(tmp_path / "b.fa"),
+    args = ["genome", str(tmp_path / "a.fa"), str(tmp_path / "b.fa"),
             "--distance-only", "--device", "cpu", "-o", str(tmp_path / "d.tsv")]
-    p = subprocess.run(args, capture_output=True, text=True, env=ENV, timeout=300)
+    p = run_cli(*args, text=True)
     assert p.returncode == 0 and "a0 vs b0: cpu-edlib, sampled divergence" in p.stderr, p.stderr
     assert "expected to take about" in p.stderr
-    p = subprocess.run([*args, "-q"], capture_output=True, text=True, env=ENV, timeout=300)
+    p = run_cli(*args, "-q", text=True)
     assert p.returncode == 0 and p.stderr == ""
 
 
@@ -120,7 +118,7 @@ def _lines_every_batch(args, stdin=None) -> list:
     """The [M::...] lines of a run whose progress interval is 0 (a line per batch or chunk), off a terminal."""
     code = ("import sys\nfrom gpualign import progress\nprogress.INTERVAL_S = 0.0\n"
             f"sys.argv = ['gpualign', *{args!r}]\nfrom gpualign.__main__ import main\nmain()\n")
-    p = subprocess.run([sys.executable, "-c", code], stdin=stdin, capture_output=True, text=True, env=ENV,
+    p = subprocess.run([sys.executable, "-c", code], stdin=stdin, capture_output=True, text=True, env=cli_env(),
                        timeout=120)
     assert p.returncode == 0, p.stderr
     lines = [line for line in p.stderr.splitlines() if line.startswith("[M::")]

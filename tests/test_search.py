@@ -5,12 +5,11 @@ runs the same bodies on the GPU where there is one."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from cli_helper import run_cli
 from gpualign.config import SearchConfig
 from gpualign.search.run import run_search
 from search_oracle import (contigs, edlib_check, expected, judge, mutate, paths, random_dna, read_tsv, revcomp,
@@ -238,9 +237,7 @@ def test_gzip_text_and_threads(tmp_path):
 
 
 def _cli(*args, cwd):
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return subprocess.run([sys.executable, "-m", "gpualign", "search", *args], cwd=cwd, capture_output=True,
-                          text=True, env=env)
+    return run_cli("search", *args, cwd=cwd, text=True)
 
 
 def test_bad_input(tmp_path):

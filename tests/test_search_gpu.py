@@ -16,8 +16,9 @@ from gpualign.config import SearchConfig
 from gpualign.search.run import run_search
 from search_oracle import contigs, edlib_check, judge, mutate, random_dna, read_tsv, revcomp, write_fasta
 
-KINDS = [pytest.param("gpu", marks=pytest.mark.gpu),
-         pytest.param("emu", marks=pytest.mark.skipif(not emu.available(), reason="no g++"))]
+NO_CXX = pytest.mark.skipif(not emu.available(), reason="no g++")
+KINDS = [pytest.param("gpu", marks=pytest.mark.gpu), pytest.param("emu", marks=NO_CXX)]
+SLOW_EMU = [KINDS[0], pytest.param("emu", marks=[NO_CXX, pytest.mark.slow])]  # 15-25 s a test emulated
 
 
 @pytest.fixture(params=KINDS)
@@ -93,6 +94,7 @@ def test_edlib_real_genome_contigs(tmp_path, real_data, kind):
 
 
 @pytest.mark.parametrize("rule", ["default", "n_mismatch", "iupac"])
+@pytest.mark.parametrize("kind", SLOW_EMU, indirect=True)
 def test_options_same_bytes(tmp_path, rule, kind):
     rng = np.random.default_rng(4)
     records = {f"c{i}": random_dna(rng, int(rng.integers(1000, 200_000)), "ACGTN" if i == 2 else "ACGT")

@@ -4,9 +4,9 @@ temporary file or shared-memory block behind, keeps the output file that was the
 line `interrupted` and exits 130/143/129.
 
 The command announces its phases in $GPUALIGN_PHASES (interrupt.phase); each case waits for its phase,
-then a random 0-300 ms more, then sends the signal. Every case runs REPS times (GPUALIGN_SIGNAL_REPS,
-default 3: ~100 runs in all, about 2-3 minutes on 2 cores); the old deadlock came about once in ten
-interrupts.
+then a random 0-300 ms more, then sends the signal. Every case runs once, and REPS - 1 times more among
+the slow tests (GPUALIGN_SIGNAL_REPS, default 3: 69 runs in all, about 2-3 minutes on 2 cores); the old
+deadlock came about once in ten interrupts.
 """
 
 import os
@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from cli_helper import cli_command, cli_env
 from gpualign import interrupt
 from sim_inputs import pairs_and_candidates
 from simulate import simulate, write_fasta
@@ -93,10 +94,10 @@ def _interrupt(tmp_path, data, command: str, phase: str, sig: int, to_group: boo
     with open(target, "wb") as fh:
         fh.write(OLD)
     phases = str(out_dir / "phases")
-    env = dict(os.environ, GPUALIGN_PHASES=phases, PYTHONUNBUFFERED="1", TMPDIR=str(out_dir))
+    env = cli_env({"GPUALIGN_PHASES": phases, "TMPDIR": str(out_dir)})
     with open(data / "b.fa", "rb") as stdin:
-        p = subprocess.Popen([sys.executable, "-m", "gpualign", *args], stdin=stdin, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, env=env, start_new_session=True)
+        p = subprocess.Popen(cli_command(*args), stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             env=env, start_new_session=True)
     try:
         _wait_phase(p, phases, phase)
         time.sleep(rng.uniform(0, 0.3))
@@ -159,11 +160,13 @@ CASES = [  # (command, phase, signal, to the process group)
 ]
 
 
+@pytest.mark.parametrize("reps", ["once", pytest.param("again", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("command,phase,sig,to_group", CASES,
                          ids=[f"{c}-{p}-{signal.Signals(s).name}" for c, p, s, _ in CASES])
-def test_signal_stops_cleanly(tmp_path, data, command, phase, sig, to_group):
-    rng = random.Random(f"{command}{phase}{sig}")
-    for _ in range(REPS):
+def test_signal_stops_cleanly(tmp_path, data, command, phase, sig, to_group, reps):
+    """Each case once, and (slow) REPS - 1 times more with other delays."""
+    rng = random.Random(f"{command}{phase}{sig}{reps}")
+    for _ in range(1 if reps == "once" else REPS - 1):
         _interrupt(tmp_path, data, command, phase, sig, to_group, rng)
 
 
