@@ -70,8 +70,8 @@ def _pairs(path_a, path_b, qname, tname):
                                  f"{fastx.display_name(shorter)} ({fastx.display_name(shorter)} ends after {i})")
             return
         i += 1
-        qa = np.frombuffer(fastx.encode([a[1]], path_a, i), dtype=np.uint8)
-        tb = np.frombuffer(fastx.encode([b[1]], path_b, i), dtype=np.uint8)
+        qa = np.frombuffer(fastx.encode([a[1]]), dtype=np.uint8)
+        tb = np.frombuffer(fastx.encode([b[1]]), dtype=np.uint8)
         yield a[0], b[0], qa, tb
 
 
@@ -271,6 +271,8 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         fmt = infer_format(fmt, out, False)
     elif fmt not in (None, "tsv"):
         raise ConfigError("gpualign genome --distance-only writes TSV only")
+    for path in {path_a, path_b} - {fastx.STDIN}:  # a malformed input fails before anything is written
+        fastx.check_all(path, fast=False)
     distributed = cluster is not None and cluster.wanted
     gpu = False if distributed else use_gpu(cfg.device)
     if on_notice and not distributed:

@@ -43,6 +43,7 @@ class IndexedFasta:
             # a missing index is built here (build_fai, several times faster than htslib's faidx); an
             # index older than its FASTA points at the wrong bytes: rebuilt
             if (not os.path.exists(path + ".fai") or _stale(path)) and not build_fai(path):
+                pysam.set_verbosity(0)  # htslib's own messages: the caller says what is wrong, in one line
                 pysam.faidx(path)
             self._fa = pysam.FastaFile(path)  # refuses plain gzip
         except (OSError, ValueError, pysam.SamtoolsError) as e:

@@ -160,6 +160,7 @@ class Targets:
         try:
             self.fa = IndexedFasta(path)
         except InputError as e:
+            fastx.check_all(path)  # a malformed file: the reader's error, with its record and line
             raise InputError(f"{e}; decompress it or use bgzip") from None
         self.path = path
         self.lengths = self.fa.lengths
@@ -170,7 +171,7 @@ class Targets:
             raise InputError(f"line {c.line}: target {c.tname!r} is not in {self.path}")
         if ln != c.tlen:
             raise InputError(f"line {c.line}: target {c.tname!r} has length {c.tlen} in the PAF but {ln} in {self.path}")
-        return self.fa.fetch(c.tname, start, end).translate(pack.FOLD)
+        return _folded(self.fa.fetch(c.tname, start, end), self.path, c.tname, start)
 
 
 class Queries:
@@ -201,8 +202,20 @@ class Queries:
                     raise InputError(f"line {c.line}: query {c.qname!r} not found in {self.path} (the PAF must "
                                      "follow the query file's order, or give an indexable FASTA)")
             _, seq, qual = self.current
+        folded = _folded(seq, self.path, c.qname, 0)
         if len(seq) != c.qlen:
             raise InputError(f"line {c.line}: query {c.qname!r} has length {c.qlen} in the PAF but {len(seq)} "
                              f"in {self.path}")
-        raw = seq if isinstance(seq, bytes) else seq.encode("ascii")
-        return raw.translate(pack.FOLD), qual
+        return folded, qual
+
+
+def _folded(seq: bytes, path: str, name: str, start: int) -> bytes:
+    """seq (record name's bases from start) case-folded; an InputError at a byte that is not a letter (an
+    indexed file's records are not parsed)."""
+    out, bad = pack.fold_checked(seq)
+    if bad >= 0:
+        ch = seq[bad]
+        shown = repr(chr(ch)) if 32 <= ch < 127 else f"byte 0x{ch:02x}"
+        raise InputError(f"{fastx.display_name(path)}: record {name!r}: invalid sequence character {shown} at base "
+                         f"{start + bad + 1}; sequences hold letters only")
+    return out
