@@ -42,6 +42,15 @@ def _all_start(lines: list, mark: bytes) -> bool:
     return not lines or (lines[0][:1] == mark and b"\n".join(lines).count(b"\n" + mark) == len(lines) - 1)
 
 
+def _plus_lines(plus: list, heads: list) -> bool:
+    """Are the '+' lines all bare, or all their record's header again (as SRA writes them)? (the
+    headers start with '@'; joined once: no Python step per line)"""
+    if b"".join(plus) == b"+" * len(plus):
+        return True
+    joined = b"\n".join(heads)
+    return b"\n".join(plus) == b"+" + joined[1:].replace(b"\n@", b"\n+")
+
+
 def _names(heads: list) -> list:
     """Record names (the header up to the first whitespace, marker dropped) as str. Headers with no
     whitespace at all, the common case, are split in one step; IndexError for an empty name."""
@@ -59,7 +68,8 @@ def _names(heads: list) -> list:
 
 def _simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: bytes = b""):
     """Fast path for the common layout: FASTA with one sequence line per record, or 4-line FASTQ, no CR,
-    sequences of letters (and `symbols`), qualities '!'..'~', '+' lines without a name. Anything else
+    sequences of letters (and `symbols`), qualities '!'..'~', '+' lines bare or all repeating the header.
+    Anything else
     raises _NotSimple and the strict parser takes over from there. data: parse these bytes (a part of
     path holding whole records) instead of the file."""
     seq_ok = pack.LETTERS + symbols + b"\n"
@@ -113,7 +123,7 @@ def _simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: by
                 else:
                     n4 = len(lines) // 4
                     seqs, qb, plus = lines[1::4][:n4], lines[3::4][:n4], lines[2::4]
-                    ok = (_all_start(heads, b"@") and b"".join(plus) == b"+" * len(plus)
+                    ok = (_all_start(heads, b"@") and _plus_lines(plus, heads[:len(plus)])
                           and list(map(len, seqs)) == list(map(len, qb))
                           and not b"\n".join(seqs).translate(None, seq_ok)
                           and not b"".join(qb).translate(None, pack.QUALITY))
