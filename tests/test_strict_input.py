@@ -66,10 +66,12 @@ def test_record_chunks_refuse(tmp_path, case, fast):
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 @pytest.mark.parametrize("gz", [False, True])
-def test_refused_after_many_records_across_blocks(tmp_path, monkeypatch, case, gz):
-    """After 300 valid records, in 64-byte blocks: the fast path hands over to the strict parser, which
-    counts records and lines from the start of the file."""
-    monkeypatch.setattr(fastx_fast, "_BLOCK", 64)
+@pytest.mark.parametrize("block", [64, 1 << 23])
+def test_refused_after_many_records_across_blocks(tmp_path, monkeypatch, case, gz, block):
+    """After 300 valid records, in 64-byte or 8 MB blocks: the fast path hands over to the strict parser,
+    which counts records and lines from the start of the file (FASTA records at once where there are many)."""
+    monkeypatch.setattr(fastx_fast, "_BLOCK", block)
+    monkeypatch.setattr("gpualign.io.fastx_strict.BLOCK", block)
     text, recs, lines = _prefixed(MALFORMED[case][0], 300)
     path = tmp_path / ("in.fx.gz" if gz else "in.fx")
     path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
@@ -282,6 +284,7 @@ def test_fast_path_and_strict_parser_agree(tmp_path, monkeypatch, seed):
     path.write_bytes(gzip.compress(data) if seed % 3 == 0 else data)
     want = [(n, s.encode(), q) for n, _, s, q in recs]
     monkeypatch.setattr(fastx_fast, "_BLOCK", rnd.choice([16, 100, 1 << 23]))
+    monkeypatch.setattr("gpualign.io.fastx_strict.MANY", rnd.choice([1, 3, 64]))  # FASTA records at once from
     for fast in (True, False):
         got = [r for names, seqs, quals in fastx.record_chunks(str(path), chunk=5, fast=fast)
                for r in zip(names, seqs, quals)]

@@ -51,7 +51,7 @@ def _plus_lines(plus: list, heads: list) -> bool:
     return b"\n".join(plus) == b"+" + joined[1:].replace(b"\n@", b"\n+")
 
 
-def _names(heads: list) -> list:
+def names_of(heads: list) -> list:
     """Record names (the header up to the first whitespace, marker dropped) as str. Headers with no
     whitespace at all, the common case, are split in one step; IndexError for an empty name."""
     if not heads:
@@ -132,7 +132,7 @@ def _simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: by
                 k = whole // step
                 heads, seqs = heads[:k], seqs[:k]
                 quals = [None] * k if step == 2 else [x.decode("ascii") for x in qb[:k]]
-                names = _names(heads)
+                names = names_of(heads)
             except (IndexError, UnicodeDecodeError):
                 raise stop() from None
             for i in range(0, len(names), chunk):

@@ -24,9 +24,11 @@ import numpy as np
 
 from .. import pack
 from ..errors import InputError, RecordError
+from . import fastx_fast
 from .fastx_fast import READ_ERRORS, open_gz
 
 BLOCK = 1 << 23  # bytes read at a time
+MANY = 64  # FASTA records buffered from which they are parsed at once (fasta_many), not one at a time
 _CRLF = b"\r\n"
 
 COMPRESSIONS = ((b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
@@ -235,6 +237,41 @@ class _Parser:
             pieces.append(self._sequence(inp.take(n), at, False))
         return name, pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
+    def fasta_many(self) -> tuple[list, list] | None:
+        """The whole FASTA records buffered from pos (not the last one, which may go on in the next block,
+        unless the input has ended), parsed at once with array operations; None when there are fewer than
+        MANY, or a CR, or anything else to look at closer (then they are read one at a time, which finds
+        the error and its line)."""
+        inp = self.inp
+        buf, pos = inp.buf, inp.pos
+        end = len(buf) if inp.eof else buf.rfind(b"\n>", pos) + 1  # (the last header buffered)
+        if end <= pos or buf.count(b"\n>", pos, end) < MANY:
+            return None
+        data = buf[pos:end]
+        if b"\r" in data:
+            return None
+        if not data.endswith(b"\n"):
+            data += b"\n"
+        arr = np.frombuffer(data, np.uint8)
+        nl = np.flatnonzero(arr == 10)  # line i is data[ls[i]:nl[i]]
+        ls = np.concatenate([[0], nl[:-1] + 1])
+        head = arr[ls] == 62
+        hi = np.flatnonzero(head)
+        try:
+            names = fastx_fast.names_of([data[a:b] for a, b in zip(ls[hi].tolist(), nl[hi].tolist())])
+        except (IndexError, UnicodeDecodeError):
+            return None
+        in_head = np.repeat(head, nl - ls + 1)
+        seq = arr[~in_head & (arr != 10)].tobytes().translate(self.keep)
+        if seq.find(0) >= 0:
+            return None
+        lens = np.add.reduceat(np.where(head, 0, nl - ls), hi)
+        at = np.concatenate([[0], np.cumsum(lens)]).tolist()
+        seqs = [seq[a:b] for a, b in zip(at[:-1], at[1:])]
+        inp.pos = end
+        inp.line += len(nl)
+        return names, seqs
+
     def fastq(self) -> tuple[str, bytes, str]:
         inp = self.inp
         line = self.header_line = inp.line  # record-level errors name the header's line
@@ -298,6 +335,16 @@ class _Parser:
             else:
                 if c != b">":  # (only at the start of a part: sequence lines run up to the next '>')
                     raise self.error("expected a '>' header line", inp.line)
+                many = self.fasta_many()
+                if many is not None:
+                    names += many[0]
+                    seqs += many[1]
+                    quals += [None] * len(many[0])
+                    self.n += len(many[0])
+                    while len(names) >= chunk:
+                        yield names[:chunk], seqs[:chunk], quals[:chunk]
+                        names, seqs, quals = names[chunk:], seqs[chunk:], quals[chunk:]
+                    continue
                 name, seq = self.fasta()
                 qual = None
             names.append(name)
