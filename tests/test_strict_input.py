@@ -114,7 +114,7 @@ def test_search_patterns_and_sam_header_pass(tmp_path, case):
         list(fastx.names_and_lengths(str(path)))
 
 
-@pytest.mark.parametrize("case", ISSUE + ["fastq_record_in_fasta"])
+@pytest.mark.parametrize("case", ISSUE + ["fastq_record_in_fasta", "plus_names_another", "short_quality"])
 def test_paf_queries_and_targets(tmp_path, case):
     """paf's readers: the query file indexed or streamed, the target indexed; a malformed file fails with
     the reader's error (an indexable one at the bytes fetched), never with a wrong sequence."""

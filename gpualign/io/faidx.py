@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..errors import InputError
-from .fastx import gzipped
+from .fastx import check_all, gzipped
 
 SCAN_CHUNK = 1 << 24  # bytes per thread task when looking for line ends (build_fai)
 MAX_LINES = 1 << 24  # files with more lines are left to htslib (build_fai keeps ~32 bytes per line)
@@ -43,6 +43,7 @@ class IndexedFasta:
             # a missing index is built here (build_fai, several times faster than htslib's faidx); an
             # index older than its FASTA points at the wrong bytes: rebuilt
             if (not os.path.exists(path + ".fai") or _stale(path)) and not build_fai(path):
+                check_all(path)  # htslib's indexer is lax (FASTQ '+' lines, mixed records): the reader's rules
                 pysam.set_verbosity(0)  # htslib's own messages: the caller says what is wrong, in one line
                 pysam.faidx(path)
             self._fa = pysam.FastaFile(path)  # refuses plain gzip

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from .. import pack
-from ..errors import InputError
+from ..errors import InputError, RecordError
 from . import fastx
 from .faidx import IndexedFasta
 
@@ -159,8 +159,9 @@ class Targets:
         fastx.sniff(path)
         try:
             self.fa = IndexedFasta(path)
+        except RecordError:  # (a malformed record: the reader's error as it is)
+            raise
         except InputError as e:
-            fastx.check_all(path)  # a malformed file: the reader's error, with its record and line
             raise InputError(f"{e}; decompress it or use bgzip") from None
         self.path = path
         self.lengths = self.fa.lengths
