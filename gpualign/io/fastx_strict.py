@@ -240,7 +240,7 @@ class _Parser:
     def fasta_many(self) -> tuple[list, list] | None:
         """The whole FASTA records buffered from pos (not the last one, which may go on in the next block,
         unless the input has ended), parsed at once with array operations; None when there are fewer than
-        MANY, or a CR, or anything else to look at closer (then they are read one at a time, which finds
+        MANY, or anything to look at closer (then they are read one at a time, which finds
         the error and its line)."""
         inp = self.inp
         buf, pos = inp.buf, inp.pos
@@ -248,8 +248,10 @@ class _Parser:
         if end <= pos or buf.count(b"\n>", pos, end) < MANY:
             return None
         data = buf[pos:end]
-        if b"\r" in data:
-            return None
+        if b"\r" in data:  # CRLF line ends read as LF (a lone CR: looked at closer)
+            if data.count(b"\r") != data.count(_CRLF):
+                return None
+            data = data.replace(_CRLF, b"\n")
         if not data.endswith(b"\n"):
             data += b"\n"
         arr = np.frombuffer(data, np.uint8)
