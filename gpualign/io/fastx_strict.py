@@ -158,7 +158,9 @@ class _Input:
         """Skip empty lines (a lone CR too)."""
         while True:
             c = self.peek()
-            if c == b"\n" or (c == b"\r" and self.find(b"\n") in (1, -1)):
+            if c == b"\n" or (c == b"\r" and self.find(b"\n") == 1):
+                self.take_line()
+            elif c == b"\r" and self.find(b"\n") < 0 and len(self.buf) - self.pos == 1:  # (a lone CR, the end)
                 self.take_line()
             else:
                 return
@@ -187,8 +189,9 @@ class _Parser:
         self.symbols = symbols
         self.header_line = 0
 
-    def error(self, detail: str, line: int, record: int | None = None) -> RecordError:
-        return RecordError(self.name, self.n + 1 if record is None else record, detail, line)
+    def error(self, detail: str, line: int) -> RecordError:
+        """The error of the record being read."""
+        return RecordError(self.name, self.n + 1, detail, line)
 
     def _name(self, header: bytes, line: int) -> str:
         words = header[1:].split(None, 1)
