@@ -92,12 +92,15 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
         except _NotSimple as e:
             n, offset, line = e.records, e.offset, e.line
     with open_path(path) as fh:
-        _skip(fh, offset)
+        _skip(fh, offset, not gzipped(path))
         yield from strict_chunks(fh, chunk, name, symbols, n, line)
 
 
-def _skip(fh, n: int) -> None:
-    """Read past the first n bytes of fh (inflated: no seek)."""
+def _skip(fh, n: int, plain: bool) -> None:
+    """Go past the first n bytes of fh (inflated input: read them)."""
+    if plain:
+        fh.seek(n)
+        return
     while n > 0:
         n -= len(fh.read(min(n, 1 << 23))) or n
 
