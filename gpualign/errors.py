@@ -18,15 +18,20 @@ class InputError(GpualignError):
 
 
 class RecordError(InputError):
-    """A bad record: file name, 1-based record number and what is wrong (kept apart, so that a reader
-    parsing a part of a file can report the record's number in the whole file)."""
+    """A bad record: file name, 1-based record number, what is wrong and the line (when known) (kept
+    apart, so that a reader parsing a part of a file can report the numbers in the whole file)."""
 
-    def __init__(self, name: str, record: int, detail: str):
-        super().__init__(f"{name}: record {record}: {detail}")
-        self.name, self.record, self.detail = name, record, detail
+    def __init__(self, name: str, record: int, detail: str, line: int | None = None):
+        at = f" (line {line})" if line else ""
+        super().__init__(f"{name}: record {record}{at}: {detail}")
+        self.name, self.record, self.detail, self.line = name, record, detail, line
+
+    def moved(self, records: int, lines: int) -> "RecordError":
+        """The same error for a part of a file that starts after `records` records and `lines` lines."""
+        return RecordError(self.name, self.record + records, self.detail, self.line and self.line + lines)
 
     def __reduce__(self):  # pickled across processes with its fields
-        return RecordError, (self.name, self.record, self.detail)
+        return RecordError, (self.name, self.record, self.detail, self.line)
 
 
 class DeviceError(GpualignError):

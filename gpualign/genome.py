@@ -47,11 +47,11 @@ class GenomeResult:
 
 
 def _pick(path: str, name: str | None):
-    """(record number from 1, record) of all records of path in order, or of the one named (a missing
-    name is an error)."""
-    for i, rec in enumerate(fastx.records(path, chunk=1, fast=False), 1):
+    """All records of path in order, or the one named (a missing name is an error); a malformed record's
+    error (the reader's) names its number in the file."""
+    for rec in fastx.records(path, chunk=1, fast=False):
         if name is None or rec[0] == name:
-            yield i, rec
+            yield rec
             if name is not None:
                 return
     if name is not None:
@@ -69,8 +69,9 @@ def _more_records(longer: str, shorter: str, common: int) -> InputError:
 
 def record_names(path: str) -> list[str] | None:
     """The names of path's records, in order: from its .fai when one newer than the file exists (samtools'
-    or the paf command's), else a first pass (one record in memory at a time: ~15 ms per E. coli genome,
-    gzip); None for stdin (read once: checked as it is read)."""
+    or the paf command's), else a first pass by the strict reader (one record in memory at a time: ~15 ms
+    per E. coli genome, gzip), which also finds a malformed record before anything is written; None for
+    stdin (read once: checked as it is read)."""
     if path == fastx.STDIN:
         return None
     try:
@@ -116,17 +117,16 @@ def select_records(path_a: str, path_b: str, qname: str | None, tname: str | Non
 
 def _pairs(path_a, path_b, qname, tname):
     ra, rb = _pick(path_a, qname), _pick(path_b, tname)
-    done = (0, None)
     pairs = 0
     while True:
-        (i, a), (j, b) = next(ra, done), next(rb, done)
+        a, b = next(ra, None), next(rb, None)
         if a is None or b is None:
             if a is not None or b is not None:
                 raise _more_records(*((path_a, path_b) if b is None else (path_b, path_a)), pairs)
             return
         pairs += 1
-        qa = np.frombuffer(fastx.encode([a[1]], path_a, i), dtype=np.uint8)
-        tb = np.frombuffer(fastx.encode([b[1]], path_b, j), dtype=np.uint8)
+        qa = np.frombuffer(fastx.encode([a[1]]), dtype=np.uint8)
+        tb = np.frombuffer(fastx.encode([b[1]]), dtype=np.uint8)
         yield a[0], b[0], qa, tb
 
 

@@ -1,7 +1,8 @@
 """The one character rule and the encodings derived from it.
 
-Sequences are case-folded once when read (``fold``). Allowed bytes are
-printable ASCII (33..126). Comparison bytes (``compare_view``) implement the
+Sequences are case-folded once when read (``fold``). Files' sequences hold letters only
+(``LETTERS``); with general scoring also ``*`` and ``-`` (``SYMBOLS``), which the scoring's alphabet
+check then accepts or refuses (protein: ``*``). The API accepts printable ASCII (33..126). Comparison bytes (``compare_view``) implement the
 N/IUPAC policy: by default equal characters match; with ``n_mismatch`` every
 non-ACGT character is rewritten to a code that matches nothing (1 in queries,
 2 in targets), so any byte-comparing engine obeys the rule unchanged.
@@ -24,6 +25,37 @@ _ACGT[list(b"ACGT")] = True
 CODE2 = np.full(256, 255, dtype=np.uint8)
 for _c in b"ACGT":
     CODE2[_c] = (_c >> 1) & 3
+
+
+LETTERS = bytes(range(65, 91)) + bytes(range(97, 123))
+SYMBOLS = b"*-"  # allowed in files' sequences with general scoring (its alphabet check decides)
+QUALITY = bytes(range(33, 127))  # FASTQ quality characters
+
+
+def symbols(general: bool) -> bytes:
+    """The non-letter bytes a file's sequences may hold: SYMBOLS with general scoring, else none."""
+    return SYMBOLS if general else b""
+
+
+def fold_table(symbols: bytes = b"") -> bytes:
+    """A bytes.translate table: letters to upper case, `symbols` kept, every other byte to 0."""
+    table = bytearray(256)
+    for c in LETTERS + symbols:
+        table[c] = FOLD[c]
+    return bytes(table)
+
+
+_FOLD_CHECKED = {b"": fold_table(b"")}
+
+
+def fold_checked(seq: bytes, symbols: bytes = b"") -> tuple[bytes, int]:
+    """(seq case-folded, index of its first byte that is neither a letter nor in symbols, or -1): one
+    translate and one search."""
+    table = _FOLD_CHECKED.get(symbols)
+    if table is None:
+        table = _FOLD_CHECKED[symbols] = fold_table(symbols)
+    out = seq.translate(table)
+    return out, out.find(0)
 
 
 def fold(seq: bytes) -> bytes:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import interrupt, scoring, trace
+from . import interrupt, pack, scoring, trace
 from .config import AlignConfig
 from .engines import host_allocator, select_engines
 from .engines.check import CheckEngine, judge
@@ -93,10 +93,10 @@ class Summary:
         return rows
 
 
-def _collect_targets(path: str) -> dict:
+def _collect_targets(path: str, symbols: bytes = b"") -> dict:
     """Target names -> lengths for the SAM header (names must be unique)."""
     targets: dict = {}
-    for name, ln in fastx.names_and_lengths(path):
+    for name, ln in fastx.names_and_lengths(path, symbols):
         old = targets.setdefault(name, ln)
         if old != ln:
             raise InputError(f"{fastx.display_name(path)}: target name {name!r} appears twice with different "
@@ -391,10 +391,11 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         if fmt in ("sam", "bam"):
             if path_b == "-":
                 spooled = path_b = _spool_stdin()
-            targets = _collect_targets(path_b)
+            targets = _collect_targets(path_b, pack.symbols(cfg.general))
         # the parsing processes of big inputs are forked first, before threads, engines and the GPU
         reader = pair_reader.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs,
-                                  workers=min(READ_WORKERS_MAX, cfg.n_threads // 4))
+                                  workers=min(READ_WORKERS_MAX, cfg.n_threads // 4),
+                                  symbols=pack.symbols(cfg.general))
         if fmt in FORMATS:  # lines formatted in worker processes, forked now too
             fmt_pool = parallel.start_pool(cfg.n_threads)
         summary = Summary()

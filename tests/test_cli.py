@@ -187,8 +187,8 @@ BAD = {
     "missing": (None, "no such file"),
     "empty": ("", "empty file"),
     "not_fasta": ("hello world\n", "not FASTA or FASTQ"),
-    "bad_quality": ("@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIII\n", "record 2: quality length"),
-    "bad_char": (">r1\nACGT\n>r2\nAC GT\n", "record 2: invalid sequence character"),
+    "bad_quality": ("@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIII\n", "record 2 (line 5): quality length"),
+    "bad_char": (">r1\nACGT\n>r2\nAC GT\n", "record 2 (line 4): invalid sequence character"),
     "non_ascii": (b">r1\nACGT\n>r2\nAC\xc3\xa9GT\n", "record 2"),
 }
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import interrupt
 from ..errors import InputError
-from .fastx import gzipped
+from .fastx import check_all, gzipped
 
 SCAN_CHUNK = 1 << 24  # bytes per thread task when looking for line ends (build_fai)
 MAX_LINES = 1 << 24  # files with more lines are left to htslib (build_fai keeps ~32 bytes per line)
@@ -228,6 +228,7 @@ def _build(path: str, rows, fai: str, gzi: str) -> str | None:
 
     if rows is not None and write_fai(rows, fai):
         return None
+    check_all(path)  # htslib's indexer is lax (FASTQ '+' lines, mixed records): the reader's rules first
     # htslib's own messages (the line it stopped at) end up in the error, not on stderr before it
     with tempfile.TemporaryFile() as said:
         saved = os.dup(2)

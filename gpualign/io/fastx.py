@@ -1,10 +1,11 @@
 """FASTA/FASTQ records (plain, gzip, bgzip, '-' for stdin) in chunks, so that the Python work per
 record stays small.
 
-Strict 2-line FASTA / 4-line FASTQ take the fast path (fastx_fast.py), anything else htslib's parser
-(fastx_htslib.py). This module adds what a user needs: a sniff that tells "empty" from "not
-FASTA/FASTQ", errors that name the file and record, and a check of the sequence bytes. Big files are
-parsed in other processes by fastx_parts.py; pair_reader.py makes PairBatches of two files.
+Strict 2-line FASTA / 4-line FASTQ take the fast path (fastx_fast.py), anything else the strict parser
+(fastx_strict.py, whose docstring states the rules; both check the sequence characters). This module adds
+what a user needs: a sniff that tells "empty", "compressed as gpualign cannot read" and "not FASTA/FASTQ"
+apart, and errors that name the file, record and line. Big files are parsed in other processes by
+fastx_parts.py; pair_reader.py makes PairBatches of two files.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Iterator
 import numpy as np
 
 from .. import pack
-from ..errors import InputError, RecordError
+from ..errors import InputError
 from .fastx_fast import _NotSimple, _simple_chunks
-from .fastx_htslib import _htslib_chunks
+from .fastx_strict import compression_error, open_path, open_stdin, strict_chunks, unsupported_compression
 
 STDIN = "-"
 
@@ -41,6 +42,10 @@ def sniff(path: str) -> None:
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory, not a FASTA/FASTQ file")
     try:
+        with open(path, "rb") as fh:
+            kind = unsupported_compression(fh.read(8))
+        if kind:
+            raise compression_error(path, kind)
         opener = gzip.open if gzipped(path) else open
         with opener(path, "rb") as fh:
             head = fh.read(1 << 16)
@@ -62,67 +67,70 @@ def sniff(path: str) -> None:
                          "expected '>' or '@')")
 
 
-CHUNK = 16384  # records taken from htslib per Python step
+CHUNK = 16384  # records per chunk
 
 
-def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True) -> Iterator[tuple[list, list, list]]:
-    """Yield (names, sequences (str or bytes), qualities or None) lists of up to chunk records each;
-    errors name the file and record. Strict 2-line FASTA / 4-line FASTQ files take a fast path (many
-    short records; fast=False skips it: it re-copies a record that spans its 8 MB blocks);
-    any other layout (multi-line FASTA, CR line ends, damage) is parsed by htslib."""
+def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
+                  symbols: bytes = b"") -> Iterator[tuple[list, list, list]]:
+    """Yield (names, sequences (bytes, as written), qualities (str) or None) lists of up to chunk records
+    each; errors name the file, record and line. Sequences hold letters and `symbols` (pack.symbols).
+    Strict 2-line FASTA / 4-line FASTQ files take a fast path (many short records; fast=False skips it:
+    it re-copies a record that spans its 8 MB blocks); the strict parser reads any other layout
+    (multi-line records, CR line ends) and stdin, and finds the line of an error."""
     sniff(path)
-    n = 0
-    if path != STDIN and fast:
+    name = display_name(path)
+    if path == STDIN:
+        yield from strict_chunks(open_stdin(name), chunk, name, symbols)
+        return
+    n, offset, line = 0, 0, 1
+    if fast:
         try:
-            for item in _simple_chunks(path, chunk):
+            for item in _simple_chunks(path, chunk, symbols=symbols):
                 n += len(item[0])
                 yield item
             return
         except _NotSimple as e:
-            n = e.records
-    yield from _htslib_chunks(path, chunk, n, display_name(path))
+            n, offset, line = e.records, e.offset, e.line
+    with open_path(path) as fh:
+        _skip(fh, offset, not gzipped(path))
+        yield from strict_chunks(fh, chunk, name, symbols, n, line)
 
 
-def records(path: str, chunk: int = CHUNK, fast: bool = True) -> Iterator[tuple[str, str, str | None]]:
+def _skip(fh, n: int, plain: bool) -> None:
+    """Go past the first n bytes of fh (inflated input: read them)."""
+    if plain:
+        fh.seek(n)
+        return
+    while n > 0:
+        n -= len(fh.read(min(n, 1 << 23))) or n
+
+
+def records(path: str, chunk: int = CHUNK, fast: bool = True,
+            symbols: bytes = b"") -> Iterator[tuple[str, bytes, str | None]]:
     """(name, sequence, quality or None) per record (chunk=1, fast=False for genomes: one long record
-    in memory at a time, read by htslib)."""
-    for names, seqs, quals in record_chunks(path, chunk, fast):
+    in memory at a time, read by the strict parser)."""
+    for names, seqs, quals in record_chunks(path, chunk, fast, symbols):
         yield from zip(names, seqs, quals)
 
 
-def encode(seqs: list, path: str, first_record: int) -> bytes:
-    """Join, check and case-fold a chunk's sequences (str or bytes)."""
-    if seqs and isinstance(seqs[0], bytes):
-        raw = b"".join(seqs)
-        bad = pack.first_bad_byte(np.frombuffer(raw, dtype=np.uint8))
-        joined = raw.decode("latin-1") if bad >= 0 else ""
-    else:
-        joined = "".join(seqs)
-        try:
-            raw = joined.encode("ascii")
-        except UnicodeEncodeError as e:
-            bad = e.start
-        else:
-            bad = pack.first_bad_byte(np.frombuffer(raw, dtype=np.uint8))
-    if bad >= 0:
-        lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-        k = int(np.searchsorted(np.cumsum(lens), bad, side="right"))
-        ch = joined[bad]
-        raise RecordError(display_name(path), first_record + k,
-                          f"invalid sequence character {ch!r} (code {ord(ch)}); printable ASCII only")
-    return raw.translate(pack.FOLD)
+def encode(seqs: list) -> bytes:
+    """A chunk's sequences (checked by the reader) joined and case-folded."""
+    return b"".join(seqs).translate(pack.FOLD)
 
 
-def encoded_chunks(path: str, chunk: int = CHUNK) -> Iterator[tuple[list, bytes, np.ndarray, list]]:
-    """(names, sequences joined + checked + case-folded, their lengths, qualities) per chunk."""
-    n = 0
-    for names, seqs, quals in record_chunks(path, chunk):
-        buf = encode(seqs, path, n + 1)
-        yield names, buf, np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)), quals
-        n += len(names)
+def encoded_chunks(path: str, chunk: int = CHUNK, symbols: bytes = b"") -> Iterator[tuple[list, bytes, np.ndarray, list]]:
+    """(names, sequences joined + case-folded, their lengths, qualities) per chunk."""
+    for names, seqs, quals in record_chunks(path, chunk, symbols=symbols):
+        yield names, encode(seqs), np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)), quals
 
 
-def names_and_lengths(path: str) -> Iterator[tuple[str, int]]:
+def check_all(path: str, fast: bool = True) -> None:
+    """Read every record of path: the reader's InputError if one is malformed (fast: as record_chunks)."""
+    for _ in record_chunks(path, fast=fast):
+        pass
+
+
+def names_and_lengths(path: str, symbols: bytes = b"") -> Iterator[tuple[str, int]]:
     """(name, length) of every record: the first pass SAM headers need."""
-    for name, seq, _ in records(path):
+    for name, seq, _ in records(path, symbols=symbols):
         yield name, len(seq)

@@ -1,6 +1,7 @@
 """The fast path of the FASTA/FASTQ reader: strict 2-line FASTA or 4-line FASTQ (no CR), parsed in 8 MB
-blocks with a few whole-block operations instead of a Python step per record. Anything else raises
-_NotSimple(records already yielded), and htslib (fastx_htslib.py) takes over from there."""
+blocks with a few whole-block operations instead of a Python step per record. Anything else (another
+layout, or anything the rules of fastx_strict.py might refuse) raises _NotSimple(where it stopped), and
+the strict parser (fastx_strict.py) takes over from there, with the error's line if there is one."""
 
 from __future__ import annotations
 
@@ -8,26 +9,29 @@ import gzip
 import io
 import zlib
 
+from .. import pack
+
 try:  # ISA-L's inflate (isal, optional): about twice zlib's speed, in a thread of its own beside the parsing
     from isal import igzip_threaded, isal_zlib
 
-    def _open_gz(path: str):
+    def open_gz(path: str):
         return igzip_threaded.open(path, "rb", threads=1)
 
-    _READ_ERRORS: tuple = (EOFError, OSError, zlib.error, isal_zlib.error)
+    READ_ERRORS: tuple = (EOFError, OSError, zlib.error, isal_zlib.error)
 except ImportError:  # pragma: no cover - isal is a dependency; gzip when it is missing
-    def _open_gz(path: str):
+    def open_gz(path: str):
         return gzip.open(path, "rb")
 
-    _READ_ERRORS = (EOFError, OSError, zlib.error)
+    READ_ERRORS = (EOFError, OSError, zlib.error)
 
 
 class _NotSimple(Exception):
-    """The file is not strict 2-line FASTA / 4-line FASTQ from here on (after `records` records)."""
+    """The file is not strict 2-line FASTA / 4-line FASTQ from here on: after `records` records, at byte
+    `offset` (of the inflated input), line `line`."""
 
-    def __init__(self, records: int):
-        super().__init__(records)
-        self.records = records
+    def __init__(self, records: int, offset: int = 0, line: int = 1):
+        super().__init__(records, offset, line)
+        self.records, self.offset, self.line = records, offset, line
 
 
 _BLOCK = 1 << 23
@@ -38,7 +42,16 @@ def _all_start(lines: list, mark: bytes) -> bool:
     return not lines or (lines[0][:1] == mark and b"\n".join(lines).count(b"\n" + mark) == len(lines) - 1)
 
 
-def _names(heads: list) -> list:
+def _plus_lines(plus: list, heads: list) -> bool:
+    """Are the '+' lines all bare, or all their record's header again (as SRA writes them)? (the
+    headers start with '@'; joined once: no Python step per line)"""
+    if b"".join(plus) == b"+" * len(plus):
+        return True
+    joined = b"\n".join(heads)
+    return b"\n".join(plus) == b"+" + joined[1:].replace(b"\n@", b"\n+")
+
+
+def names_of(heads: list) -> list:
     """Record names (the header up to the first whitespace, marker dropped) as str. Headers with no
     whitespace at all, the common case, are split in one step; IndexError for an empty name."""
     if not heads:
@@ -53,25 +66,33 @@ def _names(heads: list) -> list:
     return names
 
 
-def _simple_chunks(path: str, chunk: int, data: bytes | None = None):
-    """Fast path for the common layout: FASTA with one sequence line per record, or 4-line FASTQ, no CR.
-    Anything else raises _NotSimple(records already yielded) and htslib takes over from there.
-    data: parse these bytes (a part of path holding whole records) instead of the file."""
+def _simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: bytes = b""):
+    """Fast path for the common layout: FASTA with one sequence line per record, or 4-line FASTQ, no CR,
+    sequences of letters (and `symbols`), qualities '!'..'~', '+' lines bare or all repeating the header.
+    Anything else
+    raises _NotSimple and the strict parser takes over from there. data: parse these bytes (a part of
+    path holding whole records) instead of the file."""
+    seq_ok = pack.LETTERS + symbols + b"\n"
     if data is None:
         with open(path, "rb") as fh:
             gz = fh.read(2) == b"\x1f\x8b"
     done = 0
-    with (io.BytesIO(data) if data is not None else _open_gz(path) if gz else open(path, "rb")) as fh:
+    base = 0  # offset of the block's data (carry first) in the input
+    with (io.BytesIO(data) if data is not None else open_gz(path) if gz else open(path, "rb")) as fh:
         carry = b""
         step = None
+
+        def stop():
+            return _NotSimple(done, base, done * (step or 2) + 1)
+
         while True:
             try:
                 block = fh.read(_BLOCK)
-            except _READ_ERRORS:
-                raise _NotSimple(done) from None  # htslib reports the damage with the record number
+            except READ_ERRORS:
+                raise stop() from None  # the strict parser reports the damage with the record number
             data = carry + block
             if b"\r" in data:
-                raise _NotSimple(done)
+                raise stop()
             lines = data.split(b"\n")
             last = lines.pop()
             if not block and last:  # no newline at the end of the input
@@ -82,11 +103,12 @@ def _simple_chunks(path: str, chunk: int, data: bytes | None = None):
             if not step:
                 if not block:
                     return
+                base += len(data) - len(last)
                 carry = last
                 continue
             if not block:  # end of input: every line must belong to a whole record
                 if len(lines) % step:
-                    raise _NotSimple(done)
+                    raise stop()
                 whole = len(lines)
             else:  # hold the last record back: its sequence may go on in the next block
                 whole = max(0, len(lines) // step - 1) * step
@@ -97,22 +119,25 @@ def _simple_chunks(path: str, chunk: int, data: bytes | None = None):
             try:
                 if step == 2:
                     seqs = lines[1::step]
-                    ok = _all_start(heads, b">") and (not seqs or b"\n>" not in b"\n" + b"\n".join(seqs))
+                    ok = _all_start(heads, b">") and not b"\n".join(seqs).translate(None, seq_ok)
                 else:
                     n4 = len(lines) // 4
-                    seqs, qb = lines[1::4][:n4], lines[3::4][:n4]
-                    ok = (_all_start(heads, b"@") and _all_start(lines[2::4], b"+")
-                          and list(map(len, seqs)) == list(map(len, qb)))
+                    seqs, qb, plus = lines[1::4][:n4], lines[3::4][:n4], lines[2::4]
+                    ok = (_all_start(heads, b"@") and _plus_lines(plus, heads[:len(plus)])
+                          and list(map(len, seqs)) == list(map(len, qb))
+                          and not b"\n".join(seqs).translate(None, seq_ok)
+                          and not b"".join(qb).translate(None, pack.QUALITY))
                 if not ok:
-                    raise _NotSimple(done)
+                    raise stop()
                 k = whole // step
                 heads, seqs = heads[:k], seqs[:k]
                 quals = [None] * k if step == 2 else [x.decode("ascii") for x in qb[:k]]
-                names = _names(heads)
+                names = names_of(heads)
             except (IndexError, UnicodeDecodeError):
-                raise _NotSimple(done) from None
+                raise stop() from None
             for i in range(0, len(names), chunk):
                 yield names[i:i + chunk], seqs[i:i + chunk], quals[i:i + chunk]
                 done += len(names[i:i + chunk])
             if not block:
                 return
+            base += len(data) - len(carry)

@@ -3,8 +3,8 @@ plain FASTA file in parts by several forked processes (their sequence bytes in s
 
 from __future__ import annotations
 
+import io
 import os
-import tempfile
 from collections import deque
 
 import numpy as np
@@ -13,16 +13,16 @@ from ..errors import InputError, RecordError
 from ..records import Names
 from .fastx import CHUNK, STDIN, display_name, encode, encoded_chunks, sniff
 from .fastx_fast import _NotSimple, _simple_chunks
-from .fastx_htslib import _htslib_chunks
+from .fastx_strict import strict_chunks
 
 PARALLEL_MIN_BYTES = 16 << 20  # files at least this big are parsed in a child process
 
 
-def _produce(path: str, conn) -> None:
+def _produce(path: str, conn, symbols: bytes) -> None:
     """Child process: a file's encoded chunks down the pipe (metadata, then the raw sequence bytes),
     then ("end",), or ("error", exception)."""
     try:
-        for names, buf, lens, quals in encoded_chunks(path):
+        for names, buf, lens, quals in encoded_chunks(path, symbols=symbols):
             conn.send(("chunk", Names.of(names), lens, quals))
             conn.send_bytes(buf)
         conn.send(("end",))
@@ -62,10 +62,10 @@ def record_cuts(path: str, size: int, every: int) -> list:
     return cuts + [size]
 
 
-def _parse_range(path: str, start: int, end: int) -> tuple:
+def _parse_range(path: str, start: int, end: int, symbols: bytes) -> tuple:
     """Worker process: the records of path[start:end) (whole records) -> (shared memory block holding
-    their encoded sequence bytes, its size, their Names, lengths). Record numbers in errors count from
-    the range's first record."""
+    their encoded sequence bytes, its size, their Names, lengths, the part's line count). Record and line
+    numbers in errors count from the range's start."""
     from multiprocessing import resource_tracker, shared_memory
 
     with open(path, "rb") as fh:
@@ -74,22 +74,18 @@ def _parse_range(path: str, start: int, end: int) -> tuple:
     names, bufs, lens = [], [], []
 
     def add(nm, seqs):
-        bufs.append(encode(seqs, path, len(names) + 1))
+        bufs.append(encode(seqs))
         lens.append(np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)))
         names.extend(nm)
 
     try:
-        for nm, seqs, _ in _simple_chunks(path, CHUNK, data):
+        for nm, seqs, _ in _simple_chunks(path, CHUNK, data, symbols):
             add(nm, seqs)
-    except _NotSimple as e:  # this part is not strict 2-line FASTA: htslib on its bytes, from there on
-        from .. import interrupt
-
-        # (named for the run: a signal's handler removes it if this worker is ended before it can)
-        with tempfile.NamedTemporaryFile(prefix=interrupt.temp_prefix(), suffix=".fa") as tmp:
-            tmp.write(data)
-            tmp.flush()
-            for nm, seqs, _ in _htslib_chunks(tmp.name, CHUNK, e.records, name=display_name(path)):
-                add(nm, seqs)
+    except _NotSimple as e:  # this part is not strict 2-line FASTA: the strict parser from there on
+        part = io.BytesIO(data)
+        part.seek(e.offset)
+        for nm, seqs, _ in strict_chunks(part, CHUNK, display_name(path), symbols, e.records, e.line):
+            add(nm, seqs)
     raw = b"".join(bufs)
     from .. import interrupt
 
@@ -98,7 +94,8 @@ def _parse_range(path: str, start: int, end: int) -> tuple:
     shm.close()
     resource_tracker.unregister(shm._name, "shared_memory")  # the parent unlinks it
     # names as one buffer (Names): the parent makes no Python object per record
-    return shm.name, len(raw), Names.of(names), (np.concatenate(lens) if lens else np.zeros(0, np.int64))
+    return (shm.name, len(raw), Names.of(names), (np.concatenate(lens) if lens else np.zeros(0, np.int64)),
+            data.count(b"\n"))
 
 
 def _take_shared(name: str, size: int) -> np.ndarray:
@@ -124,11 +121,11 @@ class _RangeChunks:
     """encoded_chunks of a plain FASTA file, its parts (RANGE_BYTES) parsed by `workers` forked processes,
     at most 2 * workers parts ahead of the consumer; one chunk per part, in file order."""
 
-    def __init__(self, path: str, workers: int):
+    def __init__(self, path: str, workers: int, symbols: bytes = b""):
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-        self.path = path
+        self.path, self.symbols = path, symbols
         self.cuts = record_cuts(path, os.path.getsize(path), RANGE_BYTES)
         self.pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
         self.futs: deque = deque()
@@ -140,7 +137,7 @@ class _RangeChunks:
         if self.next < len(self.cuts) - 1:
             a, b = self.cuts[self.next], self.cuts[self.next + 1]
             try:
-                self.futs.append(self.pool.submit(_parse_range, self.path, a, b))
+                self.futs.append(self.pool.submit(_parse_range, self.path, a, b, self.symbols))
             except RuntimeError:  # shut down by close() from another thread: nothing more to read
                 return
             self.next += 1
@@ -148,17 +145,18 @@ class _RangeChunks:
     def __iter__(self):
         from concurrent.futures.process import BrokenProcessPool
 
-        base = 0  # records in the parts before
+        base = lines = 0  # records and lines in the parts before
         while self.futs:
             fut = self.futs.popleft()
             self._submit()
             try:
-                shm_name, size, names, lens = fut.result()
+                shm_name, size, names, lens, part_lines = fut.result()
             except RecordError as e:
-                raise RecordError(e.name, base + e.record, e.detail) from None
+                raise e.moved(base, lines) from None
             except BrokenProcessPool:
                 raise InputError(f"{display_name(self.path)}: a reader process ended unexpectedly") from None
             base += len(lens)
+            lines += part_lines
             yield names, _take_shared(shm_name, size), lens, [None] * len(lens)
 
     def close(self) -> None:
@@ -177,8 +175,9 @@ class _Chunks:
     buffers through a pipe (which bounds what is in flight). Stdin, small files and platforms without
     fork parse in this process. Start it before threads or the GPU: the child is forked."""
 
-    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1):
-        """workers > 1: a plain (not compressed) FASTA file is parsed in parts by that many processes."""
+    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1, symbols: bytes = b""):
+        """workers > 1: a plain (not compressed) FASTA file is parsed in parts by that many processes;
+        symbols: the non-letter bytes sequences may hold (pack.symbols)."""
         import multiprocessing as mp
 
         self.path, self.proc, self.conn, self.ranges = path, None, None, None
@@ -187,19 +186,19 @@ class _Chunks:
         except OSError:
             big = False
         if not big or "fork" not in mp.get_all_start_methods():
-            self.it = encoded_chunks(path)
+            self.it = encoded_chunks(path, symbols=symbols)
             return
         sniff(path)  # the common errors before a process starts
         if workers > 1:
             with open(path, "rb") as fh:
                 plain_fasta = fh.read(1) == b">"
             if plain_fasta:
-                self.ranges = _RangeChunks(path, workers)
+                self.ranges = _RangeChunks(path, workers, symbols)
                 self.it = iter(self.ranges)
                 return
         ctx = mp.get_context("fork")
         self.conn, child = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_produce, args=(path, child), daemon=True)
+        self.proc = ctx.Process(target=_produce, args=(path, child, symbols), daemon=True)
         self.proc.start()
         child.close()
         self.it = self._receive()

@@ -198,7 +198,7 @@ class Targets:
             raise InputError(f"line {c.line}: target {c.tname!r} is not in {self.path}")
         if ln != c.tlen:
             raise InputError(f"line {c.line}: target {c.tname!r} has length {c.tlen} in the PAF but {ln} in {self.path}")
-        return self.fa.fetch(c.tname, start, end).translate(pack.FOLD)
+        return _folded(self.fa.fetch(c.tname, start, end), self.path, c.tname, start)
 
 
 class Queries:
@@ -216,4 +216,16 @@ class Queries:
         if len(seq) != c.qlen:
             raise InputError(f"line {c.line}: query {c.qname!r} has length {c.qlen} in the PAF but {len(seq)} "
                              f"in {fastx.display_name(self.path)}")
-        return seq.translate(pack.FOLD), self.fa.quality(c.qname)
+        return _folded(seq, self.path, c.qname, 0), self.fa.quality(c.qname)
+
+
+def _folded(seq: bytes, path: str, name: str, start: int) -> bytes:
+    """seq (record name's bases from start) case-folded; an InputError at a byte that is not a letter (an
+    indexed file's records are not parsed)."""
+    out, bad = pack.fold_checked(seq)
+    if bad >= 0:
+        ch = seq[bad]
+        shown = repr(chr(ch)) if 32 <= ch < 127 else f"byte 0x{ch:02x}"
+        raise InputError(f"{fastx.display_name(path)}: record {name!r}: invalid sequence character {shown} at base "
+                         f"{start + bad + 1}; sequences hold letters only")
+    return out

@@ -15,8 +15,8 @@ from .fastx_parts import PARALLEL_MIN_BYTES, _Chunks
 class _Buffered:
     """Encoded records of one file, taken in chunks and handed out in any count."""
 
-    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1):
-        self.chunks = _Chunks(path, min_bytes, workers)
+    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1, symbols: bytes = b""):
+        self.chunks = _Chunks(path, min_bytes, workers, symbols)
         self.pieces: deque = deque()  # [sequence bytes, lengths, Names, qualities] not yet taken
         self.lens = np.zeros(0, np.int64)  # lengths of every buffered record
         self.count = 0  # records buffered
@@ -60,22 +60,24 @@ class _Buffered:
 
 
 def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int,
-               parallel_min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1) -> Iterator[PairBatch]:
+               parallel_min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1,
+               symbols: bytes = b"") -> Iterator[PairBatch]:
     """Record i of A with record i of B, in batches of bounded size (bases and pairs). Big inputs start
     their parsing processes now (call this before starting threads or the GPU), batches come lazily;
-    workers > 1: that many per plain FASTA file, each parsing a part of it."""
+    workers > 1: that many per plain FASTA file, each parsing a part of it; symbols: the non-letter
+    bytes sequences may hold (pack.symbols)."""
     if path_a == STDIN and path_b == STDIN:
         raise InputError("only one of the two inputs can be '-' (stdin)")
-    return PairReader(path_a, path_b, batch_bases, batch_pairs, parallel_min_bytes, workers)
+    return PairReader(path_a, path_b, batch_bases, batch_pairs, parallel_min_bytes, workers, symbols)
 
 
 class PairReader:
     """The batches of read_pairs; abort() stops the parsing processes from any thread (on failure)."""
 
-    def __init__(self, path_a, path_b, batch_bases, batch_pairs, parallel_min_bytes, workers=1):
-        self.a = _Buffered(path_a, parallel_min_bytes, workers)
+    def __init__(self, path_a, path_b, batch_bases, batch_pairs, parallel_min_bytes, workers=1, symbols=b""):
+        self.a = _Buffered(path_a, parallel_min_bytes, workers, symbols)
         try:
-            self.b = _Buffered(path_b, parallel_min_bytes, workers)
+            self.b = _Buffered(path_b, parallel_min_bytes, workers, symbols)
         except BaseException:
             self.a.chunks.abort()
             raise

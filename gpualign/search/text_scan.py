@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..io import fastx, fastx_fast
+from ..io import fastx, fastx_fast, fastx_strict
 from . import alphabet as A
 
 BLOCK = 1 << 24  # bytes read at a time (a stream)
@@ -123,10 +123,16 @@ def stream(path: str, name: str, where: list):
     (for read errors). Close the generator when stopping early."""
     header, prev = None, 10
     with open_text(path) as fh:
+        first = True
         while True:
             data = read(fh, BLOCK, name, where[0])
             if not data:
                 break
+            if first:  # (a file was sniffed already; stdin is checked here)
+                kind = fastx_strict.unsupported_compression(data)
+                if kind:
+                    raise fastx_strict.compression_error(name, kind)
+                first = False
             pos = 0
             if header is not None:  # a header line goes on
                 nl = data.find(b"\n")
@@ -149,7 +155,7 @@ def read(fh, size: int, name: str, record: int) -> bytes:
     """fh.read(size); damaged (gzip) input is an InputError naming the record being read."""
     try:
         return fh.read(size)
-    except fastx_fast._READ_ERRORS as e:
+    except fastx_fast.READ_ERRORS as e:
         raise InputError(f"{name}: record {record}: corrupt or truncated input ({e})") from None
 
 
@@ -158,4 +164,4 @@ def open_text(path: str):
         import sys
 
         return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
-    return fastx_fast._open_gz(path) if fastx.gzipped(path) else open(path, "rb", buffering=0)
+    return fastx_fast.open_gz(path) if fastx.gzipped(path) else open(path, "rb", buffering=0)

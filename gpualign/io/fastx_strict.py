@@ -1,0 +1,376 @@
+"""The general path of the FASTA/FASTQ reader: any layout the fast path (fastx_fast.py) does not take
+(sequences over several lines, CRLF line ends, blank lines, stdin, damaged input), parsed strictly.
+
+Rules: a file is FASTA or FASTQ, decided by its first record; records of the other kind are an error.
+A record's name is its header's first word (after '>' or '@'). FASTA sequence lines hold letters (and
+the `symbols` the caller allows); blank lines are skipped. A FASTQ record is '@name', sequence lines,
+a '+' line (anything after '+' must be the record's name or its whole header), then quality lines
+('!'..'~') holding exactly as many characters as the sequence. A CR is allowed only before a line's
+'\\n'. Errors name the file, the record and the line.
+
+Sequence lines are checked and joined a whole block at a time (bytes.translate, find, count), so a
+multi-megabase record costs a few passes over its bytes; the Python work is per record, not per line
+(but per quality line of a FASTQ record whose quality spans several).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+from typing import Iterator
+
+import numpy as np
+
+from .. import pack
+from ..errors import InputError, RecordError
+from . import fastx_fast
+from .fastx_fast import READ_ERRORS, open_gz
+
+BLOCK = 1 << 23  # bytes read at a time
+MANY = 64  # FASTA records buffered from which they are parsed at once (fasta_many), not one at a time
+_CRLF = b"\r\n"
+
+COMPRESSIONS = ((b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
+
+
+def unsupported_compression(head: bytes) -> str | None:
+    """The name of the compression head starts with, when gpualign cannot read it (gzip/bgzip it can)."""
+    for magic, kind in COMPRESSIONS:
+        if head.startswith(magic):
+            return kind
+    return None
+
+
+def compression_error(name: str, kind: str) -> InputError:
+    return InputError(f"{name}: {kind}-compressed input is not supported (decompress it, or recompress with bgzip)")
+
+
+class _Prefixed(io.RawIOBase):
+    """A stream whose first bytes were read already (stdin, sniffed for gzip)."""
+
+    def __init__(self, head: bytes, fh):
+        self.head, self.fh = head, fh
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.head:
+            n = min(len(b), len(self.head))
+            b[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        data = self.fh.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+
+def open_stdin(name: str):
+    """Standard input as a binary stream, inflated when it is gzip."""
+    raw = sys.stdin.buffer
+    head = b""
+    while len(head) < 6:
+        more = raw.read(6 - len(head))
+        if not more:
+            break
+        head += more
+    kind = unsupported_compression(head)
+    if kind:
+        raise compression_error(name, kind)
+    fh = io.BufferedReader(_Prefixed(head, raw), BLOCK)
+    return gzip.GzipFile(fileobj=fh, mode="rb") if head[:2] == b"\x1f\x8b" else fh
+
+
+def open_path(path: str):
+    """A file as a binary stream, inflated when it is gzip or bgzip."""
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    return open_gz(path) if gz else open(path, "rb")
+
+
+class _Input:
+    """The input as whole lines: buf[pos:] holds what is not taken yet, `line` is the number of the line
+    starting at pos. Offsets passed in and out are relative to pos."""
+
+    def __init__(self, fh, name: str, record: list):
+        self.fh, self.name, self.record = fh, name, record  # record[0]: the record being read (errors)
+        self.buf, self.pos, self.line, self.eof = b"", 0, 1, False
+
+    def fill(self) -> bool:
+        """Read one more block; False at the end of the input."""
+        if self.eof:
+            return False
+        try:
+            block = self.fh.read(BLOCK)
+        except READ_ERRORS as e:
+            raise RecordError(self.name, self.record[0], f"corrupt or truncated input ({e})", self.line) from None
+        if not block:
+            self.eof = True
+            return False
+        self.buf = self.buf[self.pos:] + block
+        self.pos = 0
+        return True
+
+    def find(self, what: bytes, start: int = 0) -> int:
+        """Offset of what from start (reading on as needed), or -1 at the end of the input."""
+        while True:
+            i = self.buf.find(what, self.pos + start)
+            if i >= 0:
+                return i - self.pos
+            start = max(start, len(self.buf) - self.pos - len(what) + 1)
+            if not self.fill():
+                return -1
+
+    def peek(self) -> bytes:
+        """The next byte (b"" at the end of the input)."""
+        if self.pos >= len(self.buf) and not self.fill():
+            return b""
+        return self.buf[self.pos:self.pos + 1]
+
+    def take_line(self) -> bytes:
+        """The next line without its line end (CR LF or LF)."""
+        end = self.find(b"\n")
+        if end < 0:
+            end = len(self.buf) - self.pos
+        line = self.buf[self.pos:self.pos + end]
+        self.pos += end + 1
+        self.line += 1
+        return line[:-1] if line.endswith(b"\r") else line
+
+    def take(self, n: int) -> bytes:
+        """The next n bytes (whole lines), counting their lines."""
+        data = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        self.line += data.count(b"\n")
+        return data
+
+    def buffered(self, what: bytes) -> int:
+        """Offset of what in the bytes buffered (reading nothing), or -1."""
+        i = self.buf.find(what, self.pos)
+        return i - self.pos if i >= 0 else -1
+
+    def lines_buffered(self) -> int:
+        """Bytes buffered up to and including the last line end (0 if none)."""
+        i = self.buf.rfind(b"\n", self.pos)
+        return i + 1 - self.pos if i >= 0 else 0
+
+    def skip_blank(self) -> None:
+        """Skip empty lines (a lone CR too)."""
+        while True:
+            c = self.peek()
+            if c == b"\n" or (c == b"\r" and self.find(b"\n") == 1):
+                self.take_line()
+            elif c == b"\r" and self.find(b"\n") < 0 and len(self.buf) - self.pos == 1:  # (a lone CR, the end)
+                self.take_line()
+            else:
+                return
+
+
+def _bad_at(data: bytes, allowed: np.ndarray) -> int:
+    """Index of data's first byte not allowed (bool[256]), or -1."""
+    bad = ~allowed[np.frombuffer(data, np.uint8)]
+    return int(np.argmax(bad)) if bad.any() else -1
+
+
+def _table(chars: bytes) -> np.ndarray:
+    t = np.zeros(256, bool)
+    t[list(chars)] = True
+    return t
+
+
+class _Parser:
+    """Records of one input, from its current position (after `records` records)."""
+
+    def __init__(self, inp: _Input, symbols: bytes, records: int):
+        self.inp, self.name = inp, inp.name
+        self.n = records  # records read
+        self.ok_table = _table(pack.LETTERS + symbols + _CRLF)  # the bytes of sequence lines
+        self.keep = bytes(c if self.ok_table[c] else 0 for c in range(256))
+        self.symbols = symbols
+        self.header_line = 0
+
+    def error(self, detail: str, line: int) -> RecordError:
+        """The error of the record being read."""
+        return RecordError(self.name, self.n + 1, detail, line)
+
+    def _name(self, header: bytes, line: int) -> str:
+        words = header[1:].split(None, 1)
+        try:
+            return words[0].decode("utf-8") if words else ""
+        except UnicodeDecodeError:
+            raise self.error("the record's name is not UTF-8 text", line) from None
+
+    def _sequence(self, data: bytes, line: int, fastq: bool) -> bytes:
+        """data: whole sequence lines starting at `line`, checked; their letters (one translate: line ends
+        dropped, a byte not allowed made 0)."""
+        out = data.translate(self.keep, _CRLF)
+        if out.find(0) >= 0:
+            at = _bad_at(data, self.ok_table)
+            self._refuse(data, at, line + data.count(b"\n", 0, at), fastq)
+        if b"\r" in data and data.count(b"\r") != data.count(_CRLF):
+            at = next(i for i in range(len(data)) if data[i] == 13 and data[i + 1:i + 2] != b"\n")
+            self._refuse(data, at, line + data.count(b"\n", 0, at), fastq)
+        return out
+
+    def _refuse(self, data: bytes, at: int, line: int, fastq: bool):
+        ch = data[at]
+        first = at == 0 or data[at - 1] == 10
+        if first and ch in b"@>" and fastq:
+            raise self.error(f"no '+' line after the sequence (line {line} starts another record: a truncated "
+                             "FASTQ record, or FASTA and FASTQ records mixed)", self.header_line)
+        if first and ch in b"@+" and not fastq:
+            raise self.error(f"a line starts with {chr(ch)!r} inside a FASTA record (FASTA and FASTQ records "
+                             "mixed?)", line)
+        shown = repr(chr(ch)) if 32 <= ch < 127 else f"byte 0x{ch:02x}"
+        allowed = "letters" + "".join(f", {chr(c)!r}" for c in self.symbols)
+        raise self.error(f"invalid sequence character {shown} (code {ch}); sequences hold {allowed} only", line)
+
+    def fasta(self) -> tuple[str, bytes]:
+        inp = self.inp
+        name = self._name(inp.take_line(), inp.line - 1)
+        pieces = []
+        while inp.peek() not in (b">", b""):  # whole lines buffered up to the next header, checked at once
+            end = inp.buffered(b"\n>")
+            n = end + 1 if end >= 0 else inp.lines_buffered()
+            if n == 0:  # a line goes on in the next block
+                if inp.fill():
+                    continue
+                n = len(inp.buf) - inp.pos  # the last line, without a line end
+            at = inp.line
+            pieces.append(self._sequence(inp.take(n), at, False))
+        return name, pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def fasta_many(self) -> tuple[list, list] | None:
+        """The whole FASTA records buffered from pos (not the last one, which may go on in the next block,
+        unless the input has ended), parsed at once with array operations; None when there are fewer than
+        MANY, or anything to look at closer (then they are read one at a time, which finds
+        the error and its line)."""
+        inp = self.inp
+        buf, pos = inp.buf, inp.pos
+        end = len(buf) if inp.eof else buf.rfind(b"\n>", pos) + 1  # (the last header buffered)
+        if end <= pos or buf.count(b"\n>", pos, end) < MANY:
+            return None
+        data = buf[pos:end]
+        if b"\r" in data:  # CRLF line ends read as LF (a lone CR: looked at closer)
+            if data.count(b"\r") != data.count(_CRLF):
+                return None
+            data = data.replace(_CRLF, b"\n")
+        if not data.endswith(b"\n"):
+            data += b"\n"
+        arr = np.frombuffer(data, np.uint8)
+        nl = np.flatnonzero(arr == 10)  # line i is data[ls[i]:nl[i]]
+        ls = np.concatenate([[0], nl[:-1] + 1])
+        head = arr[ls] == 62
+        hi = np.flatnonzero(head)
+        try:
+            names = fastx_fast.names_of([data[a:b] for a, b in zip(ls[hi].tolist(), nl[hi].tolist())])
+        except (IndexError, UnicodeDecodeError):
+            return None
+        in_head = np.repeat(head, nl - ls + 1)
+        seq = arr[~in_head & (arr != 10)].tobytes().translate(self.keep)
+        if seq.find(0) >= 0:
+            return None
+        lens = np.add.reduceat(np.where(head, 0, nl - ls), hi)
+        at = np.concatenate([[0], np.cumsum(lens)]).tolist()
+        seqs = [seq[a:b] for a, b in zip(at[:-1], at[1:])]
+        inp.pos = end
+        inp.line += len(nl)
+        return names, seqs
+
+    def fastq(self) -> tuple[str, bytes, str]:
+        inp = self.inp
+        line = self.header_line = inp.line  # record-level errors name the header's line
+        header = inp.take_line()
+        name = self._name(header, line)
+        if inp.peek() == b"+":
+            seq = b""
+        else:
+            end = inp.find(b"\n+")
+            at = inp.line
+            if end < 0:  # no '+' line: the rest is checked (a header in it is the better error)
+                self._sequence(inp.buf[inp.pos:], at, True)
+                raise self.error("no '+' line after the sequence (the input ends: a truncated FASTQ record?)",
+                                 line)
+            seq = self._sequence(inp.take(end + 1), at, True)
+        if inp.peek() != b"+":  # (the input ends)
+            raise self.error("no '+' line after the sequence (the input ends: a truncated FASTQ record?)", line)
+        at = inp.line
+        plus = inp.take_line()[1:]
+        if plus and plus != header[1:] and plus != name.encode("utf-8"):
+            raise self.error(f"the '+' line names {plus.decode('utf-8', 'replace')!r}, not this record "
+                             f"({name!r})", at)
+        want, parts, got = len(seq), [], 0
+        while got < want:
+            if inp.peek() == b"":
+                raise self.error(f"quality length {got} != sequence length {want} (the input ends)", line)
+            at, q = inp.line, inp.take_line()
+            if parts and got + len(q) > want:  # (a short quality runs into the next record)
+                raise self.error(f"quality length {got} != sequence length {want}", line)
+            if q.translate(None, pack.QUALITY):
+                raise self.error("invalid quality character (quality characters are '!' to '~')", at)
+            parts.append(q)
+            got += len(q)
+        if got != want:
+            raise self.error(f"quality length {got} != sequence length {want}", line)
+        return name, seq, b"".join(parts).decode("ascii")
+
+    def records(self, chunk: int) -> Iterator[tuple[list, list, list]]:
+        inp = self.inp
+        inp.skip_blank()
+        first = inp.peek()
+        if first == b"":
+            return
+        if first not in (b">", b"@"):
+            raise InputError(f"{self.name}: not FASTA or FASTQ (first character {first.decode('latin-1')!r}, "
+                             "expected '>' or '@')")
+        fastq = first == b"@"
+        names, seqs, quals = [], [], []
+        while True:
+            self.inp.record[0] = self.n + 1
+            c = inp.peek()
+            if c == b"":
+                break
+            if fastq:
+                if c != b"@":
+                    if c == b">":
+                        raise self.error("a FASTA record in a FASTQ file", inp.line)
+                    raise self.error("expected an '@' header line (a quality longer than its sequence?)", inp.line)
+                name, seq, qual = self.fastq()
+                inp.skip_blank()
+            else:
+                if c != b">":  # (only at the start of a part: sequence lines run up to the next '>')
+                    raise self.error("expected a '>' header line", inp.line)
+                many = self.fasta_many()
+                if many is not None:
+                    names += many[0]
+                    seqs += many[1]
+                    quals += [None] * len(many[0])
+                    self.n += len(many[0])
+                    while len(names) >= chunk:
+                        yield names[:chunk], seqs[:chunk], quals[:chunk]
+                        names, seqs, quals = names[chunk:], seqs[chunk:], quals[chunk:]
+                    continue
+                name, seq = self.fasta()
+                qual = None
+            names.append(name)
+            seqs.append(seq)
+            quals.append(qual)
+            self.n += 1
+            if len(names) >= chunk:
+                yield names, seqs, quals
+                names, seqs, quals = [], [], []
+        if names:
+            yield names, seqs, quals
+
+
+def strict_chunks(fh, chunk: int, name: str, symbols: bytes = b"", records: int = 0,
+                  line: int = 1) -> Iterator[tuple[list, list, list]]:
+    """(names, sequences (bytes, as written), qualities (str) or None) lists of up to chunk records from
+    the binary stream fh, which starts at a record (or blank lines before one) after `records` records
+    and `line` - 1 lines; name: the input named in errors."""
+    inp = _Input(fh, name, [records + 1])
+    inp.line = line
+    parser = _Parser(inp, symbols, records)
+    yield from parser.records(chunk)
+    if parser.n == 0:
+        raise InputError(f"{name}: no FASTA/FASTQ records (empty input)")
