@@ -212,11 +212,11 @@ class Queries:
     def get(self, c: Candidate) -> tuple[bytes, str | None]:
         if c.qname not in self.fa:
             raise InputError(f"line {c.line}: query {c.qname!r} is not in {fastx.display_name(self.path)}")
-        seq = self.fa.fetch(c.qname)
+        seq = _folded(self.fa.fetch(c.qname), self.path, c.qname, 0)  # a bad byte first: it is the fault
         if len(seq) != c.qlen:
             raise InputError(f"line {c.line}: query {c.qname!r} has length {c.qlen} in the PAF but {len(seq)} "
                              f"in {fastx.display_name(self.path)}")
-        return _folded(seq, self.path, c.qname, 0), self.fa.quality(c.qname)
+        return seq, self.fa.quality(c.qname)
 
 
 def _folded(seq: bytes, path: str, name: str, start: int) -> bytes:
