@@ -55,6 +55,8 @@ def _run(body, debug: bool) -> None:
     try:
         interrupt.guard(body)  # a signal: workers and temporary files gone, `interrupted`, 130/143/129
     except GpualignError as e:
+        if getattr(e, "broken_pipe", False):
+            _quiet_stdout()
         if debug:
             raise
         _stderr().print(f"[bold red]error:[/] {e}", markup=True, soft_wrap=True)
@@ -63,13 +65,18 @@ def _run(body, debug: bool) -> None:
         raise typer.Exit(130)
     except (BrokenPipeError, OSError) as e:
         if isinstance(e, BrokenPipeError) or getattr(e, "errno", None) == errno.EPIPE:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            _quiet_stdout()
             raise typer.Exit(141)
         if debug:
             raise
         _stderr().print(f"error: {e}", markup=False, soft_wrap=True)
         raise typer.Exit(1)
+
+
+def _quiet_stdout() -> None:
+    """stdout onto /dev/null: its reader has gone, and the exit's flush must not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 @contextmanager

@@ -97,7 +97,9 @@ class RealignedPafLines:
             opens = gaps[i]
             denom = c.matches[i] + c.mismatches[i] + opens
             de = (c.mismatches[i] + opens) / denom if denom else 0.0
-            tags = [f"NM:i:{c.nm[i]}", f"AS:i:{-c.score[i]}", f"de:f:{de:.4f}", *cand.tags, f"cg:Z:{c.cigar[i]}"]
+            tags = [f"NM:i:{c.nm[i]}", f"AS:i:{-c.score[i]}", f"de:f:{de:.4f}", *cand.tags]
+            if c.cigar[i]:  # (a tag needs a value: none for an empty alignment)
+                tags.append(f"cg:Z:{c.cigar[i]}")
             if self.cs:
                 ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
                 w = int(meta["win_start"][i])
