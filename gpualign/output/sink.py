@@ -33,9 +33,11 @@ class WriteError(GpualignError):
 
 
 def is_stream(path: str) -> bool:
-    """Whether output named path is written as it goes, never replaced: stdout ('-'), or an existing path
-    that is not a regular file (a device, a FIFO, a socket), or any path under /dev."""
-    if path in STDOUT_NAMES or os.path.abspath(path).startswith("/dev/"):
+    """Whether output named path is written as it goes, never replaced: stdout ('-'), an existing path
+    that is not a regular file (a device, a FIFO, a socket), or a name in /dev, /dev/fd or /proc (such as
+    /dev/stderr when stderr is a file: never a temporary file renamed over it)."""
+    where = os.path.dirname(os.path.abspath(path))
+    if path in STDOUT_NAMES or where in ("/dev", "/dev/fd") or where.startswith("/proc/"):
         return True
     try:
         return not stat.S_ISREG(os.stat(path).st_mode) and not os.path.isdir(path)
@@ -64,8 +66,8 @@ def format_from_name(fmt: str | None, path: str, formats: tuple, extensions: dic
         fmt = extensions.get(ext)
         if fmt is None:
             names = ", ".join(sorted(extensions))
-            raise ConfigError(f"{path}: cannot tell the output format from the name ({ext or 'no extension'}): "
-                              f"use --format {'|'.join(formats)}, or a name ending in {names} (text ones + .gz)")
+            raise ConfigError(f"{path}: cannot tell the format from the name: use --format {'|'.join(formats)}, "
+                              f"or a name ending in {names} (text formats may add .gz)")
     return fmt
 
 
