@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from .. import interrupt, progress
 from ..config import cap_threads
-from ..errors import GpualignError
+from ..errors import GpualignError, WriteError
 
 CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
              "(N matches N, as in edlib and WFA2-lib); with --n-mismatch every character other than "
@@ -55,7 +55,7 @@ def _run(body, debug: bool) -> None:
     try:
         interrupt.guard(body)  # a signal: workers and temporary files gone, `interrupted`, 130/143/129
     except GpualignError as e:
-        if getattr(e, "broken_pipe", False):
+        if isinstance(e, WriteError) and e.broken_pipe:
             _quiet_stdout()
         if debug:
             raise

@@ -9,27 +9,15 @@ error (CPython 3.11), and the rest was dropped silently.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import struct
 import zlib
 
-from ..errors import ConfigError, GpualignError
+from ..errors import ConfigError, WriteError
 
 BUFFER = 1 << 20  # small writes are gathered up to this many bytes; larger ones go out at once
 STDOUT_NAMES = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
-
-
-class WriteError(GpualignError):
-    """Output that could not be written: the output's name and the reason; exit 141 for a closed pipe
-    (the reader went away, as SIGPIPE's 128 + 13), else 1."""
-
-    def __init__(self, name: str, err: OSError):
-        self.broken_pipe = err.errno == errno.EPIPE
-        self.exit_code = 141 if self.broken_pipe else 1
-        why = "broken pipe (the reader closed it)" if self.broken_pipe else (err.strerror or str(err))
-        super().__init__(f"{name}: cannot write: {why}; the output is incomplete")
 
 
 def is_stream(path: str) -> bool:
