@@ -1,7 +1,7 @@
 """Command line: the Typer app, --version, and one registration line per subcommand (gpualign/commands/).
 
 Exit codes: 0 success, 1 runtime/input error, 2 bad options, 130 Ctrl-C,
-141 broken pipe (quietly).
+141 broken pipe (one line: the output is incomplete).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Every error a user can see. The CLI catches GpualignError only."""
 
+import errno
+
 
 class GpualignError(Exception):
     """Base class: a message meant for the user, one line, no traceback."""
@@ -36,3 +38,14 @@ class RecordError(InputError):
 
 class DeviceError(GpualignError):
     """A requested device or engine is not available."""
+
+
+class WriteError(GpualignError):
+    """Output that could not be written: the output's name and the reason; exit 141 for a closed pipe
+    (the reader went away, as SIGPIPE's 128 + 13), else 1."""
+
+    def __init__(self, name: str, err: OSError):
+        self.broken_pipe = err.errno == errno.EPIPE
+        self.exit_code = 141 if self.broken_pipe else 1
+        why = "broken pipe (the reader closed it)" if self.broken_pipe else (err.strerror or str(err))
+        super().__init__(f"{name}: cannot write: {why}; the output is incomplete")

@@ -31,6 +31,7 @@ from .errors import ConfigError, InputError
 from .io import fastx, pair_reader
 from .output import parallel
 from .output.paf import PafWriter
+from .output.sink import STDOUT_NAMES, BgzfSink, Sink, compressed, format_from_name, is_stream
 from .output.sam import BamWriter, SamWriter
 from .output.tsv import TsvWriter
 from .records import OK
@@ -42,17 +43,8 @@ _EXT = {".paf": "paf", ".sam": "sam", ".bam": "bam", ".tsv": "tsv", ".txt": "tsv
 
 
 def infer_format(fmt: str | None, out: str, distance_only: bool) -> str:
-    if fmt:
-        fmt = fmt.lower()
-        if fmt not in FORMATS:
-            raise ConfigError(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
-    elif out != "-":
-        fmt = _EXT.get(os.path.splitext(out)[1].lower())
-        if fmt is None:
-            raise ConfigError(f"cannot tell the format from the name {out!r}: use --format "
-                              f"{'|'.join(FORMATS)}")
-    else:
-        fmt = "tsv" if distance_only else "paf"
+    """-f's format, else the output name's (stdout and devices: PAF, TSV with --distance-only)."""
+    fmt = format_from_name(fmt, out, FORMATS, _EXT, "tsv" if distance_only else "paf")
     if fmt == "paf" and distance_only:
         raise ConfigError("PAF needs CIGAR-derived columns: use --format tsv or sam with --distance-only")
     return fmt
@@ -113,20 +105,23 @@ def _spool_stdin() -> str:
 
 
 class Output:
-    """stdout, or a temporary file renamed over the target name at commit(); a device or a pipe named as
-    the target (/dev/null, /dev/stdout, a FIFO, a shell's >(...)) is written in place, never replaced."""
+    """Where a run's output goes (output/sink.py): stdout, a device or pipe named as the output (/dev/null,
+    /dev/stdout, a FIFO, a shell's >(...)), written in place and never replaced, or a temporary file renamed
+    over the name at commit(). target: a Sink (BGZF-compressed for a file named .gz) that writes whole or
+    raises WriteError; with binary_via_path (BAM, made by htslib) a path instead: the temporary file, or for
+    a stream a temporary file copied to it at commit()."""
 
     def __init__(self, path: str, binary_via_path: bool):
         self.path = path
-        self.tmp = None
-        self.direct = path != "-" and os.path.exists(path) and not os.path.isfile(path)
-        if path == "-":
-            self.target = "-" if binary_via_path else sys.stdout.buffer
-        elif self.direct:
-            if os.path.isdir(path):
-                raise InputError(f"{path}: cannot write (a directory)")
+        self.tmp = self.staged = None
+        if os.path.isdir(path):
+            raise InputError(f"{path}: cannot write (a directory)")
+        stream = is_stream(path)
+        if path in STDOUT_NAMES:
+            self.sink = Sink(sys.stdout.fileno(), "stdout", own=False)
+        elif stream:
             try:
-                self.target = path if binary_via_path else open(path, "wb", buffering=1 << 20)
+                self.sink = Sink(os.open(path, os.O_WRONLY), path, own=True)
             except OSError as e:
                 raise InputError(f"{path}: cannot write ({e.strerror})") from None
         else:
@@ -136,18 +131,24 @@ class Output:
             except OSError as e:
                 raise InputError(f"{path}: cannot write ({e.strerror})") from None
             interrupt.track(self.tmp)  # removed by the interrupt handler if abort() cannot run
-            if binary_via_path:
+            self.sink = Sink(fd, path, own=True)
+            if compressed(path) and not binary_via_path:
+                self.sink = BgzfSink(self.sink)
+        self.target = self.sink
+        if binary_via_path:
+            if self.tmp is None:  # htslib writes a file; its bytes go to the stream at commit()
+                fd, self.staged = tempfile.mkstemp(prefix="gpualign-", suffix=".bam")
                 os.close(fd)
-                self.target = self.tmp
-            else:
-                self.target = os.fdopen(fd, "wb", buffering=1 << 20)
+                interrupt.track(self.staged)
+            self.target = self.staged or self.tmp
 
     @trace.traced("commit")
     def commit(self) -> None:
-        if not isinstance(self.target, str):
-            self.target.flush()
-            if self.tmp or self.direct:
-                self.target.close()
+        if self.staged:
+            with open(self.staged, "rb") as fh:
+                shutil.copyfileobj(fh, self.sink, 1 << 20)
+            self._unstage()
+        self.sink.close()
         if self.tmp:
             umask = os.umask(0)  # mkstemp made the file 0600: give it the mode a plain open() would
             os.umask(umask)
@@ -157,22 +158,24 @@ class Output:
             self.tmp = None
 
     def abort(self) -> None:
-        if self.direct and not isinstance(self.target, str):
-            try:
-                self.target.close()
-            except OSError:
-                pass
+        self.sink.release()
+        self._unstage()
         if self.tmp:
-            if not isinstance(self.target, str):
-                try:
-                    self.target.close()
-                except OSError:
-                    pass
             try:
                 os.unlink(self.tmp)
             except OSError:
                 pass
             interrupt.untrack(self.tmp)
+            self.tmp = None
+
+    def _unstage(self) -> None:
+        if self.staged:
+            try:
+                os.unlink(self.staged)
+            except OSError:
+                pass
+            interrupt.untrack(self.staged)
+            self.staged = None
 
 
 @contextmanager
@@ -376,6 +379,10 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
     """cluster: a cluster.ClusterSpec (batches aligned by Dask workers) or None (this process)."""
     cfg.validate()
     fmt = infer_format(fmt, out, cfg.distance_only)
+    protein = cfg.scoring.alphabet == "protein"
+    if fmt == "bam" and protein:
+        raise ConfigError("BAM cannot hold protein sequences (its SEQ is a 4-bit nucleotide code): "
+                          "write SAM, PAF or TSV")
     if path_a == "-" and path_b == "-":
         raise ConfigError("only one of the two inputs can be '-' (stdin)")
     if cluster is not None:
@@ -414,8 +421,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         output = Output(out, binary_via_path=(fmt == "bam"))
         with running(chain + [checker] * (checker is not None), output, cfg):
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
-            writer = writer_cls(output.target, targets=targets,
-                                command_line=command_line, metric=cfg.metric, scored=cfg.general)
+            writer = writer_cls(output.target, targets=targets, command_line=command_line, metric=cfg.metric,
+                                scored=cfg.general, residues=protein)
             with aborting(writer):
                 stream(ahead, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify,
                        remote, checker)

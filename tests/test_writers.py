@@ -37,7 +37,8 @@ def _expected(batch, res, fmt, metric):
         if fmt == "paf":
             if ok:
                 lines.append(f"{batch.q_names[i]}\t{q}\t0\t{q}\t+\t{batch.t_names[i]}\t{t}\t0\t{t}\t{matches}\t"
-                             f"{matches + nm}\t255\tNM:i:{nm}\tAS:i:{-s}\tcg:Z:{text[i]}\n")
+                             f"{matches + nm}\t255\tNM:i:{nm}\tAS:i:{-s}" + (f"\tcg:Z:{text[i]}" if text[i] else "")
+                             + "\n")  # (no cg:Z for an empty CIGAR: a tag needs a value)
             continue
         if not ok:
             score = dist = cig = "*"

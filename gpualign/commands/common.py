@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from .. import interrupt, progress
 from ..config import cap_threads
-from ..errors import GpualignError
+from ..errors import GpualignError, WriteError
 
 CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
              "(N matches N, as in edlib and WFA2-lib); with --n-mismatch every character other than "
@@ -55,6 +55,8 @@ def _run(body, debug: bool) -> None:
     try:
         interrupt.guard(body)  # a signal: workers and temporary files gone, `interrupted`, 130/143/129
     except GpualignError as e:
+        if isinstance(e, WriteError) and e.broken_pipe:
+            _quiet_stdout()
         if debug:
             raise
         from rich.markup import escape  # the message's own brackets are text ([tcp://], [::1])
@@ -65,13 +67,18 @@ def _run(body, debug: bool) -> None:
         raise typer.Exit(130)
     except (BrokenPipeError, OSError) as e:
         if isinstance(e, BrokenPipeError) or getattr(e, "errno", None) == errno.EPIPE:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            _quiet_stdout()
             raise typer.Exit(141)
         if debug:
             raise
         _stderr().print(f"error: {e}", markup=False, soft_wrap=True)
         raise typer.Exit(1)
+
+
+def _quiet_stdout() -> None:
+    """stdout onto /dev/null: its reader has gone, and the exit's flush must not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 @contextmanager

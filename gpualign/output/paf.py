@@ -1,5 +1,5 @@
-"""PAF (minimap2's 12 columns) + NM:i, AS:i, cg:Z. Failed pairs are not written. Lines built in bulk
-(text.py)."""
+"""PAF (minimap2's 12 columns) + NM:i, AS:i, cg:Z (none for an empty CIGAR). Failed pairs are not
+written. Lines built in bulk (text.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import numpy as np
 from ..records import OK, AlignBatch, PairBatch
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
+
+EMPTY_CG = b"\tcg:Z:\n"  # the cg:Z tag of an empty CIGAR, at a line's end
 
 
 class PafFormat:
@@ -41,7 +43,12 @@ class PafFormat:
             qs, qe, ts, te, score = b"0", ql, b"0", tl, -res.score[rows].astype(np.int64)
         fields = [Strings.of(batch.q_names).take(rows), ql, qs, qe, b"+", Strings.of(batch.t_names).take(rows), tl,
                   ts, te, matches, matches + nm, b"255", (b"NM:i:", nm), (b"AS:i:", score), (b"cg:Z:", cig)]
-        return join_lines(fields, len(rows)), len(rows)
+        text = join_lines(fields, len(rows))
+        if not cig.length.all():
+            # no CIGAR (two empty sequences, or none computed): no cg:Z (a tag needs a value; minimap2 never
+            # writes an empty one). cg:Z is the last field, so its empty form ends a line.
+            text = text.replace(EMPTY_CG, b"\n")
+        return text, len(rows)
 
 
 class PafWriter:

@@ -109,7 +109,9 @@ class RealignedPafLines:
             denom = c.matches[i] + c.mismatches[i] + opens
             de = (c.mismatches[i] + opens) / denom if denom else 0.0
             kept = [_TP[primary[i]] if t in _TP.values() else t for t in cand.tags]  # the re-aligned rank
-            tags = [f"NM:i:{c.nm[i]}", f"AS:i:{-c.score[i]}", f"de:f:{de:.4f}", *kept, f"cg:Z:{c.cigar[i]}"]
+            tags = [f"NM:i:{c.nm[i]}", f"AS:i:{-c.score[i]}", f"de:f:{de:.4f}", *kept]
+            if c.cigar[i]:  # (a tag needs a value: none for an empty alignment)
+                tags.append(f"cg:Z:{c.cigar[i]}")
             if self.cs:
                 ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
                 w = int(meta["win_start"][i])

@@ -38,20 +38,21 @@ def _clipped(cigar: Strings, left: np.ndarray, right: np.ndarray, n: int) -> Str
     return Strings.lines(join_lines([clip(left), cigar, clip(right)], n, sep=b""))
 
 
-def render(batch: PairBatch, res: AlignBatch, metric: str, scored: bool = False) -> bytes:
+def render(batch: PairBatch, res: AlignBatch, metric: str, scored: bool = False, residues: bool = False) -> bytes:
     """One SAM line per pair, in order, built in bulk (text.py): aligned pairs with their target as RNAME
     at POS 1, the rest unmapped (FLAG 4) with the reason in zr:Z (a pair with an empty target cannot be
     placed: empty_target). Without CIGARs every record is unmapped, an aligned pair placed on its target
     with its score in AS:i (and NM:i). scored (general scoring): POS is the aligned target start + 1, the
     CIGAR soft-clips the unaligned query ends, AS:i is the score itself, and an empty alignment (local,
-    score 0) is unmapped with zr:Z:empty_alignment."""
+    score 0) is unmapped with zr:Z:empty_alignment. residues (protein): SEQ holds the query exactly as read
+    ('*' included); else a character SAM's SEQ does not allow is written as N."""
     n = batch.n
     if n == 0:
         return b""
     empty = empty_alignment(batch, res) if scored else np.zeros(n, dtype=bool)
     unmapped = (res.status != OK) | (batch.t_len == 0) | empty
     raw = batch.seq
-    if len(raw) and not (raw.min() >= ord("A") and raw.max() <= ord("Z")):  # (case-folded: letters pass)
+    if not residues and len(raw) and not (raw.min() >= ord("A") and raw.max() <= ord("Z")):  # (letters pass)
         raw = np.frombuffer(raw.tobytes().translate(SEQ_TABLE), dtype=np.uint8)
     seq = Strings(raw, batch.q_off, batch.q_len).where(batch.q_len == 0, b"*")
     quals = batch.q_quals
@@ -94,16 +95,18 @@ class SamFormat:
 
     needs_seq = True  # SEQ is the query's bytes
 
-    def __init__(self, metric: str, scored: bool = False):
-        self.metric, self.scored = metric, scored
+    def __init__(self, metric: str, scored: bool = False, residues: bool = False):
+        self.metric, self.scored, self.residues = metric, scored, residues
 
     def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
-        return render(batch, res, self.metric, self.scored), batch.n
+        return render(batch, res, self.metric, self.scored, self.residues), batch.n
 
 
 class SamWriter:
-    def __init__(self, stream, targets: dict, command_line: str, metric: str, scored: bool = False, **_):
-        self.stream, self.fmt = stream, SamFormat(metric, scored)
+    def __init__(self, stream, targets: dict, command_line: str, metric: str, scored: bool = False,
+                 residues: bool = False, **_):
+        """residues: protein, SEQ as read (render)."""
+        self.stream, self.fmt = stream, SamFormat(metric, scored, residues)
         stream.write(header_text(targets, command_line).encode())
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:

@@ -12,8 +12,8 @@ import numpy as np
 
 from .. import __version__, interrupt
 from .. import cigar as C
-from ..errors import ConfigError
 from ..output.sam import SamToBam
+from ..output.sink import format_from_name
 from ..text import Strings, join_lines
 from . import alphabet as A
 from .hits import Hits
@@ -25,16 +25,8 @@ TSV_HEADER = ("pattern\tstrand\trecord\tstart\tend\tedits\tcigar\tpattern_length
 
 
 def infer_format(fmt: str | None, out: str) -> str:
-    if fmt:
-        if fmt not in FORMATS:
-            raise ConfigError(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
-        return fmt
-    if out == "-":
-        return "tsv"
-    got = _EXT.get(os.path.splitext(out[:-3] if out.endswith(".gz") else out)[1].lower())
-    if got is None:
-        raise ConfigError(f"{out}: cannot tell the format from the extension; use --format {'|'.join(FORMATS)}")
-    return got
+    """-f's format, else the output name's (stdout and devices: TSV)."""
+    return format_from_name(fmt, out, FORMATS, _EXT, "tsv")
 
 
 def _latin1(names: list) -> tuple:

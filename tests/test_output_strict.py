@@ -1,0 +1,275 @@
+"""Output that is whole or reported (issue 51): every command and format into a closed pipe (exit 141) or
+onto a full device (exit 1) ends with one error line and no summary; protein is never rewritten (BAM
+refused, SAM keeps the residues); names ending .gz give BGZF that htslib and gzip read; devices are
+streams; an empty alignment's PAF line carries only well-formed tags."""
+
+import fcntl
+import gzip
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pysam
+import pytest
+
+from sim_inputs import pairs_and_candidates
+from simulate import simulate, write_fasta
+
+ENV = dict(os.environ, PYTHONUNBUFFERED="1")
+F_SETPIPE_SZ = 1031  # fcntl: a pipe's capacity (Linux)
+PIPE_BYTES = 4096  # the test pipes' capacity: any output over a few KB overflows it
+
+FORMATS = {"pairs": ("paf", "sam", "bam", "tsv"), "paf": ("paf", "sam", "bam"), "genome": ("paf", "sam", "bam", "tsv"),
+           "genome-distance": ("tsv",), "search": ("tsv", "sam", "bam", "paf", "bed")}
+CASES = [(cmd, fmt) for cmd, fmts in FORMATS.items() for fmt in fmts]
+TEXT = [(cmd, fmt) for cmd, fmt in CASES if fmt != "bam"]
+
+
+def _first_and_bam(cases: list) -> list:
+    """cases, all but each command's first format and BAM marked slow (they take the same write path)."""
+    seen: set = set()
+    out = []
+    for cmd, fmt in cases:
+        keep = cmd not in seen or fmt == "bam"
+        seen.add(cmd)
+        out.append(pytest.param(cmd, fmt, marks=() if keep else pytest.mark.slow))
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Inputs whose every output overflows the test pipes several times: 1,500 simulated pairs (their PAF
+    candidates too), for genome 40 pairs of 1 kbp (aligned one at a time), and for search 6 patterns planted 40
+    times in each of 120 text records."""
+    d = tmp_path_factory.mktemp("strict")
+    pairs_and_candidates(d, 1500, 120, 0.05, seed=51)
+    q, t = simulate(40, 1000, 0.05, seed=52)
+    write_fasta(str(d / "ga.fa"), q, "q")
+    write_fasta(str(d / "gb.fa"), t, "t")
+    rng = np.random.default_rng(51)
+    letters = np.frombuffer(b"ACGT", np.uint8)
+    pats = [letters[rng.integers(0, 4, 20)].tobytes() for _ in range(6)]
+    recs = [b"".join(letters[rng.integers(0, 4, 15)].tobytes() + pats[i % 6] for i in range(40)) for _ in range(120)]
+    write_fasta(str(d / "pats.fa"), pats, "p")
+    write_fasta(str(d / "text.fa"), recs, "r")
+    return d
+
+
+def _args(d, cmd: str) -> list:
+    return {"pairs": ["pairs", d / "a.fa", d / "b.fa"],
+            "paf": ["paf", d / "c.paf", d / "a.fa", d / "b.fa"],
+            "genome": ["genome", d / "ga.fa", d / "gb.fa"],
+            "genome-distance": ["genome", d / "ga.fa", d / "gb.fa", "--distance-only"],
+            "search": ["search", d / "pats.fa", d / "text.fa", "-k", "2"]}[cmd] + ["--device", "cpu"]
+
+
+def _cmd(d, cmd: str, *more) -> list:
+    threads = [] if cmd.startswith("genome") else ["-t", "2"]
+    return [sys.executable, "-m", "gpualign", *map(str, _args(d, cmd)), *threads, *more]
+
+
+def _cli(d, cmd: str, *more, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(_cmd(d, cmd, *more), capture_output=True, env=ENV, timeout=120, **kw)
+
+
+def _error_line(stderr: bytes) -> str:
+    """The run's stderr, checked to hold one error line (beside the engine notices) and no summary."""
+    text = stderr.decode()
+    errors = [ln for ln in text.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, text
+    assert "summary" not in text and "records_written" not in text and "hits" not in text, text
+    assert "[E::" not in text and "samtools" not in text and "Traceback" not in text, text
+    return errors[0]
+
+
+@pytest.mark.parametrize("cmd,fmt", CASES)
+def test_closed_pipe_ends_the_run_with_141(data, cmd, fmt):
+    """The reader closes the pipe after a few bytes: exit 141, one line, no summary (before: exit 0 and a
+    summary counting every record, for text over the pipe's capacity; htslib's lines for BAM)."""
+    r, w = os.pipe()
+    fcntl.fcntl(w, F_SETPIPE_SZ, PIPE_BYTES)
+    with tempfile.TemporaryFile() as log:  # (stderr: genome's notices would fill a pipe)
+        p = subprocess.Popen(_cmd(data, cmd, "-f", fmt), stdout=w, stderr=log, env=ENV)
+        os.close(w)
+        assert len(os.read(r, 100)) == 100  # (unbuffered: no more taken from the pipe)
+        os.close(r)
+        try:
+            p.wait(timeout=60)
+        finally:
+            p.kill()
+        log.seek(0)
+        err = log.read()
+    assert p.returncode == 141, err.decode()
+    assert "broken pipe" in _error_line(err)
+
+
+@pytest.mark.parametrize("cmd,fmt", _first_and_bam(CASES))
+def test_full_device_ends_the_run_with_1(data, cmd, fmt):
+    p = _cli(data, cmd, "-f", fmt, "-o", "/dev/full")
+    assert p.returncode == 1, p.stderr.decode()
+    assert "/dev/full" in _error_line(p.stderr) and "No space left" in p.stderr.decode()
+
+
+@pytest.mark.parametrize("cmd", FORMATS)
+def test_dev_null_is_a_stream(data, cmd):
+    """-o /dev/null without -f: the format stdout would get (before: refused, no extension)."""
+    p = _cli(data, cmd, "-o", "/dev/null", "-q")
+    assert p.returncode == 0 and p.stderr == b"", p.stderr.decode()
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+
+
+def test_dev_null_bam(data):
+    p = _cli(data, "pairs", "-o", "/dev/null", "-f", "bam", "-q")
+    assert p.returncode == 0 and p.stderr == b"", p.stderr.decode()
+
+
+def test_unknown_extension_is_one_line(data, tmp_path):
+    p = _cli(data, "pairs", "-o", str(tmp_path / "out.xyz"))
+    assert p.returncode == 2
+    line = _error_line(p.stderr)
+    assert "out.xyz" in line and "--format" in line
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("cmd,fmt", _first_and_bam(TEXT))
+def test_gz_name_gives_bgzf_of_the_plain_output(data, tmp_path, cmd, fmt):
+    """-o out.FMT.gz: BGZF (each block carries BC, the end marker last; htslib's reader takes it) holding
+    the plain output's bytes (before: refused, or with -f plain text under the .gz name)."""
+    plain, packed = tmp_path / f"out.{fmt}", tmp_path / f"out.{fmt}.gz"
+    for out in (plain, packed):
+        p = _cli(data, cmd, "-o", str(out), "-q")
+        assert p.returncode == 0, p.stderr.decode()
+    want = plain.read_bytes()
+    raw = packed.read_bytes()
+    assert raw[12:16] == b"BC\x02\x00" and raw.endswith(BGZF_EOF)
+    got = gzip.decompress(raw).replace(b"out.sam.gz", b"out.sam")  # (SAM: the command line in @PG)
+    if cmd == "genome-distance":  # (its columns 7-9 are timings)
+        got, want = (b"".join(ln.split(b"\t", 6)[0] + b"\n" for ln in x.splitlines()) for x in (got, want))
+    assert got == want
+    with pysam.BGZFile(str(packed), "rb") as fh:
+        assert fh.read() == gzip.decompress(raw)
+    if fmt == "sam":
+        with pysam.AlignmentFile(str(packed)) as fh:
+            assert sum(1 for _ in fh) == sum(not ln.startswith(b"@") for ln in want.splitlines())
+
+
+BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+
+
+def test_bgzf_blocks_hold_any_write_sizes(tmp_path):
+    """Writes smaller and larger than a block, across block ends, a flush mid-way, incompressible bytes:
+    gzip and htslib give the bytes back; every block is at most 64 KiB; a failed run writes no marker."""
+    from gpualign.output.sink import BGZF_DATA, BgzfSink, Sink
+
+    rng = np.random.default_rng(5)
+    parts = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in (10, BGZF_DATA - 10, 1, 3 * BGZF_DATA + 7)]
+    parts += [b"ACGT\n" * 30000, b"", b"x"]
+    path = tmp_path / "x.gz"
+    out = BgzfSink(Sink(os.open(path, os.O_WRONLY | os.O_CREAT), str(path), own=True))
+    for i, part in enumerate(parts):
+        out.write(part if i % 2 else memoryview(part))
+        if i == 3:
+            out.flush()
+    out.close()
+    raw = path.read_bytes()
+    assert gzip.decompress(raw) == b"".join(parts) and raw.endswith(BGZF_EOF)
+    with pysam.BGZFile(str(path), "rb") as fh:
+        assert fh.read() == b"".join(parts)
+    at = 0
+    while at < len(raw):  # each block's BSIZE walks to the next one
+        assert raw[at:at + 4] == b"\x1f\x8b\x08\x04" and raw[at + 12:at + 16] == b"BC\x02\x00"
+        at += int.from_bytes(raw[at + 16:at + 18], "little") + 1
+    assert at == len(raw)
+
+
+def test_gz_name_with_format_option(data, tmp_path):
+    out = tmp_path / "x.gz"
+    assert _cli(data, "pairs", "-o", str(out), "-f", "tsv", "-q").returncode == 0
+    want = _cli(data, "pairs", "-f", "tsv", "-q").stdout
+    assert len(want) > 1 << 16 and gzip.decompress(out.read_bytes()) == want
+
+
+def test_bgzf_bed_is_indexed_by_tabix(data, tmp_path):
+    out = tmp_path / "hits.bed.gz"
+    assert _cli(data, "search", "-o", str(out), "-q").returncode == 0
+    pysam.tabix_index(str(out), preset="bed", force=True)
+    with pysam.TabixFile(str(out)) as tbx:
+        got = list(tbx.fetch("r3"))
+    plain = _cli(data, "search", "-f", "bed", "-q").stdout.decode().splitlines()
+    assert got == [ln for ln in plain if ln.startswith("r3\t")] and got
+
+
+@pytest.fixture(scope="module")
+def protein(tmp_path_factory):
+    d = tmp_path_factory.mktemp("protein")
+    (d / "p1.fa").write_text(">p1\nMVLSPADKTNVKAAW*\n>p2\nMKT*AYIAKQR\n>p3\nILSPADKTNVKAAWGKVGAHAGEYGAEALERMF\n")
+    (d / "p2.fa").write_text(">t1\nMVLSPADKTNVKAAWGKVGA\n>t2\nMKTAYIAKQRQISFVKSH\n>t3\nLSPADKTNVKAAWGKV\n")
+    return d
+
+
+def _protein(d, *more):
+    return subprocess.run([sys.executable, "-m", "gpualign", "pairs", str(d / "p1.fa"), str(d / "p2.fa"), "--mode",
+                           "local", "--alphabet", "protein", "--device", "cpu", "-t", "1", *more],
+                          capture_output=True, env=ENV, timeout=120)
+
+
+@pytest.mark.parametrize("how", [("-o", "prot.bam"), ("-f", "bam"), ("-o", "/dev/null", "-f", "bam")])
+def test_protein_bam_is_refused(protein, tmp_path, how):
+    """BAM's SEQ is a 4-bit nucleotide code (MVLSPADKTN came back MVNSNADKTN): refused before anything is
+    written or an engine starts."""
+    how = [str(tmp_path / a) if a.endswith(".bam") else a for a in how]
+    p = _protein(protein, *how)
+    assert p.returncode == 2 and p.stdout == b""
+    assert "BAM" in _error_line(p.stderr) and "protein" in p.stderr.decode()
+    assert "engine" not in p.stderr.decode()
+    assert not os.listdir(tmp_path)
+
+
+def test_protein_sam_keeps_every_residue(protein, tmp_path):
+    """SEQ is the query as given, '*' included (before: '*' written as N); htslib still parses the file."""
+    out = tmp_path / "prot.sam"
+    p = _protein(protein, "-o", str(out), "-q")
+    assert p.returncode == 0, p.stderr.decode()
+    fasta = (protein / "p1.fa").read_text().split()
+    seqs = dict(zip([name[1:] for name in fasta[::2]], fasta[1::2]))
+    recs = [ln.split("\t") for ln in out.read_text().splitlines() if not ln.startswith("@")]
+    assert {r[0]: r[9] for r in recs} == seqs
+    with pysam.AlignmentFile(str(out)) as fh:
+        assert [r.query_name for r in fh] == [r[0] for r in recs]
+
+
+@pytest.mark.parametrize("fmt", ["paf", "tsv"])
+def test_protein_text_formats_written(protein, fmt):
+    p = _protein(protein, "-f", fmt, "-q")
+    assert p.returncode == 0 and p.stdout, p.stderr.decode()
+
+
+TAG = re.compile(r"^[A-Za-z][A-Za-z0-9]:[AifZHB]:.+$")
+
+
+def _strict_paf(text: str) -> list:
+    """The PAF lines, each checked: 12 columns of the right kinds, every tag TAG:TYPE:VALUE with a value."""
+    lines = text.splitlines()
+    for ln in lines:
+        f = ln.split("\t")
+        assert len(f) >= 12, ln
+        assert all(f[i].isdigit() for i in (1, 2, 3, 6, 7, 8, 9, 10, 11)) and f[4] in "+-", ln
+        assert all(TAG.match(t) for t in f[12:]), ln
+    return lines
+
+
+@pytest.mark.parametrize("metric", ["edit", "affine"])
+def test_empty_pair_paf_tags_are_well_formed(tmp_path, metric):
+    """An alignment of two empty sequences has no CIGAR operation: no cg:Z tag (before: `cg:Z:` with no
+    value, which no PAF reader accepts); the other lines unchanged."""
+    (tmp_path / "q.fa").write_text(">a\n\n>b\nACGT\n>c\nACGTAC\n")
+    (tmp_path / "t.fa").write_text(">x\n\n>y\n\n>z\nACTTAC\n")
+    p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", str(tmp_path / "q.fa"), str(tmp_path / "t.fa"),
+                        "--device", "cpu", "-t", "1", "-q", "-m", metric], capture_output=True, env=ENV, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    lines = _strict_paf(p.stdout.decode())
+    assert [ln.split("\t")[0] for ln in lines] == ["a", "b", "c"]
+    assert "cg:Z" not in lines[0] and lines[1].endswith("cg:Z:4I") and "cg:Z:2=1X3=" in lines[2]
