@@ -201,6 +201,10 @@ def finish() -> None:
     # file`); they are removed above, and every block of the run is named and removed so
     tracker = _tracker_pid()
     if tracker:
+        # its lock held to the end: a thread of this process that registers or unregisters a resource
+        # meanwhile (a reader's shared memory) waits here instead of finding the tracker dead, warning
+        # on stderr (`resource_tracker: process died unexpectedly`) and starting another
+        _tracker_object()._lock.acquire(timeout=1.0)
         try:
             os.kill(tracker, signal.SIGKILL)
             os.waitpid(tracker, 0)
@@ -323,11 +327,15 @@ def descendants(pid: int | None = None) -> list[int]:
     return found
 
 
+def _tracker_object():
+    """multiprocessing's resource tracker object, or None when multiprocessing was not imported."""
+    return getattr(sys.modules.get("multiprocessing.resource_tracker"), "_resource_tracker", None)
+
+
 def _tracker_pid() -> int | None:
     """multiprocessing's resource tracker (it ignores SIGINT and SIGTERM; end_children leaves it to
     finish()); None when multiprocessing was not imported (no tracker then)."""
-    tracker = getattr(sys.modules.get("multiprocessing.resource_tracker"), "_resource_tracker", None)
-    return getattr(tracker, "_pid", None)
+    return getattr(_tracker_object(), "_pid", None)
 
 
 def end_children(wait: bool) -> None:
