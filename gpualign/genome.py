@@ -18,7 +18,7 @@ from . import interrupt, pack
 from .config import AlignConfig
 from .errors import ConfigError, DeviceError, InputError
 from .io import fastx
-from .pipeline import Output
+from .pipeline import Output, check_output
 from .progress import duration, ticking
 from .records import ENGINE_CODE, OK, AlignBatch, PairBatch
 
@@ -338,6 +338,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         raise ConfigError("gpualign genome --distance-only writes TSV only")
     qname, tname = select_records(path_a, path_b, qname, tname)
     targets = _sam_targets(fmt if with_path else None, path_b, tname)
+    check_output(out)
     distributed = cluster is not None and cluster.wanted
     gpu = False if distributed else use_gpu(cfg.device)
     if on_notice and not distributed:

@@ -104,6 +104,22 @@ def _spool_stdin() -> str:
     return path
 
 
+def check_output(path: str) -> None:
+    """Raise the InputError Output(path) would, before a run starts anything (engines, notices): a
+    directory, or a file whose directory takes no files (a probe file made there and removed). A stream is
+    opened when the run writes (a FIFO's open waits for its reader)."""
+    if path in STDOUT_NAMES or is_stream(path):
+        return
+    if os.path.isdir(path):
+        raise InputError(f"{path}: cannot write (a directory)")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".gpualign-", dir=os.path.dirname(os.path.abspath(path)))
+    except OSError as e:
+        raise InputError(f"{path}: cannot write ({e.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 class Output:
     """Where a run's output goes (output/sink.py): stdout, a device or pipe named as the output (/dev/null,
     /dev/stdout, a FIFO, a shell's >(...)), written in place and never replaced, or a temporary file renamed
@@ -391,6 +407,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         scoring.substitution(cfg)
     for path in (path_a, path_b):  # missing, unreadable, empty or not FASTA/FASTQ: before anything starts
         fastx.sniff(path)
+    check_output(out)
     t0 = time.perf_counter()
     spooled = reader = fmt_pool = ahead = remote = None
     try:

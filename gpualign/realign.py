@@ -18,11 +18,12 @@ from .config import AlignConfig
 from .errors import ConfigError
 from .io import fastx
 from .io import paf as P
-from .io.faidx import drop_scratch, spool, streamed
+from .io.faidx import drop_scratch, spool
+from .io.fastx import streamed
 from .output import parallel
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
-from .pipeline import (FORMATS, Output, ReadAhead, Summary, aborting, cluster_summary, infer_format, running,
-                       start_engines, stream)
+from .pipeline import (FORMATS, Output, ReadAhead, Summary, aborting, check_output, cluster_summary, infer_format,
+                       running, start_engines, stream)
 from .realign_primary import Primaries, count_reads
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
@@ -65,6 +66,7 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     if cluster is not None:
         cluster.validate(cfg.device)
     P.check(paf_path, skip_bad)  # the inputs' common errors before anything starts (Targets, Queries: theirs)
+    check_output(out)
     t0 = time.perf_counter()
     try:
         return _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mode, pad, cs, skip_bad,

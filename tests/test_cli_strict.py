@@ -3,11 +3,12 @@ inputs checked before anything starts or is written, -h and plain usage lines, -
 judge."""
 
 import re
+import subprocess
 
 import numpy as np
 import pytest
 
-from cli_helper import run_cli
+from cli_helper import cli_command, cli_env, run_cli
 from gpualign.config import AlignConfig, Penalties, Scoring
 from gpualign.records import PairBatch
 
@@ -150,6 +151,27 @@ def test_search_bad_input_before_anything(fa, tmp_path):
     for args in ((str(tmp_path / "nope.fa"), fa[1]), (fa[0], str(tmp_path / "nope.fa"))):
         rc, out, err = run("search", *args, "-k", "1", "--device", "cpu", "-t", "2")
         assert rc == 1 and out == "" and "no such file" in one_error_line(err)
+
+
+@pytest.mark.parametrize("command", ["pairs", "paf", "genome", "search"])
+def test_unwritable_output_before_any_notice(fa, tmp_path, command):
+    """An output whose directory does not exist: its one line before any engine notice (it came after)."""
+    cands = tmp_path / "c.paf"
+    cands.write_text("a\t10\t0\t10\t+\ta\t10\t0\t10\t9\t10\t60\n")
+    args = {"pairs": [*fa], "paf": [str(cands), *fa], "genome": [*fa], "search": [*fa, "-k", "1"]}[command]
+    out = tmp_path / "no-such-dir" / "x.paf"
+    rc, stdout, err = run(command, *args, "-o", str(out), "--device", "cpu", "-t", "1")
+    assert rc == 1 and stdout == "" and "cannot write" in one_error_line(err)
+
+
+def test_pairs_inputs_from_pipes(fa):
+    """Inputs given as pipes (a shell's <(...), gzip included) are read once, as they come: the first bytes
+    are not used up by the checks before the run (the run failed: 'not FASTA or FASTQ')."""
+    want = run("pairs", *fa, "--device", "cpu", "-t", "1", "-q")
+    assert want[0] == 0 and want[1]
+    cmd = " ".join(cli_command("pairs")) + f" <(cat {fa[0]}) <(gzip -c {fa[1]}) --device cpu -t 1 -q"
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=cli_env(), timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (0, want[1], "")
 
 
 # -h and the usage lines

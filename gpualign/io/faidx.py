@@ -158,11 +158,6 @@ def scratch_put(key, value) -> None:
     _MADE[key] = value
 
 
-def streamed(path: str) -> bool:
-    """Whether path can be read only once: stdin ('-'), a pipe (a shell's <(...)), a device."""
-    return path == "-" or (os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path))
-
-
 def spool(path: str) -> str:
     """A file in scratch_dir() holding the bytes of a streamed() path, as they come (to be read again)."""
     out = scratch_path(path, ".spool")

@@ -10,8 +10,10 @@ fastx_parts.py; pair_reader.py makes PairBatches of two files.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
+import sys
 import zlib
 from typing import Iterator
 
@@ -20,7 +22,7 @@ import numpy as np
 from .. import pack
 from ..errors import InputError
 from .fastx_fast import _NotSimple, _simple_chunks
-from .fastx_strict import compression_error, open_path, open_stdin, strict_chunks, unsupported_compression
+from .fastx_strict import compression_error, open_path, open_stream, strict_chunks, unsupported_compression
 
 STDIN = "-"
 
@@ -35,9 +37,15 @@ def gzipped(path: str) -> bool:
         return fh.read(2) == b"\x1f\x8b"
 
 
+def streamed(path: str) -> bool:
+    """Whether path can be read only once: stdin ('-'), a pipe (a shell's <(...)), a device."""
+    return path == STDIN or (os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path))
+
+
 def sniff(path: str) -> None:
-    """Raise InputError if path is missing, unreadable, empty or not FASTA/FASTQ."""
-    if path == STDIN:
+    """Raise InputError if path is missing, unreadable, empty or not FASTA/FASTQ; a stream (stdin, a
+    pipe) is not read here (its bytes would be gone): it is checked as it is read."""
+    if streamed(path):
         return
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory, not a FASTA/FASTQ file")
@@ -79,8 +87,13 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
     (multi-line records, CR line ends) and stdin, and finds the line of an error."""
     sniff(path)
     name = display_name(path)
-    if path == STDIN:
-        yield from strict_chunks(open_stdin(name), chunk, name, symbols)
+    if streamed(path):
+        try:
+            raw = sys.stdin.buffer if path == STDIN else open(path, "rb")
+        except OSError as e:
+            raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
+        with contextlib.nullcontext(raw) if path == STDIN else raw:
+            yield from strict_chunks(open_stream(raw, name), chunk, name, symbols)
         return
     n, offset, line = 0, 0, 1
     if fast:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import sys
 from typing import Iterator
 
 import numpy as np
@@ -47,7 +46,7 @@ def compression_error(name: str, kind: str) -> InputError:
 
 
 class _Prefixed(io.RawIOBase):
-    """A stream whose first bytes were read already (stdin, sniffed for gzip)."""
+    """A stream whose first bytes were read already (stdin or a pipe, sniffed for gzip)."""
 
     def __init__(self, head: bytes, fh):
         self.head, self.fh = head, fh
@@ -65,9 +64,9 @@ class _Prefixed(io.RawIOBase):
         return len(data)
 
 
-def open_stdin(name: str):
-    """Standard input as a binary stream, inflated when it is gzip."""
-    raw = sys.stdin.buffer
+def open_stream(raw, name: str):
+    """A stream read once (stdin, a pipe) as a binary stream, inflated when it is gzip: raw, a binary
+    file object, with its first bytes looked at and given back."""
     head = b""
     while len(head) < 6:
         more = raw.read(6 - len(head))

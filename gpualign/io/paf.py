@@ -14,7 +14,6 @@ from typing import Iterator
 from .. import pack
 from ..errors import InputError
 from . import fastx
-from .faidx import streamed
 from .random_access import open_indexed
 
 _COMP = bytes.maketrans(b"ACGTUNRYKMSWBDHVacgtunrykmswbdhv", b"TGCAANYRMKSWVHDBtgcaanyrmkswvhdb")
@@ -107,7 +106,7 @@ def check(path: str, skip_bad: bool = False) -> None:
     """Raise the InputError of a candidates file that cannot be read or whose first candidate line is
     malformed (unless skip_bad: such lines are skipped), before a run starts anything; stdin and pipes,
     which can be read only once, are checked as they are read."""
-    if streamed(path):
+    if fastx.streamed(path):
         return
     with _open(path) as fh:
         first = next(parse_lines(fastx.display_name(path), enumerate(fh, 1)), None)

@@ -20,13 +20,13 @@ import numpy as np
 
 from ..errors import InputError, RecordError
 from . import fastx
-from .faidx import IndexedFasta, identity, plain_gzip, scratch_get, scratch_path, scratch_put, spool, streamed
+from .faidx import IndexedFasta, identity, plain_gzip, scratch_get, scratch_path, scratch_put, spool
 
 
 def open_indexed(path: str, qualities: bool = False) -> IndexedFasta:
     """path by random access, checked first (fastx.sniff); qualities: a FASTQ's qualities are wanted
     (bgzip FASTQ is then copied). A pipe or a device is spooled as it comes first, then read as a file."""
-    if path != fastx.STDIN and streamed(path):
+    if path != fastx.STDIN and fastx.streamed(path):
         key = ("spool", identity(path))
         if scratch_get(key) is None:
             scratch_put(key, spool(path))
