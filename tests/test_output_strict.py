@@ -106,6 +106,31 @@ def test_closed_pipe_ends_the_run_with_141(data, cmd, fmt):
     assert "broken pipe" in _error_line(err)
 
 
+@pytest.mark.parametrize("compressed", [False, True])
+def test_failed_write_of_a_shared_memory_block(compressed):
+    """Output formatted in worker processes comes in shared-memory blocks over 1 MiB: a closed pipe raises
+    the WriteError (141, one line), not BufferError from closing a block a view still held (a traceback,
+    exit 1, the block leaked)."""
+    from multiprocessing import shared_memory
+
+    from gpualign import shm
+    from gpualign.errors import WriteError
+    from gpualign.output.sink import BgzfSink, Sink
+
+    size = 3 << 20
+    block = shared_memory.SharedMemory(create=True, size=size)
+    name = block.name
+    block.buf[:size] = np.random.default_rng(1).integers(65, 91, size, dtype=np.uint8).tobytes()
+    block.close()
+    r, w = os.pipe()
+    os.close(r)
+    sink = Sink(w, "stdout", own=True)
+    with pytest.raises(WriteError, match="broken pipe"):
+        shm.write_to(name, size, BgzfSink(sink) if compressed else sink)
+    assert not os.path.exists(f"/dev/shm/{name.lstrip('/')}")
+    sink.release()
+
+
 @pytest.mark.parametrize("cmd,fmt", _first_and_bam(CASES))
 def test_full_device_ends_the_run_with_1(data, cmd, fmt):
     p = _cli(data, cmd, "-f", fmt, "-o", "/dev/full")

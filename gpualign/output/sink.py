@@ -69,13 +69,15 @@ class Sink:
         self.buf = bytearray()
 
     def write(self, data) -> int:
-        view = memoryview(data).cast("B")
-        n = len(view)
-        if len(self.buf) + n < BUFFER:
-            self.buf += view
-            return n
-        self.flush()
-        self._out(view)
+        # every view of data released when this returns or raises: a caller's buffer (a shared-memory
+        # block) can then be closed while a WriteError is handled
+        with memoryview(data) as whole, whole.cast("B") as view:
+            n = len(view)
+            if len(self.buf) + n < BUFFER:
+                self.buf += view
+                return n
+            self.flush()
+            self._out(view)
         return n
 
     def flush(self) -> None:
@@ -100,12 +102,17 @@ class Sink:
                 pass
         self.fd = -1
 
-    def _out(self, view: memoryview) -> None:
-        try:
-            while len(view):
-                view = view[os.write(self.fd, view):]
-        except OSError as e:
-            raise WriteError(self.name, e) from None
+    def _out(self, data) -> None:
+        failed = None
+        with memoryview(data) as view:
+            done = 0
+            try:
+                while done < len(view):
+                    done += os.write(self.fd, view[done:])
+            except OSError as e:
+                failed = e
+        if failed is not None:  # raised with the views released (write's comment)
+            raise WriteError(self.name, failed) from None
 
 
 # BGZF (SAM spec section 4.1): gzip members of at most 64 KiB, each naming its size in the extra field
@@ -128,6 +135,20 @@ def _deflate(data, level: int = _LEVEL) -> bytes:
     return c.compress(data) + c.flush()
 
 
+def _bgzf(data) -> bytes:
+    """data (bytes-like) as BGZF blocks (no view of data kept once it returns)."""
+    out = []
+    for at in range(0, len(data), BGZF_DATA):
+        part = data[at:at + BGZF_DATA]
+        body = _deflate(part)
+        if len(body) > BGZF_DATA:  # (incompressible: stored, which always fits)
+            body = _deflate(part, 0)
+        size = _BGZF_HEAD.size + len(body) + 8
+        out += [_BGZF_HEAD.pack(31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, size - 1), body,
+                struct.pack("<II", zlib.crc32(part), len(part))]
+    return b"".join(out)
+
+
 class BgzfSink:
     """BGZF-compressed bytes to a Sink (write, flush, close like it): blocks of BGZF_DATA bytes; flush()
     ends the block begun, close() adds the end-of-file marker."""
@@ -137,25 +158,25 @@ class BgzfSink:
         self.buf = bytearray()
 
     def write(self, data) -> int:
-        view = memoryview(data).cast("B")
-        n = len(view)
-        if self.buf:  # the block begun first
-            room = BGZF_DATA - len(self.buf)
-            self.buf += view[:room]
-            view = view[room:]
-            if len(self.buf) < BGZF_DATA:
-                return n
-            self._blocks(bytes(self.buf))
-            self.buf = bytearray()
-        whole = len(view) - len(view) % BGZF_DATA
-        if whole:
-            self._blocks(view[:whole])
-        self.buf += view[whole:]
+        with memoryview(data) as whole, whole.cast("B") as view:  # released on an error too (Sink.write)
+            n = len(view)
+            start = 0
+            if self.buf:  # the block begun first
+                start = min(n, BGZF_DATA - len(self.buf))
+                self.buf += view[:start]
+                if len(self.buf) < BGZF_DATA:
+                    return n
+                self.sink.write(_bgzf(bytes(self.buf)))
+                self.buf = bytearray()
+            end = n - (n - start) % BGZF_DATA
+            if end > start:
+                self.sink.write(_bgzf(view[start:end]))
+            self.buf += view[end:]
         return n
 
     def flush(self) -> None:
         if self.buf:
-            self._blocks(bytes(self.buf))
+            self.sink.write(_bgzf(bytes(self.buf)))
             self.buf = bytearray()
         self.sink.flush()
 
@@ -170,15 +191,4 @@ class BgzfSink:
         self.buf = bytearray()
         self.sink.release()
 
-    def _blocks(self, data) -> None:
-        """data (bytes-like) as BGZF blocks, written."""
-        out = []
-        for at in range(0, len(data), BGZF_DATA):
-            part = data[at:at + BGZF_DATA]
-            body = _deflate(part)
-            if len(body) > BGZF_DATA:  # (incompressible: stored, which always fits)
-                body = _deflate(part, 0)
-            size = _BGZF_HEAD.size + len(body) + 8
-            out += [_BGZF_HEAD.pack(31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, size - 1), body,
-                    struct.pack("<II", zlib.crc32(part), len(part))]
-        self.sink.write(b"".join(out))
+
