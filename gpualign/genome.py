@@ -69,10 +69,10 @@ def _more_records(longer: str, shorter: str, common: int) -> InputError:
 
 def record_names(path: str) -> list[str] | None:
     """The names of path's records, in order: from its .fai when one newer than the file exists (samtools'
-    or the paf command's), else a first pass by the strict reader (one record in memory at a time: ~15 ms
-    per E. coli genome, gzip), which also finds a malformed record before anything is written; None for
-    stdin (read once: checked as it is read)."""
-    if path == fastx.STDIN:
+    or the paf command's: the names alone), else a first pass by the strict reader (one record in memory
+    at a time: ~15 ms per E. coli genome, gzip), which also finds a malformed record before anything is
+    written; None for stdin or a pipe (read once: checked as it is read)."""
+    if fastx.streamed(path):
         return None
     try:
         if os.path.getmtime(path + ".fai") >= os.path.getmtime(path):
@@ -87,7 +87,7 @@ def select_records(path_a: str, path_b: str, qname: str | None, tname: str | Non
     """The (query, target) record names to compare, checked against both files before anything is
     written: neither named, (None, None): record i with record i, the counts equal; both named, those;
     one named, that record with the other file's record of the same name, else with its only record,
-    else an error. Names on stdin are checked as it is read."""
+    else an error. Names on stdin or a pipe are checked as it is read."""
     names_a, names_b = record_names(path_a), record_names(path_b)
     for path, names, name in ((path_a, names_a, qname), (path_b, names_b, tname)):
         if name is not None and names is not None and name not in names:
@@ -291,7 +291,7 @@ def _sam_targets(fmt: str | None, target_path: str, tname) -> dict:
 
     if fmt not in ("sam", "bam"):
         return {}
-    if target_path == fastx.STDIN:
+    if fastx.streamed(target_path):
         raise ConfigError("SAM/BAM output needs the target records' names and lengths first: give the "
                           "target as a file, or write PAF or TSV")
     targets = _collect_targets(target_path)

@@ -29,6 +29,7 @@ from .engines import host_allocator, select_engines
 from .engines.check import CheckEngine, judge
 from .errors import ConfigError, InputError
 from .io import fastx, pair_reader
+from .io.faidx import drop_scratch, spool
 from .output import parallel
 from .output.paf import PafWriter
 from .output.sink import STDOUT_NAMES, BgzfSink, Sink, compressed, format_from_name, is_stream
@@ -94,14 +95,6 @@ def _collect_targets(path: str, symbols: bytes = b"") -> dict:
             raise InputError(f"{fastx.display_name(path)}: target name {name!r} appears twice with different "
                              f"lengths ({old} and {ln}); SAM needs unique names (use PAF or TSV output)")
     return targets
-
-
-def _spool_stdin() -> str:
-    fd, path = tempfile.mkstemp(prefix="gpualign-stdin-")
-    interrupt.track(path)
-    with os.fdopen(fd, "wb") as out:
-        shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
-    return path
 
 
 def check_output(path: str) -> None:
@@ -413,8 +406,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
     try:
         targets = {}
         if fmt in ("sam", "bam"):
-            if path_b == "-":
-                spooled = path_b = _spool_stdin()
+            if fastx.streamed(path_b):  # stdin or a pipe: read twice (the @SQ lines first)
+                spooled = path_b = spool(path_b)
             targets = _collect_targets(path_b, pack.symbols(cfg.general))
         # the parsing processes of big inputs are forked first, before threads, engines and the GPU
         reader = pair_reader.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs,
@@ -455,8 +448,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         if fmt_pool is not None:
             fmt_pool.shutdown(wait=True, cancel_futures=True)
         if spooled:
-            os.unlink(spooled)
-            interrupt.untrack(spooled)
+            drop_scratch()
     summary.seconds = time.perf_counter() - t0
     return summary
 
