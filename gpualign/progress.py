@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 INTERVAL_S = 10.0  # between two lines off a terminal
 SAMPLE = 1 << 20  # the bytes of an input read to estimate its size in bases (or lines)
+STEP = 1 << 10  # compressed bytes inflated at a time for that sample
 
 
 def duration(seconds: float) -> str:
@@ -83,12 +84,18 @@ def _sample(path: str):
             raw = fh.read(SAMPLE)
         if raw[:2] != b"\x1f\x8b":
             return raw, len(raw), st.st_size
-        text, rest = [], raw
-        while rest[:2] == b"\x1f\x8b":  # gzip members (bgzip writes many), the last one cut short
+        # gzip members (bgzip writes many; the last one cut short), inflated STEP compressed bytes at a
+        # time until SAMPLE bytes of text are out: bounded (1 MiB of Ns inflates to 1 GB), and the bytes
+        # they came from counted
+        text, out, pos = [], 0, 0
+        while raw[pos:pos + 2] == b"\x1f\x8b" and out < SAMPLE:
             d = zlib.decompressobj(31)
-            text.append(d.decompress(rest))
-            rest = d.unused_data
-        return b"".join(text), len(raw) - len(rest), st.st_size
+            while not d.eof and pos < len(raw) and out < SAMPLE:
+                chunk = raw[pos:pos + STEP]
+                text.append(d.decompress(chunk))
+                out += len(text[-1])
+                pos += len(chunk) - len(d.unused_data)  # (the bytes after a member's end: the next one's)
+        return b"".join(text), pos, st.st_size
     except (OSError, zlib.error):
         return None
 

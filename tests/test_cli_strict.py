@@ -190,6 +190,33 @@ def test_pipes_read_twice_are_spooled(fa, command):
     assert got == expected
 
 
+@pytest.mark.parametrize("text", [">a\nACGT\n>\nACGT\n", "@a\nAC\n+\nII\n@\nAC\n+\nII\n", ">a\nAC\nGT\n>\t\nAC\n"])
+def test_empty_record_name_is_refused(fa, tmp_path, text):
+    """A record without a name (SAM's QNAME and @SQ, PAF's columns 1 and 6 need one: the SAM written had
+    an empty @SQ SN), in the fast and the strict reader's layouts."""
+    bad = tmp_path / "e.fx"
+    bad.write_text(text)
+    rc, out, err = run("pairs", str(bad), str(bad), "-f", "sam", "--device", "cpu", "-t", "1")
+    assert rc == 1 and out == "" and "record 2 (line " in one_error_line(err) and "empty record name" in err
+
+
+def test_progress_sample_of_a_gzip_bomb_is_bounded(tmp_path):
+    """A gzip text of Ns (1 MiB of it inflates to ~1 GB): the size estimate reads a bounded sample."""
+    import gzip
+    import resource
+
+    from gpualign import progress
+
+    path = tmp_path / "n.fa.gz"
+    with gzip.open(path, "wb") as fh:
+        fh.write(b">n\n")
+        for _ in range(200):
+            fh.write(b"N" * (1 << 20) + b"\n")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert abs(progress.input_bases(str(path)) / (200 << 20) - 1) < 0.05
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB
+
+
 # -h and the usage lines
 
 @pytest.mark.parametrize("command,usage", [

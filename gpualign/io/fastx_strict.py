@@ -194,8 +194,10 @@ class _Parser:
 
     def _name(self, header: bytes, line: int) -> str:
         words = header[1:].split(None, 1)
+        if not words:  # (a record no output could name: SAM's QNAME and @SQ, PAF's columns 1 and 6)
+            raise self.error(f"empty record name (a name must follow {header[:1].decode('latin-1')!r})", line)
         try:
-            return words[0].decode("utf-8") if words else ""
+            return words[0].decode("utf-8")
         except UnicodeDecodeError:
             raise self.error("the record's name is not UTF-8 text", line) from None
 
