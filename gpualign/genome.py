@@ -136,6 +136,7 @@ def _apply_rule(q: np.ndarray, t: np.ndarray, n_mismatch: bool):
     return pack.make_wild(q.copy(), pack.Q_WILD), pack.make_wild(t.copy(), pack.T_WILD)
 
 
+IN_FLIGHT_BYTES = 2 << 30  # record pairs held at once (-t, a cluster's workers) beyond one: their bases
 BOUND_MIN_D = 200_000  # expected distances at least this large get an anchored upper bound first
 BOUND_MAX_RATE = 0.30  # beyond this divergence (divergence.py's estimate) exact 16-mer anchors are too rare
 # to help (G4 of scripts/bench_genome.py, 47% edits: 32.5%)
@@ -460,16 +461,18 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
 
 def _in_flight(pairs, cfg, width: int, submit, progress=None, info=None):
     """_computed's items with up to width pairs submitted at once, in input order: submit(qn, tn, q, t)
-    starts a pair and returns a function that waits for compute_pair's tuple. info: what progress is told
-    every second while a pair is awaited (the pairs done and running added), for engines that report
-    nothing meanwhile (a cluster's workers)."""
+    starts a pair and returns a function that waits for compute_pair's tuple; fewer pairs while those held
+    pass IN_FLIGHT_BYTES (chromosomes: -t 64 would hold 64 pairs). info: what progress is told every second
+    while a pair is awaited (the pairs done and running added), for engines that report nothing meanwhile
+    (a cluster's workers)."""
     pending, done = [], 0
     for item in itertools.chain(pairs, [None]):
         if item is not None:
             qn, tn, q0, t0 = item
             q, t = _apply_rule(q0, t0, cfg.n_mismatch)
             pending.append((item, submit(qn, tn, q, t)))
-        while pending and (item is None or len(pending) >= width):
+        held = sum(len(p[0][2]) + len(p[0][3]) for p in pending)
+        while pending and (item is None or len(pending) >= width or held > IN_FLIGHT_BYTES):
             (qn, tn, q0, t0), wait = pending.pop(0)
             if info is None:
                 out = wait()
@@ -477,4 +480,5 @@ def _in_flight(pairs, cfg, width: int, submit, progress=None, info=None):
                 with ticking(progress, dict(info, done=done, running=len(pending) + 1)):
                     out = wait()
             done += 1
+            held -= len(q0) + len(t0)
             yield qn, tn, q0, t0, out

@@ -107,6 +107,8 @@ def input_bases(*paths: str) -> float | None:
     total = 0.0
     for path in paths:
         try:
+            if os.path.getmtime(f"{path}.fai") < os.path.getmtime(path):  # stale: it tells another file
+                raise OSError
             with open(f"{path}.fai", "rb") as fh:
                 total += sum(int(line.split(b"\t")[1]) for line in fh if line.strip())
             continue

@@ -197,3 +197,25 @@ def test_bad_named_record_is_named_by_its_number(files):
     bad.write_bytes(open(files["b"], "rb").read().replace(b">z soft-masked\n", b">z soft-masked\nAC\x01GT\n"))
     rc, out, err = run([files["a"], str(bad), *CPU, "--query-record", "x", "--target-record", "z"])
     assert rc == 1 and out == "" and "record 2" in err, err
+
+
+def test_pairs_in_flight_bounded_by_bytes(monkeypatch):
+    """-t N holds up to N record pairs at once, fewer when their bases pass IN_FLIGHT_BYTES (chromosomes)."""
+    from gpualign import genome
+    from gpualign.config import AlignConfig
+
+    monkeypatch.setattr(genome, "IN_FLIGHT_BYTES", 250)
+    held, most = [], []
+
+    def submit(qn, tn, q, t):
+        held.append(qn)
+        most.append(len(held))
+        return lambda: held.remove(qn) or (qn,)
+
+    pairs = [(f"q{i}", f"t{i}", np.zeros(100, np.uint8), np.zeros(100, np.uint8)) for i in range(6)]
+    out = list(genome._in_flight(iter(pairs), AlignConfig(), 4, submit))
+    assert [o[0] for o in out] == [p[0] for p in pairs] and max(most) == 2  # 2 x 200 bases > 250: the first waits
+    monkeypatch.setattr(genome, "IN_FLIGHT_BYTES", 1 << 30)
+    most.clear()
+    list(genome._in_flight(iter(pairs), AlignConfig(), 4, submit))
+    assert max(most) == 4
