@@ -2,6 +2,7 @@
 inputs checked before anything starts or is written, -h and plain usage lines, --verify's independent
 judge."""
 
+import os
 import re
 import subprocess
 
@@ -331,3 +332,40 @@ def test_verify_catches_a_wrong_cpu_engine(tmp_path, monkeypatch, general):
 def test_verify_help_names_the_judges():
     out = run("pairs", "-h")[1]
     assert "edlib for edit" in out and "parasail for affine" in out and "Biopython" in out
+
+
+@pytest.mark.parametrize("layout", ["two-line", "multi-line later", "crlf"])
+@pytest.mark.parametrize("gz", [False, True])
+def test_stream_fast_path_then_strict(tmp_path, monkeypatch, layout, gz):
+    """A pipe is read by the fast path (2-line FASTA, 4-line FASTQ), and from the block where the layout
+    changes by the strict parser, from the bytes the fast path held: the same records as from a file."""
+    import gzip
+    import threading
+
+    from gpualign.io import fastx, fastx_fast
+
+    monkeypatch.setattr(fastx_fast, "_BLOCK", 4096)
+    rng = np.random.default_rng(5)
+    recs = []
+    for i in range(600):
+        s = "".join(rng.choice(list("ACGT"), int(rng.integers(0, 200))))
+        wrap = layout == "multi-line later" and i >= 400
+        body = "\n".join(s[j:j + 50] for j in range(0, len(s), 50)) if wrap else s
+        recs.append(f">r{i} x\n{body}\n" if layout != "crlf" or i < 300 else f">r{i}\r\n{body}\r\n")
+    data = "".join(recs).encode()
+    path = tmp_path / "a.fa"
+    path.write_bytes(data)
+    r, w = os.pipe()
+
+    def feed():
+        with os.fdopen(w, "wb") as fh:
+            fh.write(gzip.compress(data) if gz else data)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        got = list(fastx.records(f"/dev/fd/{r}"))
+    finally:
+        writer.join()
+        os.close(r)
+    assert got == list(fastx.records(str(path))) and len(got) == 600

@@ -22,7 +22,8 @@ import numpy as np
 from .. import pack
 from ..errors import InputError
 from .fastx_fast import _NotSimple, _simple_chunks
-from .fastx_strict import compression_error, open_path, open_stream, strict_chunks, unsupported_compression
+from .fastx_strict import (compression_error, open_path, open_stream, prefixed, strict_chunks,
+                           unsupported_compression)
 
 STDIN = "-"
 
@@ -93,7 +94,18 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
         except OSError as e:
             raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
         with contextlib.nullcontext(raw) if path == STDIN else raw:
-            yield from strict_chunks(open_stream(raw, name), chunk, name, symbols)
+            fh, n, line = open_stream(raw, name), 0, 1
+            if fast:
+                try:
+                    for item in _simple_chunks(path, chunk, symbols=symbols, stream=fh):
+                        n += len(item[0])
+                        yield item
+                    if n == 0:  # (as the strict parser says it; a file's emptiness is found by sniff)
+                        raise InputError(f"{name}: no FASTA/FASTQ records (empty input)")
+                    return
+                except _NotSimple as e:  # the strict parser reads on from the bytes the fast path held
+                    n, line, fh = e.records, e.line, prefixed(e.pending, fh)
+            yield from strict_chunks(fh, chunk, name, symbols, n, line)
         return
     n, offset, line = 0, 0, 1
     if fast:

@@ -5,6 +5,7 @@ the strict parser (fastx_strict.py) takes over from there, with the error's line
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import zlib
@@ -29,9 +30,10 @@ class _NotSimple(Exception):
     """The file is not strict 2-line FASTA / 4-line FASTQ from here on: after `records` records, at byte
     `offset` (of the inflated input), line `line`."""
 
-    def __init__(self, records: int, offset: int = 0, line: int = 1):
+    def __init__(self, records: int, offset: int = 0, line: int = 1, pending: bytes = b""):
         super().__init__(records, offset, line)
         self.records, self.offset, self.line = records, offset, line
+        self.pending = pending  # the input's bytes from offset on that were read already (a stream's)
 
 
 _BLOCK = 1 << 23
@@ -66,31 +68,35 @@ def names_of(heads: list) -> list:
     return names
 
 
-def _simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: bytes = b""):
+def _simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: bytes = b"", stream=None):
     """Fast path for the common layout: FASTA with one sequence line per record, or 4-line FASTQ, no CR,
     sequences of letters (and `symbols`), qualities '!'..'~', '+' lines bare or all repeating the header.
     Anything else
     raises _NotSimple and the strict parser takes over from there. data: parse these bytes (a part of
-    path holding whole records) instead of the file."""
+    path holding whole records) instead of the file; stream: read this binary stream (stdin or a pipe,
+    inflated), which the strict parser goes on reading after the _NotSimple's pending bytes."""
     seq_ok = pack.LETTERS + symbols + b"\n"
-    if data is None:
+    if data is None and stream is None:
         with open(path, "rb") as fh:
             gz = fh.read(2) == b"\x1f\x8b"
     done = 0
     base = 0  # offset of the block's data (carry first) in the input
-    with (io.BytesIO(data) if data is not None else open_gz(path) if gz else open(path, "rb")) as fh:
-        carry = b""
+    opened = (contextlib.nullcontext(stream) if stream is not None else io.BytesIO(data) if data is not None
+              else open_gz(path) if gz else open(path, "rb"))
+    with opened as fh:
+        carry = pending = b""
         step = None
 
         def stop():
-            return _NotSimple(done, base, done * (step or 2) + 1)
+            return _NotSimple(done, base, done * (step or 2) + 1, pending)
 
         while True:
+            pending = carry
             try:
                 block = fh.read(_BLOCK)
             except READ_ERRORS:
                 raise stop() from None  # the strict parser reports the damage with the record number
-            data = carry + block
+            data = pending = carry + block
             if b"\r" in data:
                 raise stop()
             lines = data.split(b"\n")

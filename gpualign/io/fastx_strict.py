@@ -76,8 +76,13 @@ def open_stream(raw, name: str):
     kind = unsupported_compression(head)
     if kind:
         raise compression_error(name, kind)
-    fh = io.BufferedReader(_Prefixed(head, raw), BLOCK)
+    fh = prefixed(head, raw)
     return gzip.GzipFile(fileobj=fh, mode="rb") if head[:2] == b"\x1f\x8b" else fh
+
+
+def prefixed(head: bytes, fh):
+    """A binary stream of head, then the rest of fh (a stream read once, whose first bytes were taken)."""
+    return io.BufferedReader(_Prefixed(head, fh), BLOCK)
 
 
 def open_path(path: str):
