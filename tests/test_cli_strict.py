@@ -369,3 +369,19 @@ def test_stream_fast_path_then_strict(tmp_path, monkeypatch, layout, gz):
         writer.join()
         os.close(r)
     assert got == list(fastx.records(str(path))) and len(got) == 600
+
+
+def test_search_text_from_a_pipe(tmp_path):
+    """search's text from a pipe (gzip too): the same hits as from the file (the text lost its first 64 KiB
+    to the check before the run, exit 0)."""
+    pat = tmp_path / "p.fa"
+    pat.write_text(">p\nACGTACGT\n")
+    rng = np.random.default_rng(2)
+    text = tmp_path / "t.fa"
+    text.write_text("".join(f">r{i:05d}\n{''.join(rng.choice(list('ACGT'), 8))}\n" for i in range(6000)))
+    want = run("search", str(pat), str(text), "-k", "1", "--device", "cpu", "-t", "1", "-q")
+    assert want[0] == 0 and len(want[1].splitlines()) > 5
+    for feed in (f"cat {text}", f"gzip -c {text}"):
+        cmd = " ".join([*cli_command("search"), str(pat), f"<({feed})", "-k 1 --device cpu -t 1 -q"])
+        p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=cli_env(), timeout=60)
+        assert (p.returncode, p.stdout, p.stderr) == (0, want[1], ""), feed

@@ -94,8 +94,9 @@ class TextReader:
 
     @staticmethod
     def check(path: str) -> None:
-        """An InputError unless path can be read and starts as FASTA (stdin: checked as it is read)."""
-        if path == fastx.STDIN:
+        """An InputError unless path can be read and starts as FASTA (stdin or a pipe: checked as it is
+        read)."""
+        if fastx.streamed(path):
             return
         fastx.sniff(path)
         with text_scan.open_text(path) as fh:

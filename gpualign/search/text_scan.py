@@ -160,8 +160,11 @@ def read(fh, size: int, name: str, record: int) -> bytes:
 
 
 def open_text(path: str):
-    if path == fastx.STDIN:
+    """path's bytes, inflated when gzip; stdin or a pipe is opened once and looked at as it comes (its
+    bytes would be gone if opened twice)."""
+    if fastx.streamed(path):
         import sys
 
-        return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
+        raw = os.fdopen(os.dup(sys.stdin.fileno()), "rb") if path == fastx.STDIN else open(path, "rb")
+        return fastx_strict.open_stream(raw, fastx.display_name(path))
     return fastx_fast.open_gz(path) if fastx.gzipped(path) else open(path, "rb", buffering=0)
