@@ -385,3 +385,29 @@ def test_search_text_from_a_pipe(tmp_path):
         cmd = " ".join([*cli_command("search"), str(pat), f"<({feed})", "-k 1 --device cpu -t 1 -q"])
         p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=cli_env(), timeout=60)
         assert (p.returncode, p.stdout, p.stderr) == (0, want[1], ""), feed
+
+
+@pytest.mark.parametrize("command", ["pairs", "genome", "paf"])
+def test_bam_refuses_letters_it_cannot_hold(fa, tmp_path, command):
+    """BAM's SEQ holds A/C/G/T/N and the IUPAC codes: a query with another letter (X, J, E, protein read as
+    DNA) is refused and no BAM is left (htslib wrote N, exit 0); SAM keeps the letters."""
+    q = tmp_path / "x.fa"
+    q.write_text(">a\nACGTXJEF\n")
+    cands = tmp_path / "c.paf"
+    cands.write_text("a\t8\t0\t8\t+\ta\t8\t0\t8\t4\t8\t60\n")
+    args = {"pairs": [q, q], "genome": [q, q], "paf": [cands, q, q]}[command]
+    out = tmp_path / "o.bam"
+    rc, stdout, err = run(command, *args, "-o", str(out), "--device", "cpu", "-t", "1", "-q")
+    assert rc == 1 and "'X' cannot be written to BAM" in one_error_line(err) and not out.exists()
+    rc, stdout, err = run(command, *args, "-f", "sam", "--device", "cpu", "-t", "1", "-q")
+    assert rc == 0 and "\tACGTXJEF\t" in stdout, err
+    iupac = tmp_path / "i.fa"
+    iupac.write_text(">a\nACGTRYKMN\n")
+    assert run("pairs", iupac, iupac, "-o", str(out), "--device", "cpu", "-t", "1", "-q")[0] == 0
+
+
+def test_bam_gz_name_refused_and_summary_write_error(fa, tmp_path):
+    rc, out, err = run("pairs", *fa, "-o", str(tmp_path / "x.bam.gz"), "--device", "cpu", "-t", "1")
+    assert rc == 2 and "BAM is compressed already" in one_error_line(err)
+    rc, out, err = run("pairs", *fa, "-o", "/dev/null", "--summary", "/dev/full", "--device", "cpu", "-q")
+    assert rc == 1 and one_error_line(err) == "error: /dev/full: cannot write the summary (No space left on device)"

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from .. import interrupt, progress
 from ..config import cap_threads
-from ..errors import GpualignError, WriteError
+from ..errors import GpualignError, InputError, WriteError
 
 CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
              "(N matches N, as in edlib and WFA2-lib); with --n-mismatch every character other than "
@@ -38,8 +38,11 @@ def _stderr():
 def _print_summary(summary, path: Optional[str], quiet: bool) -> None:
     rows = summary.rows()
     if path:
-        with open(path, "w") as fh:
-            fh.write("key\tvalue\n" + "".join(f"{k}\t{v}\n" for k, v in rows))
+        try:
+            with open(path, "w") as fh:
+                fh.write("key\tvalue\n" + "".join(f"{k}\t{v}\n" for k, v in rows))
+        except OSError as e:
+            raise InputError(f"{path}: cannot write the summary ({e.strerror or e})") from None
     if quiet:
         return
     from rich.table import Table

@@ -10,7 +10,7 @@ from .. import __version__
 from .. import cigar as C
 from ..io.paf import revcomp
 from .common import cigar_stats, columns
-from .sam import SEQ_TABLE, SamToBam, _clean
+from .sam import BAM_LETTERS, SEQ_TABLE, SamToBam, _clean, bam_refusal
 
 
 def _cs(q: bytes, t: bytes, ops: np.ndarray) -> str:
@@ -189,6 +189,9 @@ class RealignedBam:
         self.out = SamToBam(path, sam_header(targets, command_line))
 
     def write(self, batch, res, meta) -> int:
+        for name, seq in zip(batch.q_names, meta["full_query"]):
+            if seq.translate(None, BAM_LETTERS):
+                raise bam_refusal(name, seq.translate(None, BAM_LETTERS)[0])
         recs = sam_records(batch, res, meta)
         self.out.write("".join(recs).encode())
         return len(recs)

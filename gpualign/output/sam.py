@@ -152,11 +152,41 @@ class SamToBam:
         self.spool.close()
 
 
+# BAM's SEQ is a 4-bit code of these (SAM spec 4.2.3); htslib writes any other letter as N
+BAM_LETTERS = b"=ACMGRSVTWYHKDBNacmgrsvtwyhkdbn"
+_NOT_BAM = np.ones(256, dtype=bool)
+_NOT_BAM[np.frombuffer(BAM_LETTERS, dtype=np.uint8)] = False
+
+
+def bam_refusal(name: str, letter: int) -> GpualignError:
+    return GpualignError(f"query {name!r}: {chr(letter)!r} cannot be written to BAM (its SEQ holds A, C, G, T, "
+                         "N and the IUPAC codes only): write SAM, PAF or TSV")
+
+
+def check_bam_seq(batch: PairBatch) -> None:
+    """The GpualignError of the first query holding a letter BAM's SEQ cannot hold (htslib would write N)."""
+    if batch.n == 0:
+        return
+    bad = np.concatenate([[0], np.cumsum(_NOT_BAM[batch.seq])])
+    k = np.flatnonzero(bad[batch.q_off + batch.q_len] > bad[batch.q_off])
+    if len(k):
+        at = batch.q_off[k[0]] + np.argmax(_NOT_BAM[batch.seq[batch.q_off[k[0]]:]])
+        raise bam_refusal(batch.q_names[k[0]], int(batch.seq[at]))
+
+
+class BamFormat(SamFormat):
+    """SAM lines for BAM: a query holding a letter BAM cannot hold is refused (SAM's lines keep it)."""
+
+    def render(self, batch: PairBatch, res: AlignBatch):
+        check_bam_seq(batch)
+        return super().render(batch, res)
+
+
 class BamWriter:
     """BAM: the SAM writer's lines (formatted in bulk, in worker processes like SAM), converted by htslib."""
 
     def __init__(self, path: str, targets: dict, command_line: str, metric: str, scored: bool = False, **_):
-        self.fmt = SamFormat(metric, scored)
+        self.fmt = BamFormat(metric, scored)
         self.stream = SamToBam(path, header_text(targets, command_line))
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:

@@ -56,6 +56,8 @@ def format_from_name(fmt: str | None, path: str, formats: tuple, extensions: dic
             names = ", ".join(sorted(extensions))
             raise ConfigError(f"{path}: cannot tell the format from the name: use --format {'|'.join(formats)}, "
                               f"or a name ending in {names} (text formats may add .gz)")
+    if fmt == "bam" and compressed(path):
+        raise ConfigError(f"{path}: BAM is compressed already: name it .bam (.gz is for the text formats)")
     return fmt
 
 
