@@ -32,7 +32,9 @@ def _edit(a, b):
     return edlib.align(a, b)["editDistance"] if a and b else max(len(a), len(b))
 
 
-@pytest.mark.parametrize("word,lanes", [(4, 2), (8, 3), (5, 4), (32, 1), (3, 5)])
+@pytest.mark.parametrize("word,lanes", [pytest.param(4, 2, marks=pytest.mark.slow), (8, 3),
+                                        pytest.param(5, 4, marks=pytest.mark.slow), (32, 1),
+                                        pytest.param(3, 5, marks=pytest.mark.slow)])
 def test_model_equals_edlib(word, lanes):
     rng = np.random.default_rng(word * 10 + lanes)
     for trial in range(16):

@@ -253,6 +253,7 @@ def test_verify_reports_recall(demo, tmp_path):
     assert run(["pairs", *demo, "--verify", "2"])[0] == 2
 
 
+@pytest.mark.slow
 def test_ctrl_c_exits_130(tmp_path):
     import signal
     import time

@@ -33,7 +33,7 @@ def gpualign(*args, timeout=300, env=None):
     return run_cli(*args, text=True, env=env, timeout=timeout)
 
 
-@pytest.mark.parametrize("fmt", ["paf", "sam"])
+@pytest.mark.parametrize("fmt", ["paf", pytest.param("sam", marks=pytest.mark.slow)])
 def test_cpu_workers_give_the_same_bytes(inputs, fmt):
     a, b = str(inputs / "a.fa"), str(inputs / "b.fa")
     one, dist = inputs / f"one.{fmt}", inputs / f"dist.{fmt}"
@@ -48,6 +48,7 @@ def test_cpu_workers_give_the_same_bytes(inputs, fmt):
     assert len(workers) == 2 and sum(int(w.split()[1]) for w in workers) == 3000
 
 
+@pytest.mark.slow
 def test_paf_cpu_workers_give_the_same_bytes(tmp_path):
     """`paf` through the cluster (ends-free batches with their target windows): the same PAF."""
     from sim_inputs import pairs_and_candidates
@@ -61,6 +62,7 @@ def test_paf_cpu_workers_give_the_same_bytes(tmp_path):
     assert (tmp_path / "one.paf").read_bytes() == (tmp_path / "dist.paf").read_bytes()
 
 
+@pytest.mark.slow
 def test_genome_on_cpu_workers(tmp_path):
     """`genome`: record pairs on two CPU workers at once, the alignments (PAF) the same bytes as one
     process, the distances (TSV) the same numbers."""
@@ -220,7 +222,7 @@ def _without_pg(path):
     return b"".join(x for x in path.read_bytes().splitlines(True) if not x.startswith(b"@PG"))
 
 
-@pytest.mark.parametrize("fmt", ["tsv", "sam"])
+@pytest.mark.parametrize("fmt", ["tsv", pytest.param("sam", marks=pytest.mark.slow)])
 def test_search_cpu_workers_give_the_same_bytes(search_inputs, tmp_path, fmt):
     """`search --cpu-workers 2`: chunks of 50 kbp scanned by two workers, hits aligned here, the same bytes
     as the one-process CPU run (SAM: but for @PG, which holds the command line)."""

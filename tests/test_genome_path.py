@@ -199,6 +199,7 @@ def _bam_first_record_cigar(path: str) -> tuple[int, list]:
     return n_cigar, [(v & 15, v >> 4) for v in cig]
 
 
+@pytest.mark.slow
 def test_cli_cpu_formats(tmp_path, monkeypatch):
     """PAF, SAM, BAM and TSV from the CPU path: CIGARs valid and at the edlib distance; a CIGAR of more
     than 65,535 operations sits in BAM's CG:B:I tag behind the placeholder qlenS tlenN, and comes back whole.

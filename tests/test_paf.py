@@ -155,6 +155,7 @@ def test_bad_candidates(sim):
     assert rc == 2
 
 
+@pytest.mark.slow
 def test_minimap2_candidates(tmp_path, real_data):
     """Candidates from minimap2 itself (mappy) on ONT-like reads from a real genome: every re-alignment
     is checked against the extracted sequences and the reference DP with the same free-end bounds."""

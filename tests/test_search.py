@@ -41,7 +41,7 @@ def check(tmp_path, patterns, records, k, device, rule="default", all_ends=False
     return rows
 
 
-@pytest.mark.parametrize("k", [0, 2, 4])
+@pytest.mark.parametrize("k", [0, 2, pytest.param(4, marks=pytest.mark.slow)])
 def test_edlib_on_many_records(tmp_path, device, k):
     """Independent of the DP above: 200 kbp cut into 400 records of any length, 40 patterns (half drawn from the
     text with edits), every end with <= k edits against edlib's infix search (every record and strand), small
@@ -76,7 +76,7 @@ def test_random_planted(tmp_path, device, seed, all_ends):
     check(tmp_path, patterns, records, k, device, all_ends=all_ends)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_chunk_borders(tmp_path, device, threads):
     """Tiny chunks: every record cut into many pieces; hits across borders found once, runs kept whole. One
     thread: the text read here in chunks of `chunk` bytes; two: a chunk per range of `chunk` bytes."""
