@@ -33,10 +33,10 @@ _STATE: dict = {}  # per worker: the indexed files and the fetch settings
 
 def worker_count(paf_path: str, readers: int | None) -> int:
     """How many worker processes to read with: readers if given (0 = in-thread); by default in-thread for
-    stdin and small PAFs, else a share of the cores."""
+    small PAFs (stdin and pipes come spooled to a file: run_paf), else a share of the cores."""
     if readers is not None:
         return max(0, readers)
-    if paf_path == "-" or not os.path.isfile(paf_path) or os.path.getsize(paf_path) < MIN_PAF_BYTES:
+    if not os.path.isfile(paf_path) or os.path.getsize(paf_path) < MIN_PAF_BYTES:
         return 0
     return max(2, min(8, (os.cpu_count() or 2) // 2))
 

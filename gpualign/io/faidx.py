@@ -192,12 +192,11 @@ def index_paths(path: str, bgzf: bool) -> tuple[str, str | None]:
         raise InputError(f"{path}: cannot read ({e.strerror})") from None
     if known is not None:
         return known
-    rows = None if bgzf else _regular_rows(path)
     if _takes_files(os.path.dirname(os.path.abspath(path))):
-        err = _build(path, rows, *beside)
+        err = _build(path, bgzf, *beside)
     else:
         elsewhere = scratch_path(path, ".fai"), scratch_path(path, ".gzi")
-        err = _build(path, rows, *elsewhere)
+        err = _build(path, bgzf, *elsewhere)
         if err is None:
             scratch_put(identity(path), elsewhere)
             return elsewhere
@@ -216,12 +215,12 @@ def _takes_files(directory: str) -> bool:
         return False
 
 
-def _build(path: str, rows, fai: str, gzi: str) -> str | None:
-    """Write path's index at fai (and gzi, for bgzip): from rows (_regular_rows) when given, else by
-    htslib. Returns None, or htslib's message when it could not."""
+def _build(path: str, bgzf: bool, fai: str, gzi: str) -> str | None:
+    """Write path's index at fai (and gzi, for bgzip): by build_fai for a plain FASTA of regular lines,
+    else by htslib. Returns None, or htslib's message when it could not."""
     import pysam
 
-    if rows is not None and write_fai(rows, fai):
+    if not bgzf and build_fai(path, fai):
         return None
     check_all(path)  # htslib's indexer is lax (FASTQ '+' lines, mixed records): the reader's rules first
     # htslib's own messages (the line it stopped at) end up in the error, not on stderr before it
