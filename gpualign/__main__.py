@@ -2,7 +2,8 @@
 
 The signal handlers come first, before Typer, numpy and the commands load (a second or more on a busy
 host): a signal from then on ends the run with `interrupted` and its exit code, never a traceback. Only
-the interpreter's own start-up and this package's two small modules come before them."""
+the interpreter's own start-up and this package's small modules come before them; the CUDA driver
+starts right after (driver.py), for a command that may use a GPU."""
 
 
 def main() -> None:
@@ -11,7 +12,12 @@ def main() -> None:
     held = []  # a signal that comes while interrupt.py loads: handled once install() has run
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, frame: held.append(signum))
-    from . import interrupt
+    import sys
+
+    from . import driver, interrupt
+
+    if driver.wanted(sys.argv):  # CUDA starts on its own thread while the rest loads
+        driver.start()
 
     def run() -> None:
         interrupt.install(held)

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from . import __version__, interrupt
-from .commands import genome, paf, pairs, search
+from .commands import cache, genome, paf, pairs, search
 from .commands.usage import HELP_OPTIONS, PlainCommand
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=HELP_OPTIONS,
@@ -40,6 +40,7 @@ app.command(name="genome", short_help="Edit distance of chromosome-scale strings
             cls=PlainCommand)(genome.genome)
 app.command(name="search", short_help="Every occurrence of many patterns with <= k edits.",
             epilog=search.EPILOG, cls=PlainCommand)(search.search)
+app.add_typer(cache.app, name="cache", short_help="The compiled GPU kernels: build them ahead, list, clear.")
 
 
 def main() -> None:

@@ -40,6 +40,10 @@ class DeviceError(GpualignError):
     """A requested device or engine is not available."""
 
 
+class KernelError(DeviceError):
+    """A kernel that cannot be built: no NVRTC, or NVRTC's error with its log."""
+
+
 class WriteError(GpualignError):
     """Output that could not be written: the output's name and the reason; exit 141 for a closed pipe
     (the reader went away, as SIGPIPE's 128 + 13), else 1."""

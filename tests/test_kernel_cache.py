@@ -1,78 +1,201 @@
-"""The compiled-kernel cache (engines/_cuda.py): keys, files, and on a GPU a module loaded from it."""
+"""Compiled kernels: images on disk (engines/_images.py), the registry of every module the engines ask for
+(engines/_variants.py), building them ahead with NVRTC (engines/_nvrtc.py, no GPU needed), `gpualign cache`,
+and on a GPU: first calls that load built images and compile nothing, with the outputs of compiled ones."""
 
+import hashlib
+import json
 import os
 
-import numpy as np
 import pytest
+from cli_helper import ROOT, run_cli
 
-from gpualign.engines import _cuda
+from gpualign.engines import _images, _nvrtc, _variants, gpu_affine, gpu_dp, gpu_edit, gpu_long
+from gpualign.search import gpu as search_gpu
+from gpualign.search import gpu_align, patterns, seeds
 
-
-def test_key_changes_with_everything_a_module_depends_on():
-    base = ("code", {"common.cuh": "a"}, ("-std=c++17",), ("k<1>",), ("14.0", (13, 0), "90"))
-    key = _cuda.cache_key(*base)
-    assert key == _cuda.cache_key(*base)
-    changed = [("code2", *base[1:]), (base[0], {"common.cuh": "b"}, *base[2:]),
-               (*base[:2], ("-std=c++17", "-DX"), *base[3:]), (*base[:3], ("k<2>",), base[4]),
-               (*base[:4], ("14.0", (13, 1), "90")), (base[0], {**base[1], "other.cuh": ""}, *base[2:])]
-    assert len({_cuda.cache_key(*c) for c in changed} | {key}) == len(changed) + 1
+needs_nvrtc = pytest.mark.skipif(not _nvrtc.available(), reason="NVRTC not installed (pip install nvidia-cuda-nvrtc)")
 
 
-def test_stored_module_comes_back_and_a_damaged_one_does_not(tmp_path):
-    stem = str(tmp_path / "sub" / "abc")
-    mapping = {"k<1>": "_Z1kILi1EEvv"}
-    assert _cuda._cached(stem) is None
-    assert _cuda._store(stem, b"\x7fELF binary", mapping)
-    assert _cuda._cached(stem) == mapping
-    with open(stem + ".cubin", "wb") as fh:
-        fh.write(b"\x7fELF other")
-    assert _cuda._cached(stem) is None
-    os.unlink(stem + ".json")
-    assert _cuda._cached(stem) is None
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    assert not _cuda._store(str(blocker / "abc"), b"x", mapping)  # a directory that cannot be made
+def test_digest_changes_with_the_code_headers_and_options_not_with_the_directory():
+    base = ("code", {"common.cuh": "a"}, ("-std=c++17",))
+    dig = _images.digest(*base)
+    assert dig == _images.digest(*base)
+    changed = [("code2", *base[1:]), (base[0], {"common.cuh": "b"}, base[2]), (*base[:2], ("-std=c++17", "-DX")),
+               (base[0], {**base[1], "other.cuh": ""}, base[2])]
+    assert len({_images.digest(*c) for c in changed} | {dig}) == len(changed) + 1
+    code, headers = _images.sources("ewfa.cu")
+    assert "common.cuh" in headers and "__global__" in code
+    assert not any(o.startswith("-I") for o in _images.options(("A=1",)))  # where kernels/ is: not in the digest
 
 
-def test_cache_dir_from_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv(_cuda.CACHE_ENV, str(tmp_path))
-    assert _cuda.cache_dir() == str(tmp_path)
-    monkeypatch.delenv(_cuda.CACHE_ENV)
+def _put(d, target, names=("k<1>", "k<2>"), file="x.cu", dig="d" * 64, image=None):
+    image = image if image is not None else f"image {target} {names}".encode()
+    return _images.store(str(d), file, dig, tuple(names), target, image, {n: f"sym_{n}" for n in names}, (13, 0))
+
+
+def test_the_best_fitting_image_is_found_first(tmp_path):
+    for t in ("sm_75", "sm_80", "sm_90", "sm_100", "sm_120", "compute_75"):
+        _put(tmp_path, t)
+    dirs = [str(tmp_path)]
+
+    def first(cc, names=("k<1>",), dig="d" * 64):
+        hit = next(_images.find("x.cu", dig, names, cc, dirs), None)
+        return None if hit is None else json.load(open(hit[0].rsplit(".", 1)[0] + ".json"))["target"]
+
+    assert first((9, 0)) == "sm_90"
+    assert first((8, 6)) == first((8, 9)) == "sm_80"  # same major, lower minor
+    assert first((10, 3)) == "sm_100" and first((12, 1)) == "sm_120"
+    assert first((11, 0)) == "compute_75"  # no cubin of its family: the PTX, compiled by the driver
+    assert first((7, 0)) is None  # older than every image
+    assert first((9, 0), ("k<1>", "k<3>")) is None  # a name the images do not hold
+    assert first((9, 0), dig="e" * 64) is None  # other sources
+    path, mapping, image = next(_images.find("x.cu", "d" * 64, ("k<2>",), (9, 0), dirs))
+    assert mapping == {"k<1>": "sym_k<1>", "k<2>": "sym_k<2>"} and image == open(path, "rb").read()
+
+
+def test_a_damaged_image_is_passed_over_and_directories_keep_their_order(tmp_path):
+    first, second = tmp_path / "jit", tmp_path / "shared"
+    damaged = _put(first, "sm_90")
+    good = _put(second, "compute_75")
+    with open(damaged, "ab") as fh:
+        fh.write(b"!")
+    found = [p for p, _, _ in _images.find("x.cu", "d" * 64, ("k<1>",), (9, 0), [str(first), str(second)])]
+    assert found == [good]
+    _put(first, "sm_90")  # mended: the first directory wins again
+    found = [p for p, _, _ in _images.find("x.cu", "d" * 64, ("k<1>",), (9, 0), [str(first), str(second)])]
+    assert found[0].startswith(str(first))
+    assert not [n for n in os.listdir(first) if n.startswith(".tmp-")]
+
+
+def test_directories_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(_images.CACHE_ENV, str(tmp_path / "jit"))
+    monkeypatch.setenv(_images.PATH_ENV, f"{tmp_path / 'a'}::{tmp_path / 'b'}")
+    monkeypatch.delenv(_images.PREBUILT_ENV, raising=False)
+    assert _images.search_dirs() == [str(tmp_path / "jit"), str(tmp_path / "a"), str(tmp_path / "b"),
+                                     _images.install_dir()]
+    monkeypatch.setenv(_images.PREBUILT_ENV, "0")  # built-ahead images ignored: the JIT cache alone
+    assert _images.search_dirs() == [str(tmp_path / "jit")]
+    monkeypatch.delenv(_images.CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert _cuda.cache_dir() == os.path.join(str(tmp_path / "xdg"), "gpualign", "kernels")
+    assert _images.cache_dir() == os.path.join(str(tmp_path / "xdg"), "gpualign", "kernels")
+
+
+def test_every_request_of_the_engines_is_served_by_a_registered_module():
+    # the requests as each engine makes them (engines' own name functions), against the registry
+    requests = [gpu_edit.KERNELS, gpu_affine.KERNELS, gpu_dp.KERNELS, gpu_long.WFA_KERNELS,
+                ("bp_long.cu", ("bp_long", "bp_split_min"), gpu_long.BP_DEFINES),
+                ("bp_long.cu", ("bp_long_jobs", "bp_split_min", "bp_piece_codes"), gpu_long.BP_DEFINES),
+                gpu_align.KERNELS]
+    for w in patterns.WORDS:  # every pattern width, with as many patterns as a launch can hold
+        for n in (1, 2, 3, 5, 8, 100, search_gpu.MAX_PS - 1):
+            requests.append(("myers_search.cu", (search_gpu.kernel_name(w, search_gpu.per_thread(w, n)),), ()))
+    for dense in (False, True):
+        for table in (False, True):
+            for peq in (False, True):
+                requests.append(("myers_search.cu", search_gpu.seed_names(dense, table, peq), ()))
+    for file, names, defines in requests:
+        assert _variants.serving(file, names, defines) is not None, (file, names)
+    # what is left to compile on first use: a benchmark's own defines
+    assert _variants.serving("wfa_affine.cu", gpu_affine.KERNELS[1], ("WFA_AFFINE_MIN_BLOCKS=2",)) is None
+    assert {v[0] for v in _variants.VARIANTS} == {n for n in os.listdir(os.path.join(ROOT, "kernels"))
+                                                  if n.endswith(".cu")}
+    assert seeds  # (the seed filter's plan decides dense; both are requested above)
+
+
+@pytest.mark.slow  # (NVRTC: about 25 s on 2 cores)
+@needs_nvrtc
+def test_every_module_builds_without_a_gpu_and_a_second_build_keeps_them(tmp_path, monkeypatch):
+    built = _variants.build(str(tmp_path), ("sm_90",), jobs=2)
+    assert len(built) == len(_variants.VARIANTS) and all(b.seconds > 0 and b.size > 1000 for b in built)
+    for file, names, defines in _variants.VARIANTS:
+        code, headers = _images.sources(file)
+        dig = _images.digest(code, headers, _images.options(defines))
+        path, mapping, image = next(_images.find(file, dig, names, (9, 0), [str(tmp_path)]))
+        assert set(mapping) == set(names) and image[:4] == b"\x7fELF"
+        meta = json.load(open(path.rsplit(".", 1)[0] + ".json"))
+        assert meta["sha256"] == hashlib.sha256(image).hexdigest() and tuple(meta["nvrtc"]) == _nvrtc.version()
+
+    def no_compile(*a, **k):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(_nvrtc, "compile_source", no_compile)
+    again = _variants.build(str(tmp_path), ("sm_90",), jobs=2)
+    assert len(again) == len(built) and all(b.seconds == 0.0 for b in again)
+
+
+@needs_nvrtc
+def test_nvrtc_names_template_instances_and_reports_errors():
+    code = "template <int N> __global__ void k(int* x) { x[0] = N; }\nextern \"C\" __global__ void plain() {}\n"
+    image, mapping = _nvrtc.compile_source(code, "t.cu", {}, ("-std=c++17",), ("k<3>", "plain"), "compute_75")
+    assert mapping["plain"] == "plain" and mapping["k<3>"].startswith("_Z") and b".entry" in image
+    with pytest.raises(_nvrtc.KernelError, match="t.cu for sm_90"):
+        _nvrtc.compile_source("__global__ void f() { nonsense; }", "t.cu", {}, (), (), "sm_90")
+
+
+def test_cache_command_checks_its_options_and_clears_only_its_own_files(tmp_path):
+    r = run_cli("cache", "build", "--arch", "sm_9,gpu", "--dir", tmp_path, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "sm_9, gpu" in r.stderr and not os.listdir(tmp_path)
+    jit = tmp_path / "jit"
+    _put(jit, "sm_90")
+    (jit / ("ab" * 32 + ".cubin")).write_bytes(b"old")  # an earlier release's cache file
+    (jit / "notes.txt").write_text("mine")
+    env = {_images.CACHE_ENV: str(jit), _images.PATH_ENV: str(tmp_path / "shared")}
+    r = run_cli("cache", "info", env=env, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split("\t") for line in r.stdout.splitlines()]
+    dirs = [row[1:4] for row in rows if row[0] == "dir"]
+    assert dirs[0][0] == str(jit) and dirs[0][2] == "1 images" and dirs[1][0] == str(tmp_path / "shared")
+    r = run_cli("cache", "clear", env=env, text=True)
+    assert r.returncode == 0 and r.stdout == f"{jit}\t3 files removed\n", r.stdout + r.stderr
+    assert os.listdir(jit) == ["notes.txt"]
+
+
+@pytest.fixture(scope="module")
+def built_here(tmp_path_factory):
+    """Every module built ahead for this GPU, in a directory of its own (about 30 s of NVRTC)."""
+    if not _nvrtc.available():
+        pytest.skip("NVRTC not installed")
+    d = tmp_path_factory.mktemp("built")
+    r = run_cli("cache", "build", "--arch", "native", "--dir", d, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+FIRST_RUNS = [  # a first run of each engine on the demo: (name, arguments after the inputs)
+    ("edit", ["pairs", "data/demo/a.fa", "data/demo/b.fa", "--device", "gpu"]),
+    ("affine", ["pairs", "data/demo/a.fa", "data/demo/b.fa", "--device", "gpu", "--metric", "affine"]),
+    ("local", ["pairs", "data/demo/a.fa", "data/demo/b.fa", "--device", "gpu", "--mode", "local", "--match", "2"]),
+    ("genome", ["genome", "data/demo/a.fa", "data/demo/b.fa", "--device", "gpu"]),
+    ("search", ["search", "data/demo/a.fa", "data/demo/b.fa", "-k", "3", "--device", "gpu", "-f", "tsv"]),
+]
 
 
 @pytest.mark.gpu
-def test_second_load_comes_from_the_cache_and_aligns_exactly(monkeypatch, tmp_path):
-    from cupy.cuda import compiler
-    from oracles import affine
-    from oracles import check_against as verify
-    from strategies import to_batch
+def test_first_runs_load_built_images_compile_nothing_and_match_compiled_kernels(built_here, tmp_path):
+    ahead, compiled = tmp_path / "ahead", tmp_path / "compiled"
+    for name, args in FIRST_RUNS:
+        if name == "search":  # patterns: the first 40 bases of a few records of a.fa
+            pats = tmp_path / "pats.fa"
+            with open(os.path.join(ROOT, "data/demo/a.fa")) as fh:
+                recs = fh.read().split(">")[1:6]
+            pats.write_text("".join(f">p{i}\n{''.join(r.splitlines()[1:])[:40]}\n" for i, r in enumerate(recs)))
+            args = [args[0], str(pats), *args[2:]]
+        outs = []
+        for env in ({_images.CACHE_ENV: str(ahead), _images.PATH_ENV: str(built_here)},
+                    {_images.CACHE_ENV: str(compiled), _images.PREBUILT_ENV: "0"}):
+            r = run_cli(*args, "-q", "-o", "-", env=env, cwd=ROOT, timeout=600)
+            assert r.returncode == 0, (name, r.stderr)
+            outs.append(r.stdout)
+        assert outs[0] == outs[1] and outs[0], name
+        assert not os.path.exists(ahead) or not os.listdir(ahead), f"{name}: compiled instead of loading"
+        assert os.listdir(compiled), f"{name}: nothing compiled without the built images"
 
-    from gpualign.config import AlignConfig, Penalties
-    from gpualign.engines.gpu_affine import GpuAffineEngine
 
-    monkeypatch.setenv(_cuda.CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(_cuda, "_modules", {})
-    rng = np.random.default_rng(3)
-    pairs = []
-    for ln in (1, 40, 300, 2000):
-        q = bytes(rng.choice(np.frombuffer(b"ACGT", np.uint8), ln))
-        t = bytearray(q)
-        for i in rng.integers(0, ln, max(1, ln // 10)):
-            t[i] = b"ACGT"[(b"ACGT".index(t[i]) + 1) % 4]
-        pairs.append((q, bytes(t[: ln - ln // 20])))
-    batch = to_batch(pairs)
-    pen = Penalties(4, 6, 2)
-    cfg = AlignConfig(metric="affine", penalties=pen)
-    want = np.array([affine(q, t, pen) for q, t in pairs])
-    verify(batch, GpuAffineEngine().align(batch, cfg), cfg, want)  # compiled, then stored
-    assert any(name.endswith(".cubin") for name in os.listdir(tmp_path))
-    assert any(name.endswith(".json") for name in os.listdir(tmp_path))
-
-    def no_compile(*a, **k):
-        raise AssertionError("compiled again instead of loading the cache")
-
-    monkeypatch.setattr(_cuda, "_modules", {})
-    monkeypatch.setattr(compiler, "compile_using_nvrtc", no_compile)
-    verify(batch, GpuAffineEngine().align(batch, cfg), cfg, want)
+@pytest.mark.gpu
+def test_a_kernel_compiled_on_first_use_is_said_once(tmp_path):
+    env = {_images.CACHE_ENV: str(tmp_path / "jit"), _images.PREBUILT_ENV: "0"}
+    args = ("pairs", "data/demo/a.fa", "data/demo/b.fa", "--device", "gpu", "-o", "-")
+    first = run_cli(*args, env=env, cwd=ROOT, text=True)
+    assert first.returncode == 0 and first.stderr.count("compiling kernels/ewfa.cu for sm_") == 1, first.stderr
+    again = run_cli(*args, env=env, cwd=ROOT, text=True)
+    assert again.returncode == 0 and "compiling" not in again.stderr and again.stdout == first.stdout

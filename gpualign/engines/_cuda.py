@@ -1,46 +1,26 @@
-"""The only place that touches CUDA: device discovery (and, with the GPU engines, kernel loading)."""
+"""The only place that touches CUDA (with driver.py, which starts it early): device discovery and, with
+the GPU engines, kernel loading (images built ahead or cached, engines/_images.py; else NVRTC now,
+engines/_nvrtc.py)."""
 
 from __future__ import annotations
 
 import functools
 
-from .. import trace
-
-
-def _start_driver():
-    """A thread that starts the CUDA driver (cuInit) and retains device 0's primary context through the
-    driver API (ctypes lets go of the interpreter lock), so that both overlap cupy's import; cupy's
-    runtime then finds the context made. Started
-    only after the caller's worker processes are forked (select_engines' callers fork first). Any failure
-    is left for cupy to meet and report."""
-    import ctypes
-    import threading
-
-    def run() -> None:
-        try:
-            cuda = ctypes.CDLL("libcuda.so.1")
-            dev, ctx = ctypes.c_int(), ctypes.c_void_p()
-            if cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0:
-                cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
-        except (OSError, AttributeError):  # no driver library here
-            pass
-
-    thread = threading.Thread(target=run, name="gpualign-cuda-start", daemon=True)
-    thread.start()
-    return thread
+from .. import driver, trace
+from . import _images, _nvrtc
 
 
 @functools.lru_cache(maxsize=1)
 def gpu_status() -> tuple[bool, str]:
-    """(available, description or reason). Imports cupy lazily, the driver starting meanwhile
-    (_start_driver); never raises."""
-    starting = _start_driver()
+    """(available, description or reason). Imports cupy lazily, the driver starting meanwhile (driver.py,
+    if the command has not started it already); never raises."""
+    driver.start()
     try:
         import cupy
     except Exception as e:  # ImportError, or a broken CUDA install
         return False, f"cupy not importable ({type(e).__name__})"
     finally:
-        starting.join()
+        driver.wait()
     try:
         n = cupy.cuda.runtime.getDeviceCount()
         if n < 1:
@@ -52,43 +32,14 @@ def gpu_status() -> tuple[bool, str]:
         return False, f"no usable CUDA device ({type(e).__name__})"
 
 
-def kernel_dir() -> str:
-    """kernels/ beside the package (source checkout / editable install)."""
-    import os
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    for cand in (os.path.join(here, "..", "..", "kernels"), os.path.join(here, "..", "kernels")):
-        if os.path.isfile(os.path.join(cand, "common.cuh")):
-            return os.path.normpath(cand)
-    raise FileNotFoundError("gpualign kernels/ directory not found")
-
-
 _modules: dict = {}
-CACHE_ENV = "GPUALIGN_CACHE_DIR"
+_notice = None  # the running command's notice printer (commands/common.feedback): told before a kernel compiles
 
 
-def cache_dir() -> str:
-    """Where compiled kernels are kept: $GPUALIGN_CACHE_DIR, else $XDG_CACHE_HOME/gpualign (~/.cache)."""
-    import os
-
-    if os.environ.get(CACHE_ENV):
-        return os.environ[CACHE_ENV]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "gpualign", "kernels")
-
-
-def cache_key(code: str, headers: dict, opts: tuple, name_expressions: tuple, env: tuple) -> str:
-    """Hash of everything a compiled module depends on: its source, every header of kernels/ (CuPy's own
-    cache keys on the source alone, and skips itself when name expressions are asked for), the options,
-    the names and env (CuPy and NVRTC versions, the device's compute capability)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for part in (code, *(f"{k}\0{v}" for k, v in sorted(headers.items())), repr(opts), repr(name_expressions),
-                 repr(env)):
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()
+def set_notice(fn) -> None:
+    """fn(text) hears of each kernel compiled in this process (None: nobody)."""
+    global _notice
+    _notice = fn
 
 
 class Module:
@@ -101,80 +52,85 @@ class Module:
         return trace.kernel(name, self.raw.get_function(self.mapping.get(name, name)))
 
 
-def _cached(stem: str) -> dict | None:
-    """The name mapping stored beside stem.cubin by _store, or None when either file is missing or the
-    binary is not the one stored."""
-    import hashlib
-    import json
+def capability(dev) -> tuple[int, int]:
+    """(major, minor) of a cupy Device."""
+    cc = str(dev.compute_capability)
+    return int(cc[:-1]), int(cc[-1])
 
+
+def _load(cupy, path: str, mapping: dict, names: tuple):
+    """The module of an image file, its first kernel looked up (the driver loads it then); None when this
+    driver cannot load it (an image from a newer toolkit, a damaged file)."""
     try:
-        with open(stem + ".json") as fh:
-            meta = json.load(fh)
-        with open(stem + ".cubin", "rb") as fh:
-            if hashlib.sha256(fh.read()).hexdigest() != meta["sha256"]:
-                return None
-        return dict(meta["mapping"])
-    except (OSError, ValueError, KeyError, TypeError):
+        raw = cupy.RawModule(path=path)
+        raw.get_function(mapping.get(names[0], names[0]))
+        return raw
+    except (cupy.cuda.driver.CUDADriverError, OSError, RuntimeError):
         return None
 
 
-def _store(stem: str, cubin: bytes, mapping: dict) -> bool:
-    """stem.cubin, then stem.json (the binary's hash and the name mapping), each written under a temporary
-    name and renamed; False when they cannot be written."""
-    import hashlib
-    import json
+def _compile(cupy, filename: str, code: str, headers: dict, opts: tuple, dig: str, names: tuple,
+             cc: tuple[int, int]) -> Module:
+    """Compiled here for this GPU (NVRTC) and kept in the JIT cache (engines/_images.py); when the cache
+    cannot be written, through a temporary file."""
     import os
     import tempfile
 
-    d = os.path.dirname(stem)
+    target = f"sm_{cc[0]}{cc[1]}"
+    if _notice is not None:
+        _notice(f"compiling kernels/{filename} for {target} (first use; `gpualign cache build` compiles every "
+                "kernel ahead)")
+    if _nvrtc.available():
+        image, mapping = _nvrtc.compile_source(code, filename, headers, opts, names, target)
+        version = _nvrtc.version()
+    else:  # none of our own to be found: CuPy's (it has its own ways of finding one; it picks the target)
+        from cupy.cuda import compiler
+
+        own = tuple(o for o in opts if o != "--device-as-default-execution-space")  # (CuPy adds it itself)
+        image, mapping = compiler.compile_using_nvrtc(code, (*own, f"-I{_images.kernel_dir()}"),
+                                                      name_expressions=names)
+        mapping, version = dict(mapping), (0, 0)
     try:
-        os.makedirs(d, exist_ok=True)
-        for ext, data in ((".cubin", cubin),
-                          (".json", json.dumps({"sha256": hashlib.sha256(cubin).hexdigest(),
-                                                "mapping": mapping}).encode())):
-            fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, stem + ext)
+        path = _images.store(_images.cache_dir(), filename, dig, names, target, image, mapping, version)
     except OSError:
-        return False
-    return True
+        path = None
+    if path is not None:
+        raw = _load(cupy, path, mapping, names)
+        if raw is not None:
+            return Module(raw, mapping)
+    fd, tmp = tempfile.mkstemp(suffix=".cubin")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(image)
+        raw = cupy.RawModule(path=tmp)
+        raw.get_function(mapping.get(names[0], names[0]))
+    finally:
+        os.unlink(tmp)
+    return Module(raw, mapping)
 
 
 @trace.traced("load_module")
 def load_module(filename: str, name_expressions: tuple, defines: tuple = ()) -> Module:
-    """kernels/<filename> compiled once per device (NVRTC through CuPy) and kept in cache_dir(): later
-    runs load the binary."""
-    import os
-
+    """kernels/<filename> with the given defines, holding at least the kernels name_expressions names,
+    once per device: an image built ahead or compiled before (engines/_images.py: the best that fits this
+    GPU), else compiled now by NVRTC and kept for the next run."""
     import cupy
-    from cupy.cuda import compiler
 
     dev = cupy.cuda.Device()
-    key = (dev.id, filename, name_expressions, defines)
+    key = (dev.id, filename, tuple(name_expressions), tuple(defines))
     mod = _modules.get(key)
     if mod is None:
-        kdir = kernel_dir()
-        with open(os.path.join(kdir, filename)) as fh:
-            code = fh.read()
-        headers = {}
-        for name in os.listdir(kdir):
-            if name.endswith(".cuh"):
-                with open(os.path.join(kdir, name)) as fh:
-                    headers[name] = fh.read()
-        opts = ("-std=c++17", f"-I{kdir}", *(f"-D{d}" for d in defines))
-        nvrtc = getattr(compiler, "_get_nvrtc_version", cupy.cuda.runtime.runtimeGetVersion)
-        env = (cupy.__version__, nvrtc(), dev.compute_capability)
-        stem = os.path.join(cache_dir(), cache_key(code, headers, opts, name_expressions, env))
-        mapping = _cached(stem)
-        if mapping is None:
-            cubin, mapping = compiler.compile_using_nvrtc(code, opts, name_expressions=name_expressions)
-            mapping = dict(mapping)
-            if not _store(stem, cubin, mapping):  # no cache to be had: CuPy compiles it in this process
-                mapping = None
-        if mapping is None:
-            raw, mapping = cupy.RawModule(code=code, options=opts, name_expressions=name_expressions), {}
-        else:
-            raw = cupy.RawModule(path=stem + ".cubin")
-        mod = _modules[key] = Module(raw, mapping)
+        names = tuple(name_expressions)
+        code, headers = _images.sources(filename)
+        opts = _images.options(defines)
+        dig = _images.digest(code, headers, opts)
+        cc = capability(dev)
+        for path, mapping, _ in _images.find(filename, dig, names, cc):
+            raw = _load(cupy, path, mapping, names)
+            if raw is not None:
+                mod = Module(raw, mapping)
+                break
+        if mod is None:
+            mod = _compile(cupy, filename, code, headers, opts, dig, names, cc)
+        _modules[key] = mod
     return mod

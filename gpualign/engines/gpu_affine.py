@@ -30,6 +30,10 @@ from .affine_plan import (ESTIMATE_GAIN, ESTIMATE_MIN, HISTORY, HISTORY_MIN, LEV
 
 NAME = "gpu-affine"
 CONCURRENT = 2  # batches aligned at once (GpuAffineEngine.concurrent)
+# (file, names, defines): every kernel this engine loads (engines/_variants.py); tune["min_blocks"] (a
+# benchmark's register cap) adds a define, compiled on first use
+KERNELS = ("wfa_affine.cu", (*(f"wfa_affine<{_b(b)}, {_b(f)}, {_b(s)}>" for b in (0, 1) for f in (0, 1) for s in (0, 1)),
+                             "wfa_affine_cigar", "gather_ops", "cigar_measure", "cigar_write"), ())
 
 
 class GpuAffineEngine(Launcher, BatchEngine):
@@ -60,10 +64,10 @@ class GpuAffineEngine(Launcher, BatchEngine):
 
     def _module(self):
         if self._mod is None:
-            names = tuple(f"wfa_affine<{_b(b)}, {_b(f)}, {_b(s)}>" for b in (0, 1) for f in (0, 1) for s in (0, 1))
-            defines = (f"WFA_AFFINE_MIN_BLOCKS={self.tune['min_blocks']}",) if "min_blocks" in self.tune else ()
-            self._mod = load_module("wfa_affine.cu", (*names, "wfa_affine_cigar", "gather_ops", "cigar_measure",
-                                                      "cigar_write"), defines)
+            file, names, defines = KERNELS
+            if "min_blocks" in self.tune:
+                defines = (*defines, f"WFA_AFFINE_MIN_BLOCKS={self.tune['min_blocks']}")
+            self._mod = load_module(file, names, defines)
             import cupy
 
             attrs = cupy.cuda.Device().attributes

@@ -92,6 +92,10 @@ def _names() -> tuple:
     return tuple(names + ["dp_gather", "dp_keys", "dp_warps"])
 
 
+# (file, names, defines): every kernel this engine loads (engines/_variants.py)
+KERNELS = ("dp.cu", _names(), (f"COLS={COLS}", f"COLS16={COLS16}", f"NEG16=({NEG16})"))
+
+
 def is_long(ql: np.ndarray, tl: np.ndarray) -> np.ndarray:
     """Pairs for dp_long (a block each: one warp or a team of 4) rather than dp_fill (a thread each)."""
     cells = ql * tl
@@ -255,7 +259,7 @@ class GpuDpEngine(BatchEngine):
 
     def _module(self):
         if self._mod is None:
-            self._mod = load_module("dp.cu", _names(), (f"COLS={COLS}", f"COLS16={COLS16}", f"NEG16=({NEG16})"))
+            self._mod = load_module(*KERNELS)
         return self._mod
 
     def _table(self, cfg: AlignConfig) -> scoring.Substitution:

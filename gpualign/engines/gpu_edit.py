@@ -42,6 +42,9 @@ def _names():
     return tuple(names)
 
 
+KERNELS = ("ewfa.cu", _names(), ())  # (file, names, defines): every kernel this engine loads (engines/_variants.py)
+
+
 def start_level(levels: tuple, sample_scores: np.ndarray) -> int:
     """First level to try: the smallest that holds 80% of a sample's scores (exceeding ones count as
     beyond every level). Only speed depends on it: pairs above it still escalate."""
@@ -74,7 +77,7 @@ class GpuEditEngine(BatchEngine):
 
     def _module(self):
         if self._mod is None:
-            self._mod = load_module("ewfa.cu", _names())
+            self._mod = load_module(*KERNELS)
             import cupy
 
             self._sms = cupy.cuda.Device().attributes["MultiProcessorCount"]

@@ -68,7 +68,7 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
         raise ValueError("strings too long for the GPU long-string engine (2^31 bytes each)")
     if kernel not in ("tiled", "step"):
         raise ValueError(f"unknown kernel {kernel!r}")
-    mod = load_module("wfa_long.cu", ("wfa_long", "wfa_long_tiled<8>", "wfa_long_tiled<2>", "pack2"))
+    mod = load_module(*WFA_KERNELS)
     tp = (n + 63) // 64 * 64
     size = (tp + m + 127) // 64 * 64 + 64  # >= 64 spare bytes after the target (the kernels read ahead)
     t0 = time.perf_counter()
@@ -136,6 +136,10 @@ BPAD = 64  # symbols of padding before the target's codes: must match kernels/bp
 BP_WARPS_PER_BLOCK = 4  # kernels/bp_long.cu's launch bounds: 128 threads
 BP_MAX_SYMBOLS = 31
 BP_DEFINES: tuple = ()  # compile-time options of kernels/bp_long.cu (experiments: scripts/profile.py genome)
+# (file, names, defines): the kernels this module loads (engines/_variants.py); experiments that set
+# BP_DEFINES compile on first use
+WFA_KERNELS = ("wfa_long.cu", ("wfa_long", "wfa_long_tiled<8>", "wfa_long_tiled<2>", "pack2"), ())
+BP_KERNELS = ("bp_long.cu", ("bp_long", "bp_split_min", "bp_long_jobs", "bp_piece_codes"), ())
 BP_WARPS_PER_SM = 20  # strips in flight per SM at most (the best of 6..20 tried)
 BP_SPLIT_MIN = 1 << 16  # targets at least this long run as two halves at once, met in the middle
 BP_RING_BYTES = None  # a cap on one launch's ring memory (fewer warps on wide bands); None: a quarter of free

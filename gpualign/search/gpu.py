@@ -43,6 +43,25 @@ def per_thread(w: int, n_ps: int) -> int:
     return min(PER_THREAD, 1 << (max(1, n_ps).bit_length() - 1))
 
 
+def kernel_name(w: int, p: int) -> str:
+    """The search kernel's instance for patterns of w words, p patterns per thread."""
+    return f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}, {p}>"
+
+
+def seed_names(dense: bool, table_shared: bool, peq_shared: bool) -> tuple:
+    """A seed filter's kernels: count, emit, verify (dense: seed_warps)."""
+    if dense:
+        return ("seed_warps",)
+    t, p = str(table_shared).lower(), str(peq_shared).lower()
+    return f"seeds<false, {t}>", f"seeds<true, {t}>", f"seed_verify<{p}>"
+
+
+def _all_names() -> tuple:
+    names = [kernel_name(w, p) for w in PT.WORDS for p in sorted({per_thread(w, 1 << i) for i in range(32)})]
+    seeds = {n for d in (False, True) for t in (False, True) for p in (False, True) for n in seed_names(d, t, p)}
+    return tuple(names + sorted(seeds))
+
+
 THREADS = 256  # threads per block for patterns of one or two words (fewer for wider ones)
 
 
@@ -110,10 +129,12 @@ class _Seeds:
     @property
     def names(self) -> tuple:
         """Its kernels: count, emit, verify (dense: seed_warps)."""
-        if self.plan.dense:
-            return ("seed_warps",)
-        t, p = str(self.table_shared).lower(), str(self.peq_shared).lower()
-        return f"seeds<false, {t}>", f"seeds<true, {t}>", f"seed_verify<{p}>"
+        return seed_names(self.plan.dense, self.table_shared, self.peq_shared)
+
+
+# (file, names, defines): every kernel this engine loads, as engines/_variants.py builds them ahead (a
+# benchmark's defines compile on first use)
+KERNELS = ("myers_search.cu", _all_names(), ())
 
 
 class GpuSearchEngine:
@@ -150,12 +171,11 @@ class GpuSearchEngine:
                                            4 * len(table) <= SEED_SHARED and not plan.dense,
                                            64 * len(ids) <= SEED_SHARED and not plan.dense)
         self.per_thread = {w: per_thread(w, len(ids)) for w, ids, _ in self.groups}
-        names = tuple(f"search<{w}, {'true' if w <= SHARED_MAX_W else 'false'}, {self.per_thread[w]}>"
-                      for w, _, _ in self.groups)
-        seed_names = tuple(sorted({n for sd in self.seeds.values() for n in sd.names}))
-        self.mod = load_module("myers_search.cu", names + seed_names, defines)
+        names = tuple(kernel_name(w, self.per_thread[w]) for w, _, _ in self.groups)
+        seeding = tuple(sorted({n for sd in self.seeds.values() for n in sd.names}))
+        self.mod = load_module(KERNELS[0], names + seeding, (*KERNELS[2], *defines))
         self.kernels = {w: self.mod.get_function(n) for (w, _, _), n in zip(self.groups, names)}
-        self.kernels.update({n: self.mod.get_function(n) for n in seed_names})
+        self.kernels.update({n: self.mod.get_function(n) for n in seeding})
         self.context, self.gap = self.geometry(pats, k)
         self.cap = {w: max(1, FIRST_CAP // len(self.groups)) for w, _, _ in self.groups}
         self.verify_blocks = 16 * cupy.cuda.Device().attributes["MultiProcessorCount"]  # (seed_verify's grid)

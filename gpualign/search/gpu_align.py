@@ -14,6 +14,7 @@ from .hits import _align_job
 
 BLOCK = 128
 PRIORITY = -100  # the stream's (lower is sooner)
+KERNELS = ("search_align.cu", ("align_hits",), ())  # (file, names, defines): engines/_variants.py
 
 
 class GpuHitAligner:
@@ -28,7 +29,7 @@ class GpuHitAligner:
         # the greatest priority (CUDA clamps a number below its range to it): the aligner's blocks go to the
         # SMs as soon as the running search kernel's free them, not after the last of those has started
         self.stream = cupy.cuda.Stream(non_blocking=True, priority=PRIORITY)
-        self.kernel = load_module("search_align.cu", ("align_hits",)).get_function("align_hits")
+        self.kernel = load_module(*KERNELS).get_function("align_hits")
         with self.stream:
             self.miss = cupy.asarray((~table).astype(np.uint8).reshape(-1))
 

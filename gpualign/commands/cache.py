@@ -1,0 +1,153 @@
+"""`gpualign cache`: the compiled kernels: where they are, building them ahead of time, clearing the JIT cache.
+
+Data (the listing) goes to stdout, progress to stderr."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import ConfigError
+from .common import Debug, _run
+from .usage import HELP_OPTIONS, PlainCommand
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=HELP_OPTIONS,
+                  help="The compiled GPU kernels: where they are kept, building them ahead, clearing them.")
+
+TARGET = re.compile(r"(sm|compute)_\d{2,3}")
+LEGACY = re.compile(r"[0-9a-f]{64}\.(cubin|json)|\.tmp-.*")  # an earlier release's cache files, or half-written ones
+
+
+def _targets(arch: str) -> tuple:
+    from ..engines import _images
+
+    if arch == "all":
+        return _images.TARGETS
+    if arch == "native":
+        cc = _local_capability()
+        if cc is None:
+            raise ConfigError("--arch native: no usable CUDA GPU here (name the targets: --arch sm_90,...)")
+        return (f"sm_{cc[0]}{cc[1]}",)
+    targets = tuple(t.strip() for t in arch.split(",") if t.strip())
+    bad = [t for t in targets if not TARGET.fullmatch(t)]
+    if bad or not targets:
+        raise ConfigError(f"--arch: {', '.join(bad) or repr(arch)} is not a target (sm_90, compute_75, "
+                          "a list of them, native or all)")
+    return targets
+
+
+def _local_capability():
+    from ..engines import gpu_status
+
+    if not gpu_status()[0]:
+        return None
+    import cupy
+
+    from ..engines._cuda import capability
+
+    return capability(cupy.cuda.Device(0))
+
+
+@app.command(name="build", cls=PlainCommand)
+def build(
+    directory: Annotated[Optional[str], typer.Option("--dir", help="Where to put them (default: the install's own, gpualign/_kernels/; share another with GPUALIGN_KERNEL_PATH).")] = None,
+    arch: Annotated[str, typer.Option("--arch", help="Targets: all (cubins for sm_75, 80, 90, 100, 120 and PTX for later GPUs), native (this GPU's), or a list (sm_90,compute_75).")] = "all",
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="NVRTC threads (0 = all cores).")] = 0,
+    force: Annotated[bool, typer.Option("--force", help="Compile again images already there.")] = False,
+    debug: Debug = False,
+) -> None:
+    """Compile every kernel the engines use, for each target, with NVRTC (no GPU needed)."""
+    from ..engines import _images, _variants
+
+    def body():
+        targets = _targets(arch)
+        where = directory or _images.install_dir()
+        try:
+            os.makedirs(where, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"--dir {where}: cannot be made ({e.strerror or e})") from None
+        if not os.access(where, os.W_OK):
+            raise ConfigError(f"{where}: not writable (build elsewhere with --dir DIR, then point "
+                              f"{_images.PATH_ENV} at it)")
+        t0 = time.perf_counter()
+
+        def done(b) -> None:
+            what = "kept" if b.seconds == 0.0 else f"{b.seconds:.1f} s"
+            print(f"gpualign: {b.file} {b.target}: {b.size / 1024:,.0f} KiB ({what})", file=sys.stderr, flush=True)
+
+        built = _variants.build(where, targets, jobs or None, force, done)
+        made = sum(b.seconds > 0 for b in built)
+        print(f"{where}\t{len(built)} images ({made} compiled, {len(built) - made} kept) in "
+              f"{time.perf_counter() - t0:.1f} s")
+
+    _run(body, debug)
+
+
+@app.command(name="info", cls=PlainCommand)
+def info(debug: Debug = False) -> None:
+    """Where compiled kernels are looked for, what each holds, and what this GPU would load."""
+    from ..engines import _images, _nvrtc, _variants
+
+    def body():
+        roles = {_images.cache_dir(): "jit cache (written on first use; GPUALIGN_CACHE_DIR)",
+                 _images.install_dir(): "install (gpualign cache build)"}
+        out = []
+        for d in _images.search_dirs():
+            found = _images.entries(d)
+            targets = sorted({m["target"] for m in found})
+            role = roles.get(d, f"shared ({_images.PATH_ENV})")
+            out.append(f"dir\t{d}\t{role}\t{len(found)} images\t{','.join(targets) or '-'}")
+        out.append(f"nvrtc\t{'.'.join(map(str, _nvrtc.version())) if _nvrtc.available() else 'not found'}")
+        cc = _local_capability()
+        if cc is None:
+            out.append("gpu\tnone")
+        else:
+            out.append(f"gpu\tsm_{cc[0]}{cc[1]}")
+            for file, names, defines in _variants.VARIANTS:
+                code, headers = _images.sources(file)
+                dig = _images.digest(code, headers, _images.options(defines))
+                hit = next(_images.find(file, dig, names, cc), None)
+                out.append(f"kernel\t{file}\t{hit[0] if hit else 'compiles on first use'}")
+        print("\n".join(out))
+
+    _run(body, debug)
+
+
+@app.command(name="clear", cls=PlainCommand)
+def clear(
+    directory: Annotated[Optional[str], typer.Option("--dir", help="The directory to empty (default: the JIT cache).")] = None,
+    debug: Debug = False,
+) -> None:
+    """Remove compiled kernels from the JIT cache (or --dir): only gpualign's own files."""
+    from ..engines import _images
+
+    def body():
+        where = directory or _images.cache_dir()
+        removed = 0
+        for meta in _images.entries(where):
+            for path in (meta["path"], meta["path"].rsplit(".", 1)[0] + ".json"):
+                try:
+                    os.unlink(path)
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+                except OSError as e:
+                    raise ConfigError(f"{path}: cannot be removed ({e.strerror or e})") from None
+        try:
+            stale = [n for n in os.listdir(where) if LEGACY.fullmatch(n)]
+        except OSError:
+            stale = []
+        for name in stale:
+            try:
+                os.unlink(os.path.join(where, name))
+                removed += 1
+            except OSError:
+                pass
+        print(f"{where}\t{removed} files removed")
+
+    _run(body, debug)

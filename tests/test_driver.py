@@ -1,0 +1,26 @@
+"""driver.py: which command lines start CUDA early, and forks wait for the starting thread."""
+
+import os
+
+from gpualign import driver
+
+
+def test_commands_that_may_use_a_gpu_start_it():
+    for argv in (["gpualign", "pairs", "a.fa", "b.fa"], ["gpualign", "search", "p.fa", "g.fa", "-k", "2"],
+                 ["gpualign", "genome", "a", "b", "--device", "gpu"], ["gpualign", "paf", "c", "q", "t"]):
+        assert driver.wanted(argv), argv
+    for argv in (["gpualign"], ["gpualign", "--version"], ["gpualign", "cache", "build"],
+                 ["gpualign", "pairs", "a", "b", "--device", "cpu"], ["gpualign", "pairs", "--device=cpu", "a", "b"],
+                 ["gpualign", "pairs", "-h"], ["gpualign", "search", "--help"]):
+        assert not driver.wanted(argv), argv
+
+
+def test_a_fork_after_start_waits_for_the_thread_and_the_child_runs():
+    driver.start()
+    driver.start()  # once per process
+    pid = os.fork()  # the registered hook joins the thread first
+    if pid == 0:
+        os._exit(7)
+    assert not driver._thread.is_alive()
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 7
