@@ -47,11 +47,17 @@ def wait() -> None:
         thread.join()
 
 
+ELSEWHERE = ("--gpus", "--scheduler", "--cpu-workers")  # options that align in other processes (cluster.py)
+
+
 def wanted(argv: list[str]) -> bool:
-    """Could this command line use a GPU? A command that aligns, without --device cpu, -h or --help."""
+    """Could this command line use a GPU in this process? A command that aligns, without --device cpu, -h,
+    --help, or an option that sends the work to other processes (which hold the GPUs themselves)."""
     if len(argv) < 2 or argv[1] not in ("pairs", "paf", "genome", "search"):
         return False
     args = argv[2:]
     if "-h" in args or "--help" in args or "--device=cpu" in args:
+        return False
+    if any(a.split("=", 1)[0] in ELSEWHERE for a in args):
         return False
     return not any(a == "--device" and b == "cpu" for a, b in zip(args, args[1:]))

@@ -15,9 +15,22 @@ def test_commands_that_may_use_a_gpu_start_it():
         assert not driver.wanted(argv), argv
 
 
-def test_a_fork_after_start_waits_for_the_thread_and_the_child_runs():
+def test_other_processes_hold_the_gpus_of_cluster_runs():
+    for opt in (["--gpus", "2"], ["--gpus=all"], ["--scheduler", "tcp://h:8786"], ["--cpu-workers", "2"]):
+        assert not driver.wanted(["gpualign", "pairs", "a.fa", "b.fa", *opt]), opt
+
+
+def test_a_fork_waits_for_the_starting_thread_and_the_child_runs(monkeypatch):
+    import time
+
+    def slow(ctypes) -> None:  # (a driver that takes its time; no CUDA in the test process)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(driver, "_run", slow)
+    monkeypatch.setattr(driver, "_thread", None)
     driver.start()
     driver.start()  # once per process
+    assert driver._thread.is_alive()
     pid = os.fork()  # the registered hook joins the thread first
     if pid == 0:
         os._exit(7)

@@ -48,9 +48,35 @@ def test_the_best_fitting_image_is_found_first(tmp_path):
     assert first((11, 0)) == "compute_75"  # no cubin of its family: the PTX, compiled by the driver
     assert first((7, 0)) is None  # older than every image
     assert first((9, 0), ("k<1>", "k<3>")) is None  # a name the images do not hold
+    assert first((12, 0)) == "sm_120" and first((10, 0)) == "sm_100"
     assert first((9, 0), dig="e" * 64) is None  # other sources
     path, mapping, image = next(_images.find("x.cu", "d" * 64, ("k<2>",), (9, 0), dirs))
     assert mapping == {"k<1>": "sym_k<1>", "k<2>": "sym_k<2>"} and image == open(path, "rb").read()
+
+
+def test_newer_cubins_and_ptx_than_the_gpu_are_not_used(tmp_path):
+    _put(tmp_path, "sm_86")
+    _put(tmp_path, "compute_90")
+    dirs = [str(tmp_path)]
+    assert next(_images.find("x.cu", "d" * 64, ("k<1>",), (8, 0), dirs), None) is None
+    for cc, target in (((8, 9), "sm_86"), ((9, 0), "compute_90")):
+        path = next(_images.find("x.cu", "d" * 64, ("k<1>",), cc, dirs))[0]
+        assert json.load(open(path.rsplit(".", 1)[0] + ".json"))["target"] == target
+
+
+def test_images_are_readable_by_everyone_and_foreign_json_is_passed_over(tmp_path):
+    path = _put(tmp_path, "sm_90")
+    for name in os.listdir(tmp_path):
+        assert os.stat(tmp_path / name).st_mode & 0o777 == 0o644, name
+    good = json.load(open(path.rsplit(".", 1)[0] + ".json"))
+    broken = [{k: v for k, v in good.items() if k != "mapping"}, {**good, "target": "sm_9"}, {**good, "names": None},
+              {**good, "names": ["k<1>", "k<9>"]}, [1, 2], {**good, "sha256": 5}]
+    for i, meta in enumerate(broken):
+        other = tmp_path / f"x-{'d' * 20}-sm_90-bad{i}.json"
+        other.write_text(json.dumps(meta))
+    (tmp_path / f"x-{'d' * 20}-sm_90-text.json").write_text("not json")
+    assert [m["path"] for m in _images.entries(str(tmp_path))] == [path]
+    assert [p for p, _, _ in _images.find("x.cu", "d" * 64, ("k<1>",), (9, 0), [str(tmp_path)])] == [path]
 
 
 def test_a_damaged_image_is_passed_over_and_directories_keep_their_order(tmp_path):
@@ -121,6 +147,18 @@ def test_every_module_builds_without_a_gpu_and_a_second_build_keeps_them(tmp_pat
     monkeypatch.setattr(_nvrtc, "compile_source", no_compile)
     again = _variants.build(str(tmp_path), ("sm_90",), jobs=2)
     assert len(again) == len(built) and all(b.seconds == 0.0 for b in again)
+
+
+@needs_nvrtc
+def test_targets_for_a_gpu_and_for_the_command_line(tmp_path):
+    archs = _nvrtc.supported()
+    assert 90 in archs and _nvrtc.target_for((9, 0)) == "sm_90"
+    assert _nvrtc.target_for((99, 9)) == f"compute_{max(archs)}"  # newer than NVRTC: PTX the driver compiles
+    with pytest.raises(_nvrtc.KernelError):
+        _nvrtc.target_for((1, 0))
+    r = run_cli("cache", "build", "--arch", "sm_90,sm_91", "--dir", tmp_path / "out", text=True)
+    assert r.returncode == 2 and "sm_91" in r.stderr and r.stderr.count("\n") == 1
+    assert not os.path.exists(tmp_path / "out")  # nothing made before the targets are known good
 
 
 @needs_nvrtc

@@ -12,32 +12,38 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import ConfigError
+from ..errors import ConfigError, KernelError
 from .common import Debug, _run
 from .usage import HELP_OPTIONS, PlainCommand
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=HELP_OPTIONS,
                   help="The compiled GPU kernels: where they are kept, building them ahead, clearing them.")
 
-TARGET = re.compile(r"(sm|compute)_\d{2,3}")
 LEGACY = re.compile(r"[0-9a-f]{64}\.(cubin|json)|\.tmp-.*")  # an earlier release's cache files, or half-written ones
 
 
 def _targets(arch: str) -> tuple:
-    from ..engines import _images
+    """The targets --arch names, each one this NVRTC compiles for (KernelError without NVRTC)."""
+    from ..engines import _images, _nvrtc
 
     if arch == "all":
-        return _images.TARGETS
-    if arch == "native":
+        targets = _images.TARGETS
+    elif arch == "native":
         cc = _local_capability()
         if cc is None:
             raise ConfigError("--arch native: no usable CUDA GPU here (name the targets: --arch sm_90,...)")
-        return (f"sm_{cc[0]}{cc[1]}",)
-    targets = tuple(t.strip() for t in arch.split(",") if t.strip())
-    bad = [t for t in targets if not TARGET.fullmatch(t)]
-    if bad or not targets:
-        raise ConfigError(f"--arch: {', '.join(bad) or repr(arch)} is not a target (sm_90, compute_75, "
-                          "a list of them, native or all)")
+        targets = (_nvrtc.target_for(cc),)
+    else:
+        targets = tuple(dict.fromkeys(t.strip() for t in arch.split(",") if t.strip()))
+        bad = [t for t in targets if not _images.TARGET.fullmatch(t)]
+        if bad or not targets:
+            raise ConfigError(f"--arch: {', '.join(bad) or repr(arch)} is not a target (sm_90, compute_75, "
+                              "a list of them, native or all)")
+    archs = _nvrtc.supported()
+    unknown = [t for t in targets if int(t.partition("_")[2]) not in archs]
+    if unknown:
+        raise ConfigError(f"--arch: NVRTC {'.'.join(map(str, _nvrtc.version()))} does not compile for "
+                          f"{', '.join(unknown)} (it knows {', '.join(map(str, archs))})")
     return targets
 
 
@@ -67,13 +73,14 @@ def build(
     def body():
         targets = _targets(arch)
         where = directory or _images.install_dir()
+        bad = ConfigError if directory else KernelError  # (a directory named, or the install's own)
         try:
             os.makedirs(where, exist_ok=True)
         except OSError as e:
-            raise ConfigError(f"--dir {where}: cannot be made ({e.strerror or e})") from None
+            raise bad(f"{where}: cannot be made ({e.strerror or e})") from None
         if not os.access(where, os.W_OK):
-            raise ConfigError(f"{where}: not writable (build elsewhere with --dir DIR, then point "
-                              f"{_images.PATH_ENV} at it)")
+            raise bad(f"{where}: not writable (build elsewhere with --dir DIR, then point "
+                      f"{_images.PATH_ENV} at it)")
         t0 = time.perf_counter()
 
         def done(b) -> None:
@@ -137,7 +144,7 @@ def clear(
                 except FileNotFoundError:
                     pass
                 except OSError as e:
-                    raise ConfigError(f"{path}: cannot be removed ({e.strerror or e})") from None
+                    raise KernelError(f"{path}: cannot be removed ({e.strerror or e})") from None
         try:
             stale = [n for n in os.listdir(where) if LEGACY.fullmatch(n)]
         except OSError:

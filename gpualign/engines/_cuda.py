@@ -76,18 +76,19 @@ def _compile(cupy, filename: str, code: str, headers: dict, opts: tuple, dig: st
     import os
     import tempfile
 
-    target = f"sm_{cc[0]}{cc[1]}"
+    own = _nvrtc.available()
+    target = _nvrtc.target_for(cc) if own else f"sm_{cc[0]}{cc[1]}"
     if _notice is not None:
         _notice(f"compiling kernels/{filename} for {target} (first use; `gpualign cache build` compiles every "
                 "kernel ahead)")
-    if _nvrtc.available():
+    if own:
         image, mapping = _nvrtc.compile_source(code, filename, headers, opts, names, target)
         version = _nvrtc.version()
     else:  # none of our own to be found: CuPy's (it has its own ways of finding one; it picks the target)
         from cupy.cuda import compiler
 
-        own = tuple(o for o in opts if o != "--device-as-default-execution-space")  # (CuPy adds it itself)
-        image, mapping = compiler.compile_using_nvrtc(code, (*own, f"-I{_images.kernel_dir()}"),
+        mine = tuple(o for o in opts if o != "--device-as-default-execution-space")  # (CuPy adds it itself)
+        image, mapping = compiler.compile_using_nvrtc(code, (*mine, f"-I{_images.kernel_dir()}"),
                                                       name_expressions=names)
         mapping, version = dict(mapping), (0, 0)
     try:

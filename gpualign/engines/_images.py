@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 
 CACHE_ENV = "GPUALIGN_CACHE_DIR"
@@ -38,6 +39,7 @@ OPTIONS = ("-std=c++17", "--device-as-default-execution-space")
 # cubin runs on its own major version at the same or a higher minor: sm_80 on sm_86 and sm_89, sm_100
 # on sm_103, sm_120 on sm_121), and PTX of the lowest, which the driver compiles for any later GPU
 TARGETS = ("sm_75", "sm_80", "sm_90", "sm_100", "sm_120", "compute_75")
+TARGET = re.compile(r"(sm|compute)_(\d{1,2})(\d)")  # a target's form: kind, major, minor
 
 
 def cache_dir() -> str:
@@ -109,7 +111,8 @@ def stem(filename: str, dig: str, names: tuple, target: str) -> str:
 def store(directory: str, filename: str, dig: str, names: tuple, target: str, image: bytes, mapping: dict,
           nvrtc: tuple) -> str:
     """Write an image and its JSON (each under a temporary name, then renamed: readers never see half a
-    file); the image's path. OSError when the directory cannot be written."""
+    file), readable by every user (a shared directory); the image's path. OSError when the directory
+    cannot be written."""
     os.makedirs(directory, exist_ok=True)
     base = os.path.join(directory, stem(filename, dig, names, target))
     image_path = base + (".cubin" if target.startswith("sm_") else ".ptx")
@@ -120,6 +123,7 @@ def store(directory: str, filename: str, dig: str, names: tuple, target: str, im
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
+                os.fchmod(fh.fileno(), 0o644)  # (mkstemp's 0600 would hide it from other users)
             os.replace(tmp, path)
         except BaseException:
             try:
@@ -134,10 +138,10 @@ def _rank(target: str, cc: tuple[int, int]) -> int | None:
     """How well an image for target fits a GPU of compute capability cc: a cubin of the same major and the
     highest minor not above cc's first, then PTX of the highest version not above cc; None if it cannot
     run there."""
-    kind, _, ver = target.partition("_")
-    if not ver.isdigit():
+    m = TARGET.fullmatch(target)
+    if m is None:
         return None
-    major, minor = int(ver[:-1]), int(ver[-1])
+    kind, major, minor = m.group(1), int(m.group(2)), int(m.group(3))
     if kind == "sm" and major == cc[0] and minor <= cc[1]:
         return 1000 + minor
     if kind == "compute" and (major, minor) <= cc:
@@ -147,7 +151,8 @@ def _rank(target: str, cc: tuple[int, int]) -> int | None:
 
 def entries(directory: str, filename: str | None = None, dig: str | None = None) -> list[dict]:
     """The images of a directory (those of filename and digest when given): their JSON, with "path" (the
-    image) added."""
+    image) added. A JSON that is not one of ours, or not of this form (another release's, a hand edit),
+    is passed over."""
     try:
         listing = os.listdir(directory)
     except OSError:
@@ -160,12 +165,27 @@ def entries(directory: str, filename: str | None = None, dig: str | None = None)
         try:
             with open(os.path.join(directory, name)) as fh:
                 meta = json.load(fh)
+            if not _well_formed(meta):
+                continue
             ext = ".cubin" if meta["target"].startswith("sm_") else ".ptx"
             meta["path"] = os.path.join(directory, name[:-5] + ext)
             found.append(meta)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     return found
+
+
+def _strings(xs) -> bool:
+    return isinstance(xs, list) and all(isinstance(x, str) for x in xs)
+
+
+def _well_formed(meta) -> bool:
+    """Is meta an image's JSON of this release's form (store)?"""
+    if not isinstance(meta, dict) or not _strings([meta.get(k) for k in ("file", "digest", "sha256", "target")]):
+        return False
+    mapping = meta.get("mapping")
+    return (TARGET.fullmatch(meta["target"]) is not None and _strings(meta.get("names"))
+            and isinstance(mapping, dict) and _strings(list(mapping.values())) and set(meta["names"]) <= set(mapping))
 
 
 def find(filename: str, dig: str, names: tuple, cc: tuple[int, int], dirs: list[str] | None = None):
@@ -176,8 +196,8 @@ def find(filename: str, dig: str, names: tuple, cc: tuple[int, int], dirs: list[
     for directory in search_dirs() if dirs is None else dirs:
         fits = []
         for meta in entries(directory, filename, dig):
-            rank = _rank(meta.get("target", ""), cc)
-            if rank is None or meta.get("digest") != dig or not want <= set(meta.get("names", ())):
+            rank = _rank(meta["target"], cc)
+            if rank is None or meta["digest"] != dig or not want <= set(meta["names"]):
                 continue
             fits.append((rank, meta))
         for _, meta in sorted(fits, key=lambda f: -f[0]):
@@ -186,5 +206,5 @@ def find(filename: str, dig: str, names: tuple, cc: tuple[int, int], dirs: list[
                     image = fh.read()
             except OSError:
                 continue
-            if hashlib.sha256(image).hexdigest() == meta.get("sha256"):
+            if hashlib.sha256(image).hexdigest() == meta["sha256"]:
                 yield meta["path"], dict(meta["mapping"]), image

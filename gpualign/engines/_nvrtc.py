@@ -65,6 +65,28 @@ def version() -> tuple[int, int]:
     return major.value, minor.value
 
 
+def supported() -> tuple[int, ...]:
+    """The architectures this NVRTC compiles for, as numbers (75, 80, ..., 120)."""
+    lib = library()
+    n = ctypes.c_int()
+    _check(lib, lib.nvrtcGetNumSupportedArchs(ctypes.byref(n)), "nvrtcGetNumSupportedArchs")
+    archs = (ctypes.c_int * n.value)()
+    _check(lib, lib.nvrtcGetSupportedArchs(archs), "nvrtcGetSupportedArchs")
+    return tuple(archs)
+
+
+def target_for(cc: tuple[int, int]) -> str:
+    """What to compile for a GPU of compute capability cc: its own cubin when this NVRTC knows it, else
+    PTX of the newest architecture below it (the driver compiles that for the GPU)."""
+    want, archs = 10 * cc[0] + cc[1], supported()
+    if want in archs:
+        return f"sm_{want}"
+    older = [a for a in archs if a <= want]
+    if not older:
+        raise KernelError(f"NVRTC {'.'.join(map(str, version()))} compiles for none of sm_{want}'s ancestors")
+    return f"compute_{max(older)}"
+
+
 def _check(lib, rc: int, what: str, log: str = "") -> None:
     if rc != 0:
         msg = lib.nvrtcGetErrorString(rc).decode(errors="replace")

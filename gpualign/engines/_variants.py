@@ -11,6 +11,7 @@ width). What is not here compiles on first use, for a reason:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -47,9 +48,11 @@ def serving(filename: str, names: tuple, defines: tuple = ()) -> tuple | None:
 def build(directory: str, targets: tuple = _images.TARGETS, jobs: int | None = None,
           force: bool = False, on_done=None) -> list[Built]:
     """Every registered module for every target into directory, NVRTC on `jobs` threads (default: the
-    cores); images already there (same source digest, names and target) are kept unless force. on_done(b)
-    is called as each finishes. KernelError when NVRTC is missing or a kernel fails to compile."""
+    cores); images already there and whole (same source digest, names and target, bytes of the recorded
+    hash) are kept unless force. on_done(b) is called as each finishes. KernelError when NVRTC is missing,
+    or a kernel fails to compile (the jobs not started then are dropped)."""
     nvrtc = _nvrtc.version()
+    targets = tuple(dict.fromkeys(targets))
     work = []
     for file, names, defines in VARIANTS:
         code, headers = _images.sources(file)
@@ -58,7 +61,7 @@ def build(directory: str, targets: tuple = _images.TARGETS, jobs: int | None = N
         have = {(m["target"], tuple(m["names"])): m for m in _images.entries(directory, file, dig)}
         for target in targets:
             old = have.get((target, tuple(names)))
-            if old is not None and not force and os.path.exists(old["path"]):
+            if old is not None and not force and _whole(old):
                 done = Built(file, target, old["path"], os.path.getsize(old["path"]), 0.0)
                 if on_done:
                     on_done(done)
@@ -80,6 +83,17 @@ def build(directory: str, targets: tuple = _images.TARGETS, jobs: int | None = N
 
     # the most names first (dp.cu takes most of the time), so the pool ends together
     todo = sorted((w for w in work if not isinstance(w, Built)), key=lambda w: -len(w[1]))
-    with ThreadPoolExecutor(max(1, jobs or os.cpu_count() or 1)) as pool:
+    pool = ThreadPoolExecutor(max(1, jobs or os.cpu_count() or 1))
+    try:
         built = list(pool.map(one, todo))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return [w for w in work if isinstance(w, Built)] + built
+
+
+def _whole(meta: dict) -> bool:
+    try:
+        with open(meta["path"], "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest() == meta["sha256"]
+    except OSError:
+        return False
