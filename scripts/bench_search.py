@@ -10,12 +10,13 @@ half drawn from the genome with <= 3 edits):
   c  1,000 patterns x 150 nt, k = 15, the genome's first 100 Mbp
 Per set: the whole `gpualign search` command (subprocess, reading the FASTA included, output TSV) on the
 GPU; the CPU engine and the peers on --cpu-mbp of the genome (rates per pattern*bp compared, both
-strands searched everywhere). GPU and CPU hits on the --cpu-mbp slice (in 1 Mbp chunks) are compared
-byte for byte.
+strands searched everywhere). GPU hits on the --cpu-mbp slice (in 1 Mbp chunks: borders inside it) and
+the CPU engine's (default chunks, as a user runs it) are compared byte for byte.
 
   python scripts/bench_search.py --sets a,b,c --genome-mbp 3100 --cpu-mbp 20
   python scripts/bench_search.py --genome-mbp 1000 --read-only 0,2      # the text reader alone
   python scripts/bench_search.py --genome-mbp 1000 --raw-read 4,16      # reading with no workers, to the GPU
+  python scripts/bench_search.py --genome-mbp 20 --sets a --cpu-only    # the CPU engine against sassy, no GPU
 """
 
 from __future__ import annotations
@@ -97,6 +98,26 @@ def command(args: list) -> tuple[float, str]:
     if r.returncode:
         raise SystemExit(f"gpualign search failed: {r.stderr}")
     return dt, r.stderr
+
+
+def cpu_only(a, head: bytes, slice_fa: str) -> None:
+    """--cpu-only: per set, the whole `gpualign search --device cpu` command on the slice at default chunks and
+    in 1 Mbp chunks (same bytes required), against sassy-rs search_many on the same text and threads."""
+    print("set  patterns  k  slice_Mbp  cpu_default_s  cpu_1Mbp_chunks_s  sassy_many_s  default/sassy")
+    for name in a.sets.split(","):
+        n, m, k, _ = SETS[name]
+        pfa = os.path.join(a.workdir, f"pat_{name}.fa")
+        pats = write_patterns(pfa, n, m, head, seed=ord(name))
+        times, outs = {}, {}
+        for label, cut in (("default", []), ("1M", ["--chunk-bases", "1000000"])):
+            outs[label] = os.path.join(a.workdir, f"cpu_{name}_{label}.tsv")
+            times[label] = min(command([pfa, slice_fa, "-k", str(k), "-o", outs[label], "--device", "cpu", "-q",
+                                        "-t", str(a.threads), *cut])[0] for _ in range(a.repeats))
+        if open(outs["default"], "rb").read() != open(outs["1M"], "rb").read():
+            raise SystemExit(f"set {name}: the CPU engine's hits differ between chunk sizes")
+        s_s = min(sassy_many(pats, head[:a.cpu_mbp * 1_000_000], k, a.threads)[0] for _ in range(a.repeats))
+        print(f"{name:4} {n:8} {k:2} {a.cpu_mbp:10} {times['default']:14.2f} {times['1M']:18.2f} {s_s:13.2f} "
+              f"{s_s / times['default']:13.2f}", flush=True)
 
 
 def sassy_many(pats: list, text: bytes, k: int, threads: int) -> tuple[float, int]:
@@ -263,6 +284,8 @@ def main() -> None:
                     "without workers, with these numbers of threads, comma-separated (the floor of a reading that "
                     "translates on the GPU)")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--cpu-only", action="store_true", help="the CPU engine alone on the --cpu-mbp slice (default "
+                    "chunks and 1 Mbp chunks, best of --repeats) against sassy-rs search_many: no GPU needed")
     a = ap.parse_args()
     if a.engine_only:
         engine_only(a.engine_only, a.variants.split(",") if a.variants else [""], (a.sets or "a,c").split(","),
@@ -288,6 +311,9 @@ def main() -> None:
     c_fa = os.path.join(a.workdir, "first100.fa")
     with open(c_fa, "wb") as fh:
         fh.write(b">first100\n" + head[:100_000_000] + b"\n")
+    if a.cpu_only:
+        cpu_only(a, head, slice_fa)
+        return
     rows = []
     for name in a.sets.split(","):
         n, m, k, mbp = SETS[name]
@@ -305,8 +331,9 @@ def main() -> None:
             g_out, c_out = out[:-4] + "_gpu_slice.tsv", out[:-4] + "_cpu_slice.tsv"
             cut = ["--chunk-bases", "1000000"]  # chunk borders inside the slice: runs carried across them
             g_s, _ = command([pfa, slice_fa, "-k", str(k), "-o", g_out, "--device", "gpu", "-q", *cut])
+            # the CPU engine as a user runs it (default chunks): its figure is the default command's
             c_s, _ = command([pfa, slice_fa, "-k", str(k), "-o", c_out, "--device", "cpu", "-q",
-                              "-t", str(a.threads), *cut])
+                              "-t", str(a.threads)])
             same = open(g_out, "rb").read() == open(c_out, "rb").read()
             stext = head[:a.cpu_mbp * 1_000_000]
             s_s, s_hits = sassy_many(pats, stext, k, a.threads)

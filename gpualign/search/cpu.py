@@ -14,7 +14,7 @@ from ..errors import DeviceError
 from . import alphabet as A
 from .hits import Cands
 
-PART = 1 << 22  # bases per task at least
+PART = 1 << 18  # bases per task at least (a task's cost beyond its search: a call per pattern-strand)
 
 _worker: dict = {}
 
@@ -96,25 +96,33 @@ class SassyEngine:
         return None
 
     def submit(self, chunk):
-        """(The GPU engine's two steps: here the search runs at collect.)"""
-        return chunk
+        """The chunk's tasks handed to the workers now (the search runner submits a chunk before it collects the
+        one before: the workers go on from one chunk's tasks to the next's without waiting); without workers,
+        the search runs at collect."""
+        tasks = self._tasks(chunk)
+        return chunk, (self.pool.map_async(_search, tasks) if self.pool is not None and tasks else tasks)
 
-    def collect(self, chunk) -> Cands:
-        return self.search(chunk)
+    def collect(self, submitted) -> Cands:
+        chunk, run = submitted
+        return self._cands(chunk, run.get() if hasattr(run, "get") else list(map(_search, run)))
 
     def search(self, chunk) -> Cands:
-        """Every piece's candidates. The chunk's buffer is searched in parts of PART bytes or more, however many
-        pieces they hold, each part with `context` bytes before it; the ends found outside the pieces' reported
-        bases are dropped. The PAD between pieces matches nothing and is longer than k (this engine's geometry)
-        or than the patterns (the GPU engine's): an alignment across it costs more than k, or more than m, which
-        one within the piece never needs (the pattern's bases all unmatched), so each end's distance is its
-        piece's."""
+        return self.collect(self.submit(chunk))
+
+    def _tasks(self, chunk) -> list:
+        """The chunk's buffer in parts of PART bytes or more (a quarter of a worker's share of the chunk), however
+        many pieces they hold, each with `context` bytes before it: (bytes, first reported index, offset)."""
         size = len(chunk.codes)
         step = max(PART, -(-size // (4 * max(1, self.threads))))
-        tasks = [(chunk.codes[max(0, a - self.context):a + step].tobytes(), a - max(0, a - self.context),
-                  max(0, a - self.context)) for a in range(0, size, step)]
-        run = self.pool.imap(_search, tasks) if self.pool is not None else map(_search, tasks)
-        ps, j, d = (np.concatenate(x) for x in zip(*run)) if tasks else (np.zeros(0, np.int64),) * 3
+        return [(chunk.codes[max(0, a - self.context):a + step].tobytes(), a - max(0, a - self.context),
+                 max(0, a - self.context)) for a in range(0, size, step)]
+
+    def _cands(self, chunk, found: list) -> Cands:
+        """Every piece's candidates from its tasks' ends: the ends found outside the pieces' reported bases are
+        dropped. The PAD between pieces matches nothing and is longer than k (this engine's geometry) or than the
+        patterns (the GPU engine's): an alignment across it costs more than k, or more than m, which one within
+        the piece never needs (the pattern's bases all unmatched), so each end's distance is its piece's."""
+        ps, j, d = (np.concatenate(x) for x in zip(*found)) if found else (np.zeros(0, np.int64),) * 3
         piece = np.searchsorted(chunk.buf, j, side="right") - 1
         low = chunk.buf[np.maximum(piece, 0)] + chunk.context[np.maximum(piece, 0)]
         keep = np.flatnonzero((piece >= 0) & (j >= low) & (j < low + chunk.length[np.maximum(piece, 0)]))
