@@ -108,7 +108,7 @@ def test_directories_from_the_environment(monkeypatch, tmp_path):
 
 def test_every_request_of_the_engines_is_served_by_a_registered_module():
     # the requests as each engine makes them (engines' own name functions), against the registry
-    requests = [gpu_edit.KERNELS, gpu_affine.KERNELS, gpu_dp.KERNELS, gpu_long.WFA_KERNELS,
+    requests = [gpu_edit.KERNELS, gpu_affine.KERNELS, gpu_dp.kernels(), gpu_long.WFA_KERNELS,
                 ("bp_long.cu", ("bp_long", "bp_split_min"), gpu_long.BP_DEFINES),
                 ("bp_long.cu", ("bp_long_jobs", "bp_split_min", "bp_piece_codes"), gpu_long.BP_DEFINES),
                 gpu_align.KERNELS]

@@ -21,7 +21,7 @@ from ..search import gpu as search_gpu
 from ..search import gpu_align
 from . import _images, _nvrtc, gpu_affine, gpu_dp, gpu_edit, gpu_long
 
-VARIANTS = (gpu_edit.KERNELS, gpu_affine.KERNELS, gpu_dp.KERNELS, gpu_long.WFA_KERNELS, gpu_long.BP_KERNELS,
+VARIANTS = (gpu_edit.KERNELS, gpu_affine.KERNELS, gpu_dp.kernels(), gpu_long.WFA_KERNELS, gpu_long.BP_KERNELS,
             search_gpu.KERNELS, gpu_align.KERNELS)
 
 

@@ -92,8 +92,10 @@ def _names() -> tuple:
     return tuple(names + ["dp_gather", "dp_keys", "dp_warps"])
 
 
-# (file, names, defines): every kernel this engine loads (engines/_variants.py)
-KERNELS = ("dp.cu", _names(), (f"COLS={COLS}", f"COLS16={COLS16}", f"NEG16=({NEG16})"))
+def kernels() -> tuple:
+    """(file, names, defines): every kernel this engine loads (engines/_variants.py), with the defines of the
+    constants as they are now (tests change COLS: the module then compiles on first use)."""
+    return "dp.cu", _names(), (f"COLS={COLS}", f"COLS16={COLS16}", f"NEG16=({NEG16})")
 
 
 def is_long(ql: np.ndarray, tl: np.ndarray) -> np.ndarray:
@@ -259,7 +261,7 @@ class GpuDpEngine(BatchEngine):
 
     def _module(self):
         if self._mod is None:
-            self._mod = load_module(*KERNELS)
+            self._mod = load_module(*kernels())
         return self._mod
 
     def _table(self, cfg: AlignConfig) -> scoring.Substitution:
