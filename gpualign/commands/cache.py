@@ -1,4 +1,4 @@
-"""`gpualign cache`: the compiled kernels: where they are, building them ahead of time, clearing the JIT cache.
+"""`gpualign cache`: the compiled kernels: where they are, building them ahead of time, clearing the first-use cache.
 
 Data (the listing) goes to stdout, progress to stderr."""
 
@@ -63,7 +63,7 @@ def _local_capability():
 def build(
     directory: Annotated[Optional[str], typer.Option("--dir", help="Where to put them (default: the install's own, gpualign/_kernels/; share another with GPUALIGN_KERNEL_PATH).")] = None,
     arch: Annotated[str, typer.Option("--arch", help="Targets: all (cubins for sm_75, 80, 90, 100, 120 and PTX for later GPUs), native (this GPU's), or a list (sm_90,compute_75).")] = "all",
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="NVRTC threads (0 = all cores).")] = 0,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="NVRTC threads (0 = all cores).")] = 0,
     force: Annotated[bool, typer.Option("--force", help="Compile again images already there.")] = False,
     debug: Debug = False,
 ) -> None:
@@ -74,6 +74,8 @@ def build(
         targets = _targets(arch)
         where = directory or _images.install_dir()
         bad = ConfigError if directory else KernelError  # (a directory named, or the install's own)
+        if os.path.exists(where) and not os.path.isdir(where):
+            raise bad(f"{where}: not a directory")
         try:
             os.makedirs(where, exist_ok=True)
         except OSError as e:
@@ -101,14 +103,15 @@ def info(debug: Debug = False) -> None:
     from ..engines import _images, _nvrtc, _variants
 
     def body():
-        roles = {_images.cache_dir(): "jit cache (written on first use; GPUALIGN_CACHE_DIR)",
+        roles = {_images.cache_dir(): "first-use cache (GPUALIGN_CACHE_DIR)",
                  _images.install_dir(): "install (gpualign cache build)"}
         out = []
         for d in _images.search_dirs():
             found = _images.entries(d)
             targets = sorted({m["target"] for m in found})
             role = roles.get(d, f"shared ({_images.PATH_ENV})")
-            out.append(f"dir\t{d}\t{role}\t{len(found)} images\t{','.join(targets) or '-'}")
+            held = f"{len(found)} images" if os.path.isdir(d) else "missing"
+            out.append(f"dir\t{d}\t{role}\t{held}\t{','.join(targets) or '-'}")
         out.append(f"nvrtc\t{'.'.join(map(str, _nvrtc.version())) if _nvrtc.available() else 'not found'}")
         cc = _local_capability()
         if cc is None:
@@ -127,14 +130,16 @@ def info(debug: Debug = False) -> None:
 
 @app.command(name="clear", cls=PlainCommand)
 def clear(
-    directory: Annotated[Optional[str], typer.Option("--dir", help="The directory to empty (default: the JIT cache).")] = None,
+    directory: Annotated[Optional[str], typer.Option("--dir", help="The directory to empty (default: the first-use cache).")] = None,
     debug: Debug = False,
 ) -> None:
-    """Remove compiled kernels from the JIT cache (or --dir): only gpualign's own files."""
+    """Remove compiled kernels from the first-use cache (or --dir): only gpualign's own files."""
     from ..engines import _images
 
     def body():
         where = directory or _images.cache_dir()
+        if directory and not os.path.isdir(directory):
+            raise ConfigError(f"--dir {directory}: not a directory")
         removed = 0
         for meta in _images.entries(where):
             for path in (meta["path"], meta["path"].rsplit(".", 1)[0] + ".json"):

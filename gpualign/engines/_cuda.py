@@ -71,7 +71,7 @@ def _load(cupy, path: str, mapping: dict, names: tuple):
 
 def _compile(cupy, filename: str, code: str, headers: dict, opts: tuple, dig: str, names: tuple,
              cc: tuple[int, int]) -> Module:
-    """Compiled here for this GPU (NVRTC) and kept in the JIT cache (engines/_images.py); when the cache
+    """Compiled here for this GPU (NVRTC) and kept in the first-use cache (engines/_images.py); when the cache
     cannot be written, through a temporary file."""
     import os
     import tempfile

@@ -12,7 +12,7 @@ read from, so images built by one install serve another of the same sources. An 
 when digest matches and its names hold the names asked for.
 
 Directories searched, first to last:
-  1. the JIT cache: $GPUALIGN_CACHE_DIR, else $XDG_CACHE_HOME/gpualign/kernels (~/.cache/...): what
+  1. the first-use cache: $GPUALIGN_CACHE_DIR, else $XDG_CACHE_HOME/gpualign/kernels (~/.cache/...): what
      this user compiled on first use; written by the run;
   2. $GPUALIGN_KERNEL_PATH: directories separated by ':', read only (a cluster's or a container's shared
      images, filled once by `gpualign cache build --dir DIR`);
@@ -43,7 +43,7 @@ TARGET = re.compile(r"(sm|compute)_(\d{1,2})(\d)")  # a target's form: kind, maj
 
 
 def cache_dir() -> str:
-    """The JIT cache: $GPUALIGN_CACHE_DIR, else $XDG_CACHE_HOME/gpualign/kernels (~/.cache/...)."""
+    """The first-use cache: $GPUALIGN_CACHE_DIR, else $XDG_CACHE_HOME/gpualign/kernels (~/.cache/...)."""
     if os.environ.get(CACHE_ENV):
         return os.environ[CACHE_ENV]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -56,7 +56,7 @@ def install_dir() -> str:
 
 
 def search_dirs() -> list[str]:
-    """Every directory looked in, in order (module docstring); the JIT cache alone with GPUALIGN_PREBUILT=0."""
+    """Every directory looked in, in order (module docstring); the first-use cache alone with GPUALIGN_PREBUILT=0."""
     if os.environ.get(PREBUILT_ENV) == "0":
         return [cache_dir()]
     shared = [d for d in os.environ.get(PATH_ENV, "").split(":") if d]
