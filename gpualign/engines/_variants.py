@@ -70,8 +70,6 @@ def build(directory: str, targets: tuple = _images.TARGETS, jobs: int | None = N
             work.append((file, names, code, headers, opts, dig, target))
 
     def one(item) -> Built:
-        if isinstance(item, Built):
-            return item
         file, names, code, headers, opts, dig, target = item
         t0 = time.perf_counter()
         image, mapping = _nvrtc.compile_source(code, file, headers, opts, names, target)

@@ -32,8 +32,8 @@ NAME = "gpu-affine"
 CONCURRENT = 2  # batches aligned at once (GpuAffineEngine.concurrent)
 # (file, names, defines): every kernel this engine loads (engines/_variants.py); tune["min_blocks"] (a
 # benchmark's register cap) adds a define, compiled on first use
-KERNELS = ("wfa_affine.cu", (*(f"wfa_affine<{_b(b)}, {_b(f)}, {_b(s)}>" for b in (0, 1) for f in (0, 1) for s in (0, 1)),
-                             "wfa_affine_cigar", "gather_ops", "cigar_measure", "cigar_write"), ())
+_INSTANCES = tuple(f"wfa_affine<{_b(b)}, {_b(f)}, {_b(s)}>" for b in (0, 1) for f in (0, 1) for s in (0, 1))
+KERNELS = ("wfa_affine.cu", (*_INSTANCES, "wfa_affine_cigar", "gather_ops", "cigar_measure", "cigar_write"), ())
 
 
 class GpuAffineEngine(Launcher, BatchEngine):
