@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import interrupt, pack, scoring, trace
+from . import interrupt, memory, pack, scoring, trace
 from .config import AlignConfig
 from .engines import host_allocator, select_engines
 from .engines.check import CheckEngine, judge
@@ -78,6 +78,7 @@ class Summary:
         # busy time of each stage; the stages overlap (reader, aligner and writer run concurrently)
         rows += [(f"{k}_seconds", f"{v:.3f}") for k, v in self.stage_seconds.items()]
         rows += [(f"route:{k}", str(v)) for k, v in sorted(self.counts.items())]
+        rows += memory.peak_rows()
         rows += self.extra
         if self.verified:
             rows += [("verified", str(self.verified)), ("verified_by", self.verified_by),

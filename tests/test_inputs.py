@@ -72,3 +72,12 @@ def test_rate_of_a_slow_run_is_not_zero():
     rows = dict(Summary(pairs=1, seconds=2.5).rows())
     assert rows["pairs_per_second"] == "0.4"
     assert dict(Summary(pairs=250_000, seconds=2.0).rows())["pairs_per_second"] == "125000"
+
+
+def test_the_summary_reports_peak_memory():
+    from gpualign.memory import peak_rows
+    from gpualign.pipeline import Summary
+
+    rows = dict(Summary(pairs=1, seconds=1.0).rows())
+    assert int(rows["peak_rss_mib"]) >= 10  # (an interpreter with numpy holds tens of MiB)
+    assert dict(peak_rows()).keys() <= {"peak_rss_mib", "peak_worker_rss_mib"}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import interrupt
+from .. import interrupt, memory
 from ..config import SearchConfig
 from ..errors import DeviceError
 from ..pipeline import Output, ReadAhead, WriteBehind
@@ -50,6 +50,7 @@ class SearchSummary:
                 ("engine", self.engine), ("wall_seconds", f"{self.seconds:.3f}"),
                 ("pattern_bases_per_second", f"{rate:.4g}")]
         rows += [(f"{k}_seconds", f"{v:.3f}") for k, v in self.stage_seconds.items()]
+        rows += memory.peak_rows()
         rows += self.extra
         if self.capped:
             shown = ",".join(self.capped[:20]) + (f",... ({len(self.capped)} in all)" if len(self.capped) > 20 else "")
