@@ -237,3 +237,14 @@ def test_a_kernel_compiled_on_first_use_is_said_once(tmp_path):
     assert first.returncode == 0 and first.stderr.count("compiling kernels/ewfa.cu for sm_") == 1, first.stderr
     again = run_cli(*args, env=env, cwd=ROOT, text=True)
     assert again.returncode == 0 and "compiling" not in again.stderr and again.stdout == first.stdout
+
+
+def test_without_nvrtc_the_error_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(_nvrtc, "_candidates", lambda: ["/nonexistent/libnvrtc.so.13"])
+    _nvrtc.library.cache_clear()
+    try:
+        assert not _nvrtc.available()
+        with pytest.raises(_nvrtc.KernelError, match="pip install nvidia-cuda-nvrtc"):
+            _variants.build("/nonexistent-dir", ("sm_90",))
+    finally:
+        _nvrtc.library.cache_clear()
