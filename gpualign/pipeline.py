@@ -114,6 +114,16 @@ def check_output(path: str) -> None:
     os.unlink(probe)
 
 
+
+def _remove(path: str | None) -> None:
+    """A temporary file of the run removed (if any) and no longer tracked for an interrupt."""
+    if path:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        interrupt.untrack(path)
+
 class Output:
     """Where a run's output goes (output/sink.py): stdout, a device or pipe named as the output (/dev/null,
     /dev/stdout, a FIFO, a shell's >(...)), written in place and never replaced, or a temporary file renamed
@@ -170,22 +180,12 @@ class Output:
     def abort(self) -> None:
         self.sink.release()
         self._unstage()
-        if self.tmp:
-            try:
-                os.unlink(self.tmp)
-            except OSError:
-                pass
-            interrupt.untrack(self.tmp)
-            self.tmp = None
+        _remove(self.tmp)
+        self.tmp = None
 
     def _unstage(self) -> None:
-        if self.staged:
-            try:
-                os.unlink(self.staged)
-            except OSError:
-                pass
-            interrupt.untrack(self.staged)
-            self.staged = None
+        _remove(self.staged)
+        self.staged = None
 
 
 @contextmanager

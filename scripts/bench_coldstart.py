@@ -25,22 +25,14 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from gpualign.io import fastx  # noqa: E402 (the tree's own reader)
 DEMO = os.path.join(ROOT, "data", "demo")
 
 
 def _records(path: str) -> list[tuple[str, str]]:
-    recs, name, seq = [], None, []
-    with open(path) as fh:
-        for line in fh:
-            if line.startswith(">"):
-                if name is not None:
-                    recs.append((name, "".join(seq)))
-                name, seq = line[1:].split()[0], []
-            else:
-                seq.append(line.strip())
-    if name is not None:
-        recs.append((name, "".join(seq)))
-    return recs
+    return [(name, seq.decode()) for name, seq, _ in fastx.records(path)]
 
 
 def inputs(work: str) -> dict:

@@ -95,18 +95,16 @@ def _compile(cupy, filename: str, code: str, headers: dict, opts: tuple, dig: st
         path = _images.store(_images.cache_dir(), filename, dig, names, target, image, mapping, version)
     except OSError:
         path = None
-    if path is not None:
-        raw = _load(cupy, path, mapping, names)
-        if raw is not None:
-            return Module(raw, mapping)
-    fd, tmp = tempfile.mkstemp(suffix=".cubin")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(image)
-        raw = cupy.RawModule(path=tmp)
-        raw.get_function(mapping.get(names[0], names[0]))
-    finally:
-        os.unlink(tmp)
+    raw = _load(cupy, path, mapping, names) if path is not None else None
+    if raw is None:  # no cache to be had: loaded from a temporary file
+        fd, tmp = tempfile.mkstemp(suffix=".cubin")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(image)
+            raw = cupy.RawModule(path=tmp)
+            raw.get_function(mapping.get(names[0], names[0]))  # (an image it compiled that fails: raised)
+        finally:
+            os.unlink(tmp)
     return Module(raw, mapping)
 
 
