@@ -7,6 +7,7 @@ CPU: engines/cpu_long.py.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import time
@@ -185,17 +186,24 @@ def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
 
 
 def gpu_bound(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, detail: bool = False):
-    """An upper bound on the distance (long_bound.py): anchors found with cupy, gaps aligned by the
-    GPU eWFA engine (the strings already carry the character rule, so the gaps use plain bytes).
-    detail: long_bound.upper_bound's whole dict (with the path behind the bound)."""
-    import cupy
-
+    """An upper bound on the distance (long_bound.py): anchors found on the device (engines/gpu_anchors.py),
+    gaps aligned by the GPU eWFA engine (the strings already carry the character rule, so the gaps use plain
+    bytes). detail: long_bound.upper_bound's whole dict (with the path behind the bound)."""
     from . import long_bound
-    from .engines.gpu_edit import GpuEditEngine
+    from .engines import gpu_anchors
 
     gap_cfg = AlignConfig(distance_only=True, device="gpu", threads=cfg.threads)
-    r = long_bound.upper_bound(q, t, [GpuEditEngine()], gap_cfg, xp=cupy)
+    r = long_bound.upper_bound(q, t, _gap_chain(), gap_cfg, find=gpu_anchors.anchors)
     return r if detail else r["bound"]
+
+
+@functools.lru_cache(maxsize=1)
+def _gap_chain() -> list:
+    """The engine chain that aligns the bound's gaps: one for the run (an engine per record pair started
+    its streams and buffers again each time)."""
+    from .engines.gpu_edit import GpuEditEngine
+
+    return [GpuEditEngine()]
 
 
 def use_gpu(device: str) -> bool:
@@ -242,15 +250,16 @@ def _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn):
     return None, None
 
 
-def _path_gpu(q, t, cfg, progress, on_notice, qn, tn):
-    """(distance, packed CIGAR, cells, how) on the GPU, or None (the CPU path instead)."""
+def _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain=None):
+    """(distance, packed CIGAR, cells, how) on the GPU, or None (the CPU path instead); chain: as
+    genome_path.gpu_path's."""
     from . import genome_path
     from .engines import is_out_of_memory
 
     plan = kernel_options(q, t)
     bound = _bound(q, t, cfg, detail=True) if plan.anchored else None
     try:
-        r = genome_path.gpu_path(q, t, cfg, plan, bound, progress)
+        r = genome_path.gpu_path(q, t, cfg, plan, bound, progress, chain)
     except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
         if not is_out_of_memory(err):
             raise
@@ -397,13 +406,15 @@ def summary(results: list[GenomeResult], seconds: float):
                    stage_seconds={"align": sum(r.seconds for r in results)})
 
 
-def compute_pair(qn, tn, q, t, cfg, gpu: bool, prune: bool, cpu_method: str, progress=None, on_notice=None):
+def compute_pair(qn, tn, q, t, cfg, gpu: bool, prune: bool, cpu_method: str, progress=None, on_notice=None,
+                 chain=None):
     """One record pair (q, t: the character rule applied): (distance, packed CIGAR or None, cells or None,
-    engine label, engine name, seconds); the alignment too unless cfg.distance_only."""
+    engine label, engine name, seconds); the alignment too unless cfg.distance_only (chain: the engines
+    that align the path's leaves, genome_path.leaf_chain's, or None: started for this pair)."""
     start = time.perf_counter()
     r = ops = cells = None
     if gpu and not cfg.distance_only:
-        r = _path_gpu(q, t, cfg, progress, on_notice, qn, tn)
+        r = _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain)
         if r is not None:
             d, ops, cells, how = r
             engine = f"gpu-long:path:{how}"
@@ -434,9 +445,17 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
                               {"kernel": "cluster", "workers": remote.workers})
         return
     if gpu or cfg.n_threads == 1:
-        for qn, tn, q0, t0 in pairs:
-            q, t = _apply_rule(q0, t0, cfg.n_mismatch)
-            yield qn, tn, q0, t0, compute_pair(qn, tn, q, t, cfg, gpu, prune, cpu_method, progress, on_notice)
+        from . import genome_path
+
+        chain = genome_path.leaf_chain(cfg) if gpu and not cfg.distance_only else None  # one for the run
+        try:
+            for qn, tn, q0, t0 in pairs:
+                q, t = _apply_rule(q0, t0, cfg.n_mismatch)
+                yield qn, tn, q0, t0, compute_pair(qn, tn, q, t, cfg, gpu, prune, cpu_method, progress, on_notice,
+                                                   chain)
+        finally:
+            if chain is not None:
+                genome_path.close_chain(chain)
         return
     from concurrent.futures import ThreadPoolExecutor, wait
 

@@ -54,6 +54,18 @@ def leaf_aligner(chain, cfg: AlignConfig):
     return align_leaves
 
 
+def leaf_chain(cfg: AlignConfig) -> list:
+    """The batched engines that align the leaves of gpu_path (close with close_chain)."""
+    from .engines import select_engines
+
+    return select_engines(AlignConfig(metric="edit", device="gpu", threads=cfg.threads))[0]
+
+
+def close_chain(chain: list) -> None:
+    for e in chain:
+        getattr(e, "close", lambda: None)()
+
+
 def anchored_pieces(n: int, m: int, path) -> hirschberg.Pieces:
     """The pieces of long_bound's path (its anchors, exact matches of K bases, and the gaps between them
     with their costs), in order. When the bound equals the distance every piece's cost is its own
@@ -71,15 +83,17 @@ def anchored_pieces(n: int, m: int, path) -> hirschberg.Pieces:
     return hirschberg.Pieces(qa, qb, ta, tb, d)
 
 
-def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict | None, progress=None):
+def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict | None, progress=None,
+             chain=None):
     """(distance, packed CIGAR, stats) on the GPU, or None when the bit-parallel kernel cannot take
     the strings (more than 31 distinct symbols). plan: genome.kernel_options; bound: long_bound's dict
     (gpu_bound(..., detail=True)) or None. The distance comes from the kernel the plan picks (the
     bit-parallel one also gives the first split); when it equals the anchored bound, the bound's path
     gives the pieces (how = "anchors"), else Hirschberg starts from the whole pair (how = "split").
     stats: how, cells (bit-parallel DP cells), levels, leaves, first_s (distance and first split),
-    split_s (the other levels' splits), leaves_s."""
-    from .engines import gpu_long, select_engines
+    split_s (the other levels' splits), leaves_s. chain: the engine chain that aligns the leaves (leaf_chain's,
+    kept by the caller for its pairs), or None: one started and closed for this pair."""
+    from .engines import gpu_long
 
     n, m = len(q), len(t)
     t0 = time.perf_counter()
@@ -106,7 +120,9 @@ def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict |
         splitter = gpu_long.BpSplitter(q, t)
     except ValueError:  # more than 31 distinct symbols
         return None
-    chain, _ = select_engines(AlignConfig(metric="edit", device="gpu", threads=cfg.threads))
+    own = chain is None
+    if own:
+        chain = leaf_chain(cfg)
     levels = []
 
     def report(info):
@@ -126,8 +142,8 @@ def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict |
     try:
         ops = hirschberg.align_path(q, t, pieces, splitter, timed_leaves, report)
     finally:
-        for e in chain:
-            getattr(e, "close", lambda: None)()
+        if own:
+            close_chain(chain)
     return d, ops, dict(how=how, cells=r["cells"] + splitter.cells, levels=len(levels),
                         leaves=levels[-1]["pieces"], first_s=first_s, split_s=levels[-1]["at"] - t0 - first_s,
                         leaves_s=sum(leaves_s))

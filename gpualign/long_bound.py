@@ -14,7 +14,8 @@ d^2 when U is near d). Any path through the edit matrix gives such a bound; this
    costs max(len_q, len_t), which is always achievable.
 
 The sum is the cost of a real alignment, so U >= d whatever the anchors: a poor anchor chain only
-weakens the pruning, never the result. Runs with numpy, or cupy for the k-mer work when given.
+weakens the pruning, never the result. The k-mer work runs with numpy, or on the device
+(engines/gpu_anchors.py).
 """
 
 from __future__ import annotations
@@ -31,49 +32,54 @@ MAX_GAP = 4096  # gaps longer than this are not aligned (cost max(len_q, len_t))
 _HASH = np.uint32(0x9E3779B1)
 
 
-def _kmers(s, xp):
-    """(codes, positions) of the sampled k-mers of s (a device/host uint8 array) that hold only ACGT."""
+def _kmers(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, positions) of the sampled k-mers of s (a uint8 array) that hold only ACGT."""
     n = len(s)
     if n < K:
-        return xp.zeros(0, xp.uint32), xp.zeros(0, xp.int64)
-    code = xp.asarray(CODE2)[s]  # 2-bit codes, 255 for anything but A/C/G/T
-    bad = xp.concatenate([xp.zeros(1, xp.int32), xp.cumsum(code > 3, dtype=xp.int32)])
-    c = (code & 3).astype(xp.uint32)
+        return np.zeros(0, np.uint32), np.zeros(0, np.int64)
+    code = CODE2[s]  # 2-bit codes, 255 for anything but A/C/G/T
+    bad = np.concatenate([np.zeros(1, np.int32), np.cumsum(code > 3, dtype=np.int32)])
+    c = (code & 3).astype(np.uint32)
     width = 1
     while width < K:  # codes of windows of 2, 4, 8, 16 bases
         c = (c[:-width] << np.uint32(2 * width)) | c[width:]
         width *= 2
     ok = (bad[K:] - bad[:-K]) == 0
     ok &= ((c * _HASH) >> np.uint32(32 - SAMPLE_BITS)) == 0
-    pos = xp.nonzero(ok)[0]
+    pos = np.nonzero(ok)[0]
     return c[pos], pos
 
 
-def _unique(codes, pos, xp):
+def _unique(codes: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The k-mers occurring once, sorted by code."""
-    order = xp.argsort(codes)
+    order = np.argsort(codes)
     sc, sp = codes[order], pos[order]
     if len(sc) == 0:
         return sc, sp
     diff = sc[1:] != sc[:-1]
-    one = xp.ones(1, dtype=bool)
-    single = xp.concatenate([one, diff]) & xp.concatenate([diff, one])
+    one = np.ones(1, dtype=bool)
+    single = np.concatenate([one, diff]) & np.concatenate([diff, one])
     return sc[single], sp[single]
 
 
-def anchors(q, t, xp=np) -> tuple[np.ndarray, np.ndarray]:
-    """Colinear exact K-mer matches: (query starts, target starts), increasing, K apart (host arrays)."""
-    cq, pq = _unique(*_kmers(xp.asarray(q), xp), xp)
-    ct, pt = _unique(*_kmers(xp.asarray(t), xp), xp)
+def raw_anchors(q: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sampled k-mers occurring once in q and once in t: (query starts, target starts) by query start
+    (int64). engines/gpu_anchors.anchors finds the same on the device."""
+    cq, pq = _unique(*_kmers(np.asarray(q)))
+    ct, pt = _unique(*_kmers(np.asarray(t)))
     if len(cq) == 0 or len(ct) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    at = xp.minimum(xp.searchsorted(ct, cq), len(ct) - 1)
+    at = np.minimum(np.searchsorted(ct, cq), len(ct) - 1)
     hit = ct[at] == cq
     a_q, a_t = pq[hit], pt[at[hit]]
-    order = xp.argsort(a_q)
-    a_q = np.asarray(a_q[order].get() if xp is not np else a_q[order], np.int64)
-    a_t = np.asarray(a_t[order].get() if xp is not np else a_t[order], np.int64)
-    return _colinear(a_q, a_t)
+    order = np.argsort(a_q)
+    return a_q[order].astype(np.int64), a_t[order].astype(np.int64)
+
+
+def anchors(q, t, find=raw_anchors) -> tuple[np.ndarray, np.ndarray]:
+    """Colinear exact K-mer matches: (query starts, target starts), increasing, K apart (host arrays).
+    find: raw_anchors, or engines/gpu_anchors.anchors (the same, on the device)."""
+    return _colinear(*find(q, t))
 
 
 def _colinear(a_q: np.ndarray, a_t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -114,7 +120,7 @@ def gaps(a_q: np.ndarray, a_t: np.ndarray, n: int, m: int):
     return qs, qe - qs, ts, te - ts
 
 
-def upper_bound(q: np.ndarray, t: np.ndarray, chain, cfg, xp=np) -> dict:
+def upper_bound(q: np.ndarray, t: np.ndarray, chain, cfg, find=raw_anchors) -> dict:
     """U >= the edit distance of q and t (uint8 arrays, folded, rule applied): dict(bound, anchors,
     aligned (gaps aligned by the chain), seconds, path). chain: pairs engines for distance-only edit
     pairs. path = (anchor query starts, anchor target starts, each gap's cost): the path behind the
@@ -124,7 +130,7 @@ def upper_bound(q: np.ndarray, t: np.ndarray, chain, cfg, xp=np) -> dict:
 
     t0 = time.perf_counter()
     n, m = len(q), len(t)
-    a_q, a_t = anchors(q, t, xp)
+    a_q, a_t = anchors(q, t, find)
     qs, ql, ts, tl = gaps(a_q, a_t, n, m)
     cost = np.maximum(ql, tl)
     todo = np.nonzero((ql > 0) & (tl > 0) & (cost <= MAX_GAP))[0]

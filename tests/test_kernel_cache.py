@@ -8,8 +8,19 @@ import os
 
 import pytest
 from cli_helper import ROOT, run_cli
+from test_genome import mutate, rand
 
-from gpualign.engines import _images, _nvrtc, _variants, gpu_affine, gpu_dp, gpu_edit, gpu_long
+from gpualign.engines import (
+    _arrays,
+    _images,
+    _nvrtc,
+    _variants,
+    gpu_affine,
+    gpu_anchors,
+    gpu_dp,
+    gpu_edit,
+    gpu_long,
+)
 from gpualign.search import gpu as search_gpu
 from gpualign.search import gpu_align, patterns
 
@@ -111,7 +122,7 @@ def test_every_request_of_the_engines_is_served_by_a_registered_module():
     requests = [gpu_edit.KERNELS, gpu_affine.KERNELS, gpu_dp.kernels(), gpu_long.WFA_KERNELS,
                 ("bp_long.cu", ("bp_long", "bp_split_min"), gpu_long.BP_DEFINES),
                 ("bp_long.cu", ("bp_long_jobs", "bp_split_min", "bp_piece_codes"), gpu_long.BP_DEFINES),
-                gpu_align.KERNELS]
+                gpu_align.KERNELS, _arrays.KERNELS, gpu_anchors.KERNELS]
     for w in patterns.WORDS:  # every pattern width, with as many patterns as a launch can hold
         for n in (1, 2, 3, 5, 8, 100, search_gpu.MAX_PS - 1):
             requests.append(("myers_search.cu", (search_gpu.kernel_name(w, search_gpu.per_thread(w, n)),), ()))
@@ -203,14 +214,28 @@ FIRST_RUNS = [  # a first run of each engine on the demo: (name, arguments after
     ("affine", ["pairs", "data/demo/a.fa", "data/demo/b.fa", "--device", "gpu", "--metric", "affine"]),
     ("local", ["pairs", "data/demo/a.fa", "data/demo/b.fa", "--device", "gpu", "--mode", "local", "--match", "2"]),
     ("genome", ["genome", "data/demo/a.fa", "data/demo/b.fa", "--device", "gpu"]),
+    ("genome long", ["genome", "LONG_A", "LONG_B", "--device", "gpu"]),  # bit-parallel splits, anchors
+    ("genome long distance", ["genome", "LONG_A", "LONG_B", "--device", "gpu", "--distance-only"]),
     ("search", ["search", "data/demo/a.fa", "data/demo/b.fa", "-k", "3", "--device", "gpu", "-f", "tsv"]),
 ]
 
 
+def _untimed(tsv: bytes) -> list:
+    """genome --distance-only's rows without the columns that time the run (seconds, cups, cells_per_second)."""
+    return [row.split(b"\t")[:6] + row.split(b"\t")[9:] for row in tsv.splitlines()]
+
+
 @pytest.mark.gpu
 def test_first_runs_load_built_images_compile_nothing_and_match_compiled_kernels(built_here, tmp_path):
-    ahead, compiled = tmp_path / "ahead", tmp_path / "compiled"
+    # nothing compiled: neither gpualign's kernels (built ahead) nor CuPy's own (the engines ask CuPy for
+    # allocations and copies only, engines/_arrays.py)
+    ahead, compiled, cupys = tmp_path / "ahead", tmp_path / "compiled", tmp_path / "cupy"
+    q = rand(300_000, 31)  # a long pair for genome: 12% apart, the bit-parallel kernel, split in halves
+    long_a, long_b = tmp_path / "long_a.fa", tmp_path / "long_b.fa"
+    long_a.write_bytes(b">a\n" + q + b"\n")
+    long_b.write_bytes(b">b\n" + mutate(q, 0.12, 32) + b"\n")
     for name, args in FIRST_RUNS:
+        args = [{"LONG_A": str(long_a), "LONG_B": str(long_b)}.get(a, a) for a in args]
         if name == "search":  # patterns: the first 40 bases of a few records of a.fa
             pats = tmp_path / "pats.fa"
             with open(os.path.join(ROOT, "data/demo/a.fa")) as fh:
@@ -218,13 +243,14 @@ def test_first_runs_load_built_images_compile_nothing_and_match_compiled_kernels
             pats.write_text("".join(f">p{i}\n{''.join(r.splitlines()[1:])[:40]}\n" for i, r in enumerate(recs)))
             args = [args[0], str(pats), *args[2:]]
         outs = []
-        for env in ({_images.CACHE_ENV: str(ahead), _images.PATH_ENV: str(built_here)},
+        for env in ({_images.CACHE_ENV: str(ahead), _images.PATH_ENV: str(built_here), "CUPY_CACHE_DIR": str(cupys)},
                     {_images.CACHE_ENV: str(compiled), _images.PREBUILT_ENV: "0"}):
             r = run_cli(*args, "-q", "-o", "-", env=env, cwd=ROOT, timeout=600)
             assert r.returncode == 0, (name, r.stderr)
-            outs.append(r.stdout)
+            outs.append(_untimed(r.stdout) if "distance" in name else r.stdout)
         assert outs[0] == outs[1] and outs[0], name
         assert not os.path.exists(ahead) or not os.listdir(ahead), f"{name}: compiled instead of loading"
+        assert not os.path.exists(cupys) or not os.listdir(cupys), f"{name}: CuPy compiled {os.listdir(cupys)}"
         assert os.listdir(compiled), f"{name}: nothing compiled without the built images"
 
 

@@ -90,3 +90,26 @@ def test_bound_with_n_mismatch_rule():
     d = edlib.align(qa.tobytes(), ta.tobytes(), task="distance")["editDistance"]
     r = LB.upper_bound(qa, ta, [CpuEngine(2)], CFG)
     assert d <= r["bound"] <= 1.05 * d and r["anchors"] > 10
+
+
+def test_raw_anchors_are_the_sampled_kmers_found_once_in_each_string():
+    # an oracle by dictionaries: every ACGT 16-mer, sampled by the same hash, counted in each string
+    q = rand(3_000, 21) + b"N" + rand(3_000, 21)[:1_500] + repeat_rich(3_000, 22)
+    t = mutate(q, 0.05, 23)
+
+    def once(s):
+        seen = {}
+        for i in range(len(s) - LB.K + 1):
+            w = s[i:i + LB.K]
+            if set(w) <= set(b"ACGT"):
+                code = 0
+                for b in w:
+                    code = (code << 2) | int(LB.CODE2[b])
+                if ((code * 0x9E3779B1) & 0xFFFFFFFF) >> (32 - LB.SAMPLE_BITS) == 0:
+                    seen.setdefault(w, []).append(i)
+        return {w: p[0] for w, p in seen.items() if len(p) == 1}
+
+    oq, ot = once(q), once(t)
+    want = sorted((p, ot[w]) for w, p in oq.items() if w in ot)
+    aq, at = LB.raw_anchors(u8(q), u8(t))
+    assert len(want) > 20 and list(zip(aq.tolist(), at.tolist())) == want

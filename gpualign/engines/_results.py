@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import trace
 from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch
+from . import _arrays
 from ._staging import pinned_empty, to_device, to_host
 
 _NULL = np.uint64(0)  # a null device pointer argument
@@ -142,8 +143,8 @@ class SlotResults:
         import cupy
 
         self._mod, self.n, self.want_cigar = mod, n, want_cigar
-        self.score = cupy.full(n, -1, dtype=cupy.int32)
-        self.status = cupy.full(n, EXCEEDED, dtype=cupy.uint8)
+        self.score = _arrays.full(n, -1, np.int32)
+        self.status = _arrays.full(n, EXCEEDED, np.uint8)
         self.ops_len = cupy.zeros(n, dtype=cupy.int64)
         self.ops_src = cupy.zeros(n, dtype=cupy.int64)  # level << 40 | offset in that level's buffer
         self.buffers: list = []
@@ -185,8 +186,7 @@ class SlotResults:
         self.score.get(out=score, blocking=False)
         self.status.get(out=status, blocking=False)
         if cig:
-            d_off = cupy.cumsum(self.ops_len)
-            d_off -= self.ops_len
+            d_off = _arrays.cumsum(self.ops_len, exclusive=True)
             self.ops_len.get(out=lens, blocking=False)
             d_off.get(out=offs, blocking=False)
         stream.synchronize()

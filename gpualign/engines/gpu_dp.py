@@ -28,6 +28,7 @@ import numpy as np
 from .. import scoring, trace
 from ..config import AlignConfig
 from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths
+from . import _arrays
 from ._cuda import load_module
 from ._device import BatchEngine, align_split
 from ._staging import Staging, to_device
@@ -317,7 +318,7 @@ class GpuDpEngine(BatchEngine):
         short, long = split(ql, tl)  # (short None: every pair)
         d_raw, d_meta = self._staging.upload(batch, cfg)  # (prefetched while the batch before aligned)
         d_lut, d_matrix = self._device_tables(cfg, sub)
-        d_codes = d_lut[d_raw]  # letter indices, made on the device
+        d_codes = _arrays.translate(d_raw, d_lut)  # letter indices, made on the device
         scoring_args = (d_matrix, np.int32(len(sub.letters)), *(np.int32(g) for g in cfg.parasail_gaps()))
         d_out = cupy.zeros((6, n), cupy.int32)  # by pair, one memset and one copy back:
         ends = tuple(d_out[:3])  # score, end row, end column
@@ -394,7 +395,7 @@ class GpuDpEngine(BatchEngine):
         picked = (d_meta[1], d_meta[3], d_idx, np.int32(group is not None))
         d_key = cupy.empty(count, cupy.uint64)
         self._module().get_function("dp_keys")((-(-count // BLOCK),), (BLOCK,), (*picked, np.int32(count), d_key))
-        d_sorted = cupy.argsort(d_key)
+        d_sorted = _arrays.argsort(d_key)
         d_slots, d_warps = cupy.empty(nwarps * 32, cupy.int32), cupy.empty((2, nwarps), cupy.int32)
         self._module().get_function("dp_warps")((-(-nwarps // BLOCK),), (BLOCK,),
                                                 (*picked, d_sorted, np.int32(count), np.int32(nwarps), d_slots,

@@ -17,6 +17,7 @@ import numpy as np
 from .. import trace
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
+from . import _arrays
 from ._cuda import load_module
 from ._device import BatchEngine, align_split
 from ._results import SlotResults
@@ -141,12 +142,12 @@ class GpuEditEngine(BatchEngine):
         else:  # a small distance-only sample at the top level picks where to start
             # evenly spread over the batch, made on the device: a host-to-device copy now would queue
             # behind the next batch's upload
-            sample = cupy.arange(0, n, max(1, n // 1024), dtype=cupy.int32)[:1024]
+            sample = _arrays.arange(0, n, max(1, n // 1024), np.int32)[:1024]
             scores = self._run_level(levels[-1], dev, sample, len(sample), False)[0]
             first = start_level(levels, scores.get())
 
         res = SlotResults(mod, n, want_cigar)
-        todo, left = cupy.arange(n, dtype=cupy.int32), n  # pair ids still to align, on the device
+        todo, left = _arrays.arange(0, n, dtype=np.int32), n  # pair ids still to align, on the device
         for e in levels[levels.index(first):]:
             if left == 0:
                 break

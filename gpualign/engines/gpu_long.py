@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from ..pack import CODE2
+from . import _arrays
 from ._cuda import load_module
 
 MAX_LEN = (1 << 31) - 64
@@ -89,9 +90,9 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
     seq_args = (d_seq, np.uint32(0), np.int32(n), np.uint32(tp), np.int32(m), col_a, col_b, np.int32(center),
                 np.int32(1 if prune else 0))
     if kernel == "tiled":
-        if bits is None:
-            acgt = cupy.asarray(CODE2 != 255)
-            bits = 2 if bool(acgt[d_bytes[:n]].all()) and bool(acgt[d_bytes[tp:tp + m]].all()) else 8
+        if bits is None:  # 2 when every byte present is one of ACGT (CODE2 < 255)
+            present = (_arrays.byte_counts(d_bytes[:n]) + _arrays.byte_counts(d_bytes[tp:tp + m])) > 0
+            bits = 2 if (CODE2[present] != 255).all() else 8
         if bits not in (2, 8):
             raise ValueError(f"bits must be 2 or 8 (got {bits})")
         tiled_seq = d_seq
@@ -152,16 +153,29 @@ def band(n: int, m: int, upper: int) -> tuple[int, int]:
     return -((upper - kf) // 2), (kf + upper) // 2
 
 
-def symbol_codes(q, t, xp=np):
-    """(q codes, t codes, sigma): symbols present in both strings get codes 0..sigma-1 (equal bytes,
-    equal codes); every other byte gets sigma, which matches nothing. None when sigma > BP_MAX_SYMBOLS."""
-    both = (xp.bincount(q, minlength=256) > 0) & (xp.bincount(t, minlength=256) > 0)
+def symbol_table(q_counts: np.ndarray, t_counts: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """(table, sigma) from the byte counts of two strings: bytes present in both get codes 0..sigma-1 (in
+    byte order), every other byte sigma, which matches nothing. None when sigma > BP_MAX_SYMBOLS."""
+    both = (q_counts > 0) & (t_counts > 0)
     sigma = int(both.sum())
     if sigma > BP_MAX_SYMBOLS:
         return None
-    table = xp.full(256, sigma, dtype=xp.uint8)
-    table[xp.nonzero(both)[0]] = xp.arange(sigma, dtype=xp.uint8)
-    return table[q], table[t], sigma
+    table = np.full(256, sigma, dtype=np.uint8)
+    table[np.nonzero(both)[0]] = np.arange(sigma, dtype=np.uint8)
+    return table, sigma
+
+
+def symbol_codes(q: np.ndarray, t: np.ndarray):
+    """(q codes, t codes, sigma) on the device (symbol_table's codes of the host strings q and t), or None
+    when sigma > BP_MAX_SYMBOLS."""
+    import cupy
+
+    d_q, d_t = cupy.asarray(q), cupy.asarray(t)
+    made = symbol_table(_arrays.byte_counts(d_q), _arrays.byte_counts(d_t))
+    if made is None:
+        return None
+    table, sigma = made
+    return _arrays.translate(d_q, table), _arrays.translate(d_t, table), sigma
 
 
 def _bp_geometry(rows, width):
@@ -190,13 +204,12 @@ def _ring_cap() -> int:
 def _bp_codes(qc, tc, sigma, nstrips):
     """Device buffers of the kernel: row symbols padded to whole strips, column symbols as byte offsets
     of their match masks with BPAD padding each side."""
-    import cupy
-
-    acode = cupy.full(nstrips * STRIP_ROWS + 64, sigma, dtype=cupy.uint8)
+    acode = _arrays.full(nstrips * STRIP_ROWS + 64, sigma, np.uint8)
     k = min(len(qc), nstrips * STRIP_ROWS)
-    acode[:k] = qc[:k]
-    bcode = cupy.full(BPAD + len(tc) + BPAD + 128, 128 * sigma, dtype=cupy.uint16)
-    bcode[BPAD:BPAD + len(tc)] = tc.astype(cupy.uint16) * 128
+    if k:
+        acode.data.copy_from_device_async(qc.data, k)
+    bcode = _arrays.full(BPAD + len(tc) + BPAD + 128, 128 * sigma, np.uint16)
+    _arrays.translate(tc, np.arange(256, dtype=np.uint16) * 128, out=bcode[BPAD:BPAD + len(tc)])
     return acode, bcode
 
 
@@ -267,7 +280,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     t0 = time.perf_counter()
     if n == 0 or m == 0:
         return dict(distance=max(n, m), cells=0, seconds=0.0, passes=0, split=False)
-    codes = symbol_codes(cupy.asarray(q), cupy.asarray(t), cupy)
+    codes = symbol_codes(q, t)
     if codes is None:
         return None
     qc, tc, sigma = codes
@@ -280,7 +293,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     split = m >= BP_SPLIT_MIN if split is None else bool(split and m >= 2)
     if split:
         m1 = m // 2
-        halves = ((qc, tc[:m1]), (cupy.ascontiguousarray(qc[::-1]), cupy.ascontiguousarray(tc[m1:][::-1])))
+        halves = ((qc, tc[:m1]), (_arrays.reverse(qc), _arrays.reverse(tc[m1:])))
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2 if split else 1)]
     cupy.cuda.get_current_stream().synchronize()  # the codes and halves above are ready for those streams
     cells, passes = 0, 0
@@ -301,14 +314,14 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
             cols, runs = [], []
             for (a, b), st in zip(halves, streams):
                 with st:
-                    col = cupy.full(n + 1, big, dtype=cupy.int32)
-                    col[0] = len(b)  # D[0][j] = j
+                    col = _arrays.full(n + 1, big, np.int32)
+                    col[:1].set(np.array([len(b)], np.int32))  # D[0][j] = j
                 runs.append(_bp_launch(kern, a, b, sigma, klo, khi, w, col, st))
                 cols.append(col)
             keep = [r[1] for r in runs]
             _watch(streams, [r[0][:1] for r in runs], progress, poll, t0, _strips_report([r[2] for r in runs], info))
             total, row, left = _split_min(mod.get_function("bp_split_min"), cols[0], cols[1],
-                                          cupy.zeros(1, dtype=cupy.int64), np.full(1, n, np.int32))  # the cell
+                                          np.zeros(1, np.int64), np.full(1, n, np.int32))  # the cell
             # (row, m1) on an optimal path
             d, cut = int(total[0]), (int(row[0]), m1, int(left[0]))
         del keep
@@ -320,20 +333,20 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         u = min(ceiling, max(2 * u, u + STRIP_ROWS))
 
 
-def _split_min(kernel, fwd, bwd, d_off, rows: np.ndarray):
+def _split_min(kernel, fwd, bwd, off: np.ndarray, rows: np.ndarray):
     """Hirschberg's split of pieces from their forward and backward last columns (bp_split_min: piece p's
-    rows 0..rows[p] at fwd/bwd[d_off[p]:], d_off int64 on the device): per piece the least total
+    rows 0..rows[p] at fwd/bwd[off[p]:], off int64 on the host): per piece the least total
     fwd[r] + bwd[rows - r], its row r (the first on ties) and fwd[r], as int64 arrays. One piece spreads
     over many blocks."""
     import cupy
 
-    best = cupy.full(len(rows), np.iinfo(np.uint64).max, dtype=cupy.uint64)
+    best = _arrays.full(len(rows), np.iinfo(np.uint64).max, np.uint64)
     span = -(-(int(rows.max()) + 1) // 256)  # blocks of 256 rows per piece, up to 1,024
     kernel((min(len(rows), 4096), min(span, 1024) if len(rows) == 1 else 1), (256,),
-           (fwd, bwd, d_off, cupy.asarray(rows), np.int32(len(rows)), best))
+           (fwd, bwd, cupy.asarray(off), cupy.asarray(rows), np.int32(len(rows)), best))
     key = best.get()
     total, row = (key >> np.uint64(32)).astype(np.int64), (key & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    left = fwd[d_off + cupy.asarray(row)].get().astype(np.int64)
+    left = _arrays.gather(fwd, cupy.asarray(off + row)).get().astype(np.int64)
     return total, row, left
 
 
@@ -349,7 +362,7 @@ class BpSplitter:
     def __init__(self, q: np.ndarray, t: np.ndarray):
         import cupy
 
-        codes = symbol_codes(cupy.asarray(q), cupy.asarray(t), cupy)
+        codes = symbol_codes(q, t)
         if codes is None:
             raise ValueError(f"more than {BP_MAX_SYMBOLS} distinct symbols")
         self.qc, self.tc, self.sigma = codes
@@ -433,15 +446,15 @@ class BpSplitter:
         mid = cols // 2
         off = np.concatenate([[0], np.cumsum(rows + 1)]).astype(np.int64)
         big = 1 << 30
-        fwd = cupy.full(int(off[-1]), big, dtype=cupy.int32)
-        bwd = cupy.full(int(off[-1]), big, dtype=cupy.int32)
+        fwd = _arrays.full(int(off[-1]), big, np.int32)
+        bwd = _arrays.full(int(off[-1]), big, np.int32)
         d_off = cupy.asarray(off[:-1])
-        fwd[d_off] = cupy.asarray(mid.astype(np.int32))  # D[0][j] = j
-        bwd[d_off] = cupy.asarray((cols - mid).astype(np.int32))
+        _arrays.scatter(fwd, d_off, cupy.asarray(mid.astype(np.int32)))  # D[0][j] = j
+        _arrays.scatter(bwd, d_off, cupy.asarray((cols - mid).astype(np.int32)))
         klo, khi = band(rows, cols, p.d)
         self.cells += int((rows * np.minimum(cols, khi - klo + 1)).sum())
         keep = self._halves(p, swap, rows, cols, mid, klo, khi, fwd, bwd, off)  # alive until the results are read
-        total, row, left = _split_min(self.best, fwd, bwd, d_off, rows.astype(np.int32))
+        total, row, left = _split_min(self.best, fwd, bwd, off[:-1], rows.astype(np.int32))
         if (total != p.d).any():
             k = int(np.argmax(total != p.d))
             raise RuntimeError(f"bit-parallel split: piece distance {int(p.d[k])}, its columns say {int(total[k])}")

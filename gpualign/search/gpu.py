@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engines import is_out_of_memory
+from ..engines import _arrays, is_out_of_memory
 from ..engines._cuda import load_module
 from ..engines._staging import copy_host, pinned_empty
 from ..errors import ConfigError, DeviceError, GpualignError
@@ -373,7 +373,7 @@ class GpuSearchEngine:
         shared = 4 * len(sd.table) if sd.table_shared else 0
         blocks = (-(-n_ft // threads),)
         count(blocks, (threads,), (job.text, sp, *common, job.cum, np.uint64(0), job.cum), shared_mem=shared)
-        job.cum = cp.cumsum(job.cum)
+        job.cum = _arrays.cumsum(job.cum, out=job.cum)
         job.cands = cands = cp.empty((job.room, 2), np.uint32)
         emit(blocks, (threads,), (job.text, sp, *common, job.cum, np.uint64(job.room), cands), shared_mem=shared)
         n_ps = len(job.ids)

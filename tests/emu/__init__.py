@@ -169,22 +169,58 @@ def fake_cupy() -> types.ModuleType:
         setattr(m, name, _device(getattr(np, name)))
     m.asarray = _device(lambda a, dtype=None: np.array(a, dtype=dtype, copy=True))
     m.asnumpy = lambda a: np.array(a)
-    m.argsort = _device(lambda a: np.argsort(a, kind="stable"))
-    m.cumsum = _device(np.cumsum)
     m.get_default_memory_pool = _Pool
     m.cuda = types.SimpleNamespace(Device=_Device, get_current_stream=_Stream, Stream=_Stream,
                                    alloc_pinned_memory=bytearray)
     return m
 
 
+def numpy_arrays() -> dict:
+    """engines/_arrays.py's operations on numpy arrays (its kernels are checked on the GPU, test_arrays)."""
+    dev = lambda a: np.ascontiguousarray(a).view(DeviceArray)  # noqa: E731
+
+    def translate(a, table, out=None):
+        r = np.asarray(table)[np.asarray(a)]
+        if out is None:
+            return dev(r)
+        out[...] = r
+        return out
+
+    def cumsum(a, exclusive=False, out=None):
+        r = np.cumsum(a) - (a if exclusive else 0)
+        if out is None:
+            return dev(r)
+        out[...] = r
+        return out
+
+    def sort_pairs(keys, values, bits=None):
+        order = np.argsort(keys, kind="stable")
+        return dev(keys[order]), dev(values[order])
+
+    return dict(full=lambda n, v, dtype: dev(np.full(n, v, dtype)),
+                arange=lambda start, stop, step=1, dtype=np.int32: dev(np.arange(start, stop, step, dtype=dtype)),
+                gather=lambda src, idx: dev(np.asarray(src)[idx]), translate=translate, cumsum=cumsum,
+                reverse=lambda a: dev(np.asarray(a)[::-1]), sort_pairs=sort_pairs,
+                argsort=lambda keys, bits=None: dev(np.argsort(keys, kind="stable").astype(np.int64)),
+                byte_counts=lambda a: np.bincount(np.asarray(a), minlength=256).astype(np.int64))
+
+
 @contextlib.contextmanager
 def cupy_on_numpy():
-    """`import cupy` gives fake_cupy() inside this block."""
+    """`import cupy` gives fake_cupy() inside this block, and engines/_arrays.py works on numpy arrays."""
+    from gpualign.engines import _arrays
+
     old = sys.modules.get("cupy")
     sys.modules["cupy"] = fake_cupy()
+    ops = numpy_arrays()
+    saved = {name: getattr(_arrays, name) for name in ops}
+    for name, fn in ops.items():
+        setattr(_arrays, name, fn)
     try:
         yield
     finally:
+        for name, fn in saved.items():
+            setattr(_arrays, name, fn)
         if old is None:
             sys.modules.pop("cupy", None)
         else:
