@@ -33,7 +33,8 @@ def _kernel(name: str):
     return load_module(*KERNELS).get_function(name)
 
 
-def _grid(n: int) -> tuple:
+def grid(n: int) -> tuple:
+    """(blocks, threads) of a grid-stride launch over n elements."""
     return (max(1, min(65536, -(-n // THREADS))),), (THREADS,)
 
 
@@ -47,7 +48,7 @@ def _type(dtype) -> str:
 def fill(a, value):
     """a[:] = value (a contiguous device array); returns a."""
     if a.size:
-        _kernel(f"fill<{_type(a.dtype)}>")(*_grid(a.size), (a, np.int64(a.size), a.dtype.type(value)))
+        _kernel(f"fill<{_type(a.dtype)}>")(*grid(a.size), (a, np.int64(a.size), a.dtype.type(value)))
     return a
 
 
@@ -66,7 +67,7 @@ def arange(start: int, stop: int, step: int = 1, dtype=np.int32):
     out = cupy.empty(n, dtype=dtype)
     if n:
         t = out.dtype.type
-        _kernel(f"iota<{_type(dtype)}>")(*_grid(n), (out, np.int64(n), t(start), t(step)))
+        _kernel(f"iota<{_type(dtype)}>")(*grid(n), (out, np.int64(n), t(start), t(step)))
     return out
 
 
@@ -76,14 +77,14 @@ def gather(src, idx):
 
     out = cupy.empty(len(idx), dtype=src.dtype)
     if len(idx):
-        _kernel(f"gather<{_type(src.dtype)}>")(*_grid(len(idx)), (src, idx, np.int64(len(idx)), out))
+        _kernel(f"gather<{_type(src.dtype)}>")(*grid(len(idx)), (src, idx, np.int64(len(idx)), out))
     return out
 
 
 def scatter(dst, idx, values) -> None:
     """dst[idx] = values (idx int64, values of dst's type, both device arrays)."""
     if len(idx):
-        _kernel(f"scatter<{_type(dst.dtype)}>")(*_grid(len(idx)), (dst, idx, values, np.int64(len(idx))))
+        _kernel(f"scatter<{_type(dst.dtype)}>")(*grid(len(idx)), (dst, idx, values, np.int64(len(idx))))
 
 
 def translate(a, table, out=None):
@@ -97,7 +98,7 @@ def translate(a, table, out=None):
         out = cupy.empty(len(a), dtype=table.dtype)
     if len(a):
         d_table = table if isinstance(table, cupy.ndarray) else cupy.asarray(np.ascontiguousarray(table))
-        _kernel(f"translate<{_type(table.dtype)}>")(*_grid(len(a)), (a, np.int64(len(a)), d_table, out))
+        _kernel(f"translate<{_type(table.dtype)}>")(*grid(len(a)), (a, np.int64(len(a)), d_table, out))
     return out
 
 
@@ -107,7 +108,7 @@ def reverse(a):
 
     out = cupy.empty(len(a), dtype=a.dtype)
     if len(a):
-        _kernel(f"reverse<{_type(a.dtype)}>")(*_grid(len(a)), (a, np.int64(len(a)), out))
+        _kernel(f"reverse<{_type(a.dtype)}>")(*grid(len(a)), (a, np.int64(len(a)), out))
     return out
 
 
@@ -118,7 +119,7 @@ def byte_counts(a) -> np.ndarray:
 
     counts = cupy.zeros(256, dtype=cupy.uint64)
     if len(a):
-        _kernel("byte_counts")(*_grid(len(a)), (a, np.int64(len(a)), counts))
+        _kernel("byte_counts")(*grid(len(a)), (a, np.int64(len(a)), counts))
     return counts.get().astype(np.int64)
 
 

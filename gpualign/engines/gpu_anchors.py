@@ -13,22 +13,18 @@ from ._cuda import load_module
 KERNELS = ("anchors.cu", ("kmer_sample", "kmer_match"), ())  # (file, names, defines): engines/_variants.py
 
 
-def _grid(n: int) -> tuple:
-    return (max(1, min(65536, -(-n // 256))),), (256,)
-
-
 def _kmers(mod, d_s, n: int, d_code):
     """(codes, positions) of s's sampled ACGT 16-mers, sorted by code (device uint32, int64)."""
     import cupy
 
     count = cupy.zeros(1, dtype=cupy.uint64)
     null = np.uint64(0)
-    mod.get_function("kmer_sample")(*_grid(n), (d_s, np.int64(n), d_code, count, null, null))
+    mod.get_function("kmer_sample")(*_arrays.grid(n), (d_s, np.int64(n), d_code, count, null, null))
     room = int(count.get()[0])
     codes, pos = cupy.empty(room, dtype=cupy.uint32), cupy.empty(room, dtype=cupy.int64)
     if room:
         count.data.memset_async(0, 8)
-        mod.get_function("kmer_sample")(*_grid(n), (d_s, np.int64(n), d_code, count, codes, pos))
+        mod.get_function("kmer_sample")(*_arrays.grid(n), (d_s, np.int64(n), d_code, count, codes, pos))
     return _arrays.sort_pairs(codes, pos, bits=2 * long_bound.K)
 
 
@@ -46,7 +42,7 @@ def anchors(q: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return empty, empty
     count = cupy.zeros(1, dtype=cupy.uint64)
     aq, at = cupy.empty(len(cq), dtype=cupy.uint32), cupy.empty(len(cq), dtype=cupy.int64)
-    mod.get_function("kmer_match")(*_grid(len(cq)), (cq, pq, np.int64(len(cq)), ct, pt, np.int64(len(ct)), count,
+    mod.get_function("kmer_match")(*_arrays.grid(len(cq)), (cq, pq, np.int64(len(cq)), ct, pt, np.int64(len(ct)), count,
                                                      aq, at))
     k = int(count.get()[0])
     if k == 0:
