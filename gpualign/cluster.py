@@ -203,7 +203,7 @@ class ClusterAligner:
         """A PairBatch to a worker: result() -> (AlignBatch, route counts)."""
         from .cluster_worker import align_batch
 
-        bare = dataclasses.replace(batch, q_names=[], t_names=[], q_quals=[], meta=None)
+        bare = dataclasses.replace(batch, q_names=[], t_names=[], q_quals=[], meta=None, device=None)
         return self.submit_task(align_batch, bare, self.cfg, pairs=batch.n)
 
     def submit_task(self, fn, *args, pairs: int = 1) -> _Result:

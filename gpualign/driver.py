@@ -15,6 +15,7 @@ import threading
 
 _thread: threading.Thread | None = None
 _lock = threading.Lock()
+_made: list = []  # [True] once device 0's context is made
 
 
 def _run(ctypes) -> None:
@@ -22,7 +23,8 @@ def _run(ctypes) -> None:
         cuda = ctypes.CDLL("libcuda.so.1")
         dev, ctx = ctypes.c_int(), ctypes.c_void_p()
         if cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0:
-            cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+            if cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0:
+                _made.append(True)
     except (OSError, AttributeError):  # no driver library here
         pass
 
@@ -45,6 +47,13 @@ def wait() -> None:
     thread = _thread
     if thread is not None and thread is not threading.current_thread():
         thread.join()
+
+
+def context_made() -> bool:
+    """Whether the driver made device 0's context (started now if nobody has; waits for it)."""
+    start()
+    wait()
+    return bool(_made)
 
 
 ELSEWHERE = ("--gpus", "--scheduler", "--cpu-workers")  # options that align in other processes (cluster.py)

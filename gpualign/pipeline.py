@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import interrupt, memory, pack, scoring, trace
+from . import driver, interrupt, memory, pack, scoring, trace
 from .config import AlignConfig
 from .engines import host_allocator, select_engines
 from .engines.check import CheckEngine, judge
 from .errors import ConfigError, InputError
-from .io import fastx, pair_reader
+from .io import fastx, fastx_device, pair_reader
 from .io.faidx import drop_scratch, spool
 from .output import parallel
 from .output.paf import PafWriter
@@ -384,6 +384,19 @@ def cluster_summary(remote, summary: Summary) -> None:
         summary.stage_seconds["align"] = sum(w.busy for w in remote.stats.values())
 
 
+def _reader(path_a: str, path_b: str, cfg: AlignConfig, cluster, quals: bool):
+    """The batches of the two inputs: parsed on the GPU (io/fastx_device.py) when this process aligns on
+    one and both are plain files whose first records keep the fast path's rules; else by pair_reader,
+    whose parsing processes for big inputs are forked now, before threads, engines and the GPU."""
+    symbols = pack.symbols(cfg.general)
+    here = cluster is None or not cluster.wanted
+    if (here and cfg.device_parse and cfg.device != "cpu" and (cfg.device == "gpu" or driver.context_made())
+            and all(fastx_device.usable(p, symbols) for p in (path_a, path_b))):
+        return fastx_device.DevicePairReader(path_a, path_b, cfg.batch_bases, cfg.batch_pairs, symbols, quals)
+    return pair_reader.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs,
+                                  workers=min(READ_WORKERS_MAX, cfg.n_threads // 4), symbols=symbols)
+
+
 def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignConfig, command_line: str,
               progress=None, on_notice=None, verify: float = 0.0, cluster=None) -> Summary:
     """cluster: a cluster.ClusterSpec (batches aligned by Dask workers) or None (this process)."""
@@ -410,10 +423,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             if fastx.streamed(path_b):  # stdin or a pipe: read twice (the @SQ lines first)
                 spooled = path_b = spool(path_b)
             targets = _collect_targets(path_b, pack.symbols(cfg.general))
-        # the parsing processes of big inputs are forked first, before threads, engines and the GPU
-        reader = pair_reader.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs,
-                                  workers=min(READ_WORKERS_MAX, cfg.n_threads // 4),
-                                  symbols=pack.symbols(cfg.general))
+        reader = _reader(path_a, path_b, cfg, cluster, quals=fmt in ("sam", "bam"))
         if fmt in FORMATS:  # lines formatted in worker processes, forked now too
             fmt_pool = parallel.start_pool(cfg.n_threads)
         summary = Summary()

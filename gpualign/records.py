@@ -82,6 +82,10 @@ class Names:
     def take(self, idx: np.ndarray) -> "Names":
         return Names(self.buf, self.start[idx], self.length[idx])
 
+    def __reduce__(self):
+        """Pickled as the names' bytes alone (buf may be a whole input block: io/fastx_device.py)."""
+        return Names.joined, (self.packed(), self.length)
+
     def packed(self) -> np.ndarray:
         """The names' bytes one after another (a slice when they lie so already)."""
         n = len(self)
@@ -121,6 +125,13 @@ class PairBatch:
     # what a writer needs beside the sequences (`gpualign paf`: each pair's candidate and full query)
     meta: dict | None = None
     _bounds: tuple | None = field(default=None, repr=False, compare=False)
+    # the sequences already on the GPU as engines._staging uploads them (io/fastx_device.py), or None
+    device: object = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:
+        """Pickled without `device` (a GPU buffer of this process: the formatting processes and Dask
+        workers get the host arrays)."""
+        return {**self.__dict__, "device": None}
 
     @property
     def n(self) -> int:

@@ -17,6 +17,7 @@ and prints a table with pairs/s and ratios, plus one JSON line per run (--json).
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
 import os
 import platform
@@ -145,6 +146,9 @@ def main() -> None:
     ap.add_argument("--e2e-batch-bases", type=int, default=None,
                     help="bases per batch of the e2e run (gpualign's --batch-bases; its default 2^25 when not given)")
     ap.add_argument("--engine-repeats", type=int, default=3, help="engine column: the best of this many passes")
+    ap.add_argument("--host-parse-ab", type=int, default=0, metavar="N",
+                    help="also time the e2e run with --host-parse (the inputs parsed on the host), N runs of each "
+                         "alternated, outputs compared byte for byte; columns e2e_s (best) and e2e_host_s")
     ap.add_argument("--verify", type=float, default=0.0,
                     help="pass --verify F to the end-to-end run and report its recall")
     a = ap.parse_args()
@@ -166,16 +170,24 @@ def main() -> None:
             if a.e2e_batch_bases:
                 flags += ["--batch-bases", str(a.e2e_batch_bases)]
             summ = os.path.join(work, "summary.tsv")
-            t0 = time.perf_counter()
-            p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out, "-q", "--metric",
-                                a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ, *flags],
-                               capture_output=True)
-            row["e2e_s"] = time.perf_counter() - t0
-            if p.returncode:
-                sys.exit(p.stderr.decode())
-            stages = dict(line.split("\t") for line in open(summ).read().splitlines()[1:])
-            row["e2e_stages"] = {k: float(stages[k]) for k in ("wall_seconds", "read_seconds", "align_seconds",
-                                                                 "write_seconds") if k in stages}
+            host_out = "_host".join(os.path.splitext(out))
+            runs = [("", out, ())] + [("_host", host_out, ("--host-parse",))] * bool(a.host_parse_ab)
+            for _ in range(max(1, a.host_parse_ab)):
+                for key, dest, extra in runs:
+                    t0 = time.perf_counter()
+                    p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", dest, "-q",
+                                        "--metric", a.metric, "--device", a.device, "-t", str(a.threads),
+                                        "--summary", summ, *flags, *extra], capture_output=True)
+                    took = time.perf_counter() - t0
+                    if p.returncode:
+                        sys.exit(p.stderr.decode())
+                    if took < row.get(f"e2e{key}_s", float("inf")):
+                        stages = dict(line.split("\t") for line in open(summ).read().splitlines()[1:])
+                        row[f"e2e{key}_s"] = took
+                        row[f"e2e{key}_stages"] = {k: float(stages[k]) for k in (
+                            "wall_seconds", "read_seconds", "align_seconds", "write_seconds") if k in stages}
+            if a.host_parse_ab and not filecmp.cmp(out, host_out, shallow=False):
+                sys.exit(f"{out}: the output of --host-parse differs")
             if a.verify > 0:  # a second end-to-end run, with the sampled check of optimality
                 subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out, "-q", "--metric",
                                 a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ, *flags,
@@ -201,14 +213,16 @@ def main() -> None:
                 with open(a.json, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
             print(json.dumps(row), file=sys.stderr)
-    cols = [c for c in ("e2e_s", "engine_s", "pywfa_s", "edlib_s", "parasail_s") if any(c in r for r in rows)]
+    cols = [c for c in ("e2e_s", "e2e_host_s", "engine_s", "pywfa_s", "edlib_s", "parasail_s")
+            if any(c in r for r in rows)]
     print(f"\n{a.metric}{' distance-only' if a.distance_only else ''}, profile {a.profile}, device={a.device}, "
           f"{a.threads} threads, {platform.node()} (parasail: sampled, scaled)")
     print("pairs\tlen\terr\t" + "\t".join(f"{c[:-2]}(s)\t{c[:-2]}(p/s)" for c in cols)
           + "\tpywfa/e2e\tpywfa/engine\trecall\troutes")
     for r in rows:
-        if "e2e_stages" in r:
-            print(f"# {r['length']} bp {r['error']:.2f}: e2e busy seconds per stage {r['e2e_stages']}")
+        for key in ("e2e", "e2e_host"):
+            if f"{key}_stages" in r:
+                print(f"# {r['length']} bp {r['error']:.2f}: {key} busy seconds per stage {r[f'{key}_stages']}")
     for r in rows:
         cells = []
         for c in cols:

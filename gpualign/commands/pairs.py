@@ -48,6 +48,7 @@ def pairs(
     gpus: Gpus = None,
     scheduler: Scheduler = None,
     cpu_workers: CpuWorkers = 0,
+    host_parse: Annotated[bool, typer.Option("--host-parse", help="Parse the inputs on the host even when a GPU aligns (by default plain FASTA/FASTQ files are parsed on the GPU).")] = False,
     batch_bases: Annotated[Optional[int], typer.Option("--batch-bases", hidden=True)] = None,
 ) -> None:
     """Align record i of QUERY with record i of TARGET (exact; global unless --mode): PAF/SAM/BAM/TSV."""
@@ -63,7 +64,7 @@ def pairs(
             chosen = default_metric(metric, sc)
             cfg = AlignConfig(metric=chosen, penalties=preset_penalties(sc, mismatch, gap_open, gap_extend, chosen),
                               scoring=sc, distance_only=distance_only, n_mismatch=n_mismatch, device=device,
-                              threads=n_threads,
+                              threads=n_threads, device_parse=not host_parse,
                               batch_bases=default_batch_bases(sc, distance_only) if batch_bases is None else batch_bases)
             result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify,
                                ClusterSpec(gpus, scheduler, cpu_workers))

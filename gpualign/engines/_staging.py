@@ -106,7 +106,7 @@ class Staging:
         """Start batch's upload now (batches without --n-mismatch; others are staged by upload itself)."""
         import cupy
 
-        if cfg.n_mismatch or batch.n == 0:
+        if cfg.n_mismatch or batch.n == 0 or batch.device is not None:
             return
         from . import is_out_of_memory
 
@@ -139,6 +139,12 @@ class Staging:
             ahead[4].synchronize()  # copied (long since, as a rule): its host rows may go
             return ahead[1], ahead[2]
         stream = cupy.cuda.get_current_stream()
+        if batch.device is not None and not cfg.n_mismatch:  # parsed on the device: only the rows go over
+            meta = meta_rows(batch, cfg.ends_free_target)
+            d_meta = cupy.empty(meta.shape, dtype=cupy.int32)
+            d_meta.set(meta, stream)
+            stream.synchronize()
+            return batch.device, d_meta
         d_raw, d_meta, meta = self._send(pack.compare_view(batch, cfg.n_mismatch), batch, stream, cfg.ends_free_target)
         stream.synchronize()  # copied: the host rows (meta) may go
         return d_raw, d_meta

@@ -80,14 +80,18 @@ CHUNK = 16384  # records per chunk
 
 
 def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
-                  symbols: bytes = b"") -> Iterator[tuple[list, list, list]]:
+                  symbols: bytes = b"", start: tuple = (0, 0, 1)) -> Iterator[tuple[list, list, list]]:
     """Yield (names, sequences (bytes, as written), qualities (str) or None) lists of up to chunk records
     each; errors name the file, record and line. Sequences hold letters and `symbols` (pack.symbols).
     Strict 2-line FASTA / 4-line FASTQ files take a fast path (many short records; fast=False skips it:
     it re-copies a record that spans its 8 MB blocks); the strict parser reads any other layout
-    (multi-line records, CR line ends) and stdin, and finds the line of an error."""
+    (multi-line records, CR line ends) and stdin, and finds the line of an error. start: (byte offset,
+    records before it, its line number) of a record's start in a plain file, to read on from there."""
     sniff(path)
     name = display_name(path)
+    if start[0]:
+        yield from _chunks_from(path, name, chunk, symbols, *start)
+        return
     if streamed(path):
         try:
             raw = sys.stdin.buffer if path == STDIN else open(path, "rb")
@@ -121,6 +125,22 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
         yield from strict_chunks(fh, chunk, name, symbols, n, line)
 
 
+def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, n: int, line: int):
+    """record_chunks of a plain file from a record starting at byte offset (after n records, at line)."""
+    try:
+        fh = open(path, "rb")
+    except OSError as e:
+        raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
+    with fh:
+        fh.seek(offset)
+        try:
+            yield from _simple_chunks(path, chunk, symbols=symbols, stream=fh)
+            return
+        except _NotSimple as e:  # the strict parser reads on from the bytes the fast path held
+            n, line, rest = n + e.records, line + e.line - 1, prefixed(e.pending, fh)
+        yield from strict_chunks(rest, chunk, name, symbols, n, line)
+
+
 def _skip(fh, n: int, plain: bool) -> None:
     """Go past the first n bytes of fh (inflated input: read them)."""
     if plain:
@@ -143,9 +163,10 @@ def encode(seqs: list) -> bytes:
     return b"".join(seqs).translate(pack.FOLD)
 
 
-def encoded_chunks(path: str, chunk: int = CHUNK, symbols: bytes = b"") -> Iterator[tuple[list, bytes, np.ndarray, list]]:
-    """(names, sequences joined + case-folded, their lengths, qualities) per chunk."""
-    for names, seqs, quals in record_chunks(path, chunk, symbols=symbols):
+def encoded_chunks(path: str, chunk: int = CHUNK, symbols: bytes = b"",
+                   start: tuple = (0, 0, 1)) -> Iterator[tuple[list, bytes, np.ndarray, list]]:
+    """(names, sequences joined + case-folded, their lengths, qualities) per chunk (start: record_chunks')."""
+    for names, seqs, quals in record_chunks(path, chunk, symbols=symbols, start=start):
         yield names, encode(seqs), np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)), quals
 
 

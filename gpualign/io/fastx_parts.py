@@ -175,9 +175,11 @@ class _Chunks:
     buffers through a pipe (which bounds what is in flight). Stdin, small files and platforms without
     fork parse in this process. Start it before threads or the GPU: the child is forked."""
 
-    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1, symbols: bytes = b""):
+    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1, symbols: bytes = b"",
+                 start: tuple = (0, 0, 1)):
         """workers > 1: a plain (not compressed) FASTA file is parsed in parts by that many processes;
-        symbols: the non-letter bytes sequences may hold (pack.symbols)."""
+        symbols: the non-letter bytes sequences may hold (pack.symbols); start: read on from a record
+        (fastx.record_chunks' start), in this process."""
         import multiprocessing as mp
 
         self.path, self.proc, self.conn, self.ranges = path, None, None, None
@@ -185,8 +187,8 @@ class _Chunks:
             big = path != STDIN and os.path.getsize(path) >= min_bytes
         except OSError:
             big = False
-        if not big or "fork" not in mp.get_all_start_methods():
-            self.it = encoded_chunks(path, symbols=symbols)
+        if not big or start[0] or "fork" not in mp.get_all_start_methods():
+            self.it = encoded_chunks(path, symbols=symbols, start=start)
             return
         sniff(path)  # the common errors before a process starts
         if workers > 1:

@@ -15,8 +15,9 @@ from .fastx_parts import PARALLEL_MIN_BYTES, _Chunks
 class _Buffered:
     """Encoded records of one file, taken in chunks and handed out in any count."""
 
-    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1, symbols: bytes = b""):
-        self.chunks = _Chunks(path, min_bytes, workers, symbols)
+    def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1, symbols: bytes = b"",
+                 start: tuple = (0, 0, 1)):
+        self.chunks = _Chunks(path, min_bytes, workers, symbols, start)
         self.pieces: deque = deque()  # [sequence bytes, lengths, Names, qualities] not yet taken
         self.lens = np.zeros(0, np.int64)  # lengths of every buffered record
         self.count = 0  # records buffered
@@ -97,8 +98,8 @@ class PairReader:
 
 
 def _batches(a: _Buffered, b: _Buffered, path_a: str, path_b: str, batch_bases: int,
-             batch_pairs: int, alloc) -> Iterator[PairBatch]:
-    count = 0
+             batch_pairs: int, alloc, count: int = 0) -> Iterator[PairBatch]:
+    """PairBatches of a's and b's records; count: pairs before them (the first batch's index)."""
     try:
         while True:
             want = CHUNK

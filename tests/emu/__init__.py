@@ -149,8 +149,11 @@ class _Pool:
 class DeviceArray(np.ndarray):
     """A "device" array: numpy's, with CuPy's get()."""
 
-    def get(self) -> np.ndarray:
-        return np.array(self)
+    def get(self, stream=None, out=None) -> np.ndarray:
+        if out is None:
+            return np.array(self)
+        out[...] = self
+        return out
 
     def set(self, host: np.ndarray, stream=None) -> None:
         self[...] = host
@@ -197,7 +200,11 @@ def numpy_arrays() -> dict:
         order = np.argsort(keys, kind="stable")
         return dev(keys[order]), dev(values[order])
 
-    return dict(full=lambda n, v, dtype: dev(np.full(n, v, dtype)),
+    def fill(a, value):
+        a[...] = value
+        return a
+
+    return dict(fill=fill, full=lambda n, v, dtype: dev(np.full(n, v, dtype)),
                 arange=lambda start, stop, step=1, dtype=np.int32: dev(np.arange(start, stop, step, dtype=dtype)),
                 gather=lambda src, idx: dev(np.asarray(src)[idx]), translate=translate, cumsum=cumsum,
                 reverse=lambda a: dev(np.asarray(a)[::-1]), sort_pairs=sort_pairs,

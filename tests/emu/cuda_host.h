@@ -200,6 +200,7 @@ struct __attribute__((aligned(16))) uint4 {
 inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {  // CUDA's default mode
     const unsigned long long v = ((unsigned long long)y << 32) | x;
     unsigned r = 0;
@@ -214,5 +215,10 @@ inline unsigned atomicAdd(unsigned* p, unsigned v) {  // (one thread runs at a t
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
     const unsigned long long old = *p;
     *p = old + v;
+    return old;
+}
+inline int atomicMin(int* p, int v) {
+    const int old = *p;
+    if (v < old) *p = v;
     return old;
 }

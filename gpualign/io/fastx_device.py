@@ -1,0 +1,360 @@
+"""Record i of one FASTA/FASTQ file with record i of another, parsed on the GPU (kernels/fastx.cu).
+
+For `pairs` on a GPU with two plain files (not compressed, not a stream): threads read raw blocks of both
+files into one page-locked buffer, it goes to the device in one copy, and the kernels find the line ends,
+the records, their names, and write the sequences case-folded one after another, the layout of
+pair_reader's batches, which comes back to the host in one copy and stays on the device for the engine
+(PairBatch.device: no second upload). Names stay offsets into the raw buffer (records.Names).
+
+The kernels take the host fast path's rules (fastx_fast.py) record by record. Where a record breaks one,
+the batch ends before it and the rest of both files is read by pair_reader from there (fast path, then the
+strict parser, which accepts the other layouts and names the error of what it refuses): the same batches,
+byte for byte, as pair_reader's. usable() sends a file whose first records already break them to
+pair_reader at once (its worker processes are forked before the GPU starts).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .. import pack
+from ..engines._cuda import load_module
+from ..errors import InputError
+from ..records import Names, PairBatch, offsets_from_lengths
+from .fastx import CHUNK, display_name, gzipped, streamed
+from .fastx_fast import _NotSimple, _simple_chunks
+from .pair_reader import _batches, _Buffered
+
+KERNELS = ("fastx.cu", ("nl_count", "nl_emit", "fastx_records", "fastx_compact"), ())
+LINE_BYTES = 64  # kernels/fastx.cu's CHUNK: bytes per thread finding line ends; regions are padded to it
+THREADS = 256
+HEAD_BYTES = 1 << 20  # usable() checks the records in this much of a file's start
+MIN_READ = 1 << 20  # bytes read from a file at least per batch (more while no whole record fits)
+READ_PIECE = 8 << 20  # a file's bytes are read in pieces of this size, side by side
+READ_THREADS = 8
+NO_RECORD = np.iinfo(np.int32).max  # the kernels' `bad` when every record passed
+_KEEP = np.arange(256, dtype=np.uint8)  # a table that keeps every byte (names)
+
+
+def usable(path: str, symbols: bytes = b"") -> bool:
+    """Whether path can be read here: a plain regular file whose whole records in its first HEAD_BYTES
+    keep the fast path's rules (2-line FASTA or 4-line FASTQ; a first record longer than that: yes)."""
+    if streamed(path) or not os.path.isfile(path) or gzipped(path):
+        return False
+    with open(path, "rb") as fh:
+        head = fh.read(HEAD_BYTES)
+    if head[:1] not in (b">", b"@"):
+        return False
+    step = 2 if head[:1] == b">" else 4
+    if len(head) < HEAD_BYTES:  # the whole file
+        whole = head
+    else:
+        ends = np.flatnonzero(np.frombuffer(head, np.uint8) == 10)
+        lines = len(ends) // step * step
+        if lines < 2 * step:  # fewer than two records: the GPU's parse decides
+            return True
+        whole = head[:ends[lines - step - 1] + 1]  # the last whole record held back, as the fast path does
+    try:
+        for _ in _simple_chunks(path, CHUNK, data=whole, symbols=symbols):
+            pass
+    except _NotSimple:
+        return False
+    return True
+
+
+class _File:
+    """One input: what is read, what is left of the last region, what was taken."""
+
+    def __init__(self, path: str):
+        self.path, self.name = path, display_name(path)
+        self.size = os.path.getsize(path)
+        self.fd = os.open(path, os.O_RDONLY)
+        self.pos = 0  # file offset of the next byte to read
+        self.carry = np.zeros(0, np.uint8)  # bytes read, not taken (they start a record)
+        self.records = 0  # records taken
+        self.step = 0  # lines per record (2 or 4), once the first byte is seen
+        self.per_record = 0.0  # bytes per record so far
+        self.want = MIN_READ  # bytes to read next
+
+    @property
+    def eof(self) -> bool:
+        return self.pos >= self.size
+
+    def start(self) -> int:
+        """The file offset of the first byte not taken."""
+        return self.pos - len(self.carry)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class _Region:
+    """A file's bytes in the batch buffer, parsed: `records` whole records (bad: the first refused)."""
+
+    def __init__(self, f: _File, at: int, n: int):
+        self.f, self.at, self.n = f, at, n
+        self.records = 0
+        self.bad = NO_RECORD
+        self.dev = None  # per-record device arrays (name_off, name_len, seq_off, seq_len, qual_off)
+        self.nl, self.ends = None, 0  # the line ends (device), how many
+
+
+class DevicePairReader:
+    """The batches of pair_reader.read_pairs, read as the module docstring says. quals: FASTQ qualities
+    wanted (SAM, BAM); else a FASTQ query's are None."""
+
+    def __init__(self, path_a: str, path_b: str, batch_bases: int, batch_pairs: int, symbols: bytes = b"",
+                 quals: bool = True):
+        self.files = [_File(path_a), _File(path_b)]
+        self.batch_bases, self.batch_pairs, self.symbols, self.quals = batch_bases, batch_pairs, symbols, quals
+        self.alloc = None  # (pipeline sets it for pair_reader's batches; these are page-locked already)
+        self.fold = np.frombuffer(pack.fold_table(symbols), np.uint8)
+        self._stop = False
+        self.k_next = batch_pairs  # records to read for the next batch (fewer once a batch is bounded by bases)
+        self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="gpualign-read")
+        self.gen = self._batches()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> PairBatch:
+        return next(self.gen)
+
+    def abort(self) -> None:
+        """Stop after the batch being made (from any thread); the files close then, or now if no batch
+        was asked for."""
+        self._stop = True
+        if inspect.getgeneratorstate(self.gen) == inspect.GEN_CREATED:
+            self.gen.close()
+            self._close()
+
+    # ---- reading
+
+    def _read(self, buf: np.ndarray, f: _File, at: int, n: int) -> None:
+        """f's next n bytes into buf[at:], in pieces side by side."""
+        def piece(a: int) -> None:
+            view, off = memoryview(buf[at + a:at + min(n, a + READ_PIECE)]), f.pos + a
+            while len(view):
+                got = os.preadv(f.fd, [view], off)
+                if got <= 0:
+                    raise InputError(f"{f.name}: cannot read (the file shrank while it was read)")
+                view, off = view[got:], off + got
+        list(self._pool.map(piece, range(0, n, READ_PIECE)))
+        f.pos += n
+
+    def _fill(self) -> tuple[np.ndarray, list]:
+        """A page-locked buffer holding each file's carry and next bytes, each region 64-byte aligned
+        and followed by zeros up to the next 64."""
+        from ..engines._staging import pinned_empty
+
+        sizes = [len(f.carry) + min(f.want, f.size - f.pos) for f in self.files]
+        places = [0, -(-sizes[0] // LINE_BYTES) * LINE_BYTES]
+        total = places[1] + -(-sizes[1] // LINE_BYTES) * LINE_BYTES
+        buf = pinned_empty(max(total, LINE_BYTES))
+        regions = []
+        for f, at, n in zip(self.files, places, sizes):
+            c = len(f.carry)
+            buf[at:at + c] = f.carry
+            self._read(buf, f, at + c, n - c)
+            buf[at + n:at + -(-n // LINE_BYTES) * LINE_BYTES] = 0
+            if not f.step and n:
+                f.step = 2 if buf[at] == ord(">") else 4
+            regions.append(_Region(f, at, n))
+        return buf, regions
+
+    # ---- parsing
+
+    @staticmethod
+    def _kernel(name: str):
+        return load_module(*KERNELS).get_function(name)
+
+    def _parse(self, d_buf, host: np.ndarray, r: _Region) -> None:
+        """r's line ends and records on the device; r.records and r.bad on the host."""
+        import cupy
+
+        from ..engines import _arrays
+
+        f, n = r.f, r.n
+        if n == 0:
+            return
+        step, eof = f.step, f.eof
+        threads = -(-n // LINE_BYTES)
+        region = d_buf[r.at:r.at + threads * LINE_BYTES]
+        counts = cupy.empty(threads, dtype=cupy.int64)
+        grid = (-(-threads // THREADS),), (THREADS,)
+        self._kernel("nl_count")(*grid, (region, np.int64(threads), counts))
+        sums = _arrays.cumsum(counts, out=counts)
+        r.ends = ends = int(sums[-1:].get()[0])
+        r.nl = nl = cupy.empty(max(ends, 1), dtype=cupy.int64)
+        self._kernel("nl_emit")(*grid, (region, np.int64(threads), sums, nl))
+        lines = ends + int(eof and host[r.at + n - 1] != 10)  # a last line without its '\n'
+        records = lines // step if eof else max(0, lines // step - 1)  # the last whole one held back
+        d_bad = cupy.empty(1, dtype=cupy.int32)
+        d_bad.set(np.array([records if eof and lines % step else NO_RECORD], np.int32))  # a part record
+        m = max(records, 1)
+        r.dev = tuple(cupy.empty(m, dtype=cupy.int64) for _ in range(5))
+        if records:
+            self._kernel("fastx_records")((-(-records // THREADS),), (THREADS,),
+                                          (region, np.int64(n), nl, np.int64(ends), np.int32(step), np.int32(eof),
+                                           np.int64(records), *r.dev, d_bad))
+        r.records, r.bad = records, int(d_bad.get()[0])
+
+    def _gather(self, d_buf, regions: list, lens: list, field: int, table: np.ndarray, check: bool = False):
+        """The first len(lens[i]) records' sequences (field 2; their lengths lens) or names (field 0) of
+        both regions one after another in a device buffer (queries, then targets) through table (kernels/
+        fastx.cu's fastx_compact; padded as engines._staging.raw_size says, zeros after them): (it, the first
+        record either region refused there, or NO_RECORD)."""
+        import cupy
+
+        from ..engines import _arrays
+        from ..engines._staging import raw_size
+
+        k = len(lens[0])
+        total = int(lens[0].sum() + lens[1].sum())
+        out = cupy.empty(raw_size(total), dtype=cupy.uint8)
+        _arrays.fill(out[total:], 0)
+        d_table = cupy.empty(256, dtype=cupy.uint8)
+        d_table.set(table)
+        d_bad = cupy.empty(1, dtype=cupy.int32)
+        d_bad.set(np.array([NO_RECORD], np.int32))
+        base = 0
+        for r, ln in zip(regions, lens):
+            out_off = cupy.empty(max(k, 1), dtype=cupy.int64)
+            out_off.set(offsets_from_lengths(ln) + base)
+            self._kernel("fastx_compact")((-(-k * 32 // THREADS),), (THREADS,),
+                                          (d_buf[r.at:], r.dev[field], r.dev[field + 1], r.dev[4],
+                                           np.int32(check and r.f.step == 4), np.int64(k), out_off, d_table, out,
+                                           d_bad))
+            base += int(ln.sum())
+        return out, int(d_bad.get()[0]) if check else NO_RECORD
+
+    # ---- batches
+
+    def _batches(self):
+        import cupy
+
+        from ..engines import is_out_of_memory
+
+        count = 0
+        try:
+            with cupy.cuda.Stream(non_blocking=True):
+                while not self._stop:
+                    host, regions = self._fill()
+                    if not any(r.n for r in regions):
+                        return  # both files read to their ends
+                    try:
+                        step = self._step(host, regions, count)
+                    except Exception as err:  # noqa: BLE001 - no room on the device: the host reads on
+                        if not is_out_of_memory(err):
+                            raise
+                        step = None
+                    if step is None:  # nothing taken: pair_reader reads on from here
+                        for r in regions:
+                            self._take(host, r, 0)
+                        break
+                    if step == "more":  # no whole record in a region yet: read more of that file
+                        for r in regions:
+                            self._take(host, r, 0)
+                            if not r.records:
+                                r.f.want *= 2
+                        continue
+                    batch, k, last = step
+                    if batch is not None:
+                        yield batch
+                        count += k
+                    for r in regions:
+                        self._take(host, r, k)
+                    if last or any(r.f.eof and not r.f.carry.size for r in regions):
+                        break  # a refused record next, or a file's end: pair_reader reads on
+        finally:
+            self._close()
+        if not self._stop:
+            yield from self._read_on(count)
+
+    def _step(self, host: np.ndarray, regions: list, count: int):
+        """One buffer's batch: (PairBatch or None, records taken from each file, whether a refused record
+        follows them); "more" when a file has no whole record in it yet; None to read on the host."""
+        import cupy
+
+        d_buf = cupy.empty(len(host), dtype=cupy.uint8)
+        d_buf.set(host)
+        for r in regions:
+            self._parse(d_buf, host, r)
+        k = min(r.records for r in regions)
+        refused = min(r.bad for r in regions)
+        if k == 0 and refused and any(not r.records and not r.f.eof for r in regions):
+            return "more"
+        k = min(k, refused, self.batch_pairs)
+        if k == 0:  # a refused record, or a file's end: pair_reader reads on
+            return None
+        lens = [r.dev[3][:k].get() for r in regions]
+        cum = np.cumsum(lens[0] + lens[1])
+        k = max(1, min(k, int(np.searchsorted(cum, self.batch_bases, side="left")) + 1))
+        lens = [ln[:k] for ln in lens]
+        d_seq, bad = self._gather(d_buf, regions, lens, 2, self.fold, check=True)
+        if bad < k:  # a byte a record cannot hold: the batch ends before it
+            k, refused = bad, bad
+            lens = [ln[:k] for ln in lens]
+            if k:
+                d_seq, _ = self._gather(d_buf, regions, lens, 2, self.fold)
+        if k < min(r.records for r in regions) and k < refused:  # a whole batch: the next one's size
+            self.k_next = k
+        batch = self._batch(host, d_buf, d_seq, regions, k, lens, count) if k else None
+        return batch, k, k == refused
+
+    def _close(self) -> None:
+        for f in self.files:
+            f.close()
+        self._pool.shutdown(wait=False)
+
+    def _batch(self, host, d_buf, d_seq, regions: list, k: int, lens: list, count: int) -> PairBatch:
+        from ..engines._staging import pinned_empty
+
+        ql, tl = lens
+        total = int(ql.sum() + tl.sum())
+        seq = pinned_empty(total)
+        if total:
+            d_seq[:total].get(out=seq)
+        name_lens = [r.dev[1][:k].get() for r in regions]  # the names gathered: the raw buffer can go
+        d_names, _ = self._gather(d_buf, regions, name_lens, 0, _KEEP)
+        buf = d_names[:int(name_lens[0].sum() + name_lens[1].sum())].get()
+        names = [Names.joined(buf, name_lens[0]), Names(buf, offsets_from_lengths(name_lens[1]) +
+                                                        int(name_lens[0].sum()), name_lens[1])]
+        quals = [None] * k
+        ra = regions[0]
+        if self.quals and ra.f.step == 4:
+            text = host[ra.at:ra.at + ra.n].tobytes()
+            quals = [text[o:o + n].decode("ascii") for o, n in zip(ra.dev[4][:k].get().tolist(), ql.tolist())]
+        batch = PairBatch(seq, offsets_from_lengths(ql), ql, offsets_from_lengths(tl) + int(ql.sum()), tl,
+                          np.arange(count, count + k, dtype=np.int64), names[0], names[1], quals)
+        batch.device = d_seq
+        return batch
+
+    def _take(self, host: np.ndarray, r: _Region, k: int) -> None:
+        """k records of r taken: the bytes after them carried to the next buffer, the next read sized."""
+        f = r.f
+        last = k * f.step - 1  # the line that ends record k - 1
+        end = 0 if k == 0 else int(r.nl[last:last + 1].get()[0]) + 1 if last < r.ends else r.n
+        f.carry = host[r.at + end:r.at + r.n].copy()
+        f.records += k
+        if k:
+            f.per_record += (end - k * f.per_record) / f.records
+            f.want = max(MIN_READ, int(f.per_record * self.k_next * 1.03) + (64 << 10) - len(f.carry))
+
+    def _read_on(self, count: int):
+        """pair_reader's batches from the first record not taken, in this process (no worker forked: the
+        GPU and threads run): it reads on past a record the kernels refused, or finds the error, and tells
+        a file's end from the other's."""
+        a, b = self.files
+        bufs = [_Buffered(f.path, 1 << 62, symbols=self.symbols, start=(f.start(), f.records, f.records * f.step + 1))
+                for f in self.files]
+        yield from _batches(*bufs, a.path, b.path, self.batch_bases, self.batch_pairs,
+                            lambda n: np.empty(n, np.uint8), count)
+
+

@@ -1,0 +1,279 @@
+"""io/fastx_device.py (pairs parsed by kernels/fastx.cu) against pair_reader (the host parsers) on the same
+files: the same pairs (names, sequences as the engines get them, qualities, indices), the same error for a
+file the strict parser refuses, batches in pair_reader's layout. The kernels run on the CPU here (tests/emu);
+the GPU test runs them on the device and the whole command against the host reader's output."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import emu
+import numpy as np
+import pytest
+
+from gpualign.engines._staging import raw_size
+from gpualign.errors import GpualignError
+from gpualign.io import fastx_device, pair_reader
+
+NO_CXX = pytest.mark.skipif(not emu.available(), reason="no g++ to compile the kernels for the CPU")
+LETTERS = "ACGTacgtNn"
+
+
+def _seq(rng: random.Random, n: int, letters: str = LETTERS) -> str:
+    return "".join(rng.choice(letters) for _ in range(n))
+
+
+def _fasta(rng, n, lo=0, hi=200, name="r"):
+    return [(f"{name}{i}", _seq(rng, rng.randint(lo, hi)), None) for i in range(n)]
+
+
+def _write(path, records, fastq=False, plus_name=False, eol="\n", last_eol=True) -> str:
+    lines = []
+    for name, seq, qual in records:
+        if fastq:
+            q = qual if qual is not None else "".join(chr(33 + (i * 7) % 40) for i in range(len(seq)))
+            lines += [f"@{name}", seq, f"+{name}" if plus_name else "+", q]
+        else:
+            lines += [f">{name}", seq]
+    text = eol.join(lines) + (eol if last_eol else "")
+    with open(path, "w", newline="") as fh:
+        fh.write(text)
+    return str(path)
+
+
+def _pairs(batches) -> list:
+    out = []
+    for b in batches:
+        for i in range(b.n):
+            qual = b.q_quals[i] if b.q_quals else None
+            out.append((b.q_names[i], b.t_names[i], b.query(i), b.target(i), qual, int(b.index[i])))
+    return out
+
+
+def _host(a, b, bases=1 << 25, pairs=1 << 18, symbols=b""):
+    return pair_reader.read_pairs(a, b, bases, pairs, parallel_min_bytes=1 << 62, symbols=symbols)
+
+
+def _device(a, b, bases=1 << 25, pairs=1 << 18, symbols=b""):
+    return fastx_device.DevicePairReader(a, b, bases, pairs, symbols, quals=True)
+
+
+def _outcome(make):
+    try:
+        return _pairs(make()), None
+    except GpualignError as e:
+        return None, str(e)
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    monkeypatch.setattr(fastx_device, "load_module", emu.load_module)
+    monkeypatch.setattr(fastx_device, "MIN_READ", 1 << 10)  # many regions, carries and re-reads
+    with emu.cupy_on_numpy():
+        yield
+
+
+def _check(a, b, **kw):
+    """The device reader's pairs (or error) are the host reader's; its batches have the host's layout."""
+    want, want_err = _outcome(lambda: _host(a, b, **kw))
+    got, got_err = _outcome(lambda: _device(a, b, **kw))
+    assert got_err == want_err
+    assert got == want
+    if got_err is None:
+        for batch in _device(a, b, **kw):
+            assert batch.seq.tobytes() == b"".join([batch.query(i) for i in range(batch.n)] +
+                                                  [batch.target(i) for i in range(batch.n)])
+            if batch.device is not None:
+                dev = batch.device.get()
+                assert len(dev) == raw_size(len(batch.seq))
+                assert dev[:len(batch.seq)].tobytes() == batch.seq.tobytes() and not dev[len(batch.seq):].any()
+    return want
+
+
+@NO_CXX
+@pytest.mark.parametrize("fastq", [(False, False), (True, True), (True, False), (False, True)])
+def test_same_pairs_as_host(tmp_path, emulated, fastq):
+    rng = random.Random(1)
+    qa, qb = fastq
+    a = _write(tmp_path / "a", _fasta(rng, 300, name="q"), fastq=qa)
+    b = _write(tmp_path / "b", _fasta(rng, 300, 0, 900, name="t x y"), fastq=qb, plus_name=True)
+    got = _check(a, b, pairs=37)
+    assert len(got) == 300
+    assert all(bt.device is not None for bt in _device(a, b, pairs=37))  # none read on the host
+
+
+@NO_CXX
+def test_batches_bounded_by_bases(tmp_path, emulated):
+    rng = random.Random(2)
+    a = _write(tmp_path / "a", _fasta(rng, 200, 100, 3000))
+    b = _write(tmp_path / "b", _fasta(rng, 200, 100, 3000))
+    _check(a, b, bases=5000)
+    assert max(bt.bases for bt in _device(a, b, bases=5000) if bt.n > 1) <= 5000 + 6000
+
+
+@NO_CXX
+def test_records_longer_than_a_read(tmp_path, emulated):
+    rng = random.Random(3)
+    a = _write(tmp_path / "a", _fasta(rng, 12, 3000, 9000), fastq=True)
+    b = _write(tmp_path / "b", _fasta(rng, 12, 5000, 20000))
+    _check(a, b, pairs=5)
+
+
+def _broken(tmp_path, change, at=150, fastq=False, n=300):
+    """a: records with `change` made to record `at`'s text; b: plain records."""
+    rng = random.Random(at)
+    recs = _fasta(rng, n, 1, 150)
+    a_path = tmp_path / "a"
+    _write(a_path, recs, fastq=fastq)
+    text = a_path.read_bytes()
+    marker = b"@" if fastq else b">"
+    start = text.index(marker + f"r{at}\n".encode())
+    a_path.write_bytes(change(text, start))
+    b = _write(tmp_path / "b", _fasta(random.Random(9), n, 0, 150))
+    return str(a_path), b
+
+
+CHANGES = {
+    "multi-line": lambda t, s: t[:t.index(b"\n", s) + 6] + b"\n" + t[t.index(b"\n", s) + 6:],
+    "bad letter": lambda t, s: t[:t.index(b"\n", s) + 3] + b"1" + t[t.index(b"\n", s) + 4:],
+    "crlf": lambda t, s: t[:s] + t[s:].replace(b"\n", b"\r\n"),
+    "lone cr": lambda t, s: t[:t.index(b"\n", s)] + b"\r" + t[t.index(b"\n", s):],
+    "blank line": lambda t, s: t[:s] + b"\n" + t[s:],
+    "empty name": lambda t, s: t[:s + 1] + b" " + t[s + 1:],
+    "no name": lambda t, s: t[:s + 1] + t[t.index(b"\n", s):],
+    "not ascii": lambda t, s: t[:s + 2] + "é".encode() + t[s + 2:],
+    "tab comment": lambda t, s: t[:t.index(b"\n", s)] + b"\tcomment x" + t[t.index(b"\n", s):],
+    "no last newline": lambda t, s: t[:-1],
+    "trailing blank": lambda t, s: t + b"\n\n",
+    "cut": lambda t, s: t[:s + 9],
+}
+
+
+@NO_CXX
+@pytest.mark.parametrize("change", sorted(CHANGES))
+@pytest.mark.parametrize("at", [0, 150])
+def test_fasta_layouts_and_errors(tmp_path, emulated, change, at):
+    a, b = _broken(tmp_path, CHANGES[change], at)
+    _check(a, b, pairs=16)
+    if at and change not in ("no last newline", "trailing blank", "crlf", "cut"):
+        on_device = 0  # the records before the change are read on the device
+        try:
+            for bt in _device(a, b, pairs=16):
+                on_device += bt.n if bt.device is not None else 0
+        except GpualignError:
+            pass
+        assert on_device >= at - 16
+
+
+FASTQ_CHANGES = {
+    "short quality": lambda t, s: _line(t, s, 3, lambda q: q[:-1]),
+    "bad quality": lambda t, s: _line(t, s, 3, lambda q: q[:-1] + b" "),
+    "plus names another": lambda t, s: _line(t, s, 2, lambda p: b"+zz"),
+    "plus names it": lambda t, s: _line(t, s, 2, lambda p: b"+" + t[s + 1:t.index(b"\n", s)]),
+    "multi-line": lambda t, s: _line(t, s, 1, lambda q: q[:2] + b"\n" + q[2:]),
+    "fasta record": lambda t, s: t[:s] + b">x\nACGT\n" + t[s:],
+    "no last newline": lambda t, s: t[:-1],
+}
+
+
+def _line(text: bytes, start: int, k: int, fn) -> bytes:
+    """text with line k (0: the header) of the record starting at start replaced by fn(line)."""
+    at = start
+    for _ in range(k):
+        at = text.index(b"\n", at) + 1
+    end = text.index(b"\n", at)
+    return text[:at] + fn(text[at:end]) + text[end:]
+
+
+@NO_CXX
+@pytest.mark.parametrize("change", sorted(FASTQ_CHANGES))
+def test_fastq_layouts_and_errors(tmp_path, emulated, change):
+    a, b = _broken(tmp_path, FASTQ_CHANGES[change], 120, fastq=True)
+    _check(a, b, pairs=16)
+
+
+@NO_CXX
+@pytest.mark.parametrize("na,nb", [(300, 299), (299, 300), (1, 0)])
+def test_record_counts_differ(tmp_path, emulated, na, nb):
+    rng = random.Random(4)
+    a = _write(tmp_path / "a", _fasta(rng, na))
+    b = _write(tmp_path / "b", _fasta(rng, nb)) if nb else _write(tmp_path / "b", [("x", "", None)])[:0] or a
+    if nb == 0:
+        (tmp_path / "b2").write_text(">only\nACGT\n>two\nAC\n")
+        b = str(tmp_path / "b2")
+    _check(a, b, pairs=64)
+
+
+@NO_CXX
+def test_symbols_of_general_scoring(tmp_path, emulated):
+    rng = random.Random(5)
+    a = _write(tmp_path / "a", [(f"p{i}", _seq(rng, 50, "ACDEFGHIKLMNPQRSTVWY*-"), None) for i in range(100)])
+    b = _write(tmp_path / "b", [(f"s{i}", _seq(rng, 80, "ACDEFGHIKLMNPQRSTVWY*"), None) for i in range(100)])
+    _check(a, b, symbols=b"*-")
+    with pytest.raises(GpualignError, match="invalid sequence character"):
+        _pairs(_device(a, b))
+
+
+def test_usable(tmp_path):
+    rng = random.Random(6)
+    assert fastx_device.usable(_write(tmp_path / "a.fa", _fasta(rng, 10)))
+    assert fastx_device.usable(_write(tmp_path / "a.fq", _fasta(rng, 10), fastq=True))
+    wrapped = tmp_path / "w.fa"
+    wrapped.write_text(">a\nACGT\nACGT\n>b\nAC\n")
+    assert not fastx_device.usable(str(wrapped))
+    assert not fastx_device.usable(_write(tmp_path / "crlf.fa", _fasta(rng, 10), eol="\r\n"))
+    import gzip
+
+    with gzip.open(tmp_path / "a.fa.gz", "wt") as fh:
+        fh.write(">a\nACGT\n")
+    assert not fastx_device.usable(str(tmp_path / "a.fa.gz"))
+    assert not fastx_device.usable("-")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fastq", [False, True])
+def test_device_same_pairs_as_host(tmp_path, fastq):
+    """On the GPU: random files, many batches, layouts that make it read on with the host parsers."""
+    rng = random.Random(7)
+    a = _write(tmp_path / "a", _fasta(rng, 5000, 0, 400), fastq=fastq)
+    b = _write(tmp_path / "b", _fasta(rng, 5000, 0, 2000), fastq=fastq, plus_name=True)
+    _check(a, b, pairs=700)
+    for change in ("multi-line", "bad letter", "crlf", "no last newline", "cut"):
+        os.makedirs(tmp_path / change, exist_ok=True)
+        _check(*_broken(tmp_path / change, CHANGES[change], 4000, n=5000), pairs=512)
+
+
+class OutOfMemoryError(Exception):
+    """(is_out_of_memory knows CuPy's by its name)"""
+
+
+@NO_CXX
+def test_out_of_device_memory_reads_on_the_host(tmp_path, emulated, monkeypatch):
+    rng = random.Random(8)
+    a = _write(tmp_path / "a", _fasta(rng, 400))
+    b = _write(tmp_path / "b", _fasta(rng, 400), fastq=True)
+    want = _pairs(_host(a, b, pairs=50))
+    real, calls = fastx_device.DevicePairReader._gather, []
+
+    def gather(self, *args, **kw):
+        calls.append(1)
+        if len(calls) == 5:
+            raise OutOfMemoryError("out of memory allocating 1,024 bytes")
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(fastx_device.DevicePairReader, "_gather", gather)
+    batches = list(_device(a, b, pairs=50))
+    assert _pairs(batches) == want
+    assert batches[0].device is not None and batches[-1].device is None
+
+
+def test_abort_before_the_first_batch_closes_the_files(tmp_path):
+    a = _write(tmp_path / "a", _fasta(random.Random(9), 3))
+    reader = _device(a, a)
+    fds = [f.fd for f in reader.files]
+    reader.abort()
+    assert all(f.fd == -1 for f in reader.files)
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)
