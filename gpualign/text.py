@@ -141,14 +141,21 @@ def join_lines(fields: list, n: int, sep: bytes = b"\t") -> bytes:
 
 def _copy_rows(out: np.ndarray, pos: np.ndarray, col: Strings, w: np.ndarray) -> None:
     """out[pos[i] : pos[i] + w[i]] = row i of col, for rows that end apart (one line each). Rows stored
-    one after another (CIGAR text, names) go in one masked copy: no index array per byte."""
+    one after another (CIGAR text, names) are copied from one slice of col.buf: through an index of the
+    places they go, or, when they fill most of the output, a mask of them (no index array per byte)."""
     n = len(w)
     if n == 0 or not w.any():
         return
     total = int(w.sum())
-    # the masked copy costs a few passes over the whole output, the indexed one 16+ bytes per byte copied
-    if 16 * total < len(out) or not np.array_equal(col.start[1:], col.start[:-1] + w[:-1]):
+    together = np.array_equal(col.start[1:], col.start[:-1] + w[:-1])
+    if not together:
         out[segment_index(pos, w)] = col.buf[segment_index(col.start, w)]
+        return
+    # the masked copy costs a few passes over the whole output, the indexed one an 8-byte index per byte
+    # copied: about even when the rows fill half the output
+    if 2 * total < len(out):
+        a = int(col.start[0])
+        out[segment_index(pos, w)] = col.buf[a:a + total]
         return
     marks = np.zeros(len(out) + 1, np.int8)  # +1 where a row starts, -1 where it ends: cumsum = inside
     some = w > 0

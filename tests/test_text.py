@@ -30,8 +30,8 @@ def test_strings_take_and_errors():
 
 
 def test_string_columns_stored_apart_or_in_a_row():
-    """Rows stored one after another (copied in one masked step) and rows stored anywhere (indexed
-    copy), empty rows included, give the same lines."""
+    """Rows stored one after another (copied from one slice: indexed, or masked when they fill most of
+    the output) and rows stored anywhere (indexed copy), empty rows included, give the same lines."""
     rng = np.random.default_rng(5)
     items = ["".join(rng.choice(list("=XID0123456789"), int(k))) for k in rng.integers(0, 30, 400)]
     items[:3] = ["", "", "1="]
@@ -42,7 +42,9 @@ def test_string_columns_stored_apart_or_in_a_row():
     for rows in (np.arange(len(items)), order, np.sort(order[:200])):  # in a row, shuffled, a subset
         got = join_lines([b"x", (b"cg:Z:", row.take(rows)), b"y"], len(rows))
         assert got == "".join(f"x\tcg:Z:{items[i]}\ty\n" for i in rows).encode()
-    assert join_lines([row], len(items)) == "".join(f"{t}\n" for t in items).encode()
+    assert join_lines([row], len(items)) == "".join(f"{t}\n" for t in items).encode()  # masked
+    pad = b"p" * 60  # the rows a small share of the output: indexed, from one slice
+    assert join_lines([pad, row], len(items)) == "".join(f"{pad.decode()}\t{t}\n" for t in items).encode()
 
 
 def test_names_read_as_the_strings_they_hold():
