@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import pack
 from ..errors import InputError
-from .fastx_fast import _NotSimple, _simple_chunks
+from .fastx_fast import NotSimple, simple_chunks
 from .fastx_strict import (compression_error, open_path, open_stream, prefixed, strict_chunks,
                            unsupported_compression)
 
@@ -101,24 +101,24 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
             fh, n, line = open_stream(raw, name), 0, 1
             if fast:
                 try:
-                    for item in _simple_chunks(path, chunk, symbols=symbols, stream=fh):
+                    for item in simple_chunks(path, chunk, symbols=symbols, stream=fh):
                         n += len(item[0])
                         yield item
                     if n == 0:  # (as the strict parser says it; a file's emptiness is found by sniff)
                         raise InputError(f"{name}: no FASTA/FASTQ records (empty input)")
                     return
-                except _NotSimple as e:  # the strict parser reads on from the bytes the fast path held
+                except NotSimple as e:  # the strict parser reads on from the bytes the fast path held
                     n, line, fh = e.records, e.line, prefixed(e.pending, fh)
             yield from strict_chunks(fh, chunk, name, symbols, n, line)
         return
     n, offset, line = 0, 0, 1
     if fast:
         try:
-            for item in _simple_chunks(path, chunk, symbols=symbols):
+            for item in simple_chunks(path, chunk, symbols=symbols):
                 n += len(item[0])
                 yield item
             return
-        except _NotSimple as e:
+        except NotSimple as e:
             n, offset, line = e.records, e.offset, e.line
     with open_path(path) as fh:
         _skip(fh, offset, not gzipped(path))
@@ -134,9 +134,9 @@ def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, 
     with fh:
         fh.seek(offset)
         try:
-            yield from _simple_chunks(path, chunk, symbols=symbols, stream=fh)
+            yield from simple_chunks(path, chunk, symbols=symbols, stream=fh)
             return
-        except _NotSimple as e:  # the strict parser reads on from the bytes the fast path held
+        except NotSimple as e:  # the strict parser reads on from the bytes the fast path held
             n, line, rest = n + e.records, line + e.line - 1, prefixed(e.pending, fh)
         yield from strict_chunks(rest, chunk, name, symbols, n, line)
 

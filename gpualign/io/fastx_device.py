@@ -25,9 +25,9 @@ from .. import pack
 from ..engines._cuda import load_module
 from ..errors import InputError
 from ..records import Names, PairBatch, offsets_from_lengths
+from . import pair_reader
 from .fastx import CHUNK, display_name, gzipped, streamed
-from .fastx_fast import _NotSimple, _simple_chunks
-from .pair_reader import _batches, _Buffered
+from .fastx_fast import NotSimple, simple_chunks
 
 KERNELS = ("fastx.cu", ("nl_count", "nl_emit", "fastx_records", "fastx_compact"), ())
 LINE_BYTES = 64  # kernels/fastx.cu's CHUNK: bytes per thread finding line ends; regions are padded to it
@@ -59,9 +59,9 @@ def usable(path: str, symbols: bytes = b"") -> bool:
             return True
         whole = head[:ends[lines - step - 1] + 1]  # the last whole record held back, as the fast path does
     try:
-        for _ in _simple_chunks(path, CHUNK, data=whole, symbols=symbols):
+        for _ in simple_chunks(path, CHUNK, data=whole, symbols=symbols):
             pass
-    except _NotSimple:
+    except NotSimple:
         return False
     return True
 
@@ -352,9 +352,8 @@ class DevicePairReader:
         GPU and threads run): it reads on past a record the kernels refused, or finds the error, and tells
         a file's end from the other's."""
         a, b = self.files
-        bufs = [_Buffered(f.path, 1 << 62, symbols=self.symbols, start=(f.start(), f.records, f.records * f.step + 1))
-                for f in self.files]
-        yield from _batches(*bufs, a.path, b.path, self.batch_bases, self.batch_pairs,
-                            lambda n: np.empty(n, np.uint8), count)
+        starts = [(f.start(), f.records, f.records * f.step + 1) for f in self.files]
+        yield from pair_reader.read_on(a.path, b.path, starts, self.batch_bases, self.batch_pairs, self.symbols,
+                                       count)
 
 

@@ -1,6 +1,6 @@
 """The fast path of the FASTA/FASTQ reader: strict 2-line FASTA or 4-line FASTQ (no CR), parsed in 8 MB
 blocks with a few whole-block operations instead of a Python step per record. Anything else (another
-layout, or anything the rules of fastx_strict.py might refuse) raises _NotSimple(where it stopped), and
+layout, or anything the rules of fastx_strict.py might refuse) raises NotSimple(where it stopped), and
 the strict parser (fastx_strict.py) takes over from there, with the error's line if there is one."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - isal is a dependency; gzip when it is 
     READ_ERRORS = (EOFError, OSError, zlib.error)
 
 
-class _NotSimple(Exception):
+class NotSimple(Exception):
     """The file is not strict 2-line FASTA / 4-line FASTQ from here on: after `records` records, at byte
     `offset` (of the inflated input), line `line`."""
 
@@ -68,13 +68,13 @@ def names_of(heads: list) -> list:
     return names
 
 
-def _simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: bytes = b"", stream=None):
+def simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: bytes = b"", stream=None):
     """Fast path for the common layout: FASTA with one sequence line per record, or 4-line FASTQ, no CR,
     sequences of letters (and `symbols`), qualities '!'..'~', '+' lines bare or all repeating the header.
     Anything else
-    raises _NotSimple and the strict parser takes over from there. data: parse these bytes (a part of
+    raises NotSimple and the strict parser takes over from there. data: parse these bytes (a part of
     path holding whole records) instead of the file; stream: read this binary stream (stdin or a pipe,
-    inflated), which the strict parser goes on reading after the _NotSimple's pending bytes."""
+    inflated), which the strict parser goes on reading after the NotSimple's pending bytes."""
     seq_ok = pack.LETTERS + symbols + b"\n"
     if data is None and stream is None:
         with open(path, "rb") as fh:
@@ -88,7 +88,7 @@ def _simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: by
         step = None
 
         def stop():
-            return _NotSimple(done, base, done * (step or 2) + 1, pending)
+            return NotSimple(done, base, done * (step or 2) + 1, pending)
 
         while True:
             pending = carry

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import InputError, RecordError
 from ..records import Names
 from .fastx import CHUNK, STDIN, display_name, encode, encoded_chunks, sniff
-from .fastx_fast import _NotSimple, _simple_chunks
+from .fastx_fast import NotSimple, simple_chunks
 from .fastx_strict import strict_chunks
 
 PARALLEL_MIN_BYTES = 16 << 20  # files at least this big are parsed in a child process
@@ -79,9 +79,9 @@ def _parse_range(path: str, start: int, end: int, symbols: bytes) -> tuple:
         names.extend(nm)
 
     try:
-        for nm, seqs, _ in _simple_chunks(path, CHUNK, data, symbols):
+        for nm, seqs, _ in simple_chunks(path, CHUNK, data, symbols):
             add(nm, seqs)
-    except _NotSimple as e:  # this part is not strict 2-line FASTA: the strict parser from there on
+    except NotSimple as e:  # this part is not strict 2-line FASTA: the strict parser from there on
         part = io.BytesIO(data)
         part.seek(e.offset)
         for nm, seqs, _ in strict_chunks(part, CHUNK, display_name(path), symbols, e.records, e.line):
