@@ -9,6 +9,7 @@ that is renamed only when everything was written.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 import queue
@@ -390,7 +391,8 @@ def _reader(path_a: str, path_b: str, cfg: AlignConfig, cluster, quals: bool):
     whose parsing processes for big inputs are forked now, before threads, engines and the GPU."""
     symbols = pack.symbols(cfg.general)
     here = cluster is None or not cluster.wanted
-    if (here and cfg.device_parse and cfg.device != "cpu" and (cfg.device == "gpu" or driver.context_made())
+    if (here and cfg.device_parse and cfg.device != "cpu" and importlib.util.find_spec("cupy") is not None
+            and (cfg.device == "gpu" or driver.context_made())
             and all(fastx_device.usable(p, symbols) for p in (path_a, path_b))):
         return fastx_device.DevicePairReader(path_a, path_b, cfg.batch_bases, cfg.batch_pairs, symbols, quals)
     return pair_reader.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs,
@@ -515,6 +517,7 @@ def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary,
                 while pending and (item is None or len(pending) > workers):
                     batch, fut = pending.pop(0)
                     res, counts = fut.result()
+                    batch.device = None  # aligned: its sequences on the GPU (fastx_device's) can go
                     t0 = time.perf_counter()
                     out.submit(batch, res, written)
                     interrupt.phase("write")

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 
 import emu
-import numpy as np
 import pytest
 
 from gpualign.engines._staging import raw_size
 from gpualign.errors import GpualignError
 from gpualign.io import fastx_device, pair_reader
+from gpualign.records import Names
 
 NO_CXX = pytest.mark.skipif(not emu.available(), reason="no g++ to compile the kernels for the CPU")
 LETTERS = "ACGTacgtNn"
@@ -277,3 +278,63 @@ def test_abort_before_the_first_batch_closes_the_files(tmp_path):
     for fd in fds:
         with pytest.raises(OSError):
             os.fstat(fd)
+
+
+@NO_CXX
+def test_without_cupy_the_host_reads_it_all(tmp_path, emulated, monkeypatch):
+    rng = random.Random(10)
+    a = _write(tmp_path / "a", _fasta(rng, 100))
+    b = _write(tmp_path / "b", _fasta(rng, 100), fastq=True)
+    monkeypatch.setitem(sys.modules, "cupy", None)  # `import cupy` raises ImportError
+    batches = list(_device(a, b, pairs=30))
+    assert _pairs(batches) == _pairs(_host(a, b, pairs=30))
+    assert all(bt.device is None for bt in batches)
+
+
+@NO_CXX
+def test_reads_follow_the_batch_size(tmp_path, emulated, monkeypatch):
+    """Long records and a small bases bound: each byte goes through the buffers about once (the read
+    sizes follow the batches the bound lets through), not again with every batch."""
+    rng = random.Random(11)
+    a = _write(tmp_path / "a", _fasta(rng, 1500, 900, 1100))
+    b = _write(tmp_path / "b", _fasta(rng, 1500, 900, 1100))
+    through = []
+    real = fastx_device.DevicePairReader._fill
+
+    def fill(self):
+        host, regions = real(self)
+        through.append(sum(r.n for r in regions))
+        return host, regions
+
+    monkeypatch.setattr(fastx_device.DevicePairReader, "_fill", fill)
+    _check(a, b, bases=20000)
+    assert sum(through) < 2 * 1.5 * (os.path.getsize(a) + os.path.getsize(b))  # (_check reads them twice)
+
+
+@NO_CXX
+def test_fastq_qualities_in_sam_as_the_host_reads_them(tmp_path, emulated):
+    from gpualign.output.sam import render
+    from gpualign.records import AlignBatch
+
+    rng = random.Random(12)
+    recs = _fasta(rng, 200, 0, 80)
+    a = _write(tmp_path / "a", recs, fastq=True)
+    b = _write(tmp_path / "b", _fasta(rng, 200))
+    got = [render(bt, AlignBatch.empty(bt.n, has_cigar=False), "edit") for bt in _device(a, b, pairs=64)]
+    want = [render(bt, AlignBatch.empty(bt.n, has_cigar=False), "edit") for bt in _host(a, b, pairs=64)]
+    assert b"".join(got) == b"".join(want)
+    assert all(isinstance(bt.q_quals, Names) for bt in _device(a, b, pairs=64))
+
+
+@NO_CXX
+def test_abort_between_batches_releases_the_files(tmp_path, emulated):
+    rng = random.Random(13)
+    a = _write(tmp_path / "a", _fasta(rng, 300))
+    reader = _device(a, a, pairs=10)
+    next(reader)
+    fds = [f.fd for f in reader.files]
+    reader.abort()
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    assert list(reader) == []

@@ -4,18 +4,20 @@ For `pairs` on a GPU with two plain files (not compressed, not a stream): thread
 files into one page-locked buffer, it goes to the device in one copy, and the kernels find the line ends,
 the records, their names, and write the sequences case-folded one after another, the layout of
 pair_reader's batches, which comes back to the host in one copy and stays on the device for the engine
-(PairBatch.device: no second upload). Names stay offsets into the raw buffer (records.Names).
+(PairBatch.device: no second upload). Names and FASTQ qualities are gathered there too, and come back as
+records.Names (bytes and their places, no Python object per record).
 
 The kernels take the host fast path's rules (fastx_fast.py) record by record. Where a record breaks one,
 the batch ends before it and the rest of both files is read by pair_reader from there (fast path, then the
-strict parser, which accepts the other layouts and names the error of what it refuses): the same batches,
-byte for byte, as pair_reader's. usable() sends a file whose first records already break them to
-pair_reader at once (its worker processes are forked before the GPU starts).
+strict parser, which accepts the other layouts and names the error of what it refuses): the same pairs,
+byte for byte, as pair_reader's, and the same error for a fault. (Inputs with several faults: the one
+reported may be another than pair_reader reports, whose order follows its own blocks.) usable() sends a
+file whose first records already break the rules to pair_reader at once (its worker processes are forked
+before the GPU starts); without CuPy, or with no room on the device, pair_reader reads on in this process.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,7 +35,7 @@ KERNELS = ("fastx.cu", ("nl_count", "nl_emit", "fastx_records", "fastx_compact")
 LINE_BYTES = 64  # kernels/fastx.cu's CHUNK: bytes per thread finding line ends; regions are padded to it
 THREADS = 256
 HEAD_BYTES = 1 << 20  # usable() checks the records in this much of a file's start
-MIN_READ = 1 << 20  # bytes read from a file at least per batch (more while no whole record fits)
+MIN_READ = 1 << 20  # bytes read from a file first, and at least when no whole record fits (doubled then)
 READ_PIECE = 8 << 20  # a file's bytes are read in pieces of this size, side by side
 READ_THREADS = 8
 NO_RECORD = np.iinfo(np.int32).max  # the kernels' `bad` when every record passed
@@ -111,13 +113,19 @@ class DevicePairReader:
 
     def __init__(self, path_a: str, path_b: str, batch_bases: int, batch_pairs: int, symbols: bytes = b"",
                  quals: bool = True):
-        self.files = [_File(path_a), _File(path_b)]
+        first = _File(path_a)
+        try:
+            self.files = [first, _File(path_b)]
+        except BaseException:
+            first.close()
+            raise
         self.batch_bases, self.batch_pairs, self.symbols, self.quals = batch_bases, batch_pairs, symbols, quals
         self.alloc = None  # (pipeline sets it for pair_reader's batches; these are page-locked already)
         self.fold = np.frombuffer(pack.fold_table(symbols), np.uint8)
         self._stop = False
         self.k_next = batch_pairs  # records to read for the next batch (fewer once a batch is bounded by bases)
         self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="gpualign-read")
+        self._stream = None  # the reader thread's CUDA stream
         self.gen = self._batches()
 
     def __iter__(self):
@@ -127,12 +135,10 @@ class DevicePairReader:
         return next(self.gen)
 
     def abort(self) -> None:
-        """Stop after the batch being made (from any thread); the files close then, or now if no batch
-        was asked for."""
+        """Stop (from any thread): no batch after the one being made; the files and threads released now
+        (a read under way fails, unseen: the run is ending)."""
         self._stop = True
-        if inspect.getgeneratorstate(self.gen) == inspect.GEN_CREATED:
-            self.gen.close()
-            self._close()
+        self._close()
 
     # ---- reading
 
@@ -205,18 +211,17 @@ class DevicePairReader:
                                            np.int64(records), *r.dev, d_bad))
         r.records, r.bad = records, int(d_bad.get()[0])
 
-    def _gather(self, d_buf, regions: list, lens: list, field: int, table: np.ndarray, check: bool = False):
-        """The first len(lens[i]) records' sequences (field 2; their lengths lens) or names (field 0) of
-        both regions one after another in a device buffer (queries, then targets) through table (kernels/
-        fastx.cu's fastx_compact; padded as engines._staging.raw_size says, zeros after them): (it, the first
-        record either region refused there, or NO_RECORD)."""
+    def _gather(self, d_buf, regions: list, lens: list, fields: tuple, table: np.ndarray, check: bool = False):
+        """The first len(lens[i]) records' pieces (offsets r.dev[fields[0]], lengths r.dev[fields[1]], which
+        are lens[i]) of each region one after another in a device buffer through table (kernels/fastx.cu's
+        fastx_compact; padded as engines._staging.raw_size says, zeros after them): (it, the first record
+        a region refused there, or NO_RECORD; check: sequences, and FASTQ qualities)."""
         import cupy
 
         from ..engines import _arrays
         from ..engines._staging import raw_size
 
-        k = len(lens[0])
-        total = int(lens[0].sum() + lens[1].sum())
+        total = sum(int(ln.sum()) for ln in lens)
         out = cupy.empty(raw_size(total), dtype=cupy.uint8)
         _arrays.fill(out[total:], 0)
         d_table = cupy.empty(256, dtype=cupy.uint8)
@@ -225,10 +230,11 @@ class DevicePairReader:
         d_bad.set(np.array([NO_RECORD], np.int32))
         base = 0
         for r, ln in zip(regions, lens):
+            k = len(ln)
             out_off = cupy.empty(max(k, 1), dtype=cupy.int64)
             out_off.set(offsets_from_lengths(ln) + base)
             self._kernel("fastx_compact")((-(-k * 32 // THREADS),), (THREADS,),
-                                          (d_buf[r.at:], r.dev[field], r.dev[field + 1], r.dev[4],
+                                          (d_buf[r.at:], r.dev[fields[0]], r.dev[fields[1]], r.dev[4],
                                            np.int32(check and r.f.step == 4), np.int64(k), out_off, d_table, out,
                                            d_bad))
             base += int(ln.sum())
@@ -237,41 +243,46 @@ class DevicePairReader:
     # ---- batches
 
     def _batches(self):
-        import cupy
-
         from ..engines import is_out_of_memory
 
         count = 0
         try:
-            with cupy.cuda.Stream(non_blocking=True):
-                while not self._stop:
+            try:
+                import cupy
+
+                self._stream = cupy.cuda.Stream(non_blocking=True)
+            except Exception:  # noqa: BLE001 - CuPy missing or broken: the host reads it all
+                self._stream = None
+            while self._stream is not None and not self._stop:
+                regions = []
+                try:
                     host, regions = self._fill()
                     if not any(r.n for r in regions):
                         return  # both files read to their ends
-                    try:
+                    with self._stream:  # (entered and left here: the generator may be finalised elsewhere)
                         step = self._step(host, regions, count)
-                    except Exception as err:  # noqa: BLE001 - no room on the device: the host reads on
-                        if not is_out_of_memory(err):
-                            raise
-                        step = None
-                    if step is None:  # nothing taken: pair_reader reads on from here
-                        for r in regions:
-                            self._take(host, r, 0)
-                        break
-                    if step == "more":  # no whole record in a region yet: read more of that file
-                        for r in regions:
-                            self._take(host, r, 0)
-                            if not r.records:
-                                r.f.want *= 2
-                        continue
-                    batch, k, last = step
-                    if batch is not None:
-                        yield batch
-                        count += k
+                except Exception as err:  # noqa: BLE001 - no room on the device: the host reads on
+                    if not is_out_of_memory(err):
+                        raise
+                    step = None
+                if step is None:  # nothing taken: pair_reader reads on from here
                     for r in regions:
-                        self._take(host, r, k)
-                    if last or any(r.f.eof and not r.f.carry.size for r in regions):
-                        break  # a refused record next, or a file's end: pair_reader reads on
+                        self._take(host, r, 0)
+                    break
+                if step == "more":  # no whole record in a region yet: read more of that file
+                    for r in regions:
+                        self._take(host, r, 0)
+                        if not r.records:
+                            r.f.want = max(MIN_READ, 2 * r.f.want)
+                    continue
+                batch, k, last = step
+                if batch is not None:
+                    yield batch
+                    count += k
+                for r in regions:
+                    self._take(host, r, k)
+                if last or any(r.f.eof and not r.f.carry.size for r in regions):
+                    break  # a refused record next, or a file's end: pair_reader reads on
         finally:
             self._close()
         if not self._stop:
@@ -294,26 +305,29 @@ class DevicePairReader:
         if k == 0:  # a refused record, or a file's end: pair_reader reads on
             return None
         lens = [r.dev[3][:k].get() for r in regions]
-        cum = np.cumsum(lens[0] + lens[1])
-        k = max(1, min(k, int(np.searchsorted(cum, self.batch_bases, side="left")) + 1))
+        per_pair = lens[0] + lens[1]
+        # the next reads hold about a batch: as many pairs as the bases bound lets these through
+        self.k_next = max(1, min(self.batch_pairs, int(self.batch_bases / max(1.0, float(per_pair.mean())))))
+        k = max(1, min(k, int(np.searchsorted(np.cumsum(per_pair), self.batch_bases, side="left")) + 1))
         lens = [ln[:k] for ln in lens]
-        d_seq, bad = self._gather(d_buf, regions, lens, 2, self.fold, check=True)
+        d_seq, bad = self._gather(d_buf, regions, lens, (2, 3), self.fold, check=True)
         if bad < k:  # a byte a record cannot hold: the batch ends before it
             k, refused = bad, bad
             lens = [ln[:k] for ln in lens]
             if k:
-                d_seq, _ = self._gather(d_buf, regions, lens, 2, self.fold)
-        if k < min(r.records for r in regions) and k < refused:  # a whole batch: the next one's size
-            self.k_next = k
-        batch = self._batch(host, d_buf, d_seq, regions, k, lens, count) if k else None
+                d_seq, _ = self._gather(d_buf, regions, lens, (2, 3), self.fold)
+        batch = self._batch(d_buf, d_seq, regions, k, lens, count) if k else None
         return batch, k, k == refused
 
     def _close(self) -> None:
+        """The files and the reading threads released (from any thread, more than once)."""
         for f in self.files:
             f.close()
         self._pool.shutdown(wait=False)
 
-    def _batch(self, host, d_buf, d_seq, regions: list, k: int, lens: list, count: int) -> PairBatch:
+    def _batch(self, d_buf, d_seq, regions: list, k: int, lens: list, count: int) -> PairBatch:
+        """The batch of the first k records of both regions: sequences, names and (wanted) qualities
+        gathered on the device and brought over, so that the raw buffer can go."""
         from ..engines._staging import pinned_empty
 
         ql, tl = lens
@@ -321,16 +335,16 @@ class DevicePairReader:
         seq = pinned_empty(total)
         if total:
             d_seq[:total].get(out=seq)
-        name_lens = [r.dev[1][:k].get() for r in regions]  # the names gathered: the raw buffer can go
-        d_names, _ = self._gather(d_buf, regions, name_lens, 0, _KEEP)
+        name_lens = [r.dev[1][:k].get() for r in regions]
+        d_names, _ = self._gather(d_buf, regions, name_lens, (0, 1), _KEEP)
         buf = d_names[:int(name_lens[0].sum() + name_lens[1].sum())].get()
         names = [Names.joined(buf, name_lens[0]), Names(buf, offsets_from_lengths(name_lens[1]) +
                                                         int(name_lens[0].sum()), name_lens[1])]
         quals = [None] * k
         ra = regions[0]
-        if self.quals and ra.f.step == 4:
-            text = host[ra.at:ra.at + ra.n].tobytes()
-            quals = [text[o:o + n].decode("ascii") for o, n in zip(ra.dev[4][:k].get().tolist(), ql.tolist())]
+        if self.quals and ra.f.step == 4:  # (a sequence's length is its quality's)
+            d_quals, _ = self._gather(d_buf, regions[:1], [ql], (4, 3), _KEEP)
+            quals = Names.joined(d_quals[:int(ql.sum())].get(), ql)
         batch = PairBatch(seq, offsets_from_lengths(ql), ql, offsets_from_lengths(tl) + int(ql.sum()), tl,
                           np.arange(count, count + k, dtype=np.int64), names[0], names[1], quals)
         batch.device = d_seq
@@ -345,7 +359,8 @@ class DevicePairReader:
         f.records += k
         if k:
             f.per_record += (end - k * f.per_record) / f.records
-            f.want = max(MIN_READ, int(f.per_record * self.k_next * 1.03) + (64 << 10) - len(f.carry))
+        if f.per_record:  # the next batch's records (and two spare), less what is held already
+            f.want = max(0, int(f.per_record * (self.k_next * 1.03 + 2)) - len(f.carry))
 
     def _read_on(self, count: int):
         """pair_reader's batches from the first record not taken, in this process (no worker forked: the

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import __version__, interrupt
 from ..errors import GpualignError
-from ..records import OK, AlignBatch, PairBatch
+from ..records import OK, AlignBatch, Names, PairBatch
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
 
@@ -56,7 +56,10 @@ def render(batch: PairBatch, res: AlignBatch, metric: str, scored: bool = False,
         raw = np.frombuffer(raw.tobytes().translate(SEQ_TABLE), dtype=np.uint8)
     seq = Strings(raw, batch.q_off, batch.q_len).where(batch.q_len == 0, b"*")
     quals = batch.q_quals
-    qual = Strings.of([q or "*" for q in quals]) if quals and any(quals) else b"*"
+    if isinstance(quals, Names):  # (io/fastx_device.py's: the bytes and their places)
+        qual = Strings.of(quals).where(quals.length == 0, b"*") if quals.length.any() else b"*"
+    else:
+        qual = Strings.of([q or "*" for q in quals]) if quals and any(quals) else b"*"
     score = res.score.astype(np.int64)
     pos = np.ones(n, np.int64)
     if scored:
