@@ -61,7 +61,7 @@ def align_pairs(queries: Sequence, targets: Sequence, config: AlignConfig | None
         res, _ = run_chain(batch, chain, cfg)
     finally:
         for e in chain:
-            getattr(e, "close", lambda: None)()
+            e.close()
     cig = C.to_text(res.cigar, res.cigar_off, res.cigar_len) if res.has_cigar else [""] * res.n
     return Alignments(res.score, res.status == OK, [STATUS_NAMES[s] for s in res.status.tolist()],
                       [ENGINE_NAMES[e] for e in res.engine.tolist()], cig, res)

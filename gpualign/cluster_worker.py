@@ -30,8 +30,8 @@ def align_batch(batch, cfg: AlignConfig, run: str, seq: int):
     if chain is None:
         chain, _ = select_engines(cfg)
         for e in reversed(chain):  # the CPU engine's processes forked before the GPU is used
-            getattr(e, "start", lambda: None)()
-        getattr(chain[0], "warm", lambda c: None)(cfg)
+            e.start()
+        chain[0].warm(cfg)
         _chains[cfg] = chain
     t0 = time.perf_counter()
     res, counts = run_chain(batch, chain, cfg)
@@ -47,7 +47,7 @@ class CloseEngines(WorkerPlugin):
         while _chains:
             _, chain = _chains.popitem()
             for e in chain:
-                getattr(e, "close", lambda: None)()
+                e.close()
         _close_searches()
 
 

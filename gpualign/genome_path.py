@@ -63,7 +63,7 @@ def leaf_chain(cfg: AlignConfig) -> list:
 
 def close_chain(chain: list) -> None:
     for e in chain:
-        getattr(e, "close", lambda: None)()
+        e.close()
 
 
 def anchored_pieces(n: int, m: int, path) -> hirschberg.Pieces:

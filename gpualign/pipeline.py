@@ -195,8 +195,8 @@ def running(chain, output: "Output", cfg: AlignConfig):
     committed on success; on any failure the partial output is removed. The engines are closed
     either way."""
     for e in reversed(chain):  # the CPU engine's worker processes are forked before the GPU is used
-        getattr(e, "start", lambda: None)()
-    getattr(chain[0], "warm", lambda c: None)(cfg)
+        e.start()
+    chain[0].warm(cfg)
     interrupt.phase("pools")
     try:
         yield
@@ -206,7 +206,7 @@ def running(chain, output: "Output", cfg: AlignConfig):
         raise
     finally:
         for e in chain:
-            getattr(e, "close", lambda: None)()
+            e.close()
 
 
 @contextmanager
@@ -502,7 +502,7 @@ def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary,
 
     pending = []
     # batches aligned at once: as many as the first engine takes (each from a thread of its own)
-    workers = max(1, int(getattr(chain[0], "concurrent", 1))) if chain and remote is None else 1
+    workers = max(1, int(chain[0].concurrent)) if chain and remote is None else 1
     if remote is not None:
         workers = remote.window
     try:

@@ -21,9 +21,8 @@ from .records import EXCEEDED, FAILED, AlignBatch, PairBatch
 def prefetch(batch: PairBatch, chain, cfg) -> None:
     """Let the chain's first engine (the one most pairs start on) begin moving batch to the device,
     while the batch before it aligns; run_chain(batch, ...) then finds it there."""
-    ahead = getattr(chain[0], "prefetch", None) if chain else None
-    if ahead is not None:
-        ahead(batch, cfg)
+    if chain:
+        chain[0].prefetch(batch, cfg)
 
 
 @trace.traced("align")

@@ -148,8 +148,8 @@ def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu", co
                       batch_bases=batch_bases or default_batch_bases(spec["scoring"], not trace)).validate()
     chain, _ = select_engines(cfg)
     for e in chain:
-        getattr(e, "start", lambda: None)()
-    workers = concurrent or max(1, int(getattr(chain[0], "concurrent", 1)))
+        e.start()
+    workers = concurrent or max(1, int(chain[0].concurrent))
     counts: dict = {}
 
     def add(fut):
@@ -176,7 +176,7 @@ def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu", co
         return seconds, counts
     finally:
         for e in chain:
-            getattr(e, "close", lambda: None)()
+            e.close()
 
 
 def commands(n: int, threads: int, json_path: str | None) -> None:

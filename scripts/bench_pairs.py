@@ -100,7 +100,7 @@ def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3):
     cfg = AlignConfig(metric=metric, device=device, threads=threads, distance_only=distance_only)
     chain, notice = select_engines(cfg)
     for e in chain:
-        getattr(e, "start", lambda: None)()
+        e.start()
     batches = []
     step = cfg.batch_pairs
     for i in range(0, len(q), step):
@@ -124,7 +124,7 @@ def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3):
     print(f"# engine passes: {', '.join(f'{x:.3f}' for x in times)} s", file=sys.stderr)
     dt = min(times)
     for e in chain:
-        getattr(e, "close", lambda: None)()
+        e.close()
     return dt, counts, notice
 
 

@@ -47,6 +47,7 @@ import pstats  # noqa: E402
 from simulate import simulate  # noqa: E402
 
 from gpualign import trace  # noqa: E402
+from gpualign.engines.base import Engine  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------- timeline
 T0_ENV, OUT_ENV = "GPUALIGN_TIMELINE_T0", "GPUALIGN_TIMELINE_OUT"
@@ -549,8 +550,8 @@ def paf(a) -> None:
     chain, notice = select_engines(cfg)
     print(notice, f"| reader processes: {workers}", file=sys.stderr)
     for e in reversed(chain):  # as pipeline.running: the CPU engine's processes first
-        getattr(e, "start", lambda: None)()
-    getattr(chain[0], "warm", lambda c: None)(cfg)
+        e.start()
+    chain[0].warm(cfg)
 
     t0 = time.perf_counter()
     if pool is not None:
@@ -571,7 +572,7 @@ def paf(a) -> None:
         writer.write(b, r)
     t_write = time.perf_counter() - t0
     for e in chain:
-        getattr(e, "close", lambda: None)()
+        e.close()
     if pool is not None:
         pool.close()
     n = sum(b.n for b in batches)
@@ -587,7 +588,7 @@ def paf(a) -> None:
 
 
 # -------------------------------------------------------------------------------------------------- host
-class Instant:
+class Instant(Engine):
     """Accepts every pair; returns score 0 and the CIGAR '<query length>=' at once."""
 
     name = "gpu-edit"

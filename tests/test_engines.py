@@ -40,7 +40,7 @@ def chain(request):
         engines = [CpuEngine(1 if request.param == "cpu1" else 2, inline_bases=0)]
     yield engines
     for e in engines:
-        getattr(e, "close", lambda: None)()
+        e.close()
 
 
 def _run(chain, batch, cfg):

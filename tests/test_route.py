@@ -4,13 +4,14 @@ import numpy as np
 
 from gpualign.config import AlignConfig
 from gpualign.engines import CpuEngine
+from gpualign.engines.base import Engine
 from gpualign.records import ENGINE_CODE, EXCEEDED, OK, PairBatch
 from gpualign.route import run_chain
 from oracles import check_results
 from strategies import to_batch
 
 
-class BoundedEngine:
+class BoundedEngine(Engine):
     """Stands in for a GPU kernel: accepts short pairs, gives up (exceeded) above a score bound."""
 
     def __init__(self, name, max_len, bound):
@@ -91,7 +92,7 @@ def test_out_of_memory_degrades_then_rescues():
             raise OutOfMemoryError("out of memory allocating 1234 bytes")
         return cpu.align(b, cfg)
 
-    class Flaky:
+    class Flaky(Engine):
         name = "gpu-edit"
 
         def accepts(self, b, cfg=None):

@@ -1,11 +1,7 @@
-"""Engine protocol and the one place that decides which engines run.
-
-An engine: ``name``, ``accepts(batch, cfg) -> bool mask``, ``align(batch, cfg) -> AlignBatch``.
-"""
+"""The one place that decides which engines run (select_engines), and what engines share: out-of-memory
+degrading, the page-locked allocator. What an engine is: engines/base.py."""
 
 from __future__ import annotations
-
-from typing import Protocol
 
 import numpy as np
 
@@ -16,14 +12,6 @@ from ..records import EXCEEDED, AlignBatch, PairBatch
 from ._cuda import gpu_status
 from .cpu_dp import CpuDpEngine
 from .cpu_wfa import CpuWfaEngine
-
-
-class Engine(Protocol):
-    name: str
-
-    def accepts(self, batch: PairBatch, cfg: AlignConfig) -> np.ndarray: ...
-
-    def align(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch: ...
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -117,7 +105,7 @@ def _general_chain(cfg: AlignConfig) -> tuple[list, str]:
 def host_allocator(chain):
     """alloc(n, dtype) for the sequence buffers of batches this chain aligns: page-locked memory when
     a GPU engine runs (the device reads it with no staging copy), else numpy's."""
-    if any(getattr(e, "pinned_input", False) for e in chain):
+    if any(e.pinned_input for e in chain):
         from ._staging import pinned_empty
 
         return pinned_empty

@@ -9,6 +9,7 @@ import numpy as np
 from .. import trace
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
+from .base import Engine
 
 MAX_BATCH_BASES = 1 << 30  # sequence bytes per device launch set (offsets are 32-bit on the device)
 
@@ -23,7 +24,7 @@ def warm_up(align_device, cfg: AlignConfig) -> None:
     align_device(batch, cfg)
 
 
-class BatchEngine:
+class BatchEngine(Engine):
     """What the batch GPU engines (eWFA, affine WFA, gpu-dp) share around their own _module() (load the
     kernels), _align_device(batch, cfg) and _staging (a Staging)."""
 

@@ -11,6 +11,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 import numpy as np
 
 from ..records import AlignBatch, PairBatch
+from .base import Engine
 
 
 class Joined(Future):
@@ -30,7 +31,7 @@ class Done(Future):
         self.set_result(value)
 
 
-class ChunkPool:
+class ChunkPool(Engine):
     """Process pool (forked, created on first use or at start()) and the batch-splitting rule. A
     subclass names the module its workers import (``requires``)."""
 
