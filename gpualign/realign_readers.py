@@ -13,16 +13,15 @@ most `workers + 2` chunks are in flight, so memory stays bounded.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections import deque
-from concurrent.futures import ProcessPoolExecutor
 
 from . import shm
 from .config import AlignConfig
 from .errors import InputError
 from .io import fastx
 from .io import paf as P
+from .workers import fork_pool
 
 FIRST_CHUNK = 256  # lines in the first chunk (the GPU starts on it while the next ones are read)
 RAMP = 4  # each chunk after it at most this many times larger, up to cfg.batch_bases (item_lists)
@@ -99,11 +98,8 @@ class Readers:
     def __init__(self, workers: int, query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool,
                  keep_full: bool):
         self.workers, self.pad = workers, pad
-        methods = multiprocessing.get_all_start_methods()
-        ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-        self.pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init,
-                                        initargs=(query_path, target_path, mode, pad, skip_bad, keep_full))
-        for _ in range(workers):  # each task starts a worker now
+        self.pool = fork_pool(workers, _init, (query_path, target_path, mode, pad, skip_bad, keep_full), start=False)
+        for _ in range(workers):  # each task starts a worker now, without waiting for it
             self.pool.submit(_ready)
 
     def close(self) -> None:

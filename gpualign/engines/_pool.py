@@ -5,12 +5,12 @@ assembled in order. Small batches run inline."""
 from __future__ import annotations
 
 import importlib
-import multiprocessing as mp
 from concurrent.futures import Future, ProcessPoolExecutor
 
 import numpy as np
 
 from ..records import AlignBatch, PairBatch
+from ..workers import fork_pool
 from .base import Engine
 
 
@@ -52,8 +52,7 @@ class ChunkPool(Engine):
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-            self._pool = ProcessPoolExecutor(self.threads, mp_context=ctx)
+            self._pool = fork_pool(self.threads, start=False)
         return self._pool
 
     def start(self) -> None:

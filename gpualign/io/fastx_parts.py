@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import InputError, RecordError
 from ..records import Names
+from ..workers import can_fork, fork_pool
 from .fastx import CHUNK, STDIN, display_name, encode, encoded_chunks, sniff
 from .fastx_fast import NotSimple, simple_chunks
 from .fastx_strict import strict_chunks
@@ -122,12 +123,9 @@ class _RangeChunks:
     at most 2 * workers parts ahead of the consumer; one chunk per part, in file order."""
 
     def __init__(self, path: str, workers: int, symbols: bytes = b""):
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
         self.path, self.symbols = path, symbols
         self.cuts = record_cuts(path, os.path.getsize(path), RANGE_BYTES)
-        self.pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
+        self.pool = fork_pool(workers, start=False)
         self.futs: deque = deque()
         self.next = 0
         for _ in range(2 * workers):
@@ -187,7 +185,7 @@ class _Chunks:
             big = path != STDIN and os.path.getsize(path) >= min_bytes
         except OSError:
             big = False
-        if not big or start[0] or "fork" not in mp.get_all_start_methods():
+        if not big or start[0] or not can_fork():
             self.it = encoded_chunks(path, symbols=symbols, start=start)
             return
         sniff(path)  # the common errors before a process starts

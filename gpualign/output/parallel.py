@@ -15,6 +15,7 @@ from collections import deque
 import numpy as np
 
 from .. import shm, trace
+from ..workers import can_fork, fork_pool
 
 WORKERS_MAX = 8
 
@@ -64,15 +65,10 @@ def _render(fmt, batch, res, shared=None):
 def start_pool(threads: int, most: int = WORKERS_MAX):
     """A process pool of up to `most` formatters (one per 2 threads; None below 1 worker's worth, or
     without fork), all its processes started now."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
     workers = min(most, threads // 2)
-    if workers < 1 or "fork" not in mp.get_all_start_methods():
+    if workers < 1 or not can_fork():
         return None
-    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
-    pool.submit(int).result()  # with fork, the first job starts every worker process
-    return pool
+    return fork_pool(workers)
 
 
 class OrderedWriter:

@@ -5,10 +5,9 @@ everything else stays here, in chunk order, so the output is the same bytes."""
 from __future__ import annotations
 
 import itertools
-import multiprocessing as mp
 import signal
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +16,7 @@ from .. import interrupt, memory
 from ..config import SearchConfig
 from ..errors import DeviceError
 from ..pipeline import Output, ReadAhead, WriteBehind
+from ..workers import fork_pool
 from . import patterns as PT
 from .hits import Collector
 from .output import HitWriter, infer_format
@@ -329,9 +329,7 @@ def worker_pool(threads: int):
     hits (hits.trace); None for one thread."""
     if threads <= 1:
         return None
-    pool = ProcessPoolExecutor(threads, mp_context=mp.get_context("fork"), initializer=_init_worker)
-    pool.submit(int).result()  # with fork, the first task starts every worker
-    return pool
+    return fork_pool(threads, _init_worker)
 
 
 def _shutdown(pool) -> None:
