@@ -338,3 +338,30 @@ def test_abort_between_batches_releases_the_files(tmp_path, emulated):
         with pytest.raises(OSError):
             os.fstat(fd)
     assert list(reader) == []
+
+
+@NO_CXX
+@pytest.mark.parametrize("fmt", ["paf", "sam"])
+def test_whole_run_writes_what_the_host_reader_gives(tmp_path, emulated, monkeypatch, fmt):
+    """run_pairs with the device reader (kernels emulated) against the host reader, the same bytes: the
+    batches through the CPU engine, the formatting processes (pickled: names and qualities as Names) and
+    the writer."""
+    from gpualign import pipeline
+    from gpualign.config import AlignConfig
+
+    rng = random.Random(14)
+    a = _write(tmp_path / "a", _fasta(rng, 400, 0, 120), fastq=True)
+    b = _write(tmp_path / "b", _fasta(rng, 400, 0, 150))
+    cfg = AlignConfig(device="cpu", threads=2, batch_pairs=64)
+    host_out, dev_out = tmp_path / f"host.{fmt}", tmp_path / f"dev.{fmt}"
+    pipeline.run_pairs(a, b, str(host_out), None, cfg, "test")
+    made = []
+
+    def device_reader(path_a, path_b, cfg, cluster, quals):
+        made.append(_device(path_a, path_b, cfg.batch_bases, cfg.batch_pairs))
+        made[-1].quals = quals
+        return made[-1]
+
+    monkeypatch.setattr(pipeline, "_reader", device_reader)
+    pipeline.run_pairs(a, b, str(dev_out), None, cfg, "test")
+    assert made and dev_out.read_bytes() == host_out.read_bytes()
