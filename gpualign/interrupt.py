@@ -180,6 +180,7 @@ def finish() -> None:
     """End the interrupted run now: workers ended, temporary files and shared-memory blocks removed, one
     line `interrupted` on stderr, exit code by signal. Never returns."""
     _finishing.acquire()  # the main thread or the watchdog: the first one ends the process
+    _no_restarts()
     end_children(wait=True)
     for path in list(_temps):
         try:
@@ -195,6 +196,7 @@ def finish() -> None:
 
     _unlink_prefixed("/dev/shm", f"{SHM_PREFIX}{_root_pid}_")  # shared-memory blocks (Linux)
     _unlink_semaphores()
+    end_children(wait=True)  # one a thread was starting meanwhile, before its interpreter is up to complain
     _unlink_prefixed(tempfile.gettempdir(), temp_prefix())
     # the resource tracker last: the blocks this process had open when the signal came are still
     # registered with it, and at its exit it would warn of each (`leaked shared_memory objects`, `No such
@@ -215,6 +217,21 @@ def finish() -> None:
     except OSError:
         pass
     os._exit(EXIT_CODES.get(_signum, 130))
+
+
+def _no_restarts() -> None:
+    """Dask's nannies (threads of this process, under --cpu-workers/--gpus) told they are closing, so that
+    they do not start again the workers finish() ends."""
+    nanny = sys.modules.get("distributed.nanny")
+    if nanny is None:
+        return
+    try:
+        from distributed.core import Status
+
+        for n in list(nanny.Nanny._instances):
+            n.status = Status.closing
+    except Exception:  # noqa: BLE001 - ending anyway
+        pass
 
 
 def track(path: str) -> None:
