@@ -18,6 +18,7 @@ import numpy as np
 from . import interrupt, pack
 from .config import AlignConfig
 from .errors import ConfigError, DeviceError, InputError
+from .hirschberg import LEAF_SHORT, edits
 from .io import fastx
 from .pipeline import Output, check_output
 from .progress import duration, ticking
@@ -148,6 +149,8 @@ WFA_STEP_S = 1.1e-6  # seconds per wavefront step at least (close strings)
 BP_STEP_S = 6.5e-8  # seconds per DP column: the banded bit-parallel kernel's sequential chain
 BP_CELLS_PER_S = 1.5e13  # its DP cells (rows x band) per second when enough strips run at once
 BP_SLACK = 1.25  # band from the estimate: this much above the estimated distance (too narrow: widened)
+BATCHED_MAX = LEAF_SHORT  # record pairs no longer than this on both sides are aligned together by the
+# batched engines, which align the path's leaves of that size anyway (one at a time: ~7 ms a pair)
 
 
 @dataclass
@@ -276,7 +279,6 @@ def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
     """(distance, packed CIGAR or None, engine name) on the CPU, in a killable child process (the C
     call would hold this one, deaf to signals, until it returns)."""
     from .engines import cpu_long
-    from .hirschberg import edits
 
     qb, tb = q.tobytes(), t.tobytes()
     method, rate, expected = cpu_long.plan(qb, tb, cpu_method)
@@ -445,17 +447,7 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
                               {"kernel": "cluster", "workers": remote.workers})
         return
     if gpu or cfg.n_threads == 1:
-        from . import genome_path
-
-        chain = genome_path.leaf_chain(cfg) if gpu and not cfg.distance_only else None  # one for the run
-        try:
-            for qn, tn, q0, t0 in pairs:
-                q, t = _apply_rule(q0, t0, cfg.n_mismatch)
-                yield qn, tn, q0, t0, compute_pair(qn, tn, q, t, cfg, gpu, prune, cpu_method, progress, on_notice,
-                                                   chain)
-        finally:
-            if chain is not None:
-                genome_path.close_chain(chain)
+        yield from _here(pairs, cfg, gpu, prune, cpu_method, progress, on_notice)
         return
     from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -476,6 +468,77 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
             interrupt.end_children(wait=True)  # now (their child processes), not when they are done
             wait(started, timeout=0.5)
         pool.shutdown(wait=True)
+
+
+def _here(pairs, cfg, gpu, prune, cpu_method, progress, on_notice):
+    """_computed's items computed in this process, in order: one record pair at a time, except that with a
+    GPU each run of consecutive pairs no longer than BATCHED_MAX on both sides is aligned together by the
+    batched engines (the path's leaves' chain: one chain for the run, started at its first need), in
+    batches of at most cfg.batch_bases bases and cfg.batch_pairs pairs."""
+    from . import genome_path
+
+    chain: list = []
+
+    def engines() -> list:
+        if not chain:
+            chain.extend(genome_path.leaf_chain(cfg))
+        return chain
+
+    group, bases = [], 0
+    try:
+        for item in itertools.chain(pairs, [None]):
+            small = gpu and item is not None and max(len(item[2]), len(item[3])) <= BATCHED_MAX
+            size = len(item[2]) + len(item[3]) if small else 0
+            if group and (not small or len(group) >= cfg.batch_pairs or bases + size > cfg.batch_bases):
+                yield from _batched(group, engines(), cfg, prune, cpu_method, progress, on_notice)
+                group, bases = [], 0
+            if small:
+                group.append(item)
+                bases += size
+            elif item is not None:
+                qn, tn, q0, t0 = item
+                q, t = _apply_rule(q0, t0, cfg.n_mismatch)
+                leaves = engines() if gpu and not cfg.distance_only else None
+                yield qn, tn, q0, t0, compute_pair(qn, tn, q, t, cfg, gpu, prune, cpu_method, progress, on_notice,
+                                                   leaves)
+    finally:
+        genome_path.close_chain(chain)
+
+
+def _batched(group, chain, cfg, prune, cpu_method, progress, on_notice):
+    """_computed's items for record pairs aligned together in one batch through chain (the batched edit
+    engines, the character rule already in the bytes); each pair's seconds are the batch's shared equally.
+    A pair the chain could not align takes compute_pair's way; each CIGAR is checked to cost the distance
+    and to span both strings before it is given out."""
+    from .cigar import consumed
+    from .route import run_chain
+
+    start = time.perf_counter()
+    ruled = [_apply_rule(q0, t0, cfg.n_mismatch) for _, _, q0, t0 in group]
+    ql = np.array([len(q) for q, _ in ruled], np.int64)
+    tl = np.array([len(t) for _, t in ruled], np.int64)
+    seq = np.concatenate([q for q, _ in ruled] + [t for _, t in ruled])
+    batch_cfg = AlignConfig(metric="edit", device="gpu", threads=cfg.threads, distance_only=cfg.distance_only,
+                            batch_bases=cfg.batch_bases, batch_pairs=cfg.batch_pairs)
+    res, _ = run_chain(PairBatch.from_joined(seq, ql, tl), chain, batch_cfg)
+    each = (time.perf_counter() - start) / len(group)
+    label = "gpu-long:batched" if cfg.distance_only else "gpu-long:path:batched"
+    for k, (qn, tn, q0, t0) in enumerate(group):
+        if res.status[k] != OK:
+            q, t = ruled[k]
+            out = compute_pair(qn, tn, q, t, cfg, True, prune, cpu_method, progress, on_notice,
+                               None if cfg.distance_only else chain)
+        else:
+            d, ops = int(res.score[k]), None
+            if not cfg.distance_only:
+                at = int(res.cigar_off[k])
+                ops = res.cigar[at:at + int(res.cigar_len[k])]
+                if edits(ops) != d or consumed(ops) != (len(q0), len(t0)):
+                    raise RuntimeError(f"{qn} vs {tn}: the batched engines' CIGAR costs {edits(ops)} and spans "
+                                       f"{consumed(ops)} bases, the distance is {d} and the strings "
+                                       f"{len(q0)} x {len(t0)}")
+            out = (d, ops, None, label, "gpu-long", each)
+        yield qn, tn, q0, t0, out
 
 
 def _in_flight(pairs, cfg, width: int, submit, progress=None, info=None):

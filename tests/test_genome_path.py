@@ -381,3 +381,79 @@ def test_cli_named_records_sam_header(tmp_path):
     r = next(iter(pysam.AlignmentFile(str(o))))
     assert r.query_name == "y" and r.reference_name == "v" and r.get_tag("NM") == edlib.align(
         rand(1_500, 52), mutate(rand(1_500, 52), 0.05, 53), task="distance")["editDistance"]
+
+
+@pytest.mark.parametrize("distance_only", [False, True])
+def test_small_pairs_batched(tmp_path, monkeypatch, distance_only):
+    """With a GPU, runs of record pairs no longer than BATCHED_MAX go to the batched engines together
+    (here the CPU chain stands in for the GPU's, and the longer pairs' compute_pair runs on the CPU):
+    output in input order, each distance edlib's under --n-mismatch, each CIGAR valid at it; batches cut
+    at cfg.batch_pairs and at a long pair; one chain for the run, closed at its end."""
+    from oracles import edit
+
+    from gpualign import genome, genome_path
+
+    monkeypatch.setattr(genome, "BATCHED_MAX", 700)
+    monkeypatch.setattr(genome, "use_gpu", lambda device: True)
+    made, sizes = [], []
+    cpu_chain = select_engines(AlignConfig(metric="edit", device="cpu", threads=1))[0]
+    monkeypatch.setattr(genome_path, "leaf_chain", lambda cfg: made.append(1) or cpu_chain)
+    closed = []
+    monkeypatch.setattr(genome_path, "close_chain", lambda chain: closed.append(list(chain)))
+    real_compute, real_batched = genome.compute_pair, genome._batched
+    monkeypatch.setattr(genome, "compute_pair", lambda qn, tn, q, t, cfg, gpu, *a: real_compute(
+        qn, tn, q, t, cfg, False, *a[:3], None, None))
+    monkeypatch.setattr(genome, "_batched", lambda group, *a: sizes.append(len(group)) or real_batched(group, *a))
+    lengths = [600, 0, 300, 2_000, 700, 650, 701, 50, 500, 400]
+    pairs = []
+    for i, n in enumerate(lengths):
+        q = rand(n, 60 + i)
+        q = q[:n // 3] + b"N" * (n // 10) + q[n // 3 + n // 10:]
+        pairs.append((q, mutate(q, 0.08, 80 + i).lower()))
+    a = write_fa(tmp_path / "a.fa", [(f"q{i}", q) for i, (q, _) in enumerate(pairs)])
+    b = write_fa(tmp_path / "b.fa", [(f"t{i}", t) for i, (_, t) in enumerate(pairs)])
+    out = tmp_path / ("o.tsv" if distance_only else "o.paf")
+    cfg = AlignConfig(device="gpu", n_mismatch=True, distance_only=distance_only, batch_pairs=2, threads=1)
+    res = genome.run_genome(a, b, str(out), cfg)
+    want = [edit(q, t, n_mismatch=True) for q, t in pairs]
+    assert [r.distance for r in res] == want and [r.query for r in res] == [f"q{i}" for i in range(len(pairs))]
+    small = [max(len(q), len(t)) <= 700 for q, t in pairs]
+    batched = "gpu-long:batched" if distance_only else "gpu-long:path:batched"
+    assert [r.engine == batched for r in res] == small
+    assert sizes == [2, 1, 2, 2, 1] and made == [1] and len(closed) == 1
+    rows = [x.split("\t") for x in out.read_text().splitlines()]
+    if distance_only:
+        assert [int(r[4]) for r in rows[1:]] == want
+        return
+    assert [r[0] for r in rows] == [f"q{i}" for i in range(len(pairs))]
+    for row, (q, t), d in zip(rows, pairs, want):
+        ops = C.from_text(next((f[5:] for f in row if f.startswith("cg:Z:")), ""))  # none: both empty
+        C.check_cigar(q.upper(), t.upper(), ops, n_mismatch=True)
+        assert C.score_cigar(ops, EDIT) == d and f"NM:i:{d}" in row
+
+
+@pytest.mark.gpu
+def test_gpu_small_pairs_batched(tmp_path):
+    """On the GPU: short record pairs around a long one (20 kbp, by the Hirschberg path) in one run, PAF
+    and --distance-only; every distance edlib's, every CIGAR valid at it, in input order."""
+    from gpualign import genome
+
+    lengths = [800, 150, 20_000, 8_192, 3_000, 0, 1_000]
+    pairs = [(rand(n, 90 + i), mutate(rand(n, 90 + i), 0.05 + 0.03 * (i % 3), 100 + i)) for i, n in enumerate(lengths)]
+    a = write_fa(tmp_path / "a.fa", [(f"q{i}", q) for i, (q, _) in enumerate(pairs)])
+    b = write_fa(tmp_path / "b.fa", [(f"t{i}", t) for i, (_, t) in enumerate(pairs)])
+    want = [edlib.align(q, t, task="distance")["editDistance"] for q, t in pairs]
+    for distance_only in (False, True):
+        out = tmp_path / f"o{int(distance_only)}.{'tsv' if distance_only else 'paf'}"
+        res = genome.run_genome(a, b, str(out), AlignConfig(device="gpu", distance_only=distance_only))
+        assert [r.distance for r in res] == want
+        assert [r.engine.endswith("batched") for r in res] == [max(len(q), len(t)) <= 8192 for q, t in pairs]
+        rows = [x.split("\t") for x in out.read_text().splitlines()]
+        if distance_only:
+            assert [int(r[4]) for r in rows[1:]] == want
+            continue
+        assert [r[0] for r in rows] == [f"q{i}" for i in range(len(pairs))]
+        for row, (q, t), d in zip(rows, pairs, want):
+            ops = C.from_text(next((f[5:] for f in row if f.startswith("cg:Z:")), ""))
+            C.check_cigar(q, t, ops)
+            assert C.score_cigar(ops, EDIT) == d
