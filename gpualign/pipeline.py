@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import driver, interrupt, memory, pack, scoring, trace
+from . import driver, interrupt, memory, pack, scoring, trace, workers
 from .config import AlignConfig
 from .engines import host_allocator, select_engines
 from .engines.check import CheckEngine, judge
@@ -36,6 +36,7 @@ from .output.paf import PafWriter
 from .output.sink import STDOUT_NAMES, BgzfSink, Sink, compressed, format_from_name, is_stream
 from .output.sam import BamWriter, SamWriter
 from .output.tsv import TsvWriter
+from .progress import input_bases
 from .records import OK
 from .route import prefetch, run_chain
 
@@ -426,15 +427,20 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
                 spooled = path_b = spool(path_b)
             targets = _collect_targets(path_b, pack.symbols(cfg.general))
         reader = _reader(path_a, path_b, cfg, cluster, quals=fmt in ("sam", "bam"))
+        # -t 0 (all cores): worker processes as many as the input is worth; -t N: N
+        bases = input_bases(path_a, path_b) if cfg.threads == 0 else None
+        engine_threads, fmt_threads = workers.for_input(cfg.n_threads, bases)
         if fmt in FORMATS:  # lines formatted in worker processes, forked now too
-            fmt_pool = parallel.start_pool(cfg.n_threads)
+            fmt_pool = parallel.start_pool(fmt_threads)
         summary = Summary()
         # batches are made while the engines start (cupy, the CUDA context, kernels): the first ones in
         # pageable memory, then, once a GPU engine runs, in page-locked memory (host_allocator)
         batches = scoring.checked(reader, cfg, path_a, path_b) if cfg.general else reader
         ahead = ReadAhead(batches, summary.stage_seconds)
-        chain, notice, remote = start_engines(cfg, cluster)
-        checker = CheckEngine(cfg.n_threads) if verify > 0 else None  # its processes forked with the engines'
+        here = cluster is None or not cluster.wanted
+        pool_cfg = cfg.with_(threads=engine_threads) if here else cfg
+        chain, notice, remote = start_engines(pool_cfg, cluster)
+        checker = CheckEngine(pool_cfg.n_threads) if verify > 0 else None  # its processes forked with the engines'
         summary.verified_by = judge(cfg) if checker else ""
         if remote is None:
             reader.alloc = host_allocator(chain)

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from . import trace
+from . import trace, workers
 from .config import AlignConfig
 from .errors import ConfigError
 from .io import fastx
@@ -24,6 +24,7 @@ from .output import parallel
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
 from .pipeline import (FORMATS, Output, ReadAhead, Summary, aborting, check_output, cluster_summary, infer_format,
                        running, start_engines, stream)
+from .progress import input_bases
 from .realign_primary import Primaries, count_reads
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
@@ -83,14 +84,14 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
     if streamed(paf_path):  # stdin or a pipe, read twice (count_reads first): kept in the scratch directory
         paf_path = spool(paf_path)
     several = count_reads(paf_path)
-    workers = worker_count(paf_path, readers)
+    readers = worker_count(paf_path, readers)
     summary = Summary()
     skipped: list = []
     # the reader processes are forked first, then the PAF formatting processes (before the reader thread
     # and the GPU exist): lines formatted in the main thread compete with alignment for the interpreter;
     # few of them, as the readers need the cores (PAF_FORMATTERS)
     fmt_pool = ahead = remote = None
-    with Readers(workers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if workers \
+    with Readers(readers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if readers \
             else contextlib.nullcontext() as pool:
         # candidates are fetched from now on, in the reader thread (or by the worker processes it feeds),
         # while the engines start and then while the previous batch aligns (pipeline.stream)
@@ -103,10 +104,16 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
             items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say, paf_name)
             batches = _batches(items, cfg)
         try:
+            # -t 0 (all cores): worker processes as many as the work is worth (about the query file's bases
+            # twice, the targets' windows about as long as the reads); -t N: N
+            bases = input_bases(query_path) if cfg.threads == 0 else None
+            bases = None if bases is None else 2 * bases
+            engine_threads, fmt_threads = workers.for_input(cfg.n_threads, bases)
             if fmt == "paf":
-                fmt_pool = parallel.start_pool(cfg.n_threads, PAF_FORMATTERS)
+                fmt_pool = parallel.start_pool(fmt_threads, PAF_FORMATTERS)
             ahead = ReadAhead(batches, summary.stage_seconds)
-            chain, summary.notice, remote = start_engines(cfg, cluster)
+            here = cluster is None or not cluster.wanted
+            chain, summary.notice, remote = start_engines(cfg.with_(threads=engine_threads) if here else cfg, cluster)
             say(summary.notice)
             output = Output(out, binary_via_path=(fmt == "bam"))
             with running(chain, output, cfg):

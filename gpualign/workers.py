@@ -24,3 +24,23 @@ def fork_pool(workers: int, initializer=None, initargs: tuple = (), start: bool 
         for fut in [pool.submit(int) for _ in range(1 if ctx is not None else workers)]:
             fut.result()
     return pool
+
+
+ENGINE_BASES = 1 << 20  # input bases per CPU engine worker forked at least: below, a fork and a join
+# (~3-6 ms each) cost about what a worker would save (the 300-pair demo, 233 kbp: none forked)
+FORMAT_BASES = 8 << 20  # input bases per output formatter (PAF, SAM, TSV) forked
+
+
+def sized(threads: int, bases: float | None, per: int, least: int = 1) -> int:
+    """How many of `threads` worker processes an input of `bases` is worth: one per whole `per` bases, at
+    least `least`, at most threads (all of them when bases is None: a stream, or a thread count the user
+    chose)."""
+    if bases is None:
+        return threads
+    return min(threads, max(least, int(bases) // per))
+
+
+def for_input(threads: int, bases: float | None) -> tuple[int, int]:
+    """(CPU engine processes, the formatters' thread budget: output.parallel.start_pool's threads) for an
+    input of `bases` (None: all threads to each)."""
+    return sized(threads, bases, ENGINE_BASES), 2 * sized(threads // 2, bases, FORMAT_BASES, 0)

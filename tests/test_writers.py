@@ -3,6 +3,7 @@
 
 import dataclasses
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -251,3 +252,29 @@ def test_large_cigar_arrays_go_to_the_formatters_in_shared_memory(monkeypatch):
         assert out.getvalue() == ref.getvalue()
     if os.path.isdir("/dev/shm"):
         assert not _new_blocks(before)
+
+
+def test_worker_processes_sized_to_the_input(tmp_path, monkeypatch):
+    """-t 0 (all cores): as many CPU engine workers and formatters as the input is worth (none forked for
+    the demo's 233 kbp); a chosen -t N, or an input whose size is not known, gets N."""
+    from gpualign import workers
+    from gpualign.config import AlignConfig
+    from gpualign.output import parallel
+    from gpualign.pipeline import run_pairs
+
+    assert workers.sized(16, 233_335, 1 << 20) == 1 and workers.sized(16, 3.5 * (1 << 20), 1 << 20) == 3
+    assert workers.sized(16, None, 1 << 20) == 16 and workers.sized(0, 10, 1) == 0 and workers.sized(4, 0, 8) == 1
+    assert workers.sized(8, 7 << 20, 8 << 20, 0) == 0 and workers.sized(8, 100 << 20, 8 << 20, 0) == 8
+    demo = [str(Path(__file__).parent.parent / "data" / "demo" / n) for n in ("a.fa", "b.fa")]
+    asked = []
+    start = parallel.start_pool
+    monkeypatch.setattr(parallel, "start_pool", lambda t: asked.append(t) or start(t))
+    notices = []
+    for threads, per in ((0, 1 << 20), (0, 1 << 10), (8, 1 << 20)):
+        monkeypatch.setattr(workers, "ENGINE_BASES", per)
+        monkeypatch.setattr(workers, "FORMAT_BASES", per)
+        run_pairs(*demo, str(tmp_path / "o.paf"), None, AlignConfig(device="cpu", threads=threads), "test",
+                  on_notice=notices.append)
+    n = AlignConfig().n_threads
+    assert [int(x.split("WFA2-lib, ")[1].split()[0]) for x in notices] == [1, n, 8]
+    assert asked == [0, 2 * (n // 2), 8]
