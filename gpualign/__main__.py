@@ -1,6 +1,6 @@
 """`python -m gpualign` and the `gpualign` command (pyproject's entry point: main).
 
-The signal handlers come first, before Typer, numpy and the commands load (a second or more on a busy
+The signal handlers come first, before click, numpy and the commands load (a second or more on a busy
 host): a signal from then on ends the run with `interrupted` and its exit code, never a traceback. Only
 the interpreter's own start-up and this package's small modules come before them; the CUDA driver
 starts right after (driver.py), for a command that may use a GPU."""

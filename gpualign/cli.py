@@ -1,4 +1,4 @@
-"""Command line: the Typer app, --version, and one registration line per subcommand (gpualign/commands/).
+"""Command line: the click group, --version, and one registration line per subcommand (gpualign/commands/).
 
 Exit codes: 0 success, 1 runtime/input error, 2 bad options, 130 Ctrl-C,
 141 broken pipe (one line: the output is incomplete).
@@ -8,39 +8,28 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
 
-import typer
+import click
 
 from . import __version__, interrupt
 from .commands import cache, genome, paf, pairs, search
-from .commands.usage import HELP_OPTIONS, PlainCommand
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=HELP_OPTIONS,
-                  help="Exact pairwise DNA alignment and edit distance (GPU when present, else CPU).")
+from .commands.usage import Group, command
 
 
-def _version(value: bool) -> None:
+def _version(ctx, param, value: bool) -> None:
     if value:
         print(f"gpualign {__version__}")
-        raise typer.Exit(0)
+        ctx.exit(0)
 
 
-@app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                help="Print the version and exit.")] = False) -> None:
-    pass
-
-
-app.command(name="pairs", short_help="Align record i of one file with record i of another.",
-            epilog=pairs.EPILOG, cls=PlainCommand)(pairs.pairs)
-app.command(name="paf", short_help="Re-align PAF candidates (minimap2) exactly.", epilog=paf.EPILOG,
-            cls=PlainCommand)(paf.paf)
-app.command(name="genome", short_help="Edit distance of chromosome-scale strings.", epilog=genome.EPILOG,
-            cls=PlainCommand)(genome.genome)
-app.command(name="search", short_help="Every occurrence of many patterns with <= k edits.",
-            epilog=search.EPILOG, cls=PlainCommand)(search.search)
-app.add_typer(cache.app, name="cache", short_help="The compiled GPU kernels: build them ahead, list, clear.")
+app = Group(help="Exact pairwise DNA alignment and edit distance (GPU when present, else CPU).",
+            params=[click.Option(["--version"], is_flag=True, expose_value=False, is_eager=True, callback=_version,
+                                 help="Print the version and exit.")])
+command(app, "pairs", "Align record i of one file with record i of another.", pairs.EPILOG)(pairs.pairs)
+command(app, "paf", "Re-align PAF candidates (minimap2) exactly.", paf.EPILOG)(paf.paf)
+command(app, "genome", "Edit distance of chromosome-scale strings.", genome.EPILOG)(genome.genome)
+command(app, "search", "Every occurrence of many patterns with <= k edits.", search.EPILOG)(search.search)
+app.add_command(cache.app)
 
 
 def main() -> None:
@@ -50,7 +39,7 @@ def main() -> None:
     interrupt.install()
     interrupt.phase("start")
     try:
-        app(prog_name="gpualign")
+        app.main(prog_name="gpualign")
         code = 0
     except SystemExit as e:
         code = e.code

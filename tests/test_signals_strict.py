@@ -36,12 +36,12 @@ def _launchers(d) -> dict:
 
 @pytest.mark.parametrize("how", ["python -m gpualign", "gpualign"])
 def test_handlers_installed_before_the_heavy_imports(tmp_path, how):
-    """By the time Typer, Click, rich or numpy starts loading (most of the start-up), SIGINT is
+    """By the time click, rich or numpy starts loading (most of the start-up), SIGINT is
     interrupt.py's: a Ctrl-C there ends the run with `interrupted`, not a traceback."""
     spy = ("import signal, sys\n"
            "class Spy:\n"
            "    def find_spec(self, name, path=None, target=None):\n"
-           "        if name in ('typer', 'click', 'rich', 'numpy'):\n"
+           "        if name in ('click', 'rich', 'numpy'):\n"
            "            h = signal.getsignal(signal.SIGINT)\n"
            "            print(name, getattr(h, '__module__', h), file=sys.stderr, flush=True)\n"
            "sys.meta_path.insert(0, Spy())\n")

@@ -1,1 +1,1 @@
-"""The subcommands, one module each: its Typer options -> AlignConfig -> its runner. cli.py registers them."""
+"""The subcommands, one module each: its click options -> AlignConfig -> its runner. cli.py registers them."""

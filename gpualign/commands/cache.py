@@ -8,16 +8,15 @@ import os
 import re
 import sys
 import time
-from typing import Annotated, Optional
 
-import typer
+import click
 
 from ..errors import ConfigError, KernelError
-from .common import Debug, _run
-from .usage import HELP_OPTIONS, PlainCommand
+from .common import DEBUG, _run
+from .usage import Group, command
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=HELP_OPTIONS,
-                  help="The compiled GPU kernels: where they are kept, building them ahead, clearing them.")
+app = Group("cache", help="The compiled GPU kernels: where they are kept, building them ahead, clearing them.",
+            short_help="The compiled GPU kernels: build them ahead, list, clear.")
 
 LEGACY = re.compile(r"[0-9a-f]{64}\.(cubin|json)|\.tmp-.*")  # an earlier release's cache files, or half-written ones
 
@@ -59,14 +58,13 @@ def _local_capability():
     return capability(cupy.cuda.Device(0))
 
 
-@app.command(name="build", cls=PlainCommand)
-def build(
-    directory: Annotated[Optional[str], typer.Option("--dir", help="Where to put them (default: the install's own, gpualign/_kernels/; share another with GPUALIGN_KERNEL_PATH).")] = None,
-    arch: Annotated[str, typer.Option("--arch", help="Targets: all (cubins for sm_75, 80, 90, 100, 120 and PTX for later GPUs), native (this GPU's), or a list (sm_90,compute_75).")] = "all",
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="NVRTC threads (0 = all cores).")] = 0,
-    force: Annotated[bool, typer.Option("--force", help="Compile again images already there.")] = False,
-    debug: Debug = False,
-) -> None:
+@command(app, "build")
+@click.option("--dir", "directory", help="Where to put them (default: the install's own, gpualign/_kernels/; share another with GPUALIGN_KERNEL_PATH).")
+@click.option("--arch", default="all", help="Targets: all (cubins for sm_75, 80, 90, 100, 120 and PTX for later GPUs), native (this GPU's), or a list (sm_90,compute_75).")
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, help="NVRTC threads (0 = all cores).")
+@click.option("--force", is_flag=True, help="Compile again images already there.")
+@DEBUG
+def build(directory, arch, jobs, force, debug) -> None:
     """Compile every kernel the engines use, for each target, with NVRTC (no GPU needed)."""
     from ..engines import _images, _variants
 
@@ -97,8 +95,9 @@ def build(
     _run(body, debug)
 
 
-@app.command(name="info", cls=PlainCommand)
-def info(debug: Debug = False) -> None:
+@command(app, "info")
+@DEBUG
+def info(debug) -> None:
     """Where compiled kernels are looked for, what each holds, and what this GPU would load."""
     from ..engines import _images, _nvrtc, _variants
 
@@ -128,11 +127,10 @@ def info(debug: Debug = False) -> None:
     _run(body, debug)
 
 
-@app.command(name="clear", cls=PlainCommand)
-def clear(
-    directory: Annotated[Optional[str], typer.Option("--dir", help="The directory to empty (default: the first-use cache).")] = None,
-    debug: Debug = False,
-) -> None:
+@command(app, "clear")
+@click.option("--dir", "directory", help="The directory to empty (default: the first-use cache).")
+@DEBUG
+def clear(directory, debug) -> None:
     """Remove compiled kernels from the first-use cache (or --dir): only gpualign's own files."""
     from ..engines import _images
 

@@ -6,11 +6,10 @@ import errno
 import os
 import shlex
 import sys
-from typing import Annotated, Optional
-
-import typer
-
 from contextlib import contextmanager
+from typing import Optional
+
+import click
 
 from .. import interrupt, progress
 from ..config import cap_threads
@@ -21,12 +20,14 @@ CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal ch
              "A/C/G/T mismatches everything, itself included (SAM's NM rule). The rule applies to the "
              "score, the CIGAR =/X, NM and the PAF columns alike.")
 
-Threads = Annotated[int, typer.Option("--threads", "-t", help="CPU worker processes (0 = all cores).")]
-Debug = Annotated[bool, typer.Option("--debug", help="Show tracebacks.")]
+THREADS = click.option("--threads", "-t", type=int, default=0, help="CPU worker processes (0 = all cores).")
+DEBUG = click.option("--debug", is_flag=True, help="Show tracebacks.")
 # the distributed path (cluster.py)
-Gpus = Annotated[Optional[str], typer.Option("--gpus", help="Align on N GPUs of this host (or 'all'): one Dask worker per GPU (dask-cuda).")]
-Scheduler = Annotated[Optional[str], typer.Option("--scheduler", help="Align on an existing Dask cluster (tcp://host:8786) whose workers have gpualign installed; this process reads and writes.")]
-CpuWorkers = Annotated[int, typer.Option("--cpu-workers", help="Align on N local Dask CPU workers (the distributed path without a GPU).")]
+GPUS = click.option("--gpus", help="Align on N GPUs of this host (or 'all'): one Dask worker per GPU (dask-cuda).")
+SCHEDULER = click.option("--scheduler", help="Align on an existing Dask cluster (tcp://host:8786) whose workers have "
+                                             "gpualign installed; this process reads and writes.")
+CPU_WORKERS = click.option("--cpu-workers", type=int, default=0,
+                           help="Align on N local Dask CPU workers (the distributed path without a GPU).")
 
 
 def _stderr():
@@ -65,17 +66,17 @@ def _run(body, debug: bool) -> None:
         from rich.markup import escape  # the message's own brackets are text ([tcp://], [::1])
 
         _stderr().print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)
-        raise typer.Exit(e.exit_code)
+        raise click.exceptions.Exit(e.exit_code)
     except KeyboardInterrupt:
-        raise typer.Exit(130)
+        raise click.exceptions.Exit(130)
     except (BrokenPipeError, OSError) as e:
         if isinstance(e, BrokenPipeError) or getattr(e, "errno", None) == errno.EPIPE:
             _quiet_stdout()
-            raise typer.Exit(141)
+            raise click.exceptions.Exit(141)
         if debug:
             raise
         _stderr().print(f"error: {e}", markup=False, soft_wrap=True)
-        raise typer.Exit(1)
+        raise click.exceptions.Exit(1)
 
 
 def _quiet_stdout() -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Optional
 
-import typer
+import click
 
 from ..config import AlignConfig
 from ..errors import ConfigError
-from .common import CHAR_RULE, CpuWorkers, Debug, Gpus, Scheduler, Threads, _print_summary, _run, command_line, feedback
+from .common import CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, _print_summary, _run, command_line, feedback
+from .usage import argument
 
 EPILOG = ("Examples:\n\n"
           "  gpualign genome chr21_human.fa chr21_chimp.fa --distance-only -o dist.tsv\n\n"
@@ -18,27 +18,27 @@ EPILOG = ("Examples:\n\n"
           + CHAR_RULE)
 
 
-def genome(
-    query: Annotated[str, typer.Argument(help="FASTA/FASTQ (gz ok): one string per record.")],
-    target: Annotated[str, typer.Argument(help="FASTA/FASTQ: record i is compared with query record i.")],
-    distance_only: Annotated[bool, typer.Option("--distance-only", help="The exact edit distance only (TSV), not the alignment.")] = False,
-    output: Annotated[str, typer.Option("-o", "--output", help="Output file: .paf, .sam, .bam or .tsv ('-' = stdout: PAF, or TSV with --distance-only).")] = "-",
-    fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="paf|sam|bam|tsv (default: from the output name).")] = None,
-    query_record: Annotated[Optional[str], typer.Option("--query-record", help="Use only this query record (alone: with the target record of the same name, else the target's only record).")] = None,
-    target_record: Annotated[Optional[str], typer.Option("--target-record", help="Use only this target record (alone: with the query record of the same name, else the query's only record).")] = None,
-    n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything, N included.")] = False,
-    metric: Annotated[str, typer.Option("--metric", "-m", help="edit (unit costs: the only metric of genome).")] = "edit",
-    device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu.")] = "auto",
-    cpu_method: Annotated[str, typer.Option("--cpu-method", help="CPU path: auto|wfa|edlib.")] = "auto",
-    no_prune: Annotated[bool, typer.Option("--no-prune", hidden=True, help="GPU: plain wavefront, no diamond.")] = False,
-    threads: Threads = 0,
-    summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV to this file.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
-    gpus: Gpus = None,
-    scheduler: Scheduler = None,
-    cpu_workers: CpuWorkers = 0,
-    debug: Debug = False,
-) -> None:
+@argument("query", help="FASTA/FASTQ (gz ok): one string per record.")
+@argument("target", help="FASTA/FASTQ: record i is compared with query record i.")
+@click.option("--distance-only", is_flag=True, help="The exact edit distance only (TSV), not the alignment.")
+@click.option("-o", "--output", default="-", help="Output file: .paf, .sam, .bam or .tsv ('-' = stdout: PAF, or TSV with --distance-only).")
+@click.option("--format", "-f", "fmt", help="paf|sam|bam|tsv (default: from the output name).")
+@click.option("--query-record", help="Use only this query record (alone: with the target record of the same name, else the target's only record).")
+@click.option("--target-record", help="Use only this target record (alone: with the query record of the same name, else the query's only record).")
+@click.option("--n-mismatch", is_flag=True, help="N and IUPAC codes mismatch everything, N included.")
+@click.option("--metric", "-m", default="edit", help="edit (unit costs: the only metric of genome).")
+@click.option("--device", default="auto", help="auto|cpu|gpu.")
+@click.option("--cpu-method", default="auto", help="CPU path: auto|wfa|edlib.")
+@click.option("--no-prune", is_flag=True, hidden=True, help="GPU: plain wavefront, no diamond.")
+@THREADS
+@click.option("--summary", help="Also write the summary as TSV to this file.")
+@click.option("--quiet", "-q", is_flag=True, help="No notice, progress or summary on stderr.")
+@GPUS
+@SCHEDULER
+@CPU_WORKERS
+@DEBUG
+def genome(query, target, distance_only, output, fmt, query_record, target_record, n_mismatch, metric, device,
+           cpu_method, no_prune, threads, summary, quiet, gpus, scheduler, cpu_workers, debug) -> None:
     """Exact edit distance and an optimal alignment (CIGAR) of chromosome-scale strings."""
     from ..cluster import ClusterSpec
     from ..genome import run_genome, summary as genome_summary

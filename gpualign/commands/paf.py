@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
-import typer
+import click
 
 from ..config import AlignConfig, Scoring, preset_penalties
-from .common import (CHAR_RULE, CpuWorkers, Debug, Gpus, Scheduler, Threads, _print_summary, _run, command_line,
+from .common import (CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, _print_summary, _run, command_line,
                      feedback)
+from .usage import argument
 
 EPILOG = ("Examples:\n\n"
           "  minimap2 ref.fa reads.fq > cands.paf && gpualign paf cands.paf reads.fq ref.fa -o out.paf\n\n"
@@ -18,34 +17,31 @@ EPILOG = ("Examples:\n\n"
           "PAF tp:A:S, the primary tp:A:P, where the candidate carries tp).\n\n" + CHAR_RULE)
 
 
-def paf(
-    candidates: Annotated[str, typer.Argument(help="PAF candidates (minimap2's 12 columns, any tags; '-' = stdin).")],
-    query: Annotated[str, typer.Argument(help="Query reads (FASTA/FASTQ, plain, gzip or bgzip; '-' = stdin; gzip, "
-                                              "bgzip FASTQ and stdin copied to a temporary file).")],
-    target: Annotated[str, typer.Argument(help="Target FASTA (plain, gzip or bgzip; .fai built when missing, beside "
-                                               "it or, on a read-only directory, in a temporary one; not stdin).")],
-    output: Annotated[str, typer.Option("-o", "--output", help="Output paf/sam/bam ('-' = stdout, PAF).")] = "-",
-    fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="paf|sam|bam (default: from -o).")] = None,
-    mode: Annotated[str, typer.Option("--mode", help="ends-free (pad the target window, free its ends) or global (the box end to end).")] = "ends-free",
-    target_pad: Annotated[int, typer.Option("--target-pad", help="Bases added on both sides of the target window (ends-free).")] = 100,
-    metric: Annotated[str, typer.Option("--metric", "-m", help="affine (default) or edit.")] = "affine",
-    mismatch: Annotated[Optional[int], typer.Option("--mismatch", "-x", help="Affine mismatch penalty x (default 4).")] = None,
-    gap_open: Annotated[Optional[int], typer.Option("--gap-open", "-O", help="Affine gap-open o: a gap of length l costs o+l*e (default 6).")] = None,
-    gap_extend: Annotated[Optional[int], typer.Option("--gap-extend", "-E", help="Affine gap-extend e (default 2).")] = None,
-    cs: Annotated[bool, typer.Option("--cs", help="Add the cs:Z tag (short form) to PAF output.")] = False,
-    n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything.")] = False,
-    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Log bad candidates and go on instead of stopping.")] = False,
-    # candidates are long: batches 4x larger than pairs' amortise each batch's levels and launches
-    batch_bases: Annotated[int, typer.Option("--batch-bases", hidden=True)] = 1 << 27,
-    threads: Threads = 0,
-    device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu.")] = "auto",
-    summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV here.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
-    gpus: Gpus = None,
-    scheduler: Scheduler = None,
-    cpu_workers: CpuWorkers = 0,
-    debug: Debug = False,
-) -> None:
+@argument("candidates", help="PAF candidates (minimap2's 12 columns, any tags; '-' = stdin).")
+@argument("query", help="Query reads (FASTA/FASTQ, plain, gzip or bgzip; '-' = stdin; gzip, bgzip FASTQ and stdin copied to a temporary file).")
+@argument("target", help="Target FASTA (plain, gzip or bgzip; .fai built when missing, beside it or, on a read-only directory, in a temporary one; not stdin).")
+@click.option("-o", "--output", default="-", help="Output paf/sam/bam ('-' = stdout, PAF).")
+@click.option("--format", "-f", "fmt", help="paf|sam|bam (default: from -o).")
+@click.option("--mode", default="ends-free", help="ends-free (pad the target window, free its ends) or global (the box end to end).")
+@click.option("--target-pad", type=int, default=100, help="Bases added on both sides of the target window (ends-free).")
+@click.option("--metric", "-m", default="affine", help="affine (default) or edit.")
+@click.option("--mismatch", "-x", type=int, help="Affine mismatch penalty x (default 4).")
+@click.option("--gap-open", "-O", type=int, help="Affine gap-open o: a gap of length l costs o+l*e (default 6).")
+@click.option("--gap-extend", "-E", type=int, help="Affine gap-extend e (default 2).")
+@click.option("--cs", is_flag=True, help="Add the cs:Z tag (short form) to PAF output.")
+@click.option("--n-mismatch", is_flag=True, help="N and IUPAC codes mismatch everything.")
+@click.option("--skip-bad", is_flag=True, help="Log bad candidates and go on instead of stopping.")
+@click.option("--batch-bases", type=int, default=1 << 27, hidden=True)
+@THREADS
+@click.option("--device", default="auto", help="auto|cpu|gpu.")
+@click.option("--summary", help="Also write the summary as TSV here.")
+@click.option("--quiet", "-q", is_flag=True, help="No notice, progress or summary on stderr.")
+@GPUS
+@SCHEDULER
+@CPU_WORKERS
+@DEBUG
+def paf(candidates, query, target, output, fmt, mode, target_pad, metric, mismatch, gap_open, gap_extend, cs,
+        n_mismatch, skip_bad, batch_bases, threads, device, summary, quiet, gpus, scheduler, cpu_workers, debug) -> None:
     """Exact re-alignment of PAF candidates: recomputed coordinates, NM/AS/de/cg (and cs)."""
     from ..cluster import ClusterSpec
     from ..progress import Total, input_lines

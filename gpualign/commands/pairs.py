@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
-import typer
+import click
 
 from ..config import AlignConfig, Scoring, default_batch_bases, default_metric, preset_penalties
 from ..errors import ConfigError
-from .common import (CHAR_RULE, CpuWorkers, Debug, Gpus, Scheduler, Threads, _print_summary, _run, _stderr,
+from .common import (CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, _print_summary, _run, _stderr,
                      command_line, feedback)
+from .usage import argument
 
 EPILOG = ("Examples:\n\n"
           "  gpualign pairs reads.fa refs.fa > out.paf\n\n"
@@ -22,35 +21,35 @@ EPILOG = ("Examples:\n\n"
           "-(o + L*e) per gap of length L (BLAST's convention). " + CHAR_RULE)
 
 
-def pairs(
-    query: Annotated[str, typer.Argument(help="Queries (FASTA/FASTQ, gz ok; '-' = stdin).")],
-    target: Annotated[str, typer.Argument(help="Targets: record i is aligned with query record i.")],
-    output: Annotated[str, typer.Option("-o", "--output", help="Output file ('-' = stdout).")] = "-",
-    fmt: Annotated[Optional[str], typer.Option("--format", "-f",
-                   help="paf|sam|bam|tsv (default: from -o's extension; PAF on stdout, TSV with --distance-only).")] = None,
-    metric: Annotated[Optional[str], typer.Option("--metric", "-m", help="edit (Levenshtein) or affine (default: edit; affine with --match/--matrix/protein).")] = None,
-    mode: Annotated[str, typer.Option("--mode", help="global | local | semi-global (query end to end, target ends free).")] = "global",
-    match: Annotated[int, typer.Option("--match", help="Match bonus M >= 0 (general scoring: results are scores, higher is better).")] = 0,
-    matrix: Annotated[Optional[str], typer.Option("--matrix", help="Substitution matrix: a name Biopython knows (BLOSUM62, PAM250, NUC.4.4) or a file in that format.")] = None,
-    alphabet: Annotated[str, typer.Option("--alphabet", help="dna | protein (20 amino acids + B Z X U O *; BLOSUM62 unless --matrix).")] = "dna",
-    unknown: Annotated[Optional[str], typer.Option("--unknown", help="Score characters the matrix lacks as this letter (default: an error).")] = None,
-    mismatch: Annotated[Optional[int], typer.Option("--mismatch", "-x", help="Affine mismatch penalty x (default 4).")] = None,
-    gap_open: Annotated[Optional[int], typer.Option("--gap-open", "-O", help="Affine gap-open o: a gap of length l costs o+l*e (default 6; 11 with a matrix).")] = None,
-    gap_extend: Annotated[Optional[int], typer.Option("--gap-extend", "-E", help="Affine gap-extend e (default 2; 1 with a matrix).")] = None,
-    distance_only: Annotated[bool, typer.Option("--distance-only", help="Score only, no CIGAR (faster).")] = False,
-    n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="N and IUPAC codes mismatch everything, N included.")] = False,
-    threads: Threads = 0,
-    device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")] = "auto",
-    summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV to this file.")] = None,
-    verify: Annotated[float, typer.Option("--verify", help="Score a random FRACTION of the pairs again with a library that aligns none of them (edlib for edit, parasail for affine, Biopython for general scoring) and report the share whose score agrees (recall).")] = 0.0,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
-    debug: Debug = False,
-    gpus: Gpus = None,
-    scheduler: Scheduler = None,
-    cpu_workers: CpuWorkers = 0,
-    host_parse: Annotated[bool, typer.Option("--host-parse", help="Parse the inputs on the host even when a GPU aligns (by default plain FASTA/FASTQ files are parsed on the GPU).")] = False,
-    batch_bases: Annotated[Optional[int], typer.Option("--batch-bases", hidden=True)] = None,
-) -> None:
+@argument("query", help="Queries (FASTA/FASTQ, gz ok; '-' = stdin).")
+@argument("target", help="Targets: record i is aligned with query record i.")
+@click.option("-o", "--output", default="-", help="Output file ('-' = stdout).")
+@click.option("--format", "-f", "fmt", help="paf|sam|bam|tsv (default: from -o's extension; PAF on stdout, TSV with --distance-only).")
+@click.option("--metric", "-m", help="edit (Levenshtein) or affine (default: edit; affine with --match/--matrix/protein).")
+@click.option("--mode", default="global", help="global | local | semi-global (query end to end, target ends free).")
+@click.option("--match", type=int, default=0, help="Match bonus M >= 0 (general scoring: results are scores, higher is better).")
+@click.option("--matrix", help="Substitution matrix: a name Biopython knows (BLOSUM62, PAM250, NUC.4.4) or a file in that format.")
+@click.option("--alphabet", default="dna", help="dna | protein (20 amino acids + B Z X U O *; BLOSUM62 unless --matrix).")
+@click.option("--unknown", help="Score characters the matrix lacks as this letter (default: an error).")
+@click.option("--mismatch", "-x", type=int, help="Affine mismatch penalty x (default 4).")
+@click.option("--gap-open", "-O", type=int, help="Affine gap-open o: a gap of length l costs o+l*e (default 6; 11 with a matrix).")
+@click.option("--gap-extend", "-E", type=int, help="Affine gap-extend e (default 2; 1 with a matrix).")
+@click.option("--distance-only", is_flag=True, help="Score only, no CIGAR (faster).")
+@click.option("--n-mismatch", is_flag=True, help="N and IUPAC codes mismatch everything, N included.")
+@THREADS
+@click.option("--device", default="auto", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")
+@click.option("--summary", help="Also write the summary as TSV to this file.")
+@click.option("--verify", type=float, default=0.0, help="Score a random FRACTION of the pairs again with a library that aligns none of them (edlib for edit, parasail for affine, Biopython for general scoring) and report the share whose score agrees (recall).")
+@click.option("--quiet", "-q", is_flag=True, help="No notice, progress or summary on stderr.")
+@DEBUG
+@GPUS
+@SCHEDULER
+@CPU_WORKERS
+@click.option("--host-parse", is_flag=True, help="Parse the inputs on the host even when a GPU aligns (by default plain FASTA/FASTQ files are parsed on the GPU).")
+@click.option("--batch-bases", type=int, hidden=True)
+def pairs(query, target, output, fmt, metric, mode, match, matrix, alphabet, unknown, mismatch, gap_open, gap_extend,
+          distance_only, n_mismatch, threads, device, summary, verify, quiet, debug, gpus, scheduler, cpu_workers,
+          host_parse, batch_bases) -> None:
     """Align record i of QUERY with record i of TARGET (exact; global unless --mode): PAF/SAM/BAM/TSV."""
     from ..cluster import ClusterSpec
     from ..pipeline import run_pairs

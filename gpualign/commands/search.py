@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
-import typer
+import click
 
 from ..config import SearchConfig
-from .common import Debug, Threads, _print_summary, _run, command_line, feedback
+from .common import DEBUG, THREADS, _print_summary, _run, command_line, feedback
+from .usage import argument
 
 EPILOG = ("Examples:\n\n"
           "  gpualign search guides.fa genome.fa.gz -k 3 -o hits.tsv\n\n"
@@ -28,33 +27,33 @@ EPILOG = ("Examples:\n\n"
           "bytes as one process.")
 
 # the distributed path (cluster.py): as for pairs, but only the text's candidate scan runs on the workers
-Gpus = Annotated[Optional[str], typer.Option("--gpus", help="Scan the text on N GPUs of this host (or 'all'): one Dask worker per GPU (dask-cuda); hits are aligned here.")]
-Scheduler = Annotated[Optional[str], typer.Option("--scheduler", help="Scan the text on an existing Dask cluster (tcp://host:8786) whose workers have gpualign installed; this process reads, aligns the hits and writes.")]
-CpuWorkers = Annotated[int, typer.Option("--cpu-workers", help="Scan the text on N local Dask CPU workers (the distributed path without a GPU).")]
+GPUS = click.option("--gpus", help="Scan the text on N GPUs of this host (or 'all'): one Dask worker per GPU (dask-cuda); hits are aligned here.")
+SCHEDULER = click.option("--scheduler", help="Scan the text on an existing Dask cluster (tcp://host:8786) whose workers have gpualign installed; this process reads, aligns the hits and writes.")
+CPU_WORKERS = click.option("--cpu-workers", type=int, default=0, help="Scan the text on N local Dask CPU workers (the distributed path without a GPU).")
 
 
-def search(
-    patterns: Annotated[str, typer.Argument(help="Patterns (FASTA/FASTQ, gz ok), 1 to 1,024 bases each.")],
-    text: Annotated[str, typer.Argument(help="Text to search (FASTA, plain/gzip/bgzip; '-' = stdin).")],
-    k: Annotated[int, typer.Option("-k", "--max-edits", help="Most edits (substitutions, insertions, deletions) in a hit.")],
-    output: Annotated[str, typer.Option("-o", "--output", help="Output file ('-' = stdout).")] = "-",
-    fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="tsv|sam|bam|paf|bed (default: from -o's extension; TSV on stdout).")] = None,
-    strand: Annotated[str, typer.Option("--strand", help="both|+|- (-: the pattern's reverse complement).")] = "both",
-    all_ends: Annotated[bool, typer.Option("--all-ends", help="One hit per end position with <= k edits, not one per locus.")] = False,
-    max_hits: Annotated[int, typer.Option("--max-hits-per-pattern", help="Keep the first N hits of each pattern (0 = all; the summary names the patterns cut).")] = 0,
-    n_mismatch: Annotated[bool, typer.Option("--n-mismatch", help="Only equal A/C/G/T match (N matches nothing).")] = False,
-    iupac: Annotated[bool, typer.Option("--iupac", help="Pattern IUPAC letters match the bases they stand for.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Search even when k >= a pattern's length (it matches everywhere).")] = False,
-    device: Annotated[str, typer.Option("--device", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")] = "auto",
-    threads: Threads = 0,
-    summary: Annotated[Optional[str], typer.Option("--summary", help="Also write the summary as TSV to this file.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notice, progress or summary on stderr.")] = False,
-    debug: Debug = False,
-    gpus: Gpus = None,
-    scheduler: Scheduler = None,
-    cpu_workers: CpuWorkers = 0,
-    chunk_bases: Annotated[int, typer.Option("--chunk-bases", hidden=True)] = 0,
-) -> None:
+@argument("patterns", help="Patterns (FASTA/FASTQ, gz ok), 1 to 1,024 bases each.")
+@argument("text", help="Text to search (FASTA, plain/gzip/bgzip; '-' = stdin).")
+@click.option("-k", "--max-edits", "k", type=int, required=True, help="Most edits (substitutions, insertions, deletions) in a hit.")
+@click.option("-o", "--output", default="-", help="Output file ('-' = stdout).")
+@click.option("--format", "-f", "fmt", help="tsv|sam|bam|paf|bed (default: from -o's extension; TSV on stdout).")
+@click.option("--strand", default="both", help="both|+|- (-: the pattern's reverse complement).")
+@click.option("--all-ends", is_flag=True, help="One hit per end position with <= k edits, not one per locus.")
+@click.option("--max-hits-per-pattern", "max_hits", type=int, default=0, help="Keep the first N hits of each pattern (0 = all; the summary names the patterns cut).")
+@click.option("--n-mismatch", is_flag=True, help="Only equal A/C/G/T match (N matches nothing).")
+@click.option("--iupac", is_flag=True, help="Pattern IUPAC letters match the bases they stand for.")
+@click.option("--force", is_flag=True, help="Search even when k >= a pattern's length (it matches everywhere).")
+@click.option("--device", default="auto", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")
+@THREADS
+@click.option("--summary", help="Also write the summary as TSV to this file.")
+@click.option("--quiet", "-q", is_flag=True, help="No notice, progress or summary on stderr.")
+@DEBUG
+@GPUS
+@SCHEDULER
+@CPU_WORKERS
+@click.option("--chunk-bases", type=int, default=0, hidden=True)
+def search(patterns, text, k, output, fmt, strand, all_ends, max_hits, n_mismatch, iupac, force, device, threads,
+           summary, quiet, debug, gpus, scheduler, cpu_workers, chunk_bases) -> None:
     """All occurrences of patterns with <= k edits (TSV/SAM/BAM/PAF/BED)."""
     from ..cluster import ClusterSpec
     from ..errors import ConfigError
