@@ -149,6 +149,7 @@ WFA_STEP_S = 1.1e-6  # seconds per wavefront step at least (close strings)
 BP_STEP_S = 6.5e-8  # seconds per DP column: the banded bit-parallel kernel's sequential chain
 BP_CELLS_PER_S = 1.5e13  # its DP cells (rows x band) per second when enough strips run at once
 BP_SLACK = 1.25  # band from the estimate: this much above the estimated distance (too narrow: widened)
+WRITE_RECORDS = 4096  # short pairs' records written together at most
 BATCHED_MAX = LEAF_SHORT  # record pairs no longer than this on both sides are aligned together by the
 # batched engines, which align the path's leaves of that size anyway (one at a time: ~7 ms a pair)
 
@@ -322,11 +323,16 @@ def _path_writer(fmt: str, output: Output, targets: dict, command_line: str):
     return cls(output.target, targets=targets, command_line=command_line, metric="edit")
 
 
-def _path_record(qn, tn, q, t, d, ops, engine):
-    """The one-pair batch and result the writers take (q, t: the folded input, before the rule)."""
-    batch = PairBatch.from_sequences([q.tobytes()], [t.tobytes()], q_names=[qn], t_names=[tn])
-    res = AlignBatch(np.array([d], np.int32), np.array([OK], np.uint8), np.array([ENGINE_CODE[engine]], np.uint8),
-                     np.asarray(ops, np.uint32), np.zeros(1, np.int64), np.array([len(ops)], np.int64))
+def _path_records(records):
+    """The batch and result the writers take for records [(qn, tn, q, t, distance, ops, engine name)] (q, t:
+    the folded input, before the rule)."""
+    qn, tn, q, t, d, ops, engine = zip(*records)
+    batch = PairBatch.from_sequences([x.tobytes() for x in q], [x.tobytes() for x in t], q_names=list(qn),
+                                     t_names=list(tn))
+    ln = np.array([len(x) for x in ops], np.int64)
+    res = AlignBatch(np.array(d, np.int32), np.full(len(d), OK, np.uint8),
+                     np.array([ENGINE_CODE[e] for e in engine], np.uint8),
+                     np.concatenate([np.asarray(x, np.uint32) for x in ops]), np.cumsum(ln) - ln, ln)
     return batch, res
 
 
@@ -369,19 +375,33 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             _, notice, remote = start_engines(cfg, cluster)
             if on_notice:
                 on_notice(notice)
+        pending = []  # records of short pairs not written yet: written together (one at a time: ~1 ms each)
+
+        def write() -> None:
+            nonlocal writer
+            if with_path:
+                writer = writer or _path_writer(fmt, output, targets, command_line)
+                writer.write(*_path_records(pending))
+            else:
+                output.target.write("".join(pending).encode())
+                output.target.flush()
+            pending.clear()
+
         for qn, tn, q0, t0, (d, ops, cells, engine, code, seconds) in _computed(
                 _pairs(path_a, path_b, qname, tname), cfg, gpu, prune, cpu_method, progress, on_notice, remote):
             res = GenomeResult(qn, tn, len(q0), len(t0), d, seconds, cells, engine)
             if with_path:
-                writer = writer or _path_writer(fmt, output, targets, command_line)
-                writer.write(*_path_record(qn, tn, q0, t0, d, ops, code))
+                pending.append((qn, tn, q0, t0, d, ops, code))
                 if on_notice:
                     on_notice(f"{qn} vs {tn}: distance {d:,}, {len(ops):,} CIGAR operations, {res.seconds:.3f} s "
                               f"({engine})")
             else:
-                output.target.write((res.tsv() if results else HEADER + res.tsv()).encode())
-                output.target.flush()
+                pending.append(res.tsv() if results else HEADER + res.tsv())
             results.append(res)
+            if max(len(q0), len(t0)) > BATCHED_MAX or len(pending) >= WRITE_RECORDS:  # a long pair: at once
+                write()
+        if pending:
+            write()
         if writer is not None:
             writer.close()
         output.commit()

@@ -8,7 +8,7 @@ import itertools
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -16,7 +16,8 @@ from .. import interrupt, memory
 from ..config import SearchConfig
 from ..errors import DeviceError
 from ..pipeline import Output, ReadAhead, WriteBehind
-from ..workers import fork_pool
+from ..progress import input_bases
+from ..workers import ENGINE_BASES, fork_pool, sized
 from . import patterns as PT
 from .hits import Collector
 from .output import HitWriter, infer_format
@@ -105,6 +106,8 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
     if cluster is not None:
         cluster.validate(cfg.device)
     fmt = infer_format(fmt, out)
+    if cfg.threads == 0 and cluster is None:  # -t 0: worker processes as many as the text is worth
+        cfg = replace(cfg, threads=sized(cfg.n_threads, input_bases(text_path), ENGINE_BASES))
     pats = PT.read(patterns_path, cfg.k, cfg.strand, cfg.force)
     if fmt in ("sam", "bam"):
         PT.check_unique(pats, patterns_path)
