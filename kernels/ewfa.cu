@@ -1,10 +1,11 @@
 // ewfa.cu -- edit-distance wavefront alignment of short pairs (eWFA), one warp per alignment.
 //
-// Entry points (template instances, listed in gpualign/engines/gpu_edit.py):
+// Entry points (listed in gpualign/engines/gpu_edit.py):
 //
 //   pack2 (common.cuh): the 2-bit codes of the batch
 //
-//   ewfa_align<E, BT>(packed, raw, list, nlist, qpos, qlen, tpos, tlen, score, mode, bt)
+//   ewfa_align(E, bt_on, packed, raw, list, nlist, qpos, qlen, tpos, tlen, score, mode, bt)
+//     E        int32    the level: most edits (a multiple of 16); bt_on int32: 1 = keep the ops (BT)
 //     packed   uint32*  2-bit codes of the batch (pack2); raw: the bytes themselves (see common.cuh)
 //     list     int32*   pair ids to align in this launch (nlist of them)
 //     qpos/tpos uint32* byte offset of each pair's query/target; qlen/tlen int32*
@@ -13,8 +14,10 @@
 //                       16 bases per word), else 8 (byte compare: N, IUPAC, --n-mismatch codes)
 //     bt       uint32*  out (BT only), per list entry W = E/16 words: the 2-bit edit ops of
 //                       the path, op s at bits 2s..2s+1 of word s/16 (1 = X, 2 = D, 3 = I)
-//     Launch: blockDim.x = 32 * warps, dynamic shared memory = warps * 4 * WarpSmem<E, BT>::WORDS
-//     bytes, any grid (warps stride over the list). |qlen - tlen| > E gives -1 at once.
+//     Launch: blockDim.x = 32 * warps, dynamic shared memory = warps * 4 * WORDS bytes, WORDS =
+//     2D + 2DW with D = 2E + 3 and W = E/16 with BT (else 0), any grid (warps stride over the list).
+//     |qlen - tlen| > E gives -1 at once. E and BT are arguments, not template parameters: one kernel
+//     for every level, measured as fast as the eight instances it replaced (docs/benchmarks.md).
 //
 //   ewfa_cigar(packed, raw, list, nlist, qpos, qlen, tpos, tlen, score, mode, bt, W, stride, cigar, ncig)
 //     One thread per list entry with score >= 0: replays the ops with extend and writes the
@@ -36,13 +39,6 @@
 #define NEG (-0x40000000)
 
 
-template <int E, bool BT>
-struct WarpSmem {
-    static constexpr int D = 2 * E + 3;          // diagonals -E-1..E+1, index k + E + 1
-    static constexpr int W = BT ? E / 16 : 0;    // backtrace words per diagonal
-    static constexpr int WORDS = 2 * D + 2 * D * W;
-};
-
 // One warp: do all bytes of seq[pos, pos + len) hold A, C, G or T?
 __device__ __forceinline__ bool warp_all_acgt(const unsigned char* __restrict__ raw, uint32_t pos, int len, int lane) {
     bool ok = true;
@@ -54,11 +50,11 @@ __device__ __forceinline__ bool warp_all_acgt(const unsigned char* __restrict__ 
 }
 
 // Align one pair with the whole warp; returns the score (or -1 beyond E) to every lane.
-template <int E, int BITS, bool BT>
-__device__ int warp_align(const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp, int m,
+template <int BITS>
+__device__ int warp_align(const int E, const bool BT, const uint32_t* __restrict__ seq, uint32_t qp, int n, uint32_t tp, int m,
                           int* offA, int* offB, uint32_t* btA, uint32_t* btB, uint32_t* __restrict__ bt_out,
                           int lane) {
-    constexpr int D = WarpSmem<E, BT>::D, W = WarpSmem<E, BT>::W;
+    const int D = 2 * E + 3, W = BT ? E / 16 : 0;  // as ewfa_align's layout
     const int kf = m - n;
     for (int i = lane; i < D; i += 32) { offA[i] = NEG; offB[i] = NEG; }
     __syncwarp();
@@ -105,18 +101,18 @@ __device__ int warp_align(const uint32_t* __restrict__ seq, uint32_t qp, int n, 
     return done ? s : -1;
 }
 
-template <int E, bool BT>
-__global__ void ewfa_align(const uint32_t* __restrict__ packed, const uint32_t* __restrict__ raw,
+extern "C" __global__ void ewfa_align(const int E, const int bt_on, const uint32_t* __restrict__ packed, const uint32_t* __restrict__ raw,
                            const int* __restrict__ list, int nlist,
                            const uint32_t* __restrict__ qpos, const int* __restrict__ qlen,
                            const uint32_t* __restrict__ tpos, const int* __restrict__ tlen,
                            int* __restrict__ score, unsigned char* __restrict__ mode, uint32_t* __restrict__ bt) {
-    using L = WarpSmem<E, BT>;
-    constexpr int D = L::D, W = L::W;
+    const bool BT = bt_on != 0;
+    // per warp: two wavefronts of D diagonals (-E-1..E+1, index k + E + 1) and, with BT, W words of ops each
+    const int D = 2 * E + 3, W = BT ? E / 16 : 0, WORDS = 2 * D + 2 * D * W;
     extern __shared__ int smem[];
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
-    int* base = smem + warp * L::WORDS;
+    int* base = smem + warp * WORDS;
     uint32_t* bt0 = reinterpret_cast<uint32_t*>(base + 2 * D);  // [W][D], word-major: no bank conflicts
     const int warps_total = gridDim.x * (blockDim.x >> 5);
     const unsigned char* bytes = reinterpret_cast<const unsigned char*>(raw);
@@ -131,8 +127,8 @@ __global__ void ewfa_align(const uint32_t* __restrict__ packed, const uint32_t* 
         if (kf <= E && kf >= -E) {
             two_bit = warp_all_acgt(bytes, qp, n, lane) && warp_all_acgt(bytes, tp, m, lane);
             uint32_t* out = bt + (unsigned long long)it * (W ? W : 1);
-            s = two_bit ? warp_align<E, 2, BT>(packed, qp, n, tp, m, base, base + D, bt0, bt0 + W * D, out, lane)
-                        : warp_align<E, 8, BT>(raw, qp, n, tp, m, base, base + D, bt0, bt0 + W * D, out, lane);
+            s = two_bit ? warp_align<2>(E, BT, packed, qp, n, tp, m, base, base + D, bt0, bt0 + W * D, out, lane)
+                        : warp_align<8>(E, BT, raw, qp, n, tp, m, base, base + D, bt0, bt0 + W * D, out, lane);
         }
         if (lane == 0) { score[it] = s; mode[it] = two_bit ? 2 : 8; }
     }
@@ -175,9 +171,3 @@ extern "C" __global__ void ewfa_cigar(const uint32_t* __restrict__ packed, const
         else replay<8>(raw, qpos[p], qlen[p], tpos[p], tlen[p], s, ops, out, stride, ncig + it);
     }
 }
-
-// Explicit instances: what gpu_edit.py asks for by name, and what a bare nvcc build checks.
-#define EWFA_ALIGN(E, T) template __global__ void ewfa_align<E, T>(const uint32_t*, const uint32_t*, const int*, \
-    int, const uint32_t*, const int*, const uint32_t*, const int*, int*, unsigned char*, uint32_t*);
-EWFA_ALIGN(32, true) EWFA_ALIGN(64, true) EWFA_ALIGN(128, true)
-EWFA_ALIGN(32, false) EWFA_ALIGN(64, false) EWFA_ALIGN(128, false) EWFA_ALIGN(256, false) EWFA_ALIGN(512, false)

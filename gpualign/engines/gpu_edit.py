@@ -36,14 +36,7 @@ def _smem_words(e: int, bt: bool) -> int:
     return 2 * d + 2 * d * w
 
 
-def _names():
-    names = ["pack2", "ewfa_cigar", "book_level", "gather_slots"]
-    names += [f"ewfa_align<{e}, true>" for e in CIGAR_LEVELS]
-    names += [f"ewfa_align<{e}, false>" for e in sorted(set(CIGAR_LEVELS + DISTANCE_LEVELS))]
-    return tuple(names)
-
-
-KERNELS = ("ewfa.cu", _names(), ())  # (file, names, defines): every kernel this engine loads (engines/_variants.py)
+KERNELS = ("ewfa.cu", ("pack2", "ewfa_cigar", "book_level", "gather_slots", "ewfa_align"), ())  # (file, names, defines): every kernel this engine loads (engines/_variants.py)
 
 
 def start_level(levels: tuple, sample_scores: np.ndarray) -> int:
@@ -171,15 +164,15 @@ class GpuEditEngine(BatchEngine):
         d_mode = cupy.empty(nl, dtype=cupy.uint8)
         w = e // 16
         d_bt = cupy.empty(nl * w if want_cigar else 1, dtype=cupy.uint32)
-        kern = mod.get_function(f"ewfa_align<{e}, {'true' if want_cigar else 'false'}>")
+        kern = mod.get_function("ewfa_align")  # one kernel for every level (E and BT are arguments)
         per_warp = 4 * _smem_words(e, want_cigar)
         warps = max(1, min(8, SMEM_TARGET // per_warp))
         smem = warps * per_warp
-        if smem > 48 * 1024:
+        if smem > max(48 * 1024, kern.max_dynamic_shared_size_bytes):
             kern.max_dynamic_shared_size_bytes = smem
         grid = max(1, min((nl + warps - 1) // warps, self._sms * 64))
-        kern((grid,), (32 * warps,), (d_packed, d_raw, ids, np.int32(nl), d_qpos, d_qlen, d_tpos, d_tlen,
-                                      d_score, d_mode, d_bt), shared_mem=smem)
+        kern((grid,), (32 * warps,), (np.int32(e), np.int32(want_cigar), d_packed, d_raw, ids, np.int32(nl), d_qpos,
+                                      d_qlen, d_tpos, d_tlen, d_score, d_mode, d_bt), shared_mem=smem)
         if not want_cigar:
             return d_score, d_mode, None, None
         stride = 2 * e + 1
