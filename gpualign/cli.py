@@ -39,8 +39,7 @@ def main() -> None:
     interrupt.install()
     interrupt.phase("start")
     try:
-        app.main(prog_name="gpualign")
-        code = 0
+        code = _invoke(sys.argv[1:])
     except SystemExit as e:
         code = e.code
     except KeyboardInterrupt:  # a signal outside a command's body (option parsing)
@@ -48,6 +47,25 @@ def main() -> None:
     if interrupt.signalled():
         interrupt.finish()
     quick_exit(code)
+
+
+def _invoke(args: list[str]) -> int:
+    """The group on args: click's own main() less its handling of Ctrl-C (which prints 'Aborted!' and
+    exits 1: a signal is interrupt.py's) and of a closed stdout (commands/common._run's); usage errors
+    print click's message and give its exit code (2)."""
+    try:
+        with app.make_context("gpualign", args) as ctx:
+            app.invoke(ctx)
+        return 0
+    except click.exceptions.Exit as e:  # --help, --version, a command's own exit code
+        return e.exit_code
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except BrokenPipeError:  # help or usage text to a reader that has gone
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 def quick_exit(code) -> None:

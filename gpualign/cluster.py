@@ -120,6 +120,7 @@ class ClusterAligner:
     workers: int = 1
     scratch: str = ""
     loop_runner: object = None
+    _restore_spawn: object = field(default=lambda: None, repr=False)  # spawn_ignoring_sigint's undo
 
     def start(self) -> str:
         """Connect; returns a notice line."""
@@ -134,6 +135,7 @@ class ClusterAligner:
         if not s.scheduler:  # the local cluster's scratch space: removed at close() or by an interrupt
             self.scratch = tempfile.mkdtemp(prefix=interrupt.temp_prefix() + "dask-")
             interrupt.track(self.scratch)
+            self._restore_spawn = interrupt.spawn_ignoring_sigint(self.scratch)  # its workers ignore Ctrl-C
         # Dask's log lines are not for our stderr (its failures reach us as exceptions); the workers'
         # processes inherit this config
         # a batch travels inside its task (not scattered): when a worker dies the scheduler still holds it
@@ -240,6 +242,7 @@ class ClusterAligner:
                     self.cluster.close()
             finally:
                 if self.scratch:
+                    self._restore_spawn()
                     shutil.rmtree(self.scratch, ignore_errors=True)
                     interrupt.untrack(self.scratch)
                 if self.loop_runner is not None:  # (the cluster's event loop, once the cluster is closed)

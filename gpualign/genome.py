@@ -149,7 +149,7 @@ WFA_STEP_S = 1.1e-6  # seconds per wavefront step at least (close strings)
 BP_STEP_S = 6.5e-8  # seconds per DP column: the banded bit-parallel kernel's sequential chain
 BP_CELLS_PER_S = 1.5e13  # its DP cells (rows x band) per second when enough strips run at once
 BP_SLACK = 1.25  # band from the estimate: this much above the estimated distance (too narrow: widened)
-WRITE_RECORDS = 4096  # short pairs' records written together at most
+WRITE_RECORDS = 4096  # records of pairs aligned in a batch written together at most
 BATCHED_MAX = LEAF_SHORT  # record pairs no longer than this on both sides are aligned together by the
 # batched engines, which align the path's leaves of that size anyway (one at a time: ~7 ms a pair)
 
@@ -375,7 +375,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             _, notice, remote = start_engines(cfg, cluster)
             if on_notice:
                 on_notice(notice)
-        pending = []  # records of short pairs not written yet: written together (one at a time: ~1 ms each)
+        pending = []  # records of pairs aligned in a batch not written yet: written together (~1 ms each alone)
 
         def write() -> None:
             nonlocal writer
@@ -398,7 +398,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             else:
                 pending.append(res.tsv() if results else HEADER + res.tsv())
             results.append(res)
-            if max(len(q0), len(t0)) > BATCHED_MAX or len(pending) >= WRITE_RECORDS:  # a long pair: at once
+            if not engine.endswith(":batched") or len(pending) >= WRITE_RECORDS:  # the others' at once
                 write()
         if pending:
             write()

@@ -291,10 +291,10 @@ def _unlink_semaphores() -> None:
 
 @contextmanager
 def sigint_blocked():
-    """SIGINT blocked in this thread for the block: the threads it starts keep it blocked for good, and so
-    do the processes they start, across fork and exec (a spawned Python then never takes SIGINT: Ctrl-C
-    reaches the whole process group, and this process ends them; Dask's spawned workers printed a
-    KeyboardInterrupt traceback each). A SIGINT that comes meanwhile is handled as the block ends."""
+    """SIGINT blocked in this thread for the block: the threads it starts keep it blocked for good (the
+    signal goes to the main thread, whose handler ends the run). Processes spawned from them do not keep
+    it (multiprocessing's spawn starts them with no signal blocked): spawn_ignoring_sigint does that. A
+    SIGINT that comes meanwhile is handled as the block ends."""
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
@@ -303,6 +303,32 @@ def sigint_blocked():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def spawn_ignoring_sigint(directory: str):
+    """Until the returned function is called, processes started by multiprocessing's spawn method (Dask's
+    local workers and their restarts) ignore SIGINT from their first instruction: they are started through
+    a two-line shell script in directory that ignores it and execs this interpreter (an ignored signal
+    stays ignored across exec, and Python leaves an ignored SIGINT so). Ctrl-C reaches the whole process
+    group: a child importing its modules printed a KeyboardInterrupt traceback; this process ends them
+    (finish()). Without multiprocessing's spawn method, or /bin/sh, nothing changes."""
+    import multiprocessing.spawn as spawn
+    import shlex
+
+    if os.name != "posix" or not os.path.exists("/bin/sh"):
+        return lambda: None
+    before = spawn.get_executable()
+    path = os.path.join(directory, "python-ignoring-sigint")
+    with open(path, "w") as fh:
+        fh.write(f"#!/bin/sh\ntrap '' INT\nexec {shlex.quote(os.fsdecode(before))} \"$@\"\n")
+    os.chmod(path, 0o755)
+    spawn.set_executable(path)
+
+    def restore() -> None:
+        if spawn.get_executable() == path:
+            spawn.set_executable(before)
+
+    return restore
 
 
 def shm_name() -> str:
