@@ -325,7 +325,7 @@ def spawn_ignoring_sigint(directory: str):
     spawn.set_executable(path)
 
     def restore() -> None:
-        if spawn.get_executable() == path:
+        if os.fsdecode(spawn.get_executable()) == path:  # (kept as bytes by multiprocessing)
             spawn.set_executable(before)
 
     return restore

@@ -231,3 +231,36 @@ def test_search_refuses_repeated_names_in_sam_bam(tmp_path, fmt, what):
     assert p.returncode == 1 and len(p.stderr.splitlines()) == 1, p.stderr
     assert f"{file}: record 2: " in p.stderr and f"name '{name}' appears twice (record 1)" in p.stderr, p.stderr
     assert not out.exists() and p.stdout == ""
+
+
+def _child_sigint(q):
+    q.put(int(signal.getsignal(signal.SIGINT) == signal.SIG_IGN))
+
+
+def test_spawned_processes_ignore_sigint_until_restored(tmp_path):
+    """interrupt.spawn_ignoring_sigint: a process of multiprocessing's spawn method ignores SIGINT from its
+    start (a blocked mask does not reach it); after the restore, spawned processes take it again."""
+    import multiprocessing as mp
+
+    from gpualign import interrupt
+
+    ctx = mp.get_context("spawn")
+
+    def spawned() -> int:
+        q = ctx.Queue()
+        p = ctx.Process(target=_child_sigint, args=(q,))
+        p.start()
+        got = q.get(timeout=60)
+        p.join(60)
+        return got
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # (a background job starts ignoring it)
+    try:
+        restore = interrupt.spawn_ignoring_sigint(str(tmp_path))
+        try:
+            assert spawned() == 1
+        finally:
+            restore()
+        assert spawned() == 0
+    finally:
+        signal.signal(signal.SIGINT, before)
