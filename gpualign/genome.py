@@ -20,9 +20,9 @@ from .config import AlignConfig
 from .errors import ConfigError, DeviceError, InputError
 from .hirschberg import LEAF_SHORT, edits
 from .io import fastx
-from .pipeline import Output, check_output
 from .progress import duration, ticking
 from .records import ENGINE_CODE, OK, AlignBatch, PairBatch
+from .stages import Output, check_output
 
 HEADER = ("query\ttarget\tquery_len\ttarget_len\tdistance\tidentity\tseconds\tcups\tcells_per_second\t"
           "engine\n")
@@ -300,14 +300,12 @@ def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
 def _sam_targets(fmt: str | None, target_path: str, tname) -> dict:
     """The target records' names -> lengths for SAM/BAM's @SQ lines (tname: that record alone), {} for
     the other formats."""
-    from .pipeline import _collect_targets
-
     if fmt not in ("sam", "bam"):
         return {}
     if fastx.streamed(target_path):
         raise ConfigError("SAM/BAM output needs the target records' names and lengths first: give the "
                           "target as a file, or write PAF or TSV")
-    targets = _collect_targets(target_path)
+    targets = fastx.target_lengths(target_path)
     if tname is None:
         return targets
     return {tname: targets[tname]} if tname in targets else {}  # (not there: _pick's error, before any output)
@@ -417,11 +415,11 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
 
 
 def summary(results: list[GenomeResult], seconds: float):
-    """The run's summary (pipeline.Summary's rows): pairs, bases, records written, the engines that ran
+    """The run's summary (stages.Summary's rows): pairs, bases, records written, the engines that ran
     (route:<engine>), the wall time and the pairs' own compute time (align_seconds)."""
     from collections import Counter
 
-    from .pipeline import Summary
+    from .stages import Summary
 
     return Summary(pairs=len(results), bases=sum(r.query_len + r.target_len for r in results),
                    written=len(results), seconds=seconds, counts=dict(Counter(r.engine for r in results)),

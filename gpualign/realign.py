@@ -22,12 +22,12 @@ from .io.faidx import drop_scratch, spool
 from .io.fastx import streamed
 from .output import parallel
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
-from .pipeline import (FORMATS, Output, ReadAhead, Summary, aborting, check_output, cluster_summary, infer_format,
-                       running, start_engines, stream)
+from .pipeline import FORMATS, cluster_summary, infer_format, start_engines, stream
 from .progress import input_bases
 from .realign_primary import Primaries, count_reads
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
+from .stages import Output, ReadAhead, Summary, aborting, check_output, running
 
 # formatting processes of PAF output: one keeps up with the aligner; more compete with the readers
 PAF_FORMATTERS = 2

@@ -549,7 +549,7 @@ def paf(a) -> None:
     pool = Readers(workers, a.query, a.target, "ends-free", 100, False, False) if workers else None
     chain, notice = select_engines(cfg)
     print(notice, f"| reader processes: {workers}", file=sys.stderr)
-    for e in reversed(chain):  # as pipeline.running: the CPU engine's processes first
+    for e in reversed(chain):  # as stages.running: the CPU engine's processes first
         e.start()
     chain[0].warm(cfg)
 

@@ -67,7 +67,7 @@ def test_affine_penalties_checked_only_where_used(root):
 
 
 def test_rate_of_a_slow_run_is_not_zero():
-    from gpualign.pipeline import Summary
+    from gpualign.stages import Summary
 
     rows = dict(Summary(pairs=1, seconds=2.5).rows())
     assert rows["pairs_per_second"] == "0.4"
@@ -76,7 +76,7 @@ def test_rate_of_a_slow_run_is_not_zero():
 
 def test_the_summary_reports_peak_memory():
     from gpualign.memory import peak_rows
-    from gpualign.pipeline import Summary
+    from gpualign.stages import Summary
 
     rows = dict(Summary(pairs=1, seconds=1.0).rows())
     assert int(rows["peak_rss_mib"]) >= 10  # (an interpreter with numpy holds tens of MiB)

@@ -127,12 +127,12 @@ def test_gpu_chain_per_config():
 
 
 def test_read_ahead_forwards_errors_and_stops():
-    """pipeline.ReadAhead: batches in order, then the producer's error raised in the consumer; close()
+    """stages.ReadAhead: batches in order, then the producer's error raised in the consumer; close()
     stops a producer blocked on a full queue."""
     import pytest
 
     from gpualign.errors import InputError
-    from gpualign.pipeline import ReadAhead
+    from gpualign.stages import ReadAhead
 
     def gen():
         yield 1
@@ -154,14 +154,14 @@ def test_read_ahead_forwards_errors_and_stops():
 
 
 def test_write_behind_order_errors_and_abort():
-    """pipeline.WriteBehind: items written in order on its thread; fn's error raised by the next submit()
+    """stages.WriteBehind: items written in order on its thread; fn's error raised by the next submit()
     or, for the last item, by close(); abort() drops the items still waiting."""
     import threading
 
     import pytest
 
     from gpualign.errors import InputError
-    from gpualign.pipeline import WriteBehind
+    from gpualign.stages import WriteBehind
 
     got, stages = [], {"write": 0.0}
     behind = WriteBehind(got.append, stages, "write")
@@ -214,7 +214,8 @@ def test_stream_with_concurrent_engine_keeps_order():
     import threading
     import time
 
-    from gpualign.pipeline import Summary, stream
+    from gpualign.pipeline import stream
+    from gpualign.stages import Summary
 
     class Slow(BoundedEngine):
         concurrent = 3

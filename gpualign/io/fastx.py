@@ -180,3 +180,14 @@ def names_and_lengths(path: str, symbols: bytes = b"") -> Iterator[tuple[str, in
     """(name, length) of every record: the first pass SAM headers need."""
     for name, seq, _ in records(path, symbols=symbols):
         yield name, len(seq)
+
+
+def target_lengths(path: str, symbols: bytes = b"") -> dict:
+    """Target names -> lengths for a SAM header (@SQ): a name twice with different lengths is an error."""
+    targets: dict = {}
+    for name, ln in names_and_lengths(path, symbols):
+        old = targets.setdefault(name, ln)
+        if old != ln:
+            raise InputError(f"{display_name(path)}: target name {name!r} appears twice with different "
+                             f"lengths ({old} and {ln}); SAM needs unique names (use PAF or TSV output)")
+    return targets

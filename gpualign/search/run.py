@@ -15,8 +15,8 @@ import numpy as np
 from .. import interrupt, memory
 from ..config import SearchConfig
 from ..errors import DeviceError
-from ..pipeline import Output, ReadAhead, WriteBehind
 from ..progress import input_bases
+from ..stages import Output, ReadAhead, WriteBehind
 from ..workers import ENGINE_BASES, fork_pool, sized
 from . import patterns as PT
 from .hits import Collector

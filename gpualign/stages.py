@@ -1,0 +1,319 @@
+"""What every runner shares around its engines (pairs, paf, genome, search): the output (check_output before
+anything starts, Output: a temporary name renamed at commit, stdout, a pipe, BGZF), the read-ahead and
+write-behind threads with their stage timings (ReadAhead, WriteBehind), the engines' lifetime around a
+run (running, aborting) and the run's summary (Summary)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from . import interrupt, memory, trace
+from .config import AlignConfig
+from .errors import InputError
+from .output.sink import STDOUT_NAMES, BgzfSink, Sink, compressed, is_stream
+
+
+@dataclass
+class Summary:
+    pairs: int = 0
+    bases: int = 0
+    written: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    counts: dict = field(default_factory=dict)
+    notice: str = ""
+    verified: int = 0
+    verified_optimal: int = 0
+    verified_by: str = ""  # the library that re-computed the verified scores (engines.check)
+    stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "align": 0.0, "write": 0.0})
+    extra: list = field(default_factory=list)  # (key, value) rows of a cluster run: per worker, retried
+
+    def add_counts(self, counts: dict) -> None:
+        for k, v in counts.items():
+            self.counts[k] = self.counts.get(k, 0) + v
+
+    def rows(self) -> list[tuple[str, str]]:
+        rate = self.pairs / self.seconds if self.seconds > 0 else 0.0
+        rows = [("pairs", str(self.pairs)), ("bases", str(self.bases)), ("records_written", str(self.written)),
+                ("failed", str(self.failed)), ("wall_seconds", f"{self.seconds:.3f}"),
+                ("pairs_per_second", f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}")]  # 0.412 for a slow pair
+        # busy time of each stage; the stages overlap (reader, aligner and writer run concurrently)
+        rows += [(f"{k}_seconds", f"{v:.3f}") for k, v in self.stage_seconds.items()]
+        rows += [(f"route:{k}", str(v)) for k, v in sorted(self.counts.items())]
+        rows += memory.peak_rows()
+        rows += self.extra
+        if self.verified:
+            rows += [("verified", str(self.verified)), ("verified_by", self.verified_by),
+                     ("verified_optimal", str(self.verified_optimal)),
+                     ("recall", f"{100.0 * self.verified_optimal / self.verified:.4f}%")]
+        return rows
+
+
+def check_output(path: str) -> None:
+    """Raise the InputError Output(path) would, before a run starts anything (engines, notices): a
+    directory, or a file whose directory takes no files (a probe file made there and removed). A stream is
+    opened when the run writes (a FIFO's open waits for its reader)."""
+    if path in STDOUT_NAMES or is_stream(path):
+        return
+    if os.path.isdir(path):
+        raise InputError(f"{path}: cannot write (a directory)")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".gpualign-", dir=os.path.dirname(os.path.abspath(path)))
+    except OSError as e:
+        raise InputError(f"{path}: cannot write ({e.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _remove(path: str | None) -> None:
+    """A temporary file of the run removed (if any) and no longer tracked for an interrupt."""
+    if path:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        interrupt.untrack(path)
+
+
+class Output:
+    """Where a run's output goes (output/sink.py): stdout, a device or pipe named as the output (/dev/null,
+    /dev/stdout, a FIFO, a shell's >(...)), written in place and never replaced, or a temporary file renamed
+    over the name at commit(). target: a Sink (BGZF-compressed for a file named .gz) that writes whole or
+    raises WriteError; with binary_via_path (BAM, made by htslib) a path instead: the temporary file, or for
+    a stream a temporary file copied to it at commit()."""
+
+    def __init__(self, path: str, binary_via_path: bool):
+        self.path = path
+        self.tmp = self.staged = None
+        if os.path.isdir(path):
+            raise InputError(f"{path}: cannot write (a directory)")
+        stream = is_stream(path)
+        if path in STDOUT_NAMES:
+            self.sink = Sink(sys.stdout.fileno(), "stdout", own=False)
+        elif stream:
+            try:
+                self.sink = Sink(os.open(path, os.O_WRONLY), path, own=True)
+            except OSError as e:
+                raise InputError(f"{path}: cannot write ({e.strerror})") from None
+        else:
+            d = os.path.dirname(os.path.abspath(path))
+            try:
+                fd, self.tmp = tempfile.mkstemp(prefix=".gpualign-", suffix=os.path.basename(path), dir=d)
+            except OSError as e:
+                raise InputError(f"{path}: cannot write ({e.strerror})") from None
+            interrupt.track(self.tmp)  # removed by the interrupt handler if abort() cannot run
+            self.sink = Sink(fd, path, own=True)
+            if compressed(path) and not binary_via_path:
+                self.sink = BgzfSink(self.sink)
+        self.target = self.sink
+        if binary_via_path:
+            if self.tmp is None:  # htslib writes a file; its bytes go to the stream at commit()
+                fd, self.staged = tempfile.mkstemp(prefix="gpualign-", suffix=".bam")
+                os.close(fd)
+                interrupt.track(self.staged)
+            self.target = self.staged or self.tmp
+
+    @trace.traced("commit")
+    def commit(self) -> None:
+        if self.staged:
+            with open(self.staged, "rb") as fh:
+                shutil.copyfileobj(fh, self.sink, 1 << 20)
+            self._unstage()
+        self.sink.close()
+        if self.tmp:
+            umask = os.umask(0)  # mkstemp made the file 0600: give it the mode a plain open() would
+            os.umask(umask)
+            os.chmod(self.tmp, 0o666 & ~umask)
+            os.replace(self.tmp, self.path)
+            interrupt.untrack(self.tmp)
+            self.tmp = None
+
+    def abort(self) -> None:
+        self.sink.release()
+        self._unstage()
+        _remove(self.tmp)
+        self.tmp = None
+
+    def _unstage(self) -> None:
+        _remove(self.staged)
+        self.staged = None
+
+
+@contextmanager
+def running(chain, output: "Output", cfg: AlignConfig):
+    """Engines started (the first one run once on a few pairs: cfg's path loaded) and the output
+    committed on success; on any failure the partial output is removed. The engines are closed
+    either way."""
+    for e in reversed(chain):  # the CPU engine's worker processes are forked before the GPU is used
+        e.start()
+    chain[0].warm(cfg)
+    interrupt.phase("pools")
+    try:
+        yield
+        output.commit()
+    except BaseException:
+        output.abort()
+        raise
+    finally:
+        for e in chain:
+            e.close()
+
+
+@contextmanager
+def aborting(writer):
+    """writer.abort() (if it has one: BAM drops its spooled text) when the block fails."""
+    try:
+        yield
+    except BaseException:
+        getattr(writer, "abort", lambda: None)()
+        raise
+
+
+def _timed(gen, stages: dict, key: str):
+    """Iterate gen, adding the time spent producing each item to stages[key]; closing this closes gen."""
+    it = iter(gen)
+    try:
+        while True:
+            t0 = time.perf_counter()
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            finally:
+                stages[key] += time.perf_counter() - t0
+            yield item
+    finally:
+        getattr(it, "close", lambda: None)()
+
+
+class ReadAhead:
+    """Batches produced by a thread (two ahead of the consumer) from the moment it is made: reading
+    overlaps whatever the caller does next (engine start-up, alignment). Iterate it once. close() stops
+    the thread (after the batch it is making) and closes the producer there, so that its own clean-up
+    runs; close(wait) also waits up to `wait` seconds for that. Busy seconds of the producer go to
+    stages[stage], and its phase is announced as `stage` (stage None: the producer does both itself)."""
+
+    def __init__(self, batches, stages: dict, ahead: int = 2, stage: str | None = "read"):
+        self.q: queue.Queue = queue.Queue(maxsize=ahead)
+        self.stop = threading.Event()
+        self.stage = stage
+        gen = batches if stage is None else _timed(batches, stages, stage)
+        self.thread = threading.Thread(target=self._run, args=(gen,), daemon=True)
+        self.thread.start()
+
+    def _put(self, item) -> bool:
+        """item queued, unless close() comes first (False)."""
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, gen) -> None:
+        try:
+            for batch in gen:
+                if self.stage:
+                    interrupt.phase(self.stage)
+                if not self._put(batch):
+                    return
+            self._put(None)
+        except BaseException as e:  # noqa: BLE001 - forwarded to the consumer, which raises it
+            self._put(e)
+        finally:
+            close = getattr(gen, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001 - stopping anyway; an error here was raised before
+                    pass
+
+    def __iter__(self):
+        """The batches in order; ends early (no error) once close() is called."""
+        while True:
+            try:
+                item = self.q.get(timeout=0.1)
+            except queue.Empty:
+                if self.stop.is_set():
+                    return
+                continue
+            if isinstance(item, BaseException):
+                raise item
+            if item is None:
+                return
+            yield item
+
+    def close(self, wait: float = 0.0) -> None:
+        """Stop the thread; wait: seconds to wait for it, none after a signal (the run must unwind at once,
+        its pools closed before they replace the workers the handler ended)."""
+        self.stop.set()
+        if wait > 0 and interrupt.signalled() is None and self.thread is not threading.current_thread():
+            self.thread.join(wait)
+
+
+class WriteBehind:
+    """fn(item) for each submitted item, in order, on a thread of its own (at most `ahead` items waiting):
+    the caller goes on with the next item while the last is written. close() waits for every item
+    submitted and raises fn's first error; abort() drops what waits. Busy seconds go to stages[stage]."""
+
+    def __init__(self, fn, stages: dict, stage: str, ahead: int = 2):
+        self.q: queue.Queue = queue.Queue(maxsize=ahead)
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(fn, stages, stage), daemon=True)
+        self.thread.start()
+
+    def _run(self, fn, stages: dict, stage: str) -> None:
+        while True:
+            item = self.q.get()
+            if item is None or self.stop.is_set():
+                return
+            if self.error is not None:
+                continue
+            t0 = time.perf_counter()
+            try:
+                fn(item)
+            except BaseException as e:  # noqa: BLE001 - raised by the caller's next submit() or close()
+                self.error = e
+            finally:
+                stages[stage] += time.perf_counter() - t0
+
+    def _put(self, item) -> None:
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                if not self.thread.is_alive():
+                    return
+
+    def submit(self, item) -> None:
+        if self.error is not None:
+            raise self.error
+        self._put(item)
+
+    def close(self) -> None:
+        self._put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def abort(self, wait: float = 0.0) -> None:
+        """Stop after the item being written; wait: seconds to wait for that, none after a signal (the run
+        must unwind at once)."""
+        self.stop.set()
+        try:
+            self.q.put_nowait(None)
+        except queue.Full:
+            pass
+        if wait > 0 and interrupt.signalled() is None and self.thread is not threading.current_thread():
+            self.thread.join(wait)
