@@ -5,7 +5,7 @@ GPU), `--scheduler ADDRESS` (an existing cluster whose workers have gpualign ins
 The client reads the input and sends each PairBatch, without its names, to a worker: workers need no
 access to the input files. Each worker (cluster_worker.py) builds its engine chain once, closes it when
 the worker closes, and aligns the batches it is given;
-the results come back through pipeline.stream in input order, to the same writers, so the output is the
+the results come back through stages.stream in input order, to the same writers, so the output is the
 same bytes as a one-process run. At most `window` batches are in flight (two per worker): bounded
 memory. A worker that dies takes its batches with it and Dask runs them elsewhere (a batch is given up
 after RETRIES worker deaths); each batch logs an event when it starts, so the summary counts the batches

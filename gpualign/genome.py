@@ -342,7 +342,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     names and counts: select_records) are checked before any notice, and the output's header waits for
     the first pair. cluster: a cluster.ClusterSpec (record pairs on Dask workers, one per worker at a
     time) or None. On the CPU, up to cfg.n_threads pairs at once."""
-    from .pipeline import infer_format
+    from .output.formats import infer_format
 
     cfg.validate()
     if cfg.metric != "edit":
@@ -368,7 +368,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     writer = remote = None
     try:
         if distributed:  # record pairs on Dask workers, several at once
-            from .pipeline import start_engines
+            from .stages import start_engines
 
             _, notice, remote = start_engines(cfg, cluster)
             if on_notice:

@@ -10,64 +10,25 @@ that is renamed only when everything was written.
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 
-from . import driver, interrupt, pack, scoring, workers
+from . import driver, pack, scoring, workers
 from .config import AlignConfig
-from .engines import host_allocator, select_engines
+from .engines import host_allocator
 from .engines.check import CheckEngine, judge
 from .errors import ConfigError
 from .io import fastx, fastx_device, pair_reader
 from .io.faidx import drop_scratch, spool
 from .output import parallel
 from .output.paf import PafWriter
-from .output.sink import format_from_name
 from .output.sam import BamWriter, SamWriter
 from .output.tsv import TsvWriter
 from .progress import input_bases
-from .records import OK
-from .route import prefetch, run_chain
-from .stages import Output, ReadAhead, Summary, aborting, check_output, running
+from .output.formats import FORMATS, infer_format
+from .stages import Output, ReadAhead, Summary, aborting, check_output, cluster_summary, running, start_engines, stream
 
-FORMATS = ("paf", "sam", "bam", "tsv")
 READ_WORKERS_MAX = 4  # parsing processes per plain FASTA input (one per 4 threads)
-_EXT = {".paf": "paf", ".sam": "sam", ".bam": "bam", ".tsv": "tsv", ".txt": "tsv"}
-
-
-def infer_format(fmt: str | None, out: str, distance_only: bool) -> str:
-    """-f's format, else the output name's (stdout and devices: PAF, TSV with --distance-only)."""
-    fmt = format_from_name(fmt, out, FORMATS, _EXT, "tsv" if distance_only else "paf")
-    if fmt == "paf" and distance_only:
-        raise ConfigError("PAF needs CIGAR-derived columns: use --format tsv or sam with --distance-only")
-    return fmt
-
-
-def start_engines(cfg: AlignConfig, cluster=None):
-    """(chain, notice, remote): this process's engine chain, or with a cluster.ClusterSpec asking for
-    one, a started cluster.ClusterAligner (remote, to close) and only the CPU engine here, one process."""
-    if cluster is None or not cluster.wanted:
-        return (*select_engines(cfg), None)
-    from .cluster import ClusterAligner
-
-    remote = ClusterAligner(cluster.validate(cfg.device), cfg)
-    try:
-        notice = remote.start()
-    except BaseException:
-        remote.close()
-        raise
-    local, _ = select_engines(cfg.with_(device="cpu", threads=1))
-    return local, notice, remote
-
-
-def cluster_summary(remote, summary: Summary) -> None:
-    """A cluster run's rows (per worker, retried batches); its align stage is the workers' busy time."""
-    if remote is not None:
-        summary.extra = remote.rows()
-        summary.stage_seconds["align"] = sum(w.busy for w in remote.stats.values())
 
 
 def _reader(path_a: str, path_b: str, cfg: AlignConfig, cluster, quals: bool):
@@ -156,75 +117,3 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
     return summary
 
 
-def _verify(batch, res, checker, cfg, fraction: float, summary: Summary) -> None:
-    """Score a random fraction of the pairs again with checker (engines.check: a library other than the
-    engines'); count the scores that agree (optimal)."""
-    rng = np.random.default_rng(int(batch.index[0]) if batch.n else 0)
-    idx = np.nonzero((rng.random(batch.n) < fraction) & (res.status == OK))[0]
-    if len(idx) == 0:
-        return
-    want = checker.scores(batch.take(idx), cfg)
-    summary.verified += len(idx)
-    summary.verified_optimal += int((want == res.score[idx]).sum())
-
-
-def stream(batches, chain, cfg, out: "parallel.OrderedWriter", summary: Summary, progress,
-            verify: float = 0.0, remote=None, checker=None) -> None:
-    """Align an iterable of PairBatches (or a ReadAhead already reading them) through the chain and hand
-    each result, in order, to out.submit(batch, res, done(lines)); the batches are produced in a reader
-    thread (two ahead), one batch aligns (or as many as the chain's first engine takes at once:
-    `concurrent`, a thread each) while the one before is submitted, then out.flush(). Busy
-    seconds per stage, pairs, failures and route counts go to summary; verify: the share of pairs
-    whose scores checker (engines.check.CheckEngine) computes again. remote: a cluster.ClusterAligner
-    that aligns the batches instead of the chain (remote.window of them in flight)."""
-    stages = summary.stage_seconds
-    ahead = batches if isinstance(batches, ReadAhead) else ReadAhead(batches, stages)
-
-    def align(batch):
-        t0 = time.perf_counter()
-        try:
-            return run_chain(batch, chain, cfg)
-        finally:
-            stages["align"] += time.perf_counter() - t0
-
-    def written(n: int) -> None:
-        summary.written += n
-
-    pending = []
-    # batches aligned at once: as many as the first engine takes (each from a thread of its own)
-    workers = max(1, int(chain[0].concurrent)) if chain and remote is None else 1
-    if remote is not None:
-        workers = remote.window
-    try:
-        with ThreadPoolExecutor(workers) as aligner:
-            for item in itertools.chain(ahead, [None]):  # None: the end
-                if item is not None and remote is not None:
-                    pending.append((item, remote.submit(item)))
-                elif item is not None:
-                    prefetch(item, chain, cfg)  # its upload overlaps the batch aligning now
-                    pending.append((item, aligner.submit(align, item)))
-                # keep `workers` batches aligning while the one before them is written
-                while pending and (item is None or len(pending) > workers):
-                    batch, fut = pending.pop(0)
-                    res, counts = fut.result()
-                    batch.device = None  # aligned: its sequences on the GPU (fastx_device's) can go
-                    t0 = time.perf_counter()
-                    out.submit(batch, res, written)
-                    interrupt.phase("write")
-                    stages["write"] += time.perf_counter() - t0
-                    summary.pairs += batch.n
-                    summary.bases += batch.bases
-                    summary.failed += int((res.status != OK).sum())
-                    summary.add_counts(counts)
-                    if verify > 0:
-                        _verify(batch, res, checker, cfg, verify, summary)
-                    if progress:
-                        progress(summary.pairs, summary.bases)
-        t0 = time.perf_counter()
-        out.flush()
-        stages["write"] += time.perf_counter() - t0
-    except BaseException:
-        getattr(out, "discard", lambda: None)()  # formatted text not to be written: its blocks freed
-        raise
-    finally:
-        ahead.close()

@@ -170,7 +170,7 @@ def _reporter(console, tag: str, quiet: bool, first: str):
 
 @contextmanager
 def records(console, tag: str, quiet: bool, total: Total = Total()):
-    """report(records, bases) for pipeline.stream and search (called once per batch or chunk), or None
+    """report(records, bases) for stages.stream and search (called once per batch or chunk), or None
     with quiet. total: the input's size, for the share done and the time left."""
     t0 = time.monotonic()
     with _reporter(console, tag, quiet, "aligning") as show:

@@ -21,13 +21,14 @@ from .io import paf as P
 from .io.faidx import drop_scratch, spool
 from .io.fastx import streamed
 from .output import parallel
+from .output.formats import FORMATS, infer_format
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
-from .pipeline import FORMATS, cluster_summary, infer_format, start_engines, stream
 from .progress import input_bases
 from .realign_primary import Primaries, count_reads
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
-from .stages import Output, ReadAhead, Summary, aborting, check_output, running
+from .stages import (Output, ReadAhead, Summary, aborting, check_output, cluster_summary, running, start_engines,
+                     stream)
 
 # formatting processes of PAF output: one keeps up with the aligner; more compete with the readers
 PAF_FORMATTERS = 2
@@ -94,7 +95,7 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
     with Readers(readers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if readers \
             else contextlib.nullcontext() as pool:
         # candidates are fetched from now on, in the reader thread (or by the worker processes it feeds),
-        # while the engines start and then while the previous batch aligns (pipeline.stream)
+        # while the engines start and then while the previous batch aligns (stages.stream)
         # the batches' sequence bytes stay in pageable memory (the engines upload them from there, ahead
         # of their turn: Staging.prefetch): page-locking a new buffer per batch in flight is slow and holds
         # up the CUDA calls of the other threads meanwhile
@@ -178,7 +179,7 @@ def _batch(buf, start: int, joined=None) -> PairBatch:
 
 
 class _WithMeta:
-    """The realigned writers behind pipeline.stream's writer interface (submit, flush): each batch
+    """The realigned writers behind stages.stream's writer interface (submit, flush): each batch
     carries its candidates' meta."""
 
     def __init__(self, writer):

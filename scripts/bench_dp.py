@@ -10,7 +10,7 @@ Sets (--scale multiplies the pair counts; lengths stay):
            (BLAST's convention: a gap of length L costs 11 + L)
   long     1,000 pairs 10 kbp (5% edits), global, +2 -3 -(5 + 2L)
 Timings are wall clock of the engine on in-memory batches (built beforehand as the pipeline's reader
-cuts them: at most batch_bases bases and batch_pairs pairs; no file I/O), run as pipeline.stream runs
+cuts them: at most batch_bases bases and batch_pairs pairs; no file I/O), run as stages.stream runs
 them (the first engine's `concurrent` batches at once, a thread each), after a warm-up on a few pairs; CIGARs are made unless --score-only. parasail direct: the same function family the engine
 uses (sw striped / nw scan, trace variants for CIGARs, 16-bit with a 32-bit re-run on saturation)
 with CIGARs decoded, in a process pool of the same size. One JSON line per set on stderr.
@@ -133,7 +133,7 @@ def batches_of(qs, ts, cfg: AlignConfig, alloc=None) -> list:
 def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu", concurrent: int = 0,
                 repeats: int = 1, batch_bases: int = 0) -> tuple[list, dict]:
     """(seconds of each of `repeats` runs, pairs per engine) of select_engines' chain for device over every
-    batch, run as pipeline.stream runs it: each batch's upload started as it is queued, as many batches
+    batch, run as stages.stream runs it: each batch's upload started as it is queued, as many batches
     aligning at once as the chain's first engine takes (its `concurrent`, a thread each; concurrent > 0
     overrides it). The runs share the chain and its threads, as a command's batches do: a thread's CUDA
     stream keeps the device memory it allocated (CuPy's pool reuses a block on the stream that freed it),

@@ -88,7 +88,7 @@ def _chunks(qs, ts, n, extra=()):
 
 def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3):
     """The engine chain on in-memory batches (what `align_pairs` runs), warm: the best of `repeats` passes.
-    Batches are queued as pipeline.stream queues them (their uploads start on this thread; one aligner
+    Batches are queued as stages.stream queues them (their uploads start on this thread; one aligner
     thread), results are not written."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -113,7 +113,7 @@ def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3):
             t0 = time.perf_counter()
             counts = {}
             pending = []
-            for b in [*batches, None]:  # as pipeline.stream: a batch's upload starts as it is queued, on
+            for b in [*batches, None]:  # as stages.stream: a batch's upload starts as it is queued, on
                 if b is not None:      # this thread, while the aligner thread runs the one before it
                     prefetch(b, chain, cfg)
                     pending.append(aligner.submit(run_chain, b, chain, cfg))

@@ -338,7 +338,7 @@ def stages(a) -> None:
     def run():
         cupy.cuda.Device().synchronize()
         t0 = time.perf_counter()
-        for i, b in enumerate(batches):  # as pipeline.stream: the next batch's upload overlaps this one
+        for i, b in enumerate(batches):  # as stages.stream: the next batch's upload overlaps this one
             if i + 1 < len(batches) and not a.no_prefetch:
                 route.prefetch(batches[i + 1], chain, cfg)
             route.run_chain(b, chain, cfg)

@@ -586,7 +586,7 @@ def test_h_range_bounds_every_cell(mode):
 @pytest.mark.gpu
 def test_gpu_concurrent_threads():
     """Two threads aligning batches at once through one gpu-dp engine, each on its own CUDA stream (as
-    pipeline.stream does with `concurrent`), short pairs (dp_fill) and long ones (dp_long), CIGARs and
+    stages.stream does with `concurrent`), short pairs (dp_fill) and long ones (dp_long), CIGARs and
     scores only: the same scores, CIGARs and coordinates as one batch at a time, and as cpu-dp's scores."""
     from concurrent.futures import ThreadPoolExecutor
 

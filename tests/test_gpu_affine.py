@@ -114,7 +114,7 @@ def test_forced_rescue(cpu):
 
 
 def test_concurrent_threads(cpu):
-    """Two threads aligning batches at once through one engine (as pipeline.stream does with
+    """Two threads aligning batches at once through one engine (as stages.stream does with
     `concurrent`), each batch's rings in shared memory beyond the default 48 KB with its own size (the
     function's cap is shared by the threads), both modes: scores equal WFA2-lib's, every CIGAR checks,
     and each thread's counts are its own call's."""

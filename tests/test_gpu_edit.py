@@ -153,7 +153,7 @@ def test_cli_gpu_equals_cpu(root, tmp_path):
 @pytest.mark.parametrize("memory", ["pinned", "pageable"])
 @pytest.mark.parametrize("metric", ["edit", "affine"])
 def test_prefetched_batches(cpu, metric, memory):
-    """Batches uploaded ahead on the copy stream (as pipeline.stream does) while the one before aligns,
+    """Batches uploaded ahead on the copy stream (as stages.stream does) while the one before aligns,
     one prefetched and never aligned, and --n-mismatch (not prefetched): the same scores as the CPU.
     Pageable batches (as `gpualign paf` makes them) go through the staging buffers, more batches than
     there are buffers."""

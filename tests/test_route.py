@@ -208,14 +208,13 @@ def test_write_behind_order_errors_and_abort():
 
 
 def test_stream_with_concurrent_engine_keeps_order():
-    """pipeline.stream with a first engine that aligns `concurrent` batches at once (as the affine GPU
+    """stages.stream with a first engine that aligns `concurrent` batches at once (as the affine GPU
     engine does): the batches align from that many threads at the same time, and are handed on in
     input order, every one, with their own results."""
     import threading
     import time
 
-    from gpualign.pipeline import stream
-    from gpualign.stages import Summary
+    from gpualign.stages import Summary, stream
 
     class Slow(BoundedEngine):
         concurrent = 3

@@ -1,0 +1,17 @@
+"""The output formats of `pairs`, `paf` and `genome` (alignment records), and which one a run writes."""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from .sink import format_from_name
+
+FORMATS = ("paf", "sam", "bam", "tsv")
+_EXT = {".paf": "paf", ".sam": "sam", ".bam": "bam", ".tsv": "tsv", ".txt": "tsv"}
+
+
+def infer_format(fmt: str | None, out: str, distance_only: bool) -> str:
+    """-f's format, else the output name's (stdout and devices: PAF, TSV with --distance-only)."""
+    fmt = format_from_name(fmt, out, FORMATS, _EXT, "tsv" if distance_only else "paf")
+    if fmt == "paf" and distance_only:
+        raise ConfigError("PAF needs CIGAR-derived columns: use --format tsv or sam with --distance-only")
+    return fmt
