@@ -13,6 +13,7 @@ import click
 
 from . import __version__, interrupt
 from .commands import cache, genome, paf, pairs, search
+from .commands.common import quiet_stdout
 from .commands.usage import Group, command
 
 
@@ -63,8 +64,7 @@ def _invoke(args: list[str]) -> int:
         e.show()
         return e.exit_code
     except BrokenPipeError:  # help or usage text to a reader that has gone
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        quiet_stdout()
         return 141
 
 

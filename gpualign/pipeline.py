@@ -21,11 +21,11 @@ from .errors import ConfigError
 from .io import fastx, fastx_device, pair_reader
 from .io.faidx import drop_scratch, spool
 from .output import parallel
+from .output.formats import FORMATS, infer_format
 from .output.paf import PafWriter
 from .output.sam import BamWriter, SamWriter
 from .output.tsv import TsvWriter
 from .progress import input_bases
-from .output.formats import FORMATS, infer_format
 from .stages import Output, ReadAhead, Summary, aborting, check_output, cluster_summary, running, start_engines, stream
 
 READ_WORKERS_MAX = 4  # parsing processes per plain FASTA input (one per 4 threads)

@@ -60,7 +60,7 @@ def _run(body, debug: bool) -> None:
         interrupt.guard(body)  # a signal: workers and temporary files gone, `interrupted`, 130/143/129
     except GpualignError as e:
         if isinstance(e, WriteError) and e.broken_pipe:
-            _quiet_stdout()
+            quiet_stdout()
         if debug:
             raise
         from rich.markup import escape  # the message's own brackets are text ([tcp://], [::1])
@@ -71,7 +71,7 @@ def _run(body, debug: bool) -> None:
         raise click.exceptions.Exit(130)
     except (BrokenPipeError, OSError) as e:
         if isinstance(e, BrokenPipeError) or getattr(e, "errno", None) == errno.EPIPE:
-            _quiet_stdout()
+            quiet_stdout()
             raise click.exceptions.Exit(141)
         if debug:
             raise
@@ -79,7 +79,7 @@ def _run(body, debug: bool) -> None:
         raise click.exceptions.Exit(1)
 
 
-def _quiet_stdout() -> None:
+def quiet_stdout() -> None:
     """stdout onto /dev/null: its reader has gone, and the exit's flush must not fail again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
