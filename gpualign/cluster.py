@@ -1,6 +1,7 @@
-"""Batches on a Dask cluster: `--gpus N|all` (this host: dask-cuda's LocalCUDACluster, one worker per
-GPU), `--scheduler ADDRESS` (an existing cluster whose workers have gpualign installed) or
-`--cpu-workers N` (a local cluster of CPU workers: the same path without a GPU, as CI tests it).
+"""Batches on a Dask cluster: `--scheduler ADDRESS` (an existing cluster whose workers have gpualign
+installed) or `--cpu-workers N` (a local cluster of CPU workers: the same path without a GPU, as CI tests
+it). `--gpus` (this host's GPUs) is not Dask: devices.py drives them from this process; ClusterSpec carries
+it to the runners with the rest.
 
 The client reads the input and sends each PairBatch, without its names, to a worker: workers need no
 access to the input files. Each worker (cluster_worker.py) builds its engine chain once, closes it when
@@ -49,13 +50,14 @@ def connect_timeout() -> float:
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    gpus: str | None = None  # "N" or "all": a LocalCUDACluster on this host
+    gpus: str | None = None  # "N", "all" or "0,2,3": this host's GPUs from this process (devices.py)
     scheduler: str | None = None  # tcp://host:8786: an existing cluster
     cpu_workers: int = 0  # a LocalCluster of this many CPU workers
 
     @property
     def wanted(self) -> bool:
-        return bool(self.gpus or self.scheduler or self.cpu_workers)
+        """Whether Dask workers align (--scheduler, --cpu-workers): work leaves this process."""
+        return bool(self.scheduler or self.cpu_workers)
 
     def validate(self, device: str) -> "ClusterSpec":
         chosen = [x for x in (self.gpus and "--gpus", self.scheduler and "--scheduler",
@@ -68,8 +70,10 @@ class ClusterSpec:
                 raise ConfigError(f"--scheduler must be an address [tcp://]host:port (got {self.scheduler!r})")
         if self.cpu_workers < 0:
             raise ConfigError(f"--cpu-workers must be >= 1 (got {self.cpu_workers})")
-        if self.gpus is not None and not (self.gpus == "all" or (self.gpus.isdigit() and int(self.gpus) >= 1)):
-            raise ConfigError(f"--gpus must be a number >= 1 or 'all' (got {self.gpus!r})")
+        if self.gpus is not None:
+            from .devices import parse
+
+            parse(self.gpus)
         if self.gpus and device == "cpu":
             raise ConfigError("--gpus cannot run with --device cpu (use --cpu-workers for CPU workers)")
         if self.cpu_workers and device == "gpu":
@@ -109,6 +113,8 @@ class _Result:
 class ClusterAligner:
     """The client side: start (or join) the cluster, submit batches, report per worker, shut down."""
 
+    in_process = False  # (devices.DeviceSet's work stays in this process)
+
     spec: ClusterSpec
     cfg: AlignConfig | SearchConfig  # given to the workers with their threads (and device) set at start()
     units: tuple = ("pairs", "batches")  # what rows() counts per worker (search: bases, chunks)
@@ -128,7 +134,7 @@ class ClusterAligner:
             import dask
             from distributed import Client, LocalCluster
         except ImportError:
-            raise DeviceError("--gpus/--scheduler/--cpu-workers need Dask's distributed: pip install distributed") from None
+            raise DeviceError("--scheduler/--cpu-workers need Dask's distributed: pip install distributed") from None
         import logging
 
         s = self.spec
@@ -161,17 +167,6 @@ class ClusterAligner:
                 raise DeviceError(f"--scheduler {s.scheduler}: cannot connect ({e})") from None
             threads = self.cfg.threads  # 0: every core of the worker's host
             what = f"Dask cluster at {s.scheduler}"
-        elif s.gpus:
-            try:
-                from dask_cuda import LocalCUDACluster
-            except ImportError:
-                raise DeviceError("--gpus needs dask-cuda: pip install dask-cuda") from None
-            n = None if s.gpus == "all" else int(s.gpus)
-            self.cluster = LocalCUDACluster(n_workers=n, threads_per_worker=1, dashboard_address=None,
-                                            local_directory=self.scratch, loop=self._loop())
-            self.client = Client(self.cluster)
-            threads = max(1, host_cores // max(1, len(self.cluster.workers)))
-            what = f"{len(self.cluster.workers)} GPU worker(s) (dask-cuda, this host)"
         else:
             self.cluster = LocalCluster(n_workers=s.cpu_workers, threads_per_worker=1, processes=True,
                                         dashboard_address=None, local_directory=self.scratch, loop=self._loop())

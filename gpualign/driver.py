@@ -56,7 +56,7 @@ def context_made() -> bool:
     return bool(_made)
 
 
-ELSEWHERE = ("--gpus", "--scheduler", "--cpu-workers")  # options that align in other processes (cluster.py)
+ELSEWHERE = ("--scheduler", "--cpu-workers")  # options that align in other processes (cluster.py)
 
 
 def wanted(argv: list[str]) -> bool:

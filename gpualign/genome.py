@@ -356,6 +356,9 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     targets = _sam_targets(fmt if with_path else None, path_b, tname)
     check_output(out)
     distributed = cluster is not None and cluster.wanted
+    devices = cluster is not None and bool(cluster.gpus) and not distributed
+    if devices:
+        cluster.validate(cfg.device)
     gpu = False if distributed else use_gpu(cfg.device)
     if on_notice and not distributed:
         on_notice(("engine: gpu-long (bit-parallel Hirschberg splits, leaves by the batched engines)" if with_path
@@ -373,6 +376,11 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             _, notice, remote = start_engines(cfg, cluster)
             if on_notice:
                 on_notice(notice)
+        elif devices:  # record pairs on this host's GPUs, side by side
+            remote = _on_devices(cfg, cluster.gpus)
+            started = remote.start()
+            if on_notice:
+                on_notice(started)
         pending = []  # records of pairs aligned in a batch not written yet: written together (~1 ms each alone)
 
         def write() -> None:
@@ -454,6 +462,13 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
     cluster.ClusterAligner) on its workers, one pair in flight per worker (chromosomes are large); on the
     CPU, up to cfg.n_threads pairs at once (each in a child process of its own: interrupt.killable), else
     one at a time here."""
+    if remote is not None and remote.in_process:  # this host's GPUs: each pair on a device's own chain
+        def on_device(qn, tn, q, t):
+            fut = remote.submit_task(_pair_on_device, qn, tn, q, t, cfg, prune, cpu_method)
+            return lambda: fut.result()[0]
+
+        yield from _in_flight(pairs, cfg, remote.window, on_device)
+        return
     if remote is not None:
         from .cluster_worker import genome_pair
 
@@ -486,6 +501,29 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
             interrupt.end_children(wait=True)  # now (their child processes), not when they are done
             wait(started, timeout=0.5)
         pool.shutdown(wait=True)
+
+
+def _on_devices(cfg, gpus: str):
+    """--gpus: record pairs dealt to this host's GPUs from this process (devices.DeviceSet); each device slot
+    keeps the path's leaf chain (genome_path.leaf_chain) for its pairs; once every device has left the run,
+    the rest are computed on the CPU."""
+    from . import genome_path
+    from .devices import DeviceSet, present
+
+    def open_slot(device):
+        if device is None:
+            return "cpu", []
+        return "gpu", ([] if cfg.distance_only else genome_path.leaf_chain(cfg))
+
+    return DeviceSet(present(gpus), open_slot, lambda state: genome_path.close_chain(state[1]), cfg,
+                     units=("pairs", "pairs"))
+
+
+def _pair_on_device(state, qn, tn, q, t, cfg, prune, cpu_method):
+    """One record pair on a device slot (devices.DeviceSet's task; state: open_slot's): (compute_pair's tuple,
+    {})."""
+    where, chain = state
+    return compute_pair(qn, tn, q, t, cfg, where == "gpu", prune, cpu_method, None, None, chain or None), {}
 
 
 def _here(pairs, cfg, gpu, prune, cpu_method, progress, on_notice):

@@ -13,7 +13,7 @@ import importlib.util
 import time
 
 
-from . import driver, pack, scoring, workers
+from . import devices, driver, pack, scoring, workers
 from .config import AlignConfig
 from .engines import host_allocator
 from .engines.check import CheckEngine, judge
@@ -36,7 +36,7 @@ def _reader(path_a: str, path_b: str, cfg: AlignConfig, cluster, quals: bool):
     one and both are plain files whose first records keep the fast path's rules; else by pair_reader,
     whose parsing processes for big inputs are forked now, before threads, engines and the GPU."""
     symbols = pack.symbols(cfg.general)
-    here = cluster is None or not cluster.wanted
+    here = cluster is None or (not cluster.wanted and (not cluster.gpus or devices.on_device_zero(cluster.gpus)))
     if (here and cfg.device_parse and cfg.device != "cpu" and importlib.util.find_spec("cupy") is not None
             and (cfg.device == "gpu" or driver.context_made())
             and all(fastx_device.usable(p, symbols) for p in (path_a, path_b))):
@@ -87,8 +87,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         chain, notice, remote = start_engines(pool_cfg, cluster)
         checker = CheckEngine(pool_cfg.n_threads) if verify > 0 else None  # its processes forked with the engines'
         summary.verified_by = judge(cfg) if checker else ""
-        if remote is None:
-            reader.alloc = host_allocator(chain)
+        if remote is None or remote.in_process:  # (here, or this host's devices: devices.DeviceSet)
+            reader.alloc = host_allocator(chain if remote is None else remote.engines)
         summary.notice = notice
         if on_notice:
             on_notice(notice)

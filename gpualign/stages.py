@@ -24,7 +24,7 @@ import numpy as np
 from . import interrupt, memory, trace
 from .config import AlignConfig
 from .engines import select_engines
-from .errors import InputError
+from .errors import DeviceError, InputError
 from .output.sink import STDOUT_NAMES, BgzfSink, Sink, compressed, is_stream
 from .records import OK
 from .route import prefetch, run_chain
@@ -329,8 +329,12 @@ class WriteBehind:
 
 
 def start_engines(cfg: AlignConfig, cluster=None):
-    """(chain, notice, remote): this process's engine chain, or with a cluster.ClusterSpec asking for
-    one, a started cluster.ClusterAligner (remote, to close) and only the CPU engine here, one process."""
+    """(chain, notice, remote): this process's engine chain; with a cluster.ClusterSpec asking for this host's
+    GPUs (--gpus), a started devices.DeviceSet (remote, to close) whose slots run chains of their own around
+    the CPU engine returned as the chain (shared); with one asking for Dask workers, a started
+    cluster.ClusterAligner and only the CPU engine here, one process."""
+    if cluster is not None and cluster.gpus:
+        return _on_devices(cfg, cluster.gpus)
     if cluster is None or not cluster.wanted:
         return (*select_engines(cfg), None)
     from .cluster import ClusterAligner
@@ -343,6 +347,41 @@ def start_engines(cfg: AlignConfig, cluster=None):
         raise
     local, _ = select_engines(cfg.with_(device="cpu", threads=1))
     return local, notice, remote
+
+
+def _on_devices(cfg: AlignConfig, gpus: str):
+    """start_engines for --gpus: one chain per device slot (devices.DeviceSet), the CPU engine shared by them
+    (its processes forked first, before the slots' threads)."""
+    from .devices import DeviceSet, present
+
+    ids = present(gpus)
+    chain, notice = select_engines(cfg)
+    if len(chain) < 2:
+        raise DeviceError(f"--gpus: {notice}")
+    cpu = chain[-1]
+    cpu.start()
+
+    def open_chain(device):
+        if device is None:  # every device left the run
+            return [cpu]
+        mine = [*select_engines(cfg)[0][:-1], cpu]
+        for e in reversed(mine[:-1]):
+            e.start()
+        mine[0].warm(cfg)
+        return mine
+
+    def close_chain(chain):
+        for e in chain[:-1]:
+            e.close()
+
+    remote = DeviceSet(ids, open_chain, close_chain, cfg, concurrent=lambda ch: ch[0].concurrent)
+    try:
+        started = remote.start()
+    except BaseException:
+        remote.close()
+        cpu.close()
+        raise
+    return [cpu], f"{notice}; {started}", remote
 
 
 def cluster_summary(remote, summary: Summary) -> None:

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
-"""Benchmark the distributed path: `gpualign pairs` on 1 vs 2 (4, 8) GPUs through Dask, whole commands.
+"""Benchmark several GPUs: `gpualign pairs`/`paf` on one process's GPU against `--gpus ...` (this host's GPUs
+from the same process, devices.py), or against `--cpu-workers K` (the Dask path without a GPU), whole commands.
 
 Sets (simulated with scripts/simulate.py, written as FASTA once):
-  edit150   N pairs of 150 bp at 2%, edit distance (issue 27: 10M)
-  affine1k  N pairs of 1 kbp at 10%, affine 4/6/2 (issue 27: 1M)
+  edit150   N pairs of 150 bp at 2%, edit distance
+  affine1k  N pairs of 1 kbp at 10%, affine 4/6/2
   ont       `gpualign paf`: --ont Nanopore-like reads (5-20 kbp, ~10%, bench_paf.py's simulation) from
-            --genome, one candidate per read at the locus it was drawn from (issue 27: 50k)
-For each set: the one-process run (no Dask) and `--gpus K` for every K of --gpus (or `--cpu-workers K`
-with --cpu, the same path without a GPU), wall clock of the whole command, output checked byte for byte
-against the one-process run, and the summary's per-worker busy seconds, stage busy seconds and retried
-batches. Prints a table with speed-ups over `--gpus 1` and efficiency, and one JSON line per run.
+            --genome, one candidate per read at the locus it was drawn from
+For each set: the one-process run and one run per --gpus value (`;`-separated: "1;2" or "1;0,0": two slots on
+one GPU), and with --fail SLOT:TASK the last of them again with that device lost mid-run
+($GPUALIGN_FAIL_DEVICE); wall clock of the whole command, output checked byte for byte against the one-process
+run, busy seconds per stage and per device slot. Prints a table (speed-up over the one-process run; efficiency
+per distinct GPU) and one JSON line per run.
 
-  python scripts/bench_scale.py --gpus 1,2 --sets edit150,affine1k -n 1000000
-  python scripts/bench_scale.py --cpu --gpus 1,2 -n 20000          # the path on CPU workers
+  python scripts/bench_scale.py --gpus "1;2" --sets edit150,affine1k -n 1000000
+  python scripts/bench_scale.py --gpus "1;0,0" --fail 1:3 --sets affine1k -n 300000
+  python scripts/bench_scale.py --cpu --gpus 2 -n 20000          # the Dask path on CPU workers
   python scripts/bench_scale.py --sets ont --ont 50000 --genome ecoli.fa.gz
 """
 
@@ -33,10 +36,10 @@ from simulate import simulate, write_fasta  # noqa: E402
 SETS = {"edit150": (150, 0.02, ["--metric", "edit"]), "affine1k": (1000, 0.10, ["--metric", "affine"])}
 
 
-def run(command: str, args: list, summary: str) -> tuple[float, dict]:
+def run(command: str, args: list, summary: str, env: dict | None = None) -> tuple[float, dict]:
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "gpualign", command, *args, "--summary", summary, "-q"],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env={**os.environ, **(env or {})})
     seconds = time.perf_counter() - t0
     if p.returncode:
         raise SystemExit(f"gpualign failed ({p.returncode}): {p.stderr.strip()}")
@@ -80,8 +83,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", "--pairs", type=int, default=1_000_000)
     ap.add_argument("--sets", default="edit150,affine1k")
-    ap.add_argument("--gpus", default="1,2", help="worker counts to run")
+    ap.add_argument("--gpus", default="1;2", help="--gpus values to run, ';'-separated (with --cpu: worker counts)")
     ap.add_argument("--cpu", action="store_true", help="CPU workers (--cpu-workers) instead of GPUs")
+    ap.add_argument("--fail", help="SLOT:TASK: the last --gpus value run again with that device slot lost")
     ap.add_argument("--ont", type=int, default=50_000, help="reads of the ont set")
     ap.add_argument("--genome", help="FASTA (gz ok) whose first record the ont set's reads come from")
     ap.add_argument("--json")
@@ -93,39 +97,43 @@ def main() -> None:
             ("pairs", *pairs_set(name, a.pairs, tmp))
         base_out = os.path.join(tmp, f"{name}_one.paf")
         device = ["--device", "cpu"] if a.cpu else []
-        runs = [("one process", [*inputs, "-o", base_out, *opts, *device])]
-        for k in a.gpus.split(","):
+        runs = [("one process", [*inputs, "-o", base_out, *opts, *device], None)]
+        values = a.gpus.split(";")
+        for i, k in enumerate(values):
             flag = ["--cpu-workers", k] if a.cpu else ["--gpus", k]
-            runs.append((f"{'cpu' if a.cpu else 'gpus'} {k}", [*inputs, "-o", os.path.join(tmp, f"{name}_{k}.paf"),
-                                                                *opts, *flag]))
-        with open(base_out, "wb"):
-            pass
+            runs.append((f"{'cpu' if a.cpu else 'gpus'} {k}", [*inputs, "-o", os.path.join(tmp, f"{name}_{i}.paf"),
+                                                                *opts, *flag], None))
+        if a.fail and not a.cpu:
+            runs.append((f"gpus {values[-1]}, lost {a.fail}", [*inputs, "-o", os.path.join(tmp, f"{name}_f.paf"),
+                                                                *opts, "--gpus", values[-1]],
+                         {"GPUALIGN_FAIL_DEVICE": a.fail}))
         results = []
-        for label, args in runs:
-            seconds, rows = run(command, args, os.path.join(tmp, "summary.tsv"))
+        for label, args, env in runs:
+            seconds, rows = run(command, args, os.path.join(tmp, "summary.tsv"), env)
             out = args[args.index("-o") + 1]
             same = label == "one process" or open(out, "rb").read() == open(base_out, "rb").read()
-            workers = {k: v for k, v in rows.items() if k.startswith("worker:")}
+            slots = {k: v for k, v in rows.items() if k.startswith(("worker:", "device:"))}
             rec = dict(set=name, run=label, seconds=seconds, same_bytes=same, pairs=int(rows["pairs"]),
                        read_s=float(rows["read_seconds"]), align_s=float(rows["align_seconds"]),
-                       write_s=float(rows["write_seconds"]), workers=workers,
-                       retried=int(rows.get("retried_batches", 0)))
+                       write_s=float(rows["write_seconds"]), slots=slots,
+                       lost=int(rows.get("devices_lost", rows.get("retried_batches", 0))))
             results.append(rec)
             print(json.dumps(rec), file=sys.stderr, flush=True)
             if a.json:
                 with open(a.json, "a") as fh:
                     fh.write(json.dumps(rec) + "\n")
-        first = next((r for r in results if r["run"] != "one process"), None)
+        one = results[0]
         for r in results:
-            k = int(r["run"].split()[-1]) if r["run"] != "one process" else 1
-            one = r["run"] == "one process"
-            speed = first["seconds"] / r["seconds"] if first and not one else 0.0
-            table.append((name, r["run"], f"{r['seconds']:.2f}", "-" if one else f"{speed:.2f}",
-                          "-" if one else f"{speed / k:.0%}",
-                          f"{r['read_s']:.2f}/{r['align_s']:.2f}/{r['write_s']:.2f}", str(r["retried"]),
+            first = r is one
+            value = r["run"].split()[1].rstrip(",")
+            k = 1 if first else (int(value) if value.isdigit() else len(set(value.split(","))))
+            speed = one["seconds"] / r["seconds"]
+            table.append((name, r["run"], f"{r['seconds']:.2f}", "-" if first else f"{speed:.2f}",
+                          "-" if first else f"{speed / k:.0%}",
+                          f"{r['read_s']:.2f}/{r['align_s']:.2f}/{r['write_s']:.2f}", str(r["lost"]),
                           "yes" if r["same_bytes"] else "NO"))
-    print("\t".join(["set", "run", "seconds", "speed-up vs 1 worker", "efficiency", "busy read/align/write",
-                     "retried", "same bytes"]))
+    print("\t".join(["set", "run", "seconds", "speed-up vs one process", "efficiency per GPU",
+                     "busy read/align/write", "lost/retried", "same bytes"]))
     for row in table:
         print("\t".join(row))
 

@@ -101,12 +101,13 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
     (the candidate scan on Dask workers) or None (this process)."""
     t0 = time.perf_counter()
     cfg.validate()
-    if cluster is not None and not cluster.wanted:
+    if cluster is not None and not (cluster.wanted or cluster.gpus):
         cluster = None
     if cluster is not None:
         cluster.validate(cfg.device)
     fmt = infer_format(fmt, out)
-    if cfg.threads == 0 and cluster is None:  # -t 0: worker processes as many as the text is worth
+    here = cluster is None or not cluster.wanted  # (this process, or this host's GPUs from it)
+    if cfg.threads == 0 and here:  # -t 0: worker processes as many as the text is worth
         cfg = replace(cfg, threads=sized(cfg.n_threads, input_bases(text_path), ENGINE_BASES))
     pats = PT.read(patterns_path, cfg.k, cfg.strand, cfg.force)
     if fmt in ("sam", "bam"):
@@ -158,10 +159,13 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
         if cluster is not None:
             from ..cluster import ClusterAligner
 
-            remote = ClusterAligner(cluster, cfg, units=("bases", "chunks"))
+            remote = _on_devices(pats, cfg, cluster.gpus) if cluster.gpus else ClusterAligner(cluster, cfg,
+                                                                                             units=("bases", "chunks"))
             started = remote.start()
             if notice:
-                notice(started)
+                notice(f"engine: {kind.name}; {started}" if cluster.gpus else started)
+            if cluster.gpus:  # the hits aligned here, on the first device's GPU
+                collector.aligner = remote.engines.aligner()
         elif engine is not None:
             engine.start()
         interrupt.phase("pools")
@@ -242,6 +246,33 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
     summary.per_pattern = per_pattern
 
 
+def _on_devices(pats, cfg: SearchConfig, gpus: str):
+    """--gpus: the text's chunks dealt to this host's GPUs from this process (devices.DeviceSet), a GPU search
+    engine made on each; once every device has left the run, the CPU engine (one thread here) takes the rest.
+    This thread's device becomes the first one's (where the hits are aligned)."""
+    import cupy
+
+    from ..devices import DeviceSet, present
+    from .cpu import SassyEngine
+    from .gpu import GpuSearchEngine
+
+    ids = present(gpus)
+    cupy.cuda.Device(ids[0]).use()
+
+    def open_engine(device):
+        engine = (GpuSearchEngine.make(pats, cfg) if device is not None
+                  else SassyEngine(pats, cfg.k, cfg.rule, threads=1))
+        engine.start()
+        return engine
+
+    return DeviceSet(ids, open_engine, lambda engine: engine.close(), cfg, units=("bases", "chunks"))
+
+
+def _scan_here(engine, chunk):
+    """A chunk's candidates by a device slot's engine (devices.DeviceSet's task): (Cands, {engine name: 1})."""
+    return engine.search(chunk), {engine.name: 1}
+
+
 def _named(records, complete: np.ndarray) -> tuple[list, list]:
     """The names and lengths of these records (indices, ascending: as a rule consecutive, a slice)."""
     a, b = int(complete[0]), int(complete[-1]) + 1
@@ -261,8 +292,8 @@ def _after(first: list, rest):
 
 def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
     """(chunk, its Cands) per chunk of text, in order: from this process's engine, or with remote (a started
-    cluster.ClusterAligner) from its workers, at most remote.window chunks in flight (summary.engine: the
-    engines they ran)."""
+    cluster.ClusterAligner, or devices.DeviceSet for this host's GPUs) from its workers, at most remote.window
+    chunks in flight (summary.engine: the engines they ran)."""
     if remote is None:
         def scan():
             pending = None  # the chunk submitted before, collected once the next one is submitted
@@ -290,7 +321,9 @@ def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
     pending, ran = [], set()
     for ch in itertools.chain(chunks, [None]):  # None: the end
         if ch is not None:
-            pending.append((ch, remote.submit_task(search_chunk, bare, ch, remote.cfg, pairs=int(ch.length.sum()))))
+            bases = int(ch.length.sum())
+            pending.append((ch, remote.submit_task(_scan_here, ch, pairs=bases) if remote.in_process
+                            else remote.submit_task(search_chunk, bare, ch, remote.cfg, pairs=bases)))
         while pending and (ch is None or len(pending) >= remote.window):
             done, fut = pending.pop(0)
             interrupt.phase("search")

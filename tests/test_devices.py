@@ -1,0 +1,283 @@
+"""--gpus: this host's GPUs from one process (devices.py). Without a GPU the dispatcher runs on emulated
+devices (no CUDA: a device is a name and its slot's threads): tasks dealt to every slot, results in the
+runner's order, a device lost mid-run (injected through $GPUALIGN_FAIL_DEVICE) giving its work to the
+others or to the CPU, and `pairs` through it the same bytes as one process. On a GPU: `--gpus 1` and
+`--gpus 0,0` (two slots on one GPU) give the bytes of the one-process run for pairs, paf, genome and search,
+with and without a lost device."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import pytest
+
+from cli_helper import run_cli
+from gpualign import devices, stages
+from gpualign.cluster import ClusterSpec
+from gpualign.config import AlignConfig
+from gpualign.devices import DeviceLost, DeviceSet
+from gpualign.errors import ConfigError, DeviceError
+
+
+def emulated(device):
+    return contextlib.nullcontext()
+
+
+def test_gpus_values():
+    assert devices.parse("all") == ("all",)
+    assert devices.parse("3") == ("count", 3)
+    assert devices.parse("0,2,3") == ("ids", (0, 2, 3))
+    assert devices.parse("0,0") == ("ids", (0, 0))
+    for bad in ("0", "-1", "two", "1,", ",1", "1,a", ""):
+        with pytest.raises(ConfigError, match="--gpus must be"):
+            devices.parse(bad)
+    assert devices.device_ids("all", 4) == [0, 1, 2, 3]
+    assert devices.device_ids("2", 4) == [0, 1]
+    assert devices.device_ids("3,1", 4) == [3, 1]
+    with pytest.raises(ConfigError, match="this host has 2 GPU"):
+        devices.device_ids("3", 2)
+    with pytest.raises(ConfigError, match="no device 2"):
+        devices.device_ids("0,2", 2)
+    with pytest.raises(DeviceError, match="no CUDA device"):
+        devices.device_ids("1", 0)
+    assert devices.on_device_zero("1") and devices.on_device_zero("0,0")
+    assert not devices.on_device_zero("2") and not devices.on_device_zero("0,1") and not devices.on_device_zero(None)
+
+
+def test_device_failures_told_from_other_errors():
+    class CUDARuntimeError(RuntimeError):
+        pass
+
+    assert devices.is_device_failure(DeviceLost("x"))
+    assert devices.is_device_failure(CUDARuntimeError("cudaErrorIllegalAddress: an illegal memory access"))
+    assert not devices.is_device_failure(CUDARuntimeError("cudaErrorMemoryAllocation: out of memory"))
+    assert not devices.is_device_failure(ValueError("a bug"))
+
+
+def _set(ids, opened=None, **kw):
+    """A DeviceSet on emulated devices whose state is its device (None: the CPU), tasks fn(state, x)."""
+    opened = opened if opened is not None else []
+
+    def open_slot(device):
+        opened.append(device)
+        return device
+
+    return DeviceSet(ids, open_slot, lambda state: None, context=emulated, **kw)
+
+
+def _slow_square(state, x):
+    time.sleep(0.002)
+    return (x * x, threading.current_thread().name), {str(state): 1}
+
+
+def test_tasks_dealt_to_every_slot_and_awaited_in_order():
+    ds = _set([0, 0, 1], concurrent=lambda state: 2)
+    assert ds.start() == "3 device slot(s) in this process (gpu0#1, gpu0#2, gpu1)"
+    try:
+        futs = [ds.submit_task(_slow_square, x, pairs=10) for x in range(60)]
+        out = [f.result() for f in futs]
+    finally:
+        ds.close()
+    assert [v[0][0] for v in out] == [x * x for x in range(60)]
+    threads = {v[0][1] for v in out}
+    assert {t.rsplit("-", 1)[0] for t in threads} == {"gpualign-gpu0#1", "gpualign-gpu0#2", "gpualign-gpu1"}
+    rows = dict(ds.rows())
+    assert sum(int(rows[f"device:{n}"].split()[0]) for n in ("gpu0#1", "gpu0#2", "gpu1")) == 600
+    assert rows["devices_lost"] == "0" and ds.window == 9
+
+
+def test_a_lost_device_gives_its_work_to_the_others(monkeypatch):
+    monkeypatch.setenv(devices.FAIL_ENV, "1:2")  # slot 1's third task
+    ds = _set([0, 1])
+    ds.start()
+    try:
+        out = [f.result()[0][0] for f in [ds.submit_task(_slow_square, x) for x in range(40)]]
+    finally:
+        ds.close()
+    assert out == [x * x for x in range(40)]
+    rows = dict(ds.rows())
+    assert rows["devices_lost"] == "1" and "left the run" in rows["device:gpu1"]
+    assert "GPUALIGN_FAIL_DEVICE 1:2" in rows["device:gpu1"] and "left" not in rows["device:gpu0"]
+    assert int(rows["device:gpu1"].split()[2]) == 2 and int(rows["device:gpu0"].split()[2]) == 38
+
+
+def test_every_device_lost_leaves_the_rest_to_the_cpu(monkeypatch):
+    monkeypatch.setenv(devices.FAIL_ENV, "0:1")
+    opened = []
+    ds = _set([0], opened)
+    ds.start()
+    try:
+        out = [f.result() for f in [ds.submit_task(_slow_square, x) for x in range(10)]]
+    finally:
+        ds.close()
+    assert [v[0][0] for v in out] == [x * x for x in range(10)]
+    assert [v[1] for v in out] == [{"0": 1}] + [{"None": 1}] * 9  # the CPU's state is open(None)'s
+    assert opened == [0, None] and dict(ds.rows())["device:cpu"].startswith("9 pairs, 9 batches")
+
+
+def test_other_errors_reach_the_runner_and_the_slot_goes_on():
+    def task(state, x):
+        if x == 3:
+            raise ValueError("bad pair 3")
+        return x, {}
+
+    ds = _set([0, 0])
+    ds.start()
+    try:
+        futs = [ds.submit_task(task, x) for x in range(8)]
+        with pytest.raises(ValueError, match="bad pair 3"):
+            futs[3].result()
+        assert [futs[i].result()[0] for i in (0, 1, 2, 4, 5, 6, 7)] == [0, 1, 2, 4, 5, 6, 7]
+    finally:
+        ds.close()
+    assert dict(ds.rows())["devices_lost"] == "0"
+
+
+def test_a_device_that_does_not_start():
+    def open_slot(device):
+        if device == 1:
+            raise DeviceLost("gpu1 is gone")
+        return device
+
+    ds = DeviceSet([0, 1], open_slot, lambda s: None, context=emulated)
+    assert "1 device slot(s)" in ds.start()
+    try:
+        assert ds.submit_task(_slow_square, 3).result()[0][0] == 9
+    finally:
+        ds.close()
+    assert "did not start (gpu1 is gone)" in dict(ds.rows())["device:gpu1"]
+    none = DeviceSet([1], open_slot, lambda s: None, context=emulated)
+    with pytest.raises(DeviceError, match="no device started"):
+        none.start()
+
+
+def test_close_cancels_what_waits_and_closes_each_slot():
+    closed = []
+    release = threading.Event()
+
+    def wait(state, x):
+        release.wait(5)
+        return x, {}
+
+    ds = DeviceSet([0, 1], lambda d: d, closed.append, context=emulated)
+    ds.start()
+    futs = [ds.submit_task(wait, x) for x in range(6)]
+    time.sleep(0.05)
+    release.set()
+    ds.close()
+    assert sorted(closed) == [0, 1]
+    assert sum(f.cancelled() for f in futs) >= 2 and all(f.done() for f in futs)
+
+
+@pytest.fixture(scope="module")
+def pair_inputs(tmp_path_factory):
+    from simulate import simulate, write_fasta
+
+    d = tmp_path_factory.mktemp("devices")
+    q, t = simulate(1500, 300, 0.08, seed=21)
+    write_fasta(str(d / "a.fa"), q, "q")
+    write_fasta(str(d / "b.fa"), t, "t")
+    return d
+
+
+@pytest.mark.parametrize("fail", ["", "1:1", "0:0,1:0"])
+def test_pairs_on_emulated_devices_give_the_same_bytes(pair_inputs, tmp_path, monkeypatch, fail):
+    """run_pairs with --gpus 0,0 on emulated devices (each slot's 'GPU engine' a one-process WFA2-lib engine):
+    the bytes of the one-process CPU run, with no device lost, one lost, or both (the CPU takes the rest)."""
+    from gpualign.engines import CpuEngine
+    from gpualign.pipeline import run_pairs
+
+    a, b = str(pair_inputs / "a.fa"), str(pair_inputs / "b.fa")
+    cfg = AlignConfig(device="cpu", threads=2, batch_bases=40_000)
+    one = run_pairs(a, b, str(tmp_path / "one.paf"), None, cfg, "gpualign")
+
+    def chain(cfg):
+        return [CpuEngine(1), CpuEngine(cfg.n_threads)], "engines: stand-in"
+
+    monkeypatch.setattr(stages, "select_engines", chain)
+    monkeypatch.setattr(devices, "present", lambda gpus: [0, 0])
+    monkeypatch.setattr(devices, "on_device", emulated)
+    monkeypatch.setenv(devices.FAIL_ENV, fail)
+    dev = run_pairs(a, b, str(tmp_path / "dev.paf"), None, cfg.with_(device="auto"), "gpualign",
+                    cluster=ClusterSpec(gpus="0,0"))
+    assert (tmp_path / "one.paf").read_bytes() == (tmp_path / "dev.paf").read_bytes()
+    assert dev.pairs == one.pairs == 1500 and dev.failed == 0
+    rows = dict(dev.rows())
+    lost = len(fail.split(",")) if fail else 0
+    assert rows["devices_lost"] == str(lost)
+    assert ("device:cpu" in rows) == (lost == 2)
+    assert sum(int(v.split()[0]) for k, v in rows.items() if k.startswith("device:")) == 1500
+
+
+def test_gpus_without_a_gpu_is_a_clear_error(pair_inputs, tmp_path):
+    from gpualign.engines._cuda import gpu_status
+
+    if gpu_status()[0]:
+        pytest.skip("a GPU is present")
+    out = tmp_path / "o.paf"
+    p = run_cli("pairs", pair_inputs / "a.fa", pair_inputs / "b.fa", "--gpus", "2", "-o", out, text=True)
+    assert p.returncode == 1 and "--gpus: no usable GPU" in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+# -- on a GPU --------------------------------------------------------------------------------------------------
+
+def _gpualign(*args, env=None):
+    p = run_cli(*args, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def _body(path):
+    return b"".join(x for x in path.read_bytes().splitlines(True) if not x.startswith(b"@PG"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gpus,fail", [("1", ""), ("0,0", ""), ("0,0", "0:1"), ("1", "0:1")])
+def test_pairs_and_paf_on_this_hosts_gpus(pair_inputs, tmp_path, gpus, fail):
+    """pairs (edit and affine) and paf with --gpus: the one-process GPU run's bytes; a lost device's batches
+    go to the other slot (or the CPU) and the summary names it."""
+    from sim_inputs import pairs_and_candidates
+
+    a, b = str(pair_inputs / "a.fa"), str(pair_inputs / "b.fa")
+    env = {devices.FAIL_ENV: fail} if fail else None
+    for metric in ("edit", "affine"):
+        args = ["--metric", metric, "--batch-bases", "60000"]
+        _gpualign("pairs", a, b, "-o", tmp_path / "one.paf", *args, "-q")
+        p = _gpualign("pairs", a, b, "-o", tmp_path / "dev.paf", *args, "--gpus", gpus, env=env)
+        assert (tmp_path / "one.paf").read_bytes() == (tmp_path / "dev.paf").read_bytes()
+        assert "device slot(s) in this process" in p.stderr and "devices_lost" in p.stderr
+        assert f"devices_lost {1 if fail else 0}" in " ".join(p.stderr.split())
+    pairs_and_candidates(tmp_path, 400, 2000, 0.08, seed=4)
+    cargs = [tmp_path / "c.paf", tmp_path / "a.fa", tmp_path / "b.fa", "--batch-bases", "200000"]
+    _gpualign("paf", *cargs, "-o", tmp_path / "one_r.paf", "-q")
+    _gpualign("paf", *cargs, "-o", tmp_path / "dev_r.paf", "--gpus", gpus, "-q", env=env)
+    assert (tmp_path / "one_r.paf").read_bytes() == (tmp_path / "dev_r.paf").read_bytes()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gpus,fail", [("1", ""), ("0,0", "0:0")])
+def test_genome_and_search_on_this_hosts_gpus(tmp_path, gpus, fail):
+    from simulate import simulate, write_fasta
+
+    env = {devices.FAIL_ENV: fail} if fail else None
+    q, t = simulate(3, 150_000, 0.05, seed=5)
+    write_fasta(str(tmp_path / "ga.fa"), q, "a")
+    write_fasta(str(tmp_path / "gb.fa"), t, "b")
+    for extra in ([], ["--distance-only"]):
+        _gpualign("genome", tmp_path / "ga.fa", tmp_path / "gb.fa", "-o", tmp_path / "g1.out", "-q", *extra)
+        _gpualign("genome", tmp_path / "ga.fa", tmp_path / "gb.fa", "-o", tmp_path / "g2.out", "-q", "--gpus", gpus,
+                  *extra, env=env)
+        assert (tmp_path / "g1.out").read_bytes() == (tmp_path / "g2.out").read_bytes()
+    pats = simulate(40, 24, 0.0, seed=8)[0]
+    write_fasta(str(tmp_path / "p.fa"), pats, "p")
+    text = simulate(4, 400_000, 0.0, seed=9)[0]
+    write_fasta(str(tmp_path / "t.fa"), text, "chr")
+    args = [tmp_path / "p.fa", tmp_path / "t.fa", "-k", "3", "--chunk-bases", "100000"]
+    for fmt in ("tsv", "sam"):
+        _gpualign("search", *args, "-o", tmp_path / f"one.{fmt}", "--device", "gpu", "-q")
+        p = _gpualign("search", *args, "-o", tmp_path / f"dev.{fmt}", "--gpus", gpus, env=env)
+        assert _body(tmp_path / f"one.{fmt}") == _body(tmp_path / f"dev.{fmt}")
+        assert "gpu-myers" in p.stderr and "device slot(s) in this process" in p.stderr
