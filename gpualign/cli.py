@@ -12,7 +12,7 @@ import sys
 import click
 
 from . import __version__, interrupt
-from .commands import cache, genome, paf, pairs, search
+from .commands import cache, genome, paf, pairs, search, worker
 from .commands.common import quiet_stdout
 from .commands.usage import Group, command
 
@@ -30,6 +30,7 @@ command(app, "pairs", "Align record i of one file with record i of another.", pa
 command(app, "paf", "Re-align PAF candidates (minimap2) exactly.", paf.EPILOG)(paf.paf)
 command(app, "genome", "Edit distance of chromosome-scale strings.", genome.EPILOG)(genome.genome)
 command(app, "search", "Every occurrence of many patterns with <= k edits.", search.EPILOG)(search.search)
+command(app, "worker", "A Dask worker for --scheduler runs, engines warm.", worker.EPILOG)(worker.worker)
 app.add_command(cache.app)
 
 

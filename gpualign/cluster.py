@@ -7,7 +7,8 @@ The client reads the input and sends each PairBatch, without its names, to a wor
 access to the input files. Each worker (cluster_worker.py) builds its engine chain once, closes it when
 the worker closes, and aligns the batches it is given;
 the results come back through stages.stream in input order, to the same writers, so the output is the
-same bytes as a one-process run. At most `window` batches are in flight (two per worker): bounded
+same bytes as a one-process run. At most `window` batches are in flight (two per worker, or the workers'
+threads if more: a `gpualign worker` on several GPUs, cluster_worker.Host): bounded
 memory. A worker that dies takes its batches with it and Dask runs them elsewhere (a batch is given up
 after RETRIES worker deaths); each batch logs an event when it starts, so the summary counts the batches
 that started more than once. Units are whole batches (2^25 bases by default, far more than Dask's ~1 ms
@@ -46,6 +47,32 @@ def connect_timeout() -> float:
     if not 0 < seconds < float("inf"):
         raise ConfigError(f"${CONNECT_TIMEOUT_ENV} must be a number of seconds > 0 (got {raw!r})")
     return seconds
+
+
+def quiet_dask(scratch: str | None = None) -> None:
+    """Dask set up for gpualign in this process (a client's, or `gpualign worker`'s): its log lines are not for
+    our stderr (its failures reach us as exceptions), a batch may be given up after RETRIES worker deaths,
+    workers may fork (the CPU engine's pool), every batch's start event kept; scratch: its temporary
+    directory. Processes started from here inherit the config."""
+    import logging
+
+    import dask
+
+    # a batch travels inside its task (not scattered): when a worker dies the scheduler still holds it
+    warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+    # the scheduler's HTTP server (health checks; no dashboard) on a port taken by another Dask process
+    warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
+    dask.config.set({"distributed.scheduler.allowed-failures": RETRIES,
+                     "distributed.worker.daemon": False,  # workers may fork the CPU engine's pool
+                     "distributed.admin.low-level-log-length": 1 << 20,  # every batch's start event
+                     "logging.distributed": "critical", "temporary-directory": scratch})
+    # distributed gives some of its loggers their own level at import (distributed.client: warning,
+    # its "Couldn't gather ... rescheduling" on an interrupt): each one is quietened, not only the parent
+    for name in [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] == "distributed"]:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    # the local cluster's worker processes are spawned: distributed sets up their logging as it is
+    # imported there, from the environment, before any config of ours reaches them
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
 
 
 @dataclass(frozen=True)
@@ -124,6 +151,7 @@ class ClusterAligner:
     stats: dict = field(default_factory=dict)
     seq: int = 0
     workers: int = 1
+    slots: int = 0  # the workers' threads, together
     scratch: str = ""
     loop_runner: object = None
     _restore_spawn: object = field(default=lambda: None, repr=False)  # spawn_ignoring_sigint's undo
@@ -131,34 +159,15 @@ class ClusterAligner:
     def start(self) -> str:
         """Connect; returns a notice line."""
         try:
-            import dask
             from distributed import Client, LocalCluster
         except ImportError:
             raise DeviceError("--scheduler/--cpu-workers need Dask's distributed: pip install distributed") from None
-        import logging
-
         s = self.spec
         if not s.scheduler:  # the local cluster's scratch space: removed at close() or by an interrupt
             self.scratch = tempfile.mkdtemp(prefix=interrupt.temp_prefix() + "dask-")
             interrupt.track(self.scratch)
             self._restore_spawn = interrupt.spawn_ignoring_sigint(self.scratch)  # its workers ignore Ctrl-C
-        # Dask's log lines are not for our stderr (its failures reach us as exceptions); the workers'
-        # processes inherit this config
-        # a batch travels inside its task (not scattered): when a worker dies the scheduler still holds it
-        warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
-        # the scheduler's HTTP server (health checks; no dashboard) on a port taken by another Dask process
-        warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
-        dask.config.set({"distributed.scheduler.allowed-failures": RETRIES,
-                         "distributed.worker.daemon": False,  # workers may fork the CPU engine's pool
-                         "distributed.admin.low-level-log-length": 1 << 20,  # every batch's start event
-                         "logging.distributed": "critical", "temporary-directory": self.scratch or None})
-        # distributed gives some of its loggers their own level at import (distributed.client: warning,
-        # its "Couldn't gather ... rescheduling" on an interrupt): each one is quietened, not only the parent
-        for name in [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] == "distributed"]:
-            logging.getLogger(name).setLevel(logging.CRITICAL)
-        # the local cluster's worker processes are spawned: distributed sets up their logging as it is
-        # imported there, from the environment, before any config of ours reaches them
-        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
+        quiet_dask(self.scratch or None)
         host_cores = usable_cores()
         if s.scheduler:
             try:
@@ -177,7 +186,9 @@ class ClusterAligner:
 
         self.client.register_plugin(CloseEngines())  # the workers' engines closed with them
         self.client.wait_for_workers(1, timeout=60)
-        self.workers = max(1, len(self.client.scheduler_info()["workers"]))
+        info = self.client.scheduler_info()["workers"]
+        self.workers = max(1, len(info))
+        self.slots = sum(int(w.get("nthreads", 1)) for w in info.values())  # (a `gpualign worker`: its GPUs')
         device = "cpu" if s.cpu_workers else self.cfg.device
         self.cfg = dataclasses.replace(self.cfg, threads=threads, device=device)
         return f"engines on {what}, {self.workers} worker(s) up, {self.units[1]} sent by this client"
@@ -194,7 +205,9 @@ class ClusterAligner:
 
     @property
     def window(self) -> int:
-        return 2 * self.workers
+        """Batches in flight: two per worker, or as many as the workers run at once if more (a `gpualign
+        worker` has a thread per batch its GPUs take at once, and one more per GPU)."""
+        return max(2 * self.workers, self.slots)
 
     def submit(self, batch) -> _Result:
         """A PairBatch to a worker: result() -> (AlignBatch, route counts)."""

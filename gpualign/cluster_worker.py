@@ -1,5 +1,7 @@
 """The worker side of cluster.py: what a Dask worker runs (imported there, and by the client when a
-cluster run starts)."""
+cluster run starts), and `gpualign worker` (serve): a Dask worker in this process whose engines are made
+before it joins the cluster (Host: CPU engines forked, CUDA and every chain's kernels loaded and warmed on
+each GPU it drives, devices.py), so that a run's first batch finds them ready."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from .config import AlignConfig, SearchConfig
 START_EVENT = "gpualign-batch-start"
 
 _chains: dict = {}  # one started engine chain per config, in this worker's process
+_host = None  # `gpualign worker`'s Host (this process's engines, made before it joined), else None
+WARM = ("edit", "affine")  # the metrics whose chains a Host makes and warms before it joins
 _searches: dict = {}  # the latest search run's started engine (run id -> engine), in this worker's process
 _search_lock = threading.Lock()  # one chunk at a time per engine (a worker may run several threads)
 
@@ -26,6 +30,10 @@ def align_batch(batch, cfg: AlignConfig, run: str, seq: int):
 
     worker = get_worker()
     worker.log_event(START_EVENT, {"run": run, "batch": seq})
+    if _host is not None:
+        t0 = time.perf_counter()
+        res, counts = _host.align(batch, cfg)
+        return res, counts, str(worker.name), time.perf_counter() - t0
     chain = _chains.get(cfg)
     if chain is None:
         chain, _ = select_engines(cfg)
@@ -86,3 +94,124 @@ def search_chunk(pats, chunk, cfg: SearchConfig, run: str, seq: int):
 def _close_searches() -> None:
     while _searches:
         _searches.popitem()[1].close()
+
+
+class Host:
+    """The engines of a `gpualign worker` process: the CPU engines (WFA2-lib, parasail) forked once with
+    `threads` processes each, and with GPUs (gpus: --gpus's value, None for none) a devices.DeviceSet per
+    engine chain (one per distinct chain select_engines gives: edit, affine, general scoring), each slot's
+    chain started and warmed; WARM's are made by start(), the others at their first batch. Batches of any
+    run use them (their cfg is given per call: engines take it per batch)."""
+
+    def __init__(self, gpus: str | None, threads: int):
+        self.gpus, self.threads = gpus, threads
+        self.ids: list = []
+        self.cpu: dict = {}  # engine class name -> its started CPU engine
+        self.sets: dict = {}  # chain's engine class names -> started DeviceSet
+        self.lock = threading.Lock()
+
+    def start(self) -> str:
+        """Everything made (the CPU engines first: their processes fork before CUDA starts); a notice line."""
+        from .engines import CpuEngine
+        from .engines.cpu_dp import CpuDpEngine
+
+        for cls in (CpuEngine, CpuDpEngine):
+            if cls.available():
+                engine = self.cpu[cls.__name__] = cls(self.threads)
+                engine.start()
+        if self.gpus:
+            from .devices import present
+
+            self.ids = present(self.gpus)
+            for metric in WARM:
+                self._device_set(AlignConfig(metric=metric, device="gpu", threads=self.threads))
+        where = f"{len(self.ids)} GPU slot(s) ({', '.join(map(str, self.ids))})" if self.ids else "the CPU"
+        return f"engines ready on {where}, CPU engines with {self.threads} process(es) each"
+
+    @property
+    def slots(self) -> int:
+        """Batches this host takes at once: its device sets' window (each GPU's running batches and one more),
+        or two on the CPU."""
+        return max([2, *(ds.window for ds in self.sets.values())])
+
+    def _cpu_for(self, cfg: AlignConfig):
+        from .engines import CpuEngine
+        from .engines.cpu_dp import CpuDpEngine
+
+        name = (CpuDpEngine if cfg.general else CpuEngine).__name__
+        if name not in self.cpu:
+            from .errors import DeviceError
+
+            raise DeviceError(f"this worker has no {name} (its library is not installed)")
+        return self.cpu[name]
+
+    def _device_set(self, cfg: AlignConfig):
+        from .devices import chain_set
+        from .engines import select_engines
+
+        key = tuple(type(e).__name__ for e in select_engines(cfg)[0])
+        with self.lock:
+            ds = self.sets.get(key)
+            if ds is None:
+                ds = chain_set(self.ids, cfg, self._cpu_for(cfg))
+                ds.start()
+                self.sets[key] = ds
+        return ds
+
+    def align(self, batch, cfg: AlignConfig):
+        """(AlignBatch, route counts) of a batch under cfg: on the GPUs unless cfg says the CPU or there are
+        none."""
+        from .route import run_chain
+
+        if not self.ids or cfg.device == "cpu":
+            return run_chain(batch, [self._cpu_for(cfg)], cfg)
+        return self._device_set(cfg).submit(batch, cfg).result()
+
+    def close(self) -> None:
+        for ds in self.sets.values():
+            ds.close()
+        self.sets.clear()
+        for engine in self.cpu.values():
+            engine.close()
+        self.cpu.clear()
+
+
+def serve(scheduler: str, gpus: str | None, threads: int, name: str | None, notice) -> None:
+    """`gpualign worker`: make this process's engines (Host), then join the Dask cluster at scheduler as one
+    worker taking Host.slots batches at once, until the cluster or a signal ends it. notice(text): what is
+    said on stderr."""
+    import asyncio
+    import tempfile
+
+    from distributed import Worker
+
+    from .cluster import connect_timeout, quiet_dask
+    from .errors import DeviceError
+
+    global _host
+    host = Host(gpus, threads)
+    scratch = tempfile.mkdtemp(prefix="gpualign-worker-")
+    try:
+        notice(host.start())
+        _host = host
+        quiet_dask(scratch)
+
+        async def run() -> None:
+            try:
+                worker = await Worker(scheduler, nthreads=host.slots, name=name, dashboard=False,
+                                      death_timeout=connect_timeout(), local_directory=scratch)
+            except (OSError, asyncio.TimeoutError) as e:
+                raise DeviceError(f"--scheduler {scheduler}: cannot connect ({e})") from None
+            notice(f"joined {scheduler} as {worker.name}, {host.slots} batch(es) at once")
+            try:
+                await worker.finished()
+            finally:
+                await worker.close()
+
+        asyncio.run(run())
+    finally:
+        _host = None
+        host.close()
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -265,11 +265,12 @@ class DeviceSet:
                 pass
         return task.future
 
-    def submit(self, batch) -> Future:
-        """A PairBatch through a slot's engine chain: result() -> (AlignBatch, route counts)."""
+    def submit(self, batch, cfg=None) -> Future:
+        """A PairBatch through a slot's engine chain under cfg (default: self.cfg): result() -> (AlignBatch,
+        route counts)."""
         from .route import prefetch, run_chain
 
-        cfg = self.cfg
+        cfg = cfg or self.cfg
         return self.submit_task(lambda chain, b: run_chain(b, chain, cfg), batch, pairs=batch.n,
                                 ahead=lambda chain: prefetch(batch, chain, cfg))
 
@@ -358,3 +359,25 @@ class DeviceSet:
             text = f"{s.units} {n}, {s.tasks} {per}, {s.busy:.3f} s busy"
             rows.append((f"device:{s.name}", text + (f"; left the run: {s.lost}" if s.lost else "")))
         return rows + [("devices_lost", str(sum(1 for s in self.slots if s.lost)))]
+
+
+def chain_set(ids: list[int], cfg, cpu) -> DeviceSet:
+    """A DeviceSet (not started) whose slots each align through an engine chain for cfg: select_engines' GPU
+    engines, made, started and warmed on the slot, then cpu (a started CPU engine, shared by the slots; alone
+    once every device has left the run)."""
+    from .engines import select_engines
+
+    def open_chain(device):
+        if device is None:
+            return [cpu]
+        mine = [*select_engines(cfg)[0][:-1], cpu]
+        for e in reversed(mine[:-1]):
+            e.start()
+        mine[0].warm(cfg)
+        return mine
+
+    def close_chain(chain):
+        for e in chain[:-1]:
+            e.close()
+
+    return DeviceSet(ids, open_chain, close_chain, cfg, concurrent=lambda chain: chain[0].concurrent)

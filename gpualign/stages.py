@@ -350,9 +350,9 @@ def start_engines(cfg: AlignConfig, cluster=None):
 
 
 def _on_devices(cfg: AlignConfig, gpus: str):
-    """start_engines for --gpus: one chain per device slot (devices.DeviceSet), the CPU engine shared by them
+    """start_engines for --gpus: one chain per device slot (devices.chain_set), the CPU engine shared by them
     (its processes forked first, before the slots' threads)."""
-    from .devices import DeviceSet, present
+    from .devices import chain_set, present
 
     ids = present(gpus)
     chain, notice = select_engines(cfg)
@@ -360,21 +360,7 @@ def _on_devices(cfg: AlignConfig, gpus: str):
         raise DeviceError(f"--gpus: {notice}")
     cpu = chain[-1]
     cpu.start()
-
-    def open_chain(device):
-        if device is None:  # every device left the run
-            return [cpu]
-        mine = [*select_engines(cfg)[0][:-1], cpu]
-        for e in reversed(mine[:-1]):
-            e.start()
-        mine[0].warm(cfg)
-        return mine
-
-    def close_chain(chain):
-        for e in chain[:-1]:
-            e.close()
-
-    remote = DeviceSet(ids, open_chain, close_chain, cfg, concurrent=lambda ch: ch[0].concurrent)
+    remote = chain_set(ids, cfg, cpu)
     try:
         started = remote.start()
     except BaseException:

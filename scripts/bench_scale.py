@@ -8,14 +8,16 @@ Sets (simulated with scripts/simulate.py, written as FASTA once):
   ont       `gpualign paf`: --ont Nanopore-like reads (5-20 kbp, ~10%, bench_paf.py's simulation) from
             --genome, one candidate per read at the locus it was drawn from
 For each set: the one-process run and one run per --gpus value (`;`-separated: "1;2" or "1;0,0": two slots on
-one GPU), and with --fail SLOT:TASK the last of them again with that device lost mid-run
-($GPUALIGN_FAIL_DEVICE); wall clock of the whole command, output checked byte for byte against the one-process
-run, busy seconds per stage and per device slot. Prints a table (speed-up over the one-process run; efficiency
-per distinct GPU) and one JSON line per run.
+one GPU), with --fail SLOT:TASK the last of them again with that device lost mid-run ($GPUALIGN_FAIL_DEVICE),
+and with --worker a run through Dask (`--scheduler`) served by a `gpualign worker` started (and warm) before
+the runs; wall clock of the whole command (best of --repeat), output checked byte for byte against the
+one-process run, busy seconds per stage and per device slot. Prints a table (speed-up over the one-process
+run; efficiency per distinct GPU) and one JSON line per run.
 
   python scripts/bench_scale.py --gpus "1;2" --sets edit150,affine1k -n 1000000
   python scripts/bench_scale.py --gpus "1;0,0" --fail 1:3 --sets affine1k -n 300000
   python scripts/bench_scale.py --cpu --gpus 2 -n 20000          # the Dask path on CPU workers
+  python scripts/bench_scale.py --gpus 1 --worker --repeat 3 -n 3000 --sets affine1k   # a run's start
   python scripts/bench_scale.py --sets ont --ont 50000 --genome ecoli.fa.gz
 """
 
@@ -46,6 +48,31 @@ def run(command: str, args: list, summary: str, env: dict | None = None) -> tupl
     with open(summary) as fh:
         rows = dict(line.rstrip("\n").split("\t", 1) for line in fh if not line.startswith("key\t"))
     return seconds, rows
+
+
+SCHEDULER = """
+import asyncio, sys
+from distributed import Scheduler
+async def main():
+    async with Scheduler(port=0, dashboard_address=None) as s:
+        print(s.address, flush=True)
+        await s.finished()
+asyncio.run(main())
+"""
+
+
+def start_worker(cpu: bool) -> tuple[str, list]:
+    """A Dask scheduler and a `gpualign worker` joined to it (its engines warm): (address, processes)."""
+    sched = subprocess.Popen([sys.executable, "-c", SCHEDULER], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True)
+    address = sched.stdout.readline().strip()
+    worker = subprocess.Popen([sys.executable, "-m", "gpualign", "worker", "--scheduler", address,
+                               *(["--device", "cpu"] if cpu else [])], stderr=subprocess.PIPE, text=True)
+    for line in worker.stderr:
+        print(line.rstrip(), file=sys.stderr)
+        if "joined" in line:
+            return address, [worker, sched]
+    raise SystemExit("gpualign worker did not join")
 
 
 def pairs_set(name: str, n: int, tmp: str) -> tuple[list, list]:
@@ -88,10 +115,13 @@ def main() -> None:
     ap.add_argument("--fail", help="SLOT:TASK: the last --gpus value run again with that device slot lost")
     ap.add_argument("--ont", type=int, default=50_000, help="reads of the ont set")
     ap.add_argument("--genome", help="FASTA (gz ok) whose first record the ont set's reads come from")
+    ap.add_argument("--worker", action="store_true", help="also a --scheduler run served by a warm `gpualign worker`")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each command; the best is kept")
     ap.add_argument("--json")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench_scale_")
     table = []
+    address, procs = start_worker(a.cpu) if a.worker else (None, [])
     for name in a.sets.split(","):
         command, inputs, opts = ("paf", ont_set(a.genome, a.ont, tmp), []) if name == "ont" else \
             ("pairs", *pairs_set(name, a.pairs, tmp))
@@ -107,9 +137,13 @@ def main() -> None:
             runs.append((f"gpus {values[-1]}, lost {a.fail}", [*inputs, "-o", os.path.join(tmp, f"{name}_f.paf"),
                                                                 *opts, "--gpus", values[-1]],
                          {"GPUALIGN_FAIL_DEVICE": a.fail}))
+        if address:
+            runs.append(("warm worker", [*inputs, "-o", os.path.join(tmp, f"{name}_w.paf"), *opts, *device,
+                                         "--scheduler", address], None))
         results = []
         for label, args, env in runs:
-            seconds, rows = run(command, args, os.path.join(tmp, "summary.tsv"), env)
+            seconds, rows = min((run(command, args, os.path.join(tmp, "summary.tsv"), env)
+                                 for _ in range(a.repeat)), key=lambda x: x[0])
             out = args[args.index("-o") + 1]
             same = label == "one process" or open(out, "rb").read() == open(base_out, "rb").read()
             slots = {k: v for k, v in rows.items() if k.startswith(("worker:", "device:"))}
@@ -126,12 +160,14 @@ def main() -> None:
         for r in results:
             first = r is one
             value = r["run"].split()[1].rstrip(",")
-            k = 1 if first else (int(value) if value.isdigit() else len(set(value.split(","))))
+            k = 1 if first or value == "worker" else (int(value) if value.isdigit() else len(set(value.split(","))))
             speed = one["seconds"] / r["seconds"]
             table.append((name, r["run"], f"{r['seconds']:.2f}", "-" if first else f"{speed:.2f}",
                           "-" if first else f"{speed / k:.0%}",
                           f"{r['read_s']:.2f}/{r['align_s']:.2f}/{r['write_s']:.2f}", str(r["lost"]),
                           "yes" if r["same_bytes"] else "NO"))
+    for p in procs:
+        p.terminate()
     print("\t".join(["set", "run", "seconds", "speed-up vs one process", "efficiency per GPU",
                      "busy read/align/write", "lost/retried", "same bytes"]))
     for row in table:

@@ -236,3 +236,58 @@ def test_search_unreachable_scheduler(search_inputs, tmp_path):
     p = gpualign("search", str(search_inputs / "p.fa"), str(search_inputs / "t.fa"), "-k", "1",
                  "--scheduler", "tcp://127.0.0.1:1", "-o", str(out), env=UNREACHABLE)
     assert p.returncode == 1 and "cannot connect" in p.stderr and not out.exists()
+
+
+def _warm_worker(address: str, *extra):
+    """`gpualign worker --scheduler address` started (its engines made, joined): the process."""
+    import subprocess
+
+    from cli_helper import cli_command, cli_env
+
+    proc = subprocess.Popen(cli_command("worker", "--scheduler", address, *extra), stderr=subprocess.PIPE,
+                            text=True, env=cli_env())
+    lines = []
+    for line in proc.stderr:  # "engines ready ...", then "joined ..."
+        lines.append(line)
+        if "joined" in line:
+            return proc, lines
+    raise AssertionError(f"the worker did not join: {''.join(lines)}")
+
+
+@pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_gpualign_worker_serves_runs_warm(inputs, tmp_path, device):
+    """`gpualign worker`: engines made before it joins (said on stderr), several runs served by the same warm
+    worker with the one-process run's bytes (pairs, edit and affine), its name in the summary; SIGTERM ends it
+    (exit 143) with nothing left behind."""
+    from distributed import LocalCluster
+
+    a, b = str(inputs / "a.fa"), str(inputs / "b.fa")
+    with LocalCluster(n_workers=0, dashboard_address=None, processes=False, protocol="tcp") as cluster:
+        proc, lines = _warm_worker(cluster.scheduler_address, "-t", "2", "--name", "warm0",
+                                   *(["--device", "cpu"] if device == "cpu" else []))
+        try:
+            assert "engines ready on " + ("the CPU" if device == "cpu" else "1 GPU slot") in lines[0]
+            for metric in ("edit", "affine", "edit"):
+                dev = [] if device == "gpu" else ["--device", "cpu"]
+                p = gpualign("pairs", a, b, "-o", str(tmp_path / "one.paf"), "--metric", metric, "-q",
+                             "--batch-bases", "400000", *dev)
+                assert p.returncode == 0, p.stderr
+                p = gpualign("pairs", a, b, "-o", str(tmp_path / "warm.paf"), "--metric", metric,
+                             "--batch-bases", "400000", "--scheduler", cluster.scheduler_address, *dev)
+                assert p.returncode == 0, p.stderr
+                assert (tmp_path / "one.paf").read_bytes() == (tmp_path / "warm.paf").read_bytes()
+                assert "worker:warm0" in p.stderr
+        finally:
+            proc.terminate()
+            rest = proc.stderr.read()
+            assert proc.wait(30) == 143 and "Traceback" not in rest, rest
+
+
+def test_gpualign_worker_bad_options(tmp_path):
+    for args, message in ((["--scheduler", "nowhere"], "--scheduler must be an address"),
+                          (["--scheduler", "tcp://127.0.0.1:1", "--gpus", "2", "--device", "cpu"],
+                           "--gpus cannot run with --device cpu")):
+        p = gpualign("worker", *args)
+        assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr, p.stderr
+    p = gpualign("worker", "--scheduler", "tcp://127.0.0.1:1", "--device", "cpu", "-t", "1", env=UNREACHABLE)
+    assert p.returncode == 1 and "cannot connect" in p.stderr and "Traceback" not in p.stderr, p.stderr

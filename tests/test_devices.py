@@ -14,7 +14,7 @@ import time
 import pytest
 
 from cli_helper import run_cli
-from gpualign import devices, stages
+from gpualign import devices, engines, stages
 from gpualign.cluster import ClusterSpec
 from gpualign.config import AlignConfig
 from gpualign.devices import DeviceLost, DeviceSet
@@ -197,6 +197,7 @@ def test_pairs_on_emulated_devices_give_the_same_bytes(pair_inputs, tmp_path, mo
         return [CpuEngine(1), CpuEngine(cfg.n_threads)], "engines: stand-in"
 
     monkeypatch.setattr(stages, "select_engines", chain)
+    monkeypatch.setattr(engines, "select_engines", chain)  # (each slot's own: devices.chain_set)
     monkeypatch.setattr(devices, "present", lambda gpus: [0, 0])
     monkeypatch.setattr(devices, "on_device", emulated)
     monkeypatch.setenv(devices.FAIL_ENV, fail)
@@ -234,6 +235,28 @@ def _body(path):
     return b"".join(x for x in path.read_bytes().splitlines(True) if not x.startswith(b"@PG"))
 
 
+def _same_scores_valid_cigars(one, dev, a, b, metric):
+    """Every PAF line of dev has one's columns and score (NM, AS) and a CIGAR that spells its pair and costs
+    its score (the CPU engine, which takes over once every device has left, may pick another optimal CIGAR)."""
+    import pysam
+
+    from gpualign.cigar import check_cigar, consumed, from_text, score_cigar
+
+    qs, ts = ([r.sequence.encode() for r in pysam.FastxFile(path)] for path in (a, b))
+    pen = AlignConfig(metric=metric).effective_penalties
+    rows = [(x.split("\t"), y.split("\t")) for x, y in zip(one.read_text().splitlines(), dev.read_text().splitlines())]
+    assert len(rows) == len(qs) == len(one.read_text().splitlines()) == len(dev.read_text().splitlines())
+    differ = 0
+    for i, (x, y) in enumerate(rows):
+        assert x[:14] == y[:14], (x, y)
+        ops = from_text(y[14].removeprefix("cg:Z:"))
+        check_cigar(qs[i], ts[i], ops)
+        assert consumed(ops) == (len(qs[i]), len(ts[i]))
+        assert score_cigar(ops, pen) == -int(y[13].removeprefix("AS:i:"))
+        differ += x[14] != y[14]
+    return differ
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("gpus,fail", [("1", ""), ("0,0", ""), ("0,0", "0:1"), ("1", "0:1")])
 def test_pairs_and_paf_on_this_hosts_gpus(pair_inputs, tmp_path, gpus, fail):
@@ -247,14 +270,23 @@ def test_pairs_and_paf_on_this_hosts_gpus(pair_inputs, tmp_path, gpus, fail):
         args = ["--metric", metric, "--batch-bases", "60000"]
         _gpualign("pairs", a, b, "-o", tmp_path / "one.paf", *args, "-q")
         p = _gpualign("pairs", a, b, "-o", tmp_path / "dev.paf", *args, "--gpus", gpus, env=env)
-        assert (tmp_path / "one.paf").read_bytes() == (tmp_path / "dev.paf").read_bytes()
+        if gpus == "1" and fail:  # the rest on the CPU engine: the same scores, CIGARs checked
+            _same_scores_valid_cigars(tmp_path / "one.paf", tmp_path / "dev.paf", a, b, metric)
+            assert "device:cpu" in p.stderr
+        else:
+            assert (tmp_path / "one.paf").read_bytes() == (tmp_path / "dev.paf").read_bytes()
         assert "device slot(s) in this process" in p.stderr and "devices_lost" in p.stderr
         assert f"devices_lost {1 if fail else 0}" in " ".join(p.stderr.split())
     pairs_and_candidates(tmp_path, 400, 2000, 0.08, seed=4)
     cargs = [tmp_path / "c.paf", tmp_path / "a.fa", tmp_path / "b.fa", "--batch-bases", "200000"]
     _gpualign("paf", *cargs, "-o", tmp_path / "one_r.paf", "-q")
     _gpualign("paf", *cargs, "-o", tmp_path / "dev_r.paf", "--gpus", gpus, "-q", env=env)
-    assert (tmp_path / "one_r.paf").read_bytes() == (tmp_path / "dev_r.paf").read_bytes()
+    if not (gpus == "1" and fail):
+        assert (tmp_path / "one_r.paf").read_bytes() == (tmp_path / "dev_r.paf").read_bytes()
+    else:  # (on the CPU engine after the first batch: the same query/target columns, NM and AS)
+        rows = [[ln.split("\t")[:14] for ln in (tmp_path / n).read_text().splitlines()]
+                for n in ("one_r.paf", "dev_r.paf")]
+        assert rows[0] == rows[1] and len(rows[0]) > 300
 
 
 @pytest.mark.gpu
@@ -266,11 +298,16 @@ def test_genome_and_search_on_this_hosts_gpus(tmp_path, gpus, fail):
     q, t = simulate(3, 150_000, 0.05, seed=5)
     write_fasta(str(tmp_path / "ga.fa"), q, "a")
     write_fasta(str(tmp_path / "gb.fa"), t, "b")
-    for extra in ([], ["--distance-only"]):
-        _gpualign("genome", tmp_path / "ga.fa", tmp_path / "gb.fa", "-o", tmp_path / "g1.out", "-q", *extra)
-        _gpualign("genome", tmp_path / "ga.fa", tmp_path / "gb.fa", "-o", tmp_path / "g2.out", "-q", "--gpus", gpus,
-                  *extra, env=env)
-        assert (tmp_path / "g1.out").read_bytes() == (tmp_path / "g2.out").read_bytes()
+    for extra, ext in (([], "paf"), (["--distance-only"], "tsv")):
+        _gpualign("genome", tmp_path / "ga.fa", tmp_path / "gb.fa", "-o", tmp_path / f"g1.{ext}", "-q", *extra)
+        _gpualign("genome", tmp_path / "ga.fa", tmp_path / "gb.fa", "-o", tmp_path / f"g2.{ext}", "-q", "--gpus",
+                  gpus, *extra, env=env)
+        if ext == "paf":
+            assert (tmp_path / "g1.paf").read_bytes() == (tmp_path / "g2.paf").read_bytes()
+        else:  # (the seconds column differs)
+            cols = [[ln.split("\t")[:6] for ln in (tmp_path / n).read_text().splitlines()]
+                    for n in ("g1.tsv", "g2.tsv")]
+            assert cols[0] == cols[1] and len(cols[0]) == 4
     pats = simulate(40, 24, 0.0, seed=8)[0]
     write_fasta(str(tmp_path / "p.fa"), pats, "p")
     text = simulate(4, 400_000, 0.0, seed=9)[0]

@@ -22,8 +22,9 @@ CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal ch
 
 THREADS = click.option("--threads", "-t", type=int, default=0, help="CPU worker processes (0 = all cores).")
 DEBUG = click.option("--debug", is_flag=True, help="Show tracebacks.")
-# the distributed path (cluster.py)
-GPUS = click.option("--gpus", help="Align on N GPUs of this host (or 'all'): one Dask worker per GPU (dask-cuda).")
+# several GPUs (devices.py) and the distributed path (cluster.py)
+GPUS = click.option("--gpus", help="Align on this host's GPUs from this process: N (the first N), 'all', or device "
+                                   "numbers (0,2; 0,0: two slots on one GPU).")
 SCHEDULER = click.option("--scheduler", help="Align on an existing Dask cluster (tcp://host:8786) whose workers have "
                                              "gpualign installed; this process reads and writes.")
 CPU_WORKERS = click.option("--cpu-workers", type=int, default=0,

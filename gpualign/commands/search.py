@@ -22,12 +22,13 @@ EPILOG = ("Examples:\n\n"
           "matches each base A/C/G/T it stands for and text letters other than A/C/G/T match nothing. "
           "Patterns: 1 to 1,024 bases. Names: TSV, PAF and BED take any pattern and record names, repeated "
           "or not; SAM/BAM refuse a pattern name that two patterns share (QNAME) and a record name that two "
-          "records share (@SQ). --gpus/--scheduler/--cpu-workers: the text's chunks are scanned by Dask "
-          "workers (the candidate end positions come back); the hits are aligned and written here, the same "
-          "bytes as one process.")
+          "records share (@SQ). --gpus: the text's chunks are scanned on this host's GPUs from this process; "
+          "--scheduler/--cpu-workers: by Dask workers (the candidate end positions come back); the hits are "
+          "aligned and written here, the same bytes as one process.")
 
 # the distributed path (cluster.py): as for pairs, but only the text's candidate scan runs on the workers
-GPUS = click.option("--gpus", help="Scan the text on N GPUs of this host (or 'all'): one Dask worker per GPU (dask-cuda); hits are aligned here.")
+GPUS = click.option("--gpus", help="Scan the text on this host's GPUs from this process: N, 'all' or device numbers "
+                                   "(0,2); hits are aligned on the first.")
 SCHEDULER = click.option("--scheduler", help="Scan the text on an existing Dask cluster (tcp://host:8786) whose workers have gpualign installed; this process reads, aligns the hits and writes.")
 CPU_WORKERS = click.option("--cpu-workers", type=int, default=0, help="Scan the text on N local Dask CPU workers (the distributed path without a GPU).")
 
