@@ -61,8 +61,8 @@ class CloseEngines(WorkerPlugin):
 
 def genome_pair(qn: str, tn: str, q, t, prune: bool, cpu_method: str, cfg: AlignConfig, run: str, seq: int):
     """`gpualign genome`'s work for one record pair (q, t: the character rule applied) on this worker's
-    GPU, or its CPU: (genome.compute_pair's tuple, {}, worker name, busy seconds)."""
-    from .genome import compute_pair, use_gpu
+    GPU, or its CPU: (genome_pair.compute_pair's tuple, {}, worker name, busy seconds)."""
+    from .genome_pair import compute_pair, use_gpu
 
     worker = get_worker()
     worker.log_event(START_EVENT, {"run": run, "batch": seq})
@@ -75,7 +75,7 @@ def search_chunk(pats, chunk, cfg: SearchConfig, run: str, seq: int):
     """`gpualign search`'s candidate scan of one text chunk (search/text.py's Chunk) by this worker's search
     engine, built and started at the run's first chunk (an earlier run's engine closed then). Logs START_EVENT
     first. Returns (Cands, {engine name: 1}, worker name, busy seconds)."""
-    from .search.run import make_engine
+    from .search.engines import make_engine
 
     worker = get_worker()
     worker.log_event(START_EVENT, {"run": run, "batch": seq})

@@ -3,7 +3,7 @@ length, without computing it.
 
 `gpualign genome` prints it (the CPU notice's "sampled divergence", with the time it expects) and
 decides with it: the CPU method (engines/cpu_long.py) and the GPU kernel, its band and whether the
-anchored bound is worth computing (genome.kernel_options). Only speed and the notice depend on it.
+anchored bound is worth computing (genome_pair.kernel_options). Only speed and the notice depend on it.
 
 - Pairs of up to EXACT_SMALL DP cells, or up to EXACT_CELLS where the windows below expect edlib's
   work (longer length x distance) under EXACT_WORK: the exact value (edlib).

@@ -1,6 +1,6 @@
 """`gpualign genome` without --distance-only: an optimal alignment (packed CIGAR) of one long pair.
 
-GPU: the distance from the kernel genome.kernel_options picks (the bit-parallel one gives a first
+GPU: the distance from the kernel genome_pair.kernel_options picks (the bit-parallel one gives a first
 Hirschberg split with it); when the anchored upper bound (long_bound.py) equals the distance, its path
 of anchors and gaps is an optimal one and gives the pieces, else Hirschberg splits from the whole pair.
 hirschberg.align_path splits the pieces further (gpu_long.BpSplitter, a level's pieces side by side)
@@ -86,7 +86,7 @@ def anchored_pieces(n: int, m: int, path) -> hirschberg.Pieces:
 def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict | None, progress=None,
              chain=None):
     """(distance, packed CIGAR, stats) on the GPU, or None when the bit-parallel kernel cannot take
-    the strings (more than 31 distinct symbols). plan: genome.kernel_options; bound: long_bound's dict
+    the strings (more than 31 distinct symbols). plan: genome_pair.kernel_options; bound: long_bound's dict
     (gpu_bound(..., detail=True)) or None. The distance comes from the kernel the plan picks (the
     bit-parallel one also gives the first split); when it equals the anchored bound, the bound's path
     gives the pieces (how = "anchors"), else Hirschberg starts from the whole pair (how = "split").

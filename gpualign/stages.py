@@ -7,6 +7,7 @@ with its submit/flush) and the run's summary (Summary)."""
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import queue
@@ -377,6 +378,24 @@ def cluster_summary(remote, summary: Summary) -> None:
         summary.stage_seconds["align"] = sum(w.busy for w in remote.stats.values())
 
 
+_END = object()
+
+
+def in_order(items, submit, full):
+    """(item, handle, waiting) for each of items, in their order, once enough are in flight: submit(item)
+    starts an item and returns its handle (a future, a function to wait on); an item is given out once
+    full(pending) says so (pending: a deque of the (item, handle) started and not yet given out, the item
+    submitted last at its end), and every one at the end; waiting: how many are still in flight then. The
+    window every runner keeps (batches, text chunks, record pairs)."""
+    pending: collections.deque = collections.deque()
+    for item in itertools.chain(items, [_END]):
+        if item is not _END:
+            pending.append((item, submit(item)))
+        while pending and (item is _END or full(pending)):
+            done, handle = pending.popleft()
+            yield done, handle, len(pending)
+
+
 def _verify(batch, res, checker, cfg, fraction: float, summary: Summary) -> None:
     """Score a random fraction of the pairs again with checker (engines.check: a library other than the
     engines'); count the scores that agree (optimal)."""
@@ -411,36 +430,34 @@ def stream(batches, chain, cfg, out, summary: Summary, progress,
     def written(n: int) -> None:
         summary.written += n
 
-    pending = []
     # batches aligned at once: as many as the first engine takes (each from a thread of its own)
     workers = max(1, int(chain[0].concurrent)) if chain and remote is None else 1
     if remote is not None:
         workers = remote.window
     try:
         with ThreadPoolExecutor(workers) as aligner:
-            for item in itertools.chain(ahead, [None]):  # None: the end
-                if item is not None and remote is not None:
-                    pending.append((item, remote.submit(item)))
-                elif item is not None:
-                    prefetch(item, chain, cfg)  # its upload overlaps the batch aligning now
-                    pending.append((item, aligner.submit(align, item)))
-                # keep `workers` batches aligning while the one before them is written
-                while pending and (item is None or len(pending) > workers):
-                    batch, fut = pending.pop(0)
-                    res, counts = fut.result()
-                    batch.device = None  # aligned: its sequences on the GPU (fastx_device's) can go
-                    t0 = time.perf_counter()
-                    out.submit(batch, res, written)
-                    interrupt.phase("write")
-                    stages["write"] += time.perf_counter() - t0
-                    summary.pairs += batch.n
-                    summary.bases += batch.bases
-                    summary.failed += int((res.status != OK).sum())
-                    summary.add_counts(counts)
-                    if verify > 0:
-                        _verify(batch, res, checker, cfg, verify, summary)
-                    if progress:
-                        progress(summary.pairs, summary.bases)
+            def submit(batch):
+                if remote is not None:
+                    return remote.submit(batch)
+                prefetch(batch, chain, cfg)  # its upload overlaps the batch aligning now
+                return aligner.submit(align, batch)
+
+            # keep `workers` batches aligning while the one before them is written
+            for batch, fut, _ in in_order(ahead, submit, lambda pending: len(pending) > workers):
+                res, counts = fut.result()
+                batch.device = None  # aligned: its sequences on the GPU (fastx_device's) can go
+                t0 = time.perf_counter()
+                out.submit(batch, res, written)
+                interrupt.phase("write")
+                stages["write"] += time.perf_counter() - t0
+                summary.pairs += batch.n
+                summary.bases += batch.bases
+                summary.failed += int((res.status != OK).sum())
+                summary.add_counts(counts)
+                if verify > 0:
+                    _verify(batch, res, checker, cfg, verify, summary)
+                if progress:
+                    progress(summary.pairs, summary.bases)
         t0 = time.perf_counter()
         out.flush()
         stages["write"] += time.perf_counter() - t0

@@ -87,7 +87,8 @@ def end_to_end(tmp, q, t, repeats=1):
     where seconds is the median of `repeats` runs and stages times the host steps alone afterwards (reading
     both files, the divergence estimate)."""
     from gpualign.config import AlignConfig
-    from gpualign.genome import _pairs, kernel_options, run_genome
+    from gpualign.genome import _pairs, run_genome
+    from gpualign.genome_pair import kernel_options
 
     paths = []
     for name, seq in (("a", q), ("b", t)):
@@ -115,7 +116,7 @@ def path_run(tmp, q, t, distance, repeats=1):
 
     from gpualign import cigar as C
     from gpualign.config import AlignConfig
-    from gpualign.genome import gpu_bound, kernel_options
+    from gpualign.genome_pair import gpu_bound, kernel_options
     from gpualign.genome_path import gpu_path
     from gpualign.hirschberg import edits
 
@@ -183,7 +184,7 @@ def main():
     a = ap.parse_args()
     from gpualign.config import AlignConfig
     from gpualign.engines import gpu_long
-    from gpualign.genome import gpu_bound, kernel_options
+    from gpualign.genome_pair import gpu_bound, kernel_options
 
     jobs = []
     for name in [s for s in a.sets.split(",") if s]:

@@ -494,7 +494,8 @@ def genome_args(ap) -> None:
 def genome(a) -> None:
     from gpualign.config import AlignConfig
     from gpualign.engines import gpu_long
-    from gpualign.genome import _pairs, gpu_bound, kernel_options
+    from gpualign.genome import _pairs
+    from gpualign.genome_pair import gpu_bound, kernel_options
 
     if a.real:
         _, _, q, t = next(_pairs(*a.real, None, None))

@@ -7,7 +7,7 @@ import pytest
 from cli_helper import run_cli
 from gpualign.config import AlignConfig
 from gpualign.engines import cpu_long
-from gpualign.genome import gpu_bound
+from gpualign.genome_pair import gpu_bound
 from oracles import edit
 
 
@@ -266,20 +266,21 @@ def test_gpu_run_genome_n_mismatch_rule(tmp_path, monkeypatch, kernel, bound):
     """`gpualign genome --n-mismatch` on the GPU (run_genome) with each kernel forced: the wavefront
     kernel with the anchored bound, the bit-parallel one with it and with a far too narrow guessed band
     (widened until it holds the result)."""
-    from gpualign import genome
+    from gpualign import genome, genome_pair
 
     q = rand(400_000, 31)[:150_000] + b"N" * 20_000 + rand(400_000, 31)[170_000:]
     t = mutate(rand(400_000, 31), 0.12, 32)
     (tmp_path / "a.fa").write_bytes(b">a\n" + q + b"\n")
     (tmp_path / "b.fa").write_bytes(b">b\n" + t + b"\n")
-    qa, ta = genome._apply_rule(np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8), True)
+    qa, ta = genome_pair.apply_rule(np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8), True)
     want = edlib.align(qa.tobytes(), ta.tobytes(), task="distance")["editDistance"]
     assert want <= gpu_bound(qa, ta, AlignConfig(distance_only=True))
-    monkeypatch.setattr(genome, "BOUND_MIN_D", 1 if bound else 1 << 40)
-    monkeypatch.setattr(genome, "BP_SLACK", 0.01)
-    monkeypatch.setattr(genome, "WFA_CELLS_PER_S" if kernel == "bp" else "BP_STEP_S", 1e-3 if kernel == "bp" else 1.0)
+    monkeypatch.setattr(genome_pair, "BOUND_MIN_D", 1 if bound else 1 << 40)
+    monkeypatch.setattr(genome_pair, "BP_SLACK", 0.01)
+    monkeypatch.setattr(genome_pair, "WFA_CELLS_PER_S" if kernel == "bp" else "BP_STEP_S",
+                        1e-3 if kernel == "bp" else 1.0)
     bounded = []
-    monkeypatch.setattr(genome, "gpu_bound", lambda *a: bounded.append(gpu_bound(*a)) or bounded[-1])
+    monkeypatch.setattr(genome_pair, "gpu_bound", lambda *a: bounded.append(gpu_bound(*a)) or bounded[-1])
     cfg = AlignConfig(distance_only=True, n_mismatch=True, device="gpu")
     res = genome.run_genome(str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), str(tmp_path / "o.tsv"), cfg)
     assert bool(bounded) == bound and res[0].distance == want and res[0].engine == f"gpu-long:{kernel}"

@@ -332,7 +332,7 @@ def test_gpu_path_large(n, rate, oracle):
         want = edlib.align(q, t, task="distance")["editDistance"]
     else:
         want = gpu_long.distance(codes(q), codes(t))["distance"]
-    from gpualign.genome import gpu_bound, kernel_options
+    from gpualign.genome_pair import gpu_bound, kernel_options
 
     a, b = codes(q), codes(t)
     plan = kernel_options(a, b)

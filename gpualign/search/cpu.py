@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import DeviceError
 from . import alphabet as A
+from .engines import SearchEngine
 from .hits import Cands
 
 PART = 1 << 18  # bases per task at least (a task's cost beyond its search: a call per pattern-strand)
@@ -52,7 +53,7 @@ def _search(task: tuple) -> tuple:
     return np.concatenate(ps_l), np.concatenate(j_l), np.concatenate(d_l)
 
 
-class SassyEngine:
+class SassyEngine(SearchEngine):
     name = "cpu-sassy"
     gpu = False
 

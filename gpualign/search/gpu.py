@@ -16,6 +16,7 @@ from ..errors import ConfigError, DeviceError, GpualignError
 from . import alphabet as A
 from . import patterns as PT
 from . import seeds as SD
+from .engines import SearchEngine
 from .hits import Cands
 
 TILE = 4096  # reported bases per thread (a tile); the warm-up before it is 32 * W + k - 1 bases
@@ -137,7 +138,7 @@ class _Seeds:
 KERNELS = ("myers_search.cu", _all_names(), ())
 
 
-class GpuSearchEngine:
+class GpuSearchEngine(SearchEngine):
     name = "gpu-myers"
     gpu = True
 

@@ -1,6 +1,7 @@
-"""`gpualign search`: patterns -> engine over the streamed text -> hits -> writer, with a summary. With a
-cluster (--gpus/--scheduler/--cpu-workers) the engine's candidate scan runs on Dask workers, chunk by chunk;
-everything else stays here, in chunk order, so the output is the same bytes."""
+"""`gpualign search`: patterns -> engine over the streamed text -> hits -> writer, with a summary. With --gpus
+the engine's candidate scan runs on this host's GPUs (a search engine per device, devices.py), with a cluster
+(--scheduler/--cpu-workers) on Dask workers, chunk by chunk; everything else stays here, in chunk order, so
+the output is the same bytes."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ import numpy as np
 
 from .. import interrupt, memory
 from ..config import SearchConfig
-from ..errors import DeviceError
 from ..progress import input_bases
-from ..stages import Output, ReadAhead, WriteBehind
+from ..stages import Output, ReadAhead, WriteBehind, in_order
 from ..workers import ENGINE_BASES, fork_pool, sized
 from . import patterns as PT
+from .engines import engine_class, remote_engine
 from .hits import Collector
 from .output import HitWriter, infer_format
 from .text import TextReader
@@ -57,42 +58,6 @@ class SearchSummary:
             shown = ",".join(self.capped[:20]) + (f",... ({len(self.capped)} in all)" if len(self.capped) > 20 else "")
             rows.append(("capped_patterns", shown))
         return rows
-
-
-def make_engine(pats, cfg: SearchConfig, notice):
-    return engine_class(cfg, notice).make(pats, cfg)
-
-
-def engine_class(cfg: SearchConfig, notice):
-    """The engine this process runs: the GPU one if a GPU is usable (and not --device cpu), else the CPU one."""
-    from ..engines._cuda import gpu_status
-
-    if cfg.device != "cpu":
-        ok, why = gpu_status()
-        if ok:
-            from .gpu import GpuSearchEngine
-
-            return GpuSearchEngine
-        if cfg.device == "gpu":
-            raise DeviceError(f"--device gpu: no usable GPU ({why})")
-        if notice:
-            notice(f"no GPU ({why}): searching on the CPU (sassy-rs, {cfg.n_threads} threads)")
-    from .cpu import SassyEngine
-
-    return SassyEngine
-
-
-def remote_engine(cfg: SearchConfig, cluster):
-    """The engine class the workers of cluster (a cluster.ClusterSpec) run, for its name and chunk geometry: the
-    CPU one for --cpu-workers or --device cpu, else the GPU one (whose geometry also serves the CPU engine of a
-    --scheduler worker without a GPU under --device auto)."""
-    if cluster.cpu_workers or cfg.device == "cpu":
-        from .cpu import SassyEngine
-
-        return SassyEngine
-    from .gpu import GpuSearchEngine
-
-    return GpuSearchEngine
 
 
 def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cfg: SearchConfig,
@@ -318,19 +283,20 @@ def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
     from ..cluster_worker import search_chunk
 
     bare = PT.Patterns([], pats.codes, pats.pattern, pats.minus)  # what the engines use, sent with each chunk
-    pending, ran = [], set()
-    for ch in itertools.chain(chunks, [None]):  # None: the end
-        if ch is not None:
-            bases = int(ch.length.sum())
-            pending.append((ch, remote.submit_task(_scan_here, ch, pairs=bases) if remote.in_process
-                            else remote.submit_task(search_chunk, bare, ch, remote.cfg, pairs=bases)))
-        while pending and (ch is None or len(pending) >= remote.window):
-            done, fut = pending.pop(0)
-            interrupt.phase("search")
-            cands, counts = fut.result()
-            ran.update(counts)
-            summary.engine = ",".join(sorted(ran))
-            yield done, cands
+    ran = set()
+
+    def submit(ch):
+        bases = int(ch.length.sum())
+        if remote.in_process:
+            return remote.submit_task(_scan_here, ch, pairs=bases)
+        return remote.submit_task(search_chunk, bare, ch, remote.cfg, pairs=bases)
+
+    for done, fut, _ in in_order(chunks, submit, lambda pending: len(pending) >= remote.window):
+        interrupt.phase("search")
+        cands, counts = fut.result()
+        ran.update(counts)
+        summary.engine = ",".join(sorted(ran))
+        yield done, cands
 
 
 def _init_worker() -> None:

@@ -1,0 +1,204 @@
+"""One record pair of `gpualign genome`: its exact edit distance, or an optimal alignment, on the GPU (the kernel
+chosen from a sampled divergence estimate: engines/gpu_long.py; the path: genome_path.py) or on the CPU
+(engines/cpu_long.py, in a killable child process). What the runner (genome.py) and a Dask worker
+(cluster_worker.genome_pair) both compute; no reading or writing here."""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import interrupt, pack
+from .config import AlignConfig
+from .errors import DeviceError
+from .hirschberg import edits
+from .progress import duration, ticking
+
+
+def apply_rule(q: np.ndarray, t: np.ndarray, n_mismatch: bool):
+    """The character rule in the strings' bytes: with n_mismatch every letter other than A/C/G/T made a
+    wildcard that matches nothing (copies); else the strings as they are."""
+    if not n_mismatch:
+        return q, t
+    return pack.make_wild(q.copy(), pack.Q_WILD), pack.make_wild(t.copy(), pack.T_WILD)
+
+
+BOUND_MIN_D = 200_000  # expected distances at least this large get an anchored upper bound first
+BOUND_MAX_RATE = 0.30  # beyond this divergence (divergence.py's estimate) exact 16-mer anchors are too rare
+# to help (G4 of scripts/bench_genome.py, 47% edits: 32.5%)
+WARP_EXTEND_BELOW = 0.05  # divergence under which runs of matches are long enough for warp-wide extend
+# cost models of the two GPU kernels (H100 measurements; they only choose, both are exact)
+WFA_CELLS_PER_S = 1.5e11  # wavefront cells (diagonals x steps) per second, pruned with the bound
+WFA_STEP_S = 1.1e-6  # seconds per wavefront step at least (close strings)
+BP_STEP_S = 6.5e-8  # seconds per DP column: the banded bit-parallel kernel's sequential chain
+BP_CELLS_PER_S = 1.5e13  # its DP cells (rows x band) per second when enough strips run at once
+BP_SLACK = 1.25  # band from the estimate: this much above the estimated distance (too narrow: widened)
+
+
+@dataclass
+class KernelPlan:
+    kernel: str  # "wfa" (tiled wavefront) or "bp" (banded bit-parallel)
+    bound: bool  # compute the anchored upper bound first
+    warp_extend: bool  # wavefront kernel: warp-wide extend
+    guess: int  # an estimate of the distance (sampled)
+    band_guess: int  # bit-parallel kernel without a bound: the band parameter to try first
+    anchored: bool = False  # close enough for exact 16-mer anchors (the alignment path tries them)
+
+
+def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
+    """Which kernel, with which help, from a sampled divergence estimate. The wavefront kernel costs
+    ~d^2/2 cells (with the bound) but at least one step per edit, the bit-parallel one ~n x band cells
+    but at least one step per column (of half the target, met in the middle): wavefronts win on close
+    strings (on 5 Mbp below ~3%), bit-parallel on distant ones. The bound halves the wavefront kernel's
+    cells and narrows the bit-parallel band, but costs ~10 ms per Mbp: worth it when the distance is
+    large and anchors can be found. Warp-wide extend pays where runs of matches are long (close
+    strings)."""
+    from .divergence import estimate as estimate_divergence
+    from .engines import gpu_long
+
+    n, m = len(q), len(t)
+    top = max(n, m)
+    rate = estimate_divergence(q, t)  # read in place (a copy of 2 x 48 Mbp took longer than the estimate)
+    guess = int(rate * top)
+    bound = rate <= BOUND_MAX_RATE and guess >= BOUND_MIN_D
+    wfa_s = max(guess * guess / 2 / WFA_CELLS_PER_S, guess * WFA_STEP_S)
+    band_guess = int(BP_SLACK * guess) + abs(n - m) + 1024
+    width = min(top, band_guess + 1024)
+    halves = 2 if m >= gpu_long.BP_SPLIT_MIN else 1  # two halves met in the middle: half the steps
+    bp_s = max((m / halves + width) * BP_STEP_S, n * width / BP_CELLS_PER_S)
+    return KernelPlan("bp" if bp_s < wfa_s else "wfa", bound, rate < WARP_EXTEND_BELOW, guess, band_guess,
+                      rate <= BOUND_MAX_RATE)
+
+
+def gpu_bound(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, detail: bool = False):
+    """An upper bound on the distance (long_bound.py): anchors found on the device (engines/gpu_anchors.py),
+    gaps aligned by the GPU eWFA engine (the strings already carry the character rule, so the gaps use plain
+    bytes). detail: long_bound.upper_bound's whole dict (with the path behind the bound)."""
+    from . import long_bound
+    from .engines import gpu_anchors
+
+    gap_cfg = AlignConfig(distance_only=True, device="gpu", threads=cfg.threads)
+    r = long_bound.upper_bound(q, t, _gap_chain(), gap_cfg, find=gpu_anchors.anchors)
+    return r if detail else r["bound"]
+
+
+@functools.lru_cache(maxsize=1)
+def _gap_chain() -> list:
+    """The engine chain that aligns the bound's gaps: one for the run (an engine per record pair started
+    its streams and buffers again each time)."""
+    from .engines.gpu_edit import GpuEditEngine
+
+    return [GpuEditEngine()]
+
+
+def use_gpu(device: str) -> bool:
+    from .engines._cuda import gpu_status
+
+    if device == "cpu":  # no CUDA context for a CPU run
+        return False
+    ok, what = gpu_status()
+    if device == "gpu" and not ok:
+        raise DeviceError(f"--device gpu: no GPU available ({what})")
+    return ok
+
+
+def _bound(q, t, cfg, detail: bool = False):
+    """gpu_bound, or None when the device runs out of memory for it (no bound: the same result)."""
+    from .engines import is_out_of_memory
+
+    try:
+        return gpu_bound(q, t, cfg, detail)
+    except Exception as err:  # noqa: BLE001 - only memory errors are handled, the rest re-raised
+        if not is_out_of_memory(err):
+            raise
+    return None
+
+
+def _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn):
+    """(result dict, kernel) on the GPU, or (None, None) when the device runs out of memory."""
+    from .engines import gpu_long, is_out_of_memory
+
+    plan = kernel_options(q, t)
+    upper = _bound(q, t, cfg) if prune and plan.bound else None
+    try:
+        if plan.kernel == "bp" and prune:  # a guessed band is widened until it holds the result
+            r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, progress=progress)
+            if r is not None:
+                return r, "bp"
+        return gpu_long.distance(q, t, prune=prune, progress=progress, upper=upper,
+                                 warp_extend=plan.warp_extend), "wfa"
+    except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
+        if not is_out_of_memory(err):
+            raise
+        if on_notice:
+            on_notice(f"warning: {qn} vs {tn}: out of GPU memory, computing on the CPU")
+    return None, None
+
+
+def _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain=None):
+    """(distance, packed CIGAR, cells, how) on the GPU, or None (the CPU path instead); chain: as
+    genome_path.gpu_path's."""
+    from . import genome_path
+    from .engines import is_out_of_memory
+
+    plan = kernel_options(q, t)
+    bound = _bound(q, t, cfg, detail=True) if plan.anchored else None
+    try:
+        r = genome_path.gpu_path(q, t, cfg, plan, bound, progress, chain)
+    except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
+        if not is_out_of_memory(err):
+            raise
+        if on_notice:
+            on_notice(f"warning: {qn} vs {tn}: out of GPU memory, aligning on the CPU")
+        return None
+    if r is None:
+        return None
+    d, ops, stats = r
+    return d, ops, stats["cells"], stats["how"]
+
+
+def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
+    """(distance, packed CIGAR or None, engine name) on the CPU, in a killable child process (the C
+    call would hold this one, deaf to signals, until it returns)."""
+    from .engines import cpu_long
+
+    qb, tb = q.tobytes(), t.tobytes()
+    method, rate, expected = cpu_long.plan(qb, tb, cpu_method)
+    if with_path:
+        expected *= cpu_long.PATH_FACTOR
+    if on_notice:
+        on_notice(f"{qn} vs {tn}: cpu-{method}{' alignment path' if with_path else ''}, sampled divergence "
+                  f"{100 * rate:.1f}%: expected to take about {duration(expected)}")
+    info = {"kernel": "cpu", "method": method, "pair": f"{qn} vs {tn}", "expected": expected}
+    with ticking(progress, info):
+        if with_path:
+            ops, how = interrupt.killable(cpu_long.path, qb, tb, method)
+            return edits(ops), ops, f"cpu-{how}"
+        d, how = interrupt.killable(cpu_long.distance, qb, tb, method)
+    return d, None, f"cpu-{how}"
+
+
+def compute_pair(qn, tn, q, t, cfg, gpu: bool, prune: bool, cpu_method: str, progress=None, on_notice=None,
+                 chain=None):
+    """One record pair (q, t: the character rule applied): (distance, packed CIGAR or None, cells or None,
+    engine label, engine name, seconds); the alignment too unless cfg.distance_only (chain: the engines
+    that align the path's leaves, genome_path.leaf_chain's, or None: started for this pair)."""
+    start = time.perf_counter()
+    r = ops = cells = None
+    if gpu and not cfg.distance_only:
+        r = _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain)
+        if r is not None:
+            d, ops, cells, how = r
+            engine = f"gpu-long:path:{how}"
+    elif gpu:
+        r, kernel = _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn)
+        if r is not None:
+            d, cells, engine = r["distance"], r["cells"], f"gpu-long:{kernel}"
+    code = "gpu-long"
+    if r is None:
+        d, ops, engine = _on_cpu(q, t, cpu_method, not cfg.distance_only, progress, on_notice, qn, tn)
+        cells, code = None, "cpu-long"
+    return d, ops, cells, engine, code, time.perf_counter() - start

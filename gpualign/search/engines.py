@@ -1,0 +1,83 @@
+"""The search engines' contract (SearchEngine: what search/run.py, a --gpus device slot and a Dask worker call)
+and which engine runs (engine_class, make_engine, remote_engine). The engines: search/gpu.py (Myers' bit-parallel
+search with seed filters, CuPy) and search/cpu.py (sassy-rs in worker processes)."""
+
+from __future__ import annotations
+
+from ..config import SearchConfig
+from ..errors import DeviceError
+
+
+class SearchEngine:
+    """A search engine: the candidate end positions of every pattern-strand with <= k edits in a text chunk.
+    Made by make(pats, cfg) (patterns.Patterns, a SearchConfig), then start() (worker processes, kernels);
+    per chunk (text.Chunk) submit(chunk) starts its scan without waiting and collect(submitted) gives its
+    hits.Cands (run.py submits a chunk before it collects the one before); search(chunk) does both; close()
+    at the end, whatever happened. geometry(pats, k): the (context, gap) of the chunks it needs, known before
+    it is made; aligner(): the hits' aligner to use beside it (None: hits.py's own)."""
+
+    name = ""
+    gpu = False
+
+    @classmethod
+    def make(cls, pats, cfg: SearchConfig) -> "SearchEngine":
+        raise NotImplementedError
+
+    @staticmethod
+    def geometry(pats, k: int) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """Make what it runs on, before the first chunk."""
+
+    def close(self) -> None:
+        """Release what start() made (idempotent)."""
+
+    def aligner(self):
+        return None
+
+    def submit(self, chunk):
+        raise NotImplementedError
+
+    def collect(self, submitted):
+        raise NotImplementedError
+
+    def search(self, chunk):
+        return self.collect(self.submit(chunk))
+
+
+def make_engine(pats, cfg: SearchConfig, notice) -> SearchEngine:
+    """The engine this process runs (engine_class's), made for pats."""
+    return engine_class(cfg, notice).make(pats, cfg)
+
+
+def engine_class(cfg: SearchConfig, notice):
+    """The engine this process runs: the GPU one if a GPU is usable (and not --device cpu), else the CPU one."""
+    from ..engines._cuda import gpu_status
+
+    if cfg.device != "cpu":
+        ok, why = gpu_status()
+        if ok:
+            from .gpu import GpuSearchEngine
+
+            return GpuSearchEngine
+        if cfg.device == "gpu":
+            raise DeviceError(f"--device gpu: no usable GPU ({why})")
+        if notice:
+            notice(f"no GPU ({why}): searching on the CPU (sassy-rs, {cfg.n_threads} threads)")
+    from .cpu import SassyEngine
+
+    return SassyEngine
+
+
+def remote_engine(cfg: SearchConfig, cluster):
+    """The engine class the workers of cluster (a cluster.ClusterSpec) run, for its name and chunk geometry: the
+    CPU one for --cpu-workers or --device cpu, else the GPU one (whose geometry also serves the CPU engine of a
+    --scheduler worker without a GPU under --device auto)."""
+    if cluster.cpu_workers or cfg.device == "cpu":
+        from .cpu import SassyEngine
+
+        return SassyEngine
+    from .gpu import GpuSearchEngine
+
+    return GpuSearchEngine
