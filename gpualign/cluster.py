@@ -7,8 +7,8 @@ The client reads the input and sends each PairBatch, without its names, to a wor
 access to the input files. Each worker (cluster_worker.py) builds its engine chain once, closes it when
 the worker closes, and aligns the batches it is given;
 the results come back through stages.stream in input order, to the same writers, so the output is the
-same bytes as a one-process run. At most `window` batches are in flight (two per worker, or the workers'
-threads if more: a `gpualign worker` on several GPUs, cluster_worker.Host): bounded
+same bytes as a one-process run. At most `window` batches are in flight (two per worker; a `gpualign worker`
+says how many it takes: cluster_worker.Host): bounded
 memory. A worker that dies takes its batches with it and Dask runs them elsewhere (a batch is given up
 after RETRIES worker deaths); each batch logs an event when it starts, so the summary counts the batches
 that started more than once. Units are whole batches (2^25 bases by default, far more than Dask's ~1 ms
@@ -34,6 +34,7 @@ from .errors import ConfigError, DeviceError
 RETRIES = 3  # worker deaths a batch may survive (Dask's allowed failures per task)
 # a scheduler's address as distributed takes it: [scheme://]host:port, host a name, an IPv4 or an [IPv6]
 ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
+BATCHES_RESOURCE = "gpualign-batches"  # a `gpualign worker`'s Dask resource: the batches it takes at once
 CONNECT_TIMEOUT_ENV = "GPUALIGN_CONNECT_TIMEOUT"  # seconds to reach --scheduler's cluster (default 10)
 
 
@@ -151,7 +152,7 @@ class ClusterAligner:
     stats: dict = field(default_factory=dict)
     seq: int = 0
     workers: int = 1
-    slots: int = 0  # the workers' threads, together
+    slots: int = 0  # batches the workers take at once, together (two each; a `gpualign worker` says its own)
     scratch: str = ""
     loop_runner: object = None
     _restore_spawn: object = field(default=lambda: None, repr=False)  # spawn_ignoring_sigint's undo
@@ -188,7 +189,7 @@ class ClusterAligner:
         self.client.wait_for_workers(1, timeout=60)
         info = self.client.scheduler_info()["workers"]
         self.workers = max(1, len(info))
-        self.slots = sum(int(w.get("nthreads", 1)) for w in info.values())  # (a `gpualign worker`: its GPUs')
+        self.slots = sum(int((w.get("resources") or {}).get(BATCHES_RESOURCE, 2)) for w in info.values())
         device = "cpu" if s.cpu_workers else self.cfg.device
         self.cfg = dataclasses.replace(self.cfg, threads=threads, device=device)
         return f"engines on {what}, {self.workers} worker(s) up, {self.units[1]} sent by this client"
@@ -205,8 +206,8 @@ class ClusterAligner:
 
     @property
     def window(self) -> int:
-        """Batches in flight: two per worker, or as many as the workers run at once if more (a `gpualign
-        worker` has a thread per batch its GPUs take at once, and one more per GPU)."""
+        """Batches in flight: two per worker, or a `gpualign worker`'s own count (its BATCHES_RESOURCE: the
+        batches its GPUs run at once and one more each)."""
         return max(2 * self.workers, self.slots)
 
     def submit(self, batch) -> _Result:

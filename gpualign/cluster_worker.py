@@ -185,7 +185,7 @@ def serve(scheduler: str, gpus: str | None, threads: int, name: str | None, noti
 
     from distributed import Worker
 
-    from .cluster import connect_timeout, quiet_dask
+    from .cluster import BATCHES_RESOURCE, connect_timeout, quiet_dask
     from .errors import DeviceError
 
     global _host
@@ -199,7 +199,8 @@ def serve(scheduler: str, gpus: str | None, threads: int, name: str | None, noti
         async def run() -> None:
             try:
                 worker = await Worker(scheduler, nthreads=host.slots, name=name, dashboard=False,
-                                      death_timeout=connect_timeout(), local_directory=scratch)
+                                      death_timeout=connect_timeout(), local_directory=scratch,
+                                      resources={BATCHES_RESOURCE: host.slots})  # (the client's window)
             except (OSError, asyncio.TimeoutError) as e:
                 raise DeviceError(f"--scheduler {scheduler}: cannot connect ({e})") from None
             notice(f"joined {scheduler} as {worker.name}, {host.slots} batch(es) at once")

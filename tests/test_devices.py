@@ -212,6 +212,53 @@ def test_pairs_on_emulated_devices_give_the_same_bytes(pair_inputs, tmp_path, mo
     assert sum(int(v.split()[0]) for k, v in rows.items() if k.startswith("device:")) == 1500
 
 
+def test_gpus_paths_need_no_dask(pair_inputs, tmp_path, monkeypatch):
+    """--gpus runs without Dask's distributed installed: pairs through emulated devices, and search's chunks
+    through device slots (an engine that tags each chunk), in order."""
+    import sys
+    import types
+
+    import numpy as np
+
+    from gpualign.engines import CpuEngine
+    from gpualign.pipeline import run_pairs
+    from gpualign.search.run import SearchSummary, _scanned
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # (any import of it raises ImportError)
+    monkeypatch.delitem(sys.modules, "gpualign.cluster_worker", raising=False)  # (imported again: it fails)
+    with pytest.raises(ImportError):
+        import distributed  # noqa: F401
+    monkeypatch.setattr(stages, "select_engines", lambda cfg: ([CpuEngine(1), CpuEngine(1)], "stand-in"))
+    monkeypatch.setattr(engines, "select_engines", lambda cfg: ([CpuEngine(1), CpuEngine(1)], "stand-in"))
+    monkeypatch.setattr(devices, "present", lambda gpus: [0, 1])
+    monkeypatch.setattr(devices, "on_device", emulated)
+    a, b = str(pair_inputs / "a.fa"), str(pair_inputs / "b.fa")
+    cfg = AlignConfig(device="cpu", threads=1, batch_bases=40_000)
+    run_pairs(a, b, str(tmp_path / "one.paf"), None, cfg, "gpualign")
+    run_pairs(a, b, str(tmp_path / "dev.paf"), None, cfg.with_(device="auto"), "gpualign",
+              cluster=ClusterSpec(gpus="2"))
+    assert (tmp_path / "one.paf").read_bytes() == (tmp_path / "dev.paf").read_bytes()
+
+    class Tagger:
+        name = "tagger"
+
+        def search(self, chunk):
+            time.sleep(0.001 * (chunk.i % 3))
+            return ("cands", chunk.i)
+
+    ds = DeviceSet([0, 1], lambda d: Tagger(), lambda e: None, context=emulated, units=("bases", "chunks"))
+    ds.start()
+    try:
+        chunks = [types.SimpleNamespace(i=i, length=np.array([10, 5])) for i in range(12)]
+        pats = types.SimpleNamespace(codes=[], pattern=np.zeros(0), minus=np.zeros(0))
+        summary = SearchSummary()
+        out = list(_scanned(iter(chunks), None, ds, pats, summary))
+    finally:
+        ds.close()
+    assert [c.i for c, _ in out] == list(range(12)) and [x for _, (_, x) in out] == list(range(12))
+    assert summary.engine == "tagger" and sum(int(v.split()[0]) for k, v in ds.rows() if k != "devices_lost") == 180
+
+
 def test_gpus_without_a_gpu_is_a_clear_error(pair_inputs, tmp_path):
     from gpualign.engines._cuda import gpu_status
 

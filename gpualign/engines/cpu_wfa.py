@@ -7,6 +7,7 @@ WFA2-lib's CIGAR uses the opposite I/D orientation to SAM: converted here.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 
 import numpy as np
@@ -28,7 +29,9 @@ _aligners: dict = {}
 
 
 def _aligner(kwargs: dict):
-    key = tuple(sorted(kwargs.items()))
+    """This thread's WavefrontAligner for kwargs (one per thread: a batch aligned inline may come from several
+    threads at once, the concurrent batches of a GPU engine's rescue or of device slots, devices.py)."""
+    key = (threading.get_ident(), *sorted(kwargs.items()))
     al = _aligners.get(key)
     if al is None:
         from pywfa import WavefrontAligner

@@ -63,7 +63,7 @@ class SearchSummary:
 def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cfg: SearchConfig,
                command_line: str, notice=None, report=None, cluster=None) -> SearchSummary:
     """report(records, bases) after each chunk of text (progress), when given. cluster: a cluster.ClusterSpec
-    (the candidate scan on Dask workers) or None (this process)."""
+    (the candidate scan on this host's GPUs, --gpus, or on Dask workers) or None (this process)."""
     t0 = time.perf_counter()
     cfg.validate()
     if cluster is not None and not (cluster.wanted or cluster.gpus):
@@ -280,8 +280,6 @@ def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
         finally:
             ahead.close(wait=STOP_WAIT)
         return
-    from ..cluster_worker import search_chunk
-
     bare = PT.Patterns([], pats.codes, pats.pattern, pats.minus)  # what the engines use, sent with each chunk
     ran = set()
 
@@ -289,6 +287,8 @@ def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
         bases = int(ch.length.sum())
         if remote.in_process:
             return remote.submit_task(_scan_here, ch, pairs=bases)
+        from ..cluster_worker import search_chunk  # (Dask's, imported with it)
+
         return remote.submit_task(search_chunk, bare, ch, remote.cfg, pairs=bases)
 
     for done, fut, _ in in_order(chunks, submit, lambda pending: len(pending) >= remote.window):
