@@ -5,6 +5,7 @@ each GPU it drives, devices.py), so that a run's first batch finds them ready.""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -67,7 +68,10 @@ def genome_pair(qn: str, tn: str, q, t, prune: bool, cpu_method: str, cfg: Align
     worker = get_worker()
     worker.log_event(START_EVENT, {"run": run, "batch": seq})
     t0 = time.perf_counter()
-    out = compute_pair(qn, tn, q, t, cfg, use_gpu(cfg.device), prune, cpu_method)
+    if _host is not None:
+        out = _host.genome(qn, tn, q, t, prune, cpu_method, cfg)
+    else:
+        out = compute_pair(qn, tn, q, t, cfg, use_gpu(cfg.device), prune, cpu_method)
     return out, {}, str(worker.name), time.perf_counter() - t0
 
 
@@ -79,6 +83,12 @@ def search_chunk(pats, chunk, cfg: SearchConfig, run: str, seq: int):
 
     worker = get_worker()
     worker.log_event(START_EVENT, {"run": run, "batch": seq})
+    if _host is not None and _host.ids and cfg.device != "cpu":  # its GPUs, a search engine on each
+        t0 = time.perf_counter()
+        cands, counts = _host.scan(pats, chunk, cfg, run)
+        return cands, counts, str(worker.name), time.perf_counter() - t0
+    if _host is not None:  # a `gpualign worker` without GPUs: the CPU engine
+        cfg = dataclasses.replace(cfg, device="cpu")
     with _search_lock:
         engine = _searches.get(run)
         if engine is None:
@@ -101,13 +111,15 @@ class Host:
     `threads` processes each, and with GPUs (gpus: --gpus's value, None for none) a devices.DeviceSet per
     engine chain (one per distinct chain select_engines gives: edit, affine, general scoring), each slot's
     chain started and warmed; WARM's are made by start(), the others at their first batch. Batches of any
-    run use them (their cfg is given per call: engines take it per batch)."""
+    run use them (their cfg is given per call: engines take it per batch). `genome` record pairs and `search`
+    chunks are dealt to the GPUs too (genome: a leaf chain per slot; search: the run's engines per slot)."""
 
     def __init__(self, gpus: str | None, threads: int):
         self.gpus, self.threads = gpus, threads
         self.ids: list = []
         self.cpu: dict = {}  # engine class name -> its started CPU engine
-        self.sets: dict = {}  # chain's engine class names -> started DeviceSet
+        self.sets: dict = {}  # chain's engine class names (or "genome" and distance_only) -> started DeviceSet
+        self.search: tuple = (None, None)  # (run id, started DeviceSet of its search engines): the latest run's
         self.lock = threading.Lock()
 
     def start(self) -> str:
@@ -150,13 +162,44 @@ class Host:
         from .engines import select_engines
 
         key = tuple(type(e).__name__ for e in select_engines(cfg)[0])
+        return self._made(key, lambda: chain_set(self.ids, cfg, self._cpu_for(cfg)))
+
+    def _made(self, key, make):
+        """self.sets[key], made by make() and started on first use."""
         with self.lock:
             ds = self.sets.get(key)
             if ds is None:
-                ds = chain_set(self.ids, cfg, self._cpu_for(cfg))
+                ds = make()
                 ds.start()
                 self.sets[key] = ds
         return ds
+
+    def genome(self, qn, tn, q, t, prune: bool, cpu_method: str, cfg: AlignConfig):
+        """compute_pair's tuple for one `genome` record pair: on one of the GPUs (a leaf chain kept per slot),
+        or on the CPU without GPUs or with cfg's --device cpu."""
+        from .genome_pair import compute_pair, device_set, on_slot
+
+        if not self.ids or cfg.device == "cpu":
+            return compute_pair(qn, tn, q, t, cfg, False, prune, cpu_method)
+        ds = self._made(("genome", cfg.distance_only), lambda: device_set(cfg, self.ids))
+        return ds.submit_task(on_slot, qn, tn, q, t, cfg, prune, cpu_method).result()[0]
+
+    def scan(self, pats, chunk, cfg, run: str):
+        """(Cands, counts) of a `search` run's text chunk on one of the GPUs: the run's search engines made on
+        each at its first chunk (the previous run's closed then)."""
+        from .search.engines import device_set, scan_on
+
+        with self.lock:
+            if self.search[0] != run:
+                old = self.search[1]
+                self.search = (run, None)
+                if old is not None:
+                    old.close()
+                ds = device_set(pats, cfg, self.ids)
+                ds.start()
+                self.search = (run, ds)
+            ds = self.search[1]
+        return ds.submit_task(scan_on, chunk, pairs=int(chunk.length.sum())).result()
 
     def align(self, batch, cfg: AlignConfig):
         """(AlignBatch, route counts) of a batch under cfg: on the GPUs unless cfg says the CPU or there are
@@ -168,9 +211,11 @@ class Host:
         return self._device_set(cfg).submit(batch, cfg).result()
 
     def close(self) -> None:
-        for ds in self.sets.values():
-            ds.close()
+        for ds in [*self.sets.values(), self.search[1]]:
+            if ds is not None:
+                ds.close()
         self.sets.clear()
+        self.search = (None, None)
         for engine in self.cpu.values():
             engine.close()
         self.cpu.clear()

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from . import interrupt
 from .errors import ConfigError, DeviceError
@@ -34,13 +37,14 @@ class DeviceLost(DeviceError):
 
 
 def parse(text: str) -> tuple:
-    """--gpus's value checked: ("count", n), ("all",) or ("ids", (i, j, ...)) (a comma-separated list)."""
+    """--gpus's value checked: ("count", n), ("all",) or ("ids", (i, j, ...)) (a comma-separated list). One
+    device other than the first: CUDA_VISIBLE_DEVICES=3 with --gpus 1."""
     if text == "all":
         return ("all",)
-    if text.isdigit() and int(text) >= 1:
+    if re.fullmatch(r"[0-9]+", text) and int(text) >= 1:
         return ("count", int(text))
     parts = text.split(",")
-    if len(parts) > 1 and all(p.isdigit() for p in parts):
+    if len(parts) > 1 and all(re.fullmatch(r"[0-9]+", p) for p in parts):
         return ("ids", tuple(int(p) for p in parts))
     raise ConfigError(f"--gpus must be a number >= 1, 'all' or a list of device numbers such as 0,2 (got {text!r})")
 
@@ -111,6 +115,12 @@ class _Task:
     order: int = 0  # the tasks its slot had begun before it
 
 
+def _cancel(task: _Task) -> None:
+    """A task that will not run: its future cancelled, or failed with CancelledError if it had begun (re-dealt)."""
+    if not task.future.cancel() and not task.future.done():
+        task.future.set_exception(CancelledError())
+
+
 @dataclass
 class Slot:
     index: int
@@ -119,6 +129,7 @@ class Slot:
     state: object = None  # open(device)'s value: the engines the tasks run on
     queue: collections.deque = field(default_factory=collections.deque)
     running: int = 0
+    reserved: int = 0  # tasks dealt to it whose upload is starting (not queued yet)
     started: int = 0  # tasks begun (the injected failure's count)
     units: int = 0
     tasks: int = 0
@@ -130,7 +141,7 @@ class Slot:
 
     @property
     def load(self) -> int:
-        return len(self.queue) + self.running
+        return len(self.queue) + self.running + self.reserved
 
 
 def on_device(device: int | None):
@@ -164,6 +175,7 @@ class DeviceSet:
         self._stopped = False
         self._fail = _injected()
         self.cpu: Slot | None = None
+        self.after: list = []  # what close() closes once the slots have stopped (the CPU engine they share)
 
     # -- start and stop ---------------------------------------------------------------------------------
     def start(self) -> str:
@@ -224,29 +236,60 @@ class DeviceSet:
         return max(1, sum(s.threads + 1 for s in live))
 
     def close(self) -> None:
-        """Queued tasks cancelled, the slots' threads told to stop (each ends after its task: waited for up to
-        STOP_WAIT seconds, not after a signal), then every slot's engines closed."""
+        """Tasks not done cancelled (queued ones, and re-dealt ones already begun: their futures fail with
+        CancelledError), the slots' threads told to stop (each ends after its task: waited for up to STOP_WAIT
+        seconds, not after a signal), then every slot's engines closed and what self.after holds; the first
+        error of those raised once all are closed."""
         with self._lock:
             self._stopped = True
-            for slot in self.slots + ([self.cpu] if self.cpu else []):
+            for slot in self._all():
                 while slot.queue:
-                    slot.queue.popleft().future.cancel()
+                    _cancel(slot.queue.popleft())
             self._lock.notify_all()
         wait = STOP_WAIT if interrupt.signalled() is None else 0.0
         deadline = time.monotonic() + wait
-        for slot in self.slots + ([self.cpu] if self.cpu else []):
+        for slot in self._all():
             for t in slot.workers:
                 if t is not threading.current_thread():
                     t.join(max(0.0, deadline - time.monotonic()))
-        for slot in self.slots + ([self.cpu] if self.cpu else []):
-            if slot.state is not None and not any(t.is_alive() for t in slot.workers):
-                state, slot.state = slot.state, None
-                try:
-                    with self._on(slot.device):
-                        self._close(state)
-                except Exception:  # noqa: BLE001 - a lost device's engines may not close cleanly
-                    if not slot.lost:
-                        raise
+        first = None
+        closers = [(slot, slot.state) for slot in self._all()
+                   if slot.state is not None and not any(t.is_alive() for t in slot.workers)]
+        for slot, state in closers:
+            slot.state = None
+            try:
+                with self._on(slot.device):
+                    self._close(state)
+            except Exception as err:  # noqa: BLE001 - a lost device's engines may not close cleanly
+                if not slot.lost and first is None:
+                    first = err
+        while self.after:
+            try:
+                self.after.pop(0)()
+            except Exception as err:  # noqa: BLE001 - raised once everything is closed
+                first = first or err
+        if first is not None:
+            raise first
+
+    def _all(self) -> list[Slot]:
+        return self.slots + ([self.cpu] if self.cpu else [])
+
+    def host_allocator(self):
+        """alloc(n, dtype) for the batches' sequence buffers: page-locked (engines.host_allocator of the first
+        live slot's chain), made with that slot's device current (no context on a device not named), or numpy's."""
+        from .engines import host_allocator
+
+        live = self.live()
+        alloc = host_allocator(live[0].state if live else [])
+        if not live or alloc is np.empty:
+            return alloc
+        device = live[0].device
+
+        def on_first(count: int, dtype=np.uint8):
+            with self._on(device):
+                return alloc(count, dtype)
+
+        return on_first
 
     # -- the work ---------------------------------------------------------------------------------------
     def submit_task(self, fn, *args, pairs: int = 1, ahead=None) -> Future:
@@ -255,14 +298,24 @@ class DeviceSet:
         task = _Task(fn, args, pairs)
         with self._lock:
             slot = self._least()
-            slot.queue.append(task)
-            self._lock.notify_all()
-        if ahead is not None and slot.device is not None:
-            try:
-                with self._on(slot.device):
-                    ahead(slot.state)
-            except Exception:  # noqa: BLE001 - only a head start: the task uploads it itself
-                pass
+            slot.reserved += 1  # (counted in its load while the upload starts, before its threads see the task)
+        try:
+            if ahead is not None and slot.device is not None:
+                try:
+                    with self._on(slot.device):
+                        ahead(slot.state)
+                except Exception:  # noqa: BLE001 - only a head start: the task uploads it itself
+                    pass
+        finally:
+            with self._lock:
+                slot.reserved -= 1
+                if slot.lost or self._stopped:  # (it left meanwhile: another one takes the task)
+                    slot = self._least() if not self._stopped else slot
+                if self._stopped:
+                    _cancel(task)
+                else:
+                    slot.queue.append(task)
+                    self._lock.notify_all()
         return task.future
 
     def submit(self, batch, cfg=None) -> Future:
@@ -278,10 +331,11 @@ class DeviceSet:
         live = self.live()
         if live:
             return min(live, key=lambda s: (s.load, s.index))
-        if self.cpu is None:  # every device left: the rest on the CPU
-            self.cpu = Slot(len(self.slots), None, name="cpu")
-            self.cpu.state = self._open(None)
-            self._spawn(self.cpu)
+        if self.cpu is None:  # every device left: the rest on the CPU (open(None)'s error raised, none made)
+            cpu = Slot(len(self.slots), None, name="cpu")
+            cpu.state = self._open(None)
+            self._spawn(cpu)
+            self.cpu = cpu
         return self.cpu
 
     def _next(self, slot: Slot) -> _Task | None:
@@ -340,7 +394,10 @@ class DeviceSet:
             slot.queue.clear()
             try:
                 for t in orphans:  # (the same futures: the runner still waits on them)
-                    self._least().queue.append(t)
+                    if self._stopped:
+                        _cancel(t)
+                    else:
+                        self._least().queue.append(t)
             except BaseException as e:  # noqa: BLE001 - no CPU engine to be had: the runner hears why
                 for t in orphans:
                     if not t.future.done():
@@ -350,12 +407,12 @@ class DeviceSet:
     # -- the summary ------------------------------------------------------------------------------------
     @property
     def stats(self) -> dict:
-        return {s.name: s for s in self.slots + ([self.cpu] if self.cpu else [])}
+        return {s.name: s for s in self._all()}
 
     def rows(self) -> list[tuple[str, str]]:
         n, per = self.units
         rows = []
-        for s in self.slots + ([self.cpu] if self.cpu else []):
+        for s in self._all():
             text = f"{s.units} {n}, {s.tasks} {per}, {s.busy:.3f} s busy"
             rows.append((f"device:{s.name}", text + (f"; left the run: {s.lost}" if s.lost else "")))
         return rows + [("devices_lost", str(sum(1 for s in self.slots if s.lost)))]

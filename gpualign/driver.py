@@ -60,8 +60,9 @@ ELSEWHERE = ("--scheduler", "--cpu-workers")  # options that align in other proc
 
 
 def wanted(argv: list[str]) -> bool:
-    """Could this command line use a GPU in this process? A command that aligns, without --device cpu, -h,
-    --help, or an option that sends the work to other processes (which hold the GPUs themselves)."""
+    """Could this command line use device 0 (whose context this module makes) in this process? A command that
+    aligns, without --device cpu, -h, --help, an option that sends the work to other processes (which hold the
+    GPUs themselves), or --gpus naming devices that leave 0 out."""
     if len(argv) < 2 or argv[1] not in ("pairs", "paf", "genome", "search"):
         return False
     args = argv[2:]
@@ -69,4 +70,7 @@ def wanted(argv: list[str]) -> bool:
         return False
     if any(a.split("=", 1)[0] in ELSEWHERE for a in args):
         return False
-    return not any(a == "--device" and b == "cpu" for a, b in zip(args, args[1:]))
+    pairs = list(zip(args, args[1:])) + [tuple(a.split("=", 1)) for a in args if "=" in a]
+    if any(a == "--gpus" and "," in b and "0" not in b.split(",") for a, b in pairs):
+        return False
+    return not any(a == "--device" and b == "cpu" for a, b in pairs)

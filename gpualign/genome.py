@@ -18,7 +18,7 @@ import numpy as np
 from . import interrupt
 from .config import AlignConfig
 from .errors import ConfigError, InputError
-from .genome_pair import apply_rule, compute_pair, use_gpu
+from .genome_pair import apply_rule, compute_pair, device_set, on_slot, use_gpu
 from .hirschberg import LEAF_SHORT, edits
 from .io import fastx
 from .progress import ticking
@@ -198,9 +198,12 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     targets = _sam_targets(fmt if with_path else None, path_b, tname)
     check_output(out)
     distributed = cluster is not None and cluster.wanted
-    devices = cluster is not None and bool(cluster.gpus) and not distributed
-    if devices:
+    slots = None  # with --gpus: a devices.DeviceSet computing the record pairs (started below)
+    if cluster is not None and cluster.gpus and not distributed:
+        from .devices import present
+
         cluster.validate(cfg.device)
+        slots = device_set(cfg, present(cluster.gpus))
     gpu = False if distributed else use_gpu(cfg.device)
     if on_notice and not distributed:
         on_notice(("engine: gpu-long (bit-parallel Hirschberg splits, leaves by the batched engines)" if with_path
@@ -218,8 +221,8 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             _, notice, remote = start_engines(cfg, cluster)
             if on_notice:
                 on_notice(notice)
-        elif devices:  # record pairs on this host's GPUs, side by side
-            remote = _on_devices(cfg, cluster.gpus)
+        elif slots is not None:  # record pairs on this host's GPUs, side by side
+            remote = slots
             started = remote.start()
             if on_notice:
                 on_notice(started)
@@ -283,10 +286,11 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
     one at a time here."""
     if remote is not None and remote.in_process:  # this host's GPUs: each pair on a device's own chain
         def on_device(qn, tn, q, t):
-            fut = remote.submit_task(_pair_on_device, qn, tn, q, t, cfg, prune, cpu_method)
+            fut = remote.submit_task(on_slot, qn, tn, q, t, cfg, prune, cpu_method, on_notice)
             return lambda: fut.result()[0]
 
-        yield from _in_flight(pairs, cfg, remote.window, on_device)
+        yield from _in_flight(pairs, cfg, remote.window, on_device, progress,
+                              {"kernel": "gpus", "workers": len(remote.live())})
         return
     if remote is not None:
         from .cluster_worker import genome_pair
@@ -320,29 +324,6 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
             interrupt.end_children(wait=True)  # now (their child processes), not when they are done
             wait(started, timeout=0.5)
         pool.shutdown(wait=True)
-
-
-def _on_devices(cfg, gpus: str):
-    """--gpus: record pairs dealt to this host's GPUs from this process (devices.DeviceSet); each device slot
-    keeps the path's leaf chain (genome_path.leaf_chain) for its pairs; once every device has left the run,
-    the rest are computed on the CPU."""
-    from . import genome_path
-    from .devices import DeviceSet, present
-
-    def open_slot(device):
-        if device is None:
-            return "cpu", []
-        return "gpu", ([] if cfg.distance_only else genome_path.leaf_chain(cfg))
-
-    return DeviceSet(present(gpus), open_slot, lambda state: genome_path.close_chain(state[1]), cfg,
-                     units=("pairs", "pairs"))
-
-
-def _pair_on_device(state, qn, tn, q, t, cfg, prune, cpu_method):
-    """One record pair on a device slot (devices.DeviceSet's task; state: open_slot's): (compute_pair's tuple,
-    {})."""
-    where, chain = state
-    return compute_pair(qn, tn, q, t, cfg, where == "gpu", prune, cpu_method, None, None, chain or None), {}
 
 
 def _here(pairs, cfg, gpu, prune, cpu_method, progress, on_notice):

@@ -202,3 +202,24 @@ def compute_pair(qn, tn, q, t, cfg, gpu: bool, prune: bool, cpu_method: str, pro
         d, ops, engine = _on_cpu(q, t, cpu_method, not cfg.distance_only, progress, on_notice, qn, tn)
         cells, code = None, "cpu-long"
     return d, ops, cells, engine, code, time.perf_counter() - start
+
+
+def device_set(cfg: AlignConfig, ids: list[int]):
+    """A devices.DeviceSet (not started) whose slots compute record pairs (on_slot), each keeping the path's leaf
+    chain (genome_path.leaf_chain) for its pairs; once every device has left the run, the CPU computes them."""
+    from . import genome_path
+    from .devices import DeviceSet
+
+    def open_slot(device):
+        if device is None:
+            return "cpu", []
+        return "gpu", ([] if cfg.distance_only else genome_path.leaf_chain(cfg))
+
+    return DeviceSet(ids, open_slot, lambda state: genome_path.close_chain(state[1]), cfg, units=("pairs", "pairs"))
+
+
+def on_slot(state, qn, tn, q, t, cfg, prune, cpu_method, on_notice=None):
+    """One record pair on a device slot of device_set's (devices.DeviceSet's task): (compute_pair's tuple, {});
+    its notices (out of GPU memory, the CPU path's) to on_notice, no per-pair progress (pairs run side by side)."""
+    where, chain = state
+    return compute_pair(qn, tn, q, t, cfg, where == "gpu", prune, cpu_method, None, on_notice, chain or None), {}

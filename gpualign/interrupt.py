@@ -220,7 +220,7 @@ def finish() -> None:
 
 
 def _no_restarts() -> None:
-    """Dask's nannies (threads of this process, under --cpu-workers/--gpus) told they are closing, so that
+    """Dask's nannies (threads of this process, under --cpu-workers) told they are closing, so that
     they do not start again the workers finish() ends."""
     nanny = sys.modules.get("distributed.nanny")
     if nanny is None:

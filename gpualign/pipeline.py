@@ -87,8 +87,10 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         chain, notice, remote = start_engines(pool_cfg, cluster)
         checker = CheckEngine(pool_cfg.n_threads) if verify > 0 else None  # its processes forked with the engines'
         summary.verified_by = judge(cfg) if checker else ""
-        if remote is None or remote.in_process:  # (here, or this host's devices: devices.DeviceSet)
-            reader.alloc = host_allocator(chain if remote is None else remote.engines)
+        if remote is None:
+            reader.alloc = host_allocator(chain)
+        elif remote.in_process:  # (this host's devices: devices.DeviceSet)
+            reader.alloc = remote.host_allocator()
         summary.notice = notice
         if on_notice:
             on_notice(notice)

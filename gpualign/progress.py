@@ -188,8 +188,9 @@ def describe_genome(p: dict) -> str:
         eta = f"about {duration(left)} left" if left > 0 else "longer than expected"
         return (f"cpu-{p['method']}  {p['pair']}  {duration(p['elapsed'])} of ~{duration(p['expected'])} "
                 f"expected ({eta})")
-    if p["kernel"] == "cluster":  # record pairs on Dask workers
-        return (f"record pairs: {p['done']:,} done, {p['running']:,} running on {p['workers']:,} worker(s), "
+    if p["kernel"] in ("cluster", "gpus"):  # record pairs on Dask workers, or on this host's GPUs (--gpus)
+        where = "worker(s)" if p["kernel"] == "cluster" else "GPU slot(s)"
+        return (f"record pairs: {p['done']:,} done, {p['running']:,} running on {p['workers']:,} {where}, "
                 f"{duration(p['elapsed'])}")
     if p["kernel"] == "path":  # the alignment path: Hirschberg levels
         return f"alignment path  level {p['level']}  pieces {p['pieces']:,} ({p['splitting']:,} to split)"

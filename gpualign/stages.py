@@ -164,7 +164,8 @@ def running(chain, output: "Output", cfg: AlignConfig):
     either way."""
     for e in reversed(chain):  # the CPU engine's worker processes are forked before the GPU is used
         e.start()
-    chain[0].warm(cfg)
+    if chain:  # (none here: --gpus's device slots have theirs)
+        chain[0].warm(cfg)
     interrupt.phase("pools")
     try:
         yield
@@ -331,9 +332,9 @@ class WriteBehind:
 
 def start_engines(cfg: AlignConfig, cluster=None):
     """(chain, notice, remote): this process's engine chain; with a cluster.ClusterSpec asking for this host's
-    GPUs (--gpus), a started devices.DeviceSet (remote, to close) whose slots run chains of their own around
-    the CPU engine returned as the chain (shared); with one asking for Dask workers, a started
-    cluster.ClusterAligner and only the CPU engine here, one process."""
+    GPUs (--gpus), no chain and a started devices.DeviceSet (remote, to close: it closes the CPU engine its
+    slots share too); with one asking for Dask workers, a started cluster.ClusterAligner and only the CPU
+    engine here, one process."""
     if cluster is not None and cluster.gpus:
         return _on_devices(cfg, cluster.gpus)
     if cluster is None or not cluster.wanted:
@@ -362,13 +363,13 @@ def _on_devices(cfg: AlignConfig, gpus: str):
     cpu = chain[-1]
     cpu.start()
     remote = chain_set(ids, cfg, cpu)
+    remote.after.append(cpu.close)  # (closed once the slots, which share it, have stopped)
     try:
         started = remote.start()
     except BaseException:
         remote.close()
-        cpu.close()
         raise
-    return [cpu], f"{notice}; {started}", remote
+    return [], f"{notice}; {started}", remote
 
 
 def cluster_summary(remote, summary: Summary) -> None:

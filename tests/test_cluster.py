@@ -255,20 +255,27 @@ def _warm_worker(address: str, *extra):
 
 
 @pytest.mark.parametrize("device", [pytest.param("cpu"), pytest.param("gpu", marks=pytest.mark.gpu)])
-def test_gpualign_worker_serves_runs_warm(inputs, tmp_path, device):
+def test_gpualign_worker_serves_runs_warm(inputs, search_inputs, tmp_path, device):
     """`gpualign worker`: engines made before it joins (said on stderr), several runs served by the same warm
-    worker with the one-process run's bytes (pairs, edit and affine), its name in the summary; SIGTERM ends it
-    (exit 143) with nothing left behind."""
+    worker with the one-process run's bytes (pairs, edit and affine; search; genome), its name in the summary;
+    SIGTERM ends it (exit 143) with nothing left behind."""
     from distributed import LocalCluster
+    from simulate import simulate, write_fasta
 
     a, b = str(inputs / "a.fa"), str(inputs / "b.fa")
+    q, t = simulate(3, 30_000, 0.05, seed=13)
+    write_fasta(str(tmp_path / "ga.fa"), q, "a")
+    write_fasta(str(tmp_path / "gb.fa"), t, "b")
+    dev = [] if device == "gpu" else ["--device", "cpu"]
+    others = [("search", [str(search_inputs / "p.fa"), str(search_inputs / "t.fa"), "-k", "2", "--chunk-bases",
+                          "50000"], "tsv"),
+              ("genome", [str(tmp_path / "ga.fa"), str(tmp_path / "gb.fa")], "paf")]
     with LocalCluster(n_workers=0, dashboard_address=None, processes=False, protocol="tcp") as cluster:
         proc, lines = _warm_worker(cluster.scheduler_address, "-t", "2", "--name", "warm0",
                                    *(["--device", "cpu"] if device == "cpu" else []))
         try:
             assert "engines ready on " + ("the CPU" if device == "cpu" else "1 GPU slot") in lines[0]
             for metric in ("edit", "affine", "edit"):
-                dev = [] if device == "gpu" else ["--device", "cpu"]
                 p = gpualign("pairs", a, b, "-o", str(tmp_path / "one.paf"), "--metric", metric, "-q",
                              "--batch-bases", "400000", *dev)
                 assert p.returncode == 0, p.stderr
@@ -277,6 +284,14 @@ def test_gpualign_worker_serves_runs_warm(inputs, tmp_path, device):
                 assert p.returncode == 0, p.stderr
                 assert (tmp_path / "one.paf").read_bytes() == (tmp_path / "warm.paf").read_bytes()
                 assert "worker:warm0" in p.stderr
+            for command, args, ext in others:
+                p = gpualign(command, *args, "-o", str(tmp_path / f"one_{command}.{ext}"), "-q", *dev)
+                assert p.returncode == 0, p.stderr
+                p = gpualign(command, *args, "-o", str(tmp_path / f"warm_{command}.{ext}"), "-q", *dev,
+                             "--scheduler", cluster.scheduler_address)
+                assert p.returncode == 0, p.stderr
+                assert (tmp_path / f"one_{command}.{ext}").read_bytes() == \
+                    (tmp_path / f"warm_{command}.{ext}").read_bytes(), command
         finally:
             proc.terminate()
             rest = proc.stderr.read()

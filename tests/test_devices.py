@@ -135,6 +135,120 @@ def test_other_errors_reach_the_runner_and_the_slot_goes_on():
     assert dict(ds.rows())["devices_lost"] == "0"
 
 
+def test_no_cpu_to_fall_back_on_fails_the_tasks():
+    """Every device lost and open(None) failing: the tasks fail with its error (none waits forever), and later
+    submits raise it too."""
+    def open_slot(device):
+        if device is None:
+            raise DeviceError("no CPU engine here")
+        return device
+
+    import os
+
+    os.environ[devices.FAIL_ENV] = "0:0"
+    try:
+        ds = DeviceSet([0], open_slot, lambda s: None, context=emulated)
+    finally:
+        del os.environ[devices.FAIL_ENV]
+    ds.start()
+    try:
+        fut = ds.submit_task(_slow_square, 2)
+        with pytest.raises(DeviceError, match="no CPU engine here"):
+            fut.result(timeout=10)
+        with pytest.raises(DeviceError, match="no CPU engine here"):
+            ds.submit_task(_slow_square, 3)
+        assert ds.cpu is None
+    finally:
+        ds.close()
+
+
+def test_the_upload_starts_before_a_slot_can_take_the_task():
+    seen = []
+
+    def task(state, x):
+        seen.append(("run", x))
+        return x, {}
+
+    ds = DeviceSet([0, 1], lambda d: d, lambda s: None, context=emulated)
+    ds.start()
+    try:
+        futs = [ds.submit_task(task, x, ahead=lambda state, x=x: (time.sleep(0.01), seen.append(("ahead", x))))
+                for x in range(6)]
+        assert [f.result()[0] for f in futs] == list(range(6))
+    finally:
+        ds.close()
+    for x in range(6):
+        assert seen.index(("ahead", x)) < seen.index(("run", x))
+
+
+def test_close_ends_begun_tasks_dealt_again(monkeypatch):
+    """A task begun on a slot that failed and dealt to another that has not started it yet: close() fails its
+    future (CancelledError) rather than leaving it running for ever."""
+    from concurrent.futures import CancelledError
+
+    monkeypatch.setenv(devices.FAIL_ENV, "0:0")
+    hold = threading.Event()
+
+    def task(state, x):
+        hold.wait(5)
+        return x, {}
+
+    ds = DeviceSet([0, 1], lambda d: d, lambda s: None, context=emulated)
+    ds.start()
+    futs = [ds.submit_task(task, x) for x in range(2)]  # slot 0 fails the first: slot 1 holds the second
+    time.sleep(0.1)  # (the first now waits, begun, in slot 1's queue)
+    closing = threading.Thread(target=ds.close)
+    closing.start()
+    time.sleep(0.1)
+    hold.set()
+    closing.join(10)
+    assert futs[1].result() == (1, {})
+    with pytest.raises(CancelledError):
+        futs[0].result(timeout=1)
+
+
+def test_host_allocator_on_the_first_live_device():
+    """Page-locked buffers are made with the first live slot's device current (no context on a device left
+    out), numpy's when the chain wants none."""
+    import numpy as np
+
+    from gpualign.engines import CpuEngine
+
+    used = []
+
+    @contextlib.contextmanager
+    def recording(device):
+        used.append(device)
+        yield
+
+    class Pinned(CpuEngine):
+        pinned_input = True
+
+    ds = DeviceSet([2, 3], lambda d: [Pinned(1)], lambda s: None, context=recording)
+    ds.start()
+    try:
+        alloc = ds.host_allocator()
+        assert alloc is not np.empty
+        used.clear()
+        import gpualign.engines._staging as staging
+
+        real = staging.pinned_empty
+        staging.pinned_empty = lambda n, dtype=np.uint8: np.empty(n, dtype)  # (no CUDA here)
+        try:
+            buf = ds.host_allocator()(10)
+        finally:
+            staging.pinned_empty = real
+        assert len(buf) == 10 and used == [2]
+    finally:
+        ds.close()
+    plain = DeviceSet([0], lambda d: [CpuEngine(1)], lambda s: None, context=emulated)
+    plain.start()
+    try:
+        assert plain.host_allocator() is np.empty
+    finally:
+        plain.close()
+
+
 def test_a_device_that_does_not_start():
     def open_slot(device):
         if device == 1:

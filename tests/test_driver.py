@@ -18,8 +18,10 @@ def test_commands_that_may_use_a_gpu_start_it():
 def test_other_processes_hold_the_gpus_of_cluster_runs():
     for opt in (["--scheduler", "tcp://h:8786"], ["--cpu-workers", "2"]):
         assert not driver.wanted(["gpualign", "pairs", "a.fa", "b.fa", *opt]), opt
-    for opt in (["--gpus", "2"], ["--gpus=all"], ["--gpus", "0,0"]):  # this process drives them (devices.py)
+    for opt in (["--gpus", "2"], ["--gpus=all"], ["--gpus", "0,0"], ["--gpus", "1,0"]):  # this process drives them
         assert driver.wanted(["gpualign", "pairs", "a.fa", "b.fa", *opt]), opt
+    for opt in (["--gpus", "1,2"], ["--gpus=2,3"]):  # (devices.py), device 0 left out: no context made on it
+        assert not driver.wanted(["gpualign", "pairs", "a.fa", "b.fa", *opt]), opt
 
 
 def test_a_fork_waits_for_the_starting_thread_and_the_child_runs(monkeypatch):

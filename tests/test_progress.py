@@ -146,6 +146,7 @@ def test_pairs_paf_search_lines_give_the_share_done(tmp_path):
 def test_cluster_genome_line():
     p = {"kernel": "cluster", "done": 1, "running": 2, "workers": 2, "elapsed": 75.0}
     assert progress.describe_genome(p) == "record pairs: 1 done, 2 running on 2 worker(s), 75 s"
+    assert progress.describe_genome({**p, "kernel": "gpus"}) == "record pairs: 1 done, 2 running on 2 GPU slot(s), 75 s"
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import click
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}  # -h on every command
 SETTINGS = {**HELP_OPTIONS, "show_default": True}  # a subcommand's: [default: X] beside an option that has one
 # metavars other than the option's long name in upper case (text) or its type (numbers)
-METAVARS = {"output": "FILE", "summary": "FILE", "fmt": "FORMAT", "scheduler": "ADDRESS", "gpus": "N",
+METAVARS = {"output": "FILE", "summary": "FILE", "fmt": "FORMAT", "scheduler": "ADDRESS", "gpus": "GPUS",
             "unknown": "CHAR", "query_record": "NAME", "target_record": "NAME", "verify": "FRACTION",
             "cpu_method": "METHOD", "cpu_workers": "N", "directory": "DIR"}
 TYPE_METAVARS = {"integer": "INT", "integer range": "INT", "float": "FLOAT"}  # by click's ParamType.name

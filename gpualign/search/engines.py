@@ -81,3 +81,24 @@ def remote_engine(cfg: SearchConfig, cluster):
     from .gpu import GpuSearchEngine
 
     return GpuSearchEngine
+
+
+def device_set(pats, cfg: SearchConfig, ids: list[int]):
+    """A devices.DeviceSet (not started) whose slots scan text chunks (scan_on), a GPU search engine made on each;
+    once every device has left the run, the CPU engine (one thread, in this process) scans the rest."""
+    from ..devices import DeviceSet
+    from .cpu import SassyEngine
+    from .gpu import GpuSearchEngine
+
+    def open_engine(device):
+        engine = (GpuSearchEngine.make(pats, cfg) if device is not None
+                  else SassyEngine(pats, cfg.k, cfg.rule, threads=1))
+        engine.start()
+        return engine
+
+    return DeviceSet(ids, open_engine, lambda engine: engine.close(), cfg, units=("bases", "chunks"))
+
+
+def scan_on(engine: SearchEngine, chunk):
+    """A chunk's candidates by a device slot's engine (device_set's task): (Cands, {engine name: 1})."""
+    return engine.search(chunk), {engine.name: 1}

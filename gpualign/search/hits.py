@@ -172,6 +172,26 @@ def _align_job(job: tuple) -> tuple:
     return (cost, startcol, *packed_cigars(ops, steps))
 
 
+class FallbackAligner:
+    """An aligner (search/gpu_align.py's) that gives way to this module's own, here, for good once its device
+    fails (devices.is_device_failure: a --gpus device lost mid-run); the same alignments either way."""
+
+    def __init__(self, aligner):
+        self.aligner = aligner
+
+    def __call__(self, job: tuple) -> tuple:
+        if self.aligner is not None:
+            from ..devices import is_device_failure
+
+            try:
+                return self.aligner(job)
+            except Exception as err:  # noqa: BLE001 - only a device's failure is let go
+                if not is_device_failure(err):
+                    raise
+                self.aligner = None
+        return _align_job(job)
+
+
 def trace(chunk, pats, rows: "Cands", k: int, table: np.ndarray, pool=None, aligner=None) -> Hits:
     """Alignments of the candidates `rows` (their windows lie in chunk): by aligner (search/gpu_align.py's)
     when given, else here, batches going to pool (an executor) when one is given and there is more than one."""

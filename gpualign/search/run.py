@@ -15,12 +15,13 @@ import numpy as np
 
 from .. import interrupt, memory
 from ..config import SearchConfig
+from ..devices import present
 from ..progress import input_bases
 from ..stages import Output, ReadAhead, WriteBehind, in_order
 from ..workers import ENGINE_BASES, fork_pool, sized
 from . import patterns as PT
-from .engines import engine_class, remote_engine
-from .hits import Collector
+from .engines import device_set, engine_class, remote_engine, scan_on
+from .hits import Collector, FallbackAligner
 from .output import HitWriter, infer_format
 from .text import TextReader
 
@@ -124,13 +125,16 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
         if cluster is not None:
             from ..cluster import ClusterAligner
 
-            remote = _on_devices(pats, cfg, cluster.gpus) if cluster.gpus else ClusterAligner(cluster, cfg,
-                                                                                             units=("bases", "chunks"))
+            remote = (device_set(pats, cfg, present(cluster.gpus)) if cluster.gpus
+                      else ClusterAligner(cluster, cfg, units=("bases", "chunks")))
             started = remote.start()
             if notice:
                 notice(f"engine: {kind.name}; {started}" if cluster.gpus else started)
-            if cluster.gpus:  # the hits aligned here, on the first device's GPU
-                collector.aligner = remote.engines.aligner()
+            if cluster.gpus:  # the hits aligned here, on the first live device (the CPU once it fails)
+                import cupy
+
+                cupy.cuda.Device(remote.live()[0].device).use()
+                collector.aligner = FallbackAligner(remote.engines.aligner())
         elif engine is not None:
             engine.start()
         interrupt.phase("pools")
@@ -211,33 +215,6 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
     summary.per_pattern = per_pattern
 
 
-def _on_devices(pats, cfg: SearchConfig, gpus: str):
-    """--gpus: the text's chunks dealt to this host's GPUs from this process (devices.DeviceSet), a GPU search
-    engine made on each; once every device has left the run, the CPU engine (one thread here) takes the rest.
-    This thread's device becomes the first one's (where the hits are aligned)."""
-    import cupy
-
-    from ..devices import DeviceSet, present
-    from .cpu import SassyEngine
-    from .gpu import GpuSearchEngine
-
-    ids = present(gpus)
-    cupy.cuda.Device(ids[0]).use()
-
-    def open_engine(device):
-        engine = (GpuSearchEngine.make(pats, cfg) if device is not None
-                  else SassyEngine(pats, cfg.k, cfg.rule, threads=1))
-        engine.start()
-        return engine
-
-    return DeviceSet(ids, open_engine, lambda engine: engine.close(), cfg, units=("bases", "chunks"))
-
-
-def _scan_here(engine, chunk):
-    """A chunk's candidates by a device slot's engine (devices.DeviceSet's task): (Cands, {engine name: 1})."""
-    return engine.search(chunk), {engine.name: 1}
-
-
 def _named(records, complete: np.ndarray) -> tuple[list, list]:
     """The names and lengths of these records (indices, ascending: as a rule consecutive, a slice)."""
     a, b = int(complete[0]), int(complete[-1]) + 1
@@ -286,7 +263,7 @@ def _scanned(chunks, engine, remote, pats, summary: SearchSummary):
     def submit(ch):
         bases = int(ch.length.sum())
         if remote.in_process:
-            return remote.submit_task(_scan_here, ch, pairs=bases)
+            return remote.submit_task(scan_on, ch, pairs=bases)
         from ..cluster_worker import search_chunk  # (Dask's, imported with it)
 
         return remote.submit_task(search_chunk, bare, ch, remote.cfg, pairs=bases)
