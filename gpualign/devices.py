@@ -129,7 +129,6 @@ class Slot:
     state: object = None  # open(device)'s value: the engines the tasks run on
     queue: collections.deque = field(default_factory=collections.deque)
     running: int = 0
-    reserved: int = 0  # tasks dealt to it whose upload is starting (not queued yet)
     started: int = 0  # tasks begun (the injected failure's count)
     units: int = 0
     tasks: int = 0
@@ -141,7 +140,7 @@ class Slot:
 
     @property
     def load(self) -> int:
-        return len(self.queue) + self.running + self.reserved
+        return len(self.queue) + self.running
 
 
 def on_device(device: int | None):
@@ -298,24 +297,17 @@ class DeviceSet:
         task = _Task(fn, args, pairs)
         with self._lock:
             slot = self._least()
-            slot.reserved += 1  # (counted in its load while the upload starts, before its threads see the task)
-        try:
-            if ahead is not None and slot.device is not None:
-                try:
-                    with self._on(slot.device):
-                        ahead(slot.state)
-                except Exception:  # noqa: BLE001 - only a head start: the task uploads it itself
-                    pass
-        finally:
-            with self._lock:
-                slot.reserved -= 1
-                if slot.lost or self._stopped:  # (it left meanwhile: another one takes the task)
-                    slot = self._least() if not self._stopped else slot
-                if self._stopped:
-                    _cancel(task)
-                else:
-                    slot.queue.append(task)
-                    self._lock.notify_all()
+            slot.queue.append(task)
+            self._lock.notify_all()
+        # the upload is started after the task is queued, so that an idle slot takes the task at once (then,
+        # as a rule, uploading the batch itself: the head start is one spare upload, which the engine's staging
+        # drops after AHEAD more batches)
+        if ahead is not None and slot.device is not None:
+            try:
+                with self._on(slot.device):
+                    ahead(slot.state)
+            except Exception:  # noqa: BLE001 - only a head start: the task uploads it itself
+                pass
         return task.future
 
     def submit(self, batch, cfg=None) -> Future:

@@ -162,25 +162,6 @@ def test_no_cpu_to_fall_back_on_fails_the_tasks():
         ds.close()
 
 
-def test_the_upload_starts_before_a_slot_can_take_the_task():
-    seen = []
-
-    def task(state, x):
-        seen.append(("run", x))
-        return x, {}
-
-    ds = DeviceSet([0, 1], lambda d: d, lambda s: None, context=emulated)
-    ds.start()
-    try:
-        futs = [ds.submit_task(task, x, ahead=lambda state, x=x: (time.sleep(0.01), seen.append(("ahead", x))))
-                for x in range(6)]
-        assert [f.result()[0] for f in futs] == list(range(6))
-    finally:
-        ds.close()
-    for x in range(6):
-        assert seen.index(("ahead", x)) < seen.index(("run", x))
-
-
 def test_close_ends_begun_tasks_dealt_again(monkeypatch):
     """A task begun on a slot that failed and dealt to another that has not started it yet: close() fails its
     future (CancelledError) rather than leaving it running for ever."""
