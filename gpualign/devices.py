@@ -217,16 +217,12 @@ class DeviceSet:
 
     @property
     def engines(self):
-        """The first live slot's state (the engines a batch's host buffers are made for: engines.host_allocator)."""
+        """The first live slot's state (search: the engine whose hits' aligner runs beside the slots)."""
         live = self.live()
         return live[0].state if live else None
 
     def live(self) -> list[Slot]:
         return [s for s in self.slots if not s.lost]
-
-    @property
-    def workers(self) -> int:
-        return max(1, len(self.live()))
 
     @property
     def window(self) -> int:
