@@ -90,7 +90,8 @@ def select_records(path_a: str, path_b: str, qname: str | None, tname: str | Non
     """The (query, target) record names to compare, checked against both files before anything is
     written: neither named, (None, None): record i with record i, the counts equal; both named, those;
     one named, that record with the other file's record of the same name, else with its only record,
-    else an error. Names on stdin or a pipe are checked as it is read."""
+    else an error. Names on stdin or a pipe are checked as it is read. Also returns the number of record
+    pairs (None when not known before reading: stdin or a pipe)."""
     names_a, names_b = record_names(path_a), record_names(path_b)
     for path, names, name in ((path_a, names_a, qname), (path_b, names_b, tname)):
         if name is not None and names is not None and name not in names:
@@ -99,9 +100,10 @@ def select_records(path_a: str, path_b: str, qname: str | None, tname: str | Non
         if names_a is not None and names_b is not None and len(names_a) != len(names_b):
             longer, shorter = (path_a, path_b) if len(names_a) > len(names_b) else (path_b, path_a)
             raise _more_records(longer, shorter, min(len(names_a), len(names_b)))
-        return None, None
+        known = names_a if names_a is not None else names_b
+        return None, None, (len(known) if known is not None else None)
     if qname is not None and tname is not None:
-        return qname, tname
+        return qname, tname, 1
     name, given, other, names, option = ((qname, "--query-record", path_b, names_b, "--target-record")
                                          if tname is None else
                                          (tname, "--target-record", path_a, names_a, "--query-record"))
@@ -115,7 +117,7 @@ def select_records(path_a: str, path_b: str, qname: str | None, tname: str | Non
     else:
         raise ConfigError(f"{given} {name!r}: {other} has {len(names)} records and none named {name!r}: "
                           f"name one with {option}")
-    return (name, partner) if tname is None else (partner, name)
+    return ((name, partner) if tname is None else (partner, name)) + (1,)
 
 
 def _pairs(path_a, path_b, qname, tname):
@@ -178,12 +180,13 @@ def _path_records(records):
 
 def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None, tname=None, on_notice=None,
                progress=None, prune: bool = True, cpu_method: str = "auto", fmt: str | None = None,
-               command_line: str = "gpualign genome", cluster=None) -> list[GenomeResult]:
+               command_line: str = "gpualign genome", cluster=None, extra: list | None = None) -> list[GenomeResult]:
     """Each record pair's exact edit distance (TSV, with cfg.distance_only) or an optimal alignment
     (PAF/SAM/BAM/TSV with the CIGAR, format from fmt or the output name). Options and inputs (record
     names and counts: select_records) are checked before any notice, and the output's header waits for
     the first pair. cluster: a cluster.ClusterSpec (record pairs on Dask workers, one per worker at a
-    time) or None. On the CPU, up to cfg.n_threads pairs at once."""
+    time, or on this host's devices: --gpus) or None; extra: a list given the devices' or workers' summary
+    rows. On the CPU, up to cfg.n_threads pairs at once."""
     from .output.formats import infer_format
 
     cfg.validate()
@@ -194,7 +197,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         fmt = infer_format(fmt, out, False)
     elif fmt not in (None, "tsv"):
         raise ConfigError("gpualign genome --distance-only writes TSV only")
-    qname, tname = select_records(path_a, path_b, qname, tname)
+    qname, tname, count = select_records(path_a, path_b, qname, tname)
     targets = _sam_targets(fmt if with_path else None, path_b, tname)
     check_output(out)
     distributed = cluster is not None and cluster.wanted
@@ -239,7 +242,8 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             pending.clear()
 
         for qn, tn, q0, t0, (d, ops, cells, engine, code, seconds) in _computed(
-                _pairs(path_a, path_b, qname, tname), cfg, gpu, prune, cpu_method, progress, on_notice, remote):
+                _pairs(path_a, path_b, qname, tname), cfg, gpu, prune, cpu_method, progress, on_notice, remote,
+                count):
             res = GenomeResult(qn, tn, len(q0), len(t0), d, seconds, cells, engine)
             if with_path:
                 pending.append((qn, tn, q0, t0, d, ops, code))
@@ -263,33 +267,43 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         raise
     finally:
         if remote is not None:
+            if extra is not None:
+                extra.extend(remote.rows())
             remote.close()
     return results
 
 
-def summary(results: list[GenomeResult], seconds: float):
+def summary(results: list[GenomeResult], seconds: float, extra: list | None = None):
     """The run's summary (stages.Summary's rows): pairs, bases, records written, the engines that ran
-    (route:<engine>), the wall time and the pairs' own compute time (align_seconds)."""
+    (route:<engine>), the wall time and the pairs' own compute time (align_seconds); extra: more rows (the
+    devices' or workers': run_genome's)."""
     from collections import Counter
 
     from .stages import Summary
 
     return Summary(pairs=len(results), bases=sum(r.query_len + r.target_len for r in results),
                    written=len(results), seconds=seconds, counts=dict(Counter(r.engine for r in results)),
-                   stage_seconds={"align": sum(r.seconds for r in results)})
+                   stage_seconds={"align": sum(r.seconds for r in results)}, extra=list(extra or []))
 
 
-def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote):
+def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote, count=None):
     """(qn, tn, q, t, compute_pair's tuple) per record pair, in order: with remote (a started
-    cluster.ClusterAligner) on its workers, one pair in flight per worker (chromosomes are large); on the
+    cluster.ClusterAligner) on its workers, one pair in flight per worker (chromosomes are large); with
+    this host's devices (a devices.DeviceSet), pairs side by side on them, or, with fewer pairs (count, when
+    known) than devices, one at a time, each shared by all of them (genome_pair.on_slot's peers); on the
     CPU, up to cfg.n_threads pairs at once (each in a child process of its own: interrupt.killable), else
     one at a time here."""
     if remote is not None and remote.in_process:  # this host's GPUs: each pair on a device's own chain
+        share = count is not None and count < len(remote.live())
+        peers = (lambda: [s.state for s in remote.live()]) if share else None
+        if share and on_notice:
+            on_notice(f"{count} record pair(s) on {len(remote.live())} device slots: each pair shared by them all")
+
         def on_device(qn, tn, q, t):
-            fut = remote.submit_task(on_slot, qn, tn, q, t, cfg, prune, cpu_method, on_notice)
+            fut = remote.submit_task(on_slot, qn, tn, q, t, cfg, prune, cpu_method, on_notice, peers)
             return lambda: fut.result()[0]
 
-        yield from _in_flight(pairs, cfg, remote.window, on_device, progress,
+        yield from _in_flight(pairs, cfg, 1 if share else remote.window, on_device, progress,
                               {"kernel": "gpus", "workers": len(remote.live())})
         return
     if remote is not None:

@@ -117,15 +117,16 @@ def _bound(q, t, cfg, detail: bool = False):
     return None
 
 
-def _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn):
-    """(result dict, kernel) on the GPU, or (None, None) when the device runs out of memory."""
+def _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn, other=None):
+    """(result dict, kernel) on the GPU, or (None, None) when the device runs out of memory. other: a second
+    device for the bit-parallel kernel's backward half (gpu_long.bp_distance), or None."""
     from .engines import gpu_long, is_out_of_memory
 
     plan = kernel_options(q, t)
     upper = _bound(q, t, cfg) if prune and plan.bound else None
     try:
         if plan.kernel == "bp" and prune:  # a guessed band is widened until it holds the result
-            r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, progress=progress)
+            r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, progress=progress, other=other)
             if r is not None:
                 return r, "bp"
         return gpu_long.distance(q, t, prune=prune, progress=progress, upper=upper,
@@ -138,8 +139,8 @@ def _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn):
     return None, None
 
 
-def _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain=None):
-    """(distance, packed CIGAR, cells, how) on the GPU, or None (the CPU path instead); chain: as
+def _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain=None, spread=None):
+    """(distance, packed CIGAR, cells, how) on the GPU, or None (the CPU path instead); chain, spread: as
     genome_path.gpu_path's."""
     from . import genome_path
     from .engines import is_out_of_memory
@@ -147,7 +148,7 @@ def _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain=None):
     plan = kernel_options(q, t)
     bound = _bound(q, t, cfg, detail=True) if plan.anchored else None
     try:
-        r = genome_path.gpu_path(q, t, cfg, plan, bound, progress, chain)
+        r = genome_path.gpu_path(q, t, cfg, plan, bound, progress, chain, spread)
     except Exception as err:  # noqa: BLE001 - out of device memory: the CPU path instead
         if not is_out_of_memory(err):
             raise
@@ -182,19 +183,20 @@ def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
 
 
 def compute_pair(qn, tn, q, t, cfg, gpu: bool, prune: bool, cpu_method: str, progress=None, on_notice=None,
-                 chain=None):
+                 chain=None, spread=None):
     """One record pair (q, t: the character rule applied): (distance, packed CIGAR or None, cells or None,
     engine label, engine name, seconds); the alignment too unless cfg.distance_only (chain: the engines
-    that align the path's leaves, genome_path.leaf_chain's, or None: started for this pair)."""
+    that align the path's leaves, genome_path.leaf_chain's, or None: started for this pair). spread: [(device,
+    leaf chain), ...]: other devices that share the pair's work (genome_path.gpu_path's), or None."""
     start = time.perf_counter()
     r = ops = cells = None
     if gpu and not cfg.distance_only:
-        r = _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain)
+        r = _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain, spread)
         if r is not None:
             d, ops, cells, how = r
             engine = f"gpu-long:path:{how}"
     elif gpu:
-        r, kernel = _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn)
+        r, kernel = _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn, spread[0][0] if spread else None)
         if r is not None:
             d, cells, engine = r["distance"], r["cells"], f"gpu-long:{kernel}"
     code = "gpu-long"
@@ -206,20 +208,26 @@ def compute_pair(qn, tn, q, t, cfg, gpu: bool, prune: bool, cpu_method: str, pro
 
 def device_set(cfg: AlignConfig, ids: list[int]):
     """A devices.DeviceSet (not started) whose slots compute record pairs (on_slot), each keeping the path's leaf
-    chain (genome_path.leaf_chain) for its pairs; once every device has left the run, the CPU computes them."""
+    chain (genome_path.leaf_chain) for its pairs; once every device has left the run, the CPU computes them.
+    A slot's state: (where, leaf chain, device)."""
     from . import genome_path
     from .devices import DeviceSet
 
     def open_slot(device):
         if device is None:
-            return "cpu", []
-        return "gpu", ([] if cfg.distance_only else genome_path.leaf_chain(cfg))
+            return "cpu", [], None
+        return "gpu", ([] if cfg.distance_only else genome_path.leaf_chain(cfg)), device
 
     return DeviceSet(ids, open_slot, lambda state: genome_path.close_chain(state[1]), cfg, units=("pairs", "pairs"))
 
 
-def on_slot(state, qn, tn, q, t, cfg, prune, cpu_method, on_notice=None):
+def on_slot(state, qn, tn, q, t, cfg, prune, cpu_method, on_notice=None, peers=None):
     """One record pair on a device slot of device_set's (devices.DeviceSet's task): (compute_pair's tuple, {});
-    its notices (out of GPU memory, the CPU path's) to on_notice, no per-pair progress (pairs run side by side)."""
-    where, chain = state
-    return compute_pair(qn, tn, q, t, cfg, where == "gpu", prune, cpu_method, None, on_notice, chain or None), {}
+    its notices (out of GPU memory, the CPU path's) to on_notice, no per-pair progress (pairs run side by side).
+    peers: a function giving every live slot's state: the pair's work shared with their devices (the runner
+    sends one pair at a time then, so the other slots are idle), or None."""
+    where, chain, _ = state
+    others = [s for s in peers() if s is not state and s[0] == "gpu"] if peers and where == "gpu" else []
+    spread = [(s[2], s[1]) for s in others] or None
+    return compute_pair(qn, tn, q, t, cfg, where == "gpu", prune, cpu_method, None, on_notice, chain or None,
+                        spread), {}

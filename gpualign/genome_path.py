@@ -4,7 +4,9 @@ GPU: the distance from the kernel genome_pair.kernel_options picks (the bit-para
 Hirschberg split with it); when the anchored upper bound (long_bound.py) equals the distance, its path
 of anchors and gaps is an optimal one and gives the pieces, else Hirschberg splits from the whole pair.
 hirschberg.align_path splits the pieces further (gpu_long.BpSplitter, a level's pieces side by side)
-and the batched engines (eWFA, affine WFA with edit penalties, the CPU rescue) align the leaves. CPU: edlib's path mode or WFA2-lib BiWFA (cpu_long.path), in a child process.
+and the batched engines (eWFA, affine WFA with edit penalties, the CPU rescue) align the leaves. On several
+devices (Spread: `--gpus` with fewer record pairs than devices) the bit-parallel distance runs its two halves
+on two of them, and every level's pieces and the leaves are divided among all of them. CPU: edlib's path mode or WFA2-lib BiWFA (cpu_long.path), in a child process.
 The strings carry the character rule already (genome._apply_rule), so every comparison is on bytes.
 """
 
@@ -83,8 +85,78 @@ def anchored_pieces(n: int, m: int, path) -> hirschberg.Pieces:
     return hirschberg.Pieces(qa, qb, ta, tb, d)
 
 
+class Spread:
+    """One pair's work divided among devices: devices[0] the current one (this thread's), each other on a
+    thread of its own with its device current. run(fn, parts) -> [fn(k, part), ...] with part k on device k."""
+
+    def __init__(self, devices: list):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.devices = devices
+        self.pool = ThreadPoolExecutor(max(1, len(devices) - 1), thread_name_prefix="gpualign-spread")
+
+    def run(self, fn, parts: list) -> list:
+        from .devices import on_device
+
+        def there(k):
+            with on_device(self.devices[k]):
+                return fn(k, parts[k])
+
+        futures = {k: self.pool.submit(there, k) for k in range(1, len(parts)) if parts[k] is not None}
+        try:
+            first = fn(0, parts[0]) if parts[0] is not None else None
+        finally:
+            outs = {k: f.result() for k, f in futures.items()}  # (each waited for, whatever happened here)
+        return [first if k == 0 else outs.get(k) for k in range(len(parts))]
+
+    def divide(self, cost: np.ndarray) -> list:
+        """Consecutive index ranges, one per device, of about equal total cost (None: an empty one)."""
+        k = len(self.devices)
+        ends = np.searchsorted(np.cumsum(cost), cost.sum() * np.arange(1, k) / k, side="right")
+        cuts = [0, *ends.tolist(), len(cost)]
+        return [np.arange(a, b) if b > a else None for a, b in zip(cuts, cuts[1:])]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+def spread_splitter(q: np.ndarray, t: np.ndarray, spread: Spread, make=None):
+    """hirschberg.align_path's split over spread's devices: make(q, t) on each (default gpu_long.BpSplitter: a
+    splitter with a cells count), a level's pieces divided by their DP cells (rows x band, about); cells():
+    the splitters' cells."""
+    if make is None:
+        from .engines.gpu_long import BpSplitter as make
+
+    splitters = spread.run(lambda k, _: make(q, t), [True] * len(spread.devices))
+
+    def split(q, t, p):
+        rows, cols = np.minimum(p.qb - p.qa, p.tb - p.ta), np.maximum(p.qb - p.qa, p.tb - p.ta)
+        parts = spread.divide(rows * np.minimum(cols, p.d + cols - rows + 1))
+        outs = spread.run(lambda k, idx: splitters[k](q, t, p.take(idx)), parts)
+        got = [o for o in outs if o is not None]
+        return tuple(np.concatenate([np.asarray(o[x], np.int64) for o in got]) for x in range(3))
+
+    split.cells = lambda: sum(s.cells for s in splitters)
+    return split
+
+
+def spread_leaves(chains: list, cfg: AlignConfig, spread: Spread):
+    """align_leaves over spread's devices (chains[k]: device k's leaf chain): the leaves divided by their bases
+    and distances, each part aligned there; (ops, off, len) joined in order."""
+    aligners = [leaf_aligner(c, cfg) for c in chains]
+
+    def align_leaves(q, t, p):
+        parts = spread.divide(p.qb - p.qa + p.tb - p.ta + p.d)
+        outs = [o for o in spread.run(lambda k, idx: aligners[k](q, t, p.take(idx)), parts) if o is not None]
+        shift = np.cumsum([0] + [len(o[0]) for o in outs[:-1]])
+        return (np.concatenate([o[0] for o in outs]), np.concatenate([o[1] + s for o, s in zip(outs, shift)]),
+                np.concatenate([o[2] for o in outs]))
+
+    return align_leaves
+
+
 def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict | None, progress=None,
-             chain=None):
+             chain=None, spread=None):
     """(distance, packed CIGAR, stats) on the GPU, or None when the bit-parallel kernel cannot take
     the strings (more than 31 distinct symbols). plan: genome_pair.kernel_options; bound: long_bound's dict
     (gpu_bound(..., detail=True)) or None. The distance comes from the kernel the plan picks (the
@@ -92,7 +164,9 @@ def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict |
     gives the pieces (how = "anchors"), else Hirschberg starts from the whole pair (how = "split").
     stats: how, cells (bit-parallel DP cells), levels, leaves, first_s (distance and first split),
     split_s (the other levels' splits), leaves_s. chain: the engine chain that aligns the leaves (leaf_chain's,
-    kept by the caller for its pairs), or None: one started and closed for this pair."""
+    kept by the caller for its pairs), or None: one started and closed for this pair. spread: [(device,
+    leaf chain), ...] of other devices the pair is divided with (the bit-parallel distance's backward half on
+    the first; the levels and leaves on all), or None."""
     from .engines import gpu_long
 
     n, m = len(q), len(t)
@@ -102,7 +176,8 @@ def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict |
     if plan.kernel == "wfa":
         r = gpu_long.distance(q, t, upper=upper, warp_extend=plan.warp_extend, progress=progress)
     else:
-        r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, split=m >= 2, progress=progress)
+        r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, split=m >= 2, progress=progress,
+                                 other=spread[0][0] if spread else None)
         if r is None:
             return None
         cut = r.get("cut")
@@ -116,13 +191,32 @@ def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict |
     else:
         how, pieces = "split", hirschberg.Pieces.one(n, m, d)
     first_s = time.perf_counter() - t0
-    try:
-        splitter = gpu_long.BpSplitter(q, t)
-    except ValueError:  # more than 31 distinct symbols
-        return None
     own = chain is None
     if own:
         chain = leaf_chain(cfg)
+    many = Spread([None, *(d for d, _ in spread)]) if spread else None
+    try:
+        return _levels(q, t, cfg, d, r["cells"], how, pieces, chain, spread, many, progress, t0, first_s)
+    finally:
+        if many is not None:
+            many.close()
+        if own:
+            close_chain(chain)
+
+
+def _levels(q, t, cfg, d, first_cells, how, pieces, chain, spread, many, progress, t0, first_s):
+    """gpu_path's Hirschberg levels and leaves (on many's devices, when it is given)."""
+    from .engines import gpu_long
+
+    try:
+        if many is None:
+            splitter = gpu_long.BpSplitter(q, t)
+            cells = lambda: splitter.cells  # noqa: E731
+        else:
+            splitter = spread_splitter(q, t, many)
+            cells = splitter.cells
+    except ValueError:  # more than 31 distinct symbols
+        return None
     levels = []
 
     def report(info):
@@ -130,7 +224,7 @@ def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict |
         if progress is not None:
             progress(info)
 
-    align = leaf_aligner(chain, cfg)
+    align = leaf_aligner(chain, cfg) if many is None else spread_leaves([chain, *(c for _, c in spread)], cfg, many)
     leaves_s = []
 
     def timed_leaves(*args):
@@ -139,11 +233,7 @@ def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict |
         leaves_s.append(time.perf_counter() - t1)
         return out
 
-    try:
-        ops = hirschberg.align_path(q, t, pieces, splitter, timed_leaves, report)
-    finally:
-        if own:
-            close_chain(chain)
-    return d, ops, dict(how=how, cells=r["cells"] + splitter.cells, levels=len(levels),
+    ops = hirschberg.align_path(q, t, pieces, splitter, timed_leaves, report)
+    return d, ops, dict(how=how, cells=first_cells + cells(), levels=len(levels),
                         leaves=levels[-1]["pieces"], first_s=first_s, split_s=levels[-1]["at"] - t0 - first_s,
                         leaves_s=sum(leaves_s))

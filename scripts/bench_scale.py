@@ -7,6 +7,9 @@ Sets (simulated with scripts/simulate.py, written as FASTA once):
   affine1k  N pairs of 1 kbp at 10%, affine 4/6/2
   ont       `gpualign paf`: --ont Nanopore-like reads (5-20 kbp, ~10%, bench_paf.py's simulation) from
             --genome, one candidate per read at the locus it was drawn from
+  chrom     `gpualign genome`: one pair of --chrom-len bp at --chrom-rate edits (an optimal path, PAF); with
+            --gpus naming more slots than pairs, the pair is shared by every slot
+  chromd    the same pair, --distance-only (TSV: every column but the seconds compared)
 For each set: the one-process run and one run per --gpus value (`;`-separated: "1;2" or "1;0,0": two slots on
 one GPU), with --fail SLOT:TASK the last of them again with that device lost mid-run ($GPUALIGN_FAIL_DEVICE),
 and with --worker a run through Dask (`--scheduler`) served by a `gpualign worker` started (and warm) before
@@ -19,6 +22,7 @@ run; efficiency per distinct GPU) and one JSON line per run.
   python scripts/bench_scale.py --cpu --gpus 2 -n 20000          # the Dask path on CPU workers
   python scripts/bench_scale.py --gpus 1 --worker --repeat 3 -n 3000 --sets affine1k   # a run's start
   python scripts/bench_scale.py --sets ont --ont 50000 --genome ecoli.fa.gz
+  python scripts/bench_scale.py --sets chrom,chromd --chrom-len 48000000 --chrom-rate 0.084 --gpus "1;2"
 """
 
 from __future__ import annotations
@@ -36,6 +40,24 @@ from bench_paf import reads_with_origin  # noqa: E402
 from simulate import simulate, write_fasta  # noqa: E402
 
 SETS = {"edit150": (150, 0.02, ["--metric", "edit"]), "affine1k": (1000, 0.10, ["--metric", "affine"])}
+
+
+def chrom_set(n: int, rate: float, tmp: str) -> list:
+    a, b = os.path.join(tmp, "chrom_a.fa"), os.path.join(tmp, "chrom_b.fa")
+    if not os.path.exists(a):
+        q, t = simulate(1, n, rate, seed=11)
+        write_fasta(a, q, "chrA")
+        write_fasta(b, t, "chrB")
+    return [a, b]
+
+
+def same_output(out: str, base: str) -> bool:
+    """Byte for byte, except genome's distance TSV, whose seconds and rates columns differ run to run."""
+    x, y = (open(p, "rb").read() for p in (out, base))
+    if not out.endswith(".tsv"):
+        return x == y
+    cut = [[line.split(b"\t")[:6] + line.split(b"\t")[9:] for line in z.splitlines()] for z in (x, y)]
+    return cut[0] == cut[1]
 
 
 def run(command: str, args: list, summary: str, env: dict | None = None) -> tuple[float, dict]:
@@ -115,6 +137,8 @@ def main() -> None:
     ap.add_argument("--fail", help="SLOT:TASK: the last --gpus value run again with that device slot lost")
     ap.add_argument("--ont", type=int, default=50_000, help="reads of the ont set")
     ap.add_argument("--genome", help="FASTA (gz ok) whose first record the ont set's reads come from")
+    ap.add_argument("--chrom-len", type=int, default=20_000_000, help="bases of the chrom sets' pair")
+    ap.add_argument("--chrom-rate", type=float, default=0.084, help="edit rate of the chrom sets' pair")
     ap.add_argument("--worker", action="store_true", help="also a --scheduler run served by a warm `gpualign worker`")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each command; the best is kept")
     ap.add_argument("--json")
@@ -123,33 +147,39 @@ def main() -> None:
     table = []
     address, procs = start_worker(a.cpu) if a.worker else (None, [])
     for name in a.sets.split(","):
-        command, inputs, opts = ("paf", ont_set(a.genome, a.ont, tmp), []) if name == "ont" else \
-            ("pairs", *pairs_set(name, a.pairs, tmp))
-        base_out = os.path.join(tmp, f"{name}_one.paf")
+        ext = "tsv" if name == "chromd" else "paf"
+        if name == "ont":
+            command, inputs, opts = "paf", ont_set(a.genome, a.ont, tmp), []
+        elif name.startswith("chrom"):
+            command, inputs = "genome", chrom_set(a.chrom_len, a.chrom_rate, tmp)
+            opts = ["--distance-only"] if name == "chromd" else []
+        else:
+            command, inputs, opts = "pairs", *pairs_set(name, a.pairs, tmp)
+        base_out = os.path.join(tmp, f"{name}_one.{ext}")
         device = ["--device", "cpu"] if a.cpu else []
         runs = [("one process", [*inputs, "-o", base_out, *opts, *device], None)]
         values = a.gpus.split(";")
         for i, k in enumerate(values):
             flag = ["--cpu-workers", k] if a.cpu else ["--gpus", k]
-            runs.append((f"{'cpu' if a.cpu else 'gpus'} {k}", [*inputs, "-o", os.path.join(tmp, f"{name}_{i}.paf"),
+            runs.append((f"{'cpu' if a.cpu else 'gpus'} {k}", [*inputs, "-o", os.path.join(tmp, f"{name}_{i}.{ext}"),
                                                                 *opts, *flag], None))
         if a.fail and not a.cpu:
-            runs.append((f"gpus {values[-1]}, lost {a.fail}", [*inputs, "-o", os.path.join(tmp, f"{name}_f.paf"),
+            runs.append((f"gpus {values[-1]}, lost {a.fail}", [*inputs, "-o", os.path.join(tmp, f"{name}_f.{ext}"),
                                                                 *opts, "--gpus", values[-1]],
                          {"GPUALIGN_FAIL_DEVICE": a.fail}))
         if address:
-            runs.append(("warm worker", [*inputs, "-o", os.path.join(tmp, f"{name}_w.paf"), *opts, *device,
+            runs.append(("warm worker", [*inputs, "-o", os.path.join(tmp, f"{name}_w.{ext}"), *opts, *device,
                                          "--scheduler", address], None))
         results = []
         for label, args, env in runs:
             seconds, rows = min((run(command, args, os.path.join(tmp, "summary.tsv"), env)
                                  for _ in range(a.repeat)), key=lambda x: x[0])
             out = args[args.index("-o") + 1]
-            same = label == "one process" or open(out, "rb").read() == open(base_out, "rb").read()
+            same = label == "one process" or same_output(out, base_out)
             slots = {k: v for k, v in rows.items() if k.startswith(("worker:", "device:"))}
             rec = dict(set=name, run=label, seconds=seconds, same_bytes=same, pairs=int(rows["pairs"]),
-                       read_s=float(rows["read_seconds"]), align_s=float(rows["align_seconds"]),
-                       write_s=float(rows["write_seconds"]), slots=slots,
+                       read_s=float(rows.get("read_seconds", 0)), align_s=float(rows["align_seconds"]),
+                       write_s=float(rows.get("write_seconds", 0)), slots=slots,
                        lost=int(rows.get("devices_lost", rows.get("retried_batches", 0))))
             results.append(rec)
             print(json.dumps(rec), file=sys.stderr, flush=True)

@@ -442,16 +442,7 @@ def test_genome_and_search_on_this_hosts_gpus(tmp_path, gpus, fail):
     q, t = simulate(3, 150_000, 0.05, seed=5)
     write_fasta(str(tmp_path / "ga.fa"), q, "a")
     write_fasta(str(tmp_path / "gb.fa"), t, "b")
-    for extra, ext in (([], "paf"), (["--distance-only"], "tsv")):
-        _gpualign("genome", tmp_path / "ga.fa", tmp_path / "gb.fa", "-o", tmp_path / f"g1.{ext}", "-q", *extra)
-        _gpualign("genome", tmp_path / "ga.fa", tmp_path / "gb.fa", "-o", tmp_path / f"g2.{ext}", "-q", "--gpus",
-                  gpus, *extra, env=env)
-        if ext == "paf":
-            assert (tmp_path / "g1.paf").read_bytes() == (tmp_path / "g2.paf").read_bytes()
-        else:  # (the seconds column differs)
-            cols = [[ln.split("\t")[:6] for ln in (tmp_path / n).read_text().splitlines()]
-                    for n in ("g1.tsv", "g2.tsv")]
-            assert cols[0] == cols[1] and len(cols[0]) == 4
+    _genome_same_bytes(tmp_path, gpus, env, 3)
     pats = simulate(40, 24, 0.0, seed=8)[0]
     write_fasta(str(tmp_path / "p.fa"), pats, "p")
     text = simulate(4, 400_000, 0.0, seed=9)[0]
@@ -462,3 +453,37 @@ def test_genome_and_search_on_this_hosts_gpus(tmp_path, gpus, fail):
         p = _gpualign("search", *args, "-o", tmp_path / f"dev.{fmt}", "--gpus", gpus, env=env)
         assert _body(tmp_path / f"one.{fmt}") == _body(tmp_path / f"dev.{fmt}")
         assert "gpu-myers" in p.stderr and "device slot(s) in this process" in p.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fail", ["", "0:0"])
+def test_genome_one_pair_shared_by_two_slots(tmp_path, fail):
+    """One record pair, --gpus 0,0: the pair shared by both slots (the bit-parallel halves, the levels and the
+    leaves), the one-process run's bytes; slot 0 lost at the pair: slot 1 alone computes it again."""
+    from simulate import simulate, write_fasta
+
+    env = {devices.FAIL_ENV: fail} if fail else None
+    q, t = simulate(1, 400_000, 0.15, seed=6)
+    write_fasta(str(tmp_path / "ga.fa"), q, "a")
+    write_fasta(str(tmp_path / "gb.fa"), t, "b")
+    for err in _genome_same_bytes(tmp_path, "0,0", env, 1):
+        assert "each pair shared by them all" in err
+        assert f"devices_lost {1 if fail else 0}" in " ".join(err.split())
+
+
+def _genome_same_bytes(tmp_path, gpus: str, env, pairs: int) -> list:
+    """genome ga.fa gb.fa (PAF, and --distance-only TSV) in one process and with --gpus: the same bytes (the TSV
+    but its seconds); the --gpus runs' stderr."""
+    errs = []
+    for extra, ext in (([], "paf"), (["--distance-only"], "tsv")):
+        _gpualign("genome", tmp_path / "ga.fa", tmp_path / "gb.fa", "-o", tmp_path / f"g1.{ext}", "-q", *extra)
+        p = _gpualign("genome", tmp_path / "ga.fa", tmp_path / "gb.fa", "-o", tmp_path / f"g2.{ext}", "--gpus",
+                      gpus, *extra, env=env)
+        errs.append(p.stderr)
+        if ext == "paf":
+            assert (tmp_path / "g1.paf").read_bytes() == (tmp_path / "g2.paf").read_bytes()
+        else:  # (the seconds column differs)
+            cols = [[ln.split("\t")[:6] for ln in (tmp_path / n).read_text().splitlines()]
+                    for n in ("g1.tsv", "g2.tsv")]
+            assert cols[0] == cols[1] and len(cols[0]) == pairs + 1
+    return errs

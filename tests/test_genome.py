@@ -168,7 +168,7 @@ BP_EDGES = _bp_edges()
 def test_gpu_bp_equals_edlib(case):
     """Banded bit-parallel kernel == edlib: the full band, bands of exactly the distance and one more,
     guessed bands too narrow (the host must widen them), 1, 2 and 3 warps (strips reuse ring slots), in
-    one piece and as two halves met in the middle."""
+    one piece and as two halves met in the middle (on one device, and as on two)."""
     from gpualign.engines import gpu_long
 
     qb, tb = (CASES[case]() if case in CASES else BP_EDGES[case])
@@ -177,9 +177,10 @@ def test_gpu_bp_equals_edlib(case):
     floor = abs(len(q) - len(t))
     for guess in (None, want, want + 1, max(floor, want - 1), floor):
         for warps in (None, 1, 2, 3):
-            for split in (False, True):
-                r = gpu_long.bp_distance(q, t, guess=guess, warps=warps, split=split)
-                assert r["distance"] == want, (guess, warps, split)
+            for split, other in ((False, None), (True, None), (True, 0)):  # other: the backward half on device
+                # 0 from a context of its own, its column copied back (how two devices run it)
+                r = gpu_long.bp_distance(q, t, guess=guess, warps=warps, split=split, other=other)
+                assert r["distance"] == want, (guess, warps, split, other)
                 assert r["split"] == (split and len(t) >= 2 and len(q) > 0)
                 if guess is not None and guess < want:
                     assert r["passes"] >= 2

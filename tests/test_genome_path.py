@@ -154,6 +154,63 @@ def test_align_path_cpu_splitter(case, cpu_chain, monkeypatch):
         assert len(levels) >= 3  # split more than once
 
 
+class _DpSplitter:
+    """hirschberg.dp_split with the cells count a spread splitter sums."""
+    cells = 0
+
+    def __init__(self, q, t):
+        pass
+
+    def __call__(self, q, t, p):
+        _DpSplitter.cells += len(p)
+        return H.dp_split(q, t, p)
+
+
+@pytest.mark.parametrize("case", ["10pct", "big_deletion", "unrelated", "tandem_repeats"])
+@pytest.mark.parametrize("devices", [2, 3])
+def test_spread_path_is_the_one_device_path(case, devices, cpu_chain, monkeypatch):
+    """A pair's levels and leaves divided among devices (emulated: threads with no device) give the CIGAR of
+    the undivided run, byte for byte, valid and of the edlib distance."""
+    from gpualign.genome_path import Spread, spread_leaves, spread_splitter
+
+    monkeypatch.setattr(H, "LEAF_SHORT", 300)
+    monkeypatch.setattr(H, "LEAF_LONG", 1_000)
+    monkeypatch.setattr(H, "LEAF_EDITS", 20)
+    q, t = PATHS[case]()
+    d = edlib.align(q, t, task="distance")["editDistance"]
+    chain, cfg = cpu_chain
+    one = H.align_path(codes(q), codes(t), H.Pieces.one(len(q), len(t), d), H.dp_split, leaf_aligner(chain, cfg))
+    spread = Spread([None] * devices)
+    try:
+        split = spread_splitter(codes(q), codes(t), spread, make=_DpSplitter)
+        ops = H.align_path(codes(q), codes(t), H.Pieces.one(len(q), len(t), d), split,
+                           spread_leaves([chain] * devices, cfg, spread))
+    finally:
+        spread.close()
+    assert ops.tobytes() == one.tobytes()
+    C.check_cigar(q, t, ops)
+    assert C.score_cigar(ops, EDIT) == d and split.cells() > 0
+
+
+def test_spread_divides_in_order():
+    from gpualign.genome_path import Spread
+
+    spread = Spread([None] * 3)
+    try:
+        for cost in (np.ones(10), np.array([5.0]), np.array([1.0, 100.0, 1.0]), np.arange(1, 50.0)):
+            parts = spread.divide(cost)
+            assert len(parts) == 3
+            got = np.concatenate([p for p in parts if p is not None])
+            assert (got == np.arange(len(cost))).all()
+        assert [len(p) for p in spread.divide(np.ones(9))] == [3, 3, 3]
+        seen = spread.run(lambda k, part: (k, part), ["a", None, "c"])
+        assert seen == [(0, "a"), None, (2, "c")]
+        with pytest.raises(ZeroDivisionError):
+            spread.run(lambda k, part: 1 // (k - 1), [1, 1, 1])
+    finally:
+        spread.close()
+
+
 def test_align_path_refuses_a_wrong_leaf(cpu_chain):
     q, t = codes(rand(500, 31)), codes(mutate(rand(500, 31), 0.1, 32))
     d = edlib.align(q.tobytes(), t.tobytes(), task="distance")["editDistance"]
@@ -345,6 +402,33 @@ def test_gpu_path_large(n, rate, oracle):
         C.check_cigar(q, t, ops)
         assert C.score_cigar(ops, EDIT) == want
         assert stats["levels"] >= 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,rate", [(2_000_000, 0.05), (300_000, 0.30)])
+def test_gpu_path_spread_over_devices(n, rate):
+    """One pair shared by two devices (device 0 twice, each half and share from a thread of its own): the
+    distance, first split and CIGAR of the one-device run, byte for byte; cost = edlib's distance."""
+    from gpualign.genome_pair import kernel_options
+    from gpualign.genome_path import close_chain, gpu_path, leaf_chain
+
+    q = rand(n, n + 7)
+    t = mutate(q, rate, n + 8)
+    a, b = codes(q), codes(t)
+    plan = kernel_options(a, b)
+    assert plan.kernel == "bp"
+    chains = [leaf_chain(AlignConfig()) for _ in range(2)]
+    try:
+        d, ops, stats = gpu_path(a, b, AlignConfig(), plan, None, chain=chains[0])
+        d2, ops2, stats2 = gpu_path(a, b, AlignConfig(), plan, None, chain=chains[0], spread=[(0, chains[1])])
+    finally:
+        for c in chains:
+            close_chain(c)
+    assert d == d2 == edlib.align(q, t, task="distance")["editDistance"]
+    assert ops.tobytes() == ops2.tobytes() and stats["levels"] == stats2["levels"]
+    assert stats["cells"] == stats2["cells"]
+    C.check_cigar(q, t, ops2)
+    assert C.score_cigar(ops2, EDIT) == d
 
 
 @pytest.mark.gpu

@@ -51,8 +51,10 @@ def genome(query, target, distance_only, output, fmt, query_record, target_recor
         start = time.perf_counter()
         with feedback("genome", threads, quiet) as (n_threads, notice, report):
             cfg = AlignConfig(distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=n_threads)
+            extra: list = []  # the device slots' or workers' rows
             results = run_genome(query, target, output, cfg, query_record, target_record, notice, report,
-                                 not no_prune, cpu_method, fmt, command_line(), ClusterSpec(gpus, scheduler, cpu_workers))
-        _print_summary(genome_summary(results, time.perf_counter() - start), summary, quiet)
+                                 not no_prune, cpu_method, fmt, command_line(), ClusterSpec(gpus, scheduler, cpu_workers),
+                                 extra)
+        _print_summary(genome_summary(results, time.perf_counter() - start, extra), summary, quiet)
 
     _run(body, debug)

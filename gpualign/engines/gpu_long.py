@@ -29,25 +29,40 @@ TILE_MIN = 128
 TILE_WIDTH = 4096  # diagonals in shared memory per tile, halo included
 
 
-def _watch(streams, sources, progress, poll: float, t0: float, report) -> None:
+def _on(device):
+    """A context with `device` current (None: the current one kept)."""
+    import contextlib
+
+    import cupy
+
+    return contextlib.nullcontext() if device is None else cupy.cuda.Device(device)
+
+
+def _watch(streams, sources, progress, poll: float, t0: float, report, devices=None) -> None:
     """Wait for the work queued on streams; meanwhile, every poll seconds, copy each device array of
     sources into pinned memory from another stream (the kernels are not disturbed) and call
-    progress(report(host copies, seconds since t0)). Without progress: just wait."""
+    progress(report(host copies, seconds since t0)). Without progress: just wait. devices: each stream's
+    (and source's) device, when they are not all on the current one."""
     import cupy
     import cupyx
 
     if progress is not None:
-        events = [st.record() for st in streams]
-        watch = cupy.cuda.Stream(non_blocking=True)
+        homes = devices or [None] * len(streams)
+        events, watch = [], []
+        for st, dev in zip(streams, homes):
+            with _on(dev):
+                events.append(st.record())
+                watch.append(cupy.cuda.Stream(non_blocking=True))
         snaps = [cupyx.empty_pinned(src.shape, dtype=src.dtype) for src in sources]
         last = time.perf_counter()
         while not all(e.done for e in events):
             time.sleep(0.001)  # short naps: the end is noticed within a millisecond
             if time.perf_counter() - last >= poll:
                 last = time.perf_counter()
-                for src, snap in zip(sources, snaps):
-                    src.get(stream=watch, out=snap)
-                watch.synchronize()
+                for src, snap, w, dev in zip(sources, snaps, watch, homes):
+                    with _on(dev):
+                        src.get(stream=w, out=snap)
+                        w.synchronize()
                 progress(report(snaps, last - t0))
     for st in streams:
         st.synchronize()
@@ -165,17 +180,23 @@ def symbol_table(q_counts: np.ndarray, t_counts: np.ndarray) -> tuple[np.ndarray
     return table, sigma
 
 
-def symbol_codes(q: np.ndarray, t: np.ndarray):
+def symbol_codes(q: np.ndarray, t: np.ndarray, made: tuple | None = None):
     """(q codes, t codes, sigma) on the device (symbol_table's codes of the host strings q and t), or None
-    when sigma > BP_MAX_SYMBOLS."""
+    when sigma > BP_MAX_SYMBOLS. made: symbol_table's (table, sigma) when known (another device's)."""
+    got = _coded(q, t, made)
+    return None if got is None else got[:3]
+
+
+def _coded(q: np.ndarray, t: np.ndarray, made: tuple | None = None):
+    """symbol_codes' triple and the (table, sigma) it used, or None."""
     import cupy
 
     d_q, d_t = cupy.asarray(q), cupy.asarray(t)
-    made = symbol_table(_arrays.byte_counts(d_q), _arrays.byte_counts(d_t))
+    made = made or symbol_table(_arrays.byte_counts(d_q), _arrays.byte_counts(d_t))
     if made is None:
         return None
     table, sigma = made
-    return _arrays.translate(d_q, table), _arrays.translate(d_t, table), sigma
+    return _arrays.translate(d_q, table), _arrays.translate(d_t, table), sigma, made
 
 
 def _bp_geometry(rows, width):
@@ -258,7 +279,8 @@ def _strips_report(totals, info):
 
 
 def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: int | None = None,
-                warps: int | None = None, split: bool | None = None, progress=None, poll: float = 0.2) -> dict | None:
+                warps: int | None = None, split: bool | None = None, progress=None, poll: float = 0.2,
+                other: int | None = None) -> dict | None:
     """Exact edit distance by banded bit-parallel DP on the GPU. upper: a known upper bound on the
     distance (default: max(n, m)); guess: a band to try first (any value). The band holds every path
     of cost <= its width parameter u = min(guess, upper); a result above u is not trusted and u is
@@ -267,7 +289,9 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     half of the target forwards and the second half backwards (both strings reversed) at the same time,
     each giving its whole last column, and takes d = min_i F[i] + R[n - i]: half the sequential steps.
     Default: split when the target has BP_SPLIT_MIN symbols or more (runs bound by cells rather than
-    steps lose a little: docs/notes/benchmark-history.md). It beats the
+    steps lose a little: docs/notes/benchmark-history.md). other: a device number: with split, the backward
+    half runs there (its strings uploaded there, its last column copied back to the current device); else
+    both halves share the current device. It beats the
     wavefront kernel on distant strings. None when the strings hold more than BP_MAX_SYMBOLS distinct
     common symbols (use distance()). progress: called every poll seconds with dict(kernel="bp", strips_taken, strips, band,
     band_pass, halves, elapsed). Returns dict(distance, cells (DP cells computed), seconds, passes, split,
@@ -280,51 +304,64 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     t0 = time.perf_counter()
     if n == 0 or m == 0:
         return dict(distance=max(n, m), cells=0, seconds=0.0, passes=0, split=False)
-    codes = symbol_codes(q, t)
-    if codes is None:
+    coded = _coded(q, t)
+    if coded is None:
         return None
-    qc, tc, sigma = codes
-    mod = load_module("bp_long.cu", ("bp_long", "bp_split_min"), BP_DEFINES)
-    kern = mod.get_function("bp_long")
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    qc, tc, sigma, made = coded
     top = max(n, m)
     ceiling = top if upper is None else max(abs(n - m), min(top, int(upper)))
     u = ceiling if guess is None else max(abs(n - m), min(ceiling, int(guess)))
     split = m >= BP_SPLIT_MIN if split is None else bool(split and m >= 2)
+    homes = [None, None] if split else [None]  # each half's device (None: the current one)
+    if split and other is not None:
+        homes = [cupy.cuda.Device().id, int(other)]
+    m1 = m // 2
+    halves = [(qc, tc[:m1] if split else tc)]
     if split:
-        m1 = m // 2
-        halves = ((qc, tc[:m1]), (_arrays.reverse(qc), _arrays.reverse(tc[m1:])))
-    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2 if split else 1)]
-    cupy.cuda.get_current_stream().synchronize()  # the codes and halves above are ready for those streams
+        with _on(homes[1]):  # the backward half's strings on its device (the same codes)
+            bq, bt = (qc, tc[m1:]) if homes[1] is None else symbol_codes(q, t[m1:], made)[:2]
+            halves.append((_arrays.reverse(bq), _arrays.reverse(bt)))
+    kerns, streams, caps = [], [], []  # caps: a launch's warps at most (its device's share)
+    for dev in homes:
+        with _on(dev):
+            kerns.append(load_module("bp_long.cu", ("bp_long", "bp_split_min"), BP_DEFINES))
+            streams.append(cupy.cuda.Stream(non_blocking=True))
+            caps.append(cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_SM // homes.count(dev))
+            cupy.cuda.get_current_stream().synchronize()  # the codes and halves above are ready for the streams
     cells, passes = 0, 0
     big = np.int32(1 << 30)
     while True:
         klo, khi = band(n, m, u)  # the same diagonals in both halves' own coordinates
         width = khi - klo + 1
-        # strips in flight: a strip starts ~STRIP_ROWS columns after the one above and runs
-        # STRIP_ROWS + width columns; more warps than that would only wait
-        cap = sms * BP_WARPS_PER_SM // len(streams)
-        w = warps or min((STRIP_ROWS + width) // STRIP_ROWS + 2, cap)
         info = dict(band=width, band_pass=passes + 1, halves=len(streams))
-        if not split:
-            ctl, keep, total = _bp_launch(kern, qc, tc, sigma, klo, khi, w, None, streams[0])
-            _watch(streams, [ctl[:1]], progress, poll, t0, _strips_report([total], info))
-            d = int(ctl[1].get())
-        else:
-            cols, runs = [], []
-            for (a, b), st in zip(halves, streams):
-                with st:
-                    col = _arrays.full(n + 1, big, np.int32)
-                    col[:1].set(np.array([len(b)], np.int32))  # D[0][j] = j
-                runs.append(_bp_launch(kern, a, b, sigma, klo, khi, w, col, st))
+        cols, runs = [], []
+        for (a, b), st, dev, mod, cap in zip(halves, streams, homes, kerns, caps):
+            # strips in flight: a strip starts ~STRIP_ROWS columns after the one above and runs
+            # STRIP_ROWS + width columns; more warps than that would only wait
+            w = warps or min((STRIP_ROWS + width) // STRIP_ROWS + 2, cap)
+            with _on(dev):
+                col = None
+                if split:
+                    with st:
+                        col = _arrays.full(n + 1, big, np.int32)
+                        col[:1].set(np.array([len(b)], np.int32))  # D[0][j] = j
+                runs.append(_bp_launch(mod.get_function("bp_long"), a, b, sigma, klo, khi, w, col, st))
                 cols.append(col)
-            keep = [r[1] for r in runs]
-            _watch(streams, [r[0][:1] for r in runs], progress, poll, t0, _strips_report([r[2] for r in runs], info))
-            total, row, left = _split_min(mod.get_function("bp_split_min"), cols[0], cols[1],
-                                          np.zeros(1, np.int64), np.full(1, n, np.int32))  # the cell
+        _watch(streams, [r[0][:1] for r in runs], progress, poll, t0, _strips_report([r[2] for r in runs], info),
+               homes)
+        if not split:
+            d = int(runs[0][0][1].get())
+        else:
+            with _on(homes[0]):
+                back = cols[1]
+                if homes[1] is not None:  # the backward column to the first device (the same one: `--gpus 0,0`)
+                    back = cupy.empty_like(cols[0])
+                    cupy.cuda.runtime.memcpyPeer(back.data.ptr, homes[0], cols[1].data.ptr, homes[1], back.nbytes)
+                total, row, left = _split_min(kerns[0].get_function("bp_split_min"), cols[0], back,
+                                              np.zeros(1, np.int64), np.full(1, n, np.int32))  # the cell
             # (row, m1) on an optimal path
             d, cut = int(total[0]), (int(row[0]), m1, int(left[0]))
-        del keep
+        del runs
         passes += 1
         cells += n * min(m, width)  # rows x band: what the strips compute, about
         if d <= u or u >= ceiling:
