@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from . import interrupt
 from .config import AlignConfig, SearchConfig, usable_cores
+from .dispatch import Dispatcher
 from .errors import ConfigError, DeviceError
 
 RETRIES = 3  # worker deaths a batch may survive (Dask's allowed failures per task)
@@ -138,10 +139,10 @@ class _Result:
 
 
 @dataclass
-class ClusterAligner:
+class ClusterAligner(Dispatcher):
     """The client side: start (or join) the cluster, submit batches, report per worker, shut down."""
 
-    in_process = False  # (devices.DeviceSet's work stays in this process)
+    in_process = False  # (its work leaves the process)
 
     spec: ClusterSpec
     cfg: AlignConfig | SearchConfig  # given to the workers with their threads (and device) set at start()

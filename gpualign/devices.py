@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import interrupt
+from .dispatch import Dispatcher
 from .errors import ConfigError, DeviceError
 
 FAIL_ENV = "GPUALIGN_FAIL_DEVICE"  # "SLOT:TASK[,...]": slot SLOT's TASK-th task (from 0) fails as a lost device
@@ -154,14 +155,12 @@ def on_device(device: int | None):
     return cupy.cuda.Device(device)
 
 
-class DeviceSet:
+class DeviceSet(Dispatcher):
     """Tasks on several devices of this host, from this process. open(device) -> state makes a slot's engines
     (on one of its threads, the device current; device None: the CPU's, after every device left) and
     close(state) ends them; concurrent(state): tasks a slot runs at once (threads). submit_task(fn, *args)
     runs fn(state, *args) -> (value, counts) on a slot and returns a Future of that; submit(batch) aligns a
     PairBatch through a slot's chain (state: an engine chain, route.run_chain; its upload started now)."""
-
-    in_process = True  # (a cluster.ClusterAligner's work leaves the process)
 
     def __init__(self, ids: list[int], open, close, cfg=None, units: tuple = ("pairs", "batches"),
                  concurrent=lambda state: 1, context=None):

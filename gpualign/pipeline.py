@@ -15,7 +15,6 @@ import time
 
 from . import devices, driver, pack, scoring, workers
 from .config import AlignConfig
-from .engines import host_allocator
 from .engines.check import CheckEngine, judge
 from .errors import ConfigError
 from .io import fastx, fastx_device, pair_reader
@@ -26,7 +25,7 @@ from .output.paf import PafWriter
 from .output.sam import BamWriter, SamWriter
 from .output.tsv import TsvWriter
 from .progress import input_bases
-from .stages import Output, ReadAhead, Summary, aborting, check_output, cluster_summary, running, start_engines, stream
+from .stages import Output, ReadAhead, Summary, aborting, check_output, dispatcher_summary, running, start_engines, stream
 
 READ_WORKERS_MAX = 4  # parsing processes per plain FASTA input (one per 4 threads)
 
@@ -64,7 +63,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         fastx.sniff(path)
     check_output(out)
     t0 = time.perf_counter()
-    spooled = reader = fmt_pool = ahead = remote = None
+    spooled = reader = fmt_pool = ahead = dispatcher = None
     try:
         targets = {}
         if fmt in ("sam", "bam"):
@@ -84,13 +83,11 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         ahead = ReadAhead(batches, summary.stage_seconds)
         here = cluster is None or not cluster.wanted
         pool_cfg = cfg.with_(threads=engine_threads) if here else cfg
-        chain, notice, remote = start_engines(pool_cfg, cluster)
+        chain, notice, dispatcher = start_engines(pool_cfg, cluster)
         checker = CheckEngine(pool_cfg.n_threads) if verify > 0 else None  # its processes forked with the engines'
         summary.verified_by = judge(cfg) if checker else ""
-        if remote is None:
-            reader.alloc = host_allocator(chain)
-        elif remote.in_process:  # (this host's devices: devices.DeviceSet)
-            reader.alloc = remote.host_allocator()
+        if dispatcher.in_process:  # (not a Dask cluster's)
+            reader.alloc = dispatcher.host_allocator()
         summary.notice = notice
         if on_notice:
             on_notice(notice)
@@ -100,13 +97,13 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             writer = writer_cls(output.target, targets=targets, command_line=command_line, metric=cfg.metric,
                                 scored=cfg.general, residues=protein)
             with aborting(writer):
-                stream(ahead, chain, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify,
-                       remote, checker)
+                stream(ahead, dispatcher, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify,
+                       checker)
                 writer.close()
-        cluster_summary(remote, summary)
+        dispatcher_summary(dispatcher, summary)
     finally:
-        if remote is not None:
-            remote.close()
+        if dispatcher is not None:
+            dispatcher.close()
         if ahead is not None:
             ahead.close()
         if reader is not None:

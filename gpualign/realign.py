@@ -27,7 +27,7 @@ from .progress import input_bases
 from .realign_primary import Primaries, count_reads
 from .realign_readers import Readers, worker_count
 from .records import PairBatch
-from .stages import (Output, ReadAhead, Summary, aborting, check_output, cluster_summary, running, start_engines,
+from .stages import (Output, ReadAhead, Summary, aborting, check_output, dispatcher_summary, running, start_engines,
                      stream)
 
 # formatting processes of PAF output: one keeps up with the aligner; more compete with the readers
@@ -91,7 +91,7 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
     # the reader processes are forked first, then the PAF formatting processes (before the reader thread
     # and the GPU exist): lines formatted in the main thread compete with alignment for the interpreter;
     # few of them, as the readers need the cores (PAF_FORMATTERS)
-    fmt_pool = ahead = remote = None
+    fmt_pool = ahead = dispatcher = None
     with Readers(readers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if readers \
             else contextlib.nullcontext() as pool:
         # candidates are fetched from now on, in the reader thread (or by the worker processes it feeds),
@@ -114,7 +114,7 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
                 fmt_pool = parallel.start_pool(fmt_threads, PAF_FORMATTERS)
             ahead = ReadAhead(batches, summary.stage_seconds)
             here = cluster is None or not cluster.wanted
-            chain, summary.notice, remote = start_engines(cfg.with_(threads=engine_threads) if here else cfg, cluster)
+            chain, summary.notice, dispatcher = start_engines(cfg.with_(threads=engine_threads) if here else cfg, cluster)
             say(summary.notice)
             output = Output(out, binary_via_path=(fmt == "bam"))
             with running(chain, output, cfg):
@@ -124,12 +124,12 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
                 sink = Primaries(sink, several, skipped, keep_seq=(fmt == "paf" and cs),
                                  refetch=None if fmt == "paf" else lambda cands: [queries.get(c) for c in cands])
                 with aborting(writer):
-                    stream(ahead, chain, cfg, sink, summary, progress, remote=remote)
+                    stream(ahead, dispatcher, cfg, sink, summary, progress)
                     writer.close()
-            cluster_summary(remote, summary)
+            dispatcher_summary(dispatcher, summary)
         finally:
-            if remote is not None:
-                remote.close()
+            if dispatcher is not None:
+                dispatcher.close()
             if ahead is not None:
                 ahead.close()
             if fmt_pool is not None:

@@ -1,9 +1,10 @@
 """What every runner shares around its engines (pairs, paf, genome, search): the output (check_output before
 anything starts, Output: a temporary name renamed at commit, stdout, a pipe, BGZF), the read-ahead and
-write-behind threads with their stage timings (ReadAhead, WriteBehind), the engines started here or on a
-Dask cluster (start_engines, cluster_summary) and their lifetime around a run (running, aborting), the
-batches streamed through them in input order (stream: out is an output.parallel.OrderedWriter or anything
-with its submit/flush) and the run's summary (Summary)."""
+write-behind threads with their stage timings (ReadAhead, WriteBehind), the engines started here, on this
+host's devices or on a Dask cluster and the dispatcher that drives them (start_engines, dispatcher_summary;
+dispatch.py), their lifetime around a run (running, aborting), the batches streamed through the dispatcher
+in input order (stream: out is an output.parallel.OrderedWriter or anything with its submit/flush) and the
+run's summary (Summary)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -28,7 +28,6 @@ from .engines import select_engines
 from .errors import DeviceError, InputError
 from .output.sink import STDOUT_NAMES, BgzfSink, Sink, compressed, is_stream
 from .records import OK
-from .route import prefetch, run_chain
 
 
 @dataclass
@@ -331,14 +330,18 @@ class WriteBehind:
 
 
 def start_engines(cfg: AlignConfig, cluster=None):
-    """(chain, notice, remote): this process's engine chain; with a cluster.ClusterSpec asking for this host's
-    GPUs (--gpus), no chain and a started devices.DeviceSet (remote, to close: it closes the CPU engine its
-    slots share too); with one asking for Dask workers, a started cluster.ClusterAligner and only the CPU
-    engine here, one process."""
+    """(chain, notice, dispatcher): the engine chain the runner starts and closes (stages.running) and the
+    dispatcher (dispatch.py) that aligns the batches, to close: this process's chain and dispatch.Here on it;
+    with a cluster.ClusterSpec asking for this host's GPUs (--gpus), no chain and a started devices.DeviceSet
+    (it closes the CPU engine its slots share too); with one asking for Dask workers, only the CPU engine
+    here (one process) and a started cluster.ClusterAligner."""
     if cluster is not None and cluster.gpus:
         return _on_devices(cfg, cluster.gpus)
     if cluster is None or not cluster.wanted:
-        return (*select_engines(cfg), None)
+        from .dispatch import Here
+
+        chain, notice = select_engines(cfg)
+        return chain, notice, Here(chain, cfg)
     from .cluster import ClusterAligner
 
     remote = ClusterAligner(cluster.validate(cfg.device), cfg)
@@ -372,11 +375,11 @@ def _on_devices(cfg: AlignConfig, gpus: str):
     return [], f"{notice}; {started}", remote
 
 
-def cluster_summary(remote, summary: Summary) -> None:
-    """A cluster run's rows (per worker, retried batches); its align stage is the workers' busy time."""
-    if remote is not None:
-        summary.extra = remote.rows()
-        summary.stage_seconds["align"] = sum(w.busy for w in remote.stats.values())
+def dispatcher_summary(dispatcher, summary: Summary) -> None:
+    """The dispatcher's rows (per device slot, per worker; none for this process's chain); the align stage is
+    its busy time (the workers', the slots', this process's aligning threads')."""
+    summary.extra = dispatcher.rows()
+    summary.stage_seconds["align"] = sum(w.busy for w in dispatcher.stats.values())
 
 
 _END = object()
@@ -409,56 +412,38 @@ def _verify(batch, res, checker, cfg, fraction: float, summary: Summary) -> None
     summary.verified_optimal += int((want == res.score[idx]).sum())
 
 
-def stream(batches, chain, cfg, out, summary: Summary, progress,
-            verify: float = 0.0, remote=None, checker=None) -> None:
-    """Align an iterable of PairBatches (or a ReadAhead already reading them) through the chain and hand
-    each result, in order, to out.submit(batch, res, done(lines)); the batches are produced in a reader
-    thread (two ahead), one batch aligns (or as many as the chain's first engine takes at once:
-    `concurrent`, a thread each) while the one before is submitted, then out.flush(). Busy
-    seconds per stage, pairs, failures and route counts go to summary; verify: the share of pairs
-    whose scores checker (engines.check.CheckEngine) computes again. remote: a cluster.ClusterAligner
-    that aligns the batches instead of the chain (remote.window of them in flight)."""
+def stream(batches, dispatcher, cfg, out, summary: Summary, progress, verify: float = 0.0, checker=None) -> None:
+    """Align an iterable of PairBatches (or a ReadAhead already reading them) through the dispatcher
+    (dispatch.py: this process's chain, this host's devices, a Dask cluster) and hand each result, in order,
+    to out.submit(batch, res, done(lines)); the batches are produced in a reader thread (two ahead),
+    dispatcher.window batches align while the one before them is submitted, then out.flush(). Busy seconds
+    of reading and writing, pairs, failures and route counts go to summary (the align stage's:
+    dispatcher_summary); verify: the share of pairs whose scores checker (engines.check.CheckEngine) computes
+    again."""
     stages = summary.stage_seconds
     ahead = batches if isinstance(batches, ReadAhead) else ReadAhead(batches, stages)
-
-    def align(batch):
-        t0 = time.perf_counter()
-        try:
-            return run_chain(batch, chain, cfg)
-        finally:
-            stages["align"] += time.perf_counter() - t0
 
     def written(n: int) -> None:
         summary.written += n
 
-    # batches aligned at once: as many as the first engine takes (each from a thread of its own)
-    workers = max(1, int(chain[0].concurrent)) if chain and remote is None else 1
-    if remote is not None:
-        workers = remote.window
+    workers = dispatcher.window
     try:
-        with ThreadPoolExecutor(workers) as aligner:
-            def submit(batch):
-                if remote is not None:
-                    return remote.submit(batch)
-                prefetch(batch, chain, cfg)  # its upload overlaps the batch aligning now
-                return aligner.submit(align, batch)
-
-            # keep `workers` batches aligning while the one before them is written
-            for batch, fut, _ in in_order(ahead, submit, lambda pending: len(pending) > workers):
-                res, counts = fut.result()
-                batch.device = None  # aligned: its sequences on the GPU (fastx_device's) can go
-                t0 = time.perf_counter()
-                out.submit(batch, res, written)
-                interrupt.phase("write")
-                stages["write"] += time.perf_counter() - t0
-                summary.pairs += batch.n
-                summary.bases += batch.bases
-                summary.failed += int((res.status != OK).sum())
-                summary.add_counts(counts)
-                if verify > 0:
-                    _verify(batch, res, checker, cfg, verify, summary)
-                if progress:
-                    progress(summary.pairs, summary.bases)
+        # keep `workers` batches aligning while the one before them is written
+        for batch, fut, _ in in_order(ahead, dispatcher.submit, lambda pending: len(pending) > workers):
+            res, counts = fut.result()
+            batch.device = None  # aligned: its sequences on the GPU (fastx_device's) can go
+            t0 = time.perf_counter()
+            out.submit(batch, res, written)
+            interrupt.phase("write")
+            stages["write"] += time.perf_counter() - t0
+            summary.pairs += batch.n
+            summary.bases += batch.bases
+            summary.failed += int((res.status != OK).sum())
+            summary.add_counts(counts)
+            if verify > 0:
+                _verify(batch, res, checker, cfg, verify, summary)
+            if progress:
+                progress(summary.pairs, summary.bases)
         t0 = time.perf_counter()
         out.flush()
         stages["write"] += time.perf_counter() - t0
@@ -466,4 +451,5 @@ def stream(batches, chain, cfg, out, summary: Summary, progress,
         getattr(out, "discard", lambda: None)()  # formatted text not to be written: its blocks freed
         raise
     finally:
+        dispatcher.settle()  # its threads' work ended before the runner closes the engines
         ahead.close()

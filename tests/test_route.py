@@ -208,13 +208,14 @@ def test_write_behind_order_errors_and_abort():
 
 
 def test_stream_with_concurrent_engine_keeps_order():
-    """stages.stream with a first engine that aligns `concurrent` batches at once (as the affine GPU
-    engine does): the batches align from that many threads at the same time, and are handed on in
-    input order, every one, with their own results."""
+    """stages.stream through dispatch.Here with a first engine that aligns `concurrent` batches at once (as
+    the affine GPU engine does): the batches align from that many threads at the same time, and are handed on
+    in input order, every one, with their own results; the align stage's busy time is the threads'."""
     import threading
     import time
 
-    from gpualign.stages import Summary, stream
+    from gpualign.dispatch import Here
+    from gpualign.stages import Summary, dispatcher_summary, stream
 
     class Slow(BoundedEngine):
         concurrent = 3
@@ -254,9 +255,13 @@ def test_stream_with_concurrent_engine_keeps_order():
         batches.append(batch)
     eng, sink, summary = Slow(), Sink(), Summary()
     cfg = AlignConfig()
-    stream(iter(batches), [eng], cfg, sink, summary, None)
+    here = Here([eng], cfg)
+    assert here.window == 3
+    stream(iter(batches), here, cfg, sink, summary, None)
+    dispatcher_summary(here, summary)
     assert [int(b.index[0]) for b, _ in sink.got] == [4 * b for b in range(9)]
     assert 2 <= eng.most <= 3 and summary.pairs == summary.written == 36
+    assert summary.stage_seconds["align"] >= 9 * 0.05 and summary.extra == []
     for batch, res in sink.got:
         check_results(batch, res, cfg)
 
