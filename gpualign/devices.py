@@ -247,8 +247,9 @@ class DeviceSet(Dispatcher):
                 if t is not threading.current_thread():
                     t.join(max(0.0, deadline - time.monotonic()))
         first = None
-        closers = [(slot, slot.state) for slot in self._all()
-                   if slot.state is not None and not any(t.is_alive() for t in slot.workers)]
+        running = any(t.is_alive() for slot in self._all() for t in slot.workers)
+        # (none closed while a task still runs: a genome pair shared by the slots uses the others' engines)
+        closers = [] if running else [(slot, slot.state) for slot in self._all() if slot.state is not None]
         for slot, state in closers:
             slot.state = None
             try:
@@ -371,13 +372,24 @@ class DeviceSet(Dispatcher):
                 slot.tasks += 1
             task.future.set_result((value, counts))
 
-    def _leave(self, slot: Slot, task: _Task, err: BaseException) -> None:
-        """slot's device failed running task: it leaves the run; task and the ones queued for it go to the
-        others (in their order), or to the CPU once none is left."""
+    def states(self) -> list:
+        """The live slots' states (open()'s values)."""
+        return [s.state for s in self.live()]
+
+    def drop(self, state, err: BaseException) -> None:
+        """The live slot whose state this is leaves the run (its device failed under another slot's task, which
+        shared it: genome_pair.on_slot); its queued tasks go to the others."""
+        for slot in self.live():
+            if slot.state is state:
+                self._leave(slot, None, err)
+
+    def _leave(self, slot: Slot, task: _Task | None, err: BaseException) -> None:
+        """slot's device failed running task (or under another slot's: None): it leaves the run; task and the
+        ones queued for it go to the others (in their order), or to the CPU once none is left."""
         with self._lock:
             if not slot.lost:
                 slot.lost = str(err) or type(err).__name__
-            orphans = [task, *slot.queue]
+            orphans = [*([task] if task is not None else []), *slot.queue]
             slot.queue.clear()
             try:
                 for t in orphans:  # (the same futures: the runner still waits on them)

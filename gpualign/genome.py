@@ -267,8 +267,11 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         raise
     finally:
         if remote is not None:
-            if extra is not None:
-                extra.extend(remote.rows())
+            try:
+                if extra is not None:
+                    extra.extend(remote.rows())
+            except Exception:  # noqa: BLE001 - a cluster gone: no rows, closed all the same
+                pass
             remote.close()
     return results
 
@@ -290,12 +293,13 @@ def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote, c
     """(qn, tn, q, t, compute_pair's tuple) per record pair, in order: with remote (a started
     cluster.ClusterAligner) on its workers, one pair in flight per worker (chromosomes are large); with
     this host's devices (a devices.DeviceSet), pairs side by side on them, or, with fewer pairs (count, when
-    known) than devices, one at a time, each shared by all of them (genome_pair.on_slot's peers); on the
+    known) than devices, one at a time, each shared by them (genome_pair.on_slot's peers: the bit-parallel
+    distance's halves on two, the path's levels and leaves on all); on the
     CPU, up to cfg.n_threads pairs at once (each in a child process of its own: interrupt.killable), else
     one at a time here."""
     if remote is not None and remote.in_process:  # this host's GPUs: each pair on a device's own chain
         share = count is not None and count < len(remote.live())
-        peers = (lambda: [s.state for s in remote.live()]) if share else None
+        peers = remote if share else None
         if share and on_notice:
             on_notice(f"{count} record pair(s) on {len(remote.live())} device slots: each pair shared by them all")
 

@@ -224,10 +224,25 @@ def device_set(cfg: AlignConfig, ids: list[int]):
 def on_slot(state, qn, tn, q, t, cfg, prune, cpu_method, on_notice=None, peers=None):
     """One record pair on a device slot of device_set's (devices.DeviceSet's task): (compute_pair's tuple, {});
     its notices (out of GPU memory, the CPU path's) to on_notice, no per-pair progress (pairs run side by side).
-    peers: a function giving every live slot's state: the pair's work shared with their devices (the runner
-    sends one pair at a time then, so the other slots are idle), or None."""
+    peers: the DeviceSet, when the pair's work is shared with the other live slots' devices (the runner sends
+    one pair at a time then, so they are idle), or None. A shared device that fails leaves the run (DeviceSet.drop)
+    and the pair is computed again without it: named by the part it ran (genome_path.PeerLost), or, for the
+    bit-parallel distance's backward half, found by the pair computing on this slot's device alone."""
+    from .devices import is_device_failure
+    from .genome_path import PeerLost
+
     where, chain, _ = state
-    others = [s for s in peers() if s is not state and s[0] == "gpu"] if peers and where == "gpu" else []
-    spread = [(s[2], s[1]) for s in others] or None
-    return compute_pair(qn, tn, q, t, cfg, where == "gpu", prune, cpu_method, None, on_notice, chain or None,
-                        spread), {}
+    while True:
+        others = [s for s in (peers.states() if peers and where == "gpu" else []) if s is not state and s[0] == "gpu"]
+        spread = [(s[2], s[1]) for s in others] or None
+        try:
+            return compute_pair(qn, tn, q, t, cfg, where == "gpu", prune, cpu_method, None, on_notice, chain or None,
+                                spread), {}
+        except PeerLost as lost:
+            peers.drop(others[lost.index], lost.error)
+        except Exception as err:  # noqa: BLE001 - a device failure with peers: this device alone tells whose
+            if not spread or not is_device_failure(err):
+                raise
+            out = compute_pair(qn, tn, q, t, cfg, True, prune, cpu_method, None, on_notice, chain or None)
+            peers.drop(others[0], err)  # (this device computed it: the failure was the backward half's device)
+            return out, {}

@@ -6,7 +6,8 @@ of anchors and gaps is an optimal one and gives the pieces, else Hirschberg spli
 hirschberg.align_path splits the pieces further (gpu_long.BpSplitter, a level's pieces side by side)
 and the batched engines (eWFA, affine WFA with edit penalties, the CPU rescue) align the leaves. On several
 devices (Spread: `--gpus` with fewer record pairs than devices) the bit-parallel distance runs its two halves
-on two of them, and every level's pieces and the leaves are divided among all of them. CPU: edlib's path mode or WFA2-lib BiWFA (cpu_long.path), in a child process.
+on two of them, and every level's pieces and the leaves are divided among all of them.
+CPU: edlib's path mode or WFA2-lib BiWFA (cpu_long.path), in a child process.
 The strings carry the character rule already (genome._apply_rule), so every comparison is on bytes.
 """
 
@@ -85,6 +86,14 @@ def anchored_pieces(n: int, m: int, path) -> hirschberg.Pieces:
     return hirschberg.Pieces(qa, qb, ta, tb, d)
 
 
+class PeerLost(Exception):
+    """The device of a Spread's part index + 1 (spread[index] of gpu_path's) failed: error, its CUDA error."""
+
+    def __init__(self, index: int, error: BaseException):
+        super().__init__(f"shared device {index + 1} failed: {error}")
+        self.index, self.error = index, error
+
+
 class Spread:
     """One pair's work divided among devices: devices[0] the current one (this thread's), each other on a
     thread of its own with its device current. run(fn, parts) -> [fn(k, part), ...] with part k on device k."""
@@ -96,7 +105,11 @@ class Spread:
         self.pool = ThreadPoolExecutor(max(1, len(devices) - 1), thread_name_prefix="gpualign-spread")
 
     def run(self, fn, parts: list) -> list:
-        from .devices import on_device
+        """Every part's result once all have ended; else the first error in device order (a device failure of
+        another device than this thread's raised as PeerLost, naming it)."""
+        from concurrent.futures import wait
+
+        from .devices import is_device_failure, on_device
 
         def there(k):
             with on_device(self.devices[k]):
@@ -106,7 +119,13 @@ class Spread:
         try:
             first = fn(0, parts[0]) if parts[0] is not None else None
         finally:
-            outs = {k: f.result() for k, f in futures.items()}  # (each waited for, whatever happened here)
+            wait(list(futures.values()))  # each ended, whatever happened here
+        outs = {}
+        for k, f in sorted(futures.items()):
+            err = f.exception()
+            if err is not None:
+                raise PeerLost(k - 1, err) if is_device_failure(err) else err
+            outs[k] = f.result()
         return [first if k == 0 else outs.get(k) for k in range(len(parts))]
 
     def divide(self, cost: np.ndarray) -> list:

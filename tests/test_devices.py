@@ -67,6 +67,79 @@ def _set(ids, opened=None, **kw):
     return DeviceSet(ids, open_slot, lambda state: None, context=emulated, **kw)
 
 
+def test_drop_a_slot_whose_device_failed_under_another_task():
+    """DeviceSet.drop: the slot with that state leaves the run (the rows say why), the others keep working."""
+    ds = DeviceSet([0, 1, 2], lambda device: ["state", device], lambda state: None, context=emulated)
+    ds.start()
+    try:
+        ds.drop(ds.slots[1].state, DeviceLost("gpu1: an illegal memory access"))
+        assert [s.name for s in ds.live()] == ["gpu0", "gpu2"] and ds.states() == [s.state for s in ds.live()]
+        futs = [ds.submit_task(_slow_square, x) for x in range(6)]
+        assert [f.result()[0][0] for f in futs] == [x * x for x in range(6)]
+        assert ds.slots[1].tasks == 0 and ds.slots[0].tasks + ds.slots[2].tasks == 6
+        rows = dict(ds.rows())
+        assert "left the run: gpu1: an illegal memory access" in rows["device:gpu1"] and rows["devices_lost"] == "1"
+    finally:
+        ds.close()
+
+
+class _Peers:
+    """genome_pair.on_slot's peers (a DeviceSet's states() and drop()) on fake slot states."""
+
+    def __init__(self, n):
+        self.live = [("gpu", [f"chain{k}"], k) for k in range(n)]
+        self.dropped = []
+
+    def states(self):
+        return list(self.live)
+
+    def drop(self, state, err):
+        self.dropped.append((state[2], str(err)))
+        self.live.remove(state)
+
+
+@pytest.mark.parametrize("failure", ["none", "peer part", "backward half", "this device", "a bug"])
+def test_genome_pair_shared_and_a_shared_device_lost(monkeypatch, failure):
+    """on_slot shares its pair with the other live slots (spread: their devices and leaf chains); a shared
+    device that fails is dropped and the pair computed again without it: named by its part (PeerLost), or, for
+    the backward half's device, found by this device computing alone; this device's own failure and other
+    errors are raised (the slot leaves: DeviceSet._serve)."""
+    from gpualign import genome_pair
+    from gpualign.genome_path import PeerLost
+
+    calls = []
+
+    def fake(qn, tn, q, t, cfg, gpu, prune, cpu_method, progress, on_notice, chain, spread=None):
+        calls.append([d for d, _ in spread or []])
+        first = len(calls) == 1
+        if failure == "peer part" and first:
+            raise PeerLost(1, DeviceLost("gpu2 gone"))
+        if failure == "backward half" and first:
+            raise DeviceLost("gpu1 gone")
+        if failure == "this device" and spread is None:
+            raise DeviceLost("gpu0 gone")
+        if failure in ("this device", "a bug") and first:
+            raise DeviceLost("gpu0 gone") if failure == "this device" else ValueError("a bug")
+        return ("result", chain, spread)
+
+    monkeypatch.setattr(genome_pair, "compute_pair", fake)
+    peers = _Peers(3)
+    state = peers.live[0]
+    args = ("a", "b", None, None, AlignConfig(), True, "auto")
+    if failure in ("this device", "a bug"):
+        with pytest.raises((DeviceLost, ValueError)):
+            genome_pair.on_slot(state, *args, peers=peers)
+        assert peers.dropped == [] and calls[0] == [1, 2]
+        return
+    out, counts = genome_pair.on_slot(state, *args, peers=peers)
+    assert counts == {} and out[1] == ["chain0"]
+    want = {"none": ([[1, 2]], [], [(1, ["chain1"]), (2, ["chain2"])]),
+            "peer part": ([[1, 2], [1]], [(2, "gpu2 gone")], [(1, ["chain1"])]),
+            "backward half": ([[1, 2], []], [(1, "gpu1 gone")], None)}[failure]
+    assert (calls, peers.dropped, out[2]) == want
+    assert genome_pair.on_slot(state, *args)[0][2] is None  # no peers: not shared
+
+
 def _slow_square(state, x):
     time.sleep(0.002)
     return (x * x, threading.current_thread().name), {str(state): 1}

@@ -4,6 +4,7 @@ long CIGARs in CG:B:I), and the GPU splitter (device)."""
 
 import gzip
 import struct
+import time
 
 import edlib
 import numpy as np
@@ -155,14 +156,13 @@ def test_align_path_cpu_splitter(case, cpu_chain, monkeypatch):
 
 
 class _DpSplitter:
-    """hirschberg.dp_split with the cells count a spread splitter sums."""
-    cells = 0
+    """hirschberg.dp_split with the cells count a spread splitter sums (here: the pieces it split)."""
 
     def __init__(self, q, t):
-        pass
+        self.cells = 0
 
     def __call__(self, q, t, p):
-        _DpSplitter.cells += len(p)
+        self.cells += len(p)
         return H.dp_split(q, t, p)
 
 
@@ -179,7 +179,8 @@ def test_spread_path_is_the_one_device_path(case, devices, cpu_chain, monkeypatc
     q, t = PATHS[case]()
     d = edlib.align(q, t, task="distance")["editDistance"]
     chain, cfg = cpu_chain
-    one = H.align_path(codes(q), codes(t), H.Pieces.one(len(q), len(t), d), H.dp_split, leaf_aligner(chain, cfg))
+    count = _DpSplitter(q, t)
+    one = H.align_path(codes(q), codes(t), H.Pieces.one(len(q), len(t), d), count, leaf_aligner(chain, cfg))
     spread = Spread([None] * devices)
     try:
         split = spread_splitter(codes(q), codes(t), spread, make=_DpSplitter)
@@ -189,7 +190,8 @@ def test_spread_path_is_the_one_device_path(case, devices, cpu_chain, monkeypatc
         spread.close()
     assert ops.tobytes() == one.tobytes()
     C.check_cigar(q, t, ops)
-    assert C.score_cigar(ops, EDIT) == d and split.cells() > 0
+    assert C.score_cigar(ops, EDIT) == d
+    assert split.cells() == count.cells > 0  # every piece split once, by one of the devices
 
 
 def test_spread_divides_in_order():
@@ -207,6 +209,27 @@ def test_spread_divides_in_order():
         assert seen == [(0, "a"), None, (2, "c")]
         with pytest.raises(ZeroDivisionError):
             spread.run(lambda k, part: 1 // (k - 1), [1, 1, 1])
+        ended = []
+
+        def slow_then_fail(k, part):  # device 1 fails at once; device 2's part ends before run() raises
+            if k == 1:
+                raise ValueError("part 1")
+            time.sleep(0.05)
+            ended.append(k)
+
+        with pytest.raises(ValueError, match="part 1"):
+            spread.run(slow_then_fail, [1, 1, 1])
+        assert sorted(ended) == [0, 2]
+        from gpualign.devices import DeviceLost
+        from gpualign.genome_path import PeerLost
+
+        def lost(k, part):
+            if k == 2:
+                raise DeviceLost("gone")
+
+        with pytest.raises(PeerLost) as got:
+            spread.run(lost, [1, 1, 1])
+        assert got.value.index == 1 and isinstance(got.value.error, DeviceLost)
     finally:
         spread.close()
 

@@ -47,7 +47,7 @@ class BatchEngine(Engine):
 
     def _stream(self):
         """The calling thread's own CUDA stream (non-blocking; self._local is a threading.local): the
-        batches of concurrent threads (the engine's `concurrent`, stages.stream) overlap on the device."""
+        batches of concurrent threads (the engine's `concurrent`, dispatch.Here) overlap on the device."""
         import cupy
 
         if getattr(self._local, "stream", None) is None:

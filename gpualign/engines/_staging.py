@@ -73,7 +73,7 @@ def meta_rows(batch: PairBatch, ends_free: bool = False) -> np.ndarray:
 
 class Staging:
     """Batches to the device. prefetch(batch) starts a batch's upload early, on a copy stream of its own,
-    so that it overlaps the kernels of the batch before it (stages.stream calls it on the queueing
+    so that it overlaps the kernels of the batch before it (dispatch.Here calls it on the queueing
     thread as a batch is queued); upload(batch) then takes it. Sequence bytes in pinned memory
     (pinned_empty) are copied asynchronously; pageable ones (`gpualign paf`'s batches) are copied by the
     driver through its own staging buffers, the calling thread waiting meanwhile (faster than page-locking

@@ -17,7 +17,7 @@ from ..records import AlignBatch, PairBatch
 
 class Engine:
     name = ""  # its records.ENGINE_NAMES entry
-    concurrent = 1  # batches it aligns at once, each from a thread of its own (stages.stream)
+    concurrent = 1  # batches it aligns at once, each from a thread of its own (dispatch.Here, devices.DeviceSet)
     pinned_input = False  # it wants batches' sequence bytes in page-locked memory (engines.host_allocator)
 
     def accepts_cfg(self, cfg: AlignConfig) -> bool:

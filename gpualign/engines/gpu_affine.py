@@ -39,7 +39,7 @@ KERNELS = ("wfa_affine.cu", (*_INSTANCES, "wfa_affine_cigar", "gather_ops", "cig
 class GpuAffineEngine(Launcher, BatchEngine):
     name = NAME
     pinned_input = True  # batches' sequence bytes in page-locked memory (engines.host_allocator)
-    # batches aligned at once (stages.stream: one thread each, each on a CUDA stream of its own): while
+    # batches aligned at once (dispatch.Here: one thread each, each on a CUDA stream of its own): while
     # one batch's host work, last small launches and result copies run, the other's kernels fill the GPU
     concurrent = CONCURRENT
 

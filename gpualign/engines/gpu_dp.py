@@ -248,7 +248,7 @@ class GpuDpEngine(BatchEngine):
 
     name = NAME
     pinned_input = True  # batches' bytes in page-locked memory (engines.host_allocator), staged ahead
-    # batches aligned at once (stages.stream: a thread each, each on a CUDA stream of its own): one
+    # batches aligned at once (dispatch.Here: a thread each, each on a CUDA stream of its own): one
     # batch's host work (launch plan, results, copies: about half of a short-pair batch) overlaps the
     # other's kernels
     concurrent = CONCURRENT
