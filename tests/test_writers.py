@@ -106,7 +106,7 @@ def test_formatting_in_worker_processes_same_output(tmp_path, fmt, monkeypatch):
 
 def _expected_sam(batch, res, metric):
     """SAM lines one by one, as the writer did before it built them in bulk."""
-    from gpualign.output.sam import SEQ_TABLE, _clean
+    from gpualign.output.sam import SEQ_TABLE, clean_reason
 
     text = C.to_text(res.cigar, res.cigar_off, res.cigar_len) if res.has_cigar else [""] * res.n
     out = []
@@ -115,7 +115,7 @@ def _expected_sam(batch, res, metric):
         q = batch.q_quals[i] if batch.q_quals and batch.q_quals[i] else "*"
         ok = res.status[i] == OK
         if not ok or batch.t_len[i] == 0:
-            why = "empty_target" if ok else _clean(res.reason.get(i, "failed"))
+            why = "empty_target" if ok else clean_reason(res.reason.get(i, "failed"))
             out.append(f"{batch.q_names[i]}\t4\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\tzr:Z:{why}\n")
             continue
         ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]

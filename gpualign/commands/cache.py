@@ -12,7 +12,7 @@ import time
 import click
 
 from ..errors import ConfigError, KernelError
-from .common import DEBUG, _run
+from .common import DEBUG, run_guarded
 from .usage import Group, command
 
 app = Group("cache", help="The compiled GPU kernels: where they are kept, building them ahead, clearing them.",
@@ -92,7 +92,7 @@ def build(directory, arch, jobs, force, debug) -> None:
         print(f"{where}\t{len(built)} images ({made} compiled, {len(built) - made} kept) in "
               f"{time.perf_counter() - t0:.1f} s")
 
-    _run(body, debug)
+    run_guarded(body, debug)
 
 
 @command(app, "info")
@@ -124,7 +124,7 @@ def info(debug) -> None:
                 out.append(f"kernel\t{file}\t{hit[0] if hit else 'compiles on first use'}")
         print("\n".join(out))
 
-    _run(body, debug)
+    run_guarded(body, debug)
 
 
 @command(app, "clear")
@@ -160,4 +160,4 @@ def clear(directory, debug) -> None:
                 pass
         print(f"{where}\t{removed} files removed")
 
-    _run(body, debug)
+    run_guarded(body, debug)

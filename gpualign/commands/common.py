@@ -31,13 +31,13 @@ CPU_WORKERS = click.option("--cpu-workers", type=int, default=0,
                            help="Align on N local Dask CPU workers (the distributed path without a GPU).")
 
 
-def _stderr():
+def stderr_console():
     from rich.console import Console
 
     return Console(stderr=True, highlight=False)
 
 
-def _print_summary(summary, path: Optional[str], quiet: bool) -> None:
+def print_summary(summary, path: Optional[str], quiet: bool) -> None:
     rows = summary.rows()
     if path:
         try:
@@ -52,10 +52,10 @@ def _print_summary(summary, path: Optional[str], quiet: bool) -> None:
     table = Table(title="gpualign summary", show_header=False, box=None)
     for k, v in rows:
         table.add_row(k, v)
-    _stderr().print(table)
+    stderr_console().print(table)
 
 
-def _run(body, debug: bool) -> None:
+def run_guarded(body, debug: bool) -> None:
     """Run body() and turn every failure into a one-line message and an exit code."""
     try:
         interrupt.guard(body)  # a signal: workers and temporary files gone, `interrupted`, 130/143/129
@@ -66,7 +66,7 @@ def _run(body, debug: bool) -> None:
             raise
         from rich.markup import escape  # the message's own brackets are text ([tcp://], [::1])
 
-        _stderr().print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)
+        stderr_console().print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)
         raise click.exceptions.Exit(e.exit_code)
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130)
@@ -76,7 +76,7 @@ def _run(body, debug: bool) -> None:
             raise click.exceptions.Exit(141)
         if debug:
             raise
-        _stderr().print(f"error: {e}", markup=False, soft_wrap=True)
+        stderr_console().print(f"error: {e}", markup=False, soft_wrap=True)
         raise click.exceptions.Exit(1)
 
 
@@ -92,7 +92,7 @@ def feedback(command: str, threads: int, quiet: bool, total=None):
     notice printer, the progress reporter), having noticed the cap; the progress line ends with the block.
     total: () -> progress.Total, the input's size (for the share done and the time left; not with quiet)."""
     n_threads, capped = cap_threads(threads)
-    err = _stderr()
+    err = stderr_console()
     notice = notice_printer(err, quiet)
     if capped and notice:
         notice(capped)

@@ -8,7 +8,8 @@ import click
 
 from ..config import AlignConfig
 from ..errors import ConfigError
-from .common import CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, _print_summary, _run, command_line, feedback
+from .common import (CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, command_line, feedback, print_summary,
+                     run_guarded)
 from .usage import argument
 
 EPILOG = ("Examples:\n\n"
@@ -55,6 +56,6 @@ def genome(query, target, distance_only, output, fmt, query_record, target_recor
             results = run_genome(query, target, output, cfg, query_record, target_record, notice, report,
                                  not no_prune, cpu_method, fmt, command_line(), ClusterSpec(gpus, scheduler, cpu_workers),
                                  extra)
-        _print_summary(genome_summary(results, time.perf_counter() - start, extra), summary, quiet)
+        print_summary(genome_summary(results, time.perf_counter() - start, extra), summary, quiet)
 
-    _run(body, debug)
+    run_guarded(body, debug)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from ..config import AlignConfig, Scoring, preset_penalties
-from .common import (CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, _print_summary, _run, command_line,
-                     feedback)
+from .common import (CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, command_line, feedback, print_summary,
+                     run_guarded)
 from .usage import argument
 
 EPILOG = ("Examples:\n\n"
@@ -54,6 +54,6 @@ def paf(candidates, query, target, output, fmt, mode, target_pad, metric, mismat
                               n_mismatch=n_mismatch, device=device, threads=n_threads, batch_bases=batch_bases)
             result = run_paf(candidates, query, target, output, fmt, cfg, command_line(), mode, target_pad, cs,
                              skip_bad, notice, report, cluster=ClusterSpec(gpus, scheduler, cpu_workers))
-        _print_summary(result, summary, quiet)
+        print_summary(result, summary, quiet)
 
-    _run(body, debug)
+    run_guarded(body, debug)

@@ -6,8 +6,8 @@ import click
 
 from ..config import AlignConfig, Scoring, default_batch_bases, default_metric, preset_penalties
 from ..errors import ConfigError
-from .common import (CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, _print_summary, _run, _stderr,
-                     command_line, feedback)
+from .common import (CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, command_line, feedback, print_summary,
+                     run_guarded, stderr_console)
 from .usage import argument
 
 EPILOG = ("Examples:\n\n"
@@ -67,8 +67,9 @@ def pairs(query, target, output, fmt, metric, mode, match, matrix, alphabet, unk
                               batch_bases=default_batch_bases(sc, distance_only) if batch_bases is None else batch_bases)
             result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify,
                                ClusterSpec(gpus, scheduler, cpu_workers))
-        _print_summary(result, summary, quiet)
+        print_summary(result, summary, quiet)
         if result.failed and not quiet:
-            _stderr().print(f"gpualign: warning: {result.failed} pair(s) failed (see zr:Z / status)", markup=False)
+            stderr_console().print(f"gpualign: warning: {result.failed} pair(s) failed (see zr:Z / status)",
+                                   markup=False)
 
-    _run(body, debug)
+    run_guarded(body, debug)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..config import SearchConfig
-from .common import DEBUG, THREADS, _print_summary, _run, command_line, feedback
+from .common import DEBUG, THREADS, command_line, feedback, print_summary, run_guarded
 from .usage import argument
 
 EPILOG = ("Examples:\n\n"
@@ -70,6 +70,6 @@ def search(patterns, text, k, output, fmt, strand, all_ends, max_hits, n_mismatc
                                device=device, threads=n_threads, chunk_bases=chunk_bases)
             result = run_search(patterns, text, output, fmt, cfg, command_line(), notice, report,
                                 ClusterSpec(gpus, scheduler, cpu_workers))
-        _print_summary(result, summary, quiet)
+        print_summary(result, summary, quiet)
 
-    _run(body, debug)
+    run_guarded(body, debug)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import DEBUG, THREADS, _run, _stderr, notice_printer
+from .common import DEBUG, THREADS, notice_printer, run_guarded, stderr_console
 
 EPILOG = ("Examples (a scheduler, a worker on each GPU host, then runs from any host that reaches the "
           "scheduler):\n\n"
@@ -50,6 +50,6 @@ def worker(scheduler, gpus, device, threads, name, quiet, debug) -> None:
             elif device == "gpu":
                 raise DeviceError(f"--device gpu: no GPU available ({what})")
         n_threads, _ = cap_threads(threads)
-        serve(scheduler, chosen, n_threads, name, notice_printer(_stderr(), quiet) or (lambda text: None))
+        serve(scheduler, chosen, n_threads, name, notice_printer(stderr_console(), quiet) or (lambda text: None))
 
-    _run(body, debug)
+    run_guarded(body, debug)

@@ -24,7 +24,7 @@ MEMORY_SHARE = 0.5  # of the free device memory, for backtrace slots and rings
 WORKSPACE_MAX = 32 << 30  # backtrace + CIGAR memory of one launch at most (_launch sizes it)
 
 
-def _b(flag) -> str:
+def template_flag(flag) -> str:
     return "true" if flag else "false"
 
 
@@ -102,7 +102,8 @@ class Launcher:
         if slots <= 0 or chunk <= 0:  # not even one pair fits: every pair goes on (next level / CPU)
             return lambda: out
         ef = d_free is not None
-        kern = self._mod.get_function(f"wfa_affine<{_b(want_cigar)}, {_b(ef)}, {_b(plan.in_smem)}>")
+        flags = ", ".join(template_flag(f) for f in (want_cigar, ef, plan.in_smem))
+        kern = self._mod.get_function(f"wfa_affine<{flags}>")
         smem = plan.ring_bytes if plan.in_smem else 0
         if smem > 48 * 1024 and smem > kern.max_dynamic_shared_size_bytes:
             # the function's cap (not this launch's size), raised once to the device's limit: a cap set per

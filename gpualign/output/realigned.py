@@ -10,7 +10,7 @@ from .. import __version__
 from .. import cigar as C
 from ..io.paf import revcomp
 from .common import cigar_stats, columns
-from .sam import BAM_LETTERS, SEQ_TABLE, SamToBam, _clean, bam_refusal
+from .sam import BAM_LETTERS, SEQ_TABLE, SamToBam, clean_reason, bam_refusal
 
 
 def _cs(q: bytes, t: bytes, ops: np.ndarray) -> str:
@@ -160,7 +160,7 @@ def sam_records(batch, res, meta) -> list[str]:
         q = qual or "*"
         if not c.ok[i]:
             out.append(f"{cand.qname}\t{4 | secondary[i]}\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\t"
-                       f"zr:Z:{_clean(res.reason.get(i, 'failed'))}\n")
+                       f"zr:Z:{clean_reason(res.reason.get(i, 'failed'))}\n")
             continue
         left, right = (cand.qlen - cand.qe, cand.qs) if rev else (cand.qs, cand.qlen - cand.qe)
         cig = (f"{left}S" if left else "") + c.cigar[i] + (f"{right}S" if right else "")

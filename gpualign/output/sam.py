@@ -27,7 +27,7 @@ def header_text(targets: dict, command_line: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _clean(reason: str) -> str:
+def clean_reason(reason: str) -> str:
     return "".join(ch if ch.isprintable() and ch != "\t" else "_" for ch in reason) or "failed"
 
 
@@ -82,7 +82,7 @@ def render(batch: PairBatch, res: AlignBatch, metric: str, scored: bool = False,
     rows = np.flatnonzero(unmapped)
     if len(rows):
         why = ["zr:Z:" + ("empty_alignment" if empty[i] else "empty_target" if res.status[i] == OK
-                          else _clean(res.reason.get(i, "failed"))) for i in rows.tolist()]
+                          else clean_reason(res.reason.get(i, "failed"))) for i in rows.tolist()]
         tag_col = tag_col.put(rows, Strings.of(why))
     # without a CIGAR (--distance-only) a record cannot be mapped (htslib: "mapped query must have a
     # CIGAR"): every one is unmapped (FLAG 4, MAPQ 0), an aligned pair placed on its target (RNAME, POS)

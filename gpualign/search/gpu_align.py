@@ -10,7 +10,7 @@ from .. import cigar as C
 from ..engines import is_out_of_memory
 from ..engines._cuda import load_module
 from ..records import offsets_from_lengths
-from .hits import _align_job
+from .hits import align_job
 
 BLOCK = 128
 PRIORITY = -100  # the stream's (lower is sooner)
@@ -18,7 +18,7 @@ KERNELS = ("search_align.cu", ("align_hits",), ())  # (file, names, defines): en
 
 
 class GpuHitAligner:
-    """hits.trace's aligner, called as hits._align_job is: a job (pattern [n, m], window [n, L], first, match
+    """hits.trace's aligner, called as hits.align_job is: a job (pattern [n, m], window [n, L], first, match
     table: the one given here) -> (cost, start column, packed CIGARs, their offsets and lengths, {X, I, D:
     counts}) for its n hits (trace sizes the jobs: hits.TRACE_BYTES of DP scratch at most)."""
 
@@ -41,7 +41,7 @@ class GpuHitAligner:
             if not is_out_of_memory(err):
                 raise
         self.cp.get_default_memory_pool().free_all_blocks()
-        return _align_job(job)
+        return align_job(job)
 
     def _align(self, job: tuple) -> tuple:
         cp = self.cp

@@ -165,7 +165,7 @@ def packed_cigars(ops: np.ndarray, steps: np.ndarray):
     return cigar, off, per.astype(np.int64), counts
 
 
-def _align_job(job: tuple) -> tuple:
+def align_job(job: tuple) -> tuple:
     """One batch's alignments (in a worker process when there is a pool)."""
     pattern, window, first, table = job
     cost, startcol, ops, steps = align(pattern, window, first, table)
@@ -189,7 +189,7 @@ class FallbackAligner:
                 if not is_device_failure(err):
                     raise
                 self.aligner = None
-        return _align_job(job)
+        return align_job(job)
 
 
 def trace(chunk, pats, rows: "Cands", k: int, table: np.ndarray, pool=None, aligner=None) -> Hits:
@@ -210,9 +210,9 @@ def trace(chunk, pats, rows: "Cands", k: int, table: np.ndarray, pool=None, alig
     if aligner is not None:
         done = map(aligner, work)
     elif pool is not None and len(work) > 1:
-        done = pool.map(_align_job, work)
+        done = pool.map(align_job, work)
     else:
-        done = map(_align_job, work)
+        done = map(align_job, work)
     hits = Hits.concat([_assemble(chunk, j, r) for j, r in zip(jobs, done)])
     if len(groups) == 1:  # (rows' order already)
         return hits
