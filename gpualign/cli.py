@@ -53,7 +53,7 @@ def main() -> None:
 
 def _invoke(args: list[str]) -> int:
     """The group on args: click's own main() less its handling of Ctrl-C (which prints 'Aborted!' and
-    exits 1: a signal is interrupt.py's) and of a closed stdout (commands/common._run's); usage errors
+    exits 1: a signal is interrupt.py's) and of a closed stdout (commands/common.run_guarded's); usage errors
     print click's message and give its exit code (2)."""
     try:
         with app.make_context("gpualign", args) as ctx:

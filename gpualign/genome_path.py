@@ -8,7 +8,7 @@ and the batched engines (eWFA, affine WFA with edit penalties, the CPU rescue) a
 devices (Spread: `--gpus` with fewer record pairs than devices) the bit-parallel distance runs its two halves
 on two of them, and every level's pieces and the leaves are divided among all of them.
 CPU: edlib's path mode or WFA2-lib BiWFA (cpu_long.path), in a child process.
-The strings carry the character rule already (genome._apply_rule), so every comparison is on bytes.
+The strings carry the character rule already (genome_pair.apply_rule), so every comparison is on bytes.
 """
 
 from __future__ import annotations
