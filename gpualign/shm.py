@@ -1,6 +1,7 @@
 """Bytes handed from one process to another in shared-memory blocks: the sequences `gpualign paf`'s
-reader processes fetch, the large CIGAR arrays sent to the formatting processes and the text they
-render.
+reader processes fetch and the FASTA parts the reader processes of `pairs` parse (put, then take or view),
+the large CIGAR arrays sent to the formatting processes and the text they render; and blocks mapped again
+and again by several processes (mapped, unlink: search's text slots).
 
 A result sent back through a process pool's pipe arrives in reads of at most 64 KB, each of which takes
 the parent's interpreter lock back; with the aligner threads busy that crawls. A block is made by one process (put) and unlinked by the
@@ -50,6 +51,21 @@ def take(name: str, size: int) -> np.ndarray:
         block.close()
         block.unlink()
     return seq
+
+
+def view(name: str, size: int) -> np.ndarray:
+    """The first size bytes of block name as a read-only array, mapped (no copy); the name is unlinked at once,
+    the memory goes when the last view of it does."""
+    path = os.path.join(SHM_DIR, name)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.unlink(path)
+        if size == 0:
+            return np.zeros(0, np.uint8)
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # pages mapped in one call, not one fault each
+        return np.frombuffer(mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ), dtype=np.uint8, count=size)
+    finally:
+        os.close(fd)
 
 
 def write_to(name: str, size: int, stream) -> None:

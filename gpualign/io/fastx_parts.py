@@ -9,6 +9,7 @@ from collections import deque
 
 import numpy as np
 
+from .. import shm
 from ..errors import InputError, RecordError
 from ..records import Names
 from ..workers import can_fork, fork_pool
@@ -67,8 +68,6 @@ def _parse_range(path: str, start: int, end: int, symbols: bytes) -> tuple:
     """Worker process: the records of path[start:end) (whole records) -> (shared memory block holding
     their encoded sequence bytes, its size, their Names, lengths, the part's line count). Record and line
     numbers in errors count from the range's start."""
-    from multiprocessing import resource_tracker, shared_memory
-
     with open(path, "rb") as fh:
         fh.seek(start)
         data = fh.read(end - start)
@@ -87,35 +86,11 @@ def _parse_range(path: str, start: int, end: int, symbols: bytes) -> tuple:
         part.seek(e.offset)
         for nm, seqs, _ in strict_chunks(part, CHUNK, display_name(path), symbols, e.records, e.line):
             add(nm, seqs)
-    raw = b"".join(bufs)
-    from .. import interrupt
-
-    shm = shared_memory.SharedMemory(create=True, size=max(1, len(raw)), name=interrupt.shm_name())
-    shm.buf[:len(raw)] = raw
-    shm.close()
-    resource_tracker.unregister(shm._name, "shared_memory")  # the parent unlinks it
-    # names as one buffer (Names): the parent makes no Python object per record
-    return (shm.name, len(raw), Names.of(names), (np.concatenate(lens) if lens else np.zeros(0, np.int64)),
+    # the bytes in shared memory (the parent unlinks it: shm.view), the names as one buffer (Names): the parent
+    # makes no Python object per record
+    return (shm.put(bufs), sum(len(b) for b in bufs), Names.of(names),
+            (np.concatenate(lens) if lens else np.zeros(0, np.int64)),
             data.count(b"\n"))
-
-
-def _take_shared(name: str, size: int) -> np.ndarray:
-    """A worker's shared memory block as a read-only array (no copy); its name is removed at once, the
-    memory goes when the last view of it does."""
-    import mmap
-
-    from multiprocessing import shared_memory
-
-    shm = shared_memory.SharedMemory(name=name)
-    try:
-        if size == 0:
-            return np.zeros(0, np.uint8)
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # pages mapped in one call, not one fault each
-        view = mmap.mmap(shm._fd, size, flags=flags, prot=mmap.PROT_READ)  # our own mapping, kept by the array
-        return np.frombuffer(view, dtype=np.uint8, count=size)
-    finally:
-        shm.close()
-        shm.unlink()
 
 
 class _RangeChunks:
@@ -155,7 +130,7 @@ class _RangeChunks:
                 raise InputError(f"{display_name(self.path)}: a reader process ended unexpectedly") from None
             base += len(lens)
             lines += part_lines
-            yield names, _take_shared(shm_name, size), lens, [None] * len(lens)
+            yield names, shm.view(shm_name, size), lens, [None] * len(lens)
 
     def close(self) -> None:
         """Stop the workers; free the parts parsed but not taken."""
@@ -163,8 +138,7 @@ class _RangeChunks:
         while self.futs:
             fut = self.futs.popleft()
             if fut.done() and not fut.cancelled() and fut.exception() is None:
-                name, size = fut.result()[:2]
-                _take_shared(name, 0)
+                shm.unlink(fut.result()[0])
 
 
 class _Chunks:
