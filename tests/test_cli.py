@@ -290,3 +290,35 @@ def test_profile_host_script_runs(root, tmp_path):
     assert p.returncode == 0, p.stderr
     assert not os.listdir(tmp_path)
     assert p.stdout.startswith("pairs: ") and "pairs/s" in p.stdout
+
+
+def test_sass_mix_script_counts_a_loop(root, tmp_path):
+    """scripts/sass_mix.py on a made-up SASS listing: two functions, an unrolled run of 17 marker steps of 4
+    instructions each (LOP3, LOP3, IMAD, SHFL): per step 2 ALU, 1 FMA, 1 memory instruction; 4 clocks a step
+    (issue-bound), so 132 SMs x 4 sub-partitions x 1.98 GHz x 1,024 cells / 4 clocks."""
+    body = []
+    at = 0
+
+    def line(op):
+        nonlocal at
+        body.append(f"        /*{at:04x}*/                   {op} ;   /* 0x000 */")
+        at += 16
+
+    body.append("\t\tFunction : other")
+    for _ in range(20):
+        line("SHFL.UP PT, R1, R2, 0x1, RZ")
+    body.append("\t\tFunction : kern")
+    line("MOV R1, R2")
+    for _ in range(17):
+        line("SHFL.UP PT, R1, R2, 0x1, RZ")
+        line("LOP3.LUT R3, R1, R2, RZ, 0xc0, !PT")
+        line("@!P0 LOP3.LUT R4, R1, R3, RZ, 0xfc, !PT")
+        line("IMAD.MOV.U32 R5, RZ, RZ, R4")
+    (tmp_path / "k.sass").write_text("\n".join(body) + "\n")
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "sass_mix.py"), str(tmp_path / "k.sass"), "kern"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    row = p.stdout.splitlines()[-1].split("\t")
+    assert p.stdout.startswith("kern: 69 SASS instructions")
+    assert row[1:8] == ["16", "4.00", "2.00", "1.00", "1.00", "0.00", "4.0"]
+    assert float(row[8]) == pytest.approx(132 * 4 * 1.98e9 * 1024 / 4, rel=5e-3)  # (3 digits printed)
