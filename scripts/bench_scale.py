@@ -10,6 +10,8 @@ Sets (simulated with scripts/simulate.py, written as FASTA once):
   chrom     `gpualign genome`: one pair of --chrom-len bp at --chrom-rate edits (an optimal path, PAF); with
             --gpus naming more slots than pairs, the pair is shared by every slot
   chromd    the same pair, --distance-only (TSV: every column but the seconds compared)
+  searcha   `gpualign search`: bench_search.py's set a (312 guides x 23 nt, k = 3) on a simulated genome of
+            --search-mbp (3100: human-sized); searchb its set b (10,000 guides, k = 4)
 For each set: the one-process run and one run per --gpus value (`;`-separated: "1;2" or "1;0,0": two slots on
 one GPU), with --fail SLOT:TASK the last of them again with that device lost mid-run ($GPUALIGN_FAIL_DEVICE),
 and with --worker a run through Dask (`--scheduler`) served by a `gpualign worker` started (and warm) before
@@ -23,6 +25,7 @@ run; efficiency per distinct GPU) and one JSON line per run.
   python scripts/bench_scale.py --gpus 1 --worker --repeat 3 -n 3000 --sets affine1k   # a run's start
   python scripts/bench_scale.py --sets ont --ont 50000 --genome ecoli.fa.gz
   python scripts/bench_scale.py --sets chrom,chromd --chrom-len 48000000 --chrom-rate 0.084 --gpus "1;2"
+  python scripts/bench_scale.py --sets searchb --search-mbp 3100 --gpus "1;2"
 """
 
 from __future__ import annotations
@@ -51,10 +54,26 @@ def chrom_set(n: int, rate: float, tmp: str) -> list:
     return [a, b]
 
 
+def search_set(name: str, mbp: int, tmp: str) -> tuple[list, list]:
+    """([patterns.fa, genome.fa], options) of bench_search.py's set a or b on a simulated genome of mbp Mbp."""
+    from bench_search import SETS as SEARCH_SETS
+    from bench_search import first_bases, write_genome, write_patterns
+
+    genome = os.path.join(tmp, f"genome{mbp}.fa")
+    if not os.path.exists(genome):
+        write_genome(genome, mbp, 250)
+    count, length, k, _ = SEARCH_SETS[name[-1]]
+    pats = os.path.join(tmp, f"{name}.fa")
+    write_patterns(pats, count, length, first_bases(genome, 10_000_000), seed=2)
+    return [pats, genome], ["-k", str(k)]
+
+
 def same_output(out: str, base: str) -> bool:
     """Byte for byte, except genome's distance TSV, whose seconds and rates columns differ run to run."""
     x, y = (open(p, "rb").read() for p in (out, base))
     if not out.endswith(".tsv"):
+        return x == y
+    if not os.path.basename(out).startswith("chromd"):  # (search's TSV: whole)
         return x == y
     cut = [[line.split(b"\t")[:6] + line.split(b"\t")[9:] for line in z.splitlines()] for z in (x, y)]
     return cut[0] == cut[1]
@@ -139,6 +158,7 @@ def main() -> None:
     ap.add_argument("--genome", help="FASTA (gz ok) whose first record the ont set's reads come from")
     ap.add_argument("--chrom-len", type=int, default=20_000_000, help="bases of the chrom sets' pair")
     ap.add_argument("--chrom-rate", type=float, default=0.084, help="edit rate of the chrom sets' pair")
+    ap.add_argument("--search-mbp", type=int, default=3100, help="Mbp of the search sets' simulated genome")
     ap.add_argument("--worker", action="store_true", help="also a --scheduler run served by a warm `gpualign worker`")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each command; the best is kept")
     ap.add_argument("--json")
@@ -147,9 +167,11 @@ def main() -> None:
     table = []
     address, procs = start_worker(a.cpu) if a.worker else (None, [])
     for name in a.sets.split(","):
-        ext = "tsv" if name == "chromd" else "paf"
+        ext = "tsv" if name == "chromd" or name.startswith("search") else "paf"
         if name == "ont":
             command, inputs, opts = "paf", ont_set(a.genome, a.ont, tmp), []
+        elif name in ("searcha", "searchb"):
+            command, (inputs, opts) = "search", search_set(name, a.search_mbp, tmp)
         elif name.startswith("chrom"):
             command, inputs = "genome", chrom_set(a.chrom_len, a.chrom_rate, tmp)
             opts = ["--distance-only"] if name == "chromd" else []
@@ -177,8 +199,10 @@ def main() -> None:
             out = args[args.index("-o") + 1]
             same = label == "one process" or same_output(out, base_out)
             slots = {k: v for k, v in rows.items() if k.startswith(("worker:", "device:"))}
-            rec = dict(set=name, run=label, seconds=seconds, same_bytes=same, pairs=int(rows["pairs"]),
-                       read_s=float(rows.get("read_seconds", 0)), align_s=float(rows["align_seconds"]),
+            units = rows.get("pairs", rows.get("hits", 0))  # (search: hits)
+            rec = dict(set=name, run=label, seconds=seconds, same_bytes=same, pairs=int(units),
+                       read_s=float(rows.get("read_seconds", 0)),
+                       align_s=float(rows.get("search_seconds", rows.get("align_seconds", 0))),  # (search: scan)
                        write_s=float(rows.get("write_seconds", 0)), slots=slots,
                        lost=int(rows.get("devices_lost", rows.get("retried_batches", 0))))
             results.append(rec)
