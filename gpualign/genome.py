@@ -201,12 +201,12 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     targets = _sam_targets(fmt if with_path else None, path_b, tname)
     check_output(out)
     distributed = cluster is not None and cluster.wanted
-    slots = None  # with --gpus: a devices.DeviceSet computing the record pairs (started below)
+    ids = None  # with --gpus: the devices (checked now) of a devices.DeviceSet computing the record pairs
     if cluster is not None and cluster.gpus and not distributed:
         from .devices import present
 
         cluster.validate(cfg.device)
-        slots = device_set(cfg, present(cluster.gpus))
+        ids = present(cluster.gpus)
     gpu = False if distributed else use_gpu(cfg.device)
     if on_notice and not distributed:
         on_notice(("engine: gpu-long (bit-parallel Hirschberg splits, leaves by the batched engines)" if with_path
@@ -224,8 +224,8 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             _, notice, remote = start_engines(cfg, cluster)
             if on_notice:
                 on_notice(notice)
-        elif slots is not None:  # record pairs on this host's GPUs, side by side
-            remote = slots
+        elif ids is not None:  # record pairs on this host's GPUs, side by side
+            remote = device_set(cfg, ids)
             started = remote.start()
             if on_notice:
                 on_notice(started)

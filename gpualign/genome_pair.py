@@ -5,7 +5,7 @@ chosen from a sampled divergence estimate: engines/gpu_long.py; the path: genome
 
 from __future__ import annotations
 
-import functools
+import threading
 import time
 from dataclasses import dataclass
 
@@ -85,13 +85,22 @@ def gpu_bound(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, detail: bool = Fal
     return r if detail else r["bound"]
 
 
-@functools.lru_cache(maxsize=1)
+_gap_chains = threading.local()
+
+
 def _gap_chain() -> list:
-    """The engine chain that aligns the bound's gaps: one for the run (an engine per record pair started
-    its streams and buffers again each time)."""
+    """The engine chain that aligns the bound's gaps: one per thread and device, kept for the run (an engine
+    per record pair started its streams and buffers again each time; one for the process would run its
+    kernels, loaded on the first device, from --gpus slots on other devices, and from several slots at once)."""
+    import cupy
+
     from .engines.gpu_edit import GpuEditEngine
 
-    return [GpuEditEngine()]
+    mine = _gap_chains.__dict__.setdefault("by_device", {})
+    device = cupy.cuda.Device().id
+    if device not in mine:
+        mine[device] = [GpuEditEngine()]
+    return mine[device]
 
 
 def use_gpu(device: str) -> bool:
@@ -206,19 +215,28 @@ def compute_pair(qn, tn, q, t, cfg, gpu: bool, prune: bool, cpu_method: str, pro
     return d, ops, cells, engine, code, time.perf_counter() - start
 
 
-def device_set(cfg: AlignConfig, ids: list[int]):
+def device_set(cfg: AlignConfig, ids: list[int], context=None):
     """A devices.DeviceSet (not started) whose slots compute record pairs (on_slot), each keeping the path's leaf
-    chain (genome_path.leaf_chain) for its pairs; once every device has left the run, the CPU computes them.
-    A slot's state: (where, leaf chain, device)."""
+    chain (genome_path.leaf_chain: its GPU engines made on the slot, its CPU rescue engine one for all the
+    slots, started now, before the slots' threads, and closed after them); once every device has left the
+    run, the CPU computes them. A slot's state: (where, leaf chain, device). context: as DeviceSet's."""
     from . import genome_path
     from .devices import DeviceSet
+
+    cpu = None if cfg.distance_only else genome_path.leaf_chain(cfg)[-1]
+    if cpu is not None:
+        cpu.start()
 
     def open_slot(device):
         if device is None:
             return "cpu", [], None
-        return "gpu", ([] if cfg.distance_only else genome_path.leaf_chain(cfg)), device
+        return "gpu", ([] if cpu is None else [*genome_path.leaf_chain(cfg)[:-1], cpu]), device
 
-    return DeviceSet(ids, open_slot, lambda state: genome_path.close_chain(state[1]), cfg, units=("pairs", "pairs"))
+    ds = DeviceSet(ids, open_slot, lambda state: genome_path.close_chain(state[1][:-1]), cfg,
+                   units=("pairs", "pairs"), context=context)
+    if cpu is not None:
+        ds.after.append(cpu.close)  # (once the slots, which share it, have stopped)
+    return ds
 
 
 def on_slot(state, qn, tn, q, t, cfg, prune, cpu_method, on_notice=None, peers=None):

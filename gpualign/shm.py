@@ -5,7 +5,7 @@ and again by several processes (mapped, unlink: search's text slots).
 
 A result sent back through a process pool's pipe arrives in reads of at most 64 KB, each of which takes
 the parent's interpreter lock back; with the aligner threads busy that crawls. A block is made by one process (put) and unlinked by the
-one that takes it (take, write_to, discard). Its maker leaves it out of the resource tracker: on Python
+one that takes it (take, view, write_to, discard). Its maker leaves it out of the resource tracker: on Python
 < 3.13 the tracker would otherwise unlink it, or report it leaked, when the maker exits first.
 """
 

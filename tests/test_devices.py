@@ -560,3 +560,40 @@ def _genome_same_bytes(tmp_path, gpus: str, env, pairs: int) -> list:
                     for n in ("g1.tsv", "g2.tsv")]
             assert cols[0] == cols[1] and len(cols[0]) == pairs + 1
     return errs
+
+
+def test_genome_slots_share_one_started_cpu_engine(monkeypatch):
+    """genome_pair.device_set: each slot's leaf chain has GPU engines of its own and the one CPU rescue engine,
+    started before the slots (not once per slot, late); closing closes each slot's GPU engines and the CPU
+    engine once, after the slots. With --distance-only no leaf chain and no CPU engine."""
+    from gpualign import genome_path
+    from gpualign.genome_pair import device_set
+
+    made = []
+
+    class Fake:
+        def __init__(self, kind):
+            self.kind, self.started, self.closed = kind, 0, 0
+            made.append(self)
+
+        def start(self):
+            self.started += 1
+
+        def close(self):
+            self.closed += 1
+
+    monkeypatch.setattr(genome_path, "leaf_chain", lambda cfg: [Fake("gpu"), Fake("cpu")])
+    ds = device_set(AlignConfig(), [0, 0, 1], context=emulated)
+    cpu = made[-1]
+    assert cpu.started == 1 and [m.kind for m in made] == ["gpu", "cpu"]
+    ds.start()
+    chains = [s.state[1] for s in ds.slots]
+    assert all(c[-1] is cpu for c in chains) and len({id(c[0]) for c in chains}) == 3
+    assert [s.state[2] for s in ds.slots] == [0, 0, 1] and cpu.closed == 0
+    ds.close()
+    assert all(c[0].closed == 1 for c in chains) and cpu.closed == 1 and cpu.started == 1
+    made.clear()
+    ds = device_set(AlignConfig(distance_only=True), [0], context=emulated)
+    ds.start()
+    assert ds.slots[0].state == ("gpu", [], 0) and made == []
+    ds.close()

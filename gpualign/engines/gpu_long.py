@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from ..devices import on_device
 from ..pack import CODE2
 from . import _arrays
 from ._cuda import load_module
@@ -27,15 +28,6 @@ TILE_THREADS = 512  # must match kernels/wfa_long.cu (launch bounds: 2 blocks of
 BAND = 64
 TILE_MIN = 128
 TILE_WIDTH = 4096  # diagonals in shared memory per tile, halo included
-
-
-def _on(device):
-    """A context with `device` current (None: the current one kept)."""
-    import contextlib
-
-    import cupy
-
-    return contextlib.nullcontext() if device is None else cupy.cuda.Device(device)
 
 
 def _watch(streams, sources, progress, poll: float, t0: float, report, devices=None) -> None:
@@ -50,7 +42,7 @@ def _watch(streams, sources, progress, poll: float, t0: float, report, devices=N
         homes = devices or [None] * len(streams)
         events, watch = [], []
         for st, dev in zip(streams, homes):
-            with _on(dev):
+            with on_device(dev):
                 events.append(st.record())
                 watch.append(cupy.cuda.Stream(non_blocking=True))
         snaps = [cupyx.empty_pinned(src.shape, dtype=src.dtype) for src in sources]
@@ -60,7 +52,7 @@ def _watch(streams, sources, progress, poll: float, t0: float, report, devices=N
             if time.perf_counter() - last >= poll:
                 last = time.perf_counter()
                 for src, snap, w, dev in zip(sources, snaps, watch, homes):
-                    with _on(dev):
+                    with on_device(dev):
                         src.get(stream=w, out=snap)
                         w.synchronize()
                 progress(report(snaps, last - t0))
@@ -318,12 +310,12 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     m1 = m // 2
     halves = [(qc, tc[:m1] if split else tc)]
     if split:
-        with _on(homes[1]):  # the backward half's strings on its device (the same codes)
+        with on_device(homes[1]):  # the backward half's strings on its device (the same codes)
             bq, bt = (qc, tc[m1:]) if homes[1] is None else symbol_codes(q, t[m1:], made)[:2]
             halves.append((_arrays.reverse(bq), _arrays.reverse(bt)))
     kerns, streams, caps = [], [], []  # caps: a launch's warps at most (its device's share)
     for dev in homes:
-        with _on(dev):
+        with on_device(dev):
             kerns.append(load_module("bp_long.cu", ("bp_long", "bp_split_min"), BP_DEFINES))
             streams.append(cupy.cuda.Stream(non_blocking=True))
             caps.append(cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_SM // homes.count(dev))
@@ -339,7 +331,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
             # strips in flight: a strip starts ~STRIP_ROWS columns after the one above and runs
             # STRIP_ROWS + width columns; more warps than that would only wait
             w = warps or min((STRIP_ROWS + width) // STRIP_ROWS + 2, cap)
-            with _on(dev):
+            with on_device(dev):
                 col = None
                 if split:
                     with st:
@@ -352,7 +344,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         if not split:
             d = int(runs[0][0][1].get())
         else:
-            with _on(homes[0]):
+            with on_device(homes[0]):
                 back = cols[1]
                 if homes[1] is not None:  # the backward column to the first device (the same one: `--gpus 0,0`)
                     back = cupy.empty_like(cols[0])
