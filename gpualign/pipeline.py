@@ -13,7 +13,7 @@ import importlib.util
 import time
 
 
-from . import devices, driver, pack, scoring, workers
+from . import devices, driver, pack, scoring, text_device, workers
 from .config import AlignConfig
 from .engines.check import CheckEngine, judge
 from .errors import ConfigError
@@ -74,7 +74,10 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         # -t 0 (all cores): worker processes as many as the input is worth; -t N: N
         bases = input_bases(path_a, path_b) if cfg.threads == 0 else None
         engine_threads, fmt_threads = workers.for_input(cfg.n_threads, bases)
-        if fmt in FORMATS:  # lines formatted in worker processes, forked now too
+        # PAF and TSV lines of inputs parsed on the GPU are formatted there (text_device.py), others in
+        # worker processes, forked now too
+        on_device = fmt in ("paf", "tsv") and isinstance(reader, fastx_device.DevicePairReader)
+        if fmt in FORMATS and not on_device:
             fmt_pool = parallel.start_pool(fmt_threads)
         summary = Summary()
         # batches are made while the engines start (cupy, the CUDA context, kernels): the first ones in
@@ -96,6 +99,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
             writer = writer_cls(output.target, targets=targets, command_line=command_line, metric=cfg.metric,
                                 scored=cfg.general, residues=protein)
+            if on_device:
+                writer.fmt.lines = text_device.DeviceLines()
             with aborting(writer):
                 stream(ahead, dispatcher, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify,
                        checker)

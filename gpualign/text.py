@@ -106,11 +106,17 @@ def write_ints(out: np.ndarray, pos: np.ndarray, v: np.ndarray, width: np.ndarra
         at = at - 1
 
 
-def join_lines(fields: list, n: int, sep: bytes = b"\t") -> bytes:
-    """n lines, each the fields joined by sep and ended by a newline."""
+def fields_of(fields: list) -> list:
+    """Each field as (prefix bytes, column: Strings, an integer array or None)."""
+    return [(f, None) if isinstance(f, bytes) else (f if isinstance(f, tuple) else (b"", f)) for f in fields]
+
+
+def join_lines(fields: list, n: int, sep: bytes = b"\t", drop_empty_last: bool = False) -> bytes:
+    """n lines, each the fields joined by sep and ended by a newline; drop_empty_last: a line whose last
+    field is an empty string ends before that field's separator (PAF's cg:Z of an empty CIGAR: a tag needs
+    a value)."""
     parts = []  # per field: (prefix, column or None, column widths)
-    for f in fields:
-        prefix, col = (f, None) if isinstance(f, bytes) else (f if isinstance(f, tuple) else (b"", f))
+    for prefix, col in fields_of(fields):
         if col is None:
             w = np.zeros(n, np.int64)
         elif isinstance(col, Strings):
@@ -136,7 +142,12 @@ def join_lines(fields: list, n: int, sep: bytes = b"\t") -> bytes:
         for j, ch in enumerate(sep if k < len(fields) - 1 else b"\n"):
             out[pos + j] = ch
         pos += len(sep) if k < len(fields) - 1 else 1
-    return out.tobytes()
+    text = out.tobytes()
+    if drop_empty_last and isinstance(parts[-1][1], Strings) and not parts[-1][2].all():
+        # the empty last field's separator and prefix are the last bytes of its line: only there can
+        # they meet the newline (a field before it is never followed by one)
+        text = text.replace(sep + parts[-1][0] + b"\n", b"\n")
+    return text
 
 
 def _copy_rows(out: np.ndarray, pos: np.ndarray, col: Strings, w: np.ndarray) -> None:

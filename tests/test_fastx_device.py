@@ -69,7 +69,10 @@ def _outcome(make):
 
 @pytest.fixture
 def emulated(monkeypatch):
+    from gpualign import text_device
+
     monkeypatch.setattr(fastx_device, "load_module", emu.load_module)
+    monkeypatch.setattr(text_device, "load_module", emu.load_module)  # (PAF and TSV lines of a whole run)
     monkeypatch.setattr(fastx_device, "MIN_READ", 1 << 10)  # many regions, carries and re-reads
     with emu.cupy_on_numpy():
         yield
@@ -341,11 +344,11 @@ def test_abort_between_batches_releases_the_files(tmp_path, emulated):
 
 
 @NO_CXX
-@pytest.mark.parametrize("fmt", ["paf", "sam"])
+@pytest.mark.parametrize("fmt", ["paf", "sam", "tsv"])
 def test_whole_run_writes_what_the_host_reader_gives(tmp_path, emulated, monkeypatch, fmt):
     """run_pairs with the device reader (kernels emulated) against the host reader, the same bytes: the
-    batches through the CPU engine, the formatting processes (pickled: names and qualities as Names) and
-    the writer."""
+    batches through the CPU engine, the writer, and the lines formatted on the device (PAF, TSV: kernels
+    emulated too) or by the formatting processes (SAM: pickled, names and qualities as Names)."""
     from gpualign import pipeline
     from gpualign.config import AlignConfig
 

@@ -74,3 +74,53 @@ def test_names_read_as_the_strings_they_hold():
     batch = PairBatch.from_sequences([b"AC"] * 300, [b"AG"] * 300)
     batch.q_names = names
     assert list(batch.take(idx[:5]).q_names) == [items[i] for i in idx[:5]]
+
+
+def _random_fields(rng, n):
+    """Fields of every kind: string columns stored in a row, stored apart and taken from a longer buffer,
+    empty strings, integers of every width and sign, prefixes, constants; the last an often empty string."""
+    words = ["".join(rng.choice(list("ACGT=XID0123456789_:."), int(k))) for k in rng.integers(0, 40, n)]
+    in_row = Strings.of(words)
+    big = Strings.of(words * 3).take(rng.permutation(3 * n)[:n])  # rows apart in a buffer 3x their size
+    ints = rng.integers(-10**15, 10**15, n) // (10 ** rng.integers(0, 15, n))
+    ints[:6] = [0, -1, 9, 10, -10, np.iinfo(np.int64).max][:n]
+    last = Strings.of([w if rng.random() < 0.7 else "" for w in words[::-1]])
+    return [in_row, ints, b"+", (b"AS:i:", -ints), big, b"255", (b"NM:i:", rng.integers(0, 300, n)),
+            (b"cg:Z:", last)]
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_device_lines_emulated(drop):
+    """text_device.DeviceLines (kernels/lines.cu run on the CPU) writes join_lines' bytes."""
+    import emu
+
+    from gpualign import text_device
+
+    if not emu.available():
+        pytest.skip("no g++ to compile the kernels for the CPU")
+    rng = np.random.default_rng(11)
+    with pytest.MonkeyPatch.context() as mp, emu.cupy_on_numpy():
+        mp.setattr(text_device, "load_module", emu.load_module)
+        lines = text_device.DeviceLines()
+        for n in (0, 1, 7, 300):
+            fields = _random_fields(rng, n)
+            want = join_lines(fields, n, drop_empty_last=drop)
+            assert bytes(lines(fields, n, drop_empty_last=drop)) == want
+            assert bytes(lines(fields[1:2], n, sep=b"")) == join_lines(fields[1:2], n, sep=b"")
+
+
+def test_drop_empty_last_field():
+    s = Strings.of(["x", "", "zz"])
+    assert join_lines([np.array([1, 2, 3]), (b"cg:Z:", s)], 3, drop_empty_last=True) == b"1\tcg:Z:x\n2\n3\tcg:Z:zz\n"
+
+
+@pytest.mark.gpu
+def test_device_lines_on_the_gpu():
+    from gpualign import text_device
+
+    rng = np.random.default_rng(12)
+    lines = text_device.DeviceLines()
+    for n in (1, 1000, 200_000):
+        fields = _random_fields(rng, n)
+        for drop in (False, True):
+            assert bytes(lines(fields, n, drop_empty_last=drop)) == join_lines(fields, n, drop_empty_last=drop)

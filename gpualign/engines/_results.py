@@ -136,7 +136,8 @@ def text_kernels(mod):
 class SlotResults:
     """Per-pair results of one batch, kept on the device and booked there after each kernel level
     (common.cuh's book_level: the host reads back only three counters per level), then brought to the
-    host in one pass (finish: the per-pair arrays, then the CIGARs, into page-locked memory).
+    host in one pass (finish: the per-pair arrays, then the CIGARs, into page-locked memory, with their
+    text and counts: text_kernels, so mod holds cigar_measure and cigar_write).
     A level's CIGARs sit in fixed slots of a buffer of its own, stride ops per list entry."""
 
     def __init__(self, mod, n: int, want_cigar: bool):
@@ -205,4 +206,6 @@ class SlotResults:
                                                (*ptrs, self.ops_src, self.ops_len, d_off, d_flat, np.int32(n)))
         res.cigar = pinned_empty(total, np.uint32)
         d_flat.get(out=res.cigar)
+        # the writers' CIGAR text and counts made here too (numpy passes over every op on the host else)
+        res.cigar_text, res.cigar_stats = text_kernels(self._mod)(d_flat, offs, lens)
         return res

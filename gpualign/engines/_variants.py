@@ -17,13 +17,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from .. import text_device
 from ..io import fastx_device
 from ..search import gpu as search_gpu
 from ..search import gpu_align
 from . import _arrays, _images, _nvrtc, gpu_affine, gpu_anchors, gpu_dp, gpu_edit, gpu_long
 
 VARIANTS = (gpu_edit.KERNELS, gpu_affine.KERNELS, gpu_dp.kernels(), gpu_long.WFA_KERNELS, gpu_long.BP_KERNELS,
-            search_gpu.KERNELS, gpu_align.KERNELS, _arrays.KERNELS, gpu_anchors.KERNELS, fastx_device.KERNELS)
+            search_gpu.KERNELS, gpu_align.KERNELS, _arrays.KERNELS, gpu_anchors.KERNELS, fastx_device.KERNELS,
+            text_device.KERNELS)
 
 
 @dataclass

@@ -36,7 +36,8 @@ def _smem_words(e: int, bt: bool) -> int:
     return 2 * d + 2 * d * w
 
 
-KERNELS = ("ewfa.cu", ("pack2", "ewfa_cigar", "book_level", "gather_slots", "ewfa_align"), ())  # (file, names, defines): every kernel this engine loads (engines/_variants.py)
+KERNELS = ("ewfa.cu", ("pack2", "ewfa_cigar", "book_level", "gather_slots", "ewfa_align", "cigar_measure",
+                      "cigar_write"), ())  # (file, names, defines): every kernel this engine loads (engines/_variants.py)
 
 
 def start_level(levels: tuple, sample_scores: np.ndarray) -> int:

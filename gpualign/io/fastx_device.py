@@ -36,7 +36,7 @@ LINE_BYTES = 64  # kernels/fastx.cu's CHUNK: bytes per thread finding line ends;
 THREADS = 256
 HEAD_BYTES = 1 << 20  # usable() checks the records in this much of a file's start
 MIN_READ = 1 << 20  # bytes read from a file first, and at least when no whole record fits (doubled then)
-READ_PIECE = 8 << 20  # a file's bytes are read in pieces of this size, side by side
+READ_PIECE = 8 << 20  # both files' bytes are read in pieces of this size, side by side
 READ_THREADS = 8
 NO_RECORD = np.iinfo(np.int32).max  # the kernels' `bad` when every record passed
 _KEEP = np.arange(256, dtype=np.uint8)  # a table that keeps every byte (names)
@@ -126,6 +126,7 @@ class DevicePairReader:
         self.k_next = batch_pairs  # records to read for the next batch (fewer once a batch is bounded by bases)
         self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="gpualign-read")
         self._stream = None  # the reader thread's CUDA stream
+        self._kernels: dict = {}
         self.gen = self._batches()
 
     def __iter__(self):
@@ -142,17 +143,20 @@ class DevicePairReader:
 
     # ---- reading
 
-    def _read(self, buf: np.ndarray, f: _File, at: int, n: int) -> None:
-        """f's next n bytes into buf[at:], in pieces side by side."""
-        def piece(a: int) -> None:
-            view, off = memoryview(buf[at + a:at + min(n, a + READ_PIECE)]), f.pos + a
+    def _read(self, buf: np.ndarray, reads: list) -> None:
+        """For each (f, at, n) of reads, f's next n bytes into buf[at:]: every file's pieces side by side."""
+        def piece(job) -> None:
+            f, at, a, b = job
+            view, off = memoryview(buf[at + a:at + b]), f.pos + a
             while len(view):
                 got = os.preadv(f.fd, [view], off)
                 if got <= 0:
                     raise InputError(f"{f.name}: cannot read (the file shrank while it was read)")
                 view, off = view[got:], off + got
-        list(self._pool.map(piece, range(0, n, READ_PIECE)))
-        f.pos += n
+        jobs = [(f, at, a, min(n, a + READ_PIECE)) for f, at, n in reads for a in range(0, n, READ_PIECE)]
+        list(self._pool.map(piece, jobs))
+        for f, _, n in reads:
+            f.pos += n
 
     def _fill(self) -> tuple[np.ndarray, list]:
         """A page-locked buffer holding each file's carry and next bytes, each region 64-byte aligned
@@ -163,11 +167,11 @@ class DevicePairReader:
         places = [0, -(-sizes[0] // LINE_BYTES) * LINE_BYTES]
         total = places[1] + -(-sizes[1] // LINE_BYTES) * LINE_BYTES
         buf = pinned_empty(max(total, LINE_BYTES))
+        for f, at in zip(self.files, places):
+            buf[at:at + len(f.carry)] = f.carry
+        self._read(buf, [(f, at + len(f.carry), n - len(f.carry)) for f, at, n in zip(self.files, places, sizes)])
         regions = []
         for f, at, n in zip(self.files, places, sizes):
-            c = len(f.carry)
-            buf[at:at + c] = f.carry
-            self._read(buf, f, at + c, n - c)
             buf[at + n:at + -(-n // LINE_BYTES) * LINE_BYTES] = 0
             if not f.step and n:
                 f.step = 2 if buf[at] == ord(">") else 4
@@ -176,9 +180,11 @@ class DevicePairReader:
 
     # ---- parsing
 
-    @staticmethod
-    def _kernel(name: str):
-        return load_module(*KERNELS).get_function(name)
+    def _kernel(self, name: str):
+        fn = self._kernels.get(name)
+        if fn is None:  # (looked up once: the reader's thread keeps one device)
+            fn = self._kernels[name] = load_module(*KERNELS).get_function(name)
+        return fn
 
     def _parse(self, d_buf, host: np.ndarray, r: _Region) -> None:
         """r's line ends and records on the device; r.records and r.bad on the host."""

@@ -9,9 +9,6 @@ from ..records import OK, AlignBatch, PairBatch
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
 
-EMPTY_CG = b"\tcg:Z:\n"  # the cg:Z tag of an empty CIGAR, at a line's end
-
-
 class PafFormat:
     """A batch's PAF lines (picklable: formatting may run in a worker process, output/parallel.py).
     scored (general scoring): columns 3-4 and 8-9 are the aligned ranges, AS:i is the score itself,
@@ -19,6 +16,7 @@ class PafFormat:
 
     def __init__(self, scored: bool = False):
         self.scored = scored
+        self.lines = join_lines  # or text_device.DeviceLines (pipeline.py): the same bytes
 
     def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
         keep = res.status == OK
@@ -43,12 +41,9 @@ class PafFormat:
             qs, qe, ts, te, score = b"0", ql, b"0", tl, -res.score[rows].astype(np.int64)
         fields = [Strings.of(batch.q_names).take(rows), ql, qs, qe, b"+", Strings.of(batch.t_names).take(rows), tl,
                   ts, te, matches, matches + nm, b"255", (b"NM:i:", nm), (b"AS:i:", score), (b"cg:Z:", cig)]
-        text = join_lines(fields, len(rows))
-        if not cig.length.all():
-            # no CIGAR (two empty sequences, or none computed): no cg:Z (a tag needs a value; minimap2 never
-            # writes an empty one). cg:Z is the last field, so its empty form ends a line.
-            text = text.replace(EMPTY_CG, b"\n")
-        return text, len(rows)
+        # no CIGAR (two empty sequences, or none computed): no cg:Z (a tag needs a value; minimap2 never
+        # writes an empty one)
+        return self.lines(fields, len(rows), drop_empty_last=True), len(rows)
 
 
 class PafWriter:

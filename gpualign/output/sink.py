@@ -9,6 +9,7 @@ error (CPython 3.11), and the rest was dropped silently.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import struct
@@ -86,6 +87,24 @@ class Sink:
         if self.buf:
             self._out(memoryview(self.buf))
             self.buf = bytearray()
+
+    def send_file(self, src: int, count: int) -> bool:
+        """The first count bytes of the file open as src written by the kernel (sendfile: no copy through
+        this process, no mapping of src here); False, nothing written, where this output cannot take
+        them that way (then write them)."""
+        self.flush()
+        done = 0
+        try:
+            while done < count:
+                sent = os.sendfile(self.fd, src, done, count - done)
+                if sent == 0:
+                    raise OSError(errno.EIO, f"{count - done} bytes left unsent")
+                done += sent
+        except OSError as e:
+            if done == 0 and e.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                return False
+            raise WriteError(self.name, e) from None
+        return True
 
     def close(self) -> None:
         """Everything written out; the descriptor closed if it is ours."""

@@ -20,6 +20,7 @@ class TsvFormat:
 
     def __init__(self, metric: str, scored: bool = False):
         self.metric, self.scored = metric, scored
+        self.lines = join_lines  # or text_device.DeviceLines (pipeline.py): the same bytes
 
     def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
         n = batch.n
@@ -38,11 +39,9 @@ class TsvFormat:
             nm, cig = (score if self.metric == "edit" else b"*"), b"*"
         fields = [Strings.of(batch.q_names), Strings.of(batch.t_names), batch.q_len, batch.t_len, score, nm, cig,
                   _STATUS.take(res.status.astype(np.int64))]
-        return join_lines(fields, n), n
+        return self.lines(fields, n), n
 
-
-    @staticmethod
-    def _render_scored(batch: PairBatch, res: AlignBatch, failed: np.ndarray, score: Strings) -> bytes:
+    def _render_scored(self, batch: PairBatch, res: AlignBatch, failed: np.ndarray, score: Strings) -> bytes:
         qs, qe, ts, te = aligned_ranges(batch, res)
         unknown_q, unknown_t = failed | (qs < 0), failed | (ts < 0)  # score-only: starts not known
         ranges = [Strings.of_ints(v).where(m, b"*") for v, m in ((qs, unknown_q), (qe, unknown_q), (ts, unknown_t),
@@ -55,7 +54,7 @@ class TsvFormat:
             nm = cig = b"*"
         fields = [Strings.of(batch.q_names), Strings.of(batch.t_names), score, *ranges, cig, batch.q_len,
                   batch.t_len, nm, _STATUS.take(res.status.astype(np.int64))]
-        return join_lines(fields, batch.n)
+        return self.lines(fields, batch.n)
 
 
 class TsvWriter:

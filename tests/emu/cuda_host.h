@@ -189,6 +189,19 @@ inline void emu_call(void (*kernel)(P...), void** args) {
     emu_call(kernel, args, std::index_sequence_for<P...>{});
 }
 
+// a kernel none of whose threads meets another at a barrier: every thread of every block, one after another
+template <class... P>
+inline void emu_serial(void (*kernel)(P...), int grid, int block, void** args) {
+    blockDim.x = block;
+    gridDim.x = grid;
+    for (int b = 0; b < grid; ++b)
+        for (int t = 0; t < block; ++t) {
+            blockIdx.x = b;
+            threadIdx.x = t;
+            emu_call(kernel, args);
+        }
+}
+
 // the rest of what myers_search.cu uses
 #define __align__(n) __attribute__((aligned(n)))
 struct uint2 {

@@ -7,23 +7,11 @@
 
 #include "fastx.cu"
 
-template <class... P>
-static void serial(void (*kernel)(P...), int grid, int block, void** args) {
-    blockDim.x = block;
-    gridDim.x = grid;
-    for (int b = 0; b < grid; ++b)
-        for (int t = 0; t < block; ++t) {
-            blockIdx.x = b;
-            threadIdx.x = t;
-            emu_call(kernel, args);
-        }
-}
-
 extern "C" int emu_launch(const char* name_c, int grid, int, int block, void** args) {
     const std::string name(name_c);
-    if (name == "nl_count") return serial(nl_count, grid, block, args), 0;
-    if (name == "nl_emit") return serial(nl_emit, grid, block, args), 0;
-    if (name == "fastx_records") return serial(fastx_records, grid, block, args), 0;
-    if (name == "fastx_compact") return serial(fastx_compact, grid, block, args), 0;
+    if (name == "nl_count") return emu_serial(nl_count, grid, block, args), 0;
+    if (name == "nl_emit") return emu_serial(nl_emit, grid, block, args), 0;
+    if (name == "fastx_records") return emu_serial(fastx_records, grid, block, args), 0;
+    if (name == "fastx_compact") return emu_serial(fastx_compact, grid, block, args), 0;
     return 1;  // no such kernel
 }

@@ -1,0 +1,127 @@
+"""text.join_lines on the GPU (kernels/lines.cu): the same bytes, for the text writers of a run whose inputs
+the GPU parsed (pipeline.py). The columns go up in one copy, a thread per line measures and writes it, and
+the lines come back in one copy to page-locked memory, handed to the output as they are: no numpy pass per
+digit or field on the host, no worker process, no pickled batch."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .engines._cuda import load_module
+from .records import offsets_from_lengths, segment_index
+from .text import Strings, fields_of, join_lines
+
+KERNELS = ("lines.cu", ("line_lengths", "line_write"), ())
+THREADS = 256
+SPEC = 5  # kernels/lines.cu's ints per field
+KIND_NONE, KIND_STRING, KIND_INT = 0, 1, 2
+ALIGN = 8  # the parts of the upload start at multiples of this many bytes
+
+
+def _packed(col: Strings) -> tuple[np.ndarray, np.ndarray, int]:
+    """(bytes holding col's rows, starts, shift): row i starts at starts[i] + shift in the bytes. The slice
+    of col.buf its rows lie in when it is not much more than their bytes (names, CIGARs: one after
+    another), else the rows gathered."""
+    n = len(col.length)
+    length = np.asarray(col.length, np.int64)
+    total = int(length.sum())
+    if n == 0 or total == 0:
+        return np.zeros(0, np.uint8), np.zeros(n, np.int64), 0
+    start = np.asarray(col.start, np.int64)
+    lo, hi = int(start.min()), int((start + length).max())
+    if hi - lo <= 2 * total + 4096:
+        return col.buf[lo:hi], start, -lo
+    return col.buf[segment_index(start, length)], offsets_from_lengths(length), 0
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // ALIGN) * ALIGN
+
+
+class DeviceLines:
+    """join_lines(fields, n, sep, drop_empty_last) on the current device, its own stream; returns the lines
+    as a memoryview of page-locked memory (a new buffer each call), or join_lines' bytes when the device has
+    no room."""
+
+    def __init__(self):
+        self._stream = None
+        self._kernels: dict = {}
+
+    def _kernel(self, name: str):
+        fn = self._kernels.get(name)
+        if fn is None:
+            fn = self._kernels[name] = load_module(*KERNELS).get_function(name)
+        return fn
+
+    def __call__(self, fields: list, n: int, sep: bytes = b"\t", drop_empty_last: bool = False):
+        from .engines import is_out_of_memory
+
+        try:
+            return self._on_device(fields, n, sep, drop_empty_last)
+        except Exception as err:  # noqa: BLE001 - no room on the device: the host's numpy join
+            if not is_out_of_memory(err):
+                raise
+            return join_lines(fields, n, sep, drop_empty_last)
+
+    def _on_device(self, fields: list, n: int, sep: bytes, drop_empty_last: bool) -> memoryview:
+        import cupy
+
+        from .engines import _arrays
+        from .engines._staging import pinned_empty
+
+        if n == 0:
+            return memoryview(b"")
+        if self._stream is None:
+            self._stream = cupy.cuda.Stream(non_blocking=True)
+        spec = np.zeros((len(fields), SPEC), np.int32)
+        consts = bytearray(sep)
+        ints, strings = [], []
+        for k, (prefix, col) in enumerate(fields_of(fields)):
+            spec[k, 2:4] = len(consts), len(prefix)
+            consts += prefix
+            if isinstance(col, Strings):
+                spec[k, :2] = KIND_STRING, len(strings)
+                strings.append((*_packed(col), col.length))
+            elif col is not None:
+                spec[k, :2] = KIND_INT, len(ints)
+                ints.append(col)
+        if drop_empty_last and spec[-1, 0] == KIND_STRING:
+            spec[-1, 4] = 1
+        # one page-locked upload, each part written straight to its place: spec, consts, the integer
+        # columns, the string columns' starts, their lengths, their bytes
+        sizes = [spec.nbytes, len(consts), 8 * n * max(1, len(ints)), 8 * n * max(1, len(strings)),
+                 8 * n * max(1, len(strings)), max(1, sum(len(buf) for buf, _, _, _ in strings))]
+        places = np.cumsum([0] + [_aligned(x) for x in sizes]).tolist()
+        host = pinned_empty(places[-1])
+        part = lambda i, dtype=np.uint8: host[places[i]:places[i] + sizes[i]].view(dtype)  # noqa: E731
+        part(0, np.int32)[:] = spec.ravel()
+        part(1)[:] = np.frombuffer(bytes(consts), np.uint8)
+        h_ints = part(2, np.int64).reshape(-1, n)
+        for c, col in enumerate(ints):
+            h_ints[c] = col
+        h_start, h_len, h_buf = part(3, np.int64).reshape(-1, n), part(4, np.int64).reshape(-1, n), part(5)
+        base = 0
+        for c, (buf, start, shift, length) in enumerate(strings):
+            np.add(start, base + shift, out=h_start[c])
+            h_len[c] = length
+            h_buf[base:base + len(buf)] = buf
+            base += len(buf)
+        with self._stream:
+            dev = cupy.empty(len(host), dtype=cupy.uint8)
+            dev.set(host)
+            view = lambda i, dtype=cupy.uint8: dev[places[i]:places[i] + sizes[i]].view(dtype)  # noqa: E731
+            d_spec, d_consts, d_ints = view(0, cupy.int32), view(1), view(2, cupy.int64)
+            d_start, d_len, d_sbuf = view(3, cupy.int64), view(4, cupy.int64), view(5)
+            grid = (-(-n // THREADS),), (THREADS,)
+            lens = cupy.empty(n, dtype=cupy.int64)
+            args = (np.int32(len(fields)), np.int32(len(sep)))
+            self._kernel("line_lengths")(*grid, (d_spec, *args, d_ints, d_len, np.int64(n), lens))
+            ends = _arrays.cumsum(lens)
+            total = int(ends[n - 1:n].get()[0])
+            out = cupy.empty(max(total, 1), dtype=cupy.uint8)
+            self._kernel("line_write")(*grid, (d_spec, *args, d_consts, d_ints, d_sbuf, d_start, d_len, np.int64(n),
+                                               ends, lens, out))
+            text = pinned_empty(total)
+            out[:total].get(out=text)
+            self._stream.synchronize()
+        return memoryview(text)

@@ -1,0 +1,86 @@
+// lines.cu -- text lines assembled on the device (gpualign/text_device.py): the bytes of text.join_lines.
+// Line i is its fields joined by a separator and ended by '\n'; a field is a constant prefix followed by row
+// i of a string column, row i of an integer column in decimal, or nothing.
+//
+// spec: SPEC ints per field: its kind (0 prefix only, 1 string, 2 integer), its column, where its prefix
+// lies in consts and how long it is, and `drop` (1: an empty string leaves the field out, the separator
+// before it too: PAF's cg:Z of an empty CIGAR). consts starts with the separator (sep_len bytes).
+// Integer column c, row i: ints[c * n + i]; string column c, row i: sbuf[sstart[c * n + i] ...] of
+// slen[c * n + i] bytes.
+// line_lengths: a thread per line writes its length; their inclusive prefix sums give each line its end, and
+// line_write (a thread per line) writes it there.
+#ifdef __CUDACC_RTC__  // NVRTC has no C library headers
+typedef unsigned char uint8_t;
+#else
+#include <stdint.h>
+#endif
+
+#define SPEC 5
+#define KIND_STRING 1
+#define KIND_INT 2
+
+__device__ __forceinline__ unsigned long long magnitude(long long v) {
+    return v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+}
+
+__device__ __forceinline__ int decimal_width(long long v) {  // digits, and a minus sign
+    unsigned long long a = magnitude(v);
+    int w = 1;
+    while (a >= 10) {
+        a /= 10;
+        ++w;
+    }
+    return w + (v < 0);
+}
+
+__global__ void line_lengths(const int* __restrict__ spec, int fields, int sep_len, const long long* __restrict__ ints,
+                             const long long* __restrict__ slen, long long n, long long* __restrict__ len) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    long long w = 1;  // '\n'
+    for (int k = 0; k < fields; ++k) {
+        const int* f = spec + k * SPEC;
+        long long x = 0;
+        if (f[0] == KIND_STRING) {
+            x = slen[f[1] * n + i];
+            if (x == 0 && f[4]) continue;
+        } else if (f[0] == KIND_INT) {
+            x = decimal_width(ints[f[1] * n + i]);
+        }
+        w += x + f[3] + (k ? sep_len : 0);
+    }
+    len[i] = w;
+}
+
+__global__ void line_write(const int* __restrict__ spec, int fields, int sep_len, const uint8_t* __restrict__ consts,
+                           const long long* __restrict__ ints, const uint8_t* __restrict__ sbuf,
+                           const long long* __restrict__ sstart, const long long* __restrict__ slen, long long n,
+                           const long long* __restrict__ ends, const long long* __restrict__ len,
+                           uint8_t* __restrict__ out) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    uint8_t* p = out + ends[i] - len[i];
+    for (int k = 0; k < fields; ++k) {
+        const int* f = spec + k * SPEC;
+        long long sl = f[0] == KIND_STRING ? slen[f[1] * n + i] : 0;
+        if (f[0] == KIND_STRING && sl == 0 && f[4]) continue;
+        if (k)
+            for (int j = 0; j < sep_len; ++j) *p++ = consts[j];
+        for (int j = 0; j < f[3]; ++j) *p++ = consts[f[2] + j];
+        if (f[0] == KIND_STRING) {
+            const uint8_t* s = sbuf + sstart[f[1] * n + i];
+            for (long long j = 0; j < sl; ++j) *p++ = s[j];
+        } else if (f[0] == KIND_INT) {
+            long long v = ints[f[1] * n + i];
+            int w = decimal_width(v);
+            unsigned long long a = magnitude(v);
+            if (v < 0) p[0] = '-';
+            for (int j = w - 1; j >= (v < 0); --j) {
+                p[j] = (uint8_t)('0' + a % 10);
+                a /= 10;
+            }
+            p += w;
+        }
+    }
+    *p = '\n';
+}

@@ -1,0 +1,14 @@
+// kernels/lines.cu for the CPU (cuda_host.h), behind one C entry point: emu_launch(name, grid, grid_y, block,
+// args) with a kernel's name as gpualign/text_device.py names it. No barrier: threads run one after another.
+#include "cuda_host.h"
+
+#include <string>
+
+#include "lines.cu"
+
+extern "C" int emu_launch(const char* name_c, int grid, int, int block, void** args) {
+    const std::string name(name_c);
+    if (name == "line_lengths") return emu_serial(line_lengths, grid, block, args), 0;
+    if (name == "line_write") return emu_serial(line_write, grid, block, args), 0;
+    return 1;  // no such kernel
+}
