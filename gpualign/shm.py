@@ -1,7 +1,7 @@
 """Bytes handed from one process to another in shared-memory blocks: the sequences `gpualign paf`'s
 reader processes fetch and the FASTA parts the reader processes of `pairs` parse (put, then take or view),
 the large CIGAR arrays sent to the formatting processes and the text they render; and blocks mapped again
-and again by several processes (mapped, unlink: search's text slots).
+and again by several processes (mapped, discard: search's text slots).
 
 A result sent back through a process pool's pipe arrives in reads of at most 64 KB, each of which takes
 the parent's interpreter lock back; with the aligner threads busy that crawls. A block is made by one process (put) and unlinked by the
@@ -84,20 +84,10 @@ def write_to(name: str, size: int, stream) -> None:
         os.close(fd)
 
 
-def discard(name: str) -> None:
-    """Unlink block name, if it is still there."""
-    try:
-        block = shared_memory.SharedMemory(name=name)
-    except FileNotFoundError:
-        return
-    block.close()
-    block.unlink()
-
-
 def mapped(name: str, size: int = 0) -> np.ndarray:
     """Block name mapped here as a uint8 array, made first (of size bytes) when size > 0; an OSError when
     shared memory is short. The mapping lasts as long as the array or a view of it; the maker unlinks the
-    block (unlink), or interrupt.finish() does after a signal, or its exit hook at exit. Made straight in
+    block (discard), or interrupt.finish() does after a signal, or its exit hook at exit. Made straight in
     /dev/shm, out of Python's resource tracker: a block used again and again is kept by its maker,
     whatever process maps it."""
     path = os.path.join(SHM_DIR, name)
@@ -114,7 +104,8 @@ def mapped(name: str, size: int = 0) -> np.ndarray:
         os.close(fd)
 
 
-def unlink(name: str) -> None:
+def discard(name: str) -> None:
+    """Unlink block name, if it is still there (no block is in Python's resource tracker: see put, mapped)."""
     try:
         os.unlink(os.path.join(SHM_DIR, name))
     except FileNotFoundError:

@@ -138,7 +138,7 @@ class _RangeChunks:
         while self.futs:
             fut = self.futs.popleft()
             if fut.done() and not fut.cancelled() and fut.exception() is None:
-                shm.unlink(fut.result()[0])
+                shm.discard(fut.result()[0])
 
 
 class _Chunks:

@@ -211,7 +211,7 @@ class Slots:
 
     def close(self) -> None:
         for n in self.names:  # (the memory goes with the last view of it)
-            shm.unlink(n)
+            shm.discard(n)
 
 
 def layouts(path: str, size: int, pool, ahead: int, slots: Slots, range_bytes: int, context: int, gap: int):
