@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import trace
 from .engines._cuda import load_module
 from .records import offsets_from_lengths, segment_index
 from .text import Strings, fields_of, join_lines
@@ -53,6 +54,7 @@ class DeviceLines:
             fn = self._kernels[name] = load_module(*KERNELS).get_function(name)
         return fn
 
+    @trace.traced("device lines")
     def __call__(self, fields: list, n: int, sep: bytes = b"\t", drop_empty_last: bool = False):
         from .engines import is_out_of_memory
 

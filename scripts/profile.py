@@ -12,6 +12,7 @@ script installs: the code's own named spans), never from patching engine interna
   python scripts/profile.py paf cands.paf reads.fa ref.fa --device gpu [--readers N] [--batch-bases N]
   python scripts/profile.py host pairs A.fa B.fa [--profile]
   python scripts/profile.py host paf cands.paf reads.fa ref.fa [--profile]
+  python scripts/profile.py spans -- pairs A.fa B.fa --device gpu -o out.paf
 
 Every subcommand but host needs a GPU (paf: with --device gpu); --help works everywhere.
 """
@@ -649,6 +650,61 @@ def host(a) -> None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
 
 
+# ------------------------------------------------------------------------------------------------- spans
+class SpanRecorder:
+    """Inclusive seconds and calls of every traced span, per thread (named without its number: the reader's
+    pool threads are one row)."""
+
+    def __init__(self):
+        self.seconds: collections.Counter = collections.Counter()
+        self.calls: collections.Counter = collections.Counter()
+
+    @contextlib.contextmanager
+    def span(self, name: str):
+        import re
+        import threading
+
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            key = (re.sub(r"[-_ ]?\d+$", "", threading.current_thread().name), name)
+            self.seconds[key] += time.perf_counter() - t0
+            self.calls[key] += 1
+
+
+def spans_args(ap) -> None:
+    ap.description = ("Busy seconds of every traced span (gpualign.trace: reading, aligning, formatting, writing), per "
+                      "thread, of one gpualign command run in this process, given after --. Spans nest (a "
+                      "span's seconds include those of the spans it calls), and threads overlap: compare rows, "
+                      "not sums. Runs wherever the command does.")
+    ap.add_argument("--top", type=int, default=40, help="rows printed")
+
+
+def spans(a, extra: list) -> None:
+    from gpualign import cli
+
+    if not extra:
+        sys.exit("spans: give the gpualign command after --, e.g. -- pairs A.fa B.fa -o out.paf")
+    rec = SpanRecorder()
+    trace.install(rec)
+    sys.argv = ["gpualign", *extra]
+    t0 = time.perf_counter()
+    try:
+        cli.app(prog_name="gpualign")
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    wall = time.perf_counter() - t0
+    trace.install(None)
+    print(f"gpualign {' '.join(extra)}: exit {code}, {wall:.3f} s in this process", file=sys.stderr)
+    print(f"{'thread':<22} {'span':<26} {'seconds':>8} {'calls':>7}", file=sys.stderr)
+    for (thread, name), sec in rec.seconds.most_common(a.top):
+        print(f"{thread:<22} {name:<26} {sec:8.3f} {rec.calls[thread, name]:7d}", file=sys.stderr)
+    sys.stderr.flush()
+    cli.quick_exit(code)
+
+
 # -------------------------------------------------------------------------------------------------- main
 COMMANDS = {  # view: (its options, its run, one line for --help)
     "timeline": (timeline_args, timeline, "a gpualign paf command's events and kernels from process start (GPU)"),
@@ -658,6 +714,7 @@ COMMANDS = {  # view: (its options, its run, one line for --help)
     "genome": (genome_args, genome, "one long-string kernel run, for ncu and quick timing (GPU)"),
     "paf": (paf_args, paf, "gpualign paf's stages alone, then together (GPU with --device gpu)"),
     "host": (host_args, host, "the host side alone of pairs or paf, with an engine that answers at once"),
+    "spans": (spans_args, spans, "busy seconds per traced span and thread of any gpualign command"),
 }
 
 
@@ -674,10 +731,10 @@ def main() -> None:
         add_args(sub.add_parser(name, help=line))
     a = ap.parse_args(argv)
     run = COMMANDS[a.view][1]
-    if a.view == "timeline":
+    if a.view in ("timeline", "spans"):
         run(a, extra)
     elif extra:
-        ap.error("options after -- are for the timeline view only")
+        ap.error("options after -- are for the timeline and spans views only")
     else:
         run(a)
 

@@ -292,6 +292,22 @@ def test_profile_host_script_runs(root, tmp_path):
     assert p.stdout.startswith("pairs: ") and "pairs/s" in p.stdout
 
 
+def test_profile_spans_script_runs(root, tmp_path):
+    """scripts/profile.py spans runs a gpualign command in its process and lists the traced spans' seconds by
+    thread: the demo's pairs on the CPU, its output written, the aligning and writing spans listed."""
+    out = tmp_path / "out.paf"
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "profile.py"), "spans", "--", "pairs",
+                        os.path.join(root, "data", "demo", "a.fa"), os.path.join(root, "data", "demo", "b.fa"),
+                        "--device", "cpu", "-t", "1", "-o", str(out), "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [ln.split() for ln in p.stderr.splitlines()[2:]]
+    assert out.stat().st_size > 0 and "exit 0" in p.stderr.splitlines()[0]
+    spans = {" ".join(r[1:-2]) for r in rows}
+    assert {"align", "write submit"} <= spans, p.stderr
+    assert all(float(r[-2]) >= 0 and int(r[-1]) >= 1 for r in rows)
+
+
 def test_sass_mix_script_counts_a_loop(root, tmp_path):
     """scripts/sass_mix.py on a made-up SASS listing: two functions, an unrolled run of 17 marker steps of 4
     instructions each (LOP3, LOP3, IMAD, SHFL): per step 2 ALU, 1 FMA, 1 memory instruction; 4 clocks a step

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .. import pack
+from .. import pack, trace
 from ..engines._cuda import load_module
 from ..errors import InputError
 from ..records import Names, PairBatch, offsets_from_lengths
@@ -143,6 +143,7 @@ class DevicePairReader:
 
     # ---- reading
 
+    @trace.traced("device read")
     def _read(self, buf: np.ndarray, reads: list) -> None:
         """For each (f, at, n) of reads, f's next n bytes into buf[at:]: every file's pieces side by side."""
         def piece(job) -> None:
@@ -158,6 +159,7 @@ class DevicePairReader:
         for f, _, n in reads:
             f.pos += n
 
+    @trace.traced("device fill")
     def _fill(self) -> tuple[np.ndarray, list]:
         """A page-locked buffer holding each file's carry and next bytes, each region 64-byte aligned
         and followed by zeros up to the next 64."""
@@ -186,6 +188,7 @@ class DevicePairReader:
             fn = self._kernels[name] = load_module(*KERNELS).get_function(name)
         return fn
 
+    @trace.traced("device parse")
     def _parse(self, d_buf, host: np.ndarray, r: _Region) -> None:
         """r's line ends and records on the device; r.records and r.bad on the host."""
         import cupy
@@ -217,6 +220,7 @@ class DevicePairReader:
                                            np.int64(records), *r.dev, d_bad))
         r.records, r.bad = records, int(d_bad.get()[0])
 
+    @trace.traced("device gather")
     def _gather(self, d_buf, regions: list, lens: list, fields: tuple, table: np.ndarray, check: bool = False):
         """The first len(lens[i]) records' pieces (offsets r.dev[fields[0]], lengths r.dev[fields[1]], which
         are lens[i]) of each region one after another in a device buffer through table (kernels/fastx.cu's
@@ -294,6 +298,7 @@ class DevicePairReader:
         if not self._stop:
             yield from self._read_on(count)
 
+    @trace.traced("device step")
     def _step(self, host: np.ndarray, regions: list, count: int):
         """One buffer's batch: (PairBatch or None, records taken from each file, whether a refused record
         follows them); "more" when a file has no whole record in it yet; None to read on the host."""
@@ -331,6 +336,7 @@ class DevicePairReader:
             f.close()
         self._pool.shutdown(wait=False)
 
+    @trace.traced("device batch")
     def _batch(self, d_buf, d_seq, regions: list, k: int, lens: list, count: int) -> PairBatch:
         """The batch of the first k records of both regions: sequences, names and (wanted) qualities
         gathered on the device and brought over, so that the raw buffer can go."""
@@ -356,6 +362,7 @@ class DevicePairReader:
         batch.device = d_seq
         return batch
 
+    @trace.traced("device take")
     def _take(self, host: np.ndarray, r: _Region, k: int) -> None:
         """k records of r taken: the bytes after them carried to the next buffer, the next read sized."""
         f = r.f

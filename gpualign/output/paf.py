@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import trace
 from ..records import OK, AlignBatch, PairBatch
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
@@ -18,6 +19,7 @@ class PafFormat:
         self.scored = scored
         self.lines = join_lines  # or text_device.DeviceLines (pipeline.py): the same bytes
 
+    @trace.traced("paf render")
     def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
         keep = res.status == OK
         if self.scored:

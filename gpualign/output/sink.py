@@ -15,6 +15,7 @@ import stat
 import struct
 import zlib
 
+from .. import trace
 from ..errors import ConfigError, WriteError
 
 BUFFER = 1 << 20  # small writes are gathered up to this many bytes; larger ones go out at once
@@ -88,6 +89,7 @@ class Sink:
             self._out(memoryview(self.buf))
             self.buf = bytearray()
 
+    @trace.traced("sink send")
     def send_file(self, src: int, count: int) -> bool:
         """The first count bytes of the file open as src written by the kernel (sendfile: no copy through
         this process, no mapping of src here); False, nothing written, where this output cannot take
@@ -123,6 +125,7 @@ class Sink:
                 pass
         self.fd = -1
 
+    @trace.traced("sink out")
     def _out(self, data) -> None:
         failed = None
         with memoryview(data) as view:

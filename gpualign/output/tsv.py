@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import trace
 from ..records import OK, STATUS_NAMES, AlignBatch, PairBatch
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text
@@ -22,6 +23,7 @@ class TsvFormat:
         self.metric, self.scored = metric, scored
         self.lines = join_lines  # or text_device.DeviceLines (pipeline.py): the same bytes
 
+    @trace.traced("tsv render")
     def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
         n = batch.n
         if n == 0:
