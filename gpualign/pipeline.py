@@ -1,10 +1,11 @@
 """read -> route -> engines -> write, in input order, with per-stage timings.
 
 Reading runs in a thread ahead of alignment (big inputs parsed by other
-processes); alignment of batch i+1 (and more, when the first engine aligns several
-at once) runs in a thread while batch i is written (PAF/TSV lines formatted by
-worker processes, output/parallel.py). Output to a file goes to a temporary name
-that is renamed only when everything was written.
+processes, or on the GPU); alignment of batch i+1 (and more, when the first engine
+aligns several at once) runs in a thread while batch i is written (lines formatted
+by worker processes, output/parallel.py, or, for PAF and TSV of inputs parsed on the
+GPU, joined there: text_device.py). Output to a file goes to a temporary name that
+is renamed only when everything was written.
 """
 
 from __future__ import annotations
@@ -99,8 +100,9 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
             writer = writer_cls(output.target, targets=targets, command_line=command_line, metric=cfg.metric,
                                 scored=cfg.general, residues=protein)
-            if on_device:
-                writer.fmt.lines = text_device.DeviceLines()
+            lines = text_device.DeviceLines() if on_device else None
+            if lines is not None and lines.ready():  # (else joined here by numpy: CuPy unusable after all)
+                writer.fmt.lines = lines
             with aborting(writer):
                 stream(ahead, dispatcher, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify,
                        checker)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .records import Names, offsets_from_lengths, segment_index
 
-_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
+_POW10 = 10 ** np.arange(1, 20, dtype=np.uint64)
 
 
 @dataclass
@@ -77,23 +77,26 @@ class Strings:
         return Strings(buf, start, length)
 
 
+def magnitude(v: np.ndarray) -> np.ndarray:
+    """|v| as unsigned integers (the most negative int64's too)."""
+    return v if v.dtype.kind == "u" else np.abs(v.astype(np.int64)).view(np.uint64)
+
+
 def digits(v: np.ndarray) -> np.ndarray:
     """Decimal digits of |v| (at least 1)."""
-    a = v if v.dtype.kind == "u" else np.abs(v)
+    a = magnitude(v)
     n = np.ones(len(a), dtype=np.int64)
     top = int(a.max()) if len(a) else 0
-    for p in _POW10[_POW10 <= top].tolist():  # one pass per digit of the largest value
+    for p in _POW10[_POW10 <= top]:  # one pass per digit of the largest value
         n += a >= p
     return n
 
 
 def write_ints(out: np.ndarray, pos: np.ndarray, v: np.ndarray, width: np.ndarray) -> None:
     """Write v in decimal at out[pos : pos + width] (width from digits() plus one for a minus sign)."""
-    if v.dtype.kind == "u":
-        a = v
-    else:
+    if v.dtype.kind != "u":
         out[pos[v < 0]] = ord("-")
-        a = np.abs(v)
+    a = magnitude(v)
     if a.dtype.itemsize > 4 and len(a) and a.max() < 1 << 32:
         a = a.astype(np.uint32)  # 32-bit division is the faster
     at = pos + width - 1
@@ -112,11 +115,11 @@ def fields_of(fields: list) -> list:
 
 
 def join_lines(fields: list, n: int, sep: bytes = b"\t", drop_empty_last: bool = False) -> bytes:
-    """n lines, each the fields joined by sep and ended by a newline; drop_empty_last: a line whose last
-    field is an empty string ends before that field's separator (PAF's cg:Z of an empty CIGAR: a tag needs
-    a value)."""
-    parts = []  # per field: (prefix, column or None, column widths)
-    for prefix, col in fields_of(fields):
+    """n lines, each the fields joined by sep and ended by a newline; drop_empty_last: where the last field
+    is an empty string, the line ends without it, its prefix and the separator before it (PAF's cg:Z of an
+    empty CIGAR: a tag needs a value)."""
+    parts = []  # per field: (the separator before it and its prefix, column or None, column widths)
+    for k, (prefix, col) in enumerate(fields_of(fields)):
         if col is None:
             w = np.zeros(n, np.int64)
         elif isinstance(col, Strings):
@@ -124,30 +127,33 @@ def join_lines(fields: list, n: int, sep: bytes = b"\t", drop_empty_last: bool =
         else:
             col = np.asarray(col, dtype=np.int64)
             w = digits(col) + (col < 0)
-        parts.append((prefix, col, w))
-    line = np.full(n, len(sep) * (len(fields) - 1) + 1 + sum(len(p) for p, _, _ in parts), np.int64)
+        parts.append(((sep if k else b"") + prefix, col, w))
+    line = np.full(n, 1 + sum(len(lead) for lead, _, _ in parts), np.int64)
     for _, _, w in parts:
         line += w
+    kept = None  # the rows that keep their last field's lead (all: None)
+    if drop_empty_last and parts and isinstance(parts[-1][1], Strings) and not parts[-1][2].all():
+        kept = parts[-1][2] > 0
+        line -= np.where(kept, 0, len(parts[-1][0]))
     out = np.empty(int(line.sum()), dtype=np.uint8)
     pos = offsets_from_lengths(line)
-    for k, (prefix, col, w) in enumerate(parts):
-        for j, ch in enumerate(prefix):
-            out[pos + j] = ch
-        pos += len(prefix)
+    for k, (lead, col, w) in enumerate(parts):
+        if kept is not None and k == len(parts) - 1:
+            at = pos[kept]
+            for j, ch in enumerate(lead):
+                out[at + j] = ch
+            pos[kept] += len(lead)
+        else:
+            for j, ch in enumerate(lead):
+                out[pos + j] = ch
+            pos += len(lead)
         if isinstance(col, Strings):
             _copy_rows(out, pos, col, w)
         elif col is not None:
             write_ints(out, pos, col, w)
         pos += w
-        for j, ch in enumerate(sep if k < len(fields) - 1 else b"\n"):
-            out[pos + j] = ch
-        pos += len(sep) if k < len(fields) - 1 else 1
-    text = out.tobytes()
-    if drop_empty_last and isinstance(parts[-1][1], Strings) and not parts[-1][2].all():
-        # the empty last field's separator and prefix are the last bytes of its line: only there can
-        # they meet the newline (a field before it is never followed by one)
-        text = text.replace(sep + parts[-1][0] + b"\n", b"\n")
-    return text
+    out[pos] = ord("\n")
+    return out.tobytes()
 
 
 def _copy_rows(out: np.ndarray, pos: np.ndarray, col: Strings, w: np.ndarray) -> None:

@@ -1,7 +1,8 @@
-"""text.join_lines on the GPU (kernels/lines.cu): the same bytes, for the text writers of a run whose inputs
-the GPU parsed (pipeline.py). The columns go up in one copy, a thread per line measures and writes it, and
-the lines come back in one copy to page-locked memory, handed to the output as they are: no numpy pass per
-digit or field on the host, no worker process, no pickled batch."""
+"""text.join_lines on the GPU (kernels/lines.cu), the same bytes: the writer of a run whose inputs the GPU
+parses joins its PAF or TSV lines here (pipeline.py), in the running process. The columns go up in one
+page-locked copy, a thread per line measures it and a thread per line writes it, and the lines come back
+in one copy to page-locked memory, handed to the output as they are.
+"""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def _packed(col: Strings) -> tuple[np.ndarray, np.ndarray, int]:
     if n == 0 or total == 0:
         return np.zeros(0, np.uint8), np.zeros(n, np.int64), 0
     start = np.asarray(col.start, np.int64)
-    lo, hi = int(start.min()), int((start + length).max())
+    some = length > 0  # (an empty row's start may lie anywhere)
+    lo, hi = int(start[some].min()), int((start + length)[some].max())
     if hi - lo <= 2 * total + 4096:
         return col.buf[lo:hi], start, -lo
     return col.buf[segment_index(start, length)], offsets_from_lengths(length), 0
@@ -47,6 +49,20 @@ class DeviceLines:
     def __init__(self):
         self._stream = None
         self._kernels: dict = {}
+
+    def ready(self) -> bool:
+        """Whether lines can be joined on this thread's device: CuPy works, the stream and the kernels load
+        (a first-use compile happens here, before any output). False: join_lines is the way."""
+        try:
+            import cupy
+
+            if self._stream is None:
+                self._stream = cupy.cuda.Stream(non_blocking=True)
+            for name in KERNELS[1]:
+                self._kernel(name)
+        except Exception:  # noqa: BLE001 - CuPy or the device unusable here: the host joins the lines
+            return False
+        return True
 
     def _kernel(self, name: str):
         fn = self._kernels.get(name)

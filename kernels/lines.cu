@@ -9,6 +9,9 @@
 // slen[c * n + i] bytes.
 // line_lengths: a thread per line writes its length; their inclusive prefix sums give each line its end, and
 // line_write (a thread per line) writes it there.
+// Types: spec int32 [fields * SPEC]; consts, sbuf uint8; ints, sstart, slen int64 [columns * n]; len, ends
+// int64 [n]; out uint8 [ends[n - 1]]. Limits: a prefix and the separator under 2^31 bytes; integers any int64
+// (the most negative too); a grid of ceil(n / block) blocks.
 #ifdef __CUDACC_RTC__  // NVRTC has no C library headers
 typedef unsigned char uint8_t;
 #else

@@ -1,7 +1,9 @@
 """Text in shared-memory blocks (what the formatting processes hand back, output/parallel.py) to a file: the ways
-to write it, timed on the same blocks. `mapped`: shm.write_to's fallback (the block mapped here, written);
+to write it, timed on the same blocks. `mapped`: shm.write_to's fallback (the block mapped here with its pages
+populated, written);
 `sendfile`: the kernel copies it (shm.write_to into an output/sink.Sink); `threads`: four threads writing at
-their offsets; `allocated`: the file's size allocated first, then mapped and written. Two passes.
+their offsets; `allocated`: the file's size allocated first, then mapped and written. Two passes; one JSON
+line per pass and way (host, Python, git SHA) on stderr.
 
     python scripts/bench_write.py --blocks 90 --mib 11.7 --dir /tmp
 """
@@ -9,8 +11,11 @@ their offsets; `allocated`: the file's size allocated first, then mapped and wri
 from __future__ import annotations
 
 import argparse
+import json
 import mmap
 import os
+import platform
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +34,8 @@ def _mapped(fd: int, name: str, size: int, at: int | None = None) -> None:
     src = os.open(path, os.O_RDONLY)
     try:
         os.unlink(path)
-        with mmap.mmap(src, size, prot=mmap.PROT_READ) as block, memoryview(block) as view:
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        with mmap.mmap(src, size, flags=flags, prot=mmap.PROT_READ) as block, memoryview(block) as view:
             done = 0
             while done < size:
                 done += os.write(fd, view[done:]) if at is None else os.pwrite(fd, view[done:], at + done)
@@ -67,6 +73,8 @@ def main() -> None:
     size = int(a.mib * (1 << 20))
     data = np.random.default_rng(1).integers(48, 58, size, dtype=np.uint8)
     path = os.path.join(a.dir, f"gpualign-bench-write-{os.getpid()}")
+    sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "?"
     for rep in range(2):
         for mode in ("mapped", "sendfile", "threads", "allocated"):
             names = [shm.put([data]) for _ in range(a.blocks)]
@@ -78,6 +86,9 @@ def main() -> None:
                     shm.discard(name)
                 os.unlink(path)
             print(f"pass {rep + 1} {mode:<9} {secs:6.3f} s  {a.blocks * size / secs / 1e9:5.2f} GB/s")
+            print(json.dumps({"bench": "write", "mode": mode, "pass": rep + 1, "blocks": a.blocks, "bytes": size,
+                              "seconds": round(secs, 4), "dir": a.dir, "host": platform.node(), "cpus": os.cpu_count(),
+                              "python": platform.python_version(), "git": sha}), file=sys.stderr)
 
 
 if __name__ == "__main__":

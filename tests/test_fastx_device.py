@@ -365,6 +365,42 @@ def test_whole_run_writes_what_the_host_reader_gives(tmp_path, emulated, monkeyp
         made[-1].quals = quals
         return made[-1]
 
+    from gpualign import text_device
+
+    joined = []
+    on_device = text_device.DeviceLines._on_device
+    monkeypatch.setattr(text_device.DeviceLines, "_on_device", lambda self, *a: joined.append(a[1]) or on_device(self, *a))
     monkeypatch.setattr(pipeline, "_reader", device_reader)
     pipeline.run_pairs(a, b, str(dev_out), None, cfg, "test")
     assert made and dev_out.read_bytes() == host_out.read_bytes()
+    assert (sum(joined) == 400) == (fmt != "sam")  # every line joined on the (emulated) device but SAM's
+
+
+@NO_CXX
+def test_whole_run_with_cupy_unusable_writes_the_host_bytes(tmp_path, emulated, monkeypatch):
+    """A CuPy that imports but cannot make a stream (a driver too old): the reader reads on the host and the
+    PAF lines are joined by numpy here, the same bytes as the host reader's run (the run used to fail in the
+    writer)."""
+    import cupy
+
+    from gpualign import pipeline
+    from gpualign.config import AlignConfig
+
+    rng = random.Random(15)
+    a = _write(tmp_path / "a", _fasta(rng, 80, 0, 120), fastq=True)
+    b = _write(tmp_path / "b", _fasta(rng, 80, 0, 150))
+    cfg = AlignConfig(device="cpu", threads=2, batch_pairs=64)
+    host_out, dev_out = tmp_path / "host.paf", tmp_path / "dev.paf"
+    pipeline.run_pairs(a, b, str(host_out), None, cfg, "test")
+
+    def broken(*a, **k):
+        raise RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+
+    monkeypatch.setattr(cupy.cuda, "Stream", broken)
+    monkeypatch.setattr(pipeline, "_reader", lambda pa, pb, cfg, cluster, quals: _device(pa, pb, cfg.batch_bases,
+                                                                                        cfg.batch_pairs))
+    from gpualign import text_device
+
+    monkeypatch.setattr(text_device.DeviceLines, "_on_device", lambda *a: pytest.fail("joined on the device"))
+    pipeline.run_pairs(a, b, str(dev_out), None, cfg, "test")
+    assert dev_out.read_bytes() == host_out.read_bytes()

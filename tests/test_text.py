@@ -107,11 +107,33 @@ def test_device_lines_emulated(drop):
             want = join_lines(fields, n, drop_empty_last=drop)
             assert bytes(lines(fields, n, drop_empty_last=drop)) == want
             assert bytes(lines(fields[1:2], n, sep=b"")) == join_lines(fields[1:2], n, sep=b"")
+        for fields, n, sep, want in _drop_cases():
+            assert bytes(lines(fields, n, sep=sep, drop_empty_last=True)) == want
+        # an empty row whose start lies before the buffer (nothing read for it)
+        odd = Strings(np.frombuffer(b"abdef", np.uint8), np.array([0, -1, 2]), np.array([2, 0, 3]))
+        assert bytes(lines([odd], 3)) == join_lines([odd], 3) == b"ab\n\ndef\n"
+        extreme = np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max, -7])
+        assert bytes(lines([extreme], 3)) == join_lines([extreme], 3)
+
+
+def _drop_cases():
+    """(fields, n, sep, want) of drop_empty_last: the field, its prefix and the separator before it go row by
+    row, whatever bytes the other rows hold."""
+    return [([np.array([1, 2, 3]), (b"cg:Z:", Strings.of(["x", "", "zz"]))], 3, b"\t", b"1\tcg:Z:x\n2\n3\tcg:Z:zz\n"),
+            ([(b"cg:Z:", Strings.of(["", "x"]))], 2, b"\t", b"\ncg:Z:x\n"),  # the only field: no separator
+            ([np.array([1, 2]), (b"p", Strings.of(["x\tp", ""]))], 2, b"\t", b"1\tpx\tp\n2\n"),
+            ([b"a", (b"<", Strings.of(["", "y"]))], 2, b"--", b"a\na--<y\n")]
 
 
 def test_drop_empty_last_field():
-    s = Strings.of(["x", "", "zz"])
-    assert join_lines([np.array([1, 2, 3]), (b"cg:Z:", s)], 3, drop_empty_last=True) == b"1\tcg:Z:x\n2\n3\tcg:Z:zz\n"
+    for fields, n, sep, want in _drop_cases():
+        assert join_lines(fields, n, sep=sep, drop_empty_last=True) == want
+
+
+def test_integers_of_every_int64():
+    v = np.array([np.iinfo(np.int64).min, -1, 0, 9, 10, 10**18, np.iinfo(np.int64).max])
+    assert join_lines([v, (b"x", v.astype(np.int32))], len(v)) == "".join(
+        f"{a}\tx{b}\n" for a, b in zip(v.tolist(), v.astype(np.int32).tolist())).encode()
 
 
 @pytest.mark.gpu

@@ -10,6 +10,7 @@ from ..records import OK, AlignBatch, PairBatch
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
 
+
 class PafFormat:
     """A batch's PAF lines (picklable: formatting may run in a worker process, output/parallel.py).
     scored (general scoring): columns 3-4 and 8-9 are the aligned ranges, AS:i is the score itself,
@@ -20,7 +21,8 @@ class PafFormat:
         self.lines = join_lines  # or text_device.DeviceLines (pipeline.py): the same bytes
 
     @trace.traced("paf render")
-    def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
+    def render(self, batch: PairBatch, res: AlignBatch) -> tuple:
+        """(the lines: bytes, or a memoryview of them from text_device, how many)."""
         keep = res.status == OK
         if self.scored:
             keep &= ~empty_alignment(batch, res)

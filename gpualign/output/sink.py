@@ -71,6 +71,7 @@ class Sink:
         """own: close fd at close() (not stdout's)."""
         self.fd, self.name, self.own = fd, name, own
         self.buf = bytearray()
+        self.sendfile = True  # False once the output refused it (send_file then says so at once)
 
     def write(self, data) -> int:
         # every view of data released when this returns or raises: a caller's buffer (a shared-memory
@@ -94,6 +95,8 @@ class Sink:
         """The first count bytes of the file open as src written by the kernel (sendfile: no copy through
         this process, no mapping of src here); False, nothing written, where this output cannot take
         them that way (then write them)."""
+        if not self.sendfile:
+            return False
         self.flush()
         done = 0
         try:
@@ -104,6 +107,7 @@ class Sink:
                 done += sent
         except OSError as e:
             if done == 0 and e.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                self.sendfile = False
                 return False
             raise WriteError(self.name, e) from None
         return True

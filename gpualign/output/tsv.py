@@ -24,7 +24,8 @@ class TsvFormat:
         self.lines = join_lines  # or text_device.DeviceLines (pipeline.py): the same bytes
 
     @trace.traced("tsv render")
-    def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
+    def render(self, batch: PairBatch, res: AlignBatch) -> tuple:
+        """(the lines: bytes, or a memoryview of them from text_device, how many)."""
         n = batch.n
         if n == 0:
             return b"", 0
@@ -43,7 +44,7 @@ class TsvFormat:
                   _STATUS.take(res.status.astype(np.int64))]
         return self.lines(fields, n), n
 
-    def _render_scored(self, batch: PairBatch, res: AlignBatch, failed: np.ndarray, score: Strings) -> bytes:
+    def _render_scored(self, batch: PairBatch, res: AlignBatch, failed: np.ndarray, score: Strings):
         qs, qe, ts, te = aligned_ranges(batch, res)
         unknown_q, unknown_t = failed | (qs < 0), failed | (ts < 0)  # score-only: starts not known
         ranges = [Strings.of_ints(v).where(m, b"*") for v, m in ((qs, unknown_q), (qe, unknown_q), (ts, unknown_t),
