@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """A kernel's instruction mix per step of an unrolled loop, from its SASS, and the throughput bound it implies.
 
-The SASS comes from the GPU machine's cuobjdump (this machine's CUDA has nvcc but no cuobjdump):
-  nvcc -arch=sm_90 -cubin -std=c++17 -O3 -Ikernels -o bp_long.cubin kernels/bp_long.cu   (here)
-  cuobjdump -sass bp_long.cubin > bp_long.sass                                             (GPU machine)
+The SASS comes from cuobjdump: the GPU machine's, or, where CUDA has nvcc alone, the wheels
+nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm unpacked (their nvidia/cu13/bin on PATH). Templates the engines
+instantiate at run time are in the images `gpualign cache build --arch sm_90 --dir D` writes (D/*.cubin):
+  nvcc -arch=sm_90 -cubin -std=c++17 -O3 -Ikernels -o bp_long.cubin kernels/bp_long.cu
+  cuobjdump -sass bp_long.cubin > bp_long.sass
   python scripts/sass_mix.py bp_long.sass bp_long --marker SHFL --cells 1024
 
 A "step" is what one marker instruction stands for (bp_long: one SHFL.UP per step, in which a warp advances its
