@@ -404,3 +404,39 @@ def test_whole_run_with_cupy_unusable_writes_the_host_bytes(tmp_path, emulated, 
     monkeypatch.setattr(text_device.DeviceLines, "_on_device", lambda *a: pytest.fail("joined on the device"))
     pipeline.run_pairs(a, b, str(dev_out), None, cfg, "test")
     assert dev_out.read_bytes() == host_out.read_bytes()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["paf", "tsv", "sam"])
+def test_whole_run_on_the_gpu_writes_the_host_parse_bytes(tmp_path, fmt):
+    """On the GPU: run_pairs with the inputs parsed and the lines joined there against --host-parse's run (host
+    reader, formatting processes), the same bytes; pairs close and far (eWFA, and the engines after it, whose
+    batches merge), empty sequences (PAF's line without cg:Z), several batches."""
+    from gpualign import pipeline
+    from gpualign.config import AlignConfig
+
+    rng = random.Random(21)
+    qs, ts = [], []
+    for i in range(3000):
+        q = _seq(rng, rng.choice([0, 1, 150, 150, 150, 400]))
+        t = list(q)
+        for _ in range(int(len(q) * rng.choice([0.0, 0.02, 0.1, 0.5]))):
+            at = rng.randrange(len(t) + 1)
+            op = rng.random()
+            if op < 0.4 and at < len(t):
+                t[at] = rng.choice("ACGT")
+            elif op < 0.7:
+                t.insert(at, rng.choice("ACGT"))
+            elif at < len(t):
+                del t[at]
+        qs.append((f"q{i} some comment", q, None))
+        ts.append((f"t{i}", "".join(t) if i % 97 else "", None))
+    a = _write(tmp_path / "a.fq", qs, fastq=True)
+    b = _write(tmp_path / "b.fa", ts)
+    outs = []
+    for device_parse in (True, False):
+        out = tmp_path / f"{device_parse}.{fmt}"
+        cfg = AlignConfig(device="gpu", threads=4, batch_pairs=512, device_parse=device_parse)
+        pipeline.run_pairs(a, b, str(out), None, cfg, "test")
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] and len(outs[0]) > 0
