@@ -53,6 +53,14 @@ def take(name: str, size: int) -> np.ndarray:
     return seq
 
 
+def _map(fd: int, size: int) -> np.ndarray:
+    """The first size bytes of the block open as fd, mapped read-only (the mapping goes with the array)."""
+    if size == 0:
+        return np.zeros(0, np.uint8)
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # pages mapped in one call, not one fault each
+    return np.frombuffer(mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ), dtype=np.uint8, count=size)
+
+
 def view(name: str, size: int) -> np.ndarray:
     """The first size bytes of block name as a read-only array, mapped (no copy); the name is unlinked at once,
     the memory goes when the last view of it does."""
@@ -60,10 +68,7 @@ def view(name: str, size: int) -> np.ndarray:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.unlink(path)
-        if size == 0:
-            return np.zeros(0, np.uint8)
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # pages mapped in one call, not one fault each
-        return np.frombuffer(mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ), dtype=np.uint8, count=size)
+        return _map(fd, size)
     finally:
         os.close(fd)
 
@@ -77,9 +82,7 @@ def write_to(name: str, size: int, stream) -> None:
         os.unlink(path)  # (the open descriptor keeps the bytes)
         if size == 0 or (hasattr(stream, "send_file") and stream.send_file(fd, size)):
             return
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-        with mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ) as block, memoryview(block) as view:
-            stream.write(view)
+        stream.write(_map(fd, size))
     finally:
         os.close(fd)
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import trace
-from .engines._cuda import load_module
+from .engines._cuda import Kernels, load_module
 from .records import offsets_from_lengths, segment_index
 from .text import Strings, fields_of, join_lines
 
 KERNELS = ("lines.cu", ("line_lengths", "line_write"), ())
 THREADS = 256
 SPEC = 5  # kernels/lines.cu's ints per field
-KIND_NONE, KIND_STRING, KIND_INT = 0, 1, 2
+KIND_STRING, KIND_INT = 1, 2  # (0: a prefix alone)
 ALIGN = 8  # the parts of the upload start at multiples of this many bytes
 
 
@@ -48,7 +48,7 @@ class DeviceLines:
 
     def __init__(self):
         self._stream = None
-        self._kernels: dict = {}
+        self._kernel = Kernels(KERNELS, load_module)
 
     def ready(self) -> bool:
         """Whether lines can be joined on this thread's device: CuPy works, the stream and the kernels load
@@ -63,12 +63,6 @@ class DeviceLines:
         except Exception:  # noqa: BLE001 - CuPy or the device unusable here: the host joins the lines
             return False
         return True
-
-    def _kernel(self, name: str):
-        fn = self._kernels.get(name)
-        if fn is None:
-            fn = self._kernels[name] = load_module(*KERNELS).get_function(name)
-        return fn
 
     @trace.traced("device lines")
     def __call__(self, fields: list, n: int, sep: bytes = b"\t", drop_empty_last: bool = False):

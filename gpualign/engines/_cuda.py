@@ -52,6 +52,21 @@ class Module:
         return trace.kernel(name, self.raw.get_function(self.mapping.get(name, name)))
 
 
+class Kernels:
+    """The functions of one kernel module (file, names, defines), each looked up once, for a holder whose
+    calls all run on one device (load_module's lookup costs a device query and a key each call). load: the
+    module loader (load_module; the tests' emulated one)."""
+
+    def __init__(self, spec: tuple, load=None):
+        self.spec, self.load, self.fns = spec, load or load_module, {}
+
+    def __call__(self, name: str):
+        fn = self.fns.get(name)
+        if fn is None:
+            fn = self.fns[name] = self.load(*self.spec).get_function(name)
+        return fn
+
+
 def capability(dev) -> tuple[int, int]:
     """(major, minor) of a cupy Device."""
     cc = str(dev.compute_capability)

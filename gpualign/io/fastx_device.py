@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import pack, trace
-from ..engines._cuda import load_module
+from ..engines._cuda import Kernels, load_module
 from ..errors import InputError
 from ..records import Names, PairBatch, offsets_from_lengths
 from . import pair_reader
@@ -126,7 +126,7 @@ class DevicePairReader:
         self.k_next = batch_pairs  # records to read for the next batch (fewer once a batch is bounded by bases)
         self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="gpualign-read")
         self._stream = None  # the reader thread's CUDA stream
-        self._kernels: dict = {}
+        self._kernel = Kernels(KERNELS, load_module)  # (the reader's thread keeps one device)
         self.gen = self._batches()
 
     def __iter__(self):
@@ -181,12 +181,6 @@ class DevicePairReader:
         return buf, regions
 
     # ---- parsing
-
-    def _kernel(self, name: str):
-        fn = self._kernels.get(name)
-        if fn is None:  # (looked up once: the reader's thread keeps one device)
-            fn = self._kernels[name] = load_module(*KERNELS).get_function(name)
-        return fn
 
     @trace.traced("device parse")
     def _parse(self, d_buf, host: np.ndarray, r: _Region) -> None:
