@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import time
 
-
 from . import devices, driver, pack, scoring, text_device, workers
 from .config import AlignConfig
 from .engines.check import CheckEngine, judge
@@ -26,7 +25,18 @@ from .output.paf import PafWriter
 from .output.sam import BamWriter, SamWriter
 from .output.tsv import TsvWriter
 from .progress import input_bases
-from .stages import Output, ReadAhead, Summary, aborting, check_output, dispatcher_summary, running, start_engines, stream
+from .stages import (
+    Output,
+    ReadAhead,
+    Summary,
+    aborting,
+    check_output,
+    dispatcher_summary,
+    running,
+    start_engines,
+    stream,
+    switching,
+)
 
 READ_WORKERS_MAX = 4  # parsing processes per plain FASTA input (one per 4 threads)
 
@@ -103,7 +113,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             lines = text_device.DeviceLines() if on_device else None
             if lines is not None and lines.ready():  # (else joined here by numpy: CuPy unusable after all)
                 writer.fmt.lines = lines
-            with aborting(writer):
+            with aborting(writer), switching():
                 stream(ahead, dispatcher, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify,
                        checker)
                 writer.close()

@@ -127,11 +127,15 @@ class PairBatch:
     _bounds: tuple | None = field(default=None, repr=False, compare=False)
     # the sequences already on the GPU as engines._staging uploads them (io/fastx_device.py), or None
     device: object = field(default=None, repr=False, compare=False)
+    # the writers' columns on the GPU too (io/fastx_device.py; text_device.DeviceLines.paf reads them), or
+    # None: names (uint8: the query names, then the target names), q_name and t_name ((offsets, lengths) in
+    # names), q_len and t_len (int64 device arrays)
+    device_cols: dict | None = field(default=None, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
-        """Pickled without `device` (a GPU buffer of this process: the formatting processes and Dask
-        workers get the host arrays)."""
-        return {**self.__dict__, "device": None}
+        """Pickled without `device` and `device_cols` (GPU buffers of this process: the formatting processes
+        and Dask workers get the host arrays)."""
+        return {**self.__dict__, "device": None, "device_cols": None}
 
     @property
     def n(self) -> int:
@@ -231,6 +235,13 @@ class AlignBatch:
     # (n, 5): = bases, X bases, I bases, D bases, I/D runs. take() and merge() leave them out.
     cigar_text: tuple | None = None
     cigar_stats: np.ndarray | None = None
+    # the same on the device, where eWFA made them (text_device.DeviceLines.paf reads them), or None: text,
+    # start, length (the text's), stats (int64 device arrays but text). take() and merge() leave it out.
+    device_cigar: dict | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:
+        """Pickled without `device_cigar` (GPU buffers of this process)."""
+        return {**self.__dict__, "device_cigar": None}
 
     @property
     def n(self) -> int:

@@ -1,7 +1,10 @@
 """text.join_lines on the GPU (kernels/lines.cu), the same bytes: the writer of a run whose inputs the GPU
 parses joins its PAF or TSV lines here (pipeline.py), in the running process. The columns go up in one
 page-locked copy, a thread per line measures it and a thread per line writes it, and the lines come back
-in one copy to page-locked memory, handed to the output as they are.
+in one copy to page-locked memory, handed to the output as they are. PAF lines of pairs that eWFA aligned
+whole (paf()) are made from the columns the reader and the engine left on the device: nothing goes up but
+the statuses and scores, and no numpy pass runs over the rows (a handful of host calls per batch, where the
+interpreter lock is what the reading, aligning and writing threads share).
 """
 
 from __future__ import annotations
@@ -10,10 +13,10 @@ import numpy as np
 
 from . import trace
 from .engines._cuda import Kernels, load_module
-from .records import offsets_from_lengths, segment_index
+from .records import OK, offsets_from_lengths, segment_index
 from .text import Strings, fields_of, join_lines
 
-KERNELS = ("lines.cu", ("line_lengths", "line_write"), ())
+KERNELS = ("lines.cu", ("line_lengths", "line_write", "paf_lengths", "paf_write"), ())
 THREADS = 256
 SPEC = 5  # kernels/lines.cu's ints per field
 KIND_STRING, KIND_INT = 1, 2  # (0: a prefix alone)
@@ -74,6 +77,52 @@ class DeviceLines:
             if not is_out_of_memory(err):
                 raise
             return join_lines(fields, n, sep, drop_empty_last)
+
+    @trace.traced("device paf")
+    def paf(self, batch, res) -> tuple | None:
+        """output/paf.py's PafFormat.render (not scored): (the lines, how many), or None where the columns
+        are not on the device (a batch the host read, a result merged from several engines or without CIGARs)
+        or there is no room for the lines (then the host's way)."""
+        from .engines import is_out_of_memory
+
+        cols, cig = getattr(batch, "device_cols", None), getattr(res, "device_cigar", None)
+        if cols is None or cig is None or not res.has_cigar or res.t_start is not None or res.q_start is not None:
+            return None
+        try:
+            return self._paf(cols, cig, res)
+        except Exception as err:  # noqa: BLE001 - no room on the device: the host's numpy join
+            if not is_out_of_memory(err):
+                raise
+            return None
+
+    def _paf(self, cols: dict, cig: dict, res) -> tuple:
+        import cupy
+
+        from .engines import _arrays
+        from .engines._staging import pinned_empty, to_device
+
+        n = res.n
+        kept = int(np.count_nonzero(res.status == OK))
+        if kept == 0:
+            return b"", 0
+        if self._stream is None:
+            self._stream = cupy.cuda.Stream(non_blocking=True)
+        with self._stream:
+            # the statuses and scores as the host has them (route.py may fail a pair after its engine)
+            args = (to_device(res.status, np.uint8), np.int32(OK), to_device(res.score, np.int32), cig["stats"],
+                    cig["text"], cig["start"], cig["length"], cols["names"], *cols["q_name"], *cols["t_name"],
+                    cols["q_len"], cols["t_len"], np.int64(n))
+            grid = (-(-n // THREADS),), (THREADS,)
+            lens = cupy.empty(n, dtype=cupy.int64)
+            self._kernel("paf_lengths")(*grid, (*args, lens))
+            ends = _arrays.cumsum(lens)
+            total = int(ends[n - 1:n].get()[0])
+            out = cupy.empty(max(total, 1), dtype=cupy.uint8)
+            self._kernel("paf_write")(*grid, (*args, ends, lens, out))
+            text = pinned_empty(total)
+            out[:total].get(out=text)
+            self._stream.synchronize()
+        return memoryview(text), kept
 
     def _on_device(self, fields: list, n: int, sep: bytes, drop_empty_last: bool) -> memoryview:
         import cupy

@@ -12,6 +12,12 @@
 // Types: spec int32 [fields * SPEC]; consts, sbuf uint8; ints, sstart, slen int64 [columns * n]; len, ends
 // int64 [n]; out uint8 [ends[n - 1]]. Limits: a prefix and the separator under 2^31 bytes; integers any int64
 // (the most negative too); a grid of ceil(n / block) blocks.
+//
+// paf_lengths / paf_write: the same two passes for the PAF lines of `gpualign pairs` (output/paf.py, not
+// scored) from the columns the device reader and eWFA leave on the device: row i is written only where
+// status[i] == ok (else it takes no bytes), as qname ql 0 ql + tname tl 0 tl m m+nm 255 NM:i:nm AS:i:-score and,
+// for a CIGAR that is not empty, cg:Z:cigar. Types: status uint8, score int32, stats int64 [n * 5] (= X I D
+// counts, engines/_results.py's text_kernels), text and names uint8, the rest int64 [n].
 #ifdef __CUDACC_RTC__  // NVRTC has no C library headers
 typedef unsigned char uint8_t;
 #else
@@ -34,6 +40,15 @@ __device__ __forceinline__ int decimal_width(long long v) {  // digits, and a mi
         ++w;
     }
     return w + (v < 0);
+}
+
+__device__ __forceinline__ void write_decimal(uint8_t* p, long long v, int w) {  // w: decimal_width(v)
+    unsigned long long a = magnitude(v);
+    if (v < 0) p[0] = '-';
+    for (int j = w - 1; j >= (v < 0); --j) {
+        p[j] = (uint8_t)('0' + a % 10);
+        a /= 10;
+    }
 }
 
 __global__ void line_lengths(const int* __restrict__ spec, int fields, int sep_len, const long long* __restrict__ ints,
@@ -76,14 +91,89 @@ __global__ void line_write(const int* __restrict__ spec, int fields, int sep_len
         } else if (f[0] == KIND_INT) {
             long long v = ints[f[1] * n + i];
             int w = decimal_width(v);
-            unsigned long long a = magnitude(v);
-            if (v < 0) p[0] = '-';
-            for (int j = w - 1; j >= (v < 0); --j) {
-                p[j] = (uint8_t)('0' + a % 10);
-                a /= 10;
-            }
+            write_decimal(p, v, w);
             p += w;
         }
     }
     *p = '\n';
+}
+
+// A line's bytes counted (WRITE false) or written at p (WRITE true).
+template <bool WRITE>
+struct LineOut {
+    uint8_t* p;
+    long long n;
+    __device__ void bytes(const uint8_t* s, long long k) {
+        if (WRITE)
+            for (long long j = 0; j < k; ++j) p[n + j] = s[j];
+        n += k;
+    }
+    __device__ void text(const char* s) {
+        for (; *s; ++s, ++n)
+            if (WRITE) p[n] = (uint8_t)*s;
+    }
+    __device__ void num(long long v) {
+        int w = decimal_width(v);
+        if (WRITE) write_decimal(p + n, v, w);
+        n += w;
+    }
+};
+
+template <bool WRITE>
+__device__ long long paf_line(long long i, const int* __restrict__ score,
+                              const long long* __restrict__ stats, const uint8_t* __restrict__ text,
+                              const long long* __restrict__ tstart, const long long* __restrict__ tlen,
+                              const uint8_t* __restrict__ names, const long long* __restrict__ qn_off,
+                              const long long* __restrict__ qn_len, const long long* __restrict__ tn_off,
+                              const long long* __restrict__ tn_len, const long long* __restrict__ q_len,
+                              const long long* __restrict__ t_len, uint8_t* p) {
+    LineOut<WRITE> o{p, 0};
+    const long long* st = stats + 5 * i;
+    long long m = st[0], nm = st[1] + st[2] + st[3], ql = q_len[i], tl = t_len[i];
+    o.bytes(names + qn_off[i], qn_len[i]);
+    o.text("\t");
+    o.num(ql);
+    o.text("\t0\t");
+    o.num(ql);
+    o.text("\t+\t");
+    o.bytes(names + tn_off[i], tn_len[i]);
+    o.text("\t");
+    o.num(tl);
+    o.text("\t0\t");
+    o.num(tl);
+    o.text("\t");
+    o.num(m);
+    o.text("\t");
+    o.num(m + nm);
+    o.text("\t255\tNM:i:");
+    o.num(nm);
+    o.text("\tAS:i:");
+    o.num(-(long long)score[i]);
+    if (tlen[i] > 0) {
+        o.text("\tcg:Z:");
+        o.bytes(text + tstart[i], tlen[i]);
+    }
+    o.text("\n");
+    return o.n;
+}
+
+#define PAF_ARGS                                                                                               \
+    const uint8_t *__restrict__ status, int ok, const int *__restrict__ score, const long long *__restrict__ stats, \
+        const uint8_t *__restrict__ text, const long long *__restrict__ tstart, const long long *__restrict__ tlen, \
+        const uint8_t *__restrict__ names, const long long *__restrict__ qn_off, const long long *__restrict__ qn_len, \
+        const long long *__restrict__ tn_off, const long long *__restrict__ tn_len, const long long *__restrict__ q_len, \
+        const long long *__restrict__ t_len, long long n
+#define PAF_PASS score, stats, text, tstart, tlen, names, qn_off, qn_len, tn_off, tn_len, q_len, t_len
+
+__global__ void paf_lengths(PAF_ARGS, long long* __restrict__ len) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    len[i] = status[i] == ok ? paf_line<false>(i, PAF_PASS, nullptr) : 0;
+}
+
+__global__ void paf_write(PAF_ARGS, const long long* __restrict__ ends, const long long* __restrict__ len,
+                          uint8_t* __restrict__ out) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n || len[i] == 0) return;
+    paf_line<true>(i, PAF_PASS, out + ends[i] - len[i]);
 }

@@ -146,3 +146,56 @@ def test_device_lines_on_the_gpu():
         fields = _random_fields(rng, n)
         for drop in (False, True):
             assert bytes(lines(fields, n, drop_empty_last=drop)) == join_lines(fields, n, drop_empty_last=drop)
+
+
+def test_device_paf_emulated():
+    """text_device.DeviceLines.paf (kernels/lines.cu's paf_lengths and paf_write run on the CPU), from the
+    columns the device reader and eWFA leave on the device, writes the host PafFormat's bytes: failed pairs
+    left out, empty CIGARs without cg:Z, names of any length; and gives way where a column is missing."""
+    import dataclasses
+
+    import emu
+
+    from gpualign import cigar as C
+    from gpualign import text_device
+    from gpualign.output.paf import PafFormat
+    from gpualign.records import FAILED, OK, AlignBatch, Names, PairBatch, offsets_from_lengths
+
+    if not emu.available():
+        pytest.skip("no g++ to compile the kernels for the CPU")
+    rng = np.random.default_rng(17)
+    for n in (1, 5, 400):
+        ql, tl = rng.integers(0, 10**7, n), rng.integers(0, 300, n)
+        words = ["".join(rng.choice(list("ab_:.|x0/"), int(k))) for k in rng.integers(1, 30, 2 * n)]
+        names = Names.of(words)
+        q_names, t_names = names[:n], names[n:]
+        batch = PairBatch(np.zeros(0, np.uint8), np.zeros(n, np.int64), ql, np.zeros(n, np.int64), tl,
+                          np.arange(n), q_names, t_names, [None] * n)
+        runs = rng.integers(0, 6, n)
+        runs[0] = 0  # an empty CIGAR (two empty sequences)
+        m = int(runs.sum())
+        ops = (rng.integers(1, 10**6, m).astype(np.uint32) << 4) | rng.choice(np.array([1, 2, 7, 8], np.uint32), m)
+        status = np.where(rng.random(n) < 0.2, FAILED, OK).astype(np.uint8)
+        res = AlignBatch(rng.integers(0, 10**6, n).astype(np.int32), status, np.zeros(n, np.uint8), ops,
+                         offsets_from_lengths(runs), runs.astype(np.int64))
+        tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
+        res.cigar_stats = np.stack([tot["matches"], tot["mismatches"], tot["ins"], tot["dels"],
+                                    np.zeros(n, np.int64)], axis=1)
+        res.cigar_text = C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len)
+        want = PafFormat().render(batch, res)
+        with pytest.MonkeyPatch.context() as mp, emu.cupy_on_numpy():
+            mp.setattr(text_device, "load_module", emu.load_module)
+            fmt = PafFormat()
+            fmt.lines = text_device.DeviceLines()
+            assert fmt.lines.paf(batch, res) is None  # nothing on the device: the host's way
+            buf, start, length = res.cigar_text
+            res.device_cigar = {"text": buf, "start": start, "length": length, "stats": res.cigar_stats.ravel()}
+            batch.device_cols = {"names": names.buf, "q_name": (q_names.start, q_names.length),
+                                 "t_name": (t_names.start, t_names.length), "q_len": ql, "t_len": tl}
+            got = fmt.lines.paf(batch, res)
+            assert got is not None and (bytes(got[0]), got[1]) == (bytes(want[0]), want[1])
+            rendered = fmt.render(batch, res)
+            assert (bytes(rendered[0]), rendered[1]) == (bytes(want[0]), want[1])
+            assert fmt.lines.paf(batch, dataclasses.replace(res, t_start=np.zeros(n, np.int64))) is None
+            res.status[:] = FAILED
+            assert fmt.lines.paf(batch, res) == (b"", 0)

@@ -102,16 +102,17 @@ class Results:
             # threads' CUDA calls) than the copy into fresh pages
             res.cigar = to_host(flat)
             if text is not None:
-                res.cigar_text, res.cigar_stats = text(flat, dst, lens)
+                res.cigar_text, res.cigar_stats, res.device_cigar = text(flat, dst, lens)
         res.cigar_len, res.cigar_off = lens, dst
         return res
 
 
 def text_kernels(mod):
-    """text(ops, off, lens) -> ((buffer, start, length), counts): common.cuh's cigar_measure and cigar_write
-    on a batch's CIGARs in device memory (ops of pair i at off[i], lens[i] of them: host int64 arrays),
-    brought to the host (AlignBatch.cigar_text, cigar_stats): the writers' text and totals, made on the
-    device instead of by numpy passes over every op on the host."""
+    """text(ops, off, lens) -> ((buffer, start, length), counts, the same on the device): common.cuh's
+    cigar_measure and cigar_write on a batch's CIGARs in device memory (ops of pair i at off[i], lens[i] of
+    them: host int64 arrays), brought to the host (AlignBatch.cigar_text, cigar_stats) and kept on the device
+    (AlignBatch.device_cigar): the writers' text and totals, made on the device instead of by numpy passes
+    over every op on the host."""
     measure, write = mod.get_function("cigar_measure"), mod.get_function("cigar_write")
 
     def text(ops, off, lens):
@@ -127,8 +128,10 @@ def text_kernels(mod):
         start = np.cumsum(length) - length
         total = int(start[-1] + length[-1]) if n else 0
         d_buf = cupy.empty(max(1, total), dtype=cupy.uint8)
-        write(grid, block, (ops, d_off, d_lens, np.int32(n), to_device(start, np.int64), d_buf))
-        return (to_host(d_buf[:total]), start, length), d_stats.get()
+        d_start = to_device(start, np.int64)
+        write(grid, block, (ops, d_off, d_lens, np.int32(n), d_start, d_buf))
+        return ((to_host(d_buf[:total]), start, length), d_stats.get(),
+                {"text": d_buf, "start": d_start, "length": d_len, "stats": d_stats})
 
     return text
 
@@ -207,5 +210,5 @@ class SlotResults:
         res.cigar = pinned_empty(total, np.uint32)
         d_flat.get(out=res.cigar)
         # the writers' CIGAR text and counts made here too (numpy passes over every op on the host else)
-        res.cigar_text, res.cigar_stats = text_kernels(self._mod)(d_flat, offs, lens)
+        res.cigar_text, res.cigar_stats, res.device_cigar = text_kernels(self._mod)(d_flat, offs, lens)
         return res

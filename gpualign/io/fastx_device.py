@@ -215,11 +215,13 @@ class DevicePairReader:
         r.records, r.bad = records, int(d_bad.get()[0])
 
     @trace.traced("device gather")
-    def _gather(self, d_buf, regions: list, lens: list, fields: tuple, table: np.ndarray, check: bool = False):
+    def _gather(self, d_buf, regions: list, lens: list, fields: tuple, table: np.ndarray, check: bool = False,
+                offsets: list | None = None):
         """The first len(lens[i]) records' pieces (offsets r.dev[fields[0]], lengths r.dev[fields[1]], which
         are lens[i]) of each region one after another in a device buffer through table (kernels/fastx.cu's
         fastx_compact; padded as engines._staging.raw_size says, zeros after them): (it, the first record
-        a region refused there, or NO_RECORD; check: sequences, and FASTQ qualities)."""
+        a region refused there, or NO_RECORD; check: sequences, and FASTQ qualities). offsets: a list that
+        gets each region's offsets of its pieces in the buffer (int64 device arrays)."""
         import cupy
 
         from ..engines import _arrays
@@ -237,6 +239,8 @@ class DevicePairReader:
             k = len(ln)
             out_off = cupy.empty(max(k, 1), dtype=cupy.int64)
             out_off.set(offsets_from_lengths(ln) + base)
+            if offsets is not None:
+                offsets.append(out_off)
             self._kernel("fastx_compact")((-(-k * 32 // THREADS),), (THREADS,),
                                           (d_buf[r.at:], r.dev[fields[0]], r.dev[fields[1]], r.dev[4],
                                            np.int32(check and r.f.step == 4), np.int64(k), out_off, d_table, out,
@@ -342,7 +346,8 @@ class DevicePairReader:
         if total:
             d_seq[:total].get(out=seq)
         name_lens = [r.dev[1][:k].get() for r in regions]
-        d_names, _ = self._gather(d_buf, regions, name_lens, (0, 1), _KEEP)
+        name_offs: list = []
+        d_names, _ = self._gather(d_buf, regions, name_lens, (0, 1), _KEEP, offsets=name_offs)
         buf = d_names[:int(name_lens[0].sum() + name_lens[1].sum())].get()
         names = [Names.joined(buf, name_lens[0]), Names(buf, offsets_from_lengths(name_lens[1]) +
                                                         int(name_lens[0].sum()), name_lens[1])]
@@ -354,6 +359,9 @@ class DevicePairReader:
         batch = PairBatch(seq, offsets_from_lengths(ql), ql, offsets_from_lengths(tl) + int(ql.sum()), tl,
                           np.arange(count, count + k, dtype=np.int64), names[0], names[1], quals)
         batch.device = d_seq
+        ra, rb = regions
+        batch.device_cols = {"names": d_names, "q_name": (name_offs[0], ra.dev[1][:k]),
+                             "t_name": (name_offs[1], rb.dev[1][:k]), "q_len": ra.dev[3][:k], "t_len": rb.dev[3][:k]}
         return batch
 
     @trace.traced("device take")

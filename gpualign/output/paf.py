@@ -23,6 +23,10 @@ class PafFormat:
     @trace.traced("paf render")
     def render(self, batch: PairBatch, res: AlignBatch) -> tuple:
         """(the lines: bytes, or a memoryview of them from text_device, how many)."""
+        fused = getattr(self.lines, "paf", None)  # text_device.DeviceLines: from the device's columns
+        done = None if fused is None or self.scored else fused(batch, res)
+        if done is not None:
+            return done
         keep = res.status == OK
         if self.scored:
             keep &= ~empty_alignment(batch, res)
