@@ -29,8 +29,17 @@ def _names() -> tuple:
 KERNELS = ("arrays.cu", _names(), ())  # (file, names, defines): engines/_variants.py builds them ahead
 
 
+_fns: dict = {}  # (device, name) -> kernel function: load_module's lookup costs a device object and a key
+
+
 def _kernel(name: str):
-    return load_module(*KERNELS).get_function(name)
+    import cupy
+
+    key = (cupy.cuda.runtime.getDevice(), name)
+    fn = _fns.get(key)
+    if fn is None:
+        fn = _fns[key] = load_module(*KERNELS).get_function(name)
+    return fn
 
 
 def grid(n: int) -> tuple:
