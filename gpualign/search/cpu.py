@@ -4,13 +4,13 @@ with cost <= k; its own CIGARs are not used (hits.py aligns every hit the same w
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import signal
 from operator import attrgetter
 
 import numpy as np
 
 from ..errors import DeviceError
+from ..workers import fork_pool
 from . import alphabet as A
 from .engines import SearchEngine
 from .hits import Cands
@@ -81,15 +81,13 @@ class SassyEngine(SearchEngine):
 
     def start(self) -> None:
         if self.threads > 1 and self.pool is None:
-            self.pool = mp.get_context("fork").Pool(self.threads, _init,
-                                                    (self.patterns, self.alphabet, self.ttable, self.k))
+            self.pool = fork_pool(self.threads, _init, (self.patterns, self.alphabet, self.ttable, self.k))
         elif self.threads <= 1:
             _init(self.patterns, self.alphabet, self.ttable, self.k, worker=False)
 
     def close(self) -> None:
         if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
+            self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
     def aligner(self):
@@ -101,11 +99,13 @@ class SassyEngine(SearchEngine):
         one before: the workers go on from one chunk's tasks to the next's without waiting); without workers,
         the search runs at collect."""
         tasks = self._tasks(chunk)
-        return chunk, (self.pool.map_async(_search, tasks) if self.pool is not None and tasks else tasks)
+        if self.pool is None:
+            return chunk, None, tasks
+        return chunk, [self.pool.submit(_search, t) for t in tasks], None
 
     def collect(self, submitted) -> Cands:
-        chunk, run = submitted
-        return self._cands(chunk, run.get() if hasattr(run, "get") else list(map(_search, run)))
+        chunk, futs, tasks = submitted
+        return self._cands(chunk, [f.result() for f in futs] if futs is not None else list(map(_search, tasks)))
 
     def search(self, chunk) -> Cands:
         return self.collect(self.submit(chunk))
