@@ -150,7 +150,7 @@ def test_child_process_chunks_equal_in_process(tmp_path, recs, fq, wrap, crlf, g
         except fastx.InputError as e:
             return str(e)
 
-    child = fastx_parts._Chunks(str(path), 0)
+    child = fastx_parts.Chunks(str(path), 0)
     try:
         assert child.proc is not None
         assert collect(child) == collect(fastx.encoded_chunks(str(path)))

@@ -48,11 +48,11 @@ def distance(q: bytes, t: bytes, method: str = "auto") -> tuple[int, str]:
         return int(edlib.align(q, t, mode="NW", task="distance")["editDistance"]), "edlib"
     from pywfa import WavefrontAligner
 
-    from .cpu_wfa import _WFA_SAFE
+    from .cpu_wfa import WFA_SAFE
 
     al = WavefrontAligner(distance="levenshtein", span="end-to-end", heuristic=None, scope="score",
                           memory_mode="biwfa", max_steps=0, max_memory=0)
-    s = al.wavefront_align(t.translate(_WFA_SAFE).decode("ascii"), q.translate(_WFA_SAFE).decode("ascii"))
+    s = al.wavefront_align(t.translate(WFA_SAFE).decode("ascii"), q.translate(WFA_SAFE).decode("ascii"))
     if al.status != 0:
         raise RuntimeError(f"WFA2-lib stopped with status {al.status}")
     return int(abs(s)), "wfa"
@@ -80,15 +80,15 @@ def path(q: bytes, t: bytes, method: str = "auto") -> tuple[np.ndarray, str]:
         return from_text(edlib.align(q, t, mode="NW", task="path")["cigar"]), "edlib"
     from pywfa import WavefrontAligner
 
-    from .cpu_wfa import _OPMAP, _WFA_SAFE
+    from .cpu_wfa import OPMAP, WFA_SAFE
 
     from ..config import AlignConfig
 
     al = WavefrontAligner(**AlignConfig(metric="edit").to_pywfa_kwargs(long_pairs=True))
-    al.wavefront_align(t.translate(_WFA_SAFE).decode("ascii"), q.translate(_WFA_SAFE).decode("ascii"))
+    al.wavefront_align(t.translate(WFA_SAFE).decode("ascii"), q.translate(WFA_SAFE).decode("ascii"))
     if al.status != 0:
         raise RuntimeError(f"WFA2-lib stopped with status {al.status}")
     runs = np.array(al.cigartuples, dtype=np.int64).reshape(-1, 2)  # (WFA op, length), WFA's I/D orientation
-    sam_op = np.zeros(max(_OPMAP) + 1, np.uint32)
-    sam_op[list(_OPMAP)] = list(_OPMAP.values())
+    sam_op = np.zeros(max(OPMAP) + 1, np.uint32)
+    sam_op[list(OPMAP)] = list(OPMAP.values())
     return pack_runs(sam_op[runs[:, 0]], runs[:, 1]), "wfa"

@@ -20,9 +20,9 @@ from ._pool import ChunkPool
 NAME = "cpu-wfa"
 # WFA2-lib pads the pattern with '!' and the text with '?': a text holding '!'
 # (or a pattern holding '?') would extend past the end. Move both out of the way.
-_WFA_SAFE = bytes.maketrans(b"!?", b"\x03\x04")
+WFA_SAFE = bytes.maketrans(b"!?", b"\x03\x04")
 # pywfa cigartuple codes (WFA orientation) -> BAM op codes (SAM orientation)
-_OPMAP = {0: 7, 8: 8, 1: 2, 2: 1}
+OPMAP = {0: 7, 8: 8, 1: 2, 2: 1}
 LONG_PAIR = 10_000  # above this length use WFA2-lib's medium memory mode
 
 _aligners: dict = {}
@@ -78,7 +78,7 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off
                     tup[-1] = (1, tup[-1][1] - cut)
                 tup = [x for x in tup if x[1]]
             before = len(ops)
-            ops.extend(ln << 4 | _OPMAP[op] for op, ln in tup)
+            ops.extend(ln << 4 | OPMAP[op] for op, ln in tup)
             clen[i] = len(ops) - before
     return score, status, np.array(ops, dtype=np.uint32), clen, reason, t_start, t_end
 
@@ -111,7 +111,7 @@ class CpuWfaEngine(ChunkPool):
         want = not cfg.distance_only
 
         def chunk_args(sub: PairBatch):
-            text = pack.compare_view(sub, cfg.n_mismatch).tobytes().translate(_WFA_SAFE).decode("ascii")
+            text = pack.compare_view(sub, cfg.n_mismatch).tobytes().translate(WFA_SAFE).decode("ascii")
             free = sub.t_free if sub.t_free is not None else np.stack([sub.t_len, sub.t_len], axis=1)
             cols = [a.tolist() for a in (sub.q_off, sub.q_len, sub.t_off, sub.t_len, free[:, 0], free[:, 1])]
             return (*kw, text, *cols, want)

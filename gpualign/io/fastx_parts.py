@@ -141,7 +141,7 @@ class _RangeChunks:
                 shm.discard(fut.result()[0])
 
 
-class _Chunks:
+class Chunks:
     """encoded_chunks(path); files of at least min_bytes are parsed in a child process started here,
     so that both inputs parse in parallel and beside the alignment, and the parent only receives ready
     buffers through a pipe (which bounds what is in flight). Stdin, small files and platforms without

@@ -10,14 +10,14 @@ import numpy as np
 from ..errors import InputError
 from ..records import Names, PairBatch, offsets_from_lengths
 from .fastx import CHUNK, STDIN, display_name
-from .fastx_parts import PARALLEL_MIN_BYTES, _Chunks
+from .fastx_parts import PARALLEL_MIN_BYTES, Chunks
 
 class _Buffered:
     """Encoded records of one file, taken in chunks and handed out in any count."""
 
     def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1, symbols: bytes = b"",
                  start: tuple = (0, 0, 1)):
-        self.chunks = _Chunks(path, min_bytes, workers, symbols, start)
+        self.chunks = Chunks(path, min_bytes, workers, symbols, start)
         self.pieces: deque = deque()  # [sequence bytes, lengths, Names, qualities] not yet taken
         self.lens = np.zeros(0, np.int64)  # lengths of every buffered record
         self.count = 0  # records buffered
