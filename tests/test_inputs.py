@@ -81,3 +81,33 @@ def test_the_summary_reports_peak_memory():
     rows = dict(Summary(pairs=1, seconds=1.0).rows())
     assert int(rows["peak_rss_mib"]) >= 10  # (an interpreter with numpy holds tens of MiB)
     assert dict(peak_rows()).keys() <= {"peak_rss_mib", "peak_worker_rss_mib"}
+
+
+def test_an_existing_output_is_replaced_whole(tmp_path):
+    """The output written over a file already at its path (removed first, then the finished file renamed
+    there): the new bytes only, the mode a plain open() gives, no temporary file left."""
+    from gpualign.stages import Output
+
+    path = tmp_path / "out.paf"
+    path.write_bytes(b"old bytes, longer than the new ones\n")
+    os.chmod(path, 0o600)
+    out = Output(str(path), binary_via_path=False)
+    out.target.write(b"new\n")
+    out.commit()
+    assert path.read_bytes() == b"new\n"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.paf"]
+
+
+def test_the_switch_interval_is_set_back():
+    import sys
+
+    from gpualign.stages import switching
+
+    before = sys.getswitchinterval()
+    with pytest.raises(RuntimeError), switching(0.001):
+        assert sys.getswitchinterval() == pytest.approx(0.001)
+        raise RuntimeError
+    assert sys.getswitchinterval() == before
