@@ -130,7 +130,7 @@ class PairBatch:
     # the writers' columns on the GPU too (io/fastx_device.py; text_device.DeviceLines.paf reads them), or
     # None: names (uint8: the query names, then the target names), q_name and t_name ((offsets, lengths) in
     # names), q_len and t_len (int64 device arrays)
-    device_cols: dict | None = field(default=None, repr=False, compare=False)
+    device_cols: dict | None = field(default=None, init=False, repr=False, compare=False)  # (not copied by replace)
 
     def __getstate__(self) -> dict:
         """Pickled without `device` and `device_cols` (GPU buffers of this process: the formatting processes
@@ -235,9 +235,9 @@ class AlignBatch:
     # (n, 5): = bases, X bases, I bases, D bases, I/D runs. take() and merge() leave them out.
     cigar_text: tuple | None = None
     cigar_stats: np.ndarray | None = None
-    # the same on the device, where eWFA made them (text_device.DeviceLines.paf reads them), or None: text,
+    # the same on the device, where a GPU engine made them (text_device.DeviceLines.paf reads them), or None: text,
     # start, length (the text's), stats (int64 device arrays but text). take() and merge() leave it out.
-    device_cigar: dict | None = field(default=None, repr=False, compare=False)
+    device_cigar: dict | None = field(default=None, init=False, repr=False, compare=False)  # (not copied by replace)
 
     def __getstate__(self) -> dict:
         """Pickled without `device_cigar` (GPU buffers of this process)."""

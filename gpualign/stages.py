@@ -141,11 +141,9 @@ class Output:
             umask = os.umask(0)  # mkstemp made the file 0600: give it the mode a plain open() would
             os.umask(umask)
             os.chmod(self.tmp, 0o666 & ~umask)
-            # a file already there is removed first: renamed over one, ext4 (auto_da_alloc) writes the new
-            # file out before the rename returns (0.3-0.6 s a GB); a crash in between leaves the whole
-            # output in self.tmp
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
+            # (renamed over a file already there, ext4's auto_da_alloc writes the new one out before the rename
+            # returns, 0.3-0.6 s a GB: the price of a replace that leaves the old file or the new one, never
+            # neither, whatever happens meanwhile)
             os.replace(self.tmp, self.path)
             interrupt.untrack(self.tmp)
             self.tmp = None

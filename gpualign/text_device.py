@@ -1,8 +1,9 @@
 """text.join_lines on the GPU (kernels/lines.cu), the same bytes: the writer of a run whose inputs the GPU
 parses joins its PAF or TSV lines here (pipeline.py), in the running process. The columns go up in one
 page-locked copy, a thread per line measures it and a thread per line writes it, and the lines come back
-in one copy to page-locked memory, handed to the output as they are. PAF lines of pairs that eWFA aligned
-whole (paf()) are made from the columns the reader and the engine left on the device: nothing goes up but
+in one copy to page-locked memory, handed to the output as they are. PAF lines of batches that one GPU engine
+aligned whole (paf(): eWFA's, the affine engine's) are made from the columns the reader and the engine left on
+the device: nothing goes up but
 the statuses and scores, and no numpy pass runs over the rows (a handful of host calls per batch, where the
 interpreter lock is what the reading, aligning and writing threads share).
 """
@@ -88,6 +89,9 @@ class DeviceLines:
         cols, cig = getattr(batch, "device_cols", None), getattr(res, "device_cigar", None)
         if cols is None or cig is None or not res.has_cigar or res.t_start is not None or res.q_start is not None:
             return None
+        if not len(cig["length"]) == len(cols["q_len"]) == res.n == batch.n:
+            raise ValueError(f"device columns of {len(cols['q_len'])} and {len(cig['length'])} rows for a batch "
+                             f"of {batch.n}")
         try:
             return self._paf(cols, cig, res)
         except Exception as err:  # noqa: BLE001 - no room on the device: the host's numpy join

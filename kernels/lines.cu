@@ -14,7 +14,7 @@
 // (the most negative too); a grid of ceil(n / block) blocks.
 //
 // paf_lengths / paf_write: the same two passes for the PAF lines of `gpualign pairs` (output/paf.py, not
-// scored) from the columns the device reader and eWFA leave on the device: row i is written only where
+// scored) from the columns the device reader and a GPU engine (eWFA, affine) leave on the device: row i is written only where
 // status[i] == ok (else it takes no bytes), as qname ql 0 ql + tname tl 0 tl m m+nm 255 NM:i:nm AS:i:-score and,
 // for a CIGAR that is not empty, cg:Z:cigar. Types: status uint8, score int32, stats int64 [n * 5] (= X I D
 // counts, engines/_results.py's text_kernels), text and names uint8, the rest int64 [n].

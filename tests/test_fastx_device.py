@@ -412,8 +412,6 @@ def test_whole_run_on_the_gpu_writes_the_host_parse_bytes(tmp_path, fmt):
     """On the GPU: run_pairs with the inputs parsed and the lines joined there against --host-parse's run (host
     reader, formatting processes), the same bytes; pairs close and far (eWFA, and the engines after it, whose
     batches merge), empty sequences (PAF's line without cg:Z), several batches."""
-    from gpualign import pipeline
-    from gpualign.config import AlignConfig
 
     rng = random.Random(21)
     qs, ts = [], []
@@ -431,6 +429,16 @@ def test_whole_run_on_the_gpu_writes_the_host_parse_bytes(tmp_path, fmt):
                 del t[at]
         qs.append((f"q{i} some comment", q, None))
         ts.append((f"t{i}", "".join(t) if i % 97 else "", None))
+    outs = _gpu_runs(tmp_path, qs, ts, fmt)
+    assert outs[0] == outs[1] and len(outs[0]) > 0
+
+
+def _gpu_runs(tmp_path, qs, ts, fmt: str) -> list:
+    """The output bytes of run_pairs on the GPU (batches of 512 pairs, FASTQ queries), the inputs parsed there
+    and then by --host-parse's readers."""
+    from gpualign import pipeline
+    from gpualign.config import AlignConfig
+
     a = _write(tmp_path / "a.fq", qs, fastq=True)
     b = _write(tmp_path / "b.fa", ts)
     outs = []
@@ -439,4 +447,29 @@ def test_whole_run_on_the_gpu_writes_the_host_parse_bytes(tmp_path, fmt):
         cfg = AlignConfig(device="gpu", threads=4, batch_pairs=512, device_parse=device_parse)
         pipeline.run_pairs(a, b, str(out), None, cfg, "test")
         outs.append(out.read_bytes())
-    assert outs[0] == outs[1] and len(outs[0]) > 0
+    return outs
+
+
+@pytest.mark.gpu
+def test_paf_lines_from_the_device_columns_on_the_gpu(tmp_path, monkeypatch):
+    """On the GPU, close pairs that eWFA aligns whole in every batch: each batch's PAF lines come from the
+    columns the reader and the engine left on the device (text_device.DeviceLines.paf, counted here), the
+    same bytes as --host-parse's run; names with comments, FASTQ queries, several batches."""
+    from gpualign import text_device
+
+    rng = random.Random(22)
+    qs, ts = [], []
+    for i in range(3000):
+        q = _seq(rng, rng.choice([100, 150, 151]), "ACGT")
+        t = list(q)
+        for _ in range(3):
+            t[rng.randrange(len(t))] = rng.choice("ACGT")
+        qs.append((f"q{i} a comment", q, None))
+        ts.append((f"t{i}", "".join(t), None))
+    fused = []
+    real = text_device.DeviceLines._paf
+    monkeypatch.setattr(text_device.DeviceLines, "_paf", lambda self, cols, cig, res: fused.append(res.n) or
+                        real(self, cols, cig, res))
+    outs = _gpu_runs(tmp_path, qs, ts, "paf")
+    assert outs[0] == outs[1] and outs[0].count(b"\n") == 3000
+    assert sum(fused) == 3000 and len(fused) > 1

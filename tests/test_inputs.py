@@ -84,8 +84,8 @@ def test_the_summary_reports_peak_memory():
 
 
 def test_an_existing_output_is_replaced_whole(tmp_path):
-    """The output written over a file already at its path (removed first, then the finished file renamed
-    there): the new bytes only, the mode a plain open() gives, no temporary file left."""
+    """The output written over a file already at its path (the finished file renamed over it): the new bytes
+    only, the mode a plain open() gives, no temporary file left."""
     from gpualign.stages import Output
 
     path = tmp_path / "out.paf"

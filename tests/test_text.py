@@ -166,7 +166,7 @@ def test_device_paf_emulated():
     rng = np.random.default_rng(17)
     for n in (1, 5, 400):
         ql, tl = rng.integers(0, 10**7, n), rng.integers(0, 300, n)
-        words = ["".join(rng.choice(list("ab_:.|x0/"), int(k))) for k in rng.integers(1, 30, 2 * n)]
+        words = ["".join(rng.choice(list("ab_:.|x0/"), int(k))) for k in rng.integers(0, 30, 2 * n)]
         names = Names.of(words)
         q_names, t_names = names[:n], names[n:]
         batch = PairBatch(np.zeros(0, np.uint8), np.zeros(n, np.int64), ql, np.zeros(n, np.int64), tl,
@@ -176,8 +176,9 @@ def test_device_paf_emulated():
         m = int(runs.sum())
         ops = (rng.integers(1, 10**6, m).astype(np.uint32) << 4) | rng.choice(np.array([1, 2, 7, 8], np.uint32), m)
         status = np.where(rng.random(n) < 0.2, FAILED, OK).astype(np.uint8)
-        res = AlignBatch(rng.integers(0, 10**6, n).astype(np.int32), status, np.zeros(n, np.uint8), ops,
-                         offsets_from_lengths(runs), runs.astype(np.int64))
+        score = rng.integers(0, 10**6, n).astype(np.int32)
+        score[::3] = 0
+        res = AlignBatch(score, status, np.zeros(n, np.uint8), ops, offsets_from_lengths(runs), runs.astype(np.int64))
         tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
         res.cigar_stats = np.stack([tot["matches"], tot["mismatches"], tot["ins"], tot["dels"],
                                     np.zeros(n, np.int64)], axis=1)
@@ -196,6 +197,23 @@ def test_device_paf_emulated():
             assert got is not None and (bytes(got[0]), got[1]) == (bytes(want[0]), want[1])
             rendered = fmt.render(batch, res)
             assert (bytes(rendered[0]), rendered[1]) == (bytes(want[0]), want[1])
-            assert fmt.lines.paf(batch, dataclasses.replace(res, t_start=np.zeros(n, np.int64))) is None
+            # the host's way where the device's columns do not say it all: ranges, no CIGARs, scoring
+            for other in (dataclasses.replace(res, t_start=np.zeros(n, np.int64)),
+                          dataclasses.replace(res, q_start=np.zeros(n, np.int64)),
+                          dataclasses.replace(res, has_cigar=False)):
+                assert other.device_cigar is None  # (replace leaves the device's columns out)
+                other.device_cigar = res.device_cigar
+                assert fmt.lines.paf(batch, other) is None
+            scored = PafFormat(scored=True)
+            scored.lines = fmt.lines
+            mp.setattr(text_device.DeviceLines, "_paf", lambda *a: pytest.fail("scored lines from the device"))
+            assert bytes(scored.render(batch, res)[0]) == bytes(PafFormat(scored=True).render(batch, res)[0])
+            mp.undo()
+            mp.setattr(text_device, "load_module", emu.load_module)
+            whole = res.device_cigar
+            res.device_cigar = dict(whole, length=whole["length"][:-1])
+            with pytest.raises(ValueError):  # columns of another batch
+                fmt.lines.paf(batch, res)
+            res.device_cigar = whole
             res.status[:] = FAILED
             assert fmt.lines.paf(batch, res) == (b"", 0)

@@ -87,6 +87,9 @@ class OrderedWriter:
         if self.pool is None:
             done(self.writer.write(batch, res))
             return
+        for item, gpu in ((batch, "device_cols"), (res, "device_cigar")):  # GPU buffers: of no use to a
+            if getattr(item, gpu, None) is not None:  # formatting process, freed now
+                setattr(item, gpu, None)
         fmt = self.writer.fmt
         if not getattr(fmt, "needs_seq", False):  # PAF and TSV lines hold no sequence bytes: not sent
             batch = dataclasses.replace(batch, seq=np.zeros(0, np.uint8))
