@@ -114,10 +114,10 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             lines = text_device.DeviceLines() if on_device else None
             if lines is not None and lines.ready():  # (else joined here by numpy: CuPy unusable after all)
                 writer.fmt.lines = lines
-            # (the switch interval shortened where three threads share the interpreter: reading on the GPU,
+            # the switch interval shortened where three threads share the interpreter (reading on the GPU,
             # aligning, writing)
-            fast_switch = switching() if isinstance(reader, fastx_device.DevicePairReader) else contextlib.nullcontext()
-            with aborting(writer), fast_switch:
+            gpu_read = isinstance(reader, fastx_device.DevicePairReader)
+            with aborting(writer), switching() if gpu_read else contextlib.nullcontext():
                 stream(ahead, dispatcher, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify,
                        checker)
                 writer.close()

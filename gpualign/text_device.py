@@ -3,9 +3,8 @@ parses joins its PAF or TSV lines here (pipeline.py), in the running process. Th
 page-locked copy, a thread per line measures it and a thread per line writes it, and the lines come back
 in one copy to page-locked memory, handed to the output as they are. PAF lines of batches that one GPU engine
 aligned whole (paf(): eWFA's, the affine engine's) are made from the columns the reader and the engine left on
-the device: nothing goes up but
-the statuses and scores, and no numpy pass runs over the rows (a handful of host calls per batch, where the
-interpreter lock is what the reading, aligning and writing threads share).
+the device: nothing goes up but the statuses and scores, and no numpy pass runs over the rows (a handful of
+host calls per batch, where the interpreter lock is what the reading, aligning and writing threads share).
 """
 
 from __future__ import annotations
