@@ -88,7 +88,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         engine_threads, fmt_threads = workers.for_input(cfg.n_threads, bases)
         # PAF and TSV lines of inputs parsed on the GPU are formatted there (text_device.py), others in
         # worker processes, forked now too
-        on_device = fmt in ("paf", "tsv") and isinstance(reader, fastx_device.DevicePairReader)
+        gpu_read = isinstance(reader, fastx_device.DevicePairReader)
+        on_device = fmt in ("paf", "tsv") and gpu_read
         if fmt in FORMATS and not on_device:
             fmt_pool = parallel.start_pool(fmt_threads)
         summary = Summary()
@@ -116,7 +117,6 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
                 writer.fmt.lines = lines
             # the switch interval shortened where three threads share the interpreter (reading on the GPU,
             # aligning, writing)
-            gpu_read = isinstance(reader, fastx_device.DevicePairReader)
             with aborting(writer), switching() if gpu_read else contextlib.nullcontext():
                 stream(ahead, dispatcher, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify,
                        checker)

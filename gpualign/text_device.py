@@ -3,7 +3,7 @@ parses joins its PAF or TSV lines here (pipeline.py), in the running process. Th
 page-locked copy, a thread per line measures it and a thread per line writes it, and the lines come back
 in one copy to page-locked memory, handed to the output as they are. PAF lines of batches that one GPU engine
 aligned whole (paf(): eWFA's, the affine engine's) are made from the columns the reader and the engine left on
-the device: nothing goes up but the statuses and scores, and no numpy pass runs over the rows (a handful of
+the device: nothing goes up but the statuses and scores, and no column is built on the host (a handful of
 host calls per batch, where the interpreter lock is what the reading, aligning and writing threads share).
 """
 
@@ -101,8 +101,7 @@ class DeviceLines:
     def _paf(self, cols: dict, cig: dict, res) -> tuple:
         import cupy
 
-        from .engines import _arrays
-        from .engines._staging import pinned_empty, to_device
+        from .engines._staging import to_device
 
         n = res.n
         kept = int(np.count_nonzero(res.status == OK))
@@ -115,22 +114,32 @@ class DeviceLines:
             args = (to_device(res.status, np.uint8), np.int32(OK), to_device(res.score, np.int32), cig["stats"],
                     cig["text"], cig["start"], cig["length"], cols["names"], *cols["q_name"], *cols["t_name"],
                     cols["q_len"], cols["t_len"], np.int64(n))
-            grid = (-(-n // THREADS),), (THREADS,)
-            lens = cupy.empty(n, dtype=cupy.int64)
-            self._kernel("paf_lengths")(*grid, (*args, lens))
-            ends = _arrays.cumsum(lens)
-            total = int(ends[n - 1:n].get()[0])
-            out = cupy.empty(max(total, 1), dtype=cupy.uint8)
-            self._kernel("paf_write")(*grid, (*args, ends, lens, out))
-            text = pinned_empty(total)
-            out[:total].get(out=text)
-            self._stream.synchronize()
-        return memoryview(text), kept
+            return self._two_passes(n, "paf_lengths", args, "paf_write", args), kept
+
+    def _two_passes(self, n: int, measure: str, measure_args: tuple, write: str, write_args: tuple) -> memoryview:
+        """n lines on the current stream: kernel `measure` (its args, then the lengths) gives each line's
+        length, kernel `write` (its args, then the ends, the lengths, the output) writes it; the lines back in
+        page-locked memory."""
+        import cupy
+
+        from .engines import _arrays
+        from .engines._staging import pinned_empty
+
+        grid = (-(-n // THREADS),), (THREADS,)
+        lens = cupy.empty(n, dtype=cupy.int64)
+        self._kernel(measure)(*grid, (*measure_args, lens))
+        ends = _arrays.cumsum(lens)
+        total = int(ends[n - 1:n].get()[0])
+        out = cupy.empty(max(total, 1), dtype=cupy.uint8)
+        self._kernel(write)(*grid, (*write_args, ends, lens, out))
+        text = pinned_empty(total)
+        out[:total].get(out=text)
+        cupy.cuda.get_current_stream().synchronize()
+        return memoryview(text)
 
     def _on_device(self, fields: list, n: int, sep: bytes, drop_empty_last: bool) -> memoryview:
         import cupy
 
-        from .engines import _arrays
         from .engines._staging import pinned_empty
 
         if n == 0:
@@ -176,16 +185,6 @@ class DeviceLines:
             view = lambda i, dtype=cupy.uint8: dev[places[i]:places[i] + sizes[i]].view(dtype)  # noqa: E731
             d_spec, d_consts, d_ints = view(0, cupy.int32), view(1), view(2, cupy.int64)
             d_start, d_len, d_sbuf = view(3, cupy.int64), view(4, cupy.int64), view(5)
-            grid = (-(-n // THREADS),), (THREADS,)
-            lens = cupy.empty(n, dtype=cupy.int64)
             args = (np.int32(len(fields)), np.int32(len(sep)))
-            self._kernel("line_lengths")(*grid, (d_spec, *args, d_ints, d_len, np.int64(n), lens))
-            ends = _arrays.cumsum(lens)
-            total = int(ends[n - 1:n].get()[0])
-            out = cupy.empty(max(total, 1), dtype=cupy.uint8)
-            self._kernel("line_write")(*grid, (d_spec, *args, d_consts, d_ints, d_sbuf, d_start, d_len, np.int64(n),
-                                               ends, lens, out))
-            text = pinned_empty(total)
-            out[:total].get(out=text)
-            self._stream.synchronize()
-        return memoryview(text)
+            return self._two_passes(n, "line_lengths", (d_spec, *args, d_ints, d_len, np.int64(n)), "line_write",
+                                    (d_spec, *args, d_consts, d_ints, d_sbuf, d_start, d_len, np.int64(n)))

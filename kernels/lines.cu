@@ -14,10 +14,11 @@
 // (the most negative too); a grid of ceil(n / block) blocks.
 //
 // paf_lengths / paf_write: the same two passes for the PAF lines of `gpualign pairs` (output/paf.py, not
-// scored) from the columns the device reader and a GPU engine (eWFA, affine) leave on the device: row i is written only where
-// status[i] == ok (else it takes no bytes), as qname ql 0 ql + tname tl 0 tl m m+nm 255 NM:i:nm AS:i:-score and,
-// for a CIGAR that is not empty, cg:Z:cigar. Types: status uint8, score int32, stats int64 [n * 5] (= X I D
-// counts, engines/_results.py's text_kernels), text and names uint8, the rest int64 [n].
+// scored) from the columns the device reader and a GPU engine (eWFA, affine) leave on the device: row i is
+// written only where status[i] == ok (else it takes no bytes), as qname ql 0 ql + tname tl 0 tl m m+nm 255
+// NM:i:nm AS:i:-score and, for a CIGAR that is not empty, cg:Z:cigar. Types: status uint8, score int32, stats
+// int64 [n * 5] (= X I D counts, engines/_results.py's text_kernels), text and names uint8, the rest int64 [n].
+// Both kinds of line are counted and written by one builder each (LineOut<false> / LineOut<true>).
 #ifdef __CUDACC_RTC__  // NVRTC has no C library headers
 typedef unsigned char uint8_t;
 #else
@@ -51,54 +52,7 @@ __device__ __forceinline__ void write_decimal(uint8_t* p, long long v, int w) { 
     }
 }
 
-__global__ void line_lengths(const int* __restrict__ spec, int fields, int sep_len, const long long* __restrict__ ints,
-                             const long long* __restrict__ slen, long long n, long long* __restrict__ len) {
-    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    long long w = 1;  // '\n'
-    for (int k = 0; k < fields; ++k) {
-        const int* f = spec + k * SPEC;
-        long long x = 0;
-        if (f[0] == KIND_STRING) {
-            x = slen[f[1] * n + i];
-            if (x == 0 && f[4]) continue;
-        } else if (f[0] == KIND_INT) {
-            x = decimal_width(ints[f[1] * n + i]);
-        }
-        w += x + f[3] + (k ? sep_len : 0);
-    }
-    len[i] = w;
-}
-
-__global__ void line_write(const int* __restrict__ spec, int fields, int sep_len, const uint8_t* __restrict__ consts,
-                           const long long* __restrict__ ints, const uint8_t* __restrict__ sbuf,
-                           const long long* __restrict__ sstart, const long long* __restrict__ slen, long long n,
-                           const long long* __restrict__ ends, const long long* __restrict__ len,
-                           uint8_t* __restrict__ out) {
-    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    uint8_t* p = out + ends[i] - len[i];
-    for (int k = 0; k < fields; ++k) {
-        const int* f = spec + k * SPEC;
-        long long sl = f[0] == KIND_STRING ? slen[f[1] * n + i] : 0;
-        if (f[0] == KIND_STRING && sl == 0 && f[4]) continue;
-        if (k)
-            for (int j = 0; j < sep_len; ++j) *p++ = consts[j];
-        for (int j = 0; j < f[3]; ++j) *p++ = consts[f[2] + j];
-        if (f[0] == KIND_STRING) {
-            const uint8_t* s = sbuf + sstart[f[1] * n + i];
-            for (long long j = 0; j < sl; ++j) *p++ = s[j];
-        } else if (f[0] == KIND_INT) {
-            long long v = ints[f[1] * n + i];
-            int w = decimal_width(v);
-            write_decimal(p, v, w);
-            p += w;
-        }
-    }
-    *p = '\n';
-}
-
-// A line's bytes counted (WRITE false) or written at p (WRITE true).
+// A line's bytes counted (WRITE false: nothing read or written through the pointers) or written at p.
 template <bool WRITE>
 struct LineOut {
     uint8_t* p;
@@ -118,6 +72,45 @@ struct LineOut {
         n += w;
     }
 };
+
+// Line i of the spec'd fields (consts, sbuf and sstart are read only when WRITE): its length.
+template <bool WRITE>
+__device__ long long spec_line(long long i, const int* __restrict__ spec, int fields, int sep_len,
+                               const uint8_t* __restrict__ consts, const long long* __restrict__ ints,
+                               const uint8_t* __restrict__ sbuf, const long long* __restrict__ sstart,
+                               const long long* __restrict__ slen, long long n, uint8_t* p) {
+    LineOut<WRITE> o{p, 0};
+    for (int k = 0; k < fields; ++k) {
+        const int* f = spec + k * SPEC;
+        long long sl = f[0] == KIND_STRING ? slen[f[1] * n + i] : 0;
+        if (f[0] == KIND_STRING && sl == 0 && f[4]) continue;
+        if (k) o.bytes(consts, sep_len);
+        o.bytes(WRITE ? consts + f[2] : nullptr, f[3]);
+        if (f[0] == KIND_STRING)
+            o.bytes(WRITE ? sbuf + sstart[f[1] * n + i] : nullptr, sl);
+        else if (f[0] == KIND_INT)
+            o.num(ints[f[1] * n + i]);
+    }
+    o.text("\n");
+    return o.n;
+}
+
+__global__ void line_lengths(const int* __restrict__ spec, int fields, int sep_len, const long long* __restrict__ ints,
+                             const long long* __restrict__ slen, long long n, long long* __restrict__ len) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    len[i] = spec_line<false>(i, spec, fields, sep_len, nullptr, ints, nullptr, nullptr, slen, n, nullptr);
+}
+
+__global__ void line_write(const int* __restrict__ spec, int fields, int sep_len, const uint8_t* __restrict__ consts,
+                           const long long* __restrict__ ints, const uint8_t* __restrict__ sbuf,
+                           const long long* __restrict__ sstart, const long long* __restrict__ slen, long long n,
+                           const long long* __restrict__ ends, const long long* __restrict__ len,
+                           uint8_t* __restrict__ out) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    spec_line<true>(i, spec, fields, sep_len, consts, ints, sbuf, sstart, slen, n, out + ends[i] - len[i]);
+}
 
 template <bool WRITE>
 __device__ long long paf_line(long long i, const int* __restrict__ score,
@@ -157,11 +150,13 @@ __device__ long long paf_line(long long i, const int* __restrict__ score,
     return o.n;
 }
 
-#define PAF_ARGS                                                                                               \
-    const uint8_t *__restrict__ status, int ok, const int *__restrict__ score, const long long *__restrict__ stats, \
-        const uint8_t *__restrict__ text, const long long *__restrict__ tstart, const long long *__restrict__ tlen, \
-        const uint8_t *__restrict__ names, const long long *__restrict__ qn_off, const long long *__restrict__ qn_len, \
-        const long long *__restrict__ tn_off, const long long *__restrict__ tn_len, const long long *__restrict__ q_len, \
+#define PAF_ARGS                                                                                  \
+    const uint8_t *__restrict__ status, int ok, const int *__restrict__ score,                        \
+        const long long *__restrict__ stats, const uint8_t *__restrict__ text,                        \
+        const long long *__restrict__ tstart, const long long *__restrict__ tlen,                     \
+        const uint8_t *__restrict__ names, const long long *__restrict__ qn_off,                      \
+        const long long *__restrict__ qn_len, const long long *__restrict__ tn_off,                   \
+        const long long *__restrict__ tn_len, const long long *__restrict__ q_len,                    \
         const long long *__restrict__ t_len, long long n
 #define PAF_PASS score, stats, text, tstart, tlen, names, qn_off, qn_len, tn_off, tn_len, q_len, t_len
 
