@@ -2,7 +2,8 @@
 """Where gpualign's time goes: one subcommand per view. Timings come from gpualign.trace (a recorder this
 script installs: the code's own named spans), never from patching engine internals.
 
-  python scripts/profile.py timeline cands.paf reads.fa ref.fa [--json tl.json] [-- extra gpualign paf options]
+  python scripts/profile.py timeline paf cands.paf reads.fa ref.fa [--json tl.json] [-- extra gpualign paf options]
+  python scripts/profile.py timeline pairs A.fa B.fa [-- --device gpu]
   python scripts/profile.py stages -n 1000000 -l 150 -e 0.02 [--distance-only] [--cprofile] [--general local]
   python scripts/profile.py edit [N] [BATCH_BASES]
   python scripts/profile.py affine 1000000x1000x0.10 10000x10000x0.10 --batch-bases 67108864
@@ -87,7 +88,7 @@ class TimelineRecorder:
     2 ms, each batch read, and each kernel launch (CUDA events)."""
 
     AROUND = ("load_module", "select_engines", "engine start", "engine warm", "align", "upload",
-              "affine level queued", "results", "write submit", "write flush", "commit")
+              "affine level queued", "results", "write submit", "write flush", "commit", "device read")
     SLOW = ("pinned_empty", "send", "estimated level", "length_groups", "longest_first", "shm take", "write one",
             "batch build")
 
@@ -162,7 +163,7 @@ def _scratch(prefix: str) -> str:
     return d
 
 def timeline_child(argv: list) -> None:
-    """Install the recorder, run `gpualign paf` as main() does; the events go to $GPUALIGN_TIMELINE_OUT."""
+    """Install the recorder, run `gpualign <argv>` as main() does; the events go to $GPUALIGN_TIMELINE_OUT."""
     rec = TimelineRecorder(float(os.environ[T0_ENV]))
     rec.mark("interpreter started", _STARTED)
     rec.mark("numpy imported", _NUMPY)
@@ -170,7 +171,7 @@ def timeline_child(argv: list) -> None:
 
     rec.mark("gpualign imported")
     trace.install(rec)
-    sys.argv = ["gpualign", "paf", *argv]
+    sys.argv = ["gpualign", *argv]
     try:
         cli.app(prog_name="gpualign")
         code = 0
@@ -197,7 +198,8 @@ def summarise(tl: dict, wall: float) -> None:
         first.setdefault(e["what"], e["t"])
     print("start-up (s from process start):")
     for what in ("interpreter started", "numpy imported", "gpualign imported", "select_engines end", "load_module end",
-                 "engine start end", "engine warm begin", "engine warm end", "batch read item", "align begin"):
+                 "engine start end", "engine warm begin", "engine warm end", "batch read item", "device read end",
+                 "align begin"):
         if what in first:
             print(f"  {what:<22} {first[what]:7.3f}")
     open_at: dict = {}  # per aligning thread (batches align in several at once)
@@ -208,7 +210,8 @@ def summarise(tl: dict, wall: float) -> None:
         elif e["what"] == "align end":
             spans.append((open_at.pop(e["thread"]), e["t"]))
     spans.sort()
-    reads = [e["t"] for e in ev if e["what"] == "batch read item"]
+    reads = ([e["t"] for e in ev if e["what"] == "batch read item"]
+             or [e["t"] for e in ev if e["what"] == "device read end"])  # pairs read on the device
     print("batches (read ready / align begin-end / GPU busy inside; batches aligning at once share it):")
     for i, (a, b) in enumerate(spans):
         inside = union((max(k["t0"], a), min(k["t1"], b)) for k in ks if k["t1"] > a and k["t0"] < b)
@@ -231,14 +234,14 @@ def summarise(tl: dict, wall: float) -> None:
 
 
 def timeline_args(ap) -> None:
-    ap.description = ("Timeline of one `gpualign paf` command from its process start: imports, reader processes, "
+    ap.description = ("Timeline of one `gpualign paf` or `gpualign pairs` command from its process start: imports, "
+                      "reader processes, "
                       "engine start-up and warm-up, each batch read and aligned, each kernel on the GPU (CUDA events), "
                       "each batch written, and the process's end. The command runs in a child process with a "
                       "trace recorder installed; a kernel's span runs from when its stream reached it to its end. "
-                      "Options after -- go to gpualign paf.")
-    ap.add_argument("paf")
-    ap.add_argument("query")
-    ap.add_argument("target")
+                      "Options after -- go to the command.")
+    ap.add_argument("command", choices=("paf", "pairs"))
+    ap.add_argument("inputs", nargs="+", help="the command's inputs (paf: cands.paf reads.fa ref.fa; pairs: A.fa B.fa)")
     ap.add_argument("-o", "--output", help="the command's output (default: a temporary .paf)")
     ap.add_argument("--json", help="write the events and kernels here too")
     ap.add_argument("--events", action="store_true", help="print every event")
@@ -252,11 +255,11 @@ def timeline(a, extra: list) -> None:
     os.close(fd)
     t0 = time.perf_counter()
     env = dict(os.environ, **{T0_ENV: repr(t0), OUT_ENV: tl_path})
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "timeline-child", a.paf, a.query, a.target,
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "timeline-child", a.command, *a.inputs,
                         "-o", out, "-q", *extra], env=env)
     wall = time.perf_counter() - t0
     if p.returncode:
-        sys.exit(f"gpualign paf exited with {p.returncode}")
+        sys.exit(f"gpualign {a.command} exited with {p.returncode}")
     with open(tl_path) as fh:
         tl = json.load(fh)
     os.unlink(tl_path)

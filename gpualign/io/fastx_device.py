@@ -26,7 +26,7 @@ import numpy as np
 from .. import pack, trace
 from ..engines._cuda import Kernels, load_module
 from ..errors import InputError
-from ..records import Names, PairBatch, offsets_from_lengths
+from ..records import Names, PairBatch
 from . import pair_reader
 from .fastx import CHUNK, display_name, gzipped, streamed
 from .fastx_fast import NotSimple, simple_chunks
@@ -216,37 +216,43 @@ class DevicePairReader:
 
     @trace.traced("device gather")
     def _gather(self, d_buf, regions: list, lens: list, fields: tuple, table: np.ndarray, check: bool = False,
-                offsets: list | None = None):
+                ends: list | None = None):
         """The first len(lens[i]) records' pieces (offsets r.dev[fields[0]], lengths r.dev[fields[1]], which
         are lens[i]) of each region one after another in a device buffer through table (kernels/fastx.cu's
         fastx_compact; padded as engines._staging.raw_size says, zeros after them): (it, the first record
-        a region refused there, or NO_RECORD; check: sequences, and FASTQ qualities). offsets: a list that
-        gets each region's offsets of its pieces in the buffer (int64 device arrays)."""
+        a region refused there, or NO_RECORD; check: sequences, and FASTQ qualities, each region's offsets
+        of its pieces in the buffer: host int64 arrays and their device copies). ends: each lens[i]'s
+        running sum, where the caller has them."""
         import cupy
 
         from ..engines import _arrays
         from ..engines._staging import raw_size
 
-        total = sum(int(ln.sum()) for ln in lens)
+        if ends is None:
+            ends = [np.cumsum(ln) for ln in lens]
+        offs, base = [], 0
+        for ln, e in zip(lens, ends):
+            offs.append(e - ln + base)
+            base += int(e[-1]) if len(e) else 0
+        total = base
         out = cupy.empty(raw_size(total), dtype=cupy.uint8)
         _arrays.fill(out[total:], 0)
         d_table = cupy.empty(256, dtype=cupy.uint8)
         d_table.set(table)
         d_bad = cupy.empty(1, dtype=cupy.int32)
         d_bad.set(np.array([NO_RECORD], np.int32))
-        base = 0
-        for r, ln in zip(regions, lens):
-            k = len(ln)
+        d_offs = []
+        for r, off in zip(regions, offs):
+            k = len(off)
             out_off = cupy.empty(max(k, 1), dtype=cupy.int64)
-            out_off.set(offsets_from_lengths(ln) + base)
-            if offsets is not None:
-                offsets.append(out_off)
+            if k:
+                out_off[:k].set(off)
+            d_offs.append(out_off)
             self._kernel("fastx_compact")((-(-k * 32 // THREADS),), (THREADS,),
                                           (d_buf[r.at:], r.dev[fields[0]], r.dev[fields[1]], r.dev[4],
                                            np.int32(check and r.f.step == 4), np.int64(k), out_off, d_table, out,
                                            d_bad))
-            base += int(ln.sum())
-        return out, int(d_bad.get()[0]) if check else NO_RECORD
+        return out, int(d_bad.get()[0]) if check else NO_RECORD, offs, d_offs
 
     # ---- batches
 
@@ -314,18 +320,19 @@ class DevicePairReader:
         if k == 0:  # a refused record, or a file's end: pair_reader reads on
             return None
         lens = [r.dev[3][:k].get() for r in regions]
-        per_pair = lens[0] + lens[1]
+        ends = [np.cumsum(ln) for ln in lens]
+        per_pair = ends[0] + ends[1]  # bases of the first i + 1 pairs
         # the next reads hold about a batch: as many pairs as the bases bound lets these through
-        self.k_next = max(1, min(self.batch_pairs, int(self.batch_bases / max(1.0, float(per_pair.mean())))))
-        k = max(1, min(k, int(np.searchsorted(np.cumsum(per_pair), self.batch_bases, side="left")) + 1))
-        lens = [ln[:k] for ln in lens]
-        d_seq, bad = self._gather(d_buf, regions, lens, (2, 3), self.fold, check=True)
-        if bad < k:  # a byte a record cannot hold: the batch ends before it
-            k, refused = bad, bad
-            lens = [ln[:k] for ln in lens]
+        self.k_next = max(1, min(self.batch_pairs, int(self.batch_bases / max(1.0, float(per_pair[-1]) / k))))
+        k = max(1, min(k, int(np.searchsorted(per_pair, self.batch_bases, side="left")) + 1))
+        lens, ends = [ln[:k] for ln in lens], [e[:k] for e in ends]
+        seq = self._gather(d_buf, regions, lens, (2, 3), self.fold, check=True, ends=ends)
+        if seq[1] < k:  # a byte a record cannot hold: the batch ends before it
+            k = refused = seq[1]
+            lens, ends = [ln[:k] for ln in lens], [e[:k] for e in ends]
             if k:
-                d_seq, _ = self._gather(d_buf, regions, lens, (2, 3), self.fold)
-        batch = self._batch(d_buf, d_seq, regions, k, lens, count) if k else None
+                seq = self._gather(d_buf, regions, lens, (2, 3), self.fold, ends=ends)
+        batch = self._batch(d_buf, seq, regions, k, lens, count) if k else None
         return batch, k, k == refused
 
     def _close(self) -> None:
@@ -335,33 +342,31 @@ class DevicePairReader:
         self._pool.shutdown(wait=False)
 
     @trace.traced("device batch")
-    def _batch(self, d_buf, d_seq, regions: list, k: int, lens: list, count: int) -> PairBatch:
-        """The batch of the first k records of both regions: sequences, names and (wanted) qualities
-        gathered on the device and brought over, so that the raw buffer can go."""
+    def _batch(self, d_buf, seq: tuple, regions: list, k: int, lens: list, count: int) -> PairBatch:
+        """The batch of the first k records of both regions (seq: _gather's of their sequences): names and
+        (wanted) qualities gathered on the device and brought over with the sequences, so that the raw
+        buffer can go."""
         from ..engines._staging import pinned_empty
 
+        d_seq, _, (q_off, t_off), _ = seq
         ql, tl = lens
-        total = int(ql.sum() + tl.sum())
-        seq = pinned_empty(total)
+        total = int(t_off[-1] + tl[-1])
+        host = pinned_empty(total)
         if total:
-            d_seq[:total].get(out=seq)
+            d_seq[:total].get(out=host)
         name_lens = [r.dev[1][:k].get() for r in regions]
-        name_offs: list = []
-        d_names, _ = self._gather(d_buf, regions, name_lens, (0, 1), _KEEP, offsets=name_offs)
-        buf = d_names[:int(name_lens[0].sum() + name_lens[1].sum())].get()
-        names = [Names.joined(buf, name_lens[0]), Names(buf, offsets_from_lengths(name_lens[1]) +
-                                                        int(name_lens[0].sum()), name_lens[1])]
+        d_names, _, name_offs, d_name_offs = self._gather(d_buf, regions, name_lens, (0, 1), _KEEP)
+        buf = d_names[:int(name_offs[1][-1] + name_lens[1][-1])].get()
         quals = [None] * k
-        ra = regions[0]
-        if self.quals and ra.f.step == 4:  # (a sequence's length is its quality's)
-            d_quals, _ = self._gather(d_buf, regions[:1], [ql], (4, 3), _KEEP)
-            quals = Names.joined(d_quals[:int(ql.sum())].get(), ql)
-        batch = PairBatch(seq, offsets_from_lengths(ql), ql, offsets_from_lengths(tl) + int(ql.sum()), tl,
-                          np.arange(count, count + k, dtype=np.int64), names[0], names[1], quals)
-        batch.device = d_seq
         ra, rb = regions
-        batch.device_cols = {"names": d_names, "q_name": (name_offs[0], ra.dev[1][:k]),
-                             "t_name": (name_offs[1], rb.dev[1][:k]), "q_len": ra.dev[3][:k], "t_len": rb.dev[3][:k]}
+        if self.quals and ra.f.step == 4:  # (a sequence's length is its quality's)
+            d_quals, _, (qual_off,), _ = self._gather(d_buf, regions[:1], [ql], (4, 3), _KEEP, ends=[q_off + ql])
+            quals = Names(d_quals[:int(qual_off[-1] + ql[-1])].get(), qual_off, ql)
+        batch = PairBatch(host, q_off, ql, t_off, tl, np.arange(count, count + k, dtype=np.int64),
+                          Names(buf, name_offs[0], name_lens[0]), Names(buf, name_offs[1], name_lens[1]), quals)
+        batch.device = d_seq
+        batch.device_cols = {"names": d_names, "q_name": (d_name_offs[0], ra.dev[1][:k]),
+                             "t_name": (d_name_offs[1], rb.dev[1][:k]), "q_len": ra.dev[3][:k], "t_len": rb.dev[3][:k]}
         return batch
 
     @trace.traced("device take")
