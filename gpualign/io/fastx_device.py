@@ -36,7 +36,7 @@ LINE_BYTES = 64  # kernels/fastx.cu's CHUNK: bytes per thread finding line ends;
 THREADS = 256
 HEAD_BYTES = 1 << 20  # usable() checks the records in this much of a file's start
 MIN_READ = 1 << 20  # bytes read from a file first, and at least when no whole record fits (doubled then)
-READ_PIECE = 8 << 20  # both files' bytes are read in pieces of this size, side by side
+READ_PIECE = 2 << 20  # both files' bytes are read in pieces of this size, side by side
 READ_THREADS = 8
 NO_RECORD = np.iinfo(np.int32).max  # the kernels' `bad` when every record passed
 _KEEP = np.arange(256, dtype=np.uint8)  # a table that keeps every byte (names)
@@ -127,6 +127,8 @@ class DevicePairReader:
         self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="gpualign-read")
         self._stream = None  # the reader thread's CUDA stream
         self._kernel = Kernels(KERNELS, load_module)  # (the reader's thread keeps one device)
+        self._host = None  # the page-locked buffer _fill reads into, kept for the next batches
+        self._tables: dict = {}  # byte tables on the device (fold, _KEEP)
         self.gen = self._batches()
 
     def __iter__(self):
@@ -162,13 +164,17 @@ class DevicePairReader:
     @trace.traced("device fill")
     def _fill(self) -> tuple[np.ndarray, list]:
         """A page-locked buffer holding each file's carry and next bytes, each region 64-byte aligned
-        and followed by zeros up to the next 64."""
+        and followed by zeros up to the next 64. It is the same buffer every time (grown when too small: a
+        new page-locked buffer costs ~1 ms a MB), its bytes done with once _take has carried the rest."""
         from ..engines._staging import pinned_empty
 
         sizes = [len(f.carry) + min(f.want, f.size - f.pos) for f in self.files]
         places = [0, -(-sizes[0] // LINE_BYTES) * LINE_BYTES]
-        total = places[1] + -(-sizes[1] // LINE_BYTES) * LINE_BYTES
-        buf = pinned_empty(max(total, LINE_BYTES))
+        total = max(LINE_BYTES, places[1] + -(-sizes[1] // LINE_BYTES) * LINE_BYTES)
+        if self._host is None or len(self._host) < total:
+            self._host = None  # (back to cupy's pool first)
+            self._host = pinned_empty(total + total // 8)
+        buf = self._host[:total]
         for f, at in zip(self.files, places):
             buf[at:at + len(f.carry)] = f.carry
         self._read(buf, [(f, at + len(f.carry), n - len(f.carry)) for f, at, n in zip(self.files, places, sizes)])
@@ -237,8 +243,10 @@ class DevicePairReader:
         total = base
         out = cupy.empty(raw_size(total), dtype=cupy.uint8)
         _arrays.fill(out[total:], 0)
-        d_table = cupy.empty(256, dtype=cupy.uint8)
-        d_table.set(table)
+        d_table = self._tables.get(table.tobytes())
+        if d_table is None:
+            d_table = self._tables[table.tobytes()] = cupy.empty(256, dtype=cupy.uint8)
+            d_table.set(table)
         d_bad = cupy.empty(1, dtype=cupy.int32)
         d_bad.set(np.array([NO_RECORD], np.int32))
         d_offs = []
