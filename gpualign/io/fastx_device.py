@@ -36,7 +36,7 @@ LINE_BYTES = 64  # kernels/fastx.cu's CHUNK: bytes per thread finding line ends;
 THREADS = 256
 HEAD_BYTES = 1 << 20  # usable() checks the records in this much of a file's start
 MIN_READ = 1 << 20  # bytes read from a file first, and at least when no whole record fits (doubled then)
-READ_PIECE = 2 << 20  # both files' bytes are read in pieces of this size, side by side
+READ_PIECE = 8 << 20  # both files' bytes are read in pieces of this size, side by side
 READ_THREADS = 8
 NO_RECORD = np.iinfo(np.int32).max  # the kernels' `bad` when every record passed
 _KEEP = np.arange(256, dtype=np.uint8)  # a table that keeps every byte (names)
