@@ -85,6 +85,13 @@ def write_fasta(path: str, seqs, prefix: str) -> None:
         fh.write(b"".join(b">%s%d\n%s\n" % (prefix.encode(), i, s) for i, s in enumerate(seqs)))
 
 
+def write_fastq(path: str, seqs, prefix: str) -> None:
+    """4-line FASTQ, every quality 'I' (Q40)."""
+    with open(path, "wb") as fh:
+        fh.write(b"".join(b"@%s%d\n%s\n+\n%s\n" % (prefix.encode(), i, s, b"I" * len(s))
+                          for i, s in enumerate(seqs)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", "--pairs", type=int, required=True)
@@ -93,10 +100,12 @@ def main() -> None:
     ap.add_argument("--profile", choices=("uniform", "long"), default="uniform")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-o", "--prefix", required=True, help="writes PREFIX_a.fa and PREFIX_b.fa")
+    ap.add_argument("--fastq", action="store_true", help="write PREFIX_a.fq and PREFIX_b.fq (qualities 'I') instead")
     a = ap.parse_args()
     q, t = simulate(a.pairs, a.length, a.error, a.seed, a.profile)
-    write_fasta(f"{a.prefix}_a.fa", q, "q")
-    write_fasta(f"{a.prefix}_b.fa", t, "t")
+    write, ext = (write_fastq, "fq") if a.fastq else (write_fasta, "fa")
+    write(f"{a.prefix}_a.{ext}", q, "q")
+    write(f"{a.prefix}_b.{ext}", t, "t")
 
 
 if __name__ == "__main__":

@@ -219,6 +219,107 @@ def test_symbols_of_general_scoring(tmp_path, emulated):
         _pairs(_device(a, b))
 
 
+def _compressed(path: str, kind: str, cut: int = 0) -> str:
+    """path gzip-compressed (kind "gzip": one member; "bgzf": bgzip's blocks, by htslib) as path + ".gz",
+    less its last `cut` bytes."""
+    import gzip
+
+    import pysam
+
+    out = path + ".gz"
+    if kind == "gzip":
+        with open(path, "rb") as src, gzip.open(out, "wb") as dst:
+            dst.write(src.read())
+    else:
+        pysam.tabix_compress(path, out, force=True)
+    if cut:
+        with open(out, "rb+") as fh:
+            fh.truncate(os.path.getsize(out) - cut)
+    return out
+
+
+@NO_CXX
+@pytest.mark.parametrize("kind", ["gzip", "bgzf"])
+@pytest.mark.parametrize("fastq", [False, True])
+def test_compressed_same_pairs_as_host(tmp_path, emulated, kind, fastq):
+    """gzip and bgzip inputs inflated into the device reader's buffer (fastx_fast.open_gz): the pairs of
+    the host's parsers, none read on the host."""
+    rng = random.Random(11)
+    a = _compressed(_write(tmp_path / "a", _fasta(rng, 300, name="q"), fastq=fastq), kind)
+    b = _compressed(_write(tmp_path / "b", _fasta(rng, 300, 0, 900, name="t x y"), fastq=fastq), kind)
+    assert len(_check(a, b, pairs=37)) == 300
+    assert all(bt.device is not None for bt in _device(a, b, pairs=37))
+    plain = _write(tmp_path / "p", _fasta(rng, 300))  # one plain, one compressed
+    _check(plain, a, pairs=50)
+
+
+@NO_CXX
+@pytest.mark.parametrize("change", ["multi-line", "bad letter", "crlf", "cut"])
+def test_compressed_layouts_and_errors(tmp_path, emulated, change):
+    """A record the kernels refuse in a gzip file: the host's parsers read on from its offset in the
+    inflated bytes (read again up to there), the same pairs or error as theirs."""
+    a, b = _broken(tmp_path, CHANGES[change], 150)
+    _check(_compressed(a, "gzip"), _compressed(b, "bgzf"), pairs=16)
+
+
+class _StopsAt:
+    """An inflater over path's bytes that gives the first `at` of them, then fails as a cut file does."""
+
+    def __init__(self, path: str, at: int):
+        with open(path.removesuffix(".gz"), "rb") as fh:  # (the file _compressed made it from)
+            self.data, self.at = fh.read()[:at], 0
+
+    def readinto(self, view) -> int:
+        n = min(len(view), len(self.data) - self.at)
+        if n == 0 and len(view):
+            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        view[:n] = self.data[self.at:self.at + n]
+        self.at += n
+        return n
+
+    def close(self) -> None:
+        pass
+
+
+@NO_CXX
+@pytest.mark.parametrize("cut", [1, 9, 300, 2000])
+@pytest.mark.parametrize("stop", [None, 1000 * 128])
+def test_damaged_gzip_same_error_as_host(tmp_path, emulated, monkeypatch, cut, stop):
+    """A gzip file cut short (in its trailer, in its data): the device reader stops where inflating
+    stops, and the host's parsers read on from there and give their error, never a clean end. stop: the
+    inflater fails right after a record's end (ISA-L's inflates ahead in blocks; here made to stop after
+    1000 records of 128 bytes), where the other file ends too: both seem to end together. The record
+    named is where the reading stopped (the host reader alone, reading 8 MB at a time, names its first)."""
+    rng = random.Random(12)
+    recs = [(f"r{i:06d}", _seq(rng, 119, "ACGT"), None) for i in range(3000)]
+    a = _compressed(_write(tmp_path / "a", recs), "gzip", cut=cut)
+    b = _write(tmp_path / "b", recs[:stop // 128] if stop else recs)
+    if stop:
+        monkeypatch.setattr(fastx_device, "open_gz", lambda path: _StopsAt(path, stop))
+    want, err = _outcome(lambda: _host(a, b, pairs=1 << 14))
+    got, got_err = _outcome(lambda: _device(a, b, pairs=1 << 14))
+    assert want is None and got is None
+    for e in (err, got_err):
+        assert e.startswith(f"{a}: ") and "corrupt or truncated" in e
+    assert got_err.split(": ")[-1] == err.split(": ")[-1]  # the inflater's own words
+
+
+def test_inflate_failure_is_not_an_end(tmp_path, monkeypatch):
+    """_File.inflate tells a file's end (eof: its records are all there) from bytes that stopped inflating
+    (failed: the host's parsers read on from there and report it)."""
+    rng = random.Random(13)
+    path = _compressed(_write(tmp_path / "a", _fasta(rng, 300)), "gzip")
+    size = os.path.getsize(str(tmp_path / "a"))
+    buf = bytearray(size + 100)
+    whole = fastx_device._File(path)
+    assert whole.inflate(memoryview(buf)) == size and whole.eof and not whole.failed
+    whole.close()
+    monkeypatch.setattr(fastx_device, "open_gz", lambda p: _StopsAt(p, 1000))
+    cut = fastx_device._File(path)
+    assert cut.inflate(memoryview(buf)) == 1000 and cut.failed and not cut.eof
+    cut.close()
+
+
 def test_usable(tmp_path):
     rng = random.Random(6)
     assert fastx_device.usable(_write(tmp_path / "a.fa", _fasta(rng, 10)))
@@ -227,11 +328,12 @@ def test_usable(tmp_path):
     wrapped.write_text(">a\nACGT\nACGT\n>b\nAC\n")
     assert not fastx_device.usable(str(wrapped))
     assert not fastx_device.usable(_write(tmp_path / "crlf.fa", _fasta(rng, 10), eol="\r\n"))
-    import gzip
-
-    with gzip.open(tmp_path / "a.fa.gz", "wt") as fh:
-        fh.write(">a\nACGT\n")
-    assert not fastx_device.usable(str(tmp_path / "a.fa.gz"))
+    assert fastx_device.usable(_compressed(_write(tmp_path / "g.fa", _fasta(rng, 10)), "gzip"))
+    assert fastx_device.usable(_compressed(_write(tmp_path / "z.fq", _fasta(rng, 10), fastq=True), "bgzf"))
+    assert not fastx_device.usable(_compressed(str(wrapped), "gzip"))
+    cut = tmp_path / "cut.fa.gz"
+    cut.write_bytes(open(_compressed(_write(tmp_path / "c.fa", _fasta(rng, 10)), "gzip"), "rb").read()[:12])
+    assert not fastx_device.usable(str(cut))
     assert not fastx_device.usable("-")
 
 
@@ -345,16 +447,20 @@ def test_abort_between_batches_releases_the_files(tmp_path, emulated):
 
 @NO_CXX
 @pytest.mark.parametrize("fmt", ["paf", "sam", "tsv"])
-def test_whole_run_writes_what_the_host_reader_gives(tmp_path, emulated, monkeypatch, fmt):
+@pytest.mark.parametrize("kind", [None, "gzip"])
+def test_whole_run_writes_what_the_host_reader_gives(tmp_path, emulated, monkeypatch, fmt, kind):
     """run_pairs with the device reader (kernels emulated) against the host reader, the same bytes: the
     batches through the CPU engine, the writer, and the lines formatted on the device (PAF, TSV: kernels
-    emulated too) or by the formatting processes (SAM: pickled, names and qualities as Names)."""
+    emulated too) or by the formatting processes (SAM: pickled, names and qualities as Names); plain and
+    gzip inputs."""
     from gpualign import pipeline
     from gpualign.config import AlignConfig
 
     rng = random.Random(14)
     a = _write(tmp_path / "a", _fasta(rng, 400, 0, 120), fastq=True)
     b = _write(tmp_path / "b", _fasta(rng, 400, 0, 150))
+    if kind:
+        a, b = _compressed(a, kind), _compressed(b, kind)
     cfg = AlignConfig(device="cpu", threads=2, batch_pairs=64)
     host_out, dev_out = tmp_path / f"host.{fmt}", tmp_path / f"dev.{fmt}"
     pipeline.run_pairs(a, b, str(host_out), None, cfg, "test")
@@ -433,14 +539,16 @@ def test_whole_run_on_the_gpu_writes_the_host_parse_bytes(tmp_path, fmt):
     assert outs[0] == outs[1] and len(outs[0]) > 0
 
 
-def _gpu_runs(tmp_path, qs, ts, fmt: str) -> list:
+def _gpu_runs(tmp_path, qs, ts, fmt: str, kind: str | None = None) -> list:
     """The output bytes of run_pairs on the GPU (batches of 512 pairs, FASTQ queries), the inputs parsed there
-    and then by --host-parse's readers."""
+    and then by --host-parse's readers; kind: both inputs compressed so (_compressed)."""
     from gpualign import pipeline
     from gpualign.config import AlignConfig
 
     a = _write(tmp_path / "a.fq", qs, fastq=True)
     b = _write(tmp_path / "b.fa", ts)
+    if kind:
+        a, b = _compressed(a, kind), _compressed(b, kind)
     outs = []
     for device_parse in (True, False):
         out = tmp_path / f"{device_parse}.{fmt}"
@@ -448,6 +556,22 @@ def _gpu_runs(tmp_path, qs, ts, fmt: str) -> list:
         pipeline.run_pairs(a, b, str(out), None, cfg, "test")
         outs.append(out.read_bytes())
     return outs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["gzip", "bgzf"])
+def test_compressed_inputs_read_on_the_gpu(tmp_path, monkeypatch, kind):
+    """On the GPU, gzip and bgzip inputs inflated into the device reader: the bytes of --host-parse's run."""
+    from gpualign import pipeline
+
+    rng = random.Random(23)
+    qs = [(f"q{i} c", _seq(rng, rng.choice([0, 150, 400]), "ACGT"), None) for i in range(2000)]
+    ts = [(f"t{i}", q[:5] + "A" + q[6:] if len(q) > 6 else q, None) for i, (_, q, _) in enumerate(qs)]
+    made, real = [], pipeline._reader
+    monkeypatch.setattr(pipeline, "_reader", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    outs = _gpu_runs(tmp_path, qs, ts, "paf", kind)
+    assert outs[0] == outs[1] and len(outs[0]) > 0
+    assert [isinstance(r, fastx_device.DevicePairReader) for r in made] == [True, False]
 
 
 @pytest.mark.gpu

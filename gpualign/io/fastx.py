@@ -20,8 +20,8 @@ from typing import Iterator
 import numpy as np
 
 from .. import pack
-from ..errors import InputError
-from .fastx_fast import NotSimple, simple_chunks
+from ..errors import InputError, RecordError
+from .fastx_fast import READ_ERRORS, NotSimple, simple_chunks
 from .fastx_strict import (compression_error, open_path, open_stream, prefixed, strict_chunks,
                            unsupported_compression)
 
@@ -86,7 +86,8 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
     Strict 2-line FASTA / 4-line FASTQ files take a fast path (many short records; fast=False skips it:
     it re-copies a record that spans its 8 MB blocks); the strict parser reads any other layout
     (multi-line records, CR line ends) and stdin, and finds the line of an error. start: (byte offset,
-    records before it, its line number) of a record's start in a plain file, to read on from there."""
+    records before it, its line number) of a record's start (in the inflated bytes of gzip), to read on from
+    there."""
     sniff(path)
     name = display_name(path)
     if start[0]:
@@ -126,13 +127,17 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
 
 
 def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, n: int, line: int):
-    """record_chunks of a plain file from a record starting at byte offset (after n records, at line)."""
+    """record_chunks of a file from a record starting at byte offset (of the inflated bytes, for gzip: read
+    again up to there) after n records, at line."""
     try:
-        fh = open(path, "rb")
+        fh = open_path(path)
     except OSError as e:
         raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
     with fh:
-        fh.seek(offset)
+        try:
+            _skip(fh, offset, not gzipped(path))
+        except READ_ERRORS as e:  # (inflating it again stopped sooner than the first time)
+            raise RecordError(name, n + 1, f"corrupt or truncated input ({e})", line) from None
         try:
             yield from simple_chunks(path, chunk, symbols=symbols, stream=fh)
             return

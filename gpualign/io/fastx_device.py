@@ -1,17 +1,20 @@
 """Record i of one FASTA/FASTQ file with record i of another, parsed on the GPU (kernels/fastx.cu).
 
-For `pairs` on a GPU with two plain files (not compressed, not a stream): threads read raw blocks of both
-files into one page-locked buffer, it goes to the device in one copy, and the kernels find the line ends,
+For `pairs` on a GPU with two regular files (plain, gzip or bgzip; not a stream): threads read raw blocks of
+both files (a compressed file's inflated by ISA-L, fastx_fast.open_gz, which inflates ahead on a thread of
+its own) into one page-locked buffer, it goes to the device in one copy, and the kernels find the line ends,
 the records, their names, and write the sequences case-folded one after another, the layout of
 pair_reader's batches, which comes back to the host in one copy and stays on the device for the engine
 (PairBatch.device: no second upload). Names and FASTQ qualities are gathered there too, and come back as
 records.Names (bytes and their places, no Python object per record).
 
 The kernels take the host fast path's rules (fastx_fast.py) record by record. Where a record breaks one,
-the batch ends before it and the rest of both files is read by pair_reader from there (fast path, then the
-strict parser, which accepts the other layouts and names the error of what it refuses): the same pairs,
-byte for byte, as pair_reader's, and the same error for a fault. (Inputs with several faults: the one
-reported may be another than pair_reader reports, whose order follows its own blocks.) usable() sends a
+or a compressed file's bytes stop inflating, the batch ends before it and the rest of both files is read by
+pair_reader from there (fast path, then the strict parser, which accepts the other layouts and names the
+error of what it refuses): the same pairs, byte for byte, as pair_reader's, and the same error for a fault.
+(Inputs with several faults: the one reported may be another than pair_reader reports, whose order follows
+its own blocks; a damaged gzip file's record is where its bytes stopped, where pair_reader alone names the
+first record of the 8 MB it could not inflate.) usable() sends a
 file whose first records already break the rules to pair_reader at once (its worker processes are forked
 before the GPU starts); without CuPy, or with no room on the device, pair_reader reads on in this process.
 """
@@ -29,7 +32,7 @@ from ..errors import InputError
 from ..records import Names, PairBatch
 from . import pair_reader
 from .fastx import CHUNK, display_name, gzipped, streamed
-from .fastx_fast import NotSimple, simple_chunks
+from .fastx_fast import READ_ERRORS, NotSimple, open_gz, simple_chunks
 
 KERNELS = ("fastx.cu", ("nl_count", "nl_emit", "fastx_records", "fastx_compact"), ())
 LINE_BYTES = 64  # kernels/fastx.cu's CHUNK: bytes per thread finding line ends; regions are padded to it
@@ -43,12 +46,16 @@ _KEEP = np.arange(256, dtype=np.uint8)  # a table that keeps every byte (names)
 
 
 def usable(path: str, symbols: bytes = b"") -> bool:
-    """Whether path can be read here: a plain regular file whose whole records in its first HEAD_BYTES
-    keep the fast path's rules (2-line FASTA or 4-line FASTQ; a first record longer than that: yes)."""
-    if streamed(path) or not os.path.isfile(path) or gzipped(path):
+    """Whether path can be read here: a regular file (plain, gzip or bgzip) whose whole records in its first
+    HEAD_BYTES (inflated) keep the fast path's rules (2-line FASTA or 4-line FASTQ; a first record longer
+    than that: yes)."""
+    if streamed(path) or not os.path.isfile(path):
         return False
-    with open(path, "rb") as fh:
-        head = fh.read(HEAD_BYTES)
+    try:
+        with (open_gz(path) if gzipped(path) else open(path, "rb")) as fh:
+            head = fh.read(HEAD_BYTES)
+    except READ_ERRORS:  # corrupt or truncated at its start: the host's parsers say what is wrong
+        return False
     if head[:1] not in (b">", b"@"):
         return False
     step = 2 if head[:1] == b">" else 4
@@ -69,12 +76,21 @@ def usable(path: str, symbols: bytes = b"") -> bool:
 
 
 class _File:
-    """One input: what is read, what is left of the last region, what was taken."""
+    """One input: what is read, what is left of the last region, what was taken. A plain file is read at
+    offsets, in pieces side by side; a gzip or bgzip file through ISA-L's inflater (fastx_fast.open_gz, its
+    own thread inflating ahead), from the start on, its offsets those of the inflated bytes."""
 
     def __init__(self, path: str):
         self.path, self.name = path, display_name(path)
-        self.size = os.path.getsize(path)
-        self.fd = os.open(path, os.O_RDONLY)
+        self.gz = gzipped(path)
+        self.size = None if self.gz else os.path.getsize(path)  # (inflated: not known until the end)
+        self.fd, self.inflated = -1, None
+        if self.gz:
+            self.inflated = open_gz(path)
+        else:
+            self.fd = os.open(path, os.O_RDONLY)
+        self.ended = False  # an inflated file's end reached
+        self.failed = False  # its bytes could not be inflated from pos on (the host's parsers say why)
         self.pos = 0  # file offset of the next byte to read
         self.carry = np.zeros(0, np.uint8)  # bytes read, not taken (they start a record)
         self.records = 0  # records taken
@@ -84,7 +100,28 @@ class _File:
 
     @property
     def eof(self) -> bool:
-        return self.pos >= self.size
+        return self.ended if self.gz else self.pos >= self.size
+
+    def next_read(self) -> int:
+        """Bytes the next read asks for (an inflated file's: up to them)."""
+        if self.gz:
+            return 0 if self.ended or self.failed else self.want
+        return min(self.want, self.size - self.pos)
+
+    def inflate(self, view: memoryview) -> int:
+        """An inflated file's next bytes into view: how many (fewer at its end, or where they cannot be
+        inflated)."""
+        got = 0
+        try:
+            while got < len(view):
+                n = self.inflated.readinto(view[got:])
+                if not n:
+                    self.ended = True
+                    break
+                got += n
+        except READ_ERRORS:
+            self.failed = True
+        return got
 
     def start(self) -> int:
         """The file offset of the first byte not taken."""
@@ -94,6 +131,9 @@ class _File:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        if self.inflated is not None:
+            self.inflated.close()
+            self.inflated = None
 
 
 class _Region:
@@ -146,8 +186,10 @@ class DevicePairReader:
     # ---- reading
 
     @trace.traced("device read")
-    def _read(self, buf: np.ndarray, reads: list) -> None:
-        """For each (f, at, n) of reads, f's next n bytes into buf[at:]: every file's pieces side by side."""
+    def _read(self, buf: np.ndarray, reads: list) -> list:
+        """For each (f, at, n) of reads, f's next n bytes into buf[at:]: every plain file's pieces side by
+        side, each inflated file in one piece beside them. Returns the bytes each got (an inflated file's:
+        fewer at its end)."""
         def piece(job) -> None:
             f, at, a, b = job
             view, off = memoryview(buf[at + a:at + b]), f.pos + a
@@ -156,10 +198,13 @@ class DevicePairReader:
                 if got <= 0:
                     raise InputError(f"{f.name}: cannot read (the file shrank while it was read)")
                 view, off = view[got:], off + got
-        jobs = [(f, at, a, min(n, a + READ_PIECE)) for f, at, n in reads for a in range(0, n, READ_PIECE)]
+        jobs = [(f, at, a, min(n, a + READ_PIECE)) for f, at, n in reads if not f.gz for a in range(0, n, READ_PIECE)]
+        futs = {id(f): self._pool.submit(f.inflate, memoryview(buf[at:at + n])) for f, at, n in reads if f.gz}
         list(self._pool.map(piece, jobs))
-        for f, _, n in reads:
+        got = [futs[id(f)].result() if f.gz else n for f, _, n in reads]
+        for (f, _, _), n in zip(reads, got):
             f.pos += n
+        return got
 
     @trace.traced("device fill")
     def _fill(self) -> tuple[np.ndarray, list]:
@@ -168,7 +213,7 @@ class DevicePairReader:
         new page-locked buffer costs ~1 ms a MB), its bytes done with once _take has carried the rest."""
         from ..engines._staging import pinned_empty
 
-        sizes = [len(f.carry) + min(f.want, f.size - f.pos) for f in self.files]
+        sizes = [len(f.carry) + f.next_read() for f in self.files]  # (at most, for an inflated file)
         places = [0, -(-sizes[0] // LINE_BYTES) * LINE_BYTES]
         total = max(LINE_BYTES, places[1] + -(-sizes[1] // LINE_BYTES) * LINE_BYTES)
         if self._host is None or len(self._host) < total:
@@ -177,9 +222,9 @@ class DevicePairReader:
         buf = self._host[:total]
         for f, at in zip(self.files, places):
             buf[at:at + len(f.carry)] = f.carry
-        self._read(buf, [(f, at + len(f.carry), n - len(f.carry)) for f, at, n in zip(self.files, places, sizes)])
+        got = self._read(buf, [(f, at + len(f.carry), n - len(f.carry)) for f, at, n in zip(self.files, places, sizes)])
         regions = []
-        for f, at, n in zip(self.files, places, sizes):
+        for f, at, n in zip(self.files, places, (len(f.carry) + g for f, g in zip(self.files, got))):
             buf[at + n:at + -(-n // LINE_BYTES) * LINE_BYTES] = 0
             if not f.step and n:
                 f.step = 2 if buf[at] == ord(">") else 4
@@ -279,7 +324,7 @@ class DevicePairReader:
                 regions = []
                 try:
                     host, regions = self._fill()
-                    if not any(r.n for r in regions):
+                    if not any(r.n for r in regions) and not any(f.failed for f in self.files):
                         return  # both files read to their ends
                     with self._stream:  # (entered and left here: the generator may be finalised elsewhere)
                         step = self._step(host, regions, count)
@@ -287,6 +332,8 @@ class DevicePairReader:
                     if not is_out_of_memory(err):
                         raise
                     step = None
+                if step == "more" and any(f.failed for f in self.files):
+                    step = None  # (nothing more to be had there: the host's parsers say why)
                 if step is None:  # nothing taken: pair_reader reads on from here
                     for r in regions:
                         self._take(host, r, 0)
@@ -303,8 +350,8 @@ class DevicePairReader:
                     count += k
                 for r in regions:
                     self._take(host, r, k)
-                if last or any(r.f.eof and not r.f.carry.size for r in regions):
-                    break  # a refused record next, or a file's end: pair_reader reads on
+                if last or any(r.f.eof and not r.f.carry.size or r.f.failed for r in regions):
+                    break  # a refused record next, a file's end, or bytes not inflated: pair_reader reads on
         finally:
             self._close()
         if not self._stop:
