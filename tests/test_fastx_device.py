@@ -242,7 +242,7 @@ def _compressed(path: str, kind: str, cut: int = 0) -> str:
 @pytest.mark.parametrize("kind", ["gzip", "bgzf"])
 @pytest.mark.parametrize("fastq", [False, True])
 def test_compressed_same_pairs_as_host(tmp_path, emulated, kind, fastq):
-    """gzip and bgzip inputs inflated into the device reader's buffer (fastx_fast.open_gz): the pairs of
+    """gzip and bgzip inputs inflated into the device reader's buffer (bgzf.open_inflated): the pairs of
     the host's parsers, none read on the host."""
     rng = random.Random(11)
     a = _compressed(_write(tmp_path / "a", _fasta(rng, 300, name="q"), fastq=fastq), kind)
@@ -295,13 +295,46 @@ def test_damaged_gzip_same_error_as_host(tmp_path, emulated, monkeypatch, cut, s
     a = _compressed(_write(tmp_path / "a", recs), "gzip", cut=cut)
     b = _write(tmp_path / "b", recs[:stop // 128] if stop else recs)
     if stop:
-        monkeypatch.setattr(fastx_device, "open_gz", lambda path: _StopsAt(path, stop))
+        monkeypatch.setattr(fastx_device, "open_inflated", lambda path: _StopsAt(path, stop))
     want, err = _outcome(lambda: _host(a, b, pairs=1 << 14))
     got, got_err = _outcome(lambda: _device(a, b, pairs=1 << 14))
     assert want is None and got is None
     for e in (err, got_err):
         assert e.startswith(f"{a}: ") and "corrupt or truncated" in e
     assert got_err.split(": ")[-1] == err.split(": ")[-1]  # the inflater's own words
+
+
+@NO_CXX
+@pytest.mark.parametrize("damage", ["flip", "cut"])
+def test_damaged_bgzf_same_error_as_host(tmp_path, emulated, damage):
+    """A bgzip file damaged halfway (a flipped byte, a cut): the members before it are read on the device,
+    and the host's parsers read on from where they stop and give their error."""
+    from gpualign.io import bgzf
+
+    rng = random.Random(15)
+    recs = [(f"r{i:06d}", _seq(rng, 119, "ACGT"), None) for i in range(20000)]
+    a = _compressed(_write(tmp_path / "a", recs), "bgzf")
+    data = bytearray(open(a, "rb").read())
+    at = len(data) // 2
+    while bgzf._member_size(data, at) == 0:
+        at += 1
+    if damage == "flip":
+        data[at + bgzf.HEAD + 9] ^= 0xFF
+    else:
+        data = data[:at + 100]
+    open(a, "wb").write(bytes(data))
+    b = _write(tmp_path / "b", recs)
+    want, err = _outcome(lambda: _host(a, b, pairs=1 << 12))
+    got, got_err = _outcome(lambda: _device(a, b, pairs=1 << 12))
+    assert want is None and got is None and err is not None
+    assert got_err.startswith(f"{a}: ") and got_err.split(": ")[-1] == err.split(": ")[-1]
+    on_device = 0
+    try:
+        for bt in _device(a, b, pairs=1 << 12):
+            on_device += bt.n if bt.device is not None else 0
+    except GpualignError:
+        pass
+    assert on_device >= 5000
 
 
 def test_inflate_failure_is_not_an_end(tmp_path, monkeypatch):
@@ -314,7 +347,7 @@ def test_inflate_failure_is_not_an_end(tmp_path, monkeypatch):
     whole = fastx_device._File(path)
     assert whole.inflate(memoryview(buf)) == size and whole.eof and not whole.failed
     whole.close()
-    monkeypatch.setattr(fastx_device, "open_gz", lambda p: _StopsAt(p, 1000))
+    monkeypatch.setattr(fastx_device, "open_inflated", lambda p: _StopsAt(p, 1000))
     cut = fastx_device._File(path)
     assert cut.inflate(memoryview(buf)) == 1000 and cut.failed and not cut.eof
     cut.close()

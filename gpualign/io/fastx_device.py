@@ -1,8 +1,8 @@
 """Record i of one FASTA/FASTQ file with record i of another, parsed on the GPU (kernels/fastx.cu).
 
 For `pairs` on a GPU with two regular files (plain, gzip or bgzip; not a stream): threads read raw blocks of
-both files (a compressed file's inflated by ISA-L, fastx_fast.open_gz, which inflates ahead on a thread of
-its own) into one page-locked buffer, it goes to the device in one copy, and the kernels find the line ends,
+both files (a compressed file's inflated by ISA-L, ahead of the reading: bgzf.open_inflated) into one
+page-locked buffer, it goes to the device in one copy, and the kernels find the line ends,
 the records, their names, and write the sequences case-folded one after another, the layout of
 pair_reader's batches, which comes back to the host in one copy and stays on the device for the engine
 (PairBatch.device: no second upload). Names and FASTQ qualities are gathered there too, and come back as
@@ -31,6 +31,7 @@ from ..engines._cuda import Kernels, load_module
 from ..errors import InputError
 from ..records import Names, PairBatch
 from . import pair_reader
+from .bgzf import open_inflated
 from .fastx import CHUNK, display_name, gzipped, streamed
 from .fastx_fast import READ_ERRORS, NotSimple, open_gz, simple_chunks
 
@@ -77,8 +78,9 @@ def usable(path: str, symbols: bytes = b"") -> bool:
 
 class _File:
     """One input: what is read, what is left of the last region, what was taken. A plain file is read at
-    offsets, in pieces side by side; a gzip or bgzip file through ISA-L's inflater (fastx_fast.open_gz, its
-    own thread inflating ahead), from the start on, its offsets those of the inflated bytes."""
+    offsets, in pieces side by side; a gzip or bgzip file through ISA-L's inflater (bgzf.open_inflated: a
+    bgzip file's members side by side, a gzip file's stream on a thread of its own), inflating ahead, from
+    the start on, its offsets those of the inflated bytes."""
 
     def __init__(self, path: str):
         self.path, self.name = path, display_name(path)
@@ -86,7 +88,7 @@ class _File:
         self.size = None if self.gz else os.path.getsize(path)  # (inflated: not known until the end)
         self.fd, self.inflated = -1, None
         if self.gz:
-            self.inflated = open_gz(path)
+            self.inflated = open_inflated(path)
         else:
             self.fd = os.open(path, os.O_RDONLY)
         self.ended = False  # an inflated file's end reached
