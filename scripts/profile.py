@@ -14,6 +14,7 @@ script installs: the code's own named spans), never from patching engine interna
   python scripts/profile.py host pairs A.fa B.fa [--profile]
   python scripts/profile.py host paf cands.paf reads.fa ref.fa [--profile]
   python scripts/profile.py spans -- pairs A.fa B.fa --device gpu -o out.paf
+  python scripts/profile.py reader A.fa B.fa [--batch-bases N] [--cprofile]
 
 Every subcommand but host needs a GPU (paf: with --device gpu); --help works everywhere.
 """
@@ -708,9 +709,43 @@ def spans(a, extra: list) -> None:
     cli.quick_exit(code)
 
 
+# ------------------------------------------------------------------------------------------------ reader
+def reader_args(ap) -> None:
+    ap.description = ("The GPU reader of `gpualign pairs` alone (io/fastx_device.DevicePairReader): its batches of two "
+                      "files, nothing aligned or written; one warm-up pass, then the timed ones (--cprofile: one "
+                      "more under cProfile, its top functions by own time).")
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--batch-bases", type=int, default=1 << 25)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--cprofile", action="store_true")
+
+
+def reader(a) -> None:
+    from gpualign.io.fastx_device import DevicePairReader
+
+    def one():
+        t, n, k = time.perf_counter(), 0, 0
+        for batch in DevicePairReader(a.a, a.b, a.batch_bases, 1 << 18):
+            n, k = n + batch.n, k + 1
+        return time.perf_counter() - t, n, k
+
+    one()
+    for _ in range(a.runs):
+        dt, n, k = one()
+        print(f"reader alone, batches of {a.batch_bases} bases: {dt:.3f} s, {n} pairs, {k} batches "
+              f"({dt / max(k, 1) * 1e3:.2f} ms each)")
+    if a.cprofile:
+        prof = cProfile.Profile()
+        prof.enable()
+        one()
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
 # -------------------------------------------------------------------------------------------------- main
 COMMANDS = {  # view: (its options, its run, one line for --help)
-    "timeline": (timeline_args, timeline, "a gpualign paf command's events and kernels from process start (GPU)"),
+    "timeline": (timeline_args, timeline, "a gpualign paf or pairs command's events and kernels from its start (GPU)"),
     "stages": (stages_args, stages, "the pairs engine chain, each stage timed between device syncs (GPU)"),
     "edit": (edit_args, edit, "the eWFA engine: upload, kernels, host work per setting (GPU)"),
     "affine": (affine_args, affine, "the affine WFA engine alone: pairs/s and pairs per level (GPU)"),
@@ -718,6 +753,7 @@ COMMANDS = {  # view: (its options, its run, one line for --help)
     "paf": (paf_args, paf, "gpualign paf's stages alone, then together (GPU with --device gpu)"),
     "host": (host_args, host, "the host side alone of pairs or paf, with an engine that answers at once"),
     "spans": (spans_args, spans, "busy seconds per traced span and thread of any gpualign command"),
+    "reader": (reader_args, reader, "pairs' GPU reader alone: its batches of two files, timed (GPU)"),
 }
 
 
