@@ -155,7 +155,7 @@ class AlignConfig:
     batch_pairs: int = 1 << 18  # pairs per PairBatch at most
     ends_free_target: bool = False  # semi-global: the query end to end, the target's ends free
     scoring: Scoring = field(default_factory=Scoring)  # general scoring (cpu-dp engine) when .general
-    device_parse: bool = True  # `pairs` on a GPU parses plain inputs there (io/fastx_device.py)
+    device_parse: bool = True  # `pairs` on a GPU parses its (regular) input files there (io/fastx_device.py)
 
     def validate(self) -> "AlignConfig":
         if self.metric not in METRICS:

@@ -44,8 +44,9 @@ READ_WORKERS_MAX = 4  # parsing processes per plain FASTA input (one per 4 threa
 
 def _reader(path_a: str, path_b: str, cfg: AlignConfig, cluster, quals: bool):
     """The batches of the two inputs: parsed on the GPU (io/fastx_device.py) when this process aligns on
-    one and both are plain files whose first records keep the fast path's rules; else by pair_reader,
-    whose parsing processes for big inputs are forked now, before threads, engines and the GPU."""
+    one and both are regular files (plain, gzip, bgzip) whose first records keep the fast path's rules;
+    else by pair_reader, whose parsing processes for big inputs are forked now, before threads, engines and
+    the GPU."""
     symbols = pack.symbols(cfg.general)
     here = cluster is None or (not cluster.wanted and (not cluster.gpus or devices.on_device_zero(cluster.gpus)))
     if (here and cfg.device_parse and cfg.device != "cpu" and importlib.util.find_spec("cupy") is not None

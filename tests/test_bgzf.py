@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import random
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -76,7 +77,7 @@ def test_damage_raises_after_the_bytes_before(tmp_path, damage):
     """Bytes before the damaged member (the file's own, in order), then the inflater's error."""
     text = _text(20000)
     path = _bgzip(tmp_path, text)
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     members = _members(bytes(data))
     k = len(members) // 2
     at, size = members[k]
@@ -90,10 +91,11 @@ def test_damage_raises_after_the_bytes_before(tmp_path, damage):
         data = data[:at + 7]
     else:
         data = data[:at] + gzip.compress(b"@x\nACGT\n+\nIIII\n") + data[at:]
-    open(path, "wb").write(bytes(data))
+    Path(path).write_bytes(bytes(data))
     before = sum(len(zlib.decompress(bytes(data[a:a + s]), wbits=31)) for a, s in members[:k])
     got = bytearray()
-    with bgzf.BgzfReader(path, threads=2) as fh, pytest.raises(READ_ERRORS):
+    fh = bgzf.BgzfReader(path, threads=2)
+    with pytest.raises(READ_ERRORS):
         while True:
             buf = bytearray(10000)
             n = fh.readinto(buf)
@@ -101,3 +103,6 @@ def test_damage_raises_after_the_bytes_before(tmp_path, damage):
             assert n
     # (the members inflated by the failing one's task, up to TASK_MEMBERS of 64 KiB, are not given)
     assert before - bgzf.TASK_MEMBERS * 65536 <= len(got) <= before and text.startswith(bytes(got))
+    with pytest.raises(READ_ERRORS):  # and again on the next read: never an end after it
+        fh.readinto(bytearray(10))
+    fh.close()

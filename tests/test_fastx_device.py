@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import random
 import sys
+import threading
+from pathlib import Path
 
 import emu
 import pytest
@@ -314,7 +316,7 @@ def test_damaged_bgzf_same_error_as_host(tmp_path, emulated, damage):
     rng = random.Random(15)
     recs = [(f"r{i:06d}", _seq(rng, 119, "ACGT"), None) for i in range(20000)]
     a = _compressed(_write(tmp_path / "a", recs), "bgzf")
-    data = bytearray(open(a, "rb").read())
+    data = bytearray(Path(a).read_bytes())
     at = len(data) // 2
     while bgzf._member_size(data, at) == 0:
         at += 1
@@ -322,7 +324,7 @@ def test_damaged_bgzf_same_error_as_host(tmp_path, emulated, damage):
         data[at + bgzf.HEAD + 9] ^= 0xFF
     else:
         data = data[:at + 100]
-    open(a, "wb").write(bytes(data))
+    Path(a).write_bytes(bytes(data))
     b = _write(tmp_path / "b", recs)
     want, err = _outcome(lambda: _host(a, b, pairs=1 << 12))
     got, got_err = _outcome(lambda: _device(a, b, pairs=1 << 12))
@@ -365,7 +367,7 @@ def test_usable(tmp_path):
     assert fastx_device.usable(_compressed(_write(tmp_path / "z.fq", _fasta(rng, 10), fastq=True), "bgzf"))
     assert not fastx_device.usable(_compressed(str(wrapped), "gzip"))
     cut = tmp_path / "cut.fa.gz"
-    cut.write_bytes(open(_compressed(_write(tmp_path / "c.fa", _fasta(rng, 10)), "gzip"), "rb").read()[:12])
+    cut.write_bytes(Path(_compressed(_write(tmp_path / "c.fa", _fasta(rng, 10)), "gzip")).read_bytes()[:12])
     assert not fastx_device.usable(str(cut))
     assert not fastx_device.usable("-")
 
@@ -465,17 +467,39 @@ def test_fastq_qualities_in_sam_as_the_host_reads_them(tmp_path, emulated):
 
 
 @NO_CXX
-def test_abort_between_batches_releases_the_files(tmp_path, emulated):
+@pytest.mark.parametrize("kind", [None, "gzip", "bgzf"])
+def test_abort_between_batches_releases_the_files(tmp_path, emulated, kind):
     rng = random.Random(13)
     a = _write(tmp_path / "a", _fasta(rng, 300))
+    if kind:
+        a = _compressed(a, kind)
     reader = _device(a, a, pairs=10)
     next(reader)
     fds = [f.fd for f in reader.files]
+    inflated = [f.inflated for f in reader.files]
     reader.abort()
     for fd in fds:
-        with pytest.raises(OSError):
-            os.fstat(fd)
+        if fd >= 0:
+            with pytest.raises(OSError):
+                os.fstat(fd)
+    assert all(f is None or f.closed for f in inflated) and (fds[0] >= 0) == (kind is None)
+    assert not [t for t in threading.enumerate() if t.name.startswith("gpualign-bgzf")]
     assert list(reader) == []
+
+
+@NO_CXX
+@pytest.mark.parametrize("kind", [None, "gzip", "bgzf"])
+def test_both_ends_taken_reads_nothing_again(tmp_path, emulated, monkeypatch, kind):
+    """Both files taken to their ends on the device: pair_reader is not asked to read on (it would inflate a
+    compressed file again to find its end)."""
+    rng = random.Random(16)
+    a = _write(tmp_path / "a", _fasta(rng, 300))
+    b = _write(tmp_path / "b", _fasta(rng, 300), fastq=True)
+    if kind:
+        a, b = _compressed(a, kind), _compressed(b, kind)
+    calls, real = [], pair_reader.read_on
+    monkeypatch.setattr(pair_reader, "read_on", lambda *x, **k: calls.append(1) or real(*x, **k))
+    assert len(_pairs(_device(a, b, pairs=37))) == 300 and not calls
 
 
 @NO_CXX

@@ -3,7 +3,9 @@ each, whose header gives the member's size (the 'BC' extra field), so the member
 inflating them and inflated side by side (ISA-L's isal_zlib.decompress lets go of the interpreter lock).
 Each member's CRC-32 and size are checked. A file that is gzip but not BGZF from its first member on is
 read by fastx_fast.open_gz (one stream); a member that is not BGZF further on, damaged bytes or a cut file
-raise zlib.error or EOFError (fastx_fast.READ_ERRORS) at that place, as an inflater does."""
+raise zlib.error or EOFError (fastx_fast.READ_ERRORS) at that place, as an inflater does, and on every read
+after. A file that ends at a member's end without bgzip's empty end member is read as whole (as Python's
+gzip module and ISA-L's reader do; htslib warns)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from isal import isal_zlib
 
-from .fastx_fast import open_gz
+from .fastx_fast import READ_ERRORS, open_gz
 
 HEAD = 18  # a BGZF member's header: gzip's 10 bytes, XLEN, the 'BC' subfield (SI1 SI2 SLEN BSIZE)
 TAIL = 8  # CRC-32, ISIZE
@@ -64,6 +66,7 @@ class BgzfReader(io.RawIOBase):
         self._raw = b""  # compressed bytes read, not yet cut into members
         self._at_end = False  # the file read to its end
         self._out = memoryview(b"")  # inflated bytes not yet handed out
+        self._error: BaseException | None = None  # raised again by every read after it
 
     def readable(self) -> bool:
         return True
@@ -103,12 +106,18 @@ class BgzfReader(io.RawIOBase):
     def readinto(self, b) -> int:
         view = memoryview(b).cast("B")
         while not len(self._out):
+            if self._error is not None:
+                raise self._error
             self._queue()
             if not self._tasks:
                 return 0
             fut, count = self._tasks.popleft()
             self._queued -= count
-            self._out = memoryview(fut.result())
+            try:
+                self._out = memoryview(fut.result())
+            except READ_ERRORS as e:
+                self._error = e
+                raise
         n = min(len(view), len(self._out))
         view[:n] = self._out[:n]
         self._out = self._out[n:]

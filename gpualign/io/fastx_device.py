@@ -87,7 +87,8 @@ class _File:
         self.gz = gzipped(path)
         self.size = None if self.gz else os.path.getsize(path)  # (inflated: not known until the end)
         self.fd, self.inflated = -1, None
-        if self.gz:
+        if self.gz:  # (ISA-L's threaded gzip reader stops when the thread that opened it ends: the reader's
+            # maker, pipeline.run_pairs' thread, outlives the reading)
             self.inflated = open_inflated(path)
         else:
             self.fd = os.open(path, os.O_RDONLY)
@@ -181,7 +182,7 @@ class DevicePairReader:
 
     def abort(self) -> None:
         """Stop (from any thread): no batch after the one being made; the files and threads released now
-        (a read under way fails, unseen: the run is ending)."""
+        (a read under way fails or ends short, unseen: the run is ending)."""
         self._stop = True
         self._close()
 
@@ -215,6 +216,8 @@ class DevicePairReader:
         new page-locked buffer costs ~1 ms a MB), its bytes done with once _take has carried the rest."""
         from ..engines._staging import pinned_empty
 
+        if self._stream is not None:  # the last buffer's upload (asynchronous) done before it is written
+            self._stream.synchronize()
         sizes = [len(f.carry) + f.next_read() for f in self.files]  # (at most, for an inflated file)
         places = [0, -(-sizes[0] // LINE_BYTES) * LINE_BYTES]
         total = max(LINE_BYTES, places[1] + -(-sizes[1] // LINE_BYTES) * LINE_BYTES)
@@ -225,8 +228,8 @@ class DevicePairReader:
         for f, at in zip(self.files, places):
             buf[at:at + len(f.carry)] = f.carry
         got = self._read(buf, [(f, at + len(f.carry), n - len(f.carry)) for f, at, n in zip(self.files, places, sizes)])
-        regions = []
-        for f, at, n in zip(self.files, places, (len(f.carry) + g for f, g in zip(self.files, got))):
+        regions, held = [], [len(f.carry) + g for f, g in zip(self.files, got)]
+        for f, at, n in zip(self.files, places, held):
             buf[at + n:at + -(-n // LINE_BYTES) * LINE_BYTES] = 0
             if not f.step and n:
                 f.step = 2 if buf[at] == ord(">") else 4
@@ -352,6 +355,8 @@ class DevicePairReader:
                     count += k
                 for r in regions:
                     self._take(host, r, k)
+                if not last and all(f.eof and not f.carry.size for f in self.files):
+                    return  # both files taken to their ends (a compressed one is not inflated again)
                 if last or any(r.f.eof and not r.f.carry.size or r.f.failed for r in regions):
                     break  # a refused record next, a file's end, or bytes not inflated: pair_reader reads on
         finally:
@@ -384,8 +389,9 @@ class DevicePairReader:
         k = max(1, min(k, int(np.searchsorted(per_pair, self.batch_bases, side="left")) + 1))
         lens, ends = [ln[:k] for ln in lens], [e[:k] for e in ends]
         seq = self._gather(d_buf, regions, lens, (2, 3), self.fold, check=True, ends=ends)
-        if seq[1] < k:  # a byte a record cannot hold: the batch ends before it
-            k = refused = seq[1]
+        _, bad, _, _ = seq
+        if bad < k:  # a byte a record cannot hold: the batch ends before it
+            k = refused = bad
             lens, ends = [ln[:k] for ln in lens], [e[:k] for e in ends]
             if k:
                 seq = self._gather(d_buf, regions, lens, (2, 3), self.fold, ends=ends)
@@ -393,10 +399,11 @@ class DevicePairReader:
         return batch, k, k == refused
 
     def _close(self) -> None:
-        """The files and the reading threads released (from any thread, more than once)."""
+        """The files, the reading threads and the buffers released (from any thread, more than once)."""
         for f in self.files:
             f.close()
         self._pool.shutdown(wait=False)
+        self._host, self._tables = None, {}
 
     @trace.traced("device batch")
     def _batch(self, d_buf, seq: tuple, regions: list, k: int, lens: list, count: int) -> PairBatch:
