@@ -17,11 +17,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from isal import isal_zlib
 
+from ..config import usable_cores
+
 from .fastx_fast import READ_ERRORS, open_gz
 
 HEAD = 18  # a BGZF member's header: gzip's 10 bytes, XLEN, the 'BC' subfield (SI1 SI2 SLEN BSIZE)
 TAIL = 8  # CRC-32, ISIZE
-THREADS = 8  # members inflated side by side
+THREADS = 8  # members inflated side by side at most (no more than the cores this process may use)
 TASK_MEMBERS = 16  # members inflated by one task (up to 1 MiB)
 AHEAD = 512  # members read and inflating ahead of the reader at most (up to 32 MiB)
 READ_BYTES = 4 << 20  # compressed bytes read from the file at a time
@@ -58,8 +60,9 @@ class BgzfReader(io.RawIOBase):
     """A BGZF file's inflated bytes (readinto, read), its members inflated on THREADS threads, up to AHEAD
     of them ahead of the reader."""
 
-    def __init__(self, path: str, threads: int = THREADS):
+    def __init__(self, path: str, threads: int | None = None):
         self._fh = open(path, "rb")
+        threads = threads or max(1, min(THREADS, usable_cores()))  # (more threads than cores: slower)
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="gpualign-bgzf")
         self._tasks: deque = deque()  # (future of inflated bytes, members in it), in file order
         self._queued = 0  # members in them
