@@ -57,8 +57,8 @@ def _inflate(members: list) -> bytes:
 
 
 class BgzfReader(io.RawIOBase):
-    """A BGZF file's inflated bytes (readinto, read), its members inflated on THREADS threads, up to AHEAD
-    of them ahead of the reader."""
+    """A BGZF file's inflated bytes (readinto, read), its members inflated on up to THREADS threads (no
+    more than the cores), up to AHEAD of them ahead of the reader."""
 
     def __init__(self, path: str, threads: int | None = None):
         self._fh = open(path, "rb")

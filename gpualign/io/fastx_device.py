@@ -2,11 +2,11 @@
 
 For `pairs` on a GPU with two regular files (plain, gzip or bgzip; not a stream): threads read raw blocks of
 both files (a compressed file's inflated by ISA-L, ahead of the reading: bgzf.open_inflated) into one
-page-locked buffer, it goes to the device in one copy, and the kernels find the line ends,
-the records, their names, and write the sequences case-folded one after another, the layout of
-pair_reader's batches, which comes back to the host in one copy and stays on the device for the engine
-(PairBatch.device: no second upload). Names and FASTQ qualities are gathered there too, and come back as
-records.Names (bytes and their places, no Python object per record).
+page-locked buffer, it goes to the device in one copy, and the kernels find the line ends, the records,
+their names, and write the sequences case-folded one after another, the layout of pair_reader's batches,
+which comes back to the host in one copy and stays on the device for the engine (PairBatch.device: no
+second upload). Names and FASTQ qualities are gathered there too, and come back as records.Names (bytes
+and their places, no Python object per record).
 
 The kernels take the host fast path's rules (fastx_fast.py) record by record. Where a record breaks one,
 or a compressed file's bytes stop inflating, the batch ends before it and the rest of both files is read by
@@ -14,9 +14,9 @@ pair_reader from there (fast path, then the strict parser, which accepts the oth
 error of what it refuses): the same pairs, byte for byte, as pair_reader's, and the same error for a fault.
 (Inputs with several faults: the one reported may be another than pair_reader reports, whose order follows
 its own blocks; a damaged gzip file's record is where its bytes stopped, where pair_reader alone names the
-first record of the 8 MB it could not inflate.) usable() sends a
-file whose first records already break the rules to pair_reader at once (its worker processes are forked
-before the GPU starts); without CuPy, or with no room on the device, pair_reader reads on in this process.
+first record of the 8 MB it could not inflate.) usable() sends a file whose first records already break the
+rules to pair_reader at once (its worker processes are forked before the GPU starts); without CuPy, or with
+no room on the device, pair_reader reads on in this process.
 """
 
 from __future__ import annotations
