@@ -183,6 +183,15 @@ def timeline_child(argv: list) -> None:
     cli.quick_exit(code)
 
 
+def cprofiled(fn, top: int = 25) -> None:
+    """One call of fn under cProfile; its top functions by own time printed."""
+    pr = cProfile.Profile()
+    pr.enable()
+    fn()
+    pr.disable()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(top)
+
+
 def union(intervals) -> float:
     total, end = 0.0, -1e9
     for a, b in sorted(intervals):
@@ -352,11 +361,7 @@ def stages(a) -> None:
 
     plain = run()
     if a.cprofile:
-        pr = cProfile.Profile()
-        pr.enable()
-        run()
-        pr.disable()
-        pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+        cprofiled(run)
     rec = StageRecorder()
     trace.install(rec)
     staged = run()
@@ -736,11 +741,7 @@ def reader(a) -> None:
         print(f"reader alone, batches of {a.batch_bases} bases: {dt:.3f} s, {n} pairs, {k} batches "
               f"({dt / max(k, 1) * 1e3:.2f} ms each)")
     if a.cprofile:
-        prof = cProfile.Profile()
-        prof.enable()
-        one()
-        prof.disable()
-        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+        cprofiled(one)
 
 
 # -------------------------------------------------------------------------------------------------- main
