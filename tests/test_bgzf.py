@@ -1,12 +1,12 @@
-"""io/bgzf.py: BGZF members inflated side by side give the file's bytes (against the plain file it was made
-from, pysam/htslib's bgzip), in any read sizes; damage, a cut, a member that is not BGZF raise the
-inflater's errors after the bytes before them."""
+"""io/bgzf.py: a whole bgzip file inflated by rapidgzip gives the file's bytes (against the plain file it was
+made from, pysam/htslib's bgzip), in any read sizes; damage raises the inflater's errors (zlib.error) after a
+prefix of the bytes, on every read after; a file without bgzip's end member (a cut one) goes to open_gz."""
 
 from __future__ import annotations
 
 import gzip
 import random
-import zlib
+import struct
 from pathlib import Path
 
 import pytest
@@ -41,16 +41,14 @@ def _read_all(fh, rng=None) -> bytes:
 
 
 @pytest.mark.parametrize("n", [0, 1, 3000, 40000])
-def test_same_bytes_in_any_read_sizes(tmp_path, monkeypatch, n):
-    monkeypatch.setattr(bgzf, "AHEAD", 40)  # many refills
-    monkeypatch.setattr(bgzf, "READ_BYTES", 70000)  # members cut across reads
+def test_same_bytes_in_any_read_sizes(tmp_path, n):
     text = _text(n)
     path = _bgzip(tmp_path, text)
-    assert bgzf.is_bgzf(path)
-    with bgzf.BgzfReader(path, threads=3) as fh:
+    assert bgzf.is_bgzf(path) and bgzf.ends_whole(path)
+    with bgzf.ParallelInflated(path, threads=3) as fh:
         assert _read_all(fh, random.Random(n)) == text
     with bgzf.open_inflated(path) as fh:
-        assert fh.read() == text
+        assert isinstance(fh, bgzf.ParallelInflated) and fh.read() == text
 
 
 def test_plain_gzip_is_not_bgzf(tmp_path):
@@ -59,50 +57,77 @@ def test_plain_gzip_is_not_bgzf(tmp_path):
     path.write_bytes(gzip.compress(text))
     assert not bgzf.is_bgzf(str(path))
     with bgzf.open_inflated(str(path)) as fh:
-        assert _read_all(fh) == text
+        assert not isinstance(fh, bgzf.ParallelInflated) and _read_all(fh) == text
 
 
 def _members(data: bytes) -> list:
+    """(offset, size) of each BGZF member, from the BSIZE field of its header."""
     at, out = 0, []
     while at < len(data):
-        size = bgzf._member_size(data, at)
-        assert size
+        assert data[at:at + 4] == b"\x1f\x8b\x08\x04" and data[at + 12:at + 14] == b"BC"
+        size = struct.unpack_from("<H", data, at + 16)[0] + 1
         out.append((at, size))
         at += size
     return out
 
 
-@pytest.mark.parametrize("damage", ["flip", "cut", "cut header", "not bgzf", "crc"])
-def test_damage_raises_after_the_bytes_before(tmp_path, damage):
-    """Bytes before the damaged member (the file's own, in order), then the inflater's error."""
+def test_a_plain_member_inside_is_read_as_gzip(tmp_path):
+    """A gzip member that is not BGZF between bgzip's members: still gzip, read whole."""
+    text = _text(20000)
+    path = _bgzip(tmp_path, text)
+    data = Path(path).read_bytes()
+    at = _members(data)[len(_members(data)) // 2][0]
+    extra = b"@x\nACGT\n+\nIIII\n"
+    Path(path).write_bytes(data[:at] + gzip.compress(extra) + data[at:])
+    with bgzf.open_inflated(path) as fh:
+        assert isinstance(fh, bgzf.ParallelInflated)
+        assert fh.read() == gzip.decompress(Path(path).read_bytes())
+
+
+@pytest.mark.parametrize("damage", ["flip", "crc", "size", "cut", "cut header"])
+def test_damage_raises_after_a_prefix(tmp_path, damage):
+    """A prefix of the file's own bytes, then the inflater's error, and again on the next read: never an end.
+    A cut file has no end member and is read by open_gz."""
     text = _text(20000)
     path = _bgzip(tmp_path, text)
     data = bytearray(Path(path).read_bytes())
     members = _members(bytes(data))
-    k = len(members) // 2
-    at, size = members[k]
+    at, size = members[len(members) // 2]
     if damage == "flip":
-        data[at + bgzf.HEAD + 5] ^= 0xFF
+        data[at + 18 + 5] ^= 0xFF
     elif damage == "crc":
-        data[at + size - bgzf.TAIL] ^= 0x01
+        data[at + size - 8] ^= 0x01
+    elif damage == "size":
+        data[at + size - 4] ^= 0x01
     elif damage == "cut":
         data = data[:at + size // 2]
-    elif damage == "cut header":
-        data = data[:at + 7]
     else:
-        data = data[:at] + gzip.compress(b"@x\nACGT\n+\nIIII\n") + data[at:]
+        data = data[:at + 7]
     Path(path).write_bytes(bytes(data))
-    before = sum(len(zlib.decompress(bytes(data[a:a + s]), wbits=31)) for a, s in members[:k])
+    fh = bgzf.open_inflated(path)
+    assert isinstance(fh, bgzf.ParallelInflated) == (not damage.startswith("cut"))
     got = bytearray()
-    fh = bgzf.BgzfReader(path, threads=2)
     with pytest.raises(READ_ERRORS):
         while True:
             buf = bytearray(10000)
             n = fh.readinto(buf)
             got += buf[:n]
             assert n
-    # (the members inflated by the failing one's task, up to TASK_MEMBERS of 64 KiB, are not given)
-    assert before - bgzf.TASK_MEMBERS * 65536 <= len(got) <= before and text.startswith(bytes(got))
-    with pytest.raises(READ_ERRORS):  # and again on the next read: never an end after it
+    assert text.startswith(bytes(got)) and len(got) < len(text)
+    with pytest.raises(READ_ERRORS):
         fh.readinto(bytearray(10))
     fh.close()
+
+
+@pytest.mark.parametrize("end", ["exit", "raise"])
+def test_left_open_at_exit_does_not_abort(tmp_path, end):
+    """A ParallelInflated still open when the interpreter ends is closed first (rapidgzip's threads abort
+    the process if they see it end)."""
+    import subprocess
+    import sys
+
+    path = _bgzip(tmp_path, _text(3000))
+    last = "raise SystemExit(3)" if end == "exit" else "raise ValueError('x')"
+    code = f"from gpualign.io import bgzf\nfh = bgzf.open_inflated({path!r})\nfh.read(10)\n{last}\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == (3 if end == "exit" else 1) and "terminate" not in r.stderr

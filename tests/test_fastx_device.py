@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import random
 import sys
-import threading
 from pathlib import Path
 
 import emu
@@ -309,19 +308,17 @@ def test_damaged_gzip_same_error_as_host(tmp_path, emulated, monkeypatch, cut, s
 @NO_CXX
 @pytest.mark.parametrize("damage", ["flip", "cut"])
 def test_damaged_bgzf_same_error_as_host(tmp_path, emulated, damage):
-    """A bgzip file damaged halfway (a flipped byte, a cut): the members before it are read on the device,
-    and the host's parsers read on from where they stop and give their error."""
-    from gpualign.io import bgzf
-
+    """A bgzip file damaged halfway (a flipped byte, a cut): the device reader takes the records it got before
+    the damage (rapidgzip's chunk of up to 4 MiB with the flipped byte gives none; a cut file goes to open_gz,
+    member by member), and the host's parsers read on from there and give their error."""
     rng = random.Random(15)
     recs = [(f"r{i:06d}", _seq(rng, 119, "ACGT"), None) for i in range(20000)]
     a = _compressed(_write(tmp_path / "a", recs), "bgzf")
     data = bytearray(Path(a).read_bytes())
     at = len(data) // 2
-    while bgzf._member_size(data, at) == 0:
-        at += 1
+    at = data.index(b"BC\x02\x00", at) - 12  # a member's start (its header's BGZF subfield)
     if damage == "flip":
-        data[at + bgzf.HEAD + 9] ^= 0xFF
+        data[at + 18 + 9] ^= 0xFF
     else:
         data = data[:at + 100]
     Path(a).write_bytes(bytes(data))
@@ -336,7 +333,7 @@ def test_damaged_bgzf_same_error_as_host(tmp_path, emulated, damage):
             on_device += bt.n if bt.device is not None else 0
     except GpualignError:
         pass
-    assert on_device >= 5000
+    assert on_device >= (2000 if damage == "cut" else 0)
 
 
 def test_inflate_failure_is_not_an_end(tmp_path, monkeypatch):
@@ -483,7 +480,6 @@ def test_abort_between_batches_releases_the_files(tmp_path, emulated, kind):
             with pytest.raises(OSError):
                 os.fstat(fd)
     assert all(f is None or f.closed for f in inflated) and (fds[0] >= 0) == (kind is None)
-    assert not [t for t in threading.enumerate() if t.name.startswith("gpualign-bgzf")]
     assert list(reader) == []
 
 

@@ -1,7 +1,8 @@
 """Record i of one FASTA/FASTQ file with record i of another, parsed on the GPU (kernels/fastx.cu).
 
 For `pairs` on a GPU with two regular files (plain, gzip or bgzip; not a stream): threads read raw blocks of
-both files (a compressed file's inflated by ISA-L, ahead of the reading: bgzf.open_inflated) into one
+both files (a compressed file's inflated ahead of the reading, bgzf.open_inflated: bgzip by rapidgzip on
+several threads, gzip by ISA-L on one) into one
 page-locked buffer, it goes to the device in one copy, and the kernels find the line ends, the records,
 their names, and write the sequences case-folded one after another, the layout of pair_reader's batches,
 which comes back to the host in one copy and stays on the device for the engine (PairBatch.device: no
@@ -78,8 +79,8 @@ def usable(path: str, symbols: bytes = b"") -> bool:
 
 class _File:
     """One input: what is read, what is left of the last region, what was taken. A plain file is read at
-    offsets, in pieces side by side; a gzip or bgzip file through ISA-L's inflater (bgzf.open_inflated: a
-    bgzip file's members side by side, a gzip file's stream on a thread of its own), inflating ahead, from
+    offsets, in pieces side by side; a gzip or bgzip file through bgzf.open_inflated (a bgzip file's members
+    side by side by rapidgzip, a gzip file's stream by ISA-L on a thread of its own), inflating ahead, from
     the start on, its offsets those of the inflated bytes."""
 
     def __init__(self, path: str):
