@@ -6,6 +6,7 @@ Both are plain numpy arrays on the host; nothing here is per base in Python.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -208,6 +209,10 @@ class PairBatch:
                    list(q_names or []), list(t_names or []), list(q_quals or []))
 
 
+DEFERRED = ("cigar", "cigar_text", "cigar_stats")  # AlignBatch's fields a GPU engine may bring over late
+_FETCHING = threading.Lock()  # (one thread fetches a batch's deferred fields)
+
+
 @dataclass
 class AlignBatch:
     """Results for a PairBatch, pair i of the result = pair i of the batch.
@@ -233,14 +238,37 @@ class AlignBatch:
     # made by an engine on the device (None: the writers derive them from the ops): the CIGARs as text
     # (buffer, start, length per pair: cigar.to_text_buffer's form) and per-pair int64 counts
     # (n, 5): = bases, X bases, I bases, D bases, I/D runs. take() and merge() leave them out.
-    cigar_text: tuple | None = None
-    cigar_stats: np.ndarray | None = None
+    # (default_factory: no class attribute, so that a deferred copy reaches __getattr__)
+    cigar_text: tuple | None = field(default_factory=lambda: None)
+    cigar_stats: np.ndarray | None = field(default_factory=lambda: None)
     # the same on the device, where a GPU engine made them (text_device.DeviceLines.paf reads them), or None: text,
     # start, length (the text's), stats (int64 device arrays but text). take() and merge() leave it out.
     device_cigar: dict | None = field(default=None, init=False, repr=False, compare=False)  # (not copied by replace)
 
+    def defer(self, fetch) -> None:
+        """cigar, cigar_text and cigar_stats brought to the host by fetch() (a dict of them) when one is first
+        read, not now: a GPU engine's, which the lines made on the device never read. A field set meanwhile
+        is kept."""
+        for name in DEFERRED:
+            self.__dict__.pop(name, None)
+        self.__dict__["_fetch"] = fetch
+
+    def __getattr__(self, name: str):
+        """A deferred field (defer), fetched now; only called for attributes not set."""
+        if name in DEFERRED:
+            with _FETCHING:
+                fetch = self.__dict__.pop("_fetch", None)
+                if fetch is not None:
+                    for k, v in fetch().items():
+                        self.__dict__.setdefault(k, v)
+            if name in self.__dict__:
+                return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __getstate__(self) -> dict:
-        """Pickled without `device_cigar` (GPU buffers of this process)."""
+        """Pickled with the deferred fields fetched, without `device_cigar` (GPU buffers of this process)."""
+        for name in DEFERRED:
+            getattr(self, name)
         return {**self.__dict__, "device_cigar": None}
 
     @property

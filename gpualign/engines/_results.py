@@ -98,21 +98,40 @@ class Results:
             flat = gather(parts, total)[:total]
         if isinstance(flat, np.ndarray):
             res.cigar = flat
-        else:  # into pageable memory: page-locking a buffer per batch cost more (and held up the other
-            # threads' CUDA calls) than the copy into fresh pages
-            res.cigar = to_host(flat)
+        else:
+            host_text = None
             if text is not None:
-                res.cigar_text, res.cigar_stats, res.device_cigar = text(flat, dst, lens)
+                res.device_cigar, host_text = text(flat, dst, lens)
+            res.defer(host_copies(flat, host_text))
         res.cigar_len, res.cigar_off = lens, dst
         return res
 
 
+def host_copies(flat, host_text=None):
+    """AlignBatch.defer's fetch for a GPU engine's CIGARs: the ops flat (device), and host_text()'s text and
+    counts, brought over when a host writer first reads them, after the work queued so far on the current
+    stream. Into pageable memory: page-locking a buffer per batch cost more (and held up the other threads'
+    CUDA calls) than the copy into fresh pages."""
+    import cupy
+
+    done, device = cupy.cuda.get_current_stream().record(), flat.device
+
+    def fetch() -> dict:
+        with device:
+            done.synchronize()
+            out = {"cigar": to_host(flat)}
+            if host_text is not None:
+                out["cigar_text"], out["cigar_stats"] = host_text()
+        return out
+
+    return fetch
+
+
 def text_kernels(mod):
-    """text(ops, off, lens) -> ((buffer, start, length), counts, the same on the device): common.cuh's
-    cigar_measure and cigar_write on a batch's CIGARs in device memory (ops of pair i at off[i], lens[i] of
-    them: host int64 arrays), brought to the host (AlignBatch.cigar_text, cigar_stats) and kept on the device
-    (AlignBatch.device_cigar): the writers' text and totals, made on the device instead of by numpy passes
-    over every op on the host."""
+    """text(ops, off, lens) -> (the text and counts on the device: AlignBatch.device_cigar, host() -> the
+    same on the host: AlignBatch.cigar_text, cigar_stats): common.cuh's cigar_measure and cigar_write on a
+    batch's CIGARs in device memory (ops of pair i at off[i], lens[i] of them: host int64 arrays): the
+    writers' text and totals, made on the device instead of by numpy passes over every op on the host."""
     measure, write = mod.get_function("cigar_measure"), mod.get_function("cigar_write")
 
     def text(ops, off, lens):
@@ -130,8 +149,8 @@ def text_kernels(mod):
         d_buf = cupy.empty(max(1, total), dtype=cupy.uint8)
         d_start = to_device(start, np.int64)
         write(grid, block, (ops, d_off, d_lens, np.int32(n), d_start, d_buf))
-        return ((to_host(d_buf[:total]), start, length), d_stats.get(),
-                {"text": d_buf, "start": d_start, "length": d_len, "stats": d_stats})
+        return ({"text": d_buf, "start": d_start, "length": d_len, "stats": d_stats},
+                lambda: ((to_host(d_buf[:total]), start, length), d_stats.get()))
 
     return text
 
@@ -207,8 +226,8 @@ class SlotResults:
         ptrs += [_NULL] * (SLOT_LEVELS - len(ptrs))
         self._mod.get_function("gather_slots")((min(4096, (n + 127) // 128),), (128,),
                                                (*ptrs, self.ops_src, self.ops_len, d_off, d_flat, np.int32(n)))
-        res.cigar = pinned_empty(total, np.uint32)
-        d_flat.get(out=res.cigar)
-        # the writers' CIGAR text and counts made here too (numpy passes over every op on the host else)
-        res.cigar_text, res.cigar_stats, res.device_cigar = text_kernels(self._mod)(d_flat, offs, lens)
+        # the writers' CIGAR text and counts made here too (numpy passes over every op on the host else); on
+        # the host only when a host writer reads them
+        res.device_cigar, host_text = text_kernels(self._mod)(d_flat, offs, lens)
+        res.defer(host_copies(d_flat, host_text))
         return res
