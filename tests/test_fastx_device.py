@@ -15,7 +15,7 @@ import pytest
 
 from gpualign.engines._staging import raw_size
 from gpualign.errors import GpualignError
-from gpualign.io import fastx_device, pair_reader
+from gpualign.io import fastx_device, fastx_strict, pair_reader
 from gpualign.records import Names
 
 NO_CXX = pytest.mark.skipif(not emu.available(), reason="no g++ to compile the kernels for the CPU")
@@ -256,11 +256,42 @@ def test_compressed_same_pairs_as_host(tmp_path, emulated, kind, fastq):
 
 @NO_CXX
 @pytest.mark.parametrize("change", ["multi-line", "bad letter", "crlf", "cut"])
-def test_compressed_layouts_and_errors(tmp_path, emulated, change):
+def test_compressed_layouts_and_errors(tmp_path, emulated, monkeypatch, change):
     """A record the kernels refuse in a gzip file: the host's parsers read on from its offset in the
-    inflated bytes (read again up to there), the same pairs or error as theirs."""
+    inflated bytes, the same pairs or error as theirs: the gzip file's from the device reader's live stream
+    (never inflated again up to there), the bgzip file's inflated again."""
+    from gpualign.io import fastx
+
     a, b = _broken(tmp_path, CHANGES[change], 150)
-    _check(_compressed(a, "gzip"), _compressed(b, "bgzf"), pairs=16)
+    a, b = _compressed(a, "gzip"), _compressed(b, "bgzf")
+    _check(a, b, pairs=16)
+    opened = []
+
+    def open_path(path):
+        opened.append(path)
+        return fastx_strict.open_path(path)
+
+    monkeypatch.setattr(fastx, "open_path", open_path)
+    _outcome(lambda: _device(a, b, pairs=16))
+    assert a not in opened  # (b: unless a's error came first)
+
+
+@NO_CXX
+@pytest.mark.parametrize("cut", [5, 3000])
+def test_gzip_damaged_after_a_refused_record(tmp_path, emulated, monkeypatch, cut):
+    """A wrapped record at 150 (the kernels refuse it in the first MiB: the host reads on through the live
+    stream), and the gzip file (~2.7 MB inflated) cut further on: the host's error, in the inflater's words,
+    never a clean end."""
+    from gpualign.io import fastx
+
+    a, b = _broken(tmp_path, CHANGES["multi-line"], 150, n=30000)
+    a = _compressed(a, "gzip", cut=cut)
+    want, err = _outcome(lambda: _host(a, b, pairs=16))
+    opened = []
+    monkeypatch.setattr(fastx, "open_path", lambda path: opened.append(path) or fastx_strict.open_path(path))
+    got, got_err = _outcome(lambda: _device(a, b, pairs=16))
+    assert want is None and got is None and "corrupt or truncated" in err and a not in opened
+    assert got_err.startswith(f"{a}: ") and got_err.split(": ")[-1] == err.split(": ")[-1]
 
 
 class _StopsAt:

@@ -86,8 +86,8 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
     Strict 2-line FASTA / 4-line FASTQ files take a fast path (many short records; fast=False skips it:
     it re-copies a record that spans its 8 MB blocks); the strict parser reads any other layout
     (multi-line records, CR line ends) and stdin, and finds the line of an error. start: (byte offset,
-    records before it, its line number) of a record's start (in the inflated bytes of gzip), to read on from
-    there."""
+    records before it, its line number[, a binary stream of the file from there on]) of a record's start (in
+    the inflated bytes of gzip), to read on from there."""
     sniff(path)
     name = display_name(path)
     if start[0]:
@@ -126,16 +126,22 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
         yield from strict_chunks(fh, chunk, name, symbols, n, line)
 
 
-def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, n: int, line: int):
+def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, n: int, line: int,
+                 stream=None):
     """record_chunks of a file from a record starting at byte offset (of the inflated bytes, for gzip: read
-    again up to there) after n records, at line."""
-    try:
-        fh = open_path(path)
-    except OSError as e:
-        raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
+    again up to there, unless stream, a binary stream of the file from that offset on, is given; it is
+    closed at the end) after n records, at line."""
+    if stream is None:
+        try:
+            fh = open_path(path)
+        except OSError as e:
+            raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
+    else:
+        fh = stream
     with fh:
         try:
-            _skip(fh, offset, not gzipped(path))
+            if stream is None:
+                _skip(fh, offset, not gzipped(path))
         except READ_ERRORS as e:  # (inflating it again stopped sooner than the first time)
             raise RecordError(name, n + 1, f"corrupt or truncated input ({e})", line) from None
         try:

@@ -32,8 +32,9 @@ from ..engines._cuda import Kernels, load_module
 from ..errors import InputError
 from ..records import Names, PairBatch
 from . import pair_reader
-from .bgzf import open_inflated
+from .bgzf import ParallelInflated, open_inflated
 from .fastx import CHUNK, display_name, gzipped, streamed
+from .fastx_strict import prefixed
 from .fastx_fast import READ_ERRORS, NotSimple, open_gz, simple_chunks
 
 KERNELS = ("fastx.cu", ("nl_count", "nl_emit", "fastx_records", "fastx_compact"), ())
@@ -130,6 +131,18 @@ class _File:
     def start(self) -> int:
         """The file offset of the first byte not taken."""
         return self.pos - len(self.carry)
+
+    def hand_over(self):
+        """A gzip file's inflated stream from the first byte not taken on (the carried bytes, then the rest),
+        for the host's parsers to read on with instead of inflating the file again up to there; no longer
+        closed here. None for a plain file (read at offsets), nothing taken yet, bytes that stopped inflating
+        (the host's inflater finds the place again and says why in its words), or a bgzip file (its inflater
+        is not the host's, whose words a later error would not have; it inflates again at several GB/s)."""
+        if self.inflated is None or self.failed or not self.start() or isinstance(self.inflated, ParallelInflated):
+            return None
+        stream = prefixed(self.carry, self.inflated, owns=True)
+        self.inflated, self.carry = None, np.zeros(0, np.uint8)
+        return stream
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -360,10 +373,10 @@ class DevicePairReader:
                     return  # both files taken to their ends (a compressed one is not inflated again)
                 if last or any(r.f.eof and not r.f.carry.size or r.f.failed for r in regions):
                     break  # a refused record next, a file's end, or bytes not inflated: pair_reader reads on
+            starts = [(f.start(), f.records, f.records * f.step + 1, f.hand_over()) for f in self.files]
         finally:
             self._close()
-        if not self._stop:
-            yield from self._read_on(count)
+        yield from self._read_on(count, starts)
 
     @trace.traced("device step")
     def _step(self, host: np.ndarray, regions: list, count: int):
@@ -447,13 +460,16 @@ class DevicePairReader:
         if f.per_record:  # the next batch's records (and two spare), less what is held already
             f.want = max(0, int(f.per_record * (self.k_next * 1.03 + 2)) - len(f.carry))
 
-    def _read_on(self, count: int):
-        """pair_reader's batches from the first record not taken, in this process (no worker forked: the
-        GPU and threads run): it reads on past a record the kernels refused, or finds the error, and tells
-        a file's end from the other's."""
+    def _read_on(self, count: int, starts: list):
+        """pair_reader's batches from the first record not taken (starts: pair_reader.read_on's, with a gzip
+        file's live stream where _File.hand_over gives one), in this process (no worker forked: the GPU and
+        threads run): it reads on past a record the kernels refused, or finds the error, and tells a file's
+        end from the other's."""
+        if self._stop:
+            for *_, stream in starts:
+                if stream is not None:
+                    stream.close()
+            return
         a, b = self.files
-        starts = [(f.start(), f.records, f.records * f.step + 1) for f in self.files]
         yield from pair_reader.read_on(a.path, b.path, starts, self.batch_bases, self.batch_pairs, self.symbols,
                                        count)
-
-

@@ -46,22 +46,28 @@ def compression_error(name: str, kind: str) -> InputError:
 
 
 class _Prefixed(io.RawIOBase):
-    """A stream whose first bytes were read already (stdin or a pipe, sniffed for gzip)."""
+    """A stream whose first bytes were read already (stdin or a pipe, sniffed for gzip; a file the device
+    reader read part of); owns: fh closed with it."""
 
-    def __init__(self, head: bytes, fh):
-        self.head, self.fh = head, fh
+    def __init__(self, head, fh, owns: bool = False):
+        self.head, self.fh, self.owns = memoryview(head).cast("B"), fh, owns
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b) -> int:
-        if self.head:
+        if len(self.head):
             n = min(len(b), len(self.head))
             b[:n], self.head = self.head[:n], self.head[n:]
             return n
         data = self.fh.read(len(b))
         b[:len(data)] = data
         return len(data)
+
+    def close(self) -> None:
+        if self.owns and not self.closed:
+            self.fh.close()
+        super().close()
 
 
 def open_stream(raw, name: str):
@@ -80,9 +86,10 @@ def open_stream(raw, name: str):
     return gzip.GzipFile(fileobj=fh, mode="rb") if head[:2] == b"\x1f\x8b" else fh
 
 
-def prefixed(head: bytes, fh):
-    """A binary stream of head, then the rest of fh (a stream read once, whose first bytes were taken)."""
-    return io.BufferedReader(_Prefixed(head, fh), BLOCK)
+def prefixed(head, fh, owns: bool = False):
+    """A binary stream of head (bytes-like), then the rest of fh (a stream read once, whose first bytes were
+    taken); owns: closing it closes fh."""
+    return io.BufferedReader(_Prefixed(head, fh, owns), BLOCK)
 
 
 def open_path(path: str):

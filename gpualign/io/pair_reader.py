@@ -75,8 +75,8 @@ def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int,
 def read_on(path_a: str, path_b: str, starts: list, batch_bases: int, batch_pairs: int, symbols: bytes = b"",
             count: int = 0) -> Iterator[PairBatch]:
     """read_pairs' batches from a record of each file on: starts[i] = (byte offset, records before it, its
-    line) of file i (in its inflated bytes, for gzip), count the pairs before them; parsed in this process
-    (no worker forked)."""
+    line[, the file as a stream from there on]) of file i (in its inflated bytes, for gzip), count the pairs
+    before them; parsed in this process (no worker forked)."""
     a, b = (_Buffered(path, 1 << 62, symbols=symbols, start=start) for path, start in zip((path_a, path_b), starts))
     return _batches(a, b, path_a, path_b, batch_bases, batch_pairs, lambda n: np.empty(n, np.uint8), count)
 
