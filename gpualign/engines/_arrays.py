@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cuda import load_module
+from ._cuda import Kernels
 
 THREADS = 256  # kernels/arrays.cu's THREADS and TILE
 TILE = THREADS * 16
@@ -29,17 +29,7 @@ def _names() -> tuple:
 KERNELS = ("arrays.cu", _names(), ())  # (file, names, defines): engines/_variants.py builds them ahead
 
 
-_fns: dict = {}  # (device, name) -> kernel function: load_module's lookup costs a device object and a key
-
-
-def _kernel(name: str):
-    import cupy
-
-    key = (cupy.cuda.runtime.getDevice(), name)
-    fn = _fns.get(key)
-    if fn is None:
-        fn = _fns[key] = load_module(*KERNELS).get_function(name)
-    return fn
+_kernel = Kernels(KERNELS, per_device=True)  # name -> kernel function on the current device
 
 
 def grid(n: int) -> tuple:

@@ -53,17 +53,24 @@ class Module:
 
 
 class Kernels:
-    """The functions of one kernel module (file, names, defines), each looked up once, for a holder whose
-    calls all run on one device (load_module's lookup costs a device query and a key each call). load: the
-    module loader (load_module; the tests' emulated one)."""
+    """The functions of one kernel module (file, names, defines), each looked up once (load_module's lookup
+    costs a device object and a key each call): for a holder whose calls all run on one device, or, with
+    per_device, once per device (keyed by the current one: a module-wide table). load: the module loader
+    (load_module; the tests' emulated one)."""
 
-    def __init__(self, spec: tuple, load=None):
-        self.spec, self.load, self.fns = spec, load or load_module, {}
+    def __init__(self, spec: tuple, load=None, per_device: bool = False):
+        self.spec, self.load, self.per_device, self.fns = spec, load or load_module, per_device, {}
 
     def __call__(self, name: str):
-        fn = self.fns.get(name)
+        if self.per_device:
+            import cupy
+
+            key = (cupy.cuda.runtime.getDevice(), name)
+        else:
+            key = name
+        fn = self.fns.get(key)
         if fn is None:
-            fn = self.fns[name] = self.load(*self.spec).get_function(name)
+            fn = self.fns[key] = self.load(*self.spec).get_function(name)
         return fn
 
 
