@@ -310,3 +310,28 @@ def test_genome_scale_multiline_record(tmp_path):
     path = tmp_path / "g.fa"
     path.write_text(">chr\n" + "\n".join(seq[i:i + 60] for i in range(0, len(seq), 60)) + "\n")
     assert list(fastx.records(str(path), chunk=1, fast=False)) == [("chr", seq.encode(), None)]
+
+
+@pytest.mark.parametrize("layout", ["unique", "same length again", "other length, other chunk",
+                                    "other length, same chunk"])
+def test_target_lengths_by_chunks(tmp_path, monkeypatch, layout):
+    """fastx.target_lengths (SAM's @SQ lines), a chunk of records at a time: the dict the record-by-record
+    loop gives, in file order, or its error at the first name seen again with another length."""
+    monkeypatch.setattr(fastx, "CHUNK", 7)
+    recs = [(f"t{i}", "ACGT"[: 1 + i % 4] * (1 + i)) for i in range(40)]
+    if layout == "same length again":
+        recs.insert(30, recs[3])
+    elif layout == "other length, other chunk":
+        recs.insert(30, (recs[3][0], recs[3][1] + "A"))
+    elif layout == "other length, same chunk":
+        recs.insert(5, (recs[3][0], "A"))
+    path = tmp_path / "t.fa"
+    path.write_text("".join(f">{n}\n{s}\n" for n, s in recs))
+    want: dict = {}
+    for n, s in recs:
+        want.setdefault(n, len(s))
+    if layout.startswith("other"):
+        with pytest.raises(InputError, match=r"target name 't3' appears twice with different lengths \(16 and "):
+            fastx.target_lengths(str(path))
+    else:
+        assert list(fastx.target_lengths(str(path)).items()) == list(want.items())

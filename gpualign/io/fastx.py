@@ -194,11 +194,18 @@ def names_and_lengths(path: str, symbols: bytes = b"") -> Iterator[tuple[str, in
 
 
 def target_lengths(path: str, symbols: bytes = b"") -> dict:
-    """Target names -> lengths for a SAM header (@SQ): a name twice with different lengths is an error."""
+    """Target names -> lengths for a SAM header (@SQ): a name twice with different lengths is an error.
+    A chunk of records at a time (a dict of it, merged when no name in it is seen twice), one record at a
+    time only in a chunk that repeats a name."""
     targets: dict = {}
-    for name, ln in names_and_lengths(path, symbols):
-        old = targets.setdefault(name, ln)
-        if old != ln:
-            raise InputError(f"{display_name(path)}: target name {name!r} appears twice with different "
-                             f"lengths ({old} and {ln}); SAM needs unique names (use PAF or TSV output)")
+    for names, seqs, _ in record_chunks(path, CHUNK, symbols=symbols):
+        chunk = dict(zip(names, map(len, seqs)))
+        if len(chunk) == len(names) and not (len(targets) and not chunk.keys().isdisjoint(targets.keys())):
+            targets.update(chunk)
+            continue
+        for name, seq in zip(names, seqs):
+            old = targets.setdefault(name, len(seq))
+            if old != len(seq):
+                raise InputError(f"{display_name(path)}: target name {name!r} appears twice with different "
+                                 f"lengths ({old} and {len(seq)}); SAM needs unique names (use PAF or TSV output)")
     return targets
