@@ -597,3 +597,40 @@ def test_genome_slots_share_one_started_cpu_engine(monkeypatch):
     ds.start()
     assert ds.slots[0].state == ("gpu", [], 0) and made == []
     ds.close()
+
+
+def test_kernel_functions_looked_up_once_per_device(monkeypatch):
+    """engines._cuda.Kernels: one lookup per name for a one-device holder; per_device (engines/_arrays.py's,
+    module-wide): one per (current device, name), each device's own function."""
+    import sys
+    import types
+
+    from gpualign.engines._cuda import Kernels
+
+    current = [0]
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: current[0]))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    loads = []
+
+    class Module:
+        def __init__(self, device):
+            self.device = device
+
+        def get_function(self, name):
+            return (self.device, name)
+
+    def load(*spec):
+        loads.append(spec)
+        return Module(current[0])
+
+    one = Kernels(("x.cu", ("f", "g"), ()), load)
+    assert one("f") == (0, "f") and one("f") == (0, "f") and len(loads) == 1
+    current[0] = 1
+    assert one("f") == (0, "f") and len(loads) == 1  # (a one-device holder keeps its device's)
+    many = Kernels(("x.cu", ("f", "g"), ()), load, per_device=True)
+    assert many("f") == (1, "f") and many("g") == (1, "g")
+    current[0] = 0
+    assert many("f") == (0, "f") and many("f") == (0, "f")
+    current[0] = 1
+    assert many("f") == (1, "f") and len(loads) == 4
