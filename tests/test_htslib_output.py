@@ -4,6 +4,7 @@ and the runs themselves print nothing with -q (no `[E::...]` from htslib's probe
 
 import gzip
 import itertools
+import os
 
 import pysam
 import pytest
@@ -82,3 +83,35 @@ def test_search_sam_bam_read_without_warnings(tmp_path, data, capfd, fmt, all_en
     _cli("search", str(tmp_path / "p.fa"), str(data / "b.fa"), "-k", "2", "-o", out, "--device", "cpu",
          *(["--all-ends"] if all_ends else []))
     assert _read_quietly(out, capfd) >= 8
+
+
+def test_bam_converted_as_the_text_comes(tmp_path):
+    """output/sam.SamToBam: SAM text written in pieces (one larger than the pipe) becomes a BAM htslib reads
+    back record for record; text htslib refuses fails at close() with samtools' words, and leaves no
+    process or temporary directory; abort() ends the conversion at once."""
+    import glob
+    import tempfile
+
+    from gpualign.errors import GpualignError
+    from gpualign.output.sam import SamToBam
+
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "gpualign-bam-*")))
+    header = "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:t\tLN:100000\n"
+    recs = [f"q{i}\t0\tt\t{1 + i}\t60\t4M\t*\t0\t0\tACGT\t*\n" for i in range(30000)]
+    path = str(tmp_path / "o.bam")
+    bam = SamToBam(path, header)
+    bam.write("".join(recs[:10]).encode())
+    bam.write("".join(recs[10:]).encode())  # (~1.1 MB: more than the pipe holds)
+    bam.close()
+    with pysam.AlignmentFile(path, "rb") as fh:
+        assert [r.to_string() + "\n" for r in fh] == recs
+    bad = SamToBam(str(tmp_path / "bad.bam"), header)
+    bad.write(b"q\t0\tt\t1\t60\t4M\t*\t0\t0\tACGT\tII\n")
+    with pytest.raises(GpualignError, match=r"bad\.bam: writing BAM failed \(\[E::sam_parse1\] SEQ and QUAL"):
+        bad.close()
+    assert bad._proc.returncode not in (0, None)
+    stopped = SamToBam(str(tmp_path / "stopped.bam"), header)
+    stopped.write(recs[0].encode())
+    stopped.abort()
+    assert stopped._proc.returncode is not None
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "gpualign-bam-*"))) == before

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -122,37 +127,75 @@ class SamWriter:
 
 
 class SamToBam:
-    """BAM made by htslib from SAM text: the text is spooled to a temporary file (beside the output;
-    removed however the run ends) and converted at close() by pysam's samtools view with several
-    threads: one pass in C instead of a Python call per record."""
+    """BAM made by htslib from SAM text as it comes: the text goes through a pipe to a process of its own
+    running pysam's samtools view with several threads (one pass in C instead of a Python call per record,
+    beside the alignment: in this process it would hold the interpreter lock until it returned). path: the
+    file to write (stages.Output's temporary one). The process is in a process group of its own (Ctrl-C
+    goes to this one, whose handler ends every descendant); write() blocks while it is behind."""
 
     THREADS = 4
+    PIPE_BYTES = 1 << 20  # the pipe's capacity (Linux; 64 KiB else): fewer hand-overs between the processes
 
     def __init__(self, path: str, header: str | bytes):
         self.path = path
-        where = None if path == "-" else os.path.dirname(os.path.abspath(path))
-        self.spool = tempfile.NamedTemporaryFile(prefix=".gpualign-", suffix=".sam", dir=where)
-        interrupt.track(self.spool.name)  # (closing it removes it, and a signal's handler if it cannot)
-        self.spool.write(header if isinstance(header, bytes) else header.encode())
+        self._err = tempfile.TemporaryFile()
+        # its temporary files (pysam keeps samtools' stderr in one) in a directory removed however the run ends
+        self._tmp = tempfile.mkdtemp(prefix="gpualign-bam-")
+        interrupt.track(self._tmp)
+        self._proc = subprocess.Popen([sys.executable, "-c", _CONVERT, path, str(self.THREADS)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._err,
+                                      process_group=0, env={**os.environ, "TMPDIR": self._tmp})
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(self._proc.stdin.fileno(), getattr(fcntl, "F_SETPIPE_SZ"), self.PIPE_BYTES)
+        self.write(header if isinstance(header, bytes) else header.encode())
 
-    def write(self, data: bytes) -> None:
-        self.spool.write(data)
+    def write(self, data) -> None:
+        try:
+            self._proc.stdin.write(data)
+        except OSError:  # (BrokenPipeError: it ended; its words say why)
+            raise self._failed() from None
 
     def close(self) -> None:
-        import pysam
-
         try:
-            self.spool.flush()
-            pysam.view("-b", "--no-PG", "-o", self.path, "-@", str(self.THREADS), self.spool.name,
-                       catch_stdout=False)
-        except (pysam.SamtoolsError, OSError) as e:
-            raise GpualignError(f"{self.path}: writing BAM failed ({e})") from None
-        finally:
-            self.spool.close()
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        if self._proc.wait() != 0:
+            raise self._failed()
+        self._end()
 
     def abort(self) -> None:
-        """The run failed: drop the spooled text (no BAM is made)."""
-        self.spool.close()
+        """The run failed: the conversion ended (the caller removes what it wrote)."""
+        self._proc.kill()
+        with contextlib.suppress(OSError):
+            self._proc.stdin.close()
+        self._proc.wait()
+        self._end()
+
+    def _end(self) -> None:
+        self._err.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+        interrupt.untrack(self._tmp)
+
+    def _failed(self) -> GpualignError:
+        self._proc.kill()
+        self._proc.wait()
+        self._err.seek(0)
+        words = [ln for ln in self._err.read().decode(errors="replace").splitlines() if ln.strip()]
+        self._end()
+        htslib = [w for w in words if w.startswith(("[E::", "[W::"))]  # (its own words first: the record)
+        why = (htslib or words or [f"samtools view ended with status {self._proc.returncode}"])[0]
+        return GpualignError(f"{self.path}: writing BAM failed ({why})")
+
+
+# SamToBam's process: SAM text on stdin to BAM at argv[1] with argv[2] threads (an error: words on stderr, 1)
+_CONVERT = """import sys
+import pysam
+try:
+    pysam.view("-b", "--no-PG", "-o", sys.argv[1], "-@", sys.argv[2], "-", catch_stdout=False)
+except pysam.SamtoolsError as e:
+    sys.exit(str(e).replace(chr(10), " "))
+"""
 
 
 # BAM's SEQ is a 4-bit code of these (SAM spec 4.2.3); htslib writes any other letter as N

@@ -120,7 +120,7 @@ class HitWriter:
             return
         bam = SamToBam(self.target, self._header())  # htslib converts header + lines in one pass
         try:
-            shutil.copyfileobj(self.spool, bam.spool, 1 << 20)
+            shutil.copyfileobj(self.spool, bam, 1 << 20)
         except BaseException:
             bam.abort()
             raise
