@@ -3,6 +3,7 @@ plain FASTA file in parts by several forked processes (their sequence bytes in s
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 from collections import deque
@@ -209,7 +210,8 @@ class Chunks:
             ranges.close()
         proc, self.proc = self.proc, None
         if proc is not None:
-            self.conn.close()
+            with contextlib.suppress(OSError):  # (at the interpreter's exit its descriptor may be gone)
+                self.conn.close()
             if proc.is_alive():
                 proc.terminate()
             proc.join(timeout=5)
