@@ -1,7 +1,8 @@
 """The arrays that flow between reader, engines and writers (see DESIGN.md).
 
 PairBatch: what every engine receives. AlignBatch: what every engine returns.
-Both are plain numpy arrays on the host; nothing here is per base in Python.
+Both are plain numpy arrays on the host (a GPU engine's CIGARs brought over when first read:
+AlignBatch.defer); nothing here is per base in Python.
 """
 
 from __future__ import annotations
@@ -210,7 +211,6 @@ class PairBatch:
 
 
 DEFERRED = ("cigar", "cigar_text", "cigar_stats")  # AlignBatch's fields a GPU engine may bring over late
-_FETCHING = threading.Lock()  # (one thread fetches a batch's deferred fields)
 
 
 @dataclass
@@ -242,7 +242,8 @@ class AlignBatch:
     cigar_text: tuple | None = field(default_factory=lambda: None)
     cigar_stats: np.ndarray | None = field(default_factory=lambda: None)
     # the same on the device, where a GPU engine made them (text_device.DeviceLines.paf reads them), or None: text,
-    # start, length (the text's), stats (int64 device arrays but text). take() and merge() leave it out.
+    # start, length (the text's), stats (int64 device arrays but text), done (an event: the text written, or
+    # None). take() and merge() leave it out.
     device_cigar: dict | None = field(default=None, init=False, repr=False, compare=False)  # (not copied by replace)
 
     def defer(self, fetch) -> None:
@@ -251,18 +252,21 @@ class AlignBatch:
         is kept."""
         for name in DEFERRED:
             self.__dict__.pop(name, None)
-        self.__dict__["_fetch"] = fetch
+        self.__dict__["_fetch"] = (fetch, threading.Lock())
 
     def __getattr__(self, name: str):
-        """A deferred field (defer), fetched now; only called for attributes not set."""
-        if name in DEFERRED:
-            with _FETCHING:
-                fetch = self.__dict__.pop("_fetch", None)
-                if fetch is not None:
+        """A deferred field (defer), fetched now (by one thread; kept to fetch again if fetching failed); only
+        called for attributes not set."""
+        pending = self.__dict__.get("_fetch")
+        if name in DEFERRED and pending is not None:
+            fetch, lock = pending
+            with lock:
+                if self.__dict__.get("_fetch") is pending:
                     for k, v in fetch().items():
                         self.__dict__.setdefault(k, v)
-            if name in self.__dict__:
-                return self.__dict__[name]
+                    del self.__dict__["_fetch"]
+        if name in DEFERRED and name in self.__dict__:
+            return self.__dict__[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __getstate__(self) -> dict:

@@ -110,6 +110,8 @@ class DeviceLines:
         if self._stream is None:
             self._stream = cupy.cuda.Stream(non_blocking=True)
         with self._stream:
+            if cig.get("done") is not None:  # (the engine's stream wrote the text: this one waits for it)
+                self._stream.wait_event(cig["done"])
             # the statuses and scores as the host has them (route.py may fail a pair after its engine)
             args = (to_device(res.status, np.uint8), np.int32(OK), to_device(res.score, np.int32), cig["stats"],
                     cig["text"], cig["start"], cig["length"], cols["names"], *cols["q_name"], *cols["t_name"],

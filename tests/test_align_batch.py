@@ -59,3 +59,25 @@ def test_unknown_attribute_still_raises():
     else:
         raise AssertionError("no AttributeError")
     assert not hasattr(res, "device_cols")
+
+
+def test_a_failed_fetch_is_tried_again():
+    calls: list = []
+    res = _batch(calls)
+    good = res.__dict__["_fetch"][0]
+    failing = [True]
+
+    def flaky() -> dict:
+        if failing[0]:
+            raise RuntimeError("device lost")
+        return good()
+
+    res.__dict__["_fetch"] = (flaky, res.__dict__["_fetch"][1])
+    try:
+        res.cigar
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("no RuntimeError")
+    failing[0] = False
+    assert len(res.cigar) == 3 and calls == [1]

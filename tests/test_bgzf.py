@@ -131,3 +131,30 @@ def test_left_open_at_exit_does_not_abort(tmp_path, end):
     code = f"from gpualign.io import bgzf\nfh = bgzf.open_inflated({path!r})\nfh.read(10)\n{last}\n"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == (3 if end == "exit" else 1) and "terminate" not in r.stderr
+
+
+def test_closed_while_another_thread_reads(tmp_path):
+    """close() from another thread waits for the read under way; later reads raise zlib.error (rapidgzip
+    crashed or hung when closed mid-read)."""
+    import threading
+
+    path = _bgzip(tmp_path, _text(40000))
+    for _ in range(6):
+        fh = bgzf.ParallelInflated(path, threads=2)
+        seen: list = []
+
+        def read():
+            try:
+                while fh.readinto(bytearray(1 << 16)):
+                    pass
+                seen.append("end")
+            except READ_ERRORS:
+                seen.append("error")
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        fh.close()
+        reader.join(timeout=30)
+        assert not reader.is_alive() and seen in (["end"], ["error"])
+        with pytest.raises(READ_ERRORS):
+            fh.readinto(bytearray(10))

@@ -294,6 +294,26 @@ def test_gzip_damaged_after_a_refused_record(tmp_path, emulated, monkeypatch, cu
     assert got_err.startswith(f"{a}: ") and got_err.split(": ")[-1] == err.split(": ")[-1]
 
 
+@NO_CXX
+def test_handed_stream_closed_when_the_other_file_fails_first(tmp_path, emulated, monkeypatch):
+    """The gzip file's live stream is handed to the host's parsers; the other file's error comes first (its
+    parser reads first): the stream is closed all the same."""
+    from gpualign.io import fastx_strict as strict
+
+    a, b = _broken(tmp_path, CHANGES["bad letter"], 150, n=30000)
+    b = _compressed(_write(tmp_path / "b2", _fasta(random.Random(3), 30000, 0, 150)), "gzip")
+    handed = []
+
+    def prefixed(*args, **kw):
+        handed.append(strict.prefixed(*args, **kw))
+        return handed[-1]
+
+    monkeypatch.setattr(fastx_device, "prefixed", prefixed)
+    got, err = _outcome(lambda: _device(a, b, pairs=16))
+    assert got is None and "record 151" in err
+    assert handed and all(s.closed for s in handed)
+
+
 class _StopsAt:
     """An inflater over path's bytes that gives the first `at` of them, then fails as a cut file does."""
 
@@ -358,13 +378,14 @@ def test_damaged_bgzf_same_error_as_host(tmp_path, emulated, damage):
     got, got_err = _outcome(lambda: _device(a, b, pairs=1 << 12))
     assert want is None and got is None and err is not None
     assert got_err.startswith(f"{a}: ") and got_err.split(": ")[-1] == err.split(": ")[-1]
-    on_device = 0
-    try:
-        for bt in _device(a, b, pairs=1 << 12):
-            on_device += bt.n if bt.device is not None else 0
-    except GpualignError:
-        pass
-    assert on_device >= (2000 if damage == "cut" else 0)
+    if damage == "cut":  # (a flipped byte: rapidgzip's chunk holding it, the whole file here, gives none)
+        on_device = 0
+        try:
+            for bt in _device(a, b, pairs=1 << 12):
+                on_device += bt.n if bt.device is not None else 0
+        except GpualignError:
+            pass
+        assert on_device >= 2000
 
 
 def test_inflate_failure_is_not_an_end(tmp_path, monkeypatch):

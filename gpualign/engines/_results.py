@@ -128,10 +128,11 @@ def host_copies(flat, host_text=None):
 
 
 def text_kernels(mod):
-    """text(ops, off, lens) -> (the text and counts on the device: AlignBatch.device_cigar, host() -> the
-    same on the host: AlignBatch.cigar_text, cigar_stats): common.cuh's cigar_measure and cigar_write on a
-    batch's CIGARs in device memory (ops of pair i at off[i], lens[i] of them: host int64 arrays): the
-    writers' text and totals, made on the device instead of by numpy passes over every op on the host."""
+    """text(ops, off, lens) -> (the text and counts on the device: AlignBatch.device_cigar, with "done", an
+    event its readers on other streams wait for; host() -> the same on the host: AlignBatch.cigar_text,
+    cigar_stats): common.cuh's cigar_measure and cigar_write on a batch's CIGARs in device memory (ops of
+    pair i at off[i], lens[i] of them: host int64 arrays): the writers' text and totals, made on the device
+    instead of by numpy passes over every op on the host."""
     measure, write = mod.get_function("cigar_measure"), mod.get_function("cigar_write")
 
     def text(ops, off, lens):
@@ -149,7 +150,9 @@ def text_kernels(mod):
         d_buf = cupy.empty(max(1, total), dtype=cupy.uint8)
         d_start = to_device(start, np.int64)
         write(grid, block, (ops, d_off, d_lens, np.int32(n), d_start, d_buf))
-        return ({"text": d_buf, "start": d_start, "length": d_len, "stats": d_stats},
+        # done: the text written (on this stream); its readers on other streams wait for it
+        return ({"text": d_buf, "start": d_start, "length": d_len, "stats": d_stats,
+                 "done": cupy.cuda.get_current_stream().record()},
                 lambda: ((to_host(d_buf[:total]), start, length), d_stats.get()))
 
     return text
@@ -157,9 +160,10 @@ def text_kernels(mod):
 
 class SlotResults:
     """Per-pair results of one batch, kept on the device and booked there after each kernel level
-    (common.cuh's book_level: the host reads back only three counters per level), then brought to the
-    host in one pass (finish: the per-pair arrays, then the CIGARs, into page-locked memory, with their
-    text and counts: text_kernels, so mod holds cigar_measure and cigar_write).
+    (common.cuh's book_level: the host reads back only three counters per level), then finished in one
+    pass (finish: the per-pair arrays into page-locked memory; the CIGARs gathered in pair order with their
+    text and counts, text_kernels, so mod holds cigar_measure and cigar_write; brought to the host when a
+    host writer reads them: AlignBatch.defer).
     A level's CIGARs sit in fixed slots of a buffer of its own, stride ops per list entry."""
 
     def __init__(self, mod, n: int, want_cigar: bool):
@@ -194,7 +198,7 @@ class SlotResults:
 
     @trace.traced("slot results")
     def finish(self, name: str) -> AlignBatch:
-        """The AlignBatch in pair order (pinned host arrays)."""
+        """The AlignBatch in pair order (scores and statuses in pinned host arrays, the CIGARs deferred)."""
         import cupy
 
         n = self.n

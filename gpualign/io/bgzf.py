@@ -1,5 +1,6 @@
 """gzip and bgzip files inflated for the device reader. A BGZF (bgzip) file is a run of gzip members of at
-most 64 KiB each, so rapidgzip inflates it on several threads (each member's CRC-32 and size checked);
+most 64 KiB each, so rapidgzip inflates it on several threads (each member's CRC-32 and size checked, since
+rapidgzip 0.16.2);
 plain gzip goes through fastx_fast.open_gz (ISA-L's inflater on a thread of its own).
 
 rapidgzip ends a file cut inside a member as if it were whole, so it is given only files that end with
@@ -12,6 +13,7 @@ from __future__ import annotations
 import atexit
 import io
 import os
+import threading
 import weakref
 import zlib
 
@@ -51,24 +53,30 @@ class ParallelInflated(io.RawIOBase):
         threads = threads or max(1, min(THREADS, usable_cores()))  # (more threads than cores: slower)
         self._fh = rapidgzip.RapidgzipFile(path, parallelization=threads, chunk_size=CHUNK)
         self._error: zlib.error | None = None  # raised again by every read after it
+        self._lock = threading.Lock()  # a read and close() one after the other (rapidgzip crashes else)
         _open.add(self)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b) -> int:
-        if self._error is not None:
-            raise self._error
-        try:
-            return self._fh.readinto(b)
-        except (ValueError, RuntimeError) as e:
-            self._error = zlib.error(str(e))
-            raise self._error from None
+        with self._lock:
+            if self._error is None and self.closed:
+                self._error = zlib.error("read after the file was closed")
+            if self._error is not None:
+                raise self._error
+            try:
+                return self._fh.readinto(b)
+            except (ValueError, RuntimeError) as e:
+                self._error = zlib.error(str(e))
+                raise self._error from None
 
     def close(self) -> None:
-        if not self.closed:
-            self._fh.close()
-        super().close()
+        """Closed (from any thread): after the read under way, if any."""
+        with self._lock:
+            if not self.closed:
+                self._fh.close()
+            super().close()
 
 
 _open: weakref.WeakSet = weakref.WeakSet()  # ParallelInflated not closed yet

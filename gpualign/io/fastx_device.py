@@ -138,19 +138,20 @@ class _File:
         closed here. None for a plain file (read at offsets), nothing taken yet, bytes that stopped inflating
         (the host's inflater finds the place again and says why in its words), or a bgzip file (its inflater
         is not the host's, whose words a later error would not have; it inflates again at several GB/s)."""
-        if self.inflated is None or self.failed or not self.start() or isinstance(self.inflated, ParallelInflated):
+        inflated = self.inflated
+        if inflated is None or self.failed or not self.start() or isinstance(inflated, ParallelInflated):
             return None
-        stream = prefixed(self.carry, self.inflated, owns=True)
-        self.inflated, self.carry = None, np.zeros(0, np.uint8)
+        self.inflated = None
+        stream, self.carry = prefixed(self.carry, inflated, owns=True), np.zeros(0, np.uint8)
         return stream
 
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        if self.inflated is not None:
-            self.inflated.close()
-            self.inflated = None
+        inflated, self.inflated = self.inflated, None  # (hand_over may take it meanwhile: one or the other)
+        if inflated is not None:
+            inflated.close()
 
 
 class _Region:
@@ -465,11 +466,12 @@ class DevicePairReader:
         file's live stream where _File.hand_over gives one), in this process (no worker forked: the GPU and
         threads run): it reads on past a record the kernels refused, or finds the error, and tells a file's
         end from the other's."""
-        if self._stop:
+        try:
+            if not self._stop:
+                a, b = self.files
+                yield from pair_reader.read_on(a.path, b.path, starts, self.batch_bases, self.batch_pairs,
+                                               self.symbols, count)
+        finally:  # (a stream whose parser never started, the other file failing first, is closed here)
             for *_, stream in starts:
                 if stream is not None:
                     stream.close()
-            return
-        a, b = self.files
-        yield from pair_reader.read_on(a.path, b.path, starts, self.batch_bases, self.batch_pairs, self.symbols,
-                                       count)
