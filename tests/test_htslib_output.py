@@ -113,5 +113,43 @@ def test_bam_converted_as_the_text_comes(tmp_path):
     stopped = SamToBam(str(tmp_path / "stopped.bam"), header)
     stopped.write(recs[0].encode())
     stopped.abort()
-    assert stopped._proc.returncode is not None
+    assert stopped._proc.returncode == -9  # (killed: not left to write a BAM)
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "gpualign-bam-*"))) == before
+
+
+def test_bam_conversion_not_held_by_a_fork(tmp_path):
+    """A process forked while a SamToBam runs does not hold its pipe open: close() returns while it lives."""
+    import signal
+    import time
+
+    from gpualign.output.sam import SamToBam
+
+    bam = SamToBam(str(tmp_path / "o.bam"), "@HD\tVN:1.6\n@SQ\tSN:t\tLN:10\n")
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(20)
+        os._exit(0)
+    try:
+        t = time.monotonic()
+        bam.close()
+        assert time.monotonic() - t < 10
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    with pysam.AlignmentFile(str(tmp_path / "o.bam"), "rb") as fh:
+        assert list(fh) == []
+
+
+def test_bam_conversion_that_cannot_start(tmp_path, monkeypatch):
+    import glob
+    import sys
+    import tempfile
+
+    from gpualign.errors import GpualignError
+    from gpualign.output.sam import SamToBam
+
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "gpualign-bam-*")))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    with pytest.raises(GpualignError, match=r"o\.bam: writing BAM failed \(cannot start .*no-python"):
+        SamToBam(str(tmp_path / "o.bam"), "@HD\tVN:1.6\n")
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "gpualign-bam-*"))) == before

@@ -23,6 +23,7 @@ no room on the device, pair_reader reads on in this process.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -89,6 +90,7 @@ class _File:
         self.gz = gzipped(path)
         self.size = None if self.gz else os.path.getsize(path)  # (inflated: not known until the end)
         self.fd, self.inflated = -1, None
+        self._taking = threading.Lock()  # (close, from any thread, and hand_over take the inflated stream)
         if self.gz:  # (ISA-L's threaded gzip reader stops when the thread that opened it ends: the reader's
             # maker, pipeline.run_pairs' thread, outlives the reading)
             self.inflated = open_inflated(path)
@@ -138,10 +140,11 @@ class _File:
         closed here. None for a plain file (read at offsets), nothing taken yet, bytes that stopped inflating
         (the host's inflater finds the place again and says why in its words), or a bgzip file (its inflater
         is not the host's, whose words a later error would not have; it inflates again at several GB/s)."""
-        inflated = self.inflated
-        if inflated is None or self.failed or not self.start() or isinstance(inflated, ParallelInflated):
-            return None
-        self.inflated = None
+        with self._taking:
+            inflated = self.inflated
+            if inflated is None or self.failed or not self.start() or isinstance(inflated, ParallelInflated):
+                return None
+            self.inflated = None
         stream, self.carry = prefixed(self.carry, inflated, owns=True), np.zeros(0, np.uint8)
         return stream
 
@@ -149,7 +152,8 @@ class _File:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        inflated, self.inflated = self.inflated, None  # (hand_over may take it meanwhile: one or the other)
+        with self._taking:  # (hand_over may take it meanwhile, on the reading thread: one or the other)
+            inflated, self.inflated = self.inflated, None
         if inflated is not None:
             inflated.close()
 

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import weakref
 
 import numpy as np
 
@@ -131,7 +132,8 @@ class SamToBam:
     running pysam's samtools view with several threads (one pass in C instead of a Python call per record,
     beside the alignment: in this process it would hold the interpreter lock until it returned). path: the
     file to write (stages.Output's temporary one). The process is in a process group of its own (Ctrl-C
-    goes to this one, whose handler ends every descendant); write() blocks while it is behind."""
+    goes to this one, whose handler ends every descendant); write() blocks while it is behind. A process
+    forked meanwhile does not hold the pipe open (_release_in_child); one dropped unclosed is killed."""
 
     THREADS = 4
     PIPE_BYTES = 1 << 20  # the pipe's capacity (Linux; 64 KiB else): fewer hand-overs between the processes
@@ -142,9 +144,16 @@ class SamToBam:
         # its temporary files (pysam keeps samtools' stderr in one) in a directory removed however the run ends
         self._tmp = tempfile.mkdtemp(prefix="gpualign-bam-")
         interrupt.track(self._tmp)
-        self._proc = subprocess.Popen([sys.executable, "-c", _CONVERT, path, str(self.THREADS)],
-                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._err,
-                                      process_group=0, env={**os.environ, "TMPDIR": self._tmp})
+        try:  # (-P: not the current directory's modules before pysam's)
+            self._proc = subprocess.Popen([sys.executable, "-P", "-c", _CONVERT, path, str(self.THREADS)],
+                                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._err,
+                                          process_group=0, env={**os.environ, "TMPDIR": self._tmp})
+        except OSError as e:
+            self._end()
+            raise GpualignError(f"{path}: writing BAM failed (cannot start {sys.executable!r}: "
+                                f"{e.strerror or e})") from None
+        self._kill = weakref.finalize(self, _kill, self._proc)  # (dropped unclosed: no BAM written later)
+        _converting.add(self)
         with contextlib.suppress(OSError, AttributeError):
             fcntl.fcntl(self._proc.stdin.fileno(), getattr(fcntl, "F_SETPIPE_SZ"), self.PIPE_BYTES)
         self.write(header if isinstance(header, bytes) else header.encode())
@@ -157,9 +166,9 @@ class SamToBam:
 
     def close(self) -> None:
         try:
-            self._proc.stdin.close()
+            self._proc.stdin.close()  # (the last bytes flushed: a failure here is a BAM cut short)
         except OSError:
-            pass
+            raise self._failed() from None
         if self._proc.wait() != 0:
             raise self._failed()
         self._end()
@@ -173,6 +182,9 @@ class SamToBam:
         self._end()
 
     def _end(self) -> None:
+        if hasattr(self, "_kill"):
+            self._kill.detach()
+        _converting.discard(self)
         self._err.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
         interrupt.untrack(self._tmp)
@@ -183,9 +195,37 @@ class SamToBam:
         self._err.seek(0)
         words = [ln for ln in self._err.read().decode(errors="replace").splitlines() if ln.strip()]
         self._end()
-        htslib = [w for w in words if w.startswith(("[E::", "[W::"))]  # (its own words first: the record)
-        why = (htslib or words or [f"samtools view ended with status {self._proc.returncode}"])[0]
+        errors = [w for w in words if w.startswith("[E::")]  # htslib's words first: they name the record
+        warnings = [w for w in words if w.startswith("[W::")]
+        why = (errors or warnings or words[-1:] or [f"samtools view ended with status {self._proc.returncode}"])[0]
         return GpualignError(f"{self.path}: writing BAM failed ({why})")
+
+
+_converting: weakref.WeakSet = weakref.WeakSet()  # SamToBam not closed yet
+
+
+def _kill(proc) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def _release_in_child() -> None:
+    """In a forked process: the pipes to SamToBam's processes point at /dev/null (the write end held open
+    here would keep a conversion from ever seeing its input end; the descriptor stays valid), and this
+    process never kills them (at its exit)."""
+    if not _converting:
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    for bam in list(_converting):
+        bam._kill.detach()
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(null, bam._proc.stdin.fileno())
+    _converting.clear()
+    os.close(null)
+
+
+os.register_at_fork(after_in_child=_release_in_child)
 
 
 # SamToBam's process: SAM text on stdin to BAM at argv[1] with argv[2] threads (an error: words on stderr, 1)
