@@ -55,7 +55,7 @@ def main() -> None:
     for path in a.files:
         openers = [("open_gz", open_gz)] + [
             (f"rapidgzip x{t}", lambda p, t=int(t): bgzf.ParallelInflated(p, t)) for t in a.threads.split(",")]
-        openers.append((f"open_inflated ({'rapidgzip' if bgzf.is_bgzf(path) and bgzf.ends_whole(path) else 'open_gz'})",
+        openers.append((f"open_inflated ({'rapidgzip' if bgzf.whole_bgzf(path) else 'open_gz'})",
                         bgzf.open_inflated))
         for name, opener in openers:
             for k in (1, 2):
