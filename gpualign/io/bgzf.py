@@ -30,12 +30,6 @@ HEAD = 18  # a BGZF member's header: gzip's 10 bytes, XLEN, the 'BC' subfield an
 EOF_MEMBER = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")  # bgzip's end
 
 
-def is_bgzf(path: str) -> bool:
-    """Whether path's first gzip member is a BGZF one."""
-    with open(path, "rb") as fh:
-        return _member(fh.read(HEAD)) > 0
-
-
 def whole_bgzf(path: str) -> bool:
     """Whether path is BGZF from its first byte to its last: member headers whose sizes chain to the file's
     end, the last bgzip's empty end member (the file read once: ~10 ms for 5,000 members cached). Any other
