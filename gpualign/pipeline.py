@@ -87,10 +87,12 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         # -t 0 (all cores): worker processes as many as the input is worth; -t N: N
         bases = input_bases(path_a, path_b) if cfg.threads == 0 else None
         engine_threads, fmt_threads = workers.for_input(cfg.n_threads, bases)
-        # PAF and TSV lines of inputs parsed on the GPU are formatted there (text_device.py), others in
-        # worker processes, forked now too
+        # PAF and TSV lines of inputs parsed on the GPU are formatted there (text_device.py), and SAM's (BAM's
+        # text) where they hold CIGARs of edit or gap-affine alignments; others in worker processes, forked
+        # now too
         gpu_read = isinstance(reader, fastx_device.DevicePairReader)
-        on_device = fmt in ("paf", "tsv") and gpu_read
+        on_device = gpu_read and (fmt in ("paf", "tsv") or (fmt in ("sam", "bam") and not cfg.distance_only
+                                                              and not cfg.general and not protein))
         if fmt in FORMATS and not on_device:
             fmt_pool = parallel.start_pool(fmt_threads)
         summary = Summary()

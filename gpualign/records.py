@@ -33,6 +33,14 @@ def segment_index(off: np.ndarray, length: np.ndarray) -> np.ndarray:
     return starts + np.arange(total, dtype=np.int64)
 
 
+def concatenated(seq: np.ndarray, off: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The segments [off[i], off[i]+length[i]) of seq concatenated in order: a view of seq where they lie
+    end to end (the readers' batches), else gathered."""
+    if len(length) and np.array_equal(off[1:], off[:-1] + length[:-1]):
+        return seq[int(off[0]):int(off[-1] + length[-1])]
+    return seq[segment_index(off, length)]
+
+
 def offsets_from_lengths(length: np.ndarray) -> np.ndarray:
     off = np.zeros(len(length), dtype=np.int64)
     if len(length) > 1:
@@ -129,9 +137,10 @@ class PairBatch:
     _bounds: tuple | None = field(default=None, repr=False, compare=False)
     # the sequences already on the GPU as engines._staging uploads them (io/fastx_device.py), or None
     device: object = field(default=None, repr=False, compare=False)
-    # the writers' columns on the GPU too (io/fastx_device.py; text_device.DeviceLines.paf reads them), or
-    # None: names (uint8: the query names, then the target names), q_name and t_name ((offsets, lengths) in
-    # names), q_len and t_len (int64 device arrays)
+    # the writers' columns on the GPU too (io/fastx_device.py; text_device.DeviceLines.paf and .sam read
+    # them), or None: names (uint8: the query names, then the target names), q_name and t_name ((offsets,
+    # lengths) in names), q_len, t_len and q_off (int64 device arrays: q_off the queries' places in
+    # `device`), and where FASTQ qualities were read, quals ((their bytes, each query's offset in them))
     device_cols: dict | None = field(default=None, init=False, repr=False, compare=False)  # (not copied by replace)
 
     def __getstate__(self) -> dict:

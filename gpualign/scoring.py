@@ -18,7 +18,7 @@ import numpy as np
 from . import pack
 from .config import DNA_LETTERS, PROTEIN_LETTERS, AlignConfig
 from .errors import ConfigError, InputError
-from .records import PairBatch, segment_index
+from .records import PairBatch, concatenated
 
 
 @dataclass(frozen=True)
@@ -112,13 +112,13 @@ def check_batch(batch: PairBatch, sub: Substitution, cfg: AlignConfig, query_pat
     ok = allowed_table(sub)
     for off, ln, names, path in ((batch.q_off, batch.q_len, batch.q_names, query_path),
                                  (batch.t_off, batch.t_len, batch.t_names, target_path)):
-        idx = segment_index(off, ln)
-        bad = ~ok[batch.seq[idx]]
-        if not bad.any():
+        letters = concatenated(batch.seq, off, ln)
+        good = ok[letters]
+        if good.all():
             continue
-        at = int(np.argmax(bad))
+        at = int(np.argmin(good))
         pair = int(np.searchsorted(np.cumsum(ln), at, side="right"))
-        char = chr(int(batch.seq[idx[at]]))
+        char = chr(int(letters[at]))
         name = f" ({names[pair]})" if len(names) > pair else ""
         where = f"{path}: record {int(batch.index[pair]) + 1}{name}"
         if cfg.scoring.matrix_name is None and cfg.scoring.alphabet == "dna" and char in PROTEIN_LETTERS:

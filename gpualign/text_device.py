@@ -13,10 +13,10 @@ import numpy as np
 
 from . import trace
 from .engines._cuda import Kernels, load_module
-from .records import OK, offsets_from_lengths, segment_index
+from .records import OK, Names, offsets_from_lengths, segment_index
 from .text import Strings, fields_of, join_lines
 
-KERNELS = ("lines.cu", ("line_lengths", "line_write", "paf_lengths", "paf_write"), ())
+KERNELS = ("lines.cu", ("line_lengths", "line_write", "paf_lengths", "paf_write", "sam_lengths", "sam_write"), ())
 THREADS = 256
 SPEC = 5  # kernels/lines.cu's ints per field
 KIND_STRING, KIND_INT = 1, 2  # (0: a prefix alone)
@@ -83,6 +83,21 @@ class DeviceLines:
         """output/paf.py's PafFormat.render (not scored): (the lines, how many), or None where the columns
         are not on the device (a batch the host read, a result merged from several engines or without CIGARs)
         or there is no room for the lines (then the host's way)."""
+        return self._fused(batch, res, self._paf)
+
+    @trace.traced("device sam")
+    def sam(self, batch, res) -> tuple | None:
+        """output/sam.py's SamFormat.render (not scored, not protein) where every pair of the batch is
+        aligned (else, and where paf() would give None, None: the host's way)."""
+        if not (np.all(res.status == OK) and np.all(batch.t_len > 0)):
+            return None
+        cols = getattr(batch, "device_cols", None)
+        if cols is None or "q_off" not in cols or (isinstance(batch.q_quals, Names) and "quals" not in cols):
+            return None
+        return self._fused(batch, res, self._sam)
+
+    def _fused(self, batch, res, make) -> tuple | None:
+        """make(cols, cig, res, batch) where the batch's columns and the result's CIGARs are on the device."""
         from .engines import is_out_of_memory
 
         cols, cig = getattr(batch, "device_cols", None), getattr(res, "device_cigar", None)
@@ -92,31 +107,46 @@ class DeviceLines:
             raise ValueError(f"device columns of {len(cols['q_len'])} and {len(cig['length'])} rows for a batch "
                              f"of {batch.n}")
         try:
-            return self._paf(cols, cig, res)
+            return make(cols, cig, res, batch)
         except Exception as err:  # noqa: BLE001 - no room on the device: the host's numpy join
             if not is_out_of_memory(err):
                 raise
             return None
 
-    def _paf(self, cols: dict, cig: dict, res) -> tuple:
+    def _after_engine(self, cig: dict):
+        """This object's stream, waiting for the engine's stream where that wrote the CIGARs' text."""
         import cupy
 
+        if self._stream is None:
+            self._stream = cupy.cuda.Stream(non_blocking=True)
+        if cig.get("done") is not None:
+            self._stream.wait_event(cig["done"])
+        return self._stream
+
+    def _paf(self, cols: dict, cig: dict, res, batch) -> tuple:
         from .engines._staging import to_device
 
         n = res.n
         kept = int(np.count_nonzero(res.status == OK))
         if kept == 0:
             return b"", 0
-        if self._stream is None:
-            self._stream = cupy.cuda.Stream(non_blocking=True)
-        with self._stream:
-            if cig.get("done") is not None:  # (the engine's stream wrote the text: this one waits for it)
-                self._stream.wait_event(cig["done"])
+        with self._after_engine(cig):
             # the statuses and scores as the host has them (route.py may fail a pair after its engine)
             args = (to_device(res.status, np.uint8), np.int32(OK), to_device(res.score, np.int32), cig["stats"],
                     cig["text"], cig["start"], cig["length"], cols["names"], *cols["q_name"], *cols["t_name"],
                     cols["q_len"], cols["t_len"], np.int64(n))
             return self._two_passes(n, "paf_lengths", args, "paf_write", args), kept
+
+    def _sam(self, cols: dict, cig: dict, res, batch) -> tuple:
+        from .engines._staging import to_device
+
+        n = res.n
+        quals, qual_off = cols.get("quals") or (batch.device, cols["q_off"])  # (none: not read)
+        with self._after_engine(cig):
+            args = (to_device(res.score, np.int32), cig["stats"], cig["text"], cig["start"], cig["length"],
+                    cols["names"], *cols["q_name"], *cols["t_name"], cols["q_len"], batch.device, cols["q_off"],
+                    quals, qual_off, np.int32("quals" in cols), np.int64(n))
+            return self._two_passes(n, "sam_lengths", args, "sam_write", args), n
 
     def _two_passes(self, n: int, measure: str, measure_args: tuple, write: str, write_args: tuple) -> memoryview:
         """n lines on the current stream: kernel `measure` (its args, then the lengths) gives each line's

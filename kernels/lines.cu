@@ -18,7 +18,14 @@
 // written only where status[i] == ok (else it takes no bytes), as qname ql 0 ql + tname tl 0 tl m m+nm 255
 // NM:i:nm AS:i:-score and, for a CIGAR that is not empty, cg:Z:cigar. Types: status uint8, score int32, stats
 // int64 [n * 5] (= X I D counts, engines/_results.py's text_kernels), text and names uint8, the rest int64 [n].
-// Both kinds of line are counted and written by one builder each (LineOut<false> / LineOut<true>).
+//
+// sam_lengths / sam_write: the SAM lines of the same batches (output/sam.py, not scored), every pair aligned
+// (the host checks it: unmapped records take the host's way): qname 0 tname 1 255 cigar * 0 0 seq qual
+// NM:i:nm AS:i:-score, where seq is the query's bytes with any byte SAM's SEQ cannot hold ([A-Za-z=.])
+// written as N, or * when the query is empty, and qual the query's qualities (quals at qual_off[i], q_len[i]
+// bytes; has_qual 0: none) or * when there are none or the query is empty. seq (uint8) holds the queries at
+// q_off[i] (int64).
+// Every kind of line is counted and written by one builder each (LineOut<false> / LineOut<true>).
 #ifdef __CUDACC_RTC__  // NVRTC has no C library headers
 typedef unsigned char uint8_t;
 #else
@@ -65,6 +72,14 @@ struct LineOut {
     __device__ void text(const char* s) {
         for (; *s; ++s, ++n)
             if (WRITE) p[n] = (uint8_t)*s;
+    }
+    __device__ void seq(const uint8_t* s, long long k) {  // SAM's SEQ: a byte it cannot hold as N
+        if (WRITE)
+            for (long long j = 0; j < k; ++j) {
+                uint8_t c = s[j], l = c | 32;
+                p[n + j] = (l >= 'a' && l <= 'z') || c == '=' || c == '.' ? c : (uint8_t)'N';
+            }
+        n += k;
     }
     __device__ void num(long long v) {
         int w = decimal_width(v);
@@ -171,4 +186,63 @@ __global__ void paf_write(PAF_ARGS, const long long* __restrict__ ends, const lo
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i >= n || len[i] == 0) return;
     paf_line<true>(i, PAF_PASS, out + ends[i] - len[i]);
+}
+
+template <bool WRITE>
+__device__ long long sam_line(long long i, const int* __restrict__ score, const long long* __restrict__ stats,
+                              const uint8_t* __restrict__ text, const long long* __restrict__ tstart,
+                              const long long* __restrict__ tlen, const uint8_t* __restrict__ names,
+                              const long long* __restrict__ qn_off, const long long* __restrict__ qn_len,
+                              const long long* __restrict__ tn_off, const long long* __restrict__ tn_len,
+                              const long long* __restrict__ q_len, const uint8_t* __restrict__ seq,
+                              const long long* __restrict__ q_off, const uint8_t* __restrict__ quals,
+                              const long long* __restrict__ qual_off, int has_qual, uint8_t* p) {
+    LineOut<WRITE> o{p, 0};
+    const long long* st = stats + 5 * i;
+    long long ql = q_len[i];
+    o.bytes(names + qn_off[i], qn_len[i]);
+    o.text("\t0\t");
+    o.bytes(names + tn_off[i], tn_len[i]);
+    o.text("\t1\t255\t");
+    o.bytes(text + tstart[i], tlen[i]);
+    o.text("\t*\t0\t0\t");
+    if (ql > 0)
+        o.seq(WRITE ? seq + q_off[i] : nullptr, ql);
+    else
+        o.text("*");
+    o.text("\t");
+    if (has_qual && ql > 0)
+        o.bytes(WRITE ? quals + qual_off[i] : nullptr, ql);
+    else
+        o.text("*");
+    o.text("\tNM:i:");
+    o.num(st[1] + st[2] + st[3]);
+    o.text("\tAS:i:");
+    o.num(-(long long)score[i]);
+    o.text("\n");
+    return o.n;
+}
+
+#define SAM_ARGS                                                                                      \
+    const int *__restrict__ score, const long long *__restrict__ stats, const uint8_t *__restrict__ text, \
+        const long long *__restrict__ tstart, const long long *__restrict__ tlen,                         \
+        const uint8_t *__restrict__ names, const long long *__restrict__ qn_off,                          \
+        const long long *__restrict__ qn_len, const long long *__restrict__ tn_off,                       \
+        const long long *__restrict__ tn_len, const long long *__restrict__ q_len,                        \
+        const uint8_t *__restrict__ seq, const long long *__restrict__ q_off,                             \
+        const uint8_t *__restrict__ quals, const long long *__restrict__ qual_off, int has_qual, long long n
+#define SAM_PASS \
+    score, stats, text, tstart, tlen, names, qn_off, qn_len, tn_off, tn_len, q_len, seq, q_off, quals, qual_off, has_qual
+
+__global__ void sam_lengths(SAM_ARGS, long long* __restrict__ len) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    len[i] = sam_line<false>(i, SAM_PASS, nullptr);
+}
+
+__global__ void sam_write(SAM_ARGS, const long long* __restrict__ ends, const long long* __restrict__ len,
+                          uint8_t* __restrict__ out) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    sam_line<true>(i, SAM_PASS, out + ends[i] - len[i]);
 }

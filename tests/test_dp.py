@@ -821,6 +821,37 @@ def test_cli_bad_input(tmp_path, seqs, opts, needle):
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], err
 
 
+@pytest.mark.parametrize("gap", [0, 3])
+def test_check_batch_names_the_first_bad_letter(gap):
+    """check_batch on a batch whose sequences lie end to end (the readers') and on one with bytes between
+    them (gathered): the same record and letter; the bytes between are not checked."""
+    from gpualign.scoring import check_batch, substitution
+
+    q, t = [b"ACGT", b"GGA", b"TTT"], [b"ACG", b"CA9", b"A8A"]
+    seq, off = bytearray(), []
+    for s in q + t:
+        off.append(len(seq))
+        seq += s + b"#" * gap
+    lens = np.array([len(s) for s in q + t], np.int64)
+    offs = np.array(off, np.int64)
+    batch = PairBatch(np.frombuffer(bytes(seq), np.uint8), offs[:3], lens[:3], offs[3:], lens[3:],
+                      np.arange(3, dtype=np.int64), ["a", "b", "c"], ["x", "y", "z"])
+    cfg = dna_cfg("local")
+    check_batch(replace_seq(batch, b"T", b"9", b"8"), substitution(cfg), cfg)  # all letters good
+    with pytest.raises(InputError, match=r"^t.fa: record 2 \(y\): character '9' is not in the alphabet"):
+        check_batch(batch, substitution(cfg), cfg, "q.fa", "t.fa")
+
+
+def replace_seq(batch, new, *old):
+    """batch with each letter of old replaced by new in its buffer."""
+    import dataclasses
+
+    seq = batch.seq.tobytes()
+    for o in old:
+        seq = seq.replace(o, new)
+    return dataclasses.replace(batch, seq=np.frombuffer(seq, np.uint8))
+
+
 def test_cli_unknown_maps(tmp_path):
     q = fasta(tmp_path / "q.fa", ["MKVJ"])
     rc, out, err = run([q, q, "--alphabet", "protein", "--unknown", "X", "-O", "11", "-E", "1", "-q", "-f", "tsv"])

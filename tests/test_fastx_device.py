@@ -680,10 +680,12 @@ def test_compressed_inputs_read_on_the_gpu(tmp_path, monkeypatch, kind):
 
 
 @pytest.mark.gpu
-def test_paf_lines_from_the_device_columns_on_the_gpu(tmp_path, monkeypatch):
-    """On the GPU, close pairs that eWFA aligns whole in every batch: each batch's PAF lines come from the
-    columns the reader and the engine left on the device (text_device.DeviceLines.paf, counted here), the
-    same bytes as --host-parse's run; names with comments, FASTQ queries, several batches."""
+@pytest.mark.parametrize("fmt", ["paf", "sam", "bam"])
+def test_lines_from_the_device_columns_on_the_gpu(tmp_path, monkeypatch, fmt):
+    """On the GPU, close pairs that eWFA aligns whole in every batch: each batch's PAF or SAM lines (BAM's
+    text) come from the columns the reader and the engine left on the device (text_device.DeviceLines.paf
+    and .sam, counted here), the same records as --host-parse's run; names with comments, FASTQ queries (SAM's
+    QUAL), several batches."""
     from gpualign import text_device
 
     rng = random.Random(22)
@@ -696,9 +698,14 @@ def test_paf_lines_from_the_device_columns_on_the_gpu(tmp_path, monkeypatch):
         qs.append((f"q{i} a comment", q, None))
         ts.append((f"t{i}", "".join(t), None))
     fused = []
-    real = text_device.DeviceLines._paf
-    monkeypatch.setattr(text_device.DeviceLines, "_paf", lambda self, cols, cig, res: fused.append(res.n) or
-                        real(self, cols, cig, res))
-    outs = _gpu_runs(tmp_path, qs, ts, "paf")
-    assert outs[0] == outs[1] and outs[0].count(b"\n") == 3000
+    name = "_paf" if fmt == "paf" else "_sam"
+    real = getattr(text_device.DeviceLines, name)
+    monkeypatch.setattr(text_device.DeviceLines, name, lambda self, cols, cig, res, batch: fused.append(res.n) or
+                        real(self, cols, cig, res, batch))
+    outs = _gpu_runs(tmp_path, qs, ts, fmt)
+    if fmt == "bam":
+        import pysam
+
+        outs = [pysam.view(str(tmp_path / f"{parse}.bam")).encode() for parse in (True, False)]
+    assert outs[0] == outs[1] and sum(not x.startswith(b"@") for x in outs[0].splitlines()) == 3000
     assert sum(fused) == 3000 and len(fused) > 1

@@ -217,3 +217,92 @@ def test_device_paf_emulated():
             res.device_cigar = whole
             res.status[:] = FAILED
             assert fmt.lines.paf(batch, res) == (b"", 0)
+
+
+def test_device_sam_emulated():
+    """text_device.DeviceLines.sam (kernels/lines.cu's sam_lengths and sam_write run on the CPU) writes the
+    host SamFormat's bytes from the device's columns: SEQ with bytes SAM cannot hold as N, empty queries as
+    *, qualities or *, empty CIGARs; and gives way where a pair is unmapped, a column is missing or the
+    scoring is general; BamFormat refuses a letter BAM cannot hold before either way."""
+    import dataclasses
+
+    import emu
+
+    from gpualign import cigar as C
+    from gpualign import text_device
+    from gpualign.errors import GpualignError
+    from gpualign.output.sam import BamFormat, SamFormat
+    from gpualign.records import FAILED, OK, AlignBatch, Names, PairBatch, offsets_from_lengths
+
+    if not emu.available():
+        pytest.skip("no g++ to compile the kernels for the CPU")
+    rng = np.random.default_rng(23)
+    for n, fastq in ((1, False), (7, True), (300, True), (300, False)):
+        ql, tl = rng.integers(0, 40, n), rng.integers(1, 300, n)
+        ql[0] = 0
+        words = ["".join(rng.choice(list("ab_:.|x0/"), int(k))) for k in rng.integers(1, 30, 2 * n)]
+        names = Names.of(words)
+        q_names, t_names = names[:n], names[n:]
+        letters = np.frombuffer(b"ACGTNacgtRY*-.=1", np.uint8)
+        seq = rng.choice(letters, int(ql.sum() + tl.sum())).astype(np.uint8)
+        q_off = offsets_from_lengths(ql)
+        t_off = int(ql.sum()) + offsets_from_lengths(tl)
+        qual_bytes = rng.integers(33, 75, int(ql.sum())).astype(np.uint8)
+        quals = Names(qual_bytes, q_off, ql) if fastq else [None] * n
+        batch = PairBatch(seq, q_off, ql, t_off, tl, np.arange(n), q_names, t_names, quals)
+        runs = rng.integers(1, 6, n)
+        m = int(runs.sum())
+        ops = (rng.integers(1, 10**6, m).astype(np.uint32) << 4) | rng.choice(np.array([1, 2, 7, 8], np.uint32), m)
+        score = rng.integers(0, 10**6, n).astype(np.int32)
+        res = AlignBatch(score, np.full(n, OK, np.uint8), np.zeros(n, np.uint8), ops, offsets_from_lengths(runs),
+                         runs.astype(np.int64))
+        tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
+        res.cigar_stats = np.stack([tot["matches"], tot["mismatches"], tot["ins"], tot["dels"],
+                                    np.zeros(n, np.int64)], axis=1)
+        res.cigar_text = C.to_text_buffer(res.cigar, res.cigar_off, res.cigar_len)
+        want = SamFormat("edit").render(batch, res)
+        with pytest.MonkeyPatch.context() as mp, emu.cupy_on_numpy():
+            mp.setattr(text_device, "load_module", emu.load_module)
+            lines = text_device.DeviceLines()
+            fmt = SamFormat("edit")
+            fmt.lines = lines
+            assert lines.sam(batch, res) is None  # nothing on the device: the host's way
+            buf, start, length = res.cigar_text
+            res.device_cigar = {"text": buf, "start": start, "length": length, "stats": res.cigar_stats.ravel()}
+            batch.device = seq
+            batch.device_cols = {"names": names.buf, "q_name": (q_names.start, q_names.length),
+                                 "t_name": (t_names.start, t_names.length), "q_len": ql, "t_len": tl,
+                                 "q_off": q_off}
+            if fastq:
+                assert lines.sam(batch, res) is None  # the qualities not on the device
+                batch.device_cols["quals"] = (qual_bytes, q_off)
+            got = lines.sam(batch, res)
+            assert got is not None and (bytes(got[0]), got[1]) == (bytes(want[0]), want[1])
+            assert bytes(fmt.render(batch, res)[0]) == bytes(want[0])
+            # the host's way: a pair failed, an empty target, general scoring, protein
+            failed = dataclasses.replace(res, status=np.where(np.arange(n) == n - 1, FAILED, OK).astype(np.uint8))
+            failed.device_cigar = res.device_cigar
+            assert lines.sam(batch, failed) is None
+            assert bytes(fmt.render(batch, failed)[0]) == bytes(SamFormat("edit").render(batch, failed)[0])
+            batch.t_len[-1] = 0
+            assert lines.sam(batch, res) is None
+            batch.t_len[-1] = 1
+            mp.setattr(text_device.DeviceLines, "_sam", lambda *a: pytest.fail("scored lines from the device"))
+            for other in (SamFormat("affine", scored=True), SamFormat("edit", residues=True)):
+                other.lines = lines
+                host = SamFormat(other.metric, other.scored, other.residues)
+                assert bytes(other.render(batch, res)[0]) == bytes(host.render(batch, res)[0])
+            mp.undo()
+            mp.setattr(text_device, "load_module", emu.load_module)
+            bam = BamFormat("edit")
+            bam.lines = lines
+            from gpualign.output.sam import BAM_LETTERS
+
+            if not set(bytes(seq[:int(ql.sum())])) <= set(BAM_LETTERS):
+                with pytest.raises(GpualignError, match="cannot be written to BAM"):
+                    bam.render(batch, res)
+            ok = np.isin(seq, np.frombuffer(BAM_LETTERS, np.uint8))
+            clean = dataclasses.replace(batch, seq=np.where(ok, seq, ord("A")).astype(np.uint8))
+            clean.device, clean.device_cols = clean.seq, batch.device_cols
+            got = bam.render(clean, res)
+            assert bytes(got[0]) == bytes(SamFormat("edit").render(clean, res)[0])

@@ -431,7 +431,7 @@ class DevicePairReader:
         buffer can go."""
         from ..engines._staging import pinned_empty
 
-        d_seq, _, (q_off, t_off), _ = seq
+        d_seq, _, (q_off, t_off), (d_q_off, _) = seq
         ql, tl = lens
         total = int(t_off[-1] + tl[-1])
         host = pinned_empty(total)
@@ -440,16 +440,20 @@ class DevicePairReader:
         name_lens = [r.dev[1][:k].get() for r in regions]
         d_names, _, name_offs, d_name_offs = self._gather(d_buf, regions, name_lens, (0, 1), _KEEP)
         buf = d_names[:int(name_offs[1][-1] + name_lens[1][-1])].get()
-        quals = [None] * k
+        quals, d_quals = [None] * k, None
         ra, rb = regions
         if self.quals and ra.f.step == 4:  # (a sequence's length is its quality's)
-            d_quals, _, (qual_off,), _ = self._gather(d_buf, regions[:1], [ql], (4, 3), _KEEP, ends=[q_off + ql])
+            d_quals, _, (qual_off,), (d_qual_off,) = self._gather(d_buf, regions[:1], [ql], (4, 3), _KEEP,
+                                                                   ends=[q_off + ql])
             quals = Names(d_quals[:int(qual_off[-1] + ql[-1])].get(), qual_off, ql)
         batch = PairBatch(host, q_off, ql, t_off, tl, np.arange(count, count + k, dtype=np.int64),
                           Names(buf, name_offs[0], name_lens[0]), Names(buf, name_offs[1], name_lens[1]), quals)
         batch.device = d_seq
         batch.device_cols = {"names": d_names, "q_name": (d_name_offs[0], ra.dev[1][:k]),
-                             "t_name": (d_name_offs[1], rb.dev[1][:k]), "q_len": ra.dev[3][:k], "t_len": rb.dev[3][:k]}
+                             "t_name": (d_name_offs[1], rb.dev[1][:k]), "q_len": ra.dev[3][:k], "t_len": rb.dev[3][:k],
+                             "q_off": d_q_off}
+        if d_quals is not None:
+            batch.device_cols["quals"] = (d_quals, d_qual_off)
         return batch
 
     @trace.traced("device take")

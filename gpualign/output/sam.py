@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import __version__, interrupt
 from ..errors import GpualignError
-from ..records import OK, AlignBatch, Names, PairBatch
+from ..records import OK, AlignBatch, Names, PairBatch, concatenated
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
 
@@ -106,8 +106,14 @@ class SamFormat:
 
     def __init__(self, metric: str, scored: bool = False, residues: bool = False):
         self.metric, self.scored, self.residues = metric, scored, residues
+        self.lines = None  # or text_device.DeviceLines (pipeline.py): lines from the device's columns
 
-    def render(self, batch: PairBatch, res: AlignBatch) -> tuple[bytes, int]:
+    def render(self, batch: PairBatch, res: AlignBatch) -> tuple:
+        """(the lines: bytes, or a memoryview of them from text_device, how many)."""
+        if self.lines is not None and not (self.scored or self.residues):
+            done = self.lines.sam(batch, res)
+            if done is not None:
+                return done
         return render(batch, res, self.metric, self.scored, self.residues), batch.n
 
 
@@ -251,7 +257,7 @@ def bam_refusal(name: str, letter: int) -> GpualignError:
 
 def check_bam_seq(batch: PairBatch) -> None:
     """The GpualignError of the first query holding a letter BAM's SEQ cannot hold (htslib would write N)."""
-    if batch.n == 0:
+    if batch.n == 0 or not _NOT_BAM[concatenated(batch.seq, batch.q_off, batch.q_len)].any():
         return
     bad = np.concatenate([[0], np.cumsum(_NOT_BAM[batch.seq])])
     k = np.flatnonzero(bad[batch.q_off + batch.q_len] > bad[batch.q_off])
