@@ -139,8 +139,9 @@ class PairBatch:
     device: object = field(default=None, repr=False, compare=False)
     # the writers' columns on the GPU too (io/fastx_device.py; text_device.DeviceLines.paf and .sam read
     # them), or None: names (uint8: the query names, then the target names), q_name and t_name ((offsets,
-    # lengths) in names), q_len, t_len and q_off (int64 device arrays: q_off the queries' places in
-    # `device`), and where FASTQ qualities were read, quals ((their bytes, each query's offset in them))
+    # lengths) in names), q_len and t_len (int64 device arrays); for SAM and BAM also q_seq ((`device`, each
+    # query's offset in it): kept after `device` is dropped) and, where FASTQ qualities were read, quals
+    # ((their bytes, each query's offset in them))
     device_cols: dict | None = field(default=None, init=False, repr=False, compare=False)  # (not copied by replace)
 
     def __getstate__(self) -> dict:

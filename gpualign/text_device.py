@@ -92,7 +92,7 @@ class DeviceLines:
         if not (np.all(res.status == OK) and np.all(batch.t_len > 0)):
             return None
         cols = getattr(batch, "device_cols", None)
-        if cols is None or "q_off" not in cols or (isinstance(batch.q_quals, Names) and "quals" not in cols):
+        if cols is None or "q_seq" not in cols or (isinstance(batch.q_quals, Names) and "quals" not in cols):
             return None
         return self._fused(batch, res, self._sam)
 
@@ -141,11 +141,11 @@ class DeviceLines:
         from .engines._staging import to_device
 
         n = res.n
-        quals, qual_off = cols.get("quals") or (batch.device, cols["q_off"])  # (none: not read)
+        quals, qual_off = cols.get("quals") or cols["q_seq"]  # (none read: not read by the kernel)
         with self._after_engine(cig):
             args = (to_device(res.score, np.int32), cig["stats"], cig["text"], cig["start"], cig["length"],
-                    cols["names"], *cols["q_name"], *cols["t_name"], cols["q_len"], batch.device, cols["q_off"],
-                    quals, qual_off, np.int32("quals" in cols), np.int64(n))
+                    cols["names"], *cols["q_name"], *cols["t_name"], cols["q_len"], *cols["q_seq"], quals,
+                    qual_off, np.int32("quals" in cols), np.int64(n))
             return self._two_passes(n, "sam_lengths", args, "sam_write", args), n
 
     def _two_passes(self, n: int, measure: str, measure_args: tuple, write: str, write_args: tuple) -> memoryview:

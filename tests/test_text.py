@@ -269,10 +269,10 @@ def test_device_sam_emulated():
             assert lines.sam(batch, res) is None  # nothing on the device: the host's way
             buf, start, length = res.cigar_text
             res.device_cigar = {"text": buf, "start": start, "length": length, "stats": res.cigar_stats.ravel()}
-            batch.device = seq
             batch.device_cols = {"names": names.buf, "q_name": (q_names.start, q_names.length),
-                                 "t_name": (t_names.start, t_names.length), "q_len": ql, "t_len": tl,
-                                 "q_off": q_off}
+                                 "t_name": (t_names.start, t_names.length), "q_len": ql, "t_len": tl}
+            assert lines.sam(batch, res) is None  # the queries not kept on the device
+            batch.device_cols["q_seq"] = (seq, q_off)
             if fastq:
                 assert lines.sam(batch, res) is None  # the qualities not on the device
                 batch.device_cols["quals"] = (qual_bytes, q_off)
@@ -303,6 +303,6 @@ def test_device_sam_emulated():
                     bam.render(batch, res)
             ok = np.isin(seq, np.frombuffer(BAM_LETTERS, np.uint8))
             clean = dataclasses.replace(batch, seq=np.where(ok, seq, ord("A")).astype(np.uint8))
-            clean.device, clean.device_cols = clean.seq, batch.device_cols
+            clean.device_cols = dict(batch.device_cols, q_seq=(clean.seq, q_off))
             got = bam.render(clean, res)
             assert bytes(got[0]) == bytes(SamFormat("edit").render(clean, res)[0])

@@ -450,10 +450,11 @@ class DevicePairReader:
                           Names(buf, name_offs[0], name_lens[0]), Names(buf, name_offs[1], name_lens[1]), quals)
         batch.device = d_seq
         batch.device_cols = {"names": d_names, "q_name": (d_name_offs[0], ra.dev[1][:k]),
-                             "t_name": (d_name_offs[1], rb.dev[1][:k]), "q_len": ra.dev[3][:k], "t_len": rb.dev[3][:k],
-                             "q_off": d_q_off}
-        if d_quals is not None:
-            batch.device_cols["quals"] = (d_quals, d_qual_off)
+                             "t_name": (d_name_offs[1], rb.dev[1][:k]), "q_len": ra.dev[3][:k], "t_len": rb.dev[3][:k]}
+        if self.quals:  # SAM's SEQ and QUAL (batch.device goes once the batch is aligned)
+            batch.device_cols["q_seq"] = (d_seq, d_q_off)
+            if d_quals is not None:
+                batch.device_cols["quals"] = (d_quals, d_qual_off)
         return batch
 
     @trace.traced("device take")
