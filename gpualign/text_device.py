@@ -89,7 +89,7 @@ class DeviceLines:
     def sam(self, batch, res) -> tuple | None:
         """output/sam.py's SamFormat.render (not scored, not protein) where every pair of the batch is
         aligned (else, and where paf() would give None, None: the host's way)."""
-        if not (np.all(res.status == OK) and np.all(batch.t_len > 0)):
+        if batch.n == 0 or not (np.all(res.status == OK) and np.all(batch.t_len > 0)):
             return None
         cols = getattr(batch, "device_cols", None)
         if cols is None or "q_seq" not in cols or (isinstance(batch.q_quals, Names) and "quals" not in cols):
