@@ -275,7 +275,8 @@ class BamFormat(SamFormat):
 
 
 class BamWriter:
-    """BAM: the SAM writer's lines (formatted in bulk, in worker processes like SAM), converted by htslib."""
+    """BAM: the SAM writer's lines (formatted in bulk like SAM's: on the device or in worker processes),
+    converted by htslib."""
 
     def __init__(self, path: str, targets: dict, command_line: str, metric: str, scored: bool = False, **_):
         self.fmt = BamFormat(metric, scored)
