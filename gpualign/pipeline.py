@@ -19,6 +19,7 @@ from .config import AlignConfig
 from .engines.check import CheckEngine, judge
 from .errors import ConfigError
 from .io import fastx, fastx_device, pair_reader
+from .io import targets as target_scan
 from .io.faidx import drop_scratch, spool
 from .output import parallel
 from .output.formats import FORMATS, infer_format
@@ -82,7 +83,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         if fmt in ("sam", "bam"):
             if fastx.streamed(path_b):  # stdin or a pipe: read twice (the @SQ lines first)
                 spooled = path_b = spool(path_b)
-            targets = fastx.target_lengths(path_b, pack.symbols(cfg.general))
+            targets = target_scan.scan(path_b, pack.symbols(cfg.general))
         reader = _reader(path_a, path_b, cfg, cluster, quals=fmt in ("sam", "bam"))
         # -t 0 (all cores): worker processes as many as the input is worth; -t N: N
         bases = input_bases(path_a, path_b) if cfg.threads == 0 else None

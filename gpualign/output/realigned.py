@@ -6,11 +6,10 @@ import dataclasses
 
 import numpy as np
 
-from .. import __version__
 from .. import cigar as C
 from ..io.paf import revcomp
 from .common import cigar_stats, columns
-from .sam import BAM_LETTERS, SEQ_TABLE, SamToBam, clean_reason, bam_refusal
+from .sam import BAM_LETTERS, SEQ_TABLE, SamToBam, bam_refusal, clean_reason, header_text
 
 
 def _cs(q: bytes, t: bytes, ops: np.ndarray) -> str:
@@ -138,14 +137,6 @@ class RealignedPaf:
         pass
 
 
-def sam_header(targets, command_line: str) -> str:
-    lines = ["@HD\tVN:1.6\tSO:unsorted\tGO:query"]
-    lines += [f"@SQ\tSN:{n}\tLN:{ln}" for n, ln in targets.lengths.items() if ln > 0]
-    cl = command_line.replace("\t", " ").replace("\n", " ")
-    lines.append(f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}")
-    return "\n".join(lines) + "\n"
-
-
 def sam_records(batch, res, meta) -> list[str]:
     c = columns(res)
     ts, _ = _coords(batch, res, meta)
@@ -173,7 +164,7 @@ def sam_records(batch, res, meta) -> list[str]:
 class RealignedSam:
     def __init__(self, stream, targets, command_line: str, **_):
         self.stream = stream
-        stream.write(sam_header(targets, command_line).encode())
+        stream.write(header_text(targets.lengths, command_line))
 
     def write(self, batch, res, meta) -> int:
         recs = sam_records(batch, res, meta)
@@ -186,7 +177,7 @@ class RealignedSam:
 
 class RealignedBam:
     def __init__(self, path: str, targets, command_line: str, **_):
-        self.out = SamToBam(path, sam_header(targets, command_line))
+        self.out = SamToBam(path, header_text(targets.lengths, command_line))
 
     def write(self, batch, res, meta) -> int:
         for name, seq in zip(batch.q_names, meta["full_query"]):

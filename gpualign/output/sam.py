@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import __version__, interrupt
 from ..errors import GpualignError
+from ..io.targets import Targets
 from ..records import OK, AlignBatch, Names, PairBatch, concatenated
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
@@ -25,12 +26,11 @@ SEQ_TABLE = bytes(c if c in _SEQ_OK else ord("N") for c in range(256))
 _FLAG = Strings.of(["0", "4"])  # mapped, unmapped
 
 
-def header_text(targets: dict, command_line: str) -> str:
-    lines = ["@HD\tVN:1.6\tSO:unsorted\tGO:query"]
-    lines += [f"@SQ\tSN:{name}\tLN:{ln}" for name, ln in targets.items() if ln > 0]
+def header_text(targets, command_line: str) -> bytes:
+    """@HD, an @SQ line per target (a {name: length} dict or io.targets.Targets) of length > 0, @PG."""
     cl = command_line.replace("\t", " ").replace("\n", " ")
-    lines.append(f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}")
-    return "\n".join(lines) + "\n"
+    return (b"@HD\tVN:1.6\tSO:unsorted\tGO:query\n" + Targets.of(targets).sq_lines()
+            + f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}\n".encode())
 
 
 def clean_reason(reason: str) -> str:
@@ -122,7 +122,7 @@ class SamWriter:
                  residues: bool = False, **_):
         """residues: protein, SEQ as read (render)."""
         self.stream, self.fmt = stream, SamFormat(metric, scored, residues)
-        stream.write(header_text(targets, command_line).encode())
+        stream.write(header_text(targets, command_line))
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:
         data, n = self.fmt.render(batch, res)

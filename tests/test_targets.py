@@ -1,0 +1,126 @@
+"""io/targets.py: SAM's @SQ names and lengths found in bulk equal the record reader's (fastx.target_lengths)
+on every layout, across block edges, and the layouts it does not take go to the record reader."""
+
+import gzip
+import re
+import random
+
+import numpy as np
+import pytest
+
+from gpualign.errors import InputError
+from gpualign.io import fastx
+from gpualign.io import targets as T
+from gpualign.output.sam import header_text
+
+
+def _records(rnd: random.Random, n: int, fastq: bool, dup: float = 0.0) -> str:
+    out, seen = [], []
+    for i in range(n):
+        if seen and rnd.random() < dup:
+            name, seq = rnd.choice(seen)  # a name again, with its length
+        else:
+            name = "".join(rnd.choice("ab_.:|0123456789XYZ") for _ in range(rnd.randint(1, 20))) + str(i)
+            seq = "".join(rnd.choice("ACGTNacgt") for _ in range(rnd.choice([0, 1, 5, 40, 151])))
+            seen.append((name, seq))
+        comment = rnd.choice(["", " c", "\tx y", " len=3\tz"])
+        if fastq:
+            plus = rnd.choice(["+", "+"]) if i % 2 else "+"
+            out.append(f"@{name}{comment}\n{seq}\n{plus}\n{'I' * len(seq)}\n")
+        else:
+            out.append(f">{name}{comment}\n{seq}\n")
+    return "".join(out)
+
+
+def _both(path: str):
+    """(the record reader's items, scan's items, whether scan took the bulk way)."""
+    want = list(fastx.target_lengths(path).items())
+    got = T.scan(path)
+    try:
+        T._bulk(path)
+        bulk = True
+    except T._NotBulk:
+        bulk = False
+    return want, list(zip(got.names, got.lengths.tolist())), bulk
+
+
+@pytest.mark.parametrize("block", [512, 4096, T.BLOCK])
+@pytest.mark.parametrize("fastq", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_bulk_equals_the_record_reader(tmp_path, monkeypatch, block, fastq, seed):
+    monkeypatch.setattr(T, "BLOCK", block)
+    rnd = random.Random(seed)
+    text = _records(rnd, 300, fastq, dup=0.2 if seed % 2 else 0.0)
+    if seed == 3:
+        text = text.rstrip("\n")  # no newline at the end
+    path = tmp_path / ("t.fq.gz" if seed == 2 else "t.fq")
+    path.write_bytes(gzip.compress(text.encode()) if seed == 2 else text.encode())
+    want, got, bulk = _both(str(path))
+    assert got == want and bulk
+    assert header_text(T.scan(str(path)), "cmd") == header_text(dict(want), "cmd")
+
+
+@pytest.mark.parametrize("text", [
+    ">a\r\nAC\r\n",  # CR line ends
+    ">a\nAC\nGT\n>b\nA\n",  # several sequence lines
+    "> a\nAC\n",  # whitespace before the name
+    ">a\x0bb\nAC\n",  # other whitespace
+    ">a\x01b c\nAC\n",  # a control character in the name
+    ">\xe9t\nAC\n".encode("latin-1").decode("latin-1"),
+    "\n>a\nAC\n",  # a blank line first
+    ">a\nAC\n\n>b\nA\n",  # a blank line between
+    "@a\nAC\n+\nII\n@b\nA\n-\nI\n",  # not a '+' line
+    ">a\n" + "A" * 300 + "\n",  # longer than a block
+])
+def test_other_layouts_go_to_the_record_reader(tmp_path, monkeypatch, text):
+    monkeypatch.setattr(T, "BLOCK", 128)
+    path = tmp_path / "t.fa"
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(T._NotBulk):
+        T._bulk(str(path))
+    try:
+        want = list(fastx.target_lengths(str(path)).items())
+    except InputError as e:
+        with pytest.raises(InputError, match=re.escape(str(e))):
+            T.scan(str(path))
+        return
+    got = T.scan(str(path))
+    assert list(zip(got.names, got.lengths.tolist())) == want
+
+
+def test_a_name_with_two_lengths(tmp_path):
+    recs = [(f"t{i}", "A" * (1 + i)) for i in range(50)]
+    recs.insert(40, ("t3", "AC"))
+    recs.insert(45, ("t7", "A"))
+    path = tmp_path / "t.fa"
+    path.write_text("".join(f">{n}\n{s}\n" for n, s in recs))
+    with pytest.raises(InputError) as old:
+        fastx.target_lengths(str(path))
+    with pytest.raises(InputError) as new:
+        T._bulk(str(path))
+    assert str(new.value) == str(old.value)
+    assert "target name 't3' appears twice with different lengths (4 and 2)" in str(new.value)
+
+
+def test_hash_collisions_are_checked(tmp_path, monkeypatch):
+    """Names that share a hash but differ go to the record reader (all hashes forced equal here)."""
+    monkeypatch.setattr(T, "_hashes", lambda names: np.zeros(len(names), dtype=np.uint64))
+    path = tmp_path / "t.fa"
+    path.write_text(">ab\nAC\n>ba\nACG\n>ab\nAC\n")
+    with pytest.raises(T._NotBulk):
+        T._bulk(str(path))
+    got = T.scan(str(path))
+    assert list(zip(got.names, got.lengths.tolist())) == [("ab", 2), ("ba", 3)]
+    path.write_text(">ab\nAC\n>ab x\nAC\n")  # the same name again: kept once, no fallback
+    got = T._bulk(str(path))
+    assert list(zip(got.names, got.lengths.tolist())) == [("ab", 2)]
+
+
+def test_hashes_tell_names_apart():
+    rnd = random.Random(3)
+    names = sorted({"".join(rnd.choice("ACGT") for _ in range(rnd.randint(1, 30))) for _ in range(20000)})
+    h = T._hashes(T.Names.of(names))
+    assert len(np.unique(h)) == len(names)
+    assert np.array_equal(T._hashes(T.Names.of(names)), h)
+    same = T.Names.of(["x" + n for n in names])  # (other offsets, the same bytes after one)
+    assert np.array_equal(T._hashes(T.Names(same.buf, same.start + 1, same.length - 1)), h)
