@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from . import devices, driver, pack, scoring, text_device, workers
 from .config import AlignConfig
@@ -77,14 +78,21 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         fastx.sniff(path)
     check_output(out)
     t0 = time.perf_counter()
-    spooled = reader = fmt_pool = ahead = dispatcher = None
+    spooled = reader = fmt_pool = ahead = dispatcher = scanner = None
     try:
-        targets = {}
-        if fmt in ("sam", "bam"):
-            if fastx.streamed(path_b):  # stdin or a pipe: read twice (the @SQ lines first)
-                spooled = path_b = spool(path_b)
-            targets = target_scan.scan(path_b, pack.symbols(cfg.general))
-        reader = _reader(path_a, path_b, cfg, cluster, quals=fmt in ("sam", "bam"))
+        sam = fmt in ("sam", "bam")
+        if sam and fastx.streamed(path_b):  # stdin or a pipe: read twice (the @SQ lines first)
+            spooled = path_b = spool(path_b)
+        reader = _reader(path_a, path_b, cfg, cluster, quals=sam)
+        targets = Future()
+        if not sam:
+            targets.set_result({})
+        elif isinstance(reader, fastx_device.DevicePairReader):  # the @SQ lines found beside the GPU's start-up
+            # (the reader's threads run already; no process is forked after this but the engines')
+            scanner = ThreadPoolExecutor(1, thread_name_prefix="targets")
+            targets = scanner.submit(target_scan.scan, path_b, pack.symbols(cfg.general), True)
+        else:
+            targets.set_result(target_scan.scan(path_b, pack.symbols(cfg.general), True))
         # -t 0 (all cores): worker processes as many as the input is worth; -t N: N
         bases = input_bases(path_a, path_b) if cfg.threads == 0 else None
         engine_threads, fmt_threads = workers.for_input(cfg.n_threads, bases)
@@ -114,7 +122,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         output = Output(out, binary_via_path=(fmt == "bam"))
         with running(chain + [checker] * (checker is not None), output, cfg):
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
-            writer = writer_cls(output.target, targets=targets, command_line=command_line, metric=cfg.metric,
+            writer = writer_cls(output.target, targets=targets.result(), command_line=command_line, metric=cfg.metric,
                                 scored=cfg.general, residues=protein)
             lines = text_device.DeviceLines() if on_device else None
             if lines is not None and lines.ready():  # (else joined here by numpy: CuPy unusable after all)
@@ -135,6 +143,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             reader.abort()
         if fmt_pool is not None:
             fmt_pool.shutdown(wait=True, cancel_futures=True)
+        if scanner is not None:
+            scanner.shutdown(wait=True)
         if spooled:
             drop_scratch()
     summary.seconds = time.perf_counter() - t0

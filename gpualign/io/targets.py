@@ -12,7 +12,7 @@ output is not committed then).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,12 +30,13 @@ class _NotBulk(Exception):
     """The file needs the record reader."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Targets:
     """Unique target names in the order first seen, each with its length."""
 
     names: Names
     lengths: np.ndarray  # int64
+    _sq: bytes | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, targets) -> "Targets":
@@ -48,21 +49,25 @@ class Targets:
         return len(self.lengths)
 
     def sq_lines(self) -> bytes:
-        """An @SQ line per target of length > 0 (SAM allows no empty reference)."""
-        keep = self.lengths > 0
-        n = int(keep.sum())
-        if n == 0:
-            return b""
-        names = Strings(self.names.buf, self.names.start[keep], self.names.length[keep])
-        return join_lines([b"@SQ", (b"SN:", names), (b"LN:", self.lengths[keep])], n)
+        """An @SQ line per target of length > 0 (SAM allows no empty reference); made once."""
+        if self._sq is None:
+            keep = self.lengths > 0
+            n = int(keep.sum())
+            names = Strings(self.names.buf, self.names.start[keep], self.names.length[keep])
+            self._sq = join_lines([b"@SQ", (b"SN:", names), (b"LN:", self.lengths[keep])], n) if n else b""
+        return self._sq
 
 
-def scan(path: str, symbols: bytes = b"") -> Targets:
-    """Targets of a regular file (the record reader's for other layouts; symbols: its extra letters)."""
+def scan(path: str, symbols: bytes = b"", lines: bool = False) -> Targets:
+    """Targets of a regular file (the record reader's for other layouts; symbols: its extra letters);
+    lines: with their @SQ lines made too."""
     try:
-        return _bulk(path)
+        targets = _bulk(path)
     except _NotBulk:
-        return Targets.of(fastx.target_lengths(path, symbols))
+        targets = Targets.of(fastx.target_lengths(path, symbols))
+    if lines:
+        targets.sq_lines()
+    return targets
 
 
 def _bulk(path: str) -> Targets:
