@@ -88,7 +88,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         if not sam:
             targets.set_result({})
         elif isinstance(reader, fastx_device.DevicePairReader):  # the @SQ lines found beside the GPU's start-up
-            # (the reader's threads run already; no process is forked after this but the engines')
+            # and the first batches (the writer waits for them with its first lines; the reader's threads run
+            # already; no process is forked after this but the engines')
             scanner = ThreadPoolExecutor(1, thread_name_prefix="targets")
             targets = scanner.submit(target_scan.scan, path_b, pack.symbols(cfg.general), True)
         else:
@@ -122,7 +123,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         output = Output(out, binary_via_path=(fmt == "bam"))
         with running(chain + [checker] * (checker is not None), output, cfg):
             writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
-            writer = writer_cls(output.target, targets=targets.result(), command_line=command_line, metric=cfg.metric,
+            writer = writer_cls(output.target, targets=targets, command_line=command_line, metric=cfg.metric,
                                 scored=cfg.general, residues=protein)
             lines = text_device.DeviceLines() if on_device else None
             if lines is not None and lines.ready():  # (else joined here by numpy: CuPy unusable after all)

@@ -1,10 +1,12 @@
 """text.join_lines on the GPU (kernels/lines.cu), the same bytes: the writer of a run whose inputs the GPU
 parses joins its PAF or TSV lines here (pipeline.py), in the running process. The columns go up in one
 page-locked copy, a thread per line measures it and a thread per line writes it, and the lines come back
-in one copy to page-locked memory, handed to the output as they are. PAF lines of batches that one GPU engine
-aligned whole (paf(): eWFA's, the affine engine's) are made from the columns the reader and the engine left on
-the device: nothing goes up but the statuses and scores, and no column is built on the host (a handful of
-host calls per batch, where the interpreter lock is what the reading, aligning and writing threads share).
+in one copy to page-locked memory, handed to the output as they are. PAF and SAM lines (BAM's text too) of
+batches that one GPU engine aligned whole (paf(), sam(): eWFA's, the affine engine's) are made from the
+columns the reader and the engine left on the device (names, sequences, qualities, CIGARs): nothing goes up
+but the statuses and scores, and no column is built on the host (a handful of host calls per batch, where the
+interpreter lock is what the reading, aligning and writing threads share). SAM batches with an unmapped pair
+take the host's way (output/sam.py's render).
 """
 
 from __future__ import annotations

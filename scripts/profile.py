@@ -89,7 +89,8 @@ class TimelineRecorder:
     2 ms, each batch read, and each kernel launch (CUDA events)."""
 
     AROUND = ("load_module", "select_engines", "engine start", "engine warm", "align", "upload",
-              "affine level queued", "results", "write submit", "write flush", "commit", "device read")
+              "affine level queued", "results", "write submit", "write flush", "commit", "device read",
+              "target scan", "sam header")
     SLOW = ("pinned_empty", "send", "estimated level", "length_groups", "longest_first", "shm take", "write one",
             "batch build")
 
@@ -209,7 +210,7 @@ def summarise(tl: dict, wall: float) -> None:
     print("start-up (s from process start):")
     for what in ("interpreter started", "numpy imported", "gpualign imported", "select_engines end", "load_module end",
                  "engine start end", "engine warm begin", "engine warm end", "batch read item", "device read end",
-                 "align begin"):
+                 "target scan begin", "target scan end", "sam header begin", "sam header end", "align begin"):
         if what in first:
             print(f"  {what:<22} {first[what]:7.3f}")
     open_at: dict = {}  # per aligning thread (batches align in several at once)

@@ -2,6 +2,7 @@
 on every layout, across block edges, and the layouts it does not take go to the record reader."""
 
 import gzip
+import io
 import re
 import random
 
@@ -124,3 +125,26 @@ def test_hashes_tell_names_apart():
     assert np.array_equal(T._hashes(T.Names.of(names)), h)
     same = T.Names.of(["x" + n for n in names])  # (other offsets, the same bytes after one)
     assert np.array_equal(T._hashes(T.Names(same.buf, same.start + 1, same.length - 1)), h)
+
+
+def test_sam_header_written_first_when_its_targets_come():
+    """SamWriter takes a Future of the targets (the scan runs beside the engines' start): the header goes
+    out before the first lines, or at close for an empty output; a failed scan fails the write."""
+    from concurrent.futures import Future
+
+    from gpualign.output.sam import SamWriter
+
+    fut, out = Future(), io.BytesIO()
+    w = SamWriter(out, targets=fut, command_line="cmd", metric="edit")
+    assert out.getvalue() == b""
+    fut.set_result(T.Targets.of({"t1": 5, "t2": 0}))
+    w.stream.write(b"q\t0\tt1\n")
+    w.close()
+    assert out.getvalue() == header_text({"t1": 5}, "cmd") + b"q\t0\tt1\n"
+    out = io.BytesIO()
+    SamWriter(out, targets={"t1": 5}, command_line="cmd", metric="edit").close()
+    assert out.getvalue() == header_text({"t1": 5}, "cmd")
+    bad = Future()
+    bad.set_exception(InputError("t.fa: target name 'a' appears twice with different lengths"))
+    with pytest.raises(InputError, match="appears twice"):
+        SamWriter(io.BytesIO(), targets=bad, command_line="cmd", metric="edit").close()

@@ -1,7 +1,7 @@
 """The target file's names and lengths for SAM's @SQ lines, found in bulk with numpy.
 
 SAM's header comes before the first alignment, so `pairs -f sam|bam` reads the target file once before
-aligning. A strict 2-line FASTA / 4-line FASTQ file (plain or gzip) is scanned here in blocks: line ends,
+aligning. A strict 2-line FASTA / 4-line FASTQ file (plain or gzip) is scanned here in 8 MB blocks: line ends,
 record starts, names (the header up to the first space or tab) and sequence-line lengths as arrays, no
 Python object per record; repeated names are found by a hash of their bytes and then compared exactly. Any
 other layout, a name that is not printable ASCII, a record longer than a block or a hash collision between
@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import trace
 from ..errors import InputError
 from ..records import Names, offsets_from_lengths, segment_index
 from ..text import Strings, join_lines
 from . import fastx
 from .fastx_fast import READ_ERRORS, open_gz
 
-BLOCK = 64 << 20  # bytes scanned at a time (a record longer than this: the record reader)
+BLOCK = 8 << 20  # bytes scanned at a time (a record longer than this: the record reader)
 _HASH_BASE = np.uint64(0x100000001B3)
 
 
@@ -58,6 +59,7 @@ class Targets:
         return self._sq
 
 
+@trace.traced("target scan")
 def scan(path: str, symbols: bytes = b"", lines: bool = False) -> Targets:
     """Targets of a regular file (the record reader's for other layouts; symbols: its extra letters);
     lines: with their @SQ lines made too."""

@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from .. import __version__, interrupt
+from .. import __version__, interrupt, trace
 from ..errors import GpualignError
 from ..io.targets import Targets
 from ..records import OK, AlignBatch, Names, PairBatch, concatenated
@@ -26,6 +26,7 @@ SEQ_TABLE = bytes(c if c in _SEQ_OK else ord("N") for c in range(256))
 _FLAG = Strings.of(["0", "4"])  # mapped, unmapped
 
 
+@trace.traced("sam header")
 def header_text(targets, command_line: str) -> bytes:
     """@HD, an @SQ line per target (a {name: length} dict or io.targets.Targets) of length > 0, @PG."""
     cl = command_line.replace("\t", " ").replace("\n", " ")
@@ -117,12 +118,30 @@ class SamFormat:
         return render(batch, res, self.metric, self.scored, self.residues), batch.n
 
 
-class SamWriter:
-    def __init__(self, stream, targets: dict, command_line: str, metric: str, scored: bool = False,
+class _Headed:
+    """A writer's stream with the SAM header written first, when the stream is first asked for (the first
+    lines, or the end): targets may be a Future of them (pipeline.py: the target file scanned meanwhile)."""
+
+    def __init__(self, stream, targets, command_line: str):
+        self._stream, self._head = stream, (targets, command_line)
+
+    @property
+    def stream(self):
+        if self._head is not None:
+            targets, command_line = self._head
+            self._head = None
+            self._stream.write(header_text(targets.result() if hasattr(targets, "result") else targets,
+                                           command_line))
+        return self._stream
+
+
+class SamWriter(_Headed):
+    def __init__(self, stream, targets, command_line: str, metric: str, scored: bool = False,
                  residues: bool = False, **_):
-        """residues: protein, SEQ as read (render)."""
-        self.stream, self.fmt = stream, SamFormat(metric, scored, residues)
-        stream.write(header_text(targets, command_line))
+        """targets: a {name: length} dict, io.targets.Targets or a Future of them; residues: protein, SEQ
+        as read (render)."""
+        super().__init__(stream, targets, command_line)
+        self.fmt = SamFormat(metric, scored, residues)
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:
         data, n = self.fmt.render(batch, res)
@@ -130,7 +149,7 @@ class SamWriter:
         return n
 
     def close(self) -> None:
-        pass
+        self.stream  # (the header of an empty output)
 
 
 class SamToBam:
@@ -144,7 +163,7 @@ class SamToBam:
     THREADS = 4
     PIPE_BYTES = 1 << 20  # the pipe's capacity (Linux; 64 KiB else): fewer hand-overs between the processes
 
-    def __init__(self, path: str, header: str | bytes):
+    def __init__(self, path: str, header: str | bytes = b""):
         self.path = path
         self._err = tempfile.TemporaryFile()
         # its temporary files (pysam keeps samtools' stderr in one) in a directory removed however the run ends
@@ -162,7 +181,8 @@ class SamToBam:
         _converting.add(self)
         with contextlib.suppress(OSError, AttributeError):
             fcntl.fcntl(self._proc.stdin.fileno(), getattr(fcntl, "F_SETPIPE_SZ"), self.PIPE_BYTES)
-        self.write(header if isinstance(header, bytes) else header.encode())
+        if header:
+            self.write(header if isinstance(header, bytes) else header.encode())
 
     def write(self, data) -> None:
         try:
@@ -274,13 +294,13 @@ class BamFormat(SamFormat):
         return super().render(batch, res)
 
 
-class BamWriter:
+class BamWriter(_Headed):
     """BAM: the SAM writer's lines (formatted in bulk like SAM's: on the device or in worker processes),
-    converted by htslib."""
+    converted by htslib (its process started now, the header given with the first lines)."""
 
-    def __init__(self, path: str, targets: dict, command_line: str, metric: str, scored: bool = False, **_):
+    def __init__(self, path: str, targets, command_line: str, metric: str, scored: bool = False, **_):
+        super().__init__(SamToBam(path), targets, command_line)
         self.fmt = BamFormat(metric, scored)
-        self.stream = SamToBam(path, header_text(targets, command_line))
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:
         data, n = self.fmt.render(batch, res)
@@ -291,4 +311,4 @@ class BamWriter:
         self.stream.close()
 
     def abort(self) -> None:
-        self.stream.abort()
+        self._stream.abort()
