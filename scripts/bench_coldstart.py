@@ -28,6 +28,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from gpualign.io import fastx  # noqa: E402 (the tree's own reader)
+
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # commands timed with their bytecode cached (docs/benchmarks.md)
+
 DEMO = os.path.join(ROOT, "data", "demo")
 
 

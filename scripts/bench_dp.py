@@ -41,6 +41,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gpualign.config import AlignConfig, Penalties, Scoring, default_batch_bases  # noqa: E402
 from gpualign.records import PairBatch  # noqa: E402
 
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # commands timed with their bytecode cached (docs/benchmarks.md)
+
 AA = "ACDEFGHIKLMNPQRSTVWY"
 SETS = {
     "dna": dict(n=1_000_000, mode="local", letters="ACGT", qlen=150, tlen=300, rate=0.05,

@@ -32,6 +32,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # commands timed with their bytecode cached (docs/benchmarks.md)
+
 SETS = {"a": (312, 23, 3, None), "b": (10_000, 23, 4, None), "c": (1_000, 150, 15, 100)}
 LETTERS = np.frombuffer(b"ACGT", np.uint8)
 

@@ -15,8 +15,10 @@ script installs: the code's own named spans), never from patching engine interna
   python scripts/profile.py host paf cands.paf reads.fa ref.fa [--profile]
   python scripts/profile.py spans -- pairs A.fa B.fa --device gpu -o out.paf
   python scripts/profile.py reader A.fa B.fa [--batch-bases N] [--cprofile]
+  python scripts/profile.py targets B.fa [--beside-cupy] [--block-mb 8] [--switch-ms 0.2]
 
-Every subcommand but host needs a GPU (paf: with --device gpu); --help works everywhere.
+Every subcommand but host and targets (without --beside-cupy) needs a GPU (paf: with --device gpu); --help works
+everywhere.
 """
 
 from __future__ import annotations
@@ -745,6 +747,47 @@ def reader(a) -> None:
         cprofiled(one)
 
 
+# ----------------------------------------------------------------------------------------------- targets
+def targets_args(ap) -> None:
+    ap.description = ("SAM's @SQ scan of a target file (io/targets.py) alone, or in a thread beside CuPy's import "
+                      "and first device call (--beside-cupy: as `pairs -f sam` runs it on the GPU reader); each run "
+                      "in this process, so run it once per setting for the figures beside CuPy.")
+    ap.add_argument("path")
+    ap.add_argument("--block-mb", type=int, default=0, help="the scan's block (0: its own)")
+    ap.add_argument("--switch-ms", type=float, default=0.0, help="the interpreter's switch interval (0: as it is)")
+    ap.add_argument("--beside-cupy", action="store_true")
+
+
+def targets(a) -> None:
+    import threading
+
+    from gpualign.io import targets as T
+
+    if a.block_mb:
+        T.BLOCK = a.block_mb << 20
+    if a.switch_ms:
+        sys.setswitchinterval(a.switch_ms / 1e3)
+    took: dict = {}
+
+    def scan():
+        t = time.perf_counter()
+        found = T.scan(a.path, lines=True)
+        took["scan"], took["targets"] = time.perf_counter() - t, len(found)
+
+    if not a.beside_cupy:
+        scan()
+    else:
+        th = threading.Thread(target=scan)
+        th.start()
+        t = time.perf_counter()
+        import cupy
+
+        cupy.zeros(1).sum().item()
+        took["cupy"] = time.perf_counter() - t
+        th.join()
+    print(", ".join(f"{k} {v:.3f} s" if isinstance(v, float) else f"{k} {v}" for k, v in took.items()))
+
+
 # -------------------------------------------------------------------------------------------------- main
 COMMANDS = {  # view: (its options, its run, one line for --help)
     "timeline": (timeline_args, timeline, "a gpualign paf or pairs command's events and kernels from its start (GPU)"),
@@ -756,6 +799,7 @@ COMMANDS = {  # view: (its options, its run, one line for --help)
     "host": (host_args, host, "the host side alone of pairs or paf, with an engine that answers at once"),
     "spans": (spans_args, spans, "busy seconds per traced span and thread of any gpualign command"),
     "reader": (reader_args, reader, "pairs' GPU reader alone: its batches of two files, timed (GPU)"),
+    "targets": (targets_args, targets, "SAM's @SQ scan of a target file, alone or beside CuPy's start"),
 }
 
 

@@ -292,6 +292,16 @@ def test_profile_host_script_runs(root, tmp_path):
     assert p.stdout.startswith("pairs: ") and "pairs/s" in p.stdout
 
 
+def test_profile_targets_script_runs(root):
+    """scripts/profile.py targets scans the demo's targets (SAM's @SQ pass) and says how many it found."""
+    demo_b = os.path.join(root, "data", "demo", "b.fa")
+    want = sum(1 for line in open(demo_b) if line.startswith(">"))
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "profile.py"), "targets", demo_b,
+                        "--block-mb", "1"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("scan ") and p.stdout.strip().endswith(f"targets {want}")
+
+
 def test_profile_spans_script_runs(root, tmp_path):
     """scripts/profile.py spans runs a gpualign command in its process and lists the traced spans' seconds by
     thread: the demo's pairs on the CPU, its output written, the aligning and writing spans listed."""
