@@ -290,6 +290,7 @@ def test_profile_host_script_runs(root, tmp_path):
     assert p.returncode == 0, p.stderr
     assert not os.listdir(tmp_path)
     assert p.stdout.startswith("pairs: ") and "pairs/s" in p.stdout
+    assert p.stdout.rstrip().endswith("; instant engine")  # (the engines replaced: the host side alone)
 
 
 def test_profile_targets_script_runs(root):
