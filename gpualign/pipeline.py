@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 from . import devices, driver, pack, scoring, text_device, workers
 from .config import AlignConfig
@@ -84,16 +84,14 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         if sam and fastx.streamed(path_b):  # stdin or a pipe: read twice (the @SQ lines first)
             spooled = path_b = spool(path_b)
         reader = _reader(path_a, path_b, cfg, cluster, quals=sam)
-        targets = Future()
-        if not sam:
-            targets.set_result({})
-        elif isinstance(reader, fastx_device.DevicePairReader):  # the @SQ lines found beside the GPU's start-up
-            # and the first batches (the writer waits for them with its first lines; the reader's threads run
-            # already; no process is forked after this but the engines')
+        targets = {}  # SAM's @SQ names and lengths, or a Future of them
+        if sam and isinstance(reader, fastx_device.DevicePairReader):  # found beside the GPU's start-up and
+            # the first batches (the writer waits for them with its first lines; the reader's threads run
+            # already, so processes forked from here on fork beside threads in any case)
             scanner = ThreadPoolExecutor(1, thread_name_prefix="targets")
-            targets = scanner.submit(target_scan.scan, path_b, pack.symbols(cfg.general), True)
-        else:
-            targets.set_result(target_scan.scan(path_b, pack.symbols(cfg.general), True))
+            targets = scanner.submit(target_scan.scan, path_b, pack.symbols(cfg.general))
+        elif sam:
+            targets = target_scan.scan(path_b, pack.symbols(cfg.general))
         # -t 0 (all cores): worker processes as many as the input is worth; -t N: N
         bases = input_bases(path_a, path_b) if cfg.threads == 0 else None
         engine_threads, fmt_threads = workers.for_input(cfg.n_threads, bases)

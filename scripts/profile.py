@@ -771,7 +771,7 @@ def targets(a) -> None:
 
     def scan():
         t = time.perf_counter()
-        found = T.scan(a.path, lines=True)
+        found = T.scan(a.path)
         took["scan"], took["targets"] = time.perf_counter() - t, len(found)
 
     if not a.beside_cupy:

@@ -10,6 +10,7 @@ import pytest
 
 from cli_helper import run_cli
 from gpualign import cigar as C
+from gpualign import interrupt
 from gpualign.config import Penalties
 from gpualign.engines import reference
 from gpualign.io.paf import revcomp
@@ -272,7 +273,7 @@ def test_reader_processes_leave_no_shared_memory(sim):
     with pytest.raises(InputError, match="line 11: column 8"):
         run_paf(str(d / "early.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(d / "o.paf"), None,
                 AlignConfig(device="cpu", threads=2, batch_pairs=3), "test", readers=2)
-    assert not {x for x in set(os.listdir("/dev/shm")) - before if x.startswith("psm_")}
+    assert not {x for x in set(os.listdir("/dev/shm")) - before if x.startswith(interrupt.SHM_PREFIX)}
 
 
 @pytest.mark.parametrize("cs", [False, True])

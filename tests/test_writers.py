@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from gpualign import cigar as C
+from gpualign import interrupt
 from gpualign.config import AlignConfig
 from gpualign.engines.cpu_wfa import CpuWfaEngine
+from gpualign.errors import InputError
 from gpualign.output.paf import PafWriter
 from gpualign.output.tsv import TsvWriter
 from gpualign.records import EXCEEDED, FAILED, OK, STATUS_NAMES, PairBatch
@@ -184,14 +186,24 @@ class _BigLines:
 def _new_blocks(before: set) -> set:
     import os
 
-    return {x for x in set(os.listdir("/dev/shm")) - before if x.startswith("psm_")}
+    return {x for x in set(os.listdir("/dev/shm")) - before if x.startswith(interrupt.SHM_PREFIX)}
 
 
-@pytest.mark.parametrize("fail", [False, True], ids=["written", "discarded"])
+class _NoStream:
+    """A writer whose stream cannot be had (SAM's, when the target scan it waits for failed)."""
+
+    fmt = _BigLines(1 << 20)
+
+    @property
+    def stream(self):
+        raise InputError("t.fa: target name 'a' appears twice with different lengths")
+
+
+@pytest.mark.parametrize("fail", [False, True, "stream"], ids=["written", "discarded", "no stream"])
 def test_formatted_text_comes_back_through_shared_memory(fail):
     """Text rendered by the formatting processes (8 MB per batch here) is written in submission order
     from shared-memory blocks, and every block is unlinked once written, or when the run fails before
-    writing it (discard)."""
+    writing it (discard), or when the writer's stream fails as a block is to be written."""
     import os
     from types import SimpleNamespace
 
@@ -203,6 +215,16 @@ def test_formatted_text_comes_back_through_shared_memory(fail):
     pool = parallel.start_pool(4, 2)
     try:
         out = io.BytesIO()
+        if fail == "stream":
+            writer = parallel.OrderedWriter(_NoStream(), pool)
+            for b in range(3):
+                writer.submit(b, None, lambda n: None)
+            with pytest.raises(InputError, match="appears twice"):
+                writer.flush()
+            writer.discard()
+            pool.shutdown()
+            assert not _new_blocks(before)
+            return
         writer = parallel.OrderedWriter(SimpleNamespace(fmt=_BigLines(8 << 20), stream=out), pool)
         written = []
         for b in range(5):

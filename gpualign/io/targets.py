@@ -5,21 +5,20 @@ aligning. A strict 2-line FASTA / 4-line FASTQ file (plain or gzip) is scanned h
 record starts, names (the header up to the first space or tab) and sequence-line lengths as arrays, no
 Python object per record; repeated names are found by a hash of their bytes and then compared exactly. Any
 other layout, a name that is not printable ASCII, a record longer than a block or a hash collision between
-two names goes to fastx.target_lengths (the record reader, which checks and names every fault). The letters
-are not checked here: the reader that feeds the engines checks them and fails the run on a fault (the
-output is not committed then).
+two names goes to fastx.target_lengths (the record reader, which checks and names every fault). The letters,
+the qualities and what a FASTQ '+' line repeats are not checked here: the reader that feeds the engines
+checks them and fails the run on a fault (the output is not committed then).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import trace
 from ..errors import InputError
 from ..records import Names, offsets_from_lengths, segment_index
-from ..text import Strings, join_lines
 from . import fastx
 from .fastx_fast import READ_ERRORS, open_gz
 
@@ -37,10 +36,9 @@ class Targets:
 
     names: Names
     lengths: np.ndarray  # int64
-    _sq: bytes | None = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, targets) -> "Targets":
+    def of(cls, targets) -> Targets:
         """From a {name: length} dict (or Targets, returned as they are)."""
         if isinstance(targets, Targets):
             return targets
@@ -49,27 +47,14 @@ class Targets:
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def sq_lines(self) -> bytes:
-        """An @SQ line per target of length > 0 (SAM allows no empty reference); made once."""
-        if self._sq is None:
-            keep = self.lengths > 0
-            n = int(keep.sum())
-            names = Strings(self.names.buf, self.names.start[keep], self.names.length[keep])
-            self._sq = join_lines([b"@SQ", (b"SN:", names), (b"LN:", self.lengths[keep])], n) if n else b""
-        return self._sq
-
 
 @trace.traced("target scan")
-def scan(path: str, symbols: bytes = b"", lines: bool = False) -> Targets:
-    """Targets of a regular file (the record reader's for other layouts; symbols: its extra letters);
-    lines: with their @SQ lines made too."""
+def scan(path: str, symbols: bytes = b"") -> Targets:
+    """Targets of a regular file (the record reader's for other layouts; symbols: its extra letters)."""
     try:
-        targets = _bulk(path)
+        return _bulk(path)
     except _NotBulk:
-        targets = Targets.of(fastx.target_lengths(path, symbols))
-    if lines:
-        targets.sq_lines()
-    return targets
+        return Targets.of(fastx.target_lengths(path, symbols))
 
 
 def _bulk(path: str) -> Targets:
@@ -157,17 +142,22 @@ def _records(a: np.ndarray, step: int, eof: bool) -> tuple[int, tuple]:
 
 
 def _hashes(names: Names) -> np.ndarray:
-    """A 64-bit hash of each name's bytes and length, from 8 bytes at a time."""
+    """A 64-bit hash of each name's bytes and length, from 8 bytes at a time (each pass over the names
+    still that long: the work follows the names' bytes, not the longest name)."""
     pad = np.zeros(len(names.buf) + 8, dtype=np.uint8)
     pad[:len(names.buf)] = names.buf
     words = np.ndarray((len(names.buf) + 1,), dtype="<u8", buffer=pad, strides=(1,))  # (unaligned loads)
     h = names.length.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    for k in range(0, int(names.length.max()), 8):
-        left = np.clip(names.length - k, 0, 8).astype(np.uint64)
-        word = words[np.minimum(names.start + k, len(names.buf))]
+    rows = np.arange(len(names), dtype=np.int64)
+    k = 0
+    while len(rows):
+        left = np.minimum(names.length[rows] - k, 8).astype(np.uint64)
+        word = words[names.start[rows] + k]
         word &= np.where(left == 8, np.uint64(2**64 - 1), (np.uint64(1) << (left * np.uint64(8))) - np.uint64(1))
-        h = (h ^ word) * _HASH_BASE
-        h ^= h >> np.uint64(29)
+        g = (h[rows] ^ word) * _HASH_BASE
+        h[rows] = g ^ (g >> np.uint64(29))
+        k += 8
+        rows = rows[names.length[rows] > k]
     return h
 
 
@@ -198,6 +188,7 @@ def _unique(names: Names, lengths: np.ndarray, display: str) -> Targets:
         if len(bad):
             i, j = int(again[bad[0]]), int(first[again[bad[0]]])
             raise InputError(f"{display}: target name {names[i]!r} appears twice with different lengths "
-                             f"({int(lengths[j])} and {int(lengths[i])}); SAM needs unique names (use PAF or TSV output)")
+                             f"({int(lengths[j])} and {int(lengths[i])}); SAM needs unique names "
+                             "(use PAF or TSV output)")
     keep = first == np.arange(n)
     return Targets(Names(names.buf, names.start[keep], names.length[keep]), lengths[keep])

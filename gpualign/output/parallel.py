@@ -138,5 +138,10 @@ class OrderedWriter:
                 shm.discard(shared[0])
             raise
         if block is not None:
-            shm.write_to(block, size, self.writer.stream)
+            try:
+                stream = self.writer.stream  # (SAM's: the header written first, which may fail)
+            except BaseException:
+                shm.discard(block)
+                raise
+            shm.write_to(block, size, stream)
         done(n)

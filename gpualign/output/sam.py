@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import weakref
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -30,8 +31,18 @@ _FLAG = Strings.of(["0", "4"])  # mapped, unmapped
 def header_text(targets, command_line: str) -> bytes:
     """@HD, an @SQ line per target (a {name: length} dict or io.targets.Targets) of length > 0, @PG."""
     cl = command_line.replace("\t", " ").replace("\n", " ")
-    return (b"@HD\tVN:1.6\tSO:unsorted\tGO:query\n" + Targets.of(targets).sq_lines()
+    return (b"@HD\tVN:1.6\tSO:unsorted\tGO:query\n" + _sq_lines(Targets.of(targets))
             + f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}\n".encode())
+
+
+def _sq_lines(targets: Targets) -> bytes:
+    """An @SQ line per target of length > 0 (SAM allows no empty reference)."""
+    keep = targets.lengths > 0
+    n = int(keep.sum())
+    if n == 0:
+        return b""
+    names = Strings(targets.names.buf, targets.names.start[keep], targets.names.length[keep])
+    return join_lines([b"@SQ", (b"SN:", names), (b"LN:", targets.lengths[keep])], n)
 
 
 def clean_reason(reason: str) -> str:
@@ -127,12 +138,16 @@ class _Headed:
 
     @property
     def stream(self):
+        self._write_header()
+        return self._stream
+
+    def _write_header(self) -> None:
+        """The header, once (not marked written until it was: a failed wait or write fails again)."""
         if self._head is not None:
             targets, command_line = self._head
-            self._head = None
-            self._stream.write(header_text(targets.result() if hasattr(targets, "result") else targets,
+            self._stream.write(header_text(targets.result() if isinstance(targets, Future) else targets,
                                            command_line))
-        return self._stream
+            self._head = None
 
 
 class SamWriter(_Headed):
@@ -149,7 +164,7 @@ class SamWriter(_Headed):
         return n
 
     def close(self) -> None:
-        self.stream  # (the header of an empty output)
+        self._write_header()  # (an empty output's)
 
 
 class SamToBam:
