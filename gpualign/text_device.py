@@ -5,8 +5,8 @@ in one copy to page-locked memory, handed to the output as they are. PAF and SAM
 batches that one GPU engine aligned whole (paf(), sam(): eWFA's, the affine engine's) are made from the
 columns the reader and the engine left on the device (names, sequences, qualities, CIGARs): nothing goes up
 but the statuses and scores, and no column is built on the host (a handful of host calls per batch, where the
-interpreter lock is what the reading, aligning and writing threads share). SAM batches with an unmapped pair
-take the host's way (output/sam.py's render).
+interpreter lock is what the reading, aligning and writing threads share); SAM's unmapped pairs take their
+tags (zr:Z:reason) from the host.
 """
 
 from __future__ import annotations
@@ -89,9 +89,9 @@ class DeviceLines:
 
     @trace.traced("device sam")
     def sam(self, batch, res) -> tuple | None:
-        """output/sam.py's SamFormat.render (not scored, not protein) where every pair of the batch is
-        aligned (else, and where paf() would give None, None: the host's way)."""
-        if batch.n == 0 or not (np.all(res.status == OK) and np.all(batch.t_len > 0)):
+        """output/sam.py's SamFormat.render (not scored, not protein), unmapped pairs included (None where
+        paf() would give None, and for an empty batch: the host's way)."""
+        if batch.n == 0:
             return None
         cols = getattr(batch, "device_cols", None)
         if cols is None or "q_seq" not in cols or (isinstance(batch.q_quals, Names) and "quals" not in cols):
@@ -141,13 +141,22 @@ class DeviceLines:
 
     def _sam(self, cols: dict, cig: dict, res, batch) -> tuple:
         from .engines._staging import to_device
+        from .output.sam import unmapped_tags
 
         n = res.n
         quals, qual_off = cols.get("quals") or cols["q_seq"]  # (none read: not read by the kernel)
+        # the unmapped rows' tags (zr:Z:reason), made here: rows, not bytes, of the batch
+        rows = np.flatnonzero((res.status != OK) | (batch.t_len == 0))
+        why = unmapped_tags(res, rows)
+        why_off, why_len = np.zeros(n if len(rows) else 1, np.int64), np.zeros(n if len(rows) else 1, np.int64)
+        why_off[rows], why_len[rows] = why.start, why.length
+        why_buf = why.buf if len(why.buf) else np.zeros(1, np.uint8)
         with self._after_engine(cig):
-            args = (to_device(res.score, np.int32), cig["stats"], cig["text"], cig["start"], cig["length"],
-                    cols["names"], *cols["q_name"], *cols["t_name"], cols["q_len"], *cols["q_seq"], quals,
-                    qual_off, np.int32("quals" in cols), np.int64(n))
+            args = (to_device(res.score, np.int32), to_device(res.status, np.uint8), np.int32(OK), cols["t_len"],
+                    to_device(why_buf, np.uint8), to_device(why_off, np.int64), to_device(why_len, np.int64),
+                    cig["stats"], cig["text"], cig["start"], cig["length"], cols["names"], *cols["q_name"],
+                    *cols["t_name"], cols["q_len"], *cols["q_seq"], quals, qual_off, np.int32("quals" in cols),
+                    np.int64(n))
             return self._two_passes(n, "sam_lengths", args, "sam_write", args), n
 
     def _two_passes(self, n: int, measure: str, measure_args: tuple, write: str, write_args: tuple) -> memoryview:

@@ -19,12 +19,13 @@
 // NM:i:nm AS:i:-score and, for a CIGAR that is not empty, cg:Z:cigar. Types: status uint8, score int32, stats
 // int64 [n * 5] (= X I D counts, engines/_results.py's text_kernels), text and names uint8, the rest int64 [n].
 //
-// sam_lengths / sam_write: the SAM lines of the same batches (output/sam.py, not scored), every pair aligned
-// (the host checks it: unmapped records take the host's way): qname 0 tname 1 255 cigar * 0 0 seq qual
-// NM:i:nm AS:i:-score, where seq is the query's bytes with any byte SAM's SEQ cannot hold ([A-Za-z=.])
-// written as N, or * when the query is empty, and qual the query's qualities (quals at qual_off[i], q_len[i]
-// bytes; has_qual 0: none) or * when there are none or the query is empty. seq (uint8) holds the queries at
-// q_off[i] (int64).
+// sam_lengths / sam_write: the SAM lines of the same batches (output/sam.py, not scored): a pair aligned
+// (status[i] == ok and t_len[i] > 0) as qname 0 tname 1 255 cigar * 0 0 seq qual NM:i:nm AS:i:-score, any
+// other unmapped as qname 4 * 0 0 * * 0 0 seq qual why, where why is row i of the host's tags (zr:Z:reason:
+// why at why_off[i], why_len[i] bytes; read for unmapped rows only), seq the query's bytes with any byte
+// SAM's SEQ cannot hold ([A-Za-z=.]) written as N, or * when the query is empty, and qual the query's
+// qualities (quals at qual_off[i], q_len[i] bytes; has_qual 0: none) or * when there are none or the query is
+// empty. seq (uint8) holds the queries at q_off[i] (int64); the CIGAR and stats of unmapped rows are not read.
 // Every kind of line is counted and written by one builder each (LineOut<false> / LineOut<true>).
 #ifdef __CUDACC_RTC__  // NVRTC has no C library headers
 typedef unsigned char uint8_t;
@@ -189,22 +190,29 @@ __global__ void paf_write(PAF_ARGS, const long long* __restrict__ ends, const lo
 }
 
 template <bool WRITE>
-__device__ long long sam_line(long long i, const int* __restrict__ score, const long long* __restrict__ stats,
-                              const uint8_t* __restrict__ text, const long long* __restrict__ tstart,
-                              const long long* __restrict__ tlen, const uint8_t* __restrict__ names,
-                              const long long* __restrict__ qn_off, const long long* __restrict__ qn_len,
-                              const long long* __restrict__ tn_off, const long long* __restrict__ tn_len,
-                              const long long* __restrict__ q_len, const uint8_t* __restrict__ seq,
-                              const long long* __restrict__ q_off, const uint8_t* __restrict__ quals,
-                              const long long* __restrict__ qual_off, int has_qual, uint8_t* p) {
+__device__ long long sam_line(long long i, const int* __restrict__ score, const uint8_t* __restrict__ status, int ok,
+                              const long long* __restrict__ t_len, const uint8_t* __restrict__ why,
+                              const long long* __restrict__ why_off, const long long* __restrict__ why_len,
+                              const long long* __restrict__ stats, const uint8_t* __restrict__ text,
+                              const long long* __restrict__ tstart, const long long* __restrict__ tlen,
+                              const uint8_t* __restrict__ names, const long long* __restrict__ qn_off,
+                              const long long* __restrict__ qn_len, const long long* __restrict__ tn_off,
+                              const long long* __restrict__ tn_len, const long long* __restrict__ q_len,
+                              const uint8_t* __restrict__ seq, const long long* __restrict__ q_off,
+                              const uint8_t* __restrict__ quals, const long long* __restrict__ qual_off,
+                              int has_qual, uint8_t* p) {
     LineOut<WRITE> o{p, 0};
-    const long long* st = stats + 5 * i;
+    const bool mapped = status[i] == ok && t_len[i] > 0;
     long long ql = q_len[i];
     o.bytes(names + qn_off[i], qn_len[i]);
-    o.text("\t0\t");
-    o.bytes(names + tn_off[i], tn_len[i]);
-    o.text("\t1\t255\t");
-    o.bytes(text + tstart[i], tlen[i]);
+    if (mapped) {
+        o.text("\t0\t");
+        o.bytes(names + tn_off[i], tn_len[i]);
+        o.text("\t1\t255\t");
+        o.bytes(text + tstart[i], tlen[i]);
+    } else {
+        o.text("\t4\t*\t0\t0\t*");
+    }
     o.text("\t*\t0\t0\t");
     if (ql > 0)
         o.seq(WRITE ? seq + q_off[i] : nullptr, ql);
@@ -215,24 +223,34 @@ __device__ long long sam_line(long long i, const int* __restrict__ score, const 
         o.bytes(WRITE ? quals + qual_off[i] : nullptr, ql);
     else
         o.text("*");
-    o.text("\tNM:i:");
-    o.num(st[1] + st[2] + st[3]);
-    o.text("\tAS:i:");
-    o.num(-(long long)score[i]);
+    if (mapped) {
+        const long long* st = stats + 5 * i;
+        o.text("\tNM:i:");
+        o.num(st[1] + st[2] + st[3]);
+        o.text("\tAS:i:");
+        o.num(-(long long)score[i]);
+    } else {
+        o.text("\t");
+        o.bytes(why + why_off[i], why_len[i]);
+    }
     o.text("\n");
     return o.n;
 }
 
 #define SAM_ARGS                                                                                      \
-    const int *__restrict__ score, const long long *__restrict__ stats, const uint8_t *__restrict__ text, \
+    const int *__restrict__ score, const uint8_t *__restrict__ status, int ok,                            \
+        const long long *__restrict__ t_len, const uint8_t *__restrict__ why,                             \
+        const long long *__restrict__ why_off, const long long *__restrict__ why_len,                     \
+        const long long *__restrict__ stats, const uint8_t *__restrict__ text,                            \
         const long long *__restrict__ tstart, const long long *__restrict__ tlen,                         \
         const uint8_t *__restrict__ names, const long long *__restrict__ qn_off,                          \
         const long long *__restrict__ qn_len, const long long *__restrict__ tn_off,                       \
         const long long *__restrict__ tn_len, const long long *__restrict__ q_len,                        \
         const uint8_t *__restrict__ seq, const long long *__restrict__ q_off,                             \
         const uint8_t *__restrict__ quals, const long long *__restrict__ qual_off, int has_qual, long long n
-#define SAM_PASS \
-    score, stats, text, tstart, tlen, names, qn_off, qn_len, tn_off, tn_len, q_len, seq, q_off, quals, qual_off, has_qual
+#define SAM_PASS                                                                                            \
+    score, status, ok, t_len, why, why_off, why_len, stats, text, tstart, tlen, names, qn_off, qn_len, tn_off, \
+        tn_len, q_len, seq, q_off, quals, qual_off, has_qual
 
 __global__ void sam_lengths(SAM_ARGS, long long* __restrict__ len) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;

@@ -222,8 +222,9 @@ def test_device_paf_emulated():
 def test_device_sam_emulated():
     """text_device.DeviceLines.sam (kernels/lines.cu's sam_lengths and sam_write run on the CPU) writes the
     host SamFormat's bytes from the device's columns: SEQ with bytes SAM cannot hold as N, empty queries as
-    *, qualities or *, empty CIGARs; and gives way where a pair is unmapped, a column is missing or the
-    scoring is general; BamFormat refuses a letter BAM cannot hold before either way."""
+    *, qualities or *, empty CIGARs, unmapped pairs (failed, empty targets) with their zr:Z reasons; and
+    gives way where a column is missing or the scoring is general; BamFormat refuses a letter BAM cannot
+    hold before either way."""
     import dataclasses
 
     import emu
@@ -279,14 +280,21 @@ def test_device_sam_emulated():
             got = lines.sam(batch, res)
             assert got is not None and (bytes(got[0]), got[1]) == (bytes(want[0]), want[1])
             assert bytes(fmt.render(batch, res)[0]) == bytes(want[0])
-            # the host's way: a pair failed, an empty target, general scoring, protein
-            failed = dataclasses.replace(res, status=np.where(np.arange(n) == n - 1, FAILED, OK).astype(np.uint8))
+            # unmapped pairs (failed, with and without a reason; an empty target): the host's bytes too
+            status = np.where(np.arange(n) % 3 == (n - 1) % 3, FAILED, OK).astype(np.uint8)
+            failed = dataclasses.replace(res, status=status, reason={n - 1: "too\tmany edits"})
             failed.device_cigar = res.device_cigar
-            assert lines.sam(batch, failed) is None
-            assert bytes(fmt.render(batch, failed)[0]) == bytes(SamFormat("edit").render(batch, failed)[0])
-            batch.t_len[-1] = 0
-            assert lines.sam(batch, res) is None
-            batch.t_len[-1] = 1
+            t_len = batch.t_len.copy()
+            batch.t_len[1::4] = 0
+            batch.device_cols["t_len"] = batch.t_len
+            want_unmapped = SamFormat("edit").render(batch, failed)
+            got = lines.sam(batch, failed)
+            assert got is not None and (bytes(got[0]), got[1]) == (bytes(want_unmapped[0]), want_unmapped[1])
+            assert b"\t4\t*\t0\t0\t*\t*\t0\t0\t" in bytes(got[0]) and b"zr:Z:" in bytes(got[0])
+            assert bytes(fmt.render(batch, failed)[0]) == bytes(want_unmapped[0])
+            batch.t_len[:] = t_len
+            batch.device_cols["t_len"] = batch.t_len
+            # the host's way: general scoring, protein
             mp.setattr(text_device.DeviceLines, "_sam", lambda *a: pytest.fail("scored lines from the device"))
             for other in (SamFormat("affine", scored=True), SamFormat("edit", residues=True)):
                 other.lines = lines

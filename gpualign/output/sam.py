@@ -49,6 +49,14 @@ def clean_reason(reason: str) -> str:
     return "".join(ch if ch.isprintable() and ch != "\t" else "_" for ch in reason) or "failed"
 
 
+def unmapped_tags(res: AlignBatch, rows: np.ndarray, empty: np.ndarray | None = None) -> Strings:
+    """zr:Z:reason of each unmapped row: empty_alignment (general scoring's empty local alignment, where
+    empty[i]), empty_target (aligned but not placeable), else the engine's reason."""
+    return Strings.of(["zr:Z:" + ("empty_alignment" if empty is not None and empty[i] else "empty_target"
+                                  if res.status[i] == OK else clean_reason(res.reason.get(i, "failed")))
+                       for i in rows.tolist()])
+
+
 def _clipped(cigar: Strings, left: np.ndarray, right: np.ndarray, n: int) -> Strings:
     """CIGARs with soft clips: {left}S before, {right}S after (none where 0)."""
     def clip(v):
@@ -99,9 +107,7 @@ def render(batch: PairBatch, res: AlignBatch, metric: str, scored: bool = False,
     tag_col = Strings.lines(join_lines(tags, n))
     rows = np.flatnonzero(unmapped)
     if len(rows):
-        why = ["zr:Z:" + ("empty_alignment" if empty[i] else "empty_target" if res.status[i] == OK
-                          else clean_reason(res.reason.get(i, "failed"))) for i in rows.tolist()]
-        tag_col = tag_col.put(rows, Strings.of(why))
+        tag_col = tag_col.put(rows, unmapped_tags(res, rows, empty))
     # without a CIGAR (--distance-only) a record cannot be mapped (htslib: "mapped query must have a
     # CIGAR"): every one is unmapped (FLAG 4, MAPQ 0), an aligned pair placed on its target (RNAME, POS)
     flags = unmapped if res.has_cigar else np.ones(n, bool)
