@@ -145,7 +145,7 @@ class DeviceLines:
 
         n = res.n
         quals, qual_off = cols.get("quals") or cols["q_seq"]  # (none read: not read by the kernel)
-        # the unmapped rows' tags (zr:Z:reason), made here: rows, not bytes, of the batch
+        # the unmapped rows' zr:Z tags, made here (a Python step per unmapped pair, none per aligned one)
         rows = np.flatnonzero((res.status != OK) | (batch.t_len == 0))
         why = unmapped_tags(res, rows)
         why_off, why_len = np.zeros(n if len(rows) else 1, np.int64), np.zeros(n if len(rows) else 1, np.int64)
