@@ -664,6 +664,31 @@ def _gpu_runs(tmp_path, qs, ts, fmt: str, kind: str | None = None) -> list:
 
 
 @pytest.mark.gpu
+def test_unmapped_sam_lines_from_the_device_on_the_gpu(tmp_path, monkeypatch):
+    """On the GPU, the SAM lines of batches holding unmapped pairs (empty targets: FLAG 4, zr:Z:empty_target)
+    come from the device columns too (text_device.DeviceLines._sam, counted here), the bytes of --host-parse's
+    run."""
+    from gpualign import text_device
+
+    rng = random.Random(24)
+    qs, ts = [], []
+    for i in range(2000):
+        q = _seq(rng, 150, "ACGT")
+        qs.append((f"q{i}", q, None))
+        ts.append((f"t{i}", "" if i % 7 == 3 else q[:140] + _seq(rng, 10, "ACGT"), None))
+    empty_seen = []
+    real = text_device.DeviceLines._sam
+    monkeypatch.setattr(text_device.DeviceLines, "_sam", lambda self, cols, cig, res, batch:
+                        empty_seen.append(int((batch.t_len == 0).sum())) or real(self, cols, cig, res, batch))
+    outs = _gpu_runs(tmp_path, qs, ts, "sam")
+    assert outs[0] == outs[1]
+    lines = [x for x in outs[0].splitlines() if not x.startswith(b"@")]
+    assert len(lines) == 2000
+    assert sum(x.endswith(b"\tzr:Z:empty_target") for x in lines) == sum(i % 7 == 3 for i in range(2000))
+    assert sum(empty_seen) > 0  # batches with empty targets whose lines the device made
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["gzip", "bgzf"])
 def test_compressed_inputs_read_on_the_gpu(tmp_path, monkeypatch, kind):
     """On the GPU, gzip and bgzip inputs inflated into the device reader: the bytes of --host-parse's run."""
