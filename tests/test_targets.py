@@ -139,7 +139,7 @@ def test_sam_header_written_first_when_its_targets_come():
     fut, out = Future(), io.BytesIO()
     w = SamWriter(out, targets=fut, command_line="cmd", metric="edit")
     assert out.getvalue() == b""
-    fut.set_result(T.Targets.of({"t1": 5, "t2": 0}))
+    fut.set_result(T.TargetLengths.of({"t1": 5, "t2": 0}))
     w.stream.write(b"q\t0\tt1\n")
     w.close()
     assert out.getvalue() == header_text({"t1": 5}, "cmd") + b"q\t0\tt1\n"

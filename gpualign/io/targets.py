@@ -31,16 +31,16 @@ class _NotBulk(Exception):
 
 
 @dataclass(eq=False)
-class Targets:
+class TargetLengths:
     """Unique target names in the order first seen, each with its length."""
 
     names: Names
     lengths: np.ndarray  # int64
 
     @classmethod
-    def of(cls, targets) -> Targets:
-        """From a {name: length} dict (or Targets, returned as they are)."""
-        if isinstance(targets, Targets):
+    def of(cls, targets) -> TargetLengths:
+        """From a {name: length} dict (or TargetLengths, returned as they are)."""
+        if isinstance(targets, TargetLengths):
             return targets
         return cls(Names.of(list(targets)), np.fromiter(targets.values(), dtype=np.int64, count=len(targets)))
 
@@ -49,15 +49,15 @@ class Targets:
 
 
 @trace.traced("target scan")
-def scan(path: str, symbols: bytes = b"") -> Targets:
-    """Targets of a regular file (the record reader's for other layouts; symbols: its extra letters)."""
+def scan(path: str, symbols: bytes = b"") -> TargetLengths:
+    """The TargetLengths of a regular file (the record reader's for other layouts; symbols: its extra letters)."""
     try:
         return _bulk(path)
     except _NotBulk:
-        return Targets.of(fastx.target_lengths(path, symbols))
+        return TargetLengths.of(fastx.target_lengths(path, symbols))
 
 
-def _bulk(path: str) -> Targets:
+def _bulk(path: str) -> TargetLengths:
     if fastx.streamed(path):
         raise _NotBulk
     names, name_len, lengths = [], [], []
@@ -161,14 +161,14 @@ def _hashes(names: Names) -> np.ndarray:
     return h
 
 
-def _unique(names: Names, lengths: np.ndarray, display: str) -> Targets:
+def _unique(names: Names, lengths: np.ndarray, display: str) -> TargetLengths:
     """Names seen before dropped (the first one's length kept); a name with two lengths is an error."""
     n = len(names)
     if n == 0:
-        return Targets(names, lengths)
+        return TargetLengths(names, lengths)
     h = _hashes(names)
     if (np.diff(np.sort(h)) != 0).all():  # (no two alike: the common case)
-        return Targets(names, lengths)
+        return TargetLengths(names, lengths)
     order = np.argsort(h, kind="stable")
     hs = h[order]
     run = np.cumsum(np.concatenate([[True], hs[1:] != hs[:-1]])) - 1
@@ -191,4 +191,4 @@ def _unique(names: Names, lengths: np.ndarray, display: str) -> Targets:
                              f"({int(lengths[j])} and {int(lengths[i])}); SAM needs unique names "
                              "(use PAF or TSV output)")
     keep = first == np.arange(n)
-    return Targets(Names(names.buf, names.start[keep], names.length[keep]), lengths[keep])
+    return TargetLengths(Names(names.buf, names.start[keep], names.length[keep]), lengths[keep])

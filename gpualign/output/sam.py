@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import __version__, interrupt, trace
 from ..errors import GpualignError
-from ..io.targets import Targets
+from ..io.targets import TargetLengths
 from ..records import OK, AlignBatch, Names, PairBatch, concatenated
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
@@ -29,13 +29,13 @@ _FLAG = Strings.of(["0", "4"])  # mapped, unmapped
 
 @trace.traced("sam header")
 def header_text(targets, command_line: str) -> bytes:
-    """@HD, an @SQ line per target (a {name: length} dict or io.targets.Targets) of length > 0, @PG."""
+    """@HD, an @SQ line per target (a {name: length} dict or io.targets.TargetLengths) of length > 0, @PG."""
     cl = command_line.replace("\t", " ").replace("\n", " ")
-    return (b"@HD\tVN:1.6\tSO:unsorted\tGO:query\n" + _sq_lines(Targets.of(targets))
+    return (b"@HD\tVN:1.6\tSO:unsorted\tGO:query\n" + _sq_lines(TargetLengths.of(targets))
             + f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}\n".encode())
 
 
-def _sq_lines(targets: Targets) -> bytes:
+def _sq_lines(targets: TargetLengths) -> bytes:
     """An @SQ line per target of length > 0 (SAM allows no empty reference)."""
     keep = targets.lengths > 0
     n = int(keep.sum())
@@ -159,7 +159,7 @@ class _Headed:
 class SamWriter(_Headed):
     def __init__(self, stream, targets, command_line: str, metric: str, scored: bool = False,
                  residues: bool = False, **_):
-        """targets: a {name: length} dict, io.targets.Targets or a Future of them; residues: protein, SEQ
+        """targets: a {name: length} dict, io.targets.TargetLengths or a Future of them; residues: protein, SEQ
         as read (render)."""
         super().__init__(stream, targets, command_line)
         self.fmt = SamFormat(metric, scored, residues)
