@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from . import devices, driver, pack, scoring, text_device, workers
 from .config import AlignConfig
@@ -25,7 +24,7 @@ from .io.faidx import drop_scratch, spool
 from .output import parallel
 from .output.formats import FORMATS, infer_format
 from .output.paf import PafWriter
-from .output.sam import BamWriter, SamWriter
+from .output.sam import BamWriter, SamWriter, with_sq_lines
 from .output.tsv import TsvWriter
 from .progress import input_bases
 from .stages import (
@@ -83,15 +82,13 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         sam = fmt in ("sam", "bam")
         if sam and fastx.streamed(path_b):  # stdin or a pipe: read twice (the @SQ lines first)
             spooled = path_b = spool(path_b)
+        # SAM's @SQ names and lengths (and lines): a big target file's found by a child process forked now,
+        # before the reader's threads and the GPU, beside the start-up and the first batches (the writer
+        # waits for them with its first lines)
+        targets = target_scan.scan_beside(path_b, pack.symbols(cfg.general), with_sq_lines) if sam else {}
+        if isinstance(targets, workers.Forked):
+            scanner = targets
         reader = _reader(path_a, path_b, cfg, cluster, quals=sam)
-        targets = {}  # SAM's @SQ names and lengths, or a Future of them
-        if sam and isinstance(reader, fastx_device.DevicePairReader):  # found beside the GPU's start-up and
-            # the first batches (the writer waits for them with its first lines; the reader's threads run
-            # already, so processes forked from here on fork beside threads in any case)
-            scanner = ThreadPoolExecutor(1, thread_name_prefix="targets")
-            targets = scanner.submit(target_scan.scan, path_b, pack.symbols(cfg.general))
-        elif sam:
-            targets = target_scan.scan(path_b, pack.symbols(cfg.general))
         # -t 0 (all cores): worker processes as many as the input is worth; -t N: N
         bases = input_bases(path_a, path_b) if cfg.threads == 0 else None
         engine_threads, fmt_threads = workers.for_input(cfg.n_threads, bases)
@@ -143,7 +140,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         if fmt_pool is not None:
             fmt_pool.shutdown(wait=True, cancel_futures=True)
         if scanner is not None:
-            scanner.shutdown(wait=True)
+            scanner.close()
         if spooled:
             drop_scratch()
     summary.seconds = time.perf_counter() - t0

@@ -10,6 +10,8 @@ from __future__ import annotations
 import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor
 
+from .errors import GpualignError
+
 
 def can_fork() -> bool:
     return "fork" in mp.get_all_start_methods()
@@ -24,6 +26,51 @@ def fork_pool(workers: int, initializer=None, initargs: tuple = (), start: bool 
         for fut in [pool.submit(int) for _ in range(1 if ctx is not None else workers)]:
             fut.result()
     return pool
+
+
+class Forked:
+    """fn(*args) in one child process forked now (fork where the platform can): result() waits for its
+    value or raises its exception; close() ends the child if it still runs (an aborted run does not wait for
+    it). For one job beside this process's own work with no interpreter lock to share; fork it before this
+    process has threads or a CUDA context."""
+
+    def __init__(self, fn, *args):
+        ctx = mp.get_context("fork") if can_fork() else mp.get_context()
+        self._conn, child = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_call, args=(child, fn, args), daemon=True)
+        self._proc.start()
+        child.close()
+        self._outcome = None
+
+    def result(self):
+        if self._outcome is None:
+            try:
+                self._outcome = self._conn.recv()
+            except EOFError:
+                self._proc.join(timeout=5)
+                self._outcome = (False, GpualignError(f"a helper process ended unexpectedly (exit code "
+                                                      f"{self._proc.exitcode})"))
+            self.close()
+        ok, value = self._outcome
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        """End the child if it still runs; safe more than once."""
+        if self._proc.is_alive():
+            self._proc.terminate()
+        self._proc.join(timeout=5)
+        self._conn.close()
+
+
+def _call(conn, fn, args: tuple) -> None:
+    try:
+        outcome = (True, fn(*args))
+    except BaseException as err:  # noqa: BLE001 - handed to the parent, which raises it
+        outcome = (False, err)
+    conn.send(outcome)
+    conn.close()
 
 
 ENGINE_BASES = 1 << 20  # input bases per CPU engine worker forked at least: below, a fork and a join

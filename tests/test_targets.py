@@ -150,3 +150,79 @@ def test_sam_header_written_first_when_its_targets_come():
     bad.set_exception(InputError("t.fa: target name 'a' appears twice with different lengths"))
     with pytest.raises(InputError, match="appears twice"):
         SamWriter(io.BytesIO(), targets=bad, command_line="cmd", metric="edit").close()
+
+
+def _fail(msg: str):
+    raise InputError(msg)
+
+
+def _die():
+    import os
+
+    os._exit(3)
+
+
+def _sleep():
+    import time
+
+    time.sleep(60)
+
+
+def test_forked_hands_back_a_value_or_its_error():
+    """workers.Forked: the child's value, its exception raised here (an InputError keeps its message), a
+    child gone without a word named as such, and close() ends a child still running."""
+    import time
+
+    from gpualign.errors import GpualignError
+    from gpualign.workers import Forked
+
+    assert Forked(sum, [1, 2, 3]).result() == 6
+    f = Forked(_fail, "t.fa: record 3: bad")
+    with pytest.raises(InputError, match="t.fa: record 3: bad"):
+        f.result()
+    with pytest.raises(InputError):  # (again: the same)
+        f.result()
+    with pytest.raises(GpualignError, match="helper process ended unexpectedly .exit code 3"):
+        Forked(_die).result()
+    f, t0 = Forked(_sleep), time.monotonic()
+    f.close()
+    f.close()
+    assert time.monotonic() - t0 < 5 and not f._proc.is_alive()
+
+
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_big_target_files_scanned_in_a_child(tmp_path, monkeypatch, fmt):
+    """pairs -f sam|bam: a target file of FORK_BYTES or more is scanned by a forked child (counted here), the
+    same output as the scan in this process; a name with two lengths fails the run with its one line and no
+    output file."""
+    from gpualign import pipeline, workers
+    from gpualign.config import AlignConfig
+
+    rnd = random.Random(5)
+    qs = "".join(f">q{i}\n{''.join(rnd.choice('ACGT') for _ in range(60))}\n" for i in range(300))
+    ts = "".join(f">t{i % 250} c\n{'ACGT' * 15}\n" for i in range(300))  # (names again, same lengths)
+    (tmp_path / "a.fa").write_text(qs)
+    (tmp_path / "b.fa").write_text(ts)
+    forked = []
+    real = workers.Forked.__init__
+    monkeypatch.setattr(workers.Forked, "__init__", lambda self, fn, *a: forked.append(fn) or real(self, fn, *a))
+    outs = []
+    for limit in (1 << 40, 0):
+        monkeypatch.setattr(T, "FORK_BYTES", limit)
+        out = tmp_path / f"{limit}.{fmt}"
+        pipeline.run_pairs(str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), str(out), None,
+                           AlignConfig(device="cpu", threads=2), "cmd")
+        outs.append(out.read_bytes())
+    assert forked == [T._scan_then]
+    if fmt == "bam":
+        import pysam
+
+        outs = [b"".join(x for x in pysam.view(str(tmp_path / f"{limit}.bam"), "-h").encode().splitlines(True)
+                         if not x.startswith(b"@PG")) for limit in (1 << 40, 0)]  # (samtools' @PG: the file)
+    assert outs[0] == outs[1] and b"@SQ\tSN:t249\tLN:60\n" in outs[0]
+    (tmp_path / "b.fa").write_text(ts[:ts.rindex(">")] + ">t3\nAC\n")  # (its last record's length changed)
+    out = tmp_path / f"bad.{fmt}"
+    with pytest.raises(InputError, match="target name 't3' appears twice with different lengths"):
+        pipeline.run_pairs(str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), str(out), None,
+                           AlignConfig(device="cpu", threads=2), "cmd")
+    assert not out.exists()

@@ -12,17 +12,20 @@ checks them and fails the run on a fault (the output is not committed then).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import trace
 from ..errors import InputError
+from ..workers import Forked
 from ..records import Names, offsets_from_lengths, segment_index
 from . import fastx
 from .fastx_fast import READ_ERRORS, open_gz
 
 BLOCK = 8 << 20  # bytes scanned at a time (a record longer than this: the record reader)
+FORK_BYTES = 16 << 20  # a target file this big or bigger is scanned in a child process (scan_beside)
 _HASH_BASE = np.uint64(0x100000001B3)
 
 
@@ -36,6 +39,7 @@ class TargetLengths:
 
     names: Names
     lengths: np.ndarray  # int64
+    sq: bytes | None = None  # SAM's @SQ lines of them, once made (output/sam.with_sq_lines)
 
     @classmethod
     def of(cls, targets) -> TargetLengths:
@@ -55,6 +59,24 @@ def scan(path: str, symbols: bytes = b"") -> TargetLengths:
         return _bulk(path)
     except _NotBulk:
         return TargetLengths.of(fastx.target_lengths(path, symbols))
+
+
+def scan_beside(path: str, symbols: bytes = b"", then=None):
+    """then(scan(path, symbols)) (then: None, or a function of the TargetLengths returning them, such as
+    output/sam.with_sq_lines) in a child process forked now, for a file of FORK_BYTES or more (a Forked, whose
+    result() is the TargetLengths: the caller's reading and the engines' start go on meanwhile, and the scan
+    shares no interpreter lock with them), else here (the TargetLengths). Call it before the caller has
+    threads or a CUDA context."""
+    try:
+        big = os.path.getsize(path) >= FORK_BYTES
+    except OSError:  # (the reader says what is wrong)
+        big = False
+    return Forked(_scan_then, path, symbols, then) if big else _scan_then(path, symbols, then)
+
+
+def _scan_then(path: str, symbols: bytes, then) -> TargetLengths:
+    found = scan(path, symbols)
+    return found if then is None else then(found)
 
 
 def _bulk(path: str) -> TargetLengths:

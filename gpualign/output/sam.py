@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import weakref
-from concurrent.futures import Future
 
 import numpy as np
 
@@ -35,8 +34,16 @@ def header_text(targets, command_line: str) -> bytes:
             + f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}\n".encode())
 
 
+def with_sq_lines(targets: TargetLengths) -> TargetLengths:
+    """targets with their @SQ lines made (pipeline.py: by the child process that scans the target file)."""
+    targets.sq = _sq_lines(targets)
+    return targets
+
+
 def _sq_lines(targets: TargetLengths) -> bytes:
     """An @SQ line per target of length > 0 (SAM allows no empty reference)."""
+    if targets.sq is not None:
+        return targets.sq
     keep = targets.lengths > 0
     n = int(keep.sum())
     if n == 0:
@@ -137,7 +144,8 @@ class SamFormat:
 
 class _Headed:
     """A writer's stream with the SAM header written first, when the stream is first asked for (the first
-    lines, or the end): targets may be a Future of them (pipeline.py: the target file scanned meanwhile)."""
+    lines, or the end): targets may be a Future of them, or anything whose result() gives them (pipeline.py:
+    the target file scanned meanwhile, io/targets.scan_beside)."""
 
     def __init__(self, stream, targets, command_line: str):
         self._stream, self._head = stream, (targets, command_line)
@@ -151,7 +159,7 @@ class _Headed:
         """The header, once (not marked written until it was: a failed wait or write fails again)."""
         if self._head is not None:
             targets, command_line = self._head
-            self._stream.write(header_text(targets.result() if isinstance(targets, Future) else targets,
+            self._stream.write(header_text(targets.result() if hasattr(targets, "result") else targets,
                                            command_line))
             self._head = None
 
@@ -159,7 +167,8 @@ class _Headed:
 class SamWriter(_Headed):
     def __init__(self, stream, targets, command_line: str, metric: str, scored: bool = False,
                  residues: bool = False, **_):
-        """targets: a {name: length} dict, io.targets.TargetLengths or a Future of them; residues: protein, SEQ
+        """targets: a {name: length} dict, io.targets.TargetLengths or a Future (or Forked) of them; residues:
+        protein, SEQ
         as read (render)."""
         super().__init__(stream, targets, command_line)
         self.fmt = SamFormat(metric, scored, residues)
