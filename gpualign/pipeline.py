@@ -24,7 +24,7 @@ from .io.faidx import drop_scratch, spool
 from .output import parallel
 from .output.formats import FORMATS, infer_format
 from .output.paf import PafWriter
-from .output.sam import BamWriter, SamWriter, with_sq_lines
+from .output.sam import BamWriter, SamWriter, sq_lines
 from .output.tsv import TsvWriter
 from .progress import input_bases
 from .stages import (
@@ -82,10 +82,10 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         sam = fmt in ("sam", "bam")
         if sam and fastx.streamed(path_b):  # stdin or a pipe: read twice (the @SQ lines first)
             spooled = path_b = spool(path_b)
-        # SAM's @SQ names and lengths (and lines): a big target file's found by a child process forked now,
-        # before the reader's threads and the GPU, beside the start-up and the first batches (the writer
-        # waits for them with its first lines)
-        targets = target_scan.scan_beside(path_b, pack.symbols(cfg.general), with_sq_lines) if sam else {}
+        # SAM's @SQ lines (the target file's names and lengths): a big file's made by a child process forked
+        # now, before the reader's threads and the GPU, beside the start-up and the first batches (the
+        # writer waits for them with its first lines)
+        targets = target_scan.scan_beside(path_b, pack.symbols(cfg.general), sq_lines) if sam else {}
         if isinstance(targets, workers.Forked):
             scanner = targets
         reader = _reader(path_a, path_b, cfg, cluster, quals=sam)

@@ -39,7 +39,6 @@ class TargetLengths:
 
     names: Names
     lengths: np.ndarray  # int64
-    sq: bytes | None = None  # SAM's @SQ lines of them, once made (output/sam.with_sq_lines)
 
     @classmethod
     def of(cls, targets) -> TargetLengths:
@@ -62,11 +61,11 @@ def scan(path: str, symbols: bytes = b"") -> TargetLengths:
 
 
 def scan_beside(path: str, symbols: bytes = b"", then=None):
-    """then(scan(path, symbols)) (then: None, or a function of the TargetLengths returning them, such as
-    output/sam.with_sq_lines) in a child process forked now, for a file of FORK_BYTES or more (a Forked, whose
-    result() is the TargetLengths: the caller's reading and the engines' start go on meanwhile, and the scan
-    shares no interpreter lock with them), else here (the TargetLengths). Call it before the caller has
-    threads or a CUDA context."""
+    """then(scan(path, symbols)) (then: None, or a function of the TargetLengths: what the caller needs of
+    them, such as output/sam.sq_lines) in a child process forked now, for a file of FORK_BYTES or more (a
+    Forked, whose result() is that value: the caller's reading and the engines' start go on meanwhile, and the
+    scan shares no interpreter lock with them), else here (the value). Call it before the caller has threads
+    or a CUDA context."""
     try:
         big = os.path.getsize(path) >= FORK_BYTES
     except OSError:  # (the reader says what is wrong)
@@ -74,7 +73,7 @@ def scan_beside(path: str, symbols: bytes = b"", then=None):
     return Forked(_scan_then, path, symbols, then) if big else _scan_then(path, symbols, then)
 
 
-def _scan_then(path: str, symbols: bytes, then) -> TargetLengths:
+def _scan_then(path: str, symbols: bytes, then):
     found = scan(path, symbols)
     return found if then is None else then(found)
 

@@ -28,22 +28,17 @@ _FLAG = Strings.of(["0", "4"])  # mapped, unmapped
 
 @trace.traced("sam header")
 def header_text(targets, command_line: str) -> bytes:
-    """@HD, an @SQ line per target (a {name: length} dict or io.targets.TargetLengths) of length > 0, @PG."""
+    """@HD, an @SQ line per target of length > 0 (targets: a {name: length} dict, io.targets.TargetLengths,
+    or their @SQ lines made already by sq_lines: bytes), @PG."""
     cl = command_line.replace("\t", " ").replace("\n", " ")
-    return (b"@HD\tVN:1.6\tSO:unsorted\tGO:query\n" + _sq_lines(TargetLengths.of(targets))
+    sq = targets if isinstance(targets, bytes) else sq_lines(TargetLengths.of(targets))
+    return (b"@HD\tVN:1.6\tSO:unsorted\tGO:query\n" + sq
             + f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}\n".encode())
 
 
-def with_sq_lines(targets: TargetLengths) -> TargetLengths:
-    """targets with their @SQ lines made (pipeline.py: by the child process that scans the target file)."""
-    targets.sq = _sq_lines(targets)
-    return targets
-
-
-def _sq_lines(targets: TargetLengths) -> bytes:
-    """An @SQ line per target of length > 0 (SAM allows no empty reference)."""
-    if targets.sq is not None:
-        return targets.sq
+def sq_lines(targets: TargetLengths) -> bytes:
+    """An @SQ line per target of length > 0 (SAM allows no empty reference). (pipeline.py: made by the child
+    process that scans the target file.)"""
     keep = targets.lengths > 0
     n = int(keep.sum())
     if n == 0:
@@ -167,8 +162,7 @@ class _Headed:
 class SamWriter(_Headed):
     def __init__(self, stream, targets, command_line: str, metric: str, scored: bool = False,
                  residues: bool = False, **_):
-        """targets: a {name: length} dict, io.targets.TargetLengths or a Future (or Forked) of them; residues:
-        protein, SEQ
+        """targets: as header_text's, or a Future (or workers.Forked) of them; residues: protein, SEQ
         as read (render)."""
         super().__init__(stream, targets, command_line)
         self.fmt = SamFormat(metric, scored, residues)
