@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor
 
+from . import shm
 from .errors import GpualignError
 
 
@@ -32,15 +33,19 @@ class Forked:
     """fn(*args) in one child process forked now (fork where the platform can): result() waits for its
     value or raises its exception; close() ends the child if it still runs (an aborted run does not wait for
     it). For one job beside this process's own work with no interpreter lock to share; fork it before this
-    process has threads or a CUDA context."""
+    process has threads or a CUDA context. A bytes value of SHM_BYTES or more comes back in a shared-memory
+    block, as a read-only uint8 array mapped from it (through the pipe it would come in 64 KB reads, each
+    taking this process's interpreter lock back from its busy threads: shm.py)."""
+
+    SHM_BYTES = 1 << 20
 
     def __init__(self, fn, *args):
         ctx = mp.get_context("fork") if can_fork() else mp.get_context()
         self._conn, child = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_call, args=(child, fn, args), daemon=True)
+        self._proc = ctx.Process(target=_call, args=(child, fn, args, self.SHM_BYTES), daemon=True)
         self._proc.start()
         child.close()
-        self._outcome = None
+        self._outcome = None  # ("value", v), ("error", exception) or ("shm", block name, size)
 
     def result(self):
         if self._outcome is None:
@@ -48,27 +53,42 @@ class Forked:
                 self._outcome = self._conn.recv()
             except EOFError:
                 self._proc.join(timeout=5)
-                self._outcome = (False, GpualignError(f"a helper process ended unexpectedly (exit code "
-                                                      f"{self._proc.exitcode})"))
+                self._outcome = ("error", GpualignError(f"a helper process ended unexpectedly (exit code "
+                                                        f"{self._proc.exitcode})"))
+            if self._outcome[0] == "shm":
+                self._outcome = ("value", shm.view(*self._outcome[1:]))
             self.close()
-        ok, value = self._outcome
-        if not ok:
+        kind, value = self._outcome
+        if kind == "error":
             raise value
         return value
 
     def close(self) -> None:
-        """End the child if it still runs; safe more than once."""
+        """End the child if it still runs, and drop a block it sent that result() never took; safe more than
+        once."""
         if self._proc.is_alive():
             self._proc.terminate()
         self._proc.join(timeout=5)
+        if self._outcome is None and not self._conn.closed:
+            try:
+                if self._conn.poll():
+                    sent = self._conn.recv()
+                    if sent[0] == "shm":
+                        shm.discard(sent[1])
+            except (EOFError, OSError):
+                pass
         self._conn.close()
 
 
-def _call(conn, fn, args: tuple) -> None:
+def _call(conn, fn, args: tuple, shm_bytes: int) -> None:
     try:
-        outcome = (True, fn(*args))
+        value = fn(*args)
+        if isinstance(value, bytes) and len(value) >= shm_bytes:
+            outcome = ("shm", shm.put([value]), len(value))
+        else:
+            outcome = ("value", value)
     except BaseException as err:  # noqa: BLE001 - handed to the parent, which raises it
-        outcome = (False, err)
+        outcome = ("error", err)
     conn.send(outcome)
     conn.close()
 

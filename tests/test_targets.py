@@ -190,6 +190,28 @@ def test_forked_hands_back_a_value_or_its_error():
     assert time.monotonic() - t0 < 5 and not f._proc.is_alive()
 
 
+def test_forked_hands_back_big_bytes_in_shared_memory():
+    """A bytes value of Forked.SHM_BYTES or more comes back as an array mapped from a shared-memory block,
+    which is gone from /dev/shm once taken, or once close() drops a value result() never took."""
+    import glob
+    import os
+
+    from gpualign import interrupt
+    from gpualign.workers import Forked
+
+    mine = os.path.join("/dev/shm", f"{interrupt.SHM_PREFIX}{os.getpid()}_*")
+    assert glob.glob(mine) == []
+    big = bytes(range(256)) * (Forked.SHM_BYTES // 256 + 1)
+    got = Forked(bytes, big).result()
+    assert isinstance(got, np.ndarray) and got.tobytes() == big and glob.glob(mine) == []
+    assert Forked(bytes, b"ab").result() == b"ab"
+    f = Forked(bytes, big)
+    f._proc.join()
+    assert len(glob.glob(mine)) == 1  # (sent, not taken)
+    f.close()
+    assert glob.glob(mine) == []
+
+
 @pytest.mark.parametrize("fmt", ["sam", "bam"])
 def test_big_target_files_scanned_in_a_child(tmp_path, monkeypatch, fmt):
     """pairs -f sam|bam: a target file of FORK_BYTES or more is scanned by a forked child (counted here), the
@@ -204,6 +226,7 @@ def test_big_target_files_scanned_in_a_child(tmp_path, monkeypatch, fmt):
     (tmp_path / "a.fa").write_text(qs)
     (tmp_path / "b.fa").write_text(ts)
     forked = []
+    monkeypatch.setattr(workers.Forked, "SHM_BYTES", 1)  # (the @SQ lines back in shared memory)
     real = workers.Forked.__init__
     monkeypatch.setattr(workers.Forked, "__init__", lambda self, fn, *a: forked.append(fn) or real(self, fn, *a))
     outs = []

@@ -29,9 +29,10 @@ _FLAG = Strings.of(["0", "4"])  # mapped, unmapped
 @trace.traced("sam header")
 def header_text(targets, command_line: str) -> bytes:
     """@HD, an @SQ line per target of length > 0 (targets: a {name: length} dict, io.targets.TargetLengths,
-    or their @SQ lines made already by sq_lines: bytes), @PG."""
+    or their @SQ lines made already by sq_lines: bytes, or a uint8 array of them), @PG."""
     cl = command_line.replace("\t", " ").replace("\n", " ")
-    sq = targets if isinstance(targets, bytes) else sq_lines(TargetLengths.of(targets))
+    made = isinstance(targets, (bytes, np.ndarray))
+    sq = memoryview(targets) if made else sq_lines(TargetLengths.of(targets))
     return (b"@HD\tVN:1.6\tSO:unsorted\tGO:query\n" + sq
             + f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}\n".encode())
 
