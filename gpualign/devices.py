@@ -69,7 +69,7 @@ def device_ids(text: str, present: int) -> list[int]:
 
 def present(gpus: str) -> list[int]:
     """The device numbers --gpus names on this host (DeviceError without a usable GPU)."""
-    from .engines._cuda import gpu_status
+    from .gpu.kernels import gpu_status
 
     ok, what = gpu_status()
     if not ok:

@@ -2,7 +2,7 @@
 thread of their own (ctypes lets go of the interpreter lock), so that they overlap the imports, the
 option parsing and the input checks that come before a GPU engine; cupy's runtime then finds the context
 made. `gpualign` starts it first thing for a command that may use a GPU (__main__.py); gpu_status()
-(engines/_cuda.py) starts it if nobody has and waits for it. Any failure is left for cupy to meet and
+(gpu/kernels.py) starts it if nobody has and waits for it. Any failure is left for cupy to meet and
 report. Standard library only, and small: it loads before numpy.
 
 A process forked while the thread is inside the driver could inherit a lock it holds, so every fork

@@ -104,7 +104,7 @@ def _gap_chain() -> list:
 
 
 def use_gpu(device: str) -> bool:
-    from .engines._cuda import gpu_status
+    from .gpu.kernels import gpu_status
 
     if device == "cpu":  # no CUDA context for a CPU run
         return False

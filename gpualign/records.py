@@ -135,7 +135,7 @@ class PairBatch:
     # what a writer needs beside the sequences (`gpualign paf`: each pair's candidate and full query)
     meta: dict | None = None
     _bounds: tuple | None = field(default=None, repr=False, compare=False)
-    # the sequences already on the GPU as engines._staging uploads them (io/fastx_device.py), or None
+    # the sequences already on the GPU as gpu.staging uploads them (io/fastx_device.py), or None
     device: object = field(default=None, repr=False, compare=False)
     # the writers' columns on the GPU too (io/fastx_device.py; text_device.DeviceLines.paf and .sam read
     # them), or None: names (uint8: the query names, then the target names), q_name and t_name ((offsets,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import trace
-from .engines._cuda import Kernels, load_module
+from .gpu.kernels import Kernels, load_module
 from .records import OK, Names, offsets_from_lengths, segment_index
 from .text import Strings, fields_of, join_lines
 
@@ -126,7 +126,7 @@ class DeviceLines:
         return self._stream
 
     def _paf(self, cols: dict, cig: dict, res, batch) -> tuple:
-        from .engines._staging import to_device
+        from .gpu.staging import to_device
 
         n = res.n
         kept = int(np.count_nonzero(res.status == OK))
@@ -140,7 +140,7 @@ class DeviceLines:
             return self._two_passes(n, "paf_lengths", args, "paf_write", args), kept
 
     def _sam(self, cols: dict, cig: dict, res, batch) -> tuple:
-        from .engines._staging import to_device
+        from .gpu.staging import to_device
         from .output.sam import unmapped_tags
 
         n = res.n
@@ -165,13 +165,13 @@ class DeviceLines:
         page-locked memory."""
         import cupy
 
-        from .engines import _arrays
-        from .engines._staging import pinned_empty
+        from .gpu import arrays
+        from .gpu.staging import pinned_empty
 
         grid = (-(-n // THREADS),), (THREADS,)
         lens = cupy.empty(n, dtype=cupy.int64)
         self._kernel(measure)(*grid, (*measure_args, lens))
-        ends = _arrays.cumsum(lens)
+        ends = arrays.cumsum(lens)
         total = int(ends[n - 1:n].get()[0])
         out = cupy.empty(max(total, 1), dtype=cupy.uint8)
         self._kernel(write)(*grid, (*write_args, ends, lens, out))
@@ -183,7 +183,7 @@ class DeviceLines:
     def _on_device(self, fields: list, n: int, sep: bytes, drop_empty_last: bool) -> memoryview:
         import cupy
 
-        from .engines._staging import pinned_empty
+        from .gpu.staging import pinned_empty
 
         if n == 0:
             return memoryview(b"")

@@ -7,7 +7,7 @@ A recorder is any object with these methods (all optional but span):
     span(name) -> context manager       around one call of a traced function
     item(name, event, i, item)          a traced generator: event "next" (asked for item i), "item"
                                         (got it) or "end" (exhausted after i items)
-    kernel(name, fn) -> callable        a CUDA kernel function as looked up (engines/_cuda.Module)
+    kernel(name, fn) -> callable        a CUDA kernel function as looked up (gpu/kernels.Module)
 
 Span names are stable strings ("align", "upload", "affine level queued", ...): grep for trace.traced to
 see them all.

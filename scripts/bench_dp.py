@@ -326,7 +326,7 @@ def main() -> None:
                        device=f"cpu x{threads} ({platform.processor() or platform.machine()})",
                        parasail=parasail.__version__, git=git_sha(), date=time.strftime("%Y-%m-%d"))
             if gpu:
-                from gpualign.engines._cuda import gpu_status
+                from gpualign.gpu.kernels import gpu_status
 
                 row.update(gpu=gpu_status()[1], gpu_s=tg, gpu_runs=runs, gpu_gcups=rate(tg), gpu_routes=routes,
                            kernel=a.kernel, length=a.length or None, concurrent=c or None, cols=a.cols or None,

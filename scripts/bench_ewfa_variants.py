@@ -69,7 +69,7 @@ def main() -> None:
     ap.add_argument("--rev", default="9dd2b37", help="a tree whose kernels/ewfa.cu has the template instances")
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
-    from gpualign.engines import _cuda
+    from gpualign.gpu import kernels
     from gpualign.engines.gpu_edit import GpuEditEngine
 
     old = os.path.join(ROOT, "kernels", OLD)
@@ -78,7 +78,7 @@ def main() -> None:
                                 capture_output=True).stdout)
     try:
         names = [f"ewfa_align<{e}, {bt}>" for e in (32, 64, 128) for bt in ("true", "false")] + ["ewfa_align<512, false>"]
-        templated = _cuda.load_module(OLD, tuple(names), ())
+        templated = kernels.load_module(OLD, tuple(names), ())
     finally:
         os.unlink(old)
     rows = []

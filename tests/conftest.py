@@ -18,7 +18,7 @@ def pytest_configure(config):
 
 
 def _has_gpu() -> bool:
-    from gpualign.engines._cuda import gpu_status
+    from gpualign.gpu.kernels import gpu_status
 
     return gpu_status()[0]
 

@@ -1,4 +1,4 @@
-"""engines/_arrays.py (kernels/arrays.cu) and engines/gpu_anchors.py (kernels/anchors.cu) on the GPU,
+"""gpu/arrays.py (kernels/arrays.cu) and engines/gpu_anchors.py (kernels/anchors.cu) on the GPU,
 against numpy on the same data (the kernels replace CuPy operations that compile on first use)."""
 
 import numpy as np
@@ -13,9 +13,9 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def A():
-    from gpualign.engines import _arrays
+    from gpualign.gpu import arrays
 
-    return _arrays
+    return arrays
 
 
 @pytest.fixture(scope="module")

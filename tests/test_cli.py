@@ -236,7 +236,7 @@ def test_bad_options(demo):
 
 
 def test_device_gpu_without_gpu(demo):
-    from gpualign.engines._cuda import gpu_status
+    from gpualign.gpu.kernels import gpu_status
 
     if gpu_status()[0]:
         pytest.skip("a GPU is present")

@@ -284,7 +284,7 @@ def test_host_allocator_on_the_first_live_device():
         alloc = ds.host_allocator()
         assert alloc is not np.empty
         used.clear()
-        import gpualign.engines._staging as staging
+        import gpualign.gpu.staging as staging
 
         real = staging.pinned_empty
         staging.pinned_empty = lambda n, dtype=np.uint8: np.empty(n, dtype)  # (no CUDA here)
@@ -428,7 +428,7 @@ def test_gpus_paths_need_no_dask(pair_inputs, tmp_path, monkeypatch):
 
 
 def test_gpus_without_a_gpu_is_a_clear_error(pair_inputs, tmp_path):
-    from gpualign.engines._cuda import gpu_status
+    from gpualign.gpu.kernels import gpu_status
 
     if gpu_status()[0]:
         pytest.skip("a GPU is present")
@@ -600,12 +600,12 @@ def test_genome_slots_share_one_started_cpu_engine(monkeypatch):
 
 
 def test_kernel_functions_looked_up_once_per_device(monkeypatch):
-    """engines._cuda.Kernels: one lookup per name for a one-device holder; per_device (engines/_arrays.py's,
+    """gpu.kernels.Kernels: one lookup per name for a one-device holder; per_device (gpu/arrays.py's,
     module-wide): one per (current device, name), each device's own function."""
     import sys
     import types
 
-    from gpualign.engines._cuda import Kernels
+    from gpualign.gpu.kernels import Kernels
 
     current = [0]
     fake = types.ModuleType("cupy")

@@ -13,7 +13,7 @@ from pathlib import Path
 import emu
 import pytest
 
-from gpualign.engines._staging import raw_size
+from gpualign.gpu.staging import raw_size
 from gpualign.errors import GpualignError
 from gpualign.io import fastx_device, fastx_strict, pair_reader
 from gpualign.records import Names

@@ -28,10 +28,10 @@ def kind(request, monkeypatch):
     if request.param == "gpu":
         yield "gpu"
         return
-    from gpualign.engines import _cuda
+    from gpualign.gpu import kernels
     from gpualign.search import gpu, gpu_align
 
-    monkeypatch.setattr(_cuda, "gpu_status", lambda: (True, ""))
+    monkeypatch.setattr(kernels, "gpu_status", lambda: (True, ""))
     monkeypatch.setattr(gpu, "load_module", emu.load_module)
     monkeypatch.setattr(gpu_align, "load_module", emu.load_module)
     with emu.cupy_on_numpy():

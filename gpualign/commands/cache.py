@@ -23,25 +23,25 @@ LEGACY = re.compile(r"[0-9a-f]{64}\.(cubin|json)|\.tmp-.*")  # an earlier releas
 
 def _targets(arch: str) -> tuple:
     """The targets --arch names, each one this NVRTC compiles for (KernelError without NVRTC)."""
-    from ..engines import _images, _nvrtc
+    from ..gpu import images, nvrtc
 
     if arch == "all":
-        targets = _images.TARGETS
+        targets = images.TARGETS
     elif arch == "native":
         cc = _local_capability()
         if cc is None:
             raise ConfigError("--arch native: no usable CUDA GPU here (name the targets: --arch sm_90,...)")
-        targets = (_nvrtc.target_for(cc),)
+        targets = (nvrtc.target_for(cc),)
     else:
         targets = tuple(dict.fromkeys(t.strip() for t in arch.split(",") if t.strip()))
-        bad = [t for t in targets if not _images.TARGET.fullmatch(t)]
+        bad = [t for t in targets if not images.TARGET.fullmatch(t)]
         if bad or not targets:
             raise ConfigError(f"--arch: {', '.join(bad) or repr(arch)} is not a target (sm_90, compute_75, "
                               "a list of them, native or all)")
-    archs = _nvrtc.supported()
+    archs = nvrtc.supported()
     unknown = [t for t in targets if int(t.partition("_")[2]) not in archs]
     if unknown:
-        raise ConfigError(f"--arch: NVRTC {'.'.join(map(str, _nvrtc.version()))} does not compile for "
+        raise ConfigError(f"--arch: NVRTC {'.'.join(map(str, nvrtc.version()))} does not compile for "
                           f"{', '.join(unknown)} (it knows {', '.join(map(str, archs))})")
     return targets
 
@@ -53,7 +53,7 @@ def _local_capability():
         return None
     import cupy
 
-    from ..engines._cuda import capability
+    from ..gpu.kernels import capability
 
     return capability(cupy.cuda.Device(0))
 
@@ -66,11 +66,12 @@ def _local_capability():
 @DEBUG
 def build(directory, arch, jobs, force, debug) -> None:
     """Compile every kernel the engines use, for each target, with NVRTC (no GPU needed)."""
-    from ..engines import _images, _variants
+    from ..engines import variants
+    from ..gpu import images
 
     def body():
         targets = _targets(arch)
-        where = directory or _images.install_dir()
+        where = directory or images.install_dir()
         bad = ConfigError if directory else KernelError  # (a directory named, or the install's own)
         if os.path.exists(where) and not os.path.isdir(where):
             raise bad(f"{where}: not a directory")
@@ -80,14 +81,14 @@ def build(directory, arch, jobs, force, debug) -> None:
             raise bad(f"{where}: cannot be made ({e.strerror or e})") from None
         if not os.access(where, os.W_OK):
             raise bad(f"{where}: not writable (build elsewhere with --dir DIR, then point "
-                      f"{_images.PATH_ENV} at it)")
+                      f"{images.PATH_ENV} at it)")
         t0 = time.perf_counter()
 
         def done(b) -> None:
             what = "kept" if b.seconds == 0.0 else f"{b.seconds:.1f} s"
             print(f"gpualign: {b.file} {b.target}: {b.size / 1024:,.0f} KiB ({what})", file=sys.stderr, flush=True)
 
-        built = _variants.build(where, targets, jobs or None, force, done)
+        built = variants.build(where, targets, jobs or None, force, done)
         made = sum(b.seconds > 0 for b in built)
         print(f"{where}\t{len(built)} images ({made} compiled, {len(built) - made} kept) in "
               f"{time.perf_counter() - t0:.1f} s")
@@ -99,28 +100,29 @@ def build(directory, arch, jobs, force, debug) -> None:
 @DEBUG
 def info(debug) -> None:
     """Where compiled kernels are looked for, what each holds, and what this GPU would load."""
-    from ..engines import _images, _nvrtc, _variants
+    from ..engines import variants
+    from ..gpu import images, nvrtc
 
     def body():
-        roles = {_images.cache_dir(): "first-use cache (GPUALIGN_CACHE_DIR)",
-                 _images.install_dir(): "install (gpualign cache build)"}
+        roles = {images.cache_dir(): "first-use cache (GPUALIGN_CACHE_DIR)",
+                 images.install_dir(): "install (gpualign cache build)"}
         out = []
-        for d in _images.search_dirs():
-            found = _images.entries(d)
+        for d in images.search_dirs():
+            found = images.entries(d)
             targets = sorted({m["target"] for m in found})
-            role = roles.get(d, f"shared ({_images.PATH_ENV})")
+            role = roles.get(d, f"shared ({images.PATH_ENV})")
             held = f"{len(found)} images" if os.path.isdir(d) else "missing"
             out.append(f"dir\t{d}\t{role}\t{held}\t{','.join(targets) or '-'}")
-        out.append(f"nvrtc\t{'.'.join(map(str, _nvrtc.version())) if _nvrtc.available() else 'not found'}")
+        out.append(f"nvrtc\t{'.'.join(map(str, nvrtc.version())) if nvrtc.available() else 'not found'}")
         cc = _local_capability()
         if cc is None:
             out.append("gpu\tnone")
         else:
             out.append(f"gpu\tsm_{cc[0]}{cc[1]}")
-            for file, names, defines in _variants.VARIANTS:
-                code, headers = _images.sources(file)
-                dig = _images.digest(code, headers, _images.options(defines))
-                hit = next(_images.find(file, dig, names, cc), None)
+            for file, names, defines in variants.VARIANTS:
+                code, headers = images.sources(file)
+                dig = images.digest(code, headers, images.options(defines))
+                hit = next(images.find(file, dig, names, cc), None)
                 out.append(f"kernel\t{file}\t{hit[0] if hit else 'compiles on first use'}")
         print("\n".join(out))
 
@@ -132,14 +134,14 @@ def info(debug) -> None:
 @DEBUG
 def clear(directory, debug) -> None:
     """Remove compiled kernels from the first-use cache (or --dir): only gpualign's own files."""
-    from ..engines import _images
+    from ..gpu import images
 
     def body():
-        where = directory or _images.cache_dir()
+        where = directory or images.cache_dir()
         if directory and not os.path.isdir(directory):
             raise ConfigError(f"--dir {directory}: not a directory")
         removed = 0
-        for meta in _images.entries(where):
+        for meta in images.entries(where):
             for path in (meta["path"], meta["path"].rsplit(".", 1)[0] + ".json"):
                 try:
                     os.unlink(path)

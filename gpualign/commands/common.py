@@ -99,14 +99,14 @@ def feedback(command: str, threads: int, quiet: bool, total=None):
     size = total() if total is not None and not quiet else progress.Total()
     # rich on a terminal, else a line every 10 s
     shown = progress.genome(err, quiet) if command == "genome" else progress.records(err, command, quiet, size)
-    from ..engines import _cuda
+    from ..gpu import kernels
 
-    _cuda.set_notice(notice)  # a kernel compiled on first use is said
+    kernels.set_notice(notice)  # a kernel compiled on first use is said
     try:
         with shown as report:
             yield n_threads, notice, report
     finally:
-        _cuda.set_notice(None)
+        kernels.set_notice(None)
 
 
 def notice_printer(err, quiet: bool):

@@ -9,7 +9,7 @@ from .. import trace
 from ..config import AlignConfig
 from ..errors import DeviceError
 from ..records import EXCEEDED, AlignBatch, PairBatch
-from ._cuda import gpu_status
+from ..gpu.kernels import gpu_status
 from .cpu_dp import CpuDpEngine
 from .cpu_wfa import CpuWfaEngine
 
@@ -106,7 +106,7 @@ def host_allocator(chain):
     """alloc(n, dtype) for the sequence buffers of batches this chain aligns: page-locked memory when
     a GPU engine runs (the device reads it with no staging copy), else numpy's."""
     if any(e.pinned_input for e in chain):
-        from ._staging import pinned_empty
+        from ..gpu.staging import pinned_empty
 
         return pinned_empty
     return np.empty

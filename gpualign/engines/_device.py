@@ -1,5 +1,5 @@
 """What the batch GPU engines (eWFA, affine WFA) share around their kernels: start-up and warm-up
-(BatchEngine) and batches split to fit the device (align_split). Transfers live in _staging.py, the
+(BatchEngine) and batches split to fit the device (align_split). Transfers live in staging.py, the
 per-pair results of the kernel levels in _results.py."""
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ import numpy as np
 
 from .. import trace
 from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch
-from . import _arrays
-from ._staging import pinned_empty, to_device, to_host
+from ..gpu import arrays
+from ..gpu.staging import pinned_empty, to_device, to_host
 
 _NULL = np.uint64(0)  # a null device pointer argument
 SLOT_LEVELS = 4  # levels a SlotResults books at most (common.cuh's gather_slots takes that many buffers)
@@ -170,8 +170,8 @@ class SlotResults:
         import cupy
 
         self._mod, self.n, self.want_cigar = mod, n, want_cigar
-        self.score = _arrays.full(n, -1, np.int32)
-        self.status = _arrays.full(n, EXCEEDED, np.uint8)
+        self.score = arrays.full(n, -1, np.int32)
+        self.status = arrays.full(n, EXCEEDED, np.uint8)
         self.ops_len = cupy.zeros(n, dtype=cupy.int64)
         self.ops_src = cupy.zeros(n, dtype=cupy.int64)  # level << 40 | offset in that level's buffer
         self.buffers: list = []
@@ -213,7 +213,7 @@ class SlotResults:
         self.score.get(out=score, blocking=False)
         self.status.get(out=status, blocking=False)
         if cig:
-            d_off = _arrays.cumsum(self.ops_len, exclusive=True)
+            d_off = arrays.cumsum(self.ops_len, exclusive=True)
             self.ops_len.get(out=lens, blocking=False)
             d_off.get(out=offs, blocking=False)
         stream.synchronize()

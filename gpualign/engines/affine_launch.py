@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import trace
 from ._results import gather_kernel
-from ._staging import to_device
+from ..gpu.staging import to_device
 from .affine_plan import Plan
 
 MEMORY_SHARE = 0.5  # of the free device memory, for backtrace slots and rings

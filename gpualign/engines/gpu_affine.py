@@ -20,17 +20,17 @@ import numpy as np
 from .. import trace
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
-from ._cuda import load_module
+from ..gpu.kernels import load_module
 from ._device import BatchEngine, align_split
 from ._results import Results, gather_kernel, text_kernels
-from ._staging import Staging, free_rows, to_device
+from ..gpu.staging import Staging, free_rows, to_device
 from .affine_launch import Launcher, template_flag
 from .affine_plan import (ESTIMATE_GAIN, ESTIMATE_MIN, HISTORY, HISTORY_MIN, LEVELS, SAMPLE_EVERY, Plan, caps_from_rates,
                           end_reach, estimated_caps, forced_gap, length_groups, longest_first, reduced, score_rates)
 
 NAME = "gpu-affine"
 CONCURRENT = 2  # batches aligned at once (GpuAffineEngine.concurrent)
-# (file, names, defines): every kernel this engine loads (engines/_variants.py); tune["min_blocks"] (a
+# (file, names, defines): every kernel this engine loads (engines/variants.py); tune["min_blocks"] (a
 # benchmark's register cap) adds a define, compiled on first use
 _INSTANCES = tuple(f"wfa_affine<{', '.join(template_flag(x) for x in (b, f, s))}>"
                    for b in (0, 1) for f in (0, 1) for s in (0, 1))

@@ -28,10 +28,10 @@ import numpy as np
 from .. import scoring, trace
 from ..config import AlignConfig
 from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths
-from . import _arrays
-from ._cuda import load_module
+from ..gpu import arrays
+from ..gpu.kernels import load_module
 from ._device import BatchEngine, align_split
-from ._staging import Staging, to_device
+from ..gpu.staging import Staging, to_device
 from .cpu_dp import empty_side, score_only_ranges
 
 NAME = "gpu-dp"
@@ -94,7 +94,7 @@ def _names() -> tuple:
 
 
 def kernels() -> tuple:
-    """(file, names, defines): every kernel this engine loads (engines/_variants.py), with the defines of the
+    """(file, names, defines): every kernel this engine loads (engines/variants.py), with the defines of the
     constants as they are now (tests change COLS: the module then compiles on first use)."""
     return "dp.cu", _names(), (f"COLS={COLS}", f"COLS16={COLS16}", f"NEG16=({NEG16})")
 
@@ -318,7 +318,7 @@ class GpuDpEngine(BatchEngine):
         short, long = split(ql, tl)  # (short None: every pair)
         d_raw, d_meta = self._staging.upload(batch, cfg)  # (prefetched while the batch before aligned)
         d_lut, d_matrix = self._device_tables(cfg, sub)
-        d_codes = _arrays.translate(d_raw, d_lut)  # letter indices, made on the device
+        d_codes = arrays.translate(d_raw, d_lut)  # letter indices, made on the device
         scoring_args = (d_matrix, np.int32(len(sub.letters)), *(np.int32(g) for g in cfg.parasail_gaps()))
         d_out = cupy.zeros((6, n), cupy.int32)  # by pair, one memset and one copy back:
         ends = tuple(d_out[:3])  # score, end row, end column
@@ -395,7 +395,7 @@ class GpuDpEngine(BatchEngine):
         picked = (d_meta[1], d_meta[3], d_idx, np.int32(group is not None))
         d_key = cupy.empty(count, cupy.uint64)
         self._module().get_function("dp_keys")((-(-count // BLOCK),), (BLOCK,), (*picked, np.int32(count), d_key))
-        d_sorted = _arrays.argsort(d_key)
+        d_sorted = arrays.argsort(d_key)
         d_slots, d_warps = cupy.empty(nwarps * 32, cupy.int32), cupy.empty((2, nwarps), cupy.int32)
         self._module().get_function("dp_warps")((-(-nwarps // BLOCK),), (BLOCK,),
                                                 (*picked, d_sorted, np.int32(count), np.int32(nwarps), d_slots,

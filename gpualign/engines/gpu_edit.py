@@ -17,11 +17,11 @@ import numpy as np
 from .. import trace
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch
-from . import _arrays
-from ._cuda import load_module
+from ..gpu import arrays
+from ..gpu.kernels import load_module
 from ._device import BatchEngine, align_split
 from ._results import SlotResults
-from ._staging import Staging
+from ..gpu.staging import Staging
 
 NAME = "gpu-edit"
 CIGAR_LEVELS = (32, 64, 128)
@@ -37,7 +37,7 @@ def _smem_words(e: int, bt: bool) -> int:
 
 
 KERNELS = ("ewfa.cu", ("pack2", "ewfa_cigar", "book_level", "gather_slots", "ewfa_align", "cigar_measure",
-                      "cigar_write"), ())  # (file, names, defines): every kernel this engine loads (engines/_variants.py)
+                      "cigar_write"), ())  # (file, names, defines): every kernel this engine loads (engines/variants.py)
 
 
 def start_level(levels: tuple, sample_scores: np.ndarray) -> int:
@@ -136,12 +136,12 @@ class GpuEditEngine(BatchEngine):
         else:  # a small distance-only sample at the top level picks where to start
             # evenly spread over the batch, made on the device: a host-to-device copy now would queue
             # behind the next batch's upload
-            sample = _arrays.arange(0, n, max(1, n // 1024), np.int32)[:1024]
+            sample = arrays.arange(0, n, max(1, n // 1024), np.int32)[:1024]
             scores = self._run_level(levels[-1], dev, sample, len(sample), False)[0]
             first = start_level(levels, scores.get())
 
         res = SlotResults(mod, n, want_cigar)
-        todo, left = _arrays.arange(0, n, dtype=np.int32), n  # pair ids still to align, on the device
+        todo, left = arrays.arange(0, n, dtype=np.int32), n  # pair ids still to align, on the device
         for e in levels[levels.index(first):]:
             if left == 0:
                 break

@@ -20,8 +20,8 @@ import numpy as np
 
 from ..devices import on_device
 from ..pack import CODE2
-from . import _arrays
-from ._cuda import load_module
+from ..gpu import arrays
+from ..gpu.kernels import load_module
 
 MAX_LEN = (1 << 31) - 64
 TILE_THREADS = 512  # must match kernels/wfa_long.cu (launch bounds: 2 blocks of 512 per SM)
@@ -98,7 +98,7 @@ def distance(q: np.ndarray, t: np.ndarray, prune: bool = True, progress=None, po
                 np.int32(1 if prune else 0))
     if kernel == "tiled":
         if bits is None:  # 2 when every byte present is one of ACGT (CODE2 < 255)
-            present = (_arrays.byte_counts(d_bytes[:n]) + _arrays.byte_counts(d_bytes[tp:tp + m])) > 0
+            present = (arrays.byte_counts(d_bytes[:n]) + arrays.byte_counts(d_bytes[tp:tp + m])) > 0
             bits = 2 if (CODE2[present] != 255).all() else 8
         if bits not in (2, 8):
             raise ValueError(f"bits must be 2 or 8 (got {bits})")
@@ -144,7 +144,7 @@ BPAD = 64  # symbols of padding before the target's codes: must match kernels/bp
 BP_WARPS_PER_BLOCK = 4  # kernels/bp_long.cu's launch bounds: 128 threads
 BP_MAX_SYMBOLS = 31
 BP_DEFINES: tuple = ()  # compile-time options of kernels/bp_long.cu (experiments: scripts/profile.py genome)
-# (file, names, defines): the kernels this module loads (engines/_variants.py); experiments that set
+# (file, names, defines): the kernels this module loads (engines/variants.py); experiments that set
 # BP_DEFINES compile on first use
 WFA_KERNELS = ("wfa_long.cu", ("wfa_long", "wfa_long_tiled<8>", "wfa_long_tiled<2>", "pack2"), ())
 BP_KERNELS = ("bp_long.cu", ("bp_long", "bp_split_min", "bp_long_jobs", "bp_piece_codes"), ())
@@ -184,11 +184,11 @@ def _coded(q: np.ndarray, t: np.ndarray, made: tuple | None = None):
     import cupy
 
     d_q, d_t = cupy.asarray(q), cupy.asarray(t)
-    made = made or symbol_table(_arrays.byte_counts(d_q), _arrays.byte_counts(d_t))
+    made = made or symbol_table(arrays.byte_counts(d_q), arrays.byte_counts(d_t))
     if made is None:
         return None
     table, sigma = made
-    return _arrays.translate(d_q, table), _arrays.translate(d_t, table), sigma, made
+    return arrays.translate(d_q, table), arrays.translate(d_t, table), sigma, made
 
 
 def _bp_geometry(rows, width):
@@ -217,12 +217,12 @@ def _ring_cap() -> int:
 def _bp_codes(qc, tc, sigma, nstrips):
     """Device buffers of the kernel: row symbols padded to whole strips, column symbols as byte offsets
     of their match masks with BPAD padding each side."""
-    acode = _arrays.full(nstrips * STRIP_ROWS + 64, sigma, np.uint8)
+    acode = arrays.full(nstrips * STRIP_ROWS + 64, sigma, np.uint8)
     k = min(len(qc), nstrips * STRIP_ROWS)
     if k:
         acode.data.copy_from_device_async(qc.data, k)
-    bcode = _arrays.full(BPAD + len(tc) + BPAD + 128, 128 * sigma, np.uint16)
-    _arrays.translate(tc, np.arange(256, dtype=np.uint16) * 128, out=bcode[BPAD:BPAD + len(tc)])
+    bcode = arrays.full(BPAD + len(tc) + BPAD + 128, 128 * sigma, np.uint16)
+    arrays.translate(tc, np.arange(256, dtype=np.uint16) * 128, out=bcode[BPAD:BPAD + len(tc)])
     return acode, bcode
 
 
@@ -312,7 +312,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     if split:
         with on_device(homes[1]):  # the backward half's strings on its device (the same codes)
             bq, bt = (qc, tc[m1:]) if homes[1] is None else symbol_codes(q, t[m1:], made)[:2]
-            halves.append((_arrays.reverse(bq), _arrays.reverse(bt)))
+            halves.append((arrays.reverse(bq), arrays.reverse(bt)))
     kerns, streams, caps = [], [], []  # caps: a launch's warps at most (its device's share)
     for dev in homes:
         with on_device(dev):
@@ -335,7 +335,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
                 col = None
                 if split:
                     with st:
-                        col = _arrays.full(n + 1, big, np.int32)
+                        col = arrays.full(n + 1, big, np.int32)
                         col[:1].set(np.array([len(b)], np.int32))  # D[0][j] = j
                 runs.append(_bp_launch(mod.get_function("bp_long"), a, b, sigma, klo, khi, w, col, st))
                 cols.append(col)
@@ -369,13 +369,13 @@ def _split_min(kernel, fwd, bwd, off: np.ndarray, rows: np.ndarray):
     over many blocks."""
     import cupy
 
-    best = _arrays.full(len(rows), np.iinfo(np.uint64).max, np.uint64)
+    best = arrays.full(len(rows), np.iinfo(np.uint64).max, np.uint64)
     span = -(-(int(rows.max()) + 1) // 256)  # blocks of 256 rows per piece, up to 1,024
     kernel((min(len(rows), 4096), min(span, 1024) if len(rows) == 1 else 1), (256,),
            (fwd, bwd, cupy.asarray(off), cupy.asarray(rows), np.int32(len(rows)), best))
     key = best.get()
     total, row = (key >> np.uint64(32)).astype(np.int64), (key & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    left = _arrays.gather(fwd, cupy.asarray(off + row)).get().astype(np.int64)
+    left = arrays.gather(fwd, cupy.asarray(off + row)).get().astype(np.int64)
     return total, row, left
 
 
@@ -475,11 +475,11 @@ class BpSplitter:
         mid = cols // 2
         off = np.concatenate([[0], np.cumsum(rows + 1)]).astype(np.int64)
         big = 1 << 30
-        fwd = _arrays.full(int(off[-1]), big, np.int32)
-        bwd = _arrays.full(int(off[-1]), big, np.int32)
+        fwd = arrays.full(int(off[-1]), big, np.int32)
+        bwd = arrays.full(int(off[-1]), big, np.int32)
         d_off = cupy.asarray(off[:-1])
-        _arrays.scatter(fwd, d_off, cupy.asarray(mid.astype(np.int32)))  # D[0][j] = j
-        _arrays.scatter(bwd, d_off, cupy.asarray((cols - mid).astype(np.int32)))
+        arrays.scatter(fwd, d_off, cupy.asarray(mid.astype(np.int32)))  # D[0][j] = j
+        arrays.scatter(bwd, d_off, cupy.asarray((cols - mid).astype(np.int32)))
         klo, khi = band(rows, cols, p.d)
         self.cells += int((rows * np.minimum(cols, khi - klo + 1)).sum())
         keep = self._halves(p, swap, rows, cols, mid, klo, khi, fwd, bwd, off)  # alive until the results are read

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import pack, trace
-from ..engines._cuda import Kernels, load_module
+from ..gpu.kernels import Kernels, load_module
 from ..errors import InputError
 from ..records import Names, PairBatch
 from . import pair_reader
@@ -233,7 +233,7 @@ class DevicePairReader:
         """A page-locked buffer holding each file's carry and next bytes, each region 64-byte aligned
         and followed by zeros up to the next 64. It is the same buffer every time (grown when too small: a
         new page-locked buffer costs ~1 ms a MB), its bytes done with once _take has carried the rest."""
-        from ..engines._staging import pinned_empty
+        from ..gpu.staging import pinned_empty
 
         if self._stream is not None:  # the last buffer's upload (asynchronous) done before it is written
             self._stream.synchronize()
@@ -262,7 +262,7 @@ class DevicePairReader:
         """r's line ends and records on the device; r.records and r.bad on the host."""
         import cupy
 
-        from ..engines import _arrays
+        from ..gpu import arrays
 
         f, n = r.f, r.n
         if n == 0:
@@ -273,7 +273,7 @@ class DevicePairReader:
         counts = cupy.empty(threads, dtype=cupy.int64)
         grid = (-(-threads // THREADS),), (THREADS,)
         self._kernel("nl_count")(*grid, (region, np.int64(threads), counts))
-        sums = _arrays.cumsum(counts, out=counts)
+        sums = arrays.cumsum(counts, out=counts)
         r.ends = ends = int(sums[-1:].get()[0])
         r.nl = nl = cupy.empty(max(ends, 1), dtype=cupy.int64)
         self._kernel("nl_emit")(*grid, (region, np.int64(threads), sums, nl))
@@ -294,14 +294,14 @@ class DevicePairReader:
                 ends: list | None = None):
         """The first len(lens[i]) records' pieces (offsets r.dev[fields[0]], lengths r.dev[fields[1]], which
         are lens[i]) of each region one after another in a device buffer through table (kernels/fastx.cu's
-        fastx_compact; padded as engines._staging.raw_size says, zeros after them): (it, the first record
+        fastx_compact; padded as gpu.staging.raw_size says, zeros after them): (it, the first record
         a region refused there, or NO_RECORD; check: sequences, and FASTQ qualities, each region's offsets
         of its pieces in the buffer: host int64 arrays and their device copies). ends: each lens[i]'s
         running sum, where the caller has them."""
         import cupy
 
-        from ..engines import _arrays
-        from ..engines._staging import raw_size
+        from ..gpu import arrays
+        from ..gpu.staging import raw_size
 
         if ends is None:
             ends = [np.cumsum(ln) for ln in lens]
@@ -311,7 +311,7 @@ class DevicePairReader:
             base += int(e[-1]) if len(e) else 0
         total = base
         out = cupy.empty(raw_size(total), dtype=cupy.uint8)
-        _arrays.fill(out[total:], 0)
+        arrays.fill(out[total:], 0)
         d_table = self._tables.get(table.tobytes())
         if d_table is None:
             d_table = self._tables[table.tobytes()] = cupy.empty(256, dtype=cupy.uint8)
@@ -429,7 +429,7 @@ class DevicePairReader:
         """The batch of the first k records of both regions (seq: _gather's of their sequences): names and
         (wanted) qualities gathered on the device and brought over with the sequences, so that the raw
         buffer can go."""
-        from ..engines._staging import pinned_empty
+        from ..gpu.staging import pinned_empty
 
         d_seq, _, (q_off, t_off), (d_q_off, _) = seq
         ql, tl = lens

@@ -53,7 +53,7 @@ def make_engine(pats, cfg: SearchConfig, notice) -> SearchEngine:
 
 def engine_class(cfg: SearchConfig, notice):
     """The engine this process runs: the GPU one if a GPU is usable (and not --device cpu), else the CPU one."""
-    from ..engines._cuda import gpu_status
+    from ..gpu.kernels import gpu_status
 
     if cfg.device != "cpu":
         ok, why = gpu_status()

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engines import _arrays, is_out_of_memory
-from ..engines._cuda import load_module
-from ..engines._staging import copy_host, pinned_empty
+from ..engines import is_out_of_memory
+from ..gpu import arrays
+from ..gpu.kernels import load_module
+from ..gpu.staging import copy_host, pinned_empty
 from ..errors import ConfigError, DeviceError, GpualignError
 from . import alphabet as A
 from . import patterns as PT
@@ -133,7 +134,7 @@ class _Seeds:
         return seed_names(self.plan.dense, self.table_shared, self.peq_shared)
 
 
-# (file, names, defines): every kernel this engine loads, as engines/_variants.py builds them ahead (a
+# (file, names, defines): every kernel this engine loads, as engines/variants.py builds them ahead (a
 # benchmark's defines compile on first use)
 KERNELS = ("myers_search.cu", _all_names(), ())
 
@@ -374,7 +375,7 @@ class GpuSearchEngine(SearchEngine):
         shared = 4 * len(sd.table) if sd.table_shared else 0
         blocks = (-(-n_ft // threads),)
         count(blocks, (threads,), (job.text, sp, *common, job.cum, np.uint64(0), job.cum), shared_mem=shared)
-        job.cum = _arrays.cumsum(job.cum, out=job.cum)
+        job.cum = arrays.cumsum(job.cum, out=job.cum)
         job.cands = cands = cp.empty((job.room, 2), np.uint32)
         emit(blocks, (threads,), (job.text, sp, *common, job.cum, np.uint64(job.room), cands), shared_mem=shared)
         n_ps = len(job.ids)

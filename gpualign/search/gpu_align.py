@@ -8,13 +8,13 @@ import numpy as np
 
 from .. import cigar as C
 from ..engines import is_out_of_memory
-from ..engines._cuda import load_module
+from ..gpu.kernels import load_module
 from ..records import offsets_from_lengths
 from .hits import align_job
 
 BLOCK = 128
 PRIORITY = -100  # the stream's (lower is sooner)
-KERNELS = ("search_align.cu", ("align_hits",), ())  # (file, names, defines): engines/_variants.py
+KERNELS = ("search_align.cu", ("align_hits",), ())  # (file, names, defines): engines/variants.py
 
 
 class GpuHitAligner:

@@ -98,7 +98,7 @@ class _Function:
 
 
 class Module:
-    """What engines._cuda.load_module gives, for the emulated kernels of one file."""
+    """What gpu.kernels.load_module gives, for the emulated kernels of one file."""
 
     def __init__(self, stem: str, defines: tuple = ()):
         self.lib = library(stem, tuple(defines))
@@ -108,7 +108,7 @@ class Module:
 
 
 def load_module(filename: str, name_expressions: tuple = (), defines: tuple = ()) -> Module:
-    """engines._cuda.load_module's stand-in."""
+    """gpu.kernels.load_module's stand-in."""
     return Module(filename.removesuffix(".cu"), defines)
 
 
@@ -179,7 +179,7 @@ def fake_cupy() -> types.ModuleType:
 
 
 def numpy_arrays() -> dict:
-    """engines/_arrays.py's operations on numpy arrays (its kernels are checked on the GPU, test_arrays)."""
+    """gpu/arrays.py's operations on numpy arrays (its kernels are checked on the GPU, test_arrays)."""
     dev = lambda a: np.ascontiguousarray(a).view(DeviceArray)  # noqa: E731
 
     def translate(a, table, out=None):
@@ -214,20 +214,20 @@ def numpy_arrays() -> dict:
 
 @contextlib.contextmanager
 def cupy_on_numpy():
-    """`import cupy` gives fake_cupy() inside this block, and engines/_arrays.py works on numpy arrays."""
-    from gpualign.engines import _arrays
+    """`import cupy` gives fake_cupy() inside this block, and gpu/arrays.py works on numpy arrays."""
+    from gpualign.gpu import arrays
 
     old = sys.modules.get("cupy")
     sys.modules["cupy"] = fake_cupy()
     ops = numpy_arrays()
-    saved = {name: getattr(_arrays, name) for name in ops}
+    saved = {name: getattr(arrays, name) for name in ops}
     for name, fn in ops.items():
-        setattr(_arrays, name, fn)
+        setattr(arrays, name, fn)
     try:
         yield
     finally:
         for name, fn in saved.items():
-            setattr(_arrays, name, fn)
+            setattr(arrays, name, fn)
         if old is None:
             sys.modules.pop("cupy", None)
         else:
@@ -235,11 +235,11 @@ def cupy_on_numpy():
 
 
 class Staging:
-    """engines._staging.Staging's upload, to numpy arrays."""
+    """gpu.staging.Staging's upload, to numpy arrays."""
 
     def upload(self, batch, cfg):
         from gpualign import pack
-        from gpualign.engines._staging import meta_rows, raw_size
+        from gpualign.gpu.staging import meta_rows, raw_size
 
         seq = pack.compare_view(batch, cfg.n_mismatch)
         raw = np.zeros(raw_size(len(seq)), np.uint8)

@@ -1,13 +1,13 @@
 """The only place that touches CUDA (with driver.py, which starts it early): device discovery and, with
-the GPU engines, kernel loading (images built ahead or cached, engines/_images.py; else NVRTC now,
-engines/_nvrtc.py)."""
+the GPU engines, kernel loading (images built ahead or cached, gpu/images.py; else NVRTC now,
+gpu/nvrtc.py)."""
 
 from __future__ import annotations
 
 import functools
 
 from .. import driver, trace
-from . import _images, _nvrtc
+from . import images, nvrtc
 
 
 @functools.lru_cache(maxsize=1)
@@ -93,28 +93,28 @@ def _load(cupy, path: str, mapping: dict, names: tuple):
 
 def _compile(cupy, filename: str, code: str, headers: dict, opts: tuple, dig: str, names: tuple,
              cc: tuple[int, int]) -> Module:
-    """Compiled here for this GPU (NVRTC) and kept in the first-use cache (engines/_images.py); when the cache
+    """Compiled here for this GPU (NVRTC) and kept in the first-use cache (gpu/images.py); when the cache
     cannot be written, through a temporary file."""
     import os
     import tempfile
 
-    own = _nvrtc.available()
-    target = _nvrtc.target_for(cc) if own else f"sm_{cc[0]}{cc[1]}"
+    own = nvrtc.available()
+    target = nvrtc.target_for(cc) if own else f"sm_{cc[0]}{cc[1]}"
     if _notice is not None:
         _notice(f"compiling kernels/{filename} for {target} (first use; `gpualign cache build` compiles every "
                 "kernel ahead)")
     if own:
-        image, mapping = _nvrtc.compile_source(code, filename, headers, opts, names, target)
-        version = _nvrtc.version()
+        image, mapping = nvrtc.compile_source(code, filename, headers, opts, names, target)
+        version = nvrtc.version()
     else:  # none of our own to be found: CuPy's (it has its own ways of finding one; it picks the target)
         from cupy.cuda import compiler
 
         mine = tuple(o for o in opts if o != "--device-as-default-execution-space")  # (CuPy adds it itself)
-        image, mapping = compiler.compile_using_nvrtc(code, (*mine, f"-I{_images.kernel_dir()}"),
+        image, mapping = compiler.compile_using_nvrtc(code, (*mine, f"-I{images.kernel_dir()}"),
                                                       name_expressions=names)
         mapping, version = dict(mapping), (0, 0)
     try:
-        path = _images.store(_images.cache_dir(), filename, dig, names, target, image, mapping, version)
+        path = images.store(images.cache_dir(), filename, dig, names, target, image, mapping, version)
     except OSError:
         path = None
     raw = _load(cupy, path, mapping, names) if path is not None else None
@@ -133,7 +133,7 @@ def _compile(cupy, filename: str, code: str, headers: dict, opts: tuple, dig: st
 @trace.traced("load_module")
 def load_module(filename: str, name_expressions: tuple, defines: tuple = ()) -> Module:
     """kernels/<filename> with the given defines, holding at least the kernels name_expressions names,
-    once per device: an image built ahead or compiled before (engines/_images.py: the best that fits this
+    once per device: an image built ahead or compiled before (gpu/images.py: the best that fits this
     GPU), else compiled now by NVRTC and kept for the next run."""
     import cupy
 
@@ -142,11 +142,11 @@ def load_module(filename: str, name_expressions: tuple, defines: tuple = ()) -> 
     mod = _modules.get(key)
     if mod is None:
         names = tuple(name_expressions)
-        code, headers = _images.sources(filename)
-        opts = _images.options(defines)
-        dig = _images.digest(code, headers, opts)
+        code, headers = images.sources(filename)
+        opts = images.options(defines)
+        dig = images.digest(code, headers, opts)
         cc = capability(dev)
-        for path, mapping, _ in _images.find(filename, dig, names, cc):
+        for path, mapping, _ in images.find(filename, dig, names, cc):
             raw = _load(cupy, path, mapping, names)
             if raw is not None:
                 mod = Module(raw, mapping)

@@ -1,6 +1,6 @@
 """NVRTC through ctypes: CUDA C++ to a cubin (sm_XY) or PTX (compute_XY) for a named architecture.
 
-NVRTC needs no GPU and no driver, so kernels can be built ahead of time (engines/_images.py, `gpualign cache
+NVRTC needs no GPU and no driver, so kernels can be built ahead of time (gpu/images.py, `gpualign cache
 build`) on a machine without one, CI included. Standard library only.
 
 The library is looked for where CuPy's own lookup (cuda-pathfinder) finds it, then in the `nvidia-cuda-nvrtc`

@@ -1,6 +1,6 @@
 """Compiled kernel images on disk: where they are kept, how they are named, and which one fits a GPU.
 
-An image is one kernels/*.cu file compiled by NVRTC (engines/_nvrtc.py) with given defines and kernel
+An image is one kernels/*.cu file compiled by NVRTC (gpu/nvrtc.py) with given defines and kernel
 names, for one target: a cubin for sm_XY, or PTX for compute_XY that the driver compiles itself. Beside each
 image a small JSON file says what it holds:
 

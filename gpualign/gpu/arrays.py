@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cuda import Kernels
+from .kernels import Kernels
 
 THREADS = 256  # kernels/arrays.cu's THREADS and TILE
 TILE = THREADS * 16
@@ -26,7 +26,7 @@ def _names() -> tuple:
     return (*each, "byte_counts", "scan_tiles", "scan_top", "scan_apply")
 
 
-KERNELS = ("arrays.cu", _names(), ())  # (file, names, defines): engines/_variants.py builds them ahead
+KERNELS = ("arrays.cu", _names(), ())  # (file, names, defines): engines/variants.py builds them ahead
 
 
 _kernel = Kernels(KERNELS, per_device=True)  # name -> kernel function on the current device

@@ -6,7 +6,7 @@ search engine asks for the pattern widths of its patterns only, and gets them fr
 width). What is not here compiles on first use, for a reason:
   - benchmark knobs that add defines: GpuAffineEngine.tune["min_blocks"], gpu_long.BP_DEFINES, the search
     engine's `defines` (scripts/bench_search.py, scripts/profile.py);
-  - an unknown GPU with no cubin of its family and no PTX old enough (engines/_images.TARGETS).
+  - an unknown GPU with no cubin of its family and no PTX old enough (gpu/images.TARGETS).
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from .. import text_device
 from ..io import fastx_device
 from ..search import gpu as search_gpu
 from ..search import gpu_align
-from . import _arrays, _images, _nvrtc, gpu_affine, gpu_anchors, gpu_dp, gpu_edit, gpu_long
+from ..gpu import arrays, images, nvrtc
+from . import gpu_affine, gpu_anchors, gpu_dp, gpu_edit, gpu_long
 
 VARIANTS = (gpu_edit.KERNELS, gpu_affine.KERNELS, gpu_dp.kernels(), gpu_long.WFA_KERNELS, gpu_long.BP_KERNELS,
-            search_gpu.KERNELS, gpu_align.KERNELS, _arrays.KERNELS, gpu_anchors.KERNELS, fastx_device.KERNELS,
+            search_gpu.KERNELS, gpu_align.KERNELS, arrays.KERNELS, gpu_anchors.KERNELS, fastx_device.KERNELS,
             text_device.KERNELS)
 
 
@@ -48,20 +49,20 @@ def serving(filename: str, names: tuple, defines: tuple = ()) -> tuple | None:
     return None
 
 
-def build(directory: str, targets: tuple = _images.TARGETS, jobs: int | None = None,
+def build(directory: str, targets: tuple = images.TARGETS, jobs: int | None = None,
           force: bool = False, on_done=None) -> list[Built]:
     """Every registered module for every target into directory, NVRTC on `jobs` threads (default: the
     cores); images already there and whole (same source digest, names and target, bytes of the recorded
     hash) are kept unless force. on_done(b) is called as each finishes. KernelError when NVRTC is missing,
     or a kernel fails to compile (the jobs not started then are dropped)."""
-    nvrtc = _nvrtc.version()
+    nvrtc_version = nvrtc.version()
     targets = tuple(dict.fromkeys(targets))
     work = []
     for file, names, defines in VARIANTS:
-        code, headers = _images.sources(file)
-        opts = _images.options(defines)
-        dig = _images.digest(code, headers, opts)
-        have = {(m["target"], tuple(m["names"])): m for m in _images.entries(directory, file, dig)}
+        code, headers = images.sources(file)
+        opts = images.options(defines)
+        dig = images.digest(code, headers, opts)
+        have = {(m["target"], tuple(m["names"])): m for m in images.entries(directory, file, dig)}
         for target in targets:
             old = have.get((target, tuple(names)))
             if old is not None and not force and _whole(old):
@@ -75,8 +76,8 @@ def build(directory: str, targets: tuple = _images.TARGETS, jobs: int | None = N
     def one(item) -> Built:
         file, names, code, headers, opts, dig, target = item
         t0 = time.perf_counter()
-        image, mapping = _nvrtc.compile_source(code, file, headers, opts, names, target)
-        path = _images.store(directory, file, dig, names, target, image, mapping, nvrtc)
+        image, mapping = nvrtc.compile_source(code, file, headers, opts, names, target)
+        path = images.store(directory, file, dig, names, target, image, mapping, nvrtc_version)
         done = Built(file, target, path, len(image), time.perf_counter() - t0)
         if on_done:
             on_done(done)
