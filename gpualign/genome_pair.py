@@ -116,7 +116,7 @@ def use_gpu(device: str) -> bool:
 
 def _bound(q, t, cfg, detail: bool = False):
     """gpu_bound, or None when the device runs out of memory for it (no bound: the same result)."""
-    from .engines import is_out_of_memory
+    from .gpu.kernels import is_out_of_memory
 
     try:
         return gpu_bound(q, t, cfg, detail)
@@ -129,7 +129,8 @@ def _bound(q, t, cfg, detail: bool = False):
 def _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn, other=None):
     """(result dict, kernel) on the GPU, or (None, None) when the device runs out of memory. other: a second
     device for the bit-parallel kernel's backward half (gpu_long.bp_distance), or None."""
-    from .engines import gpu_long, is_out_of_memory
+    from .engines import gpu_long
+    from .gpu.kernels import is_out_of_memory
 
     plan = kernel_options(q, t)
     upper = _bound(q, t, cfg) if prune and plan.bound else None
@@ -152,7 +153,7 @@ def _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain=None, spread=None):
     """(distance, packed CIGAR, cells, how) on the GPU, or None (the CPU path instead); chain, spread: as
     genome_path.gpu_path's."""
     from . import genome_path
-    from .engines import is_out_of_memory
+    from .gpu.kernels import is_out_of_memory
 
     plan = kernel_options(q, t)
     bound = _bound(q, t, cfg, detail=True) if plan.anchored else None

@@ -71,7 +71,7 @@ class DeviceLines:
 
     @trace.traced("device lines")
     def __call__(self, fields: list, n: int, sep: bytes = b"\t", drop_empty_last: bool = False):
-        from .engines import is_out_of_memory
+        from .gpu.kernels import is_out_of_memory
 
         try:
             return self._on_device(fields, n, sep, drop_empty_last)
@@ -100,7 +100,7 @@ class DeviceLines:
 
     def _fused(self, batch, res, make) -> tuple | None:
         """make(cols, cig, res, batch) where the batch's columns and the result's CIGARs are on the device."""
-        from .engines import is_out_of_memory
+        from .gpu.kernels import is_out_of_memory
 
         cols, cig = getattr(batch, "device_cols", None), getattr(res, "device_cigar", None)
         if cols is None or cig is None or not res.has_cigar or res.t_start is not None or res.q_start is not None:

@@ -9,14 +9,9 @@ from .. import trace
 from ..config import AlignConfig
 from ..errors import DeviceError
 from ..records import EXCEEDED, AlignBatch, PairBatch
-from ..gpu.kernels import gpu_status
+from ..gpu.kernels import gpu_status, is_out_of_memory
 from .cpu_dp import CpuDpEngine
 from .cpu_wfa import CpuWfaEngine
-
-
-def is_out_of_memory(err: BaseException) -> bool:
-    """A device allocation failure (CuPy's OutOfMemoryError, or the CUDA error behind it)."""
-    return type(err).__name__ == "OutOfMemoryError" or "out of memory" in str(err).lower()
 
 
 def align_degrading(align_once, batch: PairBatch, cfg: AlignConfig, min_pairs: int = 64) -> AlignBatch:

@@ -36,7 +36,7 @@ class BatchEngine(Engine):
     def warm(self, cfg: AlignConfig) -> None:
         """Run a few pairs through cfg's path once (cupy's own kernels load on first use); a device out of
         memory now only skips it (align() degrades on its own)."""
-        from . import is_out_of_memory
+        from ..gpu.kernels import is_out_of_memory
 
         self._module()
         try:
@@ -63,7 +63,8 @@ class BatchEngine(Engine):
 def align_split(align_device, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
     """align_device(batch, cfg), with batches over MAX_BATCH_BASES split first, and device
     out-of-memory halving the batch (down to a few pairs, then CPU rescue: align_degrading)."""
-    from . import align_degrading, is_out_of_memory
+    from ..gpu.kernels import is_out_of_memory
+    from . import align_degrading
 
     if batch.n > 1 and len(batch.seq) > MAX_BATCH_BASES:  # the whole buffer goes over (take() compacts it)
         half = batch.n // 2

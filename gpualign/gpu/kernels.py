@@ -155,3 +155,8 @@ def load_module(filename: str, name_expressions: tuple, defines: tuple = ()) -> 
             mod = _compile(cupy, filename, code, headers, opts, dig, names, cc)
         _modules[key] = mod
     return mod
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """A device allocation failure (CuPy's OutOfMemoryError, or the CUDA error behind it)."""
+    return type(err).__name__ == "OutOfMemoryError" or "out of memory" in str(err).lower()

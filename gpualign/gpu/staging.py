@@ -11,6 +11,7 @@ import numpy as np
 from .. import pack, trace
 from ..config import AlignConfig
 from ..records import PairBatch
+from .kernels import is_out_of_memory
 
 COPY_THREADS = 8
 # pageable host memory crosses in pieces of this size (copy_pieces): one copy call per piece, the other
@@ -108,8 +109,6 @@ class Staging:
 
         if cfg.n_mismatch or batch.n == 0 or batch.device is not None:
             return
-        from . import is_out_of_memory
-
         with self._lock:
             if self._copy is None:
                 self._copy = cupy.cuda.Stream(non_blocking=True)

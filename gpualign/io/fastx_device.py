@@ -334,7 +334,7 @@ class DevicePairReader:
     # ---- batches
 
     def _batches(self):
-        from ..engines import is_out_of_memory
+        from ..gpu.kernels import is_out_of_memory
 
         count = 0
         try:

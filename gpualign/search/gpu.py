@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engines import is_out_of_memory
 from ..gpu import arrays
+from ..gpu.kernels import is_out_of_memory
 from ..gpu.kernels import load_module
 from ..gpu.staging import copy_host, pinned_empty
 from ..errors import ConfigError, DeviceError, GpualignError
