@@ -474,8 +474,9 @@ def test_without_cupy_the_host_reads_it_all(tmp_path, emulated, monkeypatch):
     rng = random.Random(10)
     a = _write(tmp_path / "a", _fasta(rng, 100))
     b = _write(tmp_path / "b", _fasta(rng, 100), fastq=True)
-    monkeypatch.setitem(sys.modules, "cupy", None)  # `import cupy` raises ImportError
-    batches = list(_device(a, b, pairs=30))
+    with monkeypatch.context() as m:  # (undone before `emulated` puts CuPy back: else its fake would stay)
+        m.setitem(sys.modules, "cupy", None)  # `import cupy` raises ImportError
+        batches = list(_device(a, b, pairs=30))
     assert _pairs(batches) == _pairs(_host(a, b, pairs=30))
     assert all(bt.device is None for bt in batches)
 
