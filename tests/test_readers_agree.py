@@ -1,0 +1,111 @@
+"""The two FASTA stacks side by side (issue 48's house: one input layer for every command, checked byte for
+byte against both): io/ (fastx.records: pairs, paf, genome) and search's text reader (search/text.py). On
+every input both take they give the same names and the same letters; where their rules differ today, the
+table below says how, so that the one layer replacing them keeps each command's rule on purpose."""
+
+import gzip
+import multiprocessing as mp
+import random
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+from test_search_text import random_fasta, read
+
+import gpualign.search.text_ranges as R
+from gpualign.errors import InputError
+from gpualign.io import fastx
+from gpualign.search import alphabet as A
+from gpualign.search import text as T
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with ProcessPoolExecutor(2, mp_context=mp.get_context("fork")) as p:
+        yield p
+
+
+def _io(path, fast: bool = True):
+    """(names, sequences as search's codes) from io's record reader, or its error's text."""
+    try:
+        recs = list(fastx.records(str(path), fast=fast))
+    except InputError as e:
+        return str(e)
+    return [A.to_codes(s) for _, s, _ in recs], [n for n, _, _ in recs]
+
+
+def _search(path, pool=None, unique: bool = True):
+    """(names, codes) from search's text reader (in chunks, or in ranges by the pool's processes), or its
+    error's text."""
+    if not unique:
+        reader = T.TextReader(str(path), 50, 7, 16, pool, 2, unique=False)
+        try:
+            chunks = [(ch.codes.copy(), ch) for ch in reader]
+        except InputError as e:
+            return str(e)
+        seqs: dict = {}
+        for codes, ch in chunks:
+            for i in range(ch.n):
+                a = int(ch.buf[i] + ch.context[i])
+                seqs[int(ch.record[i])] = seqs.get(int(ch.record[i]), b"") + codes[a:a + int(ch.length[i])].tobytes()
+        names = reader.records.names
+        return [seqs.get(r, b"") for r in range(len(names))], names
+    got = read(path, pool)
+    return got if isinstance(got, str) else (got[0], got[1])
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_same_records_from_both(tmp_path, pool, monkeypatch, seed):
+    """Random FASTA both take (IUPAC letters either case, LF or CRLF, lines of 1 to 1,000, blank lines
+    between and inside records, descriptions, empty records, no final line end), plain and gzip: the same
+    names and letters."""
+    rng = random.Random(seed)
+    data, names, seqs = random_fasta(rng, rng.choice([0, 0, 30]))
+    data = data[data.index(b">"):]  # (blank lines before the first record: the table below)
+    plain, packed = tmp_path / "t.fa", tmp_path / "t.fa.gz"
+    plain.write_bytes(data)
+    packed.write_bytes(gzip.compress(data))
+    monkeypatch.setattr(R, "RANGE", rng.choice([11, 64, 1 << 20]))
+    want = (seqs, names)
+    for path in (plain, packed):
+        assert _io(path) == want and _io(path, fast=False) == want
+        assert _search(path) == want
+    assert _search(plain, pool) == want
+
+
+@pytest.mark.parametrize("data,io_reads,search_reads", [
+    # the letters: io takes any letter (pairs, paf, genome: a mismatch like any other); search takes the
+    # IUPAC codes only (its 4-bit codes)
+    (b">a\nACXT\n", True, False),
+    (b">a\nACeT\n", True, False),
+    # a name twice: io takes it (pairs: names need not differ; SAM's @SQ checks lengths, io/targets.py);
+    # search refuses it by default (its SAM/BAM name each record once), takes it with unique=False
+    (b">a\nAC\n>a\nAC\n", True, False),
+    (b">a\nAC\n>a\nACG\n", True, False),
+    # FASTQ: io reads it, search's text is FASTA only
+    (b"@a\nACGT\n+\nIIII\n", True, False),
+    # blank lines before the first record: both skip empty ones; search skips one of spaces too, io's first
+    # character must be '>' or '@'
+    (b"\n\n>a\nAC\n", True, True),
+    (b"  \n>a\nAC\n", False, True),
+    # the same rule in both
+    (b">a\nAC-T\n", False, False),
+    (b">a\nAC T\n", False, False),
+    (b">a\nAC\xc3\xa9\n", False, False),
+    (b">\nACGT\n", False, False),
+    (b"junk\n>a\nAC\n", False, False),
+    (b"", False, False),
+    (b"> a\tb\nACGT\n>b\n\n>c\r\nAC\r\n\r\nGT", True, True),
+    (">é x\nAC\n".encode(), True, True),
+])
+def test_where_the_rules_differ(tmp_path, data, io_reads, search_reads):
+    path = tmp_path / "t.fa"
+    path.write_bytes(data)
+    io, search = _io(path), _search(path)
+    assert isinstance(io, tuple) == io_reads, io
+    assert isinstance(search, tuple) == search_reads, search
+    if io_reads and search_reads:
+        assert io == search
+    if io_reads and not search_reads and data.startswith(b">") and b"X" not in data and b"e" not in data:
+        assert _search(path, unique=False) == io  # (names twice: with unique=False search reads them as io does)
+    for err in (x for x in (io, search) if isinstance(x, str)):
+        assert err.startswith(str(path))  # one line naming the file (the wording differs between the two)
