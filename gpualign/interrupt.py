@@ -196,6 +196,10 @@ def finish() -> None:
 
     _unlink_prefixed("/dev/shm", f"{SHM_PREFIX}{_root_pid}_")  # shared-memory blocks (Linux)
     _unlink_semaphores()
+    # a child a thread starts from here on (a Dask nanny's spawned worker, whose interpreter comes up after
+    # this process is gone and finds the semaphores above removed) writes its complaint to /dev/null; the
+    # one line below goes to the real stderr
+    stderr = _quiet_stderr()
     end_children(wait=True)  # one a thread was starting meanwhile, before its interpreter is up to complain
     _unlink_prefixed(tempfile.gettempdir(), temp_prefix())
     # the resource tracker last: the blocks this process had open when the signal came are still
@@ -213,10 +217,26 @@ def finish() -> None:
         except OSError:
             pass
     try:
-        os.write(2, b"interrupted\n")
+        os.write(stderr, b"interrupted\n")
     except OSError:
         pass
     os._exit(EXIT_CODES.get(_signum, 130))
+
+
+def _quiet_stderr() -> int:
+    """Descriptor 2 pointed at /dev/null for the children started from now on; returns a descriptor of the
+    stderr it had (not inherited by children), or 2 where that fails."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        return 2
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+    except OSError:
+        pass
+    return saved
 
 
 def _no_restarts() -> None:

@@ -87,6 +87,8 @@ def test_the_same_records_from_both(tmp_path, pool, monkeypatch, seed):
     # character must be '>' or '@'
     (b"\n\n>a\nAC\n", True, True),
     (b"  \n>a\nAC\n", False, True),
+    # a name that is not UTF-8: io refuses it, search keeps its bytes (as surrogate escapes)
+    (b">a\xff\nAC\n", False, True),
     # the same rule in both
     (b">a\nAC-T\n", False, False),
     (b">a\nAC T\n", False, False),

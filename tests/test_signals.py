@@ -252,6 +252,28 @@ def test_no_log_line_after_the_signal():
     assert p.returncode == 130 and p.stderr == "interrupted\n", p.stderr
 
 
+def test_no_word_from_a_child_started_as_the_run_ends():
+    """A child that a thread starts after finish() ended the run's children (a Dask nanny spawning a worker:
+    its interpreter comes up after this process is gone, finds the run's semaphores removed and prints a
+    traceback; CI saw it once) writes to /dev/null: stderr holds only `interrupted`."""
+    late = "import sys, time; time.sleep(0.5); sys.stderr.write('late')"
+    code = ("import os, signal, subprocess, sys, time\n"
+            "from gpualign import interrupt\n"
+            "interrupt.install()\n"
+            "real = interrupt.end_children\n"
+            "def end_children(wait):\n"
+            "    real(wait)\n"
+            "    if wait:  # (a thread starts a child just after; the one after finish()'s last outlives it)\n"
+            f"        subprocess.Popen([sys.executable, '-c', {late!r}])\n"
+            "interrupt.end_children = end_children\n"
+            "def body():\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(10)\n"
+            "interrupt.guard(body)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 130 and p.stderr == "interrupted\n", p.stderr
+
+
 def test_killable_returns_and_raises():
     from gpualign import interrupt
     from gpualign.errors import InputError
