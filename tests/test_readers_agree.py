@@ -33,11 +33,11 @@ def _io(path, fast: bool = True):
     return [A.to_codes(s) for _, s, _ in recs], [n for n, _, _ in recs]
 
 
-def _search(path, pool=None, unique: bool = True):
+def _search(path, pool=None, unique: bool = True, chunk: int = 50):
     """(names, codes) from search's text reader (in chunks, or in ranges by the pool's processes), or its
     error's text."""
     if not unique:
-        reader = T.TextReader(str(path), 50, 7, 16, pool, 2, unique=False)
+        reader = T.TextReader(str(path), chunk, 7, 16, pool, 2, unique=False)
         try:
             chunks = [(ch.codes.copy(), ch) for ch in reader]
         except InputError as e:
@@ -49,7 +49,7 @@ def _search(path, pool=None, unique: bool = True):
                 seqs[int(ch.record[i])] = seqs.get(int(ch.record[i]), b"") + codes[a:a + int(ch.length[i])].tobytes()
         names = reader.records.names
         return [seqs.get(r, b"") for r in range(len(names))], names
-    got = read(path, pool)
+    got = read(path, pool, chunk)
     return got if isinstance(got, str) else (got[0], got[1])
 
 
@@ -61,15 +61,37 @@ def test_the_same_records_from_both(tmp_path, pool, monkeypatch, seed):
     rng = random.Random(seed)
     data, names, seqs = random_fasta(rng, rng.choice([0, 0, 30]))
     data = data[data.index(b">"):]  # (blank lines before the first record: the table below)
-    plain, packed = tmp_path / "t.fa", tmp_path / "t.fa.gz"
+    assert _both(tmp_path, data, (seqs, names), pool, monkeypatch, rng.choice([11, 64, 1 << 20])) == 3
+
+
+def _both(tmp_path, data: bytes, want: tuple, pool, monkeypatch, ranges: int, chunk: int = 50) -> int:
+    """Both readers give want from data written plain, gzip and bgzip (search also in ranges of the plain
+    file); how many files were read."""
+    import pysam
+
+    plain, packed, blocked = tmp_path / "t.fa", tmp_path / "t.fa.gz", tmp_path / "b.fa.gz"
     plain.write_bytes(data)
     packed.write_bytes(gzip.compress(data))
-    monkeypatch.setattr(R, "RANGE", rng.choice([11, 64, 1 << 20]))
-    want = (seqs, names)
-    for path in (plain, packed):
-        assert _io(path) == want and _io(path, fast=False) == want
-        assert _search(path) == want
-    assert _search(plain, pool) == want
+    pysam.tabix_compress(str(plain), str(blocked), force=True)
+    monkeypatch.setattr(R, "RANGE", ranges)
+    for path in (plain, packed, blocked):
+        assert _io(path) == want and _io(path, fast=False) == want, path
+        assert _search(path, chunk=chunk) == want, path
+    assert _search(plain, pool, chunk=chunk) == want
+    return 3
+
+
+def test_long_records_from_both(tmp_path, pool, monkeypatch):
+    """Records of 1 bp to 2 Mbp in lines of 60 and 80 (and one line), CRLF in one: the same from both."""
+    rng = random.Random(7)
+    names, seqs, out = [], [], []
+    for i, (n, width, eol) in enumerate([(1, 60, b"\n"), (2_000_000, 60, b"\n"), (300_001, 80, b"\r\n"),
+                                         (70_000, 10 ** 9, b"\n"), (0, 60, b"\n")]):
+        seq = bytes(rng.choice(b"ACGTacgtN") for _ in range(n))
+        out.append(f">c{i} len={n}".encode() + eol + b"".join(seq[j:j + width] + eol for j in range(0, n, width)))
+        names.append(f"c{i}")
+        seqs.append(A.to_codes(seq))
+    assert _both(tmp_path, b"".join(out), (seqs, names), pool, monkeypatch, 1 << 20, chunk=1 << 20) == 3
 
 
 @pytest.mark.parametrize("data,io_reads,search_reads", [
