@@ -22,12 +22,13 @@ from . import interrupt, trace
 SHM_DIR = "/dev/shm"  # where POSIX shared memory lives (Linux)
 
 
-def put(parts) -> str:
+def put(parts, name: str | None = None) -> str:
     """A new block holding parts (bytes-like) one after another, copied by numpy (which lets go of the
-    interpreter lock for large copies); its name."""
+    interpreter lock for large copies); its name (name: the one it gets, from interrupt.shm_name(); a new
+    one when None)."""
     parts = [np.frombuffer(p, dtype=np.uint8) for p in parts]
     total = sum(len(p) for p in parts)
-    block = shared_memory.SharedMemory(create=True, size=max(1, total), name=interrupt.shm_name())
+    block = shared_memory.SharedMemory(create=True, size=max(1, total), name=name or interrupt.shm_name())
     dst, at = np.frombuffer(block.buf, dtype=np.uint8, count=total), 0
     for p in parts:
         dst[at:at + len(p)] = p

@@ -8,9 +8,10 @@ and are ended by the parent (interrupt.py's fork hooks, once the CLI installed t
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 from concurrent.futures import ProcessPoolExecutor
 
-from . import shm
+from . import interrupt, shm
 from .errors import GpualignError
 
 
@@ -31,32 +32,43 @@ def fork_pool(workers: int, initializer=None, initargs: tuple = (), start: bool 
 
 class Forked:
     """fn(*args) in one child process forked now (fork where the platform can): result() waits for its
-    value or raises its exception; close() ends the child if it still runs (an aborted run does not wait for
-    it). For one job beside this process's own work with no interpreter lock to share; fork it before this
-    process has threads or a CUDA context. A bytes value of SHM_BYTES or more comes back in a shared-memory
-    block, as a read-only uint8 array mapped from it (through the pipe it would come in 64 KB reads, each
-    taking this process's interpreter lock back from its busy threads: shm.py)."""
+    value or raises its exception (one that cannot be pickled as a RuntimeError naming it); close() ends the
+    child if it still runs (an aborted run does not wait for it). For one job beside this process's own work
+    with no interpreter lock to share. A bytes value of SHM_BYTES or more comes back in a shared-memory block
+    named here, as a read-only uint8 array mapped from it (through the pipe it would come in 64 KB reads,
+    each taking this process's interpreter lock back from its busy threads: shm.py); close() removes a block
+    result() never took. (driver.py's fork hook makes the fork wait for the CUDA context its thread makes.)"""
 
     SHM_BYTES = 1 << 20
 
     def __init__(self, fn, *args):
         ctx = mp.get_context("fork") if can_fork() else mp.get_context()
+        big = self.SHM_BYTES if os.path.isdir(shm.SHM_DIR) else None  # (no /dev/shm: all through the pipe)
+        self._block = interrupt.shm_name()
         self._conn, child = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_call, args=(child, fn, args, self.SHM_BYTES), daemon=True)
-        self._proc.start()
-        child.close()
-        self._outcome = None  # ("value", v), ("error", exception) or ("shm", block name, size)
+        try:
+            self._proc = ctx.Process(target=_call, args=(child, fn, args, big, self._block), daemon=True)
+            self._proc.start()
+        except BaseException:
+            self._conn.close()
+            raise
+        finally:
+            child.close()
+        self._outcome = None  # ("value", v) or ("error", exception), once received
 
     def result(self):
         if self._outcome is None:
             try:
-                self._outcome = self._conn.recv()
+                sent = self._conn.recv()
+                if sent[0] == "shm":
+                    sent = ("value", shm.view(self._block, sent[1]))
             except EOFError:
                 self._proc.join(timeout=5)
-                self._outcome = ("error", GpualignError(f"a helper process ended unexpectedly (exit code "
-                                                        f"{self._proc.exitcode})"))
-            if self._outcome[0] == "shm":
-                self._outcome = ("value", shm.view(*self._outcome[1:]))
+                sent = ("error", GpualignError(f"a helper process ended unexpectedly (exit code "
+                                               f"{self._proc.exitcode})"))
+            except Exception as err:  # noqa: BLE001 - an exception that came back but cannot be rebuilt here
+                sent = ("error", RuntimeError(f"{type(err).__name__}: {err}"))
+            self._outcome = sent
             self.close()
         kind, value = self._outcome
         if kind == "error":
@@ -64,32 +76,38 @@ class Forked:
         return value
 
     def close(self) -> None:
-        """End the child if it still runs, and drop a block it sent that result() never took; safe more than
-        once."""
+        """End the child if it still runs, and remove a block result() did not take; safe more than once."""
+        if self._proc is None:
+            return
         if self._proc.is_alive():
             self._proc.terminate()
-        self._proc.join(timeout=5)
-        if self._outcome is None and not self._conn.closed:
-            try:
-                if self._conn.poll():
-                    sent = self._conn.recv()
-                    if sent[0] == "shm":
-                        shm.discard(sent[1])
-            except (EOFError, OSError):
-                pass
+            self._proc.join(timeout=5)
+            if self._proc.is_alive():
+                self._proc.kill()
+        self._proc.join()
+        self._proc.close()
+        self._proc = None
         self._conn.close()
+        shm.discard(self._block)  # (gone already where result() took it)
 
 
-def _call(conn, fn, args: tuple, shm_bytes: int) -> None:
+def _call(conn, fn, args: tuple, big: int | None, block: str) -> None:
+    import pickle
+
     try:
         value = fn(*args)
-        if isinstance(value, bytes) and len(value) >= shm_bytes:
-            outcome = ("shm", shm.put([value]), len(value))
+        if big is not None and isinstance(value, bytes) and len(value) >= big:
+            shm.put([value], block)
+            out = pickle.dumps(("shm", len(value)))
         else:
-            outcome = ("value", value)
+            out = pickle.dumps(("value", value))
     except BaseException as err:  # noqa: BLE001 - handed to the parent, which raises it
-        outcome = ("error", err)
-    conn.send(outcome)
+        try:
+            out = pickle.dumps(("error", err))
+            pickle.loads(out)  # (one that pickles but cannot be rebuilt would fail in the parent)
+        except Exception:  # noqa: BLE001 - an exception that cannot go between the processes
+            out = pickle.dumps(("error", RuntimeError(f"{type(err).__name__}: {err}")))
+    conn.send_bytes(out)
     conn.close()
 
 

@@ -169,8 +169,10 @@ def _sleep():
 
 
 def test_forked_hands_back_a_value_or_its_error():
-    """workers.Forked: the child's value, its exception raised here (an InputError keeps its message), a
-    child gone without a word named as such, and close() ends a child still running."""
+    """workers.Forked: the child's value, its exception raised here (an InputError keeps its message; one
+    that cannot go between the processes as a RuntimeError naming it), a child gone without a word named as
+    such, and close() ends a child still running."""
+    import os
     import time
 
     from gpualign.errors import GpualignError
@@ -185,9 +187,31 @@ def test_forked_hands_back_a_value_or_its_error():
     with pytest.raises(GpualignError, match="helper process ended unexpectedly .exit code 3"):
         Forked(_die).result()
     f, t0 = Forked(_sleep), time.monotonic()
+    pid = f._proc.pid
     f.close()
     f.close()
-    assert time.monotonic() - t0 < 5 and not f._proc.is_alive()
+    assert time.monotonic() - t0 < 5 and not os.path.exists(f"/proc/{pid}")  # (ended and reaped)
+    for fn in (_odd, _unpicklable):  # an exception that cannot be rebuilt here, or not pickled there
+        f = Forked(fn)
+        for _ in range(2):
+            with pytest.raises(RuntimeError, match="Odd: odd"):
+                f.result()
+
+
+class Odd(Exception):
+    def __init__(self, a, b):
+        super().__init__(a)
+        self.b = b
+
+
+def _odd():
+    raise Odd("odd", 1)
+
+
+def _unpicklable():
+    err = Odd("odd", 1)
+    err.fn = lambda: None
+    raise err
 
 
 def test_forked_hands_back_big_bytes_in_shared_memory():
@@ -210,6 +234,12 @@ def test_forked_hands_back_big_bytes_in_shared_memory():
     assert len(glob.glob(mine)) == 1  # (sent, not taken)
     f.close()
     assert glob.glob(mine) == []
+    from gpualign import shm
+
+    f = Forked(_sleep)
+    shm.put([b"x"], f._block)  # (as if the child was ended between its block and its message)
+    f.close()
+    assert glob.glob(mine) == []
 
 
 @pytest.mark.parametrize("fmt", ["sam", "bam"])
@@ -225,8 +255,10 @@ def test_big_target_files_scanned_in_a_child(tmp_path, monkeypatch, fmt):
     ts = "".join(f">t{i % 250} c\n{'ACGT' * 15}\n" for i in range(300))  # (names again, same lengths)
     (tmp_path / "a.fa").write_text(qs)
     (tmp_path / "b.fa").write_text(ts)
-    forked = []
+    forked, mapped = [], []
     monkeypatch.setattr(workers.Forked, "SHM_BYTES", 1)  # (the @SQ lines back in shared memory)
+    view = workers.shm.view
+    monkeypatch.setattr(workers.shm, "view", lambda name, size: mapped.append(size) or view(name, size))
     real = workers.Forked.__init__
     monkeypatch.setattr(workers.Forked, "__init__", lambda self, fn, *a: forked.append(fn) or real(self, fn, *a))
     outs = []
@@ -236,7 +268,7 @@ def test_big_target_files_scanned_in_a_child(tmp_path, monkeypatch, fmt):
         pipeline.run_pairs(str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), str(out), None,
                            AlignConfig(device="cpu", threads=2), "cmd")
         outs.append(out.read_bytes())
-    assert forked == [T._scan_then]
+    assert forked == [T._scan_then] and len(mapped) == 1 and mapped[0] > 250 * len("@SQ\tSN:t0\tLN:60\n")
     if fmt == "bam":
         import pysam
 
