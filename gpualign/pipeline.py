@@ -83,8 +83,9 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         if sam and fastx.streamed(path_b):  # stdin or a pipe: read twice (the @SQ lines first)
             spooled = path_b = spool(path_b)
         # SAM's @SQ lines (the target file's names and lengths): a big file's made by a child process forked
-        # now, before the reader's threads and the GPU, beside the start-up and the first batches (the
-        # writer waits for them with its first lines)
+        # now, before the reader's threads (once driver.py's thread has made the CUDA context: every fork
+        # waits for it), beside the start-up and the first batches (the writer waits for them with its
+        # first lines)
         targets = target_scan.scan_beside(path_b, pack.symbols(cfg.general), sq_lines) if sam else {}
         if isinstance(targets, workers.Forked):
             scanner = targets

@@ -1,5 +1,6 @@
 """Every relative import in gpualign/ resolves, the ones inside functions too: many run only on a GPU path
-(a lazy `from . import name` in a module moved to another package would fail there alone)."""
+(a lazy `from . import name` in a module moved to another package would fail there alone); so does every
+import of gpualign's modules in the tests and scripts."""
 
 import ast
 import importlib
@@ -19,9 +20,21 @@ def _relative_imports():
                 yield f"{path.name}:{node.lineno}", ".".join(base + ((node.module,) if node.module else ())), node.names
 
 
-def test_every_relative_import_resolves():
+def _absolute_imports():
+    root = pathlib.Path(gpualign.__file__).parent.parent
+    for path in sorted([*(root / "tests").rglob("*.py"), *(root / "scripts").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("gpualign"):
+                yield f"{path.name}:{node.lineno}", node.module, node.names
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("gpualign."):
+                        yield f"{path.name}:{node.lineno}", alias.name, []
+
+
+def test_every_import_of_gpualign_resolves():
     bad = []
-    for where, target, names in _relative_imports():
+    for where, target, names in [*_relative_imports(), *_absolute_imports()]:
         module = importlib.import_module(target)
         for alias in names:
             if not hasattr(module, alias.name):

@@ -141,6 +141,7 @@ CASES = [  # (command, phase, signal, to the process group)
     ("pairs", "write", signal.SIGINT, True),
     ("pairs", "write", signal.SIGTERM, False),
     ("pairs", "align", signal.SIGHUP, False),
+    ("pairs-sam", "start", signal.SIGINT, True),  # (b.fa over 16 MiB: its @SQ scan in a child, running)
     ("pairs-sam", "align", signal.SIGINT, True),
     ("pairs-sam", "write", signal.SIGTERM, False),
     ("pairs-stdin", "read", signal.SIGINT, True),

@@ -64,7 +64,9 @@ def run_guarded(body, debug: bool) -> None:
             quiet_stdout()
         if debug:
             raise
-        from rich.markup import escape  # the message's own brackets are text ([tcp://], [::1])
+        from rich.markup import (
+            escape,  # the message's own brackets are text ([tcp://], [::1])
+        )
 
         stderr_console().print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)
         raise click.exceptions.Exit(e.exit_code)

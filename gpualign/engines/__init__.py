@@ -8,8 +8,8 @@ import numpy as np
 from .. import trace
 from ..config import AlignConfig
 from ..errors import DeviceError
-from ..records import EXCEEDED, AlignBatch, PairBatch
 from ..gpu.kernels import gpu_status, is_out_of_memory
+from ..records import EXCEEDED, AlignBatch, PairBatch
 from .cpu_dp import CpuDpEngine
 from .cpu_wfa import CpuWfaEngine
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import trace
-from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch
 from ..gpu import arrays
 from ..gpu.staging import pinned_empty, to_device, to_host
+from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch
 
 _NULL = np.uint64(0)  # a null device pointer argument
 SLOT_LEVELS = 4  # levels a SlotResults books at most (common.cuh's gather_slots takes that many buffers)

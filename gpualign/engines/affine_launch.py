@@ -16,8 +16,8 @@ import contextlib
 import numpy as np
 
 from .. import trace
-from ._results import gather_kernel
 from ..gpu.staging import to_device
+from ._results import gather_kernel
 from .affine_plan import Plan
 
 MEMORY_SHARE = 0.5  # of the free device memory, for backtrace slots and rings

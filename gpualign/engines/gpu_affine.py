@@ -19,14 +19,29 @@ import numpy as np
 
 from .. import trace
 from ..config import AlignConfig
-from ..records import AlignBatch, PairBatch
 from ..gpu.kernels import load_module
+from ..gpu.staging import Staging, free_rows, to_device
+from ..records import AlignBatch, PairBatch
 from ._device import BatchEngine, align_split
 from ._results import Results, gather_kernel, text_kernels
-from ..gpu.staging import Staging, free_rows, to_device
 from .affine_launch import Launcher, template_flag
-from .affine_plan import (ESTIMATE_GAIN, ESTIMATE_MIN, HISTORY, HISTORY_MIN, LEVELS, SAMPLE_EVERY, Plan, caps_from_rates,
-                          end_reach, estimated_caps, forced_gap, length_groups, longest_first, reduced, score_rates)
+from .affine_plan import (
+    ESTIMATE_GAIN,
+    ESTIMATE_MIN,
+    HISTORY,
+    HISTORY_MIN,
+    LEVELS,
+    SAMPLE_EVERY,
+    Plan,
+    caps_from_rates,
+    end_reach,
+    estimated_caps,
+    forced_gap,
+    length_groups,
+    longest_first,
+    reduced,
+    score_rates,
+)
 
 NAME = "gpu-affine"
 CONCURRENT = 2  # batches aligned at once (GpuAffineEngine.concurrent)

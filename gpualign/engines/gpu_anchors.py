@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import long_bound
-from ..pack import CODE2
 from ..gpu import arrays
 from ..gpu.kernels import load_module
+from ..pack import CODE2
 
 KERNELS = ("anchors.cu", ("kmer_sample", "kmer_match"), ())  # (file, names, defines): engines/variants.py
 

@@ -27,11 +27,11 @@ import numpy as np
 
 from .. import scoring, trace
 from ..config import AlignConfig
-from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths
 from ..gpu import arrays
 from ..gpu.kernels import load_module
-from ._device import BatchEngine, align_split
 from ..gpu.staging import Staging, to_device
+from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths
+from ._device import BatchEngine, align_split
 from .cpu_dp import empty_side, score_only_ranges
 
 NAME = "gpu-dp"

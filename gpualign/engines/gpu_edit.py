@@ -16,12 +16,12 @@ import numpy as np
 
 from .. import trace
 from ..config import AlignConfig
-from ..records import AlignBatch, PairBatch
 from ..gpu import arrays
 from ..gpu.kernels import load_module
+from ..gpu.staging import Staging
+from ..records import AlignBatch, PairBatch
 from ._device import BatchEngine, align_split
 from ._results import SlotResults
-from ..gpu.staging import Staging
 
 NAME = "gpu-edit"
 CIGAR_LEVELS = (32, 64, 128)

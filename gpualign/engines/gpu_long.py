@@ -19,9 +19,9 @@ import time
 import numpy as np
 
 from ..devices import on_device
-from ..pack import CODE2
 from ..gpu import arrays
 from ..gpu.kernels import load_module
+from ..pack import CODE2
 
 MAX_LEN = (1 << 31) - 64
 TILE_THREADS = 512  # must match kernels/wfa_long.cu (launch bounds: 2 blocks of 512 per SM)

@@ -18,10 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from .. import text_device
+from ..gpu import arrays, images, nvrtc
 from ..io import fastx_device
 from ..search import gpu as search_gpu
 from ..search import gpu_align
-from ..gpu import arrays, images, nvrtc
 from . import gpu_affine, gpu_anchors, gpu_dp, gpu_edit, gpu_long
 
 VARIANTS = (gpu_edit.KERNELS, gpu_affine.KERNELS, gpu_dp.kernels(), gpu_long.WFA_KERNELS, gpu_long.BP_KERNELS,

@@ -1,6 +1,6 @@
-"""The only place that touches CUDA (with driver.py, which starts it early): device discovery and, with
-the GPU engines, kernel loading (images built ahead or cached, gpu/images.py; else NVRTC now,
-gpu/nvrtc.py)."""
+"""The only place that touches CUDA (with driver.py, which starts it early): device discovery, kernel
+loading for every GPU path (images built ahead or cached, gpu/images.py; else NVRTC now, gpu/nvrtc.py),
+and telling a device allocation failure from other errors (is_out_of_memory)."""
 
 from __future__ import annotations
 

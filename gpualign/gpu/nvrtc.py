@@ -17,6 +17,7 @@ import sys
 
 from ..errors import KernelError
 
+
 def _candidates() -> list[str]:
     paths = []
     try:  # how CuPy 14 finds it

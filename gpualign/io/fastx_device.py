@@ -29,14 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import pack, trace
-from ..gpu.kernels import Kernels, load_module
 from ..errors import InputError
+from ..gpu.kernels import Kernels, load_module
 from ..records import Names, PairBatch
 from . import pair_reader
 from .bgzf import ParallelInflated, open_inflated
 from .fastx import CHUNK, display_name, gzipped, streamed
-from .fastx_strict import prefixed
 from .fastx_fast import READ_ERRORS, NotSimple, open_gz, simple_chunks
+from .fastx_strict import prefixed
 
 KERNELS = ("fastx.cu", ("nl_count", "nl_emit", "fastx_records", "fastx_compact"), ())
 LINE_BYTES = 64  # kernels/fastx.cu's CHUNK: bytes per thread finding line ends; regions are padded to it

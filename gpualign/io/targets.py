@@ -19,8 +19,8 @@ import numpy as np
 
 from .. import trace
 from ..errors import InputError
-from ..workers import Forked
 from ..records import Names, offsets_from_lengths, segment_index
+from ..workers import Forked
 from . import fastx
 from .fastx_fast import READ_ERRORS, open_gz
 
@@ -64,8 +64,8 @@ def scan_beside(path: str, symbols: bytes = b"", then=None):
     """then(scan(path, symbols)) (then: None, or a function of the TargetLengths: what the caller needs of
     them, such as output/sam.sq_lines) in a child process forked now, for a file of FORK_BYTES or more (a
     Forked, whose result() is that value: the caller's reading and the engines' start go on meanwhile, and the
-    scan shares no interpreter lock with them), else here (the value). Call it before the caller has threads
-    or a CUDA context."""
+    scan shares no interpreter lock with them), else here (the value). Call it before the caller starts
+    threads of its own."""
     try:
         big = os.path.getsize(path) >= FORK_BYTES
     except OSError:  # (the reader says what is wrong)

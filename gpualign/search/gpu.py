@@ -9,11 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gpu import arrays
-from ..gpu.kernels import is_out_of_memory
-from ..gpu.kernels import load_module
-from ..gpu.staging import copy_host, pinned_empty
 from ..errors import ConfigError, DeviceError, GpualignError
+from ..gpu import arrays
+from ..gpu.kernels import is_out_of_memory, load_module
+from ..gpu.staging import copy_host, pinned_empty
 from . import alphabet as A
 from . import patterns as PT
 from . import seeds as SD

@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import cigar as C
-from ..gpu.kernels import is_out_of_memory
-from ..gpu.kernels import load_module
+from ..gpu.kernels import is_out_of_memory, load_module
 from ..records import offsets_from_lengths
 from .hits import align_job
 
