@@ -1,4 +1,5 @@
-"""Worker processes: every process pool of the program is made here (fork_pool), the same way.
+"""Worker processes: every process pool of the program is made here (fork_pool), the same way, and so is a
+single helper process for one job (Forked).
 
 Pools are forked where the platform can (the platform's default start method elsewhere), and a pool made
 to start now forks every worker at once, before this process has threads or a CUDA context a child must
