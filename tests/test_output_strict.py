@@ -342,3 +342,59 @@ def test_shared_memory_block_to_a_full_device():
         shm.write_to(name, 2 << 20, sink)
     sink.release()
     assert not os.path.exists(f"/dev/shm/{name.lstrip('/')}")
+
+
+@pytest.mark.parametrize("fmt", ["sam", "bam", "paf", "tsv"])
+@pytest.mark.parametrize("name,why", [("@q7", "starts with '@'"), ("r" * 255, "longer than 254 characters")])
+def test_names_sam_cannot_hold(tmp_path, fmt, name, why):
+    """A query name SAM cannot hold as its QNAME: one starting with '@' (before: SAM written with exit 0,
+    its line read as a header line, htslib refused the file; BAM: htslib's own error about the temporary
+    file) or longer than 254 characters (SAM unreadable; BAM: htslib's error). SAM and BAM: one line naming
+    the query and its pair, exit 1, no output; PAF and TSV take it. 254 characters and '@' inside: SAM
+    written, htslib reads it."""
+    names = [f"q{i}" for i in range(300)]
+    names[150] = name
+    (tmp_path / "a.fa").write_text("".join(f">{n}\nACGTACGTACGTAC\n" for n in names))
+    (tmp_path / "b.fa").write_text("".join(f">t{i}\nACGTACCTACGTAC\n" for i in range(300)))
+    out = tmp_path / f"o.{fmt}"
+
+    def run():
+        return subprocess.run([sys.executable, "-m", "gpualign", "pairs", str(tmp_path / "a.fa"),
+                               str(tmp_path / "b.fa"), "-o", str(out), "--device", "cpu", "-t", "1", "-q"],
+                              capture_output=True, env=ENV, timeout=120)
+
+    p = run()
+    if fmt in ("paf", "tsv"):
+        assert p.returncode == 0 and name in out.read_text(), p.stderr.decode()
+        return
+    assert p.returncode == 1 and not out.exists()
+    line = _error_line(p.stderr)
+    assert "(pair 151)" in line and why in line and "QNAME" in line, line
+    names[150] = "r" * 254 if name.startswith("r") else "q@7"
+    (tmp_path / "a.fa").write_text("".join(f">{n}\nACGTACGTACGTAC\n" for n in names))
+    p = run()
+    assert p.returncode == 0, p.stderr.decode()
+    with pysam.AlignmentFile(str(out)) as fh:
+        assert [r.query_name for r in fh] == names
+
+
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_names_sam_cannot_hold_in_paf_and_search(tmp_path, fmt):
+    """`paf` (its candidates' query names) and `search` (its patterns' names) refuse SAM/BAM for a name
+    starting with '@' the same way: one line, exit 1, no output; PAF and BED take it."""
+    (tmp_path / "reads.fa").write_text(">@r1\nACGTACGTACGTACGTACGT\n>r2\nACGTACGTACGTACGTACGT\n")
+    (tmp_path / "ref.fa").write_text(">chr\nTTTTTTTTTTACGTACGTACGTACGTACGTTTTTTTTTTT\n")
+    (tmp_path / "c.paf").write_text("".join(f"{q}\t20\t0\t20\t+\tchr\t40\t10\t30\t20\t20\t60\n" for q in ("@r1", "r2")))
+    (tmp_path / "pat.fa").write_text(">g0\nACGTACGTAC\n>@g1\nACGTACGTAC\n")
+    runs = {"paf": ["paf", "c.paf", "reads.fa", "ref.fa"], "search": ["search", "pat.fa", "ref.fa", "-k", "0"]}
+    for cmd, args in runs.items():
+        for out, refused in ((f"o.{fmt}", True), ("o.paf" if cmd == "paf" else "o.bed", False)):
+            p = subprocess.run([sys.executable, "-m", "gpualign", *args, "-o", out, "--device", "cpu", "-t", "1",
+                                "-q"], capture_output=True, env=ENV, timeout=120, cwd=tmp_path)
+            if not refused:
+                assert p.returncode == 0 and "@" in (tmp_path / out).read_text(), p.stderr.decode()
+                continue
+            line = _error_line(p.stderr)
+            assert p.returncode == 1 and not (tmp_path / out).exists(), line
+            assert "starts with '@'" in line and "QNAME" in line
+            assert "(candidate 1)" in line if cmd == "paf" else "pat.fa: record 2" in line

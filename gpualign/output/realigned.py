@@ -9,7 +9,7 @@ import numpy as np
 from .. import cigar as C
 from ..io.paf import revcomp
 from .common import cigar_stats, columns
-from .sam import BAM_LETTERS, SEQ_TABLE, SamToBam, bam_refusal, clean_reason, header_text
+from .sam import BAM_LETTERS, SEQ_TABLE, SamToBam, bam_refusal, check_qnames, clean_reason, header_text
 
 
 def _cs(q: bytes, t: bytes, ops: np.ndarray) -> str:
@@ -138,6 +138,7 @@ class RealignedPaf:
 
 
 def sam_records(batch, res, meta) -> list[str]:
+    check_qnames(batch, "candidate", "PAF")
     c = columns(res)
     ts, _ = _coords(batch, res, meta)
     secondary = [0 if p else 256 for p in _primary(meta, res.n)]

@@ -120,6 +120,31 @@ def render(batch: PairBatch, res: AlignBatch, metric: str, scored: bool = False,
     return join_lines(fields, n)
 
 
+QNAME_MAX = 254  # SAM's longest QNAME (htslib refuses a longer one)
+
+
+def check_qnames(batch: PairBatch, unit: str = "pair", instead: str = "PAF or TSV") -> None:
+    """The GpualignError of the first query whose name cannot be a SAM QNAME: one that starts with '@' (its
+    line would read as a header line: the file could not be read) or is longer than QNAME_MAX (unit: what
+    batch.index counts; instead: the formats the command could write)."""
+    if batch.n == 0:
+        return
+    names = Names.of(batch.q_names)
+    first = np.zeros(len(names), bool)
+    some = names.length > 0
+    if some.any():
+        first[some] = names.buf[names.start[some]] == ord("@")
+    bad = first | (names.length > QNAME_MAX)
+    if bad.any():
+        k = int(np.argmax(bad))
+        why = "starts with '@' (its line would read as a header line)" if first[k] else \
+            f"is longer than {QNAME_MAX} characters"
+        name = names[k]
+        shown = name if len(name) <= 60 else name[:60] + "..."
+        raise GpualignError(f"query {shown!r} ({unit} {int(batch.index[k]) + 1}): its name {why}, which a SAM "
+                            f"QNAME cannot be: rename it, or write {instead}")
+
+
 class SamFormat:
     """A batch's SAM lines (picklable: formatting may run in a worker process, output/parallel.py)."""
 
@@ -131,6 +156,7 @@ class SamFormat:
 
     def render(self, batch: PairBatch, res: AlignBatch) -> tuple:
         """(the lines: bytes, or a memoryview of them from text_device, how many)."""
+        check_qnames(batch)
         if self.lines is not None and not (self.scored or self.residues):
             done = self.lines.sam(batch, res)
             if done is not None:

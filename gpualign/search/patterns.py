@@ -74,10 +74,18 @@ def read(path: str, k: int, strand: str, force: bool = False) -> Patterns:
     return Patterns(names, ps_codes, np.array(ps_pat, np.int32), np.array(ps_minus, bool))
 
 
-def check_unique(pats: Patterns, path: str) -> None:
-    """SAM/BAM: a RecordError at the first pattern whose name an earlier pattern has (their records' QNAME
-    would be the same, each with a primary hit: a reader could not tell them apart). TSV, PAF and BED take
-    any names, as given."""
+def check_sam_names(pats: Patterns, path: str) -> None:
+    """SAM/BAM: a RecordError at the first pattern whose name cannot be its records' QNAME: one starting with
+    '@' (the line would read as a header line) or longer than output/sam.QNAME_MAX, or one an earlier pattern
+    has (their records' QNAME would be the same, each with a primary hit: a reader could not tell them
+    apart). TSV, PAF and BED take any names, as given."""
+    from ..output.sam import QNAME_MAX
+
+    for i, name in enumerate(pats.names):
+        if name.startswith("@") or len(name.encode()) > QNAME_MAX:
+            why = "starts with '@'" if name.startswith("@") else f"is longer than {QNAME_MAX} characters"
+            raise RecordError(fastx.display_name(path), i + 1, f"pattern name {why}, which a SAM QNAME cannot "
+                              "be: rename it, or write TSV, PAF or BED")
     if len(set(pats.names)) == len(pats.names):
         return
     first: dict = {}

@@ -77,7 +77,7 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
         cfg = replace(cfg, threads=sized(cfg.n_threads, input_bases(text_path), ENGINE_BASES))
     pats = PT.read(patterns_path, cfg.k, cfg.strand, cfg.force)
     if fmt in ("sam", "bam"):
-        PT.check_unique(pats, patterns_path)
+        PT.check_sam_names(pats, patterns_path)
     TextReader.check(text_path)  # before any engine starts
     summary = SearchSummary(patterns=len(pats.names), pattern_strands=pats.n)
     pool = worker_pool(cfg.n_threads)  # forked now: before CUDA and any thread
