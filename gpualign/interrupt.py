@@ -438,6 +438,19 @@ def _reap() -> None:
             return
 
 
+def portable(err: BaseException) -> BaseException:
+    """err, if it goes through pickle and comes back (a child hands its exception to its parent so: killable,
+    workers.Forked), else a RuntimeError naming it (one holding what cannot be pickled, or whose class
+    cannot be rebuilt from its arguments)."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:  # noqa: BLE001 - any failure either way
+        return RuntimeError(f"{type(err).__name__}: {err}")
+
+
 def killable(fn, *args):
     """fn(*args) in a forked child process (its result and any exception pickled back), waited for in
     slices so that a signal interrupts the wait; the child is killed if the wait ends early. Without
@@ -455,10 +468,7 @@ def killable(fn, *args):
         try:
             out = pickle.dumps((True, fn(*args)))
         except BaseException as e:  # noqa: BLE001 - sent to the parent, which raises it
-            try:
-                out = pickle.dumps((False, e))
-            except Exception:  # noqa: BLE001 - an exception that cannot be pickled
-                out = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
+            out = pickle.dumps((False, portable(e)))
         with os.fdopen(w, "wb") as fh:
             fh.write(out)
         os._exit(0)

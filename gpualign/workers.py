@@ -103,11 +103,7 @@ def _call(conn, fn, args: tuple, big: int | None, block: str) -> None:
         else:
             out = pickle.dumps(("value", value))
     except BaseException as err:  # noqa: BLE001 - handed to the parent, which raises it
-        try:
-            out = pickle.dumps(("error", err))
-            pickle.loads(out)  # (one that pickles but cannot be rebuilt would fail in the parent)
-        except Exception:  # noqa: BLE001 - an exception that cannot go between the processes
-            out = pickle.dumps(("error", RuntimeError(f"{type(err).__name__}: {err}")))
+        out = pickle.dumps(("error", interrupt.portable(err)))
     conn.send_bytes(out)
     conn.close()
 

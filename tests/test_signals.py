@@ -282,12 +282,24 @@ def test_killable_returns_and_raises():
     assert interrupt.killable(pow, 3, 4) == 81
     with pytest.raises(InputError, match="bad"):
         interrupt.killable(_raise, "bad")
+    with pytest.raises(RuntimeError, match="Odd: odd"):  # (pickles, but its class needs two arguments)
+        interrupt.killable(_raise_odd)
 
 
 def _raise(text):
     from gpualign.errors import InputError
 
     raise InputError(text)
+
+
+class Odd(Exception):
+    def __init__(self, a, b):
+        super().__init__(a)
+        self.b = b
+
+
+def _raise_odd():
+    raise Odd("odd", 1)
 
 
 def test_forked_child_does_not_wait_for_a_stream_lock_held_at_fork():
