@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpualign.io import fastx, fastx_fast, fastx_parts, pair_reader
+from gpualign.io import fastx, fastx_fast, fastx_parts, fastx_strict, pair_reader
 
 rec = st.tuples(st.from_regex(r"[A-Za-z0-9_.|]{1,12}", fullmatch=True),
-                st.one_of(st.just(""), st.from_regex(r"[ \t][a-z =]{0,10}", fullmatch=True)),
+                st.one_of(st.just(""), st.from_regex(r"[ \t][a-z =>]{0,10}", fullmatch=True)),
                 st.from_regex(r"[ACGTNacgtnRY]{0,90}", fullmatch=True))
 
 
@@ -48,9 +48,10 @@ def via_ours(path):
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(rec, min_size=1, max_size=40), st.booleans(), st.sampled_from([0, 0, 7, 60]), st.booleans(),
-       st.booleans(), st.booleans(), st.sampled_from([16, 64, 1 << 23]))
-def test_same_records_as_htslib(tmp_path, monkeypatch, recs, fq, wrap, crlf, final_newline, gz, block):
+       st.booleans(), st.booleans(), st.sampled_from([16, 64, 1 << 23]), st.sampled_from([1, 3, 64]))
+def test_same_records_as_htslib(tmp_path, monkeypatch, recs, fq, wrap, crlf, final_newline, gz, block, many):
     monkeypatch.setattr(fastx_fast, "_BLOCK", block)
+    monkeypatch.setattr(fastx_strict, "MANY", many)  # (io.fasta_block's blocks from this many records)
     data = render(recs, fq, wrap, crlf, final_newline)
     path = tmp_path / ("r.fq" if fq else "r.fa")
     if gz:

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import pack
 from ..errors import InputError, RecordError
-from . import fastx_fast
+from . import fasta_block, fastx_fast
 from .fastx_fast import READ_ERRORS, open_gz
 
 BLOCK = 1 << 23  # bytes read at a time
@@ -197,6 +197,7 @@ class _Parser:
         self.n = records  # records read
         self.ok_table = _table(pack.LETTERS + symbols + _CRLF)  # the bytes of sequence lines
         self.keep = bytes(c if self.ok_table[c] else 0 for c in range(256))
+        self.scan_table = fasta_block.table(bytes(c if self.ok_table[c] else fasta_block.BAD for c in range(256)))
         self.symbols = symbols
         self.header_line = 0
 
@@ -270,24 +271,18 @@ class _Parser:
             data = data.replace(_CRLF, b"\n")
         if not data.endswith(b"\n"):
             data += b"\n"
-        arr = np.frombuffer(data, np.uint8)
-        nl = np.flatnonzero(arr == 10)  # line i is data[ls[i]:nl[i]]
-        ls = np.concatenate([[0], nl[:-1] + 1])
-        head = arr[ls] == 62
-        hi = np.flatnonzero(head)
+        block = fasta_block.scan(data, 0, self.scan_table)
+        if block is None:
+            return None
         try:
-            names = fastx_fast.names_of([data[a:b] for a, b in zip(ls[hi].tolist(), nl[hi].tolist())])
+            names = fastx_fast.names_of([data[a:b] for a, b in zip(block.starts.tolist(), block.ends.tolist())])
         except (IndexError, UnicodeDecodeError):
             return None
-        in_head = np.repeat(head, nl - ls + 1)
-        seq = arr[~in_head & (arr != 10)].tobytes().translate(self.keep)
-        if seq.find(0) >= 0:
-            return None
-        lens = np.add.reduceat(np.where(head, 0, nl - ls), hi)
-        at = np.concatenate([[0], np.cumsum(lens)]).tolist()
+        seq = block.codes.tobytes()
+        at = np.concatenate([[0], np.cumsum(block.counts)]).tolist()
         seqs = [seq[a:b] for a, b in zip(at[:-1], at[1:])]
         inp.pos = end
-        inp.line += len(nl)
+        inp.line += data.count(b"\n")
         return names, seqs
 
     def fastq(self) -> tuple[str, bytes, str]:

@@ -11,13 +11,12 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..io import fastx, fastx_fast, fastx_strict
+from ..io import fasta_block, fastx, fastx_fast, fastx_strict
 from . import alphabet as A
 
 BLOCK = 1 << 24  # bytes read at a time (a stream)
 MANY = 64  # headers in a range from which it is scanned with array operations (_many), not an Item per stretch
-DROP = 0xFE  # _many's code for a line end
-_TABLE = bytes(DROP if c in b"\r\n" else A.TO_CODE[c] for c in range(256))
+_TABLE = fasta_block.table(A.TO_CODE)
 
 
 class Item(NamedTuple):
@@ -85,37 +84,22 @@ def _scan(data: bytes, pos: int, prev: int, first: int | None = None) -> tuple[l
 
 
 def _many(data: bytes, pos: int, prev: int, first: int):
-    """data[pos:] (prev: the byte before data, first: its first '>' from pos or -1) with array operations, for a
-    range of many records, as scan gives it: (the Items before its first header, (its finished header lines, the
-    codes after each one after another, their counts), the start of a header line data leaves unfinished or
-    None). None where that does not pay (fewer than MANY headers) or where a check would fail (a '>' inside a
-    line, a byte that is no IUPAC letter after the first header): _scan's Items then give the records or the
-    error."""
+    """data[pos:] (prev: the byte before data, first: its first '>' from pos or -1) with array operations
+    (io.fasta_block), for a range of many records, as scan gives it: (the Items before its first header, (its
+    finished header lines, the codes after each one after another, their counts), the start of a header line
+    data leaves unfinished or None). None where that does not pay (fewer than MANY headers) or where a check
+    would fail (a '>' inside a line, a byte that is no IUPAC letter after the first header): _scan's Items
+    then give the records or the error."""
     if first < 0 or data.count(b">", first) < MANY or (data[first - 1] if first else prev) != 10:
         return None
-    arr = np.frombuffer(data, np.uint8)
-    gts = np.flatnonzero(arr[first:] == 62) + first
-    if (arr[gts[1:] - 1] != 10).any():
+    block = fasta_block.scan(data, first, _TABLE)
+    if block is None:
         return None
-    t = np.frombuffer(data[first:].translate(_TABLE), np.uint8)
-    drop = np.flatnonzero(t == DROP) + first
-    nls = drop[arr[drop] == 10]
-    e = np.searchsorted(nls, gts)
-    done = int((e < len(nls)).sum())  # (only the last header can be unfinished)
-    ends = nls[e[:done]]  # each finished header's line end
-    closes = np.append(ends + 1, len(data))[:len(gts)]  # where each header line ends (the unfinished one: data's)
-    bounds = np.column_stack([gts, closes]).ravel()
-    in_header = np.repeat(np.tile(np.array([True, False]), len(gts)), np.diff(bounds, append=len(data)))
-    hi = np.append(gts[1:], len(data))[:done]  # each segment's end (the next '>')
-    keep = t != DROP
-    keep &= ~in_header
-    codes = t[keep]
-    if len(codes) and codes.max() > A.PAD:
-        return None
-    counts = (hi - ends - 1) - (np.searchsorted(drop, hi) - np.searchsorted(drop, ends + 1))
+    starts, ends = block.starts, block.ends
     lead = [_codes_item(data[pos:first], False)] if first > pos else []
-    headers = [data[a + 1:b] for a, b in zip(gts[:done].tolist(), ends.tolist())]
-    return lead, (headers, codes, counts), data[gts[-1] + 1:] if done < len(gts) else None
+    headers = [data[a + 1:b] for a, b in zip(starts.tolist(), ends.tolist())]
+    rest = data[starts[-1] + 1:] if len(ends) < len(starts) else None
+    return lead, (headers, block.codes, block.counts), rest
 
 
 def stream(path: str, name: str, where: list):
