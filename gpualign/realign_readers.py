@@ -48,8 +48,9 @@ def _init(query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool
 def _chunk(name: str, first: int, lines: list):
     """One chunk in a worker: (items as io.paf.fetch yields them but with the sequences' lengths in
     place of the sequences, the shared-memory block holding the sequences joined (queries, then
-    targets) or None, errors skipped, the error that stops the run or None). The parent copies the
-    block into the batch and unlinks it: the sequences never go through a pipe."""
+    targets) or None, errors skipped, the error that stops the run or None). The parent maps the
+    block as the batch's sequence bytes and unlinks its name (shm.view: no copy on the parent's thread): the
+    sequences never go through a pipe."""
     st, skipped, items = _STATE, [], []
     on_bad = skipped.append if st["skip_bad"] else None
     err = None
@@ -60,7 +61,7 @@ def _chunk(name: str, first: int, lines: list):
         err = e
     if err is not None or not items:
         return [], None, skipped, err
-    block = shm.put([it[1] for it in items] + [it[2] for it in items])  # the parent unlinks it (shm.take)
+    block = shm.put([it[1] for it in items] + [it[2] for it in items])  # the parent unlinks it (shm.view)
     return [(it[0], len(it[1]), len(it[2]), *it[3:]) for it in items], block, skipped, None
 
 
@@ -158,7 +159,7 @@ class Readers:
                 if err is not None:
                     raise err
                 if items:
-                    yield items, shm.take(block, bases)
+                    yield items, shm.view(block, bases)
             self.pool.shutdown(wait=False)  # all read: the workers exit while the last batches align
         finally:  # stopped early (a bad line, an error downstream): no shared-memory block left behind
             for _, fut in pending:
