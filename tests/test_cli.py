@@ -349,3 +349,37 @@ def test_sass_mix_script_counts_a_loop(root, tmp_path):
     assert p.stdout.startswith("kern: 69 SASS instructions")
     assert row[1:8] == ["16", "4.00", "2.00", "1.00", "1.00", "0.00", "4.0"]
     assert float(row[8]) == pytest.approx(132 * 4 * 1.98e9 * 1024 / 4, rel=5e-3)  # (3 digits printed)
+
+
+def test_sass_mix_script_counts_a_loop_body(root, tmp_path):
+    """--loops: the body from a backward branch's target to it, counted once: 120 instructions (40 each of
+    VIADDMNMX, ALU by the script's rule; IMAD, FMA; LDS, memory) and the BRA: 80 ALU clocks < 121 issued, so
+    121 clocks a pass of 2,048 cells a warp. A forward branch and a short loop (under --min-body) are no
+    bodies."""
+    body, at = ["\t\tFunction : kern"], 0
+
+    def line(op):
+        nonlocal at
+        body.append(f"        /*{at:04x}*/                   {op} ;   /* 0x000 */")
+        at += 16
+
+    line("@P0 BRA 0x0200")
+    start = at
+    for _ in range(40):
+        line("VIADDMNMX R1, R2, R3, R4, !PT")
+        line("IMAD.MOV.U32 R5, RZ, RZ, R4")
+        line("LDS R6, [R7]")
+    line(f"@P1 BRA 0x{start:x}")
+    short = at
+    line("IADD3 R1, R1, 0x1, RZ")
+    line(f"@P2 BRA 0x{short:x}")
+    line("EXIT")
+    (tmp_path / "k.sass").write_text("\n".join(body) + "\n")
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "sass_mix.py"), str(tmp_path / "k.sass"), "kern",
+                        "--loops", "--cells", "2048"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rows = [r.split("\t") for r in p.stdout.splitlines()[2:]]
+    assert len(rows) == 1, p.stdout
+    assert rows[0][0] == f"{start:#x}-{start + 120 * 16:#x}"
+    assert rows[0][1:8] == ["1", "121.00", "40.00", "40.00", "40.00", "0.00", "121.0"]
+    assert float(rows[0][8]) == pytest.approx(132 * 4 * 1.98e9 * 2048 / 121, rel=5e-3)
