@@ -108,9 +108,9 @@ def test_long_records_from_both(tmp_path, pool, monkeypatch):
     # character must be '>' or '@'
     (b"\n\n>a\nAC\n", True, True),
     (b"  \n>a\nAC\n", False, True),
-    # a name that is not UTF-8: io refuses it, search keeps its bytes (as surrogate escapes)
-    (b">a\xff\nAC\n", False, True),
-    # the same rule in both
+    # the same rule in both (a name that is not UTF-8: refused; bytes that are not UTF-8 after it: kept)
+    (b">a\xff\nAC\n", False, False),
+    (b">a x\xff\nAC\n", True, True),
     (b">a\nAC-T\n", False, False),
     (b">a\nAC T\n", False, False),
     (b">a\nAC\xc3\xa9\n", False, False),

@@ -132,6 +132,7 @@ def test_ranges_equal_stream_and_records(tmp_path, pool, monkeypatch, seed):
     (b"  >a\nACGTACGTACGTACGTACGT\n", "text before the first '>' header"),
     (b"\n\n  \n\n\n\n\n\n\n\n\n\n\n\n\n", "no FASTA records (empty input)"),
     (b">\nACGTACGTACGTACGTACGTACGT\n", "record 1: empty record name"),
+    (b">a\nACGT\n>b\xff x\nACGTACGTACGTACGTACGTACGT\n", "record 2: the record's name is not UTF-8 text"),
 ])
 def test_errors_the_same_both_ways(tmp_path, pool, monkeypatch, data, message):
     path = tmp_path / "bad.fa"
@@ -170,8 +171,8 @@ def test_many_records(tmp_path, pool, monkeypatch, seed):
         monkeypatch.setattr(R, "RANGE", size)
         assert read(path, pool, chunk=4000, context=20) == stream, size
     at = data.index(b">r", len(data) // 2 + rng.randint(0, len(data) // 3))
-    for wrong in (b">" + names[1].encode() + b"\n", b">\n", b"AC-G\n", b"ACG>T\n"):  # a name again, none, a bad
-        # byte, '>' inside
+    for wrong in (b">" + names[1].encode() + b"\n", b">\n", b"AC-G\n", b"ACG>T\n", b">r\xe9\n"):  # a name again,
+        # none, a bad byte, '>' inside, a name not UTF-8
         bad = tmp_path / "bad.fa"
         bad.write_bytes(data[:at] + wrong + data[at:])
         monkeypatch.setattr(S, "MANY", 1 << 40)
@@ -185,9 +186,9 @@ def test_many_records(tmp_path, pool, monkeypatch, seed):
 
 def test_many_names_as_stream(tmp_path, pool, monkeypatch):
     """Record names of a range read with array operations: each header's first word, whatever the white space
-    around it (tabs, a leading space, other Unicode spaces, CR) and bytes that are not UTF-8, as the stream finds
-    them."""
-    heads = [b" lead%d desc", b"tab%d\tdesc", b"fs%d\x1cdesc", b"nb%d\xc2\xa0desc", b"raw\xff%d x", b"crlf%d\r",
+    around it (tabs, a leading space, other Unicode spaces, CR) and after it bytes that are not UTF-8, as the
+    stream finds them."""
+    heads = [b" lead%d desc", b"tab%d\tdesc", b"fs%d\x1cdesc", b"nb%d\xc2\xa0desc", b"raw%d x\xff", b"crlf%d\r",
              b"ok%d", b"nel%d\xc2\x85x"]
     data = b"".join(b">" + heads[i % len(heads)].replace(b"%d", str(i).encode()) + b"\nACGT\n" for i in range(200))
     path = tmp_path / "t.fa"

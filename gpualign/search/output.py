@@ -68,7 +68,7 @@ class HitWriter:
         n, pats = h.n, self.pats
         which = np.searchsorted(recs, h.record)  # (the hits' records among recs)
         used, at = np.unique(which, return_inverse=True)
-        names = [rec_names[i].encode("utf-8", "surrogateescape").decode("latin-1") for i in used.tolist()]
+        names = [rec_names[i].encode("utf-8").decode("latin-1") for i in used.tolist()]
         rname = Strings(*_latin1(names)).take(at.reshape(-1))
         rec_len = np.array(rec_lengths, np.int64)[which]
         pat = pats.pattern[h.ps]
@@ -101,7 +101,7 @@ class HitWriter:
         self.stream.write(join_lines(fields, n))
 
     def _header(self) -> bytes:
-        names = [(nm.encode("utf-8", "surrogateescape").decode("latin-1"), ln) for nm, ln in self.records]
+        names = [(nm.encode("utf-8").decode("latin-1"), ln) for nm, ln in self.records]
         lines = ["@HD\tVN:1.6\tSO:coordinate"]  # records in @SQ order, each by start
         lines += [f"@SQ\tSN:{nm}\tLN:{ln}" for nm, ln in names if ln > 0]
         cl = self.cl.replace("\t", " ").replace("\n", " ")

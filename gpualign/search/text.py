@@ -191,6 +191,17 @@ _FIRST_WORD = re.compile(r"^[^\S\n]*(\S*)", re.M)  # a record's name: its header
 # str.split() finds it), each line's with findall
 
 
+def _utf8(name: str) -> bool:
+    """Whether name (decoded with surrogate escapes) was UTF-8 text: no byte was escaped."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class _Checker:
     """The reader's checks of the Items in file order, and the records they make (names, lengths so far)."""
 
@@ -201,13 +212,15 @@ class _Checker:
         self.seen: dict | None = {} if unique else None  # record name -> its record index (SAM/BAM's @SQ)
 
     def header(self, header: bytes) -> None:
-        """A header line read: the record's name (its first word; bytes that are not UTF-8 kept as they
-        are), new unless names may repeat."""
+        """A header line read: the record's name (its first word, UTF-8 text as io's readers require: SAM/BAM
+        hold no other bytes; the rest of the line may hold any), new unless names may repeat."""
         self.rec += 1
         self.where[0] = self.rec + 1
         nm = _FIRST_WORD.match(header.decode("utf-8", "surrogateescape")).group(1)
         if not nm:
             raise InputError(f"{self.name}: record {self.rec + 1}: empty record name")
+        if not _utf8(nm):
+            raise InputError(f"{self.name}: record {self.rec + 1}: the record's name is not UTF-8 text")
         if self.seen is not None:
             if nm in self.seen:
                 raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} appears twice (record "
@@ -224,7 +237,7 @@ class _Checker:
         names = _FIRST_WORD.findall(b"\n".join(headers).decode("utf-8", "surrogateescape"))  # (each line's)
         fresh = set(names)
         repeated = self.seen is not None and (len(fresh) < len(names) or not fresh.isdisjoint(self.seen))
-        if len(names) != len(headers) or "" in fresh or repeated:
+        if len(names) != len(headers) or "" in fresh or repeated or not _utf8("".join(names)):
             for h, c in zip(headers, counts.tolist()):  # (the first error, as header() gives it)
                 self.header(h)
                 self.records.lengths[self.rec] += c
