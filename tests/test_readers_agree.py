@@ -111,6 +111,9 @@ def test_long_records_from_both(tmp_path, pool, monkeypatch):
     # the same rule in both (a name that is not UTF-8: refused; bytes that are not UTF-8 after it: kept)
     (b">a\xff\nAC\n", False, False),
     (b">a x\xff\nAC\n", True, True),
+    # a name ends at ASCII white space only (htslib's faidx too): other separators and Unicode spaces are in it
+    (b">a\x1cb c\nAC\n", True, True),
+    (">a\u00a0b\u2003c d\nAC\n".encode(), True, True),
     (b">a\nAC-T\n", False, False),
     (b">a\nAC T\n", False, False),
     (b">a\nAC\xc3\xa9\n", False, False),

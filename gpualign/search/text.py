@@ -187,8 +187,8 @@ class TextReader:
             slots.close()
 
 
-_FIRST_WORD = re.compile(r"^[^\S\n]*(\S*)", re.M)  # a record's name: its header line's first word (as
-# str.split() finds it), each line's with findall
+_FIRST_WORD = re.compile(r"^[ \t\r\x0b\x0c]*([^ \t\r\n\x0b\x0c]*)", re.M)  # a record's name: its header line's
+# first word, ended by ASCII white space only (as io's readers and htslib's faidx find it), each line's with findall
 
 
 def _utf8(name: str) -> bool:
