@@ -104,10 +104,13 @@ def test_long_records_from_both(tmp_path, pool, monkeypatch):
     (b">a\nAC\n>a\nACG\n", True, False),
     # FASTQ: io reads it, search's text is FASTA only
     (b"@a\nACGT\n+\nIIII\n", True, False),
-    # blank lines before the first record: both skip empty ones; search skips one of spaces too, io's first
-    # character must be '>' or '@'
+    # blank lines before the first record: both skip empty ones and refuse one of spaces (a file of white space
+    # alone is empty)
     (b"\n\n>a\nAC\n", True, True),
-    (b"  \n>a\nAC\n", False, True),
+    (b"\r\n\n>a\nAC\n", True, True),
+    (b"  \n>a\nAC\n", False, False),
+    (b"\n\t\n\n>a\nAC\n", False, False),
+    (b"\n  \n\t\n", False, False),
     # the same rule in both (a name that is not UTF-8: refused; bytes that are not UTF-8 after it: kept)
     (b">a\xff\nAC\n", False, False),
     (b">a x\xff\nAC\n", True, True),

@@ -210,10 +210,12 @@ class _Checker:
         self.rec = -1
         self.where = [1]  # the record being read, for read errors
         self.seen: dict | None = {} if unique else None  # record name -> its record index (SAM/BAM's @SQ)
+        self.spaces = False  # a line of white space before the first record (an error if a record comes)
 
     def header(self, header: bytes) -> None:
         """A header line read: the record's name (its first word, UTF-8 text as io's readers require: SAM/BAM
         hold no other bytes; the rest of the line may hold any), new unless names may repeat."""
+        self.first()
         self.rec += 1
         self.where[0] = self.rec + 1
         nm = _FIRST_WORD.match(header.decode("utf-8", "surrogateescape")).group(1)
@@ -230,9 +232,16 @@ class _Checker:
         self.records.names.append(nm)
         self.records.lengths.append(0)
 
+    def first(self) -> None:
+        """Before a header: text before the first record is an error, as io's readers have it (empty lines
+        only; a file of white space alone is empty, found at its end)."""
+        if self.spaces and self.rec < 0:
+            raise InputError(f"{self.name}: text before the first '>' header")
+
     def many(self, headers, counts: np.ndarray) -> range:
         """Header lines, each followed by a stretch of counts[i] codes that passed the checks (text_ranges._many):
         as header() and codes() one at a time, the names checked at once. Their records' indices."""
+        self.first()
         first = self.rec + 1
         names = _FIRST_WORD.findall(b"\n".join(headers).decode("utf-8", "surrogateescape"))  # (each line's)
         fresh = set(names)
@@ -255,6 +264,7 @@ class _Checker:
         if self.rec < 0:
             if not it.blank or it.gt_inside:
                 raise InputError(f"{self.name}: text before the first '>' header")
+            self.spaces |= n > 0  # (codes leave line ends out: spaces or tabs)
             return False
         if it.bad >= 0:  # (before the stretch's end, where a '>' inside a line would be)
             shown = repr(chr(it.byte)) if 32 < it.byte < 127 else f"byte 0x{it.byte:02x}"
