@@ -16,7 +16,6 @@ from ..output.sam import SamToBam
 from ..output.sink import format_from_name
 from ..text import Strings, join_lines
 from . import alphabet as A
-from .hits import Hits
 
 FORMATS = ("tsv", "sam", "bam", "paf", "bed")
 _EXT = {".tsv": "tsv", ".txt": "tsv", ".sam": "sam", ".bam": "bam", ".paf": "paf", ".bed": "bed"}
