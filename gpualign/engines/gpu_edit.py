@@ -123,8 +123,6 @@ class GpuEditEngine(BatchEngine):
         return align_split(self._align_device, batch, cfg)
 
     def _align_device(self, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
-        import cupy
-
         mod = self._module()
         n = batch.n
         want_cigar = not cfg.distance_only
