@@ -22,7 +22,7 @@ from .genome_pair import apply_rule, compute_pair, device_set, on_slot, use_gpu
 from .hirschberg import LEAF_SHORT, edits
 from .io import fastx
 from .progress import ticking
-from .records import ENGINE_CODE, OK, AlignBatch, PairBatch
+from .records import ENGINE_CODE, OK, AlignBatch, Names, PairBatch
 from .stages import Output, check_output, in_order
 
 HEADER = ("query\ttarget\tquery_len\ttarget_len\tdistance\tidentity\tseconds\tcups\tcells_per_second\t"
@@ -149,10 +149,13 @@ def _sam_targets(fmt: str | None, target_path: str, tname) -> dict:
     if fastx.streamed(target_path):
         raise ConfigError("SAM/BAM output needs the target records' names and lengths first: give the "
                           "target as a file, or write PAF or TSV")
+    from .output.sam import check_rnames
+
     targets = fastx.target_lengths(target_path)
-    if tname is None:
-        return targets
-    return {tname: targets[tname]} if tname in targets else {}  # (not there: _pick's error, before any output)
+    if tname is not None:
+        targets = {tname: targets[tname]} if tname in targets else {}  # (not there: _pick's error, before any output)
+    check_rnames(Names.of(list(targets)), fastx.display_name(target_path))
+    return targets
 
 
 def _path_writer(fmt: str, output: Output, targets: dict, command_line: str):

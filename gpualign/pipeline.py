@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import time
+from functools import partial
 
 from . import devices, driver, pack, scoring, text_device, workers
 from .config import AlignConfig
@@ -80,13 +81,15 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
     spooled = reader = fmt_pool = ahead = dispatcher = scanner = None
     try:
         sam = fmt in ("sam", "bam")
+        target_name = fastx.display_name(path_b)
         if sam and fastx.streamed(path_b):  # stdin or a pipe: read twice (the @SQ lines first)
             spooled = path_b = spool(path_b)
         # SAM's @SQ lines (the target file's names and lengths): a big file's made by a child process forked
         # now, before the reader's threads (once driver.py's thread has made the CUDA context: every fork
         # waits for it), beside the start-up and the first batches (the writer waits for them with its
         # first lines)
-        targets = target_scan.scan_beside(path_b, pack.symbols(cfg.general), sq_lines) if sam else {}
+        targets = target_scan.scan_beside(path_b, pack.symbols(cfg.general), partial(sq_lines, source=target_name)) \
+            if sam else {}
         if isinstance(targets, workers.Forked):
             scanner = targets
         reader = _reader(path_a, path_b, cfg, cluster, quals=sam)

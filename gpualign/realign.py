@@ -23,10 +23,11 @@ from .io.fastx import streamed
 from .output import parallel
 from .output.formats import FORMATS, infer_format
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
+from .output.sam import check_rnames
 from .progress import input_bases
 from .realign_primary import Primaries, count_reads
 from .realign_readers import Readers, worker_count
-from .records import PairBatch
+from .records import Names, PairBatch
 from .stages import (Output, ReadAhead, Summary, aborting, check_output, dispatcher_summary, running, start_engines,
                      stream)
 
@@ -80,6 +81,8 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
 def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mode, pad, cs, skip_bad, say, progress,
              readers, cluster, t0) -> Summary:
     targets = P.Targets(target_path)
+    if fmt in ("sam", "bam"):  # (before anything is read or written)
+        check_rnames(Names.of(list(targets.lengths)), fastx.display_name(target_path))
     queries = P.Queries(query_path)
     paf_name = fastx.display_name(paf_path)
     if streamed(paf_path):  # stdin or a pipe, read twice (count_reads first): kept in the scratch directory

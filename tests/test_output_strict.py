@@ -398,3 +398,57 @@ def test_names_sam_cannot_hold_in_paf_and_search(tmp_path, fmt):
             assert p.returncode == 1 and not (tmp_path / out).exists(), line
             assert "starts with '@'" in line and "QNAME" in line
             assert "(candidate 1)" in line if cmd == "paf" else "pat.fa: record 2" in line
+
+
+@pytest.mark.parametrize("name", ["*", "*x", "=x"])
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_target_names_sam_cannot_hold(tmp_path, fmt, name):
+    """A target name SAM's reference names (@SQ SN, RNAME) cannot be: '*' (before: `pairs`, `genome`, `paf` and
+    `search` wrote @SQ SN:* and records on RNAME '*' with exit 0; htslib read them as unmapped), or a name
+    starting with '*' or '=' (SAM's rule). SAM and BAM: one line naming the target, exit 1, no output; PAF, TSV
+    and BED take it. The same name inside (x*, x=): written, htslib reads it."""
+    seq = "ACGTACGTACGTACGTACGTACGTTTGACCATG"
+    for target, written in ((name, False), ("x" + name[0], True)):
+        (tmp_path / "a.fa").write_text(f">q\n{seq}\n")
+        (tmp_path / "b.fa").write_text(f">{target} desc\n{seq}\n")
+        (tmp_path / "c.paf").write_text(f"q\t{len(seq)}\t0\t{len(seq)}\t+\t{target}\t{len(seq)}\t0\t{len(seq)}\t"
+                                        f"{len(seq)}\t{len(seq)}\t60\n")
+        (tmp_path / "p.fa").write_text(">p\nGTACGTTTGACC\n")
+        runs = {"pairs": ["pairs", "a.fa", "b.fa"], "genome": ["genome", "a.fa", "b.fa"],
+                "paf": ["paf", "c.paf", "a.fa", "b.fa"], "search": ["search", "p.fa", "b.fa", "-k", "0"]}
+        for cmd, args in runs.items():
+            other = "bed" if cmd == "search" else "paf"
+            for out, refused in ((f"o.{fmt}", not written), (f"o.{other}", False)):
+                (tmp_path / out).unlink(missing_ok=True)
+                p = subprocess.run([sys.executable, "-m", "gpualign", *args, "-o", out, "--device", "cpu", "-q"]
+                                   + ([] if cmd == "genome" else ["-t", "1"]), capture_output=True, env=ENV,
+                                   timeout=120, cwd=tmp_path)
+                if refused:
+                    line = _error_line(p.stderr)
+                    assert p.returncode == 1 and not (tmp_path / out).exists(), line
+                    assert f"{target!r}" in line and f"starts with {name[0]!r}" in line and "b.fa" in line, (cmd, line)
+                    continue
+                assert p.returncode == 0, (cmd, out, p.stderr.decode())
+                if out.endswith((".sam", ".bam")):
+                    with pysam.AlignmentFile(str(tmp_path / out)) as fh:
+                        assert fh.references == (target,)
+                        assert [r.reference_name for r in fh if not r.is_unmapped] == [target], cmd
+                else:
+                    assert target in (tmp_path / out).read_text()
+
+
+def test_target_names_sam_cannot_hold_from_the_scanning_child(tmp_path, monkeypatch):
+    """A target file of FORK_BYTES or more is scanned by a child process (io/targets.scan_beside): its @SQ
+    lines refuse '*' there, and the error reaches the run as the same one line."""
+    from gpualign.config import AlignConfig
+    from gpualign.errors import GpualignError
+    from gpualign.io import targets
+    from gpualign.pipeline import run_pairs
+
+    monkeypatch.setattr(targets, "FORK_BYTES", 1)
+    (tmp_path / "a.fa").write_text(">q0\nACGTACGTAC\n>q1\nACGTACGTAC\n")
+    (tmp_path / "b.fa").write_text(">t0\nACGTACGTAC\n>*\nACGTACGTAC\n")
+    with pytest.raises(GpualignError, match=r"b\.fa: target '\*': its name starts with '\*'"):
+        run_pairs(str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), str(tmp_path / "o.sam"), None,
+                  AlignConfig(device="cpu", threads=1), "test")
+    assert not (tmp_path / "o.sam").exists()

@@ -37,9 +37,10 @@ def header_text(targets, command_line: str) -> bytes:
             + f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}\n".encode())
 
 
-def sq_lines(targets: TargetLengths) -> bytes:
-    """An @SQ line per target of length > 0 (SAM allows no empty reference). (pipeline.py: made by the child
-    process that scans the target file.)"""
+def sq_lines(targets: TargetLengths, source: str = "") -> bytes:
+    """An @SQ line per target of length > 0 (SAM allows no empty reference); source: the target file, for
+    errors. (pipeline.py: made by the child process that scans the target file.)"""
+    check_rnames(targets.names, source)
     keep = targets.lengths > 0
     n = int(keep.sum())
     if n == 0:
@@ -121,6 +122,25 @@ def render(batch: PairBatch, res: AlignBatch, metric: str, scored: bool = False,
 
 
 QNAME_MAX = 254  # SAM's longest QNAME (htslib refuses a longer one)
+NOT_FIRST = "*="  # what SAM's reference names (@SQ SN, RNAME) cannot start with ('*' alone is RNAME's "none")
+
+
+def check_rnames(names: Names, source: str = "") -> None:
+    """The GpualignError of the first target whose name SAM's reference names cannot be: one that starts with
+    '*' (RNAME '*' is no reference: htslib reads the target's records as unmapped) or '=' (SAM's rule); source:
+    the file named first in the message, if given."""
+    if len(names) == 0:
+        return
+    some = names.length > 0
+    first = np.zeros(len(names), np.uint8)
+    first[some] = names.buf[names.start[some]]
+    bad = np.isin(first, np.frombuffer(NOT_FIRST.encode(), np.uint8))
+    if bad.any():
+        name = names[int(np.argmax(bad))]
+        shown = name if len(name) <= 60 else name[:60] + "..."
+        raise GpualignError(f"{source + ': ' if source else ''}target {shown!r}: its name starts with {name[0]!r}, which SAM's reference names "
+                            "(@SQ SN, RNAME) cannot ('*' reads as no reference: its records would read as "
+                            "unmapped): rename it, or write PAF or TSV")
 
 
 def check_qnames(batch: PairBatch, unit: str = "pair", instead: str = "PAF or TSV") -> None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io import fastx
+from ..output.sam import NOT_FIRST
 from . import alphabet as A
 from . import text_ranges as TR
 from . import text_scan
@@ -224,6 +225,10 @@ class _Checker:
         if not _utf8(nm):
             raise InputError(f"{self.name}: record {self.rec + 1}: the record's name is not UTF-8 text")
         if self.seen is not None:
+            if nm[0] in NOT_FIRST:
+                raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} starts with {nm[0]!r}, "
+                                 "which SAM/BAM's reference names cannot ('*' reads as no reference); rename it, "
+                                 "or write TSV, PAF or BED")
             if nm in self.seen:
                 raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} appears twice (record "
                                  f"{self.seen[nm] + 1}): SAM/BAM name each record once (@SQ); rename it, or "
@@ -245,8 +250,9 @@ class _Checker:
         first = self.rec + 1
         names = _FIRST_WORD.findall(b"\n".join(headers).decode("utf-8", "surrogateescape"))  # (each line's)
         fresh = set(names)
-        repeated = self.seen is not None and (len(fresh) < len(names) or not fresh.isdisjoint(self.seen))
-        if len(names) != len(headers) or "" in fresh or repeated or not _utf8("".join(names)):
+        refused = self.seen is not None and (len(fresh) < len(names) or not fresh.isdisjoint(self.seen)
+                                             or any(nm[0] in NOT_FIRST for nm in fresh if nm))
+        if len(names) != len(headers) or "" in fresh or refused or not _utf8("".join(names)):
             for h, c in zip(headers, counts.tolist()):  # (the first error, as header() gives it)
                 self.header(h)
                 self.records.lengths[self.rec] += c
