@@ -172,3 +172,48 @@ def test_closed_while_another_thread_reads(tmp_path):
         assert not reader.is_alive() and seen in (["end"], ["error"])
         with pytest.raises(READ_ERRORS):
             fh.readinto(bytearray(10))
+
+
+def test_cut_at_a_member_end_is_cut_short(tmp_path):
+    """bgzip's file cut at a member's end inflates without an error, short: cut_short finds it (its end member
+    is missing); a whole bgzip file, plain gzip and text are not."""
+    text = _text(20000)
+    path = _bgzip(tmp_path, text)
+    data = Path(path).read_bytes()
+    members = _members(data)
+    assert len(members) > 3 and data[members[-1][0]:] == bgzf.EOF_MEMBER
+    assert not bgzf.cut_short(path)
+    at = members[len(members) // 2][0]
+    cut = tmp_path / "cut.fq.gz"
+    cut.write_bytes(data[:at])
+    short = gzip.decompress(cut.read_bytes())  # (inflates without an error, short)
+    assert text.startswith(short) and len(short) < len(text)
+    assert bgzf.cut_short(str(cut))
+    (tmp_path / "plain.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "text.fq").write_bytes(text)
+    (tmp_path / "tiny.gz").write_bytes(data[:20])
+    assert not bgzf.cut_short(str(tmp_path / "plain.gz")) and not bgzf.cut_short(str(tmp_path / "text.fq"))
+    assert bgzf.cut_short(str(tmp_path / "tiny.gz"))
+
+
+def test_commands_refuse_a_bgzip_file_cut_short(tmp_path):
+    """Every command reads through fastx.sniff: a bgzip FASTA cut at a member's end is one line naming the file,
+    exit 1, no output (before: `search` and `genome` read the part before the cut with exit 0)."""
+    import subprocess
+    import sys
+
+    rng = random.Random(3)
+    seq = bytes(rng.choice(b"ACGT") for _ in range(300000))
+    path = _bgzip(tmp_path, b">chr x\n" + seq + b"\n", "g.fa")
+    data = Path(path).read_bytes()
+    Path(path).write_bytes(data[:_members(data)[2][0]])
+    (tmp_path / "p.fa").write_bytes(b">p\n" + seq[1000:1023] + b"\n")
+    (tmp_path / "q.fa").write_bytes(b">q\n" + seq[:500] + b"\n")
+    (tmp_path / "c.paf").write_text("q\t500\t0\t500\t+\tchr\t300000\t0\t500\t500\t500\t60\n")
+    for args in (["search", "p.fa", "g.fa.gz", "-k", "1"], ["genome", "q.fa", "g.fa.gz", "--distance-only"],
+                 ["pairs", "q.fa", "g.fa.gz"], ["paf", "c.paf", "q.fa", "g.fa.gz"]):
+        p = subprocess.run([sys.executable, "-m", "gpualign", *args, "-o", "o.tsv" if args[0] != "paf" else "o.paf",
+                            "--device", "cpu", "-q"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert p.returncode == 1 and p.stderr.count("\n") == 1, (args, p.stderr)
+        assert "g.fa.gz: bgzip file without its end-of-file block" in p.stderr, (args, p.stderr)
+        assert not (tmp_path / "o.tsv").exists() and not (tmp_path / "o.paf").exists()

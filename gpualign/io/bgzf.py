@@ -52,6 +52,16 @@ def whole_bgzf(path: str) -> bool:
         return at == size
 
 
+def cut_short(path: str) -> bool:
+    """Whether path starts as BGZF but does not end with bgzip's end member: a file cut at a member's end
+    inflates without an error, short (htslib warns that its EOF marker is absent)."""
+    with open(path, "rb", buffering=0) as fh:
+        fd = fh.fileno()
+        size = os.fstat(fd).st_size
+        return bool(_member(os.pread(fd, HEAD, 0))) and (
+            size < len(EOF_MEMBER) or os.pread(fd, len(EOF_MEMBER), size - len(EOF_MEMBER)) != EOF_MEMBER)
+
+
 def _member(head: bytes) -> int:
     """The size of the BGZF member whose header is head (HEAD bytes), or 0 if it is not one."""
     if len(head) < HEAD or head[:4] != _BGZF_HEAD or head[10:12] != b"\x06\x00" or head[12:16] != _BC:

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import pack
 from ..errors import InputError, RecordError
+from .bgzf import cut_short
 from .fastx_fast import READ_ERRORS, NotSimple, simple_chunks
 from .fastx_strict import (compression_error, open_path, open_stream, prefixed, strict_chunks,
                            unsupported_compression)
@@ -55,6 +56,9 @@ def sniff(path: str) -> None:
             kind = unsupported_compression(fh.read(8))
         if kind:
             raise compression_error(path, kind)
+        if cut_short(path):
+            raise InputError(f"{path}: bgzip file without its end-of-file block: cut short? (htslib: \"EOF marker "
+                             "is absent\"); copy or compress it again")
         opener = gzip.open if gzipped(path) else open
         with opener(path, "rb") as fh:
             head = fh.read(1 << 16)
