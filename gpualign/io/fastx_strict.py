@@ -114,7 +114,8 @@ class _Input:
         try:
             block = self.fh.read(BLOCK)
         except READ_ERRORS as e:
-            raise RecordError(self.name, self.record[0], f"corrupt or truncated input ({e})", self.line) from None
+            raise RecordError(self.name, self.record[0], f"corrupt or truncated input in this record or a later one "
+                              f"({e})", self.line) from None
         if not block:
             self.eof = True
             return False

@@ -136,11 +136,13 @@ def stream(path: str, name: str, where: list):
 
 
 def read(fh, size: int, name: str, record: int) -> bytes:
-    """fh.read(size); damaged (gzip) input is an InputError naming the record being read."""
+    """fh.read(size); damaged (gzip) input is an InputError naming the record being read (a block is read at
+    once: the damage is in it or in a later record of the block)."""
     try:
         return fh.read(size)
     except fastx_fast.READ_ERRORS as e:
-        raise InputError(f"{name}: record {record}: corrupt or truncated input ({e})") from None
+        raise InputError(f"{name}: record {record}: corrupt or truncated input in this record or a later one "
+                         f"({e})") from None
 
 
 def open_text(path: str):
