@@ -138,8 +138,9 @@ def check_rnames(names: Names, source: str = "") -> None:
     if bad.any():
         name = names[int(np.argmax(bad))]
         shown = name if len(name) <= 60 else name[:60] + "..."
-        raise GpualignError(f"{source + ': ' if source else ''}target {shown!r}: its name starts with {name[0]!r}, which SAM's reference names "
-                            "(@SQ SN, RNAME) cannot ('*' reads as no reference: its records would read as "
+        where = f"{source}: " if source else ""
+        raise GpualignError(f"{where}target {shown!r}: its name starts with {name[0]!r}, which SAM's reference "
+                            "names (@SQ SN, RNAME) cannot ('*' reads as no reference: its records would read as "
                             "unmapped): rename it, or write PAF or TSV")
 
 
