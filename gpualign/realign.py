@@ -44,7 +44,7 @@ def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, 
         warn(f"skipped: {e}")
 
     return P.fetch(P.read_candidates(paf_path, bad if skip_bad else None, name=paf_name), queries, targets, mode,
-                   pad, bad if skip_bad else None)
+                   pad, bad if skip_bad else None, name=paf_name)
 
 
 def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str | None, cfg: AlignConfig,

@@ -56,7 +56,8 @@ def _chunk(name: str, first: int, lines: list):
     err = None
     try:
         cands = P.read_candidates(name, on_bad, P.parse_lines(name, enumerate(lines, first)))
-        items.extend(P.fetch(cands, st["queries"], st["targets"], st["mode"], st["pad"], on_bad, st["keep_full"]))
+        items.extend(P.fetch(cands, st["queries"], st["targets"], st["mode"], st["pad"], on_bad, st["keep_full"],
+                             name))
     except InputError as e:
         err = e
     if err is not None or not items:

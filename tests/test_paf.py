@@ -230,8 +230,8 @@ def test_bad_candidate_after_batches_were_written(sim, readers):
     notes = []
     summary = run_paf(str(d / "late.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(out), None, cfg, "test",
                       skip_bad=True, readers=readers, on_notice=notes.append)
-    assert [n for n in notes if n.startswith("skipped:")] == ["skipped: line 46: target 'nochr' is not in "
-                                                             f"{d / 'ref.fa'}"]
+    assert [n for n in notes if n.startswith("skipped:")] == [f"skipped: {d / 'late.paf'}: line 46: target 'nochr' "
+                                                             f"is not in {d / 'ref.fa'}"]
     assert summary.failed == 1 and summary.pairs == len(cands) - 1 and summary.written == len(cands) - 1
     assert len(out.read_text().splitlines()) == len(cands) - 1
 

@@ -60,10 +60,11 @@ def first_column(line: str) -> str | None:
     return line.split("\t", 1)[0]
 
 
-def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = True):
+def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = True, name: str | None = None):
     """realign's items for cands (candidate, query part, target window, window start, full query,
     quality, free ends); a candidate whose sequences cannot be had raises its InputError, or
-    goes to on_bad(error) if given. keep_full=False: no full query and quality (None; PAF output)."""
+    goes to on_bad(error) if given. keep_full=False: no full query and quality (None; PAF output). name: the
+    PAF as messages call it (a candidate's line is named in it)."""
     for c in cands:
         try:
             qseq, qual = queries.get(c)
@@ -73,8 +74,10 @@ def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = Tru
                 ws, we = max(0, c.ts - pad), min(c.tlen, c.te + pad)
             tseq = targets.fetch(c, ws, we)
         except InputError as e:
+            if isinstance(e, CandidateError) and name:
+                e = CandidateError(f"{name}: {e}", c.qname)
             if on_bad is None:
-                raise
+                raise e from None
             on_bad(CandidateError(str(e), c.qname))
             continue
         part = qseq[c.qs:c.qe]
@@ -194,9 +197,10 @@ class Targets:
     def fetch(self, c: Candidate, start: int, end: int) -> bytes:
         ln = self.lengths.get(c.tname)
         if ln is None:
-            raise InputError(f"line {c.line}: target {c.tname!r} is not in {self.path}")
+            raise CandidateError(f"line {c.line}: target {c.tname!r} is not in {self.path}", c.qname)
         if ln != c.tlen:
-            raise InputError(f"line {c.line}: target {c.tname!r} has length {c.tlen} in the PAF but {ln} in {self.path}")
+            raise CandidateError(f"line {c.line}: target {c.tname!r} has length {c.tlen} in the PAF but {ln} in "
+                                 f"{self.path}", c.qname)
         return _folded(self.fa.fetch(c.tname, start, end), self.path, c.tname, start)
 
 
@@ -210,11 +214,12 @@ class Queries:
 
     def get(self, c: Candidate) -> tuple[bytes, str | None]:
         if c.qname not in self.fa:
-            raise InputError(f"line {c.line}: query {c.qname!r} is not in {fastx.display_name(self.path)}")
+            raise CandidateError(f"line {c.line}: query {c.qname!r} is not in {fastx.display_name(self.path)}",
+                                 c.qname)
         seq = _folded(self.fa.fetch(c.qname), self.path, c.qname, 0)  # a bad byte first: it is the fault
         if len(seq) != c.qlen:
-            raise InputError(f"line {c.line}: query {c.qname!r} has length {c.qlen} in the PAF but {len(seq)} "
-                             f"in {fastx.display_name(self.path)}")
+            raise CandidateError(f"line {c.line}: query {c.qname!r} has length {c.qlen} in the PAF but {len(seq)} "
+                                 f"in {fastx.display_name(self.path)}", c.qname)
         return seq, self.fa.quality(c.qname)
 
 
