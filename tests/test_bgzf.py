@@ -176,7 +176,7 @@ def test_closed_while_another_thread_reads(tmp_path):
 
 def test_cut_at_a_member_end_is_cut_short(tmp_path):
     """bgzip's file cut at a member's end inflates without an error, short: cut_short finds it (its end member
-    is missing); a whole bgzip file, plain gzip and text are not."""
+    is missing); a whole bgzip file, plain gzip and text are not cut short."""
     text = _text(20000)
     path = _bgzip(tmp_path, text)
     data = Path(path).read_bytes()
@@ -197,8 +197,8 @@ def test_cut_at_a_member_end_is_cut_short(tmp_path):
 
 
 def test_commands_refuse_a_bgzip_file_cut_short(tmp_path):
-    """Every command reads through fastx.sniff: a bgzip FASTA cut at a member's end is one line naming the file,
-    exit 1, no output (before: `search` and `genome` read the part before the cut with exit 0)."""
+    """A bgzip FASTA cut at a member's end, given by its path (every command's inputs pass fastx.sniff) or on
+    stdin (fastx_strict.open_stream checks its end): one line naming it, exit 1, no output."""
     import subprocess
     import sys
 
@@ -217,3 +217,11 @@ def test_commands_refuse_a_bgzip_file_cut_short(tmp_path):
         assert p.returncode == 1 and p.stderr.count("\n") == 1, (args, p.stderr)
         assert "g.fa.gz: bgzip file without its end-of-file block" in p.stderr, (args, p.stderr)
         assert not (tmp_path / "o.tsv").exists() and not (tmp_path / "o.paf").exists()
+    for args in (["search", "p.fa", "-", "-k", "1"], ["pairs", "-", "q.fa"], ["genome", "-", "q.fa"]):  # (stdin: its
+        # end checked as it comes)
+        with open(path, "rb") as cut:
+            p = subprocess.run([sys.executable, "-m", "gpualign", *args, "-o", "o.tsv", "--device", "cpu", "-q"],
+                               stdin=cut, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert p.returncode == 1 and p.stderr.count("\n") == 1, (args, p.stderr)
+        assert p.stderr.startswith("error: stdin: ") and "without its end-of-file block" in p.stderr, p.stderr
+        assert not (tmp_path / "o.tsv").exists()

@@ -45,7 +45,7 @@ def whole_bgzf(path: str) -> bool:
         while at < size:
             if at + HEAD > base + held:  # (read in large pieces from the file's start on: a cold file
                 base, held = at, os.preadv(fd, [buf], at)  # comes into the page cache at the disk's pace)
-            step = _member(buf[at - base:at - base + HEAD])
+            step = member(buf[at - base:at - base + HEAD])
             if not step:
                 return False
             at += step
@@ -58,11 +58,11 @@ def cut_short(path: str) -> bool:
     with open(path, "rb", buffering=0) as fh:
         fd = fh.fileno()
         size = os.fstat(fd).st_size
-        return bool(_member(os.pread(fd, HEAD, 0))) and (
+        return bool(member(os.pread(fd, HEAD, 0))) and (
             size < len(EOF_MEMBER) or os.pread(fd, len(EOF_MEMBER), size - len(EOF_MEMBER)) != EOF_MEMBER)
 
 
-def _member(head: bytes) -> int:
+def member(head: bytes) -> int:
     """The size of the BGZF member whose header is head (HEAD bytes), or 0 if it is not one."""
     if len(head) < HEAD or head[:4] != _BGZF_HEAD or head[10:12] != b"\x06\x00" or head[12:16] != _BC:
         return 0

@@ -57,8 +57,8 @@ def sniff(path: str) -> None:
         if kind:
             raise compression_error(path, kind)
         if cut_short(path):
-            raise InputError(f"{path}: bgzip file without its end-of-file block: cut short? (htslib: \"EOF marker "
-                             "is absent\"); copy or compress it again")
+            raise InputError(f"{path}: bgzip file without its end-of-file block: cut short, or other gzip data "
+                             "after its blocks? (htslib: \"EOF marker is absent\"); copy or compress it again")
         opener = gzip.open if gzipped(path) else open
         with opener(path, "rb") as fh:
             head = fh.read(1 << 16)
@@ -147,8 +147,7 @@ def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, 
             if stream is None:
                 _skip(fh, offset, not gzipped(path))
         except READ_ERRORS as e:  # (inflating it again stopped sooner than the first time)
-            raise RecordError(name, n + 1, f"corrupt or truncated input in this record or a later one ({e})",
-                              line) from None
+            raise RecordError(name, n + 1, f"corrupt or truncated input before this record ({e})", line) from None
         try:
             yield from simple_chunks(path, chunk, symbols=symbols, stream=fh)
             return

@@ -24,6 +24,8 @@ import numpy as np
 from .. import pack
 from ..errors import InputError, RecordError
 from . import fasta_block, fastx_fast
+from .bgzf import EOF_MEMBER, HEAD
+from .bgzf import member as bgzf_member
 from .fastx_fast import READ_ERRORS, open_gz
 
 BLOCK = 1 << 23  # bytes read at a time
@@ -47,10 +49,12 @@ def compression_error(name: str, kind: str) -> InputError:
 
 class _Prefixed(io.RawIOBase):
     """A stream whose first bytes were read already (stdin or a pipe, sniffed for gzip; a file the device
-    reader read part of); owns: fh closed with it."""
+    reader read part of); owns: fh closed with it. bgzf_end: the stream is bgzip, and its end is an EOFError
+    (one of READ_ERRORS) unless its last bytes are bgzip's end member (bgzf.cut_short's check, for a stream)."""
 
-    def __init__(self, head, fh, owns: bool = False):
+    def __init__(self, head, fh, owns: bool = False, bgzf_end: bool = False):
         self.head, self.fh, self.owns = memoryview(head).cast("B"), fh, owns
+        self.tail = b"" if bgzf_end else None  # the last bytes read, to check at the end
 
     def readable(self) -> bool:
         return True
@@ -59,9 +63,14 @@ class _Prefixed(io.RawIOBase):
         if len(self.head):
             n = min(len(b), len(self.head))
             b[:n], self.head = self.head[:n], self.head[n:]
-            return n
-        data = self.fh.read(len(b))
-        b[:len(data)] = data
+            data = b[:n]
+        else:
+            data = self.fh.read(len(b))
+            b[:len(data)] = data
+        if self.tail is not None:
+            if not len(data) and self.tail != EOF_MEMBER:
+                raise EOFError("a bgzip stream without its end-of-file block: cut short?")
+            self.tail = (self.tail + bytes(data[-len(EOF_MEMBER):]))[-len(EOF_MEMBER):]
         return len(data)
 
     def close(self) -> None:
@@ -74,22 +83,22 @@ def open_stream(raw, name: str):
     """A stream read once (stdin, a pipe) as a binary stream, inflated when it is gzip: raw, a binary
     file object, with its first bytes looked at and given back."""
     head = b""
-    while len(head) < 6:
-        more = raw.read(6 - len(head))
+    while len(head) < HEAD:  # (enough to tell bgzip: its first member's header)
+        more = raw.read(HEAD - len(head))
         if not more:
             break
         head += more
     kind = unsupported_compression(head)
     if kind:
         raise compression_error(name, kind)
-    fh = prefixed(head, raw)
+    fh = prefixed(head, raw, bgzf_end=bgzf_member(head) > 0)
     return gzip.GzipFile(fileobj=fh, mode="rb") if head[:2] == b"\x1f\x8b" else fh
 
 
-def prefixed(head, fh, owns: bool = False):
+def prefixed(head, fh, owns: bool = False, bgzf_end: bool = False):
     """A binary stream of head (bytes-like), then the rest of fh (a stream read once, whose first bytes were
-    taken); owns: closing it closes fh."""
-    return io.BufferedReader(_Prefixed(head, fh, owns), BLOCK)
+    taken); owns: closing it closes fh; bgzf_end: a bgzip stream, checked to end with bgzip's end member."""
+    return io.BufferedReader(_Prefixed(head, fh, owns, bgzf_end), BLOCK)
 
 
 def open_path(path: str):
