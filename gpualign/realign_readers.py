@@ -5,10 +5,12 @@ aligner thread for the interpreter lock; worker processes take that work off it.
 
 Here the main process only reads the PAF's raw lines, in chunks. Worker processes (forked before the
 GPU is set up; each opens the indexed query and target FASTA once) parse a chunk, check it and fetch
-its sequences into a shared-memory block. The items come back in order and become the same PairBatches
-as the in-thread path makes (realign._batch). The first chunk is small and the next ones grow fourfold,
-so the GPU starts early; later chunks are sized to cfg.batch_bases from the candidates seen so far. At
-most `workers + 2` chunks are in flight, so memory stays bounded.
+its sequences into a shared-memory block, which becomes the batch's sequence bytes as it is (mapped: the
+block goes when the batch does). The items come back in order and become the same PairBatches as the
+in-thread path makes (realign._batch). The first chunk is small and the next ones grow fourfold, so the
+GPU starts early; later chunks are sized to cfg.batch_bases from the candidates seen so far. At most
+`workers + 2` chunks are in flight, beside the batches the pipeline holds (read ahead, aligning,
+writing: a few), so shared memory stays bounded (realign_primary copies out a batch it holds longer).
 """
 
 from __future__ import annotations

@@ -5,15 +5,15 @@ and again by several processes (mapped, discard: search's text slots).
 
 A result sent back through a process pool's pipe arrives in reads of at most 64 KB, each of which takes
 the parent's interpreter lock back; with the aligner threads busy that crawls. A block is made by one process (put) and unlinked by the
-one that takes it (take, view, write_to, discard). Its maker leaves it out of the resource tracker: on Python
-< 3.13 the tracker would otherwise unlink it, or report it leaked, when the maker exits first.
+one that takes it (take, view, write_to, discard). Blocks are files in /dev/shm made and mapped here, out of
+Python's resource tracker: on Python < 3.13 the tracker would unlink a block, or report it leaked, when its
+maker exits first.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
@@ -25,33 +25,21 @@ SHM_DIR = "/dev/shm"  # where POSIX shared memory lives (Linux)
 def put(parts, name: str | None = None) -> str:
     """A new block holding parts (bytes-like) one after another, copied by numpy (which lets go of the
     interpreter lock for large copies); its name (name: the one it gets, from interrupt.shm_name(); a new
-    one when None)."""
+    one when None). Made by mapped: its memory taken at once (an OSError when shared memory is short, not a
+    SIGBUS as the copy touches it), out of Python's resource tracker."""
     parts = [np.frombuffer(p, dtype=np.uint8) for p in parts]
     total = sum(len(p) for p in parts)
-    block = shared_memory.SharedMemory(create=True, size=max(1, total), name=name or interrupt.shm_name())
-    dst, at = np.frombuffer(block.buf, dtype=np.uint8, count=total), 0
+    dst, at = mapped(name := name or interrupt.shm_name(), max(1, total)), 0
     for p in parts:
         dst[at:at + len(p)] = p
         at += len(p)
-    del dst
-    block.close()
-    resource_tracker.unregister(block._name, "shared_memory")
-    return block.name
+    return name
 
 
 @trace.traced("shm take")
 def take(name: str, size: int) -> np.ndarray:
     """The first size bytes of block name, copied to a new array; the block is unlinked."""
-    block = shared_memory.SharedMemory(name=name)
-    try:
-        seq = np.empty(size, dtype=np.uint8)
-        src = np.frombuffer(block.buf, dtype=np.uint8, count=size)
-        np.copyto(seq, src)
-        del src
-    finally:
-        block.close()
-        block.unlink()
-    return seq
+    return np.array(view(name, size))  # (the mapping goes with the view)
 
 
 def _map(fd: int, size: int) -> np.ndarray:
