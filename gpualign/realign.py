@@ -82,7 +82,7 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
              readers, cluster, t0) -> Summary:
     targets = P.Targets(target_path)
     if fmt in ("sam", "bam"):  # (before anything is read or written)
-        check_rnames(Names.of(list(targets.lengths)), fastx.display_name(target_path))
+        check_rnames(Names.of(list(targets.lengths)), fastx.display_name(target_path), "PAF")
     queries = P.Queries(query_path)
     paf_name = fastx.display_name(paf_path)
     if streamed(paf_path):  # stdin or a pipe, read twice (count_reads first): kept in the scratch directory

@@ -48,6 +48,10 @@ def offsets_from_lengths(length: np.ndarray) -> np.ndarray:
     return off
 
 
+SAM_RNAME_NOT_FIRST = "*="  # what SAM's reference names (@SQ SN, RNAME) cannot start with ('*' alone is "none"):
+# output/sam.check_rnames and search's text reader refuse such a target name for SAM/BAM
+
+
 @dataclass(eq=False)
 class Names:
     """Record names as one byte buffer, no Python object per name (the reader's form: it pickles and

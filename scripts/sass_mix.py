@@ -12,7 +12,7 @@ instantiate at run time are in the images `gpualign cache build --arch sm_90 --d
 --loops: the loop bodies (a backward branch and the instructions from its target, at least --min-body of them)
 instead of marker runs; --cells is then the cells a warp computes per pass of the body (dp_fill16: a lane's 16
 words of two cells, two columns a pass as `#pragma unroll 2` compiles it: 64 a lane, 2,048 a warp). A function
-may be given by its demangled name's start ("dp_fill16<1, false>"): c++filt must be on PATH.
+may be given by its demangled name without its arguments ("dp_fill16<1, false>"): c++filt must be on PATH.
 
 A "step" is what one marker instruction stands for (bp_long: one SHFL.UP per step, in which a warp advances its
 1,024 rows by one column: --cells 1024). Runs of at least --min-run markers less than --gap instructions
@@ -49,17 +49,22 @@ def _demangled(name: str) -> str:
 
 
 def listing(path: str, function: str) -> list[tuple[int, str, str]]:
-    """(address, opcode, instruction text) of function's SASS: its mangled name, or its demangled name's start."""
-    out, on = [], False
+    """(address, opcode, instruction text) of function's SASS: its mangled name, or its demangled name without
+    the arguments ("dp_fill16<1, false>"); a name that matches several functions is an error."""
+    out, on, found = [], False, set()
     for line in open(path):
         if "Function :" in line:
             name = line.split("Function :")[1].strip()
-            full = name if name == function else _demangled(name)
-            on = full == function or full.startswith(("void " + function, function))
+            bare = name if name == function else _demangled(name).split("(")[0]
+            on = name == function or bare in (function, "void " + function)
+            if on:
+                found.add(name)
             continue
         m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+((?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)[^;]*);", line) if on else None
         if m:
             out.append((int(m.group(1), 16), m.group(3).split(".")[0], m.group(2)))
+    if len(found) > 1:
+        raise SystemExit(f"{path}: {function!r} names {len(found)} functions: give the mangled name")
     return out
 
 

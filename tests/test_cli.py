@@ -3,6 +3,7 @@
 import gzip
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -383,3 +384,23 @@ def test_sass_mix_script_counts_a_loop_body(root, tmp_path):
     assert rows[0][0] == f"{start:#x}-{start + 120 * 16:#x}"
     assert rows[0][1:8] == ["1", "121.00", "40.00", "40.00", "40.00", "0.00", "121.0"]
     assert float(rows[0][8]) == pytest.approx(132 * 4 * 1.98e9 * 2048 / 121, rel=5e-3)
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt (binutils) not installed")
+def test_sass_mix_script_names_one_function(root, tmp_path):
+    """A function given by its demangled name without arguments: kern<1> is found among kern<1>(int) and
+    kern<10>(int); a name two functions share (kern(), kern(int)) is an error, not their listings joined."""
+    body = []
+    for mangled in ("_Z4kernILi1EEvi", "_Z4kernILi10EEvi", "_Z4kernv", "_Z4kerni"):
+        body.append(f"\t\tFunction : {mangled}")
+        body += [f"        /*{16 * k:04x}*/                   IADD3 R1, R1, 0x1, RZ ;   /* 0x000 */"
+                 for k in range(3 if mangled == "_Z4kernILi1EEvi" else 5)]
+    (tmp_path / "k.sass").write_text("\n".join(body) + "\n")
+
+    def run(name):
+        return subprocess.run([sys.executable, os.path.join(root, "scripts", "sass_mix.py"), str(tmp_path / "k.sass"),
+                               name], capture_output=True, text=True, timeout=60)
+
+    assert run("kern<1>").stdout.startswith("kern<1>: 3 SASS instructions")
+    p = run("kern")
+    assert p.returncode != 0 and "names 2 functions" in p.stderr

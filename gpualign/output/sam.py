@@ -16,7 +16,7 @@ import numpy as np
 from .. import __version__, interrupt, trace
 from ..errors import GpualignError
 from ..io.targets import TargetLengths
-from ..records import OK, AlignBatch, Names, PairBatch, concatenated
+from ..records import OK, SAM_RNAME_NOT_FIRST, AlignBatch, Names, PairBatch, concatenated
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
 
@@ -122,26 +122,25 @@ def render(batch: PairBatch, res: AlignBatch, metric: str, scored: bool = False,
 
 
 QNAME_MAX = 254  # SAM's longest QNAME (htslib refuses a longer one)
-NOT_FIRST = "*="  # what SAM's reference names (@SQ SN, RNAME) cannot start with ('*' alone is RNAME's "none")
 
 
-def check_rnames(names: Names, source: str = "") -> None:
+def check_rnames(names: Names, source: str = "", instead: str = "PAF or TSV") -> None:
     """The GpualignError of the first target whose name SAM's reference names cannot be: one that starts with
     '*' (RNAME '*' is no reference: htslib reads the target's records as unmapped) or '=' (SAM's rule); source:
-    the file named first in the message, if given."""
+    the file named first in the message, if given; instead: the formats the command could write."""
     if len(names) == 0:
         return
     some = names.length > 0
     first = np.zeros(len(names), np.uint8)
     first[some] = names.buf[names.start[some]]
-    bad = np.isin(first, np.frombuffer(NOT_FIRST.encode(), np.uint8))
+    bad = np.isin(first, np.frombuffer(SAM_RNAME_NOT_FIRST.encode(), np.uint8))
     if bad.any():
         name = names[int(np.argmax(bad))]
         shown = name if len(name) <= 60 else name[:60] + "..."
         where = f"{source}: " if source else ""
         raise GpualignError(f"{where}target {shown!r}: its name starts with {name[0]!r}, which SAM's reference "
                             "names (@SQ SN, RNAME) cannot ('*' reads as no reference: its records would read as "
-                            "unmapped): rename it, or write PAF or TSV")
+                            f"unmapped): rename it, or write {instead}")
 
 
 def check_qnames(batch: PairBatch, unit: str = "pair", instead: str = "PAF or TSV") -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io import fastx
-from ..output.sam import NOT_FIRST
+from ..records import SAM_RNAME_NOT_FIRST
 from . import alphabet as A
 from . import text_ranges as TR
 from . import text_scan
@@ -225,7 +225,7 @@ class _Checker:
         if not _utf8(nm):
             raise InputError(f"{self.name}: record {self.rec + 1}: the record's name is not UTF-8 text")
         if self.seen is not None:
-            if nm[0] in NOT_FIRST:
+            if nm[0] in SAM_RNAME_NOT_FIRST:
                 raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} starts with {nm[0]!r}, "
                                  "which SAM/BAM's reference names cannot ('*' reads as no reference); rename it, "
                                  "or write TSV, PAF or BED")
@@ -244,14 +244,14 @@ class _Checker:
             raise InputError(f"{self.name}: text before the first '>' header")
 
     def many(self, headers, counts: np.ndarray) -> range:
-        """Header lines, each followed by a stretch of counts[i] codes that passed the checks (text_ranges._many):
+        """Header lines, each followed by a stretch of counts[i] codes that passed the checks (text_scan._many):
         as header() and codes() one at a time, the names checked at once. Their records' indices."""
         self.first()
         first = self.rec + 1
         names = _FIRST_WORD.findall(b"\n".join(headers).decode("utf-8", "surrogateescape"))  # (each line's)
         fresh = set(names)
         refused = self.seen is not None and (len(fresh) < len(names) or not fresh.isdisjoint(self.seen)
-                                             or any(nm[0] in NOT_FIRST for nm in fresh if nm))
+                                             or any(nm[0] in SAM_RNAME_NOT_FIRST for nm in fresh if nm))
         if len(names) != len(headers) or "" in fresh or refused or not _utf8("".join(names)):
             for h, c in zip(headers, counts.tolist()):  # (the first error, as header() gives it)
                 self.header(h)
