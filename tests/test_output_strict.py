@@ -347,10 +347,9 @@ def test_shared_memory_block_to_a_full_device():
 @pytest.mark.parametrize("fmt", ["sam", "bam", "paf", "tsv"])
 @pytest.mark.parametrize("name,why", [("@q7", "starts with '@'"), ("r" * 255, "longer than 254 characters")])
 def test_names_sam_cannot_hold(tmp_path, fmt, name, why):
-    """A query name SAM cannot hold as its QNAME: one starting with '@' (before: SAM written with exit 0,
-    its line read as a header line, htslib refused the file; BAM: htslib's own error about the temporary
-    file) or longer than 254 characters (SAM unreadable; BAM: htslib's error). SAM and BAM: one line naming
-    the query and its pair, exit 1, no output; PAF and TSV take it. 254 characters and '@' inside: SAM
+    """A query name SAM cannot hold as its QNAME: one starting with '@' (its line would read as a header line:
+    htslib could not read the file) or longer than 254 characters (htslib refuses it). SAM and BAM: one line
+    naming the query and its pair, exit 1, no output; PAF and TSV take it. 254 characters and '@' inside: SAM
     written, htslib reads it."""
     names = [f"q{i}" for i in range(300)]
     names[150] = name
@@ -403,10 +402,10 @@ def test_names_sam_cannot_hold_in_paf_and_search(tmp_path, fmt):
 @pytest.mark.parametrize("name", ["*", "*x", "=x"])
 @pytest.mark.parametrize("fmt", ["sam", "bam"])
 def test_target_names_sam_cannot_hold(tmp_path, fmt, name):
-    """A target name SAM's reference names (@SQ SN, RNAME) cannot be: '*' (before: `pairs`, `genome`, `paf` and
-    `search` wrote @SQ SN:* and records on RNAME '*' with exit 0; htslib read them as unmapped), or a name
-    starting with '*' or '=' (SAM's rule). SAM and BAM: one line naming the target, exit 1, no output; PAF, TSV
-    and BED take it. The same name inside (x*, x=): written, htslib reads it."""
+    """A target name SAM's reference names (@SQ SN, RNAME) cannot be: '*' (RNAME '*' is no reference: htslib
+    would read the records as unmapped), or a name starting with '*' or '=' (SAM's rule). `pairs`, `genome`,
+    `paf` and `search`, SAM and BAM: one line naming the target file and the target, exit 1, no output; PAF,
+    TSV and BED take it. The same character inside a name (x*, x=): written, htslib reads it."""
     seq = "ACGTACGTACGTACGTACGTACGTTTGACCATG"
     for target, written in ((name, False), ("x" + name[0], True)):
         (tmp_path / "a.fa").write_text(f">q\n{seq}\n")
