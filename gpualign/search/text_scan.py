@@ -88,7 +88,7 @@ def _many(data: bytes, pos: int, prev: int, first: int):
     (io.fasta_block), for a range of many records, as scan gives it: (the Items before its first header, (its
     finished header lines, the codes after each one after another, their counts), the start of a header line
     data leaves unfinished or None). None where that does not pay (fewer than MANY headers) or where a check
-    would fail (a '>' inside a line, a byte that is no IUPAC letter after the first header): _scan's Items
+    would fail (a '>' inside a sequence line, a byte that is no IUPAC letter after the first header): _scan's Items
     then give the records or the error."""
     if first < 0 or data.count(b">", first) < MANY or (data[first - 1] if first else prev) != 10:
         return None
