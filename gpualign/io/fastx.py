@@ -146,8 +146,10 @@ def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, 
         try:
             if stream is None:
                 _skip(fh, offset, not gzipped(path))
-        except READ_ERRORS as e:  # (inflating it again stopped sooner than the first time)
-            raise RecordError(name, n + 1, f"corrupt or truncated input before this record ({e})", line) from None
+        except READ_ERRORS as e:  # (the first inflater read up to here: the damage is further on, where
+            # inflating it again stopped, reading ahead)
+            raise RecordError(name, n + 1, f"corrupt or truncated input in this record or a later one ({e})",
+                              line) from None
         try:
             yield from simple_chunks(path, chunk, symbols=symbols, stream=fh)
             return
