@@ -117,6 +117,7 @@ def test_long_records_from_both(tmp_path, pool, monkeypatch):
     # a name ends at ASCII white space only (htslib's faidx too): other separators and Unicode spaces are in it
     (b">a\x1cb c\nAC\n", True, True),
     (">a\u00a0b\u2003c d\nAC\n".encode(), True, True),
+    # the same rule in both
     (b">a\nAC-T\n", False, False),
     (b">a\nAC T\n", False, False),
     (b">a\nAC\xc3\xa9\n", False, False),

@@ -250,9 +250,10 @@ class _Checker:
         first = self.rec + 1
         names = _FIRST_WORD.findall(b"\n".join(headers).decode("utf-8", "surrogateescape"))  # (each line's)
         fresh = set(names)
+        joined = "\n" + "\n".join(names)  # (each name's first character after a line end: no step per name)
         refused = self.seen is not None and (len(fresh) < len(names) or not fresh.isdisjoint(self.seen)
-                                             or any(nm[0] in SAM_RNAME_NOT_FIRST for nm in fresh if nm))
-        if len(names) != len(headers) or "" in fresh or refused or not _utf8("".join(names)):
+                                             or any("\n" + c in joined for c in SAM_RNAME_NOT_FIRST))
+        if len(names) != len(headers) or "" in fresh or refused or not _utf8(joined):
             for h, c in zip(headers, counts.tolist()):  # (the first error, as header() gives it)
                 self.header(h)
                 self.records.lengths[self.rec] += c
