@@ -271,7 +271,7 @@ class _Checker:
         if self.rec < 0:
             if not it.blank or it.gt_inside:
                 raise InputError(f"{self.name}: text before the first '>' header")
-            self.spaces |= n > 0  # (codes leave line ends out: spaces or tabs)
+            self.spaces |= it.spaced
             return False
         if it.bad >= 0:  # (before the stretch's end, where a '>' inside a line would be)
             shown = repr(chr(it.byte)) if 32 < it.byte < 127 else f"byte 0x{it.byte:02x}"

@@ -23,7 +23,7 @@ class Item(NamedTuple):
     """A header line (header: its bytes after '>'), or the codes of a stretch of sequence lines (header
     None): codes (line ends left out), blank (its bytes are all whitespace), bad (index in codes of the
     first byte that is no IUPAC letter, or -1) and that byte, gt_inside (a '>' that does not start a line
-    ends the stretch)."""
+    ends the stretch), spaced (blank, and more than line ends: spaces, tabs, a CR that ends no line)."""
 
     header: bytes | None
     codes: object = b""  # bytes, or a view of a slot (ranges)
@@ -31,6 +31,7 @@ class Item(NamedTuple):
     bad: int = -1
     byte: int = 0
     gt_inside: bool = False
+    spaced: bool = False
 
 
 class Many(NamedTuple):
@@ -46,7 +47,9 @@ def _codes_item(raw, gt_inside: bool) -> Item:
     codes = A.to_codes(raw)
     bad = codes.find(A.BAD)
     blank = not codes or (raw[:1].isspace() and not raw.strip())
-    return Item(None, codes, blank, bad, raw.translate(None, b"\r\n")[bad] if bad >= 0 else 0, gt_inside)
+    # (a CR that ends raw may be a CRLF's, its LF in the next range)
+    spaced = blank and bool(codes or b"\r" in raw.rstrip(b"\r").replace(b"\r\n", b""))
+    return Item(None, codes, blank, bad, raw.translate(None, b"\r\n")[bad] if bad >= 0 else 0, gt_inside, spaced)
 
 
 def scan(data: bytes, pos: int, prev: int) -> tuple[list, tuple | None, bytes | None]:
