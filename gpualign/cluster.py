@@ -33,6 +33,7 @@ from .dispatch import Dispatcher
 from .errors import ConfigError, DeviceError
 
 RETRIES = 3  # worker deaths a batch may survive (Dask's allowed failures per task)
+CPU_WORKERS_MAX = 1024  # --cpu-workers at most (each a process of its own)
 # a scheduler's address as distributed takes it: [scheme://]host:port, host a name, an IPv4 or an [IPv6]
 ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
 BATCHES_RESOURCE = "gpualign-batches"  # a `gpualign worker`'s Dask resource: the batches it takes at once
@@ -97,8 +98,8 @@ class ClusterSpec:
             m = ADDRESS.fullmatch(self.scheduler)
             if m is None or not 1 <= int(m.group(1)) <= 65535:
                 raise ConfigError(f"--scheduler must be an address [tcp://]host:port (got {self.scheduler!r})")
-        if self.cpu_workers < 0:
-            raise ConfigError(f"--cpu-workers must be >= 1 (got {self.cpu_workers})")
+        if not 0 <= self.cpu_workers <= CPU_WORKERS_MAX:
+            raise ConfigError(f"--cpu-workers must be >= 1 and <= {CPU_WORKERS_MAX} (got {self.cpu_workers})")
         if self.gpus is not None:
             from .devices import parse
 

@@ -29,6 +29,9 @@ from dataclasses import dataclass, field, replace
 from .errors import ConfigError
 
 METRICS = ("edit", "affine")
+# the largest match bonus, penalty or matrix score taken: parasail's 16-bit functions take the table as int16
+# (a larger entry wraps, unflagged), and WFA2-lib's memory grows with the penalties (scores of 2^30 crash it)
+SCORE_MAX = 10_000
 DEVICES = ("auto", "cpu", "gpu")
 
 
@@ -41,6 +44,9 @@ class Penalties:
     gap_extend: int = 2
 
     def validate(self) -> None:
+        for flag, v in (("--mismatch", self.mismatch), ("--gap-open", self.gap_open), ("--gap-extend", self.gap_extend)):
+            if v > SCORE_MAX:
+                raise ConfigError(f"{flag} must be <= {SCORE_MAX} (got {v})")
         if self.mismatch <= 0:
             raise ConfigError(f"--mismatch must be > 0 (got {self.mismatch})")
         if self.gap_open < 0:
@@ -91,8 +97,8 @@ class Scoring:
             raise ConfigError(f"--mode must be one of {', '.join(MODES)} (got {self.mode!r})")
         if self.alphabet not in ALPHABETS:
             raise ConfigError(f"--alphabet must be one of {', '.join(ALPHABETS)} (got {self.alphabet!r})")
-        if self.match < 0:
-            raise ConfigError(f"--match must be >= 0 (got {self.match})")
+        if not 0 <= self.match <= SCORE_MAX:
+            raise ConfigError(f"--match must be >= 0 and <= {SCORE_MAX} (got {self.match})")
         if self.matrix_name is not None and self.match:
             raise ConfigError("--match and --matrix exclude each other (the matrix holds the match scores)")
         if n_mismatch and self.matrix_name is not None:

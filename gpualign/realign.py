@@ -54,8 +54,8 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     0: in the reader thread). cluster: a cluster.ClusterSpec (batches aligned by Dask workers) or None."""
     if mode not in MODES:
         raise ConfigError(f"--mode must be one of {', '.join(MODES)} (got {mode!r})")
-    if pad < 0:
-        raise ConfigError(f"--target-pad must be >= 0 (got {pad})")
+    if not 0 <= pad < 1 << 31:
+        raise ConfigError(f"--target-pad must be >= 0 and < 2^31 (got {pad})")
     if cfg.distance_only:
         raise ConfigError("gpualign paf reports alignments: --distance-only is not available here")
     if target_path == "-":

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import pack
-from .config import DNA_LETTERS, PROTEIN_LETTERS, AlignConfig
+from .config import DNA_LETTERS, PROTEIN_LETTERS, SCORE_MAX, AlignConfig
 from .errors import ConfigError, InputError
 from .records import PairBatch, concatenated
 
@@ -68,6 +68,8 @@ def substitution(cfg: AlignConfig) -> Substitution:
         letters = "".join(m.alphabet).upper()
         if len(set(letters)) != len(letters) or any(len(c) != 1 for c in m.alphabet):
             raise ConfigError(f"--matrix {name}: letters must be single characters, distinct in upper case")
+        if np.abs(values).max(initial=0) > SCORE_MAX:
+            raise ConfigError(f"--matrix {name}: scores must lie within -{SCORE_MAX}..{SCORE_MAX}")
         table = values.astype(np.int64)
         label = os.path.basename(name)
     else:

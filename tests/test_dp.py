@@ -808,6 +808,13 @@ def test_cli_outputs(tmp_path):
     (["MKVJ"], ["--alphabet", "protein"], "record 1 (r0): character 'J' is not in the alphabet of BLOSUM62"),
     (["ACGT"], ["--matrix", "NOPE"], "--matrix NOPE"),
     (["ACGT"], ["--match", "-1"], "--match must be >= 0"),
+    # scores beyond SCORE_MAX: parasail's 16-bit table wrapped 32768 to -32768 unflagged (score 0, exit 0), and
+    # numbers past int64 were tracebacks from pywfa
+    (["ACGT"], ["--match", "32768", "--mode", "local"], "--match must be >= 0 and <= 10000"),
+    (["ACGT"], ["--match", "1", "-x", "65540"], "--mismatch must be <= 10000"),
+    (["ACGT"], ["--match", "99999999999999999999"], "--match must be >= 0 and <= 10000"),
+    (["ACGT"], ["--metric", "affine", "-O", "99999999999999999999"], "--gap-open must be <= 10000"),
+    (["ACGT"], ["--metric", "affine", "-E", "1073741824"], "--gap-extend must be <= 10000"),
     (["ACGT"], ["--mode", "semi"], "--mode must be one of"),
     (["ACGT"], ["--match", "2", "--metric", "edit"], "use --metric affine"),
     (["ACGT"], ["--alphabet", "protein", "--unknown", "J"], "--unknown J"),
@@ -867,6 +874,14 @@ def test_matrix_from_file(tmp_path, engine):
     res = align(engine, ["ACGTT"], ["ACGAT"], cfg)
     assert int(res.score[0]) == 4 * 5 - 4
     assert os.path.isfile(path)
+
+
+def test_matrix_scores_beyond_the_limit(tmp_path):
+    path = tmp_path / "m.txt"
+    path.write_text("   A  C  G  T\nA  40000 -4 -4 -4\nC -4  5 -4 -4\nG -4 -4  5 -4\nT -4 -4 -4  5\n")
+    q = fasta(tmp_path / "q.fa", ["ACGT"])
+    rc, out, err = run([q, q, "--matrix", str(path), "-q"])
+    assert rc == 2 and out == "" and "scores must lie within -10000..10000" in err and "Traceback" not in err
 
 
 def test_traceback_limit_fails_the_pair(monkeypatch):

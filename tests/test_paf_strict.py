@@ -301,3 +301,14 @@ def test_candidates_and_reads_from_pipes(data, tmp_path):
     assert p.returncode == 0, p.stderr.decode()
     body = [x for x in p.stdout.splitlines() if not x.startswith(b"@PG")]
     assert body == [x for x in want[1].splitlines() if not x.startswith(b"@PG")] and len(body) > len(lines)
+
+
+@pytest.mark.parametrize("pad", ["-1", "99999999999999999999"])
+def test_target_pad_out_of_range(tmp_path, pad):
+    (tmp_path / "p.paf").write_text("r0\t10\t0\t10\t+\tchr\t18\t4\t14\t10\t10\t60\n")
+    (tmp_path / "r.fa").write_text(">r0\nACGTACGTAC\n")
+    (tmp_path / "g.fa").write_text(">chr\nTTTTACGTACGTACTTTT\n")
+    p = run_cli("paf", str(tmp_path / "p.paf"), str(tmp_path / "r.fa"), str(tmp_path / "g.fa"), "--device", "cpu",
+                "-q", "--target-pad", pad, text=True)
+    assert p.returncode == 2 and p.stdout == "" and "--target-pad must be >= 0 and < 2^31" in p.stderr
+    assert "Traceback" not in p.stderr
