@@ -411,3 +411,35 @@ def test_bam_gz_name_refused_and_summary_write_error(fa, tmp_path):
     assert rc == 2 and "BAM is compressed already" in one_error_line(err)
     rc, out, err = run("pairs", *fa, "-o", "/dev/null", "--summary", "/dev/full", "--device", "cpu", "-q")
     assert rc == 1 and one_error_line(err) == "error: /dev/full: cannot write the summary (No space left on device)"
+
+
+# -o and --summary: never an input nor each other (the output was replaced by the summary, or an input
+# overwritten, with exit 0)
+
+def _inputs(tmp_path, command):
+    (tmp_path / "p.paf").write_text("a\t10\t0\t10\t+\ta\t10\t0\t10\t9\t10\t60\n")
+    (tmp_path / "q.fa").write_text(">a\nACGTACGTAC\n")
+    (tmp_path / "t.fa").write_text(">a\nACGTTCGTAC\n")
+    q, t, p = (str(tmp_path / n) for n in ("q.fa", "t.fa", "p.paf"))
+    return {"pairs": [q, t], "genome": [q, t], "search": [q, t], "paf": [p, q, t]}[command]
+
+
+@pytest.mark.parametrize("command", ["pairs", "genome", "search", "paf"])
+@pytest.mark.parametrize("case", ["summary is output", "output is input", "summary is input", "summary on stdout"])
+def test_output_and_summary_are_no_input(tmp_path, command, case):
+    inputs = _inputs(tmp_path, command)
+    before = {p: open(p, "rb").read() for p in inputs}
+    out = str(tmp_path / "o.tsv")
+    opts = {"summary is output": ["-o", out, "--summary", out], "output is input": ["-o", inputs[-1]],
+            "summary is input": ["-o", out, "--summary", inputs[0]], "summary on stdout": ["-o", out, "--summary", "-"]}
+    k = ["-k", "1"] if command == "search" else []
+    rc, stdout, err = run(command, *inputs, *k, *opts[case], "--device", "cpu", "-q")
+    line = one_error_line(err)
+    assert rc == 2 and stdout == "" and ("-o" in line or "--summary" in line), line
+    assert {p: open(p, "rb").read() for p in inputs} == before and not os.path.exists(out)
+
+
+def test_summary_in_a_missing_directory_fails_before_the_run(fa, tmp_path):
+    out = tmp_path / "o.paf"
+    rc, _, err = run("pairs", *fa, "-o", str(out), "--summary", str(tmp_path / "no" / "s.tsv"), "--device", "cpu", "-q")
+    assert rc == 1 and "cannot write" in one_error_line(err) and not out.exists()

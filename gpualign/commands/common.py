@@ -13,7 +13,7 @@ import click
 
 from .. import interrupt, progress
 from ..config import cap_threads
-from ..errors import GpualignError, InputError, WriteError
+from ..errors import ConfigError, GpualignError, InputError, WriteError
 
 CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
              "(N matches N, as in edlib and WFA2-lib); with --n-mismatch every character other than "
@@ -35,6 +35,35 @@ def stderr_console():
     from rich.console import Console
 
     return Console(stderr=True, highlight=False)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # (one of them not there yet)
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_paths(inputs: list, output: str, summary: Optional[str]) -> None:
+    """Before anything runs: the output (-o) and the --summary file are neither an input nor each other (the
+    output would be replaced, or the input overwritten, with exit 0), and the summary's directory takes files."""
+    from ..stages import STDOUT_NAMES, check_output, is_stream
+
+    def named(p):  # a path the run writes or reads by name (not stdin/stdout, not a device or pipe)
+        return p is not None and p not in STDOUT_NAMES and not is_stream(p)
+
+    if summary is not None:
+        if summary in STDOUT_NAMES:
+            raise ConfigError("--summary takes a file name (the summary goes to stderr unless -q)")
+        if named(output) and _same_file(summary, output):
+            raise ConfigError(f"--summary {summary} is the output file (-o): give it another name")
+    for flag, p in (("-o", output), ("--summary", summary)):
+        if named(p):
+            for inp in inputs:
+                if named(inp) and _same_file(p, inp):
+                    raise ConfigError(f"{flag} {p} is an input file: the run would overwrite it")
+    if named(summary):
+        check_output(summary)
 
 
 def print_summary(summary, path: Optional[str], quiet: bool) -> None:

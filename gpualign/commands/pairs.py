@@ -6,8 +6,8 @@ import click
 
 from ..config import AlignConfig, Scoring, default_batch_bases, default_metric, preset_penalties
 from ..errors import ConfigError
-from .common import (CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, command_line, feedback, print_summary,
-                     run_guarded, stderr_console)
+from .common import (CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, check_paths, command_line, feedback,
+                     print_summary, run_guarded, stderr_console)
 from .usage import argument
 
 EPILOG = ("Examples:\n\n"
@@ -56,6 +56,7 @@ def pairs(query, target, output, fmt, metric, mode, match, matrix, alphabet, unk
     from ..progress import Total, input_bases
 
     def body():
+        check_paths([query, target], output, summary)
         if not 0.0 <= verify <= 1.0:
             raise ConfigError(f"--verify must be a fraction in [0, 1] (got {verify})")
         sc = Scoring(mode=mode, match=match, matrix=matrix, alphabet=alphabet, unknown=unknown)

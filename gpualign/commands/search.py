@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..config import SearchConfig
-from .common import DEBUG, THREADS, command_line, feedback, print_summary, run_guarded
+from .common import DEBUG, THREADS, check_paths, command_line, feedback, print_summary, run_guarded
 from .usage import argument
 
 EPILOG = ("Examples:\n\n"
@@ -62,6 +62,7 @@ def search(patterns, text, k, output, fmt, strand, all_ends, max_hits, n_mismatc
     from ..search.run import run_search
 
     def body():
+        check_paths([patterns, text], output, summary)
         if n_mismatch and iupac:
             raise ConfigError("--n-mismatch and --iupac cannot be combined")
         rule = "iupac" if iupac else "n_mismatch" if n_mismatch else "default"
