@@ -79,6 +79,49 @@ def test_layout_change_mid_file(tmp_path, monkeypatch):
     assert got == via_htslib(str(path)) and len(got) == 200
 
 
+def test_names_of_utf8_names_and_any_description():
+    heads = [">r\u00e91 5\u2032-UTR".encode(), b">r2 caf\xe9", b">r3\tx", ">\u00e9".encode()]
+    assert fastx_fast.names_of(heads) == ["r\u00e91", "r2", "r3", "\u00e9"]
+    assert fastx_fast.names_of([">\u00e9a".encode(), b">b"]) == ["\u00e9a", "b"]  # (no whitespace: one split)
+    with pytest.raises(UnicodeDecodeError):
+        fastx_fast.names_of([b">r\xe9 x", b">b"])  # (the name itself is not UTF-8)
+    with pytest.raises(IndexError):
+        fastx_fast.names_of([b">a", b"> "])
+
+
+@pytest.mark.parametrize("case", ["utf8 names", "latin-1 descriptions", "bad letter near the end"])
+def test_blocks_read_in_bulk_whatever_the_headers(tmp_path, monkeypatch, case):
+    """The strict reader reads non-ASCII names (UTF-8) and non-UTF-8 descriptions a block at a time, and a block
+    that fails the bulk checks one record at a time, once (it tried the block again at every record: 10,000
+    such records took 44 s): the records written, with the bulk scan run a few times, not per record."""
+    n = 3000
+    recs = [("r\u00e9%d" % i if case == "utf8 names" else "r%d" % i, "", "ACGT" * 6) for i in range(n)]
+    data = render(recs, False, 0, False, True)
+    if case == "latin-1 descriptions":
+        data = data.replace(b"\nACGT", b" caf\xe9\nACGT")
+    if case == "bad letter near the end":
+        at = data.index(b">r%d\n" % (n - 10))
+        data = data[:at + 10] + b"1" + data[at + 11:]
+    path = tmp_path / "t.fa"
+    path.write_bytes(data)
+    monkeypatch.setattr(fastx_strict, "BLOCK", 1 << 14)  # (several blocks of many records)
+    scans = []
+    real = fastx_strict.fasta_block.scan
+    monkeypatch.setattr(fastx_strict.fasta_block, "scan", lambda *a: scans.append(1) or real(*a))
+
+    def strict():
+        return [(nm, sq.decode(), q) for names, seqs, quals in fastx.record_chunks(str(path), chunk=7, fast=False)
+                for nm, sq, q in zip(names, seqs, quals)]
+
+    if case == "bad letter near the end":
+        with pytest.raises(fastx_strict.RecordError, match=f"record {n - 9} "):
+            strict()
+    else:
+        want = [(nm, sq, None) for nm, _, sq in recs]  # (htslib's reader decodes descriptions as UTF-8)
+        assert strict() == want and via_ours(str(path)) == want
+    assert 0 < len(scans) < n // 20, len(scans)
+
+
 def test_bad_quality_found_by_either_path(tmp_path, monkeypatch):
     monkeypatch.setattr(fastx_fast, "_BLOCK", 64)
     body = "".join(f"@r{i}\nACGT\n+\nIIII\n" for i in range(30)) + "@bad\nACGT\n+\nIII\n"

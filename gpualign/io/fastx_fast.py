@@ -54,14 +54,16 @@ def _plus_lines(plus: list, heads: list) -> bool:
 
 
 def names_of(heads: list) -> list:
-    """Record names (the header up to the first whitespace, marker dropped) as str. Headers with no
-    whitespace at all, the common case, are split in one step; IndexError for an empty name."""
+    """Record names (the header up to the first ASCII whitespace, marker dropped) as str: UTF-8 text (a
+    description after the name may hold any bytes). Headers with no whitespace at all, the common case, are
+    split in one step; IndexError for an empty name, UnicodeDecodeError for a name that is not UTF-8."""
     if not heads:
         return []
-    text = b"\n".join(heads).decode("ascii")
-    if " " in text or "\t" in text or "\x0b" in text or "\x0c" in text:
-        names = [h[1:].split(None, 1)[0].decode("ascii") for h in heads]
+    joined = b"\n".join(heads)
+    if b" " in joined or b"\t" in joined or b"\x0b" in joined or b"\x0c" in joined:
+        names = [h[1:].split(None, 1)[0].decode("utf-8") for h in heads]
     else:
+        text = joined.decode("utf-8")
         names = text[1:].split("\n" + text[0])
     if len(names) != len(heads) or "" in names:
         raise IndexError("empty record name")

@@ -210,6 +210,7 @@ class _Parser:
         self.scan_table = fasta_block.table(bytes(c if self.ok_table[c] else fasta_block.BAD for c in range(256)))
         self.symbols = symbols
         self.header_line = 0
+        self.one_by_one = 0  # records to read one at a time before fasta_many tries again (it failed on them)
 
     def error(self, detail: str, line: int) -> RecordError:
         """The error of the record being read."""
@@ -269,11 +270,15 @@ class _Parser:
         unless the input has ended), parsed at once with array operations; None when there are fewer than
         MANY, or anything to look at closer (then they are read one at a time, which finds
         the error and its line)."""
+        if self.one_by_one > 0:  # (trying again at every record of a block that failed: quadratic)
+            self.one_by_one -= 1
+            return None
         inp = self.inp
         buf, pos = inp.buf, inp.pos
         end = len(buf) if inp.eof else buf.rfind(b"\n>", pos) + 1  # (the last header buffered)
         if end <= pos or buf.count(b"\n>", pos, end) < MANY:
             return None
+        self.one_by_one = buf.count(b"\n>", pos, end)  # (until the block passes the checks below)
         data = buf[pos:end]
         if b"\r" in data:  # CRLF line ends read as LF (a lone CR: looked at closer)
             if data.count(b"\r") != data.count(_CRLF):
@@ -288,6 +293,7 @@ class _Parser:
             names = fastx_fast.names_of([data[a:b] for a, b in zip(block.starts.tolist(), block.ends.tolist())])
         except (IndexError, UnicodeDecodeError):
             return None
+        self.one_by_one = 0
         seq = block.codes.tobytes()
         at = np.concatenate([[0], np.cumsum(block.counts)]).tolist()
         seqs = [seq[a:b] for a, b in zip(at[:-1], at[1:])]
