@@ -120,6 +120,8 @@ def test_long_records_from_both(tmp_path, pool, monkeypatch):
     (b">a\x1cb c\nAC\n", True, True),
     (">a\u00a0b\u2003c d\nAC\n".encode(), True, True),
     # the same rule in both
+    (b">a\rACGT\r>b\rGG\r", False, False),  # CR-only line ends: one header line, record b lost (exit 0)
+    (b">a x\ry\r\nAC\r\n", False, False),
     (b">a\nAC-T\n", False, False),
     (b">a\nAC T\n", False, False),
     (b">a\nAC\xc3\xa9\n", False, False),

@@ -173,8 +173,9 @@ def test_many_records(tmp_path, pool, monkeypatch, seed):
         monkeypatch.setattr(R, "RANGE", size)
         assert read(path, pool, chunk=4000, context=20) == stream, size
     at = data.index(b">r", len(data) // 2 + rng.randint(0, len(data) // 3))
-    for wrong in (b">" + names[1].encode() + b"\n", b">\n", b"AC-G\n", b"ACG>T\n", b">r\xe9\n", b">=r\n"):  # a name
-        # again, none, a bad byte, '>' inside, a name not UTF-8, one SAM's reference names cannot start so
+    for wrong in (b">" + names[1].encode() + b"\n", b">\n", b"AC-G\n", b"ACG>T\n", b">r\xe9\n", b">=r\n",
+                  b">q\rAC\n"):  # a name again, none, a bad byte, '>' inside, a name not UTF-8, one SAM's reference
+        # names cannot start so, a CR inside a header line
         bad = tmp_path / "bad.fa"
         bad.write_bytes(data[:at] + wrong + data[at:])
         monkeypatch.setattr(S, "MANY", 1 << 40)

@@ -29,6 +29,9 @@ from .bgzf import member as bgzf_member
 from .fastx_fast import READ_ERRORS, open_gz
 
 BLOCK = 1 << 23  # bytes read at a time
+# a file of CR-only line ends read as one header line holding every record: its first record, empty
+CR_IN_HEADER = ("a carriage return (CR) inside the header line: line ends of CR alone (classic Mac OS) are not "
+                "read; convert them to LF (e.g. tr '\\r' '\\n')")
 MANY = 64  # FASTA records buffered from which they are parsed at once (fasta_many), not one at a time
 _CRLF = b"\r\n"
 
@@ -217,6 +220,8 @@ class _Parser:
         return RecordError(self.name, self.n + 1, detail, line)
 
     def _name(self, header: bytes, line: int) -> str:
+        if b"\r" in header:  # (its line end's CR is gone)
+            raise self.error(CR_IN_HEADER, line)
         words = header[1:].split(None, 1)
         if not words:  # (a record no output could name: SAM's QNAME and @SQ, PAF's columns 1 and 6)
             raise self.error(f"empty record name (a name must follow {header[:1].decode('latin-1')!r})", line)

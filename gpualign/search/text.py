@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io import fastx
+from ..io.fastx_strict import CR_IN_HEADER
 from ..records import SAM_RNAME_NOT_FIRST
 from . import alphabet as A
 from . import text_ranges as TR
@@ -219,6 +220,8 @@ class _Checker:
         self.first()
         self.rec += 1
         self.where[0] = self.rec + 1
+        if b"\r" in (header[:-1] if header.endswith(b"\r") else header):
+            raise InputError(f"{self.name}: record {self.rec + 1}: {CR_IN_HEADER}")
         nm = _FIRST_WORD.match(header.decode("utf-8", "surrogateescape")).group(1)
         if not nm:
             raise InputError(f"{self.name}: record {self.rec + 1}: empty record name")
@@ -253,7 +256,8 @@ class _Checker:
         joined = "\n" + "\n".join(names)  # (each name's first character after a line end: no step per name)
         refused = self.seen is not None and (len(fresh) < len(names) or not fresh.isdisjoint(self.seen)
                                              or any("\n" + c in joined for c in SAM_RNAME_NOT_FIRST))
-        if len(names) != len(headers) or "" in fresh or refused or not _utf8(joined):
+        cr = b"\r" in (b"\n".join(headers) + b"\n").replace(b"\r\n", b"\n")  # (a CR that ends no line)
+        if len(names) != len(headers) or "" in fresh or refused or cr or not _utf8(joined):
             for h, c in zip(headers, counts.tolist()):  # (the first error, as header() gives it)
                 self.header(h)
                 self.records.lengths[self.rec] += c
