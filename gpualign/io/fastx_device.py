@@ -60,8 +60,8 @@ def usable(path: str, symbols: bytes = b"") -> bool:
             head = fh.read(HEAD_BYTES)
     except READ_ERRORS:  # corrupt or truncated at its start: the host's parsers say what is wrong
         return False
-    if head[:1] not in (b">", b"@"):
-        return False
+    if head[:1] not in (b">", b"@") or head.count(b"\r") != head.count(b"\r\n"):
+        return False  # (a CR that ends no line, as in a file of CR-only line ends: the host's parsers refuse it)
     step = 2 if head[:1] == b">" else 4
     if len(head) < HEAD_BYTES:  # the whole file
         whole = head
