@@ -99,7 +99,7 @@ class ClusterSpec:
             if m is None or not 1 <= int(m.group(1)) <= 65535:
                 raise ConfigError(f"--scheduler must be an address [tcp://]host:port (got {self.scheduler!r})")
         if not 0 <= self.cpu_workers <= CPU_WORKERS_MAX:
-            raise ConfigError(f"--cpu-workers must be >= 1 and <= {CPU_WORKERS_MAX} (got {self.cpu_workers})")
+            raise ConfigError(f"--cpu-workers must be 0 (none) to {CPU_WORKERS_MAX} (got {self.cpu_workers})")
         if self.gpus is not None:
             from .devices import parse
 

@@ -247,12 +247,13 @@ def _levels(q, t, cfg, d, first_cells, how, pieces, chain, spread, many, progres
     leaves_s = []
 
     def timed_leaves(*args):
-        t1 = time.perf_counter()
         import cupy
 
         # the levels' rings stay in the pool's cache, and the leaves' workspace cannot reuse them: the real
         # E. coli pair held 3.9 + 9.1 GB so (docs/benchmarks.md); given back, the peak is the larger alone
+        # (this device's pool: on several devices the others keep theirs)
         cupy.get_default_memory_pool().free_all_blocks()
+        t1 = time.perf_counter()
         out = align(*args)
         leaves_s.append(time.perf_counter() - t1)
         return out

@@ -430,8 +430,9 @@ def test_output_and_summary_are_no_input(tmp_path, command, case):
     inputs = _inputs(tmp_path, command)
     before = {p: open(p, "rb").read() for p in inputs}
     out = str(tmp_path / "o.tsv")
-    opts = {"summary is output": ["-o", out, "--summary", out], "output is input": ["-o", inputs[-1]],
-            "summary is input": ["-o", out, "--summary", inputs[0]], "summary on stdout": ["-o", out, "--summary", "-"]}
+    fmt = "tsv" if command == "search" else "paf"  # (a format given: the name alone was refused for its extension)
+    opts = {"summary is output": ["-o", out, "--summary", out], "output is input": ["-o", inputs[0], "-f", fmt],
+            "summary is input": ["-o", out, "--summary", inputs[-1]], "summary on stdout": ["-o", out, "--summary", "-"]}
     k = ["-k", "1"] if command == "search" else []
     rc, stdout, err = run(command, *inputs, *k, *opts[case], "--device", "cpu", "-q")
     line = one_error_line(err)
@@ -443,3 +444,30 @@ def test_summary_in_a_missing_directory_fails_before_the_run(fa, tmp_path):
     out = tmp_path / "o.paf"
     rc, _, err = run("pairs", *fa, "-o", str(out), "--summary", str(tmp_path / "no" / "s.tsv"), "--device", "cpu", "-q")
     assert rc == 1 and "cannot write" in one_error_line(err) and not out.exists()
+
+
+def test_output_paths_that_stay_allowed(fa, tmp_path):
+    """/dev/stdout for the summary, a link named as the output (the finished output is renamed over the link, not
+    written through it), a summary file that exists in place: the run writes them, the inputs stay."""
+    q, t = fa
+    before = open(q, "rb").read()
+    link = tmp_path / "link.paf"
+    os.symlink(q, link)
+    rc, out, err = run("pairs", q, t, "-o", str(link), "--summary", "/dev/stdout", "--device", "cpu", "-q")
+    assert rc == 0 and out.startswith("key\tvalue\n"), err
+    assert open(q, "rb").read() == before and not link.is_symlink() and link.read_text().count("\n") == 2
+    summary = tmp_path / "s.tsv"
+    summary.write_text("old")
+    rc, out, err = run("pairs", q, t, "--summary", str(summary), "--device", "cpu", "-q")
+    assert rc == 0 and summary.read_text().startswith("key\tvalue\n"), err
+
+
+def test_matrix_and_index_files_are_inputs(fa, tmp_path):
+    q, t = fa
+    matrix = tmp_path / "m.txt"
+    matrix.write_text("   A  C  G  T\nA  5 -4 -4 -4\nC -4  5 -4 -4\nG -4 -4  5 -4\nT -4 -4 -4  5\n")
+    rc, _, err = run("pairs", q, t, "--matrix", str(matrix), "-o", str(tmp_path / "o.paf"), "--summary", str(matrix),
+                     "--device", "cpu", "-q")
+    assert rc == 2 and "is an input file" in one_error_line(err) and matrix.read_text().startswith("   A")
+    rc, _, err = run("genome", q, t, "-o", str(tmp_path / "o.paf"), "--summary", t + ".fai", "--device", "cpu", "-q")
+    assert rc == 2 and "is an input file" in one_error_line(err)

@@ -111,7 +111,7 @@ def test_long_records_from_both(tmp_path, pool, monkeypatch):
     (b"  \n>a\nAC\n", False, False),
     (b"\n\t\n\n>a\nAC\n", False, False),
     (b"\r\r\n>a\nAC\n", False, False),  # (a line holding a CR)
-    (b"\n\r\n\r\n\r>a\nAC\n", False, False),
+    (b"\n\r\r\n>a\nAC\n", False, False),
     (b"\n  \n\t\n", False, False),
     # the same rule in both (a name that is not UTF-8: refused; bytes that are not UTF-8 after it: kept)
     (b">a\xff\nAC\n", False, False),

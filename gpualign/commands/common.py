@@ -38,32 +38,51 @@ def stderr_console():
 
 
 def _same_file(a: str, b: str) -> bool:
+    """Whether writing to path a in place (open, as the summary is written) writes file b."""
     try:
         return os.path.samefile(a, b)
     except OSError:  # (one of them not there yet)
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _same_name(a: str, b: str) -> bool:
+    """Whether renaming a file over path a (as the output is committed) replaces file b: the same directory
+    entry (a link named a is replaced, not what it points to)."""
+    def entry(p):
+        return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(p))), os.path.basename(p))
+
+    return entry(a) == entry(b)
+
+
+def indexes(*paths: str) -> list:
+    """The index files random access reads and makes beside FASTA files (faidx's .fai, bgzip's .gzi)."""
+    return [p + ext for p in paths for ext in (".fai", ".gzi")]
+
+
 def check_paths(inputs: list, output: str, summary: Optional[str]) -> None:
-    """Before anything runs: the output (-o) and the --summary file are neither an input nor each other (the
-    output would be replaced, or the input overwritten, with exit 0), and the summary's directory takes files."""
+    """Before anything runs: the output (-o, renamed over its name when complete) and the --summary file
+    (written in place) are neither an input nor each other (the output was replaced, or an input overwritten,
+    with exit 0), and the summary can be written. inputs: every file the run reads by name (None: none)."""
     from ..stages import STDOUT_NAMES, check_output, is_stream
 
     def named(p):  # a path the run writes or reads by name (not stdin/stdout, not a device or pipe)
         return p is not None and p not in STDOUT_NAMES and not is_stream(p)
 
-    if summary is not None:
-        if summary in STDOUT_NAMES:
-            raise ConfigError("--summary takes a file name (the summary goes to stderr unless -q)")
-        if named(output) and _same_file(summary, output):
-            raise ConfigError(f"--summary {summary} is the output file (-o): give it another name")
-    for flag, p in (("-o", output), ("--summary", summary)):
+    if summary == "-":
+        raise ConfigError("--summary takes a file name ('-' is not stdout here; /dev/stdout is)")
+    if named(summary) and named(output) and _same_file(summary, output):
+        raise ConfigError(f"--summary {summary} is the output file (-o): give it another name")
+    for flag, p, same in (("-o", output, _same_name), ("--summary", summary, _same_file)):
         if named(p):
             for inp in inputs:
-                if named(inp) and _same_file(p, inp):
+                if named(inp) and same(p, inp):
                     raise ConfigError(f"{flag} {p} is an input file: the run would overwrite it")
     if named(summary):
-        check_output(summary)
+        if os.path.isfile(summary):
+            if not os.access(summary, os.W_OK):
+                raise InputError(f"{summary}: cannot write the summary (permission denied)")
+        else:
+            check_output(summary)
 
 
 def print_summary(summary, path: Optional[str], quiet: bool) -> None:

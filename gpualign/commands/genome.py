@@ -9,7 +9,7 @@ import click
 from ..config import AlignConfig
 from ..errors import ConfigError
 from .common import (CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, check_paths, command_line, feedback,
-                     print_summary, run_guarded)
+                     indexes, print_summary, run_guarded)
 from .usage import argument
 
 EPILOG = ("Examples:\n\n"
@@ -45,7 +45,7 @@ def genome(query, target, distance_only, output, fmt, query_record, target_recor
     from ..genome import run_genome, summary as genome_summary
 
     def body():
-        check_paths([query, target], output, summary)
+        check_paths([query, target, *indexes(query, target)], output, summary)
         if metric != "edit":
             raise ConfigError(f"genome aligns with --metric edit only (got {metric!r}); use pairs for affine scoring")
         if cpu_method not in ("auto", "wfa", "edlib"):

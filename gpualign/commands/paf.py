@@ -6,7 +6,7 @@ import click
 
 from ..config import AlignConfig, Scoring, preset_penalties
 from .common import (CHAR_RULE, CPU_WORKERS, DEBUG, GPUS, SCHEDULER, THREADS, check_paths, command_line, feedback,
-                     print_summary, run_guarded)
+                     indexes, print_summary, run_guarded)
 from .usage import argument
 
 EPILOG = ("Examples:\n\n"
@@ -48,7 +48,7 @@ def paf(candidates, query, target, output, fmt, mode, target_pad, metric, mismat
     from ..realign import run_paf
 
     def body():
-        check_paths([candidates, query, target], output, summary)
+        check_paths([candidates, query, target, *indexes(query, target)], output, summary)
         with feedback("paf", threads, quiet, lambda: Total(records=input_lines(candidates))) as (n_threads, notice, report):
             penalties = preset_penalties(Scoring(), mismatch, gap_open, gap_extend, metric)
             cfg = AlignConfig(metric=metric, penalties=penalties,

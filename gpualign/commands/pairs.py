@@ -56,7 +56,7 @@ def pairs(query, target, output, fmt, metric, mode, match, matrix, alphabet, unk
     from ..progress import Total, input_bases
 
     def body():
-        check_paths([query, target], output, summary)
+        check_paths([query, target, matrix], output, summary)
         if not 0.0 <= verify <= 1.0:
             raise ConfigError(f"--verify must be a fraction in [0, 1] (got {verify})")
         sc = Scoring(mode=mode, match=match, matrix=matrix, alphabet=alphabet, unknown=unknown)

@@ -30,8 +30,7 @@ from .fastx_fast import READ_ERRORS, open_gz
 
 BLOCK = 1 << 23  # bytes read at a time
 # a file of CR-only line ends read as one header line holding every record: its first record, empty
-CR_IN_HEADER = ("a carriage return (CR) inside the header line: line ends of CR alone (classic Mac OS) are not "
-                "read; convert them to LF (e.g. tr '\\r' '\\n')")
+CR_IN_HEADER = "a carriage return (CR) inside the header line (line ends of CR alone, as classic Mac OS wrote them, are not read: convert them to LF)"
 MANY = 64  # FASTA records buffered from which they are parsed at once (fasta_many), not one at a time
 _CRLF = b"\r\n"
 
