@@ -819,6 +819,7 @@ def test_cli_outputs(tmp_path):
     (["ACGT"], ["--match", "2", "--metric", "edit"], "use --metric affine"),
     (["ACGT"], ["--alphabet", "protein", "--unknown", "J"], "--unknown J"),
     (["ACGT"], ["--mode", "local"], "--mode local needs scores above 0"),
+    (["ACGT"], ["--mode", "local", "--match", "0", "-x", "4"], "--mode local needs scores above 0"),
 ])
 def test_cli_bad_input(tmp_path, seqs, opts, needle):
     q = fasta(tmp_path / "q.fa", seqs)

@@ -61,6 +61,7 @@ def pairs(query, target, output, fmt, metric, mode, match, matrix, alphabet, unk
             raise ConfigError(f"--verify must be a fraction in [0, 1] (got {verify})")
         sc = Scoring(mode=mode, match=match, matrix=matrix, alphabet=alphabet, unknown=unknown)
         with feedback("pairs", threads, quiet, lambda: Total(bases=input_bases(query, target))) as (n_threads, notice, report):
+            sc.validate(n_mismatch)  # (its errors first: '--mode local --match 0 -x 4' is about local mode)
             chosen = default_metric(metric, sc)
             cfg = AlignConfig(metric=chosen, penalties=preset_penalties(sc, mismatch, gap_open, gap_extend, chosen),
                               scoring=sc, distance_only=distance_only, n_mismatch=n_mismatch, device=device,
