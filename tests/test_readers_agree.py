@@ -143,3 +143,16 @@ def test_where_the_rules_differ(tmp_path, data, io_reads, search_reads):
         assert _search(path, unique=False) == io  # (names twice: with unique=False search reads them as io does)
     for err in (x for x in (io, search) if isinstance(x, str)):
         assert err.startswith(str(path))  # one line naming the file (the wording differs between the two)
+
+
+@pytest.mark.parametrize("block", [1000, 1001, 1 << 24])
+def test_a_cr_line_across_a_block_end(tmp_path, monkeypatch, block):
+    """A line holding a CR before the first record ('\\r\\r\\n') is refused where search's blocks cut it after
+    both CRs or after the LF (a block ending in '\\r\\r' dropped both: the line read as empty). A cut between
+    the two CRs (block 999 here) still reads it: each block sees one CR that may be a CRLF's."""
+    import gpualign.search.text_scan as TS
+
+    path = tmp_path / "t.fa"
+    path.write_bytes(b"\n" * 998 + b"\r\r\n>a\nAC\n")
+    monkeypatch.setattr(TS, "BLOCK", block)
+    assert isinstance(_io(path), str) and isinstance(_search(path), str)

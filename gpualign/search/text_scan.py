@@ -48,7 +48,7 @@ def _codes_item(raw, gt_inside: bool) -> Item:
     bad = codes.find(A.BAD)
     blank = not codes or (raw[:1].isspace() and not raw.strip())
     # (a CR that ends raw may be a CRLF's, its LF in the next range)
-    spaced = blank and bool(codes or b"\r" in raw.rstrip(b"\r").replace(b"\r\n", b""))
+    spaced = blank and bool(codes or b"\r" in (raw[:-1] if raw[-1:] == b"\r" else raw).replace(b"\r\n", b""))
     return Item(None, codes, blank, bad, raw.translate(None, b"\r\n")[bad] if bad >= 0 else 0, gt_inside, spaced)
 
 
