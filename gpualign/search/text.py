@@ -251,12 +251,13 @@ class _Checker:
         as header() and codes() one at a time, the names checked at once. Their records' indices."""
         self.first()
         first = self.rec + 1
-        names = _FIRST_WORD.findall(b"\n".join(headers).decode("utf-8", "surrogateescape"))  # (each line's)
+        lines = b"\n".join(headers)
+        names = _FIRST_WORD.findall(lines.decode("utf-8", "surrogateescape"))  # (each line's)
         fresh = set(names)
         joined = "\n" + "\n".join(names)  # (each name's first character after a line end: no step per name)
         refused = self.seen is not None and (len(fresh) < len(names) or not fresh.isdisjoint(self.seen)
                                              or any("\n" + c in joined for c in SAM_RNAME_NOT_FIRST))
-        cr = b"\r" in (b"\n".join(headers) + b"\n").replace(b"\r\n", b"\n")  # (a CR that ends no line)
+        cr = b"\r" in (lines + b"\n").replace(b"\r\n", b"\n")  # (a CR that ends no line)
         if len(names) != len(headers) or "" in fresh or refused or cr or not _utf8(joined):
             for h, c in zip(headers, counts.tolist()):  # (the first error, as header() gives it)
                 self.header(h)
