@@ -52,6 +52,22 @@ SAM_RNAME_NOT_FIRST = "*="  # what SAM's reference names (@SQ SN, RNAME) cannot 
 # output/sam.check_rnames and search's text reader refuse such a target name for SAM/BAM
 
 
+def sam_printable(name: str) -> bool:
+    """Whether every character of a name is printable ASCII other than the space ('!' to '~'), as SAM's QNAME,
+    RNAME and @SQ SN must be (a control character or a non-ASCII one: htslib reads them, samtools drops some)."""
+    return name.isascii() and name.isprintable() and " " not in name
+
+
+def odd_character(name: str) -> str:
+    """The first character of name that sam_printable refuses."""
+    return next(c for c in name if not "!" <= c <= "~")
+
+
+def unprintable_bytes(buf: np.ndarray) -> np.ndarray:
+    """Per byte of buf (uint8): outside '!' to '~' (sam_printable's rule, on bytes)."""
+    return (buf - np.uint8(0x21)) > np.uint8(0x7E - 0x21)
+
+
 @dataclass(eq=False)
 class Names:
     """Record names as one byte buffer, no Python object per name (the reader's form: it pickles and

@@ -345,15 +345,17 @@ def test_shared_memory_block_to_a_full_device():
 
 
 @pytest.mark.parametrize("fmt", ["sam", "bam", "paf", "tsv"])
-@pytest.mark.parametrize("name,why", [("@q7", "starts with '@'"), ("r" * 255, "longer than 254 characters")])
+@pytest.mark.parametrize("name,why", [("@q7", "starts with '@'"), ("r" * 255, "longer than 254 characters"),
+                                      ("q\x01x", "holds '\\x01'"), ("q\u00e9", "holds '\u00e9'")])
 def test_names_sam_cannot_hold(tmp_path, fmt, name, why):
     """A query name SAM cannot hold as its QNAME: one starting with '@' (its line would read as a header line:
-    htslib could not read the file) or longer than 254 characters (htslib refuses it). SAM and BAM: one line
-    naming the query and its pair, exit 1, no output; PAF and TSV take it. 254 characters and '@' inside: SAM
-    written, htslib reads it."""
+    htslib could not read the file), longer than 254 characters (htslib refuses it), or holding a character
+    other than printable ASCII (SAM's rule: htslib reads a control character, samtools view drops it). SAM and
+    BAM: one line naming the query and its pair, exit 1, no output; PAF and TSV take it. 254 characters and
+    '@' inside: SAM written, htslib reads it."""
     names = [f"q{i}" for i in range(300)]
     names[150] = name
-    (tmp_path / "a.fa").write_text("".join(f">{n}\nACGTACGTACGTAC\n" for n in names))
+    (tmp_path / "a.fa").write_text("".join(f">{n}\nACGTACGTACGTAC\n" for n in names), encoding="utf-8")
     (tmp_path / "b.fa").write_text("".join(f">t{i}\nACGTACCTACGTAC\n" for i in range(300)))
     out = tmp_path / f"o.{fmt}"
 
@@ -364,7 +366,7 @@ def test_names_sam_cannot_hold(tmp_path, fmt, name, why):
 
     p = run()
     if fmt in ("paf", "tsv"):
-        assert p.returncode == 0 and name in out.read_text(), p.stderr.decode()
+        assert p.returncode == 0 and name in out.read_text(encoding="utf-8"), p.stderr.decode()
         return
     assert p.returncode == 1 and not out.exists()
     line = _error_line(p.stderr)
@@ -434,6 +436,48 @@ def test_target_names_sam_cannot_hold(tmp_path, fmt, name):
                         assert [r.reference_name for r in fh if not r.is_unmapped] == [target], cmd
                 else:
                     assert target in (tmp_path / out).read_text()
+
+
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_target_names_not_printable(tmp_path, fmt):
+    """A target name holding a character other than printable ASCII (a control character, a non-ASCII letter),
+    which SAM's reference names cannot: `pairs`, `genome`, `paf` and `search` refuse SAM/BAM with one line
+    naming the target file, the name and the character, exit 1, no output; PAF and BED take it. search's
+    target file has 300 records, the bad one the 200th (its reader checks a block's names at once); its
+    patterns' names (QNAME) the same way, and paf's candidates' query names."""
+    seq = "ACGTACGTACGTACGTACGTACGTTTGACCATG"
+    for target, shown in (("t\x02", "'\\x02'"), ("t\u00c5", "'\u00c5'")):
+        names = [f"s{i}" for i in range(300)]
+        names[199] = target
+        (tmp_path / "a.fa").write_text(f">q\n{seq}\n")
+        (tmp_path / "b.fa").write_text(f">{target} desc\n{seq}\n", encoding="utf-8")
+        (tmp_path / "many.fa").write_text("".join(f">{n}\n{seq}\n" for n in names), encoding="utf-8")
+        (tmp_path / "c.paf").write_text(f"q\t{len(seq)}\t0\t{len(seq)}\t+\t{target}\t{len(seq)}\t0\t{len(seq)}\t"
+                                        f"{len(seq)}\t{len(seq)}\t60\n", encoding="utf-8")
+        (tmp_path / "c2.paf").write_text(f"{target}\t{len(seq)}\t0\t{len(seq)}\t+\tq\t{len(seq)}\t0\t{len(seq)}\t"
+                                         f"{len(seq)}\t{len(seq)}\t60\n", encoding="utf-8")
+        (tmp_path / "p.fa").write_text(">p\nGTACGTTTGACC\n")
+        (tmp_path / "p2.fa").write_text(f">p\nGTACGTTTGACC\n>{target}\nGTACGTTTGAC\n", encoding="utf-8")
+        runs = {"pairs": (["pairs", "a.fa", "b.fa"], "b.fa"), "genome": (["genome", "a.fa", "b.fa"], "b.fa"),
+                "paf": (["paf", "c.paf", "a.fa", "b.fa"], "b.fa"),
+                "paf query": (["paf", "c2.paf", "b.fa", "a.fa"], "candidate 1"),
+                "search": (["search", "p.fa", "many.fa", "-k", "0"], "many.fa: record 200"),
+                "search pattern": (["search", "p2.fa", "a.fa", "-k", "0"], "p2.fa: record 2")}
+        for cmd, (args, where) in runs.items():
+            other = "bed" if cmd.startswith("search") else "paf"
+            for out, refused in ((f"o.{fmt}", True), (f"o.{other}", False)):
+                (tmp_path / out).unlink(missing_ok=True)
+                p = subprocess.run([sys.executable, "-m", "gpualign", *args, "-o", out, "--device", "cpu", "-q"]
+                                   + ([] if cmd == "genome" else ["-t", "1"]), capture_output=True, env=ENV,
+                                   timeout=120, cwd=tmp_path)
+                if refused:
+                    line = _error_line(p.stderr)
+                    assert p.returncode == 1 and not (tmp_path / out).exists(), (cmd, line)
+                    assert f"holds {shown}" in line and where in line and "printable ASCII" in line, (cmd, line)
+                    continue
+                assert p.returncode == 0, (cmd, out, p.stderr.decode())
+                if cmd != "search":  # (p's one hit is in the record named s0)
+                    assert target in (tmp_path / out).read_text(encoding="utf-8"), cmd
 
 
 def test_target_names_sam_cannot_hold_from_the_scanning_child(tmp_path, monkeypatch):

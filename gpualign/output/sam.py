@@ -16,7 +16,8 @@ import numpy as np
 from .. import __version__, interrupt, trace
 from ..errors import GpualignError
 from ..io.targets import TargetLengths
-from ..records import OK, SAM_RNAME_NOT_FIRST, AlignBatch, Names, PairBatch, concatenated
+from ..records import (OK, SAM_RNAME_NOT_FIRST, AlignBatch, Names, PairBatch, concatenated, odd_character,
+                       unprintable_bytes)
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
 
@@ -126,27 +127,31 @@ QNAME_MAX = 254  # SAM's longest QNAME (htslib refuses a longer one)
 
 def check_rnames(names: Names, source: str = "", instead: str = "PAF or TSV") -> None:
     """The GpualignError of the first target whose name SAM's reference names cannot be: one that starts with
-    '*' (RNAME '*' is no reference: htslib reads the target's records as unmapped) or '=' (SAM's rule); source:
-    the file named first in the message, if given; instead: the formats the command could write."""
+    '*' (RNAME '*' is no reference: htslib reads the target's records as unmapped) or '=' (SAM's rule), or one
+    that holds a character other than printable ASCII; source: the file named first in the message, if given;
+    instead: the formats the command could write."""
     if len(names) == 0:
         return
     some = names.length > 0
     first = np.zeros(len(names), np.uint8)
     first[some] = names.buf[names.start[some]]
     bad = np.isin(first, np.frombuffer(SAM_RNAME_NOT_FIRST.encode(), np.uint8))
-    if bad.any():
-        name = names[int(np.argmax(bad))]
-        shown = name if len(name) <= 60 else name[:60] + "..."
+    odd = unprintable(names)
+    if bad.any() or odd.any():
+        k = int(np.argmax(bad | odd))
+        name = names[k]
         where = f"{source}: " if source else ""
-        raise GpualignError(f"{where}target {shown!r}: its name starts with {name[0]!r}, which SAM's reference "
-                            "names (@SQ SN, RNAME) cannot ('*' reads as no reference: its records would read as "
-                            f"unmapped): rename it, or write {instead}")
+        why = (f"starts with {name[0]!r}, which SAM's reference names (@SQ SN, RNAME) cannot ('*' reads as no "
+               "reference: its records would read as unmapped)") if bad[k] else \
+            f"holds {odd_character(name)!r}, which SAM's reference names (@SQ SN, RNAME) cannot (printable ASCII only)"
+        raise GpualignError(f"{where}target {_shown(name)!r}: its name {why}: rename it, or write {instead}")
 
 
 def check_qnames(batch: PairBatch, unit: str = "pair", instead: str = "PAF or TSV") -> None:
     """The GpualignError of the first query whose name cannot be a SAM QNAME: one that starts with '@' (its
-    line would read as a header line: the file could not be read) or is longer than QNAME_MAX (unit: what
-    batch.index counts; instead: the formats the command could write)."""
+    line would read as a header line: the file could not be read), holds a character other than printable
+    ASCII or is longer than QNAME_MAX (unit: what batch.index counts; instead: the formats the command could
+    write)."""
     if batch.n == 0:
         return
     names = Names.of(batch.q_names)
@@ -154,15 +159,31 @@ def check_qnames(batch: PairBatch, unit: str = "pair", instead: str = "PAF or TS
     some = names.length > 0
     if some.any():
         first[some] = names.buf[names.start[some]] == ord("@")
-    bad = first | (names.length > QNAME_MAX)
+    odd = unprintable(names)
+    bad = first | (names.length > QNAME_MAX) | odd
     if bad.any():
         k = int(np.argmax(bad))
-        why = "starts with '@' (its line would read as a header line)" if first[k] else \
-            f"is longer than {QNAME_MAX} characters"
         name = names[k]
-        shown = name if len(name) <= 60 else name[:60] + "..."
-        raise GpualignError(f"query {shown!r} ({unit} {int(batch.index[k]) + 1}): its name {why}, which a SAM "
-                            f"QNAME cannot be: rename it, or write {instead}")
+        why = "starts with '@' (its line would read as a header line), which a SAM QNAME cannot" if first[k] \
+            else f"holds {odd_character(name)!r}, which a SAM QNAME cannot (printable ASCII only)" if odd[k] \
+            else f"is longer than {QNAME_MAX} characters, which a SAM QNAME cannot be"
+        raise GpualignError(f"query {_shown(name)!r} ({unit} {int(batch.index[k]) + 1}): its name {why}: rename "
+                            f"it, or write {instead}")
+
+
+def unprintable(names: Names) -> np.ndarray:
+    """Per name: whether it holds a byte other than printable ASCII ('!' to '~'), which SAM names cannot."""
+    out = np.zeros(len(names), bool)
+    if len(names) == 0:
+        return out
+    bad = unprintable_bytes(names.packed())
+    if bad.any():
+        out[np.repeat(np.arange(len(names)), names.length)[bad]] = True
+    return out
+
+
+def _shown(name: str) -> str:
+    return name if len(name) <= 60 else name[:60] + "..."
 
 
 class SamFormat:
