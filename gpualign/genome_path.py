@@ -21,6 +21,11 @@ from . import hirschberg
 from .config import AlignConfig
 from .records import OK, PairBatch, offsets_from_lengths, segment_index
 
+# the leaves' engines: one launch's workspace at most (bytes; None: the engine's own cap). The real E. coli
+# pair's 1,024 leaves need 4.74 GiB in one launch: capped, they take 3 launches and the path's peak is the
+# first split level's rings, ~4 GiB in all, for 0.04-0.1 s (docs/benchmarks.md)
+LEAF_WORKSPACE = 2 << 30
+
 
 def leaf_aligner(chain, cfg: AlignConfig):
     """align_leaves for hirschberg.align_path: the leaves through the engine chain (edit metric, CIGARs),
@@ -58,10 +63,15 @@ def leaf_aligner(chain, cfg: AlignConfig):
 
 
 def leaf_chain(cfg: AlignConfig) -> list:
-    """The batched engines that align the leaves of gpu_path (close with close_chain)."""
+    """The batched engines that align the leaves of gpu_path (close with close_chain), each launch's workspace
+    within LEAF_WORKSPACE."""
     from .engines import select_engines
 
-    return select_engines(AlignConfig(metric="edit", device="gpu", threads=cfg.threads))[0]
+    chain = select_engines(AlignConfig(metric="edit", device="gpu", threads=cfg.threads))[0]
+    for e in chain:
+        if hasattr(e, "workspace_max") and LEAF_WORKSPACE is not None:
+            e.workspace_max = LEAF_WORKSPACE
+    return chain
 
 
 def close_chain(chain: list) -> None:

@@ -21,7 +21,7 @@ from ._results import gather_kernel
 from .affine_plan import Plan
 
 MEMORY_SHARE = 0.5  # of the free device memory, for backtrace slots and rings
-WORKSPACE_MAX = 32 << 30  # backtrace + CIGAR memory of one launch at most (_launch sizes it)
+WORKSPACE_MAX = 32 << 30  # backtrace + CIGAR memory of one launch at most (_launch sizes it; the engine's default)
 
 
 def template_flag(flag) -> str:
@@ -30,7 +30,7 @@ def template_flag(flag) -> str:
 
 class Launcher:
     """GpuAffineEngine's launching half (needs its _mod, _sms, _smem_optin, _local, _ws, _turn_lock,
-    _turn_done, tune and _mark)."""
+    _turn_done, workspace_max, tune and _mark)."""
 
     @contextlib.contextmanager
     def _turn(self):
@@ -93,10 +93,11 @@ class Launcher:
         held = self._ws.nbytes if getattr(self._local, "in_turn", False) and self._ws is not None else 0
         budget = int(MEMORY_SHARE * (cupy.cuda.runtime.memGetInfo()[0] + pool.free_bytes() + held))
         budget -= 0 if plan.in_smem else slots * plan.ring_bytes
-        # what the level needs, rounded up to a power of two (repeated sizes: the pool hands back the same
-        # block), within the budget (whole GiB when possible)
-        need = 1 << max(12, (nl * plan.pair_bytes() - 1).bit_length())
-        ws_bytes = min(budget, WORKSPACE_MAX, need)
+        # what the level needs, rounded up (repeated sizes: the pool hands back the same block) to a power of
+        # two below 1 GiB, else to whole GiB; within the budget and the engine's cap (whole GiB when possible)
+        need = nl * plan.pair_bytes()
+        need = -(-need >> 30) << 30 if need > 1 << 30 else 1 << max(12, (need - 1).bit_length())
+        ws_bytes = min(budget, self.workspace_max, need)
         ws_bytes = (ws_bytes >> 30 << 30 if ws_bytes >= 1 << 30 else ws_bytes >> 12 << 12) if want_cigar else 0
         chunk = min(nl, ws_bytes // max(1, plan.pair_bytes())) if want_cigar else nl
         if slots <= 0 or chunk <= 0:  # not even one pair fits: every pair goes on (next level / CPU)

@@ -24,7 +24,7 @@ from ..gpu.staging import Staging, free_rows, to_device
 from ..records import AlignBatch, PairBatch
 from ._device import BatchEngine, align_split
 from ._results import Results, gather_kernel, text_kernels
-from .affine_launch import Launcher, template_flag
+from .affine_launch import WORKSPACE_MAX, Launcher, template_flag
 from .affine_plan import (
     ESTIMATE_GAIN,
     ESTIMATE_MIN,
@@ -70,6 +70,7 @@ class GpuAffineEngine(Launcher, BatchEngine):
         self._turn_lock = threading.Lock()  # held by the batch whose estimated levels run (_turn)
         self._turn_done = None  # event: the device work of the last turn
         self._ws = None  # the workspace of the estimated levels, kept from batch to batch (_workspace)
+        self.workspace_max = WORKSPACE_MAX  # bytes of one launch's workspace at most (more pairs: more launches)
         self._history: dict = {}  # (penalties, ends-free, length class) -> latest score rates (affine_plan.py)
         # benchmark overrides: threads, per_sm (plan), min_blocks (register cap, before the first call);
         # timing=True: seconds per stage in timings; caps: per-pair reduced caps for the estimated level
