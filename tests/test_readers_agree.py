@@ -116,20 +116,25 @@ def test_long_records_from_both(tmp_path, pool, monkeypatch):
     # the same rule in both (a name that is not UTF-8: refused; bytes that are not UTF-8 after it: kept)
     (b">a\xff\nAC\n", False, False),
     (b">a x\xff\nAC\n", True, True),
-    # a name ends at ASCII white space only (htslib's faidx too): other separators and Unicode spaces are in it
-    (b">a\x1cb c\nAC\n", True, True),
-    (">a\u00a0b\u2003c d\nAC\n".encode(), True, True),
+    # a name ends at ASCII white space only (htslib's faidx too): other separators and Unicode spaces are in it;
+    # search's SAM/BAM rule (unique names, as here) refuses a name that is not printable ASCII, io's readers
+    # leave that to the SAM writer (output/sam.check_qnames, check_rnames)
+    (b">a\x1cb c\nAC\n", True, False),
+    (">a\u00a0b\u2003c d\nAC\n".encode(), True, False),
     # the same rule in both
     (b">a\rACGT\r>b\rGG\r", False, False),  # CR-only line ends: one header line, record b lost (exit 0)
     (b">a x\ry\r\nAC\r\n", False, False),
     (b">a\nAC-T\n", False, False),
+    (b">a\nAC\rGT\n", False, False),  # a CR that ends no line (search dropped it: ACGT, exit 0)
+    (b">a\nAC\r\r\nGT\n", False, False),
+    (b">a\nACGT\r", False, True),  # a CR ending the file: io refuses it, search reads it as a line end
     (b">a\nAC T\n", False, False),
     (b">a\nAC\xc3\xa9\n", False, False),
     (b">\nACGT\n", False, False),
     (b"junk\n>a\nAC\n", False, False),
     (b"", False, False),
     (b"> a\tb\nACGT\n>b\n\n>c\r\nAC\r\n\r\nGT", True, True),
-    (">é x\nAC\n".encode(), True, True),
+    (">é x\nAC\n".encode(), True, False),
 ])
 def test_where_the_rules_differ(tmp_path, data, io_reads, search_reads):
     path = tmp_path / "t.fa"
@@ -140,7 +145,8 @@ def test_where_the_rules_differ(tmp_path, data, io_reads, search_reads):
     if io_reads and search_reads:
         assert io == search
     if io_reads and not search_reads and data.startswith(b">") and b"X" not in data and b"e" not in data:
-        assert _search(path, unique=False) == io  # (names twice: with unique=False search reads them as io does)
+        assert _search(path, unique=False) == io  # (names twice or not printable: with unique=False search
+        # reads them as io does)
     for err in (x for x in (io, search) if isinstance(x, str)):
         assert err.startswith(str(path))  # one line naming the file (the wording differs between the two)
 
@@ -156,3 +162,22 @@ def test_a_cr_line_across_a_block_end(tmp_path, monkeypatch, block):
     path.write_bytes(b"\n" * 998 + b"\r\r\n>a\nAC\n")
     monkeypatch.setattr(TS, "BLOCK", block)
     assert isinstance(_io(path), str) and isinstance(_search(path), str)
+
+
+@pytest.mark.parametrize("where", ["inside", "before CRLF"])
+@pytest.mark.parametrize("chunk", [50, 1 << 20])
+def test_a_lone_cr_in_many_records(tmp_path, pool, where, chunk):
+    """A CR that ends no line in record 70 of 300 (search reads a block of 64 records or more with array
+    operations, whose table drops every CR; and, with a pool and chunk 50, in ranges): refused by both, naming
+    the record; without it, both read the same. Not mended: a range or block of search's that ends right
+    after such a CR reads it as a line end (each sees a CR that may be a CR LF's)."""
+    recs = [b">r%d\nACGTACGTAC\nGGTTAACC\n" % i for i in range(300)]
+    good = b"".join(recs)
+    want = ([A.to_codes(b"ACGTACGTACGGTTAACC")] * 300, [f"r{i}" for i in range(300)])
+    bad = {"inside": b">r69\nACGTA\rCGTAC\nGGTTAACC\n", "before CRLF": b">r69\nACGTACGTAC\r\r\nGGTTAACC\n"}
+    path = tmp_path / "t.fa"
+    path.write_bytes(b"".join(recs[:69]) + bad[where] + b"".join(recs[70:]))
+    for got in (_io(path), _search(path, chunk=chunk), _search(path, pool, chunk=chunk)):
+        assert isinstance(got, str) and "record 70" in got, got
+    path.write_bytes(good)
+    assert _io(path) == want and _search(path, chunk=chunk) == want and _search(path, pool, chunk=chunk) == want

@@ -49,9 +49,30 @@ def reverse_complement(codes: np.ndarray) -> np.ndarray:
     return COMPLEMENT_CODE[codes[::-1]]
 
 
+def line_bytes(data: bytes) -> bytes:
+    """data without its line ends (LF, CR LF; a CR that ends data too: its LF may begin the next buffer). A CR
+    that ends no line stays (io's readers refuse it; to_codes makes it BAD)."""
+    if b"\r" not in data:
+        return data.translate(None, b"\n")
+    if data.endswith(b"\r"):
+        data = data[:-1]
+    return data.replace(b"\r\n", b"\n").translate(None, b"\n")
+
+
 def to_codes(data: bytes) -> bytes:
-    """Codes of data with CR/LF left out; BAD marks a byte that is no IUPAC letter."""
-    return data.translate(TO_CODE, b"\r\n")
+    """Codes of data with its line ends left out (line_bytes); BAD marks a byte that is no IUPAC letter, a CR
+    that ends no line too."""
+    if b"\r" not in data:
+        return data.translate(TO_CODE, b"\n")
+    return line_bytes(data).translate(TO_CODE)
+
+
+def lone_cr(data: bytes) -> bool:
+    """Whether data holds a CR that ends no line (one ending data may be a CR LF's: not counted)."""
+    if b"\r" not in data:
+        return False
+    n = data.count(b"\r") - data.endswith(b"\r")
+    return n != data.count(b"\r\n")
 
 
 def sassy_profile(rule: str) -> tuple[str, bytes, bytes]:

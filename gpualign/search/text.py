@@ -64,7 +64,8 @@ class TextReader:
 
     def __init__(self, path: str, chunk: int, context: int, gap: int = ALIGN, pool=None, workers: int = 1,
                  unique: bool = True):
-        """unique: record names must differ (SAM/BAM's @SQ lines); TSV, PAF and BED take any."""
+        """unique: SAM/BAM's rules for record names (@SQ lines: each name once, printable ASCII, not starting
+        with * or =); TSV, PAF and BED take any."""
         self.path, self.chunk, self.context, self.unique = path, max(chunk, 4 * ALIGN), context, unique
         self.gap = -(-max(gap, ALIGN) // ALIGN) * ALIGN  # PAD bytes before each piece
         self.pool, self.workers = pool, workers
@@ -284,9 +285,12 @@ class _Checker:
             self.spaces |= it.spaced
             return False
         if it.bad >= 0:  # (before the stretch's end, where a '>' inside a line would be)
+            at = self.records.lengths[self.rec] + it.bad + 1
+            if it.byte == 13:
+                raise InputError(f"{self.name}: record {self.rec + 1}: a carriage return (CR) that ends no line, "
+                                 f"after base {at - 1}")
             shown = repr(chr(it.byte)) if 32 < it.byte < 127 else f"byte 0x{it.byte:02x}"
-            raise InputError(f"{self.name}: record {self.rec + 1}: {shown} at base "
-                             f"{self.records.lengths[self.rec] + it.bad + 1} is not a DNA/IUPAC letter")
+            raise InputError(f"{self.name}: record {self.rec + 1}: {shown} at base {at} is not a DNA/IUPAC letter")
         if it.gt_inside:
             raise InputError(f"{self.name}: record {self.rec + 1}: '>' inside a sequence line")
         self.records.lengths[self.rec] += n

@@ -49,7 +49,7 @@ def _codes_item(raw, gt_inside: bool) -> Item:
     blank = not codes or (raw[:1].isspace() and not raw.strip())
     # (a CR that ends raw may be a CRLF's, its LF in the next range)
     spaced = blank and bool(codes or b"\r" in (raw[:-1] if raw[-1:] == b"\r" else raw).replace(b"\r\n", b""))
-    return Item(None, codes, blank, bad, raw.translate(None, b"\r\n")[bad] if bad >= 0 else 0, gt_inside, spaced)
+    return Item(None, codes, blank, bad, A.line_bytes(raw)[bad] if bad >= 0 else 0, gt_inside, spaced)
 
 
 def scan(data: bytes, pos: int, prev: int) -> tuple[list, tuple | None, bytes | None]:
@@ -91,9 +91,10 @@ def _many(data: bytes, pos: int, prev: int, first: int):
     (io.fasta_block), for a range of many records, as scan gives it: (the Items before its first header, (its
     finished header lines, the codes after each one after another, their counts), the start of a header line
     data leaves unfinished or None). None where that does not pay (fewer than MANY headers) or where a check
-    would fail (a '>' inside a sequence line, a byte that is no IUPAC letter after the first header): _scan's Items
-    then give the records or the error."""
-    if first < 0 or data.count(b">", first) < MANY or (data[first - 1] if first else prev) != 10:
+    would fail (a '>' inside a sequence line, a byte that is no IUPAC letter after the first header, a CR that
+    ends no line): _scan's Items then give the records or the error."""
+    if first < 0 or data.count(b">", first) < MANY or (data[first - 1] if first else prev) != 10 \
+            or A.lone_cr(data):  # (the table drops every CR: _scan's Items refuse a lone one)
         return None
     block = fasta_block.scan(data, first, _TABLE)
     if block is None:
