@@ -41,10 +41,10 @@ def shm_blocks() -> set:
     return {n for n in os.listdir("/dev/shm") if n.startswith(prefix)}
 
 
-def read(path, pool, chunk=50, context=7):
+def read(path, pool, chunk=50, context=7, unique=True):
     """(records' codes rebuilt from the chunks, names, lengths) or the InputError's text. Each chunk is given
-    back (release) once checked, as the search does."""
-    reader = T.TextReader(str(path), chunk, context, 16, pool, 2)
+    back (release) once checked, as the search does. unique: SAM/BAM's name rules (the reader's default)."""
+    reader = T.TextReader(str(path), chunk, context, 16, pool, 2, unique=unique)
     chunks, ranged = [], []
     try:
         for ch in reader:
@@ -196,11 +196,13 @@ def test_many_names_as_stream(tmp_path, pool, monkeypatch):
     data = b"".join(b">" + heads[i % len(heads)].replace(b"%d", str(i).encode()) + b"\nACGT\n" for i in range(200))
     path = tmp_path / "t.fa"
     path.write_bytes(data)
-    stream = read(path, None)
+    stream = read(path, None, unique=False)  # (names SAM/BAM cannot hold: refused below)
     assert stream[1][:8] == ["lead0", "tab1", "fs2\x1cdesc", "nb3\xa0desc", "raw4", "crlf5", "ok6", "nel7\x85x"]
     assert len(set(stream[1])) == 200
     monkeypatch.setattr(R, "RANGE", 1 << 12)
-    assert read(path, pool) == stream
+    assert read(path, pool, unique=False) == stream
+    assert "record 3: record name 'fs2\\x1cdesc' holds '\\x1c'" in read(path, None)  # (SAM/BAM's rule)
+    assert "record 3: record name 'fs2\\x1cdesc' holds '\\x1c'" in read(path, pool)
 
 
 def test_long_lines_and_headers_across_ranges(tmp_path, pool, monkeypatch):

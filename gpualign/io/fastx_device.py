@@ -341,8 +341,9 @@ class DevicePairReader:
             try:
                 import cupy
 
-                self._stream = cupy.cuda.Stream(non_blocking=True)
-            except Exception:  # noqa: BLE001 - CuPy missing or broken: the host reads it all
+                # (no device: a Stream made anyway fails half-made, and CuPy prints a traceback as it goes)
+                self._stream = cupy.cuda.Stream(non_blocking=True) if cupy.cuda.runtime.getDeviceCount() else None
+            except Exception:  # noqa: BLE001 - CuPy missing or broken, no device: the host reads it all
                 self._stream = None
             while self._stream is not None and not self._stop:
                 regions = []

@@ -174,7 +174,7 @@ def fake_cupy() -> types.ModuleType:
     m.asnumpy = lambda a: np.array(a)
     m.get_default_memory_pool = _Pool
     m.cuda = types.SimpleNamespace(Device=_Device, get_current_stream=_Stream, Stream=_Stream,
-                                   alloc_pinned_memory=bytearray)
+                                   alloc_pinned_memory=bytearray, runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
     return m
 
 
