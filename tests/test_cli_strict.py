@@ -98,11 +98,14 @@ def _bad_inputs(tmp_path):
     empty.write_text("")
     text = tmp_path / "notes.fa"
     text.write_text("hello\n")
+    bom = tmp_path / "bom.fa"
+    bom.write_bytes(b"\xef\xbb\xbf>a\nACGT\n")
     return {"missing": (str(tmp_path / "nope.fa"), "no such file"), "empty": (str(empty), "empty file"),
-            "not FASTA": (str(text), "not FASTA or FASTQ"), "directory": (str(tmp_path), "is a directory")}
+            "not FASTA": (str(text), "not FASTA or FASTQ"), "directory": (str(tmp_path), "is a directory"),
+            "BOM": (str(bom), "starts with a UTF-8 byte-order mark")}
 
 
-@pytest.mark.parametrize("kind", ["missing", "empty", "not FASTA", "directory"])
+@pytest.mark.parametrize("kind", ["missing", "empty", "not FASTA", "directory", "BOM"])
 @pytest.mark.parametrize("side", [0, 1])
 def test_pairs_bad_input_before_anything(fa, tmp_path, kind, side):
     """No engine notice, no worker, the existing output untouched and a new one not created. A cluster
@@ -117,6 +120,13 @@ def test_pairs_bad_input_before_anything(fa, tmp_path, kind, side):
         rc, stdout, err = run("pairs", *paths, "-o", str(out), *extra, timeout=8)
         assert rc == 1 and stdout == "" and message in one_error_line(err)
     assert old.read_text() == "kept\n" and not (tmp_path / "new.sam").exists() and not (tmp_path / "new.paf").exists()
+
+
+def test_byte_order_mark_on_stdin(fa):
+    """A UTF-8 byte-order mark first (the message showed its first byte as 'ï'): named, on stdin too."""
+    p = run_cli("pairs", "-", fa[1], "--device", "cpu", "-t", "1", "-q", stdin=b"\xef\xbb\xbf>a\nACGT\n", timeout=60)
+    line = one_error_line(p.stderr.decode())
+    assert p.returncode == 1 and line.startswith("error: stdin: ") and "byte-order mark" in line, line
 
 
 @pytest.mark.parametrize("content,message", [(None, "cannot read"), ("a\t10\t0\n", "line 1: 3 columns, PAF needs 12")])
@@ -444,6 +454,17 @@ def test_summary_in_a_missing_directory_fails_before_the_run(fa, tmp_path):
     out = tmp_path / "o.paf"
     rc, _, err = run("pairs", *fa, "-o", str(out), "--summary", str(tmp_path / "no" / "s.tsv"), "--device", "cpu", "-q")
     assert rc == 1 and "cannot write" in one_error_line(err) and not out.exists()
+
+
+@pytest.mark.parametrize("cmd", ["pairs", "genome", "search"])
+def test_empty_output_name_refused_before_the_run(fa, tmp_path, cmd):
+    """-o '' with a format given (without one, the format could not be told: refused already) aligned everything,
+    then failed at the rename: refused first, as an empty --summary name is."""
+    q, t = fa
+    args = {"pairs": ["pairs", q, t, "-t", "1"], "genome": ["genome", q, t], "search": ["search", q, t, "-k", "1"]}[cmd]
+    for extra in (["-o", "", "-f", "bed" if cmd == "search" else "paf"], ["--summary", ""]):
+        rc, out, err = run(*args, *extra, "--device", "cpu", "-q")
+        assert rc == 2 and "an empty file name" in one_error_line(err) and not out, err
 
 
 def test_output_paths_that_stay_allowed(fa, tmp_path):

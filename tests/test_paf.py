@@ -156,6 +156,56 @@ def test_bad_candidates(sim):
     assert rc == 2
 
 
+@pytest.mark.parametrize("col12,why", [("300", "column 12 (mapping quality) is 300, over 255"),
+                                        ("-5", "column 12 is not an integer >= 0 ('-5')"),
+                                        ("+60", "column 12 is not an integer >= 0 ('+60')"),
+                                        ("\uff16\uff10", "column 12 is not an integer >= 0"),
+                                        ("6_0", "column 12 is not an integer >= 0 ('6_0')")])
+def test_mapping_quality_and_numbers_paf_cannot_hold(tmp_path, col12, why):
+    """Column 12 goes to SAM's MAPQ (0-255): 300 or -5 was written as it came, exit 0, a SAM htslib cannot
+    read (BAM: samtools' error on a temporary file). PAF's numbers are ASCII digits: int()'s '+60', '6_0' and
+    fullwidth digits were taken. Each: one line naming the PAF and its line, exit 1, no output, in every
+    format. 255 is taken (SAM's 'not available')."""
+    (tmp_path / "t.fa").write_text(">t2\nGGGGCCCCAAAATTTT\n")
+    (tmp_path / "q.fa").write_text(">q2\nCCCCAAAA\n")
+    line = "q2\t8\t0\t8\t+\tt2\t16\t4\t12\t8\t8\t{}\n"
+    (tmp_path / "c.paf").write_text(line.format(60) + line.format(col12), encoding="utf-8")
+    for fmt in ("sam", "bam", "paf"):
+        out = tmp_path / f"o.{fmt}"
+        rc, _, err = run([str(tmp_path / "c.paf"), str(tmp_path / "q.fa"), str(tmp_path / "t.fa"), "-o", str(out),
+                          "--device", "cpu", "-t", "1"])
+        assert rc == 1 and "c.paf: line 2: " + why in err and "Traceback" not in err, err
+        assert not out.exists()
+    (tmp_path / "c.paf").write_text(line.format(255) + line.format(0) + line.format(60).replace("\n", "\t\n"))
+    rc, _, err = run([str(tmp_path / "c.paf"), str(tmp_path / "q.fa"), str(tmp_path / "t.fa"), "-o",
+                      str(tmp_path / "o.bam"), "--device", "cpu", "-t", "1"])
+    assert rc == 0, err
+    with pysam.AlignmentFile(str(tmp_path / "o.bam")) as fh:
+        assert sorted(r.mapping_quality for r in fh) == [0, 60, 255]
+    rc, out, err = run([str(tmp_path / "c.paf"), str(tmp_path / "q.fa"), str(tmp_path / "t.fa"), "--device", "cpu"])
+    assert rc == 0 and "\t\t" not in out, out  # (a trailing tab's empty column is not copied)
+
+
+def test_empty_query_range_written_unmapped(tmp_path):
+    """A candidate whose query range is empty (qs = qe) aligns, ends free, to nothing: SAM had CIGAR '4S4S' (two
+    S in a row, no base aligned) at POS 20 of a 19-base target, exit 0. Now an unmapped record saying why (zr:Z),
+    in SAM and BAM; PAF keeps the line; global mode aligns the window (8 deletions)."""
+    (tmp_path / "q.fq").write_text("@q1\nGGTCAAAC\n+\nABCDEFGH\n")
+    (tmp_path / "t.fa").write_text(">t1\nACGTACGTACGTTTGACCA\n")
+    (tmp_path / "c.paf").write_text("q1\t8\t4\t4\t+\tt1\t19\t11\t19\t0\t0\t60\n")
+    files = [str(tmp_path / n) for n in ("c.paf", "q.fq", "t.fa")]
+    for fmt in ("sam", "bam"):
+        rc, _, err = run([*files, "-o", str(tmp_path / f"o.{fmt}"), "--device", "cpu", "-t", "1"])
+        assert rc == 0, err
+        with pysam.AlignmentFile(str(tmp_path / f"o.{fmt}")) as fh:
+            (r,) = list(fh)
+        assert r.is_unmapped and r.cigartuples is None and "empty" in r.get_tag("zr")
+        assert r.query_sequence == "GGTCAAAC"
+    rc, out, err = run([*files, "--device", "cpu", "-t", "1", "--mode", "global", "-f", "sam"])
+    rec = [x for x in out.splitlines() if not x.startswith("@")][0].split("\t")
+    assert rc == 0 and rec[5] == "4S8D4S" and rec[3] == "12", out
+
+
 @pytest.mark.slow
 def test_minimap2_candidates(tmp_path, real_data):
     """Candidates from minimap2 itself (mappy) on ONT-like reads from a real genome: every re-alignment

@@ -68,6 +68,9 @@ def check_paths(inputs: list, output: str, summary: Optional[str]) -> None:
     def named(p):  # a path the run writes or reads by name (not stdin/stdout, not a device or pipe)
         return p is not None and p not in STDOUT_NAMES and not is_stream(p)
 
+    for flag, p in (("-o", output), ("--summary", summary)):
+        if p == "":
+            raise ConfigError(f"{flag}: an empty file name")
     if summary == "-":
         raise ConfigError("--summary takes a file name ('-' is not stdout here; /dev/stdout is)")
     if named(summary) and named(output) and _same_file(summary, output):

@@ -23,7 +23,7 @@ from .. import pack
 from ..errors import InputError, RecordError
 from .bgzf import cut_short
 from .fastx_fast import READ_ERRORS, NotSimple, simple_chunks
-from .fastx_strict import (compression_error, open_path, open_stream, prefixed, strict_chunks,
+from .fastx_strict import (compression_error, not_fastx, open_path, open_stream, prefixed, strict_chunks,
                            unsupported_compression)
 
 STDIN = "-"
@@ -76,8 +76,7 @@ def sniff(path: str) -> None:
     if not first:
         raise InputError(f"{path}: empty file (no FASTA/FASTQ records)")
     if first not in (b">", b"@"):
-        raise InputError(f"{path}: not FASTA or FASTQ (first character {first.decode('latin-1')!r}, "
-                         "expected '>' or '@')")
+        raise not_fastx(path, head.lstrip())
 
 
 CHUNK = 16384  # records per chunk

@@ -49,6 +49,18 @@ def compression_error(name: str, kind: str) -> InputError:
     return InputError(f"{name}: {kind}-compressed input is not supported (decompress it, or recompress with bgzip)")
 
 
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, which some Windows editors put first
+
+
+def not_fastx(name: str, head: bytes) -> InputError:
+    """The error for input whose first non-blank bytes (head) start no FASTA/FASTQ record."""
+    if head.startswith(BOM):
+        return InputError(f"{name}: not FASTA or FASTQ: the file starts with a UTF-8 byte-order mark (BOM; remove "
+                          "it, e.g. sed '1s/^\\xEF\\xBB\\xBF//')")
+    return InputError(f"{name}: not FASTA or FASTQ (first character {head[:1].decode('latin-1')!r}, expected '>' "
+                      "or '@')")
+
+
 class _Prefixed(io.RawIOBase):
     """A stream whose first bytes were read already (stdin or a pipe, sniffed for gzip; a file the device
     reader read part of); owns: fh closed with it. bgzf_end: the stream is bgzip, and its end is an EOFError
@@ -349,8 +361,7 @@ class _Parser:
         if first == b"":
             return
         if first not in (b">", b"@"):
-            raise InputError(f"{self.name}: not FASTA or FASTQ (first character {first.decode('latin-1')!r}, "
-                             "expected '>' or '@')")
+            raise not_fastx(self.name, first + (inp.buf[inp.pos + 1:inp.pos + 3] if first == b"\xef" else b""))
         fastq = first == b"@"
         names, seqs, quals = [], [], []
         while True:

@@ -157,7 +157,7 @@ def parse_lines(name: str, numbered) -> Iterator:
             yield CandidateError(err, f[0])
             continue
         vals = {col: int(f[col - 1]) for col in (2, 3, 4, 8, 9, 12)}
-        tags = [t for t in f[12:] if t[:2] not in STALE_TAGS]
+        tags = [t for t in f[12:] if t and t[:2] not in STALE_TAGS]  # (an empty column: a stray tab)
         yield Candidate(ln, f[0], vals[2], vals[3], vals[4], f[4], f[5], int(f[6]), vals[8], vals[9],
                         vals[12], tags)
 
@@ -173,10 +173,12 @@ def _check(name: str, ln: int, f: list) -> str | None:
         return f"{name}: line {ln}: {len(f)} columns, PAF needs 12"
     vals = {}
     for col in (2, 3, 4, 7, 8, 9, 10, 11, 12):
-        try:
-            vals[col] = int(f[col - 1])
-        except ValueError:
-            return f"{name}: line {ln}: column {col} is not an integer ({f[col - 1]!r})"
+        text = f[col - 1]
+        if not (text.isascii() and text.isdigit()):  # (int() takes ' 8', '+8', '1_6' and non-ASCII digits)
+            return f"{name}: line {ln}: column {col} is not an integer >= 0 ({text!r})"
+        vals[col] = int(text)
+    if vals[12] > 255:
+        return f"{name}: line {ln}: column 12 (mapping quality) is {vals[12]}, over 255 (SAM's MAPQ)"
     if f[4] not in ("+", "-"):
         return f"{name}: line {ln}: column 5 (strand) must be + or - (got {f[4]!r})"
     if not 0 <= vals[3] <= vals[4] <= vals[2]:

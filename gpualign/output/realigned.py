@@ -150,9 +150,10 @@ def sam_records(batch, res, meta) -> list[str]:
             seq, qual = revcomp(seq), (qual[::-1] if qual else qual)
         s = seq.translate(SEQ_TABLE).decode() or "*"
         q = qual or "*"
-        if not c.ok[i]:
+        if not c.ok[i] or not c.cigar[i]:  # (an empty alignment, of an empty query range: no SAM CIGAR)
+            why = res.reason.get(i, "failed") if not c.ok[i] else "empty alignment (the query range is empty)"
             out.append(f"{cand.qname}\t{4 | secondary[i]}\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\t"
-                       f"zr:Z:{clean_reason(res.reason.get(i, 'failed'))}\n")
+                       f"zr:Z:{clean_reason(why)}\n")
             continue
         left, right = (cand.qlen - cand.qe, cand.qs) if rev else (cand.qs, cand.qlen - cand.qe)
         cig = (f"{left}S" if left else "") + c.cigar[i] + (f"{right}S" if right else "")
