@@ -92,6 +92,8 @@ class Primaries:
         self._take_skipped()
         names = []
         ok = res.status == OK
+        if res.has_cigar:  # an empty alignment (of an empty query range) is written unmapped: ranked with the failed
+            ok = ok & (np.asarray(res.cigar_len) > 0)
         for i, c in enumerate(batch.meta["cands"]):
             if hash(c.qname) not in self.several:
                 continue

@@ -189,7 +189,9 @@ def test_mapping_quality_and_numbers_paf_cannot_hold(tmp_path, col12, why):
 def test_empty_query_range_written_unmapped(tmp_path):
     """A candidate whose query range is empty (qs = qe) aligns, ends free, to nothing: SAM had CIGAR '4S4S' (two
     S in a row, no base aligned) at POS 20 of a 19-base target, exit 0. Now an unmapped record saying why (zr:Z),
-    in SAM and BAM; PAF keeps the line; global mode aligns the window (8 deletions)."""
+    in SAM and BAM; PAF keeps the line; global mode aligns the window (8 deletions). Its score, 0, is the best
+    there is: it was the read's primary record, unmapped, its real alignment secondary; ranked with the failed
+    now (a read with both: the real one primary, tp:A:P in PAF)."""
     (tmp_path / "q.fq").write_text("@q1\nGGTCAAAC\n+\nABCDEFGH\n")
     (tmp_path / "t.fa").write_text(">t1\nACGTACGTACGTTTGACCA\n")
     (tmp_path / "c.paf").write_text("q1\t8\t4\t4\t+\tt1\t19\t11\t19\t0\t0\t60\n")
@@ -201,6 +203,16 @@ def test_empty_query_range_written_unmapped(tmp_path):
             (r,) = list(fh)
         assert r.is_unmapped and r.cigartuples is None and "empty" in r.get_tag("zr")
         assert r.query_sequence == "GGTCAAAC"
+    rc, out, err = run([*files, "--device", "cpu", "-t", "1"])
+    assert rc == 0 and out.startswith("q1\t8\t4\t4\t+\tt1\t19\t"), out
+    (tmp_path / "c.paf").write_text("q1\t8\t4\t4\t+\tt1\t19\t11\t19\t0\t0\t60\ttp:A:P\n"
+                                    "q1\t8\t0\t8\t+\tt1\t19\t11\t19\t6\t8\t60\ttp:A:S\n")
+    rc, _, err = run([*files, "-o", str(tmp_path / "o.sam"), "--device", "cpu", "-t", "1"])
+    with pysam.AlignmentFile(str(tmp_path / "o.sam")) as fh:
+        recs = list(fh)
+    assert rc == 0 and [(r.is_unmapped, r.is_secondary) for r in recs] == [(True, True), (False, False)], err
+    rc, out, err = run([*files, "--device", "cpu", "-t", "1"])
+    assert rc == 0 and [line.split("\t")[2] for line in out.splitlines() if "tp:A:P" in line] == ["0"], out
     rc, out, err = run([*files, "--device", "cpu", "-t", "1", "--mode", "global", "-f", "sam"])
     rec = [x for x in out.splitlines() if not x.startswith("@")][0].split("\t")
     assert rc == 0 and rec[5] == "4S8D4S" and rec[3] == "12", out

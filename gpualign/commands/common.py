@@ -70,7 +70,7 @@ def check_paths(inputs: list, output: str, summary: Optional[str]) -> None:
 
     for flag, p in (("-o", output), ("--summary", summary)):
         if p == "":
-            raise ConfigError(f"{flag}: an empty file name")
+            raise ConfigError(f"{flag}: an empty file name (give a path{', or - for stdout' if flag == '-o' else ''})")
     if summary == "-":
         raise ConfigError("--summary takes a file name ('-' is not stdout here; /dev/stdout is)")
     if named(summary) and named(output) and _same_file(summary, output):

@@ -151,7 +151,7 @@ def sam_records(batch, res, meta) -> list[str]:
         s = seq.translate(SEQ_TABLE).decode() or "*"
         q = qual or "*"
         if not c.ok[i] or not c.cigar[i]:  # (an empty alignment, of an empty query range: no SAM CIGAR)
-            why = res.reason.get(i, "failed") if not c.ok[i] else "empty alignment (the query range is empty)"
+            why = res.reason.get(i, "failed") if not c.ok[i] else "empty_alignment"
             out.append(f"{cand.qname}\t{4 | secondary[i]}\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\t"
                        f"zr:Z:{clean_reason(why)}\n")
             continue

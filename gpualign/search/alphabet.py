@@ -62,8 +62,8 @@ def line_bytes(data: bytes) -> bytes:
 def to_codes(data: bytes) -> bytes:
     """Codes of data with its line ends left out (line_bytes); BAD marks a byte that is no IUPAC letter, a CR
     that ends no line too."""
-    if b"\r" not in data:
-        return data.translate(TO_CODE, b"\n")
+    if not lone_cr(data):  # (every CR a CR LF's, or the buffer's last byte: one translate)
+        return data.translate(TO_CODE, b"\r\n")
     return line_bytes(data).translate(TO_CODE)
 
 

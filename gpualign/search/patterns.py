@@ -85,7 +85,7 @@ def check_sam_names(pats: Patterns, path: str) -> None:
     for i, name in enumerate(pats.names):
         if name.startswith("@") or len(name.encode()) > QNAME_MAX or not sam_printable(name):
             why = "starts with '@'" if name.startswith("@") else f"is longer than {QNAME_MAX} characters" \
-                if len(name.encode()) > QNAME_MAX else f"holds {odd_character(name)!r} (printable ASCII only)"
+                if len(name.encode()) > QNAME_MAX else f"holds {odd_character(name)!r} (SAM: printable ASCII only)"
             raise RecordError(fastx.display_name(path), i + 1, f"pattern name {why}, which a SAM QNAME cannot "
                               "be: rename it, or write TSV, PAF or BED")
     if len(set(pats.names)) == len(pats.names):

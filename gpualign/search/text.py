@@ -288,7 +288,7 @@ class _Checker:
             at = self.records.lengths[self.rec] + it.bad + 1
             if it.byte == 13:
                 raise InputError(f"{self.name}: record {self.rec + 1}: a carriage return (CR) that ends no line, "
-                                 f"after base {at - 1}")
+                                 f"before base {at} (line ends of CR alone are not read: convert them to LF)")
             shown = repr(chr(it.byte)) if 32 < it.byte < 127 else f"byte 0x{it.byte:02x}"
             raise InputError(f"{self.name}: record {self.rec + 1}: {shown} at base {at} is not a DNA/IUPAC letter")
         if it.gt_inside:

@@ -43,6 +43,9 @@ class Many(NamedTuple):
     counts: np.ndarray
 
 
+LONE_CR = Item(None, bytes([A.BAD]), False, 0, 13)  # a CR that ended a buffer, and no LF after it
+
+
 def _codes_item(raw, gt_inside: bool) -> Item:
     codes = A.to_codes(raw)
     bad = codes.find(A.BAD)
@@ -58,10 +61,11 @@ def scan(data: bytes, pos: int, prev: int) -> tuple[list, tuple | None, bytes | 
     '>' found once for both."""
     first = data.find(b">", pos)
     many = _many(data, pos, prev, first)
+    cut = [LONE_CR] if pos == 0 and prev == 13 and data[:1] != b"\n" else []  # (the CR that ended the last buffer)
     if many is None:
         found, header = _scan(data, pos, prev, first)
-        return found, None, header
-    return many
+        return cut + found, None, header
+    return (cut + many[0], *many[1:])
 
 
 def _scan(data: bytes, pos: int, prev: int, first: int | None = None) -> tuple[list, bytes | None]:
@@ -137,6 +141,8 @@ def stream(path: str, name: str, where: list):
             yield from found
     if header is not None:  # the file ends inside a header line
         yield Item(header)
+    elif prev == 13:  # the file ends in a CR (io's readers refuse it too)
+        yield LONE_CR
 
 
 def read(fh, size: int, name: str, record: int) -> bytes:
