@@ -401,6 +401,15 @@ def test_names_sam_cannot_hold_in_paf_and_search(tmp_path, fmt):
             assert "(candidate 1)" in line if cmd == "paf" else "pat.fa: record 2" in line
 
 
+def _run_to(tmp_path, args: list, out: str) -> subprocess.CompletedProcess:
+    """`gpualign ARGS -o out` in tmp_path on the CPU, quiet, one worker where the command takes -t; out removed
+    first."""
+    (tmp_path / out).unlink(missing_ok=True)
+    return subprocess.run([sys.executable, "-m", "gpualign", *args, "-o", out, "--device", "cpu", "-q"]
+                          + ([] if args[0] == "genome" else ["-t", "1"]), capture_output=True, env=ENV, timeout=120,
+                          cwd=tmp_path)
+
+
 @pytest.mark.parametrize("name", ["*", "*x", "=x"])
 @pytest.mark.parametrize("fmt", ["sam", "bam"])
 def test_target_names_sam_cannot_hold(tmp_path, fmt, name):
@@ -420,10 +429,7 @@ def test_target_names_sam_cannot_hold(tmp_path, fmt, name):
         for cmd, args in runs.items():
             other = "bed" if cmd == "search" else "paf"
             for out, refused in ((f"o.{fmt}", not written), (f"o.{other}", False)):
-                (tmp_path / out).unlink(missing_ok=True)
-                p = subprocess.run([sys.executable, "-m", "gpualign", *args, "-o", out, "--device", "cpu", "-q"]
-                                   + ([] if cmd == "genome" else ["-t", "1"]), capture_output=True, env=ENV,
-                                   timeout=120, cwd=tmp_path)
+                p = _run_to(tmp_path, args, out)
                 if refused:
                     line = _error_line(p.stderr)
                     assert p.returncode == 1 and not (tmp_path / out).exists(), line
@@ -466,10 +472,7 @@ def test_target_names_not_printable(tmp_path, fmt):
         for cmd, (args, where) in runs.items():
             other = "bed" if cmd.startswith("search") else "paf"
             for out, refused in ((f"o.{fmt}", True), (f"o.{other}", False)):
-                (tmp_path / out).unlink(missing_ok=True)
-                p = subprocess.run([sys.executable, "-m", "gpualign", *args, "-o", out, "--device", "cpu", "-q"]
-                                   + ([] if cmd == "genome" else ["-t", "1"]), capture_output=True, env=ENV,
-                                   timeout=120, cwd=tmp_path)
+                p = _run_to(tmp_path, args, out)
                 if refused:
                     line = _error_line(p.stderr)
                     assert p.returncode == 1 and not (tmp_path / out).exists(), (cmd, line)
