@@ -189,3 +189,23 @@ def test_a_lone_cr_in_many_records(tmp_path, pool, monkeypatch, where, chunk):
         assert isinstance(got, str) and "record 70" in got, got
     path.write_bytes(good)
     assert _io(path) == want and _search(path, chunk=chunk) == want and _search(path, pool, chunk=chunk) == want
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_a_cr_ending_the_file_in_ranges(tmp_path, pool, many):
+    """A CR as the file's last byte (no LF after it) ends no line: io and search's stream refuse it, and so do
+    search's ranges, where the last range ends with it (a worker read a range's last CR as a CR LF's, its LF in
+    the range after, and the file had none), naming the last record; with many records a range is read with
+    array operations. Without the CR, all read the same."""
+    recs = 300 if many else 3
+    good = b"".join(b">r%d\nACGTACGTAC\nGGTTAACC\n" % i for i in range(recs))
+    path = tmp_path / "t.fa"
+    want = ([A.to_codes(b"ACGTACGTACGGTTAACC")] * recs, [f"r{i}" for i in range(recs)])
+    chunk = len(good) // 3
+    for data, ok in ((good, True), (good[:-1] + b"\r", False), (good + b"\r", False)):
+        path.write_bytes(data)
+        for got in (_io(path), _search(path, chunk=chunk), _search(path, pool, chunk=chunk)):
+            if ok:
+                assert got == want
+            else:
+                assert isinstance(got, str) and f"record {recs}" in got, got

@@ -168,6 +168,8 @@ class TextReader:
                         check.codes(it, it.codes)
                 if out.headers:  # (a range of many records: their headers and counts after its Items)
                     recs += check.many(out.headers, out.counts)
+                if out.end_cr:
+                    check.codes(text_scan.LONE_CR, 0)
                 codes, rec = slots.views[slot][:out.size], np.array(recs, np.int64)
                 buf, ctx, n, last = out.pieces.T
                 keep = (rec >= 0) & ((n > 0) | (last > 0))

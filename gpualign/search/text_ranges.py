@@ -48,6 +48,7 @@ class Layout(NamedTuple):
     split: int = 0
     headers: tuple = ()
     counts: np.ndarray = None
+    end_cr: bool = False  # the file ends in a CR after the range's last codes (text_scan.LONE_CR: no LF after it)
 
 
 def place(at: int, lengths: np.ndarray, gap: int) -> tuple[np.ndarray, np.ndarray]:
@@ -136,6 +137,7 @@ def _range(path: str, a: int, b: int, line: int, slot: str, cap: int, context: i
             else:
                 headers.append(header)
                 counts = np.append(counts, 0)
+        end_cr = header is None and b == size and data.endswith(b"\r")  # (scan read it as a CR LF's)
     segs = [[ctx]]  # the segments of the Items: their context, then their codes (then those of _many's, if any)
     for it in found:
         if it.header is not None:
@@ -166,7 +168,7 @@ def _range(path: str, a: int, b: int, line: int, slot: str, cap: int, context: i
     pieces[0, 1:3] = len(ctx), lengths[0] - len(ctx)
     pieces[-1, 3] = b == size
     return Layout([it._replace(codes=len(it.codes)) if it.header is None else it for it in found], pieces, end,
-                  headers=tuple(headers), counts=counts if many is not None else None)
+                  headers=tuple(headers), counts=counts if many is not None else None, end_cr=end_cr)
 
 
 class Slots:
