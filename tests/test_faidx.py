@@ -58,6 +58,16 @@ def test_unindexable_is_an_input_error(tmp_path):
         IndexedFasta(str(path))
 
 
+@pytest.mark.parametrize("data", [b">a x\ry\nACGT\n", b">b\nAC\n>a\rACGT\r"])
+def test_a_cr_in_a_header_is_refused(tmp_path, data):
+    """A CR inside a header line is refused, as the other commands' readers refuse it (the index built here
+    read the header's first word and went on: paf took the file where pairs refuses it)."""
+    path = tmp_path / "x.fa"
+    path.write_bytes(data)
+    with pytest.raises(InputError, match=r"x\.fa: record \d+ .*carriage return \(CR\) inside the header line"):
+        IndexedFasta(str(path)).fetch("a")
+
+
 def test_stale_index_is_rebuilt(tmp_path):
     """A .fai older than its FASTA (the file was rewritten) would point at the wrong bytes: rebuilt."""
     import os
@@ -84,6 +94,7 @@ IRREGULAR = {  # left to htslib: build_fai writes nothing
     "empty first line": b">a\n\nACGT\n", "duplicate name": b">a\nAC\n>a\nGT\n", "no name": b">\nAC\n",
     "short line before the last": b">a\nACGT\nAC\nACGT\n", "long last line": b">a\nACG\nACGTT\n>b\nA\n",
     "two blank lines": b">a\nACGT\n\n\n>b\nA\n", "FASTQ": b"@a\nACGT\n+\nIIII\n",
+    "a CR in a header line": b">a x\ry\nACGT\n", "a header ending in CR": b">a\r\nACGT\n",
 }
 
 

@@ -297,7 +297,7 @@ def _regular_rows(path: str) -> list | None:
     """.fai rows of a plain FASTA whose records all have consistent line lengths, from a memory map: line
     ends found by threads over the bytes, then every record's layout checked against them at once. None
     for anything else (gzip, FASTQ, empty records, empty or duplicate names, a short line before the last,
-    CRLF, over MAX_LINES lines)."""
+    CRLF, a CR in a header line, over MAX_LINES lines)."""
     try:
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size == 0 or fh.read(1) != b">":
@@ -353,8 +353,11 @@ def _fai_rows(mm: mmap.mmap) -> list | None:
         return None
     rows, seen = [], set()
     for h, s0, ln, w in zip(hd.tolist(), a.tolist(), (span - cnt).tolist(), width.tolist()):
+        header = mm[h + 1:s0 - 1]
+        if b"\r" in header:
+            return None  # (the readers' rules refuse a CR there: check_all names it)
         try:
-            name = (mm[h + 1:s0 - 1].split(None, 1) or [b""])[0].decode("ascii")
+            name = (header.split(None, 1) or [b""])[0].decode("ascii")
         except UnicodeDecodeError:
             return None
         if not name or name in seen:
