@@ -88,14 +88,16 @@ __device__ __forceinline__ void stripe_start(const unsigned char* q, int m, int 
 __device__ __forceinline__ uint32_t smem_row(const int* S, int t, int K) {
     return (uint32_t)__cvta_generic_to_shared(S) + (uint32_t)(t * 4 * K);
 }
+template <int BITS = 32>  // (16: a sign-extended int16, load_matrix16_lanes' entries)
 __device__ __forceinline__ int smem_at(uint32_t row, int off) {
 #ifdef __CUDA_ARCH__
     int s;
     // (volatile, "memory": kept after load_matrix's __syncthreads; the SASS is the same as without)
-    asm volatile("ld.shared.s32 %0, [%1];" : "=r"(s) : "r"(row + off) : "memory");
+    if (BITS == 16) asm volatile("ld.shared.s16 %0, [%1];" : "=r"(s) : "r"(row + off) : "memory");
+    else asm volatile("ld.shared.s32 %0, [%1];" : "=r"(s) : "r"(row + off) : "memory");
     return s;
 #else  // compiled for the CPU by the tests (tests/emu)
-    return emu_lds(row + off);
+    return BITS == 16 ? emu_lds16(row + off) : emu_lds(row + off);
 #endif
 }
 
@@ -484,6 +486,28 @@ __device__ __forceinline__ void load_matrix16(int* S, const int* __restrict__ ma
     __syncthreads();
 }
 
+// dp_fill16's matrix (load_matrix16's entries) in 32 copies, one a lane, each in the lane's own bank: word
+// (t * Q2 + q / 2) * 32 + lane holds entries (t, q) (low half, q even) and (t, q + 1), Q2 = (K + 2) / 2 words a
+// letter t. A warp's 32 pairs look up 32 unrelated entries a cell; in one copy those fall on a bank several
+// times over (Nsight Compute: the shared-memory pipe the bound of the protein set), here never.
+__device__ __forceinline__ int lanes_q2(int K1) { return (K1 + 1) >> 1; }
+__device__ __forceinline__ void load_matrix16_lanes(int* S, const int* __restrict__ matrix, int K, int go) {
+    const int K1 = K + 1, Q2 = lanes_q2(K1);
+    for (int x = threadIdx.x; x < K1 * Q2 * 32; x += blockDim.x) {
+        const int t = (x >> 5) / Q2, q = 2 * ((x >> 5) % Q2);
+        const int lo = (t < K && q < K ? matrix[t * K + q] : 0) + go;
+        const int hi = (t < K && q + 1 < K ? matrix[t * K + q + 1] : 0) + go;
+        S[x] = (int)pack16(lo, hi);
+    }
+    __syncthreads();
+}
+// the address of target letter t's entries in lane's copy, and query letter q's offset from it (read by
+// smem_at<16>)
+__device__ __forceinline__ uint32_t smem_row16(const int* S, int t, int K1, int lane) {
+    return (uint32_t)__cvta_generic_to_shared(S) + (uint32_t)((t * lanes_q2(K1) * 32 + lane) * 4);
+}
+__device__ __forceinline__ int q_off16(int q) { return (q >> 1) * 128 + (q & 1) * 2; }
+
 // stripe_column for the two stripes of a lane's words: column jL of the first (the row above gup, vup's
 // low halves; rowL its target letter's matrix row) and jL - COLS16 of the second (high halves; rowH).
 // EQ: rowL is the two target letters' codes, qL the two query letters', rowH and qH not read; eqs the
@@ -492,7 +516,7 @@ __device__ __forceinline__ void load_matrix16(int* S, const int* __restrict__ ma
 // TRACE (global and semi-global): dw, the column's direction bits, stripe_column's four a cell with its
 // ties, shifted in as they come (row r's at bits 4 (3 - r % 4) of word r / 4: the first stripe's in the
 // low half, the second's in the high half, sixteen a half, so none crosses into the other).
-template <int MODE, bool EQ, bool EDGE, bool TRACE>
+template <int MODE, bool EQ, bool EDGE, bool TRACE, bool LANES = false>
 __device__ __forceinline__ void stripe_column16(uint32_t rowL, uint32_t rowH, const uint32_t (&qL)[ROWS],
                                                 const uint32_t (&qH)[ROWS], uint32_t (&g)[ROWS],
                                                 uint32_t (&z)[ROWS], uint32_t& gup, uint32_t& vup,
@@ -502,8 +526,9 @@ __device__ __forceinline__ void stripe_column16(uint32_t rowL, uint32_t rowH, co
     hc = 0;
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-        const uint32_t s = EQ ? __viaddmax_s16x2(~(qL[r] ^ rowL), eqs.x, eqs.y)
-                              : pack16(smem_at(rowL, qL[r]), smem_at(rowH, qH[r]));
+        const uint32_t s = EQ      ? __viaddmax_s16x2(~(qL[r] ^ rowL), eqs.x, eqs.y)
+                           : LANES ? pack16(smem_at<16>(rowL, qL[r]), smem_at<16>(rowH, qH[r]))
+                                   : pack16(smem_at(rowL, qL[r]), smem_at(rowH, qH[r]));
         const uint32_t v = __viaddmax_s16x2(vup, nge2, gup);
         const uint32_t zz = __viaddmax_s16x2(z[r], nge2, g[r]);
         const uint32_t vz = __vmaxs2(v, zz);
@@ -531,16 +556,16 @@ __device__ __forceinline__ void stripe_column16(uint32_t rowL, uint32_t rowH, co
 
 // the query letters of two stripes (rows i0 + 1 .. i0 + 2 ROWS; the padding letter past m) as
 // stripe_column16 reads them: EQ, both stripes' codes shifted left by 10 in qL (qH not read); else the
-// matrix row offsets (K1 ints a row) of the first stripe's in qL, the second's in qH
-template <bool EQ>
+// matrix row offsets (K1 ints a row; LANES: q_off16's) of the first stripe's in qL, the second's in qH
+template <bool EQ, bool LANES = false>
 __device__ __forceinline__ void double_letters(const unsigned char* __restrict__ q, int m, int i0, int K1,
                                                uint32_t (&qL)[ROWS], uint32_t (&qH)[ROWS]) {
     const int shift = EQ ? 10 : 0, qpad = EQ ? EQ_QPAD << 10 : K1 - 1;
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
         const int a = i0 + r < m ? q[i0 + r] << shift : qpad, c = i0 + ROWS + r < m ? q[i0 + ROWS + r] << shift : qpad;
-        qL[r] = EQ ? pack16(a, c) : a * 4;
-        qH[r] = c * 4;
+        qL[r] = EQ ? pack16(a, c) : LANES ? q_off16(a) : a * 4;
+        qH[r] = LANES ? q_off16(c) : c * 4;
     }
 }
 
@@ -708,16 +733,17 @@ __global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restric
 // (stripe_column16, as a lane of dp_long16 holds its two stripes). Step x computes column x of the first
 // stripe and x - 1 of the second; the second's column 0 and the first's column n + 1 are no cells (the
 // second's state is set back to its column 0 after step 1). Rows past m and column n + 1 take dp_long16's
-// padding letter: local's answer is the maximum of every column, unmasked.
+// padding letter: local's answer is the maximum of every column, unmasked. lane: the thread's copy of the
+// matrix (load_matrix16_lanes).
 template <int MODE, bool EQ, bool EDGE>
 __device__ __forceinline__ void fill_double16(const int* S, int K1, const unsigned char* __restrict__ q,
                                               const unsigned char* __restrict__ tg, int m, int n, int i0, int go,
                                               int ge, int* __restrict__ bH, int* __restrict__ bV, const uint2 eqs,
-                                              uint32_t& hbest, Best& b) {
+                                              uint32_t& hbest, Best& b, int lane) {
     const int shift = EQ ? 10 : 0, pad = EQ ? EQ_TPAD << 10 : K1 - 1;
     const uint32_t go2 = pack16(go, go), nge2 = pack16(-ge, -ge), neg2 = pack16(NEG16, NEG16);
     uint32_t qL[ROWS], qH[ROWS], g[ROWS], z[ROWS];
-    double_letters<EQ>(q, m, i0, K1, qL, qH);
+    double_letters<EQ, true>(q, m, i0, K1, qL, qH);
     double_column0<MODE>(i0, go, ge, true, g, z);
     const int lastL = m - 1 - i0;  // row m in the first stripe (0 .. 15) or the second (16 .. 31)
     const bool second = lastL >= ROWS;
@@ -734,9 +760,9 @@ __device__ __forceinline__ void fill_double16(const int* S, int K1, const unsign
         const uint32_t gdiag = gdiag0;
         gdiag0 = gup;
         uint32_t hc, hl = 0, dw[4];
-        const uint32_t rowL = EQ ? pack16(tL, tH) : smem_row(S, tL, K1);
-        stripe_column16<MODE, EQ, EDGE, false>(rowL, EQ ? 0 : smem_row(S, tH, K1), qL, qH, g, z, gup, vup, gdiag, go2,
-                                               nge2, eqs, lastr, hc, hl, dw);
+        const uint32_t rowL = EQ ? pack16(tL, tH) : smem_row16(S, tL, K1, lane);
+        stripe_column16<MODE, EQ, EDGE, false, true>(rowL, EQ ? 0 : smem_row16(S, tH, K1, lane), qL, qH, g, z, gup,
+                                                     vup, gdiag, go2, nge2, eqs, lastr, hc, hl, dw);
         if (MODE == LOCAL) {
             hbest = __vmaxs2(hbest, hc);
         } else if (EDGE) {
@@ -754,15 +780,15 @@ __device__ __forceinline__ void fill_double16(const int* S, int K1, const unsign
 }
 
 // dp_fill's pairs in int16 (fill_double16), scores only: out_score, and out_i, out_j as dp_long16's (row
-// m and its column; local 0, 0). EQ as dp_long16's. Dynamic shared memory: (K + 1)^2 ints (not read with
-// EQ).
+// m and its column; local 0, 0). EQ as dp_long16's. Dynamic shared memory: (K + 1) * lanes_q2(K + 1) * 32
+// ints (load_matrix16_lanes; not read with EQ).
 template <int MODE, bool EQ>
 __global__ void __launch_bounds__(128) dp_fill16(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
                                                 int* __restrict__ boundH, int* __restrict__ boundV,
                                                 uint64_t* __restrict__ dir, int* __restrict__ out_score,
                                                 int* __restrict__ out_i, int* __restrict__ out_j) {
     extern __shared__ int S[];
-    if (!EQ) load_matrix16(S, matrix, K, go);
+    if (!EQ) load_matrix16_lanes(S, matrix, K, go);
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nthreads) return;
     const int p = order[t];
@@ -779,8 +805,8 @@ __global__ void __launch_bounds__(128) dp_fill16(PAIRS_ARGS, const int* __restri
     Best b = best_start<MODE>(m, go, ge);
     const int edge = (m - 1) / (2 * ROWS) * (2 * ROWS);  // the last double stripe's first row
     for (int i0 = 0; i0 < edge; i0 += 2 * ROWS)
-        fill_double16<MODE, EQ, false>(S, K + 1, q, tg, m, n, i0, go, ge, bH, bV, eqs, hbest, b);
-    fill_double16<MODE, EQ, true>(S, K + 1, q, tg, m, n, edge, go, ge, bH, bV, eqs, hbest, b);
+        fill_double16<MODE, EQ, false>(S, K + 1, q, tg, m, n, i0, go, ge, bH, bV, eqs, hbest, b, lane);
+    fill_double16<MODE, EQ, true>(S, K + 1, q, tg, m, n, edge, go, ge, bH, bV, eqs, hbest, b, lane);
     if (MODE == LOCAL) {
         out_score[p] = max(low16(hbest), high16(hbest)), out_i[p] = 0, out_j[p] = 0;
     } else {

@@ -105,7 +105,7 @@ def empty_score(q, t, cfg):
 
 def rescore(q, t, res, i, cfg):
     """Walk pair i's CIGAR: =/X against the sequences (with n_mismatch, letters other than ACGT equal
-    nothing), matrix scores and gap costs summed; consumed lengths equal the aligned ranges; returns the
+    nothing), matrix scores (row: the target's letter) and gap costs summed; consumed lengths equal the aligned ranges; returns the
     score."""
     if cfg.scoring.matrix:
         m = substitution_matrices.load(cfg.scoring.matrix)
@@ -121,7 +121,7 @@ def rescore(q, t, res, i, cfg):
                 a, b = q[x], t[y]
                 same = a == b and not (cfg.n_mismatch and a not in "ACGT")
                 assert same == (op == C.EQ), (q, t, C.to_text(ops, [0], [len(ops)]))
-                total += int(m[a, b]) if cfg.scoring.matrix else (cfg.scoring.match if same else -p.mismatch)
+                total += int(m[b, a]) if cfg.scoring.matrix else (cfg.scoring.match if same else -p.mismatch)
                 x, y = x + 1, y + 1
         elif op == C.I:
             total -= p.gap_open + ln * p.gap_extend
@@ -486,6 +486,51 @@ def fill16_sets(kind: str, seed: int, mode: str) -> list:
     return [(dna_cfg(mode), (qs, ts), f"dp_fill16<{m}, true>"),
             (dna_cfg(mode, n_mismatch=True), (qs, ts), f"dp_fill16<{m}, false>"),
             (prot_cfg(mode), aa, f"dp_fill16<{m}, false>")]
+
+
+def matrix_file(path, letters: str, scores) -> str:
+    """A matrix in Biopython's text format: rows are the target's letters, columns the query's."""
+    path.write_text("  " + " ".join(letters) + "\n" + "".join(c + " " + " ".join(map(str, row)) + "\n"
+                                                            for c, row in zip(letters, scores)))
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", GPU_OR_EMU)
+@pytest.mark.parametrize("letters", [4, 27, 28])
+def test_gpu_asymmetric_matrices(tmp_path, letters, kind, monkeypatch):
+    """A random asymmetric matrix of 4, 27 and 28 letters (rows: the target's letters): gpu-dp's scores equal
+    Biopython's score(target, query) and cpu-dp's in every mode, on every kernel (scores only: dp_fill16,
+    which keeps a copy of the matrix a lane, 28 letters taking more shared memory than a block gets unasked;
+    with CIGARs dp_fill; long pairs dp_long16 and dp_long), and each CIGAR re-scored gives its score. gpu-dp
+    read the matrix transposed: a query letter's row."""
+    from gpualign.engines import gpu_dp
+
+    abc = "ACGTBDEFHIKLMNOPQRSUVWXYZJ*-"[:letters]
+    rng = np.random.default_rng(letters)
+    path = matrix_file(tmp_path / "m.txt", abc, rng.integers(-6, 10, (letters, letters)))
+    names = record_fills(monkeypatch)
+    qs = ["".join(rng.choice(list(abc), int(n))) for n in rng.integers(1, 90, 40)]
+    ts = [mutate(rng, x, abc, 0.2) or "A" for x in qs]
+    cpu, gpu = CpuDpEngine(2), gpu_engine(kind)
+    try:
+        for mode in MODES:
+            cfg = AlignConfig(metric="affine", penalties=Penalties(mismatch=1, gap_open=7, gap_extend=2),
+                              scoring=Scoring(mode=mode, matrix=path), device="cpu")
+            want = [biopython_score(q, t, cfg) for q, t in zip(qs, ts)]
+            assert align(cpu, qs, ts, cfg).score.tolist() == want
+            for long in (False, True):
+                monkeypatch.setattr(gpu_dp, "LONG_ROWS", 0 if long else 384)
+                monkeypatch.setattr(gpu_dp, "LONG_CELLS", 0 if long else 1 << 17)
+                names.clear()
+                assert align(gpu, qs, ts, cfg.with_(distance_only=True)).score.tolist() == want
+                res = align(gpu, qs, ts, cfg)
+                assert res.score.tolist() == want
+                assert [rescore(q, t, res, i, cfg) for i, (q, t) in enumerate(zip(qs, ts))] == want
+                kernels = {n.split("<")[0] for n in names}
+                assert kernels == ({"dp_long16"} | ({"dp_long"} if mode == "local" else set()) if long else
+                                   {"dp_fill16", "dp_fill"}), kernels  # (local CIGARs: dp_long)
+    finally:
+        cpu.close()
 
 
 @pytest.mark.parametrize("kind", GPU_OR_EMU)

@@ -28,7 +28,8 @@ EPILOG = ("Examples:\n\n"
 @click.option("--metric", "-m", help="edit (Levenshtein) or affine (default: edit; affine with --match/--matrix/protein).")
 @click.option("--mode", default="global", help="global | local | semi-global (query end to end, target ends free).")
 @click.option("--match", type=int, default=0, help="Match bonus M >= 0 (general scoring: results are scores, higher is better).")
-@click.option("--matrix", help="Substitution matrix: a name Biopython knows (BLOSUM62, PAM250, NUC.4.4) or a file in that format.")
+@click.option("--matrix", help="Substitution matrix: a name Biopython knows (BLOSUM62, PAM250, NUC.4.4) or a file in that "
+              "format (rows: the target's letters, columns: the query's).")
 @click.option("--alphabet", default="dna", help="dna | protein (20 amino acids + B Z X U O *; BLOSUM62 unless --matrix).")
 @click.option("--unknown", help="Score characters the matrix lacks as this letter (default: an error).")
 @click.option("--mismatch", "-x", type=int, help="Affine mismatch penalty x (default 4).")

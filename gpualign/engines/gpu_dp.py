@@ -51,6 +51,7 @@ TEAM_PAIRS_PER_SM = 2  # dp_long takes teams of 4 warps up to this many pairs pe
 INT16 = True  # long pairs on dp_long16 (one warp a pair) where fits16 (with CIGARs: not local)
 NEG16 = -32000  # -infinity in int16 lanes (dp.cu's NEG16, passed to it)
 BLOCK = 128
+SHARED_DEFAULT = 48 << 10  # dynamic shared memory a block gets without asking (CUDA's opt-in above it)
 CONCURRENT = 2  # batches aligned at once (GpuDpEngine.concurrent)
 
 
@@ -69,7 +70,7 @@ def _kernel(mode: int, trace: bool, team: int, wide: bool, sub: scoring.Substitu
     k = len(sub.letters)
     if not team:
         if not wide:
-            return f"dp_fill16<{mode}, {_flag(equality_scores(sub))}>", BLOCK, (k + 1) * (k + 1)
+            return f"dp_fill16<{mode}, {_flag(equality_scores(sub))}>", BLOCK, (k + 1) * ((k + 2) // 2) * 32
         return f"dp_fill<{mode}, {_flag(trace)}>", BLOCK, k * k
     if wide:
         return _long_name(mode, trace, team), 32 * team, k * k + team * (4 * COLS + 3)
@@ -279,7 +280,7 @@ class GpuDpEngine(BatchEngine):
         key = (cfg, cupy.cuda.Device().id)
         tables = self._on_device.get(key)
         if tables is None:
-            tables = (to_device(letter_table(cfg, sub), np.uint8), to_device(sub.array().T, np.int32))
+            tables = (to_device(letter_table(cfg, sub), np.uint8), to_device(sub.array(), np.int32))
             cupy.cuda.get_current_stream().synchronize()  # copied before another thread's stream reads them
             self._on_device[key] = tables
         return tables
@@ -413,8 +414,10 @@ class GpuDpEngine(BatchEngine):
         d_bh = cupy.empty(bound, cupy.int32)
         d_bv = cupy.empty_like(d_bh)
         d_dir = cupy.empty(max(1, words), cupy.uint64)
-        self._module().get_function(name)((grid,), (block,), (*args, *scoring_args, d_bh, d_bv, d_dir, *ends),
-                                          shared_mem=4 * shared)
+        kernel = self._module().get_function(name)
+        if 4 * shared > SHARED_DEFAULT:  # (dp_fill16's copies of a matrix of 27 letters or more: 49-70 KB)
+            kernel.max_dynamic_shared_size_bytes = 4 * shared
+        kernel((grid,), (block,), (*args, *scoring_args, d_bh, d_bv, d_dir, *ends), shared_mem=4 * shared)
         return d_dir
 
     @trace.traced("dp trace")

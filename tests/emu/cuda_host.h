@@ -65,6 +65,7 @@ inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
 inline const char* emu_shared_base = nullptr;
 inline std::size_t __cvta_generic_to_shared(const void* p) { return (std::size_t)((const char*)p - emu_shared_base); }
 inline int emu_lds(uint32_t addr) { return *(const int*)(emu_shared_base + addr); }
+inline int emu_lds16(uint32_t addr) { return *(const short*)(emu_shared_base + addr); }
 inline void emu_sts(uint32_t addr, int v) { *(int*)(emu_shared_base + addr) = v; }
 
 // A block: its threads as fibers (ucontext) on one thread, taking turns. A thread runs until it waits at

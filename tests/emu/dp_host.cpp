@@ -7,7 +7,8 @@
 
 #include "dp.cu"
 
-alignas(16) int S[1 << 12];  // dp.cu's shared memory (the matrix, K <= 32: up to 33 x 33 ints; dp_long's hand-over)
+alignas(16) int S[1 << 15];  // dp.cu's shared memory (the matrix, K <= 32: up to 33 x 33 ints, dp_fill16's 33 x 17
+// x 32; dp_long's hand-over)
 static const bool shared_named = (emu_shared_base = (const char*)S, true);
 
 // every thread of the launch, one after another, each its own block of one thread
