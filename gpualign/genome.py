@@ -91,7 +91,8 @@ def select_records(path_a: str, path_b: str, qname: str | None, tname: str | Non
     written: neither named, (None, None): record i with record i, the counts equal; both named, those;
     one named, that record with the other file's record of the same name, else with its only record,
     else an error. Names on stdin or a pipe are checked as it is read. Also returns the number of record
-    pairs (None when not known before reading: stdin or a pipe)."""
+    pairs (None when not known before reading: stdin or a pipe), and the query records' names with their
+    record numbers (None when not known: stdin or a pipe)."""
     names_a, names_b = record_names(path_a), record_names(path_b)
     for path, names, name in ((path_a, names_a, qname), (path_b, names_b, tname)):
         if name is not None and names is not None and name not in names:
@@ -101,9 +102,10 @@ def select_records(path_a: str, path_b: str, qname: str | None, tname: str | Non
             longer, shorter = (path_a, path_b) if len(names_a) > len(names_b) else (path_b, path_a)
             raise _more_records(longer, shorter, min(len(names_a), len(names_b)))
         known = names_a if names_a is not None else names_b
-        return None, None, (len(known) if known is not None else None)
+        queries = None if names_a is None else (names_a, list(range(1, len(names_a) + 1)))
+        return None, None, (len(known) if known is not None else None), queries
     if qname is not None and tname is not None:
-        return qname, tname, 1
+        return qname, tname, 1, _named(names_a, qname)
     name, given, other, names, option = ((qname, "--query-record", path_b, names_b, "--target-record")
                                          if tname is None else
                                          (tname, "--target-record", path_a, names_a, "--query-record"))
@@ -117,7 +119,13 @@ def select_records(path_a: str, path_b: str, qname: str | None, tname: str | Non
     else:
         raise ConfigError(f"{given} {name!r}: {other} has {len(names)} records and none named {name!r}: "
                           f"name one with {option}")
-    return ((name, partner) if tname is None else (partner, name)) + (1,)
+    pair = (name, partner) if tname is None else (partner, name)
+    return pair + (1, _named(names_a, pair[0]))
+
+
+def _named(names: list | None, name: str) -> tuple | None:
+    """([name], [its record number in names]), or None where names are not known."""
+    return None if names is None else ([name], [names.index(name) + 1])
 
 
 def _pairs(path_a, path_b, qname, tname):
@@ -200,8 +208,13 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         fmt = infer_format(fmt, out, False)
     elif fmt not in (None, "tsv"):
         raise ConfigError("gpualign genome --distance-only writes TSV only")
-    qname, tname, count = select_records(path_a, path_b, qname, tname)
+    qname, tname, count, queries = select_records(path_a, path_b, qname, tname)
     targets = _sam_targets(fmt if with_path else None, path_b, tname)
+    if with_path and fmt in ("sam", "bam") and queries is not None:  # (before hours of aligning; else the writer's)
+        from .output.sam import refuse_qnames
+
+        refuse_qnames(Names.of(queries[0]), lambda k: f"record {queries[1][k]}", "PAF or TSV",
+                      fastx.display_name(path_a))
     check_output(out)
     distributed = cluster is not None and cluster.wanted
     ids = None  # with --gpus: the devices (checked now) of a devices.DeviceSet computing the record pairs

@@ -498,3 +498,28 @@ def test_target_names_sam_cannot_hold_from_the_scanning_child(tmp_path, monkeypa
         run_pairs(str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), str(tmp_path / "o.sam"), None,
                   AlignConfig(device="cpu", threads=1), "test")
     assert not (tmp_path / "o.sam").exists()
+
+
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_genome_refuses_a_query_name_before_aligning(tmp_path, fmt, monkeypatch):
+    """`genome` to SAM/BAM checks its query records' names before it aligns anything (it found them when it
+    wrote, after the alignments, which take hours on chromosomes): one line naming the query file, the name and
+    its record number, every record pair or the one named with --query-record; PAF takes the name."""
+    import gpualign.genome as G
+    from gpualign.config import AlignConfig
+    from gpualign.errors import GpualignError
+
+    seq = "ACGTACGTACGTACGTACGTACGTTTGACCATG"
+    (tmp_path / "a.fa").write_text(f">q1\n{seq}\n>@q2\n{seq}\n")
+    (tmp_path / "b.fa").write_text(f">t1\n{seq}\n>t2\n{seq}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(G, "_computed", lambda *a, **k: pytest.fail("aligned before the names were checked"))
+    cfg = AlignConfig(metric="edit", device="cpu")
+    for named in (None, "@q2"):
+        with pytest.raises(GpualignError) as e:
+            G.run_genome("a.fa", "b.fa", f"o.{fmt}", cfg, qname=named, tname="t2" if named else None)
+        assert str(e.value).startswith("a.fa: query '@q2' (record 2): its name starts with '@'"), str(e.value)
+        assert not (tmp_path / f"o.{fmt}").exists()
+    monkeypatch.undo()
+    p = _run_to(tmp_path, ["genome", "a.fa", "b.fa"], "o.paf")
+    assert p.returncode == 0 and "@q2" in (tmp_path / "o.paf").read_text(), p.stderr.decode()

@@ -148,27 +148,43 @@ def check_rnames(names: Names, source: str = "", instead: str = "PAF or TSV") ->
 
 
 def check_qnames(batch: PairBatch, unit: str = "pair", instead: str = "PAF or TSV") -> None:
-    """The GpualignError of the first query whose name cannot be a SAM QNAME: one that starts with '@' (its
-    line would read as a header line: the file could not be read), holds a character other than printable
-    ASCII or is longer than QNAME_MAX (unit: what batch.index counts; instead: the formats the command could
-    write)."""
-    if batch.n == 0:
-        return
-    names = Names.of(batch.q_names)
+    """The GpualignError of the first query whose name cannot be a SAM QNAME (qname_fault; unit: what
+    batch.index counts; instead: the formats the command could write)."""
+    if batch.n:
+        refuse_qnames(Names.of(batch.q_names), lambda k: f"{unit} {int(batch.index[k]) + 1}", instead)
+
+
+def refuse_qnames(names: Names, place, instead: str, source: str = "") -> None:
+    """A GpualignError if a name cannot be a SAM QNAME (qname_fault): source (a file, first in the message if
+    given), the query, place(its index) in brackets, why, and the formats the command could write instead."""
+    fault = qname_fault(names)
+    if fault is not None:
+        k, name, why = fault
+        where = f"{source}: " if source else ""
+        raise GpualignError(f"{where}query {_shown(name)!r} ({place(k)}): its name {why}: rename it, or write "
+                            f"{instead}")
+
+
+def qname_fault(names: Names) -> tuple[int, str, str] | None:
+    """(index, name, why) of the first name that cannot be a SAM QNAME: one that starts with '@' (its line
+    would read as a header line: the file could not be read), holds a character other than printable ASCII
+    or is longer than QNAME_MAX; None if all can."""
+    if len(names) == 0:
+        return None
     first = np.zeros(len(names), bool)
     some = names.length > 0
     if some.any():
         first[some] = names.buf[names.start[some]] == ord("@")
     odd = unprintable(names)
     bad = first | (names.length > QNAME_MAX) | odd
-    if bad.any():
-        k = int(np.argmax(bad))
-        name = names[k]
-        why = "starts with '@' (its line would read as a header line), which a SAM QNAME cannot" if first[k] \
-            else f"holds {odd_character(name)!r}, which a SAM QNAME cannot (printable ASCII only)" if odd[k] \
-            else f"is longer than {QNAME_MAX} characters, which a SAM QNAME cannot be"
-        raise GpualignError(f"query {_shown(name)!r} ({unit} {int(batch.index[k]) + 1}): its name {why}: rename "
-                            f"it, or write {instead}")
+    if not bad.any():
+        return None
+    k = int(np.argmax(bad))
+    name = names[k]
+    why = "starts with '@' (its line would read as a header line), which a SAM QNAME cannot" if first[k] \
+        else f"holds {odd_character(name)!r}, which a SAM QNAME cannot (printable ASCII only)" if odd[k] \
+        else f"is longer than {QNAME_MAX} characters, which a SAM QNAME cannot be"
+    return k, name, why
 
 
 def unprintable(names: Names) -> np.ndarray:
