@@ -8,8 +8,9 @@ import numpy as np
 
 from .. import cigar as C
 from ..io.paf import revcomp
+from ..records import Names
 from .common import cigar_stats, columns
-from .sam import BAM_LETTERS, SEQ_TABLE, SamToBam, bam_refusal, check_qnames, clean_reason, header_text
+from .sam import BAM_LETTERS, SEQ_TABLE, SamToBam, bam_refusal, clean_reason, header_text, refuse_qnames
 
 
 def _cs(q: bytes, t: bytes, ops: np.ndarray) -> str:
@@ -138,7 +139,8 @@ class RealignedPaf:
 
 
 def sam_records(batch, res, meta) -> list[str]:
-    check_qnames(batch, "candidate", "PAF")
+    if batch.n:
+        refuse_qnames(Names.of(batch.q_names), lambda k: f"PAF line {meta['cands'][k].line}", "PAF")
     c = columns(res)
     ts, _ = _coords(batch, res, meta)
     secondary = [0 if p else 256 for p in _primary(meta, res.n)]
