@@ -259,6 +259,38 @@ def test_int16_saturation_falls_back_to_int32(engine):
     assert int(res.score[0]) == 60_000
 
 
+@pytest.mark.parametrize("mode,q,t,match,pen", [
+    ("local", "A" * 49, "A", 1, Penalties(1, 0, 10000)),  # gap open 0: parasail's sw_scan_16 gave 22,767
+    ("local", "A" * 300, "A", 1, Penalties(1, 0, 2000)),
+    ("global", "A" * 14, "A", 10000, Penalties(3, 1, 3000)),  # nw_scan_16 (scores only) gave -22,768
+    ("semi-global", "A" * 14, "A", 10000, Penalties(3, 1, 3000)),
+    ("global", "GAATCTGTATGTCC", "CC", 10000, Penalties(3, 1, 3000)),
+])
+def test_values_past_int16_without_saturation(engine, mode, q, t, match, pen):
+    """Pairs whose DP values pass int16 where parasail's 16-bit scan kernels wrap without reporting
+    saturation (a helper's hunt: exit 0, impossible scores): every engine's score is Biopython's, with and
+    without CIGARs, and each CIGAR re-scores to it."""
+    cfg = AlignConfig(metric="affine", penalties=pen, scoring=Scoring(mode=mode, match=match), device="cpu")
+    want = biopython_score(q, t, cfg)
+    res = align(engine, [q], [t], cfg)
+    assert int(res.score[0]) == want and rescore(q, t, res, 0, cfg) == want
+    assert int(align(engine, [q], [t], cfg.with_(distance_only=True)).score[0]) == want
+
+
+@pytest.mark.parametrize("distance_only", [False, True])
+def test_values_past_int32_fail_the_pair(distance_only):
+    """A pair whose scores could pass parasail's 32-bit lanes (1 against 214,748 bases, gaps of 10,000 a
+    base: -2,147,480,001) fails with its reason; cpu-dp wrote score 0 and a CIGAR of one base (exit 0). Its
+    neighbour aligns."""
+    from gpualign.engines import cpu_dp
+
+    cfg = AlignConfig(metric="affine", penalties=Penalties(1, 10000, 10000), scoring=Scoring(mode="global", match=1),
+                      device="cpu", distance_only=distance_only)
+    res = align(CpuDpEngine(1), ["A", "A"], ["C" * 214_748, "A"], cfg)
+    assert res.status.tolist() == [2, OK] and int(res.score[1]) == 1
+    assert "32-bit range" in res.reason[0] and f"{cpu_dp.RANGE32:,}" in res.reason[0]
+
+
 def test_score_only_equals_traced(engine):
     qs, ts = random_pairs(3, "ACGT", 60, 50)
     for mode in MODES:

@@ -3,8 +3,10 @@
 Modes: global = parasail's nw, local = sw, semi-global = sg_dx (the database's, i.e. the target's, two
 ends free; the query end to end: checked in tests/test_dp.py with a hand-made pair). Striped vectors
 for local, scan for global/semi-global (parasail's advice), scan for local too where the gap open is 0
-(parasail 1.3.4's sw_striped scores wrong when open equals extend), 16-bit lanes, re-run with 32-bit lanes
-when parasail reports saturation. The ``_trace`` variants give the CIGAR (parasail writes SAM
+(parasail 1.3.4's sw_striped scores wrong when open equals extend). 16-bit lanes where every value of the
+pair's DP provably fits them (reach: its scan kernels wrap without reporting saturation past them), else, or
+when parasail reports saturation, 32-bit lanes; a pair whose values could pass those (RANGE32) fails with its
+reason (parasail's scores are C ints: 64-bit lanes give no larger score). The ``_trace`` variants give the CIGAR (parasail writes SAM
 orientation with =/X, BAM op codes); free ends come back as leading and trailing gap runs (D for
 semi-global's target ends; sw's CIGAR may begin with a zero-score gap run) and are cut off here, so
 the CIGAR covers the aligned part only and [q_start, q_end), [t_start, t_end) say where it lies. A
@@ -56,11 +58,23 @@ def _function(mode: str, trace: bool, bits: int, gaps: tuple):
     return getattr(parasail, f"{fam}{'_trace' if trace else ''}_{vec}_{bits}")
 
 
+RANGE16 = 1 << 14  # the most |value| a pair's DP may reach on 16-bit lanes (parasail's -infinity: -2^15 / 2)
+RANGE32 = 1 << 30  # ... on 32-bit lanes (-2^31 / 2)
+
+
+def reach(ql: int, tl: int, smax: int, gaps: tuple) -> int:
+    """A bound on |H|, |E| and |F| in the DP of a pair of lengths ql, tl (smax: the largest |score| of the
+    matrix; gaps: parasail's open, extend): a path's substitutions and gap extensions, and two opens."""
+    return (smax + gaps[1]) * (ql + tl) + 2 * gaps[0]
+
+
 def _run(fn16, fn32, q: str, t: str, gaps, matrix):
-    r = fn16(q, t, gaps[0], gaps[1], matrix)
-    if r.saturated:
-        r = fn32(q, t, gaps[0], gaps[1], matrix)
-    return r
+    """fn16's result (None: not tried) unless it saturated, else fn32's."""
+    if fn16 is not None:
+        r = fn16(q, t, gaps[0], gaps[1], matrix)
+        if not r.saturated:
+            return r
+    return fn32(q, t, gaps[0], gaps[1], matrix)
 
 
 def empty_side(mode: str, ql: int, tl: int, gaps) -> tuple[int, list]:
@@ -93,6 +107,7 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
     n = len(q_len)
     matrix = _matrix(sub)
     fn16, fn32 = _function(mode, want_cigar, 16, gaps), _function(mode, want_cigar, 32, gaps)
+    smax = int(np.abs(sub.array()).max())
     score = [0] * n
     starts = [(0, 0)] * n  # (q_start, t_start); the ends follow from the CIGAR (or the lengths)
     clen = [0] * n
@@ -109,7 +124,13 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
                 ops.append(np.array([ln << 4 | op for op, ln in cig], dtype=np.uint32))
                 clen[i] = len(cig)
             continue
-        r = _run(fn16, fn32, text[qo:qo + ql], text[to:to + tl], gaps, matrix)
+        bound = reach(ql, tl, smax, gaps)
+        r = None if bound >= RANGE32 else \
+            _run(fn16 if bound < RANGE16 else None, fn32, text[qo:qo + ql], text[to:to + tl], gaps, matrix)
+        if r is None or r.saturated:
+            failed[i] = (f"its scores could reach {bound:,} in magnitude, past the CPU aligner's 32-bit range "
+                         f"({RANGE32:,}): lower the penalties or the matrix's scores")
+            continue
         score[i] = r.score
         if (mode == "local" and r.score <= 0) or not want_cigar:
             score[i] = max(r.score, 0) if mode == "local" else r.score  # local <= 0: the empty alignment
