@@ -99,10 +99,11 @@ class Scoring:
             raise ConfigError(f"--alphabet must be one of {', '.join(ALPHABETS)} (got {self.alphabet!r})")
         if not 0 <= self.match <= SCORE_MAX:
             raise ConfigError(f"--match must be >= 0 and <= {SCORE_MAX} (got {self.match})")
+        given = "--matrix" if self.matrix is not None else f"--alphabet protein (scored by {PROTEIN_DEFAULT_MATRIX})"
         if self.matrix_name is not None and self.match:
-            raise ConfigError("--match and --matrix exclude each other (the matrix holds the match scores)")
+            raise ConfigError(f"--match and {given} exclude each other (the matrix holds the match scores)")
         if n_mismatch and self.matrix_name is not None:
-            raise ConfigError("--n-mismatch applies to match/mismatch DNA scoring, not to a matrix")
+            raise ConfigError(f"--n-mismatch applies to match/mismatch DNA scoring, not to {given}")
         if self.mode == "local" and not self.match and self.matrix_name is None:
             raise ConfigError("--mode local needs scores above 0 for matches: give --match M or --matrix "
                               "(with penalties alone every local alignment is empty)")

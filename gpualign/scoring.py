@@ -42,14 +42,34 @@ def _load_matrix(name: str):
     from Bio.Align import substitution_matrices as sm
 
     try:
-        if os.path.isfile(name):
+        if os.path.exists(name):
+            _check_layout(name)
             return sm.read(name)
         return sm.load(name)
     except FileNotFoundError:
         known = ", ".join(sm.load())
         raise ConfigError(f"--matrix {name}: neither a file nor a matrix Biopython knows ({known})") from None
-    except (ValueError, IndexError, KeyError) as e:
+    except OSError as e:
+        raise ConfigError(f"--matrix {name}: cannot read it ({e.strerror})") from None
+    except (ValueError, IndexError, KeyError, UnboundLocalError, UnicodeDecodeError) as e:
         raise ConfigError(f"--matrix {name}: cannot read it as a substitution matrix ({e})") from None
+
+
+def _check_layout(path: str) -> None:
+    """A ConfigError unless the file is a whole square matrix in Biopython's text format: a line of K letters,
+    then K lines of a letter and K scores ('#' lines and blank lines aside). Biopython reads a short row or a
+    missing one as scores of 0."""
+    with open(path, encoding="ascii", errors="replace") as fh:
+        rows = [(n, line.split()) for n, line in enumerate(fh, 1) if line.strip() and not line.lstrip().startswith("#")]
+    if not rows:
+        raise ConfigError(f"--matrix {path}: no letters (an empty file)")
+    (_, letters), body = rows[0], rows[1:]
+    for n, row in body:
+        if len(row) != len(letters) + 1:
+            raise ConfigError(f"--matrix {path}: line {n}: {len(row) - 1} scores after its letter, for "
+                              f"{len(letters)} letters")
+    if len(body) != len(letters):
+        raise ConfigError(f"--matrix {path}: {len(body)} rows of scores for {len(letters)} letters")
 
 
 def substitution(cfg: AlignConfig) -> Substitution:

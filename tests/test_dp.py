@@ -897,9 +897,20 @@ def test_cli_outputs(tmp_path):
     (["ACGT"], ["--alphabet", "protein", "--unknown", "J"], "--unknown J"),
     (["ACGT"], ["--mode", "local"], "--mode local needs scores above 0"),
     (["ACGT"], ["--mode", "local", "--match", "0", "-x", "4"], "--mode local needs scores above 0"),
+    (["MKV"], ["--alphabet", "protein", "--match", "5"], "--match and --alphabet protein (scored by BLOSUM62)"),
+    # matrix files Biopython reads with scores of 0 where entries are missing (exit 0), or with a traceback
+    (["AC"], ["--matrix", "FILE:   A C\nA 1 -1\nC -1\n"], "FILE: line 3: 1 scores after its letter, for 2 letters"),
+    (["AC"], ["--matrix", "FILE:   A C G\nA 1 -1 0\nC -1 1 0\n"], "FILE: 2 rows of scores for 3 letters"),
+    (["AC"], ["--matrix", "FILE:"], "FILE: no letters (an empty file)"),
+    (["AC"], ["--matrix", "DIR"], "DIR: cannot read it"),
 ])
 def test_cli_bad_input(tmp_path, seqs, opts, needle):
     q = fasta(tmp_path / "q.fa", seqs)
+    if opts[-1].startswith("FILE:"):
+        (tmp_path / "m.txt").write_text(opts[-1][5:])
+        opts, needle = opts[:-1] + [str(tmp_path / "m.txt")], needle.replace("FILE", str(tmp_path / "m.txt"))
+    elif opts[-1] == "DIR":
+        opts, needle = opts[:-1] + [str(tmp_path)], needle.replace("DIR", str(tmp_path))
     rc, out, err = run([q, q, *opts, "-q"])
     assert rc != 0 and out == ""
     lines = err.strip().splitlines()
