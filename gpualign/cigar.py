@@ -14,10 +14,13 @@ import numpy as np
 
 from .config import Penalties
 from .pack import equal
+from .records import offsets_from_lengths, segment_index
 from .text import digits, write_ints
 
 OPS = "MIDNSHP=X"
 M, I, D, N, S, H, P, EQ, X = range(9)
+QUERY_USES = np.array([1, 1, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0], np.int64)  # by op: M I S = X consume the query
+TARGET_USES = np.array([1, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0], np.int64)  # M D N = X the target
 _OP_BYTES = np.frombuffer(OPS.encode(), dtype=np.uint8)
 
 
@@ -46,6 +49,41 @@ def pack_runs(op: np.ndarray, length: np.ndarray) -> np.ndarray:
         cut[last] = length - (reps - 1) * MAX_OP
         length = cut
     return (length.astype(np.uint32) << 4) | op
+
+
+def recompare(cig: np.ndarray, off: np.ndarray, lens: np.ndarray, q0: np.ndarray, t0: np.ndarray,
+              view: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CIGARs (packed; pair i's ops cig[off[i]:off[i] + lens[i]]) with each =/X base said again by comparing
+    view[q] with view[t] (q0, t0: each pair's first aligned query and target byte in view), adjacent equal ops
+    merged within a pair; the other ops kept. Returns (ops, their offsets, their counts)."""
+    n = len(lens)
+    lens = np.asarray(lens, np.int64)
+    ops = cig[segment_index(np.asarray(off, np.int64), lens)]
+    op, ln = (ops & 15).astype(np.int64), (ops >> 4).astype(np.int64)
+    pair = np.repeat(np.arange(n), lens)
+    first = offsets_from_lengths(lens)
+    at = []
+    for start, uses in ((q0, QUERY_USES), (t0, TARGET_USES)):  # each op's first query / target byte in view
+        used = ln * uses[op]
+        before = np.cumsum(used) - used
+        at.append(np.asarray(start, np.int64)[pair] + before - before[np.minimum(first, len(before) - 1)][pair]
+                  if len(before) else before)
+    m = (op == EQ) | (op == X)
+    cnt = np.where(m, ln, 1)
+    base = np.repeat(np.cumsum(cnt) - cnt, cnt)
+    k = np.arange(int(cnt.sum())) - base  # each element's place in its op
+    e_op, e_len, e_pair = np.repeat(op, cnt), np.repeat(np.where(m, 1, ln), cnt), np.repeat(pair, cnt)
+    e_m = np.repeat(m, cnt)
+    same = view[np.repeat(at[0], cnt)[e_m] + k[e_m]] == view[np.repeat(at[1], cnt)[e_m] + k[e_m]]
+    e_op[e_m] = np.where(same, EQ, X)
+    if len(e_op) == 0:
+        return np.zeros(0, np.uint32), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    cut = np.flatnonzero(np.concatenate([[True], (e_op[1:] != e_op[:-1]) | (e_pair[1:] != e_pair[:-1])]))
+    r_len = np.add.reduceat(e_len, cut)
+    r_pair = e_pair[cut]
+    out = (r_len.astype(np.uint32) << 4) | e_op[cut].astype(np.uint32)
+    counts = np.bincount(r_pair, minlength=n).astype(np.int64)
+    return out, offsets_from_lengths(counts), counts
 
 
 def pack(pairs) -> np.ndarray:

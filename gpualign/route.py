@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import interrupt, trace
+from . import interrupt, scoring, trace
 from .records import EXCEEDED, FAILED, AlignBatch, PairBatch
 
 
@@ -58,6 +58,8 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
         out = parts[0][1]  # one engine took every pair, in order: nothing to move
     else:
         out = AlignBatch.merge(n, [(np.arange(n) if i is None else i, r) for i, r in parts], not cfg.distance_only)
+    if cfg.general and cfg.scoring.unknown is not None:  # (=/X by the characters, not by --unknown's letter)
+        out = scoring.restate_matches(batch, out, cfg)
     for i in np.nonzero(unplaced)[0].tolist():
         out.reason[i] = "no engine accepts this pair"
     for i in np.nonzero(carried)[0].tolist():

@@ -10,6 +10,7 @@ matrix's letters are too. ``check_batch`` stops a run at the first character the
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ import numpy as np
 from . import pack
 from .config import DNA_LETTERS, PROTEIN_LETTERS, SCORE_MAX, AlignConfig
 from .errors import ConfigError, InputError
-from .records import PairBatch, concatenated
+from .records import PairBatch, concatenated, offsets_from_lengths
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,33 @@ def input_map(sub: Substitution, unknown: str | None) -> bytes | None:
     ok = allowed_table(sub)
     u = ord(unknown.upper())
     return bytes(c if ok[c] or c < pack.MIN_BYTE else u for c in range(256))
+
+
+def restate_matches(batch: PairBatch, res, cfg: AlignConfig):
+    """res with the =/X ops of the pairs holding a character --unknown maps said by the characters themselves:
+    the engines compare the mapped letters, and J against O (both X) is no match. Scores stay (they are the
+    mapped letters'). res itself when no pair holds one."""
+    from . import cigar as C
+
+    remap = input_map(substitution(cfg), cfg.scoring.unknown)
+    if remap is None or not res.has_cigar or batch.n == 0:
+        return res
+    view = pack.compare_view(batch, cfg.n_mismatch)
+    moved = np.frombuffer(view.tobytes().translate(remap), np.uint8) != view
+    if not moved.any():
+        return res
+    mark = np.concatenate([[0], np.cumsum(moved, dtype=np.int64)])
+    held = lambda off, ln: mark[off + ln] > mark[off]  # noqa: E731
+    idx = np.flatnonzero((held(batch.q_off, batch.q_len) | held(batch.t_off, batch.t_len)) & (res.cigar_len > 0))
+    if not len(idx):
+        return res
+    sub = res.take(idx)
+    q0 = batch.q_off[idx] + (0 if sub.q_start is None else sub.q_start)
+    t0 = batch.t_off[idx] + (0 if sub.t_start is None else sub.t_start)
+    ops, _, counts = C.recompare(sub.cigar, sub.cigar_off, sub.cigar_len, q0, t0, view)
+    sub = dataclasses.replace(sub, cigar=ops, cigar_off=offsets_from_lengths(counts), cigar_len=counts)
+    keep = np.setdiff1d(np.arange(batch.n), idx)
+    return type(res).merge(batch.n, [(keep, res.take(keep)), (idx, sub)], True)
 
 
 def check_batch(batch: PairBatch, sub: Substitution, cfg: AlignConfig, query_path: str = "query",

@@ -291,6 +291,38 @@ def test_values_past_int32_fail_the_pair(distance_only):
     assert "32-bit range" in res.reason[0] and f"{cpu_dp.RANGE32:,}" in res.reason[0]
 
 
+def test_unknown_letters_keep_their_identity(engine):
+    """--unknown scores characters the table lacks as its letter, but a CIGAR's =/X compare the characters
+    themselves (a helper's hunt: J against O, both scored as X, was written '=', NM 0): DNA (E, I, J, ... as N)
+    and protein (J as X) pairs; each =/X says whether the characters are equal, the consumed lengths are the
+    ranges', and the score is Biopython's on the mapped sequences."""
+    from gpualign.route import run_chain
+
+    rng = np.random.default_rng(41)
+    dna = AlignConfig(metric="affine", penalties=DNA, scoring=Scoring(mode="global", match=2, unknown="N"), device="cpu")
+    prot = AlignConfig(metric="affine", penalties=PROT, device="cpu",
+                       scoring=Scoring(mode="local", alphabet="protein", matrix="BLOSUM62", unknown="X"))
+    for cfg, letters, odd, as_ in ((dna, "ACGT", "EIJ", "N"), (prot, "ACDEFGHIKLMNPQRSTVWY", "J", "X")):
+        qs = ["".join(rng.choice(list(letters + odd * 3), int(n))) for n in rng.integers(1, 60, 30)]
+        ts = [mutate(rng, x, letters + odd, 0.3) or "A" for x in qs]
+        qs[0], ts[0] = "AC" + odd[0] + "GT", "AC" + odd[-1] + "GT"  # (DNA: E against J, protein: J against J)
+        batch = PairBatch.from_sequences([q.encode() for q in qs], [t.encode() for t in ts])
+        res, _ = run_chain(batch, [engine], cfg)  # (the chain restates =/X: route.run_chain)
+        mapped = [[s.translate(str.maketrans(odd, as_ * len(odd))) for s in side] for side in (qs, ts)]
+        assert res.score.tolist() == [biopython_score(q, t, cfg) for q, t in zip(*mapped)]
+        for i, (q, t) in enumerate(zip(qs, ts)):
+            x, y = int(res.q_start[i]), int(res.t_start[i])
+            for v in res.cigar[res.cigar_off[i]:res.cigar_off[i] + res.cigar_len[i]].tolist():
+                op, ln = v & 15, v >> 4
+                if op in (C.EQ, C.X):
+                    assert all((q[x + k] == t[y + k]) == (op == C.EQ) for k in range(ln)), (q, t, i)
+                x += ln if op in (C.EQ, C.X, C.I) else 0
+                y += ln if op in (C.EQ, C.X, C.D) else 0
+            assert (x, y) == (int(res.q_end[i]), int(res.t_end[i]))
+        first = C.to_text(res.cigar, res.cigar_off, res.cigar_len)[0]
+        assert first == ("2=1X2=" if odd == "EIJ" else "5=")
+
+
 def test_score_only_equals_traced(engine):
     qs, ts = random_pairs(3, "ACGT", 60, 50)
     for mode in MODES:

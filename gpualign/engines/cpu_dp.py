@@ -23,6 +23,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from .. import pack, scoring
+from ..cigar import QUERY_USES, TARGET_USES
 from ..config import DP_TRACE_CELLS, AlignConfig
 from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
 from ._pool import ChunkPool
@@ -30,8 +31,6 @@ from ._pool import ChunkPool
 NAME = "cpu-dp"
 FAMILY = {"global": ("nw", "scan"), "local": ("sw", "striped"), "semi-global": ("sg_dx", "scan")}
 _I, _D = 1, 2  # BAM op codes
-_Q_USES = np.array([1, 1, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0], np.int64)  # M I S = X consume the query
-_T_USES = np.array([1, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0], np.int64)  # M D N = X the target
 
 _matrices: dict = {}
 
@@ -156,7 +155,7 @@ def ranges(mode: str, want_cigar: bool, starts, flat: np.ndarray, clen, q_len, t
     rng = np.zeros((len(clen), 4), np.int64)
     op, ln = flat & 15, (flat >> 4).astype(np.int64)
     ends = np.cumsum(clen)
-    for col, uses in ((0, _Q_USES), (2, _T_USES)):
+    for col, uses in ((0, QUERY_USES), (2, TARGET_USES)):
         cs = np.concatenate([[0], np.cumsum(ln * uses[op])])
         rng[:, col] = [s[col // 2] for s in starts]
         rng[:, col + 1] = rng[:, col] + cs[ends] - cs[ends - np.asarray(clen, np.int64)]
