@@ -801,7 +801,7 @@ def test_launches_fit_their_limit():
 @pytest.mark.parametrize("kind", GPU_OR_EMU)
 def test_device_plan(kind):
     """GpuDpEngine._plan (dp_keys, CuPy's stable argsort, dp_warps; on the device and emulated): the
-    group's pairs by query length, then target length, ties in batch order (as np.lexsort sorts them),
+    group's pairs by query length, then target length (descending where LONGEST_FIRST), ties in batch order,
     padded to whole warps with -1; per warp its longest target and its longest query's stripes of ROWS
     rows, against a loop over the warps; a group of some of the batch's pairs (a subset, in any order)
     and the whole batch (None)."""
@@ -819,7 +819,8 @@ def test_device_plan(kind):
             meta = cupy.asarray(np.stack([np.zeros(n), ql, np.zeros(n), tl]).astype(np.int32))
             d_slots, maxn, stripes = e._plan(group, n, meta)
             pairs = np.arange(n) if group is None else group
-            want = sorted(pairs.tolist(), key=lambda p: (ql[p], tl[p], pairs.tolist().index(p)))
+            sign = -1 if gpu_dp.LONGEST_FIRST else 1  # (the longest first: descending, ties in batch order)
+            want = sorted(pairs.tolist(), key=lambda p: (sign * ql[p], sign * tl[p], pairs.tolist().index(p)))
             slots = cupy.asnumpy(d_slots)
             assert slots.tolist() == want + [-1] * (-len(want) % 32)
             for w in range(len(slots) // 32):

@@ -53,6 +53,7 @@ NEG16 = -32000  # -infinity in int16 lanes (dp.cu's NEG16, passed to it)
 BLOCK = 128
 SHARED_DEFAULT = 48 << 10  # dynamic shared memory a block gets without asking (CUDA's opt-in above it)
 CONCURRENT = 2  # batches aligned at once (GpuDpEngine.concurrent)
+LONGEST_FIRST = True  # dp_fill's warps in descending length order (the shortest last, in a launch's last wave)
 
 
 def _flag(x: bool) -> str:
@@ -386,7 +387,8 @@ class GpuDpEngine(BatchEngine):
     @trace.traced("dp plan")
     def _plan(self, group, n: int, d_meta) -> tuple:
         """dp_fill's (or dp_fill16's) order of the pairs `group` (batch indices; None: all n of the batch), made
-        on the device: sorted by query length, then target length (stable), padded to whole warps with -1
+        on the device: sorted by query length, then target length (stable; LONGEST_FIRST: descending), padded
+        to whole warps with -1
         (device int32), and per warp its longest target and its longest query's stripes (host int32)."""
         import cupy
 
@@ -396,6 +398,8 @@ class GpuDpEngine(BatchEngine):
         picked = (d_meta[1], d_meta[3], d_idx, np.int32(group is not None))
         d_key = cupy.empty(count, cupy.uint64)
         self._module().get_function("dp_keys")((-(-count // BLOCK),), (BLOCK,), (*picked, np.int32(count), d_key))
+        if LONGEST_FIRST:
+            d_key ^= np.uint64(~0 & (1 << 64) - 1)
         d_sorted = arrays.argsort(d_key)
         d_slots, d_warps = cupy.empty(nwarps * 32, cupy.int32), cupy.empty((2, nwarps), cupy.int32)
         self._module().get_function("dp_warps")((-(-nwarps // BLOCK),), (BLOCK,),
