@@ -43,34 +43,48 @@ def _load_matrix(name: str):
     from Bio.Align import substitution_matrices as sm
 
     try:
-        if os.path.exists(name):
+        if os.path.isfile(name):
             _check_layout(name)
             return sm.read(name)
-        return sm.load(name)
+        return sm.load(name)  # (a directory of that name aside: Biopython's own)
     except FileNotFoundError:
         known = ", ".join(sm.load())
         raise ConfigError(f"--matrix {name}: neither a file nor a matrix Biopython knows ({known})") from None
     except OSError as e:
-        raise ConfigError(f"--matrix {name}: cannot read it ({e.strerror})") from None
-    except (ValueError, IndexError, KeyError, UnboundLocalError, UnicodeDecodeError) as e:
+        why = "a directory, not a matrix file" if os.path.isdir(name) else f"cannot read it ({e.strerror})"
+        raise ConfigError(f"--matrix {name}: {why}") from None
+    except (ValueError, IndexError, KeyError, AssertionError, UnboundLocalError, UnicodeDecodeError) as e:
         raise ConfigError(f"--matrix {name}: cannot read it as a substitution matrix ({e})") from None
 
 
 def _check_layout(path: str) -> None:
-    """A ConfigError unless the file is a whole square matrix in Biopython's text format: a line of K letters,
-    then K lines of a letter and K scores ('#' lines and blank lines aside). Biopython reads a short row or a
-    missing one as scores of 0."""
+    """A ConfigError unless the file is a whole square matrix as Biopython's reader takes it: '#' lines first,
+    a line of K letters, then K lines each of the next letter and K scores, and nothing after but blank lines.
+    (Biopython reads a short row as scores of 0, ignores rows past the K-th, and stops on others with an
+    assertion.)"""
     with open(path, encoding="ascii", errors="replace") as fh:
-        rows = [(n, line.split()) for n, line in enumerate(fh, 1) if line.strip() and not line.lstrip().startswith("#")]
-    if not rows:
-        raise ConfigError(f"--matrix {path}: no letters (an empty file)")
-    (_, letters), body = rows[0], rows[1:]
-    for n, row in body:
+        lines = fh.read().splitlines()
+    n = 0
+    while n < len(lines) and lines[n].startswith("#"):
+        n += 1
+    letters = lines[n].split() if n < len(lines) else []
+    if not letters:
+        raise ConfigError(f"--matrix {path}: no letters" + ("" if lines else " (an empty file)") +
+                          ("" if n >= len(lines) else f" on line {n + 1}, after the '#' lines"))
+    body = lines[n + 1:]
+    for k, letter in enumerate(letters):
+        if k >= len(body):
+            raise ConfigError(f"--matrix {path}: {k} rows of scores for {len(letters)} letters")
+        row, at = body[k].split(), n + 2 + k
+        if not row or row[0] != letter:
+            raise ConfigError(f"--matrix {path}: line {at}: the row of {letter!r} expected here (a row for each "
+                              "letter, in the letters' order, no blank or comment line between)")
         if len(row) != len(letters) + 1:
-            raise ConfigError(f"--matrix {path}: line {n}: {len(row) - 1} scores after its letter, for "
+            raise ConfigError(f"--matrix {path}: line {at}: {len(row) - 1} scores after its letter, for "
                               f"{len(letters)} letters")
-    if len(body) != len(letters):
-        raise ConfigError(f"--matrix {path}: {len(body)} rows of scores for {len(letters)} letters")
+    extra = [i for i, line in enumerate(body[len(letters):], n + 2 + len(letters)) if line.strip()]
+    if extra:
+        raise ConfigError(f"--matrix {path}: line {extra[0]}: more rows than letters")
 
 
 def substitution(cfg: AlignConfig) -> Substitution:
@@ -127,14 +141,23 @@ def input_map(sub: Substitution, unknown: str | None) -> bytes | None:
     return bytes(c if ok[c] or c < pack.MIN_BYTE else u for c in range(256))
 
 
+_UNKNOWN_MAPS: dict = {}  # restate_matches' input_map by (config, its matrix file's time)
+
+
 def restate_matches(batch: PairBatch, res, cfg: AlignConfig):
     """res with the =/X ops of the pairs holding a character --unknown maps said by the characters themselves:
     the engines compare the mapped letters, and J against O (both X) is no match. Scores stay (they are the
     mapped letters'). res itself when no pair holds one."""
     from . import cigar as C
 
-    remap = input_map(substitution(cfg), cfg.scoring.unknown)
-    if remap is None or not res.has_cigar or batch.n == 0:
+    if not res.has_cigar or batch.n == 0:
+        return res
+    name = cfg.scoring.matrix_name
+    key = (cfg, os.path.getmtime(name) if name and os.path.isfile(name) else None)
+    if key not in _UNKNOWN_MAPS:  # (a batch at a time: the matrix read once)
+        _UNKNOWN_MAPS[key] = input_map(substitution(cfg), cfg.scoring.unknown)
+    remap = _UNKNOWN_MAPS[key]
+    if remap is None:
         return res
     view = pack.compare_view(batch, cfg.n_mismatch)
     moved = np.frombuffer(view.tobytes().translate(remap), np.uint8) != view

@@ -197,10 +197,10 @@ def test_a_cr_ending_the_file_in_ranges(tmp_path, pool, many):
     search's ranges, where the last range ends with it (a worker read a range's last CR as a CR LF's, its LF in
     the range after, and the file had none), naming the last record; with many records a range is read with
     array operations. Without the CR, all read the same."""
-    recs = 300 if many else 3
-    good = b"".join(b">r%d\nACGTACGTAC\nGGTTAACC\n" % i for i in range(recs))
+    recs, lines = (300, 1) if many else (3, 60)  # (3 records of 60 lines: ranges without array operations)
+    good = b"".join(b">r%d\n" % i + b"ACGTACGTAC\nGGTTAACC\n" * lines for i in range(recs))
     path = tmp_path / "t.fa"
-    want = ([A.to_codes(b"ACGTACGTACGGTTAACC")] * recs, [f"r{i}" for i in range(recs)])
+    want = ([A.to_codes(b"ACGTACGTACGGTTAACC" * lines)] * recs, [f"r{i}" for i in range(recs)])
     chunk = len(good) // 3
     for data, ok in ((good, True), (good[:-1] + b"\r", False), (good + b"\r", False)):
         path.write_bytes(data)

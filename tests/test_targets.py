@@ -73,6 +73,12 @@ def test_bulk_equals_the_record_reader(tmp_path, monkeypatch, block, fastq, seed
     ">a\nAC\n\n>b\nA\n",  # a blank line between
     "@a\nAC\n+\nII\n@b\nA\n-\nI\n",  # not a '+' line
     ">a\n" + "A" * 300 + "\n",  # longer than a block
+    # empty records back to back (no blank line): a header on a sequence line's place; bulk read ">b" as record
+    # a's 2 bases (@SQ SN:a LN:2, exit 0) and took or refused names by lengths no record had
+    ">a\n>b\n",
+    ">a\n>bbbbbbbbbb\n>c\nACGT\n",
+    ">a\n>c\n>c\nAA\n",  # (c with 0 and 2 bases: the reader's error)
+    ">a\n>c\n>b\n\n>a\n\n",  # (all empty: a twice with 0 bases, taken)
 ])
 def test_other_layouts_go_to_the_record_reader(tmp_path, monkeypatch, text):
     monkeypatch.setattr(T, "BLOCK", 128)

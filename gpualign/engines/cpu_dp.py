@@ -63,8 +63,9 @@ RANGE32 = 1 << 30  # ... on 32-bit lanes (-2^31 / 2)
 
 def reach(ql: int, tl: int, smax: int, gaps: tuple) -> int:
     """A bound on |H|, |E| and |F| in the DP of a pair of lengths ql, tl (smax: the largest |score| of the
-    matrix; gaps: parasail's open, extend): a path's substitutions and gap extensions, and two opens."""
-    return (smax + gaps[1]) * (ql + tl) + 2 * gaps[0]
+    matrix; gaps: parasail's open, extend): a cell's value is at most a diagonal's substitutions and at least
+    its all-gap path's (two opens and every base's extension), in every mode."""
+    return smax * min(ql, tl) + gaps[1] * (ql + tl) + 2 * gaps[0]
 
 
 def _run(fn16, fn32, q: str, t: str, gaps, matrix):
@@ -127,8 +128,9 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
         r = None if bound >= RANGE32 else \
             _run(fn16 if bound < RANGE16 else None, fn32, text[qo:qo + ql], text[to:to + tl], gaps, matrix)
         if r is None or r.saturated:
-            failed[i] = (f"its scores could reach {bound:,} in magnitude, past the CPU aligner's 32-bit range "
-                         f"({RANGE32:,}): lower the penalties or the matrix's scores")
+            failed[i] = (f"its scores could reach {bound:,} in magnitude, past the {RANGE32:,} the CPU aligner's "
+                         "32-bit lanes hold" if r is None else "the CPU aligner's 32-bit lanes saturated") + \
+                ": lower the penalties or the matrix's scores"
             continue
         score[i] = r.score
         if (mode == "local" and r.score <= 0) or not want_cigar:

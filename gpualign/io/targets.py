@@ -147,6 +147,8 @@ def _records(a: np.ndarray, step: int, eof: bool) -> tuple[int, tuple]:
     if not (a[heads] == marker).all():
         raise _NotBulk
     lengths = ends[1::step] - starts[1::step]
+    if step == 2 and ((lengths > 0) & (a[np.minimum(starts[1::2], len(a) - 1)] == marker)).any():
+        raise _NotBulk  # (a header where a sequence line should be: empty records back to back)
     if step == 4 and not ((a[starts[2::4]] == ord("+")).all() and np.array_equal(lengths, ends[3::4] - starts[3::4])):
         raise _NotBulk
     # a name ends at the first space or tab of its header line, or at the line's end
