@@ -733,9 +733,9 @@ __global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restric
 // (stripe_column16, as a lane of dp_long16 holds its two stripes). Step x computes column x of the first
 // stripe and x - 1 of the second; the second's column 0 and the first's column n + 1 are no cells (the
 // second's state is set back to its column 0 after step 1). Rows past m and column n + 1 take dp_long16's
-// padding letter: local's answer is the maximum of every column, unmasked. lane: the thread's copy of the
-// matrix (load_matrix16_lanes).
-template <int MODE, bool EQ, bool EDGE>
+// padding letter: local's answer is the maximum of every column, unmasked. LANES: the matrix a copy per lane
+// (load_matrix16_lanes; lane: the thread's), else one copy (load_matrix16).
+template <int MODE, bool EQ, bool EDGE, bool LANES>
 __device__ __forceinline__ void fill_double16(const int* S, int K1, const unsigned char* __restrict__ q,
                                               const unsigned char* __restrict__ tg, int m, int n, int i0, int go,
                                               int ge, int* __restrict__ bH, int* __restrict__ bV, const uint2 eqs,
@@ -743,7 +743,7 @@ __device__ __forceinline__ void fill_double16(const int* S, int K1, const unsign
     const int shift = EQ ? 10 : 0, pad = EQ ? EQ_TPAD << 10 : K1 - 1;
     const uint32_t go2 = pack16(go, go), nge2 = pack16(-ge, -ge), neg2 = pack16(NEG16, NEG16);
     uint32_t qL[ROWS], qH[ROWS], g[ROWS], z[ROWS];
-    double_letters<EQ, true>(q, m, i0, K1, qL, qH);
+    double_letters<EQ, LANES>(q, m, i0, K1, qL, qH);
     double_column0<MODE>(i0, go, ge, true, g, z);
     const int lastL = m - 1 - i0;  // row m in the first stripe (0 .. 15) or the second (16 .. 31)
     const bool second = lastL >= ROWS;
@@ -760,9 +760,10 @@ __device__ __forceinline__ void fill_double16(const int* S, int K1, const unsign
         const uint32_t gdiag = gdiag0;
         gdiag0 = gup;
         uint32_t hc, hl = 0, dw[4];
-        const uint32_t rowL = EQ ? pack16(tL, tH) : smem_row16(S, tL, K1, lane);
-        stripe_column16<MODE, EQ, EDGE, false, true>(rowL, EQ ? 0 : smem_row16(S, tH, K1, lane), qL, qH, g, z, gup,
-                                                     vup, gdiag, go2, nge2, eqs, lastr, hc, hl, dw);
+        const uint32_t rowL = EQ ? pack16(tL, tH) : LANES ? smem_row16(S, tL, K1, lane) : smem_row(S, tL, K1);
+        const uint32_t rowH = EQ ? 0 : LANES ? smem_row16(S, tH, K1, lane) : smem_row(S, tH, K1);
+        stripe_column16<MODE, EQ, EDGE, false, LANES>(rowL, rowH, qL, qH, g, z, gup, vup, gdiag, go2, nge2, eqs,
+                                                      lastr, hc, hl, dw);
         if (MODE == LOCAL) {
             hbest = __vmaxs2(hbest, hc);
         } else if (EDGE) {
@@ -780,15 +781,16 @@ __device__ __forceinline__ void fill_double16(const int* S, int K1, const unsign
 }
 
 // dp_fill's pairs in int16 (fill_double16), scores only: out_score, and out_i, out_j as dp_long16's (row
-// m and its column; local 0, 0). EQ as dp_long16's. Dynamic shared memory: (K + 1) * lanes_q2(K + 1) * 32
-// ints (load_matrix16_lanes; not read with EQ).
-template <int MODE, bool EQ>
+// m and its column; local 0, 0). EQ as dp_long16's (no matrix read, no shared memory). Dynamic shared memory:
+// LANES, (K + 1) * lanes_q2(K + 1) * 32 ints (load_matrix16_lanes), else (K + 1)^2 (load_matrix16).
+template <int MODE, bool EQ, bool LANES>
 __global__ void __launch_bounds__(128) dp_fill16(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
                                                 int* __restrict__ boundH, int* __restrict__ boundV,
                                                 uint64_t* __restrict__ dir, int* __restrict__ out_score,
                                                 int* __restrict__ out_i, int* __restrict__ out_j) {
     extern __shared__ int S[];
-    if (!EQ) load_matrix16_lanes(S, matrix, K, go);
+    if (!EQ && LANES) load_matrix16_lanes(S, matrix, K, go);
+    if (!EQ && !LANES) load_matrix16(S, matrix, K, go);
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nthreads) return;
     const int p = order[t];
@@ -805,8 +807,8 @@ __global__ void __launch_bounds__(128) dp_fill16(PAIRS_ARGS, const int* __restri
     Best b = best_start<MODE>(m, go, ge);
     const int edge = (m - 1) / (2 * ROWS) * (2 * ROWS);  // the last double stripe's first row
     for (int i0 = 0; i0 < edge; i0 += 2 * ROWS)
-        fill_double16<MODE, EQ, false>(S, K + 1, q, tg, m, n, i0, go, ge, bH, bV, eqs, hbest, b, lane);
-    fill_double16<MODE, EQ, true>(S, K + 1, q, tg, m, n, edge, go, ge, bH, bV, eqs, hbest, b, lane);
+        fill_double16<MODE, EQ, false, LANES>(S, K + 1, q, tg, m, n, i0, go, ge, bH, bV, eqs, hbest, b, lane);
+    fill_double16<MODE, EQ, true, LANES>(S, K + 1, q, tg, m, n, edge, go, ge, bH, bV, eqs, hbest, b, lane);
     if (MODE == LOCAL) {
         out_score[p] = max(low16(hbest), high16(hbest)), out_i[p] = 0, out_j[p] = 0;
     } else {

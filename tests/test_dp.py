@@ -547,9 +547,9 @@ def fill16_sets(kind: str, seed: int, mode: str) -> list:
     aa = random_pairs(seed + 1, AA, 40 if kind == "gpu" else 15, 200)
     aa = ([a or "W" for a in aa[0]] + ["MKV" * 20], [b or "W" for b in aa[1]] + ["MKV" * 11 + "PP"])
     m = gpu_dp.MODES[mode]
-    return [(dna_cfg(mode), (qs, ts), f"dp_fill16<{m}, true>"),
-            (dna_cfg(mode, n_mismatch=True), (qs, ts), f"dp_fill16<{m}, false>"),
-            (prot_cfg(mode), aa, f"dp_fill16<{m}, false>")]
+    return [(dna_cfg(mode), (qs, ts), f"dp_fill16<{m}, true, false>"),
+            (dna_cfg(mode, n_mismatch=True), (qs, ts), f"dp_fill16<{m}, false, true>"),
+            (prot_cfg(mode), aa, f"dp_fill16<{m}, false, true>")]
 
 
 def matrix_file(path, letters: str, scores) -> str:
@@ -564,7 +564,8 @@ def matrix_file(path, letters: str, scores) -> str:
 def test_gpu_asymmetric_matrices(tmp_path, letters, kind, monkeypatch):
     """A random asymmetric matrix of 4, 27 and 28 letters (rows: the target's letters): gpu-dp's scores equal
     Biopython's score(target, query) and cpu-dp's in every mode, on every kernel (scores only: dp_fill16,
-    which keeps a copy of the matrix a lane, 28 letters taking more shared memory than a block gets unasked;
+    with a copy of the matrix a lane (27 and 28 letters: more shared memory than a block gets unasked) and,
+    semi-global, with one copy (LANE_BLOCKS past any device);
     with CIGARs dp_fill; long pairs dp_long16 and dp_long), and each CIGAR re-scored gives its score. gpu-dp
     read the matrix transposed: a query letter's row."""
     from gpualign.engines import gpu_dp
@@ -577,7 +578,8 @@ def test_gpu_asymmetric_matrices(tmp_path, letters, kind, monkeypatch):
     ts = [mutate(rng, x, abc, 0.2) or "A" for x in qs]
     cpu, gpu = CpuDpEngine(2), gpu_engine(kind)
     try:
-        for mode in MODES:
+        for mode, copies in zip(MODES, (4, 10 ** 9, 4)):  # (an SM with room for LANE_BLOCKS blocks of copies, or not)
+            monkeypatch.setattr(gpu_dp, "LANE_BLOCKS", copies)
             cfg = AlignConfig(metric="affine", penalties=Penalties(mismatch=1, gap_open=7, gap_extend=2),
                               scoring=Scoring(mode=mode, matrix=path), device="cpu")
             want = [biopython_score(q, t, cfg) for q, t in zip(qs, ts)]
@@ -593,6 +595,9 @@ def test_gpu_asymmetric_matrices(tmp_path, letters, kind, monkeypatch):
                 kernels = {n.split("<")[0] for n in names}
                 assert kernels == ({"dp_long16"} | ({"dp_long"} if mode == "local" else set()) if long else
                                    {"dp_fill16", "dp_fill"}), kernels  # (local CIGARs: dp_long)
+                if not long:  # (on the GPU: a copy per lane where the device has room for them)
+                    lanes = copies == 4 and (kind == "emu" or gpu_dp._lane_copies(letters))  # (emu: an H100's room)
+                    assert f"dp_fill16<{gpu_dp.MODES[mode]}, false, {'true' if lanes else 'false'}>" in names
     finally:
         cpu.close()
 

@@ -53,6 +53,7 @@ NEG16 = -32000  # -infinity in int16 lanes (dp.cu's NEG16, passed to it)
 BLOCK = 128
 SHARED_DEFAULT = 48 << 10  # dynamic shared memory a block gets without asking (CUDA's opt-in above it)
 CONCURRENT = 2  # batches aligned at once (GpuDpEngine.concurrent)
+LANE_BLOCKS = 4  # dp_fill16 keeps its matrix a copy per lane where an SM holds this many blocks of them
 LONGEST_FIRST = True  # dp_fill's warps in descending length order (the shortest last, in a launch's last wave)
 
 
@@ -71,11 +72,29 @@ def _kernel(mode: int, trace: bool, team: int, wide: bool, sub: scoring.Substitu
     k = len(sub.letters)
     if not team:
         if not wide:
-            return f"dp_fill16<{mode}, {_flag(equality_scores(sub))}>", BLOCK, (k + 1) * ((k + 2) // 2) * 32
+            if equality_scores(sub):  # (no matrix read)
+                return f"dp_fill16<{mode}, true, false>", BLOCK, 0
+            lanes = _lane_copies(k)
+            return f"dp_fill16<{mode}, false, {_flag(lanes)}>", BLOCK, lane_ints(k) if lanes else (k + 1) * (k + 1)
         return f"dp_fill<{mode}, {_flag(trace)}>", BLOCK, k * k
     if wide:
         return _long_name(mode, trace, team), 32 * team, k * k + team * (4 * COLS + 3)
     return f"dp_long16<{mode}, {_flag(equality_scores(sub))}, {_flag(trace)}>", 32, (k + 1) * (k + 1)
+
+
+def lane_ints(k: int) -> int:
+    """dp_fill16's shared ints for a matrix of k letters a copy per lane (dp.cu's load_matrix16_lanes)."""
+    return (k + 1) * ((k + 2) // 2) * 32
+
+
+def _lane_copies(k: int) -> bool:
+    """Whether dp_fill16 keeps a matrix of k letters a copy per lane on the current device: where an SM's
+    shared memory holds LANE_BLOCKS blocks of them (an H100's or H200's: 4 of BLOSUM62's 48 KB), so that the
+    copies cost no blocks; else one copy, whose lookups wait on the banks' conflicts (docs/benchmarks.md)."""
+    import cupy
+
+    per_sm = cupy.cuda.Device().attributes.get("MaxSharedMemoryPerMultiprocessor", 0)
+    return per_sm >= LANE_BLOCKS * (4 * lane_ints(k) + 1024)  # (1 KB a block the driver keeps)
 
 
 def _trace_name(mode: int, team: int, wide: bool) -> str:
@@ -91,7 +110,8 @@ def _names() -> tuple:
     names += [_long_name(m, t, team) for m in modes for t in (True, False) for team in (1, 2)]
     names += [f"dp_long16<{m}, {_flag(eq)}, {_flag(t)}>" for m in modes for eq in (True, False) for t in (True, False)
               if not t or m != MODES["local"]]
-    names += [f"dp_fill16<{m}, {_flag(eq)}>" for m in modes for eq in (True, False)]
+    names += [f"dp_fill16<{m}, {_flag(eq)}, {_flag(lanes)}>" for m in modes for eq, lanes in
+              ((True, False), (False, False), (False, True))]
     return tuple(names + ["dp_gather", "dp_keys", "dp_warps"])
 
 
@@ -261,6 +281,8 @@ class GpuDpEngine(BatchEngine):
         self._staging = Staging()
         self._tables: dict = {}  # cfg -> its substitution table (a matrix file is read once)
         self._on_device: dict = {}  # (cfg, device) -> its letter table and matrix on that device
+        self._lock = threading.Lock()
+        self._shared_asked: dict = {}  # kernel name -> the dynamic shared memory asked of it (past 48 KB)
 
     def _module(self):
         if self._mod is None:
@@ -419,8 +441,9 @@ class GpuDpEngine(BatchEngine):
         d_bv = cupy.empty_like(d_bh)
         d_dir = cupy.empty(max(1, words), cupy.uint64)
         kernel = self._module().get_function(name)
-        if 4 * shared > SHARED_DEFAULT:  # (dp_fill16's copies of a matrix of 27 letters or more: 49-70 KB)
-            kernel.max_dynamic_shared_size_bytes = 4 * shared
+        with self._lock:  # (dp_fill16's copies of a matrix of 27 or 28 letters: 50-56 KB; raised, never lowered)
+            if 4 * shared > max(SHARED_DEFAULT, self._shared_asked.get(name, 0)):
+                kernel.max_dynamic_shared_size_bytes = self._shared_asked[name] = 4 * shared
         kernel((grid,), (block,), (*args, *scoring_args, d_bh, d_bv, d_dir, *ends), shared_mem=4 * shared)
         return d_dir
 

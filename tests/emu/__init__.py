@@ -115,7 +115,8 @@ def load_module(filename: str, name_expressions: tuple = (), defines: tuple = ()
 class _Device:
     id = 0
     mem_info = (64 << 30, 80 << 30)  # (free, total): what launch sizes are planned from
-    attributes = {"MultiProcessorCount": 2}  # (few: gpu_dp.team_size gives the tests' launches either team size)
+    # (few SMs: gpu_dp.team_size gives the tests' launches either team size; an H100's shared memory an SM)
+    attributes = {"MultiProcessorCount": 2, "MaxSharedMemoryPerMultiprocessor": 233_472}
 
 
 class _Stream:

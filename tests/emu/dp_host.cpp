@@ -55,8 +55,10 @@ extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, v
     RUN(blocks, dp_long16<0, false, false>) RUN(blocks, dp_long16<1, false, false>) RUN(blocks, dp_long16<2, false, false>)
     RUN(blocks, dp_long16<0, true, true>) RUN(blocks, dp_long16<2, true, true>)
     RUN(blocks, dp_long16<0, false, true>) RUN(blocks, dp_long16<2, false, true>)
-    RUN(serial, dp_fill16<0, true>) RUN(serial, dp_fill16<1, true>) RUN(serial, dp_fill16<2, true>)
-    RUN(serial, dp_fill16<0, false>) RUN(serial, dp_fill16<1, false>) RUN(serial, dp_fill16<2, false>)
+    RUN(serial, dp_fill16<0, true, false>) RUN(serial, dp_fill16<1, true, false>) RUN(serial, dp_fill16<2, true, false>)
+    RUN(serial, dp_fill16<0, false, false>) RUN(serial, dp_fill16<1, false, false>)
+    RUN(serial, dp_fill16<2, false, false>) RUN(serial, dp_fill16<0, false, true>)
+    RUN(serial, dp_fill16<1, false, true>) RUN(serial, dp_fill16<2, false, true>)
     RUN(serial, dp_gather) RUN(serial, dp_keys) RUN(serial, dp_warps)
     return 1;  // no such kernel
 }
