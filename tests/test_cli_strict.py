@@ -492,3 +492,16 @@ def test_matrix_and_index_files_are_inputs(fa, tmp_path):
     assert rc == 2 and "is an input file" in one_error_line(err) and matrix.read_text().startswith("   A")
     rc, _, err = run("genome", q, t, "-o", str(tmp_path / "o.paf"), "--summary", t + ".fai", "--device", "cpu", "-q")
     assert rc == 2 and "is an input file" in one_error_line(err)
+
+
+@pytest.mark.parametrize("target,needle", [
+    (b">t1\nAC GT\n", "error: stdin: record 1 (line 2): invalid sequence character ' '"),
+    (b">t1\nACGT\n>t1\nACG\n", "error: stdin: target name 't1' appears twice with different lengths (4 and 3)"),
+])
+def test_errors_name_stdin_not_its_spooled_copy(tmp_path, target, needle):
+    """SAM with the target on stdin reads a copy of it in the scratch directory (faidx.spool): its errors
+    named that copy's path (/tmp/gpualign-idx-.../1--.spool), not stdin (a helper's hunt)."""
+    q = tmp_path / "q.fa"
+    q.write_text(">q1\nACGT\n>q2\nACG\n")
+    p = run_cli("pairs", str(q), "-", "-f", "sam", "--device", "cpu", "-q", "-t", "1", stdin=target)
+    assert p.returncode != 0 and one_error_line(p.stderr.decode()).startswith(needle), p.stderr.decode()

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import interrupt
 from ..errors import InputError
-from .fastx import check_all, gzipped
+from .fastx import check_all, display_name, gzipped, shown_as
 
 SCAN_CHUNK = 1 << 24  # bytes per thread task when looking for line ends (build_fai)
 MAX_LINES = 1 << 24  # files with more lines are left to htslib (build_fai keeps ~32 bytes per line)
@@ -166,7 +166,8 @@ def spool(path: str) -> str:
                 open(out, "wb") as fh:
             shutil.copyfileobj(src, fh, 1 << 20)
     except OSError as e:
-        raise InputError(f"{'stdin' if path == '-' else path}: cannot read ({e.strerror})") from None
+        raise InputError(f"{display_name(path)}: cannot read ({e.strerror})") from None
+    shown_as(out, display_name(path))
     return out
 
 

@@ -29,8 +29,16 @@ from .fastx_strict import (compression_error, not_fastx, open_path, open_stream,
 STDIN = "-"
 
 
+_SHOWN: dict = {}  # a spooled copy's path -> the name messages give its input (faidx.spool)
+
+
 def display_name(path: str) -> str:
-    return "stdin" if path == STDIN else path
+    return "stdin" if path == STDIN else _SHOWN.get(path, path)
+
+
+def shown_as(path: str, name: str) -> None:
+    """Messages about path give it as `name` (a copy of stdin or a pipe in the scratch directory)."""
+    _SHOWN[path] = name
 
 
 def gzipped(path: str) -> bool:
