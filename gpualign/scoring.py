@@ -63,7 +63,7 @@ def _check_layout(path: str) -> None:
     (Biopython reads a short row as scores of 0, ignores rows past the K-th, and stops on others with an
     assertion.)"""
     with open(path, encoding="ascii", errors="replace") as fh:
-        lines = fh.read().splitlines()
+        lines = [line.rstrip("\r\n") for line in fh]  # (lines as Biopython's readlines() cuts them: no \f, \v)
     n = 0
     while n < len(lines) and lines[n].startswith("#"):
         n += 1

@@ -497,6 +497,8 @@ def test_matrix_and_index_files_are_inputs(fa, tmp_path):
 @pytest.mark.parametrize("target,needle", [
     (b">t1\nAC GT\n", "error: stdin: record 1 (line 2): invalid sequence character ' '"),
     (b">t1\nACGT\n>t1\nACG\n", "error: stdin: target name 't1' appears twice with different lengths (4 and 3)"),
+    (b"x\n", "error: stdin: not FASTA or FASTQ (first character 'x'"),  # (fastx.sniff's messages)
+    (b"", "error: stdin: empty file"),
 ])
 def test_errors_name_stdin_not_its_spooled_copy(tmp_path, target, needle):
     """SAM with the target on stdin reads a copy of it in the scratch directory (faidx.spool): its errors

@@ -89,7 +89,7 @@ def lane_ints(k: int) -> int:
 
 def _lane_copies(k: int) -> bool:
     """Whether dp_fill16 keeps a matrix of k letters a copy per lane on the current device: where an SM's
-    shared memory holds LANE_BLOCKS blocks of them (an H100's or H200's: 4 of BLOSUM62's 48 KB), so that the
+    shared memory holds LANE_BLOCKS blocks of them (an H100's or H200's 228 KB: 4 of BLOSUM62's 41.6 KB), so that the
     copies cost no blocks; else one copy, whose lookups wait on the banks' conflicts (docs/benchmarks.md)."""
     import cupy
 

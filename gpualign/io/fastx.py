@@ -57,15 +57,16 @@ def sniff(path: str) -> None:
     pipe) is not read here (its bytes would be gone): it is checked as it is read."""
     if streamed(path):
         return
+    name = display_name(path)  # (a scratch copy of stdin: 'stdin')
     if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory, not a FASTA/FASTQ file")
+        raise InputError(f"{name}: is a directory, not a FASTA/FASTQ file")
     try:
         with open(path, "rb") as fh:
             kind = unsupported_compression(fh.read(8))
         if kind:
-            raise compression_error(path, kind)
+            raise compression_error(name, kind)
         if cut_short(path):
-            raise InputError(f"{path}: bgzip file without its end-of-file block: cut short, or other gzip data "
+            raise InputError(f"{name}: bgzip file without its end-of-file block: cut short, or other gzip data "
                              "after its blocks? (htslib: \"EOF marker is absent\"); copy or compress it again")
         opener = gzip.open if gzipped(path) else open
         with opener(path, "rb") as fh:
@@ -73,18 +74,18 @@ def sniff(path: str) -> None:
             while head and not head.strip():
                 head = fh.read(1 << 16)
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
+        raise InputError(f"{name}: no such file") from None
     except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
+        raise InputError(f"{name}: permission denied") from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise InputError(f"{path}: corrupt or truncated gzip data ({e})") from None
+        raise InputError(f"{name}: corrupt or truncated gzip data ({e})") from None
     except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+        raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
     first = head.lstrip()[:1]
     if not first:
-        raise InputError(f"{path}: empty file (no FASTA/FASTQ records)")
+        raise InputError(f"{name}: empty file (no FASTA/FASTQ records)")
     if first not in (b">", b"@"):
-        raise not_fastx(path, head.lstrip())
+        raise not_fastx(name, head.lstrip())
 
 
 CHUNK = 16384  # records per chunk
