@@ -46,6 +46,8 @@ def _load_matrix(name: str):
         if os.path.isfile(name):
             _check_layout(name)
             return sm.read(name)
+        if os.path.exists(name) and not os.path.isdir(name):  # (a pipe: the matrix is read more than once)
+            raise ConfigError(f"--matrix {name}: not a regular file (the matrix is read more than once: give a file)")
         return sm.load(name)  # (a directory of that name aside: Biopython's own)
     except FileNotFoundError:
         known = ", ".join(sm.load())

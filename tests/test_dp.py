@@ -954,12 +954,17 @@ def test_cli_outputs(tmp_path):
     # a form feed is no line end to Biopython's reader (row C inside row A's line: C scored 0)
     (["AC"], ["--matrix", "FILE:  A C\nA 1 -1\x0cC -1 1\n"], "FILE: line 2: 5 scores after its letter, for 2 letters"),
     (["AC"], ["--matrix", "DIR"], "DIR: a directory, not a matrix file"),
+    # a pipe (<(...)): Biopython read it without the layout check, then the next read found it drained
+    (["AC"], ["--matrix", "FIFO"], "FIFO: not a regular file"),
 ])
 def test_cli_bad_input(tmp_path, seqs, opts, needle):
     q = fasta(tmp_path / "q.fa", seqs)
     if opts[-1].startswith("FILE:"):
         (tmp_path / "m.txt").write_text(opts[-1][5:])
         opts, needle = opts[:-1] + [str(tmp_path / "m.txt")], needle.replace("FILE", str(tmp_path / "m.txt"))
+    elif opts[-1] == "FIFO":
+        os.mkfifo(tmp_path / "m.fifo")
+        opts, needle = opts[:-1] + [str(tmp_path / "m.fifo")], needle.replace("FIFO", str(tmp_path / "m.fifo"))
     elif opts[-1] == "DIR":
         opts, needle = opts[:-1] + [str(tmp_path)], needle.replace("DIR", str(tmp_path))
     rc, out, err = run([q, q, *opts, "-q"])
