@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import interrupt, scoring, trace
-from .records import EXCEEDED, FAILED, AlignBatch, PairBatch
+from .records import EXCEEDED, FAILED, OK, AlignBatch, PairBatch
 
 
 def prefetch(batch: PairBatch, chain, cfg) -> None:
@@ -60,9 +60,21 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
         out = AlignBatch.merge(n, [(np.arange(n) if i is None else i, r) for i, r in parts], not cfg.distance_only)
     if cfg.general and cfg.scoring.unknown is not None:  # (=/X by the characters, not by --unknown's letter)
         out = scoring.restate_matches(batch, out, cfg)
+    if out.t_start is not None and out.t_end is not None:
+        _inside_target(out, batch.t_len)
     for i in np.nonzero(unplaced)[0].tolist():
         out.reason[i] = "no engine accepts this pair"
     for i in np.nonzero(carried)[0].tolist():
         out.status[i] = FAILED
         out.reason[i] = "exceeded the bounds of every engine"
     return out, counts
+
+
+def _inside_target(res: AlignBatch, t_len: np.ndarray) -> None:
+    """An alignment that consumes no target base (all insertion: the target's ends are free) placed after the
+    target's last base would stand at SAM POS LN + 1, past the reference's end: it is placed before that base
+    instead, at the same score (free ends score every placement alike)."""
+    past = (res.t_start == t_len) & (res.t_end == t_len) & (t_len > 0) & (res.status == OK)
+    if past.any():
+        res.t_start = np.where(past, res.t_start - 1, res.t_start)
+        res.t_end = np.where(past, res.t_end - 1, res.t_end)

@@ -1076,3 +1076,26 @@ def test_cli_bam_and_semi_global_paf(tmp_path):
     assert rc == 0, err
     row = out.splitlines()[1].split("\t")
     assert row[2:4] == ["0", "4"] and row[7:9] == ["4", "8"] and "AS:i:8" in row and "cg:Z:4=" in row
+
+
+def test_semi_global_all_insertion_inside_the_target(tmp_path):
+    """A semi-global alignment that consumes no target base (every query base an insertion) stands inside the
+    target: SAM POS at most LN (parasail places it after the last base: POS LN + 1), PAF's target start at
+    most its length - 1, the score the same."""
+    import pysam
+
+    q = fasta(tmp_path / "q.fa", ["AAAA", "AAA"])
+    t = fasta(tmp_path / "t.fa", ["C", "CCCCGGGG"])
+    args = [q, t, "--mode", "semi-global", "--match", "1", "-x", "100", "-O", "6", "-E", "2", "-q"]
+    rc, out, err = run(args + ["-f", "sam"])
+    assert rc == 0, err
+    recs = [line.split("\t") for line in out.splitlines() if not line.startswith("@")]
+    assert [(r[3], r[5], r[-1]) for r in recs] == [("1", "4I", "AS:i:-14"), ("2", "3I", "AS:i:-12")]
+    rc, out, err = run(args + ["-f", "paf"])
+    assert rc == 0, err
+    assert [line.split("\t")[6:9] for line in out.splitlines()] == [["1", "0", "0"], ["8", "1", "1"]]
+    bam = str(tmp_path / "o.bam")
+    rc, _, err = run(args + ["-o", bam])
+    assert rc == 0, err
+    with pysam.AlignmentFile(bam) as fh:
+        assert all(r.reference_start < fh.get_reference_length(r.reference_name) for r in fh)
