@@ -265,6 +265,20 @@ def test_protein_sam_keeps_every_residue(protein, tmp_path):
         assert [r.query_name for r in fh] == [r[0] for r in recs]
 
 
+def test_protein_star_alone_refused_in_sam(tmp_path):
+    """A query that is '*' alone (one stop residue) would be written SEQ '*', which SAM reads as no sequence
+    stored: refused with one line naming it, no file left; TSV keeps it."""
+    (tmp_path / "p1.fa").write_text(">p1\nMVLSPADK\n>stop\n*\n")
+    (tmp_path / "p2.fa").write_text(">t1\nMVLSPADK\n>t2\nMKTAY\n")
+    out = tmp_path / "o" / "prot.sam"
+    out.parent.mkdir()
+    p = _protein(tmp_path, "-o", str(out), "-q")
+    assert p.returncode != 0 and "'stop'" in _error_line(p.stderr) and "SEQ" in _error_line(p.stderr)
+    assert not os.listdir(out.parent)
+    p = _protein(tmp_path, "-f", "tsv", "-q")
+    assert p.returncode == 0 and [ln.split("\t")[0] for ln in p.stdout.decode().splitlines()[1:]] == ["p1", "stop"]
+
+
 @pytest.mark.parametrize("fmt", ["paf", "tsv"])
 def test_protein_text_formats_written(protein, fmt):
     p = _protein(protein, "-f", fmt, "-q")

@@ -214,6 +214,8 @@ class SamFormat:
     def render(self, batch: PairBatch, res: AlignBatch) -> tuple:
         """(the lines: bytes, or a memoryview of them from text_device, how many)."""
         check_qnames(batch)
+        if self.residues:
+            check_star_seq(batch)
         if self.lines is not None and not (self.scored or self.residues):
             done = self.lines.sam(batch, res)
             if done is not None:
@@ -392,6 +394,19 @@ def check_bam_seq(batch: PairBatch) -> None:
     if len(k):
         at = batch.q_off[k[0]] + np.argmax(_NOT_BAM[batch.seq[batch.q_off[k[0]]:]])
         raise bam_refusal(batch.q_names[k[0]], int(batch.seq[at]))
+
+
+def check_star_seq(batch: PairBatch) -> None:
+    """The GpualignError of the first query whose whole sequence is '*' (protein: one stop residue): SAM's SEQ
+    '*' reads as no sequence stored, not as that residue."""
+    if batch.n == 0:
+        return
+    one = np.flatnonzero(batch.q_len == 1)
+    if len(one):
+        star = one[batch.seq[batch.q_off[one]] == ord("*")]
+        if len(star):
+            raise GpualignError(f"query {batch.q_names[star[0]]!r}: its sequence '*' would read as no sequence in "
+                                "SAM (SEQ '*' means none stored): write PAF or TSV")
 
 
 class BamFormat(SamFormat):
