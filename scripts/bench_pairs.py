@@ -4,7 +4,10 @@
 For each (length, error) setting it simulates N pairs (scripts/simulate.py), writes them as FASTA and
 times, on the same data:
   e2e      gpualign pairs A.fa B.fa -o out.paf   (end to end: parse, align, format, write)
-  engine   the engine chain alone on in-memory batches (upload + kernels + CIGARs back on a GPU)
+  engine   the engine chain alone on in-memory batches (upload + kernels; a GPU engine's CIGARs stay on the
+           device, where the command's PAF/SAM lines are made from them)
+  engine_dev, engine_dev_fetch (--engine-device-input) the same on the batches the device reader makes from
+           the files (no upload); _fetch: each batch's CIGARs brought to the host as well
   pywfa    pywfa (WFA2-lib) called directly, all cores, same metric, CIGAR, no I/O
   edlib    edlib, all cores, edit distance + path (edit metric only)
   parasail parasail nw (striped, traceback), all cores, affine metric only, on a sample of the pairs
@@ -88,10 +91,13 @@ def _chunks(qs, ts, n, extra=()):
     return [(*extra, qs[i:i + step], ts[i:i + step]) for i in range(0, len(qs), step)]
 
 
-def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3):
+def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3, files=None, fetch=False):
     """The engine chain on in-memory batches (what `align_pairs` runs), warm: the best of `repeats` passes.
     Batches are queued as stages.stream queues them (their uploads start on this thread; one aligner
-    thread), results are not written."""
+    thread), results are not written. files (A, B): the batches as the command's device reader makes them
+    from those files (io/fastx_device.py: the sequences already on the GPU, no upload), else built from q, t
+    in page-locked memory as the host reader builds them (uploaded by the engine). fetch: each batch's CIGARs
+    brought to the host (as a host writer reads them; a GPU engine leaves them on the device until then)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gpualign.config import AlignConfig
@@ -104,11 +110,25 @@ def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3):
     for e in chain:
         e.start()
     batches = []
-    step = cfg.batch_pairs
-    for i in range(0, len(q), step):
-        b = PairBatch.from_sequences(q[i:i + step], t[i:i + step], alloc=host_allocator(chain))  # as the reader
-        batches.append(b)
+    if files:
+        from gpualign.io.fastx_device import DevicePairReader
+
+        batches = list(DevicePairReader(*files, cfg.batch_bases, cfg.batch_pairs, quals=False))
+        if any(b.device is None for b in batches):
+            sys.exit(f"{files[0]}: the device reader handed some batches to the host reader")
+    else:
+        step = cfg.batch_pairs
+        for i in range(0, len(q), step):
+            b = PairBatch.from_sequences(q[i:i + step], t[i:i + step], alloc=host_allocator(chain))  # as the reader
+            batches.append(b)
     run_chain(batches[0], chain, cfg)  # warm-up: compile, staging buffers and device pool at full size
+
+    def run(b):
+        res, counts = run_chain(b, chain, cfg)
+        if fetch and res.has_cigar:
+            res.cigar  # noqa: B018 - (a deferred copy: brought over now)
+        return res, counts
+
     times = []
     with ThreadPoolExecutor(1) as aligner:
         for _ in range(repeats):  # the best of a few passes over all batches (the first is often slower)
@@ -118,12 +138,13 @@ def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3):
             for b in [*batches, None]:  # as stages.stream: a batch's upload starts as it is queued, on
                 if b is not None:      # this thread, while the aligner thread runs the one before it
                     prefetch(b, chain, cfg)
-                    pending.append(aligner.submit(run_chain, b, chain, cfg))
+                    pending.append(aligner.submit(run, b))
                 while pending and (b is None or len(pending) > 1):
                     for k, v in pending.pop(0).result()[1].items():
                         counts[k] = counts.get(k, 0) + v
             times.append(time.perf_counter() - t0)
-    print(f"# engine passes: {', '.join(f'{x:.3f}' for x in times)} s", file=sys.stderr)
+    print(f"# engine passes{' (device input)' if files else ''}{' (CIGARs fetched)' if fetch else ''}: "
+          f"{', '.join(f'{x:.3f}' for x in times)} s ({len(batches)} batches)", file=sys.stderr)
     dt = min(times)
     for e in chain:
         e.close()
@@ -148,6 +169,10 @@ def main() -> None:
     ap.add_argument("--e2e-batch-bases", type=int, default=None,
                     help="bases per batch of the e2e run (gpualign's --batch-bases; its default 2^25 when not given)")
     ap.add_argument("--engine-repeats", type=int, default=3, help="engine column: the best of this many passes")
+    ap.add_argument("--engine-device-input", action="store_true",
+                    help="also time the engine on the batches the device reader makes from the files (the sequences "
+                         "already on the GPU: no upload), CIGARs left on the device (engine_dev) and fetched to the "
+                         "host (engine_dev_fetch)")
     ap.add_argument("--host-parse-ab", type=int, default=0, metavar="N",
                     help="also time the e2e run with --host-parse (the inputs parsed on the host), N runs of each "
                          "alternated, outputs compared byte for byte; columns e2e_s (best) and e2e_host_s")
@@ -198,6 +223,10 @@ def main() -> None:
                 row["verified"], row["recall"] = int(rows_s.get("verified", 0)), rows_s.get("recall", "-")
             row["engine_s"], row["routes"], row["notice"] = _engine_time(q, t, a.metric, a.device, a.threads,
                                                                          a.distance_only, a.engine_repeats)
+            if a.engine_device_input:
+                for key, fetch in (("engine_dev_s", False), ("engine_dev_fetch_s", True)):
+                    row[key] = _engine_time(q, t, a.metric, a.device, a.threads, a.distance_only, a.engine_repeats,
+                                            (fa, fb), fetch)[0]
             qs = [x.decode() for x in q]
             ts = [x.decode() for x in t]
             if "pywfa" in peers:
@@ -215,7 +244,8 @@ def main() -> None:
                 with open(a.json, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
             print(json.dumps(row), file=sys.stderr)
-    cols = [c for c in ("e2e_s", "e2e_host_s", "engine_s", "pywfa_s", "edlib_s", "parasail_s")
+    cols = [c for c in ("e2e_s", "e2e_host_s", "engine_s", "engine_dev_s", "engine_dev_fetch_s", "pywfa_s", "edlib_s",
+                        "parasail_s")
             if any(c in r for r in rows)]
     print(f"\n{a.metric}{' distance-only' if a.distance_only else ''}, profile {a.profile}, device={a.device}, "
           f"{a.threads} threads, {platform.node()} (parasail: sampled, scaled)")
