@@ -150,13 +150,17 @@ def test_cli_gpu_equals_cpu(root, tmp_path):
         assert r[7] == "ok"
 
 
-@pytest.mark.parametrize("memory", ["pinned", "pageable"])
+@pytest.mark.parametrize("memory", ["pinned", "pageable", "device"])
 @pytest.mark.parametrize("metric", ["edit", "affine"])
 def test_prefetched_batches(cpu, metric, memory):
     """Batches uploaded ahead on the copy stream (as stages.stream does) while the one before aligns,
     one prefetched and never aligned, and --n-mismatch (not prefetched): the same scores as the CPU.
     Pageable batches (as `gpualign paf` makes them) go through the staging buffers, more batches than
-    there are buffers."""
+    there are buffers; batches already on the device (as io/fastx_device.py makes them) send their rows
+    alone."""
+    import cupy
+
+    from gpualign.gpu.staging import raw_size
     from gpualign import pack
     from gpualign.engines import gpu_engines, host_allocator
     from gpualign.records import PairBatch
@@ -164,10 +168,13 @@ def test_prefetched_batches(cpu, metric, memory):
 
     cfg = AlignConfig(metric=metric)
     chain = [*gpu_engines(cfg), cpu]
-    alloc = host_allocator(chain) if memory == "pinned" else np.empty
+    alloc = np.empty if memory == "pageable" else host_allocator(chain)
     pairs = [(pack.fold(q), pack.fold(t)) for q, t in random_pairs(12, 500, seed=11, max_len=600, with_n=True)]
     batches = [PairBatch.from_sequences([q for q, _ in pairs[i:i + 1000]], [t for _, t in pairs[i:i + 1000]], alloc=alloc)
                for i in range(0, len(pairs), 1000)]
+    for b in batches if memory == "device" else []:  # (the reader's layout: the bytes, zeros to raw_size)
+        b.device = cupy.zeros(raw_size(len(b.seq)), cupy.uint8)
+        b.device[:len(b.seq)].set(b.seq)
     for c in (cfg, cfg.with_(n_mismatch=True)):
         prefetch(batches[0], chain, c)
         prefetch(batches[-1], chain, c)  # never aligned in this round: dropped when newer ones come

@@ -98,23 +98,35 @@ class Staging:
         copy_pieces(d_raw[:len(seq)], seq, stream)
         # the zero tail by memset (a cupy fill would load cupy's own kernels, and with them SciPy)
         cupy.cuda.runtime.memsetAsync(d_raw.data.ptr + len(seq), 0, size - len(seq), stream.ptr)
+        d_meta, meta = Staging._rows(batch, stream, ends_free)
+        return d_raw, d_meta, meta
+
+    @staticmethod
+    def _rows(batch: PairBatch, stream, ends_free: bool = False):
+        """(the batch's int32 rows on the device, copying on stream; the host rows)."""
+        import cupy
+
         meta = meta_rows(batch, ends_free)
         d_meta = cupy.empty(meta.shape, dtype=cupy.int32)
         d_meta.set(meta, stream)
-        return d_raw, d_meta, meta
+        return d_meta, meta
 
     def prefetch(self, batch: PairBatch, cfg: AlignConfig) -> None:
-        """Start batch's upload now (batches without --n-mismatch; others are staged by upload itself)."""
+        """Start batch's upload now (batches without --n-mismatch; others are staged by upload itself); a batch
+        parsed on the device (batch.device) has only its rows to send."""
         import cupy
 
-        if cfg.n_mismatch or batch.n == 0 or batch.device is not None:
+        if cfg.n_mismatch or batch.n == 0:
             return
         with self._lock:
             if self._copy is None:
                 self._copy = cupy.cuda.Stream(non_blocking=True)
         try:
             with self._copy:
-                d_raw, d_meta, meta = self._send(batch.seq, batch, self._copy, cfg.ends_free_target)
+                if batch.device is not None:  # parsed on the device: only the rows go over
+                    d_raw, (d_meta, meta) = batch.device, self._rows(batch, self._copy, cfg.ends_free_target)
+                else:
+                    d_raw, d_meta, meta = self._send(batch.seq, batch, self._copy, cfg.ends_free_target)
                 done = self._copy.record()
         except Exception as err:  # noqa: BLE001 - no room now: upload() stages it when its turn comes
             if is_out_of_memory(err):
@@ -139,9 +151,7 @@ class Staging:
             return ahead[1], ahead[2]
         stream = cupy.cuda.get_current_stream()
         if batch.device is not None and not cfg.n_mismatch:  # parsed on the device: only the rows go over
-            meta = meta_rows(batch, cfg.ends_free_target)
-            d_meta = cupy.empty(meta.shape, dtype=cupy.int32)
-            d_meta.set(meta, stream)
+            d_meta, _ = self._rows(batch, stream, cfg.ends_free_target)
             stream.synchronize()
             return batch.device, d_meta
         d_raw, d_meta, meta = self._send(pack.compare_view(batch, cfg.n_mismatch), batch, stream, cfg.ends_free_target)
