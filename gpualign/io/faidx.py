@@ -41,6 +41,11 @@ def plain_gzip(path: str) -> bool:
     return head[:2] == b"\x1f\x8b" and not (len(head) == 14 and head[3] & 4 and head[12:14] == b"BC")
 
 
+class CopyInstead(InputError):
+    """A plain FASTA that htslib would index but whose index cannot be trusted (CR line ends: a record mixing
+    CRLF and LF lines gets an index that misplaces its bases, silently): random_access reads it into a copy."""
+
+
 class IndexedFasta:
     """Names, lengths and slices (bytes, as stored) of an indexed FASTA, or of a FASTQ (and its
     qualities) when plain."""
@@ -49,13 +54,14 @@ class IndexedFasta:
         import pysam
 
         if plain_gzip(path):  # said here: htslib would print `[E::fai_build_core] ...` lines first
-            raise InputError(f"{path}: cannot index for random access (compressed with gzip, not bgzip)")
+            raise InputError(f"{display_name(path)}: cannot index for random access (compressed with gzip, "
+                             "not bgzip)")
         bgzf = gzipped(path)
         fai, gzi = index_paths(path, bgzf)
         try:
             self._fa = pysam.FastaFile(path, filepath_index=fai, filepath_index_compressed=gzi if bgzf else None)
         except (OSError, ValueError) as e:
-            raise InputError(f"{path}: cannot index for random access ({str(e).strip()})") from None
+            raise InputError(f"{display_name(path)}: cannot index for random access ({str(e).strip()})") from None
         self.path, self._fai = path, fai
         self.lengths = dict(zip(self._fa.references, self._fa.lengths))
         self._index = self._map = None
@@ -202,7 +208,7 @@ def index_paths(path: str, bgzf: bool) -> tuple[str, str | None]:
             scratch_put(identity(path), elsewhere)
             return elsewhere
     if err is not None:
-        raise InputError(f"{path}: cannot index for random access ({err})")
+        raise InputError(f"{display_name(path)}: cannot index for random access ({err})")
     return beside
 
 
@@ -224,6 +230,8 @@ def _build(path: str, bgzf: bool, fai: str, gzi: str) -> str | None:
     if not bgzf and build_fai(path, fai):
         return None
     check_all(path)  # htslib's indexer is lax (FASTQ '+' lines, mixed records): the reader's rules first
+    if not bgzf and _holds_cr(path):  # (build_fai takes no CR: its lines' layout is htslib's guess here)
+        raise CopyInstead(f"{display_name(path)}: CR line ends")
     # htslib's own messages (the line it stopped at) end up in the error, not on stderr before it
     with tempfile.TemporaryFile() as said:
         saved = os.dup(2)
@@ -251,6 +259,15 @@ def _build(path: str, bgzf: bool, fai: str, gzi: str) -> str | None:
         return f"{where}: a name must tell its record apart"
     lines = [x.split("] ", 1)[-1] for x in lines if x.startswith("[E::")] or [failed.split("stderr=")[-1].strip()]
     return "; ".join(dict.fromkeys(lines))
+
+
+def _holds_cr(path: str) -> bool:
+    """Whether the file holds a CR byte (read in pieces)."""
+    with open(path, "rb") as fh:
+        while piece := fh.read(SCAN_CHUNK):
+            if b"\r" in piece:
+                return True
+    return False
 
 
 def _read_fai(path: str) -> dict | None:
@@ -298,7 +315,8 @@ def _regular_rows(path: str) -> list | None:
     """.fai rows of a plain FASTA whose records all have consistent line lengths, from a memory map: line
     ends found by threads over the bytes, then every record's layout checked against them at once. None
     for anything else (gzip, FASTQ, empty records, empty or duplicate names, a short line before the last,
-    CRLF, a CR in a header line, over MAX_LINES lines)."""
+    a record mixing CRLF and LF line ends or holding a CR elsewhere, a CR in a header line before its end, over
+    MAX_LINES lines)."""
     try:
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size == 0 or fh.read(1) != b">":
@@ -322,11 +340,15 @@ def _fai_rows(mm: mmap.mmap) -> list | None:
     data = np.frombuffer(mm, dtype=np.uint8)
     size = len(data)
 
-    def line_ends(a: int) -> np.ndarray:  # in [a, a + SCAN_CHUNK)
-        return np.flatnonzero(data[a:a + SCAN_CHUNK] == ord("\n")) + a
+    def line_ends(a: int) -> tuple:  # LFs and CRs in [a, a + SCAN_CHUNK) (memchr first: CRs are rare)
+        piece = data[a:a + SCAN_CHUNK]
+        crs = np.flatnonzero(piece == 13) + a if mm.find(b"\r", a, a + SCAN_CHUNK) >= 0 else np.zeros(0, np.int64)
+        return np.flatnonzero(piece == ord("\n")) + a, crs
 
     with ThreadPoolExecutor(min(16, os.cpu_count() or 1)) as pool:
-        nl = np.concatenate(list(pool.map(line_ends, range(0, size, SCAN_CHUNK))))
+        found = list(pool.map(line_ends, range(0, size, SCAN_CHUNK)))
+    nl = np.concatenate([f[0] for f in found] or [np.zeros(0, np.int64)])
+    cr = np.concatenate([f[1] for f in found] or [np.zeros(0, np.int64)])
     after = nl[nl + 1 < size] + 1
     hd = np.concatenate([[0], after[data[after] == ord(">")]])  # headers: '>' starting a line (the file's first)
     if len(nl) > MAX_LINES or len(hd) == 0 or hd[0] != 0:
@@ -340,8 +362,14 @@ def _fai_rows(mm: mmap.mmap) -> list | None:
         return None  # a record without sequence
     cnt = np.searchsorted(nl, end) - k - 1  # line ends in the sequence
     width = np.where(cnt > 0, nl[np.minimum(k + 1, len(nl) - 1)] + 1, end + 1) - a  # first line, with its end
-    if (width < 2).any() or (data[a + width - 2] == 13).any():
-        return None  # an empty first line, or CRLF
+    if (width < 2).any():
+        return None  # an empty first line
+    eol = np.where(data[a + width - 2] == 13, 2, 1)  # a record's lines end in CRLF (its first line's) or LF
+    if (eol[cnt == 0] == 2).any() or ((eol == 2) & (width < 3)).any():
+        return None  # (a CR ending a record with no line end after it; a first line of CRLF alone)
+    # every CR of a record's sequence ends one of its lines: as many as its line ends (CRLF) or none (LF)
+    if (np.searchsorted(cr, end) - np.searchsorted(cr, a) != np.where(eol == 2, cnt, 0)).any():
+        return None
     span = end - a
     full, rest = np.divmod(span, width)
     if (cnt != full + ((rest > 0) & (data[end - 1] == ord("\n")))).any():
@@ -352,9 +380,13 @@ def _fai_rows(mm: mmap.mmap) -> list | None:
     j = seq_nl - a[rec] + 1
     if not ((j % width[rec] == 0) & (j // width[rec] <= full[rec]) | (seq_nl == end[rec] - 1)).all():
         return None
+    if len(cr) and not (data[seq_nl[eol[rec] == 2] - 1] == 13).all():
+        return None  # a CRLF record's line end without its CR (the CRs then stand elsewhere in it)
     rows, seen = [], set()
-    for h, s0, ln, w in zip(hd.tolist(), a.tolist(), (span - cnt).tolist(), width.tolist()):
+    for h, s0, ln, w, e in zip(hd.tolist(), a.tolist(), (span - cnt * eol).tolist(), width.tolist(), eol.tolist()):
         header = mm[h + 1:s0 - 1]
+        if header.endswith(b"\r"):
+            header = header[:-1]  # (a CRLF header line)
         if b"\r" in header:
             return None  # (the readers' rules refuse a CR there: check_all names it)
         try:
@@ -364,5 +396,5 @@ def _fai_rows(mm: mmap.mmap) -> list | None:
         if not name or name in seen:
             return None
         seen.add(name)
-        rows.append((name, ln, s0, w - 1, w))
+        rows.append((name, ln, s0, w - e, w))
     return rows
