@@ -80,6 +80,9 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
 
 def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mode, pad, cs, skip_bad, say, progress,
              readers, cluster, t0) -> Summary:
+    # a pipe (a shell's <(...)) spooled to a file here, once: the reader processes forked below open the inputs
+    # by name, and the pipe's bytes are gone (and its descriptor may be) by then (stdin: its copy, made below)
+    query_path, target_path = (spool(p) if p != fastx.STDIN and streamed(p) else p for p in (query_path, target_path))
     targets = P.Targets(target_path)
     if fmt in ("sam", "bam"):  # (before anything is read or written)
         check_rnames(Names.of(list(targets.lengths)), fastx.display_name(target_path), "PAF")

@@ -396,3 +396,105 @@ def test_formatting_job_leaves_out_what_lines_do_not_need(sim):
         rendered = [lines.render(b, r) for b, r in runs]
         assert b"".join(x for x, _ in rendered) == data and sum(k for _, k in rendered) == n
     assert len(RealignedPafLines(cs=True).split(batch, rich, 2)) == 1
+
+
+def test_unmapped_reverse_candidate_keeps_the_read(tmp_path):
+    """An unmapped record (here an empty alignment) of a '-' candidate: SEQ and QUAL as the read was given
+    (FLAG 4 has no 16 to say reversed); they were written reverse-complemented, so `samtools fastq` got a read
+    that is not in the input."""
+    (tmp_path / "t.fa").write_text(">chr1\nACGTACGTACGTACGTACGT\n")
+    (tmp_path / "q.fq").write_text("@r1\nAACCG\n+\nABCDE\n")
+    (tmp_path / "c.paf").write_text("r1\t5\t2\t2\t-\tchr1\t20\t4\t8\t0\t0\t60\n")
+    files = [str(tmp_path / n) for n in ("c.paf", "q.fq", "t.fa")]
+    for fmt in ("sam", "bam"):
+        rc, _, err = run([*files, "-o", str(tmp_path / f"o.{fmt}"), "--device", "cpu", "-t", "1"])
+        assert rc == 0, err
+        with pysam.AlignmentFile(str(tmp_path / f"o.{fmt}")) as fh:
+            (r,) = list(fh)
+        assert r.is_unmapped and not r.is_reverse
+        assert r.query_sequence == "AACCG" and pysam.qualities_to_qualitystring(r.query_qualities) == "ABCDE"
+
+
+def test_insertions_at_the_target_end_stay_on_the_reference(tmp_path):
+    """A global box that is empty at the target's end (the read an insertion after its last base): SAM POS LN,
+    not LN + 1 past the reference; PAF keeps the box."""
+    (tmp_path / "t.fa").write_text(">chr1\nACGTACGTAC\n")
+    (tmp_path / "q.fa").write_text(">r1\nGGGG\n")
+    (tmp_path / "c.paf").write_text("r1\t4\t0\t4\t+\tchr1\t10\t10\t10\t0\t0\t60\n")
+    files = [str(tmp_path / n) for n in ("c.paf", "q.fa", "t.fa")]
+    rc, out, err = run([*files, "--device", "cpu", "-t", "1", "--mode", "global", "-f", "sam"])
+    rec = [x for x in out.splitlines() if not x.startswith("@")][0].split("\t")
+    assert rc == 0 and rec[3:6] == ["10", "60", "4I"], out
+    rc, out, err = run([*files, "--device", "cpu", "-t", "1", "--mode", "global"])
+    assert rc == 0 and out.split("\t")[6:9] == ["10", "10", "10"], out
+
+
+def test_tags_of_the_old_alignment_dropped(tmp_path):
+    """minimap2 -c --MD's MD:Z and nn:i describe the candidate's own alignment: dropped with cg/cs/NM/AS (an
+    MD:Z:5 beside cg:Z:1=2I2= was written), other tags kept."""
+    (tmp_path / "t.fa").write_text(">chr1\nACGTACGTACGTACGTACGT\n")
+    (tmp_path / "q.fa").write_text(">r1\nACGTTTACGT\n")
+    (tmp_path / "c.paf").write_text("r1\t10\t0\t10\t+\tchr1\t20\t0\t8\t8\t10\t60\ttp:A:P\tnn:i:0\tMD:Z:8\t"
+                                    "zz:Z:kept\n")
+    rc, out, err = run([str(tmp_path / n) for n in ("c.paf", "q.fa", "t.fa")] + ["--device", "cpu", "-t", "1"])
+    tags = out.rstrip("\n").split("\t")[12:]
+    assert rc == 0 and "zz:Z:kept" in tags and "tp:A:P" in tags, out
+    assert not [t for t in tags if t[:2] in ("MD", "nn")], out
+
+
+def test_cost_past_32_bits_fails_cleanly(tmp_path):
+    """A pair whose least cost passes 2^31 - 1 (no base against 214,748 at -O/-E 10,000, global): WFA2-lib's
+    int score came back INT_MIN and the run ended in a traceback (OverflowError). Now the pair fails with its
+    reason (SAM: unmapped, zr:Z), exit 0, as a failed pair does."""
+    seq = "ACGT" * 54000
+    (tmp_path / "t.fa").write_text(">chr1\n" + "\n".join(seq[i:i + 60] for i in range(0, len(seq), 60)) + "\n")
+    (tmp_path / "q.fa").write_text(">r1\nA\n")
+    (tmp_path / "c.paf").write_text("r1\t1\t0\t0\t+\tchr1\t216000\t0\t214748\t0\t0\t60\n")  # (no query base)
+    rc, out, err = run([str(tmp_path / n) for n in ("c.paf", "q.fa", "t.fa")]
+                       + ["--device", "cpu", "-t", "1", "--mode", "global", "-O", "10000", "-E", "10000", "-f", "sam",
+                          "-q"])
+    rec = [x for x in out.splitlines() if not x.startswith("@")][0].split("\t")
+    assert rc == 0 and "Traceback" not in err and rec[1] == "4" and "32-bit" in rec[-1], (out, err)
+
+
+@pytest.mark.parametrize("pipe", ["query", "target"])
+def test_pipes_with_reader_processes(tmp_path, pipe):
+    """A query or target given as a pipe (a shell's <(...)) with a PAF big enough for reader processes (256 KiB):
+    the processes opened the pipe again by name and found it drained (a traceback, BrokenProcessPool). Now it
+    is spooled once, before they start: the same output as from the files."""
+    import subprocess
+
+    from cli_helper import cli_command, cli_env
+
+    rng = np.random.default_rng(3)
+    t = "".join(rng.choice(list("ACGT"), 1000))
+    (tmp_path / "t.fa").write_text(f">chr1\n{t}\n")
+    (tmp_path / "q.fa").write_text(f">r1\n{t[100:200]}\n")
+    (tmp_path / "c.paf").write_text(f"r1\t100\t0\t100\t+\tchr1\t1000\t100\t200\t100\t100\t60\tzz:Z:{'x' * 60}\n" * 2500)
+    files = {n: str(tmp_path / f"{n[0]}.fa") for n in ("query", "target")}
+    want = run([str(tmp_path / "c.paf"), files["query"], files["target"], "--device", "cpu", "-t", "2"])
+    files[pipe] = f"<(cat {files[pipe]})"
+    cmd = " ".join(cli_command("paf", tmp_path / "c.paf", "QUERY", "TARGET", "--device", "cpu", "-t", "2"))
+    p = subprocess.run(["bash", "-c", cmd.replace("QUERY", files["query"]).replace("TARGET", files["target"])],
+                       capture_output=True, env=cli_env(), timeout=300)
+    assert p.returncode == 0 and "Traceback" not in p.stderr.decode(), p.stderr.decode()
+    assert want[0] == 0 and p.stdout.decode() == want[1] and len(want[1].splitlines()) == 2500
+
+
+def test_target_with_mixed_line_ends(tmp_path):
+    """A target record whose lines end in CRLF and LF both (61 bytes each: 59 bases + CRLF, 60 + LF): htslib
+    indexed it, and a window inside one line of its model came back shifted (NM:i:14 for an exact copy, exit 0).
+    Now such a file is read through a checked copy: the window's own bases; a whole CRLF file too."""
+    rng = np.random.default_rng(5)
+    t = "".join(rng.choice(list("ACGT"), 1259))
+    lines = [t[:59] + "\r\n"] + [t[59 + 60 * i:119 + 60 * i] + "\n" for i in range(20)]
+    (tmp_path / "t.fa").write_bytes((">chr1\n" + "".join(lines)).encode())
+    (tmp_path / "crlf.fa").write_bytes((">chr1\r\n" + "".join(t[i:i + 60] + "\r\n" for i in range(0, 1259, 60)))
+                                       .encode())
+    for a, b in ((480, 500), (0, 70), (1200, 1259)):
+        (tmp_path / "q.fa").write_text(f">r1\n{t[a:b]}\n")
+        (tmp_path / "c.paf").write_text(f"r1\t{b - a}\t0\t{b - a}\t+\tchr1\t1259\t{a}\t{b}\t0\t0\t60\n")
+        for target in ("t.fa", "crlf.fa"):
+            rc, out, err = run([str(tmp_path / n) for n in ("c.paf", "q.fa", target)]
+                               + ["--device", "cpu", "-t", "1", "--mode", "global", "-q"])
+            assert rc == 0 and f"cg:Z:{b - a}=" in out and "NM:i:0" in out, (target, a, out, err)

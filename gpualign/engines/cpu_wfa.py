@@ -24,6 +24,7 @@ WFA_SAFE = bytes.maketrans(b"!?", b"\x03\x04")
 # pywfa cigartuple codes (WFA orientation) -> BAM op codes (SAM orientation)
 OPMAP = {0: 7, 8: 8, 1: 2, 2: 1}
 LONG_PAIR = 10_000  # above this length use WFA2-lib's medium memory mode
+INT32_MAX = (1 << 31) - 1
 
 _aligners: dict = {}
 
@@ -62,6 +63,10 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off
         if al.status != 0:
             status[i] = FAILED
             reason[i] = f"WFA2-lib status {al.status}"
+            continue
+        if s > 0 or s <= -INT32_MAX:  # (WFA2-lib's int scores: a cost past them comes back as INT_MIN)
+            status[i] = FAILED
+            reason[i] = f"its cost passes {INT32_MAX:,} (32-bit scores)"
             continue
         score[i] = abs(s)
         if want_cigar:

@@ -17,7 +17,8 @@ from . import fastx
 from .random_access import open_indexed
 
 _COMP = bytes.maketrans(b"ACGTUNRYKMSWBDHVacgtunrykmswbdhv", b"TGCAANYRMKSWVHDBtgcaanyrmkswvhdb")
-STALE_TAGS = ("cm", "s1", "s2", "dv", "ms", "NM", "AS", "de", "cg", "cs", "rl", "zd")
+# the candidate's tags that describe its own alignment (or minimap2's chaining of it): dropped from the output
+STALE_TAGS = ("cm", "s1", "s2", "dv", "ms", "nn", "MD", "NM", "AS", "de", "cg", "cs", "rl", "zd")
 
 
 def revcomp(seq: bytes) -> bytes:

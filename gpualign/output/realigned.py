@@ -148,11 +148,12 @@ def sam_records(batch, res, meta) -> list[str]:
     for i, cand in enumerate(meta["cands"]):
         seq, qual = meta["full_query"][i], meta["full_qual"][i]
         rev = cand.strand == "-"
-        if rev:
+        mapped = c.ok[i] and c.cigar[i]  # (an empty alignment, of an empty query range: no SAM CIGAR)
+        if rev and mapped:  # (an unmapped record keeps the read as given: FLAG 16 says reversed)
             seq, qual = revcomp(seq), (qual[::-1] if qual else qual)
         s = seq.translate(SEQ_TABLE).decode() or "*"
         q = qual or "*"
-        if not c.ok[i] or not c.cigar[i]:  # (an empty alignment, of an empty query range: no SAM CIGAR)
+        if not mapped:
             why = res.reason.get(i, "failed") if not c.ok[i] else "empty_alignment"
             out.append(f"{cand.qname}\t{4 | secondary[i]}\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\t"
                        f"zr:Z:{clean_reason(why)}\n")
@@ -160,7 +161,9 @@ def sam_records(batch, res, meta) -> list[str]:
         left, right = (cand.qlen - cand.qe, cand.qs) if rev else (cand.qs, cand.qlen - cand.qe)
         cig = (f"{left}S" if left else "") + c.cigar[i] + (f"{right}S" if right else "")
         flag = (16 if rev else 0) | secondary[i]
-        out.append(f"{cand.qname}\t{flag}\t{cand.tname}\t{int(ts[i]) + 1}\t{cand.mapq}\t{cig}\t*\t0\t0\t"
+        # (insertions alone after the target's last base: at POS LN, not past the reference's end)
+        pos = max(1, min(int(ts[i]) + 1, cand.tlen))
+        out.append(f"{cand.qname}\t{flag}\t{cand.tname}\t{pos}\t{cand.mapq}\t{cig}\t*\t0\t0\t"
                    f"{s}\t{q}\tNM:i:{c.nm[i]}\tAS:i:{-c.score[i]}\n")
     return out
 
