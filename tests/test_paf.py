@@ -186,6 +186,16 @@ def test_mapping_quality_and_numbers_paf_cannot_hold(tmp_path, col12, why):
     assert rc == 0 and "\t\t" not in out, out  # (a trailing tab's empty column is not copied)
 
 
+def _sam_and_bam(files, tmp_path):
+    """The one record of the run's SAM output, then of its BAM output (CPU, one process)."""
+    for fmt in ("sam", "bam"):
+        rc, _, err = run([*files, "-o", str(tmp_path / f"o.{fmt}"), "--device", "cpu", "-t", "1"])
+        assert rc == 0, err
+        with pysam.AlignmentFile(str(tmp_path / f"o.{fmt}")) as fh:
+            (r,) = list(fh)
+        yield r
+
+
 def test_empty_query_range_written_unmapped(tmp_path):
     """A candidate whose query range is empty (qs = qe) aligns, ends free, to nothing: SAM had CIGAR '4S4S' (two
     S in a row, no base aligned) at POS 20 of a 19-base target, exit 0. Now an unmapped record saying why (zr:Z),
@@ -196,11 +206,7 @@ def test_empty_query_range_written_unmapped(tmp_path):
     (tmp_path / "t.fa").write_text(">t1\nACGTACGTACGTTTGACCA\n")
     (tmp_path / "c.paf").write_text("q1\t8\t4\t4\t+\tt1\t19\t11\t19\t0\t0\t60\n")
     files = [str(tmp_path / n) for n in ("c.paf", "q.fq", "t.fa")]
-    for fmt in ("sam", "bam"):
-        rc, _, err = run([*files, "-o", str(tmp_path / f"o.{fmt}"), "--device", "cpu", "-t", "1"])
-        assert rc == 0, err
-        with pysam.AlignmentFile(str(tmp_path / f"o.{fmt}")) as fh:
-            (r,) = list(fh)
+    for r in _sam_and_bam(files, tmp_path):
         assert r.is_unmapped and r.cigartuples is None and "empty" in r.get_tag("zr")
         assert r.query_sequence == "GGTCAAAC"
     rc, out, err = run([*files, "--device", "cpu", "-t", "1"])
@@ -405,12 +411,7 @@ def test_unmapped_reverse_candidate_keeps_the_read(tmp_path):
     (tmp_path / "t.fa").write_text(">chr1\nACGTACGTACGTACGTACGT\n")
     (tmp_path / "q.fq").write_text("@r1\nAACCG\n+\nABCDE\n")
     (tmp_path / "c.paf").write_text("r1\t5\t2\t2\t-\tchr1\t20\t4\t8\t0\t0\t60\n")
-    files = [str(tmp_path / n) for n in ("c.paf", "q.fq", "t.fa")]
-    for fmt in ("sam", "bam"):
-        rc, _, err = run([*files, "-o", str(tmp_path / f"o.{fmt}"), "--device", "cpu", "-t", "1"])
-        assert rc == 0, err
-        with pysam.AlignmentFile(str(tmp_path / f"o.{fmt}")) as fh:
-            (r,) = list(fh)
+    for r in _sam_and_bam([str(tmp_path / n) for n in ("c.paf", "q.fq", "t.fa")], tmp_path):
         assert r.is_unmapped and not r.is_reverse
         assert r.query_sequence == "AACCG" and pysam.qualities_to_qualitystring(r.query_qualities) == "ABCDE"
 
