@@ -64,9 +64,9 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off
             status[i] = FAILED
             reason[i] = f"WFA2-lib status {al.status}"
             continue
-        if s > 0 or s <= -INT32_MAX:  # (WFA2-lib's int scores: a cost past them comes back as INT_MIN)
+        if abs(s) >= INT32_MAX:  # (WFA2-lib's int scores: a cost past them comes back as INT_MIN)
             status[i] = FAILED
-            reason[i] = f"its cost passes {INT32_MAX:,} (32-bit scores)"
+            reason[i] = f"its cost reaches {INT32_MAX:,} (32-bit scores)"
             continue
         score[i] = abs(s)
         if want_cigar:
