@@ -8,6 +8,7 @@ and genome_path.py for the alignment; CPU engines/cpu_long.py). Here: the record
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import time
@@ -128,7 +129,9 @@ def _named(names: list | None, name: str) -> tuple | None:
     return None if names is None else ([name], [names.index(name) + 1])
 
 
-def _pairs(path_a, path_b, qname, tname):
+def _pairs(path_a, path_b, qname, tname, quals=None):
+    """(query name, target name, query codes, target codes) per record pair, in order; quals (a deque): each
+    query's FASTQ quality (None for FASTA) appended as its pair is read, for SAM/BAM's QUAL."""
     ra, rb = _pick(path_a, qname), _pick(path_b, tname)
     pairs = 0
     while True:
@@ -140,6 +143,8 @@ def _pairs(path_a, path_b, qname, tname):
         pairs += 1
         qa = np.frombuffer(fastx.encode([a[1]]), dtype=np.uint8)
         tb = np.frombuffer(fastx.encode([b[1]]), dtype=np.uint8)
+        if quals is not None:
+            quals.append(a[2])
         yield a[0], b[0], qa, tb
 
 
@@ -176,12 +181,13 @@ def _path_writer(fmt: str, output: Output, targets: dict, command_line: str):
     return cls(output.target, targets=targets, command_line=command_line, metric="edit")
 
 
-def _path_records(records):
-    """The batch and result the writers take for records [(qn, tn, q, t, distance, ops, engine name)] (q, t:
-    the folded input, before the rule)."""
-    qn, tn, q, t, d, ops, engine = zip(*records)
-    batch = PairBatch.from_sequences([x.tobytes() for x in q], [x.tobytes() for x in t], q_names=list(qn),
-                                     t_names=list(tn))
+def _path_records(records, first: int = 0):
+    """The batch and result the writers take for records [(qn, tn, q, t, distance, ops, engine name, query's
+    quality or None)] (q, t: the folded input, before the rule); first: the first record pair's index in the
+    run (0-based: messages number the pairs)."""
+    qn, tn, q, t, d, ops, engine, quals = zip(*records)
+    batch = PairBatch.from_sequences([x.tobytes() for x in q], [x.tobytes() for x in t], index_start=first,
+                                     q_names=list(qn), t_names=list(tn), q_quals=list(quals))
     ln = np.array([len(x) for x in ops], np.int64)
     res = AlignBatch(np.array(d, np.int32), np.full(len(d), OK, np.uint8),
                      np.array([ENGINE_CODE[e] for e in engine], np.uint8),
@@ -198,16 +204,21 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     the first pair. cluster: a cluster.ClusterSpec (record pairs on Dask workers, one per worker at a
     time, or on this host's devices: --gpus) or None; extra: a list given the devices' or workers' summary
     rows. On the CPU, up to cfg.n_threads pairs at once."""
-    from .output.formats import infer_format
+    from .output.formats import infer_format, named_format
 
     cfg.validate()
     if cfg.metric != "edit":
         raise ConfigError("gpualign genome supports --metric edit only")
+    if path_a == fastx.STDIN and path_b == fastx.STDIN:
+        raise ConfigError("only one of the two inputs can be '-' (stdin)")
     with_path = not cfg.distance_only
     if with_path:
         fmt = infer_format(fmt, out, False)
     elif fmt not in (None, "tsv"):
         raise ConfigError("gpualign genome --distance-only writes TSV only")
+    elif named_format(out) not in (None, "tsv"):  # (TSV in a file named .bam: not what its name promises)
+        raise ConfigError(f"{out}: gpualign genome --distance-only writes TSV only: name the output .tsv (or give "
+                          "no -o: stdout)")
     qname, tname, count, queries = select_records(path_a, path_b, qname, tname)
     targets = _sam_targets(fmt if with_path else None, path_b, tname)
     if with_path and fmt in ("sam", "bam") and queries is not None:  # (before hours of aligning; else the writer's)
@@ -246,23 +257,25 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             if on_notice:
                 on_notice(started)
         pending = []  # records of pairs aligned in a batch not written yet: written together (~1 ms each alone)
+        quals = collections.deque()  # (the queries' qualities as _pairs reads them, taken in the same order)
 
         def write() -> None:
             nonlocal writer
             if with_path:
                 writer = writer or _path_writer(fmt, output, targets, command_line)
-                writer.write(*_path_records(pending))
+                writer.write(*_path_records(pending, len(results) - len(pending)))
             else:
                 output.target.write("".join(pending).encode())
                 output.target.flush()
             pending.clear()
 
         for qn, tn, q0, t0, (d, ops, cells, engine, code, seconds) in _computed(
-                _pairs(path_a, path_b, qname, tname), cfg, gpu, prune, cpu_method, progress, on_notice, remote,
-                count):
+                _pairs(path_a, path_b, qname, tname, quals), cfg, gpu, prune, cpu_method, progress, on_notice,
+                remote, count):
             res = GenomeResult(qn, tn, len(q0), len(t0), d, seconds, cells, engine)
+            qual = quals.popleft()
             if with_path:
-                pending.append((qn, tn, q0, t0, d, ops, code))
+                pending.append((qn, tn, q0, t0, d, ops, code, qual if fmt in ("sam", "bam") else None))
                 if on_notice:
                     on_notice(f"{qn} vs {tn}: distance {d:,}, {len(ops):,} CIGAR operations, {res.seconds:.3f} s "
                               f"({engine})")

@@ -52,6 +52,12 @@ SAM_RNAME_NOT_FIRST = "*="  # what SAM's reference names (@SQ SN, RNAME) cannot 
 # output/sam.check_rnames and search's text reader refuse such a target name for SAM/BAM
 
 
+def rname_reason(first: str) -> str:
+    """Why a SAM reference name cannot start with first (one of SAM_RNAME_NOT_FIRST), in brackets."""
+    return ("('*' reads as no reference: its records would read as unmapped)" if first == "*" else
+            "('=' is RNEXT's mark for the same reference as RNAME)")
+
+
 def sam_printable(name: str) -> bool:
     """Whether every character of a name is printable ASCII other than the space ('!' to '~'), as SAM's QNAME,
     RNAME and @SQ SN must be (a control character or a non-ASCII one: htslib reads them, samtools drops some)."""

@@ -219,3 +219,42 @@ def test_pairs_in_flight_bounded_by_bytes(monkeypatch):
     most.clear()
     list(genome._in_flight(iter(pairs), AlignConfig(), 4, submit))
     assert max(most) == 4
+
+
+@pytest.mark.parametrize("name", ["out.bam", "out.sam", "out.paf", "out.paf.gz"])
+def test_distance_only_refuses_an_alignment_format_name(files, name):
+    """--distance-only writes TSV: -o out.bam wrote TSV under that name, exit 0 (pysam then refused the
+    file). Refused like -f bam, before anything is written; .tsv, .txt and other names take the TSV."""
+    out = files["dir"] / name
+    p = run_cli("genome", files["a"], files["b"], *CPU, "-o", out)
+    assert p.returncode == 2 and "TSV only" in p.stderr.decode() and not out.exists(), p.stderr.decode()
+    for other in ("d.tsv", "d.txt", "d.dist"):
+        p = run_cli("genome", files["a"], files["b"], *CPU, "-q", "-o", files["dir"] / other)
+        assert p.returncode == 0 and rows((files["dir"] / other).read_text())[0][:2] == ["x", "y"]
+
+
+def test_sam_bam_keep_fastq_qualities(tmp_path):
+    """genome's SAM/BAM records carry the FASTQ query's QUAL (they had '*', where pairs keeps it)."""
+    import pysam
+
+    (tmp_path / "q.fq").write_text("@r1\nACGTAC\n+\n#5?IIE\n@r2\nGGA\n+\nABC\n")
+    (tmp_path / "t.fa").write_text(">t1\nACGTAA\n>t2\nGGTA\n")
+    for fmt in ("sam", "bam"):
+        out = tmp_path / f"o.{fmt}"
+        p = run_cli("genome", tmp_path / "q.fq", tmp_path / "t.fa", "--device", "cpu", "-t", "1", "-q", "-o", out)
+        assert p.returncode == 0, p.stderr.decode()
+        with pysam.AlignmentFile(str(out)) as fh:
+            got = [(r.query_sequence, pysam.qualities_to_qualitystring(r.query_qualities)) for r in fh]
+        assert got == [("ACGTAC", "#5?IIE"), ("GGA", "ABC")]
+
+
+def test_stdin_messages(tmp_path):
+    """A query name SAM cannot hold, read from stdin (found as its record is written): numbered by its pair in
+    the run (it said pair 1, its place in its write batch); both inputs '-': pairs' one-line refusal (it said
+    the second found stdin empty)."""
+    (tmp_path / "t.fa").write_text(">x\nACGT\n>y\nACGT\n>z\nACGT\n")
+    p = run_cli("genome", "-", tmp_path / "t.fa", "--device", "cpu", "-o", tmp_path / "o.sam",
+                stdin=b">a\nACGT\n>b\nACGT\n>@c\nACGT\n")
+    assert p.returncode == 1 and "'@c' (pair 3)" in p.stderr.decode() and not (tmp_path / "o.sam").exists()
+    p = run_cli("genome", "-", "-", "--device", "cpu", stdin=b">a\nACGT\n>b\nACGA\n")
+    assert p.returncode == 2 and "only one of the two inputs can be '-'" in p.stderr.decode(), p.stderr.decode()

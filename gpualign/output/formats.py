@@ -15,3 +15,11 @@ def infer_format(fmt: str | None, out: str, distance_only: bool) -> str:
     if fmt == "paf" and distance_only:
         raise ConfigError("PAF needs CIGAR-derived columns: use --format tsv or sam with --distance-only")
     return fmt
+
+
+def named_format(out: str) -> str | None:
+    """The format out's name says (its extension), or None: a stream, or a name no format's extension ends."""
+    try:
+        return format_from_name(None, out, FORMATS, _EXT, None)
+    except ConfigError:
+        return None

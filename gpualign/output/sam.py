@@ -17,7 +17,7 @@ from .. import __version__, interrupt, trace
 from ..errors import GpualignError
 from ..io.targets import TargetLengths
 from ..records import (OK, SAM_RNAME_NOT_FIRST, AlignBatch, Names, PairBatch, concatenated, odd_character,
-                       unprintable_bytes)
+                       rname_reason, unprintable_bytes)
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
 
@@ -141,8 +141,8 @@ def check_rnames(names: Names, source: str = "", instead: str = "PAF or TSV") ->
         k = int(np.argmax(bad | odd))
         name = names[k]
         where = f"{source}: " if source else ""
-        why = (f"starts with {name[0]!r}, which SAM's reference names (@SQ SN, RNAME) cannot ('*' reads as no "
-               "reference: its records would read as unmapped)") if bad[k] else \
+        why = f"starts with {name[0]!r}, which SAM's reference names (@SQ SN, RNAME) cannot {rname_reason(name[0])}" \
+            if bad[k] else \
             f"holds {odd_character(name)!r}, which SAM's reference names (@SQ SN, RNAME) cannot (printable ASCII only)"
         raise GpualignError(f"{where}target {_shown(name)!r}: its name {why}: rename it, or write {instead}")
 

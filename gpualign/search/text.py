@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import InputError
 from ..io import fastx
 from ..io.fastx_strict import CR_IN_HEADER
-from ..records import SAM_RNAME_NOT_FIRST, odd_character, sam_printable
+from ..records import SAM_RNAME_NOT_FIRST, odd_character, rname_reason, sam_printable
 from . import alphabet as A
 from . import text_ranges as TR
 from . import text_scan
@@ -233,7 +233,7 @@ class _Checker:
         if self.seen is not None:
             if nm[0] in SAM_RNAME_NOT_FIRST:
                 raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} starts with {nm[0]!r}, "
-                                 "which SAM/BAM's reference names cannot ('*' reads as no reference); rename it, "
+                                 f"which SAM/BAM's reference names cannot {rname_reason(nm[0])}; rename it, "
                                  "or write TSV, PAF or BED")
             if not sam_printable(nm):
                 raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} holds "
