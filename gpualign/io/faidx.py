@@ -25,6 +25,7 @@ from .. import interrupt
 from ..errors import InputError
 from .fastx import check_all, display_name, gzipped, shown_as
 
+CHECK_BYTES = 1 << 24  # bytes of a record checked at once for its CRs (IndexedFasta._check_line_ends)
 SCAN_CHUNK = 1 << 24  # bytes per thread task when looking for line ends (build_fai)
 MAX_LINES = 1 << 24  # files with more lines are left to htslib (build_fai keeps ~32 bytes per line)
 _SCRATCH: dict = {}  # this run's scratch directory (scratch_dir) and the count of names given in it
@@ -39,11 +40,6 @@ def plain_gzip(path: str) -> bool:
     except OSError:
         return False
     return head[:2] == b"\x1f\x8b" and not (len(head) == 14 and head[3] & 4 and head[12:14] == b"BC")
-
-
-class CopyInstead(InputError):
-    """A plain FASTA that htslib would index but whose index cannot be trusted (CR line ends: a record mixing
-    CRLF and LF lines gets an index that misplaces its bases, silently): random_access reads it into a copy."""
 
 
 class IndexedFasta:
@@ -65,6 +61,7 @@ class IndexedFasta:
         self.path, self._fai = path, fai
         self.lengths = dict(zip(self._fa.references, self._fa.lengths))
         self._index = self._map = None
+        self._laid_out: set = set()  # records whose line ends were checked against the index
         # plain and not empty: mapped, at the first fetch (a process that only checks names and lengths does
         # not read the .fai into a dict)
         self._plain = not bgzf and any(self.lengths.values())
@@ -90,6 +87,8 @@ class IndexedFasta:
         if self._map is None and not self._mapped():
             return self._fa.fetch(name, start, end).encode("ascii")
         offset, per_line, width, _ = self._index[name]
+        if name not in self._laid_out:
+            self._check_line_ends(name, offset, per_line, width, ln)
         return self._slice(name, offset, per_line, width, start, end)
 
     def quality(self, name: str) -> str | None:
@@ -100,6 +99,29 @@ class IndexedFasta:
         if qual < 0:
             return None
         return self._slice(name, qual, per_line, width, 0, self.lengths[name]).decode("latin-1")
+
+    def _check_line_ends(self, name: str, offset: int, per_line: int, width: int, length: int) -> None:
+        """Record name's CRs where its .fai row says (before each line end of a CRLF record, none in an LF one),
+        checked once, at its first fetch: htslib's indexer (or samtools', whose .fai may be there already)
+        compares line lengths in bytes alone, so a record mixing CRLF lines of n bases and LF lines of n + 1
+        passes, and its bases come back shifted. An InputError if not (read in pieces: no copy of the record)."""
+        if length == 0:
+            return
+        lines = -(-length // per_line)
+        stop = offset + (lines - 1) * width + length - (lines - 1) * per_line  # after its last base
+        crlf = width - per_line == 2
+        crs = 0
+        ok = stop <= len(self._map)  # (the row's lines past the file's end: not this file's layout)
+        for a in range(offset, stop if ok else offset, CHECK_BYTES):
+            crs += int(np.count_nonzero(np.frombuffer(self._map, np.uint8, min(CHECK_BYTES, stop - a), a) == 13))
+        ok = ok and crs == (lines - 1 if crlf else 0)
+        if ok and crlf and lines > 1:  # (as many CRs as line ends: each must stand just before one)
+            ends = np.frombuffer(self._map, np.uint8, stop - offset, offset)[width - 2::width][:lines - 1]
+            ok = bool((ends == 13).all())
+        if not ok:
+            raise InputError(f"{display_name(self.path)}: record {name!r}: its line ends mix CRLF and LF (or a CR "
+                             "stands inside a line), which its .fai index cannot place: convert them (dos2unix)")
+        self._laid_out.add(name)
 
     def _slice(self, name: str, offset: int, per_line: int, width: int, start: int, end: int) -> bytes:
         """Bytes [start, end) of the lines from offset (per_line bytes each, width with the line end)."""
@@ -113,7 +135,8 @@ class IndexedFasta:
             if width - per_line == 2:
                 raw = raw.replace(b"\r", b"")
             if len(raw) != end - start:
-                raise InputError(f"{self.path}: record {name!r} does not match its .fai index (rebuild it)")
+                raise InputError(f"{display_name(self.path)}: record {name!r} does not match its .fai index "
+                                 "(rebuild it)")
         return raw
 
     def close(self) -> None:
@@ -196,7 +219,7 @@ def index_paths(path: str, bgzf: bool) -> tuple[str, str | None]:
     try:
         known = scratch_get(identity(path))
     except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+        raise InputError(f"{display_name(path)}: cannot read ({e.strerror})") from None
     if known is not None:
         return known
     if _takes_files(os.path.dirname(os.path.abspath(path))):
@@ -230,8 +253,6 @@ def _build(path: str, bgzf: bool, fai: str, gzi: str) -> str | None:
     if not bgzf and build_fai(path, fai):
         return None
     check_all(path)  # htslib's indexer is lax (FASTQ '+' lines, mixed records): the reader's rules first
-    if not bgzf and _holds_cr(path):  # (build_fai takes no CR: its lines' layout is htslib's guess here)
-        raise CopyInstead(f"{display_name(path)}: CR line ends")
     # htslib's own messages (the line it stopped at) end up in the error, not on stderr before it
     with tempfile.TemporaryFile() as said:
         saved = os.dup(2)
@@ -259,15 +280,6 @@ def _build(path: str, bgzf: bool, fai: str, gzi: str) -> str | None:
         return f"{where}: a name must tell its record apart"
     lines = [x.split("] ", 1)[-1] for x in lines if x.startswith("[E::")] or [failed.split("stderr=")[-1].strip()]
     return "; ".join(dict.fromkeys(lines))
-
-
-def _holds_cr(path: str) -> bool:
-    """Whether the file holds a CR byte (read in pieces)."""
-    with open(path, "rb") as fh:
-        while piece := fh.read(SCAN_CHUNK):
-            if b"\r" in piece:
-                return True
-    return False
 
 
 def _read_fai(path: str) -> dict | None:
@@ -315,8 +327,7 @@ def _regular_rows(path: str) -> list | None:
     """.fai rows of a plain FASTA whose records all have consistent line lengths, from a memory map: line
     ends found by threads over the bytes, then every record's layout checked against them at once. None
     for anything else (gzip, FASTQ, empty records, empty or duplicate names, a short line before the last,
-    a record mixing CRLF and LF line ends or holding a CR elsewhere, a CR in a header line before its end, over
-    MAX_LINES lines)."""
+    CRLF, a CR in a header line, over MAX_LINES lines)."""
     try:
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size == 0 or fh.read(1) != b">":
@@ -340,15 +351,11 @@ def _fai_rows(mm: mmap.mmap) -> list | None:
     data = np.frombuffer(mm, dtype=np.uint8)
     size = len(data)
 
-    def line_ends(a: int) -> tuple:  # LFs and CRs in [a, a + SCAN_CHUNK) (memchr first: CRs are rare)
-        piece = data[a:a + SCAN_CHUNK]
-        crs = np.flatnonzero(piece == 13) + a if mm.find(b"\r", a, a + SCAN_CHUNK) >= 0 else np.zeros(0, np.int64)
-        return np.flatnonzero(piece == ord("\n")) + a, crs
+    def line_ends(a: int) -> np.ndarray:  # in [a, a + SCAN_CHUNK)
+        return np.flatnonzero(data[a:a + SCAN_CHUNK] == ord("\n")) + a
 
     with ThreadPoolExecutor(min(16, os.cpu_count() or 1)) as pool:
-        found = list(pool.map(line_ends, range(0, size, SCAN_CHUNK)))
-    nl = np.concatenate([f[0] for f in found] or [np.zeros(0, np.int64)])
-    cr = np.concatenate([f[1] for f in found] or [np.zeros(0, np.int64)])
+        nl = np.concatenate(list(pool.map(line_ends, range(0, size, SCAN_CHUNK))))
     after = nl[nl + 1 < size] + 1
     hd = np.concatenate([[0], after[data[after] == ord(">")]])  # headers: '>' starting a line (the file's first)
     if len(nl) > MAX_LINES or len(hd) == 0 or hd[0] != 0:
@@ -362,14 +369,8 @@ def _fai_rows(mm: mmap.mmap) -> list | None:
         return None  # a record without sequence
     cnt = np.searchsorted(nl, end) - k - 1  # line ends in the sequence
     width = np.where(cnt > 0, nl[np.minimum(k + 1, len(nl) - 1)] + 1, end + 1) - a  # first line, with its end
-    if (width < 2).any():
-        return None  # an empty first line
-    eol = np.where(data[a + width - 2] == 13, 2, 1)  # a record's lines end in CRLF (its first line's) or LF
-    if (eol[cnt == 0] == 2).any() or ((eol == 2) & (width < 3)).any():
-        return None  # (a CR ending a record with no line end after it; a first line of CRLF alone)
-    # every CR of a record's sequence ends one of its lines: as many as its line ends (CRLF) or none (LF)
-    if (np.searchsorted(cr, end) - np.searchsorted(cr, a) != np.where(eol == 2, cnt, 0)).any():
-        return None
+    if (width < 2).any() or (data[a + width - 2] == 13).any():
+        return None  # an empty first line, or CRLF
     span = end - a
     full, rest = np.divmod(span, width)
     if (cnt != full + ((rest > 0) & (data[end - 1] == ord("\n")))).any():
@@ -380,13 +381,9 @@ def _fai_rows(mm: mmap.mmap) -> list | None:
     j = seq_nl - a[rec] + 1
     if not ((j % width[rec] == 0) & (j // width[rec] <= full[rec]) | (seq_nl == end[rec] - 1)).all():
         return None
-    if len(cr) and not (data[seq_nl[eol[rec] == 2] - 1] == 13).all():
-        return None  # a CRLF record's line end without its CR (the CRs then stand elsewhere in it)
     rows, seen = [], set()
-    for h, s0, ln, w, e in zip(hd.tolist(), a.tolist(), (span - cnt * eol).tolist(), width.tolist(), eol.tolist()):
+    for h, s0, ln, w in zip(hd.tolist(), a.tolist(), (span - cnt).tolist(), width.tolist()):
         header = mm[h + 1:s0 - 1]
-        if header.endswith(b"\r"):
-            header = header[:-1]  # (a CRLF header line)
         if b"\r" in header:
             return None  # (the readers' rules refuse a CR there: check_all names it)
         try:
@@ -396,5 +393,5 @@ def _fai_rows(mm: mmap.mmap) -> list | None:
         if not name or name in seen:
             return None
         seen.add(name)
-        rows.append((name, ln, s0, w - e, w))
+        rows.append((name, ln, s0, w - 1, w))
     return rows

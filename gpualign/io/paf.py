@@ -200,10 +200,11 @@ class Targets:
     def fetch(self, c: Candidate, start: int, end: int) -> bytes:
         ln = self.lengths.get(c.tname)
         if ln is None:
-            raise CandidateError(f"line {c.line}: target {c.tname!r} is not in {self.path}", c.qname)
+            raise CandidateError(f"line {c.line}: target {c.tname!r} is not in {fastx.display_name(self.path)}",
+                                 c.qname)
         if ln != c.tlen:
             raise CandidateError(f"line {c.line}: target {c.tname!r} has length {c.tlen} in the PAF but {ln} in "
-                                 f"{self.path}", c.qname)
+                                 f"{fastx.display_name(self.path)}", c.qname)
         return _folded(self.fa.fetch(c.tname, start, end), self.path, c.tname, start)
 
 

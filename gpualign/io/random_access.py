@@ -3,8 +3,7 @@
 In place when the file allows it: plain FASTA/FASTQ through a memory map, bgzip FASTA through htslib
 (io.faidx; the index beside the file, or in a temporary directory when its directory takes no files).
 A pipe (a shell's <(...)) is first spooled as it comes into a scratch file, then read as that file.
-Anything else (gzip that is not bgzip, bgzip FASTQ, whose qualities htslib does not give, plain FASTA with CR line
-ends that io.faidx's own indexer does not take, whose htslib index may misplace bases, and stdin) is
+Anything else (gzip that is not bgzip, bgzip FASTQ, whose qualities htslib does not give, and stdin) is
 read once, in order, into a scratch copy: the sequences (checked and case-folded), then per chunk their
 qualities, back to back without headers or line ends, and a .fai (one line of one "line" per record, six
 columns when there are qualities) written alongside, so the copy opens as any indexed file. The copy is
@@ -21,7 +20,7 @@ import numpy as np
 
 from ..errors import InputError, RecordError
 from . import fastx
-from .faidx import CopyInstead, IndexedFasta, identity, plain_gzip, scratch_get, scratch_path, scratch_put, spool
+from .faidx import IndexedFasta, identity, plain_gzip, scratch_get, scratch_path, scratch_put, spool
 
 
 def open_indexed(path: str, qualities: bool = False) -> IndexedFasta:
@@ -39,10 +38,7 @@ def open_indexed(path: str, qualities: bool = False) -> IndexedFasta:
     else:
         fastx.sniff(path)
     if path != fastx.STDIN and not _copied(path, qualities):
-        try:
-            return IndexedFasta(path)
-        except CopyInstead:
-            pass
+        return IndexedFasta(path)
     key = ("copy", path if path == fastx.STDIN else identity(path))  # forked readers find the copy
     if scratch_get(key) is None:
         scratch_put(key, _copy(path))
