@@ -159,3 +159,16 @@ def test_kcap_holds_every_live_cell(pen):
             lo, hi = max(-kb, -n, ke_lo - r), min(kb + fb, m, ke_hi + r)
             if lo <= hi:
                 assert hi - fb <= plan.kcap and -lo <= plan.kcap, (n, m, fb, fe, cap, s, lo, hi, plan.kcap)
+
+
+def test_results_past_int32_left_for_the_next_engine():
+    """A level's score times the penalties' common factor past int32 (one base against 214,748 at 10,000
+    each: 214,749 x 10,000): it was stored wrapped (an int32 product), a negative score written as OK. Now the
+    pair stays EXCEEDED, for the CPU engine, which fails it with its reason."""
+    from gpualign.engines._results import Results
+    from gpualign.records import EXCEEDED, OK
+
+    res = Results(3, want_cigar=False)
+    done = res.record([0, 1, 2], np.array([214_749, 5, -1], np.int32), scale=10_000)
+    assert done.tolist() == [False, True, False]
+    assert res.status.tolist() == [EXCEEDED, OK, EXCEEDED] and res.score[1] == 50_000

@@ -11,6 +11,7 @@ from ..gpu.staging import pinned_empty, to_device, to_host
 from ..records import ENGINE_CODE, EXCEEDED, FAILED, OK, AlignBatch
 
 _NULL = np.uint64(0)  # a null device pointer argument
+INT32_MAX = (1 << 31) - 1
 SLOT_LEVELS = 4  # levels a SlotResults books at most (common.cuh's gather_slots takes that many buffers)
 
 
@@ -59,8 +60,10 @@ class Results:
         part None: all in the first). Returns the mask of ids done."""
         s = np.asarray(s)
         done = s >= 0
+        full = s.astype(np.int64) * scale  # (the penalties' common factor put back: past int32, left EXCEEDED
+        done &= full <= INT32_MAX  # for the next engine, which says why it cannot either)
         at = np.asarray(ids)[done]
-        self.score[at] = s[done] * scale
+        self.score[at] = full[done]
         if not self.want_cigar:
             self.status[at] = OK
             return done
