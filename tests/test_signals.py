@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from cli_helper import cli_command, cli_env
@@ -323,3 +324,38 @@ def test_forked_child_does_not_wait_for_a_stream_lock_held_at_fork():
         os.close(r)
         os.close(w)
     assert p.stdout.split() == ["child", "0"], p.stderr
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_signal_during_one_long_c_call(tmp_path, threads):
+    """One pair whose WFA2-lib call takes a minute or more (one base against 216,000 at penalties of 10,000): with
+    -t 1, or a batch of one pair, the CPU engine ran it in the aligning thread, and the call held the interpreter
+    until it returned (92 s to stop after SIGTERM). Now such a batch runs in a killable child: exit 143 at once,
+    nothing left."""
+    rng = np.random.default_rng(2)
+    (tmp_path / "q.fa").write_text(">q\nA\n")
+    (tmp_path / "t.fa").write_text(">t\n" + "".join(rng.choice(list("ACGT"), 216_000)) + "\n")
+    phases = str(tmp_path / "phases")
+    args = cli_command("pairs", tmp_path / "q.fa", tmp_path / "t.fa", "--device", "cpu", "-t", threads, "--metric",
+                       "affine", "-x", "10000", "-O", "10000", "-E", "10000", "-q", "-o", tmp_path / "o.paf")
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                         env=cli_env({"GPUALIGN_PHASES": phases, "TMPDIR": str(tmp_path)}))
+    try:
+        _wait_phase(p, phases, "align")
+        time.sleep(0.5)
+        sent = time.monotonic()
+        os.kill(p.pid, signal.SIGTERM)
+        try:
+            _, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("no exit 30 s after SIGTERM")
+        took = time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 143 and err.decode() == "interrupted\n" and took < STOP_S, (p.returncode, err, took)
+    end = time.monotonic() + 2
+    while _group(p.pid) and time.monotonic() < end:
+        time.sleep(0.02)
+    assert not _group(p.pid) and not (tmp_path / "o.paf").exists()

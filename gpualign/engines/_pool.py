@@ -1,6 +1,7 @@
 """The worker-process pool the CPU engines share: a batch cut into chunks of about equal bases, each
 aligned by a module-level function in a worker (several chunks per worker for balance), the parts
-assembled in order. Small batches run inline."""
+assembled in order. Small batches run inline; a larger one that is not cut (one process, one pair) runs in a
+forked child (interrupt.killable), so that a signal is not held up by the C call."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 
 import numpy as np
 
+from .. import interrupt
 from ..records import AlignBatch, PairBatch
 from ..workers import fork_pool
 from .base import Engine
@@ -71,8 +73,11 @@ class ChunkPool(Engine):
     def run_chunks(self, batch: PairBatch, work, chunk_args, assemble) -> Future:
         """work(*chunk_args(sub)) for chunks sub of batch (in workers unless the batch is small), then
         assemble(list of the chunk results, in order)."""
-        if self.threads == 1 or batch.bases <= self.inline_bases or batch.n < 2:
+        if batch.bases <= self.inline_bases:
             return Done(assemble([work(*chunk_args(batch))]))
+        if self.threads == 1 or batch.n < 2:  # (WFA2-lib's, parasail's calls hold the interpreter until they
+            # return, minutes for a long pair or huge penalties: in a child, a signal ends the run at once)
+            return Done(assemble([interrupt.killable(work, *chunk_args(batch))]))
         cum = np.cumsum(batch.q_len + batch.t_len)
         n_chunks = min(batch.n, 4 * self.threads)
         cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n_chunks) / n_chunks)
