@@ -216,9 +216,9 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         fmt = infer_format(fmt, out, False)
     elif fmt not in (None, "tsv"):
         raise ConfigError("gpualign genome --distance-only writes TSV only")
-    elif named_format(out) not in (None, "tsv"):  # (TSV in a file named .bam: not what its name promises)
-        raise ConfigError(f"{out}: gpualign genome --distance-only writes TSV only: name the output .tsv (or give "
-                          "no -o: stdout)")
+    elif fmt is None and named_format(out) not in (None, "tsv"):  # (TSV named .bam: not what its name says)
+        raise ConfigError(f"{out}: gpualign genome --distance-only writes TSV only: name the output otherwise "
+                          "(.tsv, .txt), or give -f tsv")
     qname, tname, count, queries = select_records(path_a, path_b, qname, tname)
     targets = _sam_targets(fmt if with_path else None, path_b, tname)
     if with_path and fmt in ("sam", "bam") and queries is not None:  # (before hours of aligning; else the writer's)

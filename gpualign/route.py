@@ -7,7 +7,8 @@ Pure functions of lengths, character content, metric and the engines present
 2. A pair starts at the first engine of the chain that accepts it (its
    ``accepts(batch, cfg)`` says so from lengths/characters/metric alone).
 3. A pair whose result is ``exceeded`` moves to the next engine that accepts it.
-Results stay exact whatever the routing: routing only chooses who computes.
+Results stay exact whatever the routing: routing only chooses who computes. One rule applies to every
+engine's result after it: an alignment of insertions only is placed inside its target (_inside_target).
 """
 
 from __future__ import annotations

@@ -1095,7 +1095,7 @@ def test_semi_global_all_insertion_inside_the_target(tmp_path):
     rc, out, err = run(args + ["-f", "paf"])
     assert rc == 0, err
     rows = [line.split("\t") for line in out.splitlines()]
-    assert [r[6:9] for r in rows][0] == ["1", "0", "0"] and rows[1][6] == "8" and rows[1][7] == rows[1][8]
+    assert rows[0][6:9] == ["1", "0", "0"] and rows[1][6] == "8" and rows[1][7] == rows[1][8]
     assert 0 <= int(rows[1][7]) <= 7 and int(rows[1][7]) + 1 == int(recs[1][3])
     bam = str(tmp_path / "o.bam")
     rc, _, err = run(args + ["-o", bam])

@@ -221,15 +221,16 @@ def test_pairs_in_flight_bounded_by_bytes(monkeypatch):
     assert max(most) == 4
 
 
-@pytest.mark.parametrize("name", ["out.bam", "out.sam", "out.paf", "out.paf.gz"])
+@pytest.mark.parametrize("name", ["out.bam", "out.sam", "out.paf", "out.paf.gz", "out.bam.gz"])
 def test_distance_only_refuses_an_alignment_format_name(files, name):
     """--distance-only writes TSV: -o out.bam wrote TSV under that name, exit 0 (pysam then refused the
-    file). Refused like -f bam, before anything is written; .tsv, .txt and other names take the TSV."""
+    file). Refused like -f bam, before anything is written; .tsv, .txt and other names take the TSV, and so
+    does any name with -f tsv."""
     out = files["dir"] / name
     p = run_cli("genome", files["a"], files["b"], *CPU, "-o", out)
     assert p.returncode == 2 and "TSV only" in p.stderr.decode() and not out.exists(), p.stderr.decode()
-    for other in ("d.tsv", "d.txt", "d.dist"):
-        p = run_cli("genome", files["a"], files["b"], *CPU, "-q", "-o", files["dir"] / other)
+    for other, more in (("d.tsv", []), ("d.txt", []), ("d.dist", []), ("d.sam", ["-f", "tsv"])):
+        p = run_cli("genome", files["a"], files["b"], *CPU, "-q", "-o", files["dir"] / other, *more)
         assert p.returncode == 0 and rows((files["dir"] / other).read_text())[0][:2] == ["x", "y"]
 
 

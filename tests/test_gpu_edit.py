@@ -160,9 +160,9 @@ def test_prefetched_batches(cpu, metric, memory):
     alone."""
     import cupy
 
-    from gpualign.gpu.staging import raw_size
     from gpualign import pack
     from gpualign.engines import gpu_engines, host_allocator
+    from gpualign.gpu.staging import raw_size
     from gpualign.records import PairBatch
     from gpualign.route import prefetch
 
@@ -177,6 +177,8 @@ def test_prefetched_batches(cpu, metric, memory):
         b.device[:len(b.seq)].set(b.seq)
     for c in (cfg, cfg.with_(n_mismatch=True)):
         prefetch(batches[0], chain, c)
+        if not c.n_mismatch:  # (its rows, or all of it, on their way: taken by upload)
+            assert id(batches[0]) in chain[0]._staging._ahead
         prefetch(batches[-1], chain, c)  # never aligned in this round: dropped when newer ones come
         for i, b in enumerate(batches[:-1]):
             if i + 1 < len(batches) - 1:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 from ..errors import ConfigError
-from .sink import format_from_name
+from .sink import format_from_name, is_stream
 
 FORMATS = ("paf", "sam", "bam", "tsv")
 _EXT = {".paf": "paf", ".sam": "sam", ".bam": "bam", ".tsv": "tsv", ".txt": "tsv"}
@@ -18,8 +20,9 @@ def infer_format(fmt: str | None, out: str, distance_only: bool) -> str:
 
 
 def named_format(out: str) -> str | None:
-    """The format out's name says (its extension), or None: a stream, or a name no format's extension ends."""
-    try:
-        return format_from_name(None, out, FORMATS, _EXT, None)
-    except ConfigError:
+    """The format out's name says by its extension (.gz after it allowed), or None: a stream, or a name no
+    format's extension ends."""
+    if is_stream(out):
         return None
+    base = out[:-3] if out.lower().endswith(".gz") else out
+    return _EXT.get(os.path.splitext(base)[1].lower())

@@ -162,7 +162,7 @@ def sam_records(batch, res, meta) -> list[str]:
         cig = (f"{left}S" if left else "") + c.cigar[i] + (f"{right}S" if right else "")
         flag = (16 if rev else 0) | secondary[i]
         # (insertions alone after the target's last base: at POS LN, not past the reference's end)
-        pos = max(1, min(int(ts[i]) + 1, cand.tlen))
+        pos = min(int(ts[i]) + 1, cand.tlen)
         out.append(f"{cand.qname}\t{flag}\t{cand.tname}\t{pos}\t{cand.mapq}\t{cig}\t*\t0\t0\t"
                    f"{s}\t{q}\tNM:i:{c.nm[i]}\tAS:i:{-c.score[i]}\n")
     return out

@@ -405,8 +405,9 @@ def check_star_seq(batch: PairBatch) -> None:
     if len(one):
         star = one[batch.seq[batch.q_off[one]] == ord("*")]
         if len(star):
-            raise GpualignError(f"query {batch.q_names[star[0]]!r}: its sequence '*' would read as no sequence in "
-                                "SAM (SEQ '*' means none stored): write PAF or TSV")
+            k = star[0]
+            raise GpualignError(f"query {batch.q_names[k]!r} (pair {int(batch.index[k]) + 1}): its sequence '*' "
+                                "would read as no sequence in SAM (SEQ '*' means none stored): write PAF or TSV")
 
 
 class BamFormat(SamFormat):
