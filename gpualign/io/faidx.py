@@ -115,9 +115,10 @@ class IndexedFasta:
         for a in range(offset, stop if ok else offset, CHECK_BYTES):
             crs += int(np.count_nonzero(np.frombuffer(self._map, np.uint8, min(CHECK_BYTES, stop - a), a) == 13))
         ok = ok and crs == (lines - 1 if crlf else 0)
-        if ok and crlf and lines > 1:  # (as many CRs as line ends: each must stand just before one)
-            ends = np.frombuffer(self._map, np.uint8, stop - offset, offset)[width - 2::width][:lines - 1]
-            ok = bool((ends == 13).all())
+        if ok and crlf and lines > 1:  # (as many CRs as line ends: each must stand just before one; no view of
+            # the map kept past the line, which would hold it open: close() refuses a map with views)
+            ok = bool((np.frombuffer(self._map, np.uint8, stop - offset, offset)[width - 2::width][:lines - 1]
+                       == 13).all())
         if not ok:
             raise InputError(f"{display_name(self.path)}: record {name!r}: its line ends mix CRLF and LF (or a CR "
                              "stands inside a line), which its .fai index cannot place: convert them (dos2unix)")
