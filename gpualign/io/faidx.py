@@ -110,11 +110,13 @@ class IndexedFasta:
         lines = -(-length // per_line)
         stop = offset + (lines - 1) * width + length - (lines - 1) * per_line  # after its last base
         crlf = width - per_line == 2
-        crs = 0
         ok = stop <= len(self._map)  # (the row's lines past the file's end: not this file's layout)
-        for a in range(offset, stop if ok else offset, CHECK_BYTES):
-            crs += int(np.count_nonzero(np.frombuffer(self._map, np.uint8, min(CHECK_BYTES, stop - a), a) == 13))
-        ok = ok and crs == (lines - 1 if crlf else 0)
+        if ok and not crlf:  # an LF row: no CR at all (memchr over the mapped record, no copy)
+            ok = self._map.find(b"\r", offset, stop) < 0
+        elif ok:  # a CRLF row: as many CRs as line ends (counted in pieces)
+            crs = sum(int(np.count_nonzero(np.frombuffer(self._map, np.uint8, min(CHECK_BYTES, stop - a), a) == 13))
+                      for a in range(offset, stop, CHECK_BYTES))
+            ok = crs == lines - 1
         if ok and crlf and lines > 1:  # (as many CRs as line ends: each must stand just before one; no view of
             # the map kept past the line, which would hold it open: close() refuses a map with views)
             ok = bool((np.frombuffer(self._map, np.uint8, stop - offset, offset)[width - 2::width][:lines - 1]
