@@ -1,7 +1,7 @@
 // dp.cu -- general scoring (gpu_dp.py): Gotoh's affine-gap DP with a substitution matrix, global,
 // local (Smith-Waterman) or semi-global (query end to end, the target's two ends free), int32 scores;
-// short pairs one thread each (dp_fill, inter-sequence parallelism; with scores only, where the host
-// proves the values fit int16, dp_fill16: two cells a word), long pairs a block each (dp_long; where the
+// short pairs one thread each (dp_fill, inter-sequence parallelism; where the host proves the values fit
+// int16, dp_fill16: two cells a word), long pairs a block each (dp_long; where the
 // values fit int16, dp_long16, with CIGARs global and semi-global only). dp_keys and dp_warps make
 // dp_fill's launch order on the device.
 //
@@ -513,7 +513,7 @@ __device__ __forceinline__ int q_off16(int q) { return (q >> 1) * 128 + (q & 1) 
 // EQ: rowL is the two target letters' codes, qL the two query letters', rowH and qH not read; eqs the
 // packed M + go + 1 and X + go. LOCAL: hc, the column's highest H in each half. EDGE: hl, row `lastr` of
 // the halves' stripes.
-// TRACE (global and semi-global): dw, the column's direction bits, stripe_column's four a cell with its
+// TRACE: dw (zeroed by the caller), the column's direction bits, stripe_column's four a cell with its
 // ties, shifted in as they come (row r's at bits 4 (3 - r % 4) of word r / 4: the first stripe's in the
 // low half, the second's in the high half, sixteen a half, so none crosses into the other).
 template <int MODE, bool EQ, bool EDGE, bool TRACE, bool LANES = false>
@@ -522,7 +522,6 @@ __device__ __forceinline__ void stripe_column16(uint32_t rowL, uint32_t rowH, co
                                                 uint32_t (&z)[ROWS], uint32_t& gup, uint32_t& vup,
                                                 uint32_t gdiag, uint32_t go2, uint32_t nge2, const uint2 eqs,
                                                 int lastr, uint32_t& hc, uint32_t& hl, uint32_t (&dw)[4]) {
-    static_assert(!(TRACE && MODE == LOCAL), "dp_long16 traces global and semi-global alignments");
     hc = 0;
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
@@ -541,6 +540,7 @@ __device__ __forceinline__ void stripe_column16(uint32_t rowL, uint32_t rowH, co
             w = w * 2 + __vminu2(zz ^ g[r], 0x10001u);  // Z extended
             w = w * 2 + __vminu2(vz ^ v, 0x10001u);  // H from Z rather than V
             w = w * 2 + __vminu2(h ^ d, 0x10001u);  // H not from the diagonal
+            if (MODE == LOCAL) h = __vmaxs2(h, 0);  // (after the bits, as dp_fill's: an H of 0 starts the walk)
         } else {
             h = MODE == LOCAL ? __viaddmax_s16x2_relu(gdiag, s, vz) : __viaddmax_s16x2(gdiag, s, vz);
         }
@@ -690,6 +690,7 @@ __global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restric
                                                int* __restrict__ boundH, int* __restrict__ boundV,
                                                uint64_t* __restrict__ dir, int* __restrict__ out_score,
                                                int* __restrict__ out_i, int* __restrict__ out_j) {
+    static_assert(!(TRACE && MODE == LOCAL), "dp_long16 traces global and semi-global alignments");
     extern __shared__ int S[];
     load_matrix16(S, matrix, K, go);
     const int w = blockIdx.x, lane = threadIdx.x & 31;
@@ -725,8 +726,8 @@ __global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restric
     }
 }
 
-// ---- dp_fill16: dp_fill in int16 with scores only, two cells an instruction ----
-// A thread a pair, as dp_fill (its arguments, warps and boundary rows; dir is not written), for pairs
+// ---- dp_fill16: dp_fill in int16, two cells an instruction ----
+// A thread a pair, as dp_fill (its arguments, warps and boundary rows; dir written with TRACE), for pairs
 // whose values the host has proved fit int16 (gpu_dp.fits16). The query goes in double stripes of
 // 2 ROWS rows: the first stripe in the low halves of the thread's words, the second in the high halves,
 // a column behind, taking its row above from the first's last row of the column before, in registers
@@ -735,11 +736,17 @@ __global__ void __launch_bounds__(32) dp_long16(PAIRS_ARGS, const int* __restric
 // second's state is set back to its column 0 after step 1). Rows past m and column n + 1 take dp_long16's
 // padding letter: local's answer is the maximum of every column, unmasked. LANES: the matrix a copy per lane
 // (load_matrix16_lanes; lane: the thread's), else one copy (load_matrix16).
-template <int MODE, bool EQ, bool EDGE, bool LANES>
+// TRACE: each step's direction words (stripe_column16's dw) at ds[(x - 1) * 32], 16 bytes; local's end cell
+// into b as dp_fill finds it (the highest H, then the first stripe, column and row): per half, the first
+// column whose highest H passes the best before this double stripe, and its first row of that H (found
+// in the column's G, rarely: only where a lane's best rises); merged the first stripe's, then the second's.
+// A padding cell never scores above the real cell it comes from, which comes before it in that order, so
+// the strict comparisons never take one.
+template <int MODE, bool EQ, bool EDGE, bool LANES, bool TRACE>
 __device__ __forceinline__ void fill_double16(const int* S, int K1, const unsigned char* __restrict__ q,
                                               const unsigned char* __restrict__ tg, int m, int n, int i0, int go,
                                               int ge, int* __restrict__ bH, int* __restrict__ bV, const uint2 eqs,
-                                              uint32_t& hbest, Best& b, int lane) {
+                                              uint32_t& hbest, Best& b, int lane, uint4* __restrict__ ds) {
     const int shift = EQ ? 10 : 0, pad = EQ ? EQ_TPAD << 10 : K1 - 1;
     const uint32_t go2 = pack16(go, go), nge2 = pack16(-ge, -ge), neg2 = pack16(NEG16, NEG16);
     uint32_t qL[ROWS], qH[ROWS], g[ROWS], z[ROWS];
@@ -750,6 +757,10 @@ __device__ __forceinline__ void fill_double16(const int* S, int K1, const unsign
     const int lastr = second ? lastL - ROWS : lastL;
     const uint32_t gdiag_start = double_gdiag<MODE>(i0, go, ge);
     uint32_t gdiag0 = gdiag_start, gout = neg2, vout = neg2;  // G of the row above, column before; the last row
+    // (TRACE, local: the halves' best so far in this double stripe, from the best before it; their cells)
+    const int before = (int)(b.bestkey >> 4);
+    uint32_t sbest = pack16(before, before);
+    int jL = 0, rL = 0, jH = 0, rH = 0;
     int tH = pad, tnext = tg[0] << shift, gnext = bH[32], vnext = bV[32];  // column 1's inputs, loaded ahead
 #pragma unroll 2
     for (int x = 1; x <= n + 1; ++x) {
@@ -759,12 +770,29 @@ __device__ __forceinline__ void fill_double16(const int* S, int K1, const unsign
         else tnext = pad, gnext = NEG16, vnext = NEG16;
         const uint32_t gdiag = gdiag0;
         gdiag0 = gup;
-        uint32_t hc, hl = 0, dw[4];
+        uint32_t hc, hl = 0, dw[4] = {};
         const uint32_t rowL = EQ ? pack16(tL, tH) : LANES ? smem_row16(S, tL, K1, lane) : smem_row(S, tL, K1);
         const uint32_t rowH = EQ ? 0 : LANES ? smem_row16(S, tH, K1, lane) : smem_row(S, tH, K1);
-        stripe_column16<MODE, EQ, EDGE, false, LANES>(rowL, rowH, qL, qH, g, z, gup, vup, gdiag, go2, nge2, eqs,
+        stripe_column16<MODE, EQ, EDGE, TRACE, LANES>(rowL, rowH, qL, qH, g, z, gup, vup, gdiag, go2, nge2, eqs,
                                                       lastr, hc, hl, dw);
-        if (MODE == LOCAL) {
+        if (TRACE) ds[(long long)(x - 1) * 32] = make_uint4(dw[0], dw[1], dw[2], dw[3]);
+        if (MODE == LOCAL && TRACE) {
+            uint32_t up = __vcmpgts2(hc, sbest);  // 0xffff in a half whose column passes its best
+            if (x == 1) up &= 0xffffu;  // (the second stripe's column 0)
+            if (up) {
+                const uint32_t want = __vsub2(hc, go2);  // the best H's G
+                int fl = ROWS, fh = ROWS;
+#pragma unroll
+                for (int r = ROWS - 1; r >= 0; --r) {
+                    const uint32_t e = __vcmpeq2(g[r], want) & up;
+                    if (e & 0xffffu) fl = r;
+                    if (e >> 16) fh = r;
+                }
+                if (up & 0xffffu) jL = x, rL = fl;
+                if (up >> 16) jH = x - 1, rH = fh;
+                sbest = (sbest & ~up) | (hc & up);
+            }
+        } else if (MODE == LOCAL) {
             hbest = __vmaxs2(hbest, hc);
         } else if (EDGE) {
             const int j = second ? x - 1 : x;
@@ -778,12 +806,20 @@ __device__ __forceinline__ void fill_double16(const int* S, int K1, const unsign
             gdiag0 = __byte_perm(gdiag0, gdiag_start, 0x7610);
         }
     }
+    if (MODE == LOCAL && TRACE) {  // the first stripe's cell, then the second's (each only above the best so far)
+        if (jL && low16(sbest) > (int)(b.bestkey >> 4))
+            b.bestkey = (uint32_t)low16(sbest) * 16u + (15 - rL), b.bj = jL, b.i0b = i0;
+        if (jH && high16(sbest) > (int)(b.bestkey >> 4))
+            b.bestkey = (uint32_t)high16(sbest) * 16u + (15 - rH), b.bj = jH, b.i0b = i0 + ROWS;
+    }
 }
 
-// dp_fill's pairs in int16 (fill_double16), scores only: out_score, and out_i, out_j as dp_long16's (row
+// dp_fill's pairs in int16 (fill_double16): out_score, and with scores only out_i, out_j as dp_long16's (row
 // m and its column; local 0, 0). EQ as dp_long16's (no matrix read, no shared memory). Dynamic shared memory:
 // LANES, (K + 1) * lanes_q2(K + 1) * 32 ints (load_matrix16_lanes), else (K + 1)^2 (load_matrix16).
-template <int MODE, bool EQ, bool LANES>
+// TRACE: out_i, out_j the end cell as dp_fill's; the directions of a warp's double stripe d, step x (1 .. maxn
+// + 1), lane l at 16-byte entry (d (maxn + 1) + x - 1) 32 + l from dir + w_dir[w] (dp_trace's LAYOUT 3).
+template <int MODE, bool EQ, bool LANES, bool TRACE>
 __global__ void __launch_bounds__(128) dp_fill16(PAIRS_ARGS, const int* __restrict__ matrix, int K, int go, int ge,
                                                 int* __restrict__ boundH, int* __restrict__ boundV,
                                                 uint64_t* __restrict__ dir, int* __restrict__ out_score,
@@ -805,11 +841,17 @@ __global__ void __launch_bounds__(128) dp_fill16(PAIRS_ARGS, const int* __restri
     const uint2 eqs = EQ ? eq_scores(matrix, go) : make_uint2(0, 0);
     uint32_t hbest = 0;  // local: the highest H in each half
     Best b = best_start<MODE>(m, go, ge);
+    uint4* __restrict__ dr = TRACE ? reinterpret_cast<uint4*>(dir + w_dir[w]) + lane : nullptr;
+    const long long per = TRACE ? (long long)(w_maxn[w] + 1) * 32 : 0;  // a double stripe's entries
     const int edge = (m - 1) / (2 * ROWS) * (2 * ROWS);  // the last double stripe's first row
     for (int i0 = 0; i0 < edge; i0 += 2 * ROWS)
-        fill_double16<MODE, EQ, false, LANES>(S, K + 1, q, tg, m, n, i0, go, ge, bH, bV, eqs, hbest, b, lane);
-    fill_double16<MODE, EQ, true, LANES>(S, K + 1, q, tg, m, n, edge, go, ge, bH, bV, eqs, hbest, b, lane);
-    if (MODE == LOCAL) {
+        fill_double16<MODE, EQ, false, LANES, TRACE>(S, K + 1, q, tg, m, n, i0, go, ge, bH, bV, eqs, hbest, b, lane,
+                                                     dr + i0 / (2 * ROWS) * per);
+    fill_double16<MODE, EQ, true, LANES, TRACE>(S, K + 1, q, tg, m, n, edge, go, ge, bH, bV, eqs, hbest, b, lane,
+                                                dr + edge / (2 * ROWS) * per);
+    if (MODE == LOCAL && TRACE) {
+        best_end<MODE>(b, m, out_score[p], out_i[p], out_j[p]);
+    } else if (MODE == LOCAL) {
         out_score[p] = max(low16(hbest), high16(hbest)), out_i[p] = 0, out_j[p] = 0;
     } else {
         out_score[p] = b.best, out_i[p] = m, out_j[p] = b.bj;
@@ -869,6 +911,14 @@ struct Runs {  // the CIGAR being written backwards, runs merged (write: this th
     }
 };
 
+// one stripe's direction bits of a 16-byte entry of dp_long16 or dp_fill16 (stripe_column16's dw; half 0: the
+// first stripe's, 1: the second's) as dp_fill writes a column's (row r at bits 4 (15 - r))
+__device__ __forceinline__ uint64_t half_column(const uint4 e, int half) {
+    const int h = 16 * half;
+    return (uint64_t)((e.x >> h) & 0xffffu) << 48 | (uint64_t)((e.y >> h) & 0xffffu) << 32 |
+           ((e.z >> h) & 0xffffu) << 16 | ((e.w >> h) & 0xffffu);
+}
+
 // the long kernels' direction bits of stripe s (16 rows), column j, as dp_long writes them (row r at bits
 // 4 (15 - r)); dr: the pair's words, steps: its tiles' steps
 template <int LAYOUT>
@@ -879,14 +929,11 @@ __device__ __forceinline__ uint64_t long_column(const uint64_t* __restrict__ dr,
     // dp_long16: tile s / 64, lane s % 64 / 2, its first or second stripe (s % 2: the half, one step later)
     const long long at = (((long long)(s >> 6) * steps + (j - 1) / COLS16 + (s & 63)) * COLS16 + (j - 1) % COLS16) * 32
                          + ((s & 63) >> 1);
-    const uint4 e = reinterpret_cast<const uint4*>(dr)[at];
-    const int h = 16 * (s & 1);
-    return (uint64_t)((e.x >> h) & 0xffffu) << 48 | (uint64_t)((e.y >> h) & 0xffffu) << 32 |
-           ((e.z >> h) & 0xffffu) << 16 | ((e.w >> h) & 0xffffu);
+    return half_column(reinterpret_cast<const uint4*>(dr)[at], s & 1);
 }
 
-// The directions of the pairs of dp_fill (LAYOUT 0; a thread a pair) or of dp_long (1) or dp_long16 (2;
-// global and semi-global), a warp a pair (w_dir[t]; blockDim.x a multiple of 32): its lanes hold a window
+// The directions of the pairs of dp_fill (LAYOUT 0) or dp_fill16 (3), a thread a pair, or of dp_long (1) or
+// dp_long16 (2; global and semi-global), a warp a pair (w_dir[t]; blockDim.x a multiple of 32): its lanes hold a window
 // of 32 columns of the walk's stripe, from its column leftwards (lane k column wj - k), loaded at once when
 // the walk leaves it, so that a load's latency is paid once a window, not once a step; every lane walks,
 // lane 0 writes.
@@ -897,7 +944,7 @@ __global__ void dp_trace(PAIRS_ARGS, const int* __restrict__ matrix, int K, int 
                          const int* __restrict__ end_i, const int* __restrict__ end_j,
                          const long long* __restrict__ op_off, uint32_t* __restrict__ ops,
                          int* __restrict__ out_count, int* __restrict__ out_qs, int* __restrict__ out_ts) {
-    constexpr bool LONG = LAYOUT > 0;
+    constexpr bool LONG = LAYOUT == 1 || LAYOUT == 2;
     const int g = blockIdx.x * blockDim.x + threadIdx.x, t = LONG ? g >> 5 : g, lane = g & 31;
     if (t >= nthreads) return;
     const int p = order[t];
@@ -907,7 +954,7 @@ __global__ void dp_trace(PAIRS_ARGS, const int* __restrict__ matrix, int K, int 
     const int steps = long_steps<LAYOUT == 2>(tlen[p]);
     const unsigned char* __restrict__ q = codes + qoff[p];
     const unsigned char* __restrict__ tg = codes + toff[p];
-    const uint64_t* __restrict__ dr = dir + w_dir[w] + (LONG ? 0 : lane);
+    const uint64_t* __restrict__ dr = dir + w_dir[w] + (LAYOUT == 0 ? lane : 0);
     int i = end_i[p], j = end_j[p], state = FROM_DIAG;  // the matrix the walk is in: H, V or Z
     int score = MODE == LOCAL ? end_score[p] : 0;
     int ws = -1, wj = 0;  // LONG: the window's stripe and right end; this lane's word, column wj - lane
@@ -928,6 +975,10 @@ __global__ void dp_trace(PAIRS_ARGS, const int* __restrict__ matrix, int K, int 
             }
             const uint32_t half = r < 8 ? (uint32_t)(mine >> 32) : (uint32_t)mine;
             cell = (int)(__shfl_sync(FULL_MASK, half, wj - j) >> (4 * (7 - (r & 7)))) & 15;
+        } else if (LAYOUT == 3) {  // double stripe s / 2, its second stripe a step behind the first
+            const long long at = ((long long)(s >> 1) * (maxn + 1) + j - 1 + (s & 1)) * 32 + lane;
+            const uint4 e = reinterpret_cast<const uint4*>(dr)[at];
+            cell = (int)(half_column(e, s & 1) >> (4 * (ROWS - 1 - r))) & 15;
         } else {
             cell = (int)(dr[((long long)s * maxn + (j - 1)) * 32] >> (4 * (ROWS - 1 - r))) & 15;
         }

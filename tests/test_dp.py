@@ -526,11 +526,11 @@ def test_gpu_long16_cigars(mode, kind, monkeypatch):
 
 
 def fill16_sets(kind: str, seed: int, mode: str) -> list:
-    """(config, (queries, targets), kernel names) for dp_fill16: DNA pairs of every length around the double
-    stripes' 32 rows and the step pairs (1 to 70 rows, 1 to 70 columns: every remainder), random ones up to
-    300 bases, N runs, poly-A, long gaps, alignments whose first match follows a gap in a second stripe's
-    column 0; scored by DNA match/mismatch (EQ: from the letters' codes), DNA
-    with --n-mismatch and protein BLOSUM62 (the shared matrix)."""
+    """(config, (queries, targets), the kernel's name without its TRACE flag and closing bracket) for
+    dp_fill16: DNA pairs of every length around the double stripes' 32 rows and the step pairs (1 to 70 rows,
+    1 to 70 columns: every remainder), random ones up to 300 bases, N runs, poly-A, long gaps, alignments whose
+    first match follows a gap in a second stripe's column 0; scored by DNA match/mismatch (EQ: from the
+    letters' codes), DNA with --n-mismatch and protein BLOSUM62 (the shared matrix)."""
     from gpualign.engines import gpu_dp
 
     rng = np.random.default_rng(seed)
@@ -553,9 +553,10 @@ def fill16_sets(kind: str, seed: int, mode: str) -> list:
         k = len(scoring.substitution(cfg).letters)
         return "true" if kind == "emu" or gpu_dp._lane_copies(k) else "false"
 
-    return [(dna_cfg(mode), (qs, ts), f"dp_fill16<{m}, true, false>"),
-            (dna_cfg(mode, n_mismatch=True), (qs, ts), f"dp_fill16<{m}, false, {lanes(dna_cfg(mode, n_mismatch=True))}>"),
-            (prot_cfg(mode), aa, f"dp_fill16<{m}, false, {lanes(prot_cfg(mode))}>")]
+    return [(dna_cfg(mode), (qs, ts), f"dp_fill16<{m}, true, false"),
+            (dna_cfg(mode, n_mismatch=True), (qs, ts),
+             f"dp_fill16<{m}, false, {lanes(dna_cfg(mode, n_mismatch=True))}"),
+            (prot_cfg(mode), aa, f"dp_fill16<{m}, false, {lanes(prot_cfg(mode))}")]
 
 
 def matrix_file(path, letters: str, scores) -> str:
@@ -572,7 +573,7 @@ def test_gpu_asymmetric_matrices(tmp_path, letters, kind, monkeypatch):
     Biopython's score(target, query) and cpu-dp's in every mode, on every kernel (scores only: dp_fill16,
     with a copy of the matrix a lane (27 and 28 letters: more shared memory than a block gets unasked) and,
     semi-global, with one copy (LANE_BLOCKS past any device);
-    with CIGARs dp_fill; long pairs dp_long16 and dp_long), and each CIGAR re-scored gives its score. gpu-dp
+    with CIGARs dp_fill16 too; long pairs dp_long16 and dp_long), and each CIGAR re-scored gives its score. gpu-dp
     read the matrix transposed: a query letter's row."""
     from gpualign.engines import gpu_dp
 
@@ -600,10 +601,11 @@ def test_gpu_asymmetric_matrices(tmp_path, letters, kind, monkeypatch):
                 assert [rescore(q, t, res, i, cfg) for i, (q, t) in enumerate(zip(qs, ts))] == want
                 kernels = {n.split("<")[0] for n in names}
                 assert kernels == ({"dp_long16"} | ({"dp_long"} if mode == "local" else set()) if long else
-                                   {"dp_fill16", "dp_fill"}), kernels  # (local CIGARs: dp_long)
+                                   {"dp_fill16"}), kernels  # (local CIGARs: dp_long)
                 if not long:  # (on the GPU: a copy per lane where the device has room for them)
                     lanes = copies == 4 and (kind == "emu" or gpu_dp._lane_copies(letters))  # (emu: an H100's room)
-                    assert f"dp_fill16<{gpu_dp.MODES[mode]}, false, {'true' if lanes else 'false'}>" in names
+                    for t in ("false", "true"):
+                        assert f"dp_fill16<{gpu_dp.MODES[mode]}, false, {'true' if lanes else 'false'}, {t}>" in names
     finally:
         cpu.close()
 
@@ -628,7 +630,7 @@ def test_gpu_fill16(mode, kind, monkeypatch):
             names.clear()
             want = align(cpu, q, t, c).score.tolist()
             assert align(gpu, q, t, c).score.tolist() == want
-            assert set(names) == {name}
+            assert set(names) == {name + ", false>"}
             monkeypatch.setattr(gpu_dp, "INT16", False)
             names.clear()
             assert align(gpu, q, t, c).score.tolist() == want
@@ -644,6 +646,55 @@ def test_gpu_fill16(mode, kind, monkeypatch):
             kernels = {n.split("<")[0] for n in names}
             both = c.scoring.match == 120 or mode != "local"
             assert kernels == ({"dp_fill16", "dp_fill"} if both else {"dp_fill16"})
+    finally:
+        cpu.close()
+
+
+@pytest.mark.parametrize("kind", GPU_OR_EMU)
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_fill16_cigars(mode, kind, monkeypatch):
+    """dp_fill16 with CIGARs (TRACE: directions in 16-byte words of two stripes, dp_trace's LAYOUT 3; local's end
+    cell found per column) on fill16_sets and on local ties (the best score in both stripes of a double
+    stripe, in several columns and rows, at its first column and in its last): the very CIGARs, coordinates
+    and scores of dp_fill (int32, the same tie rule), over launches cut small; scores equal cpu-dp's, every
+    CIGAR re-scored; with a match bonus of 120 the pairs that could pass int16 go to dp_fill in the same
+    batch."""
+    from gpualign.engines import gpu_dp
+
+    names = []
+    fill = gpu_dp.GpuDpEngine._fill
+    monkeypatch.setattr(gpu_dp.GpuDpEngine, "_fill", lambda self, name, *a: names.append(name) or fill(self, name, *a))
+    monkeypatch.setattr(gpu_dp, "DIR_BYTES", 1 << 16)
+    ties = (["ACGT" * 12, "T" * 20 + "GATTACA" + "T" * 9 + "GATTACA" + "T" * 30, "GATTACA" * 9, "A" * 31 + "C",
+             "C" + "A" * 40, "GG" + "ACGT" * 9 + "GG"],
+            ["ACGT", "GATTACA", "TTGATTACAGATTACATT", "AC", "CA", "ACGT" * 9])
+    cpu, gpu = CpuDpEngine(2), gpu_engine(kind)
+    try:
+        rng = np.random.default_rng(30)
+        big = ["".join(rng.choice(list("ACGT"), n)) for n in (30, 60, 100, 300, 250)]
+        sets = fill16_sets(kind, 29, mode)
+        sets += [(dna_cfg(mode), ties, sets[0][2]),
+                 (dna_cfg(mode, match=120), (big, [mutate(rng, x, "ACGT", 0.1) for x in big]), None)]
+        for cfg, (q, t), name in sets:
+            runs = []
+            for narrow in (True, False):
+                monkeypatch.setattr(gpu_dp, "TRACE16", narrow)
+                names.clear()
+                r = align(gpu, q, t, cfg)
+                runs.append((r.score.tolist(), C.to_text(r.cigar, r.cigar_off, r.cigar_len), r.q_start.tolist(),
+                             r.q_end.tolist(), r.t_start.tolist(), r.t_end.tolist()))
+                kernels = {n.split("<")[0] for n in names}
+                if not narrow:
+                    assert kernels == {"dp_fill"}
+                elif name is None:  # (match 120: the longer pairs' values could pass int16)
+                    assert kernels == {"dp_fill16", "dp_fill"}
+                else:
+                    assert set(names) == {name + ", true>"}
+                if narrow:
+                    for i in range(len(q)):
+                        assert rescore(q[i], t[i], r, i, cfg) == r.score[i], (q[i], t[i])
+            assert runs[0] == runs[1]
+            assert runs[0][0] == align(cpu, q, t, cfg).score.tolist()
     finally:
         cpu.close()
 

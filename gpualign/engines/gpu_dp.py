@@ -2,8 +2,8 @@
 bonus or a substitution matrix and affine gaps, DNA or protein, scores and CIGARs as the cpu-dp engine
 gives them (the same score; on ties the CIGAR may differ, both optimal).
 
-Short pairs, one thread each (dp_fill; scores only, where their values fit int16, dp_fill16, two cells
-an instruction): the pairs of a batch are sorted by length on the device (_plan) so that a warp's 32
+Short pairs, one thread each (dp_fill; where their values fit int16, dp_fill16, two cells an
+instruction): the pairs of a batch are sorted by length on the device (_plan) so that a warp's 32
 pairs need about the same room, and launched a group of warps at a time, so that the direction bits (4
 per cell, for the traceback) of a launch stay within DIR_BYTES (a quarter of the free device memory:
 as a rule the whole batch is one launch). The host's work per batch is kept to numbers per warp and a
@@ -29,7 +29,7 @@ from .. import scoring, trace
 from ..config import AlignConfig
 from ..gpu import arrays
 from ..gpu.kernels import load_module
-from ..gpu.staging import Staging, to_device
+from ..gpu.staging import Staging, pinned_empty, to_device
 from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths
 from ._device import BatchEngine, align_split
 from .cpu_dp import empty_side, score_only_ranges
@@ -48,7 +48,9 @@ DIR_BYTES = None  # direction words per dp_fill launch; None: a quarter of the d
 LONG_DIR_BYTES = None  # ... per dp_long launch; None: half the device's free memory
 TEAM = None  # dp_long's warps per pair (1, 2 or 4); None: team_size's choice
 TEAM_PAIRS_PER_SM = 2  # dp_long takes teams of 4 warps up to this many pairs per SM (team_size)
-INT16 = True  # long pairs on dp_long16 (one warp a pair) where fits16 (with CIGARs: not local)
+INT16 = True  # pairs on dp_fill16 and dp_long16 (one warp a pair) where fits16 (dp_long16 with CIGARs: not local)
+TRACE16 = True  # with CIGARs too, short pairs on dp_fill16 where fits16 (else dp_fill)
+PINNED_CIGARS = True  # a batch's CIGARs come back into page-locked memory (_gather)
 NEG16 = -32000  # -infinity in int16 lanes (dp.cu's NEG16, passed to it)
 BLOCK = 128
 SHARED_DEFAULT = 48 << 10  # dynamic shared memory a block gets without asking (CUDA's opt-in above it)
@@ -68,14 +70,15 @@ def _long_name(mode: int, trace: bool, team: int) -> str:
 
 def _kernel(mode: int, trace: bool, team: int, wide: bool, sub: scoring.Substitution) -> tuple[str, int, int]:
     """A launch's kernel, threads per block and dynamic shared-memory ints (dp.cu's): dp_fill (team 0; wide
-    False: dp_fill16, scores only), dp_long (team warps a pair) or, wide False, dp_long16 (one warp a pair)."""
+    False: dp_fill16), dp_long (team warps a pair) or, wide False, dp_long16 (one warp a pair)."""
     k = len(sub.letters)
     if not team:
         if not wide:
             if equality_scores(sub):  # (no matrix read)
-                return f"dp_fill16<{mode}, true, false>", BLOCK, 0
+                return f"dp_fill16<{mode}, true, false, {_flag(trace)}>", BLOCK, 0
             lanes = _lane_copies(k)
-            return f"dp_fill16<{mode}, false, {_flag(lanes)}>", BLOCK, lane_ints(k) if lanes else (k + 1) * (k + 1)
+            return (f"dp_fill16<{mode}, false, {_flag(lanes)}, {_flag(trace)}>", BLOCK,
+                    lane_ints(k) if lanes else (k + 1) * (k + 1))
         return f"dp_fill<{mode}, {_flag(trace)}>", BLOCK, k * k
     if wide:
         return _long_name(mode, trace, team), 32 * team, k * k + team * (4 * COLS + 3)
@@ -98,20 +101,21 @@ def _lane_copies(k: int) -> bool:
 
 
 def _trace_name(mode: int, team: int, wide: bool) -> str:
-    """dp_trace's instance for the directions of dp_fill (team 0), dp_long or dp_long16 (wide False)."""
-    return f"dp_trace<{mode}, {0 if not team else 1 if wide else 2}>"
+    """dp_trace's instance for the directions of dp_fill or dp_fill16 (team 0; wide False), dp_long or
+    dp_long16 (wide False)."""
+    return f"dp_trace<{mode}, {(0 if wide else 3) if not team else 1 if wide else 2}>"
 
 
 def _names() -> tuple:
     modes = MODES.values()
     names = [f"dp_fill<{m}, {_flag(t)}>" for m in modes for t in (True, False)]
-    names += [_trace_name(m, team, wide) for m in modes for team, wide in ((0, True), (1, True), (1, False))
-              if wide or m != MODES["local"]]
+    names += [_trace_name(m, team, wide) for m in modes for team, wide in ((0, True), (0, False), (1, True), (1, False))
+              if wide or not team or m != MODES["local"]]
     names += [_long_name(m, t, team) for m in modes for t in (True, False) for team in (1, 2)]
     names += [f"dp_long16<{m}, {_flag(eq)}, {_flag(t)}>" for m in modes for eq in (True, False) for t in (True, False)
               if not t or m != MODES["local"]]
-    names += [f"dp_fill16<{m}, {_flag(eq)}, {_flag(lanes)}>" for m in modes for eq, lanes in
-              ((True, False), (False, False), (False, True))]
+    names += [f"dp_fill16<{m}, {_flag(eq)}, {_flag(lanes)}, {_flag(t)}>" for m in modes for eq, lanes in
+              ((True, False), (False, False), (False, True)) for t in (True, False)]
     return tuple(names + ["dp_gather", "dp_keys", "dp_warps"])
 
 
@@ -145,6 +149,14 @@ def long_words(ql: np.ndarray, tl: np.ndarray, wide: bool = True) -> np.ndarray:
     if wide:
         return -(-ql // (32 * ROWS)) * (-(-tl // COLS) + 31) * COLS * 32
     return -(-ql // (64 * ROWS)) * (-(-tl // COLS16) + 63) * COLS16 * 64
+
+
+def fill_words(maxn: np.ndarray, stripes: np.ndarray, wide: bool = True) -> np.ndarray:
+    """dp_fill's direction words (8 bytes) per warp (its longest target maxn, its longest query's stripes):
+    a word per lane, stripe and column; dp_fill16's (wide False), two words per lane, double stripe (two
+    stripes) and step (maxn + 1 of them)."""
+    maxn, stripes = maxn.astype(np.int64), stripes.astype(np.int64)
+    return stripes * maxn * 32 if wide else (stripes + 1) // 2 * (maxn + 1) * 64
 
 
 def team_size(pairs: int, sms: int) -> int:
@@ -363,14 +375,14 @@ class GpuDpEngine(BatchEngine):
     def _launches(self, mode: int, want: bool, sub, cfg, ql, tl, short, long, d_codes, d_meta):
         """The kernels' launches: (each thread's or team's pair, -1 for none (dp_fill's scores only: None); the
         kernel's pair arguments; boundary ints; direction words; blocks; dp_long's warps per pair, 0 for
-        dp_fill; int32 lanes: False for dp_fill16 and dp_long16), dp_fill's short pairs first. Scores only,
-        the short pairs whose values fit int16 go to dp_fill16 (fits16; every pair at once where
-        fits16_all proves it from the lengths' maxima), the long ones likewise to dp_long16 (narrow)."""
+        dp_fill; int32 lanes: False for dp_fill16 and dp_long16), dp_fill's short pairs first. The short pairs
+        whose values fit int16 go to dp_fill16 (fits16; every pair at once where fits16_all proves it from the
+        lengths' maxima; with CIGARs where TRACE16), the long ones likewise to dp_long16 (narrow)."""
         import cupy
 
         p = cfg.effective_penalties
         sq, st = (ql, tl) if short is None else (ql[short], tl[short])
-        if want or not INT16:
+        if not INT16 or (want and not TRACE16):
             groups = ((True, short),)
         elif fits16_all(mode, sq, st, sub, p.gap_open, p.gap_extend):
             groups = ((False, short),)
@@ -384,7 +396,7 @@ class GpuDpEngine(BatchEngine):
             d_slots, maxn, stripes = self._plan(group, len(ql), d_meta)
             slots = d_slots.get() if want else None
             bound = (maxn.astype(np.int64) + 1) * 32
-            words = stripes.astype(np.int64) * maxn * 32 if want else np.zeros(len(maxn), np.int64)
+            words = fill_words(maxn, stripes, wide) if want else np.zeros(len(maxn), np.int64)
             for w0, w1 in launches(words, DIR_BYTES or _free_bytes() // 4):
                 d_sel = d_slots[w0 * 32:w1 * 32]
                 args = (d_codes, d_sel, np.int32(len(d_sel)), *d_meta, to_device(maxn[w0:w1], np.int32),
@@ -463,14 +475,20 @@ class GpuDpEngine(BatchEngine):
 
     @trace.traced("dp gather")
     def _gather(self, traced: list, d_count, dst: np.ndarray, total: int) -> np.ndarray:
-        """Every launch's CIGARs packed in pair order (dst: each pair's first op, by pair), to the host."""
+        """Every launch's CIGARs packed in pair order (dst: each pair's first op, by pair), to the host: into
+        page-locked memory (pinned_empty, from cupy's pool: a batch's block is reused by a later batch of
+        about its size once the first is dropped) where PINNED_CIGARS, else a new pageable array."""
         import cupy
 
         d_dst, d_out = to_device(dst, np.int64), cupy.empty(max(1, total), cupy.uint32)
         for order, nthreads, d_off, d_ops in traced:
             self._module().get_function("dp_gather")((-(-int(nthreads) // BLOCK),), (BLOCK,),
                                                      (order, nthreads, d_off, d_count, d_dst, d_ops, d_out))
-        return cupy.asnumpy(d_out)[:total]
+        if not PINNED_CIGARS:
+            return cupy.asnumpy(d_out)[:total]
+        host = pinned_empty(max(1, total), np.uint32)
+        d_out.get(out=host)
+        return host[:total]
 
     @staticmethod
     def _results(cfg: AlignConfig, want: bool, ql, tl, host: np.ndarray, gather, all_live: bool) -> AlignBatch:

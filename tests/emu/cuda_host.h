@@ -53,6 +53,12 @@ inline unsigned __viaddmax_s16x2_relu(unsigned a, unsigned b, unsigned c) {
 inline unsigned __vmaxs2(unsigned a, unsigned b) { return emu_pair(max(emu_lo(a), emu_lo(b)), max(emu_hi(a), emu_hi(b))); }
 inline unsigned __vsub2(unsigned a, unsigned b) { return emu_pair(emu_lo(a) - emu_lo(b), emu_hi(a) - emu_hi(b)); }
 inline unsigned __vadd2(unsigned a, unsigned b) { return emu_pair(emu_lo(a) + emu_lo(b), emu_hi(a) + emu_hi(b)); }
+inline unsigned __vcmpgts2(unsigned a, unsigned b) {  // 0xffff in a half where a > b (signed)
+    return (emu_lo(a) > emu_lo(b) ? 0xffffu : 0u) | (emu_hi(a) > emu_hi(b) ? 0xffff0000u : 0u);
+}
+inline unsigned __vcmpeq2(unsigned a, unsigned b) {
+    return ((a & 0xffffu) == (b & 0xffffu) ? 0xffffu : 0u) | ((a >> 16) == (b >> 16) ? 0xffff0000u : 0u);
+}
 inline unsigned __vminu2(unsigned a, unsigned b) {
     return std::min(a & 0xffffu, b & 0xffffu) | std::min(a >> 16, b >> 16) << 16;
 }
