@@ -152,6 +152,7 @@ class ClusterAligner(Dispatcher):
     cluster: object = None
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     stats: dict = field(default_factory=dict)
+    starts: dict = field(default_factory=dict)  # this run's batches' start events as they came (batch -> count)
     seq: int = 0
     workers: int = 1
     slots: int = 0  # batches the workers take at once, together (two each; a `gpualign worker` says its own)
@@ -185,8 +186,10 @@ class ClusterAligner(Dispatcher):
             self.client = Client(self.cluster)
             threads = max(1, host_cores // s.cpu_workers)
             what = f"{s.cpu_workers} CPU worker(s) (Dask, this host)"
-        from .cluster_worker import CloseEngines
+        from .cluster_worker import START_EVENT, CloseEngines
 
+        # (before any batch: the scheduler keeps only its last events of a topic, 1,000 unless it was told)
+        self.client.subscribe_topic(START_EVENT, self._started)
         self.client.register_plugin(CloseEngines())  # the workers' engines closed with them
         self.client.wait_for_workers(1, timeout=60)
         info = self.client.scheduler_info()["workers"]
@@ -226,15 +229,23 @@ class ClusterAligner(Dispatcher):
         self.seq += 1
         return _Result(fut, pairs, self.stats)
 
+    def _started(self, event) -> None:
+        """A start event (timestamp, msg) as the scheduler passes it on (on the client's event loop)."""
+        msg = event[1]
+        if isinstance(msg, dict) and msg.get("run") == self.run:
+            self.starts[msg["batch"]] = self.starts.get(msg["batch"], 0) + 1
+
     def retried(self) -> int:
-        """Batches of this run that started more than once (their worker died)."""
+        """Batches of this run that started more than once (their worker died): the events as they came, or
+        the scheduler's log of them where it holds more (an event still on its way at the end)."""
         from .cluster_worker import START_EVENT
 
-        starts: dict = {}
+        logged: dict = {}
         for _, msg in self.client.get_events(START_EVENT):
             if isinstance(msg, dict) and msg.get("run") == self.run:
-                starts[msg["batch"]] = starts.get(msg["batch"], 0) + 1
-        return sum(1 for v in starts.values() if v > 1)
+                logged[msg["batch"]] = logged.get(msg["batch"], 0) + 1
+        came = dict(self.starts)
+        return sum(1 for b in came.keys() | logged.keys() if max(came.get(b, 0), logged.get(b, 0)) > 1)
 
     def rows(self) -> list[tuple[str, str]]:
         n, per = self.units

@@ -35,6 +35,7 @@ def align_batch(batch, cfg: AlignConfig, run: str, seq: int):
         t0 = time.perf_counter()
         res, counts = _host.align(batch, cfg)
         return res, counts, str(worker.name), time.perf_counter() - t0
+    cfg = _forkable(cfg)
     chain = _chains.get(cfg)
     if chain is None:
         chain, _ = select_engines(cfg)
@@ -45,6 +46,18 @@ def align_batch(batch, cfg: AlignConfig, run: str, seq: int):
     t0 = time.perf_counter()
     res, counts = run_chain(batch, chain, cfg)
     return res, counts, str(worker.name), time.perf_counter() - t0
+
+
+def _forkable(cfg):
+    """cfg (AlignConfig, SearchConfig), or with one CPU process where this worker's process is daemonic (a
+    plain `dask worker`'s under its Nanny, unless distributed.worker.daemon is off): such a process may not
+    start a process pool, so its CPU engines run without one (pairs: each batch in a forked child,
+    interrupt.killable; search: in the worker's thread), as many batches at once as the worker's threads."""
+    import multiprocessing
+
+    if cfg.threads != 1 and multiprocessing.current_process().daemon:
+        return dataclasses.replace(cfg, threads=1)
+    return cfg
 
 
 class CloseEngines(WorkerPlugin):
@@ -89,6 +102,7 @@ def search_chunk(pats, chunk, cfg: SearchConfig, run: str, seq: int):
         return cands, counts, str(worker.name), time.perf_counter() - t0
     if _host is not None:  # a `gpualign worker` without GPUs: the CPU engine
         cfg = dataclasses.replace(cfg, device="cpu")
+    cfg = _forkable(cfg)
     with _search_lock:
         engine = _searches.get(run)
         if engine is None:

@@ -85,15 +85,19 @@ def test_genome_on_cpu_workers(tmp_path):
 
 def test_worker_killed_mid_run_loses_nothing(inputs, tmp_path):
     """One worker SIGKILLed mid-batch once a batch is written: its batches run again elsewhere, the output
-    is byte for byte the one-process run's, and the summary counts the batches that were re-run."""
+    is byte for byte the one-process run's, and the summary counts the batches that were re-run, also where
+    the scheduler keeps fewer events than the run logs (one here; `dask scheduler`'s default is 1,000): the
+    client counts them as they come."""
+    import dask
     from distributed import Client, LocalCluster
 
     a, b = str(inputs / "a.fa"), str(inputs / "b.fa")
     ref = tmp_path / "ref.paf"
     cfg = AlignConfig(device="cpu", threads=1, batch_bases=200_000)
     run_pairs(a, b, str(ref), None, cfg, "test")
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with dask.config.set({"distributed.admin.low-level-log-length": 1}):
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, Client(cluster) as client:
         pids = client.run(os.getpid)  # worker address -> pid
         killed = []
 
@@ -239,6 +243,31 @@ def test_search_unreachable_scheduler(search_inputs, tmp_path):
     assert p.returncode == 1 and "cannot connect" in p.stderr and not out.exists()
 
 
+def test_plain_dask_worker_daemonic(inputs, search_inputs, tmp_path):
+    """A plain `dask worker`'s process is daemonic under its Nanny and may not start a process pool: a run with
+    -t 2 on one ended in a traceback (AssertionError: daemonic processes are not allowed to have children).
+    Its CPU engines now run without a pool: pairs, search and genome give the one-process run's bytes."""
+    import dask
+    from distributed import LocalCluster
+    from simulate import simulate, write_fasta
+
+    q, t = simulate(2, 20_000, 0.05, seed=17)
+    write_fasta(str(tmp_path / "ga.fa"), q, "a")
+    write_fasta(str(tmp_path / "gb.fa"), t, "b")
+    runs = [("pairs", [str(inputs / "a.fa"), str(inputs / "b.fa"), "--batch-bases", "400000"], "paf"),
+            ("search", [str(search_inputs / "p.fa"), str(search_inputs / "t.fa"), "-k", "2"], "tsv"),
+            ("genome", [str(tmp_path / "ga.fa"), str(tmp_path / "gb.fa")], "paf")]
+    with dask.config.set({"distributed.worker.daemon": True}), \
+            LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+        for command, args, ext in runs:
+            one, dist = tmp_path / f"one.{ext}", tmp_path / f"dist.{ext}"
+            p = gpualign(command, *args, "-o", str(one), "-q", "--device", "cpu", "-t", "2")
+            assert p.returncode == 0, p.stderr
+            p = gpualign(command, *args, "-o", str(dist), "-q", "-t", "2", "--scheduler", cluster.scheduler_address)
+            assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+            assert one.read_bytes() == dist.read_bytes(), command
+
+
 def _warm_worker(address: str, *extra):
     """`gpualign worker --scheduler address` started (its engines made, joined): the process."""
     import subprocess
@@ -297,6 +326,22 @@ def test_gpualign_worker_serves_runs_warm(inputs, search_inputs, tmp_path, devic
             proc.terminate()
             rest = proc.stderr.read()
             assert proc.wait(30) == 143 and "Traceback" not in rest, rest
+
+
+def test_gpualign_worker_default_threads_every_core():
+    """`gpualign worker` without -t runs its CPU engines on every usable core (-t 0 is all cores, as in every
+    command): it ran them with one process."""
+    from distributed import LocalCluster
+
+    from gpualign.config import usable_cores
+
+    with LocalCluster(n_workers=0, dashboard_address=None, processes=False, protocol="tcp") as cluster:
+        proc, lines = _warm_worker(cluster.scheduler_address, "--device", "cpu")
+        try:
+            assert f"CPU engines with {usable_cores()} process(es) each" in lines[0], lines
+        finally:
+            proc.terminate()
+            proc.wait(30)
 
 
 def test_gpualign_worker_bad_options(tmp_path):

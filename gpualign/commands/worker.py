@@ -27,7 +27,7 @@ EPILOG = ("Examples (a scheduler, a worker on each GPU host, then runs from any 
 def worker(scheduler, gpus, device, threads, name, quiet, debug) -> None:
     """Serve --scheduler runs as a Dask worker, engines warm before the first batch."""
     from ..cluster import ClusterSpec
-    from ..config import cap_threads
+    from ..config import cap_threads, usable_cores
     from ..errors import ConfigError, DeviceError
 
     def body():
@@ -49,7 +49,7 @@ def worker(scheduler, gpus, device, threads, name, quiet, debug) -> None:
                 chosen = "all"
             elif device == "gpu":
                 raise DeviceError(f"--device gpu: no GPU available ({what})")
-        n_threads, _ = cap_threads(threads)
+        n_threads = cap_threads(threads)[0] or usable_cores()  # (-t 0: every core)
         serve(scheduler, chosen, n_threads, name, notice_printer(stderr_console(), quiet) or (lambda text: None))
 
     run_guarded(body, debug)
