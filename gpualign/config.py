@@ -109,6 +109,9 @@ class Scoring:
                               "(with penalties alone every local alignment is empty)")
         if self.unknown is not None and (len(self.unknown) != 1 or not self.unknown.isprintable()):
             raise ConfigError(f"--unknown must be one character (got {self.unknown!r})")
+        if self.unknown is not None and not self.general:  # (it was ignored without a word)
+            raise ConfigError("--unknown applies to general scoring (--match, --matrix, --alphabet protein, "
+                              "--mode local|semi-global), not to the edit or gap-affine metric's DNA rule")
 
 
 MATRIX_GAPS = (11, 1)  # BLAST's defaults for BLOSUM62 (o + L*e): the preset gaps with a matrix
@@ -118,7 +121,7 @@ def preset_penalties(scoring: Scoring, mismatch: int | None, gap_open: int | Non
                      gap_extend: int | None, metric: str = "affine") -> Penalties:
     """Penalties from the flags given (None: not given) over the preset: WFA2-lib's 4/6/2, or gaps
     11/1 with a substitution matrix. An explicit flag always wins; the edit metric (unit costs) does not
-    use them, so a flag given with it is an error rather than ignored."""
+    use them, nor a matrix -x, so such a flag is an error rather than ignored."""
     if metric == "edit":
         given = [f for f, v in (("-x", mismatch), ("-O", gap_open), ("-E", gap_extend)) if v is not None]
         if given:
@@ -126,6 +129,9 @@ def preset_penalties(scoring: Scoring, mismatch: int | None, gap_open: int | Non
                               f"not use: add --metric affine, or leave {'them' if len(given) > 1 else 'it'} out")
     base = Penalties()
     if scoring.matrix_name is not None:
+        if mismatch is not None:  # (the matrix holds the mismatch scores, as it holds the match scores)
+            given = "--matrix" if scoring.matrix is not None else "--alphabet protein (scored by a matrix)"
+            raise ConfigError(f"-x and {given} exclude each other (the matrix holds the mismatch scores)")
         base = replace(base, gap_open=MATRIX_GAPS[0], gap_extend=MATRIX_GAPS[1])
     given = {k: v for k, v in (("mismatch", mismatch), ("gap_open", gap_open), ("gap_extend", gap_extend))
              if v is not None}

@@ -64,7 +64,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
     """cluster: a cluster.ClusterSpec (batches aligned by Dask workers) or None (this process)."""
     cfg.validate()
     fmt = infer_format(fmt, out, cfg.distance_only)
-    protein = cfg.scoring.alphabet == "protein"
+    protein = scoring.residues(cfg)  # (the matrix loaded: its errors first)
     if fmt == "bam" and protein:
         raise ConfigError("BAM cannot hold protein sequences (its SEQ is a 4-bit nucleotide code): "
                           "write SAM, PAF or TSV")

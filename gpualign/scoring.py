@@ -126,6 +126,16 @@ def substitution(cfg: AlignConfig) -> Substitution:
     return Substitution(label, letters, tuple(tuple(int(v) for v in row) for row in table))
 
 
+def residues(cfg: AlignConfig) -> bool:
+    """Whether cfg's sequences are protein (SAM's SEQ as read, with '*'; no BAM): --alphabet protein, or a
+    matrix holding a letter that is no DNA letter (--matrix BLOSUM62 given without --alphabet protein)."""
+    if cfg.scoring.alphabet == "protein":
+        return True
+    if not cfg.general or cfg.scoring.matrix_name is None:
+        return False
+    return any(c not in DNA_LETTERS for c in substitution(cfg).letters)
+
+
 def allowed_table(sub: Substitution) -> np.ndarray:
     """bool[256]: the bytes the table scores (the wildcard codes are not input characters)."""
     ok = np.zeros(256, dtype=bool)

@@ -291,6 +291,20 @@ def test_values_past_int32_fail_the_pair(distance_only):
     assert "32-bit lanes hold" in res.reason[0] and f"{cpu_dp.RANGE32:,}" in res.reason[0]
 
 
+@pytest.mark.parametrize("mode", ["local", "semi-global"])
+def test_long_gaps_bound_by_mode(mode):
+    """cpu-dp's bound on parasail's values follows the mode: one base against 107,400 with gaps of 10,000 a
+    base was refused as if its all-gap path (global's) could be taken ("its scores could reach 1,074,030,013"),
+    where local and semi-global align it at score 2, one =."""
+    rng = np.random.default_rng(31)
+    t = "".join(rng.choice(list("ACGT"), 107_400))
+    cfg = AlignConfig(metric="affine", penalties=Penalties(3, 5, 10000), scoring=Scoring(mode=mode, match=2),
+                      device="cpu")
+    res = align(CpuDpEngine(1), ["A"], [t], cfg)
+    assert res.status.tolist() == [OK] and int(res.score[0]) == 2
+    assert C.to_text(res.cigar, res.cigar_off, res.cigar_len) == ["1="]
+
+
 def test_unknown_letters_keep_their_identity(engine):
     """--unknown scores characters the table lacks as its letter, but a CIGAR's =/X compare the characters
     themselves (a helper's hunt: J against O, both scored as X, was written '=', NM 0): DNA (E, I, J, ... as N)
@@ -721,8 +735,10 @@ def test_equality_scores():
 def test_h_range_bounds_every_cell(mode):
     """gpu_dp.h_range (what fits16 proves int16 safety from) against every H of Gotoh's DP, written out here
     in full, on random and adversarial pairs and scorings; global's lower bound reached exactly by 35 A
-    against 3 C (three mismatches and one gap of 32)."""
+    against 3 C (three mismatches and one gap of 32); and cpu_dp.reach (parasail's lanes) against every H, V
+    and Z."""
     from gpualign import scoring
+    from gpualign.engines import cpu_dp
     from gpualign.engines import gpu_dp
 
     rng = np.random.default_rng(26)
@@ -750,6 +766,8 @@ def test_h_range_bounds_every_cell(mode):
                                   0 if mode == "local" else -10 ** 9)
             lo, hi = gpu_dp.h_range(gpu_dp.MODES[mode], np.array([m]), np.array([n]), sub, o, e)
             assert lo[0] <= H.min() and H.max() <= hi[0], (q, t, match, mism, o, e)
+            real = np.concatenate([H.ravel(), V[V > -10 ** 8], Z[Z > -10 ** 8]])
+            assert np.abs(real).max() <= cpu_dp.reach(m, n, int(np.abs(a).max()), (o + e, e), mode), (q, t, mode)
             if (q, t, mode, match, mism, o, e) == ("A" * 35, "C" * 3, "global", 2, 3, 5, 2):
                 assert H.min() == lo[0] == -78
 
@@ -797,7 +815,7 @@ def test_cli_gpu_general_scoring(tmp_path):
     for dev in ("gpu", "cpu"):
         out, summary = tmp_path / f"{dev}.tsv", tmp_path / f"{dev}.summary"
         rc, _, err = run([str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), "-o", str(out), "-f", "tsv", "-q",
-                          "--device", dev, "--mode", "local", "--matrix", "BLOSUM62", "-x", "1", "-O", "11", "-E", "1",
+                          "--device", dev, "--mode", "local", "--matrix", "BLOSUM62", "-O", "11", "-E", "1",
                           "--summary", str(summary)])
         assert rc == 0, err
         assert f"route:{dev}-dp\t200" in summary.read_text()
@@ -993,6 +1011,11 @@ def test_cli_outputs(tmp_path):
     (["ACGT"], ["--mode", "local"], "--mode local needs scores above 0"),
     (["ACGT"], ["--mode", "local", "--match", "0", "-x", "4"], "--mode local needs scores above 0"),
     (["MKV"], ["--alphabet", "protein", "--match", "5"], "--match and --alphabet protein (scored by BLOSUM62)"),
+    # -x with a matrix was ignored without a word (exit 0): the matrix holds the mismatch scores
+    (["MKV"], ["--alphabet", "protein", "-x", "10000"], "-x and --alphabet protein (scored by a matrix) exclude"),
+    (["ACGT"], ["--matrix", "BLOSUM62", "-x", "5"], "-x and --matrix exclude each other"),
+    (["ACGT"], ["-m", "affine", "--unknown", "N"], "--unknown applies to general scoring"),  # (was ignored)
+    (["ACGT"], ["--unknown", "N"], "--unknown applies to general scoring"),
     # matrix files Biopython reads with scores of 0 where entries are missing (exit 0), or with a traceback
     (["AC"], ["--matrix", "FILE:   A C\nA 1 -1\nC -1\n"], "FILE: line 3: 1 scores after its letter, for 2 letters"),
     (["AC"], ["--matrix", "FILE:   A C G\nA 1 -1 0\nC -1 1 0\n"], "FILE: 2 rows of scores for 3 letters"),

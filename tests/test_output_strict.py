@@ -234,28 +234,35 @@ def protein(tmp_path_factory):
     return d
 
 
-def _protein(d, *more):
+# protein asked for, or a protein matrix given without --alphabet protein (SEQ was written as DNA: '*' as N, a
+# query '*' alone as N; BAM written)
+PROTEIN = [("--alphabet", "protein"), ("--matrix", "BLOSUM62")]
+
+
+def _protein(d, *more, scored=PROTEIN[0]):
     return subprocess.run([sys.executable, "-m", "gpualign", "pairs", str(d / "p1.fa"), str(d / "p2.fa"), "--mode",
-                           "local", "--alphabet", "protein", "--device", "cpu", "-t", "1", *more],
+                           "local", *scored, "--device", "cpu", "-t", "1", *more],
                           capture_output=True, env=ENV, timeout=120)
 
 
+@pytest.mark.parametrize("scored", PROTEIN)
 @pytest.mark.parametrize("how", [("-o", "prot.bam"), ("-f", "bam"), ("-o", "/dev/null", "-f", "bam")])
-def test_protein_bam_is_refused(protein, tmp_path, how):
+def test_protein_bam_is_refused(protein, tmp_path, how, scored):
     """BAM's SEQ is a 4-bit nucleotide code (MVLSPADKTN came back MVNSNADKTN): refused before anything is
     written or an engine starts."""
     how = [str(tmp_path / a) if a.endswith(".bam") else a for a in how]
-    p = _protein(protein, *how)
+    p = _protein(protein, *how, scored=scored)
     assert p.returncode == 2 and p.stdout == b""
     assert "BAM" in _error_line(p.stderr) and "protein" in p.stderr.decode()
     assert "engine" not in p.stderr.decode()
     assert not os.listdir(tmp_path)
 
 
-def test_protein_sam_keeps_every_residue(protein, tmp_path):
+@pytest.mark.parametrize("scored", PROTEIN)
+def test_protein_sam_keeps_every_residue(protein, tmp_path, scored):
     """SEQ is the query as given, '*' included (before: '*' written as N); htslib still parses the file."""
     out = tmp_path / "prot.sam"
-    p = _protein(protein, "-o", str(out), "-q")
+    p = _protein(protein, "-o", str(out), "-q", scored=scored)
     assert p.returncode == 0, p.stderr.decode()
     fasta = (protein / "p1.fa").read_text().split()
     seqs = dict(zip([name[1:] for name in fasta[::2]], fasta[1::2]))
@@ -265,17 +272,18 @@ def test_protein_sam_keeps_every_residue(protein, tmp_path):
         assert [r.query_name for r in fh] == [r[0] for r in recs]
 
 
-def test_protein_star_alone_refused_in_sam(tmp_path):
+@pytest.mark.parametrize("scored", PROTEIN)
+def test_protein_star_alone_refused_in_sam(tmp_path, scored):
     """A query that is '*' alone (one stop residue) would be written SEQ '*', which SAM reads as no sequence
     stored: refused with one line naming it, no file left; TSV keeps it."""
     (tmp_path / "p1.fa").write_text(">p1\nMVLSPADK\n>stop\n*\n")
     (tmp_path / "p2.fa").write_text(">t1\nMVLSPADK\n>t2\nMKTAY\n")
     out = tmp_path / "o" / "prot.sam"
     out.parent.mkdir()
-    p = _protein(tmp_path, "-o", str(out), "-q")
+    p = _protein(tmp_path, "-o", str(out), "-q", scored=scored)
     assert p.returncode != 0 and "'stop'" in _error_line(p.stderr) and "SEQ" in _error_line(p.stderr)
     assert not os.listdir(out.parent)
-    p = _protein(tmp_path, "-f", "tsv", "-q")
+    p = _protein(tmp_path, "-f", "tsv", "-q", scored=scored)
     assert p.returncode == 0 and [ln.split("\t")[0] for ln in p.stdout.decode().splitlines()[1:]] == ["p1", "stop"]
 
 

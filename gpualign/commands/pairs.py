@@ -31,7 +31,7 @@ EPILOG = ("Examples:\n\n"
 @click.option("--matrix", help="Substitution matrix: a name Biopython knows (BLOSUM62, PAM250, NUC.4.4) or a file in that "
               "format (rows: the target's letters, columns: the query's).")
 @click.option("--alphabet", default="dna", help="dna | protein (20 amino acids + B Z X U O *; BLOSUM62 unless --matrix).")
-@click.option("--unknown", help="Score characters the matrix lacks as this letter (default: an error).")
+@click.option("--unknown", help="Score characters the matrix lacks as this letter (default: an error; general scoring only).")
 @click.option("--mismatch", "-x", type=int, help="Affine mismatch penalty x (default 4).")
 @click.option("--gap-open", "-O", type=int, help="Affine gap-open o: a gap of length l costs o+l*e (default 6; 11 with a matrix).")
 @click.option("--gap-extend", "-E", type=int, help="Affine gap-extend e (default 2; 1 with a matrix).")

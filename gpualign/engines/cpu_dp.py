@@ -61,11 +61,15 @@ RANGE16 = 1 << 14  # the most |value| a pair's DP may reach on 16-bit lanes (par
 RANGE32 = 1 << 30  # ... on 32-bit lanes (-2^31 / 2)
 
 
-def reach(ql: int, tl: int, smax: int, gaps: tuple) -> int:
+def reach(ql: int, tl: int, smax: int, gaps: tuple, mode: str = "global") -> int:
     """A bound on |H|, |E| and |F| in the DP of a pair of lengths ql, tl (smax: the largest |score| of the
-    matrix; gaps: parasail's open, extend): a cell's value is at most a diagonal's substitutions and at least
-    its all-gap path's (two opens and every base's extension), in every mode."""
-    return smax * min(ql, tl) + gaps[1] * (ql + tl) + 2 * gaps[0]
+    matrix; gaps: parasail's open, extend), and on how far parasail's -infinity falls below its own value:
+    a cell's value is at most a diagonal's substitutions, and at least global, its all-gap path's (two opens
+    and every base's extension); semi-global, a path from the first row (free) down a diagonal and one gap in
+    the query; local, minus an open (H is at least 0). parasail's scan and striped kernels extend -infinity
+    along the query, an extension a base (16-bit lanes wrapped where that passed their range, unreported)."""
+    gap_bases = {"global": ql + tl, "semi-global": ql}.get(mode, 0)
+    return max(smax * min(ql, tl) + gaps[1] * gap_bases, gaps[1] * ql) + 2 * gaps[0]
 
 
 def _run(fn16, fn32, q: str, t: str, gaps, matrix):
@@ -124,7 +128,7 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
                 ops.append(np.array([ln << 4 | op for op, ln in cig], dtype=np.uint32))
                 clen[i] = len(cig)
             continue
-        bound = reach(ql, tl, smax, gaps)
+        bound = reach(ql, tl, smax, gaps, mode)
         r = None if bound >= RANGE32 else \
             _run(fn16 if bound < RANGE16 else None, fn32, text[qo:qo + ql], text[to:to + tl], gaps, matrix)
         if r is None or r.saturated:
