@@ -42,6 +42,7 @@ class Summary:
     verified: int = 0
     verified_optimal: int = 0
     verified_by: str = ""  # the library that re-computed the verified scores (engines.check)
+    verified_cigar_faults: int = 0  # verified pairs whose CIGAR is no alignment of their score (check.cigar_faults)
     stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "align": 0.0, "write": 0.0})
     extra: list = field(default_factory=list)  # (key, value) rows of a cluster run: per worker, retried
 
@@ -59,10 +60,11 @@ class Summary:
         rows += [(f"route:{k}", str(v)) for k, v in sorted(self.counts.items())]
         rows += memory.peak_rows()
         rows += self.extra
-        if self.verified:
+        if self.verified_by:  # (--verify asked: its rows also where no pair was drawn, recall '-' then)
             rows += [("verified", str(self.verified)), ("verified_by", self.verified_by),
                      ("verified_optimal", str(self.verified_optimal)),
-                     ("recall", f"{100.0 * self.verified_optimal / self.verified:.4f}%")]
+                     ("verified_cigar_faults", str(self.verified_cigar_faults)),
+                     ("recall", f"{100.0 * self.verified_optimal / self.verified:.4f}%" if self.verified else "-")]
         return rows
 
 
@@ -422,14 +424,22 @@ def in_order(items, submit, full):
 
 def _verify(batch, res, checker, cfg, fraction: float, summary: Summary) -> None:
     """Score a random fraction of the pairs again with checker (engines.check: a library other than the
-    engines'); count the scores that agree (optimal)."""
+    engines'), and check their CIGARs (check.cigar_faults); count the pairs whose score agrees and whose
+    CIGAR is an alignment of that score (optimal)."""
+    from .engines.check import cigar_faults
+
     rng = np.random.default_rng(int(batch.index[0]) if batch.n else 0)
     idx = np.nonzero((rng.random(batch.n) < fraction) & (res.status == OK))[0]
     if len(idx) == 0:
         return
     want = checker.scores(batch.take(idx), cfg)
+    ok = want == res.score[idx]
+    if res.has_cigar:
+        faults = cigar_faults(batch, res, idx, cfg)
+        summary.verified_cigar_faults += int(faults.sum())
+        ok &= ~faults
     summary.verified += len(idx)
-    summary.verified_optimal += int((want == res.score[idx]).sum())
+    summary.verified_optimal += int(ok.sum())
 
 
 def stream(batches, dispatcher, cfg, out, summary: Summary, progress, verify: float = 0.0, checker=None) -> None:

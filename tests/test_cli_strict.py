@@ -289,6 +289,8 @@ CONFIGS = [
     AlignConfig(metric="affine", scoring=Scoring(mode="local", alphabet="protein"), penalties=Penalties(4, 11, 1)),
     AlignConfig(metric="affine", scoring=Scoring(mode="semi-global", alphabet="protein"),
                 penalties=Penalties(4, 10, 1)),
+    AlignConfig(metric="affine", scoring=Scoring(mode="global", alphabet="protein", unknown="X"),
+                penalties=Penalties(4, 10, 1)),
 ]
 
 
@@ -298,11 +300,12 @@ def test_judge_agrees_with_the_engines(cfg):
     """The judge's scores equal the CPU engines' (WFA2-lib, parasail) on random pairs, empty sides and N
     included: the same conventions, computed by other code."""
     from gpualign.engines import select_engines
-    from gpualign.engines.check import CheckEngine
+    from gpualign.engines.check import CheckEngine, cigar_faults
 
     rng = np.random.default_rng(51)
     protein = cfg.scoring.alphabet == "protein"
-    qs, ts = _random_pairs(rng, 120, b"ACDEFGHIKLMNPQRSTVWY" if protein else b"ACGTNacgt", empties=not protein)
+    letters = b"ACDEFGHIKLMNPQRSTVWY" + (b"JJ" if cfg.scoring.unknown else b"")
+    qs, ts = _random_pairs(rng, 120, letters if protein else b"ACGTNacgt", empties=not protein)
     qs, ts = [q.upper() for q in qs], [t.upper() for t in ts]  # the readers' case folding
     batch = PairBatch.from_sequences(qs, ts)
     cfg = cfg.with_(device="cpu", threads=1, distance_only=True).validate()
@@ -311,6 +314,16 @@ def test_judge_agrees_with_the_engines(cfg):
     judge = CheckEngine(1).scores(batch, cfg)
     assert (res.status == 0).all()
     assert np.array_equal(judge, res.score.astype(np.int64)), np.nonzero(judge != res.score)[0][:5]
+    # the engines' CIGARs pass --verify's check (check.cigar_faults: no false alarm)
+    from gpualign.route import run_chain
+    from gpualign.scoring import restate_matches
+
+    with_cigars = cfg.with_(distance_only=False)
+    res, _ = run_chain(batch, select_engines(with_cigars)[0], with_cigars)
+    if with_cigars.general:
+        res = restate_matches(batch, res, with_cigars)
+    faults = cigar_faults(batch, res, np.arange(batch.n), with_cigars)
+    assert not faults.any(), np.nonzero(faults)[0][:5]
 
 
 @pytest.mark.parametrize("general", [False, True])
@@ -337,6 +350,68 @@ def test_verify_catches_a_wrong_cpu_engine(tmp_path, monkeypatch, general):
     summary = run_pairs(str(q), str(t), str(tmp_path / "o.tsv"), None, cfg, "gpualign pairs", verify=1.0)
     assert summary.verified == 40 and summary.verified_optimal == 0
     assert dict(summary.rows())["verified_by"] == ("Biopython" if general else "edlib")
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_verify_catches_a_wrong_cigar(tmp_path, monkeypatch, general):
+    """A CPU engine whose scores are right and whose CIGARs say X where the bases are equal: --verify found
+    every pair optimal (it checked scores only); now none."""
+    from gpualign.engines import cpu_dp, cpu_wfa
+    from gpualign.pipeline import run_pairs
+
+    module = cpu_dp if general else cpu_wfa
+    right = module._align_chunk
+    at = 2  # (the packed ops: both engines' chunk results hold them third)
+
+    def eq_as_x(*args):
+        out = list(right(*args))
+        ops = out[at]
+        out[at] = np.where((ops & 15) == 7, (ops & ~np.uint32(15)) | np.uint32(8), ops).astype(np.uint32)
+        return tuple(out)
+
+    monkeypatch.setattr(module, "_align_chunk", eq_as_x)
+    q, t = tmp_path / "q.fa", tmp_path / "t.fa"
+    qs, ts = _random_pairs(np.random.default_rng(4), 40, empties=False)
+    q.write_text("".join(f">p{i}\n{s.decode()}\n" for i, s in enumerate(qs)))
+    t.write_text("".join(f">p{i}\n{s.decode()}\n" for i, s in enumerate(ts)))
+    scoring = Scoring(mode="global", match=2) if general else Scoring()
+    cfg = AlignConfig(metric="affine" if general else "edit", scoring=scoring, device="cpu", threads=1)
+    summary = run_pairs(str(q), str(t), str(tmp_path / "o.tsv"), None, cfg, "gpualign pairs", verify=1.0)
+    rows = dict(summary.rows())
+    assert summary.verified == 40 and summary.verified_optimal == 0 and rows["verified_cigar_faults"] == "40"
+
+
+def test_verify_rows_when_no_pair_is_drawn(tmp_path):
+    """--verify 0.1 on one pair draws none (the draw is seeded): the summary said nothing of the check; it now
+    says 0 verified, recall '-'."""
+    from gpualign.pipeline import run_pairs
+
+    q, t = tmp_path / "q.fa", tmp_path / "t.fa"
+    q.write_text(">p\nACGTACGT\n")
+    t.write_text(">p\nACGTTCGT\n")
+    summary = run_pairs(str(q), str(t), str(tmp_path / "o.tsv"), None, AlignConfig(device="cpu", threads=1),
+                        "gpualign pairs", verify=0.1)
+    rows = dict(summary.rows())
+    assert rows["verified"] == "0" and rows["recall"] == "-" and rows["verified_by"] == "edlib"
+
+
+def test_cigar_faults_each_kind():
+    """check.cigar_faults on hand-made results: right ones pass; a CIGAR short of its ranges, one with a false
+    =, one of the right shape scoring another score (4I4D for a distance of 0), a zero-length op, all fault."""
+    from gpualign import cigar as C
+    from gpualign.engines.check import cigar_faults
+    from gpualign.records import AlignBatch
+
+    batch = PairBatch.from_sequences([b"ACGT", b"ACGT", b"ACGT", b"ACGT", b"ACGT", b"AC"],
+                                     [b"ACGT", b"ACGT", b"ACGA", b"ACGT", b"ACGT", b"AG"])
+    cigars = [[(C.EQ, 4)], [(C.EQ, 3)], [(C.EQ, 4)], [(C.I, 4), (C.D, 4)], [(C.EQ, 0), (C.EQ, 4)],
+              [(C.EQ, 1), (C.X, 1)]]
+    ops = [np.array([ln << 4 | op for op, ln in c], np.uint32) for c in cigars]
+    lens = np.array([len(o) for o in ops], np.int64)
+    res = AlignBatch(np.array([0, 0, 1, 0, 0, 1], np.int32), np.zeros(6, np.uint8), np.zeros(6, np.uint8),
+                     np.concatenate(ops), np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+    faults = cigar_faults(batch, res, np.arange(6), AlignConfig(metric="edit"))
+    assert faults.tolist() == [False, True, True, True, True, False]
 
 
 def test_verify_help_names_the_judges():

@@ -40,7 +40,7 @@ EPILOG = ("Examples:\n\n"
 @THREADS
 @click.option("--device", default="auto", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")
 @click.option("--summary", help="Also write the summary as TSV to this file.")
-@click.option("--verify", type=float, default=0.0, help="Score a random FRACTION of the pairs again with a library that aligns none of them (edlib for edit, parasail for affine, Biopython for general scoring) and report the share whose score agrees (recall).")
+@click.option("--verify", type=float, default=0.0, help="Score a random FRACTION of the pairs again with a library that aligns none of them (edlib for edit, parasail for affine, Biopython for general scoring) check their CIGARs, and report the share whose score agrees and whose CIGAR passes (recall).")
 @click.option("--quiet", "-q", is_flag=True, help="No notice, progress or summary on stderr.")
 @DEBUG
 @GPUS

@@ -10,7 +10,9 @@ wavefronts for edit and affine, parasail and gpu-dp for general scoring).
   the target's end gaps free.
 
 The sequences are the bytes the engines compare (pack.compare_view: case-folded, --n-mismatch's
-unmatchable codes; --unknown's letter for general scoring). Scores only; over the shared process pool.
+unmatchable codes; --unknown's letter for general scoring). Scores over the shared process pool; the
+CIGARs of the same pairs checked here (cigar_faults: an alignment of the pair's ranges, its =/X true, its
+score the reported one).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import pack, scoring
+from ..cigar import D, EQ, I, X
 from ..config import AlignConfig
-from ..records import PairBatch
+from ..records import AlignBatch, PairBatch, offsets_from_lengths, segment_index
 from ._pool import ChunkPool
 
 JUDGES = {"edit": "edlib", "affine": "parasail", "general": "Biopython"}
@@ -117,3 +120,55 @@ class CheckEngine(ChunkPool):
             return (*head, text, *(a.tolist() for a in (part.q_off, part.q_len, part.t_off, part.t_len)))
 
         return self.run_chunks(batch, _score_chunk, chunk_args, np.concatenate).result()
+
+
+def cigar_faults(batch: PairBatch, res: AlignBatch, idx: np.ndarray, cfg: AlignConfig) -> np.ndarray:
+    """bool per pair of idx (pairs with CIGARs): its CIGAR is not an alignment of its aligned ranges (ops
+    other than =/X/I/D, a zero length, the ranges' bases not consumed exactly), an = or X is false of the
+    bytes the engines compare (the characters themselves: --unknown's letter scores, it does not match),
+    or its score is not the reported one (edit: X, I and D bases; affine: x a mismatch and o + L*e a gap;
+    general scoring: the table's scores of the =/X columns less the gaps')."""
+    from ..output.common import aligned_ranges
+
+    idx = np.asarray(idx, np.int64)
+    k = len(idx)
+    ln = res.cigar_len[idx].astype(np.int64)
+    ops = res.cigar[segment_index(res.cigar_off[idx], ln)]
+    pair = np.repeat(np.arange(k), ln)
+    op, run = ops & 15, (ops >> 4).astype(np.int64)
+    bad = np.zeros(k, bool)
+    bad[pair[~np.isin(op, (EQ, X, I, D)) | (run == 0)]] = True
+    qs, qe, ts, te = (a[idx] for a in aligned_ranges(batch, res))
+    qadv, tadv = np.where(np.isin(op, (EQ, X, I)), run, 0), np.where(np.isin(op, (EQ, X, D)), run, 0)
+    bad |= (np.bincount(pair, qadv, k) != qe - qs) | (np.bincount(pair, tadv, k) != te - ts)
+    # each =/X column's bytes, in the pairs that consume their ranges exactly (so every index is theirs)
+    first = offsets_from_lengths(ln)
+    qpos = np.cumsum(qadv) - qadv
+    tpos = np.cumsum(tadv) - tadv
+    if len(ops):
+        qpos -= np.repeat(qpos[np.minimum(first, len(ops) - 1)], ln)
+        tpos -= np.repeat(tpos[np.minimum(first, len(ops) - 1)], ln)
+    col = np.isin(op, (EQ, X)) & ~bad[pair]
+    reps = run[col]
+    cpair = np.repeat(pair[col], reps)
+    step = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+    qi = np.repeat((batch.q_off[idx] + qs)[pair[col]] + qpos[col], reps) + step
+    ti = np.repeat((batch.t_off[idx] + ts)[pair[col]] + tpos[col], reps) + step
+    view = pack.compare_view(batch, cfg.n_mismatch)
+    a, b = view[qi], view[ti]
+    bad[cpair[(a == b) != np.repeat(op[col] == EQ, reps)]] = True
+    p = cfg.effective_penalties
+    gap = np.isin(op, (I, D))
+    gaps = np.bincount(pair, np.where(gap, p.gap_open + p.gap_extend * run, 0), k)
+    if cfg.general:
+        sub = scoring.substitution(cfg)
+        remap = scoring.input_map(sub, cfg.scoring.unknown)
+        if remap is not None:
+            table = np.frombuffer(bytes(range(256)).translate(remap), np.uint8)
+            a, b = table[a], table[b]
+        score = np.bincount(cpair, sub.lookup()[b, a], k) - gaps
+    else:
+        edits = np.bincount(pair, np.where(op == X, run, 0), k)
+        score = edits + np.bincount(pair, np.where(gap, run, 0), k) if cfg.metric == "edit" else \
+            p.mismatch * edits + gaps
+    return bad | (np.rint(score).astype(np.int64) != res.score[idx].astype(np.int64))
