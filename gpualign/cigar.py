@@ -51,23 +51,52 @@ def pack_runs(op: np.ndarray, length: np.ndarray) -> np.ndarray:
     return (length.astype(np.uint32) << 4) | op
 
 
+def _op_starts(cig: np.ndarray, off, lens, q0, t0) -> tuple:
+    """(op, length, pair, [query bytes, target bytes]) per op of CIGARs (pair i's ops cig[off[i]:off[i] +
+    lens[i]]), the bytes being each op's first query and target byte (q0, t0: each pair's first aligned
+    ones)."""
+    lens = np.asarray(lens, np.int64)
+    ops = cig[segment_index(np.asarray(off, np.int64), lens)]
+    op, ln = (ops & 15).astype(np.int64), (ops >> 4).astype(np.int64)
+    pair = np.repeat(np.arange(len(lens)), lens)
+    first = offsets_from_lengths(lens)
+    at = []
+    for start, uses in ((q0, QUERY_USES), (t0, TARGET_USES)):
+        used = ln * uses[op]
+        before = np.cumsum(used) - used
+        at.append(np.asarray(start, np.int64)[pair] + before - before[np.minimum(first, len(before) - 1)][pair]
+                  if len(before) else before)
+    return op, ln, pair, at
+
+
+def batch_faults(cig: np.ndarray, off, lens, q0, t0, q_n, t_n, view: np.ndarray) -> tuple:
+    """CIGARs checked as check_cigar checks one, at once (pair i's ops cig[off[i]:off[i] + lens[i]] aligning
+    q_n[i] query bytes of view from q0[i] with t_n[i] target bytes from t0[i]): (bad, a bool per pair: an op
+    other than =/X/I/D, a zero length, adjacent equal ops, other lengths consumed, or an = or X false of the
+    bytes; and the =/X columns of the good ones: their pair, query byte, target byte)."""
+    n = len(lens)
+    op, ln, pair, at = _op_starts(cig, off, lens, q0, t0)
+    bad = np.zeros(n, bool)
+    bad[pair[~np.isin(op, (EQ, X, I, D)) | (ln == 0)]] = True
+    bad[pair[1:][(op[1:] == op[:-1]) & (pair[1:] == pair[:-1])]] = True
+    bad |= (np.bincount(pair, ln * QUERY_USES[op], n) != q_n) | (np.bincount(pair, ln * TARGET_USES[op], n) != t_n)
+    m = ((op == EQ) | (op == X)) & ~bad[pair]  # (a good pair's columns lie inside its ranges)
+    reps = ln[m]
+    k = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+    c_pair = np.repeat(pair[m], reps)
+    qi, ti = np.repeat(at[0][m], reps) + k, np.repeat(at[1][m], reps) + k
+    bad[c_pair[(view[qi] == view[ti]) != np.repeat(op[m] == EQ, reps)]] = True
+    keep = ~bad[c_pair]
+    return bad, c_pair[keep], qi[keep], ti[keep]
+
+
 def recompare(cig: np.ndarray, off: np.ndarray, lens: np.ndarray, q0: np.ndarray, t0: np.ndarray,
               view: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """CIGARs (packed; pair i's ops cig[off[i]:off[i] + lens[i]]) with each =/X base said again by comparing
     view[q] with view[t] (q0, t0: each pair's first aligned query and target byte in view), adjacent equal ops
     merged within a pair; the other ops kept. Returns (ops, their offsets, their counts)."""
     n = len(lens)
-    lens = np.asarray(lens, np.int64)
-    ops = cig[segment_index(np.asarray(off, np.int64), lens)]
-    op, ln = (ops & 15).astype(np.int64), (ops >> 4).astype(np.int64)
-    pair = np.repeat(np.arange(n), lens)
-    first = offsets_from_lengths(lens)
-    at = []
-    for start, uses in ((q0, QUERY_USES), (t0, TARGET_USES)):  # each op's first query / target byte in view
-        used = ln * uses[op]
-        before = np.cumsum(used) - used
-        at.append(np.asarray(start, np.int64)[pair] + before - before[np.minimum(first, len(before) - 1)][pair]
-                  if len(before) else before)
+    op, ln, pair, at = _op_starts(cig, off, lens, q0, t0)
     m = (op == EQ) | (op == X)
     cnt = np.where(m, ln, 1)
     base = np.repeat(np.cumsum(cnt) - cnt, cnt)

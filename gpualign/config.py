@@ -109,7 +109,7 @@ class Scoring:
                               "(with penalties alone every local alignment is empty)")
         if self.unknown is not None and (len(self.unknown) != 1 or not self.unknown.isprintable()):
             raise ConfigError(f"--unknown must be one character (got {self.unknown!r})")
-        if self.unknown is not None and not self.general:  # (it was ignored without a word)
+        if self.unknown is not None and not self.general:
             raise ConfigError("--unknown applies to general scoring (--match, --matrix, --alphabet protein, "
                               "--mode local|semi-global), not to the edit or gap-affine metric's DNA rule")
 

@@ -315,6 +315,17 @@ class AlignBatch:
     def n(self) -> int:
         return len(self.score)
 
+    def ranges(self, q_len: np.ndarray, t_len: np.ndarray) -> tuple:
+        """(q_start, q_end, t_start, t_end), int64 per pair of a batch of these lengths: the engine's (local,
+        ends-free), else the whole sequences (an end of -1, merge's mark, too); a start of -1 where the
+        engine does not know it (score-only local alignment)."""
+        q_len, t_len = np.asarray(q_len, np.int64), np.asarray(t_len, np.int64)
+        qs = np.zeros(self.n, np.int64) if self.q_start is None else self.q_start.astype(np.int64)
+        qe = q_len if self.q_end is None else np.where(self.q_end < 0, q_len, self.q_end).astype(np.int64)
+        ts = np.zeros(self.n, np.int64) if self.t_start is None else self.t_start.astype(np.int64)
+        te = t_len if self.t_end is None else np.where(self.t_end < 0, t_len, self.t_end).astype(np.int64)
+        return qs, qe, ts, te
+
     @classmethod
     def empty(cls, n: int, has_cigar: bool) -> "AlignBatch":
         return cls(np.zeros(n, np.int32), np.full(n, FAILED, np.uint8), np.zeros(n, np.uint8),

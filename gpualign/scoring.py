@@ -153,7 +153,18 @@ def input_map(sub: Substitution, unknown: str | None) -> bytes | None:
     return bytes(c if ok[c] or c < pack.MIN_BYTE else u for c in range(256))
 
 
-_UNKNOWN_MAPS: dict = {}  # restate_matches' input_map by (config, its matrix file's time)
+_LOADED: dict = {}  # loaded(): (table, input_map) by (config, its matrix file's time)
+
+
+def loaded(cfg: AlignConfig) -> tuple:
+    """(substitution(cfg), its input_map for --unknown), made once per config and matrix file version (for
+    the work done a batch at a time: the matrix file read once)."""
+    name = cfg.scoring.matrix_name
+    key = (cfg, os.path.getmtime(name) if name and os.path.isfile(name) else None)
+    if key not in _LOADED:
+        sub = substitution(cfg)
+        _LOADED[key] = (sub, input_map(sub, cfg.scoring.unknown))
+    return _LOADED[key]
 
 
 def restate_matches(batch: PairBatch, res, cfg: AlignConfig):
@@ -164,11 +175,7 @@ def restate_matches(batch: PairBatch, res, cfg: AlignConfig):
 
     if not res.has_cigar or batch.n == 0:
         return res
-    name = cfg.scoring.matrix_name
-    key = (cfg, os.path.getmtime(name) if name and os.path.isfile(name) else None)
-    if key not in _UNKNOWN_MAPS:  # (a batch at a time: the matrix read once)
-        _UNKNOWN_MAPS[key] = input_map(substitution(cfg), cfg.scoring.unknown)
-    remap = _UNKNOWN_MAPS[key]
+    remap = loaded(cfg)[1]
     if remap is None:
         return res
     view = pack.compare_view(batch, cfg.n_mismatch)

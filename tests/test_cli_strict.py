@@ -316,12 +316,9 @@ def test_judge_agrees_with_the_engines(cfg):
     assert np.array_equal(judge, res.score.astype(np.int64)), np.nonzero(judge != res.score)[0][:5]
     # the engines' CIGARs pass --verify's check (check.cigar_faults: no false alarm)
     from gpualign.route import run_chain
-    from gpualign.scoring import restate_matches
 
     with_cigars = cfg.with_(distance_only=False)
-    res, _ = run_chain(batch, select_engines(with_cigars)[0], with_cigars)
-    if with_cigars.general:
-        res = restate_matches(batch, res, with_cigars)
+    res, _ = run_chain(batch, select_engines(with_cigars)[0], with_cigars)  # (--unknown's =/X restated there)
     faults = cigar_faults(batch, res, np.arange(batch.n), with_cigars)
     assert not faults.any(), np.nonzero(faults)[0][:5]
 
@@ -397,21 +394,35 @@ def test_verify_rows_when_no_pair_is_drawn(tmp_path):
 
 def test_cigar_faults_each_kind():
     """check.cigar_faults on hand-made results: right ones pass; a CIGAR short of its ranges, one with a false
-    =, one of the right shape scoring another score (4I4D for a distance of 0), a zero-length op, all fault."""
+    =, one of the right shape scoring another score (4I4D for a distance of 0), a zero-length op, ops not
+    merged (2=2=), all fault; a local result whose range passes its query's end faults (it indexed past the
+    batch), and a global one that leaves a base out."""
     from gpualign import cigar as C
     from gpualign.engines.check import cigar_faults
     from gpualign.records import AlignBatch
 
-    batch = PairBatch.from_sequences([b"ACGT", b"ACGT", b"ACGT", b"ACGT", b"ACGT", b"AC"],
-                                     [b"ACGT", b"ACGT", b"ACGA", b"ACGT", b"ACGT", b"AG"])
-    cigars = [[(C.EQ, 4)], [(C.EQ, 3)], [(C.EQ, 4)], [(C.I, 4), (C.D, 4)], [(C.EQ, 0), (C.EQ, 4)],
-              [(C.EQ, 1), (C.X, 1)]]
-    ops = [np.array([ln << 4 | op for op, ln in c], np.uint32) for c in cigars]
-    lens = np.array([len(o) for o in ops], np.int64)
-    res = AlignBatch(np.array([0, 0, 1, 0, 0, 1], np.int32), np.zeros(6, np.uint8), np.zeros(6, np.uint8),
-                     np.concatenate(ops), np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
-    faults = cigar_faults(batch, res, np.arange(6), AlignConfig(metric="edit"))
-    assert faults.tolist() == [False, True, True, True, True, False]
+    def results(cigars, scores):
+        ops = [np.array([ln << 4 | op for op, ln in c], np.uint32) for c in cigars]
+        lens = np.array([len(o) for o in ops], np.int64)
+        n = len(cigars)
+        return AlignBatch(np.array(scores, np.int32), np.zeros(n, np.uint8), np.zeros(n, np.uint8),
+                          np.concatenate(ops), np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+
+    batch = PairBatch.from_sequences([b"ACGT"] * 6 + [b"AC"], [b"ACGT", b"ACGT", b"ACGA"] + [b"ACGT"] * 3 + [b"AG"])
+    res = results([[(C.EQ, 4)], [(C.EQ, 3)], [(C.EQ, 4)], [(C.I, 4), (C.D, 4)], [(C.EQ, 0), (C.EQ, 4)],
+                   [(C.EQ, 2), (C.EQ, 2)], [(C.EQ, 1), (C.X, 1)]], [0, 0, 1, 0, 0, 0, 1])
+    faults = cigar_faults(batch, res, np.arange(7), AlignConfig(metric="edit"))
+    assert faults.tolist() == [False, True, True, True, True, True, False]
+    local = AlignConfig(metric="affine", scoring=Scoring(mode="local", match=1), penalties=Penalties(1, 1, 1))
+    batch = PairBatch.from_sequences([b"ACGT", b"ACGT"], [b"ACGTACGT", b"ACGTACGT"])
+    res = results([[(C.EQ, 4)], [(C.EQ, 4)]], [4, 4])
+    res.q_start, res.q_end = np.array([0, 2]), np.array([4, 6])  # (the second passes its query's end)
+    res.t_start, res.t_end = np.array([4, 4]), np.array([8, 8])
+    assert cigar_faults(batch, res, np.arange(2), local).tolist() == [False, True]
+    res = results([[(C.EQ, 4)], [(C.EQ, 4)]], [-4, -4])
+    glob = AlignConfig(metric="affine", scoring=Scoring(mode="global", match=1), penalties=Penalties(1, 0, 1))
+    res.t_start, res.t_end = np.array([0, 4]), np.array([4, 8])
+    assert cigar_faults(batch, res, np.arange(2), glob).tolist() == [True, True]
 
 
 def test_verify_help_names_the_judges():

@@ -305,6 +305,36 @@ def test_long_gaps_bound_by_mode(mode):
     assert C.to_text(res.cigar, res.cigar_off, res.cigar_len) == ["1="]
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_parasail_16_bit_lanes_agree_within_reach(mode):
+    """cpu-dp runs a pair on parasail's 16-bit lanes where cpu_dp.reach stays below RANGE16: there, for each
+    function cpu-dp calls (scores, and CIGARs), the 16-bit result equals the 32-bit one, on pairs whose bound
+    lies at 0.5 to 1 of the range (match 100, mismatch 100, gaps 100 + 50 L; lengths 30 to 150, a query of
+    300 A against one base (the gaps along the query), related and unrelated pairs)."""
+    from gpualign import scoring
+    from gpualign.engines import cpu_dp
+
+    rng = np.random.default_rng(32)
+    cfg = dna_cfg(mode, match=100).with_(penalties=Penalties(100, 100, 50))
+    sub, gaps = scoring.substitution(cfg), cfg.parasail_gaps()
+    smax = int(np.abs(sub.array()).max())
+    qs = ["".join(rng.choice(list("ACGT"), int(n))) for n in rng.integers(30, 150, 120)] + ["A" * 300]
+    ts = [mutate(rng, q, "ACGT", 0.1) if i % 2 else "".join(rng.choice(list("ACGT"), len(q)))
+          for i, q in enumerate(qs[:-1])] + ["A"]
+    tried = 0
+    for q, t in zip(qs, ts):
+        bound = cpu_dp.reach(len(q), len(t), smax, gaps, mode)
+        if not cpu_dp.RANGE16 // 2 <= bound < cpu_dp.RANGE16:
+            continue
+        tried += 1
+        for trace in (False, True):
+            a, b = (cpu_dp._function(mode, trace, bits, gaps)(q, t, *gaps, cpu_dp._matrix(sub)) for bits in (16, 32))
+            assert not a.saturated and a.score == b.score, (mode, trace, q, t, a.score, b.score)
+            if trace and a.score > 0:
+                assert list(a.get_cigar().seq) == list(b.get_cigar().seq)
+    assert tried >= 20
+
+
 def test_unknown_letters_keep_their_identity(engine):
     """--unknown scores characters the table lacks as its letter, but a CIGAR's =/X compare the characters
     themselves (a helper's hunt: J against O, both scored as X, was written '=', NM 0): DNA (E, I, J, ... as N)

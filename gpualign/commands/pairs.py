@@ -31,7 +31,8 @@ EPILOG = ("Examples:\n\n"
 @click.option("--matrix", help="Substitution matrix: a name Biopython knows (BLOSUM62, PAM250, NUC.4.4) or a file in that "
               "format (rows: the target's letters, columns: the query's).")
 @click.option("--alphabet", default="dna", help="dna | protein (20 amino acids + B Z X U O *; BLOSUM62 unless --matrix).")
-@click.option("--unknown", help="Score characters the matrix lacks as this letter (default: an error; general scoring only).")
+@click.option("--unknown", help="Score characters the matrix lacks as this letter (default: an error; general "
+                                "scoring only).")
 @click.option("--mismatch", "-x", type=int, help="Affine mismatch penalty x (default 4).")
 @click.option("--gap-open", "-O", type=int, help="Affine gap-open o: a gap of length l costs o+l*e (default 6; 11 with a matrix).")
 @click.option("--gap-extend", "-E", type=int, help="Affine gap-extend e (default 2; 1 with a matrix).")
@@ -40,7 +41,10 @@ EPILOG = ("Examples:\n\n"
 @THREADS
 @click.option("--device", default="auto", help="auto|cpu|gpu (auto falls back to the CPU with a notice).")
 @click.option("--summary", help="Also write the summary as TSV to this file.")
-@click.option("--verify", type=float, default=0.0, help="Score a random FRACTION of the pairs again with a library that aligns none of them (edlib for edit, parasail for affine, Biopython for general scoring) check their CIGARs, and report the share whose score agrees and whose CIGAR passes (recall).")
+@click.option("--verify", type=float, default=0.0,
+              help="Score a random FRACTION of the pairs again with a library that aligns none of them (edlib for "
+                   "edit, parasail for affine, Biopython for general scoring), check their CIGARs, and report the "
+                   "share whose score agrees and whose CIGAR passes (recall).")
 @click.option("--quiet", "-q", is_flag=True, help="No notice, progress or summary on stderr.")
 @DEBUG
 @GPUS

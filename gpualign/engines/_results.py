@@ -113,8 +113,10 @@ class Results:
 def host_copies(flat, host_text=None):
     """AlignBatch.defer's fetch for a GPU engine's CIGARs: the ops flat (device), and host_text()'s text and
     counts, brought over when a host writer first reads them, after the work queued so far on the current
-    stream. Into pageable memory: page-locking a buffer per batch cost more (and held up the other threads'
-    CUDA calls) than the copy into fresh pages."""
+    stream. Into pageable memory: page-locking a new buffer per batch cost more (and held up the other threads'
+    CUDA calls) than the copy into fresh pages. (gpu_dp's CIGARs, fetched for every batch, go into blocks of
+    cupy's pinned pool instead, reused batch after batch; these are fetched only when a host writer reads
+    them.)"""
     import cupy
 
     done, device = cupy.cuda.get_current_stream().record(), flat.device

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import cigar as C
 from .. import pack, scoring
-from ..cigar import D, EQ, I, X
 from ..config import AlignConfig
 from ..records import AlignBatch, PairBatch, offsets_from_lengths, segment_index
 from ._pool import ChunkPool
@@ -123,52 +123,39 @@ class CheckEngine(ChunkPool):
 
 
 def cigar_faults(batch: PairBatch, res: AlignBatch, idx: np.ndarray, cfg: AlignConfig) -> np.ndarray:
-    """bool per pair of idx (pairs with CIGARs): its CIGAR is not an alignment of its aligned ranges (ops
-    other than =/X/I/D, a zero length, the ranges' bases not consumed exactly), an = or X is false of the
-    bytes the engines compare (the characters themselves: --unknown's letter scores, it does not match),
-    or its score is not the reported one (edit: X, I and D bases; affine: x a mismatch and o + L*e a gap;
-    general scoring: the table's scores of the =/X columns less the gaps')."""
-    from ..output.common import aligned_ranges
-
+    """bool per pair of idx (pairs with CIGARs): its aligned ranges lie outside its sequences or break the
+    mode (global: both whole; semi-global: the query whole), its CIGAR is not an alignment of them
+    (cigar.batch_faults: =/X said of the bytes the engines compare, the characters themselves: --unknown's
+    letter scores, it does not match), or its score is not the reported one (edit: X, I and D bases; affine:
+    x a mismatch and o + L*e a gap; general scoring: the table's scores of the =/X columns less the gaps')."""
     idx = np.asarray(idx, np.int64)
-    k = len(idx)
-    ln = res.cigar_len[idx].astype(np.int64)
+    ql, tl = batch.q_len[idx].astype(np.int64), batch.t_len[idx].astype(np.int64)
+    qs, qe, ts, te = (a[idx] for a in res.ranges(batch.q_len, batch.t_len))
+    bad = (qs < 0) | (qs > qe) | (qe > ql) | (ts < 0) | (ts > te) | (te > tl)
+    mode = cfg.scoring.mode if cfg.general else "global"
+    if mode != "local":
+        bad |= (qs != 0) | (qe != ql)
+    if mode == "global" and not cfg.ends_free_target:
+        bad |= (ts != 0) | (te != tl)
+    ln = np.where(bad, 0, res.cigar_len[idx]).astype(np.int64)  # (a bad pair's ops not read)
     ops = res.cigar[segment_index(res.cigar_off[idx], ln)]
-    pair = np.repeat(np.arange(k), ln)
-    op, run = ops & 15, (ops >> 4).astype(np.int64)
-    bad = np.zeros(k, bool)
-    bad[pair[~np.isin(op, (EQ, X, I, D)) | (run == 0)]] = True
-    qs, qe, ts, te = (a[idx] for a in aligned_ranges(batch, res))
-    qadv, tadv = np.where(np.isin(op, (EQ, X, I)), run, 0), np.where(np.isin(op, (EQ, X, D)), run, 0)
-    bad |= (np.bincount(pair, qadv, k) != qe - qs) | (np.bincount(pair, tadv, k) != te - ts)
-    # each =/X column's bytes, in the pairs that consume their ranges exactly (so every index is theirs)
-    first = offsets_from_lengths(ln)
-    qpos = np.cumsum(qadv) - qadv
-    tpos = np.cumsum(tadv) - tadv
-    if len(ops):
-        qpos -= np.repeat(qpos[np.minimum(first, len(ops) - 1)], ln)
-        tpos -= np.repeat(tpos[np.minimum(first, len(ops) - 1)], ln)
-    col = np.isin(op, (EQ, X)) & ~bad[pair]
-    reps = run[col]
-    cpair = np.repeat(pair[col], reps)
-    step = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
-    qi = np.repeat((batch.q_off[idx] + qs)[pair[col]] + qpos[col], reps) + step
-    ti = np.repeat((batch.t_off[idx] + ts)[pair[col]] + tpos[col], reps) + step
+    off = offsets_from_lengths(ln)
     view = pack.compare_view(batch, cfg.n_mismatch)
-    a, b = view[qi], view[ti]
-    bad[cpair[(a == b) != np.repeat(op[col] == EQ, reps)]] = True
+    wrong, c_pair, qi, ti = C.batch_faults(ops, off, ln, batch.q_off[idx] + qs, batch.t_off[idx] + ts, qe - qs,
+                                           te - ts, view)
+    bad |= wrong
+    tot = C.op_totals(ops, off, ln)
     p = cfg.effective_penalties
-    gap = np.isin(op, (I, D))
-    gaps = np.bincount(pair, np.where(gap, p.gap_open + p.gap_extend * run, 0), k)
+    gaps = p.gap_open * C.gap_opens(ops, off, ln) + p.gap_extend * (tot["ins"] + tot["dels"])
     if cfg.general:
-        sub = scoring.substitution(cfg)
-        remap = scoring.input_map(sub, cfg.scoring.unknown)
+        sub, remap = scoring.loaded(cfg)
+        a, b = view[qi], view[ti]
         if remap is not None:
             table = np.frombuffer(bytes(range(256)).translate(remap), np.uint8)
             a, b = table[a], table[b]
-        score = np.bincount(cpair, sub.lookup()[b, a], k) - gaps
+        score = np.rint(np.bincount(c_pair, sub.lookup()[b, a], len(idx))).astype(np.int64) - gaps
+    elif cfg.metric == "edit":
+        score = tot["mismatches"] + tot["ins"] + tot["dels"]
     else:
-        edits = np.bincount(pair, np.where(op == X, run, 0), k)
-        score = edits + np.bincount(pair, np.where(gap, run, 0), k) if cfg.metric == "edit" else \
-            p.mismatch * edits + gaps
-    return bad | (np.rint(score).astype(np.int64) != res.score[idx].astype(np.int64))
+        score = p.mismatch * tot["mismatches"] + gaps
+    return bad | (score != res.score[idx].astype(np.int64))

@@ -60,14 +60,8 @@ def columns(res: AlignBatch) -> Columns:
 
 
 def aligned_ranges(batch, res: AlignBatch) -> tuple:
-    """(q_start, q_end, t_start, t_end), int64 per pair: the engine's (local, ends-free), else the whole
-    sequences (an end of -1, AlignBatch.merge's mark, too); a start of -1 where the engine does not know
-    it (score-only local alignment)."""
-    qs = np.zeros(res.n, np.int64) if res.q_start is None else res.q_start.astype(np.int64)
-    qe = batch.q_len.astype(np.int64) if res.q_end is None else np.where(res.q_end < 0, batch.q_len, res.q_end)
-    ts = np.zeros(res.n, np.int64) if res.t_start is None else res.t_start.astype(np.int64)
-    te = batch.t_len.astype(np.int64) if res.t_end is None else np.where(res.t_end < 0, batch.t_len, res.t_end)
-    return qs, qe, ts, te
+    """(q_start, q_end, t_start, t_end), int64 per pair (AlignBatch.ranges)."""
+    return res.ranges(batch.q_len, batch.t_len)
 
 
 def empty_alignment(batch, res: AlignBatch) -> np.ndarray:
