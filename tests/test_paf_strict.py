@@ -101,6 +101,40 @@ def test_any_candidate_order_every_read_form(data, tmp_path, form, readers):
     assert sorted(strip) == sorted(r[:6] + r[7:] for r in want) and len(got) == len(lines)
 
 
+def _ragged(records: dict, fastq: bool) -> bytes:
+    """records (name -> (seq, qual)) as FASTA (qual None) or multi-line FASTQ, lines of varying width and a
+    blank line inside each FASTA record: layouts the reader takes and htslib's indexer refuses."""
+    out = []
+    for n, (q, x) in records.items():
+        cuts = [0, 7, 30, 31, 95] + list(range(160, len(q), 70)) + [len(q)]
+        parts = [q[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+        if fastq:
+            out.append(b"@%s\n%s\n+\n%s\n" % (n.encode(), b"\n".join(parts), b"\n".join(x[a:b] for a, b in
+                                                                                        zip(cuts, cuts[1:]) if b > a)))
+        else:
+            out.append(b">%s\n%s\n\n%s\n" % (n.encode(), b"\n".join(parts[:2]), b"\n".join(parts[2:])))
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("readers", [0, 2], ids=["reader-thread", "reader-processes"])
+def test_layouts_the_indexer_refuses(data, tmp_path, readers):
+    """A target or reads with lines of varying width, a blank line inside a record (FASTA), or multi-line
+    FASTQ reads, plain or bgzip: `paf` refused them ("cannot index for random access": htslib's indexer) where
+    every other command reads them; they are read into a copy, and give the records of the regular files."""
+    d, genome, reads, lines = data
+    d = _fresh_copy(d, tmp_path, ["ref.fa", "reads.fa", "sorted.paf"])
+    (d / "ragged.fa").write_bytes(_ragged({n: (g, None) for n, g in genome.items()}, False))
+    (d / "reads_ragged.fq").write_bytes(_ragged(reads, True))
+    pysam.tabix_compress(str(d / "ragged.fa"), str(d / "ragged.fa.bgz"))
+    want, _ = _records(_sam(d, "sorted.paf", "reads.fa", "want.sam"))
+    for queries, target in (("reads.fa", "ragged.fa"), ("reads_ragged.fq", "ref.fa"), ("reads.fa", "ragged.fa.bgz")):
+        out = d / f"got_{queries}_{target}.sam"
+        summary = _run(d / "sorted.paf", d / queries, d / target, out, readers)
+        assert summary.written == summary.pairs == len(lines)
+        got, _ = _records(out)
+        assert [r[:5] + r[7:] for r in got] == [r[:5] + r[7:] for r in want], (queries, target)
+
+
 def _sam(d, paf, queries, name, readers=0):
     summary = _run(d / paf, d / queries, d / "ref.fa", d / name, readers)
     assert summary.written == summary.pairs

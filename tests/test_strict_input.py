@@ -133,6 +133,21 @@ def test_paf_queries_and_targets(tmp_path, case):
         t.fetch(cand, 0, 4)
 
 
+@pytest.mark.parametrize("plus", ["+ ", "+\t", "+a ", "+a desc \r", "+a desc"])
+@pytest.mark.parametrize("fast", [True, False])
+def test_plus_line_white_space(tmp_path, plus, fast):
+    """A '+' line of white space alone, or the name or header followed by white space, names nothing else:
+    read as htslib and Biopython read it (it was refused: "the '+' line names ' '"); a '+' line naming another
+    record still is refused."""
+    path = tmp_path / "in.fq"
+    path.write_text(f"@a desc\nACGT\n{plus}\nIIII\n@b\nAC\n+\nII\n")
+    _read_all(path, fast=fast)
+    assert [(n, ln) for n, ln in fastx.names_and_lengths(str(path))] == [("a", 4), ("b", 2)]
+    path.write_text("@a\nACGT\n+b \nIIII\n")
+    with pytest.raises(InputError, match="the '\\+' line names 'b'"):
+        _read_all(path, fast=fast)
+
+
 def test_symbols_follow_the_scoring():
     """'*' and '-' pass the reader with general scoring only (its alphabet check decides: protein takes
     '*'); DNA's edit/affine model takes letters only."""

@@ -32,6 +32,11 @@ _SCRATCH: dict = {}  # this run's scratch directory (scratch_dir) and the count 
 _MADE: dict = {}  # what scratch_dir() holds: (real path, size, mtime) -> (fai, gzi) of an input indexed there, ...
 
 
+class Unindexable(InputError):
+    """htslib's indexer refused a file (lines of varying width, blank lines, multi-line FASTQ: layouts the
+    reader accepts; random_access then reads it into a copy)."""
+
+
 def plain_gzip(path: str) -> bool:
     """Whether path is gzip but not BGZF (whose first block carries the extra field BC)."""
     try:
@@ -57,7 +62,7 @@ class IndexedFasta:
         try:
             self._fa = pysam.FastaFile(path, filepath_index=fai, filepath_index_compressed=gzi if bgzf else None)
         except (OSError, ValueError) as e:
-            raise InputError(f"{display_name(path)}: cannot index for random access ({str(e).strip()})") from None
+            raise Unindexable(f"{display_name(path)}: cannot index for random access ({str(e).strip()})") from None
         self.path, self._fai = path, fai
         self.lengths = dict(zip(self._fa.references, self._fa.lengths))
         self._index = self._map = None
@@ -234,7 +239,7 @@ def index_paths(path: str, bgzf: bool) -> tuple[str, str | None]:
             scratch_put(identity(path), elsewhere)
             return elsewhere
     if err is not None:
-        raise InputError(f"{display_name(path)}: cannot index for random access ({err})")
+        raise Unindexable(f"{display_name(path)}: cannot index for random access ({err})")
     return beside
 
 

@@ -4,8 +4,8 @@
 Rules: a file is FASTA or FASTQ, decided by its first record; records of the other kind are an error.
 A record's name is its header's first word (after '>' or '@'). FASTA sequence lines hold letters (and
 the `symbols` the caller allows); blank lines are skipped. A FASTQ record is '@name', sequence lines,
-a '+' line (anything after '+' must be the record's name or its whole header), then quality lines
-('!'..'~') holding exactly as many characters as the sequence. A CR is allowed only before a line's
+a '+' line (anything after '+' but trailing white space must be the record's name or its whole header),
+then quality lines ('!'..'~') holding exactly as many characters as the sequence. A CR is allowed only before a line's
 '\\n'. Errors name the file, the record and the line.
 
 Sequence lines are checked and joined a whole block at a time (bytes.translate, find, count), so a
@@ -335,8 +335,8 @@ class _Parser:
         if inp.peek() != b"+":  # (the input ends)
             raise self.error("no '+' line after the sequence (the input ends: a truncated FASTQ record?)", line)
         at = inp.line
-        plus = inp.take_line()[1:]
-        if plus and plus != header[1:] and plus != name.encode("utf-8"):
+        plus = inp.take_line()[1:].rstrip()  # (white space after the name, or alone: as htslib and Biopython)
+        if plus and plus != header[1:].rstrip() and plus != name.encode("utf-8"):
             raise self.error(f"the '+' line names {plus.decode('utf-8', 'replace')!r}, not this record "
                              f"({name!r})", at)
         want, parts, got = len(seq), [], 0

@@ -3,10 +3,11 @@
 In place when the file allows it: plain FASTA/FASTQ through a memory map, bgzip FASTA through htslib
 (io.faidx; the index beside the file, or in a temporary directory when its directory takes no files).
 A pipe (a shell's <(...)) is first spooled as it comes into a scratch file, then read as that file.
-Anything else (gzip that is not bgzip, bgzip FASTQ, whose qualities htslib does not give, and stdin) is
-read once, in order, into a scratch copy: the sequences (checked and case-folded), then per chunk their
-qualities, back to back without headers or line ends, and a .fai (one line of one "line" per record, six
-columns when there are qualities) written alongside, so the copy opens as any indexed file. The copy is
+Anything else (gzip that is not bgzip, bgzip FASTQ, whose qualities htslib does not give, a layout htslib's
+indexer refuses, and stdin) is read once, in order, into a scratch copy: the sequences (checked and
+case-folded), then per chunk their qualities, back to back without headers or line ends, and a .fai (one
+line of one "line" per record, six columns when there are qualities) written alongside, so the copy opens
+as any indexed file. The copy is
 as large as the decompressed sequences and qualities and goes in io.faidx.scratch_dir() (under TMPDIR),
 removed at exit; memory holds a chunk of records while copying, then the index (IndexedFasta), as
 for an input indexed in place.
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..errors import InputError, RecordError
 from . import fastx
-from .faidx import IndexedFasta, identity, plain_gzip, scratch_get, scratch_path, scratch_put, spool
+from .faidx import IndexedFasta, Unindexable, identity, plain_gzip, scratch_get, scratch_path, scratch_put, spool
 
 
 def open_indexed(path: str, qualities: bool = False) -> IndexedFasta:
@@ -38,7 +39,10 @@ def open_indexed(path: str, qualities: bool = False) -> IndexedFasta:
     else:
         fastx.sniff(path)
     if path != fastx.STDIN and not _copied(path, qualities):
-        return IndexedFasta(path)
+        try:
+            return IndexedFasta(path)
+        except Unindexable:  # (a layout htslib's indexer refuses: the reader takes it, into a copy)
+            pass
     key = ("copy", path if path == fastx.STDIN else identity(path))  # forked readers find the copy
     if scratch_get(key) is None:
         scratch_put(key, _copy(path))
