@@ -323,28 +323,29 @@ def test_judge_agrees_with_the_engines(cfg):
     assert not faults.any(), np.nonzero(faults)[0][:5]
 
 
-@pytest.mark.parametrize("general", [False, True])
-def test_verify_catches_a_wrong_cpu_engine(tmp_path, monkeypatch, general):
-    """A CPU engine that reports every score one off: --verify on the CPU finds none optimal (it used to run
-    the same engine again and report 100%)."""
+def _verify_with(tmp_path, monkeypatch, general: bool, change, mode: str, seed: int):
+    """run_pairs with --verify 1 on 40 random pairs, the CPU engine's chunk results passed through change
+    (cpu_dp's under general scoring in mode, else cpu_wfa's, edit): the summary."""
     from gpualign.engines import cpu_dp, cpu_wfa
     from gpualign.pipeline import run_pairs
 
     module = cpu_dp if general else cpu_wfa
     right = module._align_chunk
-
-    def off_by_one(*args):
-        out = right(*args)
-        return (out[0] + 1, *out[1:])
-
-    monkeypatch.setattr(module, "_align_chunk", off_by_one)
+    monkeypatch.setattr(module, "_align_chunk", lambda *args: change(list(right(*args))))
     q, t = tmp_path / "q.fa", tmp_path / "t.fa"
-    qs, ts = _random_pairs(np.random.default_rng(3), 40, empties=False)
+    qs, ts = _random_pairs(np.random.default_rng(seed), 40, empties=False)
     q.write_text("".join(f">p{i}\n{s.decode()}\n" for i, s in enumerate(qs)))
     t.write_text("".join(f">p{i}\n{s.decode()}\n" for i, s in enumerate(ts)))
-    scoring = Scoring(mode="local", match=2) if general else Scoring()
+    scoring = Scoring(mode=mode, match=2) if general else Scoring()
     cfg = AlignConfig(metric="affine" if general else "edit", scoring=scoring, device="cpu", threads=1)
-    summary = run_pairs(str(q), str(t), str(tmp_path / "o.tsv"), None, cfg, "gpualign pairs", verify=1.0)
+    return run_pairs(str(q), str(t), str(tmp_path / "o.tsv"), None, cfg, "gpualign pairs", verify=1.0)
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_verify_catches_a_wrong_cpu_engine(tmp_path, monkeypatch, general):
+    """A CPU engine that reports every score one off: --verify on the CPU finds none optimal (it used to run
+    the same engine again and report 100%)."""
+    summary = _verify_with(tmp_path, monkeypatch, general, lambda out: (out[0] + 1, *out[1:]), "local", 3)
     assert summary.verified == 40 and summary.verified_optimal == 0
     assert dict(summary.rows())["verified_by"] == ("Biopython" if general else "edlib")
 
@@ -353,27 +354,12 @@ def test_verify_catches_a_wrong_cpu_engine(tmp_path, monkeypatch, general):
 def test_verify_catches_a_wrong_cigar(tmp_path, monkeypatch, general):
     """A CPU engine whose scores are right and whose CIGARs say X where the bases are equal: --verify found
     every pair optimal (it checked scores only); now none."""
-    from gpualign.engines import cpu_dp, cpu_wfa
-    from gpualign.pipeline import run_pairs
-
-    module = cpu_dp if general else cpu_wfa
-    right = module._align_chunk
-    at = 2  # (the packed ops: both engines' chunk results hold them third)
-
-    def eq_as_x(*args):
-        out = list(right(*args))
-        ops = out[at]
-        out[at] = np.where((ops & 15) == 7, (ops & ~np.uint32(15)) | np.uint32(8), ops).astype(np.uint32)
+    def eq_as_x(out):
+        ops = out[2]  # (the packed ops: both engines' chunk results hold them third)
+        out[2] = np.where((ops & 15) == 7, (ops & ~np.uint32(15)) | np.uint32(8), ops).astype(np.uint32)
         return tuple(out)
 
-    monkeypatch.setattr(module, "_align_chunk", eq_as_x)
-    q, t = tmp_path / "q.fa", tmp_path / "t.fa"
-    qs, ts = _random_pairs(np.random.default_rng(4), 40, empties=False)
-    q.write_text("".join(f">p{i}\n{s.decode()}\n" for i, s in enumerate(qs)))
-    t.write_text("".join(f">p{i}\n{s.decode()}\n" for i, s in enumerate(ts)))
-    scoring = Scoring(mode="global", match=2) if general else Scoring()
-    cfg = AlignConfig(metric="affine" if general else "edit", scoring=scoring, device="cpu", threads=1)
-    summary = run_pairs(str(q), str(t), str(tmp_path / "o.tsv"), None, cfg, "gpualign pairs", verify=1.0)
+    summary = _verify_with(tmp_path, monkeypatch, general, eq_as_x, "global", 4)
     rows = dict(summary.rows())
     assert summary.verified == 40 and summary.verified_optimal == 0 and rows["verified_cigar_faults"] == "40"
 
