@@ -271,6 +271,10 @@ def test_bad_input(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and not os.path.exists(tmp_path / "cut.tsv")
     r = _cli("p.fa", "t.fa", "-k", "1", "--force", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith("pattern\tstrand\trecord")
+    # both inputs '-': the patterns took stdin and the text found it empty ("no FASTA records", exit 1)
+    r = run_cli("search", "-", "-", "-k", "1", "--device", "cpu", cwd=tmp_path, text=True,
+                stdin=(tmp_path / "t.fa").read_text())
+    assert r.returncode == 2 and "only one of the two inputs can be '-'" in r.stderr, r.stderr
 
 
 def test_mixed_lengths_across_chunk_borders(tmp_path, device):

@@ -16,6 +16,7 @@ import numpy as np
 from .. import interrupt, memory
 from ..config import SearchConfig
 from ..devices import present
+from ..errors import ConfigError
 from ..progress import input_bases
 from ..stages import Output, ReadAhead, WriteBehind, in_order
 from ..workers import ENGINE_BASES, fork_pool, sized
@@ -67,6 +68,8 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
     (the candidate scan on this host's GPUs, --gpus, or on Dask workers) or None (this process)."""
     t0 = time.perf_counter()
     cfg.validate()
+    if patterns_path == "-" and text_path == "-":  # (the patterns would take stdin, the text find it empty)
+        raise ConfigError("only one of the two inputs can be '-' (stdin)")
     if cluster is not None and not (cluster.wanted or cluster.gpus):
         cluster = None
     if cluster is not None:
