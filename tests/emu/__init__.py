@@ -24,6 +24,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "kernels")
 CXX = shutil.which("g++")
 BUILD_ENV = "GPUALIGN_EMU_DIR"  # where the compiled kernels are kept (conftest: pytest's cache directory)
+# -fno-gnu-unique: each library its own cuda_host.h globals (emu_shared_base, emu_block, threadIdx). As GNU
+# unique symbols the process had one of each: loading a second library (another kernel file, or dp.cu with
+# other defines) pointed the first's shared memory at the second's array, a crash where it lay above it.
+CXXFLAGS = ("-O2", "-std=c++17", "-Wall", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-fno-gnu-unique")
+FLAGS_ENV = "GPUALIGN_EMU_CXXFLAGS"  # extra g++ flags, e.g. "-fsanitize=address -g" (with libasan preloaded)
 _libs: dict = {}
 _build_dir: list = []
 
@@ -53,7 +58,8 @@ def library(stem: str, defines: tuple = ()) -> ctypes.CDLL:
         return _libs[stem, defines]
     sources = [os.path.join(HERE, f"{stem}_host.cpp"), os.path.join(HERE, "cuda_host.h"),
                os.path.join(KERNELS, f"{stem}.cu")]
-    h = hashlib.sha256(repr(defines).encode())
+    flags = [*CXXFLAGS, *os.environ.get(FLAGS_ENV, "").split()]
+    h = hashlib.sha256(repr((defines, flags)).encode())
     for path in sources:
         with open(path, "rb") as fh:
             h.update(fh.read())
@@ -61,8 +67,7 @@ def library(stem: str, defines: tuple = ()) -> ctypes.CDLL:
     out = os.path.join(build_dir(), f"{stem}-{digest}.so")
     if not os.path.exists(out):
         part = f"{out}.{os.getpid()}"
-        p = subprocess.run([CXX, "-O2", "-std=c++17", "-Wall", "-Wno-unknown-pragmas", "-shared", "-fPIC",
-                            f"-I{KERNELS}", f"-I{HERE}", *(f"-D{d}" for d in defines), sources[0],
+        p = subprocess.run([CXX, *flags, f"-I{KERNELS}", f"-I{HERE}", *(f"-D{d}" for d in defines), sources[0],
                             "-o", part],
                            capture_output=True, text=True)
         if p.returncode != 0:
