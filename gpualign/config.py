@@ -267,6 +267,8 @@ class SearchConfig:
             raise ConfigError(f"--strand must be one of {', '.join(STRANDS)} (got {self.strand!r})")
         if self.max_hits < 0:
             raise ConfigError(f"--max-hits-per-pattern must be >= 0 (got {self.max_hits})")
+        if self.chunk_bases < 0:
+            raise ConfigError(f"--chunk-bases must be >= 0 (0: the engine's choice; got {self.chunk_bases})")
         check_device_threads(self.device, self.threads)
         if self.rule not in SEARCH_RULES:
             raise ConfigError(f"unknown character rule {self.rule!r}")

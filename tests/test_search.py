@@ -249,6 +249,7 @@ def test_bad_input(tmp_path):
         ({"p": "ACGT"}, ["-k", "4"], "use --force"),
         ({"p": "ACGT" * 300}, ["-k", "1"], "up to 1024"),
         ({"p": "ACGT"}, ["-k", "1", "-o", "x.xyz"], "cannot tell the format"),
+        ({"p": "ACGT"}, ["-k", "1", "--chunk-bases", "-5"], "--chunk-bases must be >= 0"),
     ]
     for pats, args, msg in cases:
         write_fasta(tmp_path / "p.fa", pats)
@@ -275,6 +276,18 @@ def test_bad_input(tmp_path):
     r = run_cli("search", "-", "-", "-k", "1", "--device", "cpu", cwd=tmp_path, text=True,
                 stdin=(tmp_path / "t.fa").read_text())
     assert r.returncode == 2 and "only one of the two inputs can be '-'" in r.stderr, r.stderr
+
+
+def test_bed_score_within_bed_range(tmp_path):
+    """BED's score column holds 0-1000: a hit of more edits (k reaches 1023) writes 1000 there; TSV keeps the
+    edits."""
+    write_fasta(tmp_path / "p.fa", {"p": "C" * 1010 + "A" * 14})
+    write_fasta(tmp_path / "t.fa", {"t": "A" * 1100})
+    r = _cli("p.fa", "t.fa", "-k", "1011", "--strand", "+", "-o", "h.bed", "--device", "cpu", "-q", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "h.bed").read_text() == "t\t0\t14\tp\t1000\t+\n"
+    r = _cli("p.fa", "t.fa", "-k", "1011", "--strand", "+", "--device", "cpu", "-q", cwd=tmp_path)
+    assert r.stdout.splitlines()[1].split("\t")[5] == "1010"
 
 
 def test_mixed_lengths_across_chunk_borders(tmp_path, device):

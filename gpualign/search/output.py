@@ -18,6 +18,7 @@ from ..text import Strings, join_lines
 from . import alphabet as A
 
 FORMATS = ("tsv", "sam", "bam", "paf", "bed")
+BED_SCORE_MAX = 1000  # BED's score column holds 0-1000 (UCSC's rule; bedToBigBed refuses more): edits above it as 1000
 _EXT = {".tsv": "tsv", ".txt": "tsv", ".sam": "sam", ".bam": "bam", ".paf": "paf", ".bed": "bed"}
 TSV_HEADER = ("pattern\tstrand\trecord\tstart\tend\tedits\tcigar\tpattern_length\tmismatches\tinsertions\t"
               "deletions\tmatched\n")
@@ -82,7 +83,7 @@ class HitWriter:
             fields = [name, strand, rname, h.start, h.end, h.d, cig, pats.lengths[h.ps], h.mismatches, h.ins,
                       h.dels, matched]
         elif self.fmt == "bed":
-            fields = [rname, h.start, h.end, name, h.d, strand]
+            fields = [rname, h.start, h.end, name, np.minimum(h.d, BED_SCORE_MAX), strand]
         elif self.fmt == "paf":
             eq = span - h.mismatches - h.dels
             m = pats.lengths[h.ps]
