@@ -461,17 +461,23 @@ def killable(fn, *args):
     import select
 
     r, w = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: compute, send, leave without any clean-up of the parent's state
-        os.close(r)
-        phase("kernel")
-        try:
-            out = pickle.dumps((True, fn(*args)))
-        except BaseException as e:  # noqa: BLE001 - sent to the parent, which raises it
-            out = pickle.dumps((False, portable(e)))
-        with os.fdopen(w, "wb") as fh:
-            fh.write(out)
-        os._exit(0)
+        code = 1
+        try:  # never back into the caller's frames: a Dask worker's thread would run its task loop forever
+            _die_with(parent)
+            os.close(r)
+            phase("kernel")
+            try:
+                out = pickle.dumps((True, fn(*args)))
+            except BaseException as e:  # noqa: BLE001 - sent to the parent, which raises it
+                out = pickle.dumps((False, portable(e)))
+            with os.fdopen(w, "wb") as fh:
+                fh.write(out)  # (BrokenPipeError where the parent is gone)
+            code = 0
+        finally:
+            os._exit(code)
     os.close(w)
     data, done = b"", False
     try:
@@ -498,6 +504,20 @@ def killable(fn, *args):
         raise value
     return value
 
+
+
+def _die_with(parent: int) -> None:
+    """This process killed when its parent ends (Linux's PR_SET_PDEATHSIG), or ended now where the parent
+    already has; elsewhere nothing."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 _PHASES = os.environ.get("GPUALIGN_PHASES")  # tests: a file to which each phase's name is appended

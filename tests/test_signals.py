@@ -287,6 +287,50 @@ def test_killable_returns_and_raises():
         interrupt.killable(_raise_odd)
 
 
+def test_killable_child_never_returns_to_its_caller():
+    """The child's send failing (here: its descriptors closed; in CI: the pipe's reader gone after an
+    interrupt) ends the child, not its stack: it came back out of killable into the caller's frames, and in a
+    Dask worker ran the executor thread's loop for ever, holding the run's stderr (CI's 30 s signal-test
+    timeouts, `multiprocessing.spawn` processes left for hours)."""
+    code = ("import os, sys\n"
+            "from gpualign import interrupt\n"
+            "try:\n"
+            "    interrupt.killable(os.closerange, 3, 65536)\n"
+            "except RuntimeError as e:\n"
+            "    print('caller', os.getpid(), e, flush=True)\n"
+            "except BaseException as e:\n"
+            "    print('escaped', os.getpid(), type(e).__name__, flush=True)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    lines = p.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("caller "), p.stdout
+    assert "without a result" in lines[0], p.stdout
+
+
+def test_killable_child_ends_with_its_parent():
+    """A parent killed while its killable child computes takes the child with it (PR_SET_PDEATHSIG): no
+    orphan left computing."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    code = ("import os, time\n"
+            "from gpualign import interrupt\n"
+            "interrupt.killable(time.sleep, 60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        end = time.monotonic() + 30
+        while len(_group(p.pid)) < 2 and time.monotonic() < end:
+            time.sleep(0.02)
+        assert len(_group(p.pid)) == 2, _group(p.pid)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        end = time.monotonic() + 5
+        while _group(p.pid) and time.monotonic() < end:
+            time.sleep(0.02)
+        assert not _group(p.pid), f"the child outlived its parent: {_group(p.pid)}"
+    finally:
+        if _group(p.pid):
+            os.killpg(p.pid, signal.SIGKILL)
+
+
 def _raise(text):
     from gpualign.errors import InputError
 
