@@ -431,9 +431,8 @@ class GpuDpEngine(BatchEngine):
         d_idx = d_meta[1] if group is None else to_device(group, np.int32)  # (None: not read)
         picked = (d_meta[1], d_meta[3], d_idx, np.int32(group is not None))
         d_key = cupy.empty(count, cupy.uint64)
-        self._module().get_function("dp_keys")((-(-count // BLOCK),), (BLOCK,), (*picked, np.int32(count), d_key))
-        if LONGEST_FIRST:
-            d_key ^= np.uint64(~0 & (1 << 64) - 1)
+        self._module().get_function("dp_keys")((-(-count // BLOCK),), (BLOCK,),
+                                               (*picked, np.int32(count), np.int32(LONGEST_FIRST), d_key))
         d_sorted = arrays.argsort(d_key)
         d_slots, d_warps = cupy.empty(nwarps * 32, cupy.int32), cupy.empty((2, nwarps), cupy.int32)
         self._module().get_function("dp_warps")((-(-nwarps // BLOCK),), (BLOCK,),
