@@ -505,7 +505,6 @@ def killable(fn, *args):
     return value
 
 
-
 def _die_with(parent: int) -> None:
     """This process killed when its parent ends (Linux's PR_SET_PDEATHSIG), or ended now where the parent
     already has; elsewhere nothing."""
