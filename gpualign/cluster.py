@@ -184,7 +184,7 @@ class ClusterAligner(Dispatcher):
             self.cluster = LocalCluster(n_workers=s.cpu_workers, threads_per_worker=1, processes=True,
                                         dashboard_address=None, local_directory=self.scratch, loop=self._loop())
             self.client = Client(self.cluster)
-            threads = max(1, host_cores // s.cpu_workers)
+            threads = max(1, (self.cfg.threads or host_cores) // s.cpu_workers)  # -t shared by the workers
             what = f"{s.cpu_workers} CPU worker(s) (Dask, this host)"
         from .cluster_worker import START_EVENT, CloseEngines
 

@@ -140,6 +140,21 @@ def test_local_workers_log_nothing_below_critical():
     assert list(levels.values()) == [logging.CRITICAL]
 
 
+def test_local_workers_share_the_threads_asked():
+    """--cpu-workers N with -t T: each worker's engines get T // N threads (at least 1; every core's share
+    without -t). -t was ignored: each worker took its share of every core."""
+    from gpualign.cluster import ClusterAligner
+    from gpualign.config import usable_cores
+
+    for threads, want in ((4, 2), (1, 1), (0, max(1, usable_cores() // 2))):
+        remote = ClusterAligner(ClusterSpec(cpu_workers=2), AlignConfig(device="cpu", threads=threads))
+        try:
+            remote.start()
+            assert remote.cfg.threads == want, (threads, remote.cfg.threads)
+        finally:
+            remote.close()
+
+
 @pytest.mark.parametrize("args,message", [
     (["--gpus", "0"], "--gpus must be a number >= 1, 'all' or a list"),
     (["--gpus", "two"], "--gpus must be a number >= 1, 'all' or a list"),
