@@ -512,3 +512,18 @@ def test_target_with_mixed_line_ends(tmp_path):
                 else:
                     assert rc == 1 and out == "" and "Traceback" not in err, (index, out, err)
                     assert "t.fa: record 'chr1': its line ends mix CRLF and LF" in err, err
+
+
+def test_target_whose_last_line_alone_ends_in_crlf(tmp_path):
+    """Only the record's last line ends in CRLF: htslib's .fai counts its CR as a base (length + 1), and the
+    run said the PAF's length disagreed with the file. Now the line ends are named, whichever length the PAF
+    gives, exit 1."""
+    (tmp_path / "t.fa").write_bytes(b">t1\n" + b"ACGT" * 5 + b"\n" + b"ACGTACGTAC\r\n")
+    (tmp_path / "q.fa").write_text(">r1\nACGTACGTACGTACGT\n")
+    for tlen in (30, 31):
+        (tmp_path / "c.paf").write_text(f"r1\t16\t0\t16\t+\tt1\t{tlen}\t0\t16\t16\t16\t60\n")
+        fai = tmp_path / "t.fa.fai"
+        if fai.exists():
+            fai.unlink()
+        rc, out, err = run([str(tmp_path / n) for n in ("c.paf", "q.fa", "t.fa")] + ["--device", "cpu", "-q"])
+        assert rc == 1 and out == "" and "t.fa: record 't1': its line ends mix CRLF and LF" in err, (tlen, err)

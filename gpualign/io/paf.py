@@ -202,7 +202,8 @@ class Targets:
         if ln is None:
             raise CandidateError(f"line {c.line}: target {c.tname!r} is not in {fastx.display_name(self.path)}",
                                  c.qname)
-        if ln != c.tlen:
+        if ln != c.tlen:  # (a record whose line ends its .fai misplaces: that fault named first, an InputError)
+            self.fa.fetch(c.tname, 0, 0)
             raise CandidateError(f"line {c.line}: target {c.tname!r} has length {c.tlen} in the PAF but {ln} in "
                                  f"{fastx.display_name(self.path)}", c.qname)
         return _folded(self.fa.fetch(c.tname, start, end), self.path, c.tname, start)
