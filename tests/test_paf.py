@@ -527,3 +527,15 @@ def test_target_whose_last_line_alone_ends_in_crlf(tmp_path):
             fai.unlink()
         rc, out, err = run([str(tmp_path / n) for n in ("c.paf", "q.fa", "t.fa")] + ["--device", "cpu", "-q"])
         assert rc == 1 and out == "" and "t.fa: record 't1': its line ends mix CRLF and LF" in err, (tlen, err)
+
+
+def test_target_name_holding_a_nul(tmp_path):
+    """A NUL byte in a target's name: htslib cut the name there while the .fai kept it whole (a KeyError's
+    traceback, or the PAF's length blamed). Now one line naming the record, exit 1."""
+    (tmp_path / "t.fa").write_bytes(b">t\x001\n" + b"ACGT" * 5 + b"\n")
+    (tmp_path / "q.fa").write_text(">r1\nACGTACGTACGTACGT\n")
+    for tlen in (20, 21):
+        (tmp_path / "c.paf").write_text(f"r1\t16\t0\t16\t+\tt\t{tlen}\t0\t16\t16\t16\t60\n")
+        rc, out, err = run([str(tmp_path / n) for n in ("c.paf", "q.fa", "t.fa")] + ["--device", "cpu", "-q"])
+        assert rc == 1 and out == "" and "Traceback" not in err, (tlen, err)
+        assert err.strip().endswith("t.fa: record 't\\x001': a NUL byte in its name"), (tlen, err)

@@ -76,6 +76,9 @@ class IndexedFasta:
         if self._plain:
             self._plain = False
             self._index = _read_fai(self._fai)
+            odd = next((n for n in self._index or () if "\0" in n), None)
+            if odd is not None:  # (htslib cuts the name there: it and the .fai's rows disagree)
+                raise InputError(f"{display_name(self.path)}: record {odd!r}: a NUL byte in its name")
             if self._index is not None:
                 with open(self.path, "rb") as fh:
                     self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
