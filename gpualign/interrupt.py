@@ -506,8 +506,8 @@ def killable(fn, *args):
 
 
 def _die_with(parent: int) -> None:
-    """This process killed when its parent ends (Linux's PR_SET_PDEATHSIG), or ended now where the parent
-    already has; elsewhere nothing."""
+    """This process killed when its parent ends (Linux's PR_SET_PDEATHSIG; elsewhere not), and ended now
+    where the parent already has (it may have gone before the request)."""
     if sys.platform.startswith("linux"):
         import ctypes
 
