@@ -124,6 +124,9 @@ class _Result:
     def __init__(self, fut, n: int, stats: dict):
         self.fut, self.n, self.stats = fut, n, stats
 
+    def done(self) -> bool:
+        return self.fut.done()
+
     def result(self):
         try:
             res, counts, name, busy = self.fut.result()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import itertools
 import os
 import queue
 import shutil
@@ -414,12 +413,18 @@ def in_order(items, submit, full):
     submitted last at its end), and every one at the end; waiting: how many are still in flight then. The
     window every runner keeps (batches, text chunks, record pairs)."""
     pending: collections.deque = collections.deque()
-    for item in itertools.chain(items, [_END]):
-        if item is not _END:
-            pending.append((item, submit(item)))
-        while pending and (item is _END or full(pending)):
+    items = iter(items)
+    while True:
+        while pending and full(pending):  # (asked again before waiting for the next item)
             done, handle = pending.popleft()
             yield done, handle, len(pending)
+        item = next(items, _END)
+        if item is _END:
+            break
+        pending.append((item, submit(item)))
+    while pending:
+        done, handle = pending.popleft()
+        yield done, handle, len(pending)
 
 
 def _verify(batch, res, checker, cfg, fraction: float, summary: Summary) -> None:
@@ -457,9 +462,13 @@ def stream(batches, dispatcher, cfg, out, summary: Summary, progress, verify: fl
         summary.written += n
 
     workers = dispatcher.window
+
+    def full(pending) -> bool:  # `workers` batches aligning, or the oldest one aligned: written now, beside the
+        return len(pending) > workers or pending[0][1].done()  # reading of the next (not all at the end)
+
     try:
         # keep `workers` batches aligning while the one before them is written
-        for batch, fut, _ in in_order(ahead, dispatcher.submit, lambda pending: len(pending) > workers):
+        for batch, fut, _ in in_order(ahead, dispatcher.submit, full):
             res, counts = fut.result()
             batch.device = None  # aligned: its sequences on the GPU (fastx_device's) can go
             t0 = time.perf_counter()

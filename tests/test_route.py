@@ -266,6 +266,47 @@ def test_stream_with_concurrent_engine_keeps_order():
         check_results(batch, res, cfg)
 
 
+def test_stream_writes_an_aligned_batch_while_the_next_is_read():
+    """stages.stream with a reader slower than the engine: each batch is handed to the writer once it is
+    aligned and the next one read, not once the dispatcher's window is full (then every write came after
+    the reading: the run's end waited for all but the first batches' writing)."""
+    import time
+
+    from gpualign.dispatch import Here
+    from gpualign.stages import Summary, stream
+
+    events = []
+
+    class Sink:
+        def submit(self, batch, res, done):
+            events.append(("write", int(batch.index[0]) // 4))
+            done(batch.n)
+
+        def flush(self):
+            pass
+
+    rng = np.random.default_rng(4)
+
+    def slow_reader():
+        for b in range(6):
+            time.sleep(0.1)
+            batch = to_batch([(bytes(rng.choice(list(b"ACGT"), 30)), bytes(rng.choice(list(b"ACGT"), 28)))
+                              for _ in range(4)])
+            batch.index = np.arange(4 * b, 4 * b + 4)
+            events.append(("read", b))
+            yield batch
+
+    cfg = AlignConfig()
+    eng = BoundedEngine("gpu-affine", 10_000, 10**9)
+    eng.concurrent = 3
+    here = Here([eng], cfg)
+    assert here.window == 3
+    stream(slow_reader(), here, cfg, Sink(), Summary(), None)
+    at = {e: i for i, e in enumerate(events)}
+    assert [b for kind, b in events if kind == "write"] == list(range(6))
+    assert all(at["write", b] < at["read", b + 2] for b in range(4))
+
+
 def test_ewfa_start_level_holds_most_of_the_sample():
     """eWFA's first level: the smallest that holds the sample's 80% quantile (np.quantile "higher"),
     exceeding scores (-1) counting as beyond every level."""
