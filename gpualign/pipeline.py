@@ -54,7 +54,8 @@ def _reader(path_a: str, path_b: str, cfg: AlignConfig, cluster, quals: bool):
     if (here and cfg.device_parse and cfg.device != "cpu" and importlib.util.find_spec("cupy") is not None
             and (cfg.device == "gpu" or driver.context_made())
             and all(fastx_device.usable(p, symbols) for p in (path_a, path_b))):
-        return fastx_device.DevicePairReader(path_a, path_b, cfg.batch_bases, cfg.batch_pairs, symbols, quals)
+        return fastx_device.DevicePairReader(path_a, path_b, cfg.batch_bases, cfg.batch_pairs, symbols, quals,
+                                             scoring.allowed_bytes(cfg))
     return pair_reader.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs,
                                   workers=min(READ_WORKERS_MAX, cfg.n_threads // 4), symbols=symbols)
 
@@ -107,7 +108,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         summary = Summary()
         # batches are made while the engines start (cupy, the CUDA context, kernels): the first ones in
         # pageable memory, then, once a GPU engine runs, in page-locked memory (host_allocator)
-        batches = scoring.checked(reader, cfg, path_a, path_b) if cfg.general else reader
+        batches = scoring.checked(reader, cfg, path_a, path_b, done=lambda b: b.device is not None) \
+            if cfg.general else reader  # (the device reader's batches checked by its kernels)
         ahead = ReadAhead(batches, summary.stage_seconds)
         here = cluster is None or not cluster.wanted
         pool_cfg = cfg.with_(threads=engine_threads) if here else cfg

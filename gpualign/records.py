@@ -172,8 +172,35 @@ class PairBatch:
 
     def __getstate__(self) -> dict:
         """Pickled without `device` and `device_cols` (GPU buffers of this process: the formatting processes
-        and Dask workers get the host arrays)."""
-        return {**self.__dict__, "device": None, "device_cols": None}
+        and Dask workers get the host arrays), `seq` fetched first where deferred."""
+        state = {**self.__dict__, "seq": self.seq, "device": None, "device_cols": None}
+        state.pop("_seq_fetch", None)
+        return state
+
+    def defer_seq(self, fetch, size: int) -> None:
+        """seq (size bytes) brought to the host by fetch() when first read, not now: a batch parsed on the
+        device (io/fastx_device.py), whose GPU engines and device writers read its bytes there, and whose host
+        copy only CPU rescue, a host writer or a check ever reads."""
+        self.__dict__.pop("seq", None)
+        self.__dict__["_seq_fetch"] = (fetch, threading.Lock(), size)
+
+    @property
+    def seq_size(self) -> int:
+        """len(seq), a deferred one not fetched for it."""
+        pending = self.__dict__.get("_seq_fetch")
+        return pending[2] if pending is not None and "seq" not in self.__dict__ else len(self.seq)
+
+    def __getattr__(self, name: str):
+        """seq, deferred (defer_seq), fetched now by one thread; only called for attributes not set."""
+        pending = self.__dict__.get("_seq_fetch")
+        if name == "seq" and pending is not None:
+            fetch, lock, _ = pending
+            with lock:
+                if "seq" not in self.__dict__:
+                    self.__dict__["seq"] = fetch()
+                    del self.__dict__["_seq_fetch"]  # (its device buffer with it)
+            return self.__dict__["seq"]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def n(self) -> int:

@@ -219,9 +219,19 @@ def check_batch(batch: PairBatch, sub: Substitution, cfg: AlignConfig, query_pat
                          f"(--unknown X maps such characters to X)")
 
 
-def checked(batches, cfg: AlignConfig, query_path: str, target_path: str):
-    """The batches, each checked against cfg's substitution table (general scoring only)."""
+def allowed_bytes(cfg: AlignConfig) -> np.ndarray | None:
+    """bool[256]: the (case-folded) bytes check_batch lets through, or None where it lets every byte through
+    (not general scoring, or --unknown)."""
+    if not cfg.general or cfg.scoring.unknown is not None:
+        return None
+    return allowed_table(substitution(cfg))
+
+
+def checked(batches, cfg: AlignConfig, query_path: str, target_path: str, done=lambda batch: False):
+    """The batches, each checked against cfg's substitution table (general scoring only) unless done(batch)
+    says it was checked already (io/fastx_device's, read with allowed_bytes)."""
     sub = substitution(cfg)
     for batch in batches:
-        check_batch(batch, sub, cfg, query_path, target_path)
+        if not done(batch):
+            check_batch(batch, sub, cfg, query_path, target_path)
         yield batch

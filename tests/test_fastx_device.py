@@ -109,6 +109,28 @@ def test_same_pairs_as_host(tmp_path, emulated, fastq):
 
 
 @NO_CXX
+def test_host_copy_made_when_read(tmp_path, emulated):
+    """A device batch's sequences come to the host only when something there reads them (PairBatch.defer_seq):
+    not before, the host reader's bytes then, once; a pickled batch (formatting processes, Dask workers)
+    carries them."""
+    import pickle
+
+    rng = random.Random(4)
+    a = _write(tmp_path / "a", _fasta(rng, 50, name="q"))
+    b = _write(tmp_path / "b", _fasta(rng, 50, name="t"))
+    want = _pairs(_host(a, b, pairs=16))
+    got = list(_device(a, b, pairs=16))
+    assert len(got) > 1 and all(bt.device is not None and "seq" not in bt.__dict__ for bt in got)
+    sizes = [bt.seq_size for bt in got]
+    assert all("seq" not in bt.__dict__ for bt in got)  # (its size known without it)
+    sent = [pickle.loads(pickle.dumps(bt)) for bt in got]
+    assert all("seq" in bt.__dict__ and bt.device is None and "_seq_fetch" not in bt.__dict__ for bt in sent)
+    assert _pairs(got) == _pairs(sent) == want
+    assert all(bt.seq is bt.seq and "_seq_fetch" not in bt.__dict__ for bt in got)  # fetched once, then kept
+    assert sizes == [len(bt.seq) for bt in got] == [bt.seq_size for bt in got]
+
+
+@NO_CXX
 def test_batches_bounded_by_bases(tmp_path, emulated):
     rng = random.Random(2)
     a = _write(tmp_path / "a", _fasta(rng, 200, 100, 3000))
@@ -218,6 +240,54 @@ def test_symbols_of_general_scoring(tmp_path, emulated):
     _check(a, b, symbols=b"*-")
     with pytest.raises(GpualignError, match="invalid sequence character"):
         _pairs(_device(a, b))
+
+
+@NO_CXX
+def test_alphabet_of_general_scoring_checked_by_the_kernels(tmp_path, emulated, monkeypatch):
+    """General scoring's alphabet check (scoring.allowed_bytes) made as the device reader parses: a record
+    holding a letter the table cannot score ends the device's batches, pair_reader reads on from it and
+    scoring.check_batch names it, the host reader's run's message; a clean run checks nothing on the host and
+    writes the host reader's bytes."""
+    from gpualign import pipeline, scoring
+    from gpualign.config import AlignConfig, Penalties, Scoring
+
+    cfg = AlignConfig(metric="affine", penalties=Penalties(3, 5, 2), scoring=Scoring(mode="local", match=2),
+                      device="cpu", threads=2, batch_pairs=32)
+    allowed = scoring.allowed_bytes(cfg)
+    assert allowed is not None and scoring.allowed_bytes(AlignConfig()) is None
+    rng = random.Random(16)
+    a = _write(tmp_path / "a", _fasta(rng, 200, 1, 60, name="q"))
+    records = _fasta(rng, 200, 1, 90, name="t")
+    clean = _write(tmp_path / "clean", records)
+    records[150] = ("t150", records[150][1][:3] + "E" + records[150][1][3:], None)
+    bad = _write(tmp_path / "bad", records)
+    reader = lambda pa, pb, bases, pairs: fastx_device.DevicePairReader(pa, pb, bases, pairs, b"*-", False, allowed)
+    got = list(reader(a, bad, 1 << 25, 32))
+    parsed = [bt.device is not None for bt in got]
+    assert _pairs(got) == _pairs(_host(a, bad, pairs=32, symbols=b"*-"))  # (the reader alone checks nothing)
+    assert parsed[0] and not parsed[-1] and sum(bt.n for bt, p in zip(got, parsed) if p) == 150
+
+    host_reader = pipeline._reader
+
+    def run(b, device_read: bool, name: str):
+        monkeypatch.setattr(pipeline, "_reader", host_reader if not device_read else
+                            lambda pa, pb, c, cluster, quals: reader(pa, pb, c.batch_bases, c.batch_pairs))
+        out = tmp_path / name
+        try:
+            pipeline.run_pairs(a, b, str(out), "tsv", cfg, "test")
+        except GpualignError as e:
+            return str(e)
+        return out.read_bytes()
+
+    want_err = run(bad, False, "host_bad.tsv")
+    assert "record 151 (t150): protein residue 'E' with DNA scoring" in want_err
+    want = run(clean, False, "host.tsv")
+    checks = []
+    check = scoring.check_batch
+    monkeypatch.setattr(scoring, "check_batch", lambda batch, *a: checks.append(batch.n) or check(batch, *a))
+    assert run(bad, True, "dev_bad.tsv") == want_err and checks and sum(checks) <= 50
+    checks.clear()
+    assert run(clean, True, "dev.tsv") == want and checks == []
 
 
 def _compressed(path: str, kind: str, cut: int = 0) -> str:
@@ -714,7 +784,7 @@ def test_lines_from_the_device_columns_on_the_gpu(tmp_path, monkeypatch, fmt):
     """On the GPU, close pairs that eWFA aligns whole in every batch: each batch's PAF or SAM lines (BAM's
     text) come from the columns the reader and the engine left on the device (text_device.DeviceLines.paf
     and .sam, counted here), the same records as --host-parse's run; names with comments, FASTQ queries (SAM's
-    QUAL), several batches."""
+    QUAL), several batches. The sequences never come back to the host but for BAM's letter check."""
     from gpualign import text_device
 
     rng = random.Random(22)
@@ -731,7 +801,11 @@ def test_lines_from_the_device_columns_on_the_gpu(tmp_path, monkeypatch, fmt):
     real = getattr(text_device.DeviceLines, name)
     monkeypatch.setattr(text_device.DeviceLines, name, lambda self, cols, cig, res, batch: fused.append(res.n) or
                         real(self, cols, cig, res, batch))
+    fetched, copy = [], fastx_device._host_copy
+    monkeypatch.setattr(fastx_device, "_host_copy", lambda d_seq, total: (
+        lambda fetch: lambda: fetched.append(total) or fetch())(copy(d_seq, total)))
     outs = _gpu_runs(tmp_path, qs, ts, fmt)
+    assert bool(fetched) == (fmt == "bam")
     if fmt == "bam":
         import pysam
 

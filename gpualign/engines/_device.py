@@ -66,7 +66,7 @@ def align_split(align_device, batch: PairBatch, cfg: AlignConfig) -> AlignBatch:
     from ..gpu.kernels import is_out_of_memory
     from . import align_degrading
 
-    if batch.n > 1 and len(batch.seq) > MAX_BATCH_BASES:  # the whole buffer goes over (take() compacts it)
+    if batch.n > 1 and batch.seq_size > MAX_BATCH_BASES:  # the whole buffer goes over (take() compacts it)
         half = batch.n // 2
         parts = [(idx, align_split(align_device, batch.take(idx), cfg))
                  for idx in (np.arange(half), np.arange(half, batch.n))]

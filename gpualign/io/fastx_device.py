@@ -5,8 +5,8 @@ both files (a compressed file's inflated ahead of the reading, bgzf.open_inflate
 several threads, gzip by ISA-L on one) into one
 page-locked buffer, it goes to the device in one copy, and the kernels find the line ends, the records,
 their names, and write the sequences case-folded one after another, the layout of pair_reader's batches,
-which comes back to the host in one copy and stays on the device for the engine (PairBatch.device: no
-second upload). Names and FASTQ qualities are gathered there too, and come back as records.Names (bytes
+which stays on the device for the engine (PairBatch.device: no second upload) and comes back to the host
+only when something there reads it (PairBatch.defer_seq). Names and FASTQ qualities are gathered there too, and come back as records.Names (bytes
 and their places, no Python object per record).
 
 The kernels take the host fast path's rules (fastx_fast.py) record by record. Where a record breaks one,
@@ -47,6 +47,27 @@ READ_PIECE = 8 << 20  # both files' bytes are read in pieces of this size, side 
 READ_THREADS = 8
 NO_RECORD = np.iinfo(np.int32).max  # the kernels' `bad` when every record passed
 _KEEP = np.arange(256, dtype=np.uint8)  # a table that keeps every byte (names)
+_NO_SEQ = np.zeros(0, np.uint8)  # a batch's seq until its host copy is fetched (_host_copy)
+
+
+def _host_copy(d_seq, total: int):
+    """PairBatch.defer_seq's fetch: the first total bytes of d_seq (written by the work queued so far on the
+    current stream) into a new pageable array. Only CPU rescue, host writers and checks read it, so most
+    batches never copy it (page-locking a new buffer per batch cost ~20 ms each until cupy's pool held
+    enough blocks)."""
+    import cupy
+
+    done, device = cupy.cuda.get_current_stream().record(), d_seq.device
+
+    def fetch() -> np.ndarray:
+        host = np.empty(total, np.uint8)
+        if total:
+            with device:
+                done.synchronize()
+                d_seq[:total].get(out=host)
+        return host
+
+    return fetch
 
 
 def usable(path: str, symbols: bytes = b"") -> bool:
@@ -171,10 +192,13 @@ class _Region:
 
 class DevicePairReader:
     """The batches of pair_reader.read_pairs, read as the module docstring says. quals: FASTQ qualities
-    wanted (SAM, BAM); else a FASTQ query's are None."""
+    wanted (SAM, BAM); else a FASTQ query's are None. allowed (bool[256] over the case-folded bytes, or None):
+    a record holding another byte is refused here like a broken one (pair_reader reads on from it, and
+    scoring.check_batch names it), so that every batch parsed here (batch.device set) holds allowed bytes only:
+    general scoring's alphabet check (scoring.allowed_bytes) made by the kernels."""
 
     def __init__(self, path_a: str, path_b: str, batch_bases: int, batch_pairs: int, symbols: bytes = b"",
-                 quals: bool = True):
+                 quals: bool = True, allowed: np.ndarray | None = None):
         first = _File(path_a)
         try:
             self.files = [first, _File(path_b)]
@@ -184,6 +208,8 @@ class DevicePairReader:
         self.batch_bases, self.batch_pairs, self.symbols, self.quals = batch_bases, batch_pairs, symbols, quals
         self.alloc = None  # (pipeline sets it for pair_reader's batches; these are page-locked already)
         self.fold = np.frombuffer(pack.fold_table(symbols), np.uint8)
+        if allowed is not None:
+            self.fold = np.where(allowed[self.fold], self.fold, 0).astype(np.uint8)  # (0: refused)
         self._stop = False
         self.k_next = batch_pairs  # records to read for the next batch (fewer once a batch is bounded by bases)
         self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="gpualign-read")
@@ -428,16 +454,11 @@ class DevicePairReader:
     @trace.traced("device batch")
     def _batch(self, d_buf, seq: tuple, regions: list, k: int, lens: list, count: int) -> PairBatch:
         """The batch of the first k records of both regions (seq: _gather's of their sequences): names and
-        (wanted) qualities gathered on the device and brought over with the sequences, so that the raw
-        buffer can go."""
-        from ..gpu.staging import pinned_empty
-
+        (wanted) qualities gathered on the device and brought over, so that the raw buffer can go; the
+        sequences stay on the device (batch.device), their host copy made when first read (_host_copy)."""
         d_seq, _, (q_off, t_off), (d_q_off, _) = seq
         ql, tl = lens
         total = int(t_off[-1] + tl[-1])
-        host = pinned_empty(total)
-        if total:
-            d_seq[:total].get(out=host)
         name_lens = [r.dev[1][:k].get() for r in regions]
         d_names, _, name_offs, d_name_offs = self._gather(d_buf, regions, name_lens, (0, 1), _KEEP)
         buf = d_names[:int(name_offs[1][-1] + name_lens[1][-1])].get()
@@ -447,8 +468,9 @@ class DevicePairReader:
             d_quals, _, (qual_off,), (d_qual_off,) = self._gather(d_buf, regions[:1], [ql], (4, 3), _KEEP,
                                                                    ends=[q_off + ql])
             quals = Names(d_quals[:int(qual_off[-1] + ql[-1])].get(), qual_off, ql)
-        batch = PairBatch(host, q_off, ql, t_off, tl, np.arange(count, count + k, dtype=np.int64),
+        batch = PairBatch(_NO_SEQ, q_off, ql, t_off, tl, np.arange(count, count + k, dtype=np.int64),
                           Names(buf, name_offs[0], name_lens[0]), Names(buf, name_offs[1], name_lens[1]), quals)
+        batch.defer_seq(_host_copy(d_seq, total), total)
         batch.device = d_seq
         batch.device_cols = {"names": d_names, "q_name": (d_name_offs[0], ra.dev[1][:k]),
                              "t_name": (d_name_offs[1], rb.dev[1][:k]), "q_len": ra.dev[3][:k], "t_len": rb.dev[3][:k]}

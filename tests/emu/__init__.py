@@ -60,7 +60,8 @@ def library(stem: str, defines: tuple = ()) -> ctypes.CDLL:
                os.path.join(KERNELS, f"{stem}.cu")]
     flags = [*CXXFLAGS, *os.environ.get(FLAGS_ENV, "").split()]
     h = hashlib.sha256(repr((defines, flags)).encode())
-    for path in sources:
+    headers = sorted(os.path.join(KERNELS, f) for f in os.listdir(KERNELS) if f.endswith(".cuh"))
+    for path in sources + headers:  # (the headers a kernel file includes: any of them)
         with open(path, "rb") as fh:
             h.update(fh.read())
     digest = h.hexdigest()[:16]
@@ -123,6 +124,12 @@ class _Device:
     # (few SMs: gpu_dp.team_size gives the tests' launches either team size; an H100's shared memory an SM)
     attributes = {"MultiProcessorCount": 2, "MaxSharedMemoryPerMultiprocessor": 233_472}
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
 
 class _Stream:
     def __init__(self, non_blocking: bool = False, priority: int = 0):
@@ -153,7 +160,9 @@ class _Pool:
 
 
 class DeviceArray(np.ndarray):
-    """A "device" array: numpy's, with CuPy's get()."""
+    """A "device" array: numpy's, with CuPy's get() and device."""
+
+    device = _Device()
 
     def get(self, stream=None, out=None) -> np.ndarray:
         if out is None:
@@ -257,22 +266,30 @@ class Staging:
 
 
 def emulated(engine_class):
-    """engine_class (a GPU engine) with its kernels run here: the load_module its module calls, its
-    staging and its stream replaced, and `import cupy` giving fake_cupy() while it aligns."""
+    """engine_class (a GPU engine) with its kernels run here: the load_module its module calls (in its
+    _module(), and _text_module() where it has one), its staging and its stream replaced, and `import cupy`
+    giving fake_cupy() while it aligns."""
     home = sys.modules[engine_class.__module__]
+
+    def loading_here(method):
+        def call(self):
+            real = home.load_module
+            home.load_module = load_module
+            try:
+                return method(self)
+            finally:
+                home.load_module = real
+
+        return call
 
     class Emulated(engine_class):
         def __init__(self, *a, **kw):
             super().__init__(*a, **kw)
             self._staging = Staging()
 
-        def _module(self):
-            real = home.load_module
-            home.load_module = load_module
-            try:
-                return super()._module()
-            finally:
-                home.load_module = real
+        _module = loading_here(engine_class._module)
+        if hasattr(engine_class, "_text_module"):
+            _text_module = loading_here(engine_class._text_module)
 
         @contextlib.contextmanager
         def _stream(self):
