@@ -18,7 +18,8 @@ from .gpu.kernels import Kernels, load_module
 from .records import OK, Names, offsets_from_lengths, segment_index
 from .text import Strings, fields_of, join_lines
 
-KERNELS = ("lines.cu", ("line_lengths", "line_write", "paf_lengths", "paf_write", "sam_lengths", "sam_write"), ())
+KERNELS = ("lines.cu", ("line_lengths", "line_write", "paf_lengths", "paf_write", "sam_lengths", "sam_write",
+                       "cigar_measure", "cigar_write"), ())  # (the last two: gpu_dp's CIGAR text)
 THREADS = 256
 SPEC = 5  # kernels/lines.cu's ints per field
 KIND_STRING, KIND_INT = 1, 2  # (0: a prefix alone)

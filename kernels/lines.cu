@@ -33,6 +33,8 @@ typedef unsigned char uint8_t;
 #include <stdint.h>
 #endif
 
+#include "cigar_text.cuh"  // cigar_measure, cigar_write (gpu-dp's CIGARs: engines/gpu_dp.py)
+
 #define SPEC 5
 #define KIND_STRING 1
 #define KIND_INT 2

@@ -15,6 +15,7 @@ from cli_helper import run_cli
 from gpualign import cigar as C
 from gpualign.config import AlignConfig, Penalties, Scoring
 from gpualign.engines.cpu_dp import CpuDpEngine
+from gpualign.engines.gpu_dp import GpuDpEngine
 from gpualign.errors import ConfigError, InputError
 from gpualign.records import OK, PairBatch
 
@@ -152,7 +153,22 @@ def check(engine, qs, ts, cfg):
         assert rescore(q, t, res, i, cfg) == res.score[i], (q, t)
         if res.score[i] == 0 and cfg.scoring.mode == "local":
             assert res.cigar_len[i] == 0 and res.q_end[i] == res.q_start[i] == 0
+    writers_text(res)
     return res
+
+
+def writers_text(res) -> bool:
+    """Where the engine made the CIGARs' text and counts itself (gpu-dp: lines.cu's cigar_measure and
+    cigar_write), they equal what the writers derive from the ops on the host; whether it made them."""
+    text, stats = res.__dict__.get("cigar_text"), res.__dict__.get("cigar_stats")
+    if text is None:
+        return False
+    assert C.text_list(*text) == C.to_text(res.cigar, res.cigar_off, res.cigar_len)
+    tot = C.op_totals(res.cigar, res.cigar_off, res.cigar_len)
+    want = np.stack([tot["matches"], tot["mismatches"], tot["ins"], tot["dels"],
+                     C.gap_opens(res.cigar, res.cigar_off, res.cigar_len)], axis=1)
+    assert stats.shape == want.shape and (stats == want).all()
+    return True
 
 
 # ---- pairs ----
@@ -207,6 +223,9 @@ def test_dna_random_and_adversarial(engine, mode):
     qs += [a for a, _ in ADVERSARIAL_DNA]
     ts += [b for _, b in ADVERSARIAL_DNA]
     check(engine, qs, ts, dna_cfg(mode))
+    full = [(a, b) for a, b in zip(qs, ts) if a and b]  # (no empty sequence: gpu-dp's text made on the device)
+    res = check(engine, [a for a, _ in full], [b for _, b in full], dna_cfg(mode))
+    assert writers_text(res) == isinstance(engine, GpuDpEngine)
 
 
 @pytest.mark.parametrize("mode", MODES)

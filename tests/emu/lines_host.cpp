@@ -14,5 +14,7 @@ extern "C" int emu_launch(const char* name_c, int grid, int, int block, void** a
     if (name == "paf_write") return emu_serial(paf_write, grid, block, args), 0;
     if (name == "sam_lengths") return emu_serial(sam_lengths, grid, block, args), 0;
     if (name == "sam_write") return emu_serial(sam_write, grid, block, args), 0;
+    if (name == "cigar_measure") return emu_serial(cigar_measure, grid, block, args), 0;
+    if (name == "cigar_write") return emu_serial(cigar_write, grid, block, args), 0;
     return 1;  // no such kernel
 }
