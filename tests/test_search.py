@@ -157,6 +157,47 @@ def test_long_patterns(tmp_path, device):
     check(tmp_path, patterns, records, 12, device)
 
 
+def test_long_pattern_traceback_against_edlib():
+    """search/hits.align (the CPU traceback of hits) on 1,000-nt patterns: the cost at each window's last
+    column equals edlib's (the reversed pattern as a prefix of the reversed window: end fixed, start free), and
+    each CIGAR spends the whole pattern, the window's text from its start column, and exactly that cost."""
+    import edlib
+
+    from gpualign import cigar as C
+    from gpualign.search import alphabet, hits
+
+    rng = np.random.default_rng(12)
+    letters = alphabet.LETTERS[:4].decode()
+    n, m = 6, 1000
+    pats, wins, firsts = [], [], []
+    for i in range(n):
+        p = random_dna(rng, m)
+        t = mutate(rng, p, 30 * i)  # 0 to 150 edits
+        first = int(rng.integers(0, 40))
+        win = random_dna(rng, first) + random_dna(rng, 5) + t
+        pats.append(p)
+        wins.append(win)
+        firsts.append(first)
+    L = max(len(w) for w in wins)
+    code = lambda s: [letters.index(c) for c in s]  # noqa: E731
+    pattern = np.array([code(p) for p in pats], np.uint8)
+    window = np.full((n, L), alphabet.PAD, np.uint8)
+    first = np.zeros(n, np.int64)
+    for i, w in enumerate(wins):  # each window ends at column L: PAD before its real text
+        window[i, L - len(w):] = code(w)
+        first[i] = L - len(w) + firsts[i]
+    cost, start, cigar, off, length, _ = hits.align_job((pattern, window, first, alphabet.match_table("default")))
+    for i in range(n):
+        text = wins[i][firsts[i]:]
+        want = edlib.align(pats[i][::-1], text[::-1], mode="SHW")["editDistance"]
+        assert int(cost[i]) == want
+        ops = cigar[off[i]:off[i] + length[i]]
+        qn, tn = C.consumed(ops)
+        assert qn == m and tn == L - int(start[i]) and int(start[i]) >= first[i]
+        tot = C.op_totals(ops, np.zeros(1, np.int64), np.array([len(ops)]))
+        assert int(tot["mismatches"][0] + tot["ins"][0] + tot["dels"][0]) == want
+
+
 def test_formats(tmp_path, device):
     import pysam
 

@@ -117,8 +117,9 @@ def align(pattern: np.ndarray, window: np.ndarray, first: np.ndarray, table: np.
         sub = ((mb >> pt[i - 1]) & 1) ^ 1
         np.minimum(prev[:-1] + sub.astype(np.int16), prev[1:] + 1, out=cur[1:])
         cur[0] = prev[0] + 1
-        for c in range(1, L + 1):  # a text-only base (D) from the left
-            np.minimum(cur[c], cur[c - 1] + 1, out=cur[c])
+        # text-only bases (D) from the left: cur[c] = min over c' <= c of cur[c'] + (c - c'), one running minimum
+        np.minimum.accumulate(cur - cols, axis=0, out=cur)
+        cur += cols
     flat = D.reshape(-1)
     miss = (~table).reshape(-1)
     i = np.full(n, m, np.int64)
