@@ -103,6 +103,9 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         gpu_read = isinstance(reader, fastx_device.DevicePairReader)
         on_device = gpu_read and (fmt in ("paf", "tsv") or (fmt in ("sam", "bam") and not cfg.distance_only
                                                               and not cfg.general and not protein))
+        if gpu_read:  # every batch's sequences read on the host too: copied back as they are read
+            reader.host_seq = (fmt == "bam" or (sam and not on_device) or cfg.n_mismatch or verify > 0
+                               or (cfg.general and cfg.scoring.unknown is not None))
         if fmt in FORMATS and not on_device:
             fmt_pool = parallel.start_pool(fmt_threads)
         summary = Summary()

@@ -188,10 +188,12 @@ class PairBatch:
     def seq_size(self) -> int:
         """len(seq), a deferred one not fetched for it."""
         pending = self.__dict__.get("_seq_fetch")
-        return pending[2] if pending is not None and "seq" not in self.__dict__ else len(self.seq)
+        seq = self.__dict__.get("seq")
+        return len(seq) if seq is not None else pending[2] if pending is not None else len(self.seq)
 
     def __getattr__(self, name: str):
-        """seq, deferred (defer_seq), fetched now by one thread; only called for attributes not set."""
+        """seq, deferred (defer_seq), fetched now by one thread; only called for attributes not set (also
+        when another thread set seq just after this one looked for it)."""
         pending = self.__dict__.get("_seq_fetch")
         if name == "seq" and pending is not None:
             fetch, lock, _ = pending
@@ -199,6 +201,7 @@ class PairBatch:
                 if "seq" not in self.__dict__:
                     self.__dict__["seq"] = fetch()
                     del self.__dict__["_seq_fetch"]  # (its device buffer with it)
+        if name == "seq" and "seq" in self.__dict__:
             return self.__dict__["seq"]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 

@@ -198,18 +198,22 @@ def restate_matches(batch: PairBatch, res, cfg: AlignConfig):
 
 def check_batch(batch: PairBatch, sub: Substitution, cfg: AlignConfig, query_path: str = "query",
                 target_path: str = "target") -> None:
-    """Raise InputError at the first character of the batch the table cannot score (none with --unknown)."""
+    """Raise InputError at the first pair of the batch holding a character the table cannot score (its query's
+    first, else its target's; none with --unknown): the pair the device reader stops at (io/fastx_device.py,
+    allowed_bytes), wherever the batches are cut."""
     if cfg.scoring.unknown is not None or batch.n == 0:
         return
     ok = allowed_table(sub)
-    for off, ln, names, path in ((batch.q_off, batch.q_len, batch.q_names, query_path),
-                                 (batch.t_off, batch.t_len, batch.t_names, target_path)):
+    faults = []  # (pair, side, the character's place in the side's letters, the letters)
+    for side, (off, ln) in enumerate(((batch.q_off, batch.q_len), (batch.t_off, batch.t_len))):
         letters = concatenated(batch.seq, off, ln)
         good = ok[letters]
-        if good.all():
-            continue
-        at = int(np.argmin(good))
-        pair = int(np.searchsorted(np.cumsum(ln), at, side="right"))
+        if not good.all():
+            at = int(np.argmin(good))
+            faults.append((int(np.searchsorted(np.cumsum(ln), at, side="right")), side, at, letters))
+    if faults:
+        pair, side, at, letters = min(faults, key=lambda f: f[:2])
+        names, path = (batch.q_names, query_path) if side == 0 else (batch.t_names, target_path)
         char = chr(int(letters[at]))
         name = f" ({names[pair]})" if len(names) > pair else ""
         where = f"{path}: record {int(batch.index[pair]) + 1}{name}"

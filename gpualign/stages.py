@@ -470,7 +470,7 @@ def stream(batches, dispatcher, cfg, out, summary: Summary, progress, verify: fl
         # keep `workers` batches aligning while the one before them is written
         for batch, fut, _ in in_order(ahead, dispatcher.submit, full):
             res, counts = fut.result()
-            batch.device = None  # aligned: its sequences on the GPU (fastx_device's) can go
+            batch.device = None  # aligned: its sequences on the GPU (fastx_device's) go once no host copy is due
             t0 = time.perf_counter()
             out.submit(batch, res, written)
             interrupt.phase("write")

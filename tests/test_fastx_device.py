@@ -109,25 +109,37 @@ def test_same_pairs_as_host(tmp_path, emulated, fastq):
 
 
 @NO_CXX
-def test_host_copy_made_when_read(tmp_path, emulated):
+def test_host_copy_made_when_read(tmp_path, emulated, monkeypatch):
     """A device batch's sequences come to the host only when something there reads them (PairBatch.defer_seq):
-    not before, the host reader's bytes then, once; a pickled batch (formatting processes, Dask workers)
-    carries them."""
+    not before, the host reader's bytes then, once per batch, also for a thread that looked for them while
+    another fetched them; a pickled batch (formatting processes, Dask workers) carries them; with host_seq (a
+    run whose writer or options read every batch's bytes) they are fetched as the batch is made."""
     import pickle
 
+    from gpualign.records import PairBatch
+
+    fetched, copy = [], fastx_device._host_copy
+    monkeypatch.setattr(fastx_device, "_host_copy", lambda d_seq, total: (
+        lambda fetch: lambda: fetched.append(total) or fetch())(copy(d_seq, total)))
     rng = random.Random(4)
     a = _write(tmp_path / "a", _fasta(rng, 50, name="q"))
     b = _write(tmp_path / "b", _fasta(rng, 50, name="t"))
     want = _pairs(_host(a, b, pairs=16))
     got = list(_device(a, b, pairs=16))
-    assert len(got) > 1 and all(bt.device is not None and "seq" not in bt.__dict__ for bt in got)
+    assert len(got) > 2 and all(bt.device is not None and "seq" not in bt.__dict__ for bt in got)
     sizes = [bt.seq_size for bt in got]
-    assert all("seq" not in bt.__dict__ for bt in got)  # (its size known without it)
-    sent = [pickle.loads(pickle.dumps(bt)) for bt in got]
+    assert fetched == []  # (the sizes known without the bytes)
+    first = got[0].seq
+    assert got[0].seq is first and len(fetched) == 1 and "_seq_fetch" not in got[0].__dict__
+    assert PairBatch.__getattr__(got[0], "seq") is first  # (a thread whose lookup came just before the fetch ended)
+    sent = [pickle.loads(pickle.dumps(bt)) for bt in got[1:]]
     assert all("seq" in bt.__dict__ and bt.device is None and "_seq_fetch" not in bt.__dict__ for bt in sent)
-    assert _pairs(got) == _pairs(sent) == want
-    assert all(bt.seq is bt.seq and "_seq_fetch" not in bt.__dict__ for bt in got)  # fetched once, then kept
-    assert sizes == [len(bt.seq) for bt in got] == [bt.seq_size for bt in got]
+    assert _pairs(got) == _pairs(got[:1] + sent) == want
+    assert sizes == [len(bt.seq) for bt in got] and sorted(fetched) == sorted(sizes)  # once per batch
+    reader = _device(a, b, pairs=16)
+    reader.host_seq = True
+    eager = list(reader)
+    assert all("seq" in bt.__dict__ and bt.device is not None for bt in eager) and _pairs(eager) == want
 
 
 @NO_CXX
@@ -256,11 +268,14 @@ def test_alphabet_of_general_scoring_checked_by_the_kernels(tmp_path, emulated, 
     allowed = scoring.allowed_bytes(cfg)
     assert allowed is not None and scoring.allowed_bytes(AlignConfig()) is None
     rng = random.Random(16)
-    a = _write(tmp_path / "a", _fasta(rng, 200, 1, 60, name="q"))
+    queries = _fasta(rng, 200, 1, 60, name="q")
+    a = _write(tmp_path / "a", queries)
     records = _fasta(rng, 200, 1, 90, name="t")
     clean = _write(tmp_path / "clean", records)
     records[150] = ("t150", records[150][1][:3] + "E" + records[150][1][3:], None)
     bad = _write(tmp_path / "bad", records)
+    queries[170] = ("q170", "E" + queries[170][1], None)  # a later pair's query too: the first pair is named
+    bad_a = _write(tmp_path / "bad_a", queries)
     reader = lambda pa, pb, bases, pairs: fastx_device.DevicePairReader(pa, pb, bases, pairs, b"*-", False, allowed)
     got = list(reader(a, bad, 1 << 25, 32))
     parsed = [bt.device is not None for bt in got]
@@ -269,7 +284,7 @@ def test_alphabet_of_general_scoring_checked_by_the_kernels(tmp_path, emulated, 
 
     host_reader = pipeline._reader
 
-    def run(b, device_read: bool, name: str):
+    def run(b, device_read: bool, name: str, a=a):
         monkeypatch.setattr(pipeline, "_reader", host_reader if not device_read else
                             lambda pa, pb, c, cluster, quals: reader(pa, pb, c.batch_bases, c.batch_pairs))
         out = tmp_path / name
@@ -281,6 +296,7 @@ def test_alphabet_of_general_scoring_checked_by_the_kernels(tmp_path, emulated, 
 
     want_err = run(bad, False, "host_bad.tsv")
     assert "record 151 (t150): protein residue 'E' with DNA scoring" in want_err
+    assert run(bad, False, "host_bad2.tsv", bad_a) == run(bad, True, "dev_bad2.tsv", bad_a) == want_err
     want = run(clean, False, "host.tsv")
     checks = []
     check = scoring.check_batch

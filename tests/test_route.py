@@ -289,7 +289,7 @@ def test_stream_writes_an_aligned_batch_while_the_next_is_read():
 
     def slow_reader():
         for b in range(6):
-            time.sleep(0.1)
+            time.sleep(0.25)  # (the margin the check below has: a batch aligns in milliseconds)
             batch = to_batch([(bytes(rng.choice(list(b"ACGT"), 30)), bytes(rng.choice(list(b"ACGT"), 28)))
                               for _ in range(4)])
             batch.index = np.arange(4 * b, 4 * b + 4)

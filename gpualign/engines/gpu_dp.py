@@ -370,7 +370,7 @@ class GpuDpEngine(BatchEngine):
                                                               args, room, d_dir, scoring_args, ends, starts)))
             del d_dir
         host = d_out.get()
-        gather = lambda dst, lens, total: self._gather(traced, starts[0], dst, lens, total)  # noqa: E731
+        gather = lambda dst, lens, total, text: self._gather(traced, starts[0], dst, lens, total, text)  # noqa: E731
         return self._results(cfg, want, ql, tl, host, gather, short is None)
 
     def _launches(self, mode: int, want: bool, sub, cfg, ql, tl, short, long, d_codes, d_meta):
@@ -474,19 +474,19 @@ class GpuDpEngine(BatchEngine):
         return d_off, d_ops
 
     @trace.traced("dp gather")
-    def _gather(self, traced: list, d_count, dst: np.ndarray, lens: np.ndarray, total: int) -> tuple:
+    def _gather(self, traced: list, d_count, dst: np.ndarray, lens: np.ndarray, total: int, text: bool) -> tuple:
         """Every launch's CIGARs packed in pair order (dst: each pair's first op, lens: its ops, by pair), to
         the host: into page-locked memory (pinned_empty, from cupy's pool: a batch's block is reused by a later
         batch of about its size once the first is dropped) where PINNED_CIGARS, else a new pageable array; and
-        host_text() -> their text and counts (AlignBatch.cigar_text, cigar_stats) made on the device
-        (_results.text_kernels: numpy passes over every op on the host else)."""
+        (text) host_text() -> their text and counts (AlignBatch.cigar_text, cigar_stats) made on the device
+        (_results.text_kernels: numpy passes over every op on the host else), or None."""
         import cupy
 
         d_dst, d_out = to_device(dst, np.int64), cupy.empty(max(1, total), cupy.uint32)
         for order, nthreads, d_off, d_ops in traced:
             self._module().get_function("dp_gather")((-(-int(nthreads) // BLOCK),), (BLOCK,),
                                                      (order, nthreads, d_off, d_count, d_dst, d_ops, d_out))
-        _, host_text = text_kernels(self._text_module())(d_out, dst, lens)
+        host_text = text_kernels(self._text_module())(d_out, dst, lens)[1] if text else None
         if not PINNED_CIGARS:
             return cupy.asnumpy(d_out)[:total], host_text
         host = pinned_empty(max(1, total), np.uint32)
@@ -503,9 +503,8 @@ class GpuDpEngine(BatchEngine):
     def _results(cfg: AlignConfig, want: bool, ql, tl, host: np.ndarray, gather, all_live: bool) -> AlignBatch:
         """The AlignBatch from the kernels' per-pair arrays (host rows: score, end row, end column, op count,
         start row, start column), the empty sequences (none where all_live) written down here; gather(dst,
-        lens, total) gives the kernels' CIGARs packed in pair order, pair p's lens[p] from dst[p], and a
-        function giving their text and counts (the writers', taken where no empty sequence's run was
-        written here)."""
+        lens, total, text) gives the kernels' CIGARs packed in pair order, pair p's lens[p] from dst[p], and
+        (text: where no empty sequence's run is written here) a function giving their text and counts."""
         n, gaps, mode = len(ql), cfg.parasail_gaps(), cfg.scoring.mode
         score = host[0].copy()
         if want:
@@ -525,12 +524,12 @@ class GpuDpEngine(BatchEngine):
         off = offsets_from_lengths(clen) if want else clen.copy()  # (scores only: every length 0)
         cigar, host_text = np.zeros(0, np.uint32), None
         if want:
-            cigar, host_text = gather(off, clen, int(clen.sum()))
+            cigar, host_text = gather(off, clen, int(clen.sum()), not runs)
             for p, ops in runs.items():
                 cigar[off[p]:off[p] + len(ops)] = ops
         res = AlignBatch(score, np.full(n, OK, np.uint8), np.full(n, ENGINE_CODE[NAME], np.uint8), cigar, off, clen,
                          want, {})
-        if host_text is not None and not runs:
+        if host_text is not None:
             res.cigar_text, res.cigar_stats = host_text()
         res.q_start, res.q_end, res.t_start, res.t_end = i_start, i_end, j_start, j_end
         return res

@@ -6,8 +6,8 @@ several threads, gzip by ISA-L on one) into one
 page-locked buffer, it goes to the device in one copy, and the kernels find the line ends, the records,
 their names, and write the sequences case-folded one after another, the layout of pair_reader's batches,
 which stays on the device for the engine (PairBatch.device: no second upload) and comes back to the host
-only when something there reads it (PairBatch.defer_seq). Names and FASTQ qualities are gathered there too, and come back as records.Names (bytes
-and their places, no Python object per record).
+only when something there reads it (PairBatch.defer_seq). Names and FASTQ qualities are gathered there too,
+and come back as records.Names (bytes and their places, no Python object per record).
 
 The kernels take the host fast path's rules (fastx_fast.py) record by record. Where a record breaks one,
 or a compressed file's bytes stop inflating, the batch ends before it and the rest of both files is read by
@@ -207,6 +207,8 @@ class DevicePairReader:
             raise
         self.batch_bases, self.batch_pairs, self.symbols, self.quals = batch_bases, batch_pairs, symbols, quals
         self.alloc = None  # (pipeline sets it for pair_reader's batches; these are page-locked already)
+        self.host_seq = False  # (pipeline sets it where the run reads every batch's sequences on the host too:
+        # their copy then made here, in the reading thread, not when first read)
         self.fold = np.frombuffer(pack.fold_table(symbols), np.uint8)
         if allowed is not None:
             self.fold = np.where(allowed[self.fold], self.fold, 0).astype(np.uint8)  # (0: refused)
@@ -471,6 +473,8 @@ class DevicePairReader:
         batch = PairBatch(_NO_SEQ, q_off, ql, t_off, tl, np.arange(count, count + k, dtype=np.int64),
                           Names(buf, name_offs[0], name_lens[0]), Names(buf, name_offs[1], name_lens[1]), quals)
         batch.defer_seq(_host_copy(d_seq, total), total)
+        if self.host_seq:
+            batch.seq  # (fetched now)
         batch.device = d_seq
         batch.device_cols = {"names": d_names, "q_name": (d_name_offs[0], ra.dev[1][:k]),
                              "t_name": (d_name_offs[1], rb.dev[1][:k]), "q_len": ra.dev[3][:k], "t_len": rb.dev[3][:k]}
