@@ -239,6 +239,28 @@ def test_max_hits(tmp_path):
     assert rows == [r for r in full if r["pattern"] == "rep"][:5] + [r for r in full if r["pattern"] != "rep"]
 
 
+def test_max_hits_later_chunks_not_traced(tmp_path, monkeypatch):
+    """--max-hits-per-pattern over many chunks: once the records written hold more hits of a pattern than the
+    cap, its candidates in later chunks are not traced; the output is the uncapped run's first hits of it all
+    the same, and the pattern is reported as capped."""
+    from gpualign.search import hits as H
+
+    rng = np.random.default_rng(13)
+    records = {f"r{i}": random_dna(rng, 200) + "ACGT" * 50 + random_dna(rng, 200) for i in range(40)}
+    patterns = {"rep": "ACGTACGTAC", "some": records["r7"][20:44], "rep24": "ACGT" * 6}
+    traced, real = [], H.trace
+    monkeypatch.setattr(H, "trace", lambda chunk, pats, rows, *a, **kw: traced.append(len(rows.ps)) or
+                        real(chunk, pats, rows, *a, **kw))
+    out, summary = search(tmp_path, patterns, records, 1, chunk=4000, max_hits=5)
+    capped, traced[:] = sum(traced), []
+    full = read_tsv(search(tmp_path, patterns, records, 1, chunk=4000, out="all.tsv")[0])
+    seen: dict = {}
+    want = [r for r in full if seen.setdefault(r["pattern"], []).append(r) or len(seen[r["pattern"]]) <= 5]
+    assert read_tsv(out) == want and sum(r["pattern"] == "some" for r in want) == 1
+    assert summary.capped == ["rep", "rep24"] and len(full) > 40 * 5
+    assert capped < sum(traced) / 4
+
+
 def test_failed_write_leaves_no_output(tmp_path, monkeypatch):
     """The writer (on its own thread) fails at its second write: the run raises its error and leaves neither
     the output nor a temporary file."""

@@ -22,7 +22,7 @@ from ..stages import Output, ReadAhead, WriteBehind, in_order
 from ..workers import ENGINE_BASES, fork_pool, sized
 from . import patterns as PT
 from .engines import device_set, engine_class, remote_engine, scan_on
-from .hits import Collector, FallbackAligner
+from .hits import Cands, Collector, FallbackAligner
 from .output import HitWriter, infer_format
 from .text import TextReader
 
@@ -44,7 +44,7 @@ class SearchSummary:
     seconds: float = 0.0
     capped: list = field(default_factory=list)
     stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "search": 0.0, "align": 0.0, "write": 0.0})
-    per_pattern: np.ndarray = None  # hits found per pattern
+    per_pattern: np.ndarray = None  # hits found per pattern (one over --max-hits-per-pattern: until it was)
     extra: list = field(default_factory=list)  # (key, value) rows of a cluster run: per worker, retried
 
     def rows(self) -> list[tuple[str, str]]:
@@ -161,6 +161,8 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
         for ch, cands in scanned:
             t1 = time.perf_counter()
             summary.bases += int(ch.length.sum())
+            if cfg.max_hits:
+                cands = _within_cap(cands, pats, per_pattern, cfg.max_hits)
             complete, hits = collector.add(ch, cands)
             if len(complete):
                 if cfg.max_hits:
@@ -317,6 +319,17 @@ def worker_pool(threads: int):
 def _shutdown(pool) -> None:
     if pool is not None:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _within_cap(cands: Cands, pats, per_pattern: np.ndarray, cap: int) -> Cands:
+    """The candidates of the patterns not yet over cap: a pattern whose hits in the records written so far
+    passed it has none left to write (every later record comes after them in the output), so its candidates
+    are not traced (a repeat's hits in every chunk of a genome)."""
+    keep = per_pattern[pats.pattern[cands.ps]] <= cap
+    if keep.all():
+        return cands
+    idx = np.flatnonzero(keep)
+    return Cands(cands.ps[idx], cands.piece[idx], cands.pos[idx], cands.d[idx])
 
 
 def _cap(hits, pats, per_pattern: np.ndarray, cap: int):
