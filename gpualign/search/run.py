@@ -333,8 +333,9 @@ def _within_cap(cands: Cands, pats, per_pattern: np.ndarray, cap: int) -> Cands:
 
 
 def _cap(hits, pats, per_pattern: np.ndarray, cap: int):
-    """The hits that keep each pattern within cap (in output order); per_pattern counts every hit found,
-    so that a pattern over the cap shows as count > cap."""
+    """The hits that keep each pattern within cap (in output order); per_pattern counts every hit found (of a
+    pattern over the cap: until _within_cap stops its tracing), so that a pattern over the cap shows as
+    count > cap."""
     pat = pats.pattern[hits.ps]
     order = np.argsort(pat, kind="stable")
     sp = pat[order]
