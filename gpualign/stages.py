@@ -463,8 +463,10 @@ def stream(batches, dispatcher, cfg, out, summary: Summary, progress, verify: fl
 
     workers = dispatcher.window
 
-    def full(pending) -> bool:  # `workers` batches aligning, or the oldest one aligned: written now, beside the
-        return len(pending) > workers or pending[0][1].done()  # reading of the next (not all at the end)
+    def full(pending) -> bool:
+        """`workers` batches aligning, or the oldest one aligned: it is written now, beside the reading of
+        the next (not after all the reading)."""
+        return len(pending) > workers or pending[0][1].done()
 
     try:
         # keep `workers` batches aligning while the one before them is written

@@ -112,13 +112,15 @@ def align(pattern: np.ndarray, window: np.ndarray, first: np.ndarray, table: np.
     matches = (table.astype(np.uint16) << np.arange(16, dtype=np.uint16)[:, None]).sum(axis=0).astype(np.uint16)
     pt = np.ascontiguousarray(pattern.T).astype(np.uint16)
     mb = matches[np.ascontiguousarray(window.T)]  # [L][n]
+    run = np.empty((L + 1, n), np.int16)  # (each row's running minimum, in one buffer)
     for i in range(1, m + 1):
         prev, cur = D[i - 1], D[i]
         sub = ((mb >> pt[i - 1]) & 1) ^ 1
         np.minimum(prev[:-1] + sub.astype(np.int16), prev[1:] + 1, out=cur[1:])
         cur[0] = prev[0] + 1
         # text-only bases (D) from the left: cur[c] = min over c' <= c of cur[c'] + (c - c'), one running minimum
-        np.minimum.accumulate(cur - cols, axis=0, out=cur)
+        np.subtract(cur, cols, out=run)
+        np.minimum.accumulate(run, axis=0, out=cur)
         cur += cols
     flat = D.reshape(-1)
     miss = (~table).reshape(-1)
