@@ -167,7 +167,8 @@ class PairBatch:
     # them), or None: names (uint8: the query names, then the target names), q_name and t_name ((offsets,
     # lengths) in names), q_len and t_len (int64 device arrays); for SAM and BAM also q_seq ((`device`, each
     # query's offset in it): kept after `device` is dropped) and, where FASTQ qualities were read, quals
-    # ((their bytes, each query's offset in them))
+    # ((their bytes, each query's offset in them)); rows (int32 (4, n): q_off, q_len, t_off, t_len as
+    # gpu.staging stages them for the engines)
     device_cols: dict | None = field(default=None, init=False, repr=False, compare=False)  # (not copied by replace)
 
     def __getstate__(self) -> dict:

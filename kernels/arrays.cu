@@ -68,6 +68,18 @@ __global__ void reverse(const T* __restrict__ in, long long n, T* __restrict__ o
         out[i] = in[n - 1 - i];
 }
 
+// out[r * n + i] = (int)row_r[i] for the four rows a, b, c, d (a batch's int64 offsets and lengths as the
+// engines stage them: gpu.staging.meta_rows)
+extern "C" __global__ void narrow_rows(const long long* __restrict__ a, const long long* __restrict__ b,
+                                       const long long* __restrict__ c, const long long* __restrict__ d, long long n,
+                                       int* __restrict__ out) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < 4 * n; i += (long long)gridDim.x * blockDim.x) {
+        long long r = i / n, j = i - r * n;
+        const long long* row = r == 0 ? a : r == 1 ? b : r == 2 ? c : d;
+        out[i] = (int)row[j];
+    }
+}
+
 // counts[b] += how many bytes of in equal b (counts zeroed by the caller)
 extern "C" __global__ void byte_counts(const uint8_t* __restrict__ in, long long n, unsigned long long* __restrict__ counts) {
     __shared__ unsigned int c[256];

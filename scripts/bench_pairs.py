@@ -12,9 +12,17 @@ times, on the same data:
   edlib    edlib, all cores, edit distance + path (edit metric only)
   parasail parasail nw (striped, traceback), all cores, affine metric only, on a sample of the pairs
            (--parasail-sample; quadratic, so only a sample is feasible at 1 kbp and above)
+  wfa2c    WFA2-lib's own C benchmark (--wfa2-benchmark: tools/align_benchmark built with BUILD_WFA_PARALLEL=1),
+           whole process on all cores: reading its input file (the same pairs), aligning, writing score and CIGAR;
+           its scores checked against the e2e run's (as sorted lists: its threads write in any order)
 and prints a table with pairs/s and ratios, plus one JSON line per run (--json).
 
   python scripts/bench_pairs.py -n 100000 -l 150,1000 -e 0.02,0.10 --device cpu
+  python scripts/bench_pairs.py -n 1000000 -l 150 -e 0.02 --device gpu --peers wfa2c \
+      --wfa2-benchmark WFA2-lib/bin/align_benchmark --rounds 3 --engine-repeats 1
+
+--rounds N runs the e2e command (and --host-parse's) and wfa2c N times, alternated; the best is reported,
+every time in the JSON line (e2e_all, wfa2c_all).
 """
 
 from __future__ import annotations
@@ -76,6 +84,41 @@ def _edlib_chunk(args):
 
     task, qs, ts = args
     return sum(edlib.align(q, t, task=task)["editDistance"] for q, t in zip(qs, ts))
+
+
+def _wfa2_input(path, q, t):
+    """The pairs in align_benchmark's input format: '>pattern' then '<text', a line each."""
+    with open(path, "wb") as fh:
+        for x, y in zip(q, t):
+            fh.write(b">" + x + b"\n<" + y + b"\n")
+
+
+def _wfa2_run(binary, seq, out, metric, distance_only, threads):
+    """Seconds of one whole align_benchmark process (its own reading, aligning and writing)."""
+    cmd = [binary, "-a", "edit-wfa" if metric == "edit" else "gap-affine-wfa", "-i", seq, "-o", out,
+           "-t", str(threads)]
+    cmd += ["-g", "0,4,6,2"] * (metric == "affine") + ["--wfa-score-only"] * distance_only
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True)
+    took = time.perf_counter() - t0
+    if p.returncode:
+        sys.exit(f"{binary}: exit {p.returncode}: {p.stderr.decode()[-500:]}")
+    return took
+
+
+def _scores(path, paf):
+    """Sorted absolute scores: a PAF's AS:i tags, or the first column of align_benchmark's output."""
+    import numpy as np
+
+    vals = []
+    with open(path, "rb") as fh:
+        for line in fh:
+            if paf:
+                i = line.index(b"\tAS:i:") + 6
+                vals.append(int(line[i:line.index(b"\t", i)]))
+            else:
+                vals.append(int(line.split(b"\t", 1)[0]))
+    return np.sort(np.abs(np.array(vals, dtype=np.int64)))
 
 
 def _pool_time(fn, chunks, threads):
@@ -161,7 +204,10 @@ def main() -> None:
     ap.add_argument("--distance-only", action="store_true", help="scores only, every tool")
     ap.add_argument("--parasail-sample", type=int, default=2000, help="pairs timed with parasail (affine)")
     ap.add_argument("--device", default="cpu", choices=("cpu", "gpu", "auto"))
-    ap.add_argument("--peers", default="pywfa,edlib,parasail", help="comma list of pywfa,edlib,parasail (or none)")
+    ap.add_argument("--peers", default="pywfa,edlib,parasail",
+                    help="comma list of pywfa,edlib,parasail,wfa2c (or none)")
+    ap.add_argument("--wfa2-benchmark", help="WFA2-lib's align_benchmark binary (the wfa2c peer)")
+    ap.add_argument("--rounds", type=int, default=1, help="e2e and wfa2c runs, alternated; the best reported")
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count())
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="append one JSON line per setting to this file")
@@ -180,6 +226,8 @@ def main() -> None:
                     help="pass --verify F to the end-to-end run and report its recall")
     a = ap.parse_args()
     peers = [p for p in a.peers.split(",") if p and p != "none"]
+    if "wfa2c" in peers and not a.wfa2_benchmark:
+        sys.exit("--peers wfa2c needs --wfa2-benchmark PATH (WFA2-lib's tools/align_benchmark)")
     work = a.workdir or tempfile.mkdtemp(prefix="gpualign-bench-")
     os.makedirs(work, exist_ok=True)
     rows = []
@@ -199,7 +247,16 @@ def main() -> None:
             summ = os.path.join(work, "summary.tsv")
             host_out = "_host".join(os.path.splitext(out))
             runs = [("", out, ())] + [("_host", host_out, ("--host-parse",))] * bool(a.host_parse_ab)
-            for _ in range(max(1, a.host_parse_ab)):
+            wfa2 = "wfa2c" in peers
+            if wfa2:
+                seq, wout = (os.path.join(work, f"{length}_{err}_{x}") for x in ("wfa.seq", "wfa.out"))
+                _wfa2_input(seq, q, t)
+                row["wfa2c_all"] = []
+            for _ in range(max(1, a.host_parse_ab, a.rounds)):
+                if wfa2:
+                    row["wfa2c_all"].append(_wfa2_run(a.wfa2_benchmark, seq, wout, a.metric, a.distance_only,
+                                                      a.threads))
+                    row["wfa2c_s"] = min(row["wfa2c_all"])
                 for key, dest, extra in runs:
                     t0 = time.perf_counter()
                     p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", dest, "-q",
@@ -208,6 +265,7 @@ def main() -> None:
                     took = time.perf_counter() - t0
                     if p.returncode:
                         sys.exit(p.stderr.decode())
+                    row.setdefault(f"e2e{key}_all", []).append(took)
                     if took < row.get(f"e2e{key}_s", float("inf")):
                         stages = dict(line.split("\t") for line in open(summ).read().splitlines()[1:])
                         row[f"e2e{key}_s"] = took
@@ -215,6 +273,15 @@ def main() -> None:
                             "wall_seconds", "read_seconds", "align_seconds", "write_seconds") if k in stages}
             if a.host_parse_ab and not filecmp.cmp(out, host_out, shallow=False):
                 sys.exit(f"{out}: the output of --host-parse differs")
+            if wfa2:
+                import numpy as np
+
+                if a.distance_only:  # (the e2e run wrote TSV then: its scores from a PAF run of the same pairs)
+                    subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out + ".paf", "-q",
+                                    "--metric", a.metric, "--device", a.device, "-t", str(a.threads)], check=True)
+                if not np.array_equal(_scores(out + ".paf" if a.distance_only else out, True), _scores(wout, False)):
+                    sys.exit(f"{wout}: WFA2-lib's scores differ from gpualign's")
+                row["wfa2c_scores_equal"] = True
             if a.verify > 0:  # a second end-to-end run, with the sampled check of optimality
                 subprocess.run([sys.executable, "-m", "gpualign", "pairs", fa, fb, "-o", out, "-q", "--metric",
                                 a.metric, "--device", a.device, "-t", str(a.threads), "--summary", summ, *flags,
@@ -245,12 +312,12 @@ def main() -> None:
                     fh.write(json.dumps(row) + "\n")
             print(json.dumps(row), file=sys.stderr)
     cols = [c for c in ("e2e_s", "e2e_host_s", "engine_s", "engine_dev_s", "engine_dev_fetch_s", "pywfa_s", "edlib_s",
-                        "parasail_s")
+                        "parasail_s", "wfa2c_s")
             if any(c in r for r in rows)]
     print(f"\n{a.metric}{' distance-only' if a.distance_only else ''}, profile {a.profile}, device={a.device}, "
           f"{a.threads} threads, {platform.node()} (parasail: sampled, scaled)")
     print("pairs\tlen\terr\t" + "\t".join(f"{c[:-2]}(s)\t{c[:-2]}(p/s)" for c in cols)
-          + "\tpywfa/e2e\tpywfa/engine\trecall\troutes")
+          + "\tpywfa/e2e\tpywfa/engine\twfa2c/e2e\trecall\troutes")
     for r in rows:
         for key in ("e2e", "e2e_host"):
             if f"{key}_stages" in r:
@@ -260,9 +327,13 @@ def main() -> None:
         for c in cols:
             v = r.get(c)
             cells += [f"{v:.3f}", f"{r['pairs'] / v:,.0f}"] if v else ["-", "-"]
-        ratio = lambda k: f"{r['pywfa_s'] / r[k]:.2f}x" if "pywfa_s" in r else "-"  # noqa: E731
+        ratio = lambda p, k: f"{r[p] / r[k]:.2f}x" if p in r else "-"  # noqa: E731
         print(f"{r['pairs']}\t{r['length']}\t{r['error']:.2f}\t" + "\t".join(cells)
-              + f"\t{ratio('e2e_s')}\t{ratio('engine_s')}\t{r.get('recall', '-')}\t{r['routes']}")
+              + f"\t{ratio('pywfa_s', 'e2e_s')}\t{ratio('pywfa_s', 'engine_s')}\t{ratio('wfa2c_s', 'e2e_s')}"
+              + f"\t{r.get('recall', '-')}\t{r['routes']}")
+        if "wfa2c_all" in r:
+            print(f"# {r['length']} bp {r['error']:.2f}: e2e {', '.join(f'{x:.2f}' for x in r['e2e_all'])} s; "
+                  f"wfa2c {', '.join(f'{x:.2f}' for x in r['wfa2c_all'])} s (alternated)")
 
 
 if __name__ == "__main__":

@@ -78,6 +78,15 @@ def test_cumsum_inclusive_exclusive_and_in_place(A, cp):
         assert np.array_equal(d_x.get(), inc)
 
 
+def test_narrow_rows(A, cp):
+    rng = np.random.default_rng(4)
+    for n in SIZES:
+        rows = [rng.integers(0, 1 << 31, n, dtype=np.int64) for _ in range(4)]
+        got = A.narrow_rows([cp.asarray(r) for r in rows])
+        assert got.dtype == np.int32 and got.shape == (4, n)
+        assert np.array_equal(got.get(), np.stack(rows).astype(np.int32))
+
+
 @pytest.mark.parametrize("kdtype", [np.uint32, np.uint64])
 def test_sort_pairs_is_a_stable_sort(A, cp, kdtype):
     rng = np.random.default_rng(4)

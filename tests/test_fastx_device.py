@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import emu
+import numpy as np
 import pytest
 
-from gpualign.gpu.staging import raw_size
+from gpualign.gpu.staging import meta_rows, raw_size
 from gpualign.errors import GpualignError
 from gpualign.io import fastx_device, fastx_strict, pair_reader
 from gpualign.records import Names
@@ -93,6 +94,8 @@ def _check(a, b, **kw):
                 dev = batch.device.get()
                 assert len(dev) == raw_size(len(batch.seq))
                 assert dev[:len(batch.seq)].tobytes() == batch.seq.tobytes() and not dev[len(batch.seq):].any()
+                # the engines' int32 rows made on the device, as gpu.staging makes them from the host's
+                assert np.array_equal(batch.device_cols["rows"].get(), meta_rows(batch))
     return want
 
 

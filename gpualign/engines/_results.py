@@ -104,7 +104,7 @@ class Results:
         else:
             host_text = None
             if text is not None:
-                res.device_cigar, host_text = text(flat, dst, lens)
+                res.device_cigar, host_text = text(flat, to_device(dst, np.int64), to_device(lens, np.int64))
             res.defer(host_copies(flat, host_text))
         res.cigar_len, res.cigar_off = lens, dst
         return res
@@ -133,32 +133,31 @@ def host_copies(flat, host_text=None):
 
 
 def text_kernels(mod):
-    """text(ops, off, lens) -> (the text and counts on the device: AlignBatch.device_cigar, with "done", an
+    """text(ops, d_off, d_lens) -> (the text and counts on the device: AlignBatch.device_cigar, with "done", an
     event its readers on other streams wait for; host() -> the same on the host: AlignBatch.cigar_text,
     cigar_stats): common.cuh's cigar_measure and cigar_write on a batch's CIGARs in device memory (ops of
-    pair i at off[i], lens[i] of them: host int64 arrays): the writers' text and totals, made on the device
-    instead of by numpy passes over every op on the host."""
+    pair i at d_off[i], d_lens[i] of them: int64 device arrays): the writers' text and totals, made on the
+    device instead of by numpy passes over every op on the host. The text's offsets are summed on the device
+    too: the host reads back the total alone (8 bytes) until a host writer asks for the text."""
     measure, write = mod.get_function("cigar_measure"), mod.get_function("cigar_write")
 
-    def text(ops, off, lens):
+    def text(ops, d_off, d_lens):
         import cupy
 
-        n = len(lens)
+        n = len(d_lens)
         grid, block = ((n + 31) // 32,), (32,)  # a thread per pair, spread over the SMs
-        d_off, d_lens = to_device(off, np.int64), to_device(lens, np.int64)
-        d_len = cupy.empty(n, dtype=cupy.int64)
+        d_len = cupy.zeros(n + 1, dtype=cupy.int64)  # (one more, zero: its exclusive sum is the total)
         d_stats = cupy.empty((n, 5), dtype=cupy.int64)
         measure(grid, block, (ops, d_off, d_lens, np.int32(n), d_len, d_stats))
-        length = d_len.get()
-        start = np.cumsum(length) - length
-        total = int(start[-1] + length[-1]) if n else 0
+        d_start = arrays.cumsum(d_len, exclusive=True)
+        total = int(d_start[n:].get()[0])
         d_buf = cupy.empty(max(1, total), dtype=cupy.uint8)
-        d_start = to_device(start, np.int64)
         write(grid, block, (ops, d_off, d_lens, np.int32(n), d_start, d_buf))
+        d_start, d_len = d_start[:n], d_len[:n]
         # done: the text written (on this stream); its readers on other streams wait for it
         return ({"text": d_buf, "start": d_start, "length": d_len, "stats": d_stats,
                  "done": cupy.cuda.get_current_stream().record()},
-                lambda: ((to_host(d_buf[:total]), start, length), d_stats.get()))
+                lambda: ((to_host(d_buf[:total]), d_start.get(), d_len.get()), d_stats.get()))
 
     return text
 
@@ -237,6 +236,6 @@ class SlotResults:
                                                (*ptrs, self.ops_src, self.ops_len, d_off, d_flat, np.int32(n)))
         # the writers' CIGAR text and counts made here too (numpy passes over every op on the host else); on
         # the host only when a host writer reads them
-        res.device_cigar, host_text = text_kernels(self._mod)(d_flat, offs, lens)
+        res.device_cigar, host_text = text_kernels(self._mod)(d_flat, d_off, self.ops_len)
         res.defer(host_copies(d_flat, host_text))
         return res

@@ -486,7 +486,7 @@ class GpuDpEngine(BatchEngine):
         for order, nthreads, d_off, d_ops in traced:
             self._module().get_function("dp_gather")((-(-int(nthreads) // BLOCK),), (BLOCK,),
                                                      (order, nthreads, d_off, d_count, d_dst, d_ops, d_out))
-        host_text = text_kernels(self._text_module())(d_out, dst, lens)[1] if text else None
+        host_text = text_kernels(self._text_module())(d_out, d_dst, to_device(lens, np.int64))[1] if text else None
         if not PINNED_CIGARS:
             return cupy.asnumpy(d_out)[:total], host_text
         host = pinned_empty(max(1, total), np.uint32)

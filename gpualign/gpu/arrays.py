@@ -23,7 +23,7 @@ def _names() -> tuple:
     each = [f"{op}<{c}>" for op in ("fill", "iota", "gather", "scatter", "reverse") for c in _TYPES.values()]
     each += [f"translate<{c}>" for c in ("unsigned char", "unsigned short")]
     each += [f"radix_{op}<{k}>" for op in ("hist", "scatter") for k in _KEYS]
-    return (*each, "byte_counts", "scan_tiles", "scan_top", "scan_apply")
+    return (*each, "byte_counts", "scan_tiles", "scan_top", "scan_apply", "narrow_rows")
 
 
 KERNELS = ("arrays.cu", _names(), ())  # (file, names, defines): engines/variants.py builds them ahead
@@ -108,6 +108,18 @@ def reverse(a):
     out = cupy.empty(len(a), dtype=a.dtype)
     if len(a):
         _kernel(f"reverse<{_type(a.dtype)}>")(*grid(len(a)), (a, np.int64(len(a)), out))
+    return out
+
+
+def narrow_rows(rows):
+    """Four int64 device arrays of one length n as one int32 device array (4, n), row by row (values are
+    taken as they fit: a batch's offsets and lengths, which are below 2^31 on the device)."""
+    import cupy
+
+    n = len(rows[0])
+    out = cupy.empty((4, n), dtype=cupy.int32)
+    if n:
+        _kernel("narrow_rows")(*grid(4 * n), (*rows, np.int64(n), out))
     return out
 
 

@@ -103,9 +103,13 @@ class Staging:
 
     @staticmethod
     def _rows(batch: PairBatch, stream, ends_free: bool = False):
-        """(the batch's int32 rows on the device, copying on stream; the host rows)."""
+        """(the batch's int32 rows on the device, copying on stream; the host rows, or None where the device
+        reader made them: batch.device_cols' rows, which the ends-free rows are not)."""
         import cupy
 
+        cols = batch.device_cols
+        if not ends_free and cols is not None and "rows" in cols:
+            return cols["rows"], None
         meta = meta_rows(batch, ends_free)
         d_meta = cupy.empty(meta.shape, dtype=cupy.int32)
         d_meta.set(meta, stream)

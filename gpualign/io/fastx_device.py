@@ -458,14 +458,18 @@ class DevicePairReader:
         """The batch of the first k records of both regions (seq: _gather's of their sequences): names and
         (wanted) qualities gathered on the device and brought over, so that the raw buffer can go; the
         sequences stay on the device (batch.device), their host copy made when first read (_host_copy)."""
-        d_seq, _, (q_off, t_off), (d_q_off, _) = seq
+        from ..gpu import arrays
+
+        d_seq, _, (q_off, t_off), (d_q_off, d_t_off) = seq
         ql, tl = lens
         total = int(t_off[-1] + tl[-1])
+        ra, rb = regions
+        # the engines' int32 rows, made here (the names' copy below waits for them): not sent over again
+        rows = arrays.narrow_rows((d_q_off[:k], ra.dev[3][:k], d_t_off[:k], rb.dev[3][:k]))
         name_lens = [r.dev[1][:k].get() for r in regions]
         d_names, _, name_offs, d_name_offs = self._gather(d_buf, regions, name_lens, (0, 1), _KEEP)
         buf = d_names[:int(name_offs[1][-1] + name_lens[1][-1])].get()
         quals, d_quals = [None] * k, None
-        ra, rb = regions
         if self.quals and ra.f.step == 4:  # (a sequence's length is its quality's)
             d_quals, _, (qual_off,), (d_qual_off,) = self._gather(d_buf, regions[:1], [ql], (4, 3), _KEEP,
                                                                    ends=[q_off + ql])
@@ -477,7 +481,8 @@ class DevicePairReader:
             batch.seq  # (fetched now)
         batch.device = d_seq
         batch.device_cols = {"names": d_names, "q_name": (d_name_offs[0], ra.dev[1][:k]),
-                             "t_name": (d_name_offs[1], rb.dev[1][:k]), "q_len": ra.dev[3][:k], "t_len": rb.dev[3][:k]}
+                             "t_name": (d_name_offs[1], rb.dev[1][:k]), "q_len": ra.dev[3][:k], "t_len": rb.dev[3][:k],
+                             "rows": rows}
         if self.quals:  # SAM's SEQ and QUAL (batch.device goes once the batch is aligned)
             batch.device_cols["q_seq"] = (d_seq, d_q_off)
             if d_quals is not None:

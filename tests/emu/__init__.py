@@ -223,6 +223,7 @@ def numpy_arrays() -> dict:
                 arange=lambda start, stop, step=1, dtype=np.int32: dev(np.arange(start, stop, step, dtype=dtype)),
                 gather=lambda src, idx: dev(np.asarray(src)[idx]), translate=translate, cumsum=cumsum,
                 reverse=lambda a: dev(np.asarray(a)[::-1]), sort_pairs=sort_pairs,
+                narrow_rows=lambda rows: dev(np.stack([np.asarray(r) for r in rows]).astype(np.int32)),
                 argsort=lambda keys, bits=None: dev(np.argsort(keys, kind="stable").astype(np.int64)),
                 byte_counts=lambda a: np.bincount(np.asarray(a), minlength=256).astype(np.int64))
 
