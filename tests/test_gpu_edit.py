@@ -188,3 +188,32 @@ def test_prefetched_batches(cpu, metric, memory):
             assert (res.status == 0).all() and (res.score == want.score).all()
             if metric == "edit":
                 verify(b, res, c, check_every=7)
+
+
+def test_start_level_learnt_between_samples(cpu):
+    """Batches after a sampled one start where the batch before them would have (gpu_edit.next_level), a
+    sample again every SAMPLE_EVERY batches: exact through a shift from close pairs to distant ones and
+    back, the shift up followed at once, and one sampled launch (distance only) in SAMPLE_EVERY batches."""
+    from gpualign.engines import gpu_edit
+    from simulate import simulate
+
+    eng = gpu_edit.GpuEditEngine()
+    eng.start()
+    cfg = AlignConfig()
+    samples, real = [], eng._run_level
+
+    def spy(e, dev, ids, nl, want_cigar):
+        if not want_cigar:
+            samples.append(nl)
+        return real(e, dev, ids, nl, want_cigar)
+
+    eng._run_level = spy
+    firsts = []
+    for i, (ln, rate) in enumerate([(150, 0.02)] * 5 + [(300, 0.15)] * 4 + [(150, 0.02)] * 3):
+        q, t = simulate(3000, ln, rate, seed=100 + i)
+        batch = to_batch(list(zip(q, t)))
+        res, _ = run_chain(batch, [eng, cpu], cfg)
+        verify(batch, res, cfg)
+        firsts.append(eng._start[gpu_edit.CIGAR_LEVELS][0])
+    assert samples == [1024, 1024]  # batches 0 and SAMPLE_EVERY (gpu_edit.SAMPLE_EVERY = 8)
+    assert firsts[:5] == [32] * 5 and firsts[5] > 32  # (150 bp at 2%: 3 edits; 300 bp at 15%: 45)

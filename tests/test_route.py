@@ -321,6 +321,30 @@ def test_ewfa_start_level_holds_most_of_the_sample():
         assert start_level(CIGAR_LEVELS, s) == want
 
 
+def test_ewfa_next_level_holds_most_of_the_batch():
+    """The next batch's first level: the smallest from this batch's first at which 80% of its pairs were done,
+    pairs beyond every level counting as never done (start_level's rule on a batch's outcome)."""
+    from gpualign.engines.gpu_edit import CIGAR_LEVELS, next_level
+
+    rng = np.random.default_rng(6)
+    assert next_level(CIGAR_LEVELS, 32, {32: 80, 64: 20}, 100) == 32
+    assert next_level(CIGAR_LEVELS, 32, {32: 79, 64: 21}, 100) == 64
+    assert next_level(CIGAR_LEVELS, 64, {64: 100}, 100) == 64  # (whether 32 would do: a sample's to say)
+    assert next_level(CIGAR_LEVELS, 32, {32: 70}, 100) == 128  # 30 beyond every level
+    for _ in range(300):
+        first = CIGAR_LEVELS[int(rng.integers(0, 3))]
+        up = CIGAR_LEVELS[CIGAR_LEVELS.index(first):]
+        done = {e: int(rng.integers(0, 50)) for e in up}
+        n = sum(done.values()) + int(rng.integers(0, 50))
+        if n == 0:
+            continue
+        scores = np.concatenate([np.full(v, e, np.int32) for e, v in done.items()] +
+                                [np.full(n - sum(done.values()), -1, np.int32)])
+        want = max(first, next((e for e in up if 5 * (scores[(scores >= 0) & (scores <= e)].size) >= 4 * n),
+                               CIGAR_LEVELS[-1]))
+        assert next_level(CIGAR_LEVELS, first, done, n) == want
+
+
 def test_device_batches_split_to_the_buffer_bound(monkeypatch):
     """align_split: a batch whose sequence buffer exceeds MAX_BATCH_BASES reaches the device in parts
     under the bound, and the results come back in pair order."""

@@ -28,6 +28,8 @@ CIGAR_LEVELS = (32, 64, 128)
 DISTANCE_LEVELS = (32, 128, 512)
 SMEM_TARGET = 96 * 1024  # shared memory per block we aim for (more warps per block when smaller)
 MAX_LEN = 1 << 20  # longer pairs go to other engines
+SAMPLE_EVERY = 8  # batches between two samples of where to start; the batches between start where the one
+# before them would have (next_level): a sample's launch and its wait for the device saved, speed only at stake
 
 
 def _smem_words(e: int, bt: bool) -> int:
@@ -53,6 +55,18 @@ def start_level(levels: tuple, sample_scores: np.ndarray) -> int:
     return levels[-1]
 
 
+def next_level(levels: tuple, first: int, done_at: dict, n: int) -> int:
+    """The next batch's first level from this one's, which started at `first`: the smallest from there at
+    which 80% of its n pairs were done (done_at: level -> pairs done there), as start_level reads a sample.
+    Pairs done at `first` may have needed less: only a sample can tell (SAMPLE_EVERY)."""
+    acc = 0
+    for e in levels[levels.index(first):]:
+        acc += done_at.get(e, 0)
+        if 5 * acc >= 4 * n:
+            return e
+    return levels[-1]
+
+
 def _all_within(batch: PairBatch, top: int) -> bool:
     """Does every pair have |q_len - t_len| <= top and both lengths <= MAX_LEN? (the batch's length bounds)"""
     q_min, q_max, t_min, t_max = batch.length_bounds()
@@ -69,6 +83,7 @@ class GpuEditEngine(BatchEngine):
         self._staging = Staging()
         self.first_level = first_level
         self.last_counts: dict = {}  # pairs per kernel level of the last align() call
+        self._start: dict = {}  # levels -> (the next batch's first level, batches left before a sample)
 
     def _module(self):
         if self._mod is None:
@@ -77,6 +92,14 @@ class GpuEditEngine(BatchEngine):
 
             self._sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
         return self._mod
+
+    def start(self) -> None:
+        self._start = {}
+        super().start()
+
+    def warm(self, cfg: AlignConfig) -> None:
+        super().warm(cfg)
+        self._start = {}  # (learnt from the warm-up's pairs else)
 
     def levels(self, cfg: AlignConfig) -> tuple:
         return DISTANCE_LEVELS if cfg.distance_only else CIGAR_LEVELS
@@ -129,25 +152,33 @@ class GpuEditEngine(BatchEngine):
         d_packed, d_raw, d_meta = self._upload(batch, cfg)
         dev = (d_packed, d_raw, d_meta[0], d_meta[1], d_meta[2], d_meta[3])
         levels = self.levels(cfg)
+        learnt = self._start.get(levels)
         if self.first_level is not None:  # the smallest level that holds first_level
             first = next((e for e in levels if e >= self.first_level), levels[-1])
+        elif learnt is not None and learnt[1] > 0:  # where the batch before would have started
+            first = learnt[0]
         else:  # a small distance-only sample at the top level picks where to start
             # evenly spread over the batch, made on the device: a host-to-device copy now would queue
             # behind the next batch's upload
             sample = arrays.arange(0, n, max(1, n // 1024), np.int32)[:1024]
             scores = self._run_level(levels[-1], dev, sample, len(sample), False)[0]
             first = start_level(levels, scores.get())
+            learnt = (first, SAMPLE_EVERY)
 
         res = SlotResults(mod, n, want_cigar)
         todo, left = arrays.arange(0, n, dtype=np.int32), n  # pair ids still to align, on the device
+        done_at = {}
         for e in levels[levels.index(first):]:
             if left == 0:
                 break
             s, mode, ops, cnt = self._run_level(e, dev, todo, left, want_cigar)
             todo, left, two_bit, other = res.book(todo, left, s, mode, cnt, ops, 2 * e + 1)
+            done_at[e] = two_bit + other
             for key, v in ((f"gpu-edit:E{e}", two_bit), (f"gpu-edit:E{e}-bytes", other)):
                 if v:
                     self.last_counts[key] = self.last_counts.get(key, 0) + v
+        if self.first_level is None and n:
+            self._start[levels] = (next_level(levels, first, done_at, n), learnt[1] - 1)
         return res.finish(NAME)
 
     @trace.traced("edit level")
