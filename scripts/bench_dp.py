@@ -22,6 +22,8 @@ with CIGARs decoded, in a process pool of the same size. One JSON line per set o
       two kernels on the same pairs (--kernel fill|long: every pair on dp_fill or on dp_long)
   python scripts/bench_dp.py --device gpu --skip-cpu-engine --concurrent 1,2 --gpu-repeats 3   # one
       batch at a time against two at once, on the same pairs
+  python scripts/bench_dp.py --device gpu --sets protein --score-only --engine-device-input --gpu-repeats 5
+      # also the engine on the batches the command's GPU reader makes from the set written as FASTA (/dev)
 """
 
 from __future__ import annotations
@@ -132,14 +134,38 @@ def batches_of(qs, ts, cfg: AlignConfig, alloc=None) -> list:
     return out
 
 
+def write_pairs(d: str, qs, ts) -> tuple[str, str]:
+    """The pairs as two FASTA files a.fa, b.fa in directory d (records a0.., b0..): their paths."""
+    paths = []
+    for name, seqs in (("a", qs), ("b", ts)):
+        paths.append(os.path.join(d, f"{name}.fa"))
+        with open(paths[-1], "wb") as fh:
+            fh.write(b"".join(b">%s%d\n%s\n" % (name.encode(), i, x) for i, x in enumerate(seqs)))
+    return paths[0], paths[1]
+
+
+def device_batches(files, cfg: AlignConfig) -> list:
+    """The batches the command's GPU reader makes from files (A, B): sequences parsed, checked and left on
+    the device (no upload in the engine's time)."""
+    from gpualign import pack, scoring
+    from gpualign.io.fastx_device import DevicePairReader
+
+    out = list(DevicePairReader(*files, cfg.batch_bases, cfg.batch_pairs, pack.symbols(cfg.general), quals=False,
+                                allowed=scoring.allowed_bytes(cfg)))
+    if any(b.device is None for b in out):
+        raise SystemExit(f"{files[0]}: the GPU reader handed some batches to the host reader")
+    return out
+
+
 def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu", concurrent: int = 0,
-                repeats: int = 1, batch_bases: int = 0) -> tuple[list, dict]:
+                repeats: int = 1, batch_bases: int = 0, files=None) -> tuple[list, dict]:
     """(seconds of each of `repeats` runs, pairs per engine) of select_engines' chain for device over every
     batch, run as stages.stream runs it: each batch's upload started as it is queued, as many batches
     aligning at once as the chain's first engine takes (its `concurrent`, a thread each; concurrent > 0
     overrides it). The runs share the chain and its threads, as a command's batches do: a thread's CUDA
     stream keeps the device memory it allocated (CuPy's pool reuses a block on the stream that freed it),
-    so later runs, as a rule, find it allocated."""
+    so later runs, as a rule, find it allocated. files (A, B): the batches the command's GPU reader makes from
+    them (device_batches), not uploaded by the engine."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gpualign.engines import host_allocator, select_engines
@@ -160,7 +186,7 @@ def engine_time(spec, qs, ts, threads: int, trace: bool, device: str = "cpu", co
 
     try:
         run_chain(PairBatch.from_sequences(qs[:8], ts[:8]), chain, cfg)  # warm-up
-        batches = batches_of(qs, ts, cfg, host_allocator(chain))
+        batches = device_batches(files, cfg) if files else batches_of(qs, ts, cfg, host_allocator(chain))
         seconds = []
         with ThreadPoolExecutor(workers) as pool:
             for _ in range(repeats):
@@ -189,9 +215,7 @@ def commands(n: int, threads: int, json_path: str | None) -> None:
     spec = SETS["dna"]
     qs, ts = simulate(spec, n)
     d = tempfile.mkdtemp(prefix="bench_dp_")
-    for name, seqs in (("a", qs), ("b", ts)):
-        with open(os.path.join(d, f"{name}.fa"), "wb") as fh:
-            fh.write(b"".join(b">%s%d\n%s\n" % (name.encode(), i, x) for i, x in enumerate(seqs)))
+    write_pairs(d, qs, ts)
     p, sc = spec["pen"], spec["scoring"]
     opts = ["--mode", sc.mode, "--match", str(sc.match), "-x", str(p.mismatch), "-O", str(p.gap_open), "-E",
             str(p.gap_extend), "-t", str(threads), "-f", "tsv", "-q"]
@@ -268,6 +292,9 @@ def main() -> None:
                          "several, comma-separated: a GPU row each, on the same pairs")
     ap.add_argument("--commands", type=int, default=0, metavar="N",
                     help="instead: whole `gpualign pairs` commands on N pairs of the dna set, GPU vs CPU")
+    ap.add_argument("--engine-device-input", action="store_true",
+                    help="with --device gpu: also time the engine on the batches the command's GPU reader makes from "
+                         "the set written as FASTA (no upload; rows labelled /dev)")
     a = ap.parse_args()
     if a.gpu_repeats < 1:
         ap.error(f"--gpu-repeats must be >= 1 (got {a.gpu_repeats})")
@@ -300,25 +327,33 @@ def main() -> None:
         n = max(1, int(round(spec["n"] * a.scale)))
         qs, ts = simulate(spec, n)
         cells = float(sum(len(q) * len(t) for q, t in zip(qs, ts)))
-        gpu_rows = []  # (concurrent, team, int16, batch bases, median seconds, runs, routes)
+        gpu_rows = []  # (concurrent, team, int16, batch bases, input files, median seconds, runs, routes)
+        sources = [None]
+        if gpu and a.engine_device_input:
+            import tempfile
+
+            sources.append(write_pairs(tempfile.mkdtemp(prefix="bench_dp_"), qs, ts))
         for c in ([int(x) for x in a.concurrent.split(",")] if gpu else []):
             for tm in teams:
                 for narrow in narrows:
                     for bb in sizes:
-                        gpu_dp.TEAM, gpu_dp.INT16 = tm or None, narrow
-                        runs, routes = engine_time(spec, qs, ts, threads, trace, "gpu", c, a.gpu_repeats, bb)
-                        gpu_rows.append((c, tm, narrow, bb, float(np.median(runs)), [round(r, 4) for r in runs], routes))
+                        for src in sources:
+                            gpu_dp.TEAM, gpu_dp.INT16 = tm or None, narrow
+                            runs, routes = engine_time(spec, qs, ts, threads, trace, "gpu", c, a.gpu_repeats, bb, src)
+                            gpu_rows.append((c, tm, narrow, bb, src, float(np.median(runs)),
+                                             [round(r, 4) for r in runs], routes))
         te = engine_time(spec, qs, ts, threads, trace)[0][0] if not (gpu and a.skip_cpu_engine) else 0.0
         tp = parasail_direct(spec, qs, ts, threads, trace)
         rate = lambda s: cells / s / 1e9 if s else 0.0  # noqa: E731
         import parasail
 
-        for c, tm, narrow, bb, tg, runs, routes in gpu_rows or [(None, None, None, 0, 0.0, [], {})]:
-            label = name if c is None or len(gpu_rows) == 1 else f"{name}/c{c or 'e'}"
+        for c, tm, narrow, bb, src, tg, runs, routes in gpu_rows or [(None, None, None, 0, None, 0.0, [], {})]:
+            label = name if c is None or len(gpu_rows) == len(sources) else f"{name}/c{c or 'e'}"
             label += f"/t{tm or 'e'}" if c is not None and len(teams) > 1 else ""
             label += f"/i{16 if narrow else 32}" if c is not None and len(narrows) > 1 else ""
             size = bb or default_batch_bases(spec["scoring"], not trace)
             label += f"/b{size.bit_length() - 1}" if c is not None and len(sizes) > 1 else ""
+            label += "/dev" if src else ""
             print(f"{label:8} {n:>9,} {cells / 1e9:>8.3f} {tg:>8.3f} {rate(tg):>7.1f} {te:>9.2f} {rate(te):>7.2f} "
                   f"{tp:>10.2f} {rate(tp):>7.2f} {(tp / tg if tg else 0):>12.1f}")
             row = dict(set=name, pairs=n, cells=cells, cigar=trace, threads=threads, engine_s=te,
@@ -330,7 +365,7 @@ def main() -> None:
 
                 row.update(gpu=gpu_status()[1], gpu_s=tg, gpu_runs=runs, gpu_gcups=rate(tg), gpu_routes=routes,
                            kernel=a.kernel, length=a.length or None, concurrent=c or None, cols=a.cols or None,
-                           team=tm or None, int16=narrow, batch_bases=size)
+                           team=tm or None, int16=narrow, batch_bases=size, device_input=bool(src))
             print(json.dumps(row), file=sys.stderr)
             if a.json:
                 with open(a.json, "a") as fh:
