@@ -113,11 +113,10 @@ def _scores(path, paf):
     vals = []
     with open(path, "rb") as fh:
         for line in fh:
-            if paf:
-                i = line.index(b"\tAS:i:") + 6
-                vals.append(int(line[i:line.index(b"\t", i)]))
-            else:
-                vals.append(int(line.split(b"\t", 1)[0]))
+            if paf:  # (the tag up to the next tab or the line's end)
+                vals.append(int(line.split(b"\tAS:i:", 1)[1].split(b"\t", 1)[0]))
+            else:  # (a tab after the score in today's WFA2-lib, a space in older ones)
+                vals.append(int(line.split(None, 1)[0]))
     return np.sort(np.abs(np.array(vals, dtype=np.int64)))
 
 

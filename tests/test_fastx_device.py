@@ -112,6 +112,29 @@ def test_same_pairs_as_host(tmp_path, emulated, fastq):
 
 
 @NO_CXX
+def test_staging_takes_the_readers_rows(tmp_path, emulated):
+    """A device batch's int32 rows go to the engines as the reader made them (not cast and sent again); the
+    ends-free rows (six) are made from the host's columns as before; a host batch's from its columns."""
+    from gpualign.config import AlignConfig
+    from gpualign.gpu.staging import Staging
+
+    rng = random.Random(5)
+    a = _write(tmp_path / "a", _fasta(rng, 60, name="q"))
+    b = _write(tmp_path / "b", _fasta(rng, 60, 0, 500, name="t"))
+    batches = list(_device(a, b, pairs=16))
+    assert len(batches) > 2 and all(bt.device is not None for bt in batches)
+    for bt in batches:
+        rows, host = Staging._rows(bt, None)
+        assert rows is bt.device_cols["rows"] and host is None
+        assert np.array_equal(Staging().upload(bt, AlignConfig())[1], meta_rows(bt))
+        rows, host = Staging._rows(bt, None, ends_free=True)
+        assert host is not None and rows.shape == (6, bt.n) and np.array_equal(rows, meta_rows(bt, True))
+    host_batch = next(iter(_host(a, b, pairs=16)))
+    rows, host = Staging._rows(host_batch, None)
+    assert host is not None and np.array_equal(rows, meta_rows(host_batch))
+
+
+@NO_CXX
 def test_host_copy_made_when_read(tmp_path, emulated, monkeypatch):
     """A device batch's sequences come to the host only when something there reads them (PairBatch.defer_seq):
     not before, the host reader's bytes then, once per batch, also for a thread that looked for them while

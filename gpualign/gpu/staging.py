@@ -155,8 +155,9 @@ class Staging:
             return ahead[1], ahead[2]
         stream = cupy.cuda.get_current_stream()
         if batch.device is not None and not cfg.n_mismatch:  # parsed on the device: only the rows go over
-            d_meta, _ = self._rows(batch, stream, cfg.ends_free_target)
-            stream.synchronize()
+            d_meta, meta = self._rows(batch, stream, cfg.ends_free_target)
+            if meta is not None:  # (copied: the host rows may go; the reader's own rows are ready already)
+                stream.synchronize()
             return batch.device, d_meta
         d_raw, d_meta, meta = self._send(pack.compare_view(batch, cfg.n_mismatch), batch, stream, cfg.ends_free_target)
         stream.synchronize()  # copied: the host rows (meta) may go
