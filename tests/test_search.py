@@ -261,6 +261,53 @@ def test_max_hits_later_chunks_not_traced(tmp_path, monkeypatch):
     assert capped < sum(traced) / 4
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_max_hits_bounded_within_a_chunk(tmp_path, monkeypatch, seed):
+    """--max-hits-per-pattern: a chunk's candidates past each pattern's quota (Collector._within) are not
+    traced, and the output and the capped patterns are those of the run that traces them all, on texts of
+    repeats (many hits of a pattern in one chunk, runs across chunk edges, records of one chunk or several),
+    both strands, with and without --all-ends; the hits traced are bounded by the cap, not the repeats."""
+    from gpualign.search import hits as H
+
+    rng = np.random.default_rng(seed)
+    unit = random_dna(rng, int(rng.integers(9, 30)))
+    records = {f"r{i}": random_dna(rng, int(rng.integers(0, 300))) + unit * int(rng.integers(5, 120))
+               + random_dna(rng, int(rng.integers(0, 300))) for i in range(int(rng.integers(1, 6)))}
+    patterns = {"rep": unit[3:] + unit[:3], "rc": revcomp(unit * 2)[:int(rng.integers(12, 2 * len(unit)))],
+                "one": records["r0"][-20:] or "ACGTACGTACGT"}
+    k, cap = int(rng.integers(0, 4)), int(rng.integers(1, 9))
+    chunk = int(rng.choice([300, 700, 2000]))
+    for all_ends in (False, True):
+        traced, real = [], H.trace
+        monkeypatch.setattr(H, "trace", lambda chunk_, pats, rows, *a, **kw: traced.append(len(rows.ps)) or
+                            real(chunk_, pats, rows, *a, **kw))
+        out, summary = search(tmp_path, patterns, records, k, chunk=chunk, all_ends=all_ends, max_hits=cap)
+        bounded = sum(traced)
+        monkeypatch.setattr(H.Collector, "_within", lambda self, chunk_, cands, quota: cands)
+        traced.clear()
+        ref, ref_summary = search(tmp_path, patterns, records, k, chunk=chunk, all_ends=all_ends, max_hits=cap,
+                                  out="ref.tsv")
+        monkeypatch.undo()
+        assert read_tsv(out) == read_tsv(ref)
+        assert summary.capped == ref_summary.capped
+        assert bounded <= sum(traced)
+
+
+def test_max_hits_traces_a_bounded_number_in_one_chunk(tmp_path, monkeypatch):
+    """One chunk holding thousands of a pattern's hits: with --max-hits-per-pattern 3 a few dozen are traced."""
+    from gpualign.search import hits as H
+
+    rng = np.random.default_rng(21)
+    unit = random_dna(rng, 25)
+    records = {"r": unit * 4000}  # 100 kbp: 8,000 hits (both strands' patterns)
+    traced, real = [], H.trace
+    monkeypatch.setattr(H, "trace", lambda chunk, pats, rows, *a, **kw: traced.append(len(rows.ps)) or
+                        real(chunk, pats, rows, *a, **kw))
+    out, summary = search(tmp_path, {"u": unit, "v": revcomp(unit)}, records, 1, max_hits=3)
+    assert summary.capped == ["u", "v"] and len(read_tsv(out)) == 6
+    assert sum(traced) < 100
+
+
 def test_failed_write_leaves_no_output(tmp_path, monkeypatch):
     """The writer (on its own thread) fails at its second write: the run raises its error and leaves neither
     the output nor a temporary file."""

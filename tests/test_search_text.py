@@ -263,11 +263,11 @@ def test_failing_run_leaves_no_block_nor_thread(tmp_path, monkeypatch, device):
     monkeypatch.setattr(R, "RANGE", 4096)
     calls, add = [], hits.Collector.add
 
-    def failing(self, chunk, cands):
+    def failing(self, chunk, cands, quota=None):
         calls.append(1)
         if len(calls) == 2:
             raise OSError(28, "No space left on device")
-        return add(self, chunk, cands)
+        return add(self, chunk, cands, quota)
 
     monkeypatch.setattr(hits.Collector, "add", failing)
     threads, before = threading.active_count(), shm_blocks()

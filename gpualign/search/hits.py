@@ -265,9 +265,13 @@ class Collector:
         self.done: list = []  # Hits of the records not yet complete
         self.carry = None  # (Cands of open runs' best rows as (rec, ps, last pos, d), their Hits)
 
-    def add(self, chunk, cands: Cands) -> tuple:
+    def add(self, chunk, cands: Cands, quota: np.ndarray | None = None) -> tuple:
         """Process a chunk's candidates; returns the records it completes (their indices, ascending) and their
-        Hits, by record, each record's sorted by start, end, pattern, strand."""
+        Hits, by record, each record's sorted by start, end, pattern, strand. quota (int64 per pattern, >= 1):
+        how many more hits of each pattern the output needs at most (--max-hits-per-pattern: the cap, and one
+        to tell it was passed); the candidates of hits that come after that many are not traced (_within)."""
+        if quota is not None:
+            cands = self._within(chunk, cands, quota)
         rec = chunk.record[cands.piece]
         if self.all_ends:
             hits = trace(chunk, self.pats, cands, self.k, self.table, self.pool, self.aligner)
@@ -285,6 +289,56 @@ class Collector:
         order = rows[np.lexsort((self.pats.minus[allh.ps[rows]], self.pats.pattern[allh.ps[rows]], allh.end[rows],
                                  allh.start[rows], rec))]
         return complete, allh.take(order)
+
+    def _within(self, chunk, cands: Cands, quota: np.ndarray) -> Cands:
+        """The candidates whose hits could be among the first quota[p] of their pattern p in output order
+        (record, start, end, pattern, strand), counting the hits held for the open record: memory and tracing
+        bounded by the quota, however many hits a chunk holds. Candidates go by runs (as _loci joins them; one
+        each with all_ends), a run's hit starting within [first - m - k + 1, last - m + k + 1] (its first and
+        last end, pattern length m). A pattern's items (held hits by their start, runs by their latest start)
+        in record order, then start: once quota[p] of them are counted, at (record r, start T), a run of a
+        later record, or of r whose earliest start is past T, comes after quota[p] hits and is dropped. Kept
+        always: runs that begin at their piece's first base (they may go on from the chunk before: its carry)
+        or end at its last while their record goes on (carried to the next chunk, and not counted: their hit
+        may end further on)."""
+        n = len(cands.ps)
+        if n == 0:
+            return cands
+        pats, k = self.pats, self.k
+        rec = chunk.record[cands.piece]
+        order = np.lexsort((cands.pos, cands.ps, rec))
+        R, P, X, piece = rec[order], cands.ps[order], cands.pos[order], cands.piece[order]
+        new_run = np.ones(n, bool)
+        if not self.all_ends:
+            new_run[1:] = (R[1:] != R[:-1]) | (P[1:] != P[:-1]) | (X[1:] != X[:-1] + 1)
+        head = np.flatnonzero(new_run)
+        tail = np.append(head[1:] - 1, n - 1)
+        r_rec, r_ps, first, last = R[head], P[head], X[head], X[tail]
+        m = pats.lengths[r_ps]
+        lo, hi = first + 1 - m - k - 1, last + 1 - m + k + 1  # (a base of slack each side)
+        p_first, p_last = piece[head], piece[tail]
+        open_ = (last == chunk.rec_start[p_last] + chunk.context[p_last] + chunk.length[p_last] - 1) & \
+            ~chunk.last[p_last]  # (its hit is the next chunk's, perhaps further on: not counted)
+        keep = open_ | (first == chunk.rec_start[p_first] + chunk.context[p_first])
+        counted = np.flatnonzero(~open_)
+        i_pat = np.concatenate([pats.pattern[h.ps] for h in self.done] + [pats.pattern[r_ps[counted]]]).astype(np.int64)
+        i_rec = np.concatenate([h.record for h in self.done] + [r_rec[counted]]).astype(np.int64)
+        i_key = np.concatenate([h.start for h in self.done] + [hi[counted]]).astype(np.int64)
+        o = np.lexsort((i_key, i_rec, i_pat))
+        sp = i_pat[o]
+        rank = np.arange(len(o)) - np.searchsorted(sp, sp, side="left")
+        fill = o[rank == quota[sp] - 1]  # the item that fills its pattern's quota (one per pattern at most)
+        has = np.zeros(len(quota), bool)
+        cut_rec = np.zeros(len(quota), np.int64)
+        cut_key = np.zeros(len(quota), np.int64)
+        has[i_pat[fill]], cut_rec[i_pat[fill]], cut_key[i_pat[fill]] = True, i_rec[fill], i_key[fill]
+        rp = pats.pattern[r_ps]
+        keep |= ~has[rp] | (r_rec < cut_rec[rp]) | ((r_rec == cut_rec[rp]) & (lo <= cut_key[rp]))
+        if keep.all():
+            return cands
+        run = np.cumsum(new_run) - 1
+        idx = np.sort(order[keep[run]])
+        return Cands(cands.ps[idx], cands.piece[idx], cands.pos[idx], cands.d[idx])
 
     def _loci(self, chunk, cands: Cands, rec: np.ndarray) -> Hits:
         old, old_hits = self.carry if self.carry is not None else (None, None)

@@ -163,7 +163,7 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             summary.bases += int(ch.length.sum())
             if cfg.max_hits:
                 cands = _within_cap(cands, pats, per_pattern, cfg.max_hits)
-            complete, hits = collector.add(ch, cands)
+            complete, hits = collector.add(ch, cands, cfg.max_hits + 1 - per_pattern if cfg.max_hits else None)
             if len(complete):
                 if cfg.max_hits:
                     hits = _cap(hits, pats, per_pattern, cfg.max_hits)
@@ -334,8 +334,8 @@ def _within_cap(cands: Cands, pats, per_pattern: np.ndarray, cap: int) -> Cands:
 
 def _cap(hits, pats, per_pattern: np.ndarray, cap: int):
     """The hits that keep each pattern within cap (in output order); per_pattern counts every hit found (of a
-    pattern over the cap: until _within_cap stops its tracing), so that a pattern over the cap shows as
-    count > cap."""
+    pattern over the cap: those traced, at least one past the cap, as Collector._within and _within_cap let
+    through), so that a pattern over the cap shows as count > cap."""
     pat = pats.pattern[hits.ps]
     order = np.argsort(pat, kind="stable")
     sp = pat[order]
