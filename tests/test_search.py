@@ -293,19 +293,21 @@ def test_max_hits_bounded_within_a_chunk(tmp_path, monkeypatch, seed):
         assert bounded <= sum(traced)
 
 
-def test_max_hits_traces_a_bounded_number_in_one_chunk(tmp_path, monkeypatch):
-    """One chunk holding thousands of a pattern's hits: with --max-hits-per-pattern 3 a few dozen are traced."""
+@pytest.mark.parametrize("chunk", [0, 2000, 256])
+def test_max_hits_traces_a_bounded_number(tmp_path, monkeypatch, chunk):
+    """A record holding thousands of a pattern's hits, in one chunk or in hundreds: with --max-hits-per-pattern
+    3 a few are traced, however many chunks the record spans."""
     from gpualign.search import hits as H
 
     rng = np.random.default_rng(21)
     unit = random_dna(rng, 25)
     records = {"r": unit * 4000}  # 100 kbp: 8,000 hits (both strands' patterns)
     traced, real = [], H.trace
-    monkeypatch.setattr(H, "trace", lambda chunk, pats, rows, *a, **kw: traced.append(len(rows.ps)) or
-                        real(chunk, pats, rows, *a, **kw))
-    out, summary = search(tmp_path, {"u": unit, "v": revcomp(unit)}, records, 1, max_hits=3)
+    monkeypatch.setattr(H, "trace", lambda chunk_, pats, rows, *a, **kw: traced.append(len(rows.ps)) or
+                        real(chunk_, pats, rows, *a, **kw))
+    out, summary = search(tmp_path, {"u": unit, "v": revcomp(unit)}, records, 1, chunk=chunk, max_hits=3)
     assert summary.capped == ["u", "v"] and len(read_tsv(out)) == 6
-    assert sum(traced) < 100
+    assert sum(traced) < 30
 
 
 def test_failed_write_leaves_no_output(tmp_path, monkeypatch):

@@ -298,9 +298,12 @@ class Collector:
         last end, pattern length m). A pattern's items (held hits by their start, runs by their latest start)
         in record order, then start: once quota[p] of them are counted, at (record r, start T), a run of a
         later record, or of r whose earliest start is past T, comes after quota[p] hits and is dropped. Kept
-        always: runs that begin at their piece's first base (they may go on from the chunk before: its carry)
-        or end at its last while their record goes on (carried to the next chunk, and not counted: their hit
-        may end further on)."""
+        always: runs that go on from a run the chunk before carried (joined to it, their hit may start before
+        this chunk). Runs that end at their piece's last base while their record goes on (carried to the next
+        chunk) are not counted (their hit may end further on), and are dropped by the same rule: their hit
+        starts past T wherever it ends, and the part of them in the next chunk, carried by nothing, then forms
+        a run that starts later still. So a pattern's hits traced are its quota and a few near the cut (the
+        edit bound's width), whatever the record's length or the number of its chunks."""
         n = len(cands.ps)
         if n == 0:
             return cands
@@ -316,10 +319,18 @@ class Collector:
         r_rec, r_ps, first, last = R[head], P[head], X[head], X[tail]
         m = pats.lengths[r_ps]
         lo, hi = first + 1 - m - k - 1, last + 1 - m + k + 1  # (a base of slack each side)
-        p_first, p_last = piece[head], piece[tail]
+        p_last = piece[tail]
         open_ = (last == chunk.rec_start[p_last] + chunk.context[p_last] + chunk.length[p_last] - 1) & \
             ~chunk.last[p_last]  # (its hit is the next chunk's, perhaps further on: not counted)
-        keep = open_ | (first == chunk.rec_start[p_first] + chunk.context[p_first])
+        keep = np.zeros(len(head), bool)  # runs that go on from a run the chunk before carried (_loci joins them)
+        if self.carry is not None and len(self.carry[0]["ps"]):
+            c = self.carry[0]
+            c_key = c["rec"].astype(np.int64) * pats.n + c["ps"]  # (one open run per record and pattern-strand)
+            c_order = np.argsort(c_key)
+            c_key, c_last = c_key[c_order], c["last"][c_order]
+            key = r_rec.astype(np.int64) * pats.n + r_ps
+            at = np.minimum(np.searchsorted(c_key, key), len(c_key) - 1)
+            keep = (c_key[at] == key) & (c_last[at] == first - 1)
         counted = np.flatnonzero(~open_)
         i_pat = np.concatenate([pats.pattern[h.ps] for h in self.done] + [pats.pattern[r_ps[counted]]]).astype(np.int64)
         i_rec = np.concatenate([h.record for h in self.done] + [r_rec[counted]]).astype(np.int64)
