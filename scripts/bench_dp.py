@@ -136,12 +136,12 @@ def batches_of(qs, ts, cfg: AlignConfig, alloc=None) -> list:
 
 def write_pairs(d: str, qs, ts) -> tuple[str, str]:
     """The pairs as two FASTA files a.fa, b.fa in directory d (records a0.., b0..): their paths."""
-    paths = []
-    for name, seqs in (("a", qs), ("b", ts)):
-        paths.append(os.path.join(d, f"{name}.fa"))
-        with open(paths[-1], "wb") as fh:
-            fh.write(b"".join(b">%s%d\n%s\n" % (name.encode(), i, x) for i, x in enumerate(seqs)))
-    return paths[0], paths[1]
+    from simulate import write_fasta  # (scripts/simulate.py)
+
+    paths = os.path.join(d, "a.fa"), os.path.join(d, "b.fa")
+    write_fasta(paths[0], qs, "a")
+    write_fasta(paths[1], ts, "b")
+    return paths
 
 
 def device_batches(files, cfg: AlignConfig) -> list:

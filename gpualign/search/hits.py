@@ -254,6 +254,14 @@ def _assemble(chunk, j: dict, result: tuple) -> Hits:
                 counts[C.I], counts[C.D], cigar, off, ln, matched, offsets_from_lengths(span))
 
 
+def _run_heads(R: np.ndarray, P: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """Candidates sorted by record R, pattern-strand P and end X: True where a run of consecutive ends of one
+    pattern-strand in one record starts (a run is one hit: Collector._loci)."""
+    head = np.ones(len(R), bool)
+    head[1:] = (R[1:] != R[:-1]) | (P[1:] != P[:-1]) | (X[1:] != X[:-1] + 1)
+    return head
+
+
 class Collector:
     """Turns each chunk's candidates into hits, holding back the runs that go on in the next chunk, and
     hands out each record's hits once the record is complete (sorted by start, end, pattern, strand).
@@ -311,9 +319,7 @@ class Collector:
         rec = chunk.record[cands.piece]
         order = np.lexsort((cands.pos, cands.ps, rec))
         R, P, X, piece = rec[order], cands.ps[order], cands.pos[order], cands.piece[order]
-        new_run = np.ones(n, bool)
-        if not self.all_ends:
-            new_run[1:] = (R[1:] != R[:-1]) | (P[1:] != P[:-1]) | (X[1:] != X[:-1] + 1)
+        new_run = np.ones(n, bool) if self.all_ends else _run_heads(R, P, X)
         head = np.flatnonzero(new_run)
         tail = np.append(head[1:] - 1, n - 1)
         r_rec, r_ps, first, last = R[head], P[head], X[head], X[tail]
@@ -365,8 +371,7 @@ class Collector:
         if N == 0:
             self.carry = None
             return Hits.concat([])
-        new_run = np.ones(N, bool)
-        new_run[1:] = (R[1:] != R[:-1]) | (P[1:] != P[:-1]) | (X[1:] != X[:-1] + 1)
+        new_run = _run_heads(R, P, X)
         run = np.cumsum(new_run) - 1
         n_runs = int(run[-1]) + 1
         best_order = np.lexsort((np.arange(N), Dd, run))
