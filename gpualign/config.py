@@ -168,7 +168,9 @@ class AlignConfig:
     batch_pairs: int = 1 << 18  # pairs per PairBatch at most
     ends_free_target: bool = False  # semi-global: the query end to end, the target's ends free
     scoring: Scoring = field(default_factory=Scoring)  # general scoring (cpu-dp engine) when .general
-    device_parse: bool = True  # `pairs` on a GPU parses its (regular) input files there (io/fastx_device.py)
+    # on a GPU, `pairs` parses its (regular) input files there (io/fastx_device.py), `paf` lays out its sequences
+    # there (io/paf_device.py)
+    device_parse: bool = True
 
     def validate(self) -> "AlignConfig":
         if self.metric not in METRICS:

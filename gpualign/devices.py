@@ -87,6 +87,19 @@ def on_device_zero(text: str | None) -> bool:
     return kind == ("count", 1) or (kind[0] == "ids" and set(kind[1]) == {0})
 
 
+def batches_on_gpu(cfg, cluster) -> bool:
+    """Whether this process may make its batches' sequences on the GPU (device 0) for its engines (cfg: an
+    AlignConfig; cluster: a cluster.ClusterSpec or None): it aligns them here, on device 0 alone, and a GPU is
+    wanted (--device gpu) or there (auto: the driver made a context)."""
+    import importlib.util
+
+    from . import driver
+
+    here = cluster is None or (not cluster.wanted and (not cluster.gpus or on_device_zero(cluster.gpus)))
+    return (here and cfg.device_parse and cfg.device != "cpu" and importlib.util.find_spec("cupy") is not None
+            and (cfg.device == "gpu" or driver.context_made()))
+
+
 def is_device_failure(err: BaseException) -> bool:
     """A failure of the device rather than of the work: DeviceLost, or a CUDA runtime/driver error other than
     out of memory (the engines halve their batches on that themselves)."""

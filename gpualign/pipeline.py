@@ -11,11 +11,10 @@ is renamed only when everything was written.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import time
 from functools import partial
 
-from . import devices, driver, pack, scoring, text_device, workers
+from . import devices, pack, scoring, text_device, workers
 from .config import AlignConfig
 from .engines.check import CheckEngine, judge
 from .errors import ConfigError
@@ -50,10 +49,7 @@ def _reader(path_a: str, path_b: str, cfg: AlignConfig, cluster, quals: bool):
     else by pair_reader, whose parsing processes for big inputs are forked now, before threads, engines and
     the GPU."""
     symbols = pack.symbols(cfg.general)
-    here = cluster is None or (not cluster.wanted and (not cluster.gpus or devices.on_device_zero(cluster.gpus)))
-    if (here and cfg.device_parse and cfg.device != "cpu" and importlib.util.find_spec("cupy") is not None
-            and (cfg.device == "gpu" or driver.context_made())
-            and all(fastx_device.usable(p, symbols) for p in (path_a, path_b))):
+    if devices.batches_on_gpu(cfg, cluster) and all(fastx_device.usable(p, symbols) for p in (path_a, path_b)):
         return fastx_device.DevicePairReader(path_a, path_b, cfg.batch_bases, cfg.batch_pairs, symbols, quals,
                                              scoring.allowed_bytes(cfg))
     return pair_reader.read_pairs(path_a, path_b, cfg.batch_bases, cfg.batch_pairs,

@@ -13,10 +13,11 @@ import time
 
 import numpy as np
 
-from . import trace, workers
+from . import devices, trace, workers
 from .config import AlignConfig
 from .errors import ConfigError
 from .io import fastx
+from .io import fastx_device, paf_device
 from .io import paf as P
 from .io.faidx import drop_scratch, spool
 from .io.fastx import streamed
@@ -97,16 +98,27 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
     # the reader processes are forked first, then the PAF formatting processes (before the reader thread
     # and the GPU exist): lines formatted in the main thread compete with alignment for the interpreter;
     # few of them, as the readers need the cores (PAF_FORMATTERS)
-    fmt_pool = ahead = dispatcher = None
-    with Readers(readers, query_path, target_path, mode, pad, skip_bad, fmt != "paf") if readers \
+    fmt_pool = ahead = dispatcher = gather = None
+    # PAF output on a GPU here: the readers send where the sequences are; their bytes are read into page-locked
+    # memory here and laid out on the device (io/paf_device.py)
+    raw = bool(readers) and fmt == "paf" and not cs and devices.batches_on_gpu(cfg, cluster)
+    with Readers(readers, query_path, target_path, mode, pad, skip_bad, fmt != "paf", raw) if readers \
             else contextlib.nullcontext() as pool:
         # candidates are fetched from now on, in the reader thread (or by the worker processes it feeds),
         # while the engines start and then while the previous batch aligns (stages.stream)
-        # the batches' sequence bytes stay in pageable memory (the engines upload them from there, ahead
+        # else the batches' sequence bytes stay in pageable memory (the engines upload them from there, ahead
         # of their turn: Staging.prefetch): page-locking a new buffer per batch in flight is slow and holds
         # up the CUDA calls of the other threads meanwhile
         if pool is not None:
-            batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say, paf_name))
+            def refetch(cands):  # a chunk the device refused, on the host: its error named, or bad ones skipped
+                return P.fetch(cands, queries, targets, mode, pad, bad if skip_bad else None, False, paf_name)
+
+            def bad(e):
+                skipped.append(e)
+                say(f"skipped: {e}")
+
+            gather = paf_device.WindowGather((queries.fa.path, targets.fa.path)) if raw else None
+            batches = _numbered(pool.item_lists(paf_path, cfg, skipped, say, paf_name), gather, refetch)
         else:
             items = _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped, say, paf_name)
             batches = _batches(items, cfg)
@@ -140,6 +152,8 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
                 ahead.close()
             if fmt_pool is not None:
                 fmt_pool.shutdown(wait=True, cancel_futures=True)
+            if gather is not None:
+                gather.close()
     summary.failed += len(skipped)
     summary.seconds = time.perf_counter() - t0
     return summary
@@ -161,12 +175,28 @@ def _batches(items, cfg: AlignConfig):
 
 
 @trace.traced_items("batch read")
-def _numbered(lists):
-    """PairBatches of Readers.item_lists' (items, joined sequences), numbered on from 0."""
+def _numbered(lists, gather=None, refetch=None):
+    """PairBatches of Readers.item_lists' (items, joined sequences or None, segments), numbered on from 0: the
+    segments' bytes laid out by gather (a paf_device.WindowGather), or where it refuses them fetched again by
+    refetch(candidates) (io.paf.fetch's items)."""
     done = 0
-    for items, seq in lists:
-        yield _batch(items, done, seq)
-        done += len(items)
+    for items, seq, segs in lists:
+        if segs is None:
+            batch = _batch(items, done, seq)
+        else:
+            total = sum(it[1] + it[2] for it in items)
+            d_seq = gather.gather(*segs, total)
+            if d_seq is None:
+                items = list(refetch([it[0] for it in items]))
+                if not items:
+                    continue
+                batch = _batch(items, done)
+            else:
+                batch = _batch(items, done, fastx_device.NO_SEQ)
+                batch.defer_seq(fastx_device.host_copy(d_seq, total), total)
+                batch.device = d_seq
+        yield batch
+        done += batch.n
 
 
 @trace.traced("batch build")

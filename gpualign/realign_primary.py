@@ -105,7 +105,8 @@ class Primaries:
             names.append(c.qname)
         if names:  # only the meta and the lengths are written while it waits (--cs: the bytes too, copied out
             # of the reader processes' shared memory, which the wait could hold without bound)
-            batch = dataclasses.replace(batch, seq=np.array(batch.seq) if self.keep_seq else np.zeros(0, np.uint8))
+            batch = dataclasses.replace(batch, seq=np.array(batch.seq) if self.keep_seq else np.zeros(0, np.uint8),
+                                        device=None)
         self.held.append([batch, res, done, names])
         self._release(final=False)
         if self.refetch is not None and len(self.held) > KEEP_FULL:  # the reads' bytes not kept meanwhile

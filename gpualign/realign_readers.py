@@ -18,16 +18,22 @@ from __future__ import annotations
 import os
 from collections import deque
 
+import numpy as np
+
 from . import shm
 from .config import AlignConfig
 from .errors import InputError
 from .io import fastx
 from .io import paf as P
+from .io import paf_device
 from .workers import fork_pool
 
 FIRST_CHUNK = 256  # lines in the first chunk (the GPU starts on it while the next ones are read)
 RAMP = 4  # each chunk after it at most this many times larger, up to cfg.batch_bases (item_lists)
 MIN_PAF_BYTES = 1 << 18  # smaller PAFs (~1,300 candidates) are read in-thread
+# raw mode: the first chunks fetched as always, so that the first batches are ready while the engines start (laid
+# out on the device, the first waited for the CUDA context and the kernels' load, which slowed the engines' start)
+RAW_AFTER = 2
 
 _STATE: dict = {}  # per worker: the indexed files and the fetch settings
 
@@ -47,25 +53,68 @@ def _init(query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool
                   skip_bad=skip_bad, keep_full=keep_full)
 
 
-def _chunk(name: str, first: int, lines: list):
+def _chunk(name: str, first: int, lines: list, raw: bool = False):
     """One chunk in a worker: (items as io.paf.fetch yields them but with the sequences' lengths in
-    place of the sequences, the shared-memory block holding the sequences joined (queries, then
-    targets) or None, errors skipped, the error that stops the run or None). The parent maps the
-    block as the batch's sequence bytes and unlinks its name (shm.view: no copy on the parent's thread): the
-    sequences never go through a pipe."""
+    place of the sequences, the shared-memory block holding the sequences joined (queries, then targets) or
+    None, its size, errors skipped, the error that stops the run or None, the segments or None). The parent
+    maps the block and unlinks its name (shm.view: no copy on the parent's thread): the sequences never go
+    through a pipe. raw: segments where they can be (_raw), and no block: the parent reads the files' bytes
+    they name (io/paf_device.py)."""
     st, skipped, items = _STATE, [], []
     on_bad = skipped.append if st["skip_bad"] else None
     err = None
     try:
+        if raw:  # (a chunk with a malformed line goes the host's way: its errors come in line order there)
+            faults: list = []
+            cands = list(P.read_candidates(name, faults.append, P.parse_lines(name, enumerate(lines, first))))
+            raw = None if faults or not cands else _raw(cands)
+            if raw is not None:
+                return raw[0], None, 0, skipped, None, raw[1]
         cands = P.read_candidates(name, on_bad, P.parse_lines(name, enumerate(lines, first)))
         items.extend(P.fetch(cands, st["queries"], st["targets"], st["mode"], st["pad"], on_bad, st["keep_full"],
                              name))
     except InputError as e:
         err = e
     if err is not None or not items:
-        return [], None, skipped, err
+        return [], None, 0, skipped, err, None
+    size = sum(len(it[1]) + len(it[2]) for it in items)
     block = shm.put([it[1] for it in items] + [it[2] for it in items])  # the parent unlinks it (shm.view)
-    return [(it[0], len(it[1]), len(it[2]), *it[3:]) for it in items], block, skipped, None
+    return [(it[0], len(it[1]), len(it[2]), *it[3:]) for it in items], block, size, skipped, None, None
+
+
+def _raw(cands: list):
+    """(items, segments) of cands for io/paf_device.py (WindowGather.gather's segs, rc and sizes), or None where a
+    candidate is not as the host path takes it at once (a name or length that does not match, a file not
+    read in place, line ends the kernel cannot place): the host path then fetches the chunk, and names the
+    error or skips the candidate as it does."""
+    st = _STATE
+    q, t = st["queries"].fa, st["targets"].fa
+    items, rows, sizes = [], ([], []), ([], [])
+    q_out = t_out = 0
+    for c in cands:
+        if q.lengths.get(c.qname) != c.qlen or t.lengths.get(c.tname) != c.tlen:
+            return None
+        ws, we, free = P.window(c, st["mode"], st["pad"])
+        try:
+            qspan, tspan = q.span(c.qname, 0, c.qlen), t.span(c.tname, ws, we)
+        except InputError:
+            return None
+        if qspan is None or tspan is None:
+            return None
+        for (a, size, per_line, width), (start, end), keep, out_at, k in (
+                (qspan, (0, c.qlen), (c.qs, c.qe), q_out, 0), (tspan, (ws, we), (0, we - ws), t_out, 1)):
+            p0 = start % per_line if per_line else 0
+            if not paf_device.line_ends_placed(end - start, p0, per_line, width):
+                return None
+            rows[k].append(paf_device.segment_row(a, end - start, p0, per_line, width, keep, out_at))
+            sizes[k].append(size)
+        q_out += c.qe - c.qs
+        t_out += we - ws
+        items.append((c, c.qe - c.qs, we - ws, ws, None, None, free))
+    segs = np.array(rows[0] + rows[1], dtype=np.int64).reshape(-1, paf_device.COLUMNS)
+    segs[len(cands):, 7] += q_out  # the targets after the queries
+    rc = np.array([c.strand == "-" for c in cands] + [False] * len(cands), dtype=np.uint8)
+    return items, (segs, rc, np.array(sizes[0] + sizes[1], dtype=np.int64))
 
 
 def _ready() -> None:
@@ -100,8 +149,10 @@ class Readers:
     (a forked child must not inherit them; run_paf makes this first)."""
 
     def __init__(self, workers: int, query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool,
-                 keep_full: bool):
-        self.workers, self.pad = workers, pad
+                 keep_full: bool, raw: bool = False):
+        """raw: where they can be, the sequences' places in the files sent, not their bytes: the parent reads
+        them and the GPU lays them out (io/paf_device.py)."""
+        self.workers, self.pad, self.raw = workers, pad, raw
         self.pool = fork_pool(workers, _init, (query_path, target_path, mode, pad, skip_bad, keep_full), start=False)
         for _ in range(workers):  # each task starts a worker now, without waiting for it
             self.pool.submit(_ready)
@@ -116,14 +167,16 @@ class Readers:
         self.close()
 
     def item_lists(self, paf_path: str, cfg: AlignConfig, skipped: list, warn, name: str | None = None):
-        """(items, seq) in PAF order, about cfg.batch_bases of sequence each: the candidates' items as
-        _chunk gives them, and their sequences joined in one array. Skipped lines
+        """(items, seq, segments) in PAF order, about cfg.batch_bases of sequence each: the candidates' items
+        as _chunk gives them, and their sequences joined in one array (segments None), or (raw mode) None and
+        _chunk's segments for io/paf_device.py. Skipped lines
         (--skip-bad) are appended to skipped and told to warn as their chunk comes back; any other bad
         line raises its InputError then. name: the PAF as messages call it."""
         name = name or fastx.display_name(paf_path)
         per_line = None  # bases per PAF line: guessed from the first chunk's boxes, then measured
         measured = {"lines": 0, "bases": 0}
         asked = [0]  # chunks sized so far
+        sent = [0]  # chunks sent to the workers so far
 
         def size() -> int:
             # the first chunks grow RAMP-fold from FIRST_CHUNK: each is read by one worker (a full-size one
@@ -142,7 +195,9 @@ class Readers:
             for first, lines in chunks:
                 if per_line is None:  # the chunks sent before any comes back are sized from this guess
                     per_line = max(1.0, _box_bases(lines, self.pad))
-                pending.append((len(lines), self.pool.submit(_chunk, name, first, lines)))
+                raw = self.raw and sent[0] >= RAW_AFTER
+                sent[0] += 1
+                pending.append((len(lines), self.pool.submit(_chunk, name, first, lines, raw)))
                 return
 
         try:
@@ -150,7 +205,7 @@ class Readers:
                 submit()
             while pending:
                 n_lines, fut = pending.popleft()
-                items, block, bad, err = fut.result()
+                items, block, size, bad, err, segs = fut.result()
                 bases = sum(it[1] + it[2] for it in items)
                 measured["lines"] += n_lines
                 measured["bases"] += bases
@@ -162,7 +217,7 @@ class Readers:
                 if err is not None:
                     raise err
                 if items:
-                    yield items, shm.view(block, bases)
+                    yield items, None if block is None else shm.view(block, size), segs
             self.pool.shutdown(wait=False)  # all read: the workers exit while the last batches align
         finally:  # stopped early (a bad line, an error downstream): no shared-memory block left behind
             for _, fut in pending:

@@ -137,3 +137,43 @@ __global__ void fastx_compact(const uint8_t* __restrict__ buf, const long long* 
     }
     if (!ok) atomicMin(bad, (int)i);
 }
+
+// `gpualign paf`'s candidates (io/paf_device.py): segment i of a block of raw FASTA/FASTQ bytes is the bases
+// [0, n) of one record's lines from raw_off, laid out as its .fai says (per_line bases a line, width bytes
+// with the line end, the first base in column p0). Every base must fold (fold: 0 for a byte a sequence
+// cannot hold), and every line end inside the segment must be "\n" (width - per_line == 1) or "\r\n" (2):
+// then the bases are what io/faidx.py's slice gives, case-folded. Bases [w0, w1) are written to out at
+// out_off, reversed and complemented through comp where rc[i]. *bad = the lowest segment refused.
+// segs: 8 int64 a segment: raw_off, n, p0, per_line, width, w0, w1, out_off. A warp per segment.
+extern "C" __global__ void fasta_windows(const uint8_t* __restrict__ buf, const long long* __restrict__ segs,
+                                         const uint8_t* __restrict__ rc, long long count,
+                                         const uint8_t* __restrict__ fold, const uint8_t* __restrict__ comp,
+                                         uint8_t* __restrict__ out, int* __restrict__ bad) {
+    long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (i >= count) return;
+    const long long* g = segs + 8 * i;
+    long long raw_off = g[0], n = g[1], p0 = g[2], per = g[3], width = g[4], w0 = g[5], w1 = g[6];
+    uint8_t* o = out + g[7];
+    const uint8_t* s = buf + raw_off;  // base 0 of the segment
+    bool one_line = p0 + n <= per, reverse = rc[i] != 0, ok = true;
+    long long eol = width - per;
+    for (long long j = lane; j < n; j += 32) {
+        long long pos = p0 + j, src = j;  // (src: from base 0)
+        if (!one_line) {
+            long long line = pos / per, col = pos - line * per;
+            src = line * width + col - p0;
+            if (col == per - 1 && j < n - 1)  // a line end follows, inside the segment
+                ok &= eol == 1 ? s[src + 1] == '\n' : (eol == 2 && s[src + 1] == '\r' && s[src + 2] == '\n');
+        }
+        uint8_t c = fold[s[src]];
+        ok &= c != 0;
+        if (j >= w0 && j < w1) {
+            if (reverse)
+                o[w1 - 1 - j] = comp[c];
+            else
+                o[j - w0] = c;
+        }
+    }
+    if (!ok) atomicMin(bad, (int)i);
+}

@@ -144,8 +144,8 @@ def test_host_copy_made_when_read(tmp_path, emulated, monkeypatch):
 
     from gpualign.records import PairBatch
 
-    fetched, copy = [], fastx_device._host_copy
-    monkeypatch.setattr(fastx_device, "_host_copy", lambda d_seq, total: (
+    fetched, copy = [], fastx_device.host_copy
+    monkeypatch.setattr(fastx_device, "host_copy", lambda d_seq, total: (
         lambda fetch: lambda: fetched.append(total) or fetch())(copy(d_seq, total)))
     rng = random.Random(4)
     a = _write(tmp_path / "a", _fasta(rng, 50, name="q"))
@@ -843,8 +843,8 @@ def test_lines_from_the_device_columns_on_the_gpu(tmp_path, monkeypatch, fmt):
     real = getattr(text_device.DeviceLines, name)
     monkeypatch.setattr(text_device.DeviceLines, name, lambda self, cols, cig, res, batch: fused.append(res.n) or
                         real(self, cols, cig, res, batch))
-    fetched, copy = [], fastx_device._host_copy
-    monkeypatch.setattr(fastx_device, "_host_copy", lambda d_seq, total: (
+    fetched, copy = [], fastx_device.host_copy
+    monkeypatch.setattr(fastx_device, "host_copy", lambda d_seq, total: (
         lambda fetch: lambda: fetched.append(total) or fetch())(copy(d_seq, total)))
     outs = _gpu_runs(tmp_path, qs, ts, fmt)
     assert bool(fetched) == (fmt == "bam")

@@ -32,6 +32,8 @@ EPILOG = ("Examples:\n\n"
 @click.option("--n-mismatch", is_flag=True, help="N and IUPAC codes mismatch everything.")
 @click.option("--skip-bad", is_flag=True, help="Log bad candidates and go on instead of stopping.")
 @click.option("--batch-bases", type=int, default=1 << 27, hidden=True)
+@click.option("--host-parse", is_flag=True, help="Lay out the sequences on the host even when a GPU aligns (by default "
+              "the GPU does, from the files' bytes).")
 @THREADS
 @click.option("--device", default="auto", help="auto|cpu|gpu.")
 @click.option("--summary", help="Also write the summary as TSV here.")
@@ -41,7 +43,7 @@ EPILOG = ("Examples:\n\n"
 @CPU_WORKERS
 @DEBUG
 def paf(candidates, query, target, output, fmt, mode, target_pad, metric, mismatch, gap_open, gap_extend, cs,
-        n_mismatch, skip_bad, batch_bases, threads, device, summary, quiet, gpus, scheduler, cpu_workers, debug) -> None:
+        n_mismatch, skip_bad, batch_bases, host_parse, threads, device, summary, quiet, gpus, scheduler, cpu_workers, debug) -> None:
     """Exact re-alignment of PAF candidates: recomputed coordinates, NM/AS/de/cg (and cs)."""
     from ..cluster import ClusterSpec
     from ..progress import Total, input_lines
@@ -52,7 +54,8 @@ def paf(candidates, query, target, output, fmt, mode, target_pad, metric, mismat
         with feedback("paf", threads, quiet, lambda: Total(records=input_lines(candidates))) as (n_threads, notice, report):
             penalties = preset_penalties(Scoring(), mismatch, gap_open, gap_extend, metric)
             cfg = AlignConfig(metric=metric, penalties=penalties,
-                              n_mismatch=n_mismatch, device=device, threads=n_threads, batch_bases=batch_bases)
+                              n_mismatch=n_mismatch, device=device, threads=n_threads, batch_bases=batch_bases,
+                              device_parse=not host_parse)
             result = run_paf(candidates, query, target, output, fmt, cfg, command_line(), mode, target_pad, cs,
                              skip_bad, notice, report, cluster=ClusterSpec(gpus, scheduler, cpu_workers))
         print_summary(result, summary, quiet)

@@ -99,6 +99,19 @@ class IndexedFasta:
             self._check_line_ends(name, offset, per_line, width, ln)
         return self._slice(name, offset, per_line, width, start, end)
 
+    def span(self, name: str, start: int, end: int) -> tuple[int, int, int, int] | None:
+        """Where bases [start, end) of record name (0 <= start <= end <= its length) lie in the file, for a
+        reader of the raw bytes: (offset of base start, bytes to its last base's end, bases per line, bytes per
+        line with the line end); None where slices do not come from the memory map (bgzip). Its line ends
+        are checked as fetch checks them (an InputError)."""
+        if self._map is None and not self._mapped():
+            return None
+        offset, per_line, width, _ = self._index[name]
+        if name not in self._laid_out:
+            self._check_line_ends(name, offset, per_line, width, self.lengths[name])
+        a, b = _raw_bounds(offset, per_line, width, start, end)
+        return a, b - a, per_line, width
+
     def quality(self, name: str) -> str | None:
         """Record name's whole quality string: None for FASTA (or bgzip FASTQ, which htslib does not give)."""
         if self._map is None and not self._mapped():
@@ -138,8 +151,7 @@ class IndexedFasta:
         """Bytes [start, end) of the lines from offset (per_line bytes each, width with the line end)."""
         if start == end:
             return b""
-        a = offset + (start // per_line) * width + start % per_line
-        b = offset + ((end - 1) // per_line) * width + (end - 1) % per_line + 1
+        a, b = _raw_bounds(offset, per_line, width, start, end)
         raw = self._map[a:b]
         if width > per_line and b - a > end - start:  # the span crosses line ends ("\n" or "\r\n")
             raw = raw.replace(b"\n", b"")
@@ -154,6 +166,15 @@ class IndexedFasta:
         if self._map is not None:
             self._map.close()
         self._fa.close()
+
+
+def _raw_bounds(offset: int, per_line: int, width: int, start: int, end: int) -> tuple[int, int]:
+    """The file bytes [a, b) from base start to the end of base end - 1 of a record laid out from offset in
+    lines of per_line bases (width bytes with the line end); (offset, offset) when start == end."""
+    if end <= start:
+        return offset, offset
+    a = offset + (start // per_line) * width + start % per_line
+    return a, offset + ((end - 1) // per_line) * width + (end - 1) % per_line + 1
 
 
 def _fresh(path: str, index: str) -> bool:

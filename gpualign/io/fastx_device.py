@@ -38,7 +38,7 @@ from .fastx import CHUNK, display_name, gzipped, streamed
 from .fastx_fast import READ_ERRORS, NotSimple, open_gz, simple_chunks
 from .fastx_strict import prefixed
 
-KERNELS = ("fastx.cu", ("nl_count", "nl_emit", "fastx_records", "fastx_compact"), ())
+KERNELS = ("fastx.cu", ("nl_count", "nl_emit", "fastx_records", "fastx_compact", "fasta_windows"), ())
 LINE_BYTES = 64  # kernels/fastx.cu's CHUNK: bytes per thread finding line ends; regions are padded to it
 THREADS = 256
 HEAD_BYTES = 1 << 20  # usable() checks the records in this much of a file's start
@@ -47,10 +47,10 @@ READ_PIECE = 8 << 20  # both files' bytes are read in pieces of this size, side 
 READ_THREADS = 8
 NO_RECORD = np.iinfo(np.int32).max  # the kernels' `bad` when every record passed
 _KEEP = np.arange(256, dtype=np.uint8)  # a table that keeps every byte (names)
-_NO_SEQ = np.zeros(0, np.uint8)  # a batch's seq until its host copy is fetched (_host_copy)
+NO_SEQ = np.zeros(0, np.uint8)  # a batch's seq until its host copy is fetched (host_copy)
 
 
-def _host_copy(d_seq, total: int):
+def host_copy(d_seq, total: int):
     """PairBatch.defer_seq's fetch: the first total bytes of d_seq (written by the work queued so far on the
     current stream) into a new pageable array. Only CPU rescue, host writers and checks read it, so most
     batches never copy it (page-locking a new buffer per batch cost ~20 ms each until cupy's pool held
@@ -457,7 +457,7 @@ class DevicePairReader:
     def _batch(self, d_buf, seq: tuple, regions: list, k: int, lens: list, count: int) -> PairBatch:
         """The batch of the first k records of both regions (seq: _gather's of their sequences): names and
         (wanted) qualities gathered on the device and brought over, so that the raw buffer can go; the
-        sequences stay on the device (batch.device), their host copy made when first read (_host_copy)."""
+        sequences stay on the device (batch.device), their host copy made when first read (host_copy)."""
         from ..gpu import arrays
 
         d_seq, _, (q_off, t_off), (d_q_off, d_t_off) = seq
@@ -474,9 +474,9 @@ class DevicePairReader:
             d_quals, _, (qual_off,), (d_qual_off,) = self._gather(d_buf, regions[:1], [ql], (4, 3), _KEEP,
                                                                    ends=[q_off + ql])
             quals = Names(d_quals[:int(qual_off[-1] + ql[-1])].get(), qual_off, ql)
-        batch = PairBatch(_NO_SEQ, q_off, ql, t_off, tl, np.arange(count, count + k, dtype=np.int64),
+        batch = PairBatch(NO_SEQ, q_off, ql, t_off, tl, np.arange(count, count + k, dtype=np.int64),
                           Names(buf, name_offs[0], name_lens[0]), Names(buf, name_offs[1], name_lens[1]), quals)
-        batch.defer_seq(_host_copy(d_seq, total), total)
+        batch.defer_seq(host_copy(d_seq, total), total)
         if self.host_seq:
             batch.seq  # (fetched now)
         batch.device = d_seq

@@ -16,13 +16,13 @@ from ..errors import InputError
 from . import fastx
 from .random_access import open_indexed
 
-_COMP = bytes.maketrans(b"ACGTUNRYKMSWBDHVacgtunrykmswbdhv", b"TGCAANYRMKSWVHDBtgcaanyrmkswvhdb")
+COMPLEMENT = bytes.maketrans(b"ACGTUNRYKMSWBDHVacgtunrykmswbdhv", b"TGCAANYRMKSWVHDBtgcaanyrmkswvhdb")
 # the candidate's tags that describe its own alignment (or minimap2's chaining of it): dropped from the output
 STALE_TAGS = ("cm", "s1", "s2", "dv", "ms", "nn", "MD", "NM", "AS", "de", "cg", "cs", "rl", "zd")
 
 
 def revcomp(seq: bytes) -> bytes:
-    return seq.translate(_COMP)[::-1]
+    return seq.translate(COMPLEMENT)[::-1]
 
 
 @dataclass
@@ -69,10 +69,7 @@ def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = Tru
     for c in cands:
         try:
             qseq, qual = queries.get(c)
-            if mode == "global":
-                ws, we = c.ts, c.te
-            else:
-                ws, we = max(0, c.ts - pad), min(c.tlen, c.te + pad)
+            ws, we, free = window(c, mode, pad)
             tseq = targets.fetch(c, ws, we)
         except InputError as e:
             if isinstance(e, CandidateError) and name:
@@ -82,10 +79,17 @@ def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = Tru
             on_bad(CandidateError(str(e), c.qname))
             continue
         part = qseq[c.qs:c.qe]
-        free = (c.ts + pad - ws, we - (c.te - pad)) if mode != "global" else (0, 0)
         if not keep_full:
             qseq = qual = None
         yield c, (revcomp(part) if c.strand == "-" else part), tseq, ws, qseq, qual, free
+
+
+def window(c: Candidate, mode: str, pad: int) -> tuple[int, int, tuple[int, int]]:
+    """(start, end) of candidate c's target window and the target bases free at its two ends."""
+    if mode == "global":
+        return c.ts, c.te, (0, 0)
+    ws, we = max(0, c.ts - pad), min(c.tlen, c.te + pad)
+    return ws, we, (c.ts + pad - ws, we - (c.te - pad))
 
 
 def read_candidates(path: str, on_bad=None, items=None, name: str | None = None) -> Iterator[Candidate]:

@@ -13,5 +13,6 @@ extern "C" int emu_launch(const char* name_c, int grid, int, int block, void** a
     if (name == "nl_emit") return emu_serial(nl_emit, grid, block, args), 0;
     if (name == "fastx_records") return emu_serial(fastx_records, grid, block, args), 0;
     if (name == "fastx_compact") return emu_serial(fastx_compact, grid, block, args), 0;
+    if (name == "fasta_windows") return emu_serial(fasta_windows, grid, block, args), 0;
     return 1;  // no such kernel
 }

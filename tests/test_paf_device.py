@@ -1,0 +1,221 @@
+"""`gpualign paf`'s sequences laid out on the device from the files' raw bytes (io/paf_device.py, kernels/fastx.cu's
+fasta_windows) against the host path (io/paf.fetch in the reader processes): the same output bytes, and the same
+error or skipped candidates where an input is faulty. On the CPU the kernel runs emulated (tests/emu) and the
+engine is the CPU's; the GPU test runs the whole command on the device against --host-parse."""
+
+from __future__ import annotations
+
+import random
+
+import emu
+import pytest
+
+from gpualign import devices, realign, realign_readers
+from gpualign.config import AlignConfig
+from gpualign.errors import InputError
+from gpualign.io import paf_device
+from gpualign.io.paf import revcomp
+
+NO_CXX = pytest.mark.skipif(not emu.available(), reason="no g++ to compile the kernels for the CPU")
+
+
+def _lines(seq: str, width: int, eol: str) -> str:
+    if not width:
+        return seq + eol
+    return "".join(seq[i:i + width] + eol for i in range(0, len(seq), width)) or ""
+
+
+def _inputs(d, seed: int, width_t: int = 60, width_q: int = 0, eol: str = "\n", fastq: bool = False,
+            n_reads: int = 40):
+    """A two-record target (line width width_t; lower case and IUPAC runs), reads of it on both strands (lines of
+    width_q; FASTQ if asked), each with one to three candidates: whole and partial query ranges, windows at the
+    targets' ends, an empty range. Returns the paths."""
+    rng = random.Random(seed)
+    targets = {}
+    for name, n in (("chr1", 5000), ("chr2 desc", 3001)):
+        s = [rng.choice("ACGT") for _ in range(n)]
+        for _ in range(6):
+            a = rng.randrange(n - 40)
+            s[a:a + 30] = [c.lower() for c in s[a:a + 30]]
+        for _ in range(4):
+            s[rng.randrange(n)] = rng.choice("NRYKMSWBDHVn")
+        targets[name.split()[0]] = (name, "".join(s))
+    with open(d / "t.fa", "w", newline="") as fh:
+        for name, seq in targets.values():
+            fh.write(f">{name}{eol}" + _lines(seq, width_t, eol))
+    reads, paf = [], []
+    for i in range(n_reads):
+        tname = rng.choice(list(targets))
+        tseq = targets[tname][1]
+        L = rng.randint(0, 900)
+        s = rng.choice([0, len(tseq) - L, rng.randrange(len(tseq) - L + 1)])
+        q = list(tseq[s:s + L])
+        for _ in range(L // 25):
+            if q:
+                q[rng.randrange(len(q))] = rng.choice("ACGTacgt")
+        q = "".join(q)
+        strand = rng.choice("+-")
+        if strand == "-":
+            q = revcomp(q.encode()).decode()
+        lead = "".join(rng.choice("ACGT") for _ in range(rng.randint(0, 20)))
+        full = lead + q
+        reads.append((f"r{i}", full))
+        for _ in range(rng.randint(1, 3)):
+            qs, qe = (len(lead), len(full)) if rng.random() < 0.6 else sorted(rng.randint(0, len(full)) for _ in "ab")
+            ts, te = sorted(min(len(tseq), max(0, x + rng.randint(-10, 10))) for x in (s, s + L))
+            paf.append(f"r{i}\t{len(full)}\t{qs}\t{qe}\t{strand}\t{tname}\t{len(tseq)}\t{ts}\t{te}\t0\t{te - ts}\t60\n")
+    with open(d / ("q.fq" if fastq else "q.fa"), "w", newline="") as fh:
+        for name, seq in reads:
+            if fastq:
+                fh.write(f"@{name}{eol}{seq}{eol}+{eol}{'I' * len(seq)}{eol}")
+            else:
+                fh.write(f">{name}{eol}" + _lines(seq, width_q, eol))
+    (d / "c.paf").write_text("".join(paf))
+    return str(d / "c.paf"), str(d / ("q.fq" if fastq else "q.fa")), str(d / "t.fa")
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    """The device path on the CPU: fasta_windows emulated, CuPy on numpy, the engine the CPU's; gathered counts the
+    chunks the device laid out and refused counts those it sent back to the host."""
+    monkeypatch.setattr(paf_device, "load_module", emu.load_module)
+    monkeypatch.setattr(devices, "batches_on_gpu", lambda cfg, cluster: cfg.device_parse)
+    monkeypatch.setattr(realign_readers, "RAW_AFTER", 0)  # every chunk laid out on the device
+    counts = {"gathered": 0, "refused": 0}
+    real = paf_device.WindowGather.gather
+
+    def gather(self, *a):
+        out = real(self, *a)
+        counts["refused" if out is None else "gathered"] += 1
+        return out
+
+    monkeypatch.setattr(paf_device.WindowGather, "gather", gather)
+    with emu.cupy_on_numpy():
+        yield counts
+
+
+def _run(paths, out, device_parse: bool, **kw):
+    cfg = AlignConfig(device="cpu", threads=2, batch_pairs=11, device_parse=device_parse)
+    try:
+        notes = []
+        summary = realign.run_paf(*paths, str(out), None, cfg, "test", readers=2, on_notice=notes.append, **kw)
+        return out.read_bytes(), (summary.pairs, summary.failed), [n for n in notes if n.startswith("skipped")]
+    except InputError as e:
+        return None, str(e), None
+
+
+@NO_CXX
+@pytest.mark.parametrize("layout", [dict(), dict(width_q=70), dict(eol="\r\n", width_q=33), dict(fastq=True),
+                                    dict(width_t=0), dict(width_t=1)])
+@pytest.mark.parametrize("mode", ["ends-free", "global"])
+def test_same_paf_as_the_host(tmp_path, emulated, layout, mode):
+    paths = _inputs(tmp_path, 3, **layout)
+    want = _run(paths, tmp_path / "host.paf", False, mode=mode)
+    got = _run(paths, tmp_path / "dev.paf", True, mode=mode)
+    assert got == want and want[0]
+    assert emulated["gathered"] > 2 and not emulated["refused"]
+
+
+@NO_CXX
+def test_first_chunks_fetched_on_the_host(tmp_path, emulated, monkeypatch):
+    """The first RAW_AFTER chunks go the host's way (ready while the engines start), the rest to the device: the
+    same bytes."""
+    monkeypatch.setattr(realign_readers, "RAW_AFTER", 2)
+    paths = _inputs(tmp_path, 4)
+    want = _run(paths, tmp_path / "host.paf", False)
+    got = _run(paths, tmp_path / "dev.paf", True)
+    assert got == want and want[0]
+    n_lines = len(open(paths[0]).readlines())
+    chunks = -(-n_lines // 11)  # (batch_pairs 11 bounds the chunks: 256 lines at least)
+    assert emulated["gathered"] >= 1 and emulated["gathered"] <= max(1, chunks - 2)
+
+
+def _spoil(path, record: int, at: int, byte: bytes, keep_time: bool = False):
+    """Byte `at` of the sequence of record `record` (counting its line ends) set to byte; keep_time: the file's
+    time kept (an index made before it still taken as fresh)."""
+    import os
+
+    st = os.stat(path)
+    data = bytearray(open(path, "rb").read())
+    heads = [i for i, c in enumerate(data) if c == ord(">") and (i == 0 or data[i - 1] == 10)]
+    start = data.index(b"\n", heads[record]) + 1
+    data[start + at] = byte[0]
+    open(path, "wb").write(bytes(data))
+    if keep_time:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@NO_CXX
+@pytest.mark.parametrize("where", ["query outside its range", "target window", "stale index"])
+@pytest.mark.parametrize("skip_bad", [False, True])
+def test_faults_named_as_the_host_names_them(tmp_path, emulated, where, skip_bad):
+    """A byte a sequence cannot hold (in a query record outside the candidate's range: the host checks the whole
+    record; in a target window), or a line end where the target's .fai does not place it (an index older than an
+    edit): the device refuses the chunk, the host fetches it again and names the same error, or skips the same
+    candidates, as the host path does."""
+    import pysam
+
+    paths = _inputs(tmp_path, 8, width_t=60)
+    lines = open(paths[0]).read().splitlines()
+    k, f = next((k, x.split("\t")) for k, x in enumerate(lines) if int(x.split("\t")[1]) > 10
+                and x.split("\t")[5] == "chr1" and int(x.split("\t")[8]) - int(x.split("\t")[7]) > 200)
+    ts = int(f[7])
+    if where == "query outside its range":
+        f[2], f[3] = str(int(f[1]) // 2), f[1]  # the range from the middle on: the bad byte before it
+        lines[k] = "\t".join(f)
+        open(paths[0], "w").write("\n".join(lines) + "\n")
+        _spoil(paths[1], int(f[0][1:]), 0, b"*")
+    elif where == "target window":
+        pos = ts + 150
+        _spoil(paths[2], 0, pos // 60 * 61 + pos % 60, b"5")
+    else:
+        pysam.faidx(paths[2])
+        _spoil(paths[2], 0, (ts // 60 + 1) * 61 - 1, b"A", keep_time=True)  # the line end after ts's line
+    want = _run(paths, tmp_path / "host.paf", False, skip_bad=skip_bad)
+    got = _run(paths, tmp_path / "dev.paf", True, skip_bad=skip_bad)
+    assert got == want
+    assert emulated["refused"] >= 1
+    assert (want[0] is None) != skip_bad
+
+
+def test_merged_ranges_hold_each_range():
+    """Ranges of a file merged (overlapping, nested, adjacent, a gap under GAP, far apart, empty), each found whole
+    at its place in the merged ranges laid end to end, in file order, no byte read twice."""
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    data = rng.integers(0, 256, 1 << 20).astype(np.uint8)
+    for _ in range(50):
+        k = int(rng.integers(1, 40))
+        offs = rng.integers(0, len(data) - 5000, k)
+        offs = np.sort(offs) if rng.random() < 0.5 else offs
+        sizes = rng.integers(0, 5000, k)
+        places, ranges = paf_device.merged(offs, sizes)
+        joined = np.concatenate([data[a:a + n] for a, n in ranges])
+        for o, n, p in zip(offs, sizes, places):
+            assert np.array_equal(joined[p:p + n], data[o:o + n])
+        starts = [a for a, _ in ranges]
+        assert starts == sorted(starts)
+        assert all(a + n + paf_device.GAP < b for (a, n), (b, _) in zip(ranges, ranges[1:]))
+    assert paf_device.merged(np.zeros(0, np.int64), np.zeros(0, np.int64))[1] == []
+
+
+def test_line_ends_placed():
+    assert paf_device.line_ends_placed(10, 0, 10, 11) and paf_device.line_ends_placed(0, 5, 0, 0)
+    assert paf_device.line_ends_placed(30, 3, 10, 12) and not paf_device.line_ends_placed(30, 3, 10, 13)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", [dict(), dict(width_q=70, eol="\r\n"), dict(fastq=True)])
+def test_whole_run_on_the_gpu_writes_the_host_parse_bytes(tmp_path, layout):
+    """On the GPU: run_paf with the sequences laid out there (reader processes) against the host path, the same
+    bytes."""
+    paths = _inputs(tmp_path, 5, n_reads=400, **layout)
+    outs = []
+    for device_parse in (True, False):
+        out = tmp_path / f"o{device_parse}.paf"
+        cfg = AlignConfig(device="gpu", threads=4, batch_pairs=64, device_parse=device_parse)
+        summary = realign.run_paf(*paths, str(out), None, cfg, "test", readers=2)
+        assert summary.pairs > 400
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] and len(outs[0].splitlines()) > 400
