@@ -268,6 +268,10 @@ class ReadAhead:
                 except Exception:  # noqa: BLE001 - stopping anyway; an error here was raised before
                     pass
 
+    def ready(self) -> bool:
+        """Whether the next batch (or the end, or the reader's error) is there to be taken now."""
+        return not self.q.empty()
+
     def __iter__(self):
         """The batches in order; ends early (no error) once close() is called."""
         while True:
@@ -464,9 +468,10 @@ def stream(batches, dispatcher, cfg, out, summary: Summary, progress, verify: fl
     workers = dispatcher.window
 
     def full(pending) -> bool:
-        """`workers` batches aligning, or the oldest one aligned: it is written now, beside the reading of
-        the next (not after all the reading)."""
-        return len(pending) > workers or pending[0][1].done()
+        """`workers` batches aligning, or the oldest one aligned while the next is still being read: it is
+        written now, beside that reading (not after all of it). A batch read already goes to the engines
+        first: written first, it would leave them a batch short while the oldest is written."""
+        return len(pending) > workers or (pending[0][1].done() and not ahead.ready())
 
     try:
         # keep `workers` batches aligning while the one before them is written
