@@ -98,10 +98,10 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
     # the reader processes are forked first, then the PAF formatting processes (before the reader thread
     # and the GPU exist): lines formatted in the main thread compete with alignment for the interpreter;
     # few of them, as the readers need the cores (PAF_FORMATTERS)
-    fmt_pool = ahead = dispatcher = gather = None
+    fmt_pool = ahead = dispatcher = None
     # PAF output on a GPU here: the readers send where the sequences are; their bytes are read into page-locked
     # memory here and laid out on the device (io/paf_device.py)
-    raw = bool(readers) and fmt == "paf" and not cs and devices.batches_on_gpu(cfg, cluster)
+    raw = bool(readers) and fmt == "paf" and not cs and not cfg.n_mismatch and devices.batches_on_gpu(cfg, cluster)
     with Readers(readers, query_path, target_path, mode, pad, skip_bad, fmt != "paf", raw) if readers \
             else contextlib.nullcontext() as pool:
         # candidates are fetched from now on, in the reader thread (or by the worker processes it feeds),
@@ -152,8 +152,6 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
                 ahead.close()
             if fmt_pool is not None:
                 fmt_pool.shutdown(wait=True, cancel_futures=True)
-            if gather is not None:
-                gather.close()
     summary.failed += len(skipped)
     summary.seconds = time.perf_counter() - t0
     return summary
@@ -178,7 +176,16 @@ def _batches(items, cfg: AlignConfig):
 def _numbered(lists, gather=None, refetch=None):
     """PairBatches of Readers.item_lists' (items, joined sequences or None, segments), numbered on from 0: the
     segments' bytes laid out by gather (a paf_device.WindowGather), or where it refuses them fetched again by
-    refetch(candidates) (io.paf.fetch's items)."""
+    refetch(candidates) (io.paf.fetch's items). gather is closed at the end, in the thread that runs this (ReadAhead's,
+    which closes the generator there when the run stops early)."""
+    try:
+        yield from _numbered_batches(lists, gather, refetch)
+    finally:
+        if gather is not None:
+            gather.close()
+
+
+def _numbered_batches(lists, gather, refetch):
     done = 0
     for items, seq, segs in lists:
         if segs is None:

@@ -103,8 +103,10 @@ class Primaries:
             if r.best is None or key < r.best:
                 r.best = key
             names.append(c.qname)
-        if names:  # only the meta and the lengths are written while it waits (--cs: the bytes too, copied out
-            # of the reader processes' shared memory, which the wait could hold without bound)
+        if names or not self.keep_seq:  # only the meta and the lengths are written while it waits (--cs: the
+            # bytes too, copied out of the reader processes' shared memory, which the wait could hold without bound);
+            # without --cs no batch keeps its bytes (a batch behind a waiting one would hold the reader's block,
+            # or the GPU's copy where its sequences were laid out there)
             batch = dataclasses.replace(batch, seq=np.array(batch.seq) if self.keep_seq else np.zeros(0, np.uint8),
                                         device=None)
         self.held.append([batch, res, done, names])

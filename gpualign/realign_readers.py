@@ -97,6 +97,8 @@ def _raw(cands: list):
         ws, we, free = P.window(c, st["mode"], st["pad"])
         try:
             qspan, tspan = q.span(c.qname, 0, c.qlen), t.span(c.tname, ws, we)
+            if qspan is not None and qspan[2] < c.qlen:  # a FASTQ record's quality lines checked as the host's
+                q.quality(c.qname)  # fetch checks them (lines: one line has none to check)
         except InputError:
             return None
         if qspan is None or tspan is None:
@@ -111,10 +113,13 @@ def _raw(cands: list):
         q_out += c.qe - c.qs
         t_out += we - ws
         items.append((c, c.qe - c.qs, we - ws, ws, None, None, free))
+    sizes = np.array(sizes[0] + sizes[1], dtype=np.int64)
+    if sizes.sum() > 2 * (q_out + t_out) + paf_device.SLACK:  # whole reads far longer than their parts (contigs):
+        return None  # the bytes read, and the buffers, would outgrow the batch
     segs = np.array(rows[0] + rows[1], dtype=np.int64).reshape(-1, paf_device.COLUMNS)
     segs[len(cands):, 7] += q_out  # the targets after the queries
     rc = np.array([c.strand == "-" for c in cands] + [False] * len(cands), dtype=np.uint8)
-    return items, (segs, rc, np.array(sizes[0] + sizes[1], dtype=np.int64))
+    return items, (segs, rc, sizes)
 
 
 def _ready() -> None:

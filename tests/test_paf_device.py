@@ -178,6 +178,79 @@ def test_faults_named_as_the_host_names_them(tmp_path, emulated, where, skip_bad
     assert (want[0] is None) != skip_bad
 
 
+@NO_CXX
+@pytest.mark.parametrize("skip_bad", [False, True])
+def test_fastq_quality_lines_checked_as_the_host_checks_them(tmp_path, emulated, skip_bad):
+    """A multi-line FASTQ whose quality lines no longer lie where its .fai (older) says, its sequence untouched:
+    the host's fetch reads the quality and names the record (or skips it); so does the device path (it asks for
+    the quality of a record of several lines, and the chunk goes to the host)."""
+    import os
+
+    import pysam
+
+    t = "ACGTACGTAC" * 20
+    (tmp_path / "t.fa").write_text(">chr1\n" + "".join(t[i:i + 60] + "\n" for i in range(0, len(t), 60)))
+    q = tmp_path / "q.fq"
+    q.write_text("".join(f"@r{i}\n{t[i:i + 8]}\n{t[i + 8:i + 12]}\n+\nIIIIIIII\nIIII\n" for i in range(30)))
+    pysam.faidx(str(q))
+    st = os.stat(q)
+    q.write_text(q.read_text().replace(f"@r5\n{t[5:13]}\n{t[13:17]}\n+\nIIIIIIII\nIIII\n",
+                                       f"@r5\n{t[5:13]}\n{t[13:17]}\n+\nIIII\nIII\nIIII\n"))
+    os.utime(q, ns=(st.st_atime_ns, st.st_mtime_ns))
+    (tmp_path / "c.paf").write_text("".join(f"r{i}\t12\t0\t12\t+\tchr1\t{len(t)}\t{i}\t{i + 12}\t12\t12\t60\n"
+                                            for i in range(30)))
+    paths = tuple(str(tmp_path / x) for x in ("c.paf", "q.fq", "t.fa"))
+    want = _run(paths, tmp_path / "host.paf", False, skip_bad=skip_bad)
+    got = _run(paths, tmp_path / "dev.paf", True, skip_bad=skip_bad)
+    assert got == want and (want[0] is None) != skip_bad
+
+
+@NO_CXX
+def test_long_reads_of_short_candidates_go_the_hosts_way(tmp_path, emulated, monkeypatch):
+    """Candidates of a few hundred bases on reads of 100 kbp (contigs): the device path would read every whole
+    read (its letters are checked) for a few of its bases, so such chunks are fetched on the host: bounded
+    buffers, the same bytes (SLACK made smaller than a read: a chunk of one read's candidates too)."""
+    monkeypatch.setattr(paf_device, "SLACK", 1 << 14)
+    rng = random.Random(9)
+    t = "".join(rng.choice("ACGT") for _ in range(120_000))
+    (tmp_path / "t.fa").write_text(">chr1\n" + "".join(t[i:i + 80] + "\n" for i in range(0, len(t), 80)))
+    (tmp_path / "q.fa").write_text("".join(f">c{i}\n{t[i * 1000:i * 1000 + 100_000]}\n" for i in range(12)))
+    (tmp_path / "c.paf").write_text("".join(
+        f"c{i}\t100000\t{k * 300}\t{k * 300 + 200}\t+\tchr1\t120000\t{i * 1000 + k * 300}\t"
+        f"{i * 1000 + k * 300 + 200}\t200\t200\t60\n" for i in range(12) for k in range(4)))
+    paths = tuple(str(tmp_path / x) for x in ("c.paf", "q.fa", "t.fa"))
+    want = _run(paths, tmp_path / "host.paf", False)
+    got = _run(paths, tmp_path / "dev.paf", True)
+    assert got == want and want[0]
+    assert emulated["gathered"] == emulated["refused"] == 0
+
+
+@NO_CXX
+def test_batches_held_behind_a_waiting_read_keep_no_sequences(tmp_path, emulated, monkeypatch):
+    """A read whose second candidate is the PAF's last line holds every batch after its first one until the end
+    (one primary per read): those batches keep neither their device bytes nor any copy of them (GPU memory held
+    without bound; here, where the CPU engine fetched them, the host copy), and the output is the host path's."""
+    from gpualign import realign_primary
+
+    paths = _inputs(tmp_path, 6, n_reads=120)
+    firsts = {}
+    for line in open(paths[0]).read().splitlines(True):  # one candidate a read, then read 0's again
+        firsts.setdefault(line.split("\t")[0], line)
+    open(paths[0], "w").write("".join([*firsts.values(), firsts["r0"]]))
+    seen = []
+    submit = realign_primary.Primaries.submit
+
+    def watched(self, batch, res, done):
+        submit(self, batch, res, done)
+        seen.extend(e[0].device is None and e[0].seq_size == 0 for e in self.held)
+
+    monkeypatch.setattr(realign_primary.Primaries, "submit", watched)
+    want = _run(paths, tmp_path / "host.paf", False)
+    got = _run(paths, tmp_path / "dev.paf", True)
+    assert got == want and want[0]
+    assert emulated["gathered"] > 2 and len(seen) > 10 and all(seen)
+
+
 def test_merged_ranges_hold_each_range():
     """Ranges of a file merged (overlapping, nested, adjacent, a gap under GAP, far apart, empty), each found whole
     at its place in the merged ranges laid end to end, in file order, no byte read twice."""
@@ -197,6 +270,8 @@ def test_merged_ranges_hold_each_range():
         starts = [a for a, _ in ranges]
         assert starts == sorted(starts)
         assert all(a + n + paf_device.GAP < b for (a, n), (b, _) in zip(ranges, ranges[1:]))
+        places, ranges = paf_device.merged(offs, sizes, 0)  # (no gap read)
+        assert sum(n for _, n in ranges) <= int(sizes.sum())
     assert paf_device.merged(np.zeros(0, np.int64), np.zeros(0, np.int64))[1] == []
 
 

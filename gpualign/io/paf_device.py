@@ -33,7 +33,8 @@ from .paf import COMPLEMENT
 THREADS = 256
 COLUMNS = 8  # a segment's row: raw offset, bases, first column, bases a line, bytes a line, kept from, to, out offset
 NO_SEGMENT = np.iinfo(np.int32).max
-GAP = 1 << 16  # ranges of a file closer than this are read as one (the bytes between read too)
+GAP = 1 << 12  # ranges of a file closer than this are read as one (the bytes between read too) ...
+SLACK = 1 << 20  # ... unless the bytes read would pass twice the ranges' own, and this; a chunk's whole reads too
 READ_PIECE = 8 << 20  # a read's bytes at most (ranges are read in pieces side by side)
 READ_THREADS = 8
 FOLD = np.frombuffer(pack.fold_table(b""), np.uint8)
@@ -64,6 +65,7 @@ class WindowGather:
         self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="gpualign-windows")
 
     def close(self) -> None:
+        """The files, threads and buffers let go (by the thread that gathers, once it is done with them)."""
         for f in self._files:
             f.close()
         self._pool.shutdown(wait=False)
@@ -85,6 +87,8 @@ class WindowGather:
         places, reads, at = np.empty(len(segs), np.int64), [], 0
         for k, rows in enumerate((slice(0, half), slice(half, len(segs)))):
             starts, ranges = merged(segs[rows, 0], sizes[rows])
+            if sum(n for _, n in ranges) > 2 * int(sizes[rows].sum()) + SLACK:  # (sparse: the gaps not read)
+                starts, ranges = merged(segs[rows, 0], sizes[rows], 0)
             places[rows] = starts + at
             for a, n in ranges:
                 reads += [(k, a + p, min(READ_PIECE, n - p), at + p) for p in range(0, n, READ_PIECE)]
@@ -129,17 +133,17 @@ class WindowGather:
             done += n
 
 
-def merged(offsets: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, list]:
-    """Byte ranges [offsets[i], offsets[i] + sizes[i]) of one file merged where they overlap or lie less than
-    GAP bytes apart: (each range's place in the merged ranges laid end to end, the merged (offset, size) in
-    file order)."""
+def merged(offsets: np.ndarray, sizes: np.ndarray, gap: int = GAP) -> tuple[np.ndarray, list]:
+    """Byte ranges [offsets[i], offsets[i] + sizes[i]) of one file merged where they overlap or lie at most gap
+    bytes apart: (each range's place in the merged ranges laid end to end, the merged (offset, size) in file
+    order)."""
     if len(offsets) == 0:
         return np.zeros(0, np.int64), []
     order = np.argsort(offsets, kind="stable")
     a, b = offsets[order], offsets[order] + sizes[order]
     reach = np.maximum.accumulate(b)
     new = np.ones(len(a), bool)
-    new[1:] = a[1:] > reach[:-1] + GAP
+    new[1:] = a[1:] > reach[:-1] + gap
     first = np.flatnonzero(new)
     lo, hi = a[first], np.maximum.reduceat(b, first)
     at = np.concatenate([[0], np.cumsum(hi - lo)[:-1]])
