@@ -11,9 +11,11 @@ one copy; kernels/fastx.cu's fasta_windows then lays out the batch as io/paf.fet
 host copy is made only when something there reads it.
 
 The kernel checks what the host path checks (every base of the whole query record and of the window a
-letter, each line end inside a segment where the .fai puts it). Where one fails, the caller fetches the
-chunk's candidates on the host instead, which names the error, or skips the candidate, as it always did:
-a batch is made here only when the host path would have made the same bytes.
+letter, each line end inside a segment where the .fai puts it; a multi-line FASTQ record's quality lines
+are read through the index by the reader process, as the host's fetch reads them). Where one fails, the
+caller fetches the chunk's candidates on the host instead, which names the error, or skips the candidate,
+as it always did: a batch is made here only when the host path would have made the same bytes. A chunk whose
+whole reads are far longer than their candidates' parts (contigs) goes the host's way from the start.
 """
 
 from __future__ import annotations
