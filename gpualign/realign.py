@@ -110,7 +110,10 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
         # of their turn: Staging.prefetch): page-locking a new buffer per batch in flight is slow and holds
         # up the CUDA calls of the other threads meanwhile
         if pool is not None:
-            def refetch(cands):  # a chunk the device refused, on the host: its error named, or bad ones skipped
+            def refetch(cands):  # a chunk the device refused, on the host: its error named, or bad ones skipped;
+                # the chunks not yet sent go the host's way in the reader processes (a file with faults: each chunk
+                # refused would be fetched again here, on one thread)
+                pool.raw = False
                 return P.fetch(cands, queries, targets, mode, pad, bad if skip_bad else None, False, paf_name)
 
             def bad(e):

@@ -156,7 +156,8 @@ class Readers:
     def __init__(self, workers: int, query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool,
                  keep_full: bool, raw: bool = False):
         """raw: where they can be, the sequences' places in the files sent, not their bytes: the parent reads
-        them and the GPU lays them out (io/paf_device.py)."""
+        them and the GPU lays them out (io/paf_device.py); the chunks sent after it is set False go the host's
+        way."""
         self.workers, self.pad, self.raw = workers, pad, raw
         self.pool = fork_pool(workers, _init, (query_path, target_path, mode, pad, skip_bad, keep_full), start=False)
         for _ in range(workers):  # each task starts a worker now, without waiting for it

@@ -275,6 +275,23 @@ def test_merged_ranges_hold_each_range():
     assert paf_device.merged(np.zeros(0, np.int64), np.zeros(0, np.int64))[1] == []
 
 
+@NO_CXX
+def test_after_a_refused_chunk_the_readers_fetch_on_the_host(tmp_path, emulated):
+    """Reads with a byte no sequence holds in every chunk, --skip-bad: once the device refuses a chunk, the chunks
+    not yet sent go the host's way in the reader processes (not each refused and fetched again on the parent's
+    one thread); the same output and skips as the host path."""
+    paths = _inputs(tmp_path, 12, n_reads=200)
+    data = open(paths[1]).read().split(">")
+    for i in range(1, len(data), 7):  # every seventh read: a digit after its name's line
+        head, seq = data[i].split("\n", 1)
+        data[i] = head + "\n" + "7" + seq[1:]
+    open(paths[1], "w").write(">".join(data))
+    want = _run(paths, tmp_path / "host.paf", False, skip_bad=True)
+    got = _run(paths, tmp_path / "dev.paf", True, skip_bad=True)
+    assert got == want and want[0] and want[1][1] > 5
+    assert 1 <= emulated["refused"] <= 5  # (those sent before the first was refused: workers + 2, and the next)
+
+
 def test_line_ends_placed():
     assert paf_device.line_ends_placed(10, 0, 10, 11) and paf_device.line_ends_placed(0, 5, 0, 0)
     assert paf_device.line_ends_placed(30, 3, 10, 12) and not paf_device.line_ends_placed(30, 3, 10, 13)
