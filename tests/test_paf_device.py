@@ -292,6 +292,32 @@ def test_after_a_refused_chunk_the_readers_fetch_on_the_host(tmp_path, emulated)
     assert 1 <= emulated["refused"] <= 5  # (those sent before the first was refused: workers + 2, and the next)
 
 
+@NO_CXX
+def test_no_room_on_the_device_goes_the_hosts_way(tmp_path, emulated, monkeypatch):
+    """The device out of memory while a chunk is laid out: the chunk, and the ones after it, are fetched on the
+    host (no traceback), the same bytes."""
+    import cupy
+
+    class OutOfMemoryError(Exception):
+        """(is_out_of_memory knows CuPy's by its name)"""
+
+    paths = _inputs(tmp_path, 13, n_reads=80)
+    want = _run(paths, tmp_path / "host.paf", False)
+    empty = cupy.empty
+    calls = []
+
+    def short(n, *a, **k):
+        calls.append(n)
+        if len(calls) > 6:
+            raise OutOfMemoryError("out of memory allocating 1,024 bytes")
+        return empty(n, *a, **k)
+
+    monkeypatch.setattr(cupy, "empty", short)
+    got = _run(paths, tmp_path / "dev.paf", True)
+    assert got == want and want[0]
+    assert len(calls) > 6 and emulated["refused"] >= 1
+
+
 def test_line_ends_placed():
     assert paf_device.line_ends_placed(10, 0, 10, 11) and paf_device.line_ends_placed(0, 5, 0, 0)
     assert paf_device.line_ends_placed(30, 3, 10, 12) and not paf_device.line_ends_placed(30, 3, 10, 13)

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import pack, trace
 from ..errors import InputError
-from ..gpu.kernels import Kernels, load_module
+from ..gpu.kernels import Kernels, is_out_of_memory, load_module
 from . import fastx_device
 from .fastx import display_name
 from .paf import COMPLEMENT
@@ -78,8 +78,20 @@ class WindowGather:
         """The batch's sequence bytes on the device (gpu.staging.raw_size(total) bytes, zeros after total) from
         segs (int64 rows of COLUMNS, their raw offsets in the files: the first half in the query file, the
         rest in the target file; rc: uint8, 1 for a reverse-complemented segment; sizes: each one's bytes in its
-        file), or None where a segment is refused (the host path then makes the batch). Waits for the kernel
-        (its flag read back)."""
+        file), or None where a segment is refused or the device has no room for the batch (the host path then
+        makes it). Waits for the kernel (its flag read back)."""
+        import cupy
+
+        try:
+            return self._gather(segs, rc, sizes, total)
+        except Exception as err:  # noqa: BLE001 - only memory errors are handled, the rest re-raised
+            if not is_out_of_memory(err):
+                raise
+        self._host = self._dev = None  # (the engines need the room more: the host path from here)
+        cupy.get_default_memory_pool().free_all_blocks()
+        return None
+
+    def _gather(self, segs: np.ndarray, rc: np.ndarray, sizes: np.ndarray, total: int):
         import cupy
 
         from ..gpu import arrays
