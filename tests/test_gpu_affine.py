@@ -252,18 +252,22 @@ def test_estimated_caps_at_the_score(cpu, pen, ends_free):
                     assert C.score_cigar(ops, pen) == want[i]
 
 
+@pytest.mark.parametrize("where", ["E2", "L0"])
 @pytest.mark.parametrize("ends_free", [False, True], ids=["global", "ends-free"])
-def test_rescue_of_groups_merged(cpu, ends_free):
-    """The pairs that the estimated levels of several length groups leave (every 7th pair here, its cap one
-    below its score) run at level 0 in one launch, not one per group: scores and CIGARs still exact."""
+def test_rescue_of_groups_merged(cpu, ends_free, where):
+    """The pairs that the estimated levels of several length groups leave (every 7th pair here, its cap
+    below its score) run at level E2 (RAISED times their caps) in one launch, not one per group, and those
+    above that too (where="L0": caps under half the score) at level 0 in one launch: scores and CIGARs
+    exact either way."""
     from gpualign.engines import reference
-    from gpualign.engines.affine_plan import length_groups, reduced
+    from gpualign.engines.affine_plan import RAISED, length_groups, reduced
     from gpualign.engines.gpu_affine import GpuAffineEngine
 
     pen = Penalties(4, 6, 2)
     pairs = pairs_random(6, 30, seed=77, max_len=3000, max_rate=0.15, min_len=100)
     batch = to_batch(pairs)
-    assert len(length_groups(np.maximum(batch.q_len, batch.t_len))) >= 3
+    n_groups = len(length_groups(np.maximum(batch.q_len, batch.t_len)))
+    assert n_groups >= 3
     if ends_free:
         batch.t_free = np.random.default_rng(9).integers(0, 50, (batch.n, 2))
         want = np.array([reference.affine_score(q, t, pen, False, int(a), int(b))
@@ -271,9 +275,12 @@ def test_rescue_of_groups_merged(cpu, ends_free):
     else:
         want = np.array([affine(q, t, pen) for q, t in pairs])
     _, g = reduced(pen.mismatch, pen.gap_open, pen.gap_extend)
-    low = (np.arange(batch.n) % 7 == 3) & (want > 0)
+    s = want // g
+    low = (np.arange(batch.n) % 7 == 3) & (s >= 3)
+    caps = np.where(low, s - 1 if where == "E2" else (s - 1) // 2, s)
+    assert (np.ceil(RAISED * caps[low]) >= s[low] if where == "E2" else np.ceil(RAISED * caps[low]) < s[low]).all()
     eng = GpuAffineEngine(estimate_min=1)
-    eng.tune["caps"] = want // g - low
+    eng.tune["caps"] = caps
     launches = []
     launch = eng._launch
 
@@ -285,8 +292,11 @@ def test_rescue_of_groups_merged(cpu, ends_free):
     cfg = AlignConfig(metric="affine", penalties=pen, ends_free_target=ends_free)
     res, counts = run_chain(batch, [eng, cpu], cfg)
     assert (res.status == OK).all() and (res.score == want).all(), np.nonzero(res.score != want)
-    assert [n for est, n in launches if not est] == [int(low.sum())], launches
-    assert counts.get("gpu-affine:L0", 0) == low.sum(), counts
+    pruned = [n for est, n in launches if est]
+    assert len(pruned) == n_groups + 1 and pruned[-1] == low.sum(), launches  # level E per group, then E2
+    assert counts.get("gpu-affine:E2", 0) == (low.sum() if where == "E2" else 0), counts
+    assert [n for est, n in launches if not est] == ([] if where == "E2" else [int(low.sum())]), launches
+    assert counts.get("gpu-affine:L0", 0) == (0 if where == "E2" else low.sum()), counts
     for i in range(batch.n):
         ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
         t0, t1 = (int(res.t_start[i]), int(res.t_end[i])) if ends_free else (0, len(pairs[i][1]))

@@ -9,10 +9,11 @@ Estimated caps (level "E", groups of ESTIMATE_MIN pairs or more): a sample of th
 SAMPLE_EVERY-th pair) runs first at level 0; the CAP_QUANTILE quantile of its scores per base then gives
 every other pair its own cap U (its length times that rate, plus its forced gap). The kernel prunes the
 cells that cannot end within U (a diamond instead of a triangle) and the backtrace is sized from the
-largest U. A pair whose score is above its U comes back exceeded and runs at level 0: the estimate
-decides speed only, never a result. The engine keeps the rates of the latest HISTORY pairs per
-penalties, mode and length class; once it holds HISTORY_MIN of them a group takes its caps from their
-quantile and skips the sample.
+largest U. A pair whose score is above its U comes back exceeded and runs at RAISED times its U (level
+E2, pruned the same way), then at level 0: the estimate decides speed only, never a result. (A pair takes
+as many score steps at any cap; the cap sets how many cells each step keeps.) The engine keeps the rates
+of the latest HISTORY pairs per penalties, mode and length class; once it holds HISTORY_MIN of them a
+group takes its caps from their quantile and skips the sample.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ CAP_QUANTILE = 0.99
 ESTIMATE_GAIN = 0.8  # the estimated level runs only when its largest cap is below this share of level 0's
 HISTORY = 4096  # score rates of the latest pairs kept per setting and length class (module doc)
 HISTORY_MIN = 512  # rates needed before a group's caps come from them instead of a sample
+RAISED = 1.5  # a pair above its estimated cap runs next at this multiple of it (level E2; module doc)
 
 
 def reduced(x: int, o: int, e: int) -> tuple[tuple[int, int, int], int]:

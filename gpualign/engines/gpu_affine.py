@@ -31,6 +31,7 @@ from .affine_plan import (
     HISTORY,
     HISTORY_MIN,
     LEVELS,
+    RAISED,
     SAMPLE_EVERY,
     Plan,
     caps_from_rates,
@@ -187,13 +188,15 @@ class GpuAffineEngine(Launcher, BatchEngine):
         # when they fit one wave of blocks (one per SM at worst). The estimated levels are queued in the
         # turn and their results collected after it (_turn: the next batch's are queued meanwhile).
         groups, left = [], []
+        raised = np.full(n, -1, np.int64)  # per pair, level E2's cap (-1: none; _estimated_level sets them)
         with self._turn():
             for members in length_groups(longest):
                 todo, skip, book = longest_first(members, longest), members[:0], None
                 key = (pen, bool(ef), (max(1, int(longest[members].max())) - 1).bit_length())
                 estimated = len(todo) >= max(1, self.estimate_min) and self.tune.get("estimate", True)
                 if estimated:
-                    todo, skip, book = self._estimated_level(todo, longest, gap, pen, plan_for, level, launch, key)
+                    todo, skip, book = self._estimated_level(todo, longest, gap, pen, plan_for, level, launch, key,
+                                                             raised)
                 groups.append((members, key))
                 left.append((todo, skip, estimated, book))
         left = [(book()[0] if book else todo, skip, est) for todo, skip, est, book in left]
@@ -201,6 +204,11 @@ class GpuAffineEngine(Launcher, BatchEngine):
         if len(rescue) > 1 and sum(len(t) + len(k) for t, k in rescue) <= self._sms:
             rescue = [(np.concatenate([t for t, _ in rescue]), np.concatenate([k for _, k in rescue]))]
         for todo, skip in rescue + [(t, k) for t, k, est in left if not est]:
+            if len(todo) and (raised[todo] >= 0).all():  # above their estimated caps: level E2 first
+                s_cap = int(raised[todo].max())
+                if s_cap < ESTIMATE_GAIN * plan_for(todo, self.levels[0]).s_cap:
+                    d_ucap = to_device(np.clip(raised, 0, s_cap), np.int32)
+                    todo, _ = level(f"{NAME}:E2", longest_first(todo, longest), plan_for(todo, 0.0, s_cap), d_ucap)
             for li, f in enumerate(self.levels):
                 if li == 1 and len(skip):  # sample pairs above level 0 join here
                     todo = np.concatenate([todo, skip])
@@ -217,12 +225,12 @@ class GpuAffineEngine(Launcher, BatchEngine):
         return out
 
     @trace.traced("estimated level")
-    def _estimated_level(self, todo, longest, gap, pen, plan_for, level, launch, key):
+    def _estimated_level(self, todo, longest, gap, pen, plan_for, level, launch, key, raised):
         """Level E (affine_plan.py): the others with caps from the history of key's rates when it holds
         enough of them, else from a sample run first at level 0. Returns the pairs for level 0, the
         sample pairs that level 0 could not hold (for level 1), both longest first, and the queued
         level E's book() (None when it does not run; else the pairs for level 0 are what book()
-        returns)."""
+        returns, and raised[todo] their level E2 caps: RAISED times level E's)."""
         caps, skip = self.tune.get("caps"), todo[:0]
         forced = caps is not None
         worst = max(pen[0], pen[1] + pen[2])
@@ -241,6 +249,8 @@ class GpuAffineEngine(Launcher, BatchEngine):
                 return todo, skip, None
         if not forced and caps[todo].max() >= ESTIMATE_GAIN * plan_for(todo, self.levels[0]).s_cap:
             return todo, skip, None
-        s_cap = max(0, int(np.asarray(caps)[todo].max()))
+        caps = np.asarray(caps)
+        s_cap = max(0, int(caps[todo].max()))
         d_ucap = to_device(np.clip(caps, 0, s_cap), np.int32)
+        raised[todo] = np.ceil(RAISED * np.maximum(caps[todo], 0))
         return todo, skip, launch(f"{NAME}:E", todo, plan_for(todo, 0.0, s_cap), d_ucap)
