@@ -9,9 +9,11 @@ half drawn from the genome with <= 3 edits):
   b  10,000 guides x 23 nt, k = 4, same genome
   c  1,000 patterns x 150 nt, k = 15, the genome's first 100 Mbp
 Per set: the whole `gpualign search` command (subprocess, reading the FASTA included, output TSV) on the
-GPU; the CPU engine and the peers on --cpu-mbp of the genome (rates per pattern*bp compared, both
-strands searched everywhere). GPU hits on the --cpu-mbp slice (in 1 Mbp chunks: borders inside it) and
-the CPU engine's (default chunks, as a user runs it) are compared byte for byte.
+GPU, split into its stages (its --summary: read, search, align, write busy seconds; start-up and end as the
+whole minus its own wall) and set against its engine (whole / search busy); the CPU engine and the peers
+on --cpu-mbp of the genome (rates per pattern*bp compared, both strands searched everywhere). GPU hits on
+the --cpu-mbp slice (in 1 Mbp chunks: borders inside it) and the CPU engine's (default chunks, as a user
+runs it) are compared byte for byte.
 
   python scripts/bench_search.py --sets a,b,c --genome-mbp 3100 --cpu-mbp 20
   python scripts/bench_search.py --genome-mbp 1000 --read-only 0,2      # the text reader alone
@@ -100,6 +102,22 @@ def command(args: list) -> tuple[float, str]:
     if r.returncode:
         raise SystemExit(f"gpualign search failed: {r.stderr}")
     return dt, r.stderr
+
+
+STAGES = ("read", "search", "align", "write")
+
+
+def stages(whole: float, summary: str) -> dict:
+    """A whole command's split from its --summary TSV: its own wall, each stage's busy seconds (they overlap),
+    start-up and end (whole - wall), and whole / search: the command's time per second of its engine."""
+    with open(summary) as fh:
+        rows = dict(line.rstrip("\n").split("\t", 1) for line in fh
+                    if "\t" in line and not line.startswith("key\t"))
+    out = {"wall_s": float(rows["wall_seconds"])}
+    out.update({f"{k}_s": float(rows[f"{k}_seconds"]) for k in STAGES})
+    out["start_end_s"] = round(whole - out["wall_s"], 3)
+    out["whole_per_search"] = round(whole / out["search_s"], 2) if out["search_s"] > 0 else None
+    return out
 
 
 def cpu_only(a, head: bytes, slice_fa: str) -> None:
@@ -325,9 +343,10 @@ def main() -> None:
         size = a.genome_mbp if mbp is None else mbp
         out = os.path.join(a.workdir, f"hits_{name}.tsv")
         command([pfa, slice_fa, "-k", str(k), "-o", out, "--device", "gpu", "-q"])  # kernels compiled
-        gpu_s, log = command([pfa, text, "-k", str(k), "-o", out, "--device", "gpu"])
+        summ = os.path.join(a.workdir, f"summary_{name}.tsv")
+        gpu_s, log = command([pfa, text, "-k", str(k), "-o", out, "--device", "gpu", "--summary", summ])
         row = {"set": name, "patterns": n, "m": m, "k": k, "text_mbp": size, "gpu_s": round(gpu_s, 3),
-               "gpu_hits": count_hits(out),
+               "gpu_stages": stages(gpu_s, summ), "gpu_hits": count_hits(out),
                "gpu_Gpbp_s": round(n * size * 1e6 / gpu_s / 1e9, 1), "log": log.strip().splitlines()[-12:]}
         if not a.skip_cpu:
             g_out, c_out = out[:-4] + "_gpu_slice.tsv", out[:-4] + "_cpu_slice.tsv"
@@ -358,6 +377,13 @@ def main() -> None:
               f"{r.get('sassy_many_Gpbp_s', '-'):>10} {r.get('edlib_Gpbp_s', '-'):>6} "
               f"{r.get('gpu_vs_cpu_engine', '-'):>8} {r.get('gpu_vs_sassy_many', '-'):>9}  "
               f"{r.get('slice_identical', '-')}")
+    print("\nthe GPU command's stages (busy seconds; they overlap), start-up and end (whole - its wall), "
+          "whole / search")
+    print("set  whole_s  wall_s  " + "  ".join(f"{k}_s" for k in STAGES) + "  start_end_s  whole/search")
+    for r in rows:
+        st = r["gpu_stages"]
+        print(f"{r['set']:4} {r['gpu_s']:7.2f} {st['wall_s']:7.2f}  " + "  ".join(f"{st[f'{k}_s']:{len(k) + 2}.2f}"
+              for k in STAGES) + f"  {st['start_end_s']:11.2f}  {st['whole_per_search'] or '-':>12}")
 
 
 if __name__ == "__main__":
