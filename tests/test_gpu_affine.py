@@ -215,8 +215,8 @@ def test_ends_free_bounded(gpu, cpu, metric):
 @pytest.mark.parametrize("pen", PENALTIES[:4], ids=lambda p: f"{p.mismatch},{p.gap_open},{p.gap_extend}")
 def test_estimated_caps_at_the_score(cpu, pen, ends_free):
     """The pruned level with every pair's cap set to its exact score finds every pair (no cell of an
-    optimal path is pruned); one below it finds none (they go on to the levels and the CPU): scores exact
-    either way."""
+    optimal path is pruned); one below it finds none (they go on to level E2, the levels and the CPU): scores
+    exact either way."""
     from gpualign.engines import reference
     from gpualign.engines.affine_plan import reduced
     from gpualign.engines.gpu_affine import GpuAffineEngine
@@ -327,7 +327,7 @@ def test_estimate_carried_across_batches(monkeypatch, ends_free):
     """Once the engine has seen enough pairs of a setting and length class, later batches take their caps
     from those pairs' rates (no sample run): scores still equal parasail's / the reference DP, most pairs
     finish at the estimated level, and a batch far noisier than the history stays exact (its pairs
-    exceed the carried caps and go on to the levels)."""
+    exceed the carried caps and go on to level E2 and the levels)."""
     import gpualign.engines.gpu_affine as GA
     from gpualign.engines import reference
 

@@ -172,3 +172,36 @@ def test_results_past_int32_left_for_the_next_engine():
     done = res.record([0, 1, 2], np.array([214_749, 5, -1], np.int32), scale=10_000)
     assert done.tolist() == [False, True, False]
     assert res.status.tolist() == [EXCEEDED, OK, EXCEEDED] and res.score[1] == 50_000
+
+
+def test_raised_level_takes_the_pairs_with_raised_caps(monkeypatch):
+    """Level E2 (gpu_affine._raised_level) runs the pairs with a raised cap (>= 0) at the largest of them,
+    each pair capped at its own, and hands on what it could not hold with the pairs it did not take; it
+    does not run where its cap reaches ESTIMATE_GAIN of level 0's, nor where no pair has a raised cap."""
+    from types import SimpleNamespace
+
+    import gpualign.engines.gpu_affine as GA
+
+    monkeypatch.setattr(GA, "to_device", lambda a, dtype: np.asarray(a, dtype))
+    longest = np.array([100, 400, 300, 200, 500, 250])
+    raised = np.array([10, -1, 30, 40, -1, -1])
+    calls = []
+
+    def plan_for(ids, f, s_cap=None):
+        return SimpleNamespace(s_cap=int(s_cap) if s_cap is not None else 100 * int(f * 10), ids=ids)
+
+    def level(key, ids, plan, d_ucap=None):
+        calls.append((key, ids.tolist(), plan.s_cap, None if d_ucap is None else d_ucap.tolist()))
+        return ids[d_ucap[ids] < 35], None  # the pairs "above" E2: raised cap under 35 here
+
+    engine = SimpleNamespace(levels=(0.15, 0.6))
+    todo = np.array([0, 1, 2, 3, 4])
+    left = GA.GpuAffineEngine._raised_level(engine, todo, raised, longest, plan_for, level)
+    assert calls == [("gpu-affine:E2", [2, 3, 0], 40, [10, 0, 30, 40, 0, 0])]  # longest first, each its own cap
+    assert sorted(left.tolist()) == [0, 1, 2, 4]
+    calls.clear()
+    none = GA.GpuAffineEngine._raised_level(engine, np.array([1, 4]), raised, longest, plan_for, level)
+    assert none.tolist() == [1, 4]
+    engine = SimpleNamespace(levels=(0.05, 0.6))  # level 0's cap 0: E2's 40 reaches its gain
+    assert GA.GpuAffineEngine._raised_level(engine, todo, raised, longest, plan_for, level).tolist() == todo.tolist()
+    assert calls == []

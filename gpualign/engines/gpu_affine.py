@@ -183,9 +183,9 @@ class GpuAffineEngine(Launcher, BatchEngine):
             return Plan(f, int(longest[todo].max()), int(diff.max()), pen, want_cigar, fbmax, s_cap,
                         int(reach[todo].max()))
 
-        # per length group: the estimated level (affine_plan.py), then the fixed levels for what it left;
-        # the few pairs the estimated levels leave run together (one launch per level, not one per group)
-        # when they fit one wave of blocks (one per SM at worst). The estimated levels are queued in the
+        # per length group: the estimated level (affine_plan.py), then level E2 and the fixed levels for what
+        # it left; the few pairs the estimated levels leave run together (one launch per level, not one per
+        # group) when they fit one wave of blocks (one per SM at worst). The estimated levels are queued in the
         # turn and their results collected after it (_turn: the next batch's are queued meanwhile).
         groups, left = [], []
         raised = np.full(n, -1, np.int64)  # per pair, level E2's cap (-1: none; _estimated_level sets them)
@@ -204,11 +204,7 @@ class GpuAffineEngine(Launcher, BatchEngine):
         if len(rescue) > 1 and sum(len(t) + len(k) for t, k in rescue) <= self._sms:
             rescue = [(np.concatenate([t for t, _ in rescue]), np.concatenate([k for _, k in rescue]))]
         for todo, skip in rescue + [(t, k) for t, k, est in left if not est]:
-            if len(todo) and (raised[todo] >= 0).all():  # above their estimated caps: level E2 first
-                s_cap = int(raised[todo].max())
-                if s_cap < ESTIMATE_GAIN * plan_for(todo, self.levels[0]).s_cap:
-                    d_ucap = to_device(np.clip(raised, 0, s_cap), np.int32)
-                    todo, _ = level(f"{NAME}:E2", longest_first(todo, longest), plan_for(todo, 0.0, s_cap), d_ucap)
+            todo = self._raised_level(todo, raised, longest, plan_for, level)
             for li, f in enumerate(self.levels):
                 if li == 1 and len(skip):  # sample pairs above level 0 join here
                     todo = np.concatenate([todo, skip])
@@ -224,13 +220,28 @@ class GpuAffineEngine(Launcher, BatchEngine):
         self._mark("assemble")
         return out
 
+    def _raised_level(self, todo, raised, longest, plan_for, level):
+        """Level E2 (affine_plan.py) for the pairs of todo above their estimated caps (raised[i] >= 0: their
+        E2 caps), where its largest cap stays below ESTIMATE_GAIN of level 0's; returns the pairs left for
+        the fixed levels (those E2 could not hold, and the pairs it did not take)."""
+        has = raised[todo] >= 0
+        if not has.any():
+            return todo
+        some = todo[has]
+        s_cap = int(raised[some].max())
+        if s_cap >= ESTIMATE_GAIN * plan_for(some, self.levels[0]).s_cap:
+            return todo
+        d_ucap = to_device(np.clip(raised, 0, s_cap), np.int32)
+        above, _ = level(f"{NAME}:E2", longest_first(some, longest), plan_for(some, 0.0, s_cap), d_ucap)
+        return np.concatenate([above, todo[~has]])
+
     @trace.traced("estimated level")
     def _estimated_level(self, todo, longest, gap, pen, plan_for, level, launch, key, raised):
         """Level E (affine_plan.py): the others with caps from the history of key's rates when it holds
         enough of them, else from a sample run first at level 0. Returns the pairs for level 0, the
         sample pairs that level 0 could not hold (for level 1), both longest first, and the queued
-        level E's book() (None when it does not run; else the pairs for level 0 are what book()
-        returns, and raised[todo] their level E2 caps: RAISED times level E's)."""
+        level E's book() (None when it does not run; else the pairs for level E2 and level 0 are what
+        book() returns, and raised[todo] their level E2 caps: RAISED times level E's, at least one more)."""
         caps, skip = self.tune.get("caps"), todo[:0]
         forced = caps is not None
         worst = max(pen[0], pen[1] + pen[2])
@@ -252,5 +263,5 @@ class GpuAffineEngine(Launcher, BatchEngine):
         caps = np.asarray(caps)
         s_cap = max(0, int(caps[todo].max()))
         d_ucap = to_device(np.clip(caps, 0, s_cap), np.int32)
-        raised[todo] = np.ceil(RAISED * np.maximum(caps[todo], 0))
+        raised[todo] = np.maximum(np.ceil(RAISED * np.maximum(caps[todo], 0)), np.maximum(caps[todo], 0) + 1)
         return todo, skip, launch(f"{NAME}:E", todo, plan_for(todo, 0.0, s_cap), d_ucap)
