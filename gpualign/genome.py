@@ -155,8 +155,8 @@ BATCHED_MAX = LEAF_SHORT  # record pairs no longer than this on both sides are a
 
 
 def _sam_targets(fmt: str | None, target_path: str, tname) -> dict:
-    """The target records' names -> lengths for SAM/BAM's @SQ lines (tname: that record alone), {} for
-    the other formats."""
+    """The target records' names -> lengths for SAM/BAM's @SQ lines (tname: that record alone; else each name
+    once: a name twice is an error, as the records are paired by number), {} for the other formats."""
     if fmt not in ("sam", "bam"):
         return {}
     if fastx.streamed(target_path):
@@ -164,7 +164,7 @@ def _sam_targets(fmt: str | None, target_path: str, tname) -> dict:
                           "target as a file, or write PAF or TSV")
     from .output.sam import check_rnames
 
-    targets = fastx.target_lengths(target_path)
+    targets = fastx.target_lengths(target_path, unique=tname is None)
     if tname is not None:
         targets = {tname: targets[tname]} if tname in targets else {}  # (not there: _pick's error, before any output)
     check_rnames(Names.of(list(targets)), fastx.display_name(target_path))

@@ -259,3 +259,23 @@ def test_stdin_messages(tmp_path):
     assert p.returncode == 1 and "'@c' (pair 3)" in p.stderr.decode() and not (tmp_path / "o.sam").exists()
     p = run_cli("genome", "-", "-", "--device", "cpu", stdin=b">a\nACGT\n>b\nACGA\n")
     assert p.returncode == 2 and "only one of the two inputs can be '-'" in p.stderr.decode(), p.stderr.decode()
+
+
+def test_sam_bam_refuse_a_target_name_twice(tmp_path):
+    """genome pairs record i with record i: two target records of one name (and length) were one @SQ line,
+    the second's alignment written against it (a reader fetching that name gets the first record's bases).
+    SAM/BAM: one line naming the file, the record and the name, exit 1, no output; PAF takes it, and
+    --target-record with another name is not held up by it."""
+    (tmp_path / "q.fa").write_text(">a\nACGTACGTAC\n>b\nACGGACGTAC\n>c\nTTGGACGTAC\n")
+    (tmp_path / "t.fa").write_text(">x\nACGAACGTAC\n>x\nTTTTACGTAC\n>y\nTTGGACGTAC\n")
+    for fmt in ("sam", "bam"):
+        out = tmp_path / f"o.{fmt}"
+        p = run_cli("genome", tmp_path / "q.fa", tmp_path / "t.fa", "--device", "cpu", "-q", "-o", out)
+        err = p.stderr.decode().strip().splitlines()
+        assert p.returncode == 1 and not out.exists() and len(err) == 1, err
+        assert "t.fa: record 2: target name 'x' appears twice" in err[0] and "Traceback" not in err[0], err
+        p = run_cli("genome", tmp_path / "q.fa", tmp_path / "t.fa", "--device", "cpu", "-q", "-o", out,
+                    "--query-record", "c", "--target-record", "y")
+        assert p.returncode == 0, p.stderr.decode()
+    p = run_cli("genome", tmp_path / "q.fa", tmp_path / "t.fa", "--device", "cpu", "-q", "-o", tmp_path / "o.paf")
+    assert p.returncode == 0 and len((tmp_path / "o.paf").read_text().splitlines()) == 3, p.stderr.decode()

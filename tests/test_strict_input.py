@@ -331,7 +331,8 @@ def test_genome_scale_multiline_record(tmp_path):
                                     "other length, same chunk"])
 def test_target_lengths_by_chunks(tmp_path, monkeypatch, layout):
     """fastx.target_lengths (SAM's @SQ lines), a chunk of records at a time: the dict the record-by-record
-    loop gives, in file order, or its error at the first name seen again with another length."""
+    loop gives, in file order, or its error at the first name seen again with another length (unique: at
+    the first name seen again, its record numbered across the chunks)."""
     monkeypatch.setattr(fastx, "CHUNK", 7)
     recs = [(f"t{i}", "ACGT"[: 1 + i % 4] * (1 + i)) for i in range(40)]
     if layout == "same length again":
@@ -350,3 +351,8 @@ def test_target_lengths_by_chunks(tmp_path, monkeypatch, layout):
             fastx.target_lengths(str(path))
     else:
         assert list(fastx.target_lengths(str(path)).items()) == list(want.items())
+    if layout == "same length again":  # (unique: genome's rule; the record counted across chunks)
+        with pytest.raises(InputError, match=r"t.fa: record 31: target name 't3' appears twice: SAM/BAM"):
+            fastx.target_lengths(str(path), unique=True)
+    elif layout == "unique":
+        assert list(fastx.target_lengths(str(path), unique=True).items()) == list(want.items())

@@ -207,19 +207,26 @@ def names_and_lengths(path: str, symbols: bytes = b"") -> Iterator[tuple[str, in
         yield name, len(seq)
 
 
-def target_lengths(path: str, symbols: bytes = b"") -> dict:
-    """Target names -> lengths for a SAM header (@SQ): a name twice with different lengths is an error.
-    A chunk of records at a time (a dict of it, merged when no name in it is seen twice), one record at a
-    time only in a chunk that repeats a name."""
+def target_lengths(path: str, symbols: bytes = b"", unique: bool = False) -> dict:
+    """Target names -> lengths for a SAM header (@SQ): a name twice with different lengths is an error, and
+    with unique a name twice at all (genome: record i of the targets is a sequence of its own, which one @SQ
+    line could not tell from another of its name). A chunk of records at a time (a dict of it, merged when no
+    name in it is seen twice), one record at a time only in a chunk that repeats a name."""
     targets: dict = {}
+    done = 0  # records before the chunk
     for names, seqs, _ in record_chunks(path, CHUNK, symbols=symbols):
         chunk = dict(zip(names, map(len, seqs)))
         if len(chunk) == len(names) and not (len(targets) and not chunk.keys().isdisjoint(targets.keys())):
             targets.update(chunk)
+            done += len(names)
             continue
-        for name, seq in zip(names, seqs):
+        for i, (name, seq) in enumerate(zip(names, seqs)):
+            if unique and name in targets:
+                raise InputError(f"{display_name(path)}: record {done + i + 1}: target name {name!r} appears "
+                                 "twice: SAM/BAM name each target once (@SQ); rename it, or write PAF or TSV")
             old = targets.setdefault(name, len(seq))
             if old != len(seq):
                 raise InputError(f"{display_name(path)}: target name {name!r} appears twice with different "
                                  f"lengths ({old} and {len(seq)}); SAM needs unique names (use PAF or TSV output)")
+        done += len(names)
     return targets
