@@ -11,10 +11,10 @@ every other pair its own cap U (its length times that rate, plus its forced gap)
 cells that cannot end within U (a diamond instead of a triangle) and the backtrace is sized from the
 largest U. A pair whose score is above its U comes back exceeded and runs at RAISED times its U (level
 E2, pruned the same way; where E2's largest cap stays below ESTIMATE_GAIN of level 0's), then at level 0:
-the estimate decides speed only, never a result. (A pair takes
-as many score steps at any cap; the cap sets how many cells each step keeps.) The engine keeps the rates
-of the latest HISTORY pairs per penalties, mode and length class; once it holds HISTORY_MIN of them a
-group takes its caps from their quantile and skips the sample.
+the estimate decides speed only, never a result. (A pair takes as many score steps at any cap; the cap sets
+how many cells each step keeps.) The engine keeps the rates of the latest HISTORY pairs per penalties, mode
+and length class; once it holds HISTORY_MIN of them a group takes its caps from their quantile and skips
+the sample.
 """
 
 from __future__ import annotations
