@@ -352,6 +352,25 @@ def _cli(*args, cwd):
     return run_cli("search", *args, cwd=cwd, text=True)
 
 
+def test_sam_bam_keep_fastq_qualities(tmp_path):
+    """FASTQ patterns: SAM/BAM's QUAL is the pattern's quality string (reversed on '-', as SEQ is the
+    reverse complement there), as pairs and genome keep the query's; FASTA patterns: '*'."""
+    import pysam
+
+    (tmp_path / "p.fq").write_text("@p1\nACGTTGCA\n+\nIIII#5?A\n@p2\nGGCCAATT\n+\n!!!!AAAA\n")
+    (tmp_path / "p.fa").write_text(">p1\nACGTTGCA\n>p2\nGGCCAATT\n")
+    write_fasta(tmp_path / "t.fa", {"chr1": "TTTTTTACGTTGCATTTTTTTGCCAATTGGCCTTTTTT"})
+    for fmt in ("sam", "bam"):
+        for pats, want in (("p.fq", [("p1", 0, "ACGTTGCA", "IIII#5?A"), ("p2", 16, "AATTGGCC", "AAAA!!!!")]),
+                           ("p.fa", [("p1", 0, "ACGTTGCA", None), ("p2", 16, "AATTGGCC", None)])):
+            r = _cli(pats, "t.fa", "-k", "0", "-o", f"o.{fmt}", "--device", "cpu", "-q", cwd=tmp_path)
+            assert r.returncode == 0, r.stderr
+            with pysam.AlignmentFile(str(tmp_path / f"o.{fmt}")) as fh:
+                got = [(x.query_name, x.flag, x.query_sequence, None if x.query_qualities is None else
+                        pysam.qualities_to_qualitystring(x.query_qualities)) for x in fh]
+            assert got == want, (fmt, pats)
+
+
 def test_bad_input(tmp_path):
     write_fasta(tmp_path / "t.fa", {"x": "ACGTACGTAC" * 5})
     cases = [

@@ -46,6 +46,8 @@ class HitWriter:
         self.names = Strings.of(pats.names)
         seqs = [c.tobytes().translate(A.TO_LETTER).decode() for c in pats.codes]
         self.seq = Strings.of(seqs)
+        # SAM's QUAL: FASTQ's qualities, as the pattern-strand's SEQ has them (reversed on '-'); '*' for FASTA
+        self.qual = None if pats.quals is None else Strings.of([q or "*" for q in pats.quals])
         self.primary_done = np.zeros(len(pats.names), bool)
         self.records: list = []
         self.spool = None
@@ -96,8 +98,8 @@ class HitWriter:
             first[at[fresh]] = True
             self.primary_done[uniq] = True
             flag = np.where(minus, 16, 0) + np.where(first, 0, 256)
-            fields = [name, flag, rname, h.start + 1, b"255", cig, b"*", b"0", b"0", self.seq.take(h.ps), b"*",
-                      (b"NM:i:", h.d), (b"AS:i:", -h.d)]
+            fields = [name, flag, rname, h.start + 1, b"255", cig, b"*", b"0", b"0", self.seq.take(h.ps),
+                      b"*" if self.qual is None else self.qual.take(h.ps), (b"NM:i:", h.d), (b"AS:i:", -h.d)]
         self.stream.write(join_lines(fields, n))
 
     def _header(self) -> bytes:

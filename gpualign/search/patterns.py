@@ -24,6 +24,7 @@ class Patterns:
     codes: list  # per pattern-strand: np.uint8 codes (reverse complement for '-')
     pattern: np.ndarray  # int32 per pattern-strand: index into names
     minus: np.ndarray  # bool per pattern-strand
+    quals: list | None = None  # per pattern-strand: FASTQ's quality string (reversed for '-'); None: FASTA
 
     def __post_init__(self):
         self.lengths = np.array([len(c) for c in self.codes], dtype=np.int64)
@@ -45,8 +46,8 @@ class Patterns:
 
 def read(path: str, k: int, strand: str, force: bool = False) -> Patterns:
     """Patterns from FASTA/FASTQ; one InputError naming file and record for each kind of bad pattern."""
-    names, codes = [], []
-    for i, (name, seq, _) in enumerate(fastx.records(path), start=1):
+    names, codes, quals = [], [], []
+    for i, (name, seq, qual) in enumerate(fastx.records(path), start=1):
         raw = seq.encode() if isinstance(seq, str) else seq
         if not raw:
             raise RecordError(fastx.display_name(path), i, f"pattern {name!r} is empty")
@@ -63,16 +64,19 @@ def read(path: str, k: int, strand: str, force: bool = False) -> Patterns:
                               f"{name!r}: it would match at every position (use --force to search anyway)")
         names.append(name)
         codes.append(np.frombuffer(c, dtype=np.uint8))
+        quals.append(qual)
     if not names:
         raise InputError(f"{fastx.display_name(path)}: no patterns")
     strands = {"both": (False, True), "+": (False,), "-": (True,)}[strand]
-    ps_codes, ps_pat, ps_minus = [], [], []
+    ps_codes, ps_pat, ps_minus, ps_qual = [], [], [], []
     for i, c in enumerate(codes):
         for minus in strands:
             ps_codes.append(A.reverse_complement(c) if minus else c)
             ps_pat.append(i)
             ps_minus.append(minus)
-    return Patterns(names, ps_codes, np.array(ps_pat, np.int32), np.array(ps_minus, bool))
+            ps_qual.append(quals[i][::-1] if minus and quals[i] is not None else quals[i])
+    has = any(q is not None for q in quals)
+    return Patterns(names, ps_codes, np.array(ps_pat, np.int32), np.array(ps_minus, bool), ps_qual if has else None)
 
 
 def check_sam_names(pats: Patterns, path: str) -> None:
