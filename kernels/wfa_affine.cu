@@ -43,7 +43,8 @@
 //   M[s][k] = max(M[s-x][k] + 1, I[s][k], D[s][k]), then extended along matches,
 // each candidate kept only inside the matrix (h <= tlen, v <= qlen). Each thread takes two adjacent
 // diagonals per pass (one backtrace byte: no shuffle, half the loop and address work per cell), its
-// seven ring rows addressed once per pass (Cell), one barrier per score. The backtrace keeps,
+// seven ring rows addressed once per pass (Cell), one barrier per score; a score's rows and bounds are
+// made once a block, by one thread during the score before (Step). The backtrace keeps,
 // per cell, which candidate won (4 bits: bits 0-1 M's source X/I/D, bit 2 I extended, bit 3 D
 // extended); a second kernel walks it back into path tokens and replays them forward, re-deriving
 // the matches by extend.
@@ -152,6 +153,53 @@ template <> struct Cell<true> {
     }
 };
 
+// What every thread of a block needs of score s's step, made by one thread (StepPlan) the step before and
+// read from shared memory by all: rows are cell offsets from M's row 0 (Mr); [plo, phi]: live (able to end
+// within the cap), [clo, chi]: set NUL where not live; klo: the first cell of the block's first backtrace
+// byte, at byte btb of the row's bytes. (affine_plan.BLOCK_SMEM counts sh_step.)
+struct alignas(16) Step {
+    int plo, phi, clo, chi, klo, mx, mg, ie, de, mo, io, dn;
+    long long btb;
+};
+
+// The running state behind Step, one step after another (one thread's): s, the rows' ring indices, the
+// widest diagonal kb and the diamond's half-width (U - s) / e with their remainders, the backtrace row's
+// start. Score s's cells: [lo, hi] reachable inside the matrix, [plo, phi] also able to end within U (the
+// diamond); cells up to `clear` outside the diamond (inside [lo, hi]) are set NUL, as the row's previous
+// use (score s - RM or s - RI) may have computed them.
+struct StepPlan {
+    int s, rm, ri, q, qr, kb, r, rr;  // s % RM, s % RI, (s - o) / e and its remainder, (U - s) / e and its
+    long long rb;                     // start of score s's backtrace row (rowbase[s] in gpu_affine.py)
+    __device__ StepPlan(int U, int e) : s(0), rm(0), ri(0), q(0), qr(0), kb(0), r(U / e), rr(U % e), rb(0) {}
+    __device__ void next(Step& st, int x, int o, int e, int kcap, int fbmax, int RM, int RI, int W, int n, int m,
+                         int fb, int ke_lo, int ke_hi, int clear) {
+        const int oe = o + e;
+        s++;
+        rb += (2 * kb + 2 + fbmax) & ~1;  // row widths rounded up to whole bytes
+        if (++rm == RM) rm = 0;
+        if (++ri == RI) ri = 0;
+        if (rr == 0) { rr = e - 1; r--; } else rr--;
+        if (s == oe) { q = 1; qr = 0; }
+        else if (s > oe && ++qr == e) { qr = 0; q++; }
+        kb = q < kcap ? q : kcap;
+        const int lo = -kb > -n ? -kb : -n, hi = kb + fb < m ? kb + fb : m;
+        st.plo = lo > ke_lo - r ? lo : ke_lo - r;
+        st.phi = hi < ke_hi + r ? hi : ke_hi + r;
+        st.clo = lo > st.plo - clear ? lo : st.plo - clear;
+        st.chi = hi < st.phi + clear ? hi : st.phi + clear;
+        int rx = rm - x, rg = rm - oe, re = ri - e;
+        if (rx < 0) rx += RM;
+        if (rg < 0) rg += RM;
+        if (re < 0) re += RI;
+        st.mx = rx * W, st.mg = rg * W, st.ie = (RM + re) * W, st.de = (RM + RI + re) * W;
+        st.mo = rm * W, st.io = (RM + ri) * W, st.dn = (RM + RI + ri) * W;
+        // each thread takes the cells k, k + 1 of one backtrace byte: rows start at even cells, so the
+        // first k has rb + kb + k even
+        st.klo = st.clo - (int)((rb + kb + st.clo) & 1);
+        st.btb = (rb + kb + st.klo) >> 1;
+    }
+};
+
 // Register cap: blocks of up to 1024 threads, at least WFA_AFFINE_MIN_BLOCKS of them per SM.
 #ifndef WFA_AFFINE_MIN_BLOCKS
 #define WFA_AFFINE_MIN_BLOCKS 1
@@ -170,6 +218,7 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
     constexpr int NONE = 0x7fffffff;
     extern __shared__ short smem[];
     __shared__ int sh_it, sh_end;
+    __shared__ Step sh_step[2];  // score s's in sh_step[s % 2]
     const int W = 2 * kcap + 3 + fbmax;  // diagonals -kcap-1 .. kcap+1+fbmax: the outer two stay NUL
     const int oe = o + e;
     const int RM = (x > oe ? x : oe) + 1, RI = e + 1;
@@ -177,9 +226,7 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
     T* ring;
     if constexpr (SMEM) ring = smem;  // a __shared__ pointer: 32-bit shared-memory addressing
     else ring = ring_g + (long long)blockIdx.x * ring_words;
-    T* const Mr = ring + kcap + 1;  // row r, diagonal k: Mr[r * W + k]
-    T* const Ir = Mr + RM * W;
-    T* const Dr = Ir + RI * W;
+    T* const Mr = ring + kcap + 1;  // M's row r, diagonal k: Mr[r * W + k]; I's rows from row RM, D's from RM + RI
 
     for (;;) {
         if (threadIdx.x == 0) { sh_it = atomicAdd(counter, 1); sh_end = NONE; }
@@ -213,37 +260,23 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
             }
             if (BT) bt_store(bt, k, 3u, k <= fb);
         }
+        StepPlan plan(U, e);  // thread 0's: the next step's Step, made while this one runs
+        if (threadIdx.x == 0) plan.next(sh_step[1], x, o, e, kcap, fbmax, RM, RI, W, n, m, fb, ke_lo, ke_hi, clear);
         __syncthreads();
         int final_s = sh_end != NONE ? 0 : -1, s = 0;
-        int rm = 0, ri = 0, q = 0, qr = 0, kb = 0;  // s % RM, s % RI, (s - o) / e and its remainder
-        long long rb = 0;  // start of score s's backtrace row (rowbase[s] in gpu_affine.py)
-        int r = U / e, rr = U % e;  // (U - s) / e and its remainder, kept as s grows (the diamond below)
         while (final_s < 0 && s < U) {
             s++;
-            rb += (2 * kb + 2 + fbmax) & ~1;  // row widths rounded up to whole bytes
-            if (++rm == RM) rm = 0;
-            if (++ri == RI) ri = 0;
-            if (rr == 0) { rr = e - 1; r--; } else rr--;
-            if (s == oe) { q = 1; qr = 0; }
-            else if (s > oe && ++qr == e) { qr = 0; q++; }
-            kb = q < kcap ? q : kcap;
-            // [lo, hi]: reachable with score s inside the matrix; [plo, phi]: also able to end within U
-            // (the diamond); cells up to `clear` outside the diamond (inside [lo, hi]) are set NUL, as
-            // the row's previous use (score s - RM or s - RI) may have computed them
-            const int lo = -kb > -n ? -kb : -n, hi = kb + fb < m ? kb + fb : m;
-            const int plo = lo > ke_lo - r ? lo : ke_lo - r, phi = hi < ke_hi + r ? hi : ke_hi + r;
-            const int clo = lo > plo - clear ? lo : plo - clear, chi = hi < phi + clear ? hi : phi + clear;
-            int rx = rm - x, rg = rm - oe, re = ri - e;
-            if (rx < 0) rx += RM;
-            if (rg < 0) rg += RM;
-            if (re < 0) re += RI;
-            const T* Mx = Mr + rx * W;
-            const T* Mg = Mr + rg * W;
-            const T* Ie = Ir + re * W;
-            const T* De = Dr + re * W;
-            T* Mo = Mr + rm * W;
-            T* Io = Ir + ri * W;
-            T* Do = Dr + ri * W;
+            const Step st = sh_step[s & 1];
+            if (threadIdx.x == 0 && s < U)
+                plan.next(sh_step[(s + 1) & 1], x, o, e, kcap, fbmax, RM, RI, W, n, m, fb, ke_lo, ke_hi, clear);
+            const int plo = st.plo, phi = st.phi, clo = st.clo, chi = st.chi;
+            const T* Mx = Mr + st.mx;
+            const T* Mg = Mr + st.mg;
+            const T* Ie = Mr + st.ie;
+            const T* De = Mr + st.de;
+            T* Mo = Mr + st.mo;
+            T* Io = Mr + st.io;
+            T* Do = Mr + st.dn;
             // each row as Cell::at takes it: a shared-memory address, or a pointer
             auto row = [&](const T* r) {
                 if constexpr (SMEM) return (unsigned)__cvta_generic_to_shared(r);
@@ -290,10 +323,10 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
                 if (k >= clo && k <= chi) { cmo.template st<D>(NL); cio.template st<D>(NL); cdo.template st<D>(NL); }
                 return 0u;
             };
-            // each thread takes the cells k, k + 1 of one backtrace byte (rows start at even cells: the
-            // first k has rb + kb + k even) and stores that byte where one of them may be live
-            const int klo = clo - (int)((rb + kb + clo) & 1);
-            unsigned char* btp = BT ? bt + ((rb + kb + klo) >> 1) + threadIdx.x : nullptr;
+            // each thread takes the cells k, k + 1 of one backtrace byte and stores that byte where one of
+            // them may be live
+            const int klo = st.klo;
+            unsigned char* btp = BT ? bt + st.btb + threadIdx.x : nullptr;
             for (int k = klo + 2 * (int)threadIdx.x; k <= chi; k += 2 * (int)blockDim.x) {
                 typedef Cell<SMEM> C;
                 const C cx = C::at(rMx, k), cg = C::at(rMg, k), cie = C::at(rIe, k), cde = C::at(rDe, k);

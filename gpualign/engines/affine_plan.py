@@ -28,6 +28,7 @@ from .. import trace
 LEVELS = (0.15, 0.6)  # score cap per level, in edits per base of the longest sequence (module doc)
 SMEM_PER_SM = 227 * 1024
 SMEM_RING_MAX = SMEM_PER_SM - 8 * 1024  # rings up to this size live in shared memory
+BLOCK_SMEM = 1024 + 256  # shared memory a block takes besides its ring: the driver's 1 KB, the kernel's own (sh_step)
 SHORT_MAX = 32767  # pairs up to this length keep int16 rings
 ESTIMATE_MIN = 128  # groups of at least this many pairs get the estimated-cap level (module doc)
 SAMPLE_EVERY = 64
@@ -160,5 +161,5 @@ class Plan:
         """Blocks per SM: shared-memory rings by occupancy; device-memory rings (long pairs) 2 per SM,
         so that the rings in use stay in L2."""
         by_threads = 2048 // self.threads
-        by_mem = SMEM_PER_SM // (self.ring_bytes + 1024) if self.in_smem else 2
+        by_mem = SMEM_PER_SM // (self.ring_bytes + BLOCK_SMEM) if self.in_smem else 2
         return max(0, min(32, by_threads, by_mem))
