@@ -15,6 +15,9 @@ def main() -> None:
     import sys
 
     from . import driver, interrupt
+    from .output import sink
+
+    sink.reopen_closed_std()  # (before any file is opened: none takes a closed standard descriptor's number)
 
     if driver.wanted(sys.argv):  # CUDA starts on its own thread while the rest loads
         driver.start()

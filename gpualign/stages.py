@@ -25,7 +25,9 @@ from . import interrupt, memory, trace
 from .config import AlignConfig
 from .engines import select_engines
 from .errors import DeviceError, InputError
-from .output.sink import STDOUT_NAMES, BgzfSink, Sink, compressed, is_stream
+from .io.fastx import shown_as
+from .output.sink import (CLOSED_AT_START, STDOUT_NAMES, BgzfSink, Sink, compressed, inherited_fd, is_stream,
+                          stdout_closed)
 from .records import OK
 
 
@@ -71,6 +73,8 @@ def check_output(path: str) -> None:
     """Raise the InputError Output(path) would, before a run starts anything (engines, notices): a
     directory, or a file whose directory takes no files (a probe file made there and removed). A stream is
     opened when the run writes (a FIFO's open waits for its reader)."""
+    if path in STDOUT_NAMES and stdout_closed():
+        raise InputError(_STDOUT_CLOSED)
     if path in STDOUT_NAMES or is_stream(path):
         return
     if os.path.isdir(path):
@@ -93,6 +97,9 @@ def _remove(path: str | None) -> None:
         interrupt.untrack(path)
 
 
+_STDOUT_CLOSED = "stdout: cannot write (it is closed): give the output a name with -o"
+
+
 class Output:
     """Where a run's output goes (output/sink.py): stdout, a device or pipe named as the output (/dev/null,
     /dev/stdout, a FIFO, a shell's >(...)), written in place and never replaced, or a temporary file renamed
@@ -107,10 +114,15 @@ class Output:
             raise InputError(f"{path}: cannot write (a directory)")
         stream = is_stream(path)
         if path in STDOUT_NAMES:
+            if stdout_closed():
+                raise InputError(_STDOUT_CLOSED)
             self.sink = Sink(sys.stdout.fileno(), "stdout", own=False)
         elif stream:
+            fd = inherited_fd(path)
+            if fd in CLOSED_AT_START:  # (/dev/null since: the output would be lost)
+                raise InputError(f"{path}: cannot write (the process started with descriptor {fd} closed)")
             try:
-                self.sink = Sink(os.open(path, os.O_WRONLY), path, own=True)
+                self.sink = Sink(os.open(path, os.O_WRONLY) if fd is None else os.dup(fd), path, own=True)
             except OSError as e:
                 raise InputError(f"{path}: cannot write ({e.strerror})") from None
         else:
@@ -120,6 +132,7 @@ class Output:
             except OSError as e:
                 raise InputError(f"{path}: cannot write ({e.strerror})") from None
             interrupt.track(self.tmp)  # removed by the interrupt handler if abort() cannot run
+            shown_as(self.tmp, path)  # (messages about it, such as htslib's on BAM, name the output)
             self.sink = Sink(fd, path, own=True)
             if compressed(path) and not binary_via_path:
                 self.sink = BgzfSink(self.sink)

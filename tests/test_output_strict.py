@@ -548,3 +548,59 @@ def test_genome_refuses_a_query_name_before_aligning(tmp_path, fmt, monkeypatch)
     monkeypatch.undo()
     p = _run_to(tmp_path, ["genome", "a.fa", "b.fa"], "o.paf")
     assert p.returncode == 0 and "@q2" in (tmp_path / "o.paf").read_text(), p.stderr.decode()
+
+
+@pytest.mark.parametrize("cmd", ["pairs", "search"])
+def test_output_to_an_inherited_descriptor_keeps_its_mode(data, tmp_path, cmd):
+    """-o /dev/fd/3 (and --summary /dev/fd/4) where the shell opened 3 for appending (3>>log): the output goes
+    after what the file held. Opened again by name (O_WRONLY), it was written from the file's start over its
+    bytes, the rest of them left after it (exit 0)."""
+    log, summary = tmp_path / "log.txt", tmp_path / "summary.txt"
+    log.write_text("OLD\n" * 5000)
+    summary.write_text("KEEP\n")
+    out = os.open(log, os.O_WRONLY | os.O_APPEND)
+    summ = os.open(summary, os.O_WRONLY | os.O_APPEND)
+    try:
+        p = subprocess.run(_cmd(data, cmd, "-f", "tsv", "-q", "-o", f"/dev/fd/{out}", "--summary", f"/dev/fd/{summ}"),
+                           capture_output=True, env=ENV, timeout=120, pass_fds=(out, summ))
+    finally:
+        os.close(out)
+        os.close(summ)
+    assert p.returncode == 0, p.stderr.decode()
+    ref = _cli(data, cmd, "-f", "tsv", "-q", "-o", str(tmp_path / "ref.tsv"))
+    assert ref.returncode == 0, ref.stderr.decode()
+    assert log.read_bytes() == b"OLD\n" * 5000 + (tmp_path / "ref.tsv").read_bytes()
+    lines = summary.read_text().splitlines()
+    assert lines[0] == "KEEP" and lines[1] == "key\tvalue" and len(lines) > 3
+
+
+@pytest.mark.parametrize("cmd", ["pairs", "search"])
+def test_closed_standard_descriptors(data, tmp_path, cmd):
+    """A run started with stdout closed (`>&-`) and stdout as its output: one line, exit 1, no traceback (it
+    was a traceback: sys.stdout is None). With -o FILE the run is complete: exit 0 (it wrote the file, then
+    failed flushing stdout). Started with stderr closed, no file the run opens takes descriptor 2 (the
+    temporary output did: every message would have gone into it): the output equals a normal run's."""
+    p = subprocess.run(_cmd(data, cmd, "-f", "tsv"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV,
+                       timeout=120, preexec_fn=lambda: os.close(1))
+    assert p.returncode == 1 and "stdout" in _error_line(p.stderr) and "closed" in _error_line(p.stderr)
+    ref = tmp_path / "ref.tsv"
+    assert _cli(data, cmd, "-f", "tsv", "-q", "-o", str(ref)).returncode == 0
+    for fd, more in ((1, ["-q"]), (2, [])):
+        out = tmp_path / f"closed{fd}.tsv"
+        p = subprocess.run(_cmd(data, cmd, "-f", "tsv", "-o", str(out), *more), capture_output=True, env=ENV,
+                           timeout=120, preexec_fn=lambda fd=fd: os.close(fd))
+        assert p.returncode == 0 and b"Traceback" not in p.stderr, p.stderr.decode()
+        assert out.read_bytes() == ref.read_bytes()
+
+
+def test_stderr_reader_gone_after_a_complete_run(data, tmp_path):
+    """The reader of stderr goes after the first line (`2>&1 | head -1`) while the run writes -o FILE: the
+    output is complete and the exit 0; the summary's table is lost. It was exit 1 with no message (rich's
+    handling of the closed pipe)."""
+    out = tmp_path / "o.paf"
+    p = subprocess.Popen(_cmd(data, "pairs", "-o", str(out)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         env=ENV)
+    p.stderr.readline()
+    p.stderr.close()
+    assert p.wait(timeout=120) == 0
+    assert len(out.read_text().splitlines()) == 1500

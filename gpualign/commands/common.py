@@ -20,7 +20,8 @@ CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal ch
              "A/C/G/T mismatches everything, itself included (SAM's NM rule). The rule applies to the "
              "score, the CIGAR =/X, NM and the PAF columns alike.")
 
-THREADS = click.option("--threads", "-t", type=int, default=0, help="CPU worker processes (0 = all cores).")
+THREADS = click.option("--threads", "-t", type=int, default=0,
+                       help="CPU worker processes (0 = all cores, fewer for a small input).")
 DEBUG = click.option("--debug", is_flag=True, help="Show tracebacks.")
 # several GPUs (devices.py) and the distributed path (cluster.py)
 GPUS = click.option("--gpus", help="Align on this host's GPUs from this process: N (the first N), 'all', or device "
@@ -32,9 +33,19 @@ CPU_WORKERS = click.option("--cpu-workers", type=int, default=0,
 
 
 def stderr_console():
+    """rich's console on stderr. A reader of stderr that has gone (`2>&1 | head -1`) loses the messages, not the
+    run: rich's own handling (devnull onto stdout, then exit 1) would fail a run whose output is complete."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False)
+    console.on_broken_pipe = _stderr_gone
+    return console
+
+
+def _stderr_gone() -> None:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -89,11 +100,11 @@ def check_paths(inputs: list, output: str, summary: Optional[str]) -> None:
 
 
 def print_summary(summary, path: Optional[str], quiet: bool) -> None:
+    """The summary's rows to --summary's file and, unless quiet, as a table on stderr."""
     rows = summary.rows()
     if path:
         try:
-            with open(path, "w") as fh:
-                fh.write("key\tvalue\n" + "".join(f"{k}\t{v}\n" for k, v in rows))
+            _write_summary(path, "key\tvalue\n" + "".join(f"{k}\t{v}\n" for k, v in rows))
         except OSError as e:
             raise InputError(f"{path}: cannot write the summary ({e.strerror or e})") from None
     if quiet:
@@ -104,6 +115,41 @@ def print_summary(summary, path: Optional[str], quiet: bool) -> None:
     for k, v in rows:
         table.add_row(k, v)
     stderr_console().print(table)
+
+
+def _write_summary(path: str, text: str) -> None:
+    """A file named path holds text: a regular file written whole beside it and renamed over it (a full disk
+    leaves the file that was there, not an empty one; a link's target is written); a descriptor (/dev/fd/3)
+    written through a copy of it (kept in append mode); another device or pipe opened and written."""
+    from ..output.sink import inherited_fd, is_stream
+
+    data = text.encode()
+    fd = inherited_fd(path)
+    if fd is not None or is_stream(path):
+        out = os.dup(fd) if fd is not None else os.open(path, os.O_WRONLY)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view):]
+        finally:
+            os.close(out)
+        return
+    import tempfile
+
+    path = os.path.realpath(path)  # (through a link, as open() writes)
+    out, tmp = tempfile.mkstemp(prefix=".gpualign-", suffix=os.path.basename(path), dir=os.path.dirname(path))
+    interrupt.track(tmp)
+    try:
+        with os.fdopen(out, "wb") as fh:
+            fh.write(data)
+        umask = os.umask(0)  # (mkstemp's 0600: the mode open() would give)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        interrupt.untrack(tmp)
 
 
 def run_guarded(body, debug: bool) -> None:

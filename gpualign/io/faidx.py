@@ -225,11 +225,24 @@ def spool(path: str) -> str:
     try:
         with (open(path, "rb") if path != "-" else contextlib.nullcontext(sys.stdin.buffer)) as src, \
                 open(out, "wb") as fh:
-            shutil.copyfileobj(src, fh, 1 << 20)
+            while True:
+                piece = src.read(1 << 20)
+                if not piece:
+                    break
+                try:
+                    fh.write(piece)
+                except OSError as e:
+                    raise scratch_error(path, e) from None
     except OSError as e:
         raise InputError(f"{display_name(path)}: cannot read ({e.strerror})") from None
     shown_as(out, display_name(path))
     return out
+
+
+def scratch_error(path: str, err: OSError) -> InputError:
+    """The error of a copy of path (or an index of it) that the scratch directory could not take."""
+    return InputError(f"{display_name(path)}: cannot keep a copy of it in {os.path.dirname(scratch_dir())} "
+                      f"({err.strerror or err}; set TMPDIR to another directory)")
 
 
 def drop_scratch() -> None:

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..errors import InputError, RecordError
 from . import fastx
-from .faidx import IndexedFasta, Unindexable, identity, plain_gzip, scratch_get, scratch_path, scratch_put, spool
+from .faidx import (IndexedFasta, Unindexable, identity, plain_gzip, scratch_error, scratch_get, scratch_path,
+                    scratch_put, spool)
 
 
 def open_indexed(path: str, qualities: bool = False) -> IndexedFasta:
@@ -66,6 +67,15 @@ def _copy(path: str) -> str:
     """The scratch copy of path's records (module docstring); its .fai beside it."""
     name = fastx.display_name(path)
     out = scratch_path(path, ".seq")
+    try:
+        _write_copy(path, name, out)
+    except OSError as e:
+        raise scratch_error(path, e) from None
+    scratch_put(identity(out), (out + ".fai", None))  # its index as written (whatever the two files' times)
+    return out
+
+
+def _write_copy(path: str, name: str, out: str) -> None:
     seen: set = set()
     fastq = None
     pos = done = 0
@@ -89,5 +99,3 @@ def _copy(path: str) -> str:
             done += len(names)
     if not done:
         raise InputError(f"{name}: no FASTA/FASTQ records")
-    scratch_put(identity(out), (out + ".fai", None))  # its index as written (whatever the two files' times)
-    return out

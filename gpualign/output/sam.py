@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import __version__, interrupt, trace
 from ..errors import GpualignError
+from ..io.fastx import display_name
 from ..io.targets import TargetLengths
 from ..records import (OK, SAM_RNAME_NOT_FIRST, AlignBatch, Names, PairBatch, concatenated, odd_character,
                        rname_reason, unprintable_bytes)
@@ -285,7 +286,7 @@ class SamToBam:
                                           process_group=0, env={**os.environ, "TMPDIR": self._tmp})
         except OSError as e:
             self._end()
-            raise GpualignError(f"{path}: writing BAM failed (cannot start {sys.executable!r}: "
+            raise GpualignError(f"{display_name(path)}: writing BAM failed (cannot start {sys.executable!r}: "
                                 f"{e.strerror or e})") from None
         self._kill = weakref.finalize(self, _kill, self._proc)  # (dropped unclosed: no BAM written later)
         _converting.add(self)
@@ -329,12 +330,13 @@ class SamToBam:
         self._proc.kill()
         self._proc.wait()
         self._err.seek(0)
-        words = [ln for ln in self._err.read().decode(errors="replace").splitlines() if ln.strip()]
+        text = self._err.read().decode(errors="replace").replace("\\n", "\n")  # (pysam's repr of samtools' stderr)
+        words = [ln.strip(" '\"") for ln in text.splitlines() if ln.strip(" '\"")]
         self._end()
         errors = [w for w in words if w.startswith("[E::")]  # htslib's words first: they name the record
         warnings = [w for w in words if w.startswith("[W::")]
         why = (errors or warnings or words[-1:] or [f"samtools view ended with status {self._proc.returncode}"])[0]
-        return GpualignError(f"{self.path}: writing BAM failed ({why})")
+        return GpualignError(f"{display_name(self.path)}: writing BAM failed ({why})")
 
 
 _converting: weakref.WeakSet = weakref.WeakSet()  # SamToBam not closed yet

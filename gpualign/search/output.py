@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import __version__, interrupt
 from .. import cigar as C
+from ..errors import WriteError
 from ..output.sam import SamToBam
 from ..output.sink import format_from_name
 from ..text import Strings, join_lines
@@ -100,7 +101,14 @@ class HitWriter:
             flag = np.where(minus, 16, 0) + np.where(first, 0, 256)
             fields = [name, flag, rname, h.start + 1, b"255", cig, b"*", b"0", b"0", self.seq.take(h.ps),
                       b"*" if self.qual is None else self.qual.take(h.ps), (b"NM:i:", h.d), (b"AS:i:", -h.d)]
-        self.stream.write(join_lines(fields, n))
+        try:
+            self.stream.write(join_lines(fields, n))
+        except OSError as e:  # (the spool's: the sinks raise WriteError themselves)
+            raise self._spool_error(e) from None
+
+    def _spool_error(self, err: OSError) -> WriteError:
+        """SAM/BAM's records, kept in a temporary file until the @SQ lines are known, could not be written."""
+        return WriteError(f"{os.path.dirname(self.spool.name)} (a temporary file of the SAM records)", err)
 
     def _header(self) -> bytes:
         names = [(nm.encode("utf-8").decode("latin-1"), ln) for nm, ln in self.records]
@@ -113,7 +121,10 @@ class HitWriter:
     def close(self) -> None:
         if self.spool is None:
             return
-        self.spool.flush()
+        try:
+            self.spool.flush()
+        except OSError as e:
+            raise self._spool_error(e) from None
         self.spool.seek(0)
         if self.fmt == "sam":
             self.target.write(self._header())
