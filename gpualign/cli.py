@@ -28,7 +28,7 @@ app = Group(help="Exact pairwise DNA alignment and edit distance (GPU when prese
                                  help="Print the version and exit.")])
 command(app, "pairs", "Align record i of one file with record i of another.", pairs.EPILOG)(pairs.pairs)
 command(app, "paf", "Re-align PAF candidates (minimap2) exactly.", paf.EPILOG)(paf.paf)
-command(app, "genome", "Edit distance of chromosome-scale strings.", genome.EPILOG)(genome.genome)
+command(app, "genome", "Edit distance and alignment of chromosome-scale strings.", genome.EPILOG)(genome.genome)
 command(app, "search", "Every occurrence of many patterns with <= k edits.", search.EPILOG)(search.search)
 command(app, "worker", "A Dask worker for --scheduler runs, engines warm.", worker.EPILOG)(worker.worker)
 app.add_command(cache.app)

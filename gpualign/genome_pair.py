@@ -182,7 +182,8 @@ def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
         expected *= cpu_long.PATH_FACTOR
     if on_notice:
         on_notice(f"{qn} vs {tn}: cpu-{method}{' alignment path' if with_path else ''}, sampled divergence "
-                  f"{100 * rate:.1f}%: expected to take about {duration(expected)}")
+                  f"{100 * rate:.1f}%: expected to take "
+                  f"{'under a second' if expected < 0.5 else 'about ' + duration(expected)}")
     info = {"kernel": "cpu", "method": method, "pair": f"{qn} vs {tn}", "expected": expected}
     with ticking(progress, info):
         if with_path:

@@ -223,7 +223,7 @@ def test_record_count_mismatch(tmp_path):
     a = write(tmp_path / "a.fa", ">q1\nACGT\n>q2\nACGT\n>q3\nA\n")
     b = write(tmp_path / "b.fa", ">t1\nACGT\n")
     rc, out, err = run(["pairs", a, b])
-    assert rc == 1 and "a.fa has more records than" in err and "ends after 1 records" in err
+    assert rc == 1 and "a.fa has more records than" in err and "ends after 1 record)" in err
     rc, out, err = run(["pairs", b, a])
     assert rc == 1 and "a.fa has more records than" in err
 

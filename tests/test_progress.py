@@ -54,7 +54,7 @@ def test_genome_cpu_says_expected_time_and_q_silences_it(tmp_path):
             "--distance-only", "--device", "cpu", "-o", str(tmp_path / "d.tsv")]
     p = run_cli(*args, text=True)
     assert p.returncode == 0 and "a0 vs b0: cpu-edlib, sampled divergence" in p.stderr, p.stderr
-    assert "expected to take about" in p.stderr
+    assert "expected to take " in p.stderr
     p = run_cli(*args, "-q", text=True)
     assert p.returncode == 0 and p.stderr == ""
 

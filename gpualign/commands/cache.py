@@ -88,6 +88,8 @@ def build(directory, arch, jobs, force, debug) -> None:
             what = "kept" if b.seconds == 0.0 else f"{b.seconds:.1f} s"
             print(f"gpualign: {b.file} {b.target}: {b.size / 1024:,.0f} KiB ({what})", file=sys.stderr, flush=True)
 
+        print(f"gpualign: compiling the kernels for {', '.join(targets)} into {where} (minutes: each line below is "
+              f"one image, as it is done)", file=sys.stderr, flush=True)
         built = variants.build(where, targets, jobs or None, force, done)
         made = sum(b.seconds > 0 for b in built)
         print(f"{where}\t{len(built)} images ({made} compiled, {len(built) - made} kept) in "

@@ -29,7 +29,7 @@ def gpu_status() -> tuple[bool, str]:
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         return True, name
     except Exception as e:
-        return False, f"no usable CUDA device ({type(e).__name__})"
+        return False, f"no usable CUDA device: {type(e).__name__}"
 
 
 _modules: dict = {}

@@ -122,7 +122,7 @@ def _batches(a: _Buffered, b: _Buffered, path_a: str, path_b: str, batch_bases: 
                 if a.count or b.count:
                     longer, shorter = (path_a, path_b) if a.count else (path_b, path_a)
                     raise InputError(f"{display_name(longer)} has more records than {display_name(shorter)} "
-                                     f"({display_name(shorter)} ends after {count} records)")
+                                     f"({display_name(shorter)} ends after {count} record{'s' * (count != 1)})")
                 return
             # as many pairs as the size bounds allow (at least one)
             k = int(np.searchsorted(np.cumsum(a.lens[:avail] + b.lens[:avail]), batch_bases, side="left")) + 1

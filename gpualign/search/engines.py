@@ -64,7 +64,8 @@ def engine_class(cfg: SearchConfig, notice):
         if cfg.device == "gpu":
             raise DeviceError(f"--device gpu: no usable GPU ({why})")
         if notice:
-            notice(f"no GPU ({why}): searching on the CPU (sassy-rs, {cfg.n_threads} threads)")
+            threads = f"{cfg.n_threads} thread{'s' * (cfg.n_threads != 1)}"
+            notice(f"no GPU ({why}): searching on the CPU (sassy-rs, {threads})")
     from .cpu import SassyEngine
 
     return SassyEngine
