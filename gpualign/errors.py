@@ -51,5 +51,5 @@ class WriteError(GpualignError):
     def __init__(self, name: str, err: OSError):
         self.broken_pipe = err.errno == errno.EPIPE
         self.exit_code = 141 if self.broken_pipe else 1
-        why = "broken pipe (the reader closed it)" if self.broken_pipe else (err.strerror or str(err))
-        super().__init__(f"{name}: cannot write: {why}; the output is incomplete")
+        self.why = "broken pipe (the reader closed it)" if self.broken_pipe else (err.strerror or str(err))
+        super().__init__(f"{name}: cannot write: {self.why}; the output is incomplete")

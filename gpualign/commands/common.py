@@ -107,6 +107,10 @@ def print_summary(summary, path: Optional[str], quiet: bool) -> None:
             _write_summary(path, "key\tvalue\n" + "".join(f"{k}\t{v}\n" for k, v in rows))
         except OSError as e:
             raise InputError(f"{path}: cannot write the summary ({e.strerror or e})") from None
+        except WriteError as e:
+            raise InputError(f"{path}: cannot write the summary ({e.why})") from None
+        except GpualignError as e:  # (Output's own, naming the file: a directory, a missing one)
+            raise InputError(f"cannot write the summary: {e}") from None
     if quiet:
         return
     from rich.table import Table
@@ -118,38 +122,20 @@ def print_summary(summary, path: Optional[str], quiet: bool) -> None:
 
 
 def _write_summary(path: str, text: str) -> None:
-    """A file named path holds text: a regular file written whole beside it and renamed over it (a full disk
-    leaves the file that was there, not an empty one; a link's target is written); a descriptor (/dev/fd/3)
-    written through a copy of it (kept in append mode); another device or pipe opened and written."""
-    from ..output.sink import inherited_fd, is_stream
+    """text written as a run's output is (stages.Output): a file whole beside its name and renamed over it (a
+    full disk leaves the file that was there, not an empty one), a descriptor (/dev/fd/3) through a copy of it
+    (kept in append mode), another device or pipe in place; OSError or WriteError when it cannot."""
+    from ..stages import Output, is_stream
 
-    data = text.encode()
-    fd = inherited_fd(path)
-    if fd is not None or is_stream(path):
-        out = os.dup(fd) if fd is not None else os.open(path, os.O_WRONLY)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view):]
-        finally:
-            os.close(out)
-        return
-    import tempfile
-
-    path = os.path.realpath(path)  # (through a link, as open() writes)
-    out, tmp = tempfile.mkstemp(prefix=".gpualign-", suffix=os.path.basename(path), dir=os.path.dirname(path))
-    interrupt.track(tmp)
+    if not is_stream(path) and os.path.islink(path):  # (a link's target written, as open() wrote it)
+        path = os.path.realpath(path)
+    out = Output(path, binary_via_path=False)
     try:
-        with os.fdopen(out, "wb") as fh:
-            fh.write(data)
-        umask = os.umask(0)  # (mkstemp's 0600: the mode open() would give)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        interrupt.untrack(tmp)
+        out.sink.write(text.encode())
+        out.commit()
+    except BaseException:
+        out.abort()
+        raise
 
 
 def run_guarded(body, debug: bool) -> None:
