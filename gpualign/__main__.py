@@ -14,10 +14,10 @@ def main() -> None:
         signal.signal(sig, lambda signum, frame: held.append(signum))
     import sys
 
-    from . import driver, interrupt
-    from .output import sink
+    from . import stdio
 
-    sink.reopen_closed_std()  # (before any file is opened: none takes a closed standard descriptor's number)
+    stdio.reopen_closed_std()  # (before any file is opened: none takes a closed standard descriptor's number)
+    from . import driver, interrupt
 
     if driver.wanted(sys.argv):  # CUDA starts on its own thread while the rest loads
         driver.start()

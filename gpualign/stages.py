@@ -26,9 +26,9 @@ from .config import AlignConfig
 from .engines import select_engines
 from .errors import DeviceError, InputError
 from .io.fastx import shown_as
-from .output.sink import (CLOSED_AT_START, STDOUT_NAMES, BgzfSink, Sink, compressed, inherited_fd, is_stream,
-                          stdout_closed)
+from .output.sink import STDOUT_NAMES, BgzfSink, Sink, compressed, inherited_fd, is_stream
 from .records import OK
+from .stdio import CLOSED_AT_START, stdout_closed
 
 
 @dataclass

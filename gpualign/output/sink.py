@@ -20,33 +20,6 @@ from ..errors import ConfigError, WriteError
 
 BUFFER = 1 << 20  # small writes are gathered up to this many bytes; larger ones go out at once
 STDOUT_NAMES = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
-CLOSED_AT_START: set = set()  # the standard descriptors (0, 1, 2) the process started without (reopen_closed_std)
-
-
-def reopen_closed_std() -> None:
-    """/dev/null onto each standard descriptor the process started without (`gpualign ... >&-`), so that no file
-    the run opens takes its number (a temporary output opened as descriptor 2 would take every message), and
-    sys.stdin/stdout/stderr exist. Which were closed is kept: stdout as the output is refused (stdout_closed)."""
-    import sys
-
-    for fd in (0, 1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:
-            CLOSED_AT_START.add(fd)
-    for fd in sorted(CLOSED_AT_START):
-        null = os.open(os.devnull, os.O_RDWR)
-        if null != fd:
-            os.dup2(null, fd)
-            os.close(null)
-    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
-        if fd in CLOSED_AT_START and getattr(sys, name) is None:
-            setattr(sys, name, open(fd, mode, closefd=False))
-
-
-def stdout_closed() -> bool:
-    """Whether the process started with stdout closed (then /dev/null: output there would be lost)."""
-    return 1 in CLOSED_AT_START
 
 
 def inherited_fd(path: str) -> int | None:

@@ -104,6 +104,8 @@ class HitWriter:
         try:
             self.stream.write(join_lines(fields, n))
         except OSError as e:  # (the spool's: the sinks raise WriteError themselves)
+            if self.spool is None:
+                raise
             raise self._spool_error(e) from None
 
     def _spool_error(self, err: OSError) -> WriteError:
