@@ -164,7 +164,7 @@ def _sam_targets(fmt: str | None, target_path: str, tname) -> dict:
                           "target as a file, or write PAF or TSV")
     from .output.sam import check_rnames
 
-    targets = fastx.target_lengths(target_path, unique=tname is None)
+    targets = fastx.target_lengths(target_path, unique=tname is None, sequences=False)
     if tname is not None:
         targets = {tname: targets[tname]} if tname in targets else {}  # (not there: _pick's error, before any output)
     check_rnames(Names.of(list(targets)), fastx.display_name(target_path))

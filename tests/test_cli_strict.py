@@ -569,6 +569,7 @@ def test_matrix_and_index_files_are_inputs(fa, tmp_path):
 @pytest.mark.parametrize("target,needle", [
     (b">t1\nAC GT\n", "error: stdin: record 1 (line 2): invalid sequence character ' '"),
     (b">t1\nACGT\n>t1\nACG\n", "error: stdin: target name 't1' appears twice with different lengths (4 and 3)"),
+    (b">t1\nACGT\n>t1\nACGA\n", "error: stdin: record 2: target name 't1' appears again with a different sequence"),
     (b"x\n", "error: stdin: not FASTA or FASTQ (first character 'x'"),  # (fastx.sniff's messages)
     (b"", "error: stdin: empty file"),
 ])
@@ -579,3 +580,30 @@ def test_errors_name_stdin_not_its_spooled_copy(tmp_path, target, needle):
     q.write_text(">q1\nACGT\n>q2\nACG\n")
     p = run_cli("pairs", str(q), "-", "-f", "sam", "--device", "cpu", "-q", "-t", "1", stdin=target)
     assert p.returncode != 0 and one_error_line(p.stderr.decode()).startswith(needle), p.stderr.decode()
+
+
+@pytest.mark.parametrize("fmt", ["sam", "bam", "paf"])
+def test_pairs_a_target_name_with_two_sequences(tmp_path, fmt):
+    """pairs: target records of one name and one length were one @SQ line whatever their bases (a newcomer's
+    run), the second pair's alignment written against the first record's sequence. SAM/BAM: one line naming
+    the file, both records and the name, exit 1, no output; the same sequence again (case aside) is one @SQ;
+    PAF takes both."""
+    q, t = tmp_path / "q.fa", tmp_path / "t.fa"
+    q.write_text(">a\nACGTACGTAC\n>b\nACGGACGTAC\n>c\nTTGGACGTAC\n")
+    t.write_text(">x\nACGAACGTAC\n>y\nTTGGACGTAC\n>x\nacgaACGTAC\n")
+    out = tmp_path / f"o.{fmt}"
+    p = run_cli("pairs", q, t, "--device", "cpu", "-q", "-o", out)
+    assert p.returncode == 0, p.stderr.decode()
+    if fmt == "sam":
+        assert [x for x in out.read_text().splitlines() if x.startswith("@SQ")] == ["@SQ\tSN:x\tLN:10",
+                                                                                   "@SQ\tSN:y\tLN:10"]
+    t.write_text(">x\nACGAACGTAC\n>y\nTTGGACGTAC\n>x\nACGAACGTAA\n")
+    out.unlink()
+    p = run_cli("pairs", q, t, "--device", "cpu", "-q", "-o", out)
+    if fmt == "paf":
+        assert p.returncode == 0 and len(out.read_text().splitlines()) == 3, p.stderr.decode()
+        return
+    assert p.returncode == 1 and not out.exists(), p.stderr.decode()
+    assert one_error_line(p.stderr.decode()) == (
+        f"error: {t}: record 3: target name 'x' appears again with a different sequence (record 1 has the same "
+        "name and length); SAM/BAM give a name one sequence (@SQ): rename one, or write PAF or TSV")

@@ -110,6 +110,43 @@ def test_a_name_with_two_lengths(tmp_path):
     assert "target name 't3' appears twice with different lengths (4 and 2)" in str(new.value)
 
 
+@pytest.mark.parametrize("layout", ["2-line", "multi-line", "gzip", "fastq"])
+@pytest.mark.parametrize("block", [128, 8 << 20])
+def test_a_name_with_two_sequences(tmp_path, monkeypatch, layout, block):
+    """Two records of one name and one length: taken as one @SQ when they hold one sequence (case aside), an
+    error naming both records when they do not, in bulk and from the record reader alike (and across the
+    bulk scan's blocks and the reader's chunks)."""
+    monkeypatch.setattr(T, "BLOCK", block)
+    monkeypatch.setattr(fastx, "CHUNK", 7)
+    rnd = random.Random(5)
+    recs = [(f"t{i}", "".join(rnd.choice("ACGT") for _ in range(30))) for i in range(40)]
+
+    def write(records):
+        if layout == "fastq":
+            text = "".join(f"@{n}\n{s}\n+\n{'I' * len(s)}\n" for n, s in records)
+        elif layout == "multi-line":
+            text = "".join(f">{n} d\n{s[:13]}\n{s[13:]}\n" for n, s in records)
+        else:
+            text = "".join(f">{n}\n{s}\n" for n, s in records)
+        path = tmp_path / ("t.fa.gz" if layout == "gzip" else "t.fa")
+        path.write_bytes(gzip.compress(text.encode()) if layout == "gzip" else text.encode())
+        return str(path)
+
+    same = recs + [("t3", recs[3][1].lower()), ("t9", recs[9][1])] + recs[10:12]
+    path = write(same)
+    assert list(fastx.target_lengths(path).items()) == [(n, 30) for n, _ in recs]
+    got = T.scan(path)
+    assert list(zip(got.names, got.lengths.tolist())) == [(n, 30) for n, _ in recs]
+    other = recs[9][1][:-1] + ("A" if recs[9][1][-1] != "A" else "C")
+    path = write(same + [("t9", other)])
+    want = (f"{path}: record 45: target name 't9' appears again with a different "
+            "sequence (record 10 has the same name and length); SAM/BAM give a name one sequence (@SQ)")
+    for scan in (fastx.target_lengths, T.scan):
+        with pytest.raises(InputError) as e:
+            scan(path)
+        assert str(e.value).startswith(want), str(e.value)
+
+
 def test_hash_collisions_are_checked(tmp_path, monkeypatch):
     """Names that share a hash but differ go to the record reader (all hashes forced equal here)."""
     monkeypatch.setattr(T, "_hashes", lambda names: np.zeros(len(names), dtype=np.uint64))

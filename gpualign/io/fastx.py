@@ -207,12 +207,15 @@ def names_and_lengths(path: str, symbols: bytes = b"") -> Iterator[tuple[str, in
         yield name, len(seq)
 
 
-def target_lengths(path: str, symbols: bytes = b"", unique: bool = False) -> dict:
-    """Target names -> lengths for a SAM header (@SQ): a name twice with different lengths is an error, and
-    with unique a name twice at all (genome: record i of the targets is a sequence of its own, which one @SQ
-    line could not tell from another of its name). A chunk of records at a time (a dict of it, merged when no
-    name in it is seen twice), one record at a time only in a chunk that repeats a name."""
+def target_lengths(path: str, symbols: bytes = b"", unique: bool = False, sequences: bool = True) -> dict:
+    """Target names -> lengths for a SAM header (@SQ): a name twice with different lengths or different
+    sequences (same_sequences) is an error, and with unique a name twice at all (genome: record i of the
+    targets is a sequence of its own, which one @SQ line could not tell from another of its name); sequences
+    False: a name's records not compared (genome --target-record: one record aligned). A chunk of records at a
+    time (a dict of it, merged when no name in it is seen twice), one record at a time only in a
+    chunk that repeats a name."""
     targets: dict = {}
+    repeated: set = set()
     done = 0  # records before the chunk
     for names, seqs, _ in record_chunks(path, CHUNK, symbols=symbols):
         chunk = dict(zip(names, map(len, seqs)))
@@ -221,12 +224,36 @@ def target_lengths(path: str, symbols: bytes = b"", unique: bool = False) -> dic
             done += len(names)
             continue
         for i, (name, seq) in enumerate(zip(names, seqs)):
-            if unique and name in targets:
-                raise InputError(f"{display_name(path)}: record {done + i + 1}: target name {name!r} appears "
-                                 "twice: SAM/BAM name each target once (@SQ); rename it, or write PAF or TSV")
+            if name in targets:
+                if unique:
+                    raise InputError(f"{display_name(path)}: record {done + i + 1}: target name {name!r} appears "
+                                     "twice: SAM/BAM name each target once (@SQ); rename it, or write PAF or TSV")
+                repeated.add(name)
             old = targets.setdefault(name, len(seq))
             if old != len(seq):
                 raise InputError(f"{display_name(path)}: target name {name!r} appears twice with different "
                                  f"lengths ({old} and {len(seq)}); SAM needs unique names (use PAF or TSV output)")
         done += len(names)
+    if repeated and sequences:
+        same_sequences(path, repeated, symbols)
     return targets
+
+
+def same_sequences(path: str, repeated: set, symbols: bytes = b"") -> None:
+    """An InputError unless each record of a name in repeated holds the letters (case aside) of the first
+    record of that name: one @SQ line stands for one sequence. A second reading of the file, made only when a
+    target name repeats (the names' lengths already agree)."""
+    first: dict = {}  # name -> (its first record's number, that record as written, its letters case-folded)
+    done = 0
+    for names, seqs, _ in record_chunks(path, CHUNK, symbols=symbols):
+        for i, (name, seq) in enumerate(zip(names, seqs)):
+            if name in repeated:
+                was = first.get(name)
+                if was is None:
+                    first[name] = (done + i + 1, seq, seq.translate(pack.FOLD))
+                elif seq != was[1] and seq.translate(pack.FOLD) != was[2]:
+                    raise InputError(f"{display_name(path)}: record {done + i + 1}: target name {name!r} appears "
+                                     f"again with a different sequence (record {was[0]} has the same name and "
+                                     "length); SAM/BAM give a name one sequence (@SQ): rename one, or write PAF "
+                                     "or TSV")
+        done += len(names)

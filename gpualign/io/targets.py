@@ -5,7 +5,8 @@ aligning. A strict 2-line FASTA / 4-line FASTQ file (plain or gzip) is scanned h
 record starts, names (the header up to the first space or tab) and sequence-line lengths as arrays, no
 Python object per record; repeated names are found by a hash of their bytes and then compared exactly. Any
 other layout, a name that is not printable ASCII, a record longer than a block or a hash collision between
-two names goes to fastx.target_lengths (the record reader, which checks and names every fault). The letters,
+two names goes to fastx.target_lengths (the record reader, which checks and names every fault). Where a name
+repeats, the file is read again (fastx.same_sequences): a name's records must hold one sequence. The letters,
 the qualities and what a FASTQ '+' line repeats are not checked here: the reader that feeds the engines
 checks them and fails the run on a fault (the output is not committed then).
 """
@@ -55,7 +56,7 @@ class TargetLengths:
 def scan(path: str, symbols: bytes = b"") -> TargetLengths:
     """The TargetLengths of a regular file (the record reader's for other layouts; symbols: its extra letters)."""
     try:
-        return _bulk(path)
+        return _bulk(path, symbols)
     except _NotBulk:
         return TargetLengths.of(fastx.target_lengths(path, symbols))
 
@@ -78,7 +79,7 @@ def _scan_then(path: str, symbols: bytes, then):
     return found if then is None else then(found)
 
 
-def _bulk(path: str) -> TargetLengths:
+def _bulk(path: str, symbols: bytes = b"") -> TargetLengths:
     if fastx.streamed(path):
         raise _NotBulk
     names, name_len, lengths = [], [], []
@@ -111,7 +112,10 @@ def _bulk(path: str) -> TargetLengths:
             buf[:have] = buf[used:n]
     name_len = np.concatenate(name_len)
     names = Names(np.concatenate(names), offsets_from_lengths(name_len), name_len)
-    return _unique(names, np.concatenate(lengths), fastx.display_name(path))
+    found, repeated = _unique(names, np.concatenate(lengths), fastx.display_name(path))
+    if repeated:
+        fastx.same_sequences(path, repeated, symbols)
+    return found
 
 
 def _fill(fh, view: memoryview) -> int:
@@ -184,14 +188,15 @@ def _hashes(names: Names) -> np.ndarray:
     return h
 
 
-def _unique(names: Names, lengths: np.ndarray, display: str) -> TargetLengths:
-    """Names seen before dropped (the first one's length kept); a name with two lengths is an error."""
+def _unique(names: Names, lengths: np.ndarray, display: str) -> tuple[TargetLengths, set]:
+    """Names seen before dropped (the first one's length kept), and the set of names seen more than once (their
+    sequences are compared next); a name with two lengths is an error."""
     n = len(names)
     if n == 0:
-        return TargetLengths(names, lengths)
+        return TargetLengths(names, lengths), set()
     h = _hashes(names)
     if (np.diff(np.sort(h)) != 0).all():  # (no two alike: the common case)
-        return TargetLengths(names, lengths)
+        return TargetLengths(names, lengths), set()
     order = np.argsort(h, kind="stable")
     hs = h[order]
     run = np.cumsum(np.concatenate([[True], hs[1:] != hs[:-1]])) - 1
@@ -214,4 +219,5 @@ def _unique(names: Names, lengths: np.ndarray, display: str) -> TargetLengths:
                              f"({int(lengths[j])} and {int(lengths[i])}); SAM needs unique names "
                              "(use PAF or TSV output)")
     keep = first == np.arange(n)
-    return TargetLengths(Names(names.buf, names.start[keep], names.length[keep]), lengths[keep])
+    repeated = {names[int(i)] for i in np.unique(first[again])}
+    return TargetLengths(Names(names.buf, names.start[keep], names.length[keep]), lengths[keep]), repeated
