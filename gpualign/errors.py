@@ -53,3 +53,7 @@ class WriteError(GpualignError):
         self.exit_code = 141 if self.broken_pipe else 1
         self.why = "broken pipe (the reader closed it)" if self.broken_pipe else (err.strerror or str(err))
         super().__init__(f"{name}: cannot write: {self.why}; the output is incomplete")
+        self.name, self.errno, self.strerror = name, err.errno, err.strerror or str(err)
+
+    def __reduce__(self):  # pickled across processes (a worker's error) with its fields
+        return WriteError, (self.name, OSError(self.errno, self.strerror))

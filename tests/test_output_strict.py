@@ -3,9 +3,11 @@ onto a full device (exit 1) ends with one error line and no summary; protein is 
 refused, SAM keeps the residues); names ending .gz give BGZF that htslib and gzip read; devices are
 streams; an empty alignment's PAF line carries only well-formed tags."""
 
+import errno
 import fcntl
 import gzip
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import numpy as np
 import pysam
 import pytest
 
+from gpualign.errors import WriteError
 from sim_inputs import pairs_and_candidates
 from simulate import simulate, write_fasta
 
@@ -604,3 +607,13 @@ def test_stderr_reader_gone_after_a_complete_run(data, tmp_path):
     p.stderr.close()
     assert p.wait(timeout=120) == 0
     assert len(out.read_text().splitlines()) == 1500
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EPIPE])
+def test_write_error_survives_pickling(code):
+    """An error raised in a worker process reaches the parent pickled: WriteError's constructor takes the
+    OSError, so unpickling it from its message alone failed (TypeError)."""
+    e = WriteError("out.paf", OSError(code, os.strerror(code)))
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is WriteError and str(back) == str(e)
+    assert (back.exit_code, back.broken_pipe, back.why) == (e.exit_code, e.broken_pipe, e.why)
