@@ -403,6 +403,8 @@ def test_bad_input(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and not os.path.exists(tmp_path / "cut.tsv")
     r = _cli("p.fa", "t.fa", "-k", "1", "--force", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith("pattern\tstrand\trecord")
+    r = _cli("p.fa", "t.fa", "-k", "1", "--force", "--device", "cpu", "-t", "2", cwd=tmp_path)  # (as pairs says)
+    assert r.returncode == 0 and r.stderr.startswith("gpualign: engine: cpu-sassy (sassy-rs, 2 threads)\n"), r.stderr
     # both inputs '-': the patterns took stdin and the text found it empty ("no FASTA records", exit 1)
     r = run_cli("search", "-", "-", "-k", "1", "--device", "cpu", cwd=tmp_path, text=True,
                 stdin=(tmp_path / "t.fa").read_text())

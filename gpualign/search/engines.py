@@ -52,22 +52,27 @@ def make_engine(pats, cfg: SearchConfig, notice) -> SearchEngine:
 
 
 def engine_class(cfg: SearchConfig, notice):
-    """The engine this process runs: the GPU one if a GPU is usable (and not --device cpu), else the CPU one."""
+    """The engine this process runs: the GPU one if a GPU is usable (and not --device cpu), else the CPU one;
+    notice gets a line naming it (`engine: ...`, as pairs' select_engines)."""
     from ..gpu.kernels import gpu_status
 
+    from .cpu import SassyEngine
+
+    cpu_note = f"{SassyEngine.name} (sassy-rs, {cfg.n_threads} thread{'s' * (cfg.n_threads != 1)})"
     if cfg.device != "cpu":
-        ok, why = gpu_status()
+        ok, what = gpu_status()
         if ok:
             from .gpu import GpuSearchEngine
 
+            if notice:
+                notice(f"engine: {GpuSearchEngine.name} on {what}")
             return GpuSearchEngine
         if cfg.device == "gpu":
-            raise DeviceError(f"--device gpu: no usable GPU ({why})")
+            raise DeviceError(f"--device gpu: no usable GPU ({what})")
         if notice:
-            threads = f"{cfg.n_threads} thread{'s' * (cfg.n_threads != 1)}"
-            notice(f"no GPU ({why}): searching on the CPU (sassy-rs, {threads})")
-    from .cpu import SassyEngine
-
+            notice(f"engine: {cpu_note}; no GPU ({what})")
+    elif notice:
+        notice(f"engine: {cpu_note}")
     return SassyEngine
 
 
