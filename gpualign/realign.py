@@ -91,7 +91,7 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
     paf_name = fastx.display_name(paf_path)
     if streamed(paf_path):  # stdin or a pipe, read twice (count_reads first): kept in the scratch directory
         paf_path = spool(paf_path)
-    several = count_reads(paf_path)
+    several, grouped = count_reads(paf_path)
     readers = worker_count(paf_path, readers)
     summary = Summary()
     skipped: list = []
@@ -140,7 +140,7 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
             output = Output(out, binary_via_path=(fmt == "bam"))
             with running(chain, output, cfg):
                 writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
-                    output.target, targets=targets, command_line=command_line, cs=cs)
+                    output.target, targets=targets, command_line=command_line, cs=cs, grouped=grouped)
                 sink = parallel.OrderedWriter(writer, fmt_pool, PAF_FORMATTERS) if fmt == "paf" else _WithMeta(writer)
                 sink = Primaries(sink, several, skipped, keep_seq=(fmt == "paf" and cs),
                                  refetch=None if fmt == "paf" else lambda cands: [queries.get(c) for c in cands])

@@ -3,9 +3,9 @@
 A read with several candidates gets one primary record: the candidate with the best re-aligned score
 (the lowest penalty, AS:i the highest) among those aligned, ties to the first in the PAF; when none
 aligned, the first. The others are secondary: SAM/BAM FLAG 256 (with 4 when unaligned), and in PAF
-output a `tp:A:P`/`tp:A:S` tag the candidate carries (minimap2 writes one) is rewritten to match. The
-rule runs here, after alignment and before any writer, on the scores the engines returned: the
-same for the CPU and GPU engines and a cluster.
+output a `tp:A` tag the candidate carries (minimap2 writes one: P, S, or I/i for an inversion's) is
+rewritten to P or S. The rule runs here, after alignment and before any writer, on the scores the
+engines returned: the same for the CPU and GPU engines and a cluster.
 
 A read's candidates may be anywhere in the PAF. count_reads' first pass over the PAF counts the
 candidates of each read (by a hash of its name, 8 bytes a line; only reads with several are kept). A
@@ -31,18 +31,21 @@ PRIMARY_KEY = "primary"  # batch.meta's array (the writers read it): True for a 
 KEEP_FULL = 2  # waiting batches (the newest) that keep their reads' bytes for SAM/BAM (refetch)
 
 
-def count_reads(path: str) -> dict:
-    """hash(read name) -> number of candidates, for the reads with more than one in the PAF at path
-    (every line with a first column counts: a malformed one is counted and later skipped)."""
+def count_reads(path: str) -> tuple[dict, bool]:
+    """(hash(read name) -> number of candidates, for the reads with more than one in the PAF at path (every
+    line with a first column counts: a malformed one is counted and later skipped); whether each read's
+    lines are together, as minimap2 writes them: SAM's GO:query)."""
     hashes = []
     for _, lines in P.line_chunks(path, lambda: 1 << 16):
         names = (P.first_column(x) for x in lines)
         hashes.append(np.fromiter((hash(n) for n in names if n is not None), dtype=np.int64))
     if not hashes:
-        return {}
-    uniq, counts = np.unique(np.concatenate(hashes), return_counts=True)
+        return {}, True
+    h = np.concatenate(hashes)
+    uniq, counts = np.unique(h, return_counts=True)
     several = counts > 1
-    return dict(zip(uniq[several].tolist(), counts[several].tolist()))
+    grouped = 1 + int(np.count_nonzero(h[1:] != h[:-1])) == len(uniq)  # (one run of lines a read)
+    return dict(zip(uniq[several].tolist(), counts[several].tolist())), grouped
 
 
 @dataclasses.dataclass

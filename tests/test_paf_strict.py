@@ -276,9 +276,12 @@ def test_one_primary_record_per_read(several, tmp_path, fmt, readers):
 
 
 def test_paf_tp_follows_the_same_rule(several, tmp_path):
-    """PAF output: minimap2's tp:A:P/tp:A:S rewritten to the re-aligned rank, the same records as SAM's."""
+    """PAF output: minimap2's tp:A:P/tp:A:S rewritten to the re-aligned rank, the same records as SAM's; its
+    inversion tags (I, i) too (a read whose best candidate came as I had no P)."""
     d, paf_lines, reads = several
-    _run(d / "several.paf", d / "reads.fa", d / "ref.fa", tmp_path / "o.paf", batch_pairs=5)
+    inv = [x.replace("tp:A:P", "tp:A:I") if k % 2 else x.replace("tp:A:S", "tp:A:i") for k, x in enumerate(paf_lines)]
+    (tmp_path / "inv.paf").write_text("".join(x + "\n" for x in inv))
+    _run(tmp_path / "inv.paf", d / "reads.fa", d / "ref.fa", tmp_path / "o.paf", batch_pairs=5)
     _run(d / "several.paf", d / "reads.fa", d / "ref.fa", tmp_path / "o.sam", batch_pairs=5)
     rows = [x.split("\t") for x in (tmp_path / "o.paf").read_text().splitlines()]
     recs, _ = _records(tmp_path / "o.sam")
@@ -346,3 +349,71 @@ def test_target_pad_out_of_range(tmp_path, pad):
                 "-q", "--target-pad", pad, text=True)
     assert p.returncode == 2 and p.stdout == "" and "--target-pad must be >= 0 and < 2^31" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("readers", [0, 2], ids=["reader-thread", "reader-processes"])
+def test_header_says_query_grouping_only_when_true(several, tmp_path, readers):
+    """@HD's GO:query says a read's records are together: so for a PAF whose read's candidates are (minimap2's
+    order), not for one they are spread over (the shuffled PAF: it said GO:query too)."""
+    d, paf_lines, reads = several
+    grouped = sorted(paf_lines, key=lambda x: x.split("\t")[0])
+    (tmp_path / "grouped.paf").write_text("".join(x + "\n" for x in grouped))
+    for paf, want in ((d / "several.paf", "@HD\tVN:1.6\tSO:unsorted\n"),
+                      (tmp_path / "grouped.paf", "@HD\tVN:1.6\tSO:unsorted\tGO:query\n")):
+        for fmt in ("sam", "bam"):
+            out = tmp_path / f"o.{fmt}"
+            _run(paf, d / "reads.fa", d / "ref.fa", out, readers, batch_pairs=5)
+            with pysam.AlignmentFile(str(out), check_sq=False) as fh:
+                assert str(fh.header).splitlines(True)[0] == want, (paf, fmt)
+
+
+def test_a_lone_cr_inside_a_paf_line(data, tmp_path):
+    """Lines end at LF (or CR LF): a CR alone inside a line made two candidates of one line (universal
+    newlines), and later lines' numbers were one too many; now one error naming the line, as the FASTA
+    readers refuse it."""
+    d, genome, reads, lines = data
+    joined = lines[0].rstrip("\n") + "\r" + lines[1]
+    (tmp_path / "cr.paf").write_text(joined + lines[2].replace("\n", "\r\n"), newline="")
+    rc, out, err = _cli([str(tmp_path / "cr.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "--device", "cpu", "-q"])
+    assert rc == 1 and out == b"" and err == (f"error: {tmp_path / 'cr.paf'}: line 1: a carriage return (CR) inside "
+                                              "the line: PAF lines end with LF or CR LF\n"), err
+    (tmp_path / "crlf.paf").write_text("".join(x.replace("\n", "\r\n") for x in lines[:3]), newline="")
+    rc, out, err = _cli([str(tmp_path / "crlf.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "--device", "cpu",
+                         "-q"])
+    assert rc == 0 and len(out.splitlines()) == 3, err
+
+
+@pytest.mark.parametrize("form", ["fa", "fq", "fa.bgz"])
+def test_records_without_bases(tmp_path, form):
+    """htslib's index leaves records without bases out: a PAF line naming one said the record 'is not in' the
+    file (it aligned when the record was the file's last), and a name given to an empty record and to another
+    passed. Now the empty records are in the index (length 0): candidates of an empty read or target align as
+    the ones of the last record did, and a name twice is refused whichever copy is empty."""
+    def write(name, recs):
+        if form.startswith("fq"):
+            text = "".join(f"@{n}\n{s}\n+\n{'I' * len(s)}\n" for n, s in recs)
+        else:
+            text = "".join(f">{n}\n{s}\n" for n, s in recs)
+        path = tmp_path / f"{name}.{form}"
+        (tmp_path / name).write_text(text)
+        if form.endswith("bgz"):
+            pysam.tabix_compress(str(tmp_path / name), str(path))
+        else:
+            path.write_text(text)
+        return str(path)
+
+    reads = write("reads", [("r0", ""), ("r1", "ACGTACGTAC"), ("r2", "")])
+    ref = write("ref", [("t0", ""), ("t1", "TTACGTACGTACTT")])
+    (tmp_path / "c.paf").write_text("r0\t0\t0\t0\t+\tt1\t14\t2\t12\t0\t10\t60\n"
+                                    "r1\t10\t0\t10\t+\tt0\t0\t0\t0\t0\t10\t60\n"
+                                    "r1\t10\t0\t10\t+\tt1\t14\t2\t12\t10\t10\t60\n"
+                                    "r2\t0\t0\t0\t-\tt1\t14\t2\t12\t0\t10\t60\n")
+    rc, out, err = _cli([str(tmp_path / "c.paf"), reads, ref, "--device", "cpu", "-q", "--mode", "global"])
+    assert rc == 0, err
+    rows = [x.split("\t") for x in out.decode().splitlines()]
+    assert [(f[0], f[5], [t for t in f[12:] if t.startswith("cg:Z:")]) for f in rows] == [
+        ("r0", "t1", ["cg:Z:10D"]), ("r1", "t0", ["cg:Z:10I"]), ("r1", "t1", ["cg:Z:10="]), ("r2", "t1", ["cg:Z:10D"])]
+    dup = write("dup", [("r2", ""), ("r1", "ACGTACGTAC"), ("r2", "ACGTA")])
+    rc, out, err = _cli([str(tmp_path / "c.paf"), dup, ref, "--device", "cpu", "-q"])
+    assert rc == 1 and out == b"" and err.startswith(f"error: {dup}") and "'r2' again" in err, err
+    assert err.count("\n") == 1

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import interrupt
 from ..errors import InputError
-from .fastx import check_all, display_name, gzipped, shown_as
+from .fastx import display_name, gzipped, record_chunks, shown_as
 
 CHECK_BYTES = 1 << 24  # bytes of a record checked at once for its CRs (IndexedFasta._check_line_ends)
 SCAN_CHUNK = 1 << 24  # bytes per thread task when looking for line ends (build_fai)
@@ -297,7 +297,7 @@ def _build(path: str, bgzf: bool, fai: str, gzi: str) -> str | None:
 
     if not bgzf and build_fai(path, fai):
         return None
-    check_all(path)  # htslib's indexer is lax (FASTQ '+' lines, mixed records): the reader's rules first
+    empty = _empty_records(path)  # (htslib's indexer is lax: FASTQ '+' lines, mixed records; the reader's rules first)
     # htslib's own messages (the line it stopped at) end up in the error, not on stderr before it
     with tempfile.TemporaryFile() as said:
         saved = os.dup(2)
@@ -315,16 +315,49 @@ def _build(path: str, bgzf: bool, fai: str, gzi: str) -> str | None:
     # a name twice: htslib keeps the first record and says so; a slice by name would be the wrong one
     dup = [x.split("] ", 1)[-1] for x in lines if "duplicate sequence" in x]
     if failed is None and not dup:
-        return None
+        wrong = _add_empty_rows(fai, empty) if empty else None
+        if wrong is None:
+            return None
     if failed is None:
         for made in (fai, gzi):
             if os.path.exists(made):
                 os.unlink(made)
+        if not dup:
+            return wrong
         m = re.search(r'sequence "(.*)" at byte offset (\d+)', dup[0])
         where = f"name {m.group(1)!r} again at byte {m.group(2)}" if m else dup[0]
         return f"{where}: a name must tell its record apart"
     lines = [x.split("] ", 1)[-1] for x in lines if x.startswith("[E::")] or [failed.split("stderr=")[-1].strip()]
     return "; ".join(dict.fromkeys(lines))
+
+
+def _empty_records(path: str) -> list:
+    """Every record of path read by the record reader (its rules and messages, before htslib's indexer):
+    (record number from 0, name) of each record without bases."""
+    out, done = [], 0
+    for names, seqs, _ in record_chunks(path):
+        if not all(seqs):
+            out += [(done + i, n) for i, (n, s) in enumerate(zip(names, seqs)) if not s]
+        done += len(names)
+    return out
+
+
+def _add_empty_rows(fai: str, empty: list) -> str | None:
+    """The records without bases (_empty_records) put in htslib's .fai, which leaves them out (a name
+    looked up would not be there, and a name given to an empty record and to another would pass): a row of
+    length 0 each, in file order. None, or what is wrong: a name one of them shares with another record, or
+    the .fai not written."""
+    with open(fai) as fh:
+        rows = fh.read().splitlines()
+    named = {r.split("\t", 1)[0] for r in rows}
+    cols = rows[0].count("\t") + 1 if rows else 5  # (six for FASTQ)
+    for k, name in empty:
+        if name in named:
+            return f"name {name!r} again (record {k + 1}, which has no bases): a name must tell its record apart"
+        named.add(name)
+        rows.insert(k, "\t".join([name] + ["0"] * (cols - 1)))
+    return None if write_fai([r.split("\t") for r in rows], fai) else f"cannot write {fai}"
+
 
 
 def _read_fai(path: str) -> dict | None:
@@ -430,7 +463,7 @@ def _fai_rows(mm: mmap.mmap) -> list | None:
     for h, s0, ln, w in zip(hd.tolist(), a.tolist(), (span - cnt).tolist(), width.tolist()):
         header = mm[h + 1:s0 - 1]
         if b"\r" in header:
-            return None  # (the readers' rules refuse a CR there: check_all names it)
+            return None  # (the readers' rules refuse a CR there: _empty_records' pass names it)
         try:
             name = (header.split(None, 1) or [b""])[0].decode("ascii")
         except UnicodeDecodeError:

@@ -195,12 +195,6 @@ def encoded_chunks(path: str, chunk: int = CHUNK, symbols: bytes = b"",
         yield names, encode(seqs), np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)), quals
 
 
-def check_all(path: str, fast: bool = True) -> None:
-    """Read every record of path: the reader's InputError if one is malformed (fast: as record_chunks)."""
-    for _ in record_chunks(path, fast=fast):
-        pass
-
-
 def names_and_lengths(path: str, symbols: bytes = b"") -> Iterator[tuple[str, int]]:
     """(name, length) of every record: the first pass SAM headers need."""
     for name, seq, _ in records(path, symbols=symbols):

@@ -123,11 +123,12 @@ def check(path: str, skip_bad: bool = False) -> None:
 
 
 def _open(path: str):
-    try:  # bytes that are not UTF-8 kept as surrogates: parse_lines names the line
+    try:  # bytes that are not UTF-8 kept as surrogates: parse_lines names the line; lines end at LF only (a CR
+        # that ends no line stays in it: parse_lines refuses it, where universal newlines made it a line end)
         if path == "-":
-            sys.stdin.reconfigure(errors="surrogateescape")
+            sys.stdin.reconfigure(errors="surrogateescape", newline="\n")
             return sys.stdin
-        return open(path, "rt", errors="surrogateescape")
+        return open(path, "rt", errors="surrogateescape", newline="\n")
     except OSError as e:
         raise InputError(f"{fastx.display_name(path)}: cannot read ({e.strerror})") from None
 
@@ -151,6 +152,10 @@ def parse_lines(name: str, numbered) -> Iterator:
     for ln, line in numbered:
         line = line.rstrip("\r\n")
         if not line or line.startswith("#"):
+            continue
+        if "\r" in line:
+            yield CandidateError(f"{name}: line {ln}: a carriage return (CR) inside the line: PAF lines end with LF "
+                                 "or CR LF", first_column(line))
             continue
         if not line.isascii() and _binary(line):
             yield CandidateError(f"{name}: line {ln}: not PAF text (binary data or not UTF-8; gzip PAF is not read)",

@@ -108,7 +108,8 @@ class RealignedPafLines:
             opens = gaps[i]
             denom = c.matches[i] + c.mismatches[i] + opens
             de = (c.mismatches[i] + opens) / denom if denom else 0.0
-            kept = [_TP[primary[i]] if t in _TP.values() else t for t in cand.tags]  # the re-aligned rank
+            # the re-aligned rank, in every tp:A tag (minimap2's I/i, an inversion's, too: one P a read)
+            kept = [_TP[primary[i]] if t.startswith("tp:A:") else t for t in cand.tags]
             tags = [f"NM:i:{c.nm[i]}", f"AS:i:{-c.score[i]}", f"de:f:{de:.4f}", *kept]
             if c.cigar[i]:  # (a tag needs a value: none for an empty alignment)
                 tags.append(f"cg:Z:{c.cigar[i]}")
@@ -169,9 +170,10 @@ def sam_records(batch, res, meta) -> list[str]:
 
 
 class RealignedSam:
-    def __init__(self, stream, targets, command_line: str, **_):
+    def __init__(self, stream, targets, command_line: str, grouped: bool = True, **_):
+        """grouped: each read's candidates together in the PAF (the header's GO:query)."""
         self.stream = stream
-        stream.write(header_text(targets.lengths, command_line))
+        stream.write(header_text(targets.lengths, command_line, grouped))
 
     def write(self, batch, res, meta) -> int:
         recs = sam_records(batch, res, meta)
@@ -183,8 +185,8 @@ class RealignedSam:
 
 
 class RealignedBam:
-    def __init__(self, path: str, targets, command_line: str, **_):
-        self.out = SamToBam(path, header_text(targets.lengths, command_line))
+    def __init__(self, path: str, targets, command_line: str, grouped: bool = True, **_):
+        self.out = SamToBam(path, header_text(targets.lengths, command_line, grouped))
 
     def write(self, batch, res, meta) -> int:
         for name, seq in zip(batch.q_names, meta["full_query"]):

@@ -29,13 +29,14 @@ _FLAG = Strings.of(["0", "4"])  # mapped, unmapped
 
 
 @trace.traced("sam header")
-def header_text(targets, command_line: str) -> bytes:
+def header_text(targets, command_line: str, grouped: bool = True) -> bytes:
     """@HD, an @SQ line per target of length > 0 (targets: a {name: length} dict, io.targets.TargetLengths,
-    or their @SQ lines made already by sq_lines: bytes, or a uint8 array of them), @PG."""
+    or their @SQ lines made already by sq_lines: bytes, or a uint8 array of them), @PG. grouped: each query's
+    records come together (GO:query); else @HD says no grouping (GO absent: none)."""
     cl = command_line.replace("\t", " ").replace("\n", " ")
     made = isinstance(targets, (bytes, np.ndarray))
     sq = memoryview(targets) if made else sq_lines(TargetLengths.of(targets))
-    return (b"@HD\tVN:1.6\tSO:unsorted\tGO:query\n" + sq
+    return (b"@HD\tVN:1.6\tSO:unsorted" + b"\tGO:query" * grouped + b"\n" + sq
             + f"@PG\tID:gpualign\tPN:gpualign\tVN:{__version__}\tCL:{cl}\n".encode())
 
 
