@@ -36,6 +36,19 @@ class RecordError(InputError):
         return RecordError, (self.name, self.record, self.detail, self.line)
 
 
+class WorkerLost(GpualignError):
+    """A worker process that ended without its result: killed (the out-of-memory killer's SIGKILL, most
+    often) or exited early."""
+
+    def __init__(self, how: str = "killed"):
+        super().__init__(f"a worker process ended without its result ({how}; out of memory? try fewer threads, "
+                         "-t); the run stopped")
+        self.how = how
+
+    def __reduce__(self):
+        return WorkerLost, (self.how,)
+
+
 class DeviceError(GpualignError):
     """A requested device or engine is not available."""
 

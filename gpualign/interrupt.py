@@ -451,6 +451,16 @@ def portable(err: BaseException) -> BaseException:
         return RuntimeError(f"{type(err).__name__}: {err}")
 
 
+def ended(exitcode: int | None) -> str:
+    """How a child process ended, for messages (multiprocessing's exitcode: -N for signal N)."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return "killed" if exitcode is None else f"exit code {exitcode}"
+
+
 def killable(fn, *args):
     """fn(*args) in a forked child process (its result and any exception pickled back), waited for in
     slices so that a signal interrupts the wait; the child is killed if the wait ends early. Without
@@ -496,9 +506,11 @@ def killable(fn, *args):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        os.waitpid(pid, 0)
+        _, status = os.waitpid(pid, 0)
     if not data:
-        raise RuntimeError("the computing process ended without a result")
+        from .errors import WorkerLost
+
+        raise WorkerLost(ended(-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)))
     ok, value = pickle.loads(data)
     if not ok:
         raise value

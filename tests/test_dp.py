@@ -310,6 +310,29 @@ def test_values_past_int32_fail_the_pair(distance_only):
     assert "32-bit lanes hold" in res.reason[0] and f"{cpu_dp.RANGE32:,}" in res.reason[0]
 
 
+@pytest.mark.parametrize("distance_only", [False, True])
+def test_parasail_out_of_memory_fails_the_pair(monkeypatch, distance_only):
+    """parasail's result is NULL when it cannot allocate (under `ulimit -v`, a scheduler's limit: it prints
+    'posix_memalign failed'); reading it raised ValueError('NULL pointer access') through the run (a
+    traceback, exit 1). Now that pair fails with its reason; its neighbours align."""
+    from gpualign.engines import cpu_dp
+
+    real = cpu_dp._run
+
+    def short(fn16, fn32, q, t, gaps, matrix):
+        if len(q) == 7:
+            raise ValueError("NULL pointer access")
+        return real(fn16, fn32, q, t, gaps, matrix)
+
+    monkeypatch.setattr(cpu_dp, "_run", short)
+    cfg = AlignConfig(metric="affine", penalties=Penalties(2, 3, 1), scoring=Scoring(mode="local", match=2),
+                      device="cpu", distance_only=distance_only)
+    res = align(CpuDpEngine(1), ["ACGT", "ACGTACG", "TTGCA"], ["ACGT", "ACGTACG", "TTGCA"], cfg)
+    assert res.status.tolist() == [OK, 2, OK] and res.score.tolist() == [8, 0, 10]
+    assert res.reason[1].startswith("the CPU aligner could not allocate the memory of 7 x 7 cells")
+    assert ("--distance-only" in res.reason[1]) != distance_only
+
+
 @pytest.mark.parametrize("mode", ["local", "semi-global"])
 def test_long_gaps_bound_by_mode(mode):
     """cpu-dp's bound on parasail's values follows the mode: one base against 107,400 with gaps of 10,000 a

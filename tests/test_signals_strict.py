@@ -264,3 +264,39 @@ def test_spawned_processes_ignore_sigint_until_restored(tmp_path):
         assert spawned() == 0
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def _die():
+    os.kill(os.getpid(), signal.SIGKILL)  # (as the out-of-memory killer ends a process)
+
+
+def test_a_killed_worker_is_one_line_not_a_traceback(capsys):
+    """A CPU engine's worker killed mid-batch (the out-of-memory killer): the pool's BrokenProcessPool, or the
+    forked child's 'the computing process ended without a result' (RuntimeError), came out as a traceback.
+    Now WorkerLost, one line saying how the process ended; the CLI's guard says the same for any pool."""
+    import click
+
+    from gpualign.commands.common import run_guarded
+    from gpualign.engines._pool import Joined
+    from gpualign.errors import WorkerLost
+    from gpualign.workers import fork_pool
+
+    with pytest.raises(WorkerLost, match=r"a worker process ended without its result \(killed by SIGKILL; out of"):
+        interrupt.killable(_die)
+    pool = fork_pool(2)
+    try:
+        with pytest.raises(WorkerLost, match=r"\(killed; out of memory\? try fewer threads, -t\); the run stopped"):
+            Joined([pool.submit(_die), pool.submit(int)], list).result()
+    finally:
+        pool.shutdown(wait=True)
+
+    def body():
+        from concurrent.futures.process import BrokenProcessPool
+
+        raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    with pytest.raises(click.exceptions.Exit) as e:
+        run_guarded(body, debug=False)
+    err = capsys.readouterr().err
+    assert e.value.exit_code == 1 and err.startswith("error: a worker process ended without its result (killed;")
+    assert err.count("\n") == 1 and "Traceback" not in err

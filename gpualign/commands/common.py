@@ -13,7 +13,7 @@ import click
 
 from .. import interrupt, progress
 from ..config import cap_threads
-from ..errors import ConfigError, GpualignError, InputError, WriteError
+from ..errors import ConfigError, GpualignError, InputError, WorkerLost, WriteError
 
 CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
              "(N matches N, as in edlib and WFA2-lib); with --n-mismatch every character other than "
@@ -140,8 +140,13 @@ def _write_summary(path: str, text: str) -> None:
 
 def run_guarded(body, debug: bool) -> None:
     """Run body() and turn every failure into a one-line message and an exit code."""
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
-        interrupt.guard(body)  # a signal: workers and temporary files gone, `interrupted`, 130/143/129
+        try:
+            interrupt.guard(body)  # a signal: workers and temporary files gone, `interrupted`, 130/143/129
+        except BrokenProcessPool:  # (any pool's worker killed: the out-of-memory killer's SIGKILL, most often)
+            raise WorkerLost() from None
     except GpualignError as e:
         if isinstance(e, WriteError) and e.broken_pipe:
             quiet_stdout()

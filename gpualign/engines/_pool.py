@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import importlib
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
 from .. import interrupt
+from ..errors import WorkerLost
 from ..records import AlignBatch, PairBatch
 from ..workers import fork_pool
 from .base import Engine
@@ -24,7 +26,11 @@ class Joined(Future):
         self._futures, self._assemble = futures, assemble
 
     def result(self, timeout=None) -> AlignBatch:
-        return self._assemble([f.result(timeout) for f in self._futures])
+        try:
+            parts = [f.result(timeout) for f in self._futures]
+        except BrokenProcessPool:  # (a worker killed: the out-of-memory killer, most often)
+            raise WorkerLost() from None
+        return self._assemble(parts)
 
 
 class Done(Future):

@@ -129,8 +129,15 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
                 clen[i] = len(cig)
             continue
         bound = reach(ql, tl, smax, gaps, mode)
-        r = None if bound >= RANGE32 else \
-            _run(fn16 if bound < RANGE16 else None, fn32, text[qo:qo + ql], text[to:to + tl], gaps, matrix)
+        try:
+            r = None if bound >= RANGE32 else \
+                _run(fn16 if bound < RANGE16 else None, fn32, text[qo:qo + ql], text[to:to + tl], gaps, matrix)
+            c = r.get_cigar() if want_cigar and r is not None and not r.saturated and \
+                not (mode == "local" and r.score <= 0) else None
+        except (ValueError, MemoryError):  # (parasail's result NULL: its memory not had, 'posix_memalign failed')
+            failed[i] = (f"the CPU aligner could not allocate the memory of {ql} x {tl} cells"
+                         + (" and their traceback (use --distance-only, fewer threads: -t)" if want_cigar else ""))
+            continue
         if r is None or r.saturated:
             failed[i] = (f"its scores could reach {bound:,} in magnitude, past the {RANGE32:,} the CPU aligner's "
                          "32-bit lanes hold" if r is None else "the CPU aligner's 32-bit lanes saturated") + \
@@ -140,7 +147,6 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
         if (mode == "local" and r.score <= 0) or not want_cigar:
             score[i] = max(r.score, 0) if mode == "local" else r.score  # local <= 0: the empty alignment
             continue
-        c = r.get_cigar()
         seq = np.array(c.seq, dtype=np.uint32)  # a copy: the result's memory goes with r
         qs, ts = c.beg_query, c.beg_ref
         if mode != "global":  # free ends come back as leading/trailing gap runs: cut them off
