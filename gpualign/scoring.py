@@ -61,7 +61,8 @@ def _load_matrix(name: str):
 
 def _check_layout(path: str) -> None:
     """A ConfigError unless the file is a whole square matrix as Biopython's reader takes it: '#' lines first,
-    a line of K letters, then K lines each of the next letter and K scores, and nothing after but blank lines.
+    a line of K letters, then K lines each of the next letter and K scores, and nothing after but blank or '#'
+    lines.
     (Biopython reads a short row as scores of 0, ignores rows past the K-th, and stops on others with an
     assertion.)"""
     with open(path, encoding="ascii", errors="replace") as fh:
@@ -84,7 +85,8 @@ def _check_layout(path: str) -> None:
         if len(row) != len(letters) + 1:
             raise ConfigError(f"--matrix {path}: line {at}: {len(row) - 1} scores after its letter, for "
                               f"{len(letters)} letters")
-    extra = [i for i, line in enumerate(body[len(letters):], n + 2 + len(letters)) if line.strip()]
+    extra = [i for i, line in enumerate(body[len(letters):], n + 2 + len(letters))
+             if line.strip() and not line.startswith("#")]
     if extra:
         raise ConfigError(f"--matrix {path}: line {extra[0]}: more rows than letters")
 
@@ -219,8 +221,9 @@ def check_batch(batch: PairBatch, sub: Substitution, cfg: AlignConfig, query_pat
         where = f"{path}: record {int(batch.index[pair]) + 1}{name}"
         if cfg.scoring.matrix_name is None and cfg.scoring.alphabet == "dna" and char in PROTEIN_LETTERS:
             raise InputError(f"{where}: protein residue {char!r} with DNA scoring (use --alphabet protein)")
+        some = "X" if "X" in sub.letters else sub.letters[-1]
         raise InputError(f"{where}: character {char!r} is not in the alphabet of {sub.name} "
-                         f"(--unknown X maps such characters to X)")
+                         f"(--unknown {some} maps such characters to {some})")
 
 
 def allowed_bytes(cfg: AlignConfig) -> np.ndarray | None:

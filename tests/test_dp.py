@@ -1132,7 +1132,7 @@ def test_matrix_files_biopython_ships_and_a_directory_named_like_one(tmp_path, m
     for f in files:
         _check_layout(f)
     (tmp_path / "BLOSUM62").mkdir()
-    (tmp_path / "m.txt").write_text("# made here\n#\n  A C\nA 2 -1\nC -1 2\n\n")
+    (tmp_path / "m.txt").write_text("# made here\n#\n  A C\nA 2 -1\nC -1 2\n\n# a note after (refused before)\n")
     monkeypatch.chdir(tmp_path)
     q = fasta(tmp_path / "q.fa", ["MKVLAC"])
     rc, out, err = run([q, q, "--alphabet", "protein", "-q", "-f", "tsv"])
