@@ -22,7 +22,7 @@ from .io import paf as P
 from .io.faidx import drop_scratch, spool
 from .io.fastx import streamed
 from .output import parallel
-from .output.formats import FORMATS, infer_format
+from .output.formats import infer_format, named_format
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
 from .output.sam import check_rnames
 from .progress import input_bases
@@ -35,6 +35,7 @@ from .stages import (Output, ReadAhead, Summary, aborting, check_output, dispatc
 # formatting processes of PAF output: one keeps up with the aligner; more compete with the readers
 PAF_FORMATTERS = 2
 MODES = ("ends-free", "global")
+PAF_FORMATS = ("paf", "sam", "bam")  # what `paf` writes (its records have no TSV form)
 
 
 def _candidates(paf_path, queries, targets, mode, pad, skip_bad, skipped: list, warn, paf_name=None):
@@ -64,9 +65,9 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     if paf_path == "-" and query_path == "-":
         raise ConfigError("only one of the candidates and the queries can be '-' (stdin)")
     cfg = cfg.with_(ends_free_target=(mode == "ends-free")).validate()
-    fmt = infer_format(fmt, out, False)
-    if fmt not in FORMATS or fmt == "tsv":
+    if (fmt or named_format(out) or "").lower() == "tsv":
         raise ConfigError("gpualign paf writes paf, sam or bam")
+    fmt = infer_format(fmt, out, False, PAF_FORMATS)
     if cluster is not None:
         cluster.validate(cfg.device)
     P.check(paf_path, skip_bad)  # the inputs' common errors before anything starts (Targets, Queries: theirs)

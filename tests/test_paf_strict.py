@@ -417,3 +417,14 @@ def test_records_without_bases(tmp_path, form):
     rc, out, err = _cli([str(tmp_path / "c.paf"), dup, ref, "--device", "cpu", "-q"])
     assert rc == 1 and out == b"" and err.startswith(f"error: {dup}") and "'r2' again" in err, err
     assert err.count("\n") == 1
+
+
+def test_format_messages_name_only_what_paf_writes(data, tmp_path):
+    """`paf -o .` listed tsv among the formats to pick, which paf then refuses."""
+    d, genome, reads, lines = data
+    args = [str(d / "sorted.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "--device", "cpu", "-q"]
+    for opts, want in ((["-o", str(tmp_path)], "use --format paf|sam|bam, or a name ending in .bam, .paf, .sam "),
+                       (["-o", str(tmp_path / "x.tsv")], "gpualign paf writes paf, sam or bam"),
+                       (["-f", "TSV"], "gpualign paf writes paf, sam or bam")):
+        rc, out, err = _cli(args + opts)
+        assert rc == 2 and out == b"" and err.count("\n") == 1 and want in err, err

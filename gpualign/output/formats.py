@@ -11,9 +11,11 @@ FORMATS = ("paf", "sam", "bam", "tsv")
 _EXT = {".paf": "paf", ".sam": "sam", ".bam": "bam", ".tsv": "tsv", ".txt": "tsv"}
 
 
-def infer_format(fmt: str | None, out: str, distance_only: bool) -> str:
-    """-f's format, else the output name's (stdout and devices: PAF, TSV with --distance-only)."""
-    fmt = format_from_name(fmt, out, FORMATS, _EXT, "tsv" if distance_only else "paf")
+def infer_format(fmt: str | None, out: str, distance_only: bool, formats: tuple = FORMATS) -> str:
+    """-f's format, else the output name's (stdout and devices: PAF, TSV with --distance-only); formats: the
+    command's (its messages list those only)."""
+    ext = {e: f for e, f in _EXT.items() if f in formats}
+    fmt = format_from_name(fmt, out, formats, ext, "tsv" if distance_only else "paf")
     if fmt == "paf" and distance_only:
         raise ConfigError("PAF needs CIGAR-derived columns: use --format tsv or sam with --distance-only")
     return fmt
