@@ -507,16 +507,24 @@ def _inputs(tmp_path, command):
 
 
 @pytest.mark.parametrize("command", ["pairs", "genome", "search", "paf"])
-@pytest.mark.parametrize("case", ["summary is output", "output is input", "summary is input", "summary on stdout"])
+@pytest.mark.parametrize("case", ["summary is output", "output is input", "summary is input", "summary on stdout",
+                                  "output is where an input's link leads"])
 def test_output_and_summary_are_no_input(tmp_path, command, case):
+    """(the last case: an input given as a link to the file -o names was replaced by the output, exit 0: a
+    helper's hunt)"""
     inputs = _inputs(tmp_path, command)
     before = {p: open(p, "rb").read() for p in inputs}
     out = str(tmp_path / "o.tsv")
     fmt = "tsv" if command == "search" else "paf"  # (a format given: the name alone was refused for its extension)
     opts = {"summary is output": ["-o", out, "--summary", out], "output is input": ["-o", inputs[0], "-f", fmt],
-            "summary is input": ["-o", out, "--summary", inputs[-1]], "summary on stdout": ["-o", out, "--summary", "-"]}
+            "summary is input": ["-o", out, "--summary", inputs[-1]], "summary on stdout": ["-o", out, "--summary", "-"],
+            "output is where an input's link leads": ["-o", inputs[-1], "-f", fmt]}
     k = ["-k", "1"] if command == "search" else []
-    rc, stdout, err = run(command, *inputs, *k, *opts[case], "--device", "cpu", "-q")
+    given = list(inputs)
+    if case == "output is where an input's link leads":
+        os.symlink(inputs[-1], tmp_path / "link.fa")
+        given[-1] = str(tmp_path / "link.fa")
+    rc, stdout, err = run(command, *given, *k, *opts[case], "--device", "cpu", "-q")
     line = one_error_line(err)
     assert rc == 2 and stdout == "" and ("-o" in line or "--summary" in line), line
     assert {p: open(p, "rb").read() for p in inputs} == before and not os.path.exists(out)

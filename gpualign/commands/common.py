@@ -58,11 +58,18 @@ def _same_file(a: str, b: str) -> bool:
 
 def _same_name(a: str, b: str) -> bool:
     """Whether renaming a file over path a (as the output is committed) replaces file b: the same directory
-    entry (a link named a is replaced, not what it points to)."""
+    entry (a link named a is replaced, not what it points to), or the entry of the file b reaches through
+    links (b a link to a's file: the input's bytes went, exit 0), or the same file by another path."""
     def entry(p):
         return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(p))), os.path.basename(p))
 
-    return entry(a) == entry(b)
+    at = entry(a)
+    if at in (entry(b), os.path.realpath(b)):
+        return True
+    try:
+        return not os.path.islink(at) and os.path.samefile(at, b)
+    except OSError:  # (a not there yet, or b unreadable: its reader says so)
+        return False
 
 
 def indexes(*paths: str) -> list:
