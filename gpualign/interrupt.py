@@ -510,7 +510,7 @@ def killable(fn, *args):
     if not data:
         from .errors import WorkerLost
 
-        raise WorkerLost(ended(-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)))
+        raise WorkerLost(ended(os.waitstatus_to_exitcode(status)))  # (-N for signal N)
     ok, value = pickle.loads(data)
     if not ok:
         raise value

@@ -359,7 +359,6 @@ def _add_empty_rows(fai: str, empty: list) -> str | None:
     return None if write_fai([r.split("\t") for r in rows], fai) else f"cannot write {fai}"
 
 
-
 def _read_fai(path: str) -> dict | None:
     """name -> (byte offset, bases per line, bytes per line, quality's byte offset or -1) from a FASTA
     .fai (five columns) or a FASTQ one (six); None when it is neither or cannot be read."""

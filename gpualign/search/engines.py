@@ -55,7 +55,6 @@ def engine_class(cfg: SearchConfig, notice):
     """The engine this process runs: the GPU one if a GPU is usable (and not --device cpu), else the CPU one;
     notice gets a line naming it (`engine: ...`, as pairs' select_engines)."""
     from ..gpu.kernels import gpu_status
-
     from .cpu import SassyEngine
 
     cpu_note = f"{SassyEngine.name} (sassy-rs, {cfg.n_threads} thread{'s' * (cfg.n_threads != 1)})"
