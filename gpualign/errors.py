@@ -48,6 +48,14 @@ class WorkerLost(GpualignError):
     def __reduce__(self):
         return WorkerLost, (self.how,)
 
+    @staticmethod
+    def died(broken: Exception) -> bool:
+        """Whether a pool's BrokenProcessPool says a worker died (the pool gives no cause then): a result or
+        exception the parent could not unpickle breaks the pool too, with the traceback of that as its cause
+        (a bug to see, not a killed process)."""
+        cause = broken.__cause__
+        return cause is None or "Traceback (most recent call last)" not in str(cause)
+
 
 class DeviceError(GpualignError):
     """A requested device or engine is not available."""

@@ -310,25 +310,32 @@ def test_values_past_int32_fail_the_pair(distance_only):
     assert "32-bit lanes hold" in res.reason[0] and f"{cpu_dp.RANGE32:,}" in res.reason[0]
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("distance_only", [False, True])
-def test_parasail_out_of_memory_fails_the_pair(monkeypatch, distance_only):
+def test_parasail_out_of_memory_fails_the_pair(monkeypatch, mode, distance_only):
     """parasail's result is NULL when it cannot allocate (under `ulimit -v`, a scheduler's limit: it prints
-    'posix_memalign failed'); reading it raised ValueError('NULL pointer access') through the run (a
-    traceback, exit 1). Now that pair fails with its reason; its neighbours align."""
+    'posix_memalign failed'); reading its score raised ValueError('NULL pointer access'), its CIGAR
+    AttributeError, through the run (a traceback, exit 1). Now that pair fails with its reason; its neighbours
+    align. The NULL result here is parasail's own Result over a NULL pointer, as parasail returns it (its
+    traceback, the matrices' size, is allocated there; the CIGAR's is a sequence's length)."""
     from gpualign.engines import cpu_dp
 
-    real = cpu_dp._run
+    real = cpu_dp._function
 
-    def short(fn16, fn32, q, t, gaps, matrix):
-        if len(q) == 7:
-            raise ValueError("NULL pointer access")
-        return real(fn16, fn32, q, t, gaps, matrix)
+    def short(mode_, want_cigar, bits, gaps):
+        fn = real(mode_, want_cigar, bits, gaps)
 
-    monkeypatch.setattr(cpu_dp, "_run", short)
-    cfg = AlignConfig(metric="affine", penalties=Penalties(2, 3, 1), scoring=Scoring(mode="local", match=2),
+        def call(q, t, *args):
+            if len(q) == 7:
+                return parasail.Result(parasail.c_result_p(), len(q), len(t))
+            return fn(q, t, *args)
+        return call
+
+    monkeypatch.setattr(cpu_dp, "_function", short)
+    cfg = AlignConfig(metric="affine", penalties=Penalties(2, 3, 1), scoring=Scoring(mode=mode, match=2),
                       device="cpu", distance_only=distance_only)
     res = align(CpuDpEngine(1), ["ACGT", "ACGTACG", "TTGCA"], ["ACGT", "ACGTACG", "TTGCA"], cfg)
-    assert res.status.tolist() == [OK, 2, OK] and res.score.tolist() == [8, 0, 10]
+    assert res.status.tolist() == [OK, 2, OK] and res.score[[0, 2]].tolist() == [8, 10]
     assert res.reason[1].startswith("the CPU aligner could not allocate the memory of 7 x 7 cells")
     assert ("--distance-only" in res.reason[1]) != distance_only
 

@@ -270,10 +270,21 @@ def _die():
     os.kill(os.getpid(), signal.SIGKILL)  # (as the out-of-memory killer ends a process)
 
 
+class _Unpicklable(Exception):
+    def __init__(self, name, detail):  # (pickled with its message alone: its constructor wants two)
+        super().__init__(f"{name}: {detail}")
+
+
+def _raise_unpicklable():
+    raise _Unpicklable("out.paf", "x")
+
+
 def test_a_killed_worker_is_one_line_not_a_traceback(capsys):
     """A CPU engine's worker killed mid-batch (the out-of-memory killer): the pool's BrokenProcessPool, or the
     forked child's 'the computing process ended without a result' (RuntimeError), came out as a traceback.
     Now WorkerLost, one line saying how the process ended; the CLI's guard says the same for any pool."""
+    from concurrent.futures.process import BrokenProcessPool
+
     import click
 
     from gpualign.commands.common import run_guarded
@@ -289,10 +300,16 @@ def test_a_killed_worker_is_one_line_not_a_traceback(capsys):
             Joined([pool.submit(_die), pool.submit(int)], list).result()
     finally:
         pool.shutdown(wait=True)
+    # a worker's exception the parent cannot unpickle breaks the pool too: a bug, shown as one (not 'killed')
+    pool = fork_pool(1)
+    try:
+        with pytest.raises(BrokenProcessPool) as e:
+            Joined([pool.submit(_raise_unpicklable)], list).result()
+        assert "_Unpicklable" in str(e.value.__cause__)
+    finally:
+        pool.shutdown(wait=True)
 
     def body():
-        from concurrent.futures.process import BrokenProcessPool
-
         raise BrokenProcessPool("A process in the process pool was terminated abruptly")
 
     with pytest.raises(click.exceptions.Exit) as e:

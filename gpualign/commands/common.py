@@ -59,17 +59,22 @@ def _same_file(a: str, b: str) -> bool:
 def _same_name(a: str, b: str) -> bool:
     """Whether renaming a file over path a (as the output is committed) replaces file b: the same directory
     entry (a link named a is replaced, not what it points to), or the entry of the file b reaches through
-    links (b a link to a's file: the input's bytes went, exit 0), or the same file by another path."""
+    links (b a link to a's file: the input's bytes went, exit 0); a directory reached by two paths (a bind
+    mount) counts as one. (A hard link to b is another entry: b keeps its bytes.)"""
     def entry(p):
         return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(p))), os.path.basename(p))
 
+    def same_entry(x, y):
+        if x == y:
+            return True
+        try:
+            return os.path.basename(x) == os.path.basename(y) and os.path.samefile(os.path.dirname(x),
+                                                                                   os.path.dirname(y))
+        except OSError:  # (a directory not there: the output's check says so)
+            return False
+
     at = entry(a)
-    if at in (entry(b), os.path.realpath(b)):
-        return True
-    try:
-        return not os.path.islink(at) and os.path.samefile(at, b)
-    except OSError:  # (a not there yet, or b unreadable: its reader says so)
-        return False
+    return same_entry(at, entry(b)) or same_entry(at, os.path.realpath(b))
 
 
 def indexes(*paths: str) -> list:
@@ -152,8 +157,10 @@ def run_guarded(body, debug: bool) -> None:
     try:
         try:
             interrupt.guard(body)  # a signal: workers and temporary files gone, `interrupted`, 130/143/129
-        except BrokenProcessPool:  # (any pool's worker killed: the out-of-memory killer's SIGKILL, most often)
-            raise WorkerLost() from None
+        except BrokenProcessPool as e:  # (any pool's worker killed: the out-of-memory killer's SIGKILL, most often)
+            if not WorkerLost.died(e):
+                raise
+            raise WorkerLost() from e
     except GpualignError as e:
         if isinstance(e, WriteError) and e.broken_pipe:
             quiet_stdout()

@@ -28,8 +28,10 @@ class Joined(Future):
     def result(self, timeout=None) -> AlignBatch:
         try:
             parts = [f.result(timeout) for f in self._futures]
-        except BrokenProcessPool:  # (a worker killed: the out-of-memory killer, most often)
-            raise WorkerLost() from None
+        except BrokenProcessPool as e:  # (a worker killed: the out-of-memory killer, most often)
+            if not WorkerLost.died(e):
+                raise
+            raise WorkerLost() from e
         return self._assemble(parts)
 
 

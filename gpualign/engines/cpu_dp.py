@@ -72,13 +72,23 @@ def reach(ql: int, tl: int, smax: int, gaps: tuple, mode: str = "global") -> int
     return max(smax * min(ql, tl) + gaps[1] * gap_bases, gaps[1] * ql) + 2 * gaps[0]
 
 
+class _NoMemory(Exception):
+    """parasail could not allocate a pair's matrices or traceback: its result is NULL (it prints
+    'posix_memalign failed'; under `ulimit -v`, a scheduler's memory limit)."""
+
+
 def _run(fn16, fn32, q: str, t: str, gaps, matrix):
-    """fn16's result (None: not tried) unless it saturated, else fn32's."""
+    """fn16's result (None: not tried) unless it saturated, else fn32's; _NoMemory for a NULL one."""
     if fn16 is not None:
         r = fn16(q, t, gaps[0], gaps[1], matrix)
+        if not r.pointer:
+            raise _NoMemory
         if not r.saturated:
             return r
-    return fn32(q, t, gaps[0], gaps[1], matrix)
+    r = fn32(q, t, gaps[0], gaps[1], matrix)
+    if not r.pointer:
+        raise _NoMemory
+    return r
 
 
 def empty_side(mode: str, ql: int, tl: int, gaps) -> tuple[int, list]:
@@ -134,7 +144,7 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
                 _run(fn16 if bound < RANGE16 else None, fn32, text[qo:qo + ql], text[to:to + tl], gaps, matrix)
             c = r.get_cigar() if want_cigar and r is not None and not r.saturated and \
                 not (mode == "local" and r.score <= 0) else None
-        except (ValueError, MemoryError):  # (parasail's result NULL: its memory not had, 'posix_memalign failed')
+        except _NoMemory:
             failed[i] = (f"the CPU aligner could not allocate the memory of {ql} x {tl} cells"
                          + (" and their traceback (use --distance-only, fewer threads: -t)" if want_cigar else ""))
             continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import mmap
 import os
 import re
@@ -351,12 +352,15 @@ def _add_empty_rows(fai: str, empty: list) -> str | None:
         rows = fh.read().splitlines()
     named = {r.split("\t", 1)[0] for r in rows}
     cols = rows[0].count("\t") + 1 if rows else 5  # (six for FASTQ)
-    for k, name in empty:
+    merged, held = [], iter(rows)
+    for k, name in empty:  # (k ascending: htslib's rows up to record k, then its row)
         if name in named:
             return f"name {name!r} again (record {k + 1}, which has no bases): a name must tell its record apart"
         named.add(name)
-        rows.insert(k, "\t".join([name] + ["0"] * (cols - 1)))
-    return None if write_fai([r.split("\t") for r in rows], fai) else f"cannot write {fai}"
+        merged.extend(itertools.islice(held, k - len(merged)))
+        merged.append("\t".join([name] + ["0"] * (cols - 1)))
+    merged.extend(held)
+    return None if write_fai([r.split("\t") for r in merged], fai) else f"cannot write {fai}"
 
 
 def _read_fai(path: str) -> dict | None:

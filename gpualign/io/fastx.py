@@ -237,15 +237,15 @@ def same_sequences(path: str, repeated: set, symbols: bytes = b"") -> None:
     """An InputError unless each record of a name in repeated holds the letters (case aside) of the first
     record of that name: one @SQ line stands for one sequence. A second reading of the file, made only when a
     target name repeats (the names' lengths already agree)."""
-    first: dict = {}  # name -> (its first record's number, that record as written, its letters case-folded)
+    first: dict = {}  # name -> (its first record's number, that record as written)
     done = 0
     for names, seqs, _ in record_chunks(path, CHUNK, symbols=symbols):
         for i, (name, seq) in enumerate(zip(names, seqs)):
             if name in repeated:
                 was = first.get(name)
                 if was is None:
-                    first[name] = (done + i + 1, seq, seq.translate(pack.FOLD))
-                elif seq != was[1] and seq.translate(pack.FOLD) != was[2]:
+                    first[name] = (done + i + 1, seq)
+                elif seq != was[1] and seq.translate(pack.FOLD) != was[1].translate(pack.FOLD):
                     raise InputError(f"{display_name(path)}: record {done + i + 1}: target name {name!r} appears "
                                      f"again with a different sequence (record {was[0]} has the same name and "
                                      "length); SAM/BAM give a name one sequence (@SQ): rename one, or write PAF "
