@@ -18,7 +18,7 @@ from ..config import SearchConfig
 from ..devices import present
 from ..errors import ConfigError
 from ..progress import input_bases
-from ..stages import Output, ReadAhead, WriteBehind, in_order
+from ..stages import Output, ReadAhead, WriteBehind, check_output, in_order
 from ..workers import ENGINE_BASES, fork_pool, sized
 from . import patterns as PT
 from .engines import device_set, engine_class, remote_engine, scan_on
@@ -82,6 +82,7 @@ def run_search(patterns_path: str, text_path: str, out: str, fmt: str | None, cf
     if fmt in ("sam", "bam"):
         PT.check_sam_names(pats, patterns_path)
     TextReader.check(text_path)  # before any engine starts
+    check_output(out)  # (its one line before the engine's notice)
     summary = SearchSummary(patterns=len(pats.names), pattern_strands=pats.n)
     pool = worker_pool(cfg.n_threads)  # forked now: before CUDA and any thread
     try:
