@@ -294,16 +294,17 @@ def test_killable_child_never_returns_to_its_caller():
     timeouts, `multiprocessing.spawn` processes left for hours)."""
     code = ("import os, sys\n"
             "from gpualign import interrupt\n"
+            "from gpualign.errors import WorkerLost\n"
             "try:\n"
             "    interrupt.killable(os.closerange, 3, 65536)\n"
-            "except RuntimeError as e:\n"
+            "except WorkerLost as e:\n"
             "    print('caller', os.getpid(), e, flush=True)\n"
             "except BaseException as e:\n"
             "    print('escaped', os.getpid(), type(e).__name__, flush=True)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     lines = p.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("caller "), p.stdout
-    assert "without a result" in lines[0], p.stdout
+    assert "ended without its result (exit code 1;" in lines[0], p.stdout
 
 
 def test_killable_child_ends_with_its_parent():
