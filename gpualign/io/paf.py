@@ -153,13 +153,13 @@ def parse_lines(name: str, numbered) -> Iterator:
         line = line.rstrip("\r\n")
         if not line or line.startswith("#"):
             continue
-        if "\r" in line:
-            yield CandidateError(f"{name}: line {ln}: a carriage return (CR) inside the line: PAF lines end with LF "
-                                 "or CR LF", first_column(line))
-            continue
         if not line.isascii() and _binary(line):
             yield CandidateError(f"{name}: line {ln}: not PAF text (binary data or not UTF-8; gzip PAF is not read)",
                                  first_column(line))
+            continue
+        if "\r" in line:
+            yield CandidateError(f"{name}: line {ln}: a carriage return (CR) inside the line: PAF lines end with LF "
+                                 "or CR LF", first_column(line))
             continue
         f = line.split("\t")
         err = _check(name, ln, f)
