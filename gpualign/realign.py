@@ -141,7 +141,8 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
             output = Output(out, binary_via_path=(fmt == "bam"))
             with running(chain, output, cfg):
                 writer = {"paf": RealignedPaf, "sam": RealignedSam, "bam": RealignedBam}[fmt](
-                    output.target, targets=targets, command_line=command_line, cs=cs, grouped=grouped)
+                    output.target, targets=targets, command_line=command_line, cs=cs, grouped=grouped,
+                    paf_name=paf_name)
                 sink = parallel.OrderedWriter(writer, fmt_pool, PAF_FORMATTERS) if fmt == "paf" else _WithMeta(writer)
                 sink = Primaries(sink, several, skipped, keep_seq=(fmt == "paf" and cs),
                                  refetch=None if fmt == "paf" else lambda cands: [queries.get(c) for c in cands])

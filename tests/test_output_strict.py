@@ -407,8 +407,8 @@ def test_names_sam_cannot_hold(tmp_path, fmt, name, why):
 @pytest.mark.parametrize("fmt", ["sam", "bam"])
 def test_names_sam_cannot_hold_in_paf_and_search(tmp_path, fmt):
     """`paf` (its candidates' query names) and `search` (its patterns' names) refuse SAM/BAM for a name
-    starting with '@' the same way: one line naming the PAF line (not the candidate's number: comment lines
-    count) or the pattern's record, exit 1, no output; PAF and BED take it."""
+    starting with '@' the same way: one line naming the PAF file and line (not the candidate's number: comment
+    lines count) or the pattern's record, exit 1, no output; PAF and BED take it."""
     (tmp_path / "reads.fa").write_text(">@r1\nACGTACGTACGTACGTACGT\n>r2\nACGTACGTACGTACGTACGT\n")
     (tmp_path / "ref.fa").write_text(">chr\nTTTTTTTTTTACGTACGTACGTACGTACGTTTTTTTTTTT\n")
     (tmp_path / "c.paf").write_text("# candidates\n" + "".join(f"{q}\t20\t0\t20\t+\tchr\t40\t10\t30\t20\t20\t60\n"
@@ -425,7 +425,8 @@ def test_names_sam_cannot_hold_in_paf_and_search(tmp_path, fmt):
             line = _error_line(p.stderr)
             assert p.returncode == 1 and not (tmp_path / out).exists(), line
             assert "starts with '@'" in line and "QNAME" in line
-            assert "(PAF line 2)" in line if cmd == "paf" else "pat.fa: record 2" in line  # (line 1: a comment)
+            assert "c.paf: query '@r1' (line 2)" in line if cmd == "paf" else "pat.fa: record 2" in line  # (line 1:
+            # a comment)
 
 
 def _run_to(tmp_path, args: list, out: str) -> subprocess.CompletedProcess:
@@ -494,7 +495,7 @@ def test_target_names_not_printable(tmp_path, fmt):
         (tmp_path / "p2.fa").write_text(f">p\nGTACGTTTGACC\n>{target}\nGTACGTTTGAC\n", encoding="utf-8")
         runs = {"pairs": (["pairs", "a.fa", "b.fa"], "b.fa"), "genome": (["genome", "a.fa", "b.fa"], "b.fa"),
                 "paf": (["paf", "c.paf", "a.fa", "b.fa"], "b.fa"),
-                "paf query": (["paf", "c2.paf", "b.fa", "a.fa"], "PAF line 1"),
+                "paf query": (["paf", "c2.paf", "b.fa", "a.fa"], "c2.paf: query"),
                 "search": (["search", "p.fa", "many.fa", "-k", "0"], "many.fa: record 200"),
                 "search pattern": (["search", "p2.fa", "a.fa", "-k", "0"], "p2.fa: record 2")}
         for cmd, (args, where) in runs.items():

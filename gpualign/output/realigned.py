@@ -139,9 +139,10 @@ class RealignedPaf:
         pass
 
 
-def sam_records(batch, res, meta) -> list[str]:
+def sam_records(batch, res, meta, paf_name: str = "") -> list[str]:
+    """paf_name: the PAF file's name as messages show it (a read whose name SAM refuses: the file, its line)."""
     if batch.n:
-        refuse_qnames(Names.of(batch.q_names), lambda k: f"PAF line {meta['cands'][k].line}", "PAF")
+        refuse_qnames(Names.of(batch.q_names), lambda k: f"line {meta['cands'][k].line}", "PAF", paf_name)
     c = columns(res)
     ts, _ = _coords(batch, res, meta)
     secondary = [0 if p else 256 for p in _primary(meta, res.n)]
@@ -170,13 +171,13 @@ def sam_records(batch, res, meta) -> list[str]:
 
 
 class RealignedSam:
-    def __init__(self, stream, targets, command_line: str, grouped: bool = True, **_):
+    def __init__(self, stream, targets, command_line: str, grouped: bool = True, paf_name: str = "", **_):
         """grouped: each read's candidates together in the PAF (the header's GO:query)."""
-        self.stream = stream
+        self.stream, self.paf_name = stream, paf_name
         stream.write(header_text(targets.lengths, command_line, grouped))
 
     def write(self, batch, res, meta) -> int:
-        recs = sam_records(batch, res, meta)
+        recs = sam_records(batch, res, meta, self.paf_name)
         self.stream.write("".join(recs).encode())
         return len(recs)
 
@@ -185,14 +186,14 @@ class RealignedSam:
 
 
 class RealignedBam:
-    def __init__(self, path: str, targets, command_line: str, grouped: bool = True, **_):
-        self.out = SamToBam(path, header_text(targets.lengths, command_line, grouped))
+    def __init__(self, path: str, targets, command_line: str, grouped: bool = True, paf_name: str = "", **_):
+        self.out, self.paf_name = SamToBam(path, header_text(targets.lengths, command_line, grouped)), paf_name
 
     def write(self, batch, res, meta) -> int:
         for name, seq in zip(batch.q_names, meta["full_query"]):
             if seq.translate(None, BAM_LETTERS):
                 raise bam_refusal(name, seq.translate(None, BAM_LETTERS)[0])
-        recs = sam_records(batch, res, meta)
+        recs = sam_records(batch, res, meta, self.paf_name)
         self.out.write("".join(recs).encode())
         return len(recs)
 
