@@ -92,7 +92,7 @@ class TimelineRecorder:
 
     AROUND = ("load_module", "select_engines", "engine start", "engine warm", "align", "upload",
               "affine level queued", "results", "write submit", "write flush", "commit", "device read",
-              "target scan", "sam header")
+              "target scan", "sam header", "search submit", "search collect")
     SLOW = ("pinned_empty", "send", "estimated level", "length_groups", "longest_first", "shm take", "write one",
             "batch build")
 
@@ -253,7 +253,7 @@ def timeline_args(ap) -> None:
                       "each batch written, and the process's end. The command runs in a child process with a "
                       "trace recorder installed; a kernel's span runs from when its stream reached it to its end. "
                       "Options after -- go to the command.")
-    ap.add_argument("command", choices=("paf", "pairs"))
+    ap.add_argument("command", choices=("paf", "pairs", "search"))
     ap.add_argument("inputs", nargs="+", help="the command's inputs (paf: cands.paf reads.fa ref.fa; pairs: A.fa B.fa)")
     ap.add_argument("-o", "--output", help="the command's output (default: a temporary .paf)")
     ap.add_argument("--json", help="write the events and kernels here too")

@@ -202,6 +202,37 @@ def test_hit_aligner_out_of_memory(monkeypatch, kind):
         aligner(job)
 
 
+def test_slots_sent_without_a_copy(tmp_path, monkeypatch, kind):
+    """A plain text read by worker processes: each chunk goes up from its shared-memory slot, page-locked the
+    first time the slot comes and not copied on the host; the same bytes as the CPU engine; every slot
+    unlocked when the engine closes."""
+    from gpualign.search import gpu
+
+    rng = np.random.default_rng(7)
+    genome = random_dna(rng, 300_000)
+    pfa, tfa = os.path.join(tmp_path, "p.fa"), os.path.join(tmp_path, "t.fa")
+    write_fasta(pfa, {f"g{i}": mutate(rng, genome[a:a + 23], i % 3)
+                      for i, a in enumerate(rng.integers(0, len(genome) - 23, 20).tolist())})
+    write_fasta(tfa, {f"chr{i}": genome[i * 60_000:(i + 1) * 60_000] for i in range(5)})
+    locks, copies, left = [], [], []
+    lock, close, copy = gpu.GpuSearchEngine._lock, gpu.GpuSearchEngine.close, gpu.copy_host
+
+    def locking(self, codes):
+        locks.append((lock(self, codes), len(self.locked)))
+        return locks[-1][0]
+
+    def closing(self):
+        close(self)
+        left.append(len(self.locked))
+
+    monkeypatch.setattr(gpu.GpuSearchEngine, "_lock", locking)
+    monkeypatch.setattr(gpu.GpuSearchEngine, "close", closing)
+    monkeypatch.setattr(gpu, "copy_host", lambda *a: copies.append(1) or copy(*a))
+    assert both(tmp_path, pfa, tfa, k=3, chunk_bases=8_000, threads=4).count(b"\n") >= 20
+    assert len(locks) > 30 and all(ok for ok, _ in locks) and copies == [] and left == [0]
+    assert max(n for _, n in locks) < len(locks) / 2  # (slots used again: each locked once)
+
+
 def test_search_out_of_memory(tmp_path, monkeypatch, kind):
     """The search engine out of device memory for a chunk: once, the chunk is submitted again after the
     memory pool is freed (the same bytes as the CPU engine); always, one clear DeviceError."""

@@ -4,6 +4,7 @@ search with seed filters, CuPy) and search/cpu.py (sassy-rs in worker processes)
 
 from __future__ import annotations
 
+from .. import trace
 from ..config import SearchConfig
 from ..errors import DeviceError
 
@@ -51,6 +52,7 @@ def make_engine(pats, cfg: SearchConfig, notice) -> SearchEngine:
     return engine_class(cfg, notice).make(pats, cfg)
 
 
+@trace.traced("select_engines")
 def engine_class(cfg: SearchConfig, notice):
     """The engine this process runs: the GPU one if a GPU is usable (and not --device cpu), else the CPU one;
     notice gets a line naming it (`engine: ...`, as pairs' select_engines)."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import trace
 from ..errors import ConfigError, DeviceError, GpualignError
 from ..gpu import arrays
 from ..gpu.kernels import is_out_of_memory, load_module
@@ -181,6 +182,8 @@ class GpuSearchEngine(SearchEngine):
         self.cap = {w: max(1, FIRST_CAP // len(self.groups)) for w, _, _ in self.groups}
         self.verify_blocks = 16 * cupy.cuda.Device().attributes["MultiProcessorCount"]  # (seed_verify's grid)
         self.staged = [(None, None), (None, None)]  # _upload's page-locked buffers: (buffer, its upload's event)
+        self.locked: dict = {}  # the reader's shared-memory slots page-locked here: address -> the slot's array
+        self.lock_failed = False  # (a slot that cannot be page-locked: every chunk copied, as before)
 
     @staticmethod
     def geometry(pats, k: int) -> tuple[int, int]:
@@ -193,7 +196,15 @@ class GpuSearchEngine(SearchEngine):
         pass
 
     def close(self) -> None:
-        pass
+        """The slots page-locked by _upload given back (their uploads done first)."""
+        if self.locked:
+            self.upload.synchronize()
+            for address in self.locked:
+                try:
+                    self.cp.cuda.runtime.hostUnregister(address)
+                except self.cp.cuda.runtime.CUDARuntimeError:  # (the context is going: the driver frees them)
+                    pass
+            self.locked.clear()
 
     def aligner(self):
         """The hits' aligner to use beside this engine (search/gpu_align.py)."""
@@ -204,6 +215,7 @@ class GpuSearchEngine(SearchEngine):
     def search(self, chunk) -> Cands:
         return self.collect(self.submit(chunk))
 
+    @trace.traced("search submit")
     def submit(self, chunk) -> tuple:
         """Upload chunk and launch its kernels, without waiting for them: what collect() takes. The upload
         has its own stream, so it runs while the kernels launched before it do."""
@@ -229,7 +241,7 @@ class GpuSearchEngine(SearchEngine):
         cp = self.cp
         launches = []
         with self.upload:
-            text = self._upload(chunk.codes)
+            text = self._upload(chunk.codes, chunk.slot >= 0)
             for w, ids, peq in self.groups:
                 job = self._job(chunk, w, ids, peq, text, self.seeds.get(w))
                 if job is not None:
@@ -242,11 +254,17 @@ class GpuSearchEngine(SearchEngine):
                 self._launch(job)
             return launches, self.stream.record()
 
-    def _upload(self, codes: np.ndarray):
-        """codes on the device, sent on the upload stream from one of two page-locked buffers (the one whose
-        upload before is done), which the copy threads fill. A copy from pageable memory (the chunk's own
-        buffer) held this thread for the whole 32 MiB (about 6 ms) and, meanwhile, the driver's lock that the
-        other threads' CUDA calls (the hits' aligner) wait for."""
+    def _upload(self, codes: np.ndarray, in_slot: bool = False):
+        """codes on the device, sent on the upload stream: straight from the reader's shared-memory slot
+        (in_slot), page-locked the first time it comes (_lock); otherwise from one of two page-locked buffers
+        (the one whose upload before is done), which the copy threads fill. A copy from pageable memory (the
+        chunk's own buffer) held this thread for the whole 32 MiB (about 6 ms) and, meanwhile, the driver's
+        lock that the other threads' CUDA calls (the hits' aligner) wait for. A slot is not written again
+        before its chunk is given back (run.py: after collect(), so after this upload)."""
+        if in_slot and self._lock(codes):
+            text = self.cp.empty(len(codes), np.uint8)
+            text.set(codes, stream=self.upload)
+            return text
         self.staged.reverse()
         host, sent = self.staged[0]
         if sent is not None:
@@ -258,6 +276,26 @@ class GpuSearchEngine(SearchEngine):
         text.set(host[:len(codes)], stream=self.upload)
         self.staged[0] = (host, self.upload.record())
         return text
+
+    def _lock(self, codes: np.ndarray) -> bool:
+        """Whether the slot holding codes (a view of it) is page-locked: made so when first seen. The slot's
+        array is kept (and with it the mapping) until close() unlocks it. Slots are few and used again and
+        again (text_ranges.Slots), so the chunks after the first in each slot need no copy on the host."""
+        root = codes
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        address = root.ctypes.data
+        if address in self.locked:
+            return True
+        if self.lock_failed:
+            return False
+        try:
+            self.cp.cuda.runtime.hostRegister(address, root.nbytes, 0)
+        except self.cp.cuda.runtime.CUDARuntimeError:  # (a limit on locked memory; another device locked it)
+            self.lock_failed = True
+            return False
+        self.locked[address] = root
+        return True
 
     def _job(self, chunk, w: int, ids, peq, text, seeds):
         """The launch of one pattern width over chunk (None when the chunk holds nothing to scan): through the
@@ -278,6 +316,7 @@ class GpuSearchEngine(SearchEngine):
         warm, report, end = self._tiles(chunk, 32 * w + self.k - 1, 32 * w)
         return [self.cp.asarray(a) for a in (warm, report, end)] if len(warm) else []
 
+    @trace.traced("search collect")
     def collect(self, submitted: tuple) -> Cands:
         """The candidates of submit()'s launches, once they are done (not waiting for later launches)."""
         launches, done = submitted

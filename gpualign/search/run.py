@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import interrupt, memory
+from .. import interrupt, memory, trace
 from ..config import SearchConfig
 from ..devices import present
 from ..errors import ConfigError
@@ -150,8 +150,7 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             kind = probe.result()
             threads.shutdown(wait=True)  # (no thread but the pool's own while the CPU engine forks)
             summary.engine = kind.name
-            engine = kind.make(pats, cfg)
-            engine.start()
+            engine = _started(kind, pats, cfg)
             chunks = _after(first, stream)
         writer = HitWriter(fmt, output.target, pats, command_line)
         behind = WriteBehind(writer.write, summary.stage_seconds, "write")  # the writing of a chunk's hits
@@ -219,6 +218,13 @@ def _search(pats, text_path: str, out: str, fmt: str, cfg: SearchConfig, command
             if remote is not None:
                 remote.close()
     summary.per_pattern = per_pattern
+
+
+@trace.traced("engine start")
+def _started(kind, pats, cfg: SearchConfig):
+    engine = kind.make(pats, cfg)
+    engine.start()
+    return engine
 
 
 def _named(records, complete: np.ndarray) -> tuple[list, list]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import trace
 from ..errors import InputError
 from ..io import fastx
 from ..io.fastx_strict import CR_IN_HEADER
@@ -107,6 +108,7 @@ class TextReader:
         if head[:1] != b">":
             raise InputError(f"{fastx.display_name(path)}: the text must be FASTA (records start with '>')")
 
+    @trace.traced_items("text chunk")
     def __iter__(self):
         name = fastx.display_name(self.path)
         check = _Checker(self.records, name, self.unique)

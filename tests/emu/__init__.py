@@ -178,6 +178,20 @@ def _device(make):
     return lambda *a, **kw: make(*a, **kw).view(DeviceArray)
 
 
+def _runtime() -> types.SimpleNamespace:
+    """CUDA's runtime calls the host code makes: page-locking host memory is a no-op here (numpy's copies need
+    none), its addresses kept in `locked` so that a test can see what was locked and given back."""
+    locked: set = set()
+
+    def register(address: int, size: int, flags: int) -> None:
+        if address in locked:
+            raise RuntimeError("cudaErrorHostMemoryAlreadyRegistered")
+        locked.add(address)
+
+    return types.SimpleNamespace(getDeviceCount=lambda: 1, hostRegister=register, hostUnregister=locked.remove,
+                                 CUDARuntimeError=RuntimeError, locked=locked)
+
+
 def fake_cupy() -> types.ModuleType:
     """The part of CuPy the engines' host code calls, on numpy arrays (DeviceArray)."""
     m = types.ModuleType("cupy")
@@ -189,7 +203,7 @@ def fake_cupy() -> types.ModuleType:
     m.asnumpy = lambda a: np.array(a)
     m.get_default_memory_pool = _Pool
     m.cuda = types.SimpleNamespace(Device=_Device, get_current_stream=_Stream, Stream=_Stream,
-                                   alloc_pinned_memory=bytearray, runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
+                                   alloc_pinned_memory=bytearray, runtime=_runtime())
     return m
 
 
