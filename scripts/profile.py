@@ -4,6 +4,7 @@ script installs: the code's own named spans), never from patching engine interna
 
   python scripts/profile.py timeline paf cands.paf reads.fa ref.fa [--json tl.json] [-- extra gpualign paf options]
   python scripts/profile.py timeline pairs A.fa B.fa [-- --device gpu]
+  python scripts/profile.py timeline search patterns.fa text.fa --events -- -k 3 --device gpu
   python scripts/profile.py stages -n 1000000 -l 150 -e 0.02 [--distance-only] [--cprofile] [--general local]
   python scripts/profile.py edit [N] [BATCH_BASES]
   python scripts/profile.py affine 1000000x1000x0.10 10000x10000x0.10 --batch-bases 67108864
@@ -247,14 +248,15 @@ def summarise(tl: dict, wall: float) -> None:
 
 
 def timeline_args(ap) -> None:
-    ap.description = ("Timeline of one `gpualign paf` or `gpualign pairs` command from its process start: imports, "
+    ap.description = ("Timeline of one `gpualign paf`, `pairs` or `search` command from its process start: imports, "
                       "reader processes, "
                       "engine start-up and warm-up, each batch read and aligned, each kernel on the GPU (CUDA events), "
                       "each batch written, and the process's end. The command runs in a child process with a "
                       "trace recorder installed; a kernel's span runs from when its stream reached it to its end. "
                       "Options after -- go to the command.")
     ap.add_argument("command", choices=("paf", "pairs", "search"))
-    ap.add_argument("inputs", nargs="+", help="the command's inputs (paf: cands.paf reads.fa ref.fa; pairs: A.fa B.fa)")
+    ap.add_argument("inputs", nargs="+", help="the command's inputs (paf: cands.paf reads.fa ref.fa; pairs: A.fa B.fa; "
+                    "search: patterns.fa text.fa)")
     ap.add_argument("-o", "--output", help="the command's output (default: a temporary .paf)")
     ap.add_argument("--json", help="write the events and kernels here too")
     ap.add_argument("--events", action="store_true", help="print every event")
