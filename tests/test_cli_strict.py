@@ -480,7 +480,9 @@ def test_bam_refuses_letters_it_cannot_hold(fa, tmp_path, command):
     args = {"pairs": [q, q], "genome": [q, q], "paf": [cands, q, q]}[command]
     out = tmp_path / "o.bam"
     rc, stdout, err = run(command, *args, "-o", str(out), "--device", "cpu", "-t", "1", "-q")
-    assert rc == 1 and "'X' cannot be written to BAM" in one_error_line(err) and not out.exists()
+    line = one_error_line(err)
+    assert rc == 1 and "'X' cannot be written to BAM" in line and not out.exists()
+    assert ("c.paf: query 'a' (line 1)" if command == "paf" else "query 'a' (pair 1)") in line, line
     rc, stdout, err = run(command, *args, "-f", "sam", "--device", "cpu", "-t", "1", "-q")
     assert rc == 0 and "\tACGTXJEF\t" in stdout, err
     iupac = tmp_path / "i.fa"

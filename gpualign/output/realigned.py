@@ -190,9 +190,9 @@ class RealignedBam:
         self.out, self.paf_name = SamToBam(path, header_text(targets.lengths, command_line, grouped)), paf_name
 
     def write(self, batch, res, meta) -> int:
-        for name, seq in zip(batch.q_names, meta["full_query"]):
+        for name, seq, cand in zip(batch.q_names, meta["full_query"], meta["cands"]):
             if seq.translate(None, BAM_LETTERS):
-                raise bam_refusal(name, seq.translate(None, BAM_LETTERS)[0])
+                raise bam_refusal(name, seq.translate(None, BAM_LETTERS)[0], f"line {cand.line}", self.paf_name)
         recs = sam_records(batch, res, meta, self.paf_name)
         self.out.write("".join(recs).encode())
         return len(recs)

@@ -383,9 +383,11 @@ _NOT_BAM = np.ones(256, dtype=bool)
 _NOT_BAM[np.frombuffer(BAM_LETTERS, dtype=np.uint8)] = False
 
 
-def bam_refusal(name: str, letter: int) -> GpualignError:
-    return GpualignError(f"query {name!r}: {chr(letter)!r} cannot be written to BAM (its SEQ holds A, C, G, T, "
-                         "N and the IUPAC codes only): write SAM, PAF or TSV")
+def bam_refusal(name: str, letter: int, place: str, source: str = "") -> GpualignError:
+    """place: where the query is (`pair 3`, `line 7`); source: the file that place counts in, if given."""
+    where = f"{source}: " if source else ""
+    return GpualignError(f"{where}query {name!r} ({place}): {chr(letter)!r} cannot be written to BAM (its SEQ holds "
+                         "A, C, G, T, N and the IUPAC codes only): write SAM, PAF or TSV")
 
 
 def check_bam_seq(batch: PairBatch) -> None:
@@ -396,7 +398,7 @@ def check_bam_seq(batch: PairBatch) -> None:
     k = np.flatnonzero(bad[batch.q_off + batch.q_len] > bad[batch.q_off])
     if len(k):
         at = batch.q_off[k[0]] + np.argmax(_NOT_BAM[batch.seq[batch.q_off[k[0]]:]])
-        raise bam_refusal(batch.q_names[k[0]], int(batch.seq[at]))
+        raise bam_refusal(batch.q_names[k[0]], int(batch.seq[at]), f"pair {int(batch.index[k[0]]) + 1}")
 
 
 def check_star_seq(batch: PairBatch) -> None:
