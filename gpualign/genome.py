@@ -221,7 +221,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     if with_path:
         fmt = infer_format(fmt, out, False)
     elif fmt not in (None, "tsv"):
-        raise ConfigError("gpualign genome --distance-only writes TSV only")
+        raise ConfigError(f"gpualign genome --distance-only writes TSV only (got -f {fmt!r})")
     elif fmt is None and named_format(out) not in (None, "tsv"):  # (TSV named .bam: not what its name says)
         raise ConfigError(f"{out}: gpualign genome --distance-only writes TSV only: name the output otherwise "
                           "(.tsv, .txt), or give -f tsv")
