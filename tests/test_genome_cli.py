@@ -160,10 +160,10 @@ def test_estimate_with_uneven_divergence_and_large_indels(seed):
 
 
 def test_record_names_not_from_a_fai(files, tmp_path):
-    """A .fai newer than its file is not trusted for the names: htslib's leaves out a record without bases
-    and a repeated name (a helper's hunt: a named empty record was 'not found', a file's record count was
-    wrong, and the TSV's first rows came out before the count's error), and one left from another file
-    would give that file's names."""
+    """A .fai newer than its file that does not list its records as the file holds them is not used for the
+    names: htslib's leaves out a record without bases and a repeated name (a helper's hunt: a named empty
+    record was 'not found', a file's record count was wrong, and the TSV's first rows came out before the
+    count's error), and one left from another file would give that file's names."""
     import pysam
 
     from gpualign.genome import record_names
@@ -179,6 +179,42 @@ def test_record_names_not_from_a_fai(files, tmp_path):
     assert rc == 0 and rows(out)[0][:5] == ["b", "y", "0", str(len(Y)), str(len(Y))], err
     rc, out, err = run([e, two, *CPU, "-o", str(tmp_path / "o.tsv")])
     assert rc == 1 and f"{e} has more records than {two}" in err and not (tmp_path / "o.tsv").exists(), err
+
+
+def test_record_names_from_a_fai_that_lists_every_record(tmp_path, monkeypatch):
+    """htslib's .fai gives the names without a first pass where it lists every record as the file holds them
+    (LF or CR LF, the last line's end missing or not); a file it does not match is read: an empty record, a
+    repeated name, a .fai of another file, blank lines between records, a gzip file."""
+    import gzip
+
+    import pysam
+
+    from gpualign import genome
+
+    body = b">a desc\nACGTACGTAC\nGT\n>b\nAAAAAAAAAA\n>c x y\nC\n"
+    good = {"lf.fa": body, "crlf.fa": body.replace(b"\n", b"\r\n"), "noend.fa": body[:-1],
+            "full.fa": b">a\nACGTACGTAC\n>b\nAAAAAAAAAA\n"}
+    bad = {"empty.fa": b">a\nACGT\n>e\n>c\nGG\n", "dup.fa": b">a\nACGT\n>a\nGG\n>c\nT\n",
+           "blank.fa": b">a\nACGT\n\n>c\nGG\n"}
+    for name, data in {**good, **bad}.items():
+        (tmp_path / name).write_bytes(data)
+        pysam.faidx(str(tmp_path / name))
+    first_pass = []
+    records = genome.fastx.records
+    monkeypatch.setattr(genome.fastx, "records", lambda *a, **k: first_pass.append(a[0]) or records(*a, **k))
+    for name in good:
+        want = ["a", "b"] if name == "full.fa" else ["a", "b", "c"]
+        assert genome.record_names(str(tmp_path / name)) == want and not first_pass, name
+    for name, want in (("empty.fa", ["a", "e", "c"]), ("dup.fa", ["a", "a", "c"]), ("blank.fa", ["a", "c"])):
+        assert genome.record_names(str(tmp_path / name)) == want and first_pass[-1] == str(tmp_path / name)
+    other = tmp_path / "other.fa"  # (the same count of records; lf.fa's .fai copied beside it, newer)
+    other.write_bytes(b">x\nACGTACGTAC\nGT\n>y\nAAAAAAAAAA\n>z\nC\n")
+    (tmp_path / "other.fa.fai").write_bytes((tmp_path / "lf.fa.fai").read_bytes())
+    assert genome.record_names(str(other)) == ["x", "y", "z"] and first_pass[-1] == str(other)
+    gz = tmp_path / "z.fa.gz"
+    gz.write_bytes(gzip.compress(body))
+    (tmp_path / "z.fa.gz.fai").write_bytes((tmp_path / "lf.fa.fai").read_bytes())
+    assert genome.record_names(str(gz)) == ["a", "b", "c"] and first_pass[-1] == str(gz)
 
 
 @pytest.mark.parametrize("option", ["--query-record", "--target-record"])
