@@ -16,9 +16,9 @@ EPILOG = ("Examples:\n\n"
           "  zcat a.fa.gz | gpualign pairs - b.fa --distance-only --format tsv\n\n"
           "  gpualign pairs reads.fa refs.fa --mode local --match 2 -x 3 -O 5 -E 2 -f tsv\n\n"
           "  gpualign pairs p.fa q.fa --alphabet protein --matrix BLOSUM62 -O 11 -E 1 --mode local\n\n"
-          "General scoring (--mode local|semi-global, --match, --matrix, --alphabet protein) runs the gpu-dp "
-          "engine (cpu-dp without a GPU) and reports SCORES, higher is better: +match (or the matrix entry), -x per mismatch, "
-          "-(o + L*e) per gap of length L (BLAST's convention). " + CHAR_RULE)
+          "General scoring (--mode local|semi-global, --match, --matrix, --alphabet protein) runs on gpu-dp "
+          "(cpu-dp without a GPU) and reports SCORES, higher is better: +match (or the matrix entry), "
+          "-x per mismatch, -(o + L*e) per gap of length L (BLAST's convention). " + CHAR_RULE)
 
 
 @argument("query", help="Queries (FASTA/FASTQ, gz ok; '-' = stdin).")
