@@ -98,6 +98,8 @@ def _fai_names(path: str) -> list[str] | None:
         size = os.path.getsize(path)
         with open(fai, "rb") as fh:
             rows = [line.rstrip(b"\n").split(b"\t") for line in fh]
+        if not rows:
+            return None
         names = []
         with open(path, "rb") as fh:
             at = 0  # where the next header line must start
@@ -107,13 +109,13 @@ def _fai_names(path: str) -> list[str] | None:
                 length, offset, bases, width = (int(x) for x in row[1:])
                 head = os.pread(fh.fileno(), offset - at, at) if 0 < offset - at <= FAI_HEADER_MAX else b""
                 words = head[1:].split(None, 1)
-                if head[:1] != b">" or head.find(b"\n") != len(head) - 1 or not words or words[0] != row[0] \
-                        or bases <= 0 or width < bases:
+                if head[:1] != b">" or head.find(b"\n") != len(head) - 1 or b"\r" in head[:-2] or not words \
+                        or words[0] != row[0] or bases <= 0 or width < bases:  # (a CR inside: the reader's error)
                     return None
                 names.append(row[0].decode("utf-8"))
                 full, part = divmod(length, bases)
                 at = offset + full * width + (part + width - bases if part else 0)
-        if at != size and not (rows and at - size == width - bases > 0):  # (the last line's end may be missing)
+        if at != size and not at - size == width - bases > 0:  # (the last line's end may be missing)
             return None  # (more after the last record: a record the .fai leaves out)
         return names
     except (OSError, ValueError, UnicodeDecodeError):

@@ -190,6 +190,7 @@ def test_record_names_from_a_fai_that_lists_every_record(tmp_path, monkeypatch):
     import pysam
 
     from gpualign import genome
+    from gpualign.errors import InputError
 
     body = b">a desc\nACGTACGTAC\nGT\n>b\nAAAAAAAAAA\n>c x y\nC\n"
     good = {"lf.fa": body, "crlf.fa": body.replace(b"\n", b"\r\n"), "noend.fa": body[:-1],
@@ -211,6 +212,11 @@ def test_record_names_from_a_fai_that_lists_every_record(tmp_path, monkeypatch):
     other.write_bytes(b">x\nACGTACGTAC\nGT\n>y\nAAAAAAAAAA\n>z\nC\n")
     (tmp_path / "other.fa.fai").write_bytes((tmp_path / "lf.fa.fai").read_bytes())
     assert genome.record_names(str(other)) == ["x", "y", "z"] and first_pass[-1] == str(other)
+    cr = tmp_path / "cr.fa"  # (a CR inside a header line: the reader's error, not the .fai's name)
+    cr.write_bytes(b">a\rb\nACGT\n>c\nGG\n")
+    (tmp_path / "cr.fa.fai").write_bytes(b"a\t4\t5\t4\t5\nc\t2\t13\t2\t3\n")
+    with pytest.raises(InputError, match="record 1"):
+        genome.record_names(str(cr))
     gz = tmp_path / "z.fa.gz"
     gz.write_bytes(gzip.compress(body))
     (tmp_path / "z.fa.gz.fai").write_bytes((tmp_path / "lf.fa.fai").read_bytes())
