@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import os
 import time
 from dataclasses import dataclass
 
@@ -21,7 +20,7 @@ from .config import AlignConfig
 from .errors import ConfigError, InputError
 from .genome_pair import apply_rule, compute_pair, device_set, on_slot, use_gpu
 from .hirschberg import LEAF_SHORT, edits
-from .io import fastx
+from .io import faidx, fastx
 from .progress import ticking
 from .records import ENGINE_CODE, OK, AlignBatch, Names, PairBatch
 from .stages import Output, check_output, in_order
@@ -73,53 +72,13 @@ def _more_records(longer: str, shorter: str, common: int) -> InputError:
 
 def record_names(path: str) -> list[str] | None:
     """The names of path's records, in order: from its .fai where that lists every record the file holds
-    (_fai_names), else from a first pass by the strict reader (one record in memory at a time: ~15 ms per E.
-    coli genome, gzip; 0.2 s for 48 Mbp of plain FASTA on a 2-core machine), which also finds a malformed
-    record before anything is written; None for stdin or a pipe (read once: checked as it is read)."""
+    (faidx.listed_names), else from a first pass by the strict reader (one record in memory at a time: ~15 ms
+    per E. coli genome, gzip; 0.2 s for 48 Mbp of plain FASTA on a 2-core machine), which also finds a
+    malformed record before anything is written; None for stdin or a pipe (read once: checked as it is read)."""
     if fastx.streamed(path):
         return None
-    names = _fai_names(path)
+    names = faidx.listed_names(path)
     return names if names is not None else [rec[0] for rec in fastx.records(path, chunk=1, fast=False)]
-
-
-FAI_HEADER_MAX = 1 << 16  # bytes of a header line _fai_names reads at most
-
-
-def _fai_names(path: str) -> list[str] | None:
-    """The names in the .fai beside a plain FASTA file when it lists every record of the file, else None. It
-    is checked against the file, one read per record: each row's sequence starts right after one header line
-    naming it, which starts where the row before's last sequence line ends (the file's start for the first),
-    and the last one ends the file. htslib's .fai leaves out a record without bases and a repeated name, and
-    one left from another file lists that file's: their rows fail this check."""
-    fai = path + ".fai"
-    try:
-        if fastx.gzipped(path) or os.path.getmtime(fai) < os.path.getmtime(path):
-            return None
-        size = os.path.getsize(path)
-        with open(fai, "rb") as fh:
-            rows = [line.rstrip(b"\n").split(b"\t") for line in fh]
-        if not rows:
-            return None
-        names = []
-        with open(path, "rb") as fh:
-            at = 0  # where the next header line must start
-            for row in rows:
-                if len(row) != 5:  # (FASTQ's .fai has 6 columns; a damaged one: the first pass)
-                    return None
-                length, offset, bases, width = (int(x) for x in row[1:])
-                head = os.pread(fh.fileno(), offset - at, at) if 0 < offset - at <= FAI_HEADER_MAX else b""
-                words = head[1:].split(None, 1)
-                if head[:1] != b">" or head.find(b"\n") != len(head) - 1 or b"\r" in head[:-2] or not words \
-                        or words[0] != row[0] or bases <= 0 or width < bases:  # (a CR inside: the reader's error)
-                    return None
-                names.append(row[0].decode("utf-8"))
-                full, part = divmod(length, bases)
-                at = offset + full * width + (part + width - bases if part else 0)
-        if at != size and not at - size == width - bases > 0:  # (the last line's end may be missing)
-            return None  # (more after the last record: a record the .fai leaves out)
-        return names
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
 
 
 def _once(path: str, names: list | None, name: str) -> None:

@@ -186,6 +186,46 @@ def _fresh(path: str, index: str) -> bool:
         return False
 
 
+HEADER_MAX = 1 << 16  # bytes of a header line listed_names reads at most
+
+
+def listed_names(path: str) -> list[str] | None:
+    """The names in the .fai beside a plain FASTA file when it lists every record of the file, else None. It
+    is checked against the file, one read per record: each row's sequence starts right after one header line
+    naming it, which starts where the row before's last sequence line ends (the file's start for the first),
+    and the last one ends the file. htslib's .fai leaves out a record without bases and a repeated name, and
+    one left from another file lists that file's: their rows fail this check."""
+    fai = path + ".fai"
+    try:
+        if gzipped(path) or not _fresh(path, fai):
+            return None
+        size = os.path.getsize(path)
+        with open(fai, "rb") as fh:
+            rows = [line.rstrip(b"\n").split(b"\t") for line in fh]
+        if not rows:
+            return None
+        names = []
+        with open(path, "rb") as fh:
+            at = 0  # where the next header line must start
+            for row in rows:
+                if len(row) != 5:  # (FASTQ's .fai has 6 columns; a damaged one: the first pass)
+                    return None
+                length, offset, bases, width = (int(x) for x in row[1:])
+                head = os.pread(fh.fileno(), offset - at, at) if 0 < offset - at <= HEADER_MAX else b""
+                words = head[1:].split(None, 1)
+                if head[:1] != b">" or head.find(b"\n") != len(head) - 1 or b"\r" in head[:-2] or not words \
+                        or words[0] != row[0] or bases <= 0 or width < bases:  # (a CR inside: the reader's error)
+                    return None
+                names.append(row[0].decode("utf-8"))
+                full, part = divmod(length, bases)
+                at = offset + full * width + (part + width - bases if part else 0)
+        if at != size and not at - size == width - bases > 0:  # (the last line's end may be missing)
+            return None  # (more after the last record: a record the .fai leaves out)
+        return names
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
 def identity(path: str) -> tuple:
     """What tells a file apart from another or from itself rewritten: (real path, size, mtime)."""
     st = os.stat(path)
