@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from . import devices, trace, workers
-from .config import AlignConfig
+from .config import EDIT_PENALTIES, AlignConfig
 from .errors import ConfigError
 from .io import fastx
 from .io import fastx_device, paf_device
@@ -23,10 +23,10 @@ from .io.faidx import drop_scratch, spool
 from .io.fastx import streamed
 from .output import parallel
 from .output.formats import infer_format, named_format
-from .output.realigned import RealignedBam, RealignedPaf, RealignedSam
+from .output.realigned import RealignedBam, RealignedPaf, RealignedSam, sa_entries
 from .output.sam import check_rnames
 from .progress import input_bases
-from .realign_primary import Primaries, count_reads
+from .realign_primary import Primaries, count_reads, match_reward6
 from .realign_readers import Readers, worker_count
 from .records import Names, PairBatch
 from .stages import (Output, ReadAhead, Summary, aborting, check_output, dispatcher_summary, running, start_engines,
@@ -145,7 +145,9 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
                     paf_name=paf_name)
                 sink = parallel.OrderedWriter(writer, fmt_pool, PAF_FORMATTERS) if fmt == "paf" else _WithMeta(writer)
                 sink = Primaries(sink, several, skipped, keep_seq=(fmt == "paf" and cs),
-                                 refetch=None if fmt == "paf" else lambda cands: [queries.get(c) for c in cands])
+                                 reward6=match_reward6(EDIT_PENALTIES if cfg.metric == "edit" else cfg.penalties),
+                                 refetch=None if fmt == "paf" else lambda cands: [queries.get(c) for c in cands],
+                                 sa_entries=None if fmt == "paf" else sa_entries)
                 with aborting(writer):
                     stream(ahead, dispatcher, cfg, sink, summary, progress)
                     writer.close()

@@ -1,11 +1,16 @@
-"""`gpualign paf`: one primary record per read.
+"""`gpualign paf`: each read's candidates ranked as minimap2 ranks its own.
 
-A read with several candidates gets one primary record: the candidate with the best re-aligned score
-(the lowest penalty, AS:i the highest) among those aligned, ties to the first in the PAF; when none
-aligned, the first. The others are secondary: SAM/BAM FLAG 256 (with 4 when unaligned), and in PAF
-output a `tp:A` tag the candidate carries (minimap2 writes one: P, S, or I/i for an inversion's) is
-rewritten to P or S. The rule runs here, after alignment and before any writer, on the scores the
-engines returned: the same for the CPU and GPU engines and a cluster.
+Each aligned candidate gets a score with a reward for the bases it aligns, so that a longer alignment can beat a
+shorter one of fewer edits: a(query span + target span) - penalty, which is twice the Smith-Waterman-Gotoh score
+equivalent to the gap-affine penalties (x = 2(a + b), o = 2q, e = 2e' + a) with a = min(x/6, e): a mismatch costs
+twice a match's reward, as in minimap2's defaults (A = 2, B = 4). With the same spans, the order is the
+penalty's (AS:i). In that order (ties: the first in the PAF; failed candidates and empty alignments last), a
+candidate whose query range overlaps a chosen one's by more than half the shorter range is secondary; the others
+are chosen: the first is the read's primary, the rest supplementary (a chimeric read's other parts: minimap2's
+mm_set_parent, mask level 0.5). When none aligned, the first in the PAF is primary. The writers read RANK_KEY
+(SAM/BAM: FLAG 256 secondary, 2048 supplementary, secondary MAPQ 0, SA:Z on the chosen records of a read with
+several; PAF: tp:A:P for the chosen, tp:A:S and MAPQ 0 for secondaries). The rule runs here, after alignment and
+before any writer, on what the engines returned: the same for the CPU and GPU engines and a cluster.
 
 A read's candidates may be anywhere in the PAF. count_reads' first pass over the PAF counts the
 candidates of each read (by a hash of its name, 8 bytes a line; only reads with several are kept). A
@@ -27,8 +32,16 @@ import numpy as np
 from .io import paf as P
 from .records import OK
 
-PRIMARY_KEY = "primary"  # batch.meta's array (the writers read it): True for a read's primary record
+RANK_KEY = "rank"  # batch.meta's int8 array (the writers read it): PRIMARY, SUPPLEMENTARY or SECONDARY
+SA_KEY = "sa"  # batch.meta's list (SAM/BAM): a record's SA:Z value, or None
+PRIMARY, SUPPLEMENTARY, SECONDARY = 0, 1, 2
 KEEP_FULL = 2  # waiting batches (the newest) that keep their reads' bytes for SAM/BAM (refetch)
+MASK_LEVEL = 0.5  # minimap2's -M: a query overlap above this share of the shorter range makes a secondary
+
+
+def match_reward6(penalties) -> int:
+    """6a for the penalties' equivalent score (module docstring): a = min(x/6, e)."""
+    return min(penalties.mismatch, 6 * penalties.gap_extend)
 
 
 def count_reads(path: str) -> tuple[dict, bool]:
@@ -52,20 +65,44 @@ def count_reads(path: str) -> tuple[dict, bool]:
 class _Read:
     pending: int  # candidates not aligned (nor skipped) yet
     unwritten: int  # candidates not handed on yet
-    best: tuple | None = None  # (failed, penalty, input position) of the best candidate so far
+    cands: list = dataclasses.field(default_factory=list)  # (sort key, input position, qs, qe, SA entry)
+    ranks: dict | None = None  # input position -> rank, once decided
+    sa: dict | None = None  # input position -> SA:Z value (SAM/BAM: the other chosen records of a read with several)
+
+    def decide(self) -> None:
+        order = sorted(self.cands)
+        self.ranks, chosen = {}, []
+        for key, pos, qs, qe, entry in order:
+            if not chosen and not self.ranks:  # the best; the first in the PAF when none aligned
+                rank = PRIMARY
+            elif key[0] or any(min(qe, ce) - max(qs, cs) > MASK_LEVEL * min(qe - qs, ce - cs)
+                               for _, _, cs, ce, _ in chosen):
+                rank = SECONDARY
+            else:
+                rank = SUPPLEMENTARY
+            self.ranks[pos] = rank
+            if rank != SECONDARY and not key[0]:
+                chosen.append((key, pos, qs, qe, entry))
+        self.sa = {}
+        if len(chosen) > 1 and all(c[4] is not None for c in chosen):
+            for c in chosen:
+                self.sa[c[1]] = "".join(o[4] for o in chosen if o is not c)
 
 
 class Primaries:
-    """The writer interface (submit, flush, discard) in front of sink: each batch's meta gets
-    PRIMARY_KEY, and batches are handed on in order once decided (module docstring). skipped: the run's
-    list of skipped candidates' errors (P.CandidateError, --skip-bad), read as it grows."""
+    """The writer interface (submit, flush, discard) in front of sink: each batch's meta gets RANK_KEY (and
+    SA_KEY with sa_entries), and batches are handed on in order once decided (module docstring). skipped: the
+    run's list of skipped candidates' errors (P.CandidateError, --skip-bad), read as it grows. reward6:
+    match_reward6 of the run's penalties."""
 
-    def __init__(self, sink, several: dict, skipped: list, keep_seq: bool, refetch=None):
+    def __init__(self, sink, several: dict, skipped: list, keep_seq: bool, reward6: int, refetch=None,
+                 sa_entries=None):
         """refetch(candidates) -> [(full query, quality)]: what batch.meta holds of them for SAM/BAM
         (io.paf.Queries.get), dropped from batches waiting behind the newest KEEP_FULL and fetched again
-        when they go on; None: nothing to drop (PAF output)."""
+        when they go on; None: nothing to drop (PAF output). sa_entries(batch, res, rows) -> the SA:Z entry
+        of each row (SAM/BAM), None: no SA_KEY."""
         self.sink, self.several, self.skipped, self.keep_seq = sink, several, skipped, keep_seq
-        self.refetch = refetch
+        self.reward6, self.refetch, self.sa_entries = reward6, refetch, sa_entries
         self.reads: dict = {}  # name -> _Read, for reads with several candidates not all handed on
         self.held: deque = deque()  # [batch, res, done, names of reads with several candidates]
         self.seen_skipped = 0
@@ -93,19 +130,25 @@ class Primaries:
 
     def submit(self, batch, res, done) -> None:
         self._take_skipped()
-        names = []
-        ok = res.status == OK
-        if res.has_cigar:  # an empty alignment (of an empty query range) is written unmapped: ranked with the failed
-            ok = ok & (np.asarray(res.cigar_len) > 0)
-        for i, c in enumerate(batch.meta["cands"]):
-            if hash(c.qname) not in self.several:
-                continue
-            r = self._read(c.qname)
-            r.pending -= 1
-            key = (not ok[i], int(res.score[i]) if ok[i] else 0, int(batch.index[i]))
-            if r.best is None or key < r.best:
-                r.best = key
-            names.append(c.qname)
+        names, rows = [], []
+        cands = batch.meta["cands"]
+        for i, c in enumerate(cands):
+            if hash(c.qname) in self.several:
+                rows.append(i)
+        if rows:
+            ok = res.status == OK
+            if res.has_cigar:  # an empty alignment (of an empty query range) is written unmapped: ranked as failed
+                ok = ok & (np.asarray(res.cigar_len) > 0)
+            qs, qe, ts, te = res.ranges(batch.q_len, batch.t_len)
+            value = self.reward6 * (qe - qs + te - ts) - 6 * res.score.astype(np.int64)
+            entries = self.sa_entries(batch, res, rows) if self.sa_entries is not None else [None] * len(rows)
+            for i, entry in zip(rows, entries):
+                c = cands[i]
+                r = self._read(c.qname)
+                r.pending -= 1
+                key = (False, -int(value[i])) if ok[i] else (True, 0)
+                r.cands.append((key, int(batch.index[i]), c.qs, c.qe, entry if ok[i] else None))
+                names.append(c.qname)
         if names or not self.keep_seq:  # only the meta and the lengths are written while it waits (--cs: the
             # bytes too, copied out of the reader processes' shared memory, which the wait could hold without bound);
             # without --cs no batch keeps its bytes (a batch behind a waiting one would hold the reader's block,
@@ -125,17 +168,24 @@ class Primaries:
             if not final and any(self.reads[n].pending > 0 for n in names):
                 return
             self.held.popleft()
-            primary = np.ones(batch.n, dtype=bool)
+            rank = np.zeros(batch.n, dtype=np.int8)
+            sa = [None] * batch.n
             if names:
                 for i, c in enumerate(batch.meta["cands"]):
                     r = self.reads.get(c.qname)
                     if r is not None:
-                        primary[i] = r.best is not None and r.best[2] == int(batch.index[i])
+                        if r.ranks is None:
+                            r.decide()
+                        pos = int(batch.index[i])
+                        rank[i] = r.ranks.get(pos, SECONDARY)
+                        sa[i] = r.sa.get(pos)
                 for n in names:
                     r = self.reads[n]
                     r.unwritten -= 1
                     self._forget(n, r)
-            meta = {**batch.meta, PRIMARY_KEY: primary}
+            meta = {**batch.meta, RANK_KEY: rank}
+            if self.sa_entries is not None:
+                meta[SA_KEY] = sa
             if "full_query" in meta and meta["full_query"] is None:
                 meta["full_query"], meta["full_qual"] = (list(x) for x in zip(*self.refetch(meta["cands"])))
             batch.meta = meta

@@ -176,7 +176,10 @@ def test_mapping_quality_and_numbers_paf_cannot_hold(tmp_path, col12, why):
                           "--device", "cpu", "-t", "1"])
         assert rc == 1 and "c.paf: line 2: " + why in err and "Traceback" not in err, err
         assert not out.exists()
-    (tmp_path / "c.paf").write_text(line.format(255) + line.format(0) + line.format(60).replace("\n", "\t\n"))
+    # (three reads: a read's secondary candidates get MAPQ 0)
+    (tmp_path / "q.fa").write_text(">q2\nCCCCAAAA\n>q3\nCCCCAAAA\n>q4\nCCCCAAAA\n")
+    (tmp_path / "c.paf").write_text(line.format(255) + line.format(0).replace("q2", "q3")
+                                    + line.format(60).replace("\n", "\t\n").replace("q2", "q4"))
     rc, _, err = run([str(tmp_path / "c.paf"), str(tmp_path / "q.fa"), str(tmp_path / "t.fa"), "-o",
                       str(tmp_path / "o.bam"), "--device", "cpu", "-t", "1"])
     assert rc == 0, err

@@ -241,20 +241,25 @@ def several(data):
     return d, text.splitlines(), reads
 
 
-def _check_one_primary(recs, paf_lines):
-    """recs (output order = PAF order): per read exactly one record without FLAG 256/2048, the best AS
-    of the read's aligned records, the first of them in the PAF on a tie; the output in the PAF's order."""
+def _check_one_primary(recs, paf_lines, path):
+    """recs (output order = PAF order): per read exactly one record without FLAG 256/2048, the best of the
+    read's aligned records by 4(query span + target span) + 6 AS (the score with a match reward for WFA's
+    4/6/2), the first of them in the PAF on a tie; the others secondary (every candidate of a read covers its
+    query range), MAPQ 0; the output in the PAF's order."""
     assert [r[0] for r in recs] == [x.split("\t")[0] for x in paf_lines]
+    with pysam.AlignmentFile(str(path), check_sq=False) as fh:
+        placed = [(r.mapping_quality, r.reference_length or 0, r.is_unmapped) for r in fh]
     by_read: dict = {}
-    for k, r in enumerate(recs):
-        by_read.setdefault(r[0], []).append((k, r))
+    for k, (r, line, (mapq, tspan, unmapped)) in enumerate(zip(recs, paf_lines, placed)):
+        f = line.split("\t")
+        value = None if unmapped else 4 * (int(f[3]) - int(f[2]) + tspan) + 6 * r[7]
+        by_read.setdefault(r[0], []).append((k, r, value, mapq))
     for name, rs in by_read.items():
-        primaries = [(k, r) for k, r in rs if r[1] & 0x900 == 0]
-        assert len(primaries) == 1, (name, [r[1] for _, r in rs])
-        best = max(r[7] for _, r in rs)
-        assert primaries[0][1][7] == best
-        assert primaries[0][0] == min(k for k, r in rs if r[7] == best)  # ties: the first in the PAF
-        assert all(r[1] & 0x900 == 0x100 for k, r in rs if k != primaries[0][0])
+        primaries = [(k, r) for k, r, _, _ in rs if r[1] & 0x900 == 0]
+        assert len(primaries) == 1, (name, [r[1] for _, r, _, _ in rs])
+        best = max(v for _, _, v, _ in rs if v is not None)
+        assert primaries[0][0] == min(k for k, _, v, _ in rs if v == best)  # ties: the first in the PAF
+        assert all(r[1] & 0x900 == 0x100 and mapq == 0 for k, r, _, mapq in rs if k != primaries[0][0])
     assert any(len(rs) > 2 for rs in by_read.values())  # ties were there to decide
 
 
@@ -268,7 +273,7 @@ def test_one_primary_record_per_read(several, tmp_path, fmt, readers):
     summary = _run(d / "several.paf", d / "reads.fq.gz", d / "ref.fa", out, readers, batch_pairs=5)
     assert summary.written == summary.pairs == len(paf_lines)
     recs, _ = _records(out)
-    _check_one_primary(recs, paf_lines)
+    _check_one_primary(recs, paf_lines, out)
     for r in recs:  # secondary records keep SEQ and QUAL (fetched again for batches that waited)
         q, qual = reads[r[0]]
         assert r[5] == (q if r[1] & 16 == 0 else revcomp(q)).decode()
@@ -306,7 +311,95 @@ def test_one_primary_with_skipped_candidates_and_stdin(several, tmp_path):
                         stdin="".join(x + "\n" for x in bad).encode())
     assert rc == 0, err
     recs, _ = _records(tmp_path / "o.sam")
-    _check_one_primary(recs, bad[:k] + bad[k + 1:])
+    _check_one_primary(recs, bad[:k] + bad[k + 1:], tmp_path / "o.sam")
+
+
+def _mutate(seq: bytes, at) -> bytes:
+    """seq with a substitution at each position of at."""
+    q = bytearray(seq)
+    for p in at:
+        q[p] = b"ACGT"[(b"ACGT".index(q[p]) + 1) % 4]
+    return bytes(q)
+
+
+@pytest.mark.parametrize("fmt", ["sam", "paf"])
+def test_a_longer_alignment_outranks_a_shorter_one_with_fewer_edits(tmp_path, fmt):
+    """The newcomer's case: a 48 bp part of a 72 bp read with 1 mismatch ranked above the whole read with 4,
+    which minimap2 had as primary (the penalty alone: -4 against -16). Ranked with a match reward now
+    (4(72 + 72) - 6 * 16 = 480 against 4(48 + 48) - 6 * 4 = 360): the whole read is primary, the part
+    secondary with MAPQ 0 whatever its line said; the part alone, or a part covering less than half, is
+    judged on its own."""
+    rng = np.random.default_rng(3)
+    t = rng.choice(list(b"ACGT"), 600).astype(np.uint8).tobytes()
+    read = _mutate(t[200:272], [3, 10, 17, 50])  # one mismatch in read[24:72]
+    (tmp_path / "t.fa").write_text(f">t1\n{t.decode()}\n")
+    (tmp_path / "r.fa").write_text(f">r1\n{read.decode()}\n")
+    paf = ("r1\t72\t24\t72\t+\tt1\t600\t224\t272\t47\t48\t60\ttp:A:P\n"
+           "r1\t72\t0\t72\t+\tt1\t600\t200\t272\t68\t72\t3\ttp:A:S\n")
+    (tmp_path / "c.paf").write_text(paf)
+    rc, out, err = _cli([str(tmp_path / n) for n in ("c.paf", "r.fa", "t.fa")] + ["--device", "cpu", "-t", "1",
+                                                                                   "-q", "-f", fmt])
+    assert rc == 0, err
+    rows = [x.split("\t") for x in out.decode().splitlines() if not x.startswith("@")]
+    if fmt == "paf":
+        assert [(r[2], r[11], r[12:16]) for r in rows] == [
+            ("24", "0", ["NM:i:1", "AS:i:-4", "de:f:0.0208", "tp:A:S"]),
+            ("0", "3", ["NM:i:4", "AS:i:-16", "de:f:0.0556", "tp:A:P"])]
+    else:
+        assert [(r[1], r[4], r[5], r[11:13]) for r in rows] == [
+            ("256", "0", "24S26=1X21=", ["NM:i:1", "AS:i:-4"]),
+            ("0", "3", "3=1X6=1X6=1X32=1X21=", ["NM:i:4", "AS:i:-16"])]
+    # less than half of the part's range shared: both chosen, the part supplementary
+    (tmp_path / "c.paf").write_text("r1\t72\t40\t72\t+\tt1\t600\t240\t272\t31\t32\t60\ttp:A:P\n"
+                                    "r1\t72\t0\t48\t+\tt1\t600\t200\t248\t44\t48\t60\ttp:A:P\n")
+    rc, out, err = _cli([str(tmp_path / n) for n in ("c.paf", "r.fa", "t.fa")] + ["--device", "cpu", "-t", "1",
+                                                                                   "-q", "-f", fmt])
+    rows = [x.split("\t") for x in out.decode().splitlines() if not x.startswith("@")]
+    assert rc == 0 and len(rows) == 2, err
+    if fmt == "paf":  # both P, as minimap2 writes a chimeric read's parts
+        assert [r[15] for r in rows] == ["tp:A:P", "tp:A:P"] and [r[11] for r in rows] == ["60", "60"]
+    else:
+        assert [r[1] for r in rows] == ["2048", "0"]
+
+
+def test_a_chimeric_read_has_a_primary_and_a_supplementary_record(tmp_path):
+    """A read whose halves map to two records (the second half reversed), each a tp:A:P candidate as minimap2
+    writes them, and a decoy over the first half: SAM has the better half primary, the other supplementary
+    (FLAG 2048, its own MAPQ), each with SA:Z naming the other as its record says (samtools' form:
+    rname,pos,strand,CIGAR,mapQ,NM;), the decoy secondary with MAPQ 0 and no SA; PAF keeps both halves' P."""
+    rng = np.random.default_rng(11)
+    t1 = rng.choice(list(b"ACGT"), 2000).astype(np.uint8).tobytes()
+    t2 = rng.choice(list(b"ACGT"), 2000).astype(np.uint8).tobytes()
+    a = _mutate(t1[500:800], [40, 200])
+    b = revcomp(_mutate(t2[1000:1300], [10, 20, 30, 150, 290]))
+    (tmp_path / "t.fa").write_text(f">t1\n{t1.decode()}\n>t2\n{t2.decode()}\n")
+    (tmp_path / "r.fq").write_text(f"@r1\n{(a + b).decode()}\n+\n{'I' * 600}\n")
+    (tmp_path / "c.paf").write_text("r1\t600\t300\t600\t-\tt2\t2000\t1000\t1300\t295\t300\t40\ttp:A:P\n"
+                                    "r1\t600\t0\t300\t+\tt2\t2000\t100\t400\t90\t300\t5\ttp:A:S\n"
+                                    "r1\t600\t0\t300\t+\tt1\t2000\t500\t800\t298\t300\t60\ttp:A:P\n")
+    files = [str(tmp_path / n) for n in ("c.paf", "r.fq", "t.fa")]
+    for fmt in ("sam", "bam"):
+        out = tmp_path / f"o.{fmt}"
+        rc, _, err = _cli(files + ["--device", "cpu", "-t", "1", "-q", "-o", str(out)])
+        assert rc == 0, err
+        with pysam.AlignmentFile(str(out)) as fh:
+            recs = list(fh)
+        assert [(r.reference_name, r.flag, r.mapping_quality) for r in recs] == [
+            ("t2", 2048 | 16, 40), ("t2", 256, 0), ("t1", 0, 60)]
+
+        def sa(r):
+            return (f"{r.reference_name},{r.reference_start + 1},{'-' if r.is_reverse else '+'},{r.cigarstring},"
+                    f"{r.mapping_quality},{r.get_tag('NM')};")
+
+        sup, dec, pri = recs
+        assert pri.get_tag("SA") == sa(sup) and sup.get_tag("SA") == sa(pri) and not dec.has_tag("SA")
+        assert pri.cigarstring.endswith("300S") and sup.cigarstring.endswith("300S")  # (the read reversed)
+        assert pri.get_tag("NM") == 2 and sup.get_tag("NM") == 5
+        assert [r.query_sequence for r in recs] == [revcomp(a + b).decode(), (a + b).decode(), (a + b).decode()]
+    rc, out, err = _cli(files + ["--device", "cpu", "-t", "1", "-q"])
+    rows = [x.split("\t") for x in out.decode().splitlines()]
+    assert rc == 0 and [(r[5], r[11], [t for t in r if t.startswith("tp:")]) for r in rows] == [
+        ("t2", "40", ["tp:A:P"]), ("t2", "0", ["tp:A:S"]), ("t1", "60", ["tp:A:P"])], err
 
 
 @pytest.mark.parametrize("form", ["fa", "fa.gz", "fq.gz"])

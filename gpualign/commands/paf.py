@@ -12,9 +12,11 @@ from .usage import argument
 EPILOG = ("Examples:\n\n"
           "  minimap2 ref.fa reads.fq > cands.paf && gpualign paf cands.paf reads.fq ref.fa -o out.paf\n\n"
           "  gpualign paf cands.paf reads.fa ref.fa --mode global -o out.bam\n\n"
-          "Candidates may come in any order. One primary record per read: the candidate with the best "
-          "re-aligned score (highest AS:i; ties: the first in the PAF), the others secondary (SAM/BAM FLAG 256; "
-          "PAF tp:A:S, the primary tp:A:P, where the candidate carries tp).\n\n" + CHAR_RULE)
+          "Candidates may come in any order. Each read's candidates are ranked as minimap2 ranks its own: by "
+          "the re-aligned score with a match reward (a longer alignment can outrank a shorter one with fewer "
+          "edits; ties: the first in the PAF). The best is primary; one whose query range overlaps a better "
+          "chosen one's by more than half is secondary (SAM/BAM FLAG 256, MAPQ 0; PAF tp:A:S), the others "
+          "supplementary (a chimeric read's parts: FLAG 2048 and SA:Z; PAF tp:A:P).\n\n" + CHAR_RULE)
 
 
 @argument("candidates", help="PAF candidates (minimap2's 12 columns, any tags; '-' = stdin).")

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import cigar as C
 from ..io.paf import revcomp
+from ..realign_primary import RANK_KEY, SA_KEY, SECONDARY, SUPPLEMENTARY
 from ..records import Names
 from .common import cigar_stats, columns
 from .sam import BAM_LETTERS, SEQ_TABLE, SamToBam, bam_refusal, clean_reason, header_text, refuse_qnames
@@ -35,14 +36,33 @@ def _cs(q: bytes, t: bytes, ops: np.ndarray) -> str:
     return "".join(out)
 
 
-_TP = {True: "tp:A:P", False: "tp:A:S"}  # PAF's primary/secondary tag (minimap2's)
-
-
-def _primary(meta, n: int) -> list:
-    """Whether each candidate is its read's primary record (meta["primary"]: realign_primary; all when
+def _ranks(meta, n: int) -> list:
+    """Each candidate's rank in its read (realign_primary: PRIMARY, SUPPLEMENTARY or SECONDARY; all primary when
     not decided)."""
-    p = meta.get("primary")
-    return [True] * n if p is None else p.tolist()
+    r = meta.get(RANK_KEY)
+    return [0] * n if r is None else r.tolist()
+
+
+def _sam_place(cand, t_start: int, cigar: str) -> tuple[int, str]:
+    """A mapped record's POS and CIGAR: the read's unaligned ends soft-clipped (on its strand); insertions alone
+    after the target's last base at POS LN, not past the reference's end."""
+    left, right = (cand.qlen - cand.qe, cand.qs) if cand.strand == "-" else (cand.qs, cand.qlen - cand.qe)
+    return min(int(t_start) + 1, cand.tlen), (f"{left}S" if left else "") + cigar + (f"{right}S" if right else "")
+
+
+def sa_entries(batch, res, rows: list) -> list:
+    """The SA:Z entry (rname,pos,strand,CIGAR,mapQ,NM;) of each of rows' records, None for one not mapped."""
+    c = columns(res)
+    ts, _ = _coords(batch, res, batch.meta)
+    out = []
+    for i in rows:
+        cand = batch.meta["cands"][i]
+        if not (c.ok[i] and c.cigar[i]):
+            out.append(None)
+            continue
+        pos, cig = _sam_place(cand, ts[i], c.cigar[i])
+        out.append(f"{cand.tname},{pos},{cand.strand},{cig},{cand.mapq},{c.nm[i]};")
+    return out
 
 
 def _coords(batch, res, meta):
@@ -100,7 +120,7 @@ class RealignedPafLines:
         ts, te = _coords(batch, res, meta)
         ts, te = ts.tolist(), te.tolist()
         gaps = cigar_stats(res, gap_opens=True)["gap_opens"].tolist() if res.has_cigar else [0] * res.n
-        primary = _primary(meta, res.n)
+        ranks = _ranks(meta, res.n)
         lines = []
         for i, cand in enumerate(meta["cands"]):
             if not c.ok[i]:
@@ -108,8 +128,9 @@ class RealignedPafLines:
             opens = gaps[i]
             denom = c.matches[i] + c.mismatches[i] + opens
             de = (c.mismatches[i] + opens) / denom if denom else 0.0
-            # the re-aligned rank, in every tp:A tag (minimap2's I/i, an inversion's, too: one P a read)
-            kept = [_TP[primary[i]] if t.startswith("tp:A:") else t for t in cand.tags]
+            # the re-aligned rank, in every tp:A tag (minimap2's I/i, an inversion's, too): P primary or supplementary
+            second = ranks[i] == SECONDARY
+            kept = [("tp:A:S" if second else "tp:A:P") if t.startswith("tp:A:") else t for t in cand.tags]
             tags = [f"NM:i:{c.nm[i]}", f"AS:i:{-c.score[i]}", f"de:f:{de:.4f}", *kept]
             if c.cigar[i]:  # (a tag needs a value: none for an empty alignment)
                 tags.append(f"cg:Z:{c.cigar[i]}")
@@ -118,8 +139,9 @@ class RealignedPafLines:
                 w = int(meta["win_start"][i])
                 t_al = batch.target(i)[ts[i] - w: te[i] - w]
                 tags.append(f"cs:Z:{_cs(batch.query(i), t_al, ops)}")
+            mapq = 0 if second else cand.mapq
             lines.append(f"{cand.qname}\t{cand.qlen}\t{cand.qs}\t{cand.qe}\t{cand.strand}\t{cand.tname}\t{cand.tlen}\t"
-                         f"{ts[i]}\t{te[i]}\t{c.matches[i]}\t{c.block[i]}\t{cand.mapq}\t" + "\t".join(tags) + "\n")
+                         f"{ts[i]}\t{te[i]}\t{c.matches[i]}\t{c.block[i]}\t{mapq}\t" + "\t".join(tags) + "\n")
         return "".join(lines).encode(), len(lines)
 
 
@@ -145,7 +167,8 @@ def sam_records(batch, res, meta, paf_name: str = "") -> list[str]:
         refuse_qnames(Names.of(batch.q_names), lambda k: f"line {meta['cands'][k].line}", "PAF", paf_name)
     c = columns(res)
     ts, _ = _coords(batch, res, meta)
-    secondary = [0 if p else 256 for p in _primary(meta, res.n)]
+    ranks = _ranks(meta, res.n)
+    sa = meta.get(SA_KEY) or [None] * res.n
     out = []
     for i, cand in enumerate(meta["cands"]):
         seq, qual = meta["full_query"][i], meta["full_qual"][i]
@@ -157,16 +180,14 @@ def sam_records(batch, res, meta, paf_name: str = "") -> list[str]:
         q = qual or "*"
         if not mapped:
             why = res.reason.get(i, "failed") if not c.ok[i] else "empty_alignment"
-            out.append(f"{cand.qname}\t{4 | secondary[i]}\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\t"
+            out.append(f"{cand.qname}\t{4 | (256 if ranks[i] == SECONDARY else 0)}\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\t"
                        f"zr:Z:{clean_reason(why)}\n")
             continue
-        left, right = (cand.qlen - cand.qe, cand.qs) if rev else (cand.qs, cand.qlen - cand.qe)
-        cig = (f"{left}S" if left else "") + c.cigar[i] + (f"{right}S" if right else "")
-        flag = (16 if rev else 0) | secondary[i]
-        # (insertions alone after the target's last base: at POS LN, not past the reference's end)
-        pos = min(int(ts[i]) + 1, cand.tlen)
-        out.append(f"{cand.qname}\t{flag}\t{cand.tname}\t{pos}\t{cand.mapq}\t{cig}\t*\t0\t0\t"
-                   f"{s}\t{q}\tNM:i:{c.nm[i]}\tAS:i:{-c.score[i]}\n")
+        pos, cig = _sam_place(cand, ts[i], c.cigar[i])
+        flag = (16 if rev else 0) | {SECONDARY: 256, SUPPLEMENTARY: 2048}.get(ranks[i], 0)
+        mapq = 0 if ranks[i] == SECONDARY else cand.mapq
+        out.append(f"{cand.qname}\t{flag}\t{cand.tname}\t{pos}\t{mapq}\t{cig}\t*\t0\t0\t"
+                   f"{s}\t{q}\tNM:i:{c.nm[i]}\tAS:i:{-c.score[i]}" + (f"\tSA:Z:{sa[i]}\n" if sa[i] else "\n"))
     return out
 
 
