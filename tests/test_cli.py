@@ -294,6 +294,31 @@ def test_profile_host_script_runs(root, tmp_path):
     assert p.stdout.rstrip().endswith("; instant engine")  # (the engines replaced: the host side alone)
 
 
+def test_paf_ranks_script_runs(root, tmp_path):
+    """scripts/paf_ranks.py maps reads with mappy and compares `paf`'s ranks with minimap2's: chimeric reads (two
+    fragments of two records, the second reversed) have two tp:A:P parts in both, and reads of one fragment one
+    candidate; every read with several ranked the same."""
+    rng = np.random.default_rng(8)
+    genome = [rng.choice(list(b"ACGT"), 30000).astype(np.uint8).tobytes() for _ in range(2)]
+    comp = bytes.maketrans(b"ACGT", b"TGCA")
+    (tmp_path / "ref.fa").write_bytes(b">g1\n%s\n>g2\n%s\n" % tuple(genome))
+    reads = []
+    for i in range(12):
+        s, t = (int(x) for x in rng.integers(0, 27000, 2))
+        part = genome[1][t:t + 2000].translate(comp)[::-1] if i % 2 else b""
+        reads.append(b">r%d\n%s%s\n" % (i, genome[0][s:s + 2000], part))
+    (tmp_path / "reads.fa").write_bytes(b"".join(reads))
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "paf_ranks.py"), "--reads",
+                        str(tmp_path / "reads.fa"), "--ref", str(tmp_path / "ref.fa"), "--preset", "map-ont",
+                        "--device", "cpu", "-t", "1", "--workdir", str(tmp_path / "w")],
+                       capture_output=True, text=True, timeout=300, env=cli_env())
+    assert p.returncode == 0, p.stderr
+    head, row = p.stdout.splitlines()
+    assert dict(zip(head.split("\t"), row.split("\t"))) == {
+        "reads_mapped": "12", "several_candidates": "6", "minimap2_two_or_more_P": "6", "same_ranks": "6",
+        "differ": "0"}, p.stdout
+
+
 def test_profile_targets_script_runs(root):
     """scripts/profile.py targets scans the demo's targets (SAM's @SQ pass) and says how many it found."""
     demo_b = os.path.join(root, "data", "demo", "b.fa")
