@@ -65,8 +65,8 @@ def test_the_same_records_from_both(tmp_path, pool, monkeypatch, seed):
 
 
 def _both(tmp_path, data: bytes, want: tuple, pool, monkeypatch, ranges: int, chunk: int = 50) -> None:
-    """Both readers give want from data written plain, gzip and bgzip (search also in ranges of the plain
-    file)."""
+    """Both readers give want from data written plain, gzip and bgzip (search also in ranges of the plain and
+    the bgzip file)."""
     import pysam
 
     plain, packed, blocked = tmp_path / "t.fa", tmp_path / "t.fa.gz", tmp_path / "b.fa.gz"
@@ -78,6 +78,7 @@ def _both(tmp_path, data: bytes, want: tuple, pool, monkeypatch, ranges: int, ch
         assert _io(path) == want and _io(path, fast=False) == want, path
         assert _search(path, chunk=chunk) == want, path
     assert _search(plain, pool, chunk=chunk) == want
+    assert _search(blocked, pool, chunk=chunk) == want
 
 
 def test_long_records_from_both(tmp_path, pool, monkeypatch):

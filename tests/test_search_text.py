@@ -1,5 +1,5 @@
-"""The search's text reader: a plain file read in ranges by worker processes gives the same records and errors
-as the file read here as a stream, and both give back the records a plain parser finds, cut at every size
+"""The search's text reader: a plain or bgzip file read in ranges by worker processes gives the same records and
+errors as the file read here as a stream, and both give back the records a plain parser finds, cut at every size
 of range and read block (headers, line ends, '>' and bad bytes on the borders), in chunks of the layout the
 engines read."""
 
@@ -8,6 +8,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import random
+import struct
+import zlib
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -41,9 +43,10 @@ def shm_blocks() -> set:
     return {n for n in os.listdir("/dev/shm") if n.startswith(prefix)}
 
 
-def read(path, pool, chunk=50, context=7, unique=True):
+def read(path, pool, chunk=50, context=7, unique=True, ranges=False):
     """(records' codes rebuilt from the chunks, names, lengths) or the InputError's text. Each chunk is given
-    back (release) once checked, as the search does. unique: SAM/BAM's name rules (the reader's default)."""
+    back (release) once checked, as the search does. unique: SAM/BAM's name rules (the reader's default).
+    ranges: the file must have been read in ranges (by the pool)."""
     reader = T.TextReader(str(path), chunk, context, 16, pool, 2, unique=unique)
     chunks, ranged = [], []
     try:
@@ -52,7 +55,9 @@ def read(path, pool, chunk=50, context=7, unique=True):
             chunks.append((ch.codes.copy(), ch))
             reader.release(ch)
     except InputError as e:
+        assert reader._slots is not None or not ranges
         return str(e)
+    assert reader._slots is not None or not ranges
     if reader._slots is not None and not reader._slots.short:
         assert all(ranged)  # (ranges: each chunk in the slot its worker wrote, unless shared memory ran short)
     closed = set()
@@ -82,6 +87,24 @@ def read(path, pool, chunk=50, context=7, unique=True):
     assert closed == set(range(len(reader.records.names)))  # every record closed
     return [seqs.get(r, b"") for r in range(len(reader.records.names))], reader.records.names, \
         reader.records.lengths
+
+
+BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+
+
+def bgzip(path, member: int):
+    """path's bytes written beside it as BGZF (path + '.bgz', returned) in members of `member` bytes each (a
+    short one last), bgzip's end member after them: small members put member borders everywhere."""
+    data, out = path.read_bytes(), []
+    for a in range(0, len(data), member):
+        part = data[a:a + member]
+        c = zlib.compressobj(6, zlib.DEFLATED, -15)
+        body = c.compress(part) + c.flush()
+        out.append(b"\x1f\x8b\x08\x04\0\0\0\0\0\xff\x06\0BC\x02\0" + struct.pack("<H", len(body) + 25) + body
+                   + struct.pack("<II", zlib.crc32(part), len(part)))
+    bgz = path.with_name(path.name + ".bgz")
+    bgz.write_bytes(b"".join(out) + BGZF_EOF)
+    return bgz
 
 
 def random_fasta(rng: random.Random, records: int = 0) -> tuple[bytes, list, list]:
@@ -119,6 +142,8 @@ def test_ranges_equal_stream_and_records(tmp_path, pool, monkeypatch, seed):
     for size in (3, 11, 64, max(3, len(data) // 2)):
         monkeypatch.setattr(R, "RANGE", size)
         assert read(path, pool) == stream, size
+        # bgzip, members of 1 byte to more than the file: its ranges inflated by the workers, the same records
+        assert read(bgzip(path, rng.choice([1, 5, 64, 1 << 16])), pool) == stream, size
 
 
 @pytest.mark.parametrize("data,message", [
@@ -147,6 +172,7 @@ def test_errors_the_same_both_ways(tmp_path, pool, monkeypatch, data, message):
     for size in (2, 5, 9, 1 << 23):
         monkeypatch.setattr(R, "RANGE", size)
         assert message in read(path, pool)
+        assert message in read(bgzip(path, 3), pool)
     assert shm_blocks() == before  # the ranges in flight when the error came were freed
 
 
@@ -169,9 +195,11 @@ def test_many_records(tmp_path, pool, monkeypatch, seed):
         for c in (300, 4000):  # (chunks of a few records, records longer than chunk // 4 among them, or many)
             assert read(path, None, chunk=c, context=20) == items[c], (block, c)
     monkeypatch.setattr(S, "MANY", many)
+    bgz = bgzip(path, 1000)
     for size in (997, 1 << 14, len(data)):
         monkeypatch.setattr(R, "RANGE", size)
         assert read(path, pool, chunk=4000, context=20) == stream, size
+        assert read(bgz, pool, chunk=4000, context=20, ranges=size < len(data) // 2) == stream, size
     at = data.index(b">r", len(data) // 2 + rng.randint(0, len(data) // 3))
     for wrong in (b">" + names[1].encode() + b"\n", b">\n", b"AC-G\n", b"ACG>T\n", b">r\xe9\n", b">=r\n",
                   b">q\rAC\n"):  # a name again, none, a bad byte, '>' inside, a name not UTF-8, one SAM's reference
@@ -215,9 +243,36 @@ def test_long_lines_and_headers_across_ranges(tmp_path, pool, monkeypatch):
     want = [A.to_codes(seq), A.to_codes(seq[:777]), b""]
     stream = read(path, None, chunk=1000, context=30)
     assert stream[0] == want and stream[1] == ["one", "two", "h" * 250]
+    bgz = bgzip(path, 50)  # (a range's line start searched back over many members)
     for size in (17, 100, 999):
         monkeypatch.setattr(R, "RANGE", size)
         assert read(path, pool, chunk=1000, context=30) == stream
+        assert read(bgz, pool, chunk=1000, context=30, ranges=True) == stream
+
+
+@pytest.mark.parametrize("damage", ["data", "crc", "size"])
+def test_damaged_bgzip_is_an_error_both_ways(tmp_path, pool, monkeypatch, damage):
+    """A bgzip text with a member that does not inflate (its deflate data, CRC-32 or size changed): one error
+    naming the file, a record and the damage, read in ranges (the workers inflate it) or as a stream; no
+    shared-memory block left."""
+    rng = random.Random(3)
+    data, names, seqs = random_fasta(rng, 30)
+    path = tmp_path / "t.fa"
+    path.write_bytes(data)
+    raw = bytearray(bgzip(path, 200).read_bytes())
+    at = raw.index(b"BC\x02\x00", len(raw) // 2) - 12  # a member in the file's middle
+    end = at + int.from_bytes(raw[at + 16:at + 18], "little") + 1
+    raw[{"data": at + 20, "crc": end - 8, "size": end - 4}[damage]] ^= 0x55
+    bad = tmp_path / "bad.fa.bgz"
+    bad.write_bytes(bytes(raw))
+    before = shm_blocks()
+    for size in (64, 1 << 12):
+        monkeypatch.setattr(R, "RANGE", size)
+        got = read(bad, pool, ranges=True)
+        assert isinstance(got, str) and got.startswith(f"{bad}: record ") and "corrupt or truncated input" in got, got
+    got = read(bad, None)
+    assert isinstance(got, str) and got.startswith(f"{bad}: record ") and "corrupt or truncated input" in got, got
+    assert shm_blocks() == before
 
 
 def test_short_shared_memory(tmp_path, pool, monkeypatch):

@@ -17,6 +17,8 @@ import threading
 import weakref
 import zlib
 
+import numpy as np
+
 from ..config import usable_cores
 
 from .fastx_fast import open_gz
@@ -35,21 +37,34 @@ def whole_bgzf(path: str) -> bool:
     end, the last bgzip's empty end member (the file read once: ~10 ms for 5,000 members cached). Any other
     gzip file (cut, damaged between members, holding a plain member) is read by ISA-L's stream: rapidgzip
     would take a cut one as whole, and prints lines of its own on stderr for the others."""
+    return members(path) is not None
+
+
+def members(path: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(each member's offset in path, each member's first inflated byte's offset), int64, with one entry more:
+    the file's size and the inflated size (the member's ISIZE, its last 4 bytes, summed: htslib's .gzi holds
+    the same), when path is BGZF from its first byte to its last (whole_bgzf); else None."""
     with open(path, "rb", buffering=0) as fh:
         fd = fh.fileno()
         size = os.fstat(fd).st_size
         if size < len(EOF_MEMBER) or os.pread(fd, len(EOF_MEMBER), size - len(EOF_MEMBER)) != EOF_MEMBER:
-            return False
+            return None
         buf = bytearray(WALK_BYTES)
-        at = base = held = 0  # the next header's offset; buf holds the file's bytes [base, base + held)
+        starts, sizes = [], []
+        at = base = held = 0  # the next member's offset; buf holds the file's bytes [base, base + held)
         while at < size:
-            if at + HEAD > base + held:  # (read in large pieces from the file's start on: a cold file
-                base, held = at, os.preadv(fd, [buf], at)  # comes into the page cache at the disk's pace)
+            if at + (1 << 16) > base + held and base + held < size:  # (a member, 64 KiB at most, whole in buf;
+                base, held = at, os.preadv(fd, [buf], at)  # read in large pieces from the file's start on)
             step = member(buf[at - base:at - base + HEAD])
-            if not step:
-                return False
+            if not step or at + step > base + held:
+                return None
+            starts.append(at)
+            sizes.append(int.from_bytes(buf[at - base + step - 4:at - base + step], "little"))
             at += step
-        return at == size
+        if at != size:
+            return None
+    return (np.array(starts + [size], np.int64),
+            np.concatenate([[0], np.cumsum(np.array(sizes, np.int64))]).astype(np.int64))
 
 
 def cut_short(path: str) -> bool:

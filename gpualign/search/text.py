@@ -1,7 +1,8 @@
 """The searched text, streamed: FASTA cut into chunks, each a list of pieces of records. A piece repeats the
 `context` bases before it in its record, so that every hit ending in the piece is found there whole; no hit
-spans two records. A plain file with worker processes: a chunk per range of the file, laid out by a worker
-in shared memory (text_ranges.py); otherwise (gzip, bgzip, stdin, one thread) the file is read here
+spans two records. A plain or bgzip file with worker processes: a chunk per range of the file, laid out by a
+worker in shared memory (text_ranges.py; a bgzip file's members inflated by the workers); otherwise (gzip,
+stdin, one thread) the file is read here
 (text_scan.py) and its codes copied into chunks of about `chunk` bytes. Memory is bounded by the chunk
 size, whatever the size of the text or of its records."""
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from .. import trace
 from ..errors import InputError
-from ..io import fastx
+from ..io import bgzf, fastx, ranged
 from ..io.fastx_strict import CR_IN_HEADER
 from ..records import SAM_RNAME_NOT_FIRST, odd_character, rname_reason, sam_printable
 from . import alphabet as A
@@ -112,20 +113,28 @@ class TextReader:
     def __iter__(self):
         name = fastx.display_name(self.path)
         check = _Checker(self.records, name, self.unique)
-        size = os.path.getsize(self.path) if self.path != fastx.STDIN and os.path.isfile(self.path) else 0
+        src = None
+        if self.pool is not None and self.path != fastx.STDIN and os.path.isfile(self.path):  # (a pipe: read once)
+            index = bgzf.members(self.path) if fastx.gzipped(self.path) else None
+            if index is not None or not fastx.gzipped(self.path):  # (plain gzip: its bytes only in order)
+                src = ranged.open_at(self.path, index)
         span = min(TR.RANGE, self.chunk)
         slots = None
-        if self.pool is not None and size >= 2 * span and not fastx.gzipped(self.path):  # (not a pipe: read once)
+        if src is not None and src.size >= 2 * span:
             ahead = TR.AHEAD * max(1, self.workers) + 1
             slots = TR.Slots(TR.slot_bytes(span, self.context, self.gap), ahead + TR.HELD, self._stopped)
             if slots.get(wait=False) is None:  # (no shared memory to be had: read here)
                 slots = None
             else:
                 slots.free.put(0)
-        if slots is not None:
-            yield from self._ranges(check, size, span, slots, ahead)
-        else:
-            yield from self._stream(check)
+        try:
+            if slots is not None:
+                yield from self._ranges(check, src, span, slots, ahead)
+            else:
+                yield from self._stream(check)
+        finally:
+            if src is not None:
+                src.close()
         if check.rec < 0:
             raise InputError(f"{name}: no FASTA records (empty input)")
 
@@ -152,12 +161,12 @@ class TextReader:
         if out.pieces:
             yield out.emit()
 
-    def _ranges(self, check: "_Checker", size: int, span: int, slots, ahead: int):
-        """Chunks of a plain file read by the pool's processes, a range each, at most `ahead` in flight
-        (text_ranges.py): the codes stay in the slot the worker wrote them to, unless no slot would be left
-        for the reading (then copied)."""
+    def _ranges(self, check: "_Checker", src, span: int, slots, ahead: int):
+        """Chunks of a plain or bgzip file (src: its io.ranged reader) read by the pool's processes, a range
+        each, at most `ahead` in flight (text_ranges.py): the codes stay in the slot the worker wrote them to,
+        unless no slot would be left for the reading (then copied)."""
         self._slots = slots
-        layouts = TR.layouts(self.path, size, self.pool, ahead, slots, span, self.context, self.gap)
+        layouts = TR.layouts(self.path, src, self.pool, ahead, slots, span, self.context, self.gap)
         try:
             for out, slot in layouts:
                 recs = [check.rec]  # the record of each segment
@@ -187,6 +196,9 @@ class TextReader:
                 start = np.zeros(len(rec), np.int64)
                 start[0] = before - ctx[0]
                 yield Chunk(codes, buf[keep], rec[keep], start[keep], ctx[keep], n[keep], last[keep] > 0, slot)
+        except ranged.Corrupt as e:  # (as text_scan.read says it of a stream)
+            raise InputError(f"{check.name}: record {check.where[0]}: corrupt or truncated input in this record "
+                             f"or a later one ({e})") from None
         except OSError as e:
             raise InputError(f"{check.name}: cannot read ({e})") from None
         finally:

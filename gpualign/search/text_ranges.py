@@ -1,4 +1,5 @@
-"""A plain FASTA file read in ranges by worker processes, each of which lays its range out as a whole text
+"""A plain or bgzip FASTA file read in ranges by worker processes (io/ranged.py: a bgzip file's members
+inflated by the processes reading them), each of which lays its range out as a whole text
 chunk (text.Chunk's layout: pieces at multiples of ALIGN, PAD between, each piece's context before it) in
 a shared-memory slot: the codes are written once, where the engines read them, never copied through
 this process. A slot goes back to the pool when the chunk's user is done with it (text.TextReader.release).
@@ -11,7 +12,6 @@ as two halves instead."""
 
 from __future__ import annotations
 
-import mmap
 import os
 import queue
 import threading
@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import interrupt, shm
 from ..errors import GpualignError
+from ..io import ranged
 from ..records import offsets_from_lengths
 from . import alphabet as A
 from . import text_scan as TS
@@ -64,18 +65,19 @@ def slot_bytes(range_bytes: int, context: int, gap: int) -> int:
     return range_bytes + range_bytes // 2 + 4 * (gap + context + 2 * ALIGN) + 1024
 
 
-def _before(fd: int, a: int, line: int, context: int) -> tuple[int, bool, bytes]:
+def _before(src, a: int, line: int, context: int) -> tuple[int, bool, bytes]:
     """(the byte before offset a, a lies inside a header line, the last `context` codes of the record open at
-    a), line being the start of the line holding a: read backwards from a, as far as the context needs."""
+    a), line being the start of the line holding a: read backwards from a (src: io.ranged), as far as the
+    context needs."""
     if a == 0:
         return 10, False, b""
-    prev = os.pread(fd, 1, a - 1)[0]
-    if line < a and os.pread(fd, 1, line) == b">":
+    prev = src.pread(1, a - 1)[0]
+    if line < a and src.pread(1, line) == b">":
         return prev, True, b""
     span = 4 * context + 256
     while True:
         lo = max(0, a - span)
-        back = os.pread(fd, a - lo, lo)
+        back = src.pread(a - lo, lo)
         g = back.rfind(b"\n>")  # (a header line before a ends before it: a's line is no header)
         head = g + 1 if g >= 0 else 0 if lo == 0 and back[:1] == b">" else -1
         if head >= 0:
@@ -91,6 +93,7 @@ def _before(fd: int, a: int, line: int, context: int) -> tuple[int, bool, bytes]
 
 
 _mapped: dict = {}  # per worker process: slot name -> its mapping, for the slots of the latest reader
+_sources: dict = {}  # per worker process: (path, its size and time) -> io.ranged's reader, the latest only
 
 
 def _slot(name: str) -> np.ndarray:
@@ -102,11 +105,23 @@ def _slot(name: str) -> np.ndarray:
     return _mapped[name]
 
 
-def _header_rest(fd: int, at: int, start: bytes) -> bytes:
-    """A header line that starts with `start` and goes on from file offset at, whole."""
+def _source(path: str):
+    """path's io.ranged reader, made once a run in a worker process (a bgzip file's index: one walk)."""
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns)
+    if key not in _sources:
+        for old in _sources.values():
+            old.close()
+        _sources.clear()
+        _sources[key] = ranged.open_at(path)
+    return _sources[key]
+
+
+def _header_rest(src, at: int, start: bytes) -> bytes:
+    """A header line that starts with `start` and goes on from offset at, whole."""
     more = [start]
     while True:
-        piece = os.pread(fd, 1 << 16, at)
+        piece = src.pread(1 << 16, at)
         nl = piece.find(b"\n")
         more.append(piece if nl < 0 else piece[:nl])
         if nl >= 0 or not piece:
@@ -115,29 +130,27 @@ def _header_rest(fd: int, at: int, start: bytes) -> bytes:
 
 
 def _range(path: str, a: int, b: int, line: int, slot: str, cap: int, context: int, gap: int) -> Layout:
-    """Worker: bytes [a, b) of a plain FASTA file laid out in the slot (cap bytes); line: the start of the line
-    holding byte a."""
-    size = os.path.getsize(path)
+    """Worker: bytes [a, b) of a plain or bgzip FASTA file (inflated) laid out in the slot (cap bytes); line: the
+    start of the line holding byte a."""
     headers, codes, counts = [], np.zeros(0, np.uint8), np.zeros(0, np.int64)
-    with open(path, "rb", buffering=0) as fh:
-        fd = fh.fileno()
-        prev, in_header, ctx = _before(fd, a, line, context)
-        data = os.pread(fd, b - a, a)
-        pos = 0
-        if in_header:
-            nl = data.find(b"\n")
-            pos = len(data) if nl < 0 else nl + 1
-        found, many, header = TS.scan(data, pos, prev)
-        if many is not None:
-            headers, codes, counts = many
-        if header is not None:  # a header line that starts here and ends in a later range
-            header = _header_rest(fd, b, header)
-            if many is None:
-                found.append(Item(header))
-            else:
-                headers.append(header)
-                counts = np.append(counts, 0)
-        end_cr = header is None and b == size and data.endswith(b"\r")  # (scan read it as a CR LF's)
+    src = _source(path)
+    prev, in_header, ctx = _before(src, a, line, context)
+    data = src.pread(b - a, a)
+    pos = 0
+    if in_header:
+        nl = data.find(b"\n")
+        pos = len(data) if nl < 0 else nl + 1
+    found, many, header = TS.scan(data, pos, prev)
+    if many is not None:
+        headers, codes, counts = many
+    if header is not None:  # a header line that starts here and ends in a later range
+        header = _header_rest(src, b, header)
+        if many is None:
+            found.append(Item(header))
+        else:
+            headers.append(header)
+            counts = np.append(counts, 0)
+    end_cr = header is None and b == src.size and data.endswith(b"\r")  # (scan read it as a CR LF's)
     segs = [[ctx]]  # the segments of the Items: their context, then their codes (then those of _many's, if any)
     for it in found:
         if it.header is not None:
@@ -166,7 +179,7 @@ def _range(path: str, a: int, b: int, line: int, slot: str, cap: int, context: i
             dst[d + n:d + s] = A.PAD
     pieces = np.column_stack([starts, np.zeros_like(starts), lengths, np.ones_like(starts)])
     pieces[0, 1:3] = len(ctx), lengths[0] - len(ctx)
-    pieces[-1, 3] = b == size
+    pieces[-1, 3] = b == src.size
     return Layout([it._replace(codes=len(it.codes)) if it.header is None else it for it in found], pieces, end,
                   headers=tuple(headers), counts=counts if many is not None else None, end_cr=end_cr)
 
@@ -216,57 +229,57 @@ class Slots:
             shm.discard(n)
 
 
-def layouts(path: str, size: int, pool, ahead: int, slots: Slots, range_bytes: int, context: int, gap: int):
-    """(Layout, slot index) of each range of a plain file, in order, at most `ahead` ranges in flight (fewer
-    when slots run short); the slot holds the layout until it is given back (slots.free). Where a range
-    starts inside a line, the line's start is searched backwards from there, at most to the previous range's
-    start (a worker checks whether it is a header line). Close the generator when stopping early: the
-    ranges in flight finish first."""
+def layouts(path: str, src, pool, ahead: int, slots: Slots, range_bytes: int, context: int, gap: int):
+    """(Layout, slot index) of each range of a plain or bgzip file (src: its io.ranged reader here, closed by the
+    caller), in order, at most `ahead` ranges in flight (fewer when slots run short); the slot holds the layout
+    until it is given back (slots.free). Where a range starts inside a line, the line's start is searched
+    backwards from there, at most to the previous range's start (a worker checks whether it is a header line).
+    Close the generator when stopping early: the ranges in flight finish first."""
     todo: deque = deque()  # (a, b, line) to read before the ranges not yet cut
     pending: deque = deque()
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    size = src.size
 
-        def line_of(x: int, floor: int, floor_line: int) -> int:
-            nl = mm.rfind(b"\n", floor, x)
-            return nl + 1 if nl >= 0 else floor_line
+    def line_of(x: int, floor: int, floor_line: int) -> int:
+        nl = src.rfind(b"\n", floor, x)
+        return nl + 1 if nl >= 0 else floor_line
 
-        def cuts():
-            at, line = 0, 0
-            for a in range(0, size, range_bytes):
-                line = line_of(a, at, line) if a else 0
-                at = a
-                yield a, min(size, a + range_bytes), line
+    def cuts():
+        at, line = 0, 0
+        for a in range(0, size, range_bytes):
+            line = line_of(a, at, line) if a else 0
+            at = a
+            yield a, min(size, a + range_bytes), line
 
-        fresh = cuts()
-        try:
-            while True:
-                while len(pending) < ahead:
-                    r = todo.popleft() if todo else next(fresh, None)
-                    if r is None:
-                        break
-                    i = slots.get(wait=not pending)
-                    if i is None:
-                        todo.appendleft(r)
-                        break
-                    pending.append((i, r, pool.submit(_range, path, *r, slots.names[i], slots.cap, context, gap)))
-                if not pending:
+    fresh = cuts()
+    try:
+        while True:
+            while len(pending) < ahead:
+                r = todo.popleft() if todo else next(fresh, None)
+                if r is None:
                     break
-                i, (a, b, line), fut = pending.popleft()
-                out = fut.result()
-                if out.split:  # read as two halves, before the ranges after it (those in flight: read again)
-                    again = [(a, out.split, line), (out.split, b, line_of(out.split, a, line))]
-                    for j, r, f in pending:
-                        _finish(f)
-                        slots.free.put(j)
-                        again.append(r)
-                    pending.clear()
-                    slots.free.put(i)
-                    todo.extendleft(reversed(again))
-                    continue
-                yield out, i
-        finally:  # ranges in flight finish before their slots go
-            for _, _, fut in pending:
-                _finish(fut)
+                i = slots.get(wait=not pending)
+                if i is None:
+                    todo.appendleft(r)
+                    break
+                pending.append((i, r, pool.submit(_range, path, *r, slots.names[i], slots.cap, context, gap)))
+            if not pending:
+                break
+            i, (a, b, line), fut = pending.popleft()
+            out = fut.result()
+            if out.split:  # read as two halves, before the ranges after it (those in flight: read again)
+                again = [(a, out.split, line), (out.split, b, line_of(out.split, a, line))]
+                for j, r, f in pending:
+                    _finish(f)
+                    slots.free.put(j)
+                    again.append(r)
+                pending.clear()
+                slots.free.put(i)
+                todo.extendleft(reversed(again))
+                continue
+            yield out, i
+    finally:  # ranges in flight finish before their slots go
+        for _, _, fut in pending:
+            _finish(fut)
 
 
 def _finish(fut) -> None:

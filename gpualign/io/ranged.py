@@ -1,0 +1,101 @@
+"""A file's bytes read by offset, as os.pread reads a plain file, whether it is plain or BGZF (bgzip): for BGZF
+the members covering a read are inflated by ISA-L (each member's CRC-32 and size checked), found through the
+members' index (bgzf.members: one walk over their headers). search's range readers (search/text_ranges.py)
+read a text through it on all their processes at once, so a bgzip text is inflated on every core.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+import numpy as np
+
+from . import bgzf
+
+
+class Corrupt(OSError):
+    """BGZF members that do not inflate (damaged data, a wrong CRC-32 or size)."""
+
+
+class Plain:
+    """A plain file: pread and rfind over a memory map."""
+
+    def __init__(self, path: str):
+        self._fh = open(path, "rb", buffering=0)
+        self.size = os.fstat(self._fh.fileno()).st_size
+        self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if self.size else None
+
+    def pread(self, n: int, offset: int) -> bytes:
+        return os.pread(self._fh.fileno(), n, offset)
+
+    def rfind(self, byte: bytes, lo: int, hi: int) -> int:
+        """The offset of the last `byte` in [lo, hi), or -1."""
+        return self._mm.rfind(byte, lo, hi) if self._mm is not None else -1
+
+    def close(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+        self._fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Bgzf(Plain):
+    """A BGZF file's inflated bytes: size is theirs, pread and rfind read them (the compressed bytes through
+    Plain's)."""
+
+    def __init__(self, path: str, index: tuple):
+        super().__init__(path)
+        self._coff, self._uoff = index
+        self.size = int(self._uoff[-1])
+
+    def _members(self, lo: int, hi: int) -> tuple[int, int]:
+        """The members i..j-1 that hold inflated bytes [lo, hi) (lo < hi)."""
+        return (int(np.searchsorted(self._uoff, lo, "right")) - 1,
+                int(np.searchsorted(self._uoff, hi, "left")))
+
+    def _inflate(self, i: int, j: int) -> bytes:
+        from isal import igzip, isal_zlib
+
+        a, b = int(self._coff[i]), int(self._coff[j])
+        try:
+            return igzip.decompress(super().pread(b - a, a))
+        except (OSError, EOFError, isal_zlib.error) as e:
+            raise Corrupt(f"bgzip data that does not inflate between bytes {a} and {b} of the file: {e}") from None
+
+    def pread(self, n: int, offset: int) -> bytes:
+        end = min(offset + n, self.size)
+        if offset >= end:
+            return b""
+        i, j = self._members(offset, end)
+        base = int(self._uoff[i])
+        return self._inflate(i, j)[offset - base:end - base]
+
+    def rfind(self, byte: bytes, lo: int, hi: int) -> int:
+        """The offset of the last `byte` in [lo, hi), or -1: member by member from hi back."""
+        hi = min(hi, self.size)
+        while hi > lo:
+            i = self._members(hi - 1, hi)[0]
+            base = int(self._uoff[i])
+            at = self._inflate(i, i + 1).rfind(byte, max(lo, base) - base, hi - base)
+            if at >= 0:
+                return base + at
+            hi = base
+        return -1
+
+
+def open_at(path: str, index: tuple | None = None):
+    """path's bytes by offset: Bgzf when it is BGZF from its first byte to its last (index: its bgzf.members, if
+    known), else Plain; a ValueError for another gzip file (its bytes come only in order)."""
+    index = index if index is not None else bgzf.members(path)
+    if index is not None:
+        return Bgzf(path, index)
+    with open(path, "rb") as fh:
+        if fh.read(2) == b"\x1f\x8b":
+            raise ValueError(f"{path}: gzip that is not BGZF throughout: no reads by offset")
+    return Plain(path)
