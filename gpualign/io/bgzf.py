@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import io
 import os
+import struct
 import threading
 import weakref
 import zlib
@@ -29,6 +30,8 @@ _BGZF_HEAD = b"\x1f\x8b\x08\x04"  # gzip magic, deflate, FEXTRA set
 _BC = b"BC\x02\x00"  # the BGZF extra subfield: 'BC', length 2 (BSIZE follows)
 WALK_BYTES = 8 << 20  # whole_bgzf reads the file in pieces of this size
 HEAD = 18  # a BGZF member's header: gzip's 10 bytes, XLEN, the 'BC' subfield and BSIZE
+_HEADER = struct.Struct("<4s6xH4sH")  # a member's header: magic, XLEN, the 'BC' subfield, BSIZE
+_ISIZE = struct.Struct("<I")
 EOF_MEMBER = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")  # bgzip's end
 
 
@@ -55,11 +58,13 @@ def members(path: str) -> tuple[np.ndarray, np.ndarray] | None:
         while at < size:
             if at + (1 << 16) > base + held and base + held < size:  # (a member, 64 KiB at most, whole in buf;
                 base, held = at, os.preadv(fd, [buf], at)  # read in large pieces from the file's start on)
-            step = member(buf[at - base:at - base + HEAD])
-            if not step or at + step > base + held:
+            o = at - base
+            magic, xlen, bc, bsize = _HEADER.unpack_from(buf, o) if o + HEAD <= held else (b"", 0, b"", 0)
+            step = bsize + 1
+            if magic != _BGZF_HEAD or xlen != 6 or bc != _BC or at + step > base + held:
                 return None
             starts.append(at)
-            sizes.append(int.from_bytes(buf[at - base + step - 4:at - base + step], "little"))
+            sizes.append(_ISIZE.unpack_from(buf, o + step - 4)[0])
             at += step
         if at != size:
             return None
