@@ -4,7 +4,7 @@ Each aligned candidate gets a score with a reward for the bases it aligns, so th
 shorter one of fewer edits: a(query span + target span) - penalty, which is twice the Smith-Waterman-Gotoh score
 equivalent to the gap-affine penalties (x = 2(a + b), o = 2q, e = 2e' + a) with a = min(x/6, e): a mismatch costs
 twice a match's reward, as in minimap2's defaults (A = 2, B = 4). With the same spans, the order is the
-penalty's (AS:i). In that order (ties: the first in the PAF; failed candidates and empty alignments last), a
+penalty's (AS:i). In that order (ties: the first in the PAF; failed candidates and empty query ranges last), a
 candidate whose query range overlaps a chosen one's by more than half the shorter range is secondary; the others
 are chosen: the first is the read's primary, the rest supplementary (a chimeric read's other parts: minimap2's
 mm_set_parent, mask level 0.5). When none aligned, the first in the PAF is primary. The writers read RANK_KEY
@@ -146,8 +146,9 @@ class Primaries:
                 c = cands[i]
                 r = self._read(c.qname)
                 r.pending -= 1
-                key = (False, -int(value[i])) if ok[i] else (True, 0)
-                r.cands.append((key, int(batch.index[i]), c.qs, c.qe, entry if ok[i] else None))
+                aligned = bool(ok[i]) and c.qe > c.qs  # (global mode aligns an empty query range: deletions only)
+                key = (False, -int(value[i])) if aligned else (True, 0)
+                r.cands.append((key, int(batch.index[i]), c.qs, c.qe, entry if aligned else None))
                 names.append(c.qname)
         if names or not self.keep_seq:  # only the meta and the lengths are written while it waits (--cs: the
             # bytes too, copied out of the reader processes' shared memory, which the wait could hold without bound);

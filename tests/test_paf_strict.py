@@ -402,6 +402,42 @@ def test_a_chimeric_read_has_a_primary_and_a_supplementary_record(tmp_path):
         ("t2", "40", ["tp:A:P"]), ("t2", "0", ["tp:A:S"]), ("t1", "60", ["tp:A:P"])], err
 
 
+def test_an_empty_query_range_is_never_chosen(tmp_path):
+    """--mode global aligns an empty query range (deletions only): it was ranked by its score (4 * 1 - 6 * 8
+    beat the whole read's 4 * 98 - 6 * 122) and, overlapping nothing, was chosen: the primary, the read's real
+    alignment supplementary. It ranks with the failed candidates now: secondary, MAPQ 0, no SA:Z (a helper's
+    finding)."""
+    rng = np.random.default_rng(4)
+    t = rng.choice(list(b"ACGT"), 6000).astype(np.uint8).tobytes()
+    read = _mutate(t[1000:1049], list(range(2, 49, 2))[:20])
+    (tmp_path / "t.fa").write_text(f">chrA\n{t.decode()}\n")
+    (tmp_path / "r.fa").write_text(f">x\n{read.decode()}\n")
+    (tmp_path / "c.paf").write_text("x\t49\t0\t49\t+\tchrA\t6000\t1000\t1049\t0\t49\t60\ttp:A:P\n"
+                                    "x\t49\t25\t25\t+\tchrA\t6000\t5000\t5001\t0\t1\t7\ttp:A:S\n")
+    files = [str(tmp_path / n) for n in ("c.paf", "r.fa", "t.fa")]
+    rc, out, err = _cli(files + ["--mode", "global", "--device", "cpu", "-t", "1", "-q", "-f", "sam"])
+    rows = [x.split("\t") for x in out.decode().splitlines() if not x.startswith("@")]
+    assert rc == 0 and [(r[1], r[3], r[4]) for r in rows] == [("0", "1001", "60"), ("256", "5001", "0")], err
+    assert not any(t.startswith("SA:Z:") for r in rows for t in r[11:])
+
+
+def test_no_sa_tag_where_a_target_name_holds_a_comma(tmp_path):
+    """SA:Z's entries are comma-separated: a target named 'a,1' (SAM 1.6 allows no comma in a reference name)
+    would read as target 'a' at POS 1. The chimeric read's records are still primary and supplementary, without
+    SA:Z (a helper's finding)."""
+    rng = np.random.default_rng(6)
+    t1, t2 = (rng.choice(list(b"ACGT"), 1000).astype(np.uint8).tobytes() for _ in range(2))
+    for name in ("a,1", "b;2"):
+        (tmp_path / "t.fa").write_text(f">{name}\n{t1.decode()}\n>chrC\n{t2.decode()}\n")
+        (tmp_path / "r.fa").write_text(f">r\n{(t1[100:300] + t2[500:700]).decode()}\n")
+        (tmp_path / "c.paf").write_text(f"r\t400\t0\t200\t+\t{name}\t1000\t100\t300\t200\t200\t60\ttp:A:P\n"
+                                        "r\t400\t200\t400\t+\tchrC\t1000\t500\t700\t200\t200\t60\ttp:A:P\n")
+        files = [str(tmp_path / n) for n in ("c.paf", "r.fa", "t.fa")]
+        rc, out, err = _cli(files + ["--device", "cpu", "-t", "1", "-q", "-f", "sam"])
+        rows = [x.split("\t") for x in out.decode().splitlines() if not x.startswith("@")]
+        assert rc == 0 and [r[1] for r in rows] == ["0", "2048"] and all(len(r) == 13 for r in rows), out
+
+
 @pytest.mark.parametrize("form", ["fa", "fa.gz", "fq.gz"])
 def test_a_read_name_twice_is_an_error(data, tmp_path, form):
     """Two read records of one name: a candidate cannot tell them apart (htslib's index would keep the

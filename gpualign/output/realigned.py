@@ -51,13 +51,15 @@ def _sam_place(cand, t_start: int, cigar: str) -> tuple[int, str]:
 
 
 def sa_entries(batch, res, rows: list) -> list:
-    """The SA:Z entry (rname,pos,strand,CIGAR,mapQ,NM;) of each of rows' records, None for one not mapped."""
+    """The SA:Z entry (rname,pos,strand,CIGAR,mapQ,NM;) of each of rows' records, None for one not mapped or whose
+    target name holds a ',' or ';' (which SAM 1.6 does not allow in a reference name, and SA:Z's fields would
+    split: the read's records get no SA:Z)."""
     c = columns(res)
     ts, _ = _coords(batch, res, batch.meta)
     out = []
     for i in rows:
         cand = batch.meta["cands"][i]
-        if not (c.ok[i] and c.cigar[i]):
+        if not (c.ok[i] and c.cigar[i]) or "," in cand.tname or ";" in cand.tname:
             out.append(None)
             continue
         pos, cig = _sam_place(cand, ts[i], c.cigar[i])
