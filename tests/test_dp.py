@@ -442,6 +442,29 @@ def gpu_engine(kind: str):
     return (gpu_dp.GpuDpEngine if kind == "gpu" else emu.emulated(gpu_dp.GpuDpEngine))()
 
 
+@pytest.mark.parametrize("kind", ["cpu", *GPU_OR_EMU])
+@pytest.mark.parametrize("distance_only", [False, True])
+def test_a_gap_past_int32_against_an_empty_sequence_fails_the_pair(kind, distance_only):
+    """214,748 bases against an empty sequence, gaps of 10,000 a base: the one gap's score, -2,147,490,000, was
+    put in an int32 and the run ended in a traceback (OverflowError; both engines write an empty side's
+    alignment down on the host). It fails the pair with its reason now, both ways round; its neighbour
+    aligns (a helper's finding)."""
+    from gpualign.engines import cpu_dp
+
+    cfg = AlignConfig(metric="affine", penalties=Penalties(1, 10000, 10000), scoring=Scoring(mode="global", match=1),
+                      device="cpu", distance_only=distance_only)
+    engine = CpuDpEngine(1) if kind == "cpu" else gpu_engine(kind)
+    try:
+        for qs, ts in ((["A" * 214_748, "A"], ["", "A"]), (["", "A"], ["A" * 214_748, "A"])):
+            res = align(engine, qs, ts, cfg)
+            assert res.status.tolist() == [2, OK] and int(res.score[1]) == 1
+            assert "a 32-bit score holds" in res.reason[0] and f"{cpu_dp.INT32_MAX:,}" in res.reason[0]
+        res = align(engine, ["A" * 214_747], [""], cfg)  # (-2,147,480,000: held)
+        assert res.status.tolist() == [OK] and int(res.score[0]) == -2_147_480_000
+    finally:
+        engine.close()
+
+
 @pytest.mark.parametrize("kind", GPU_OR_SLOW_EMU)
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_equals_cpu_scores(mode, kind, monkeypatch):

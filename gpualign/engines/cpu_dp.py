@@ -59,6 +59,7 @@ def _function(mode: str, trace: bool, bits: int, gaps: tuple):
 
 RANGE16 = 1 << 14  # the most |value| a pair's DP may reach on 16-bit lanes (parasail's -infinity: -2^15 / 2)
 RANGE32 = 1 << 30  # ... on 32-bit lanes (-2^31 / 2)
+INT32_MAX = (1 << 31) - 1  # the largest |score| of a result (AlignBatch.score: int32)
 
 
 def reach(ql: int, tl: int, smax: int, gaps: tuple, mode: str = "global") -> int:
@@ -91,13 +92,17 @@ def _run(fn16, fn32, q: str, t: str, gaps, matrix):
     return r
 
 
-def empty_side(mode: str, ql: int, tl: int, gaps) -> tuple[int, list]:
-    """(score, [(op, len)]) when one sequence is empty (the alignment starts at 0, 0)."""
+def empty_side(mode: str, ql: int, tl: int, gaps) -> tuple[int, list, str | None]:
+    """(score, [(op, len)], None) when one sequence is empty (the alignment starts at 0, 0); (0, [], the reason)
+    when that score, one gap's cost, does not fit the results' 32-bit scores."""
     if mode == "local" or (mode == "semi-global" and ql == 0):
-        return 0, []
+        return 0, [], None
     gap = ql or tl
     cost = gaps[0] + (gap - 1) * gaps[1] if gap else 0
-    return -cost, ([(_I, ql)] if ql else [(_D, tl)] if tl else [])
+    if cost > INT32_MAX:
+        return 0, [], (f"its score, -{cost:,} (one gap of {gap:,} bases against an empty sequence), passes the "
+                       f"{INT32_MAX:,} a 32-bit score holds: lower the penalties")
+    return -cost, ([(_I, ql)] if ql else [(_D, tl)] if tl else []), None
 
 
 def _trim(seq: np.ndarray, qs: int, ts: int, free: tuple) -> tuple[np.ndarray, int, int]:
@@ -133,7 +138,10 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
             failed[i] = f"{ql} x {tl} cells exceed the CPU traceback's {DP_TRACE_CELLS} (use --distance-only)"
             continue
         if ql == 0 or tl == 0:
-            score[i], cig = empty_side(mode, ql, tl, gaps)
+            score[i], cig, why = empty_side(mode, ql, tl, gaps)
+            if why:
+                failed[i] = why
+                continue
             if want_cigar and cig:
                 ops.append(np.array([ln << 4 | op for op, ln in cig], dtype=np.uint32))
                 clen[i] = len(cig)

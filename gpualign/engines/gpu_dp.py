@@ -30,7 +30,7 @@ from ..config import AlignConfig
 from ..gpu import arrays
 from ..gpu.kernels import load_module
 from ..gpu.staging import Staging, pinned_empty, to_device
-from ..records import ENGINE_CODE, OK, AlignBatch, PairBatch, offsets_from_lengths
+from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
 from ._device import BatchEngine, align_split
 from ._results import text_kernels
 from .cpu_dp import empty_side, score_only_ranges
@@ -512,10 +512,12 @@ class GpuDpEngine(BatchEngine):
         else:
             clen = np.zeros(n, np.int64)
             i_start, i_end, j_start, j_end = score_only_ranges(mode, ql, tl)
-        runs = {}
+        runs, status, failed = {}, np.full(n, OK, np.uint8), {}
         for p in ([] if all_live else np.flatnonzero((ql == 0) | (tl == 0)).tolist()):
-            score[p], run = empty_side(mode, int(ql[p]), int(tl[p]), gaps)
-            whole = bool(run) or mode == "global"
+            score[p], run, why = empty_side(mode, int(ql[p]), int(tl[p]), gaps)
+            if why:
+                status[p], failed[p] = FAILED, why
+            whole = (bool(run) or mode == "global") and not why
             if want:  # (scores only: score_only_ranges' ranges)
                 i_start[p], i_end[p], j_start[p], j_end[p] = (0, ql[p], 0, tl[p]) if whole else (0, 0, 0, 0)
                 if run:
@@ -527,8 +529,7 @@ class GpuDpEngine(BatchEngine):
             cigar, host_text = gather(off, clen, int(clen.sum()), not runs)
             for p, ops in runs.items():
                 cigar[off[p]:off[p] + len(ops)] = ops
-        res = AlignBatch(score, np.full(n, OK, np.uint8), np.full(n, ENGINE_CODE[NAME], np.uint8), cigar, off, clen,
-                         want, {})
+        res = AlignBatch(score, status, np.full(n, ENGINE_CODE[NAME], np.uint8), cigar, off, clen, want, failed)
         if host_text is not None:
             res.cigar_text, res.cigar_stats = host_text()
         res.q_start, res.q_end, res.t_start, res.t_end = i_start, i_end, j_start, j_end
