@@ -177,14 +177,15 @@ def _sam_targets(fmt: str | None, target_path: str, tname) -> dict:
     return targets
 
 
-def _path_writer(fmt: str, output: Output, targets: dict, command_line: str):
-    """The pairs writer of fmt for alignment-path records (it writes the format's header)."""
+def _path_writer(fmt: str, output: Output, targets: dict, command_line: str, query_name: str = ""):
+    """The pairs writer of fmt for alignment-path records (it writes the format's header); query_name: the query
+    file as messages name it."""
     from .output.paf import PafWriter
     from .output.sam import BamWriter, SamWriter
     from .output.tsv import TsvWriter
 
     cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
-    return cls(output.target, targets=targets, command_line=command_line, metric="edit")
+    return cls(output.target, targets=targets, command_line=command_line, metric="edit", query_name=query_name)
 
 
 def _path_records(records, first: int = 0):
@@ -268,7 +269,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         def write() -> None:
             nonlocal writer
             if with_path:
-                writer = writer or _path_writer(fmt, output, targets, command_line)
+                writer = writer or _path_writer(fmt, output, targets, command_line, fastx.display_name(path_a))
                 writer.write(*_path_records(pending, len(results) - len(pending)))
             else:
                 output.target.write("".join(pending).encode())

@@ -482,7 +482,7 @@ def test_bam_refuses_letters_it_cannot_hold(fa, tmp_path, command):
     rc, stdout, err = run(command, *args, "-o", str(out), "--device", "cpu", "-t", "1", "-q")
     line = one_error_line(err)
     assert rc == 1 and "'X' cannot be written to BAM" in line and not out.exists()
-    assert ("c.paf: query 'a' (line 1)" if command == "paf" else "query 'a' (pair 1)") in line, line
+    assert ("c.paf: query 'a' (line 1)" if command == "paf" else f"{q}: query 'a' (pair 1)") in line, line
     rc, stdout, err = run(command, *args, "-f", "sam", "--device", "cpu", "-t", "1", "-q")
     assert rc == 0 and "\tACGTXJEF\t" in stdout, err
     iupac = tmp_path / "i.fa"

@@ -395,7 +395,8 @@ def test_names_sam_cannot_hold(tmp_path, fmt, name, why):
         return
     assert p.returncode == 1 and not out.exists()
     line = _error_line(p.stderr)
-    assert "(pair 151)" in line and why in line and "QNAME" in line, line
+    assert line.startswith(f"error: {tmp_path / 'a.fa'}: query ") and "(pair 151)" in line and why in line \
+        and "QNAME" in line, line  # (the file named: a helper's finding)
     names[150] = "r" * 254 if name.startswith("r") else "q@7"
     (tmp_path / "a.fa").write_text("".join(f">{n}\nACGTACGTACGTAC\n" for n in names))
     p = run()

@@ -149,11 +149,11 @@ def check_rnames(names: Names, source: str = "", instead: str = "PAF or TSV") ->
         raise GpualignError(f"{where}target {_shown(name)!r}: its name {why}: rename it, or write {instead}")
 
 
-def check_qnames(batch: PairBatch, unit: str = "pair", instead: str = "PAF or TSV") -> None:
+def check_qnames(batch: PairBatch, unit: str = "pair", instead: str = "PAF or TSV", source: str = "") -> None:
     """The GpualignError of the first query whose name cannot be a SAM QNAME (qname_fault; unit: what
-    batch.index counts; instead: the formats the command could write)."""
+    batch.index counts; instead: the formats the command could write; source: the queries' file)."""
     if batch.n:
-        refuse_qnames(Names.of(batch.q_names), lambda k: f"{unit} {int(batch.index[k]) + 1}", instead)
+        refuse_qnames(Names.of(batch.q_names), lambda k: f"{unit} {int(batch.index[k]) + 1}", instead, source)
 
 
 def refuse_qnames(names: Names, place, instead: str, source: str = "") -> None:
@@ -209,13 +209,14 @@ class SamFormat:
 
     needs_seq = True  # SEQ is the query's bytes
 
-    def __init__(self, metric: str, scored: bool = False, residues: bool = False):
-        self.metric, self.scored, self.residues = metric, scored, residues
+    def __init__(self, metric: str, scored: bool = False, residues: bool = False, source: str = ""):
+        """source: the queries' file as messages name it (a name SAM refuses: the file, the pair)."""
+        self.metric, self.scored, self.residues, self.source = metric, scored, residues, source
         self.lines = None  # or text_device.DeviceLines (pipeline.py): lines from the device's columns
 
     def render(self, batch: PairBatch, res: AlignBatch) -> tuple:
         """(the lines: bytes, or a memoryview of them from text_device, how many)."""
-        check_qnames(batch)
+        check_qnames(batch, source=self.source)
         if self.residues:
             check_star_seq(batch)
         if self.lines is not None and not (self.scored or self.residues):
@@ -249,11 +250,11 @@ class _Headed:
 
 class SamWriter(_Headed):
     def __init__(self, stream, targets, command_line: str, metric: str, scored: bool = False,
-                 residues: bool = False, **_):
+                 residues: bool = False, query_name: str = "", **_):
         """targets: as header_text's, or a Future (or workers.Forked) of them; residues: protein, SEQ
-        as read (render)."""
+        as read (render); query_name: the queries' file as messages name it."""
         super().__init__(stream, targets, command_line)
-        self.fmt = SamFormat(metric, scored, residues)
+        self.fmt = SamFormat(metric, scored, residues, query_name)
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:
         data, n = self.fmt.render(batch, res)
@@ -390,15 +391,16 @@ def bam_refusal(name: str, letter: int, place: str, source: str = "") -> Gpualig
                          "A, C, G, T, N and the IUPAC codes only): write SAM, PAF or TSV")
 
 
-def check_bam_seq(batch: PairBatch) -> None:
-    """The GpualignError of the first query holding a letter BAM's SEQ cannot hold (htslib would write N)."""
+def check_bam_seq(batch: PairBatch, source: str = "") -> None:
+    """The GpualignError of the first query holding a letter BAM's SEQ cannot hold (htslib would write N); source:
+    the queries' file as messages name it."""
     if batch.n == 0 or not _NOT_BAM[concatenated(batch.seq, batch.q_off, batch.q_len)].any():
         return
     bad = np.concatenate([[0], np.cumsum(_NOT_BAM[batch.seq])])
     k = np.flatnonzero(bad[batch.q_off + batch.q_len] > bad[batch.q_off])
     if len(k):
         at = batch.q_off[k[0]] + np.argmax(_NOT_BAM[batch.seq[batch.q_off[k[0]]:]])
-        raise bam_refusal(batch.q_names[k[0]], int(batch.seq[at]), f"pair {int(batch.index[k[0]]) + 1}")
+        raise bam_refusal(batch.q_names[k[0]], int(batch.seq[at]), f"pair {int(batch.index[k[0]]) + 1}", source)
 
 
 def check_star_seq(batch: PairBatch) -> None:
@@ -419,7 +421,7 @@ class BamFormat(SamFormat):
     """SAM lines for BAM: a query holding a letter BAM cannot hold is refused (SAM's lines keep it)."""
 
     def render(self, batch: PairBatch, res: AlignBatch):
-        check_bam_seq(batch)
+        check_bam_seq(batch, self.source)
         return super().render(batch, res)
 
 
@@ -427,9 +429,10 @@ class BamWriter(_Headed):
     """BAM: the SAM writer's lines (formatted in bulk like SAM's: on the device or in worker processes),
     converted by htslib (its process started now, the header given with the first lines)."""
 
-    def __init__(self, path: str, targets, command_line: str, metric: str, scored: bool = False, **_):
+    def __init__(self, path: str, targets, command_line: str, metric: str, scored: bool = False,
+                 query_name: str = "", **_):
         super().__init__(SamToBam(path), targets, command_line)
-        self.fmt = BamFormat(metric, scored)
+        self.fmt = BamFormat(metric, scored, source=query_name)
 
     def write(self, batch: PairBatch, res: AlignBatch) -> int:
         data, n = self.fmt.render(batch, res)
