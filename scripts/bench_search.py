@@ -17,6 +17,7 @@ runs it) are compared byte for byte.
 
   python scripts/bench_search.py --sets a,b,c --genome-mbp 3100 --cpu-mbp 20
   python scripts/bench_search.py --genome-mbp 1000 --read-only 0,2      # the text reader alone
+  python scripts/bench_search.py --sets a --skip-cpu --text-form bgzip   # the text as bgzip (or gzip)
   python scripts/bench_search.py --genome-mbp 1000 --raw-read 4,16      # reading with no workers, to the GPU
   python scripts/bench_search.py --genome-mbp 20 --sets a --cpu-only    # the CPU engine against sassy, no GPU
 """
@@ -212,6 +213,56 @@ def _cached(path: str) -> None:
             pass
 
 
+_BGZF_BLOCK = 65280  # bgzip's input bytes a member
+
+
+def _bgzf_member(args) -> bytes:
+    """One BGZF member of path's bytes [offset, offset + _BGZF_BLOCK) (level 1: written fast; read as any)."""
+    import struct
+    import zlib
+
+    from isal import isal_zlib
+
+    path, offset = args
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        data = fh.read(_BGZF_BLOCK)
+    c = isal_zlib.compressobj(1, isal_zlib.DEFLATED, -15)
+    body = c.compress(data) + c.flush()
+    return (b"\x1f\x8b\x08\x04\0\0\0\0\0\xff\x06\0BC\x02\0" + struct.pack("<H", len(body) + 25) + body
+            + struct.pack("<II", zlib.crc32(data), len(data)))
+
+
+def text_form(genome: str, form: str, threads: int) -> str:
+    """The genome FASTA as `form`: plain (itself), bgzip (members compressed on `threads` processes, as `bgzip -@`
+    writes them) or gzip (one stream, ISA-L's threaded writer); written once beside it."""
+    if form == "plain":
+        return genome
+    out = genome + (".bgz" if form == "bgzip" else ".gz")
+    if not os.path.exists(out):
+        from concurrent.futures import ProcessPoolExecutor
+
+        from isal import igzip_threaded
+
+        from gpualign.io.bgzf import EOF_MEMBER
+
+        t0 = time.perf_counter()
+        with open(out + ".part", "wb") as dst:
+            if form == "bgzip":
+                offsets = range(0, os.path.getsize(genome), _BGZF_BLOCK)
+                with ProcessPoolExecutor(threads) as pool:
+                    for m in pool.map(_bgzf_member, ((genome, o) for o in offsets), chunksize=256):
+                        dst.write(m)
+                dst.write(EOF_MEMBER)
+            else:
+                with open(genome, "rb") as src, igzip_threaded.open(dst, "wb", compresslevel=1, threads=threads) as z:
+                    while piece := src.read(64 << 20):
+                        z.write(piece)
+        os.replace(out + ".part", out)
+        print(f"{form} copy written in {time.perf_counter() - t0:.1f} s", flush=True)
+    return out
+
+
 def read_only(genome: str, workers: list, repeats: int) -> None:
     """The text reader alone (search.text.TextReader, the default chunk size) over the genome FASTA: one stream read
     here (0 workers, or 1: as `-t 1` does) or ranges read by N worker processes; each chunk given back at once
@@ -304,6 +355,8 @@ def main() -> None:
                     "without workers, with these numbers of threads, comma-separated (the floor of a reading that "
                     "translates on the GPU)")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--text-form", default="plain", choices=["plain", "bgzip", "gzip"],
+                    help="the genome as the commands and --read-only read it (compressed copies written once)")
     ap.add_argument("--cpu-only", action="store_true", help="the CPU engine alone on the --cpu-mbp slice (default "
                     "chunks and 1 Mbp chunks, best of --repeats) against sassy-rs search_many: no GPU needed")
     a = ap.parse_args()
@@ -319,7 +372,7 @@ def main() -> None:
         write_genome(genome, a.genome_mbp, a.record_mbp)
     print(f"genome {a.genome_mbp} Mbp ready in {time.perf_counter() - t0:.1f} s", flush=True)
     if a.read_only:
-        read_only(genome, [int(w) for w in a.read_only.split(",")], a.repeats)
+        read_only(text_form(genome, a.text_form, a.threads), [int(w) for w in a.read_only.split(",")], a.repeats)
         return
     if a.raw_read:
         raw_read(genome, [int(t) for t in a.raw_read.split(",")], a.repeats)
@@ -339,7 +392,7 @@ def main() -> None:
         n, m, k, mbp = SETS[name]
         pfa = os.path.join(a.workdir, f"pat_{name}.fa")
         pats = write_patterns(pfa, n, m, head, seed=ord(name))
-        text = genome if mbp is None else c_fa
+        text = text_form(genome if mbp is None else c_fa, a.text_form, a.threads)
         size = a.genome_mbp if mbp is None else mbp
         out = os.path.join(a.workdir, f"hits_{name}.tsv")
         command([pfa, slice_fa, "-k", str(k), "-o", out, "--device", "gpu", "-q"])  # kernels compiled
