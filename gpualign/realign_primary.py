@@ -30,11 +30,8 @@ from collections import deque
 import numpy as np
 
 from .io import paf as P
-from .records import OK
+from .records import OK, PRIMARY, RANK_KEY, SA_KEY, SECONDARY, SUPPLEMENTARY
 
-RANK_KEY = "rank"  # batch.meta's int8 array (the writers read it): PRIMARY, SUPPLEMENTARY or SECONDARY
-SA_KEY = "sa"  # batch.meta's list (SAM/BAM): a record's SA:Z value, or None
-PRIMARY, SUPPLEMENTARY, SECONDARY = 0, 1, 2
 KEEP_FULL = 2  # waiting batches (the newest) that keep their reads' bytes for SAM/BAM (refetch)
 MASK_LEVEL = 0.5  # minimap2's -M: a query overlap above this share of the shorter range makes a secondary
 

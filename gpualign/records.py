@@ -16,6 +16,10 @@ from . import trace
 
 # status codes
 OK, EXCEEDED, FAILED = 0, 1, 2
+# a `paf` record's rank among its read's (batch.meta[RANK_KEY], int8; realign_primary decides them): SAM FLAG 0,
+# 2048, 256; batch.meta[SA_KEY]: each record's SA:Z value or None
+PRIMARY, SUPPLEMENTARY, SECONDARY = 0, 1, 2
+RANK_KEY, SA_KEY = "rank", "sa"
 STATUS_NAMES = ("ok", "exceeded", "failed")
 
 # engine codes: one registry, the same strings in CLI, logs and outputs

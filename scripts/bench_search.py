@@ -239,7 +239,7 @@ def text_form(genome: str, form: str, threads: int) -> str:
     if form == "plain":
         return genome
     out = genome + (".bgz" if form == "bgzip" else ".gz")
-    if not os.path.exists(out):
+    if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(genome):  # (a genome written again)
         from concurrent.futures import ProcessPoolExecutor
 
         from isal import igzip_threaded

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """How often `gpualign paf` ranks a read's candidates as minimap2 did: real reads mapped with mappy (minimap2's
 binding, secondaries and supplementary parts kept, each line with its tp:A tag), re-aligned by `gpualign paf`,
-and each read with several candidates compared: the same tp:A (P or S) on every candidate, or not. The two
+and each read with several candidates compared: the same tp:A (P or S) on every candidate, or not; and the
+same primary (minimap2's first P, mappy's best hit, against SAM's record without FLAG 256 or 2048). The two
 score differently (minimap2's preset against gpualign's penalties with a match reward), so some reads differ
 by design; the script prints the first few.
 
@@ -65,19 +66,34 @@ def main():
                 pf.write(f"{r.name}\t{len(r.sequence)}\t{h.q_st}\t{h.q_en}\t{'+' if h.strand > 0 else '-'}\t{h.ctg}\t"
                          f"{h.ctg_len}\t{h.r_st}\t{h.r_en}\t{h.mlen}\t{h.blen}\t{h.mapq}\t"
                          f"tp:A:{'P' if h.is_primary else 'S'}\n")
-    out = os.path.join(work, "o.paf")
-    p = subprocess.run([sys.executable, "-m", "gpualign", "paf", paf, reads, ref, "-o", out, "--device", a.device,
-                        "-t", str(a.threads), "-q"], capture_output=True, text=True)
-    if p.returncode:
-        sys.exit(p.stderr)
+    out, sam = os.path.join(work, "o.paf"), os.path.join(work, "o.sam")
+    for o in (out, sam):
+        p = subprocess.run([sys.executable, "-m", "gpualign", "paf", paf, reads, ref, "-o", o, "--device", a.device,
+                            "-t", str(a.threads), "-q"], capture_output=True, text=True)
+        if p.returncode:
+            sys.exit(p.stderr)
     theirs, ours = tp_tags(paf), tp_tags(out)
     several = [n for n, c in theirs.items() if len(c) > 1]
     differ = [n for n in several if [c[4] for c in theirs[n]] != [c[4] for c in ours.get(n, [])]]
     chimeric = sum(1 for n in several if sum(c[4] == "P" for c in theirs[n]) > 1)
+    # the primary: minimap2's first P of a read (mappy lists the best first) against SAM's record without 256/2048
+    # (the SAM records come in the PAF's order)
+    primary = collections.defaultdict(lambda: [None, None])
+    with open(paf) as fh:
+        for k, line in enumerate(fh):
+            f = line.split("\t", 1)[0], "tp:A:P" in line
+            if f[1] and primary[f[0]][0] is None:
+                primary[f[0]][0] = k
+    with open(sam) as fh:
+        for k, line in enumerate(x for x in fh if not x.startswith("@")):
+            name, flag = line.split("\t", 2)[:2]
+            if int(flag) & 0x900 == 0:
+                primary[name][1] = k
+    same_primary = sum(1 for n in several if primary[n][0] == primary[n][1])
     for n in differ[:a.show]:
         print(n, "minimap2:", theirs[n], "gpualign:", ours.get(n), file=sys.stderr)
-    print("reads_mapped\tseveral_candidates\tminimap2_two_or_more_P\tsame_ranks\tdiffer")
-    print(f"{mapped}\t{len(several)}\t{chimeric}\t{len(several) - len(differ)}\t{len(differ)}")
+    print("reads_mapped\tseveral_candidates\tminimap2_two_or_more_P\tsame_ranks\tdiffer\tsame_primary")
+    print(f"{mapped}\t{len(several)}\t{chimeric}\t{len(several) - len(differ)}\t{len(differ)}\t{same_primary}")
 
 
 if __name__ == "__main__":

@@ -314,9 +314,14 @@ def test_paf_ranks_script_runs(root, tmp_path):
                        capture_output=True, text=True, timeout=300, env=cli_env())
     assert p.returncode == 0, p.stderr
     head, row = p.stdout.splitlines()
-    assert dict(zip(head.split("\t"), row.split("\t"))) == {
+    got = dict(zip(head.split("\t"), row.split("\t")))
+    assert {k: got.pop(k, None) for k in ("reads_mapped", "several_candidates", "minimap2_two_or_more_P",
+                                          "same_ranks", "differ")} == {
         "reads_mapped": "12", "several_candidates": "6", "minimap2_two_or_more_P": "6", "same_ranks": "6",
         "differ": "0"}, p.stdout
+    # (which part is primary: the better scored, as minimap2 picks it, but a junction's few edits can tie or
+    # tip its score the other way than gpualign's: at most one of six here)
+    assert got.keys() == {"same_primary"} and int(got["same_primary"]) >= 5, p.stdout
 
 
 def test_profile_targets_script_runs(root):

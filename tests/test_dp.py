@@ -445,10 +445,10 @@ def gpu_engine(kind: str):
 @pytest.mark.parametrize("kind", ["cpu", *GPU_OR_EMU])
 @pytest.mark.parametrize("distance_only", [False, True])
 def test_a_gap_past_int32_against_an_empty_sequence_fails_the_pair(kind, distance_only):
-    """214,748 bases against an empty sequence, gaps of 10,000 a base: the one gap's score, -2,147,490,000, was
-    put in an int32 and the run ended in a traceback (OverflowError; both engines write an empty side's
-    alignment down on the host). It fails the pair with its reason now, both ways round; its neighbour
-    aligns (a helper's finding)."""
+    """214,748 bases against an empty sequence, gaps of 10,000 a base: the one gap's score, -2,147,490,000,
+    does not fit the results' int32 (both engines write an empty side's alignment down on the host: an
+    OverflowError there ends the run in a traceback). The pair fails with its reason, both ways round; its
+    neighbour aligns, and 214,747 bases fit."""
     from gpualign.engines import cpu_dp
 
     cfg = AlignConfig(metric="affine", penalties=Penalties(1, 10000, 10000), scoring=Scoring(mode="global", match=1),

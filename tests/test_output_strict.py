@@ -285,6 +285,7 @@ def test_protein_star_alone_refused_in_sam(tmp_path, scored):
     out.parent.mkdir()
     p = _protein(tmp_path, "-o", str(out), "-q", scored=scored)
     assert p.returncode != 0 and "'stop'" in _error_line(p.stderr) and "SEQ" in _error_line(p.stderr)
+    assert _error_line(p.stderr).startswith(f"error: {tmp_path / 'p1.fa'}: query 'stop' (pair 2)")
     assert not os.listdir(out.parent)
     p = _protein(tmp_path, "-f", "tsv", "-q", scored=scored)
     assert p.returncode == 0 and [ln.split("\t")[0] for ln in p.stdout.decode().splitlines()[1:]] == ["p1", "stop"]
@@ -396,7 +397,7 @@ def test_names_sam_cannot_hold(tmp_path, fmt, name, why):
     assert p.returncode == 1 and not out.exists()
     line = _error_line(p.stderr)
     assert line.startswith(f"error: {tmp_path / 'a.fa'}: query ") and "(pair 151)" in line and why in line \
-        and "QNAME" in line, line  # (the file named: a helper's finding)
+        and "QNAME" in line, line
     names[150] = "r" * 254 if name.startswith("r") else "q@7"
     (tmp_path / "a.fa").write_text("".join(f">{n}\nACGTACGTACGTAC\n" for n in names))
     p = run()

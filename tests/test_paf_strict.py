@@ -324,11 +324,10 @@ def _mutate(seq: bytes, at) -> bytes:
 
 @pytest.mark.parametrize("fmt", ["sam", "paf"])
 def test_a_longer_alignment_outranks_a_shorter_one_with_fewer_edits(tmp_path, fmt):
-    """The newcomer's case: a 48 bp part of a 72 bp read with 1 mismatch ranked above the whole read with 4,
-    which minimap2 had as primary (the penalty alone: -4 against -16). Ranked with a match reward now
-    (4(72 + 72) - 6 * 16 = 480 against 4(48 + 48) - 6 * 4 = 360): the whole read is primary, the part
-    secondary with MAPQ 0 whatever its line said; the part alone, or a part covering less than half, is
-    judged on its own."""
+    """A 48 bp part of a 72 bp read with 1 mismatch against the whole read with 4, which minimap2 has as
+    primary: the penalty alone ranks the part first (-4 against -16), the score with a match reward the whole
+    read (4(72 + 72) - 6 * 16 = 480 against 4(48 + 48) - 6 * 4 = 360). The whole read is primary, the part
+    secondary with MAPQ 0 whatever its line said; a part sharing less than half its range is supplementary."""
     rng = np.random.default_rng(3)
     t = rng.choice(list(b"ACGT"), 600).astype(np.uint8).tobytes()
     read = _mutate(t[200:272], [3, 10, 17, 50])  # one mismatch in read[24:72]
@@ -403,10 +402,9 @@ def test_a_chimeric_read_has_a_primary_and_a_supplementary_record(tmp_path):
 
 
 def test_an_empty_query_range_is_never_chosen(tmp_path):
-    """--mode global aligns an empty query range (deletions only): it was ranked by its score (4 * 1 - 6 * 8
-    beat the whole read's 4 * 98 - 6 * 122) and, overlapping nothing, was chosen: the primary, the read's real
-    alignment supplementary. It ranks with the failed candidates now: secondary, MAPQ 0, no SA:Z (a helper's
-    finding)."""
+    """--mode global aligns an empty query range (deletions only). By its score (4 * 1 - 6 * 8 against the
+    whole read's 4 * 98 - 6 * 122) and overlapping nothing, it would be chosen, the primary even; it ranks with
+    the failed candidates: secondary, MAPQ 0, no SA:Z."""
     rng = np.random.default_rng(4)
     t = rng.choice(list(b"ACGT"), 6000).astype(np.uint8).tobytes()
     read = _mutate(t[1000:1049], list(range(2, 49, 2))[:20])
@@ -424,7 +422,7 @@ def test_an_empty_query_range_is_never_chosen(tmp_path):
 def test_no_sa_tag_where_a_target_name_holds_a_comma(tmp_path):
     """SA:Z's entries are comma-separated: a target named 'a,1' (SAM 1.6 allows no comma in a reference name)
     would read as target 'a' at POS 1. The chimeric read's records are still primary and supplementary, without
-    SA:Z (a helper's finding)."""
+    SA:Z."""
     rng = np.random.default_rng(6)
     t1, t2 = (rng.choice(list(b"ACGT"), 1000).astype(np.uint8).tobytes() for _ in range(2))
     for name in ("a,1", "b;2"):

@@ -20,6 +20,8 @@ import gpualign.search.text_ranges as R
 import gpualign.search.text_scan as S
 from gpualign import interrupt
 from gpualign.errors import InputError
+from gpualign.io import ranged
+from gpualign.io.bgzf import EOF_MEMBER
 from gpualign.search import alphabet as A
 
 
@@ -89,9 +91,6 @@ def read(path, pool, chunk=50, context=7, unique=True, ranges=False):
         reader.records.lengths
 
 
-BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
-
-
 def bgzip(path, member: int):
     """path's bytes written beside it as BGZF (path + '.bgz', returned) in members of `member` bytes each (a
     short one last), bgzip's end member after them: small members put member borders everywhere."""
@@ -103,7 +102,7 @@ def bgzip(path, member: int):
         out.append(b"\x1f\x8b\x08\x04\0\0\0\0\0\xff\x06\0BC\x02\0" + struct.pack("<H", len(body) + 25) + body
                    + struct.pack("<II", zlib.crc32(part), len(part)))
     bgz = path.with_name(path.name + ".bgz")
-    bgz.write_bytes(b"".join(out) + BGZF_EOF)
+    bgz.write_bytes(b"".join(out) + EOF_MEMBER)
     return bgz
 
 
@@ -143,7 +142,8 @@ def test_ranges_equal_stream_and_records(tmp_path, pool, monkeypatch, seed):
         monkeypatch.setattr(R, "RANGE", size)
         assert read(path, pool) == stream, size
         # bgzip, members of 1 byte to more than the file: its ranges inflated by the workers, the same records
-        assert read(bgzip(path, rng.choice([1, 5, 64, 1 << 16])), pool) == stream, size
+        bgz = bgzip(path, rng.choice([1, 5, 64, 1 << 16]))
+        assert read(bgz, pool, ranges=len(data) >= 2 * min(size, max(50, 4 * T.ALIGN))) == stream, size
 
 
 @pytest.mark.parametrize("data,message", [
@@ -266,6 +266,7 @@ def test_damaged_bgzip_is_an_error_both_ways(tmp_path, pool, monkeypatch, damage
     bad = tmp_path / "bad.fa.bgz"
     bad.write_bytes(bytes(raw))
     before = shm_blocks()
+    monkeypatch.setattr(ranged, "PROBE", 100)  # (the lines' probe before the damage: the ranges meet it)
     for size in (64, 1 << 12):
         monkeypatch.setattr(R, "RANGE", size)
         got = read(bad, pool, ranges=True)
@@ -273,6 +274,46 @@ def test_damaged_bgzip_is_an_error_both_ways(tmp_path, pool, monkeypatch, damage
     got = read(bad, None)
     assert isinstance(got, str) and got.startswith(f"{bad}: record ") and "corrupt or truncated input" in got, got
     assert shm_blocks() == before
+
+
+def test_a_bgzip_text_of_long_lines_is_one_stream(tmp_path, pool, monkeypatch):
+    """A bgzip text whose first lines are longer than LONGEST_LINE (an unwrapped sequence) is read as one stream:
+    finding each range's line start would inflate the whole line member by member in this process. Lines
+    within it: in ranges. The same records either way."""
+    rng = random.Random(9)
+    seq = bytes(rng.choice(b"ACGT") for _ in range(3000))
+    path = tmp_path / "t.fa"
+    path.write_bytes(b">one\n" + seq + b"\n>two\n" + seq[:900] + b"\n")
+    bgz = bgzip(path, 200)
+    monkeypatch.setattr(R, "RANGE", 500)
+    want = read(path, None, chunk=1000, context=30)
+    for longest, ranges in ((1000, False), (4000, True)):
+        monkeypatch.setattr(ranged, "LONGEST_LINE", longest)
+        reader = T.TextReader(str(bgz), 1000, 30, 16, pool, 2)
+        for ch in reader:
+            reader.release(ch)
+        assert (reader._slots is not None) == ranges
+        assert read(bgz, pool, chunk=1000, context=30, ranges=ranges) == want
+
+
+@pytest.mark.parametrize("bsize", [0, 1, 2, 17])
+def test_a_bgzip_header_too_short_for_a_member(tmp_path, pool, monkeypatch, bsize):
+    """A member header whose BSIZE leaves no room for its own header and trailer (its deflate data intact): the
+    members' walk read its ISIZE at a negative offset (struct.error, a traceback). The file is not BGZF: read as
+    a gzip stream, whose members' BSIZE no inflater reads, it gives the plain file's records."""
+    rng = random.Random(4)
+    data, names, seqs = random_fasta(rng, 20)
+    path = tmp_path / "t.fa"
+    path.write_bytes(data)
+    raw = bytearray(bgzip(path, 100).read_bytes())
+    raw[16:18] = bsize.to_bytes(2, "little")
+    bad = tmp_path / "bad.fa.bgz"
+    bad.write_bytes(bytes(raw))
+    monkeypatch.setattr(R, "RANGE", 64)
+    want = read(path, None)
+    assert want[1] == names
+    for p in (pool, None):
+        assert read(bad, p) == want
 
 
 def test_short_shared_memory(tmp_path, pool, monkeypatch):

@@ -59,9 +59,8 @@ def members(path: str) -> tuple[np.ndarray, np.ndarray] | None:
             if at + (1 << 16) > base + held and base + held < size:  # (a member, 64 KiB at most, whole in buf;
                 base, held = at, os.preadv(fd, [buf], at)  # read in large pieces from the file's start on)
             o = at - base
-            magic, xlen, bc, bsize = _HEADER.unpack_from(buf, o) if o + HEAD <= held else (b"", 0, b"", 0)
-            step = bsize + 1
-            if magic != _BGZF_HEAD or xlen != 6 or bc != _BC or at + step > base + held:
+            step = member(buf, o) if o + HEAD <= held else 0
+            if step < len(EOF_MEMBER) or at + step > base + held:  # (a member holds its header, data and trailer)
                 return None
             starts.append(at)
             sizes.append(_ISIZE.unpack_from(buf, o + step - 4)[0])
@@ -82,11 +81,12 @@ def cut_short(path: str) -> bool:
             size < len(EOF_MEMBER) or os.pread(fd, len(EOF_MEMBER), size - len(EOF_MEMBER)) != EOF_MEMBER)
 
 
-def member(head: bytes) -> int:
-    """The size of the BGZF member whose header is head (HEAD bytes), or 0 if it is not one."""
-    if len(head) < HEAD or head[:4] != _BGZF_HEAD or head[10:12] != b"\x06\x00" or head[12:16] != _BC:
+def member(head, at: int = 0) -> int:
+    """The size of the BGZF member whose header is head[at:at + HEAD] (bytes-like), or 0 if it is not one."""
+    if len(head) < at + HEAD:
         return 0
-    return int.from_bytes(head[16:18], "little") + 1
+    magic, xlen, bc, bsize = _HEADER.unpack_from(head, at)
+    return bsize + 1 if magic == _BGZF_HEAD and xlen == 6 and bc == _BC else 0
 
 
 class ParallelInflated(io.RawIOBase):

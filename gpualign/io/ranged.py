@@ -14,24 +14,34 @@ import numpy as np
 from . import bgzf
 
 
+PROBE = 1 << 20  # Bgzf.short_lines: the inflated bytes looked at
+LONGEST_LINE = 1 << 16  # ... and the longest line taken as short
+
+
 class Corrupt(OSError):
     """BGZF members that do not inflate (damaged data, a wrong CRC-32 or size)."""
 
 
 class Plain:
-    """A plain file: pread and rfind over a memory map."""
+    """A plain file: pread, and rfind over a memory map (made when first needed)."""
 
     def __init__(self, path: str):
         self._fh = open(path, "rb", buffering=0)
         self.size = os.fstat(self._fh.fileno()).st_size
-        self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if self.size else None
+        self._mm = None
 
     def pread(self, n: int, offset: int) -> bytes:
         return os.pread(self._fh.fileno(), n, offset)
 
     def rfind(self, byte: bytes, lo: int, hi: int) -> int:
         """The offset of the last `byte` in [lo, hi), or -1."""
+        if self._mm is None and self.size:
+            self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
         return self._mm.rfind(byte, lo, hi) if self._mm is not None else -1
+
+    def short_lines(self) -> bool:
+        """Bgzf.short_lines' question: a plain file's line starts are found at a memory map's pace, long or not."""
+        return True
 
     def close(self) -> None:
         if self._mm is not None:
@@ -75,6 +85,19 @@ class Bgzf(Plain):
         i, j = self._members(offset, end)
         base = int(self._uoff[i])
         return self._inflate(i, j)[offset - base:end - base]
+
+    def short_lines(self) -> bool:
+        """Whether the first PROBE inflated bytes hold no line longer than LONGEST_LINE (the line cut at the probe's
+        end counted too): a text wrapped as FASTA files mostly are. rfind inflates a long line's members one
+        after another, so search reads a text of long lines (an unwrapped sequence) as one stream instead."""
+        probe, longest = PROBE, LONGEST_LINE
+        data = self.pread(probe, 0)
+        ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+        if len(data) < probe and len(ends) and ends[-1] == len(data) - 1:
+            edges = np.concatenate([[-1], ends])
+        else:
+            edges = np.concatenate([[-1], ends, [len(data)]])
+        return int(np.diff(edges).max(initial=0)) <= longest + 1
 
     def rfind(self, byte: bytes, lo: int, hi: int) -> int:
         """The offset of the last `byte` in [lo, hi), or -1: member by member from hi back."""

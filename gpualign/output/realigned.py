@@ -8,8 +8,7 @@ import numpy as np
 
 from .. import cigar as C
 from ..io.paf import revcomp
-from ..realign_primary import RANK_KEY, SA_KEY, SECONDARY, SUPPLEMENTARY
-from ..records import Names
+from ..records import RANK_KEY, SA_KEY, SECONDARY, SUPPLEMENTARY, Names
 from .common import cigar_stats, columns
 from .sam import BAM_LETTERS, SEQ_TABLE, SamToBam, bam_refusal, clean_reason, header_text, refuse_qnames
 
@@ -52,8 +51,8 @@ def _sam_place(cand, t_start: int, cigar: str) -> tuple[int, str]:
 
 def sa_entries(batch, res, rows: list) -> list:
     """The SA:Z entry (rname,pos,strand,CIGAR,mapQ,NM;) of each of rows' records, None for one not mapped or whose
-    target name holds a ',' or ';' (which SAM 1.6 does not allow in a reference name, and SA:Z's fields would
-    split: the read's records get no SA:Z)."""
+    target name holds a ',' (which SAM 1.6 does not allow in a reference name) or a ';': SA:Z's fields and
+    entries would split there, so the read's records get no SA:Z."""
     c = columns(res)
     ts, _ = _coords(batch, res, batch.meta)
     out = []

@@ -218,7 +218,7 @@ class SamFormat:
         """(the lines: bytes, or a memoryview of them from text_device, how many)."""
         check_qnames(batch, source=self.source)
         if self.residues:
-            check_star_seq(batch)
+            check_star_seq(batch, self.source)
         if self.lines is not None and not (self.scored or self.residues):
             done = self.lines.sam(batch, res)
             if done is not None:
@@ -403,9 +403,9 @@ def check_bam_seq(batch: PairBatch, source: str = "") -> None:
         raise bam_refusal(batch.q_names[k[0]], int(batch.seq[at]), f"pair {int(batch.index[k[0]]) + 1}", source)
 
 
-def check_star_seq(batch: PairBatch) -> None:
+def check_star_seq(batch: PairBatch, source: str = "") -> None:
     """The GpualignError of the first query whose whole sequence is '*' (protein: one stop residue): SAM's SEQ
-    '*' reads as no sequence stored, not as that residue."""
+    '*' reads as no sequence stored, not as that residue. source: the queries' file as messages name it."""
     if batch.n == 0:
         return
     one = np.flatnonzero(batch.q_len == 1)
@@ -413,7 +413,8 @@ def check_star_seq(batch: PairBatch) -> None:
         star = one[batch.seq[batch.q_off[one]] == ord("*")]
         if len(star):
             k = star[0]
-            raise GpualignError(f"query {batch.q_names[k]!r} (pair {int(batch.index[k]) + 1}): its sequence '*' "
+            raise GpualignError(f"{source + ': ' if source else ''}query {batch.q_names[k]!r} "
+                                f"(pair {int(batch.index[k]) + 1}): its sequence '*' "
                                 "would read as no sequence in SAM (SEQ '*' means none stored): write PAF or TSV")
 
 

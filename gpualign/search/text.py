@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import trace
 from ..errors import InputError
-from ..io import bgzf, fastx, ranged
+from ..io import fastx, ranged
 from ..io.fastx_strict import CR_IN_HEADER
 from ..records import SAM_RNAME_NOT_FIRST, odd_character, rname_reason, sam_printable
 from . import alphabet as A
@@ -113,21 +113,21 @@ class TextReader:
     def __iter__(self):
         name = fastx.display_name(self.path)
         check = _Checker(self.records, name, self.unique)
-        src = None
-        if self.pool is not None and self.path != fastx.STDIN and os.path.isfile(self.path):  # (a pipe: read once)
-            index = bgzf.members(self.path) if fastx.gzipped(self.path) else None
-            if index is not None or not fastx.gzipped(self.path):  # (plain gzip: its bytes only in order)
-                src = ranged.open_at(self.path, index)
+        src = slots = None
         span = min(TR.RANGE, self.chunk)
-        slots = None
-        if src is not None and src.size >= 2 * span:
-            ahead = TR.AHEAD * max(1, self.workers) + 1
-            slots = TR.Slots(TR.slot_bytes(span, self.context, self.gap), ahead + TR.HELD, self._stopped)
-            if slots.get(wait=False) is None:  # (no shared memory to be had: read here)
-                slots = None
-            else:
-                slots.free.put(0)
         try:
+            if self.pool is not None and self.path != fastx.STDIN and os.path.isfile(self.path):  # (a pipe: once)
+                try:
+                    src = ranged.open_at(self.path)
+                except ValueError:  # (gzip that is not BGZF: its bytes only in order)
+                    src = None
+            if src is not None and src.size >= 2 * span and _short_lines(src):
+                ahead = TR.AHEAD * max(1, self.workers) + 1
+                slots = TR.Slots(TR.slot_bytes(span, self.context, self.gap), ahead + TR.HELD, self._stopped)
+                if slots.get(wait=False) is None:  # (no shared memory to be had: read here)
+                    slots = None
+                else:
+                    slots.free.put(0)
             if slots is not None:
                 yield from self._ranges(check, src, span, slots, ahead)
             else:
@@ -204,6 +204,15 @@ class TextReader:
         finally:
             layouts.close()  # (the ranges in flight finish)
             slots.close()
+
+
+def _short_lines(src) -> bool:
+    """src's lines are short enough for ranges (io.ranged: a bgzip text of unwrapped sequence goes as one stream);
+    a first member that does not inflate: the stream's reading says so."""
+    try:
+        return src.short_lines()
+    except ranged.Corrupt:
+        return False
 
 
 _FIRST_WORD = re.compile(r"^[ \t\r\x0b\x0c]*([^ \t\r\n\x0b\x0c]*)", re.M)  # a record's name: its header line's

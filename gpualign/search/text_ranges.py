@@ -93,7 +93,7 @@ def _before(src, a: int, line: int, context: int) -> tuple[int, bool, bytes]:
 
 
 _mapped: dict = {}  # per worker process: slot name -> its mapping, for the slots of the latest reader
-_sources: dict = {}  # per worker process: (path, its size and time) -> io.ranged's reader, the latest only
+_sources: dict = {}  # per worker process: (path, its inode, size and time) -> io.ranged's reader, the latest only
 
 
 def _slot(name: str) -> np.ndarray:
@@ -108,7 +108,7 @@ def _slot(name: str) -> np.ndarray:
 def _source(path: str):
     """path's io.ranged reader, made once a run in a worker process (a bgzip file's index: one walk)."""
     st = os.stat(path)
-    key = (path, st.st_size, st.st_mtime_ns)
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
     if key not in _sources:
         for old in _sources.values():
             old.close()
