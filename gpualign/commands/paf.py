@@ -16,8 +16,7 @@ EPILOG = ("Examples:\n\n"
           "the re-aligned score with a match reward (a longer alignment can outrank a shorter one with fewer "
           "edits; ties: the first in the PAF). The best is primary; one whose query range overlaps a better "
           "chosen one's by more than half the shorter range is secondary (SAM/BAM FLAG 256, MAPQ 0; PAF tp:A:S), "
-          "the others "
-          "supplementary (a chimeric read's parts: FLAG 2048 and SA:Z; PAF tp:A:P).\n\n" + CHAR_RULE)
+          "the others supplementary (a chimeric read's parts: FLAG 2048 and SA:Z; PAF tp:A:P).\n\n" + CHAR_RULE)
 
 
 @argument("candidates", help="PAF candidates (minimap2's 12 columns, any tags; '-' = stdin).")

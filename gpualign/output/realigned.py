@@ -49,11 +49,23 @@ def _sam_place(cand, t_start: int, cigar: str) -> tuple[int, str]:
     return min(int(t_start) + 1, cand.tlen), (f"{left}S" if left else "") + cigar + (f"{right}S" if right else "")
 
 
+def _sam_columns(batch, res):
+    """columns(res), made once a batch: sa_entries (realign_primary, as the batch comes) keeps them in batch.meta
+    for sam_records (when it goes on)."""
+    c = batch.meta.get(_COLUMNS)
+    if c is None:
+        c = batch.meta[_COLUMNS] = columns(res)
+    return c
+
+
+_COLUMNS = "columns"  # batch.meta's key for _sam_columns
+
+
 def sa_entries(batch, res, rows: list) -> list:
     """The SA:Z entry (rname,pos,strand,CIGAR,mapQ,NM;) of each of rows' records, None for one not mapped or whose
     target name holds a ',' (which SAM 1.6 does not allow in a reference name) or a ';': SA:Z's fields and
     entries would split there, so the read's records get no SA:Z."""
-    c = columns(res)
+    c = _sam_columns(batch, res)
     ts, _ = _coords(batch, res, batch.meta)
     out = []
     for i in rows:
@@ -166,7 +178,7 @@ def sam_records(batch, res, meta, paf_name: str = "") -> list[str]:
     """paf_name: the PAF file's name as messages show it (a read whose name SAM refuses: the file, its line)."""
     if batch.n:
         refuse_qnames(Names.of(batch.q_names), lambda k: f"line {meta['cands'][k].line}", "PAF", paf_name)
-    c = columns(res)
+    c = _sam_columns(batch, res)
     ts, _ = _coords(batch, res, meta)
     ranks = _ranks(meta, res.n)
     sa = meta.get(SA_KEY) or [None] * res.n
