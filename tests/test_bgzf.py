@@ -9,6 +9,7 @@ import random
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpualign.io import bgzf
@@ -225,3 +226,48 @@ def test_commands_refuse_a_bgzip_file_cut_short(tmp_path):
         assert p.returncode == 1 and p.stderr.count("\n") == 1, (args, p.stderr)
         assert p.stderr.startswith("error: stdin: ") and "without its end-of-file block" in p.stderr, p.stderr
         assert not (tmp_path / "o.tsv").exists()
+
+
+@pytest.mark.parametrize("damage", ["flip", "crc", "size"])
+def test_damaged_bgzip_fasta_in_ranges(tmp_path, monkeypatch, damage):
+    """A bgzip FASTA whose member in the middle does not inflate, read in ranges by two processes (pairs' reader,
+    io/fastx_parts.py): an InputError naming the file and a record at or before the damage (the first record of
+    its range), as the one stream names it (the first record of the block it read). The same file undamaged:
+    the plain file's records."""
+    from gpualign.errors import InputError
+    from gpualign.io import fastx_parts, pair_reader, ranged
+
+    rng = random.Random(5)
+    recs = [bytes(rng.choice(b"ACGT") for _ in range(rng.randint(50, 400))) for _ in range(3000)]
+    text = b"".join(b">r%d x\n%s\n" % (i, s) for i, s in enumerate(recs))
+    path = _bgzip(tmp_path, text, "a.fa")
+    (tmp_path / "b.fa").write_bytes(text)
+    monkeypatch.setattr(fastx_parts, "RANGE_BYTES", 100_000)
+    monkeypatch.setattr(ranged, "CUT_READ", 1024)  # (the cuts read no byte of the damaged member: its range does)
+
+    def pairs(workers):
+        return [(bt.q_names, bt.t_names, bt.seq.tobytes()) for bt in
+                pair_reader.read_pairs(path, str(tmp_path / "b.fa"), 100_000, 97, 0, workers=workers)]
+
+    assert pairs(2) == pairs(1) and len(pairs(2)) > 5
+    inflated = bgzf.members(path)[1]
+    with ranged.open_at(path) as src:
+        cuts = ranged.record_cuts(src, fastx_parts.RANGE_BYTES)
+    mid = int(np.searchsorted(inflated, (cuts[3] + cuts[4]) // 2, "right")) - 1  # a member no cut reads from
+    assert not any(inflated[mid] <= c - 1 + r < inflated[mid + 1] for c in cuts[1:-1] for r in (0, 1023))
+    data = bytearray(Path(path).read_bytes())
+    at, size = _members(bytes(data))[mid]
+    if damage == "flip":
+        data[at + 18 + 5] ^= 0xFF
+    elif damage == "crc":
+        data[at + size - 8] ^= 0x01
+    else:
+        data[at + size - 4] ^= 0x01
+    Path(path).write_bytes(bytes(data))
+    damaged = text[:int(inflated[mid + 1])].count(b">")  # (the records up to the damaged member's end)
+    for workers in (1, 2):
+        with pytest.raises(InputError, match=r"a\.fa\.gz: record (\d+) \(line \d+\): corrupt or truncated input "
+                                              r"in this record or a later one") as e:
+            pairs(workers)
+        assert 1 <= e.value.record <= damaged and e.value.line == 2 * e.value.record - 1, (workers, str(e.value))
+    assert e.value.record > 1  # (in ranges: the first record of the damaged member's range, in the whole file)

@@ -3,6 +3,7 @@ layouts, including block boundaries and a layout change in mid-file (the strict 
 record)."""
 
 import gzip
+import random
 
 import pysam
 import pytest
@@ -223,16 +224,56 @@ def test_batches_use_the_reader_allocator(tmp_path):
     assert got == want and sum(sizes) == sum(len(s) for s, _ in want) and len(sizes) == len(want) > 1
 
 
-def test_record_cuts_start_at_records(tmp_path):
+@pytest.mark.parametrize("form", ["plain", "bgzip"])
+def test_record_cuts_start_at_records(tmp_path, form):
+    """ranged.record_cuts over a plain file and over a bgzip file's inflated bytes (records across members)."""
+    from gpualign.io import ranged
+
     recs = [(f"r{i}", "", "ACGT" * (i % 9)) for i in range(400)]
     path = tmp_path / "a.fa"
     path.write_bytes(render(recs, False, 5, False, True))
     data = path.read_bytes()
-    for every in (1, 50, 333, 4096, 1 << 30):
-        cuts = fastx_parts.record_cuts(str(path), len(data), every)
-        assert cuts[0] == 0 and cuts[-1] == len(data) and cuts == sorted(set(cuts))
+    if form == "bgzip":
+        pysam.tabix_compress(str(path), str(path) + ".gz", force=True)
+        path = tmp_path / "a.fa.gz"
+    with ranged.open_at(str(path)) as src:
+        assert src.size == len(data)
+        for every in (1, 50, 333, 4096, 1 << 30):
+            cuts = ranged.record_cuts(src, every)
+            assert cuts[0] == 0 and cuts[-1] == len(data) and cuts == sorted(set(cuts))
+            assert all(data[c:c + 1] == b">" and data[c - 1:c] == b"\n" for c in cuts[1:-1])
+            assert len(cuts) > 2 or every > len(data) // 2
+            assert all(b - a >= every for a, b in zip(cuts[:-2], cuts[1:-1]))  # (the first mark past each want)
+
+
+def test_record_cuts_find_a_record_far_past_the_want(tmp_path, monkeypatch):
+    """A record start further on than record_cuts' first read (and across the end of a read): found. Records
+    longer than its scan: cuts still at record starts, parts of `every` bytes at least, and the bytes read stay
+    a bounded share of the file."""
+    from gpualign.io import ranged
+
+    monkeypatch.setattr(ranged, "CUT_READ", 16)
+    for pad in range(40, 80):
+        data = b">a\n" + b"A" * pad + b"\n>b\nC\n>c\nG\n"
+        path = tmp_path / "a.fa"
+        path.write_bytes(data)
+        with ranged.open_at(str(path)) as src:
+            assert ranged.record_cuts(src, 3) == [0, data.index(b">b"), data.index(b">c"), len(data)]
+    monkeypatch.setattr(ranged, "CUT_SCAN", 200)
+    monkeypatch.setattr(ranged, "CUT_READ_MOST", 64)
+    rng = random.Random(4)
+    data = b"".join(b">r%d\n%s\n" % (i, b"ACGT" * rng.choice([1, 10, 300, 2000])) for i in range(300))
+    path.write_bytes(data)
+    for every in (50, 500, 5000):
+        src = ranged.open_at(str(path))
+        read = []
+        monkeypatch.setattr(src, "pread", lambda n, at, f=src.pread: read.append(len(f(n, at))) or f(n, at))
+        cuts = ranged.record_cuts(src, every)
+        src.close()
+        assert cuts[0] == 0 and cuts[-1] == len(data) and len(cuts) > 3
         assert all(data[c:c + 1] == b">" and data[c - 1:c] == b"\n" for c in cuts[1:-1])
-        assert len(cuts) > 2 or every > len(data) // 2
+        assert all(b - a >= every for a, b in zip(cuts[:-2], cuts[1:-1]))
+        assert sum(read) <= (len(data) // every + 1) * (200 + 64)
 
 
 @pytest.mark.parametrize("layout", ["strict", "wrapped", "mixed", "crlf"])

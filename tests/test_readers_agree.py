@@ -13,7 +13,7 @@ from test_search_text import random_fasta, read
 
 import gpualign.search.text_ranges as R
 from gpualign.errors import InputError
-from gpualign.io import fastx
+from gpualign.io import fastx, fastx_parts
 from gpualign.search import alphabet as A
 from gpualign.search import text as T
 
@@ -31,6 +31,26 @@ def _io(path, fast: bool = True):
     except InputError as e:
         return str(e)
     return [A.to_codes(s) for _, s, _ in recs], [n for n, _, _ in recs]
+
+
+def _io_ranges(path, monkeypatch, ranges: int):
+    """(names, codes) from io's reader in ranges (fastx_parts: 2 processes, ranges of `ranges` bytes), or its
+    error's text."""
+    monkeypatch.setattr(fastx_parts, "RANGE_BYTES", ranges)
+    names, seqs = [], []
+    chunks = fastx_parts.Chunks(str(path), 0, 2)
+    try:
+        for nm, buf, lens, _ in chunks:
+            names += list(nm)
+            at = 0
+            for n in lens.tolist():
+                seqs.append(A.to_codes(bytes(buf[at:at + n])))
+                at += n
+    except InputError as e:
+        return str(e)
+    finally:
+        chunks.close()
+    return seqs, names
 
 
 def _search(path, pool=None, unique: bool = True, chunk: int = 50):
@@ -65,8 +85,8 @@ def test_the_same_records_from_both(tmp_path, pool, monkeypatch, seed):
 
 
 def _both(tmp_path, data: bytes, want: tuple, pool, monkeypatch, ranges: int, chunk: int = 50) -> None:
-    """Both readers give want from data written plain, gzip and bgzip (search also in ranges of the plain and
-    the bgzip file)."""
+    """Both readers give want from data written plain, gzip and bgzip, whole and in ranges (io's in ranges of
+    the plain and the bgzip file too, as the gzip file's one stream in a child process)."""
     import pysam
 
     plain, packed, blocked = tmp_path / "t.fa", tmp_path / "t.fa.gz", tmp_path / "b.fa.gz"
@@ -76,6 +96,7 @@ def _both(tmp_path, data: bytes, want: tuple, pool, monkeypatch, ranges: int, ch
     monkeypatch.setattr(R, "RANGE", ranges)
     for path in (plain, packed, blocked):
         assert _io(path) == want and _io(path, fast=False) == want, path
+        assert _io_ranges(path, monkeypatch, max(ranges, 64)) == want, path
         assert _search(path, chunk=chunk) == want, path
     assert _search(plain, pool, chunk=chunk) == want
     assert _search(blocked, pool, chunk=chunk) == want

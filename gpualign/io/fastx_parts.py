@@ -1,5 +1,6 @@
 """FASTA/FASTQ parsed beside the alignment: a big file in a child process (its chunks down a pipe), or a
-plain FASTA file in parts by several forked processes (their sequence bytes in shared memory)."""
+plain or bgzip FASTA file in parts by several forked processes (their sequence bytes in shared memory; a bgzip
+file's members inflated by the processes reading them, io/ranged.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from .. import shm
 from ..errors import InputError, RecordError
 from ..records import Names
 from ..workers import can_fork, fork_pool
+from . import ranged
 from .fastx import CHUNK, STDIN, display_name, encode, encoded_chunks, sniff
 from .fastx_fast import NotSimple, simple_chunks
 from .fastx_strict import strict_chunks
@@ -38,40 +40,18 @@ def _produce(path: str, conn, symbols: bytes) -> None:
         conn.close()
 
 
-RANGE_BYTES = 1 << 24  # plain FASTA files are parsed in parts of about this size by several processes
-
-
-def record_cuts(path: str, size: int, every: int) -> list:
-    """Offsets splitting a FASTA file into parts of about `every` bytes, each starting at a record
-    (a '>' after a newline), with 0 and size at the ends."""
-    cuts = [0]
-    with open(path, "rb") as fh:
-        want = every
-        while want < size:
-            at, found = want - 1, -1
-            while found < 0:
-                fh.seek(at)
-                block = fh.read(1 << 20)
-                if len(block) < 2:
-                    break
-                i = block.find(b"\n>")
-                found = at + i + 1 if i >= 0 else -1
-                at += len(block) - 1  # one byte back: a newline at the block's end
-            if found < 0:
-                break
-            if found > cuts[-1]:
-                cuts.append(found)
-            want = found + every
-    return cuts + [size]
+RANGE_BYTES = 1 << 24  # FASTA files are parsed in parts of about this size (inflated) by several processes
 
 
 def _parse_range(path: str, start: int, end: int, symbols: bytes) -> tuple:
-    """Worker process: the records of path[start:end) (whole records) -> (shared memory block holding
-    their encoded sequence bytes, its size, their Names, lengths, the part's line count). Record and line
-    numbers in errors count from the range's start."""
-    with open(path, "rb") as fh:
-        fh.seek(start)
-        data = fh.read(end - start)
+    """Worker process: the records of path's (inflated) bytes [start, end) (whole records) -> (shared memory
+    block holding their encoded sequence bytes, its size, their Names, lengths, the part's line count). Record
+    and line numbers in errors count from the range's start."""
+    try:
+        data = ranged.cached(path).pread(end - start, start)
+    except ranged.Corrupt as e:  # (as the stream's reader words it)
+        raise RecordError(display_name(path), 1, f"corrupt or truncated input in this record or a later one ({e})",
+                          1) from None
     names, bufs, lens = [], [], []
 
     def add(nm, seqs):
@@ -95,12 +75,13 @@ def _parse_range(path: str, start: int, end: int, symbols: bytes) -> tuple:
 
 
 class _RangeChunks:
-    """encoded_chunks of a plain FASTA file, its parts (RANGE_BYTES) parsed by `workers` forked processes,
-    at most 2 * workers parts ahead of the consumer; one chunk per part, in file order."""
+    """encoded_chunks of a plain or bgzip FASTA file (src: its io.ranged reader here), its parts (RANGE_BYTES)
+    parsed by `workers` forked processes, at most 2 * workers parts ahead of the consumer; one chunk per part,
+    in file order."""
 
-    def __init__(self, path: str, workers: int, symbols: bytes = b""):
+    def __init__(self, path: str, src, workers: int, symbols: bytes = b""):
         self.path, self.symbols = path, symbols
-        self.cuts = record_cuts(path, os.path.getsize(path), RANGE_BYTES)
+        self.cuts = ranged.record_cuts(src, RANGE_BYTES)
         self.pool = fork_pool(workers, start=False)
         self.futs: deque = deque()
         self.next = 0
@@ -142,6 +123,22 @@ class _RangeChunks:
                 shm.discard(fut.result()[0])
 
 
+def _fasta_by_offset(path: str):
+    """path's io.ranged reader when it is FASTA read by offset (plain, or bgzip from its first byte to its last),
+    else None (FASTQ, whose record starts '@' a quality line may start too; other gzip: its bytes in order)."""
+    try:
+        src = ranged.open_at(path)
+    except ValueError:
+        return None
+    try:
+        if src.pread(1, 0) == b">":
+            return src
+    except ranged.Corrupt:  # (the stream's reader names the record)
+        pass
+    src.close()
+    return None
+
+
 class Chunks:
     """encoded_chunks(path); files of at least min_bytes are parsed in a child process started here,
     so that both inputs parse in parallel and beside the alignment, and the parent only receives ready
@@ -150,7 +147,7 @@ class Chunks:
 
     def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1, symbols: bytes = b"",
                  start: tuple = (0, 0, 1)):
-        """workers > 1: a plain (not compressed) FASTA file is parsed in parts by that many processes;
+        """workers > 1: a plain or bgzip FASTA file is parsed in parts by that many processes;
         symbols: the non-letter bytes sequences may hold (pack.symbols); start: read on from a record
         (fastx.record_chunks' start), in this process."""
         import multiprocessing as mp
@@ -165,12 +162,15 @@ class Chunks:
             return
         sniff(path)  # the common errors before a process starts
         if workers > 1:
-            with open(path, "rb") as fh:
-                plain_fasta = fh.read(1) == b">"
-            if plain_fasta:
-                self.ranges = _RangeChunks(path, workers, symbols)
-                self.it = iter(self.ranges)
-                return
+            src = _fasta_by_offset(path)
+            if src is not None:
+                try:
+                    with src:
+                        self.ranges = _RangeChunks(path, src, workers, symbols)
+                    self.it = iter(self.ranges)
+                    return
+                except ranged.Corrupt:  # (met while cutting: the child's stream names the record)
+                    pass
         ctx = mp.get_context("fork")
         self.conn, child = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=_produce, args=(path, child, symbols), daemon=True)

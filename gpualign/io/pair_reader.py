@@ -65,7 +65,7 @@ def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int,
                symbols: bytes = b"") -> Iterator[PairBatch]:
     """Record i of A with record i of B, in batches of bounded size (bases and pairs). Big inputs start
     their parsing processes now (call this before starting threads or the GPU), batches come lazily;
-    workers > 1: that many per plain FASTA file, each parsing a part of it; symbols: the non-letter
+    workers > 1: that many per plain or bgzip FASTA file, each parsing a part of it; symbols: the non-letter
     bytes sequences may hold (pack.symbols)."""
     if path_a == STDIN and path_b == STDIN:
         raise InputError("only one of the two inputs can be '-' (stdin)")

@@ -1,7 +1,8 @@
 """A file's bytes read by offset, as os.pread reads a plain file, whether it is plain or BGZF (bgzip): for BGZF
 the members covering a read are inflated by ISA-L (each member's CRC-32 and size checked), found through the
-members' index (bgzf.members: one walk over their headers). search's range readers (search/text_ranges.py)
-read a text through it on all their processes at once, so a bgzip text is inflated on every core.
+members' index (bgzf.members: one walk over their headers). Both readers of files in ranges take their bytes
+through it (io/fastx_parts.py: records of a FASTA file; search/text_ranges.py: a text's lines), on all their
+worker processes at once, so a bgzip file is inflated on every core; record_cuts splits a file for either.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import numpy as np
 from . import bgzf
 
 
+CUT_READ = 1 << 16  # record_cuts' first read from a cut (doubled while no record starts in it)
+CUT_READ_MOST = 1 << 20
+CUT_SCAN = 1 << 21  # ... and the bytes it looks at from each multiple of its part size
 PROBE = 1 << 20  # Bgzf.short_lines: the inflated bytes looked at
 LONGEST_LINE = 1 << 16  # ... and the longest line taken as short
 
@@ -122,3 +126,43 @@ def open_at(path: str, index: tuple | None = None):
         if fh.read(2) == b"\x1f\x8b":
             raise ValueError(f"{path}: gzip that is not BGZF throughout: no reads by offset")
     return Plain(path)
+
+
+def record_cuts(src, every: int, mark: bytes = b"\n>") -> list:
+    """Offsets splitting src's bytes (Plain or Bgzf) into parts of at least `every` bytes, each part after the
+    first starting just after a `mark` (by default a record's '>' that starts a line), with 0 and src.size at the
+    ends. From each multiple of `every` past the cut before, the first mark in the next CUT_SCAN bytes is the
+    next cut; where none is there (a record longer than that), the search goes on `every` bytes further: the
+    bytes read (inflated) here stay a small part of the file however long its records are."""
+    cuts, size, width = [0], src.size, len(mark) - 1
+    want = every
+    while want < size:
+        at, n, found = want - 1, CUT_READ, -1
+        while found < 0 and at < min(size - 1, want - 1 + CUT_SCAN):
+            block = src.pread(n, at)
+            i = block.find(mark)
+            found = at + i + width if i >= 0 else -1
+            at += len(block) - width  # (a mark across the block's end: found in the next)
+            n = min(2 * n, CUT_READ_MOST)
+        if found < 0:
+            want += every
+            continue
+        cuts.append(found)
+        want = found + every
+    return cuts + [size]
+
+
+_cached: dict = {}  # per process: (path, its inode, size and time) -> its reader, the latest only
+
+
+def cached(path: str):
+    """open_at(path), made once a run in a worker process (a bgzip file's index: one walk) and kept for its next
+    ranges; a file changed or another file closes the one before."""
+    st = os.stat(path)
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _cached:
+        for old in _cached.values():
+            old.close()
+        _cached.clear()
+        _cached[key] = open_at(path)
+    return _cached[key]

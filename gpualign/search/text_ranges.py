@@ -12,7 +12,6 @@ as two halves instead."""
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections import deque
@@ -93,7 +92,6 @@ def _before(src, a: int, line: int, context: int) -> tuple[int, bool, bytes]:
 
 
 _mapped: dict = {}  # per worker process: slot name -> its mapping, for the slots of the latest reader
-_sources: dict = {}  # per worker process: (path, its inode, size and time) -> io.ranged's reader, the latest only
 
 
 def _slot(name: str) -> np.ndarray:
@@ -103,18 +101,6 @@ def _slot(name: str) -> np.ndarray:
             del _mapped[old]
         _mapped[name] = shm.mapped(name)
     return _mapped[name]
-
-
-def _source(path: str):
-    """path's io.ranged reader, made once a run in a worker process (a bgzip file's index: one walk)."""
-    st = os.stat(path)
-    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
-    if key not in _sources:
-        for old in _sources.values():
-            old.close()
-        _sources.clear()
-        _sources[key] = ranged.open_at(path)
-    return _sources[key]
 
 
 def _header_rest(src, at: int, start: bytes) -> bytes:
@@ -133,7 +119,7 @@ def _range(path: str, a: int, b: int, line: int, slot: str, cap: int, context: i
     """Worker: bytes [a, b) of a plain or bgzip FASTA file (inflated) laid out in the slot (cap bytes); line: the
     start of the line holding byte a."""
     headers, codes, counts = [], np.zeros(0, np.uint8), np.zeros(0, np.int64)
-    src = _source(path)
+    src = ranged.cached(path)
     prev, in_header, ctx = _before(src, a, line, context)
     data = src.pread(b - a, a)
     pos = 0
