@@ -236,6 +236,7 @@ FASTQ_CHANGES = {
     "bad quality": lambda t, s: _line(t, s, 3, lambda q: q[:-1] + b" "),
     "plus names another": lambda t, s: _line(t, s, 2, lambda p: b"+zz"),
     "plus names it": lambda t, s: _line(t, s, 2, lambda p: b"+" + t[s + 1:t.index(b"\n", s)]),
+    "plus doubled, next one empty": lambda t, s: _line(_line(t, s, 2, lambda p: b"++"), s, 6, lambda p: b""),
     "multi-line": lambda t, s: _line(t, s, 1, lambda q: q[:2] + b"\n" + q[2:]),
     "fasta record": lambda t, s: t[:s] + b">x\nACGT\n" + t[s:],
     "no last newline": lambda t, s: t[:-1],

@@ -30,6 +30,9 @@ MALFORMED = {
                       "quality length 3 != sequence length 4"),
     "long_quality": ("@r1\nACGT\n+\nIIIII\n", 1, 1, "quality length 5 != sequence length 4"),
     "plus_names_another": ("@r1\nACGT\n+r2\nIIII\n", 1, 3, "the '+' line names 'r2'"),
+    # (as many '+' as '+' lines, but "++" and an empty line among them: the fast path took these records)
+    "plus_lines_doubled_and_empty": ("@r1\nACGT\n++\nIIII\n@r2\nAC\n+\nII\n@r3\nAC\n\nII\n@r4\nA\n+\nI\n", 1, 3,
+                                     "the '+' line names '+'"),
     "space_in_quality": ("@r1\nACGT\n+\nII I\n", 1, 4, "invalid quality character"),
     "digit_in_wrapped_fasta": (">x\nACGT\nAC1T\n", 1, 3, "invalid sequence character '1'"),
     "lone_cr": (">x\nAC\rGT\n", 1, 2, "invalid sequence character"),

@@ -47,7 +47,7 @@ def _all_start(lines: list, mark: bytes) -> bool:
 def _plus_lines(plus: list, heads: list) -> bool:
     """Are the '+' lines all bare, or all their record's header again (as SRA writes them)? (the
     headers start with '@'; joined once: no Python step per line)"""
-    if b"".join(plus) == b"+" * len(plus):
+    if plus.count(b"+") == len(plus):
         return True
     joined = b"\n".join(heads)
     return b"\n".join(plus) == b"+" + joined[1:].replace(b"\n@", b"\n+")
