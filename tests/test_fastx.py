@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpualign.io import fastx, fastx_fast, fastx_parts, fastx_strict, pair_reader
+from gpualign.records import Names
 
 rec = st.tuples(st.from_regex(r"[A-Za-z0-9_.|]{1,12}", fullmatch=True),
                 st.one_of(st.just(""), st.from_regex(r"[ \t][a-z =>]{0,10}", fullmatch=True)),
@@ -296,6 +297,64 @@ def test_fasta_parts_parsed_by_several_processes(tmp_path, monkeypatch, layout):
     many = [(bt.q_names, bt.t_names, bt.q_quals, bt.seq.tobytes(), bt.q_len.tolist(), bt.t_len.tolist(),
              bt.index.tolist()) for bt in pair_reader.read_pairs(str(a), str(b), 20_000, 97, 0, workers=3)]
     assert many == one and sum(len(x[0]) for x in one) == len(recs)
+
+
+def _fastq_text(rng, n: int, wrap: int) -> bytes:
+    """n FASTQ records, their qualities drawn from every quality character with '@' and '+' often first on a
+    line; wrap > 0: sequences and qualities over lines of `wrap` (a quality line starting '@' then looks like a
+    header to a cut that counts four lines a record)."""
+    out = []
+    for i in range(n):
+        seq = "".join(rng.choice("ACGTN") for _ in range(rng.randint(0, 90)))
+        qual = "".join(rng.choice("@+I#~!" if j % max(wrap, 1) == 0 else "IJK@+!") for j in range(len(seq)))
+        lines = ([seq[j:j + wrap] for j in range(0, len(seq), wrap)], [qual[j:j + wrap] for j in range(0, len(qual), wrap)]) \
+            if wrap and seq else ([seq], [qual])
+        out += [f"@r{i} d{i}", *lines[0], "+" if i % 3 else f"+r{i} d{i}", *lines[1]]
+    return ("\n".join(out) + "\n").encode()
+
+
+@pytest.mark.parametrize("layout", ["4-line", "multi-line", "bgzip", "error"])
+def test_fastq_parts_parsed_by_several_processes(tmp_path, monkeypatch, layout):
+    """FASTQ read in parts by 2 processes (parts of ~600 bytes): the batches one stream gives, qualities too.
+    Multi-line records fool the cuts (a quality line starting '@' two lines before one starting '+'): the part
+    that fails hands the rest of the file to one stream, and the records are still the file's. An error is the
+    stream's, numbered in the whole file."""
+    from gpualign.io import fastx_parts
+
+    monkeypatch.setattr(fastx_parts, "RANGE_BYTES", 600)
+    rng = random.Random(11)
+    data = _fastq_text(rng, 400, 7 if layout == "multi-line" else 0)
+    if layout == "error":
+        at = data.index(b"@r300 ")
+        at = data.index(b"\n", data.index(b"\n+", at) + 1)  # (r300's quality one character short)
+        data = data[:at - 1] + data[at:]
+    a, b = tmp_path / "a.fq", tmp_path / "b.fa"
+    a.write_bytes(data)
+    b.write_bytes(render([(f"t{i}", "", "ACGT"[i % 4] * (i % 50)) for i in range(400)], False, 0, False, True))
+    if layout == "bgzip":
+        pysam.tabix_compress(str(a), str(a) + ".gz", force=True)
+        a = tmp_path / "a.fq.gz"
+    streams = []
+    monkeypatch.setattr(fastx_parts, "encoded_chunks", lambda *x, **kw: streams.append(kw.get("start")) or
+                        fastx.encoded_chunks(*x, **kw))
+
+    def batches(min_bytes, workers):
+        try:
+            return [(bt.q_names, bt.q_quals, bt.seq.tobytes(), bt.q_len.tolist(), bt.index.tolist())
+                    for bt in pair_reader.read_pairs(str(a), str(b), 3000, 23, min_bytes, workers=workers)]
+        except fastx.InputError as e:
+            return str(e)
+
+    one = batches(1 << 40, 1)
+    streams.clear()
+    many = batches(0, 2)
+    assert many == one
+    if layout == "error":
+        assert "record 301 (line " in one
+    else:
+        assert sum(len(x[0]) for x in one) == 400
+        assert all(isinstance(x[1], Names) for x in many) == (layout != "multi-line")  # (from the parts)
+    assert (not streams) == (layout in ("4-line", "bgzip")), streams  # (the fallback: multi-line and error only)
 
 
 def test_fasta_parts_errors_name_the_record_in_the_file(tmp_path, monkeypatch):

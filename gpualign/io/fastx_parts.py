@@ -1,5 +1,5 @@
 """FASTA/FASTQ parsed beside the alignment: a big file in a child process (its chunks down a pipe), or a
-plain or bgzip FASTA file in parts by several forked processes (their sequence bytes in shared memory; a bgzip
+plain or bgzip file in parts by several forked processes (their sequence bytes in shared memory; a bgzip
 file's members inflated by the processes reading them, io/ranged.py)."""
 
 from __future__ import annotations
@@ -40,48 +40,58 @@ def _produce(path: str, conn, symbols: bytes) -> None:
         conn.close()
 
 
-RANGE_BYTES = 1 << 24  # FASTA files are parsed in parts of about this size (inflated) by several processes
+RANGE_BYTES = 1 << 24  # files are parsed in parts of about this size (inflated) by several processes
 
 
 def _parse_range(path: str, start: int, end: int, symbols: bytes) -> tuple:
     """Worker process: the records of path's (inflated) bytes [start, end) (whole records) -> (shared memory
-    block holding their encoded sequence bytes, its size, their Names, lengths, the part's line count). Record
-    and line numbers in errors count from the range's start."""
+    block holding their encoded sequence bytes (then, for FASTQ, their qualities), the sequences' size, FASTQ
+    or not, their Names, lengths, the part's line count). Record and line numbers in errors count from the range's start."""
     try:
         data = ranged.cached(path).pread(end - start, start)
     except ranged.Corrupt as e:  # (as the stream's reader words it)
         raise RecordError(display_name(path), 1, f"corrupt or truncated input in this record or a later one ({e})",
                           1) from None
-    names, bufs, lens = [], [], []
+    names, bufs, lens, quals = [], [], [], []
 
-    def add(nm, seqs):
+    def add(nm, seqs, qs):
         bufs.append(encode(seqs))
         lens.append(np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)))
         names.extend(nm)
+        quals.extend(qs)
 
     try:
-        for nm, seqs, _ in simple_chunks(path, CHUNK, data, symbols):
-            add(nm, seqs)
-    except NotSimple as e:  # this part is not strict 2-line FASTA: the strict parser from there on
+        for chunk in simple_chunks(path, CHUNK, data, symbols):
+            add(*chunk)
+    except NotSimple as e:  # this part is not strict 2-line FASTA / 4-line FASTQ: the strict parser from there on
         part = io.BytesIO(data)
         part.seek(e.offset)
-        for nm, seqs, _ in strict_chunks(part, CHUNK, display_name(path), symbols, e.records, e.line):
-            add(nm, seqs)
-    # the bytes in shared memory (the parent unlinks it: shm.view), the names as one buffer (Names): the parent
-    # makes no Python object per record
-    return (shm.put(bufs), sum(len(b) for b in bufs), Names.of(names),
-            (np.concatenate(lens) if lens else np.zeros(0, np.int64)),
+        for chunk in strict_chunks(part, CHUNK, display_name(path), symbols, e.records, e.line):
+            add(*chunk)
+    # the sequence bytes, then the qualities', in shared memory (the parent unlinks it: shm.view), the names as
+    # one buffer (Names): the parent makes no Python object per record
+    fastq = bool(quals) and quals[0] is not None
+    size = sum(len(b) for b in bufs)
+    if fastq:
+        bufs.append("".join(quals).encode("ascii"))
+    return (shm.put(bufs), size, fastq, Names.of(names), (np.concatenate(lens) if lens else np.zeros(0, np.int64)),
             data.count(b"\n"))
 
 
 class _RangeChunks:
-    """encoded_chunks of a plain or bgzip FASTA file (src: its io.ranged reader here), its parts (RANGE_BYTES)
-    parsed by `workers` forked processes, at most 2 * workers parts ahead of the consumer; one chunk per part,
-    in file order."""
+    """encoded_chunks of a plain or bgzip FASTA or FASTQ file (src: its io.ranged reader here), its parts
+    (RANGE_BYTES) parsed by `workers` forked processes, at most 2 * workers parts ahead of the consumer; one chunk
+    per part, in file order.
 
-    def __init__(self, path: str, src, workers: int, symbols: bytes = b""):
-        self.path, self.symbols = path, symbols
-        self.cuts = ranged.record_cuts(src, RANGE_BYTES)
+    A FASTA cut is a record's start (a line starting '>'). A FASTQ cut is one where records have four lines
+    (ranged.record_cuts), which records over more lines may fool; so where a FASTQ part fails, the rest of the
+    file from that part's start is read as one stream instead (fastx.encoded_chunks from there: its records, or
+    the error it finds, numbered in the whole file). That start is a record's: the parts before it parsed whole,
+    and a part parses whole only if it ends where a record does."""
+
+    def __init__(self, path: str, src, workers: int, symbols: bytes = b"", fastq: bool = False):
+        self.path, self.symbols, self.fastq = path, symbols, fastq
+        self.cuts = ranged.record_cuts(src, RANGE_BYTES, fastq)
         self.pool = fork_pool(workers, start=False)
         self.futs: deque = deque()
         self.next = 0
@@ -101,18 +111,25 @@ class _RangeChunks:
         from concurrent.futures.process import BrokenProcessPool
 
         base = lines = 0  # records and lines in the parts before
+        part = 0  # the part taken next
         while self.futs:
             fut = self.futs.popleft()
             self._submit()
             try:
-                shm_name, size, names, lens, part_lines = fut.result()
+                shm_name, size, fastq, names, lens, part_lines = fut.result()
             except RecordError as e:
-                raise e.moved(base, lines) from None
+                if not self.fastq:
+                    raise e.moved(base, lines) from None
+                self.close()
+                yield from encoded_chunks(self.path, symbols=self.symbols, start=(self.cuts[part], base, lines + 1))
+                return
             except BrokenProcessPool:
                 raise InputError(f"{display_name(self.path)}: a reader process ended unexpectedly") from None
             base += len(lens)
             lines += part_lines
-            yield names, shm.view(shm_name, size), lens, [None] * len(lens)
+            part += 1
+            block = shm.view(shm_name, 2 * size if fastq else size)  # (a quality as long as its sequence)
+            yield names, block[:size], lens, Names.joined(block[size:], lens) if fastq else [None] * len(lens)
 
     def close(self) -> None:
         """Stop the workers; free the parts parsed but not taken."""
@@ -123,16 +140,17 @@ class _RangeChunks:
                 shm.discard(fut.result()[0])
 
 
-def _fasta_by_offset(path: str):
-    """path's io.ranged reader when it is FASTA read by offset (plain, or bgzip from its first byte to its last),
-    else None (FASTQ, whose record starts '@' a quality line may start too; other gzip: its bytes in order)."""
+def _by_offset(path: str):
+    """(path's io.ranged reader, FASTQ or not) when it is FASTA or FASTQ read by offset (plain, or bgzip from its
+    first byte to its last), else None (other gzip: its bytes come in order only)."""
     try:
         src = ranged.open_at(path)
     except ValueError:
         return None
     try:
-        if src.pread(1, 0) == b">":
-            return src
+        first = src.pread(1, 0)
+        if first in (b">", b"@"):
+            return src, first == b"@"
     except ranged.Corrupt:  # (the stream's reader names the record)
         pass
     src.close()
@@ -147,7 +165,7 @@ class Chunks:
 
     def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1, symbols: bytes = b"",
                  start: tuple = (0, 0, 1)):
-        """workers > 1: a plain or bgzip FASTA file is parsed in parts by that many processes;
+        """workers > 1: a plain or bgzip FASTA or FASTQ file is parsed in parts by that many processes;
         symbols: the non-letter bytes sequences may hold (pack.symbols); start: read on from a record
         (fastx.record_chunks' start), in this process."""
         import multiprocessing as mp
@@ -162,11 +180,12 @@ class Chunks:
             return
         sniff(path)  # the common errors before a process starts
         if workers > 1:
-            src = _fasta_by_offset(path)
-            if src is not None:
+            found = _by_offset(path)
+            if found is not None:
+                src, fastq = found
                 try:
                     with src:
-                        self.ranges = _RangeChunks(path, src, workers, symbols)
+                        self.ranges = _RangeChunks(path, src, workers, symbols, fastq)
                     self.it = iter(self.ranges)
                     return
                 except ranged.Corrupt:  # (met while cutting: the child's stream names the record)

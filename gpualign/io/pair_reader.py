@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from itertools import chain
 from typing import Iterator
 
 import numpy as np
@@ -52,9 +53,11 @@ class _Buffered:
                 ln, nm, q = ln[:need], nm[:need], q[:need]
             parts.append(buf[:cut])
             names.append(nm)
-            quals += q
+            quals.append(q)
             need -= len(ln)
-        return Names.concat(names), quals, parts, lens
+        # (qualities: a list per record (None for FASTA), or Names where a part came from the parsing processes)
+        packed = any(isinstance(q, Names) for q in quals)
+        return Names.concat(names), Names.concat(quals) if packed else list(chain.from_iterable(quals)), parts, lens
 
     def close(self) -> None:
         self.chunks.close()
@@ -65,7 +68,7 @@ def read_pairs(path_a: str, path_b: str, batch_bases: int, batch_pairs: int,
                symbols: bytes = b"") -> Iterator[PairBatch]:
     """Record i of A with record i of B, in batches of bounded size (bases and pairs). Big inputs start
     their parsing processes now (call this before starting threads or the GPU), batches come lazily;
-    workers > 1: that many per plain or bgzip FASTA file, each parsing a part of it; symbols: the non-letter
+    workers > 1: that many per plain or bgzip file, each parsing a part of it; symbols: the non-letter
     bytes sequences may hold (pack.symbols)."""
     if path_a == STDIN and path_b == STDIN:
         raise InputError("only one of the two inputs can be '-' (stdin)")

@@ -128,21 +128,33 @@ def open_at(path: str, index: tuple | None = None):
     return Plain(path)
 
 
-def record_cuts(src, every: int, mark: bytes = b"\n>") -> list:
+def record_cuts(src, every: int, fastq: bool = False) -> list:
     """Offsets splitting src's bytes (Plain or Bgzf) into parts of at least `every` bytes, each part after the
-    first starting just after a `mark` (by default a record's '>' that starts a line), with 0 and src.size at the
-    ends. From each multiple of `every` past the cut before, the first mark in the next CUT_SCAN bytes is the
-    next cut; where none is there (a record longer than that), the search goes on `every` bytes further: the
-    bytes read (inflated) here stay a small part of the file however long its records are."""
-    cuts, size, width = [0], src.size, len(mark) - 1
+    first starting at a record's header line (FASTA: a line starting '>'; fastq: a line starting '@' whose line
+    two further on starts '+', as a 4-line record's header does and a quality line starting '@' does not), with
+    0 and src.size at the ends. From each multiple of `every` past the cut before, the first header in the next
+    CUT_SCAN bytes is the next cut; where none is there (a record longer than that), the search goes on `every`
+    bytes further: the bytes read (inflated) here stay a small part of the file however long its records are.
+    A FASTQ cut is a guess where records span more lines than four: io/fastx_parts.py checks it."""
+    mark = b"\n@" if fastq else b"\n>"
+    cuts, size = [0], src.size
     want = every
     while want < size:
         at, n, found = want - 1, CUT_READ, -1
         while found < 0 and at < min(size - 1, want - 1 + CUT_SCAN):
             block = src.pread(n, at)
-            i = block.find(mark)
-            found = at + i + width if i >= 0 else -1
-            at += len(block) - width  # (a mark across the block's end: found in the next)
+            ends = at + len(block) >= size
+            i, step = block.find(mark), max(1, len(block) - 1)  # (a mark across the block's end: in the next)
+            while i >= 0:
+                head = _fastq_head(block, i + 1, ends) if fastq else True
+                if head is None and i > 0:  # (its next lines go on past the block: read again from it)
+                    step = i
+                    break
+                if head:
+                    found = at + i + 1
+                    break
+                i = block.find(mark, i + 1)
+            at += step
             n = min(2 * n, CUT_READ_MOST)
         if found < 0:
             want += every
@@ -150,6 +162,17 @@ def record_cuts(src, every: int, mark: bytes = b"\n>") -> list:
         cuts.append(found)
         want = found + every
     return cuts + [size]
+
+
+def _fastq_head(block: bytes, j: int, ends: bool) -> bool | None:
+    """Whether the line at block[j] (an '@') has a line starting '+' two lines further on; None where block
+    ends first (and the file does not: ends false)."""
+    nl = block.find(b"\n", j)
+    if nl >= 0:
+        nl = block.find(b"\n", nl + 1)
+    if nl >= 0 and nl + 1 < len(block):
+        return block[nl + 1] == 43
+    return False if ends else None
 
 
 _cached: dict = {}  # per process: (path, its inode, size and time) -> its reader, the latest only
