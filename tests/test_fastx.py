@@ -307,9 +307,9 @@ def _fastq_text(rng, n: int, wrap: int) -> bytes:
     for i in range(n):
         seq = "".join(rng.choice("ACGTN") for _ in range(rng.randint(0, 90)))
         qual = "".join(rng.choice("@+I#~!" if j % max(wrap, 1) == 0 else "IJK@+!") for j in range(len(seq)))
-        lines = ([seq[j:j + wrap] for j in range(0, len(seq), wrap)], [qual[j:j + wrap] for j in range(0, len(qual), wrap)]) \
-            if wrap and seq else ([seq], [qual])
-        out += [f"@r{i} d{i}", *lines[0], "+" if i % 3 else f"+r{i} d{i}", *lines[1]]
+        cut = range(0, len(seq), wrap) if wrap and seq else [0]
+        out += [f"@r{i} d{i}", *(seq[j:j + (wrap or len(seq))] for j in cut), "+" if i % 3 else f"+r{i} d{i}",
+                *(qual[j:j + (wrap or len(qual))] for j in cut)]
     return ("\n".join(out) + "\n").encode()
 
 

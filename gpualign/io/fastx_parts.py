@@ -46,7 +46,8 @@ RANGE_BYTES = 1 << 24  # files are parsed in parts of about this size (inflated)
 def _parse_range(path: str, start: int, end: int, symbols: bytes) -> tuple:
     """Worker process: the records of path's (inflated) bytes [start, end) (whole records) -> (shared memory
     block holding their encoded sequence bytes (then, for FASTQ, their qualities), the sequences' size, FASTQ
-    or not, their Names, lengths, the part's line count). Record and line numbers in errors count from the range's start."""
+    or not, their Names, lengths, the part's line count). Record and line numbers in errors count from the
+    range's start."""
     try:
         data = ranged.cached(path).pread(end - start, start)
     except ranged.Corrupt as e:  # (as the stream's reader words it)
@@ -116,7 +117,7 @@ class _RangeChunks:
             fut = self.futs.popleft()
             self._submit()
             try:
-                shm_name, size, fastq, names, lens, part_lines = fut.result()
+                shm_name, size, has_quals, names, lens, part_lines = fut.result()
             except RecordError as e:
                 if not self.fastq:
                     raise e.moved(base, lines) from None
@@ -128,8 +129,8 @@ class _RangeChunks:
             base += len(lens)
             lines += part_lines
             part += 1
-            block = shm.view(shm_name, 2 * size if fastq else size)  # (a quality as long as its sequence)
-            yield names, block[:size], lens, Names.joined(block[size:], lens) if fastq else [None] * len(lens)
+            block = shm.view(shm_name, 2 * size if has_quals else size)  # (a quality as long as its sequence)
+            yield names, block[:size], lens, Names.joined(block[size:], lens) if has_quals else [None] * len(lens)
 
     def close(self) -> None:
         """Stop the workers; free the parts parsed but not taken."""
