@@ -40,7 +40,7 @@ from .stages import (
     switching,
 )
 
-READ_WORKERS_MAX = 4  # parsing processes per plain FASTA input (one per 4 threads)
+READ_WORKERS_MAX = 4  # parsing processes per plain or bgzip input (one per 4 threads: parts from -t 8 on)
 
 
 def _reader(path_a: str, path_b: str, cfg: AlignConfig, cluster, quals: bool):

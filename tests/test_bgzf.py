@@ -271,3 +271,21 @@ def test_damaged_bgzip_fasta_in_ranges(tmp_path, monkeypatch, damage):
             pairs(workers)
         assert 1 <= e.value.record <= damaged and e.value.line == 2 * e.value.record - 1, (workers, str(e.value))
     assert e.value.record > 1  # (in ranges: the first record of the damaged member's range, in the whole file)
+
+
+def test_reads_by_offset_go_on_past_a_short_read(tmp_path, monkeypatch):
+    """io.ranged reads what was asked where os.pread returns less (Linux: about 2 GiB at most a call; here 7
+    bytes), from a plain file and from a bgzip file's compressed bytes; at the file's end, what is there."""
+    import os
+
+    from gpualign.io import ranged
+
+    text = _text(300)
+    path = _bgzip(tmp_path, text)
+    real = os.pread
+    for p in (str(tmp_path / "a"), path):
+        with ranged.open_at(p) as src, monkeypatch.context() as m:
+            m.setattr(os, "pread", lambda fd, n, at: real(fd, min(n, 7), at))
+            assert src.size == len(text)
+            assert src.pread(len(text), 0) == text and src.pread(5000, 1234) == text[1234:6234]
+            assert src.pread(100, len(text) - 10) == text[-10:] and src.pread(10, len(text)) == b""

@@ -1,8 +1,8 @@
 """A file's bytes read by offset, as os.pread reads a plain file, whether it is plain or BGZF (bgzip): for BGZF
 the members covering a read are inflated by ISA-L (each member's CRC-32 and size checked), found through the
 members' index (bgzf.members: one walk over their headers). Both readers of files in ranges take their bytes
-through it (io/fastx_parts.py: records of a FASTA file; search/text_ranges.py: a text's lines), on all their
-worker processes at once, so a bgzip file is inflated on every core; record_cuts splits a file for either.
+through it (io/fastx_parts.py: whole records; search/text_ranges.py: a text's lines), on all their worker
+processes at once, so a bgzip file is inflated on every core; record_cuts cuts io's parts at records.
 """
 
 from __future__ import annotations
@@ -35,7 +35,16 @@ class Plain:
         self._mm = None
 
     def pread(self, n: int, offset: int) -> bytes:
-        return os.pread(self._fh.fileno(), n, offset)
+        """n bytes from offset (fewer at the file's end). One os.pread returns at most about 2 GiB on Linux: the
+        rest is read on."""
+        fd, parts, got = self._fh.fileno(), [], 0
+        while got < n:
+            piece = os.pread(fd, n - got, offset + got)
+            if not piece:
+                break
+            parts.append(piece)
+            got += len(piece)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def rfind(self, byte: bytes, lo: int, hi: int) -> int:
         """The offset of the last `byte` in [lo, hi), or -1."""
@@ -132,9 +141,10 @@ def record_cuts(src, every: int, fastq: bool = False) -> list:
     """Offsets splitting src's bytes (Plain or Bgzf) into parts of at least `every` bytes, each part after the
     first starting at a record's header line (FASTA: a line starting '>'; fastq: a line starting '@' whose line
     two further on starts '+', as a 4-line record's header does and a quality line starting '@' does not), with
-    0 and src.size at the ends. From each multiple of `every` past the cut before, the first header in the next
-    CUT_SCAN bytes is the next cut; where none is there (a record longer than that), the search goes on `every`
-    bytes further: the bytes read (inflated) here stay a small part of the file however long its records are.
+    0 and src.size at the ends. From each multiple of `every` past the cut before, the first header found by reads
+    that start within the next CUT_SCAN bytes (each up to CUT_READ_MOST) is the next cut; where none is found (a
+    record longer than that), the search goes on `every` bytes further: with parts much larger than CUT_SCAN
+    (RANGE_BYTES), the bytes read (inflated) here stay a small part of the file however long its records are.
     A FASTQ cut is a guess where records span more lines than four: io/fastx_parts.py checks it."""
     mark = b"\n@" if fastq else b"\n>"
     cuts, size = [0], src.size
