@@ -357,6 +357,36 @@ def test_fastq_parts_parsed_by_several_processes(tmp_path, monkeypatch, layout):
     assert (not streams) == (layout in ("4-line", "bgzip")), streams  # (the fallback: multi-line and error only)
 
 
+@pytest.mark.parametrize("fq", [False, True])
+@pytest.mark.parametrize("names", ["plain", "described", "utf-8", "empty", "not utf-8"])
+def test_packed_names_and_qualities_are_the_lists(tmp_path, fq, names):
+    """record_chunks(packed=True) (the pair reader's): names and FASTQ qualities as Names, the same str as the
+    lists give; the same error where a name is empty or not UTF-8."""
+    recs = [(f"r{i}", " d x" if names == "described" and i % 3 else "", "ACGTN"[i % 5] * (i % 40)) for i in range(300)]
+    if names == "utf-8":
+        recs[7] = ("é\u2003b", "", "ACGT")
+    data = render(recs, fq, 0, False, True)
+    marker = b"@" if fq else b">"
+    if names == "empty":
+        data = data.replace(marker + b"r200\n", marker + b"\n")
+    if names == "not utf-8":
+        data = data.replace(marker + b"r200\n", marker + b"r\xff200\n")
+    path = tmp_path / ("a.fq" if fq else "a.fa")
+    path.write_bytes(data)
+
+    def read(packed):
+        try:
+            return [(list(n), s, list(q)) for n, s, q in fastx.record_chunks(str(path), chunk=64, packed=packed)]
+        except fastx.InputError as e:
+            return str(e)
+
+    assert read(True) == read(False)
+    if names in ("empty", "not utf-8"):
+        assert "record 201" in read(True)
+    else:
+        assert isinstance(next(fastx.record_chunks(str(path), packed=True))[0], Names)
+
+
 def test_fasta_parts_errors_name_the_record_in_the_file(tmp_path, monkeypatch):
     monkeypatch.setattr(fastx_parts, "RANGE_BYTES", 1000)
     good = "".join(f">t{i}\nACGTACGT\n" for i in range(3000))

@@ -91,19 +91,20 @@ def sniff(path: str) -> None:
 CHUNK = 16384  # records per chunk
 
 
-def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
-                  symbols: bytes = b"", start: tuple = (0, 0, 1)) -> Iterator[tuple[list, list, list]]:
+def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True, symbols: bytes = b"",
+                  start: tuple = (0, 0, 1), packed: bool = False) -> Iterator[tuple[list, list, list]]:
     """Yield (names, sequences (bytes, as written), qualities (str) or None) lists of up to chunk records
     each; errors name the file, record and line. Sequences hold letters and `symbols` (pack.symbols).
     Strict 2-line FASTA / 4-line FASTQ files take a fast path (many short records; fast=False skips it:
     it re-copies a record that spans its 8 MB blocks); the strict parser reads any other layout
     (multi-line records, CR line ends) and stdin, and finds the line of an error. start: (byte offset,
     records before it, its line number[, a binary stream of the file from there on]) of a record's start (in
-    the inflated bytes of gzip), to read on from there."""
+    the inflated bytes of gzip), to read on from there. packed: the fast path gives names and FASTQ qualities
+    as Names (one buffer each; the strict parser's are lists still)."""
     sniff(path)
     name = display_name(path)
     if start[0]:
-        yield from _chunks_from(path, name, chunk, symbols, *start)
+        yield from _chunks_from(path, name, chunk, symbols, *start, packed=packed)
         return
     if streamed(path):
         try:
@@ -114,7 +115,7 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
             fh, n, line = open_stream(raw, name), 0, 1
             if fast:
                 try:
-                    for item in simple_chunks(path, chunk, symbols=symbols, stream=fh):
+                    for item in simple_chunks(path, chunk, symbols=symbols, stream=fh, packed=packed):
                         n += len(item[0])
                         yield item
                     if n == 0:  # (as the strict parser says it; a file's emptiness is found by sniff)
@@ -127,7 +128,7 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
     n, offset, line = 0, 0, 1
     if fast:
         try:
-            for item in simple_chunks(path, chunk, symbols=symbols):
+            for item in simple_chunks(path, chunk, symbols=symbols, packed=packed):
                 n += len(item[0])
                 yield item
             return
@@ -139,7 +140,7 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True,
 
 
 def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, n: int, line: int,
-                 stream=None):
+                 stream=None, packed: bool = False):
     """record_chunks of a file from a record starting at byte offset (of the inflated bytes, for gzip: read
     again up to there, unless stream, a binary stream of the file from that offset on, is given; it is
     closed at the end) after n records, at line."""
@@ -159,7 +160,7 @@ def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, 
             raise RecordError(name, n + 1, f"corrupt or truncated input in this record or a later one ({e})",
                               line) from None
         try:
-            yield from simple_chunks(path, chunk, symbols=symbols, stream=fh)
+            yield from simple_chunks(path, chunk, symbols=symbols, stream=fh, packed=packed)
             return
         except NotSimple as e:  # the strict parser reads on from the bytes the fast path held
             n, line, rest = n + e.records, line + e.line - 1, prefixed(e.pending, fh)
@@ -190,8 +191,9 @@ def encode(seqs: list) -> bytes:
 
 def encoded_chunks(path: str, chunk: int = CHUNK, symbols: bytes = b"",
                    start: tuple = (0, 0, 1)) -> Iterator[tuple[list, bytes, np.ndarray, list]]:
-    """(names, sequences joined + case-folded, their lengths, qualities) per chunk (start: record_chunks')."""
-    for names, seqs, quals in record_chunks(path, chunk, symbols=symbols, start=start):
+    """(names, sequences joined + case-folded, their lengths, qualities) per chunk (start: record_chunks'); names
+    and qualities are Names where the fast path read them."""
+    for names, seqs, quals in record_chunks(path, chunk, symbols=symbols, start=start, packed=True):
         yield names, encode(seqs), np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)), quals
 
 

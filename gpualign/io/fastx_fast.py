@@ -10,7 +10,10 @@ import gzip
 import io
 import zlib
 
+import numpy as np
+
 from .. import pack
+from ..records import Names
 
 try:  # ISA-L's inflate (isal, optional): about twice zlib's speed, in a thread of its own beside the parsing
     from isal import igzip_threaded, isal_zlib
@@ -70,13 +73,29 @@ def names_of(heads: list) -> list:
     return names
 
 
-def simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: bytes = b"", stream=None):
+def packed_names(heads: list) -> Names:
+    """names_of(heads) as Names (one byte buffer, no str per name) where no header holds white space (the common
+    case, as names_of's one step); names_of's own list otherwise. The same IndexError and UnicodeDecodeError."""
+    joined = b"\n".join(heads)
+    if not heads or b" " in joined or b"\t" in joined or b"\x0b" in joined or b"\x0c" in joined:
+        return Names.of(names_of(heads))
+    joined.decode("utf-8")  # (each name apart: the line ends and markers between them are ASCII)
+    length = np.fromiter(map(len, heads), dtype=np.int64, count=len(heads)) - 1
+    buf = joined[1:].replace(b"\n" + joined[:1], b"")  # (the headers' markers and the line ends between them)
+    if int(length.min()) == 0 or len(buf) != int(length.sum()):
+        raise IndexError("empty record name")
+    return Names.joined(np.frombuffer(buf, dtype=np.uint8), length)
+
+
+def simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: bytes = b"", stream=None,
+                  packed: bool = False):
     """Fast path for the common layout: FASTA with one sequence line per record, or 4-line FASTQ, no CR,
     sequences of letters (and `symbols`), qualities '!'..'~', '+' lines bare or all repeating the header.
     Anything else
     raises NotSimple and the strict parser takes over from there. data: parse these bytes (a part of
     path holding whole records) instead of the file; stream: read this binary stream (stdin or a pipe,
-    inflated), which the strict parser goes on reading after the NotSimple's pending bytes."""
+    inflated), which the strict parser goes on reading after the NotSimple's pending bytes; packed: names and
+    FASTQ qualities as Names (one buffer each), not a str per record."""
     seq_ok = pack.LETTERS + symbols + b"\n"
     if data is None and stream is None:
         with open(path, "rb") as fh:
@@ -139,8 +158,14 @@ def simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: byt
                     raise stop()
                 k = whole // step
                 heads, seqs = heads[:k], seqs[:k]
-                quals = [None] * k if step == 2 else [x.decode("ascii") for x in qb[:k]]
-                names = names_of(heads)
+                if step == 2:
+                    quals = [None] * k
+                elif packed:
+                    quals = Names.joined(np.frombuffer(b"".join(qb[:k]), dtype=np.uint8),
+                                         np.fromiter(map(len, seqs), dtype=np.int64, count=k))
+                else:
+                    quals = [x.decode("ascii") for x in qb[:k]]
+                names = packed_names(heads) if packed else names_of(heads)
             except (IndexError, UnicodeDecodeError):
                 raise stop() from None
             for i in range(0, len(names), chunk):

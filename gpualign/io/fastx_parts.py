@@ -53,16 +53,16 @@ def _parse_range(path: str, start: int, end: int, symbols: bytes) -> tuple:
     except ranged.Corrupt as e:  # (as the stream's reader words it)
         raise RecordError(display_name(path), 1, f"corrupt or truncated input in this record or a later one ({e})",
                           1) from None
-    names, bufs, lens, quals = [], [], [], []
+    names, bufs, lens, quals = [], [], [], []  # (a piece per chunk: Names from the fast path, lists from the strict)
 
     def add(nm, seqs, qs):
         bufs.append(encode(seqs))
         lens.append(np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)))
-        names.extend(nm)
-        quals.extend(qs)
+        names.append(nm)
+        quals.append(qs)
 
     try:
-        for chunk in simple_chunks(path, CHUNK, data, symbols):
+        for chunk in simple_chunks(path, CHUNK, data, symbols, packed=True):
             add(*chunk)
     except NotSimple as e:  # this part is not strict 2-line FASTA / 4-line FASTQ: the strict parser from there on
         part = io.BytesIO(data)
@@ -71,11 +71,11 @@ def _parse_range(path: str, start: int, end: int, symbols: bytes) -> tuple:
             add(*chunk)
     # the sequence bytes, then the qualities', in shared memory (the parent unlinks it: shm.view), the names as
     # one buffer (Names): the parent makes no Python object per record
-    fastq = bool(quals) and quals[0] is not None
+    fastq = any(isinstance(q, Names) or (q and q[0] is not None) for q in quals)
     size = sum(len(b) for b in bufs)
     if fastq:
-        bufs.append("".join(quals).encode("ascii"))
-    return (shm.put(bufs), size, fastq, Names.of(names), (np.concatenate(lens) if lens else np.zeros(0, np.int64)),
+        bufs += [q.packed() if isinstance(q, Names) else "".join(q).encode("ascii") for q in quals]
+    return (shm.put(bufs), size, fastq, Names.concat(names), (np.concatenate(lens) if lens else np.zeros(0, np.int64)),
             data.count(b"\n"))
 
 

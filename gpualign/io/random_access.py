@@ -20,6 +20,7 @@ import gzip
 import numpy as np
 
 from ..errors import InputError, RecordError
+from ..records import Names
 from . import fastx
 from .faidx import (IndexedFasta, Unindexable, identity, plain_gzip, scratch_error, scratch_get, scratch_path,
                     scratch_put, spool)
@@ -92,7 +93,7 @@ def _write_copy(path: str, name: str, out: str) -> None:
             pos += len(seqs)
             cols = [names, lengths.tolist(), offsets.tolist(), lengths.tolist(), lengths.tolist()]
             if fastq:
-                data.write("".join(quals).encode("latin-1"))
+                data.write(quals.packed() if isinstance(quals, Names) else "".join(quals).encode("latin-1"))
                 cols.append((offsets + (pos - offsets[0])).tolist() if len(names) else [])
                 pos += len(seqs)
             fai.writelines("\t".join(map(str, row)) + "\n" for row in zip(*cols))
