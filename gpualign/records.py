@@ -158,7 +158,7 @@ class PairBatch:
     index: np.ndarray  # int64, position of each pair in the input
     q_names: list | Names = field(default_factory=list)  # str per pair (the reader gives Names)
     t_names: list | Names = field(default_factory=list)
-    q_quals: list | Names = field(default_factory=list)  # str or None per pair (or Names: FASTQ on the GPU)
+    q_quals: list | Names = field(default_factory=list)  # str or None per pair, or Names (qualities in one buffer)
     # ends-free alignment: at most t_free[i, 0] target bases skipped at the start, t_free[i, 1] at the end
     # (None: the whole target may be skipped at either end)
     t_free: np.ndarray | None = None

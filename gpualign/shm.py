@@ -1,5 +1,5 @@
 """Bytes handed from one process to another in shared-memory blocks: the sequences `gpualign paf`'s
-reader processes fetch and the FASTA parts the reader processes of `pairs` parse (put, then take or view),
+reader processes fetch and the parts of a file the reader processes of `pairs` parse (put, then take or view),
 the large CIGAR arrays sent to the formatting processes and the text they render; and blocks mapped again
 and again by several processes (mapped, discard: search's text slots).
 

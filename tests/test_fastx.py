@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpualign.io import fastx, fastx_fast, fastx_parts, fastx_strict, pair_reader
+from gpualign.io import ranged
 from gpualign.records import Names
 
 rec = st.tuples(st.from_regex(r"[A-Za-z0-9_.|]{1,12}", fullmatch=True),
@@ -316,14 +317,17 @@ def _fastq_text(rng, n: int, wrap: int) -> bytes:
 @pytest.mark.parametrize("layout", ["4-line", "multi-line", "bgzip", "error"])
 def test_fastq_parts_parsed_by_several_processes(tmp_path, monkeypatch, layout):
     """FASTQ read in parts by 2 processes (parts of ~600 bytes): the batches one stream gives, qualities too.
-    Multi-line records fool the cuts (a quality line starting '@' two lines before one starting '+'): the part
-    that fails hands the rest of the file to one stream, and the records are still the file's. An error is the
-    stream's, numbered in the whole file."""
+    Multi-line records after 4-line ones fool the cuts (a quality line starting '@' two lines before one starting
+    '+'): the part that fails hands the rest of the file to one stream, and the records are still the file's. An
+    error is the stream's, numbered in the whole file."""
     from gpualign.io import fastx_parts
 
     monkeypatch.setattr(fastx_parts, "RANGE_BYTES", 600)
+    monkeypatch.setattr(fastx_parts, "HEAD_BYTES", 3000)
     rng = random.Random(11)
-    data = _fastq_text(rng, 400, 7 if layout == "multi-line" else 0)
+    data = _fastq_text(rng, 400, 0)
+    if layout == "multi-line":  # (after a start of 4-line records: parts are taken)
+        data = data[:data.index(b"@r100 ")] + _fastq_text(rng, 300, 7).replace(b"@r", b"@m").replace(b"+r", b"+m")
     if layout == "error":
         at = data.index(b"@r300 ")
         at = data.index(b"\n", data.index(b"\n+", at) + 1)  # (r300's quality one character short)
@@ -353,7 +357,7 @@ def test_fastq_parts_parsed_by_several_processes(tmp_path, monkeypatch, layout):
         assert "record 301 (line " in one
     else:
         assert sum(len(x[0]) for x in one) == 400
-        assert all(isinstance(x[1], Names) for x in many) == (layout != "multi-line")  # (from the parts)
+        assert all(isinstance(x[1], Names) for x in many) == (layout != "multi-line")  # (parts give Names)
     assert (not streams) == (layout in ("4-line", "bgzip")), streams  # (the fallback: multi-line and error only)
 
 
@@ -385,6 +389,42 @@ def test_packed_names_and_qualities_are_the_lists(tmp_path, fq, names):
         assert "record 201" in read(True)
     else:
         assert isinstance(next(fastx.record_chunks(str(path), packed=True))[0], Names)
+
+
+@pytest.mark.parametrize("layout", ["wrapped", "wrapped late", "one record"])
+def test_fastq_not_in_four_lines_is_one_stream(tmp_path, monkeypatch, layout):
+    """A FASTQ whose records span more lines than four gives no cuts (one part would be the whole file): it is read
+    as one stream, by a child process, bounded, from the start (its first MiB not 4-line), or where a part's cut
+    found no record start near its end; the same records either way."""
+    from gpualign.io import fastx_parts
+
+    monkeypatch.setattr(fastx_parts, "RANGE_BYTES", 2000)
+    monkeypatch.setattr(fastx_parts, "HEAD_BYTES", 1500)
+    monkeypatch.setattr(ranged, "CUT_SCAN", 300)
+    monkeypatch.setattr(ranged, "CUT_READ_MOST", 64)
+    rng = random.Random(5)
+
+    def records(k, wrap, prefix):
+        out = []
+        for i in range(k):
+            seq = "".join(rng.choice("ACGT") for _ in range(rng.randint(1, 120)))
+            qual = "".join(rng.choice("IJK#5") for _ in seq)
+            out += [f"@{prefix}{i}", *(seq[j:j + wrap] for j in range(0, len(seq), wrap)), "+",
+                    *(qual[j:j + wrap] for j in range(0, len(qual), wrap))]
+        return ("\n".join(out) + "\n").encode()
+
+    data = {"wrapped": records(400, 40, "w"), "wrapped late": records(200, 1000, "r") + records(300, 40, "w"),
+            "one record": b"@r\n" + b"A" * 30000 + b"\n+\n" + b"I" * 30000 + b"\n"}[layout]
+    n = {"wrapped": 400, "wrapped late": 500, "one record": 1}[layout]
+    a, b = tmp_path / "a.fq", tmp_path / "b.fa"
+    a.write_bytes(data)
+    b.write_bytes(b"".join(b">t%d\nAC\n" % i for i in range(n)))
+    assert fastx_parts._parts(str(a)) is None
+    one = [(bt.q_names, bt.q_quals, bt.seq.tobytes())
+           for bt in pair_reader.read_pairs(str(a), str(b), 3000, 23, 1 << 40)]
+    many = [(bt.q_names, bt.q_quals, bt.seq.tobytes()) for bt in pair_reader.read_pairs(str(a), str(b), 3000, 23, 0,
+                                                                                         workers=2)]
+    assert many == one and sum(len(x[0]) for x in one) == n
 
 
 def test_fasta_parts_errors_name_the_record_in_the_file(tmp_path, monkeypatch):

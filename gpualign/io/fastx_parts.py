@@ -80,8 +80,8 @@ def _parse_range(path: str, start: int, end: int, symbols: bytes) -> tuple:
 
 
 class _RangeChunks:
-    """encoded_chunks of a plain or bgzip FASTA or FASTQ file (src: its io.ranged reader here), its parts
-    (RANGE_BYTES) parsed by `workers` forked processes, at most 2 * workers parts ahead of the consumer; one chunk
+    """encoded_chunks of a plain or bgzip FASTA or FASTQ file, its parts (between `cuts`: _parts) parsed by
+    `workers` forked processes, at most 2 * workers parts ahead of the consumer; one chunk
     per part, in file order.
 
     A FASTA cut is a record's start (a line starting '>'). A FASTQ cut is one where records have four lines
@@ -90,9 +90,8 @@ class _RangeChunks:
     the error it finds, numbered in the whole file). That start is a record's: the parts before it parsed whole,
     and a part parses whole only if it ends where a record does."""
 
-    def __init__(self, path: str, src, workers: int, symbols: bytes = b"", fastq: bool = False):
-        self.path, self.symbols, self.fastq = path, symbols, fastq
-        self.cuts = ranged.record_cuts(src, RANGE_BYTES, fastq)
+    def __init__(self, path: str, cuts: list, workers: int, symbols: bytes = b"", fastq: bool = False):
+        self.path, self.symbols, self.fastq, self.cuts = path, symbols, fastq, cuts
         self.pool = fork_pool(workers, start=False)
         self.futs: deque = deque()
         self.next = 0
@@ -141,28 +140,61 @@ class _RangeChunks:
                 shm.discard(fut.result()[0])
 
 
-def _by_offset(path: str):
-    """(path's io.ranged reader, FASTQ or not) when it is FASTA or FASTQ read by offset (plain, or bgzip from its
-    first byte to its last), else None (other gzip: its bytes come in order only)."""
+HEAD_BYTES = 1 << 20  # a FASTQ file's whole records in this much of its start must be 4-line ones for parts
+
+
+def _parts(path: str) -> tuple[list, bool] | None:
+    """(the cuts of path's parts, FASTQ or not) where it is read in parts: FASTA or FASTQ read by offset (plain, or
+    bgzip from its first byte to its last; other gzip comes in order only). A FASTQ file only where its start
+    holds 4-line records the fast path takes and a record start is found near every part's end: records over
+    more lines (wrapped FASTQ) give no cuts, and one part would hold the whole file. None: one stream."""
     try:
         src = ranged.open_at(path)
     except ValueError:
         return None
     try:
-        first = src.pread(1, 0)
-        if first in (b">", b"@"):
-            return src, first == b"@"
+        with src:
+            first = src.pread(1, 0)
+            if first == b">":
+                return ranged.record_cuts(src, RANGE_BYTES), False
+            if first != b"@" or not _four_line_start(path, src):
+                return None
+            cuts = ranged.record_cuts(src, RANGE_BYTES, fastq=True)
+            if int(np.diff(cuts).max()) > RANGE_BYTES + ranged.CUT_SCAN + ranged.CUT_READ_MOST:
+                return None  # (a part where no record start was found: records over more than 4 lines?)
+            return cuts, True
     except ranged.Corrupt:  # (the stream's reader names the record)
+        return None
+
+
+def _four_line_start(path: str, src) -> bool:
+    """Whether the whole records in src's first HEAD_BYTES are 4-line FASTQ (by the fast path, else by the strict
+    parser with four lines a record)."""
+    head = src.pread(HEAD_BYTES, 0)
+    if len(head) < src.size:  # (up to the last record start: a line starting '@' with a '+' line two on)
+        i = head.rfind(b"\n@")
+        while i > 0 and not ranged.fastq_head(head, i + 1, True):
+            i = head.rfind(b"\n@", 0, i)
+        head = head[:i + 1]
+    try:
+        for _ in simple_chunks(path, CHUNK, head):
+            pass
+        return bool(head)
+    except NotSimple:
         pass
-    src.close()
-    return None
+    try:
+        records = sum(len(names) for names, _, _ in strict_chunks(io.BytesIO(head), CHUNK, display_name(path)))
+    except InputError:  # (the stream's reader names the fault)
+        return False
+    return records > 0 and 4 * records == head.count(b"\n") + (not head.endswith(b"\n"))
 
 
 class Chunks:
-    """encoded_chunks(path); files of at least min_bytes are parsed in a child process started here,
-    so that both inputs parse in parallel and beside the alignment, and the parent only receives ready
-    buffers through a pipe (which bounds what is in flight). Stdin, small files and platforms without
-    fork parse in this process. Start it before threads or the GPU: the child is forked."""
+    """encoded_chunks(path); files of at least min_bytes are parsed in a child process started here (or in
+    parts by worker processes: _RangeChunks), so that both inputs parse in parallel and beside the alignment,
+    and the parent only receives ready buffers (which bounds what is in flight; a FASTQ part that fails hands
+    the rest to a stream in this process). Stdin, small files and platforms without fork parse in this process.
+    Start it before threads or the GPU: the child is forked."""
 
     def __init__(self, path: str, min_bytes: int = PARALLEL_MIN_BYTES, workers: int = 1, symbols: bytes = b"",
                  start: tuple = (0, 0, 1)):
@@ -180,17 +212,12 @@ class Chunks:
             self.it = encoded_chunks(path, symbols=symbols, start=start)
             return
         sniff(path)  # the common errors before a process starts
-        if workers > 1:
-            found = _by_offset(path)
-            if found is not None:
-                src, fastq = found
-                try:
-                    with src:
-                        self.ranges = _RangeChunks(path, src, workers, symbols, fastq)
-                    self.it = iter(self.ranges)
-                    return
-                except ranged.Corrupt:  # (met while cutting: the child's stream names the record)
-                    pass
+        parts = _parts(path) if workers > 1 else None
+        if parts is not None:
+            cuts, fastq = parts
+            self.ranges = _RangeChunks(path, cuts, workers, symbols, fastq)
+            self.it = iter(self.ranges)
+            return
         ctx = mp.get_context("fork")
         self.conn, child = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=_produce, args=(path, child, symbols), daemon=True)

@@ -55,9 +55,12 @@ class _Buffered:
             names.append(nm)
             quals.append(q)
             need -= len(ln)
-        # (qualities: a list per record (None for FASTA), or Names where a part came from the parsing processes)
-        packed = any(isinstance(q, Names) for q in quals)
-        return Names.concat(names), Names.concat(quals) if packed else list(chain.from_iterable(quals)), parts, lens
+        # (qualities: a list per chunk (None per record for FASTA; str from the strict parser), or Names: from the
+        # fast path, copied out of a part's shared memory so that the batch does not keep the part mapped)
+        if any(isinstance(q, Names) for q in quals):
+            joined = Names.concat(quals)
+            return Names.concat(names), Names.joined(np.array(joined.packed()), joined.length), parts, lens
+        return Names.concat(names), list(chain.from_iterable(quals)), parts, lens
 
     def close(self) -> None:
         self.chunks.close()

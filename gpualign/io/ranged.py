@@ -145,7 +145,8 @@ def record_cuts(src, every: int, fastq: bool = False) -> list:
     that start within the next CUT_SCAN bytes (each up to CUT_READ_MOST) is the next cut; where none is found (a
     record longer than that), the search goes on `every` bytes further: with parts much larger than CUT_SCAN
     (RANGE_BYTES), the bytes read (inflated) here stay a small part of the file however long its records are.
-    A FASTQ cut is a guess where records span more lines than four: io/fastx_parts.py checks it."""
+    A FASTQ cut is a guess where records span more lines than four, and such records may give no cut at all
+    (one part for the rest of the file): io/fastx_parts.py checks both."""
     mark = b"\n@" if fastq else b"\n>"
     cuts, size = [0], src.size
     want = every
@@ -156,7 +157,7 @@ def record_cuts(src, every: int, fastq: bool = False) -> list:
             ends = at + len(block) >= size
             i, step = block.find(mark), max(1, len(block) - 1)  # (a mark across the block's end: in the next)
             while i >= 0:
-                head = _fastq_head(block, i + 1, ends) if fastq else True
+                head = fastq_head(block, i + 1, ends) if fastq else True
                 if head is None and i > 0:  # (its next lines go on past the block: read again from it)
                     step = i
                     break
@@ -174,7 +175,7 @@ def record_cuts(src, every: int, fastq: bool = False) -> list:
     return cuts + [size]
 
 
-def _fastq_head(block: bytes, j: int, ends: bool) -> bool | None:
+def fastq_head(block: bytes, j: int, ends: bool) -> bool | None:
     """Whether the line at block[j] (an '@') has a line starting '+' two lines further on; None where block
     ends first (and the file does not: ends false)."""
     nl = block.find(b"\n", j)
