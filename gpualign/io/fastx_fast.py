@@ -75,7 +75,8 @@ def names_of(heads: list) -> list:
 
 def packed_names(heads: list) -> Names:
     """names_of(heads) as Names (one byte buffer, no str per name) where no header holds white space (the common
-    case, as names_of's one step); names_of's list made Names otherwise. The same IndexError and UnicodeDecodeError."""
+    case, as names_of's one step); names_of's list made Names otherwise. The same IndexError and
+    UnicodeDecodeError."""
     joined = b"\n".join(heads)
     if not heads or b" " in joined or b"\t" in joined or b"\x0b" in joined or b"\x0c" in joined:
         return Names.of(names_of(heads))

@@ -81,8 +81,8 @@ def _parse_range(path: str, start: int, end: int, symbols: bytes) -> tuple:
 
 class _RangeChunks:
     """encoded_chunks of a plain or bgzip FASTA or FASTQ file, its parts (between `cuts`: _parts) parsed by
-    `workers` forked processes, at most 2 * workers parts ahead of the consumer; one chunk
-    per part, in file order.
+    `workers` forked processes, at most 2 * workers parts ahead of the consumer; one chunk per part, in file
+    order.
 
     A FASTA cut is a record's start (a line starting '>'). A FASTQ cut is one where records have four lines
     (ranged.record_cuts), which records over more lines may fool; so where a FASTQ part fails, the rest of the
@@ -146,8 +146,8 @@ HEAD_BYTES = 1 << 20  # a FASTQ file's whole records in this much of its start m
 def _parts(path: str) -> tuple[list, bool] | None:
     """(the cuts of path's parts, FASTQ or not) where it is read in parts: FASTA or FASTQ read by offset (plain, or
     bgzip from its first byte to its last; other gzip comes in order only). A FASTQ file only where its start
-    holds 4-line records the fast path takes and a record start is found near every part's end: records over
-    more lines (wrapped FASTQ) give no cuts, and one part would hold the whole file. None: one stream."""
+    holds 4-line records and a record start is found near every part's end: records over more lines (wrapped
+    FASTQ) give no cuts, and one part would hold the whole file. None: one stream."""
     try:
         src = ranged.open_at(path)
     except ValueError:

@@ -58,8 +58,10 @@ class _Buffered:
         # (qualities: a list per chunk (None per record for FASTA; str from the strict parser), or Names: from the
         # fast path, copied out of a part's shared memory so that the batch does not keep the part mapped)
         if any(isinstance(q, Names) for q in quals):
-            joined = Names.concat(quals)
-            return Names.concat(names), Names.joined(np.array(joined.packed()), joined.length), parts, lens
+            joined = Names.concat(quals)  # (several pieces: joined into a new buffer already)
+            if len(quals) == 1:
+                joined = Names.joined(np.array(joined.packed()), joined.length)
+            return Names.concat(names), joined, parts, lens
         return Names.concat(names), list(chain.from_iterable(quals)), parts, lens
 
     def close(self) -> None:
