@@ -427,6 +427,29 @@ def test_fastq_not_in_four_lines_is_one_stream(tmp_path, monkeypatch, layout):
     assert many == one and sum(len(x[0]) for x in one) == n
 
 
+@pytest.mark.parametrize("fq", [False, True])
+def test_read_on_from_a_record_of_a_bgzip_file(tmp_path, monkeypatch, fq):
+    """record_chunks from a record's offset (the device reader's and the FASTQ parts' fallback): a bgzip file is
+    inflated from the member holding the offset, not from its start; the same records as the plain file."""
+    rng = random.Random(2)
+    recs = [(f"r{i}", "", "".join(rng.choice("ACGT") for _ in range(rng.randint(0, 300)))) for i in range(6000)]
+    text = render(recs, fq, 0, False, True)
+    plain = tmp_path / "s.fx"
+    plain.write_bytes(text)
+    pysam.tabix_compress(str(plain), str(plain) + ".gz", force=True)
+    marker = b"@" if fq else b">"
+    starts = [i for i in range(len(text)) if text[i:i + 1] == marker and (i == 0 or text[i - 1] == 10)]
+    skipped, real = [], fastx._skip
+    monkeypatch.setattr(fastx, "_skip", lambda fh, n, p: skipped.append(n) or real(fh, n, p))
+    for n in (1, 999, 3000, 5999):
+        want = [x for ch in fastx.record_chunks(str(plain), start=(starts[n], n, (4 if fq else 2) * n + 1))
+                for x in zip(*ch)]
+        got = [x for ch in fastx.record_chunks(str(plain) + ".gz", start=(starts[n], n, (4 if fq else 2) * n + 1))
+               for x in zip(*ch)]
+        assert got == want and len(got) == len(recs) - n
+        assert skipped[-1] < 65536 <= starts[n] or starts[n] < 65536  # (from the member that holds it)
+
+
 def test_fasta_parts_errors_name_the_record_in_the_file(tmp_path, monkeypatch):
     monkeypatch.setattr(fastx_parts, "RANGE_BYTES", 1000)
     good = "".join(f">t{i}\nACGTACGT\n" for i in range(3000))

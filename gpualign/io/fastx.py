@@ -21,8 +21,8 @@ import numpy as np
 
 from .. import pack
 from ..errors import InputError, RecordError
-from .bgzf import cut_short
-from .fastx_fast import READ_ERRORS, NotSimple, simple_chunks
+from .bgzf import cut_short, members
+from .fastx_fast import READ_ERRORS, NotSimple, open_gz_from, simple_chunks
 from .fastx_strict import (compression_error, not_fastx, open_path, open_stream, prefixed, strict_chunks,
                            unsupported_compression)
 
@@ -142,11 +142,12 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True, symbols: byt
 def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, n: int, line: int,
                  stream=None, packed: bool = False):
     """record_chunks of a file from a record starting at byte offset (of the inflated bytes, for gzip: read
-    again up to there, unless stream, a binary stream of the file from that offset on, is given; it is
-    closed at the end) after n records, at line."""
+    again up to there, for bgzip from the member holding it, unless stream, a binary stream of the file from
+    that offset on, is given; it is closed at the end) after n records, at line."""
+    skip = offset
     if stream is None:
         try:
-            fh = open_path(path)
+            fh, skip = _open_near(path, offset)
         except OSError as e:
             raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
     else:
@@ -154,7 +155,7 @@ def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, 
     with fh:
         try:
             if stream is None:
-                _skip(fh, offset, not gzipped(path))
+                _skip(fh, skip, not gzipped(path))
         except READ_ERRORS as e:  # (the first inflater read up to here: the damage is further on, where
             # inflating it again stopped, reading ahead)
             raise RecordError(name, n + 1, f"corrupt or truncated input in this record or a later one ({e})",
@@ -165,6 +166,17 @@ def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, 
         except NotSimple as e:  # the strict parser reads on from the bytes the fast path held
             n, line, rest = n + e.records, line + e.line - 1, prefixed(e.pending, fh)
         yield from strict_chunks(rest, chunk, name, symbols, n, line)
+
+
+def _open_near(path: str, offset: int):
+    """(path's bytes (inflated) as a binary stream from at most `offset`, the bytes to go past in it): a bgzip
+    file from the member that holds offset (its index: bgzf.members), any other from its start."""
+    index = members(path) if gzipped(path) else None
+    if index is None:
+        return open_path(path), offset
+    coff, uoff = index
+    i = int(np.searchsorted(uoff, offset, "right")) - 1
+    return open_gz_from(path, int(coff[i])), offset - int(uoff[i])
 
 
 def _skip(fh, n: int, plain: bool) -> None:

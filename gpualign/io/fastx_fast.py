@@ -23,10 +23,46 @@ try:  # ISA-L's inflate (isal, optional): about twice zlib's speed, in a thread 
 
     READ_ERRORS: tuple = (EOFError, OSError, zlib.error, isal_zlib.error)
 except ImportError:  # pragma: no cover - isal is a dependency; gzip when it is missing
+    igzip_threaded = None
+
     def open_gz(path: str):
         return gzip.open(path, "rb")
 
     READ_ERRORS = (EOFError, OSError, zlib.error)
+
+
+class _MembersFrom(io.RawIOBase):
+    """The gzip members of a file from byte `at` on (a member's start: a bgzip file's, from its index), inflated
+    as open_gz inflates a whole file; the file closed with it."""
+
+    def __init__(self, path: str, at: int):
+        self._raw = open(path, "rb")
+        self._raw.seek(at)
+        try:
+            self._gz = igzip_threaded.open(self._raw, "rb", threads=1) if igzip_threaded else gzip.GzipFile(
+                fileobj=self._raw)
+        except BaseException:
+            self._raw.close()
+            raise
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        return self._gz.readinto(b)
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._gz.close()
+            finally:
+                self._raw.close()
+        super().close()
+
+
+def open_gz_from(path: str, at: int):
+    """path's gzip members from byte `at` (a member's start) on, inflated, as a binary stream."""
+    return io.BufferedReader(_MembersFrom(path, at), _BLOCK)
 
 
 class NotSimple(Exception):
