@@ -160,7 +160,8 @@ class _File:
         for the host's parsers to read on with instead of inflating the file again up to there; no longer
         closed here. None for a plain file (read at offsets), nothing taken yet, bytes that stopped inflating
         (the host's inflater finds the place again and says why in its words), or a bgzip file (its inflater
-        is not the host's, whose words a later error would not have; it inflates again at several GB/s)."""
+        is not the host's, whose words a later error would not have; the host reads on from the member that
+        holds the place: fastx._open_near)."""
         with self._taking:
             inflated = self.inflated
             if inflated is None or self.failed or not self.start() or isinstance(inflated, ParallelInflated):
