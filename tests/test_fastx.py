@@ -480,3 +480,43 @@ def test_corrupted_gzip_is_an_input_error(tmp_path):
     with pytest.raises(fastx.InputError, match=r"bad\.fa\.gz: record \d+"):
         for _ in fastx.record_chunks(str(path)):
             pass
+
+
+def test_a_child_error_that_does_not_pickle_still_reaches_the_parent(tmp_path, monkeypatch):
+    """ISA-L's IsalError does not pickle (its module, 'igzip_lib', cannot be imported by name): raised in the
+    child reader, it reached the parent as 'reader process ended unexpectedly (exit code 0)'. Its words come
+    through as an InputError naming the file."""
+    from isal import igzip_lib
+
+    path = tmp_path / "a.fa"
+    path.write_text(">a\nACGT\n")
+
+    def broken(*a, **k):
+        raise igzip_lib.IsalError("Invalid deflate block found")
+        yield
+
+    monkeypatch.setattr(fastx_parts, "encoded_chunks", broken)
+    with pytest.raises(fastx.InputError, match=r"a\.fa: cannot read \(IsalError: Invalid deflate block found\)"):
+        list(fastx_parts.Chunks(str(path), 0, 1))
+
+
+def test_damage_met_again_going_back_to_the_fast_paths_stop_names_the_record(tmp_path, monkeypatch):
+    """Where the fast path stops at damaged gzip data, the strict parser inflates the file again up to there; ISA-L's
+    threaded inflater, reading ahead, may meet the damage before it has handed over those bytes. That error (an
+    IsalError, which also does not pickle from a child reader) is the record's InputError, as the strict parser
+    words damage."""
+    from isal import igzip_lib
+
+    recs = [(f"r{i}", "", "ACGT" * 30) for i in range(2000)]
+    path = tmp_path / "a.fa.gz"
+    path.write_bytes(gzip.compress(render(recs, False, 0, False, True).replace(b">r1500\n", b">r1500\nAC\n")))
+
+    def skip(fh, n, plain):
+        raise igzip_lib.IsalError("Invalid deflate block found")
+
+    monkeypatch.setattr(fastx, "_skip", skip)
+    monkeypatch.setattr(fastx_fast, "_BLOCK", 4096)  # (the fast path stops at the block holding record 1501)
+    with pytest.raises(fastx.RecordError, match=r"a\.fa\.gz: record \d+ \(line \d+\): corrupt or truncated input "
+                                                r"in this record or a later one \(Invalid deflate block found\)") as e:
+        list(fastx.record_chunks(str(path)))
+    assert 1 < e.value.record <= 1501 and e.value.line == 2 * e.value.record - 1

@@ -134,8 +134,14 @@ def record_chunks(path: str, chunk: int = CHUNK, fast: bool = True, symbols: byt
             return
         except NotSimple as e:
             n, offset, line = e.records, e.offset, e.line
-    with open_path(path) as fh:
-        _skip(fh, offset, not gzipped(path))
+    fh, skip = _open_near(path, offset)
+    with fh:
+        try:
+            _skip(fh, skip, not gzipped(path))
+        except READ_ERRORS as e:  # (inflated again up to where the fast path stopped, it stops before: a
+            # threaded inflater reading ahead of what is asked met the damage that stopped the fast path)
+            raise RecordError(name, n + 1, f"corrupt or truncated input in this record or a later one ({e})",
+                              line) from None
         yield from strict_chunks(fh, chunk, name, symbols, n, line)
 
 

@@ -34,8 +34,11 @@ def _produce(path: str, conn, symbols: bytes) -> None:
     except BaseException as e:  # noqa: BLE001 - forwarded to the parent, which raises it
         try:
             conn.send(("error", e))
-        except Exception:  # noqa: BLE001 - the parent is gone
-            pass
+        except Exception:  # noqa: BLE001 - e does not pickle (ISA-L's IsalError, from a module 'igzip_lib' pickle
+            try:  # cannot import): its words, as an InputError; else the parent is gone
+                conn.send(("error", InputError(f"{display_name(path)}: cannot read ({type(e).__name__}: {e})")))
+            except Exception:  # noqa: BLE001
+                pass
     finally:
         conn.close()
 
