@@ -448,6 +448,10 @@ def test_read_on_from_a_record_of_a_bgzip_file(tmp_path, monkeypatch, fq):
                for x in zip(*ch)]
         assert got == want and len(got) == len(recs) - n
         assert skipped[-1] < 65536 <= starts[n] or starts[n] < 65536  # (from the member that holds it)
+    walks = []
+    monkeypatch.setattr(fastx, "members", lambda p, f=fastx.members: walks.append(p) or f(p))
+    assert [x for ch in fastx.record_chunks(str(plain) + ".gz", fast=False) for x in zip(*ch)][0][0] == "r0"
+    assert not walks  # (from the start, as genome reads: no index walked)
 
 
 def test_fasta_parts_errors_name_the_record_in_the_file(tmp_path, monkeypatch):

@@ -176,8 +176,9 @@ def _chunks_from(path: str, name: str, chunk: int, symbols: bytes, offset: int, 
 
 def _open_near(path: str, offset: int):
     """(path's bytes (inflated) as a binary stream from at most `offset`, the bytes to go past in it): a bgzip
-    file from the member that holds offset (its index: bgzf.members), any other from its start."""
-    index = members(path) if gzipped(path) else None
+    file from the member that holds offset (its index: bgzf.members, walked only for an offset past 0), any other
+    from its start."""
+    index = members(path) if offset and gzipped(path) else None
     if index is None:
         return open_path(path), offset
     coff, uoff = index
