@@ -294,6 +294,19 @@ def test_profile_host_script_runs(root, tmp_path):
     assert p.stdout.rstrip().endswith("; instant engine")  # (the engines replaced: the host side alone)
 
 
+def test_bench_reader_script_runs(root, tmp_path):
+    """scripts/bench_reader.py times the host's pair reader on FASTA and FASTQ, plain and bgzip, one worker and
+    parts (the same batches required of every run): a row per form, workers and tree."""
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "bench_reader.py"), "--pairs", "2000",
+                        "--rounds", "1", "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                       env=cli_env())
+    assert p.returncode == 0, p.stderr
+    rows = [line.split("\t") for line in p.stdout.splitlines()]
+    assert rows[0] == ["form", "workers", "tree", "seconds"] and len(rows) == 9
+    assert {(r[0], r[1]) for r in rows[1:]} == {(f, w) for f in ("FASTA", "bgzip FASTA", "FASTQ", "bgzip FASTQ")
+                                                for w in ("1", "2")}
+
+
 def test_paf_ranks_script_runs(root, tmp_path):
     """scripts/paf_ranks.py maps reads with mappy and compares `paf`'s ranks with minimap2's: chimeric reads (two
     fragments of two records, the second reversed) have two tp:A:P parts in both, and reads of one fragment one
