@@ -524,3 +524,27 @@ def test_damage_met_again_going_back_to_the_fast_paths_stop_names_the_record(tmp
                                                 r"in this record or a later one \(Invalid deflate block found\)") as e:
         list(fastx.record_chunks(str(path)))
     assert 1 < e.value.record <= 1501 and e.value.line == 2 * e.value.record - 1
+
+
+def test_a_record_error_the_pipe_refuses_once_is_sent_again_whole():
+    """A child reader's RecordError whose send fails is sent again made from its fields: the parent still gets the
+    record and line (CI once saw such an error arrive as the reader's 'ended unexpectedly')."""
+    import multiprocessing as mp
+
+    from gpualign.errors import RecordError
+
+    a, b = mp.Pipe(duplex=False)
+
+    class Refuses:
+        sent = 0
+
+        def send(self, x):
+            Refuses.sent += 1
+            if Refuses.sent == 1:
+                raise RuntimeError("the first send fails")
+            b.send(x)
+
+    fastx_parts._send_error(Refuses(), "/x/a.fa", RecordError("a.fa", 7, "corrupt", 13))
+    got = a.recv()[1]
+    assert isinstance(got, RecordError)
+    assert (got.record, got.line, str(got)) == (7, 13, "a.fa: record 7 (line 13): corrupt")

@@ -32,15 +32,27 @@ def _produce(path: str, conn, symbols: bytes) -> None:
             conn.send_bytes(buf)
         conn.send(("end",))
     except BaseException as e:  # noqa: BLE001 - forwarded to the parent, which raises it
-        try:
-            conn.send(("error", e))
-        except Exception:  # noqa: BLE001 - e does not pickle (ISA-L's IsalError, from a module 'igzip_lib' pickle
-            try:  # cannot import): its words, as an InputError; else the parent is gone
-                conn.send(("error", InputError(f"{display_name(path)}: cannot read ({type(e).__name__}: {e})")))
-            except Exception:  # noqa: BLE001
-                pass
+        _send_error(conn, path, e)
     finally:
         conn.close()
+
+
+def _send_error(conn, path: str, e: BaseException) -> None:
+    """e down the pipe; where it does not go (ISA-L's IsalError does not pickle: its module, 'igzip_lib', cannot
+    be imported by name), a new error of ours with its words: a RecordError made again from its fields, else an
+    InputError naming the file. Nothing where the parent is gone."""
+    if isinstance(e, RecordError):
+        again = RecordError(e.name, e.record, e.detail, e.line)
+    elif isinstance(e, InputError):
+        again = InputError(str(e))
+    else:
+        again = InputError(f"{display_name(path)}: cannot read ({type(e).__name__}: {e})")
+    for err in (e, again):
+        try:
+            conn.send(("error", err))
+            return
+        except Exception:  # noqa: BLE001 - the next form, or the parent is gone
+            pass
 
 
 RANGE_BYTES = 1 << 24  # files are parsed in parts of about this size (inflated) by several processes
