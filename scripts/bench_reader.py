@@ -2,8 +2,8 @@
 without a GPU or with --host-parse), on simulated 150 bp pairs written as 2-line FASTA and 4-line FASTQ, plain
 and bgzip: seconds to take every batch, with one parsing process a file (a child's stream) and with --workers
 (parts, fastx_parts.py; a command uses them from -t 8 on). Each run is a process of its own; with --old, another
-tree (e.g. `git archive REV gpualign | tar -x -C DIR`) runs the same, alternated. Every run's batches are
-checked the same (a digest of names, sequences and qualities). No GPU needed.
+tree (e.g. `git archive REV gpualign | tar -x -C DIR`) runs the same, alternated. Each tree's batches are checked
+the same (a digest of names, sequences and qualities, in runs of their own, not timed). No GPU needed.
 
   python scripts/bench_reader.py --pairs 1000000 --workers 2 --rounds 2 [--old DIR]
 """
@@ -20,14 +20,15 @@ import numpy as np
 RUN = """
 import hashlib, sys, time
 from gpualign.io import pair_reader
-a, b, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+a, b, workers, digest = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "digest"
 t = time.perf_counter()
 h, n = hashlib.md5(), 0
 for bt in pair_reader.read_pairs(a, b, 1 << 25, 1 << 18, 0, workers=workers):
     n += bt.n
-    h.update(bt.seq.tobytes())
-    h.update("\\n".join(bt.q_names).encode())
-    h.update("\\n".join(q or "" for q in bt.q_quals).encode())
+    if digest:  # (a run of its own, not timed: str per record)
+        h.update(bt.seq.tobytes())
+        h.update("\\n".join(bt.q_names).encode())
+        h.update("\\n".join(q or "" for q in bt.q_quals).encode())
 print(f"{time.perf_counter() - t:.3f} {n} {h.hexdigest()}")
 """
 
@@ -55,10 +56,11 @@ def write_inputs(workdir: str, pairs: int, seed: int) -> dict:
     return out
 
 
-def run(tree: str, a: str, b: str, workers: int) -> tuple[float, str]:
+def run(tree: str, a: str, b: str, workers: int, digest: bool = False) -> tuple[float, str]:
+    """(seconds to take every batch, their digest where asked: a run of its own, its time not the reader's)."""
     env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", RUN, a, b, str(workers)], capture_output=True, text=True, env=env,
-                       cwd=tree)
+    p = subprocess.run([sys.executable, "-c", RUN, a, b, str(workers), "digest" if digest else "time"],
+                       capture_output=True, text=True, env=env, cwd=tree)
     if p.returncode:
         raise SystemExit(f"{tree}: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
     seconds, _, digest = p.stdout.split()
@@ -85,9 +87,8 @@ def main() -> None:
             times: dict = {name: [] for name, _ in trees}
             for _ in range(a.rounds):
                 for name, tree in trees:
-                    seconds, digest = run(tree, qa, qb, workers)
-                    times[name].append(seconds)
-                    digests.add(digest)
+                    times[name].append(run(tree, qa, qb, workers)[0])
+            digests.update(run(tree, qa, qb, workers, digest=True)[1] for _, tree in trees)
             for name, _ in trees:
                 print(f"{form}\t{workers}\t{name}\t{' / '.join(f'{t:.2f}' for t in times[name])}", flush=True)
         if len(digests) != 1:
