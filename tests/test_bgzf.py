@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import random
+import re
 import struct
 from pathlib import Path
 
@@ -269,8 +270,9 @@ def test_damaged_bgzip_fasta_in_ranges(tmp_path, monkeypatch, damage):
         with pytest.raises(InputError, match=r"a\.fa\.gz: record (\d+) \(line \d+\): corrupt or truncated input "
                                               r"in this record or a later one") as e:
             pairs(workers)
-        assert 1 <= e.value.record <= damaged and e.value.line == 2 * e.value.record - 1, (workers, str(e.value))
-    assert e.value.record > 1  # (in ranges: the first record of the damaged member's range, in the whole file)
+        record, line = (int(x) for x in re.search(r"record (\d+) \(line (\d+)\)", str(e.value)).groups())
+        assert 1 <= record <= damaged and line == 2 * record - 1, (workers, str(e.value))
+    assert record > 1  # (in ranges: the first record of the damaged member's range, in the whole file)
 
 
 def test_reads_by_offset_go_on_past_a_short_read(tmp_path, monkeypatch):
