@@ -162,3 +162,50 @@ def test_bounded_ends_free(chain):
             ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
             C.check_cigar(qq, tt[s:e], ops)
             assert C.score_cigar(ops, pen) == want
+
+
+def test_cpu_wfa_chunk_with_a_failed_pair(monkeypatch):
+    """A pair WFA2-lib fails (its status) between others: FAILED with its reason, no CIGAR ops, and the pairs
+    around it keep their own scores and CIGARs (the chunk's flat op list stays in step)."""
+    from gpualign.engines import cpu_wfa
+    from gpualign.records import FAILED, OK
+
+    seqs = [("ACGTACGTAC", "ACGAACGTAC"), ("GGGGCCCC", "GGGCCCCA"), ("ACGT", "TTTT"), ("", "ACG"), ("AC", "AC")]
+    text = "".join(q + t for q, t in seqs)
+    q_off, t_off, pos = [], [], 0
+    for q, t in seqs:
+        q_off.append(pos)
+        t_off.append(pos + len(q))
+        pos += len(q) + len(t)
+    q_len, t_len = [len(q) for q, _ in seqs], [len(t) for _, t in seqs]
+    kw = AlignConfig().to_pywfa_kwargs(), AlignConfig().to_pywfa_kwargs(long_pairs=True)
+    args = (*kw, text, q_off, q_len, t_off, t_len, t_len, t_len, True)
+    clean = cpu_wfa._align_chunk(*args)
+    real = cpu_wfa._aligner
+
+    class Failing:  # the real aligner, whose status says failed on the third pair
+        def __init__(self, al):
+            self.al, self.calls = al, 0
+
+        def wavefront_align(self, t, q):
+            self.calls += 1
+            return self.al.wavefront_align(t, q)
+
+        def __getattr__(self, name):
+            return getattr(self.al, name)
+
+        @property
+        def status(self):
+            return -1 if self.calls == 3 else self.al.status
+
+    fake = {}
+    monkeypatch.setattr(cpu_wfa, "_aligner", lambda k: fake.setdefault(id(k), Failing(real(k))))
+    score, status, ops, clen, reason, _, _ = cpu_wfa._align_chunk(*args)
+    assert status.tolist() == [OK, OK, FAILED, OK, OK] and reason == {2: "WFA2-lib status -1"}
+    assert clen[2] == 0 and score[2] == 0
+    keep = [0, 1, 3, 4]
+    assert score[keep].tolist() == clean[0][keep].tolist() and clen[keep].tolist() == clean[3][keep].tolist()
+    c_ends = np.cumsum(clean[3])
+    own = [clean[2][c_ends[i] - clean[3][i]:c_ends[i]] for i in keep]
+    assert ops.tolist() == np.concatenate(own).tolist()
+    assert clean[0].tolist() == [1, 2, 3, 3, 0] and clean[3][2] > 0  # (edit distances; the third pair has ops)

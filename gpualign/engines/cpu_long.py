@@ -80,7 +80,7 @@ def path(q: bytes, t: bytes, method: str = "auto") -> tuple[np.ndarray, str]:
         return from_text(edlib.align(q, t, mode="NW", task="path")["cigar"]), "edlib"
     from pywfa import WavefrontAligner
 
-    from .cpu_wfa import OPMAP, WFA_SAFE
+    from .cpu_wfa import WFA_SAFE, sam_codes
 
     from ..config import AlignConfig
 
@@ -89,6 +89,4 @@ def path(q: bytes, t: bytes, method: str = "auto") -> tuple[np.ndarray, str]:
     if al.status != 0:
         raise RuntimeError(f"WFA2-lib stopped with status {al.status}")
     runs = np.array(al.cigartuples, dtype=np.int64).reshape(-1, 2)  # (WFA op, length), WFA's I/D orientation
-    sam_op = np.zeros(max(OPMAP) + 1, np.uint32)
-    sam_op[list(OPMAP)] = list(OPMAP.values())
-    return pack_runs(sam_op[runs[:, 0]], runs[:, 1]), "wfa"
+    return pack_runs(sam_codes(runs[:, 0]), runs[:, 1]), "wfa"
