@@ -241,9 +241,9 @@ class PairBatch:
         """A batch of the pairs idx (sequences re-packed contiguously)."""
         idx = np.asarray(idx, dtype=np.int64)
         ql, tl = self.q_len[idx], self.t_len[idx]
-        qpart = self.seq[segment_index(self.q_off[idx], ql)]
-        tpart = self.seq[segment_index(self.t_off[idx], tl)]
-        seq = np.concatenate([qpart, tpart]) if len(idx) else np.zeros(0, np.uint8)
+        qpart = concatenated(self.seq, self.q_off[idx], ql)  # (views where the pairs lie end to end: a run
+        tpart = concatenated(self.seq, self.t_off[idx], tl)  # of a reader's batch, as the CPU engines' chunks)
+        seq = np.concatenate([qpart, tpart]) if len(idx) else np.zeros(0, np.uint8)  # (a copy either way)
         q_off = offsets_from_lengths(ql)
         t_off = offsets_from_lengths(tl) + int(ql.sum())
         pick = lambda xs: xs.take(idx) if isinstance(xs, Names) else [xs[i] for i in idx] if xs else []  # noqa: E731

@@ -429,3 +429,18 @@ def test_ewfa_accepts_from_the_length_bounds():
     assert engine.accepts(far, cfg).tolist() == [True, False, False]  # |150 - 300| and |1 - 130| exceed E128
     assert not engine.accepts(near, AlignConfig(metric="affine")).any()
     assert PairBatch.from_sequences([], []).length_bounds() == (0, 0, 0, 0)
+
+
+def test_take_a_run_and_scattered_pairs():
+    """PairBatch.take (the rescue's subsets, the CPU engines' chunks): a run of pairs (views joined) and a
+    scattered or reordered set (gathered) give each pair's own bytes, in a buffer of their own."""
+    rng = np.random.default_rng(5)
+    qs = [bytes(rng.choice(list(b"ACGT"), int(rng.integers(0, 9)))) for _ in range(12)]
+    ts = [bytes(rng.choice(list(b"ACGT"), int(rng.integers(0, 9)))) for _ in range(12)]
+    batch = PairBatch.from_sequences(qs, ts)
+    for idx in (np.arange(3, 9), np.array([7, 2, 2, 10]), np.arange(0), np.arange(12)):
+        sub = batch.take(idx)
+        assert [sub.query(i) for i in range(sub.n)] == [qs[i] for i in idx]
+        assert [sub.target(i) for i in range(sub.n)] == [ts[i] for i in idx]
+        assert sub.seq.size == sum(len(qs[i]) + len(ts[i]) for i in idx)
+        assert not np.shares_memory(sub.seq, batch.seq)

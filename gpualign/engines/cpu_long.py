@@ -48,11 +48,11 @@ def distance(q: bytes, t: bytes, method: str = "auto") -> tuple[int, str]:
         return int(edlib.align(q, t, mode="NW", task="distance")["editDistance"]), "edlib"
     from pywfa import WavefrontAligner
 
-    from .cpu_wfa import WFA_SAFE
+    from .cpu_wfa import wfa_text
 
     al = WavefrontAligner(distance="levenshtein", span="end-to-end", heuristic=None, scope="score",
                           memory_mode="biwfa", max_steps=0, max_memory=0)
-    s = al.wavefront_align(t.translate(WFA_SAFE).decode("ascii"), q.translate(WFA_SAFE).decode("ascii"))
+    s = al.wavefront_align(wfa_text(t), wfa_text(q))
     if al.status != 0:
         raise RuntimeError(f"WFA2-lib stopped with status {al.status}")
     return int(abs(s)), "wfa"
@@ -80,12 +80,12 @@ def path(q: bytes, t: bytes, method: str = "auto") -> tuple[np.ndarray, str]:
         return from_text(edlib.align(q, t, mode="NW", task="path")["cigar"]), "edlib"
     from pywfa import WavefrontAligner
 
-    from .cpu_wfa import WFA_SAFE, sam_codes
+    from .cpu_wfa import sam_codes, wfa_text
 
     from ..config import AlignConfig
 
     al = WavefrontAligner(**AlignConfig(metric="edit").to_pywfa_kwargs(long_pairs=True))
-    al.wavefront_align(t.translate(WFA_SAFE).decode("ascii"), q.translate(WFA_SAFE).decode("ascii"))
+    al.wavefront_align(wfa_text(t), wfa_text(q))
     if al.status != 0:
         raise RuntimeError(f"WFA2-lib stopped with status {al.status}")
     runs = np.array(al.cigartuples, dtype=np.int64).reshape(-1, 2)  # (WFA op, length), WFA's I/D orientation

@@ -22,6 +22,14 @@ NAME = "cpu-wfa"
 # WFA2-lib pads the pattern with '!' and the text with '?': a text holding '!'
 # (or a pattern holding '?') would extend past the end. Move both out of the way.
 WFA_SAFE = bytes.maketrans(b"!?", b"\x03\x04")
+
+
+def wfa_text(raw: bytes) -> str:
+    """raw as the str pywfa takes, '!' and '?' moved out of the way (translated only where present: looking
+    for them costs a third of the translation)."""
+    return (raw.translate(WFA_SAFE) if b"!" in raw or b"?" in raw else raw).decode("ascii")
+
+
 # pywfa cigartuple codes (WFA orientation) -> BAM op codes (SAM orientation)
 OPMAP = {0: 7, 8: 8, 1: 2, 2: 1}
 LONG_PAIR = 10_000  # above this length use WFA2-lib's medium memory mode
@@ -131,7 +139,7 @@ class CpuWfaEngine(ChunkPool):
         want = not cfg.distance_only
 
         def chunk_args(sub: PairBatch):
-            text = pack.compare_view(sub, cfg.n_mismatch).tobytes().translate(WFA_SAFE).decode("ascii")
+            text = wfa_text(pack.compare_view(sub, cfg.n_mismatch).tobytes())
             free = sub.t_free if sub.t_free is not None else np.stack([sub.t_len, sub.t_len], axis=1)
             cols = [a.tolist() for a in (sub.q_off, sub.q_len, sub.t_off, sub.t_len, free[:, 0], free[:, 1])]
             return (*kw, text, *cols, want)
