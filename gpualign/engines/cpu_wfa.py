@@ -14,6 +14,7 @@ from itertools import chain
 import numpy as np
 
 from .. import pack
+from ..cigar import MAX_OP
 from ..config import AlignConfig
 from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
 from ._pool import ChunkPool
@@ -105,6 +106,8 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off
     status = np.full(n, OK, np.uint8)
     status[list(reason)] = FAILED
     runs = np.array(runs, np.int64).reshape(-1, 2)
+    if len(runs) and int(runs[:, 1].max()) > MAX_OP:  # (a run that long does not pack in 28 bits)
+        raise RuntimeError(f"WFA2-lib returned a CIGAR op of {int(runs[:, 1].max()):,} bases (over {MAX_OP:,})")
     ops = (runs[:, 1].astype(np.uint32) << 4) | sam_codes(runs[:, 0])
     t_start = np.array(t_start, np.int64) if ends_free else np.zeros(n, np.int64)
     t_end = np.array(t_end, np.int64) if ends_free else np.array(t_len, dtype=np.int64)
