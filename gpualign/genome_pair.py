@@ -171,6 +171,11 @@ def _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain=None, spread=None):
     return d, ops, stats["cells"], stats["how"]
 
 
+UNRELATED = 0.45  # a sampled divergence from which the notice says the strands may be opposite (random DNA: ~52%)
+UNRELATED_HINT = (" (as much as unrelated DNA: genome aligns the forward strands as given; if one record is the "
+                  "other's reverse complement, reverse-complement it first)")
+
+
 def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
     """(distance, packed CIGAR or None, engine name) on the CPU, in a killable child process (the C
     call would hold this one, deaf to signals, until it returns)."""
@@ -183,7 +188,8 @@ def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
     if on_notice:
         on_notice(f"{qn} vs {tn}: cpu-{method}{' alignment path' if with_path else ''}, sampled divergence "
                   f"{100 * rate:.1f}%: expected to take "
-                  f"{'under a second' if expected < 0.5 else 'about ' + duration(expected)}")
+                  f"{'under a second' if expected < 0.5 else 'about ' + duration(expected)}"
+                  + (UNRELATED_HINT if rate >= UNRELATED else ""))
     info = {"kernel": "cpu", "method": method, "pair": f"{qn} vs {tn}", "expected": expected}
     with ticking(progress, info):
         if with_path:

@@ -123,6 +123,20 @@ def test_notice_divergence_on_real_pairs(real_data, a, b):
     assert 10 < truth and abs(shown - truth) <= 1.0, (shown, truth)
 
 
+def test_notice_hints_at_opposite_strands(tmp_path):
+    """genome aligns the records as given: a record against its own reverse complement (with edits) costs as
+    much as unrelated DNA, and the CPU notice says to reverse-complement it; a related pair's notice does not."""
+    q = rand(60_000, 11)
+    t = mutate(q, 0.02, 12)
+    flipped = t[::-1].translate(bytes.maketrans(b"ACGT", b"TGCA"))
+    a = write_fa(tmp_path / "a.fa", [("q", q)])
+    for name, seq, hint in (("same", t, False), ("flipped", flipped, True)):
+        b = write_fa(tmp_path / f"{name}.fa", [("t", seq)])
+        rc, _, err = run([a, b, *CPU])
+        assert rc == 0, err
+        assert ("reverse-complement it first" in err) == hint, err
+
+
 @pytest.mark.parametrize("n,rate", [(200_000, 0.10), (200_000, 0.30), (200_000, 0.45), (1_000_000, 0.02)])
 def test_estimate_on_simulated_pairs(n, rate):
     """Uniform edits (indels shift the windows' places by a random walk): the estimate within 15% of the
