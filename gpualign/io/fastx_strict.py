@@ -364,6 +364,7 @@ class _Parser:
             raise not_fastx(self.name, first + (inp.buf[inp.pos + 1:inp.pos + 3] if first == b"\xef" else b""))
         fastq = first == b"@"
         names, seqs, quals = [], [], []
+        empty_before = False  # (the record before had no sequence: its sequence line missing, most likely)
         while True:
             self.inp.record[0] = self.n + 1
             c = inp.peek()
@@ -373,8 +374,11 @@ class _Parser:
                 if c != b"@":
                     if c == b">":
                         raise self.error("a FASTA record in a FASTQ file", inp.line)
-                    raise self.error("expected an '@' header line (a quality longer than its sequence?)", inp.line)
+                    why = (f"record {self.n} has an empty sequence: a sequence line missing there, or a quality "
+                           "longer than its sequence?") if empty_before else "a quality longer than its sequence?"
+                    raise self.error(f"expected an '@' header line ({why})", inp.line)
                 name, seq, qual = self.fastq()
+                empty_before = not seq
                 inp.skip_blank()
             else:
                 if c != b">":  # (only at the start of a part: sequence lines run up to the next '>')
