@@ -172,8 +172,15 @@ def _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain=None, spread=None):
 
 
 UNRELATED = 0.45  # a sampled divergence from which the notice says the strands may be opposite (random DNA: ~52%)
+LENGTHS_CLOSE = 0.25  # ... between records whose lengths differ by at most this share of the longer
 UNRELATED_HINT = (" (as much as unrelated DNA: genome aligns the forward strands as given; if one record is the "
                   "other's reverse complement, reverse-complement it first)")
+
+
+def _unrelated(rate: float, n: int, m: int) -> bool:
+    """Whether the notice gives UNRELATED_HINT: a divergence of unrelated DNA between records of close lengths
+    (where the lengths differ much, the estimate's floor |n - m| / max(n, m) says so, not the strands)."""
+    return rate >= UNRELATED and min(n, m) > 0 and abs(n - m) <= LENGTHS_CLOSE * max(n, m)
 
 
 def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
@@ -189,7 +196,7 @@ def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
         on_notice(f"{qn} vs {tn}: cpu-{method}{' alignment path' if with_path else ''}, sampled divergence "
                   f"{100 * rate:.1f}%: expected to take "
                   f"{'under a second' if expected < 0.5 else 'about ' + duration(expected)}"
-                  + (UNRELATED_HINT if rate >= UNRELATED else ""))
+                  + (UNRELATED_HINT if _unrelated(rate, len(qb), len(tb)) else ""))
     info = {"kernel": "cpu", "method": method, "pair": f"{qn} vs {tn}", "expected": expected}
     with ticking(progress, info):
         if with_path:

@@ -164,13 +164,16 @@ def test_bounded_ends_free(chain):
             assert C.score_cigar(ops, pen) == want
 
 
-def test_cpu_wfa_chunk_with_a_failed_pair(monkeypatch):
-    """A pair WFA2-lib fails (its status) between others: FAILED with its reason, no CIGAR ops, and the pairs
-    around it keep their own scores and CIGARs (the chunk's flat op list stays in step)."""
+@pytest.mark.parametrize("ends_free", [False, True])
+def test_cpu_wfa_chunk_with_a_failed_pair(monkeypatch, ends_free):
+    """A pair WFA2-lib fails (its status) between others: FAILED with its reason, no CIGAR ops, its target range
+    whole, and the pairs around it keep their own scores, CIGARs and (ends-free, free target flanks trimmed)
+    target ranges: the chunk's flat op list stays in step."""
     from gpualign.engines import cpu_wfa
     from gpualign.records import FAILED, OK
 
-    seqs = [("ACGTACGTAC", "ACGAACGTAC"), ("GGGGCCCC", "GGGCCCCA"), ("ACGT", "TTTT"), ("", "ACG"), ("AC", "AC")]
+    seqs = [("ACGTACGTAC", "TTACGAACGTACGG"), ("GGGGCCCC", "GGGCCCCA"), ("ACGT", "CCTTTT"), ("", "ACG"),
+            ("AC", "GGACGG")]
     text = "".join(q + t for q, t in seqs)
     q_off, t_off, pos = [], [], 0
     for q, t in seqs:
@@ -178,21 +181,27 @@ def test_cpu_wfa_chunk_with_a_failed_pair(monkeypatch):
         t_off.append(pos + len(q))
         pos += len(q) + len(t)
     q_len, t_len = [len(q) for q, _ in seqs], [len(t) for _, t in seqs]
-    kw = AlignConfig().to_pywfa_kwargs(), AlignConfig().to_pywfa_kwargs(long_pairs=True)
-    args = (*kw, text, q_off, q_len, t_off, t_len, t_len, t_len, True)
+    cfg = AlignConfig().with_(ends_free_target=ends_free)
+    kw = cfg.to_pywfa_kwargs(), cfg.to_pywfa_kwargs(long_pairs=True)
+    free = [min(2, n) for n in t_len]
+    args = (*kw, text, q_off, q_len, t_off, t_len, free, free, True)
     clean = cpu_wfa._align_chunk(*args)
     real = cpu_wfa._aligner
 
-    class Failing:  # the real aligner, whose status says failed on the third pair
+    class Failing:  # the real aligner (its settings passed on), whose status says failed on the third pair
         def __init__(self, al):
-            self.al, self.calls = al, 0
+            object.__setattr__(self, "al", al)
+            object.__setattr__(self, "calls", 0)
 
         def wavefront_align(self, t, q):
-            self.calls += 1
+            object.__setattr__(self, "calls", self.calls + 1)
             return self.al.wavefront_align(t, q)
 
         def __getattr__(self, name):
             return getattr(self.al, name)
+
+        def __setattr__(self, name, value):
+            setattr(self.al, name, value)
 
         @property
         def status(self):
@@ -200,12 +209,19 @@ def test_cpu_wfa_chunk_with_a_failed_pair(monkeypatch):
 
     fake = {}
     monkeypatch.setattr(cpu_wfa, "_aligner", lambda k: fake.setdefault(id(k), Failing(real(k))))
-    score, status, ops, clen, reason, _, _ = cpu_wfa._align_chunk(*args)
+    score, status, ops, clen, reason, t_start, t_end = cpu_wfa._align_chunk(*args)
     assert status.tolist() == [OK, OK, FAILED, OK, OK] and reason == {2: "WFA2-lib status -1"}
-    assert clen[2] == 0 and score[2] == 0
+    assert clen[2] == 0 and score[2] == 0 and (t_start[2], t_end[2]) == (0, t_len[2])
     keep = [0, 1, 3, 4]
-    assert score[keep].tolist() == clean[0][keep].tolist() and clen[keep].tolist() == clean[3][keep].tolist()
+    for got, want in ((score, clean[0]), (clen, clean[3]), (t_start, clean[5]), (t_end, clean[6])):
+        assert got[keep].tolist() == want[keep].tolist()
     c_ends = np.cumsum(clean[3])
     own = [clean[2][c_ends[i] - clean[3][i]:c_ends[i]] for i in keep]
     assert ops.tolist() == np.concatenate(own).tolist()
-    assert clean[0].tolist() == [1, 2, 3, 3, 0] and clean[3][2] > 0  # (edit distances; the third pair has ops)
+    assert clean[3][2] > 0  # (the third pair has ops when it does not fail)
+    if ends_free:  # (flanks trimmed: the first and last pairs' targets start and end inside)
+        assert clean[5][[0, 4]].tolist() == [2, 2] and clean[6][[0, 4]].tolist() == [12, 4]
+    else:
+        import edlib
+
+        assert clean[0].tolist() == [edlib.align(q, t, task="distance")["editDistance"] for q, t in seqs]

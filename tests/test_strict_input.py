@@ -31,7 +31,7 @@ MALFORMED = {
     "long_quality": ("@r1\nACGT\n+\nIIIII\n", 1, 1, "quality length 5 != sequence length 4"),
     # (record 2's sequence line missing: it reads as an empty record, and the next line is no header)
     "sequence_line_missing": ("@r1\nACGT\n+\nIIII\n@r2\n+\nIIII\n@r3\nACGT\n+\nIIII\n", 3, 7,
-                              "has an empty sequence: a sequence line missing there"),
+                              "read with an empty sequence: its sequence line missing?"),
     "plus_names_another": ("@r1\nACGT\n+r2\nIIII\n", 1, 3, "the '+' line names 'r2'"),
     # (as many '+' as '+' lines, but "++" and an empty line among them: the fast path took these records)
     "plus_lines_doubled_and_empty": ("@r1\nACGT\n++\nIIII\n@r2\nAC\n+\nII\n@r3\nAC\n\nII\n@r4\nA\n+\nI\n", 1, 3,
@@ -76,8 +76,8 @@ def test_missing_sequence_line_names_the_record_before(tmp_path):
     path = tmp_path / "in.fq"
     path.write_text("".join(f"@p{i}\nACGT\n+\nIIII\n" for i in range(5)) + MALFORMED["sequence_line_missing"][0])
     for fast in (True, False):
-        with pytest.raises(InputError, match=r"record 8 \(line 27\): expected an '@' header line \(record 7 has an "
-                                             r"empty sequence"):
+        with pytest.raises(InputError, match=r"record 8 \(line 27\): expected an '@' header line \(record 7 read with "
+                                             r"an empty sequence"):
             _read_all(path, fast=fast)
 
 

@@ -374,7 +374,7 @@ class _Parser:
                 if c != b"@":
                     if c == b">":
                         raise self.error("a FASTA record in a FASTQ file", inp.line)
-                    why = (f"record {self.n} has an empty sequence: a sequence line missing there, or a quality "
+                    why = (f"record {self.n} read with an empty sequence: its sequence line missing? or a quality "
                            "longer than its sequence?") if empty_before else "a quality longer than its sequence?"
                     raise self.error(f"expected an '@' header line ({why})", inp.line)
                 name, seq, qual = self.fastq()
