@@ -63,11 +63,16 @@ def sam_codes(wfa_ops: np.ndarray) -> np.ndarray:
     return _SAM_OP[wfa_ops]
 
 
-def _align_chunk(kwargs: dict, long_kwargs: dict, text: str, q_off, q_len, t_off, t_len, free_b, free_e,
+def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_len, free_b, free_e,
                  want_cigar: bool):
-    """Align pairs whose sequences are slices of text; runs in a worker process. The loop fills Python lists and
-    the arrays are made once, after it (numpy scalar stores and a generator per CIGAR op made the Python around
-    each call cost as much as WFA2-lib's own work on 150 bp pairs)."""
+    """Align pairs whose sequences are slices of seq (the chunk's bytes as a uint8 array, or the str pywfa
+    takes; the columns int arrays or lists); runs in a worker process, which makes the str and the lists (the
+    parent, one thread for every worker, only sends the arrays). The loop fills Python lists and the arrays are
+    made once, after it (numpy scalar stores and a generator per CIGAR op made the Python around each call cost
+    as much as WFA2-lib's own work on 150 bp pairs)."""
+    text = seq if isinstance(seq, str) else wfa_text(seq.tobytes())
+    q_off, q_len, t_off, t_len, free_b, free_e = (c.tolist() if isinstance(c, np.ndarray) else c
+                                                  for c in (q_off, q_len, t_off, t_len, free_b, free_e))
     n = len(q_len)
     ends_free = kwargs["span"] == "ends-free"
     scores = [0] * n
@@ -142,10 +147,9 @@ class CpuWfaEngine(ChunkPool):
         want = not cfg.distance_only
 
         def chunk_args(sub: PairBatch):
-            text = wfa_text(pack.compare_view(sub, cfg.n_mismatch).tobytes())
             free = sub.t_free if sub.t_free is not None else np.stack([sub.t_len, sub.t_len], axis=1)
-            cols = [a.tolist() for a in (sub.q_off, sub.q_len, sub.t_off, sub.t_len, free[:, 0], free[:, 1])]
-            return (*kw, text, *cols, want)
+            return (*kw, pack.compare_view(sub, cfg.n_mismatch), sub.q_off, sub.q_len, sub.t_off, sub.t_len,
+                    free[:, 0], free[:, 1], want)
 
         return self.run_chunks(batch, _align_chunk, chunk_args,
                                lambda parts: _assemble(parts, want, cfg.ends_free_target))
