@@ -119,10 +119,16 @@ def _trim(seq: np.ndarray, qs: int, ts: int, free: tuple) -> tuple[np.ndarray, i
     return seq[a:b], qs, ts
 
 
-def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: bool, text: str,
+def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: bool, seq, remap,
                  q_off, q_len, t_off, t_len):
-    """Align pairs whose sequences are slices of text; runs in a worker process. Returns scores, the
-    ranges (n, 4: q_start, q_end, t_start, t_end), the packed CIGAR ops and their count per pair."""
+    """Align pairs whose sequences are slices of seq (the chunk's bytes as a uint8 array, or the str parasail
+    takes; remap: a translate table for the array's bytes, or None; the columns int arrays or lists); runs in a
+    worker process, which makes the str and the lists (the parent, one thread for every worker, only sends the
+    arrays). Returns scores, the ranges (n, 4: q_start, q_end, t_start, t_end), the packed CIGAR ops and their
+    count per pair."""
+    text = seq if isinstance(seq, str) else \
+        (seq.tobytes().translate(remap) if remap else seq.tobytes()).decode("latin-1")
+    q_off, q_len, t_off, t_len = (c.tolist() if isinstance(c, np.ndarray) else c for c in (q_off, q_len, t_off, t_len))
     n = len(q_len)
     matrix = _matrix(sub)
     fn16, fn32 = _function(mode, want_cigar, 16, gaps), _function(mode, want_cigar, 32, gaps)
@@ -237,9 +243,7 @@ class CpuDpEngine(ChunkPool):
         head = (sub, cfg.scoring.mode, cfg.parasail_gaps(), want)
 
         def chunk_args(part: PairBatch):
-            raw = pack.compare_view(part, cfg.n_mismatch).tobytes()
-            text = (raw.translate(remap) if remap else raw).decode("latin-1")
-            cols = [a.tolist() for a in (part.q_off, part.q_len, part.t_off, part.t_len)]
-            return (*head, text, *cols)
+            return (*head, pack.compare_view(part, cfg.n_mismatch), remap, part.q_off, part.q_len, part.t_off,
+                    part.t_len)
 
         return self.run_chunks(batch, _align_chunk, chunk_args, lambda parts: _assemble(parts, want))
