@@ -18,6 +18,11 @@ from ..workers import fork_pool
 from .base import Engine
 
 
+def as_lists(*cols) -> tuple:
+    """A chunk's columns as Python lists (the parent sends arrays; a worker's per-pair loop reads lists)."""
+    return tuple(c.tolist() if isinstance(c, np.ndarray) else c for c in cols)
+
+
 class Joined(Future):
     """A future over the chunk futures of one batch: assemble(parts) once all are done."""
 

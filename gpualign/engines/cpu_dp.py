@@ -26,7 +26,7 @@ from .. import pack, scoring
 from ..cigar import QUERY_USES, TARGET_USES
 from ..config import DP_TRACE_CELLS, AlignConfig
 from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
-from ._pool import ChunkPool
+from ._pool import ChunkPool, as_lists
 
 NAME = "cpu-dp"
 FAMILY = {"global": ("nw", "scan"), "local": ("sw", "striped"), "semi-global": ("sg_dx", "scan")}
@@ -128,7 +128,7 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
     count per pair."""
     text = seq if isinstance(seq, str) else \
         (seq.tobytes().translate(remap) if remap else seq.tobytes()).decode("latin-1")
-    q_off, q_len, t_off, t_len = (c.tolist() if isinstance(c, np.ndarray) else c for c in (q_off, q_len, t_off, t_len))
+    q_off, q_len, t_off, t_len = as_lists(q_off, q_len, t_off, t_len)
     n = len(q_len)
     matrix = _matrix(sub)
     fn16, fn32 = _function(mode, want_cigar, 16, gaps), _function(mode, want_cigar, 32, gaps)

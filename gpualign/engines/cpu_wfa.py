@@ -17,7 +17,7 @@ from .. import pack
 from ..cigar import MAX_OP
 from ..config import AlignConfig
 from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
-from ._pool import ChunkPool
+from ._pool import ChunkPool, as_lists
 
 NAME = "cpu-wfa"
 # WFA2-lib pads the pattern with '!' and the text with '?': a text holding '!'
@@ -71,8 +71,7 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
     made once, after it (numpy scalar stores and a generator per CIGAR op made the Python around each call cost
     as much as WFA2-lib's own work on 150 bp pairs)."""
     text = seq if isinstance(seq, str) else wfa_text(seq.tobytes())
-    q_off, q_len, t_off, t_len, free_b, free_e = (c.tolist() if isinstance(c, np.ndarray) else c
-                                                  for c in (q_off, q_len, t_off, t_len, free_b, free_e))
+    q_off, q_len, t_off, t_len, free_b, free_e = as_lists(q_off, q_len, t_off, t_len, free_b, free_e)
     n = len(q_len)
     ends_free = kwargs["span"] == "ends-free"
     scores = [0] * n
