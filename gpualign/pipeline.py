@@ -56,6 +56,23 @@ def _reader(path_a: str, path_b: str, cfg: AlignConfig, cluster, quals: bool):
                                   workers=min(READ_WORKERS_MAX, cfg.n_threads // 4), symbols=symbols)
 
 
+WRITERS = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}
+
+
+def _no_pairs(out: str, fmt: str, cfg: AlignConfig, command_line: str, query_name: str, protein) -> Summary:
+    """The output of two empty inputs: SAM's and BAM's header (@HD, @PG), nothing in PAF and TSV."""
+    t0 = time.perf_counter()
+    output = Output(out, binary_via_path=(fmt == "bam"))
+    with running([], output, cfg):
+        writer = WRITERS[fmt](output.target, targets={}, command_line=command_line, metric=cfg.metric,
+                              scored=cfg.general, residues=protein, query_name=query_name)
+        with aborting(writer):
+            writer.close()
+    summary = Summary()
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
 def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignConfig, command_line: str,
               progress=None, on_notice=None, verify: float = 0.0, cluster=None) -> Summary:
     """cluster: a cluster.ClusterSpec (batches aligned by Dask workers) or None (this process)."""
@@ -71,9 +88,15 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         cluster.validate(cfg.device)
     if cfg.general:  # --matrix and --unknown checked (the table loaded) before anything starts
         scoring.substitution(cfg)
-    for path in (path_a, path_b):  # missing, unreadable, empty or not FASTA/FASTQ: before anything starts
-        fastx.sniff(path)
+    # missing, unreadable or not FASTA/FASTQ: before anything starts; two empty files are no pairs (as minimap2
+    # takes an empty reads file: the output's header alone, exit 0), one empty file an error
+    empty = [fastx.sniff(path, empty_ok=True) for path in (path_a, path_b)]
+    for path, e in zip((path_a, path_b), empty):
+        if e and not all(empty):
+            raise fastx.empty_file(fastx.display_name(path))
     check_output(out)
+    if all(empty):
+        return _no_pairs(out, fmt, cfg, command_line, fastx.display_name(path_a), protein)
     t0 = time.perf_counter()
     spooled = reader = fmt_pool = ahead = dispatcher = scanner = None
     try:
@@ -122,8 +145,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             on_notice(notice)
         output = Output(out, binary_via_path=(fmt == "bam"))
         with running(chain + [checker] * (checker is not None), output, cfg):
-            writer_cls = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}[fmt]
-            writer = writer_cls(output.target, targets=targets, command_line=command_line, metric=cfg.metric,
+            writer = WRITERS[fmt](output.target, targets=targets, command_line=command_line, metric=cfg.metric,
                                 scored=cfg.general, residues=protein, query_name=fastx.display_name(path_a))
             lines = text_device.DeviceLines() if on_device else None
             if lines is not None and lines.ready():  # (else joined here by numpy: CuPy unusable after all)

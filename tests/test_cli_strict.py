@@ -122,6 +122,34 @@ def test_pairs_bad_input_before_anything(fa, tmp_path, kind, side):
     assert old.read_text() == "kept\n" and not (tmp_path / "new.sam").exists() and not (tmp_path / "new.paf").exists()
 
 
+@pytest.mark.parametrize("fmt", ["paf", "tsv", "sam", "bam"])
+def test_two_empty_inputs_are_no_pairs(tmp_path, fmt):
+    """Two empty files (blank lines, an empty gzip) are no pairs, as minimap2 takes an empty reads file: the
+    format's header alone, exit 0. One empty file against records stays an error (above)."""
+    import gzip
+
+    import pysam
+
+    a = tmp_path / "a.fq"
+    a.write_text("\n\n")
+    b = tmp_path / "b.fa.gz"
+    b.write_bytes(gzip.compress(b""))
+    out = tmp_path / f"o.{fmt}"
+    rc, stdout, err = run("pairs", str(a), str(b), "-o", str(out), "--device", "cpu", "-q")
+    assert rc == 0 and stdout == "" and err == "", err
+    if fmt == "paf":
+        assert out.read_bytes() == b""
+    elif fmt == "tsv":
+        assert out.read_text().count("\n") == 1 and out.read_text().startswith("query\ttarget\t")
+    else:
+        assert pysam.view(str(out)) == ""  # (htslib reads it: no records)
+        with pysam.AlignmentFile(str(out), check_sq=False) as f:
+            header = f.header.to_dict()
+        assert header["PG"][0]["ID"] == "gpualign" and header["HD"]["SO"] == "unsorted" and not header.get("SQ")
+    rc, stdout, err = run("pairs", str(a), str(b), "--device", "cpu", "-f", "sam")
+    assert rc == 0 and stdout.startswith("@HD\t") and "@SQ" not in stdout and "Traceback" not in err
+
+
 def test_byte_order_mark_on_stdin(fa):
     """A UTF-8 byte-order mark first (the message showed its first byte as 'ï'): named, on stdin too."""
     p = run_cli("pairs", "-", fa[1], "--device", "cpu", "-t", "1", "-q", stdin=b"\xef\xbb\xbf>a\nACGT\n", timeout=60)

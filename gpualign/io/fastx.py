@@ -52,11 +52,12 @@ def streamed(path: str) -> bool:
     return path == STDIN or (os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path))
 
 
-def sniff(path: str) -> None:
-    """Raise InputError if path is missing, unreadable, empty or not FASTA/FASTQ; a stream (stdin, a
-    pipe) is not read here (its bytes would be gone): it is checked as it is read."""
+def sniff(path: str, empty_ok: bool = False) -> bool:
+    """Raise InputError if path is missing, unreadable, empty (unless empty_ok) or not FASTA/FASTQ; a stream
+    (stdin, a pipe) is not read here (its bytes would be gone): it is checked as it is read. Returns whether
+    path is an empty file (nothing but whitespace)."""
     if streamed(path):
-        return
+        return False
     name = display_name(path)  # (a scratch copy of stdin: 'stdin')
     if os.path.isdir(path):
         raise InputError(f"{name}: is a directory, not a FASTA/FASTQ file")
@@ -83,9 +84,16 @@ def sniff(path: str) -> None:
         raise InputError(f"{name}: cannot read ({e.strerror or e})") from None
     first = head.lstrip()[:1]
     if not first:
-        raise InputError(f"{name}: empty file (no FASTA/FASTQ records)")
+        if empty_ok:
+            return True
+        raise empty_file(name)
     if first not in (b">", b"@"):
         raise not_fastx(name, head.lstrip())
+    return False
+
+
+def empty_file(name: str) -> InputError:
+    return InputError(f"{name}: empty file (no FASTA/FASTQ records)")
 
 
 CHUNK = 16384  # records per chunk
