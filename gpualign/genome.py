@@ -211,7 +211,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     the first pair. cluster: a cluster.ClusterSpec (record pairs on Dask workers, one per worker at a
     time, or on this host's devices: --gpus) or None; extra: a list given the devices' or workers' summary
     rows. On the CPU, up to cfg.n_threads pairs at once."""
-    from .output.formats import infer_format, named_format
+    from .output.formats import infer_format, name_notice, named_format
 
     cfg.validate()
     if cfg.metric != "edit":
@@ -219,6 +219,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     if path_a == fastx.STDIN and path_b == fastx.STDIN:
         raise ConfigError("only one of the two inputs can be '-' (stdin)")
     with_path = not cfg.distance_only
+    given = fmt
     if with_path:
         fmt = infer_format(fmt, out, False)
     elif fmt not in (None, "tsv"):
@@ -242,6 +243,8 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
         cluster.validate(cfg.device)
         ids = present(cluster.gpus)
     gpu = False if distributed else use_gpu(cfg.device)
+    if on_notice and (note := name_notice(given, out, fmt or "tsv")):
+        on_notice(note)
     if on_notice and not distributed:
         on_notice(("engine: gpu-long (bit-parallel Hirschberg splits, leaves by the batched engines)" if with_path
                    else "engine: gpu-long (wfa: tiled wavefront, dynamic diamond; bp: banded bit-parallel DP; "

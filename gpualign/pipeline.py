@@ -22,7 +22,7 @@ from .io import fastx, fastx_device, pair_reader
 from .io import targets as target_scan
 from .io.faidx import drop_scratch, spool
 from .output import parallel
-from .output.formats import FORMATS, infer_format
+from .output.formats import FORMATS, infer_format, name_notice
 from .output.paf import PafWriter
 from .output.sam import BamWriter, SamWriter, sq_lines
 from .output.tsv import TsvWriter
@@ -77,7 +77,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
               progress=None, on_notice=None, verify: float = 0.0, cluster=None) -> Summary:
     """cluster: a cluster.ClusterSpec (batches aligned by Dask workers) or None (this process)."""
     cfg.validate()
-    fmt = infer_format(fmt, out, cfg.distance_only)
+    given, fmt = fmt, infer_format(fmt, out, cfg.distance_only)
     protein = scoring.residues(cfg)  # (the matrix loaded: its errors first)
     if fmt == "bam" and protein:
         raise ConfigError("BAM cannot hold protein sequences (its SEQ is a 4-bit nucleotide code): "
@@ -95,6 +95,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         if e and not all(empty):
             raise fastx.empty_file(fastx.display_name(path))
     check_output(out)
+    if on_notice and (note := name_notice(given, out, fmt)):
+        on_notice(note)
     if all(empty):
         return _no_pairs(out, fmt, cfg, command_line, fastx.display_name(path_a), protein)
     t0 = time.perf_counter()

@@ -22,7 +22,7 @@ from .io import paf as P
 from .io.faidx import drop_scratch, spool
 from .io.fastx import streamed
 from .output import parallel
-from .output.formats import infer_format, named_format
+from .output.formats import infer_format, name_notice, named_format
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam, sa_entries
 from .output.sam import check_rnames
 from .progress import input_bases
@@ -67,11 +67,13 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
     cfg = cfg.with_(ends_free_target=(mode == "ends-free")).validate()
     if (fmt or named_format(out) or "").lower() == "tsv":
         raise ConfigError("gpualign paf writes paf, sam or bam")
-    fmt = infer_format(fmt, out, False, PAF_FORMATS)
+    given, fmt = fmt, infer_format(fmt, out, False, PAF_FORMATS)
     if cluster is not None:
         cluster.validate(cfg.device)
     P.check(paf_path, skip_bad)  # the inputs' common errors before anything starts (Targets, Queries: theirs)
     check_output(out)
+    if on_notice and (note := name_notice(given, out, fmt)):
+        on_notice(note)
     t0 = time.perf_counter()
     try:
         return _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mode, pad, cs, skip_bad,

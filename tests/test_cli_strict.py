@@ -150,6 +150,20 @@ def test_two_empty_inputs_are_no_pairs(tmp_path, fmt):
     assert rc == 0 and stdout.startswith("@HD\t") and "@SQ" not in stdout and "Traceback" not in err
 
 
+def test_format_against_the_name_is_noticed(fa, tmp_path):
+    """-f wins over the output's name, said in a notice (none with -q, none for .txt or a matching name)."""
+    out = tmp_path / "o.bam"
+    rc, _, err = run("pairs", *fa, "-f", "sam", "-o", str(out), "--device", "cpu")
+    assert rc == 0 and out.read_text().startswith("@HD\t"), err
+    assert f"gpualign: writing SAM to {out} as --format says, though its name ends in .bam" in err.splitlines()
+    for name, flags in (("o.bam", ["-q"]), ("o.txt", []), ("o.sam", []), ("o.paf.gz", ["-f", "paf"])):
+        rc, _, err = run("pairs", *fa, "-f", "sam", *flags, "-o", str(tmp_path / name), "--device", "cpu")
+        assert rc == 0 and "--format says" not in err, (name, err)
+    rc, _, err = run("genome", *fa[:1], *fa[:1], "--distance-only", "-f", "tsv", "-o", str(tmp_path / "d.bam"),
+                     "--device", "cpu")
+    assert rc == 0 and "writing TSV to" in err and (tmp_path / "d.bam").read_text().startswith("query"), err
+
+
 def test_byte_order_mark_on_stdin(fa):
     """A UTF-8 byte-order mark first (the message showed its first byte as 'ï'): named, on stdin too."""
     p = run_cli("pairs", "-", fa[1], "--device", "cpu", "-t", "1", "-q", stdin=b"\xef\xbb\xbf>a\nACGT\n", timeout=60)

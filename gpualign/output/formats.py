@@ -28,3 +28,13 @@ def named_format(out: str) -> str | None:
         return None
     base = out[:-3] if out.lower().endswith(".gz") else out
     return _EXT.get(os.path.splitext(base)[1].lower())
+
+
+def name_notice(given: str | None, out: str, fmt: str) -> str | None:
+    """A notice where -f writes a format other than the one the output's name ends in (.paf, .sam, .bam,
+    .tsv; .txt says no format): the file is written as asked, its name left as given."""
+    named = named_format(out)
+    if not given or named is None or named == fmt or out.lower().removesuffix(".gz").endswith(".txt"):
+        return None
+    return f"writing {fmt.upper()} to {out} as --format says, though its name ends in .{named}"
+
