@@ -219,7 +219,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     if path_a == fastx.STDIN and path_b == fastx.STDIN:
         raise ConfigError("only one of the two inputs can be '-' (stdin)")
     with_path = not cfg.distance_only
-    given = fmt
+    given = fmt = fmt.lower() if fmt else fmt  # (as infer_format reads it: -f TSV is tsv)
     if with_path:
         fmt = infer_format(fmt, out, False)
     elif fmt not in (None, "tsv"):

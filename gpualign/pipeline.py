@@ -16,6 +16,7 @@ from functools import partial
 
 from . import devices, pack, scoring, text_device, workers
 from .config import AlignConfig
+from .engines import select_engines
 from .engines.check import CheckEngine, judge
 from .errors import ConfigError
 from .io import fastx, fastx_device, pair_reader
@@ -59,9 +60,17 @@ def _reader(path_a: str, path_b: str, cfg: AlignConfig, cluster, quals: bool):
 WRITERS = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}
 
 
-def _no_pairs(out: str, fmt: str, cfg: AlignConfig, command_line: str, query_name: str, protein) -> Summary:
-    """The output of two empty inputs: SAM's and BAM's header (@HD, @PG), nothing in PAF and TSV."""
+def _no_pairs(out: str, fmt: str, cfg: AlignConfig, command_line: str, query_name: str, protein, verify: float,
+              cluster, note: str | None, on_notice) -> Summary:
+    """The output of two empty inputs: SAM's and BAM's header (@HD, @PG), nothing in PAF and TSV. The devices
+    asked for are checked as a run with pairs checks them (--device gpu, --gpus; a --scheduler is not asked);
+    note: the notice of -f against the output's name (said by on_notice), or None."""
     t0 = time.perf_counter()
+    select_engines(cfg)
+    if cluster is not None and cluster.gpus:
+        devices.present(cluster.gpus)
+    if note:
+        on_notice(note)
     output = Output(out, binary_via_path=(fmt == "bam"))
     with running([], output, cfg):
         writer = WRITERS[fmt](output.target, targets={}, command_line=command_line, metric=cfg.metric,
@@ -69,6 +78,7 @@ def _no_pairs(out: str, fmt: str, cfg: AlignConfig, command_line: str, query_nam
         with aborting(writer):
             writer.close()
     summary = Summary()
+    summary.verified_by = judge(cfg) if verify > 0 else ""  # (its rows in the summary: recall '-')
     summary.seconds = time.perf_counter() - t0
     return summary
 
@@ -91,14 +101,15 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
     # missing, unreadable or not FASTA/FASTQ: before anything starts; two empty files are no pairs (as minimap2
     # takes an empty reads file: the output's header alone, exit 0), one empty file an error
     empty = [fastx.sniff(path, empty_ok=True) for path in (path_a, path_b)]
-    for path, e in zip((path_a, path_b), empty):
+    for path, other, e in zip((path_a, path_b), (path_b, path_a), empty):
         if e and not all(empty):
-            raise fastx.empty_file(fastx.display_name(path))
+            raise fastx.empty_file(fastx.display_name(path), "two empty inputs are no pairs only as files, not "
+                                   "stdin or a pipe" if fastx.streamed(other) else "")
     check_output(out)
-    if on_notice and (note := name_notice(given, out, fmt)):
-        on_notice(note)
+    note = name_notice(given, out, fmt) if on_notice else None  # (said with the engines' notice, after the checks)
     if all(empty):
-        return _no_pairs(out, fmt, cfg, command_line, fastx.display_name(path_a), protein)
+        return _no_pairs(out, fmt, cfg, command_line, fastx.display_name(path_a), protein, verify, cluster,
+                         note, on_notice)
     t0 = time.perf_counter()
     spooled = reader = fmt_pool = ahead = dispatcher = scanner = None
     try:
@@ -143,6 +154,8 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         if dispatcher.in_process:  # (not a Dask cluster's)
             reader.alloc = dispatcher.host_allocator()
         summary.notice = notice
+        if note:
+            on_notice(note)
         if on_notice:
             on_notice(notice)
         output = Output(out, binary_via_path=(fmt == "bam"))

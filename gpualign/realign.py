@@ -72,18 +72,18 @@ def run_paf(paf_path: str, query_path: str, target_path: str, out: str, fmt: str
         cluster.validate(cfg.device)
     P.check(paf_path, skip_bad)  # the inputs' common errors before anything starts (Targets, Queries: theirs)
     check_output(out)
-    if on_notice and (note := name_notice(given, out, fmt)):
-        on_notice(note)
     t0 = time.perf_counter()
     try:
         return _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mode, pad, cs, skip_bad,
-                        on_notice or (lambda text: None), progress, readers, cluster, t0)
+                        on_notice or (lambda text: None), progress, readers, cluster, t0,
+                        name_notice(given, out, fmt))
     finally:
         drop_scratch()  # indexes and copies made for this run
 
 
 def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mode, pad, cs, skip_bad, say, progress,
-             readers, cluster, t0) -> Summary:
+             readers, cluster, t0, note: str | None) -> Summary:
+    """note: -f against the output's name (formats.name_notice), said with the engines' notice."""
     # a pipe (a shell's <(...)) spooled to a file here, once: the reader processes forked below open the inputs
     # by name, and the pipe's bytes are gone (and its descriptor may be) by then (stdin: its copy, made below)
     query_path, target_path = (spool(p) if p != fastx.STDIN and streamed(p) else p for p in (query_path, target_path))
@@ -139,6 +139,8 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
             ahead = ReadAhead(batches, summary.stage_seconds)
             here = cluster is None or not cluster.wanted
             chain, summary.notice, dispatcher = start_engines(cfg.with_(threads=engine_threads) if here else cfg, cluster)
+            if note:
+                say(note)
             say(summary.notice)
             output = Output(out, binary_via_path=(fmt == "bam"))
             with running(chain, output, cfg):

@@ -150,15 +150,45 @@ def test_two_empty_inputs_are_no_pairs(tmp_path, fmt):
     assert rc == 0 and stdout.startswith("@HD\t") and "@SQ" not in stdout and "Traceback" not in err
 
 
+def test_empty_inputs_checked_and_summarised(tmp_path):
+    """Two empty inputs: --verify's rows in the summary (recall '-'), the devices asked for checked; an empty
+    file beside an empty stdin is an error that says why."""
+    a, b = tmp_path / "a.fa", tmp_path / "b.fa"
+    a.write_bytes(b"")
+    b.write_bytes(b" \n")
+    rc, _, err = run("pairs", str(a), str(b), "--device", "cpu", "-q", "--verify", "0.5", "--summary",
+                     str(tmp_path / "s.tsv"))
+    rows = dict(line.split("\t") for line in (tmp_path / "s.tsv").read_text().splitlines())
+    assert rc == 0 and rows["pairs"] == "0" and rows["verified_by"] == "edlib" and rows["recall"] == "-", err
+    p = run_cli("pairs", "-", str(b), "--device", "cpu", "-q", stdin=b"", timeout=60)
+    line = one_error_line(p.stderr.decode())
+    assert p.returncode == 1 and f"{b}: empty file" in line and "not stdin or a pipe" in line, line
+    rc, _, err = run("pairs", str(a), str(b), "--gpus", "99", "-q")  # (none, or fewer than 99)
+    assert rc != 0 and one_error_line(err).startswith("error: --gpus")
+
+
 def test_format_against_the_name_is_noticed(fa, tmp_path):
     """-f wins over the output's name, said in a notice (none with -q, none for .txt or a matching name)."""
     out = tmp_path / "o.bam"
     rc, _, err = run("pairs", *fa, "-f", "sam", "-o", str(out), "--device", "cpu")
     assert rc == 0 and out.read_text().startswith("@HD\t"), err
     assert f"gpualign: writing SAM to {out} as --format says, though its name ends in .bam" in err.splitlines()
-    for name, flags in (("o.bam", ["-q"]), ("o.txt", []), ("o.sam", []), ("o.paf.gz", ["-f", "paf"])):
-        rc, _, err = run("pairs", *fa, "-f", "sam", *flags, "-o", str(tmp_path / name), "--device", "cpu")
+    for name, fmt, flags in (("o.bam", "sam", ["-q"]), ("o.txt", "sam", []), ("o.sam", "sam", []),
+                             ("o.paf.gz", "paf", [])):
+        rc, _, err = run("pairs", *fa, "-f", fmt, *flags, "-o", str(tmp_path / name), "--device", "cpu")
         assert rc == 0 and "--format says" not in err, (name, err)
+    # an error found after the format's is the one line on stderr: the notice comes with the engines'
+    star = tmp_path / "star.fa"
+    star.write_text(">*x\nACGT\n>b\nACGT\n")
+    rc, _, err = run("pairs", fa[0], str(star), "-f", "sam", "-o", str(tmp_path / "s.bam"), "--device", "cpu")
+    assert rc == 1 and "'*'" in one_error_line(err)
+    cands = tmp_path / "c.paf"
+    cands.write_text("a\t10\t0\t10\t+\ta\t10\t0\t10\t9\t10\t60\n")
+    rc, _, err = run("paf", str(cands), fa[0], str(tmp_path / "nope.fa"), "-f", "sam", "-o", str(tmp_path / "r.paf"),
+                     "--device", "cpu")
+    assert rc == 1 and "nope.fa: no such file" in one_error_line(err)
+    rc, _, err = run("paf", str(cands), *fa, "-f", "sam", "-o", str(tmp_path / "r.paf"), "--device", "cpu")
+    assert rc == 0 and "writing SAM to" in err.splitlines()[0] and "engine" in err.splitlines()[1], err
     rc, _, err = run("genome", *fa[:1], *fa[:1], "--distance-only", "-f", "tsv", "-o", str(tmp_path / "d.bam"),
                      "--device", "cpu")
     assert rc == 0 and "writing TSV to" in err and (tmp_path / "d.bam").read_text().startswith("query"), err

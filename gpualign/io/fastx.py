@@ -92,8 +92,8 @@ def sniff(path: str, empty_ok: bool = False) -> bool:
     return False
 
 
-def empty_file(name: str) -> InputError:
-    return InputError(f"{name}: empty file (no FASTA/FASTQ records)")
+def empty_file(name: str, why: str = "") -> InputError:
+    return InputError(f"{name}: empty file (no FASTA/FASTQ records{'; ' + why if why else ''})")
 
 
 CHUNK = 16384  # records per chunk
