@@ -161,7 +161,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         output = Output(out, binary_via_path=(fmt == "bam"))
         with running(chain + [checker] * (checker is not None), output, cfg):
             writer = WRITERS[fmt](output.target, targets=targets, command_line=command_line, metric=cfg.metric,
-                                scored=cfg.general, residues=protein, query_name=fastx.display_name(path_a))
+                                  scored=cfg.general, residues=protein, query_name=fastx.display_name(path_a))
             lines = text_device.DeviceLines() if on_device else None
             if lines is not None and lines.ready():  # (else joined here by numpy: CuPy unusable after all)
                 writer.fmt.lines = lines

@@ -37,4 +37,3 @@ def name_notice(given: str | None, out: str, fmt: str) -> str | None:
     if not given or named is None or named == fmt or out.lower().removesuffix(".gz").endswith(".txt"):
         return None
     return f"writing {fmt.upper()} to {out} as --format says, though its name ends in .{named}"
-
