@@ -131,6 +131,19 @@ def test_long_pairs_take_biwfa_and_stay_exact(chain):
         check_results(batch, res, cfg)
 
 
+def test_an_empty_side_against_a_long_pair(chain):
+    """An empty query or target beside one over 10 kbp (BiWFA's pairs, which score an empty side INT_MIN):
+    one gap, scored and written as for a short pair; the oracles judge every one."""
+    pairs = [(b"", b"A" * 10_001), (b"C" * 10_001, b""), (b"", b"ACGT" * 5), (b"GT" * 7_000, b""), (b"", b""),
+             (b"ACG", b"AG")]
+    batch = to_batch(pairs)
+    for cfg in (AlignConfig(), AlignConfig(metric="affine"), AlignConfig(metric="affine", penalties=Penalties(3, 5, 1))):
+        res, _ = _run(chain, batch, cfg)
+        check_results(batch, res, cfg)
+        dist, _ = _run(chain, batch, cfg.with_(distance_only=True))
+        assert dist.score.tolist() == res.score.tolist()
+
+
 def test_bounded_ends_free(chain):
     """Ends-free with bounded free target ends: a longer overhang pays for its remainder as a gap."""
     from gpualign import cigar as C

@@ -63,6 +63,15 @@ def sam_codes(wfa_ops: np.ndarray) -> np.ndarray:
     return _SAM_OP[wfa_ops]
 
 
+def gap_cost(kwargs: dict, length: int) -> int:
+    """The cost of one gap of length bases under kwargs' end-to-end metric (0 for none)."""
+    if not length:
+        return 0
+    if kwargs["distance"] == "levenshtein":
+        return length
+    return kwargs["gap_opening"] + length * kwargs["gap_extension"]
+
+
 def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_len, free_b, free_e,
                  want_cigar: bool):
     """Align pairs whose sequences are slices of seq (the chunk's bytes as a uint8 array, or the str pywfa
@@ -82,6 +91,17 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
     short_al, long_al = _aligner(kwargs), _aligner(long_kwargs)
     for i in range(n):
         qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
+        if not (ql and tl or ends_free):  # one gap (or nothing), without WFA2-lib: BiWFA, which takes pairs
+            # over LONG_PAIR, scores an empty side INT_MIN
+            cost = gap_cost(kwargs, ql + tl)
+            if cost >= INT32_MAX:
+                reason[i] = f"its cost reaches {INT32_MAX:,} (32-bit scores)"
+            else:
+                scores[i] = cost
+                if want_cigar and ql + tl:
+                    runs.extend((2 if tl == 0 else 1, ql + tl))  # (WFA ops: 1 a target base alone, 2 a query's)
+                    clen[i] = 1
+            continue
         al = long_al if max(ql, tl) > LONG_PAIR else short_al
         if ends_free:
             al.text_begin_free, al.text_end_free = min(tl, free_b[i]), min(tl, free_e[i])
