@@ -60,6 +60,12 @@ def _reader(path_a: str, path_b: str, cfg: AlignConfig, cluster, quals: bool):
 WRITERS = {"paf": PafWriter, "sam": SamWriter, "tsv": TsvWriter, "bam": BamWriter}
 
 
+def _writer(fmt: str, output: Output, targets, cfg: AlignConfig, command_line: str, protein, query_name: str):
+    """The run's writer for fmt on output.target (targets: SAM's @SQ lines, {} for none)."""
+    return WRITERS[fmt](output.target, targets=targets, command_line=command_line, metric=cfg.metric,
+                        scored=cfg.general, residues=protein, query_name=query_name)
+
+
 def _no_pairs(out: str, fmt: str, cfg: AlignConfig, command_line: str, query_name: str, protein, verify: float,
               cluster, note: str | None, on_notice) -> Summary:
     """The output of two empty inputs: SAM's and BAM's header (@HD, @PG), nothing in PAF and TSV. The devices
@@ -73,8 +79,7 @@ def _no_pairs(out: str, fmt: str, cfg: AlignConfig, command_line: str, query_nam
         on_notice(note)
     output = Output(out, binary_via_path=(fmt == "bam"))
     with running([], output, cfg):
-        writer = WRITERS[fmt](output.target, targets={}, command_line=command_line, metric=cfg.metric,
-                              scored=cfg.general, residues=protein, query_name=query_name)
+        writer = _writer(fmt, output, {}, cfg, command_line, protein, query_name)
         with aborting(writer):
             writer.close()
     summary = Summary()
@@ -160,8 +165,7 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             on_notice(notice)
         output = Output(out, binary_via_path=(fmt == "bam"))
         with running(chain + [checker] * (checker is not None), output, cfg):
-            writer = WRITERS[fmt](output.target, targets=targets, command_line=command_line, metric=cfg.metric,
-                                  scored=cfg.general, residues=protein, query_name=fastx.display_name(path_a))
+            writer = _writer(fmt, output, targets, cfg, command_line, protein, fastx.display_name(path_a))
             lines = text_device.DeviceLines() if on_device else None
             if lines is not None and lines.ready():  # (else joined here by numpy: CuPy unusable after all)
                 writer.fmt.lines = lines
