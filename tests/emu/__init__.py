@@ -27,7 +27,8 @@ BUILD_ENV = "GPUALIGN_EMU_DIR"  # where the compiled kernels are kept (conftest:
 # -fno-gnu-unique: each library its own cuda_host.h globals (emu_shared_base, emu_block, threadIdx). As GNU
 # unique symbols the process had one of each: loading a second library (another kernel file, or dp.cu with
 # other defines) pointed the first's shared memory at the second's array, a crash where it lay above it.
-CXXFLAGS = ("-O2", "-std=c++17", "-Wall", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-fno-gnu-unique")
+CXXFLAGS = ("-O2", "-std=c++17", "-Wall", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-fno-gnu-unique",
+            "-U_FORTIFY_SOURCE")
 FLAGS_ENV = "GPUALIGN_EMU_CXXFLAGS"  # extra g++ flags, e.g. "-fsanitize=address -g" (with libasan preloaded)
 _libs: dict = {}
 _build_dir: list = []

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include <setjmp.h>
 #include <ucontext.h>
 
 #define __global__
@@ -74,13 +75,19 @@ inline int emu_lds(uint32_t addr) { return *(const int*)(emu_shared_base + addr)
 inline int emu_lds16(uint32_t addr) { return *(const short*)(emu_shared_base + addr); }
 inline void emu_sts(uint32_t addr, int v) { *(int*)(emu_shared_base + addr) = v; }
 
-// A block: its threads as fibers (ucontext) on one thread, taking turns. A thread runs until it waits at
-// a barrier (__syncthreads for the block; __syncwarp and each shuffle for its warp), or ends; a barrier
-// opens when every thread of the block or warp that has not ended has reached it (as on the GPU, where
-// exited threads no longer count), so warps may meet the block's barriers between different shuffles.
+// A block: its threads as fibers on one thread, taking turns. A thread runs until it waits at a barrier
+// (__syncthreads for the block; __syncwarp and each shuffle for its warp), or ends; a barrier opens when
+// every thread of the block or warp that has not ended has reached it (as on the GPU, where exited threads
+// no longer count), so warps may meet the block's barriers between different shuffles. A fiber starts on
+// its own stack through makecontext; after that the turns are taken by _setjmp/_longjmp, which save no
+// signal mask: swapcontext's two system calls a switch made the shuffle-heavy kernels' runs several times
+// slower. (-U_FORTIFY_SOURCE in tests/emu: the checked longjmp refuses a jump to another stack.)
+struct EmuJump {
+    jmp_buf at;
+};
 struct EmuBlock {
-    ucontext_t main;
-    std::vector<ucontext_t> thread;
+    EmuJump main;
+    std::vector<EmuJump> thread;
     std::vector<long long> slot;  // a shuffle's values, by thread
     const std::vector<char>* done;
     struct Barrier {
@@ -93,6 +100,9 @@ struct EmuBlock {
         return a;
     }
     long long arrivals = 0;  // (emu_run_block's check that its threads go on)
+    void yield() {  // back to emu_run_block's loop, which resumes this thread at its next turn
+        if (!_setjmp(thread[threadIdx.x].at)) _longjmp(main.at, 1);
+    }
     void wait(Barrier& b, int first, int count) {
         const unsigned gen = b.gen;
         ++b.arrived;
@@ -103,7 +113,7 @@ struct EmuBlock {
                 ++b.gen;
                 break;
             }
-            swapcontext(&thread[threadIdx.x], &main);
+            yield();
         }
     }
     void sync_block() { wait(block, 0, (int)thread.size()); }
@@ -137,14 +147,18 @@ inline void emu_run_block(F&& run) {
     emu_block = &block;
     done.assign(n, 0);
     if ((int)stacks.size() < n) stacks.resize(n, std::vector<char>(1 << 17));
+    std::vector<ucontext_t> start(n);  // each thread's first turn (its stack, its entry)
+    std::vector<char> started(n, 0);
+    ucontext_t caller;
     for (int t = 0; t < n; ++t) {
-        getcontext(&block.thread[t]);
-        block.thread[t].uc_stack.ss_sp = stacks[t].data();
-        block.thread[t].uc_stack.ss_size = stacks[t].size();
-        block.thread[t].uc_link = &block.main;
-        makecontext(&block.thread[t], (void (*)())+[] {
+        getcontext(&start[t]);
+        start[t].uc_stack.ss_sp = stacks[t].data();
+        start[t].uc_stack.ss_size = stacks[t].size();
+        start[t].uc_link = nullptr;  // (a thread never returns from its entry: it jumps back, done)
+        makecontext(&start[t], (void (*)())+[] {
             (*body)();
             done[threadIdx.x] = 1;
+            _longjmp(emu_block->main.at, 1);
         }, 0);
     }
     for (bool left = true; left;) {
@@ -154,7 +168,11 @@ inline void emu_run_block(F&& run) {
         for (int t = 0; t < n; ++t) {
             if (done[t]) continue;
             threadIdx.x = t;
-            swapcontext(&block.main, &block.thread[t]);
+            if (!_setjmp(block.main.at)) {  // (back here when thread t yields or ends)
+                if (started[t]) _longjmp(block.thread[t].at, 1);
+                started[t] = 1;
+                swapcontext(&caller, &start[t]);
+            }
             left = left || !done[t];
             ended += done[t];
         }
