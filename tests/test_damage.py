@@ -1,0 +1,107 @@
+"""A damaged gzip or bgzip input to `pairs` (io/damage.py): the error names the record and line where the
+data stops, found here independently (zlib's partial output, bgzip's member walk), whatever reader met it."""
+
+import gzip
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+from cli_helper import run_cli
+
+READERS = [["--device", "cpu", "-t", "1"], ["--device", "cpu", "-t", "2"], ["--device", "cpu", "--host-parse"]]
+ALL = [pytest.param(a, id=i) for a, i in zip(READERS, ("t1", "t2", "host-parse"))] + [
+    pytest.param(["--device", "gpu"], id="gpu", marks=pytest.mark.gpu)]
+
+
+def fastq(n: int, seed: int = 5) -> bytes:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        s = "".join(rng.choice(list("ACGT"), int(rng.integers(40, 200))))
+        out.append(f"@r{i} some comment\n{s}\n+\n{'I' * len(s)}\n")
+    return "".join(out).encode()
+
+
+def error_of(tmp_path, q: bytes, t: bytes, args) -> str:
+    (tmp_path / "q.fq.gz").write_bytes(q)
+    (tmp_path / "t.fq").write_bytes(t)
+    p = run_cli("pairs", str(tmp_path / "q.fq.gz"), str(tmp_path / "t.fq"), "-q", "-o", str(tmp_path / "x.paf"),
+                *args)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+@pytest.mark.parametrize("args", ALL)
+def test_a_cut_gzip_names_the_record_where_its_data_stops(tmp_path, args):
+    text = fastq(3000)
+    whole = gzip.compress(text, 6)
+    for cut in (len(whole) // 3, 2 * len(whole) // 3):
+        got = zlib.decompressobj(31).decompress(whole[:cut])  # all that the cut file's bytes give
+        assert 0 < len(got) < len(text) and text.startswith(got)
+        lines = got.count(b"\n")
+        record = lines // 4 + 1  # (the record holding the first byte not given)
+        err = error_of(tmp_path, whole[:cut], text, args)
+        assert err == (f"error: {tmp_path / 'q.fq.gz'}: record {record} (line {lines + 1}): corrupt or truncated "
+                       "input: its data stops in this record (the compressed data ends early: a truncated file?)")
+
+
+@pytest.mark.parametrize("args", ALL)
+def test_a_bgzip_member_that_fails_its_check_is_named_by_its_first_record(tmp_path, args):
+    import pysam
+
+    text = fastq(3000, seed=6)
+    (tmp_path / "plain.fq").write_bytes(text)
+    pysam.tabix_compress(str(tmp_path / "plain.fq"), str(tmp_path / "b.gz"), force=True)
+    data = bytearray((tmp_path / "b.gz").read_bytes())
+    starts, at = [], 0  # each member's offset and its first inflated byte
+    inflated = 0
+    while at < len(data):
+        size = struct.unpack_from("<H", data, at + 16)[0] + 1
+        starts.append((at, size, inflated))
+        inflated += struct.unpack_from("<I", data, at + size - 4)[0]
+        at += size
+    assert len(starts) > 4
+    at, size, first = starts[3]
+    data[at + size - 8] ^= 0xFF  # the fourth member's CRC-32: its data inflates, its check fails
+    line = text[:first].count(b"\n") + 1
+    record = (line - 1) // 4 + 1
+    err = error_of(tmp_path, bytes(data), text, args)
+    assert err.startswith(f"error: {tmp_path / 'q.fq.gz'}: record {record} (line {line}): corrupt input: the gzip "
+                          "member starting in this record fails its check: the damage is in it (")
+
+
+def test_a_whole_gzip_file_that_fails_its_check_and_another_layout_name_its_member(tmp_path):
+    text = fastq(500, seed=7)
+    data = bytearray(gzip.compress(text, 6))
+    data[-8] ^= 0xFF  # its one member's CRC-32
+    err = error_of(tmp_path, bytes(data), text, READERS[0])
+    assert ": record 1 (line 1): corrupt input: the gzip member starting in this record fails its check" in err
+    # FASTQ over several lines is not counted: the member (here the file's one) that holds the damage
+    text = fastq(3000, seed=7)  # (more than sniff's first 64 KiB inflated)
+    wrapped = text.replace(b"\nIIII", b"\nII\nII", 1)  # one quality line wrapped
+    cut = gzip.compress(wrapped, 6)
+    err = error_of(tmp_path, cut[:len(cut) // 2], text, READERS[0])
+    assert err.endswith(": record 1 (line 1): corrupt or truncated input in the gzip member starting in this record "
+                        "(the compressed data ends early: a truncated file?)")
+
+
+def test_a_cut_fasta_counts_its_records_by_their_headers(tmp_path):
+    rng = np.random.default_rng(8)
+    records = []
+    for i in range(2000):
+        s = "".join(rng.choice(list("ACGT"), int(rng.integers(50, 300))))
+        records.append(f">s{i}\n" + "\n".join(s[j:j + 60] for j in range(0, len(s), 60)) + "\n")
+    text = "".join(records).encode()
+    whole = gzip.compress(text, 6)
+    cut = whole[:len(whole) // 2]
+    got = zlib.decompressobj(31).decompress(cut)
+    record, line = got.count(b"\n>") + 1, got.count(b"\n") + 1  # the last record begun
+    (tmp_path / "q.fa.gz").write_bytes(cut)
+    (tmp_path / "t.fa").write_bytes(text)
+    p = run_cli("pairs", str(tmp_path / "q.fa.gz"), str(tmp_path / "t.fa"), "-q", "-o", str(tmp_path / "x.paf"),
+                "--device", "cpu")
+    assert p.returncode == 1
+    assert f": record {record} (line {line}): corrupt or truncated input: its data stops" in p.stderr.decode()
