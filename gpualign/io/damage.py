@@ -26,7 +26,8 @@ from ..errors import RecordError
 from .fastx import gzipped, streamed
 
 MAX_INFLATED = 1 << 30  # inflated bytes read again at most (~2-4 s): beyond, the reader's block-wide record stands
-PIECE = 1 << 20  # compressed bytes inflated at a time
+PIECE = 1 << 20  # compressed bytes read at a time
+OUT_PIECE = 8 << 20  # inflated bytes at most from one call
 DAMAGED = "corrupt or truncated input in this record or a later one"  # the readers' words (fastx, fastx_parts)
 
 
@@ -89,21 +90,26 @@ def _stop(path: str, counter: _Counter) -> tuple[tuple[int, int], str, str] | No
             pending = fh.read(PIECE)
             if not pending:
                 return failed("the compressed data ends early: a truncated file?") if fed else None
-            while pending:
+            while True:  # (inflated OUT_PIECE at a time: a piece of a few bytes may hold megabytes)
                 fed = True
                 try:
-                    out = inflater.decompress(pending)
+                    out = inflater.decompress(pending, OUT_PIECE)
                 except zlib.error as e:
                     return failed(str(e), "incorrect data check" in str(e) or "incorrect length check" in str(e))
                 counter.feed(out)
                 if counter.size > MAX_INFLATED:
                     return None
-                if not inflater.eof:
-                    break
-                if not counter.simple:  # (a whole member inflated, checked, into another layout)
-                    return None
-                pending = inflater.unused_data  # the next member's bytes (bgzip: many members)
-                inflater, fed, member = zlib.decompressobj(wbits=31), False, counter.place()
+                if inflater.eof:
+                    if not counter.simple:  # (a whole member inflated, checked, into another layout)
+                        return None
+                    pending = inflater.unused_data  # the next member's bytes (bgzip: many members)
+                    inflater, fed, member = zlib.decompressobj(wbits=31), False, counter.place()
+                    if not pending:
+                        break
+                else:
+                    pending = inflater.unconsumed_tail
+                    if not pending and len(out) < OUT_PIECE:  # (all it was given inflated and given back)
+                        break
 
 
 WORDS = {"stops": "corrupt or truncated input: its data stops in this record",
