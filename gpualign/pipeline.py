@@ -18,8 +18,8 @@ from . import devices, pack, scoring, text_device, workers
 from .config import AlignConfig
 from .engines import select_engines
 from .engines.check import CheckEngine, judge
-from .errors import ConfigError, RecordError
-from .io import damage, fastx, fastx_device, pair_reader
+from .errors import ConfigError
+from .io import fastx, fastx_device, pair_reader
 from .io import targets as target_scan
 from .io.faidx import drop_scratch, spool
 from .output import parallel
@@ -91,14 +91,6 @@ def _no_pairs(out: str, fmt: str, cfg: AlignConfig, command_line: str, query_nam
 def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignConfig, command_line: str,
               progress=None, on_notice=None, verify: float = 0.0, cluster=None) -> Summary:
     """cluster: a cluster.ClusterSpec (batches aligned by Dask workers) or None (this process)."""
-    try:
-        return _run_pairs(path_a, path_b, out, fmt, cfg, command_line, progress, on_notice, verify, cluster)
-    except RecordError as e:  # a damaged gzip input: the record where its data stops (found once all is released)
-        raise damage.located(e, {fastx.display_name(p): p for p in (path_a, path_b)}) from None
-
-
-def _run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignConfig, command_line: str,
-               progress, on_notice, verify: float, cluster) -> Summary:
     cfg.validate()
     given, fmt = fmt, infer_format(fmt, out, cfg.distance_only)
     protein = scoring.residues(cfg)  # (the matrix loaded: its errors first)

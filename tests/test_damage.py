@@ -1,5 +1,6 @@
-"""A damaged gzip or bgzip input to `pairs` (io/damage.py): the error names the record and line where the
-data stops, found here independently (zlib's partial output, bgzip's member walk), whatever reader met it."""
+"""A damaged gzip or bgzip input (io/damage.py): the error names the record and line where the data stops, found
+here independently (zlib's partial output, bgzip's member walk), whatever reader met it: `pairs`' readers, and
+`search`'s and `genome`'s."""
 
 import gzip
 import struct
@@ -105,3 +106,21 @@ def test_a_cut_fasta_counts_its_records_by_their_headers(tmp_path):
                 "--device", "cpu")
     assert p.returncode == 1
     assert f": record {record} (line {line}): corrupt or truncated input: its data stops" in p.stderr.decode()
+
+
+@pytest.mark.parametrize("command", ["search", "genome"])
+def test_search_and_genome_name_the_record_too(tmp_path, command):
+    rng = np.random.default_rng(9)
+    text = b"".join(b">c%d\n" % i + bytes(rng.choice(list(b"ACGT"), 3000)) + b"\n" for i in range(400))
+    whole = gzip.compress(text, 6)
+    cut = whole[:len(whole) * 3 // 5]
+    got = zlib.decompressobj(31).decompress(cut)
+    record, line = got.count(b"\n>") + 1, got.count(b"\n") + 1
+    (tmp_path / "g.fa.gz").write_bytes(cut)
+    (tmp_path / "p.fa").write_bytes(b">p\nACGTACGTACGTAC\n")
+    first = ["p.fa", "-k", "1"] if command == "search" else ["g.fa.gz"]
+    p = run_cli(command, *first[:1], "g.fa.gz", *first[1:], "-o", "out.tsv", "--device", "cpu", "-q", cwd=tmp_path)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and len(err.splitlines()) == 1, err
+    assert err.strip().endswith(f"g.fa.gz: record {record} (line {line}): corrupt or truncated input: its data stops in "
+                                "this record (the compressed data ends early: a truncated file?)")

@@ -13,7 +13,7 @@ import click
 
 from .. import interrupt, progress
 from ..config import cap_threads
-from ..errors import ConfigError, GpualignError, InputError, WorkerLost, WriteError
+from ..errors import ConfigError, GpualignError, InputError, RecordError, WorkerLost, WriteError
 
 CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
              "(N matches N, as in edlib and WFA2-lib); with --n-mismatch every character other than "
@@ -150,8 +150,9 @@ def _write_summary(path: str, text: str) -> None:
         raise
 
 
-def run_guarded(body, debug: bool) -> None:
-    """Run body() and turn every failure into a one-line message and an exit code."""
+def run_guarded(body, debug: bool, inputs: tuple = ()) -> None:
+    """Run body() and turn every failure into a one-line message and an exit code. inputs: the command's input
+    files, whose damaged gzip data is then reported where it stops (io/damage.py), once body() has ended."""
     from concurrent.futures.process import BrokenProcessPool
 
     try:
@@ -164,6 +165,10 @@ def run_guarded(body, debug: bool) -> None:
     except GpualignError as e:
         if isinstance(e, WriteError) and e.broken_pipe:
             quiet_stdout()
+        if isinstance(e, RecordError) and inputs:
+            from ..io import damage, fastx
+
+            e = damage.located(e, {fastx.display_name(p): p for p in inputs})
         if debug:
             raise
         from rich.markup import (

@@ -28,7 +28,7 @@ from .fastx import gzipped, streamed
 MAX_INFLATED = 1 << 30  # inflated bytes read again at most (~2-4 s): beyond, the reader's block-wide record stands
 PIECE = 1 << 20  # compressed bytes read at a time
 OUT_PIECE = 8 << 20  # inflated bytes at most from one call
-DAMAGED = "corrupt or truncated input in this record or a later one"  # the readers' words (fastx, fastx_parts)
+DAMAGED = "corrupt or truncated input in this record or a later one"  # the readers' words (io, search)
 
 
 class _Counter:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import trace
-from ..errors import InputError
+from ..errors import InputError, RecordError
 from ..io import fastx, ranged
 from ..io.fastx_strict import CR_IN_HEADER
 from ..records import SAM_RNAME_NOT_FIRST, odd_character, rname_reason, sam_printable
@@ -197,8 +197,8 @@ class TextReader:
                 start[0] = before - ctx[0]
                 yield Chunk(codes, buf[keep], rec[keep], start[keep], ctx[keep], n[keep], last[keep] > 0, slot)
         except ranged.Corrupt as e:  # (as text_scan.read says it of a stream)
-            raise InputError(f"{check.name}: record {check.where[0]}: corrupt or truncated input in this record "
-                             f"or a later one ({e})") from None
+            raise RecordError(check.name, check.where[0], f"corrupt or truncated input in this record or a later one "
+                              f"({e})") from None
         except OSError as e:
             raise InputError(f"{check.name}: cannot read ({e})") from None
         finally:

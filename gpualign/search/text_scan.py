@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import RecordError
 from ..io import fasta_block, fastx, fastx_fast, fastx_strict
 from . import alphabet as A
 
@@ -146,13 +146,12 @@ def stream(path: str, name: str, where: list):
 
 
 def read(fh, size: int, name: str, record: int) -> bytes:
-    """fh.read(size); damaged (gzip) input is an InputError naming the record being read (a block is read at
+    """fh.read(size); damaged (gzip) input is a RecordError naming the record being read (a block is read at
     once: the damage is in it or in a later record of the block)."""
     try:
         return fh.read(size)
     except fastx_fast.READ_ERRORS as e:
-        raise InputError(f"{name}: record {record}: corrupt or truncated input in this record or a later one "
-                         f"({e})") from None
+        raise RecordError(name, record, f"corrupt or truncated input in this record or a later one ({e})") from None
 
 
 def open_text(path: str):
