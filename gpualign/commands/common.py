@@ -150,9 +150,10 @@ def _write_summary(path: str, text: str) -> None:
         raise
 
 
-def run_guarded(body, debug: bool, inputs: tuple = ()) -> None:
+def run_guarded(body, debug: bool, inputs: tuple = (), quiet: bool = False) -> None:
     """Run body() and turn every failure into a one-line message and an exit code. inputs: the command's input
-    files, whose damaged gzip data is then reported where it stops (io/damage.py), once body() has ended."""
+    files, whose damaged gzip data is then reported where it stops (io/damage.py), once body() has ended.
+    quiet (-q): a reader that closed the output's pipe ends the run with 141 alone, as `| head` expects."""
     from concurrent.futures.process import BrokenProcessPool
 
     try:
@@ -165,6 +166,8 @@ def run_guarded(body, debug: bool, inputs: tuple = ()) -> None:
     except GpualignError as e:
         if isinstance(e, WriteError) and e.broken_pipe:
             quiet_stdout()
+            if quiet and not debug:
+                raise click.exceptions.Exit(e.exit_code) from None
         if isinstance(e, RecordError) and inputs:
             from ..io import damage, fastx
 

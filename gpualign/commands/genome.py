@@ -59,4 +59,4 @@ def genome(query, target, distance_only, output, fmt, query_record, target_recor
                                  extra)
         print_summary(genome_summary(results, time.perf_counter() - start, extra), summary, quiet)
 
-    run_guarded(body, debug, (query, target))
+    run_guarded(body, debug, (query, target), quiet)

@@ -62,4 +62,4 @@ def paf(candidates, query, target, output, fmt, mode, target_pad, metric, mismat
                              skip_bad, notice, report, cluster=ClusterSpec(gpus, scheduler, cpu_workers))
         print_summary(result, summary, quiet)
 
-    run_guarded(body, debug, (query, target))
+    run_guarded(body, debug, (query, target), quiet)

@@ -79,4 +79,4 @@ def pairs(query, target, output, fmt, metric, mode, match, matrix, alphabet, unk
             stderr_console().print(f"gpualign: warning: {result.failed} pair(s) failed (see zr:Z / status)",
                                    markup=False)
 
-    run_guarded(body, debug, (query, target))
+    run_guarded(body, debug, (query, target), quiet)

@@ -73,4 +73,4 @@ def search(patterns, text, k, output, fmt, strand, all_ends, max_hits, n_mismatc
                                 ClusterSpec(gpus, scheduler, cpu_workers))
         print_summary(result, summary, quiet)
 
-    run_guarded(body, debug, (patterns, text))
+    run_guarded(body, debug, (patterns, text), quiet)
