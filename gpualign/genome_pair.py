@@ -110,7 +110,7 @@ def use_gpu(device: str) -> bool:
         return False
     ok, what = gpu_status()
     if device == "gpu" and not ok:
-        raise DeviceError(f"--device gpu: no GPU available ({what})")
+        raise DeviceError(f"--device gpu: no usable GPU ({what})")
     return ok
 
 
@@ -173,8 +173,10 @@ def _path_gpu(q, t, cfg, progress, on_notice, qn, tn, chain=None, spread=None):
 
 UNRELATED = 0.45  # a sampled divergence from which the notice says the strands may be opposite (random DNA: ~52%)
 LENGTHS_CLOSE = 0.25  # ... between records whose lengths differ by at most this share of the longer
-UNRELATED_HINT = (" (as much as unrelated DNA: genome aligns the forward strands as given; if one record is the "
-                  "other's reverse complement, reverse-complement it first)")
+UNRELATED_HINT = (" (as much as unrelated DNA: genome aligns the records end to end, forward strands, from the first "
+                  "bases as given; if one record is the other's reverse complement, reverse-complement it first; a "
+                  "circular genome written from another start must be rotated to a shared one, and genomes "
+                  "rearranged beyond that have no meaningful end-to-end alignment: Ctrl-C stops the run)")
 
 
 def _unrelated(rate: float, n: int, m: int) -> bool:

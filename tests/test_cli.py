@@ -242,7 +242,7 @@ def test_device_gpu_without_gpu(demo):
     if gpu_status()[0]:
         pytest.skip("a GPU is present")
     rc, _, err = run(["pairs", *demo, "--device", "gpu"])
-    assert rc == 1 and "no GPU" in err and "Traceback" not in err
+    assert rc == 1 and "--device gpu: no usable GPU (" in err and "Traceback" not in err
 
 
 def test_verify_reports_recall(demo, tmp_path):

@@ -48,7 +48,7 @@ def worker(scheduler, gpus, device, threads, name, quiet, debug) -> None:
             if ok:
                 chosen = "all"
             elif device == "gpu":
-                raise DeviceError(f"--device gpu: no GPU available ({what})")
+                raise DeviceError(f"--device gpu: no usable GPU ({what})")
         n_threads = cap_threads(threads)[0] or usable_cores()  # (-t 0: every core)
         serve(scheduler, chosen, n_threads, name, notice_printer(stderr_console(), quiet) or (lambda text: None))
 

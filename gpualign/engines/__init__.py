@@ -65,7 +65,7 @@ def select_engines(cfg: AlignConfig) -> tuple[list, str]:
     ok, what = gpu_status()
     if not ok:
         if cfg.device == "gpu":
-            raise DeviceError(f"--device gpu: no GPU available ({what})")
+            raise DeviceError(f"--device gpu: no usable GPU ({what})")
         return [cpu], f"engine: {cpu_note}; no GPU ({what})"
     gpus = gpu_engines(cfg)
     if not gpus:

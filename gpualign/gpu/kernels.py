@@ -17,19 +17,31 @@ def gpu_status() -> tuple[bool, str]:
     driver.start()
     try:
         import cupy
-    except Exception as e:  # ImportError, or a broken CUDA install
-        return False, f"cupy not importable ({type(e).__name__})"
+    except ImportError:
+        return False, "CuPy is not installed: pip install 'gpualign[gpu]'"
+    except Exception as e:  # a broken CUDA install
+        return False, f"CuPy cannot load: {type(e).__name__}: {e}"
     finally:
         driver.wait()
     try:
         n = cupy.cuda.runtime.getDeviceCount()
         if n < 1:
-            return False, "no CUDA device"
+            return False, "no NVIDIA GPU found"
         props = cupy.cuda.runtime.getDeviceProperties(0)
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         return True, name
     except Exception as e:
-        return False, f"no usable CUDA device: {type(e).__name__}"
+        return False, _why(str(e))
+
+
+CUDA_WHY = {"cudaErrorNoDevice": "no NVIDIA GPU found",
+            "cudaErrorInsufficientDriver": "no NVIDIA driver, or one older than this CUDA needs"}
+
+
+def _why(error: str) -> str:
+    """A CUDA error's text ("cudaErrorNoDevice: ...") as a user reads it, its CUDA name after it."""
+    code = error.split(":", 1)[0].strip()
+    return f"{CUDA_WHY[code]}: {code}" if code in CUDA_WHY else f"CUDA cannot use the GPU: {error}"
 
 
 _modules: dict = {}
