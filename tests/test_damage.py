@@ -25,6 +25,17 @@ def fastq(n: int, seed: int = 5) -> bytes:
     return "".join(out).encode()
 
 
+def stop_place(got: bytes, fastq: bool) -> tuple[int, int, str]:
+    """(record, line, words) of where inflated bytes `got` (all a damaged file gives) stop: the line they end
+    (at its end) or the line holding the first byte not given, and its record."""
+    at_end = got.endswith(b"\n")
+    line = got.count(b"\n") + (not at_end)
+    text = got.lstrip(b"\n")
+    skipped = len(got) - len(text)  # (blank lines before the first record)
+    record = (line - 1 - skipped) // 4 + 1 if fastq else text.count(b"\n>") + 1
+    return record, line, "its data stops at the end of this line" if at_end else "its data stops in this record"
+
+
 def error_of(tmp_path, q: bytes, t: bytes, args) -> str:
     (tmp_path / "q.fq.gz").write_bytes(q)
     (tmp_path / "t.fq").write_bytes(t)
@@ -42,11 +53,10 @@ def test_a_cut_gzip_names_the_record_where_its_data_stops(tmp_path, args):
     for cut in (len(whole) // 3, 2 * len(whole) // 3):
         got = zlib.decompressobj(31).decompress(whole[:cut])  # all that the cut file's bytes give
         assert 0 < len(got) < len(text) and text.startswith(got)
-        lines = got.count(b"\n")
-        record = lines // 4 + 1  # (the record holding the first byte not given)
+        record, line, words = stop_place(got, fastq=True)
         err = error_of(tmp_path, whole[:cut], text, args)
-        assert err == (f"error: {tmp_path / 'q.fq.gz'}: record {record} (line {lines + 1}): corrupt or truncated "
-                       "input: its data stops in this record (the compressed data ends early: a truncated file?)")
+        assert err == (f"error: {tmp_path / 'q.fq.gz'}: record {record} (line {line}): corrupt or truncated "
+                       f"input: {words} (the compressed data ends early: a truncated file?)")
 
 
 @pytest.mark.parametrize("args", ALL)
@@ -99,28 +109,50 @@ def test_a_cut_fasta_counts_its_records_by_their_headers(tmp_path):
     whole = gzip.compress(text, 6)
     cut = whole[:len(whole) // 2]
     got = zlib.decompressobj(31).decompress(cut)
-    record, line = got.count(b"\n>") + 1, got.count(b"\n") + 1  # the last record begun
+    record, line, words = stop_place(got, fastq=False)
     (tmp_path / "q.fa.gz").write_bytes(cut)
     (tmp_path / "t.fa").write_bytes(text)
     p = run_cli("pairs", str(tmp_path / "q.fa.gz"), str(tmp_path / "t.fa"), "-q", "-o", str(tmp_path / "x.paf"),
                 "--device", "cpu")
     assert p.returncode == 1
-    assert f": record {record} (line {line}): corrupt or truncated input: its data stops" in p.stderr.decode()
+    assert f": record {record} (line {line}): corrupt or truncated input: {words} (" in p.stderr.decode()
 
 
 @pytest.mark.parametrize("command", ["search", "genome"])
 def test_search_and_genome_name_the_record_too(tmp_path, command):
     rng = np.random.default_rng(9)
-    text = b"".join(b">c%d\n" % i + bytes(rng.choice(list(b"ACGT"), 3000)) + b"\n" for i in range(400))
+    text = b"".join(b">c%d\n" % i + rng.choice(list(b"ACGT"), 3000).astype(np.uint8).tobytes() + b"\n"
+                    for i in range(400))
     whole = gzip.compress(text, 6)
     cut = whole[:len(whole) * 3 // 5]
     got = zlib.decompressobj(31).decompress(cut)
-    record, line = got.count(b"\n>") + 1, got.count(b"\n") + 1
+    record, line, words = stop_place(got, fastq=False)
     (tmp_path / "g.fa.gz").write_bytes(cut)
     (tmp_path / "p.fa").write_bytes(b">p\nACGTACGTACGTAC\n")
     first = ["p.fa", "-k", "1"] if command == "search" else ["g.fa.gz"]
     p = run_cli(command, *first[:1], "g.fa.gz", *first[1:], "-o", "out.tsv", "--device", "cpu", "-q", cwd=tmp_path)
     err = p.stderr.decode()
     assert p.returncode == 1 and len(err.splitlines()) == 1, err
-    assert err.strip().endswith(f"g.fa.gz: record {record} (line {line}): corrupt or truncated input: its data stops in "
-                                "this record (the compressed data ends early: a truncated file?)")
+    assert err.strip().endswith(f"g.fa.gz: record {record} (line {line}): corrupt or truncated input: {words} (the "
+                                "compressed data ends early: a truncated file?)")
+
+
+def test_data_that_does_not_inflate_mid_file_blank_lines_first_and_bytes_after_the_data(tmp_path):
+    """A deflate block that cannot be read, far into a 1 MiB piece (zlib gives nothing of a call that fails:
+    the place is found again in small steps); a FASTQ whose first lines are blank; bytes after the last
+    member that are not gzip."""
+    text = b"\n\n" + fastq(3000, seed=10)  # (the readers skip blank lines before the first record)
+    for at in (300_001, 512_345):
+        c = zlib.compressobj(6, zlib.DEFLATED, 31)
+        head = c.compress(text[:at]) + c.flush(zlib.Z_FULL_FLUSH)
+        rest = c.compress(text[at:]) + c.flush()
+        bad = head + bytes([rest[0] | 0x06]) + rest[1:]  # the next block's type 3: reserved, an error
+        got = text[:at]
+        record, line, words = stop_place(got, fastq=True)
+        err = error_of(tmp_path, bad, text.lstrip(b"\n"), READERS[0])
+        assert err.endswith(f": record {record} (line {line}): corrupt or truncated input: {words} (Error -3 while "
+                            "decompressing data: invalid block type)"), err
+    whole = gzip.compress(text, 6) + b"not gzip at all, and long enough to be read as a header"
+    err = error_of(tmp_path, whole, text.lstrip(b"\n"), READERS[0])
+    lines = text.count(b"\n")
+    assert f": record 3000 (line {lines}): corrupt input after this record: bytes that are not gzip follow" in err, err

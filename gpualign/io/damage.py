@@ -5,16 +5,18 @@ their error names the first record of the block that failed: "record 1 or a late
 than a block. located() inflates the file again from its start with zlib, one member after another, counts
 its lines and records up to where the data stops, and names that record instead:
 
-- data that ends early (a cut file) or does not inflate: the record holding the first byte it cannot give;
-- a member whose CRC-32 or size does not match its data: the record holding that member's first byte (the
-  damage is somewhere in the member: a bgzip member holds 64 KiB at most, a plain gzip file's one member all
-  of it);
-- a member whose lines the count refused before its bytes failed (damage inflated into other lines, or a
-  layout not counted): the record holding that member's first byte.
+- data that ends early (a cut file) or does not inflate: the record and line holding the first byte it cannot
+  give, or, where the good data ends with a line, that line (zlib gives nothing of a call that fails, so that
+  call's bytes are inflated again in small steps);
+- bytes after the last whole member that are not gzip: the last record;
+- a member whose CRC-32 or size does not match its data, or whose bytes inflate into what no FASTA or FASTQ
+  holds (control bytes, lines out of the FASTQ layout) before they fail: the record holding that member's
+  first byte (the damage is somewhere in the member: a bgzip member holds 64 KiB at most, a plain gzip
+  file's one member all of it).
 
-FASTA is counted by its '>' lines (a record over several lines too), FASTQ as 4-line records. A file too big
-to inflate again quickly (MAX_INFLATED), a whole member laid out otherwise, a second pass that inflates
-whole, or a record before the reader's, keep the reader's own words."""
+FASTA is counted by its '>' lines (a record over several lines too), FASTQ as 4-line records from its first
+line that is not blank. A file too big to inflate again quickly (MAX_INFLATED), a whole member laid out
+otherwise, a second pass that inflates whole, or a record before the reader's, keep the reader's own words."""
 
 from __future__ import annotations
 
@@ -31,31 +33,48 @@ OUT_PIECE = 8 << 20  # inflated bytes at most from one call
 DAMAGED = "corrupt or truncated input in this record or a later one"  # the readers' words (io, search)
 
 
+_CONTROL = np.zeros(256, bool)  # bytes no FASTA/FASTQ text holds: damage inflated into it
+_CONTROL[[*range(0, 9), 11, 12, *range(14, 32), 127]] = True
+
+
 class _Counter:
     """Lines and records of inflated bytes fed in order: FASTA (records: lines starting '>') or FASTQ (4-line
-    records, each '@' line 0 and '+' line 2 checked; `simple` False once one is not)."""
+    records from the first line that is not blank, each '@' line 0 and '+' line 2 checked); `simple` False once
+    one is not, or once a control byte comes (damage inflated into other bytes)."""
 
     def __init__(self):
         self.lines = 0  # whole lines so far
         self.records = 0  # records begun so far
-        self.fastq = None  # known from the first byte
+        self.fastq = None  # known from the first byte that is not blank
+        self.skip = 0  # blank lines before the first record
         self.at_start = True  # the next byte begins a line
         self.simple = True
         self.size = 0  # bytes fed
+
+    def copy(self) -> "_Counter":
+        c = _Counter()
+        c.__dict__.update(self.__dict__)
+        return c
 
     def feed(self, data: bytes) -> None:
         if not data:
             return
         a = np.frombuffer(data, np.uint8)
-        if self.fastq is None:
-            self.fastq = bool(a[0] == ord("@"))
         nl = np.flatnonzero(a == 10)
+        if self.fastq is None:
+            text = np.flatnonzero((a != 10) & (a != 13) & (a != 32) & (a != 9))
+            if len(text):  # (the lines before it are blank: the readers skip them)
+                self.fastq = bool(a[text[0]] == ord("@"))
+                self.skip = self.lines + int(np.count_nonzero(nl < text[0]))
+        self.simple &= not bool(_CONTROL[a].any())
         starts = nl[nl + 1 < len(a)] + 1
         if self.at_start:
             starts = np.concatenate([[0], starts])
         first = a[starts]  # the first byte of each line that starts here
         if self.fastq:
-            role = (self.lines + (not self.at_start) + np.arange(len(starts))) % 4  # (each line's number)
+            line = self.lines + (not self.at_start) + np.arange(len(starts))  # each one's number (from 0)
+            keep = line >= self.skip
+            role, first = (line[keep] - self.skip) % 4, first[keep]
             self.simple &= bool(np.all(first[role == 0] == ord("@")) and np.all(first[role == 2] == ord("+")))
             self.records += int(np.count_nonzero(role == 0))
         else:
@@ -64,26 +83,49 @@ class _Counter:
         self.at_start = bool(a[-1] == 10)
         self.size += len(a)
 
-    def place(self) -> tuple[int, int]:
-        """(record, line) holding the next byte: the last record begun, or the one a FASTQ record's first line
-        would begin."""
-        if not self.size:
-            return 1, 1
-        begins = self.at_start and self.fastq and self.lines % 4 == 0
-        return max(1, self.records + begins), self.lines + 1
+    def place(self) -> tuple[int, int, bool]:
+        """(record, line, whether the place is a line's end) of where the bytes fed end: the record and line
+        holding the next byte, or, where the bytes end with a line, that line and its record."""
+        if not self.size or not self.records:
+            return 1, 1, False
+        return self.records, self.lines + (not self.at_start), self.at_start
 
 
-def _stop(path: str, counter: _Counter) -> tuple[tuple[int, int], str, str] | None:
-    """Inflate path's members in turn, counting their data: ((record, line) where the data stops being good,
-    what the place is, the inflater's words); None when path inflates whole, holds more than MAX_INFLATED
-    bytes, or a whole member of it is laid out otherwise than counted. What the place is: "stops" (the first
-    byte the data cannot give), "check" (the first byte of a member whose check fails) or "member" (the first
-    byte of a member whose lines the layout refused before its bytes failed: damage, or another layout)."""
-    inflater, fed, member = zlib.decompressobj(wbits=31), False, counter.place()
+def _inflate_until_error(inflater, counter: _Counter, data: bytes) -> None:
+    """inflater (a copy from before data) fed data again in small steps, counter taking what each gives, up to
+    the step that fails: zlib gives nothing of a call that fails, so the place is found to within a byte."""
+    for step in (4096, 64, 1):
+        for at in range(0, len(data), step):
+            probe = inflater.copy()
+            try:
+                out = probe.decompress(data[at:at + step])
+            except zlib.error:
+                data = data[at:at + step]
+                break
+            counter.feed(out)
+            inflater = probe
+            if probe.eof:
+                return
+        else:
+            return
+
+
+def _stop(path: str, counter: _Counter) -> tuple[tuple[int, int, bool], str, str] | None:
+    """Inflate path's members in turn, counting their data: ((record, line, at a line's end) where the data stops
+    being good, what the place is, the inflater's words); None when path inflates whole, holds more than
+    MAX_INFLATED bytes, or a whole member of it is laid out otherwise than counted. What the place is: "stops"
+    (where the data stops), "tail" (bytes after the last whole member that are not gzip), "check" (the first
+    byte of a member whose check fails) or "member" (the first byte of a member whose bytes the count refused
+    before they failed: damage inflated into other bytes, or another layout)."""
+    inflater, fed, member, members = zlib.decompressobj(wbits=31), False, counter.place(), 0
 
     def failed(words: str, checked: bool = False):
-        return (member, "check", words) if checked else \
-            (counter.place(), "stops", words) if counter.simple else (member, "member", words)
+        if checked:
+            return member, "check", words
+        if not counter.simple:
+            return member, "member", words
+        return counter.place(), ("tail" if members and counter.place() == member and counter.at_start else "stops"), \
+            words
 
     with open(path, "rb") as fh:
         while True:
@@ -92,10 +134,15 @@ def _stop(path: str, counter: _Counter) -> tuple[tuple[int, int], str, str] | No
                 return failed("the compressed data ends early: a truncated file?") if fed else None
             while True:  # (inflated OUT_PIECE at a time: a piece of a few bytes may hold megabytes)
                 fed = True
+                before = (inflater.copy(), counter.copy())
                 try:
                     out = inflater.decompress(pending, OUT_PIECE)
                 except zlib.error as e:
-                    return failed(str(e), "incorrect data check" in str(e) or "incorrect length check" in str(e))
+                    checked = "incorrect data check" in str(e) or "incorrect length check" in str(e)
+                    if not checked:  # (what the failing call inflated before the fault, counted again)
+                        inflater, counter = before
+                        _inflate_until_error(inflater, counter, pending)
+                    return failed(str(e), checked)
                 counter.feed(out)
                 if counter.size > MAX_INFLATED:
                     return None
@@ -104,6 +151,7 @@ def _stop(path: str, counter: _Counter) -> tuple[tuple[int, int], str, str] | No
                         return None
                     pending = inflater.unused_data  # the next member's bytes (bgzip: many members)
                     inflater, fed, member = zlib.decompressobj(wbits=31), False, counter.place()
+                    members += 1
                     if not pending:
                         break
                 else:
@@ -113,6 +161,8 @@ def _stop(path: str, counter: _Counter) -> tuple[tuple[int, int], str, str] | No
 
 
 WORDS = {"stops": "corrupt or truncated input: its data stops in this record",
+         "stops at end": "corrupt or truncated input: its data stops at the end of this line",
+         "tail": "corrupt input after this record: bytes that are not gzip follow the last whole gzip member",
          "check": "corrupt input: the gzip member starting in this record fails its check: the damage is in it",
          "member": "corrupt or truncated input in the gzip member starting in this record"}
 
@@ -129,5 +179,7 @@ def located(err: RecordError, paths: dict) -> RecordError:
         return err
     if stop is None or stop[0][0] < err.record:
         return err
-    (record, line), what, words = stop
+    (record, line, at_end), what, words = stop
+    if what == "stops" and at_end:
+        what = "stops at end"
     return RecordError(err.name, record, f"{WORDS[what]} ({words})", line)
