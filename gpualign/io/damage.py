@@ -33,8 +33,8 @@ OUT_PIECE = 8 << 20  # inflated bytes at most from one call
 DAMAGED = "corrupt or truncated input in this record or a later one"  # the readers' words (io, search)
 
 
-_CONTROL = np.zeros(256, bool)  # bytes no FASTA/FASTQ text holds: damage inflated into it
-_CONTROL[[*range(0, 9), 11, 12, *range(14, 32), 127]] = True
+_TEXT = bytes(b for b in range(256) if b in (9, 10, 13) or 32 <= b != 127)  # all but the control bytes, which no
+# FASTA/FASTQ text holds: damage inflated into them
 
 
 class _Counter:
@@ -66,7 +66,7 @@ class _Counter:
             if len(text):  # (the lines before it are blank: the readers skip them)
                 self.fastq = bool(a[text[0]] == ord("@"))
                 self.skip = self.lines + int(np.count_nonzero(nl < text[0]))
-        self.simple &= not bool(_CONTROL[a].any())
+        self.simple &= not data.translate(None, _TEXT)  # (what is left: control bytes)
         starts = nl[nl + 1 < len(a)] + 1
         if self.at_start:
             starts = np.concatenate([[0], starts])
