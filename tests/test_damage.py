@@ -156,3 +156,15 @@ def test_data_that_does_not_inflate_mid_file_blank_lines_first_and_bytes_after_t
     err = error_of(tmp_path, whole, text.lstrip(b"\n"), READERS[0])
     lines = text.count(b"\n")
     assert f": record 3000 (line {lines}): corrupt input after this record: bytes that are not gzip follow" in err, err
+
+
+def test_a_member_that_starts_a_record_is_named_by_that_record(tmp_path):
+    """Members cut at record boundaries (a gzip file of several members): the second member's check fails, the
+    record and line named are its first, not the line before it."""
+    text = fastq(3000, seed=11)
+    cut = [0] + [i + 1 for i, b in enumerate(text) if b == 10][3999::4000]  # after records 1,000 and 2,000
+    parts = [text[a:b] for a, b in zip(cut, cut[1:] + [len(text)])]
+    members = [bytearray(gzip.compress(p, 6)) for p in parts]
+    members[1][-8] ^= 0xFF  # its CRC-32
+    err = error_of(tmp_path, b"".join(members), text, READERS[0])
+    assert ": record 1001 (line 4001): corrupt input: the gzip member starting in this record fails its check" in err, err

@@ -91,8 +91,8 @@ class _Counter:
         return self.records, self.lines + (not self.at_start), self.at_start
 
 
-def _inflate_until_error(inflater, counter: _Counter, data: bytes) -> None:
-    """inflater (a copy from before data) fed data again in small steps, counter taking what each gives, up to
+def _inflate_until_error(inflater, take, data: bytes) -> None:
+    """inflater (a copy from before data) fed data again in small steps, take(out) given what each gives, up to
     the step that fails: zlib gives nothing of a call that fails, so the place is found to within a byte."""
     for step in (4096, 64, 1):
         for at in range(0, len(data), step):
@@ -102,10 +102,8 @@ def _inflate_until_error(inflater, counter: _Counter, data: bytes) -> None:
             except zlib.error:
                 data = data[at:at + step]
                 break
-            counter.feed(out)
+            take(out)
             inflater = probe
-            if probe.eof:
-                return
         else:
             return
 
@@ -117,41 +115,46 @@ def _stop(path: str, counter: _Counter) -> tuple[tuple[int, int, bool], str, str
     (where the data stops), "tail" (bytes after the last whole member that are not gzip), "check" (the first
     byte of a member whose check fails) or "member" (the first byte of a member whose bytes the count refused
     before they failed: damage inflated into other bytes, or another layout)."""
-    inflater, fed, member, members = zlib.decompressobj(wbits=31), False, counter.place(), 0
+    inflater, fed, members = zlib.decompressobj(wbits=31), False, 0
+    start, member = counter.copy(), None  # the count at the member's start; the place of its first byte
 
-    def failed(words: str, checked: bool = False):
-        if checked:
-            return member, "check", words
-        if not counter.simple:
-            return member, "member", words
-        return counter.place(), ("tail" if members and counter.place() == member and counter.at_start else "stops"), \
-            words
+    def take(out: bytes) -> None:
+        nonlocal member
+        if member is None and out:
+            first = start.copy()
+            first.feed(out[:1])
+            member = first.place()
+        counter.feed(out)
+
+    def failed(words: str, checked: bool = False, ended: bool = False):
+        here = counter.place()
+        if checked or not counter.simple:
+            return member or here, "check" if checked else "member", words
+        return here, "tail" if members and member is None and not ended else "stops", words
 
     with open(path, "rb") as fh:
         while True:
             pending = fh.read(PIECE)
             if not pending:
-                return failed("the compressed data ends early: a truncated file?") if fed else None
+                return failed("the compressed data ends early: a truncated file?", ended=True) if fed else None
             while True:  # (inflated OUT_PIECE at a time: a piece of a few bytes may hold megabytes)
                 fed = True
                 before = (inflater.copy(), counter.copy())
                 try:
                     out = inflater.decompress(pending, OUT_PIECE)
                 except zlib.error as e:
-                    checked = "incorrect data check" in str(e) or "incorrect length check" in str(e)
-                    if not checked:  # (what the failing call inflated before the fault, counted again)
-                        inflater, counter = before
-                        _inflate_until_error(inflater, counter, pending)
-                    return failed(str(e), checked)
-                counter.feed(out)
+                    inflater, counter = before  # (what the failing call inflated before the fault, counted again)
+                    _inflate_until_error(inflater, take, pending)
+                    return failed(str(e), "incorrect data check" in str(e) or "incorrect length check" in str(e))
+                take(out)
                 if counter.size > MAX_INFLATED:
                     return None
                 if inflater.eof:
                     if not counter.simple:  # (a whole member inflated, checked, into another layout)
                         return None
                     pending = inflater.unused_data  # the next member's bytes (bgzip: many members)
-                    inflater, fed, member = zlib.decompressobj(wbits=31), False, counter.place()
-                    members += 1
+                    inflater, fed, members = zlib.decompressobj(wbits=31), False, members + 1
+                    start, member = counter.copy(), None
                     if not pending:
                         break
                 else:
