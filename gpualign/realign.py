@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import time
 
-import numpy as np
 
 from . import devices, trace, workers
 from .config import EDIT_PENALTIES, AlignConfig
@@ -176,16 +175,21 @@ def _batches(items, cfg: AlignConfig):
         buf.append(item)
         bases += len(item[1]) + len(item[2])
         if bases >= cfg.batch_bases or len(buf) >= cfg.batch_pairs:
-            yield _batch(buf, done)
+            yield _fetched_batch(buf, done)
             done += len(buf)
             buf, bases = [], 0
     if buf:
-        yield _batch(buf, done)
+        yield _fetched_batch(buf, done)
+
+
+def _fetched_batch(items: list, start: int) -> PairBatch:
+    """The batch of io.paf.fetch's items (their sequences' bytes joined)."""
+    return _batch(P.Fetched.of(items), start, parts=([it[1] for it in items], [it[2] for it in items]))
 
 
 @trace.traced_items("batch read")
 def _numbered(lists, gather=None, refetch=None):
-    """PairBatches of Readers.item_lists' (items, joined sequences or None, segments), numbered on from 0: the
+    """PairBatches of Readers.item_lists' (fetched, joined sequences or None, segments), numbered on from 0: the
     segments' bytes laid out by gather (a paf_device.WindowGather), or where it refuses them fetched again by
     refetch(candidates) (io.paf.fetch's items). gather is closed at the end, in the thread that runs this (ReadAhead's,
     which closes the generator there when the run stops early)."""
@@ -198,19 +202,19 @@ def _numbered(lists, gather=None, refetch=None):
 
 def _numbered_batches(lists, gather, refetch):
     done = 0
-    for items, seq, segs in lists:
+    for fetched, seq, segs in lists:
         if segs is None:
-            batch = _batch(items, done, seq)
+            batch = _batch(fetched, done, seq)
         else:
-            total = sum(it[1] + it[2] for it in items)
+            total = fetched.bases
             d_seq = gather.gather(*segs, total)
             if d_seq is None:
-                items = list(refetch([it[0] for it in items]))
+                items = list(refetch(list(fetched.cands)))
                 if not items:
                     continue
-                batch = _batch(items, done)
+                batch = _fetched_batch(items, done)
             else:
-                batch = _batch(items, done, fastx_device.NO_SEQ)
+                batch = _batch(fetched, done, fastx_device.NO_SEQ)
                 batch.defer_seq(fastx_device.host_copy(d_seq, total), total)
                 batch.device = d_seq
         yield batch
@@ -218,17 +222,15 @@ def _numbered_batches(lists, gather, refetch):
 
 
 @trace.traced("batch build")
-def _batch(buf, start: int, joined=None) -> PairBatch:
-    """buf: io.paf.fetch items; joined: their sequences already joined (items then hold the lengths)."""
-    cands = [b[0] for b in buf]
-    names = [c.qname for c in cands], [c.tname for c in cands]
+def _batch(f: P.Fetched, start: int, joined=None, parts=None) -> PairBatch:
+    """f's batch: its sequences already joined (joined), or as bytes (parts: the query parts', the windows')."""
+    names = f.cands.qname, f.cands.tname
     if joined is None:
-        batch = PairBatch.from_sequences([b[1] for b in buf], [b[2] for b in buf], start, *names)
+        batch = PairBatch.from_sequences(*parts, start, *names)
     else:
-        batch = PairBatch.from_joined(joined, [b[1] for b in buf], [b[2] for b in buf], start, *names)
-    batch.t_free = np.array([b[6] for b in buf], dtype=np.int64).reshape(-1, 2)
-    batch.meta = {"cands": cands, "win_start": [b[3] for b in buf], "full_query": [b[4] for b in buf],
-                  "full_qual": [b[5] for b in buf]}
+        batch = PairBatch.from_joined(joined, f.q_len, f.t_len, start, *names)
+    batch.t_free = f.free
+    batch.meta = {"cands": f.cands, "win_start": f.win_start, "full_query": f.full_query, "full_qual": f.full_qual}
     return batch
 
 

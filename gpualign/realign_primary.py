@@ -127,11 +127,10 @@ class Primaries:
 
     def submit(self, batch, res, done) -> None:
         self._take_skipped()
-        names, rows = [], []
-        cands = batch.meta["cands"]
-        for i, c in enumerate(cands):
-            if hash(c.qname) in self.several:
-                rows.append(i)
+        names = []
+        cands = batch.meta["cands"]  # (io.paf.Candidates)
+        several = self.several
+        rows = [i for i, name in enumerate(cands.qname) if hash(name) in several]
         if rows:
             ok = res.status == OK
             if res.has_cigar:  # an empty alignment (of an empty query range) is written unmapped: ranked as failed
@@ -169,8 +168,8 @@ class Primaries:
             rank = np.zeros(batch.n, dtype=np.int8)
             sa = [None] * batch.n
             if names:
-                for i, c in enumerate(batch.meta["cands"]):
-                    r = self.reads.get(c.qname)
+                for i, qname in enumerate(batch.meta["cands"].qname):
+                    r = self.reads.get(qname)
                     if r is not None:
                         if r.ranks is None:
                             r.decide()

@@ -6,8 +6,8 @@ aligner thread for the interpreter lock; worker processes take that work off it.
 Here the main process only reads the PAF's raw lines, in chunks. Worker processes (forked before the
 GPU is set up; each opens the indexed query and target FASTA once) parse a chunk, check it and fetch
 its sequences into a shared-memory block, which becomes the batch's sequence bytes as it is (mapped: the
-block goes when the batch does). The items come back in order and become the same PairBatches as the
-in-thread path makes (realign._batch). The first chunk is small and the next ones grow fourfold, so the
+block goes when the batch does). The candidates come back in order, as columns (io.paf.Fetched), and become
+the same PairBatches as the in-thread path makes (realign._batch). The first chunk is small and the next ones grow fourfold, so the
 GPU starts early; later chunks are sized to cfg.batch_bases from the candidates seen so far. At most
 `workers + 2` chunks are in flight, beside the batches the pipeline holds (read ahead, aligning,
 writing: a few), so shared memory stays bounded (realign_primary copies out a batch it holds longer).
@@ -23,7 +23,7 @@ import numpy as np
 from . import shm
 from .config import AlignConfig
 from .errors import InputError
-from .io import fastx
+from .io import faidx, fastx
 from .io import paf as P
 from .io import paf_device
 from .workers import fork_pool
@@ -54,9 +54,9 @@ def _init(query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool
 
 
 def _chunk(name: str, first: int, lines: list, raw: bool = False):
-    """One chunk in a worker: (items as io.paf.fetch yields them but with the sequences' lengths in
-    place of the sequences, the shared-memory block holding the sequences joined (queries, then targets) or
-    None, its size, errors skipped, the error that stops the run or None, the segments or None). The parent
+    """One chunk in a worker: (io.paf.Fetched of its candidates or None, the shared-memory block holding the
+    sequences joined (queries, then targets) or None, its size, errors skipped, the error that stops the run or
+    None, the segments or None). The parent
     maps the block and unlinks its name (shm.view: no copy on the parent's thread): the sequences never go
     through a pipe. raw: segments where they can be (_raw), and no block: the parent reads the files' bytes
     they name (io/paf_device.py)."""
@@ -76,50 +76,52 @@ def _chunk(name: str, first: int, lines: list, raw: bool = False):
     except InputError as e:
         err = e
     if err is not None or not items:
-        return [], None, 0, skipped, err, None
-    size = sum(len(it[1]) + len(it[2]) for it in items)
+        return None, None, 0, skipped, err, None
+    fetched = P.Fetched.of(items)
     block = shm.put([it[1] for it in items] + [it[2] for it in items])  # the parent unlinks it (shm.view)
-    return [(it[0], len(it[1]), len(it[2]), *it[3:]) for it in items], block, size, skipped, None, None
+    return fetched, block, fetched.bases, skipped, None, None
 
 
 def _raw(cands: list):
-    """(items, segments) of cands for io/paf_device.py (WindowGather.gather's segs, rc and sizes), or None where a
+    """(io.paf.Fetched, segments) of cands for io/paf_device.py (WindowGather.gather's segs, rc and sizes), or None where a
     candidate is not as the host path takes it at once (a name or length that does not match, a file not
     read in place, line ends the kernel cannot place): the host path then fetches the chunk, and names the
-    error or skips the candidate as it does."""
+    error or skips the candidate as it does. Made for the whole chunk at once (columns, not a loop a candidate)."""
     st = _STATE
     q, t = st["queries"].fa, st["targets"].fa
-    items, rows, sizes = [], ([], []), ([], [])
-    q_out = t_out = 0
-    for c in cands:
-        if q.lengths.get(c.qname) != c.qlen or t.lengths.get(c.tname) != c.tlen:
+    c = P.Candidates(cands)
+    for fa, names, lengths in ((q, c.qname, c.qlen), (t, c.tname, c.tlen)):
+        got = fa.lengths.get
+        if not np.array_equal(np.fromiter((got(x, -1) for x in names), np.int64, len(c)), lengths):
             return None
-        ws, we, free = P.window(c, st["mode"], st["pad"])
-        try:
-            qspan, tspan = q.span(c.qname, 0, c.qlen), t.span(c.tname, ws, we)
-            if qspan is not None and qspan[2] < c.qlen:  # a FASTQ record's quality lines checked as the host's
-                q.quality(c.qname)  # fetch checks them (lines: one line has none to check)
-        except InputError:
+    ws, we, free = P.windows(c, st["mode"], st["pad"])
+    try:
+        q_rows, t_rows = q.rows(c.qname), t.rows(c.tname)
+        if q_rows is None or t_rows is None:
             return None
-        if qspan is None or tspan is None:
+        for i in np.flatnonzero(q_rows[:, 1] < c.qlen).tolist():  # a FASTQ record's quality lines checked as the
+            q.quality(c.qname[i])  # host's fetch checks them (lines: one line has none to check)
+    except InputError:
+        return None
+    zero = np.zeros(len(c), dtype=np.int64)
+    q_part, t_part = c.qe - c.qs, we - ws
+    segs, sizes = [], []
+    for rows, start, end, keep_from, keep_to, out_at in (
+            (q_rows, zero, c.qlen, c.qs, c.qe, np.cumsum(q_part) - q_part),
+            (t_rows, ws, we, zero, t_part, np.cumsum(t_part) - t_part + int(q_part.sum()))):
+        per_line, width = rows[:, 1], rows[:, 2]
+        p0 = np.where(per_line > 0, start % np.maximum(per_line, 1), 0)
+        if not paf_device.line_ends_placed(end - start, p0, per_line, width).all():
             return None
-        for (a, size, per_line, width), (start, end), keep, out_at, k in (
-                (qspan, (0, c.qlen), (c.qs, c.qe), q_out, 0), (tspan, (ws, we), (0, we - ws), t_out, 1)):
-            p0 = start % per_line if per_line else 0
-            if not paf_device.line_ends_placed(end - start, p0, per_line, width):
-                return None
-            rows[k].append(paf_device.segment_row(a, end - start, p0, per_line, width, keep, out_at))
-            sizes[k].append(size)
-        q_out += c.qe - c.qs
-        t_out += we - ws
-        items.append((c, c.qe - c.qs, we - ws, ws, None, None, free))
-    sizes = np.array(sizes[0] + sizes[1], dtype=np.int64)
-    if sizes.sum() > 2 * (q_out + t_out) + paf_device.SLACK:  # whole reads far longer than their parts (contigs):
-        return None  # the bytes read, and the buffers, would outgrow the batch
-    segs = np.array(rows[0] + rows[1], dtype=np.int64).reshape(-1, paf_device.COLUMNS)
-    segs[len(cands):, 7] += q_out  # the targets after the queries
-    rc = np.array([c.strand == "-" for c in cands] + [False] * len(cands), dtype=np.uint8)
-    return items, (segs, rc, sizes)
+        a, b = faidx.raw_bounds(rows, start, end)
+        segs.append(paf_device.segment_rows(a, end - start, p0, per_line, width, keep_from, keep_to, out_at))
+        sizes.append(b - a)
+    sizes = np.concatenate(sizes)
+    if sizes.sum() > 2 * (q_part.sum() + t_part.sum()) + paf_device.SLACK:  # whole reads far longer than their
+        return None  # parts (contigs): the bytes read, and the buffers, would outgrow the batch
+    rc = np.concatenate([np.array(c.strand) == "-", np.zeros(len(c), dtype=bool)]).astype(np.uint8)
+    fetched = P.Fetched(c, q_part, t_part, ws, free, [None] * len(c), [None] * len(c))
+    return fetched, (np.concatenate(segs), rc, sizes)
 
 
 def _ready() -> None:
@@ -173,9 +175,9 @@ class Readers:
         self.close()
 
     def item_lists(self, paf_path: str, cfg: AlignConfig, skipped: list, warn, name: str | None = None):
-        """(items, seq, segments) in PAF order, about cfg.batch_bases of sequence each: the candidates' items
-        as _chunk gives them, and their sequences joined in one array (segments None), or (raw mode) None and
-        _chunk's segments for io/paf_device.py. Skipped lines
+        """(fetched, seq, segments) in PAF order, about cfg.batch_bases of sequence each: the candidates as
+        _chunk gives them (io.paf.Fetched), and their sequences joined in one array (segments None), or (raw
+        mode) None and _chunk's segments for io/paf_device.py. Skipped lines
         (--skip-bad) are appended to skipped and told to warn as their chunk comes back; any other bad
         line raises its InputError then. name: the PAF as messages call it."""
         name = name or fastx.display_name(paf_path)
@@ -211,10 +213,9 @@ class Readers:
                 submit()
             while pending:
                 n_lines, fut = pending.popleft()
-                items, block, size, bad, err, segs = fut.result()
-                bases = sum(it[1] + it[2] for it in items)
+                fetched, block, size, bad, err, segs = fut.result()
                 measured["lines"] += n_lines
-                measured["bases"] += bases
+                measured["bases"] += 0 if fetched is None else fetched.bases
                 per_line = max(1.0, measured["bases"] / measured["lines"])
                 submit()
                 for e in bad:
@@ -222,8 +223,8 @@ class Readers:
                     warn(f"skipped: {e}")
                 if err is not None:
                     raise err
-                if items:
-                    yield items, None if block is None else shm.view(block, size), segs
+                if fetched is not None:
+                    yield fetched, None if block is None else shm.view(block, size), segs
             self.pool.shutdown(wait=False)  # all read: the workers exit while the last batches align
         finally:  # stopped early (a bad line, an error downstream): no shared-memory block left behind
             for _, fut in pending:

@@ -113,6 +113,18 @@ class IndexedFasta:
         a, b = _raw_bounds(offset, per_line, width, start, end)
         return a, b - a, per_line, width
 
+    def rows(self, names: list) -> np.ndarray | None:
+        """Each of names' .fai row (offset, bases a line, bytes a line), an int64 array n x 3, for a reader of the
+        raw bytes (span's, for many records at once: raw_bounds places their bases); each record's line ends
+        checked as fetch checks them (an InputError); None where slices do not come from the memory map (bgzip)."""
+        if self._map is None and not self._mapped():
+            return None
+        index = self._index
+        for name in set(names).difference(self._laid_out):
+            offset, per_line, width, _ = index[name]
+            self._check_line_ends(name, offset, per_line, width, self.lengths[name])
+        return np.array([index[name][:3] for name in names], dtype=np.int64).reshape(-1, 3)
+
     def quality(self, name: str) -> str | None:
         """Record name's whole quality string: None for FASTA (or bgzip FASTQ, which htslib does not give)."""
         if self._map is None and not self._mapped():
@@ -176,6 +188,17 @@ def _raw_bounds(offset: int, per_line: int, width: int, start: int, end: int) ->
         return offset, offset
     a = offset + (start // per_line) * width + start % per_line
     return a, offset + ((end - 1) // per_line) * width + (end - 1) % per_line + 1
+
+
+def raw_bounds(rows: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """_raw_bounds of many records' bases at once: rows as IndexedFasta.rows gives them, start and end int64
+    arrays."""
+    offset, per_line, width = rows.T
+    lines = np.maximum(per_line, 1)
+    last = end - 1
+    empty = end <= start
+    a = np.where(empty, offset, offset + (start // lines) * width + start % lines)
+    return a, np.where(empty, offset, offset + (last // lines) * width + last % lines + 1)
 
 
 def _fresh(path: str, index: str) -> bool:

@@ -7,9 +7,12 @@ scratch copy of gzip, bgzip FASTQ and stdin input), so candidates may come in an
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NamedTuple
+
+import numpy as np
 
 from .. import pack
 from ..errors import InputError
@@ -18,16 +21,15 @@ from .random_access import open_indexed
 
 COMPLEMENT = bytes.maketrans(b"ACGTUNRYKMSWBDHVacgtunrykmswbdhv", b"TGCAANYRMKSWVHDBtgcaanyrmkswvhdb")
 # the candidate's tags that describe its own alignment (or minimap2's chaining of it): dropped from the output
-STALE_TAGS = ("cm", "s1", "s2", "dv", "ms", "nn", "MD", "NM", "AS", "de", "cg", "cs", "rl", "zd")
+STALE_TAGS = frozenset(("cm", "s1", "s2", "dv", "ms", "nn", "MD", "NM", "AS", "de", "cg", "cs", "rl", "zd"))
 
 
 def revcomp(seq: bytes) -> bytes:
     return seq.translate(COMPLEMENT)[::-1]
 
 
-@dataclass
-class Candidate:
-    line: int
+class Candidate(NamedTuple):  # (a tuple: a chunk's candidates pickle from the reader processes at half a
+    line: int  # dataclass's cost)
     qname: str
     qlen: int
     qs: int
@@ -39,6 +41,70 @@ class Candidate:
     te: int
     mapq: int
     tags: list  # input tags still meaningful after re-alignment
+
+
+_INTS = frozenset(("line", "qlen", "qs", "qe", "tlen", "ts", "te", "mapq"))
+
+
+class Candidates:
+    """Candidates as columns (Candidate's fields: int64 arrays, lists of names, strands and tag lists): what the
+    reader processes send and batch.meta["cands"] holds, pickled at a fraction of a list of Candidates' cost.
+    An index gives a Candidate, a slice Candidates; iterating gives Candidates."""
+
+    def __init__(self, cands=()):
+        cands = list(cands)
+        for f, col in zip(Candidate._fields, zip(*cands) if cands else [()] * len(Candidate._fields)):
+            setattr(self, f, np.array(col, dtype=np.int64) if f in _INTS else list(col))
+
+    def __len__(self) -> int:
+        return len(self.qname)
+
+    def _columns(self) -> list:
+        return [getattr(self, f).tolist() if f in _INTS else getattr(self, f) for f in Candidate._fields]
+
+    def __iter__(self):
+        return map(Candidate._make, zip(*self._columns()))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            out = Candidates.__new__(Candidates)
+            for f in Candidate._fields:
+                setattr(out, f, getattr(self, f)[i])
+            return out
+        return Candidate(*(int(getattr(self, f)[i]) if f in _INTS else getattr(self, f)[i]
+                           for f in Candidate._fields))
+
+
+@dataclass
+class Fetched:
+    """A run of candidates with what fetch gives of each, as columns: the query parts' and target windows'
+    lengths, the windows' starts, the target bases free at each window's two ends (n x 2), and the whole
+    queries and their qualities (lists; of None where not kept)."""
+
+    cands: Candidates
+    q_len: np.ndarray
+    t_len: np.ndarray
+    win_start: np.ndarray
+    free: np.ndarray
+    full_query: list
+    full_qual: list
+
+    @classmethod
+    def of(cls, items: list, lengths: bool = False) -> "Fetched":
+        """From fetch's items (lengths: with the parts' and windows' lengths in place of their bytes)."""
+        ql, tl = ((np.array([it[k] for it in items], dtype=np.int64) if lengths else
+                   np.fromiter((len(it[k]) for it in items), dtype=np.int64, count=len(items))) for k in (1, 2))
+        free = np.array([it[6] for it in items], dtype=np.int64).reshape(-1, 2)
+        return cls(Candidates(it[0] for it in items), ql, tl, np.array([it[3] for it in items], dtype=np.int64),
+                   free, [it[4] for it in items], [it[5] for it in items])
+
+    @property
+    def n(self) -> int:
+        return len(self.q_len)
+
+    @property
+    def bases(self) -> int:
+        return int(self.q_len.sum() + self.t_len.sum())
 
 
 class CandidateError(InputError):
@@ -90,6 +156,14 @@ def window(c: Candidate, mode: str, pad: int) -> tuple[int, int, tuple[int, int]
         return c.ts, c.te, (0, 0)
     ws, we = max(0, c.ts - pad), min(c.tlen, c.te + pad)
     return ws, we, (c.ts + pad - ws, we - (c.te - pad))
+
+
+def windows(c: Candidates, mode: str, pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """window's (starts, ends, free ends n x 2) of many candidates at once."""
+    if mode == "global":
+        return c.ts.copy(), c.te.copy(), np.zeros((len(c), 2), dtype=np.int64)
+    ws, we = np.maximum(0, c.ts - pad), np.minimum(c.tlen, c.te + pad)
+    return ws, we, np.stack([c.ts + pad - ws, we - (c.te - pad)], axis=1)
 
 
 def read_candidates(path: str, on_bad=None, items=None, name: str | None = None) -> Iterator[Candidate]:
@@ -146,13 +220,28 @@ def line_chunks(path: str, size) -> Iterator[tuple[int, list]]:
             first += len(lines)
 
 
+# a well-formed line's 12 columns and its tags: _check's rules (ASCII digits, strand) in one match, the coordinates
+# and MAPQ compared after it; a line it does not take goes through _check, which names the fault
+_LINE = re.compile(r"([^\t]*)\t(\d+)\t(\d+)\t(\d+)\t([+-])\t([^\t]*)\t(\d+)\t(\d+)\t(\d+)\t\d+\t\d+\t(\d+)(?:\t(.*))?",
+                   re.ASCII | re.DOTALL)
+
+
 def parse_lines(name: str, numbered) -> Iterator:
     """Candidates (or an InputError for each malformed line) from (line number, line) pairs; name: the
     PAF as messages call it."""
+    match = _LINE.fullmatch
     for ln, line in numbered:
         line = line.rstrip("\r\n")
         if not line or line.startswith("#"):
             continue
+        m = match(line) if line.isascii() and "\r" not in line else None
+        if m is not None:
+            qn, ql, qs, qe, strand, tn, tl, ts, te, mq, rest = m.groups()
+            ql, qs, qe, tl, ts, te, mq = int(ql), int(qs), int(qe), int(tl), int(ts), int(te), int(mq)
+            if qs <= qe <= ql and ts <= te <= tl and mq <= 255:
+                tags = [] if rest is None else [t for t in rest.split("\t") if t and t[:2] not in STALE_TAGS]
+                yield Candidate(ln, qn, ql, qs, qe, strand, tn, tl, ts, te, mq, tags)
+                continue
         if not line.isascii() and _binary(line):
             yield CandidateError(f"{name}: line {ln}: not PAF text (binary data or not UTF-8; gzip PAF is not read)",
                                  first_column(line))

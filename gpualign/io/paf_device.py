@@ -43,16 +43,17 @@ FOLD = np.frombuffer(pack.fold_table(b""), np.uint8)
 COMP = np.frombuffer(COMPLEMENT, np.uint8)
 
 
-def line_ends_placed(n: int, p0: int, per_line: int, width: int) -> bool:
+def line_ends_placed(n, p0, per_line, width):
     """Whether the kernel can read n bases from column p0 of lines of per_line bases and width bytes: on one
-    line, or with line ends of "\\n" or "\\r\\n" (what io/faidx.py's slice strips)."""
-    return n == 0 or p0 + n <= per_line or width - per_line in (1, 2)
+    line, or with line ends of "\\n" or "\\r\\n" (what io/faidx.py's slice strips); numbers or arrays."""
+    ends = np.subtract(width, per_line)
+    return (np.equal(n, 0) | (np.add(p0, n) <= per_line)) | (ends == 1) | (ends == 2)
 
 
-def segment_row(raw_off: int, n: int, p0: int, per_line: int, width: int, keep: tuple, out_off: int) -> tuple:
-    """A segment's row (kernels/fastx.cu's fasta_windows): n bases from raw_off, bases keep[0]..keep[1] written at
-    out_off."""
-    return raw_off, n, p0, per_line, width, keep[0], keep[1], out_off
+def segment_rows(raw_off, n, p0, per_line, width, keep_from, keep_to, out_off) -> np.ndarray:
+    """Segments' rows (kernels/fastx.cu's fasta_windows), int64 n x COLUMNS, from arrays: n bases from raw_off,
+    bases keep_from..keep_to written at out_off."""
+    return np.stack([raw_off, n, p0, per_line, width, keep_from, keep_to, out_off], axis=1).astype(np.int64)
 
 
 class WindowGather:
