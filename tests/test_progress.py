@@ -159,3 +159,20 @@ def test_genome_on_cpu_workers_reports_progress(tmp_path):
     lines = _lines_every_batch(["genome", str(tmp_path / "a.fa"), str(tmp_path / "b.fa"), "--distance-only",
                                 "--cpu-workers", "1", "-o", str(tmp_path / "d.tsv")])
     assert any("record pairs: 0 done, 1 running on 1 worker(s)" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("text", [
+    b"r0\t123\t4\t60\t61\nr1\t7\t200\t60\t61\n", b"r0\t123456789012345\t4\t60\t61\n", b"r0\t007\t4\n",
+    b"r0\t123\t4\t60\t61\nr1\t7\t200\t60\t61", b"r0\t123\t4\n\nr1\t7\t5\n", b"r0\t+5\t4\n", b"r0\t 5\t4\n",
+    b"r0\t5\n", b"r0 5\n", b"\t1\t2\n", b"r0\t1\t2\r\nr1\t2\t3\r\n"])
+def test_index_sum_at_once_or_line_by_line(tmp_path, text):
+    """An index's second column summed (numpy at once where its lines are plain, else a line at a time) as
+    int() reads each line's, every layout."""
+    fa = tmp_path / "a.fa"
+    fa.write_bytes(b">r0\nACGT\n")
+    (tmp_path / "a.fa.fai").write_bytes(text)
+    try:
+        want = sum(int(line.split(b"\t")[1]) for line in text.split(b"\n") if line.strip())
+    except (ValueError, IndexError):
+        want = 4  # (a .fai that cannot be read: the file's own bases)
+    assert progress.input_bases(str(fa)) == want
