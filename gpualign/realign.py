@@ -104,8 +104,8 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
     # PAF output on a GPU here: the readers send where the sequences are; their bytes are read into page-locked
     # memory here and laid out on the device (io/paf_device.py)
     raw = bool(readers) and fmt == "paf" and not cs and not cfg.n_mismatch and devices.batches_on_gpu(cfg, cluster)
-    with Readers(readers, query_path, target_path, mode, pad, skip_bad, fmt != "paf", raw) if readers \
-            else contextlib.nullcontext() as pool:
+    with Readers(readers, query_path, target_path, mode, pad, skip_bad, fmt != "paf", raw, (queries, targets)) \
+            if readers else contextlib.nullcontext() as pool:
         # candidates are fetched from now on, in the reader thread (or by the worker processes it feeds),
         # while the engines start and then while the previous batch aligns (stages.stream)
         # else the batches' sequence bytes stay in pageable memory (the engines upload them from there, ahead

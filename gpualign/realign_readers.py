@@ -26,10 +26,12 @@ from .errors import InputError
 from .io import faidx, fastx
 from .io import paf as P
 from .io import paf_device
-from .workers import fork_pool
+from .progress import input_lines
+from .workers import can_fork, fork_pool
 
 FIRST_CHUNK = 256  # lines in the first chunk (the GPU starts on it while the next ones are read)
 RAMP = 4  # each chunk after it at most this many times larger, up to cfg.batch_bases (item_lists)
+SHARES = 2  # chunks a worker reads at least (item_lists: a PAF's chunks no larger than its lines / (SHARES x workers))
 MIN_PAF_BYTES = 1 << 18  # smaller PAFs (~1,300 candidates) are read in-thread
 # raw mode: the first chunks fetched as always, so that the first batches are ready while the engines start (laid
 # out on the device, the first waited for the CUDA context and the kernels' load, which slowed the engines' start)
@@ -48,9 +50,17 @@ def worker_count(paf_path: str, readers: int | None) -> int:
     return max(2, min(8, (os.cpu_count() or 2) // 2))
 
 
-def _init(query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool, keep_full: bool) -> None:
-    _STATE.update(queries=P.Queries(query_path), targets=P.Targets(target_path), mode=mode, pad=pad,
-                  skip_bad=skip_bad, keep_full=keep_full)
+def _init(query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool, keep_full: bool,
+          opened: tuple | None = None) -> None:
+    """opened: (io.paf.Queries, io.paf.Targets) of the process that forked this one, their indexes read there
+    (shared: a read's .fai of a million rows takes a second or more to open and read), else None (opened here)."""
+    if opened is not None:
+        queries, targets = opened
+        queries.fa.forked()
+        targets.fa.forked()
+    else:
+        queries, targets = P.Queries(query_path), P.Targets(target_path)
+    _STATE.update(queries=queries, targets=targets, mode=mode, pad=pad, skip_bad=skip_bad, keep_full=keep_full)
 
 
 def _chunk(name: str, first: int, lines: list, raw: bool = False):
@@ -156,12 +166,19 @@ class Readers:
     (a forked child must not inherit them; run_paf makes this first)."""
 
     def __init__(self, workers: int, query_path: str, target_path: str, mode: str, pad: int, skip_bad: bool,
-                 keep_full: bool, raw: bool = False):
+                 keep_full: bool, raw: bool = False, opened: tuple | None = None):
         """raw: where they can be, the sequences' places in the files sent, not their bytes: the parent reads
         them and the GPU lays them out (io/paf_device.py); the chunks sent after it is set False go the host's
-        way."""
+        way. opened: this process's (io.paf.Queries, io.paf.Targets) of the same files, which forked workers
+        share (their indexes read here first), or None."""
         self.workers, self.pad, self.raw = workers, pad, raw
-        self.pool = fork_pool(workers, _init, (query_path, target_path, mode, pad, skip_bad, keep_full), start=False)
+        if opened is not None and can_fork():
+            for side in opened:
+                side.fa.load()
+        else:
+            opened = None
+        self.pool = fork_pool(workers, _init, (query_path, target_path, mode, pad, skip_bad, keep_full, opened),
+                              start=False)
         for _ in range(workers):  # each task starts a worker now, without waiting for it
             self.pool.submit(_ready)
 
@@ -185,6 +202,10 @@ class Readers:
         measured = {"lines": 0, "bases": 0}
         asked = [0]  # chunks sized so far
         sent = [0]  # chunks sent to the workers so far
+        # every worker given SHARES chunks or more of the PAF (its lines estimated): a chunk as large as a batch
+        # can hold would leave most workers idle where the PAF is a few batches' worth (a million short reads)
+        lines = input_lines(paf_path)
+        spread = cfg.batch_pairs if lines is None else max(FIRST_CHUNK, int(lines / (SHARES * self.workers)))
 
         def size() -> int:
             # the first chunks grow RAMP-fold from FIRST_CHUNK: each is read by one worker (a full-size one
@@ -192,8 +213,8 @@ class Readers:
             ramp = FIRST_CHUNK * RAMP ** min(asked[0], 16)
             asked[0] += 1
             if per_line is None:
-                return min(ramp, cfg.batch_pairs)
-            return int(max(1, min(cfg.batch_pairs, ramp, cfg.batch_bases / per_line)))
+                return min(ramp, cfg.batch_pairs, spread)
+            return int(max(1, min(cfg.batch_pairs, ramp, spread, cfg.batch_bases / per_line)))
 
         chunks = P.line_chunks(paf_path, size)
         pending: deque = deque()

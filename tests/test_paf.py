@@ -327,6 +327,71 @@ def test_reader_processes_give_the_same_output(sim, fmt):
     assert outs[0] == outs[1] == outs[2] and len(outs[0].splitlines()) >= len(cands)
 
 
+@pytest.mark.parametrize("bgzip", [False, True])
+def test_reader_processes_share_the_opened_files(sim, tmp_path, monkeypatch, bgzip):
+    """The reader processes take the files this process opened (their indexes read once, here), and open none
+    themselves; with a bgzip query (htslib's handle opened again in each, its file offset not shared) the output
+    is the reader thread's."""
+    import pysam
+
+    from gpualign.config import AlignConfig
+    from gpualign.io import faidx
+    from gpualign.realign import run_paf
+
+    d, g, reads, cands = sim
+    query = str(d / "reads.fa")
+    if bgzip:
+        query = str(tmp_path / "reads.fa.gz")
+        pysam.tabix_compress(str(d / "reads.fa"), query)
+    log = tmp_path / "opened"
+    init = faidx.IndexedFasta.__init__
+
+    def logged(self, path):
+        with open(log, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        init(self, path)
+
+    monkeypatch.setattr(faidx.IndexedFasta, "__init__", logged)
+    cfg = AlignConfig(device="cpu", threads=2, batch_pairs=5)
+    outs = []
+    for readers in (0, 3):
+        out = tmp_path / f"r{readers}.paf"
+        run_paf(str(d / "c.paf"), query, str(d / "ref.fa"), str(out), None, cfg, "test", readers=readers)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] and outs[0]
+    assert set(log.read_text().split()) == {str(os.getpid())}
+
+
+def test_reader_chunks_spread_over_the_workers(sim, tmp_path, monkeypatch):
+    """A PAF of a few batches' worth is cut into SHARES chunks a worker or more (its lines estimated), not into
+    chunks as large as a batch holds, which would leave workers idle; the output is the reader thread's."""
+    from gpualign import realign_readers
+    from gpualign.config import AlignConfig
+    from gpualign.realign import run_paf
+
+    d, g, reads, cands = sim
+    monkeypatch.setattr(realign_readers, "FIRST_CHUNK", 2)
+    sizes = []
+    chunks = realign_readers.P.line_chunks
+
+    def recorded(path, size):  # (the reader processes' chunks: not count_reads' pass over the PAF)
+        for first, lines in chunks(path, size):
+            if size.__name__ == "size":
+                sizes.append(len(lines))
+            yield first, lines
+
+    monkeypatch.setattr(realign_readers.P, "line_chunks", recorded)
+    cfg = AlignConfig(device="cpu", threads=2, batch_pairs=1000)
+    outs = []
+    for readers in (0, 3):
+        out = tmp_path / f"r{readers}.paf"
+        run_paf(str(d / "c.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(out), None, cfg, "test", readers=readers)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] and outs[0]
+    most = len(cands) / (realign_readers.SHARES * 3)
+    assert sum(sizes) == len(cands) and len(sizes) >= realign_readers.SHARES * 3 and max(sizes) <= most * 1.2
+
+
 def test_reader_processes_leave_no_shared_memory(sim):
     """A run stopped by a bad line while chunks are in flight unlinks every shared-memory block the
     worker processes made."""

@@ -64,7 +64,7 @@ class IndexedFasta:
             self._fa = pysam.FastaFile(path, filepath_index=fai, filepath_index_compressed=gzi if bgzf else None)
         except (OSError, ValueError) as e:
             raise Unindexable(f"{display_name(path)}: cannot index for random access ({str(e).strip()})") from None
-        self.path, self._fai = path, fai
+        self.path, self._fai, self._gzi = path, fai, gzi if bgzf else None
         self.lengths = dict(zip(self._fa.references, self._fa.lengths))
         self._index = self._map = None
         self._laid_out: set = set()  # records whose line ends were checked against the index
@@ -85,6 +85,23 @@ class IndexedFasta:
                     self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         return self._map is not None
 
+    def load(self) -> None:
+        """The index read and the file mapped now (a plain file), by a process about to fork workers that read
+        through this object: they share them (forked() in each)."""
+        self._mapped()
+
+    def forked(self) -> None:
+        """In a process forked from the one that opened this: htslib's handle, whose file offset the processes
+        would share, is let go (closed by its owner) and opened again here if a slice needs it (bgzip)."""
+        self._fa = None
+
+    def _htslib(self):
+        if self._fa is None:
+            import pysam
+
+            self._fa = pysam.FastaFile(self.path, filepath_index=self._fai, filepath_index_compressed=self._gzi)
+        return self._fa
+
     def __contains__(self, name: str) -> bool:
         return name in self.lengths
 
@@ -94,7 +111,7 @@ class IndexedFasta:
         end = ln if end is None else min(end, ln)
         start = max(0, min(start, end))
         if self._map is None and not self._mapped():
-            return self._fa.fetch(name, start, end).encode("ascii")
+            return self._htslib().fetch(name, start, end).encode("ascii")
         offset, per_line, width, _ = self._index[name]
         if name not in self._laid_out:
             self._check_line_ends(name, offset, per_line, width, ln)
@@ -178,7 +195,8 @@ class IndexedFasta:
     def close(self) -> None:
         if self._map is not None:
             self._map.close()
-        self._fa.close()
+        if self._fa is not None:
+            self._fa.close()
 
 
 def _raw_bounds(offset: int, per_line: int, width: int, start: int, end: int) -> tuple[int, int]:
