@@ -2,13 +2,14 @@
 """`gpualign paf` against itself with one option more, whole commands alternated in one run, on reads simulated
 as bench_paf.py simulates them, each with its true origin as its candidate (no minimap2 needed).
 
-Writes per set (hifi: 10-20 kbp, 1%; ont: 5-20 kbp, 10%, indel-heavy; both strands) ref.fa, q.fa and c.paf
-into --workdir, runs one small command first (kernels loaded, files in the page cache), then --rounds rounds
-of the command without and with --with (default --host-parse: the sequences fetched on the host instead of
-laid out on the GPU), and prints per run the whole time, the command's own wall and busy stages, and the
+Writes per set (hifi: 10-20 kbp, 1%; ont: 5-20 kbp, 10%, indel-heavy; short: 150 bp, 2%; both strands) ref.fa,
+q.fa and c.paf into --workdir, runs one small command first (kernels loaded, files in the page cache), then
+--rounds rounds of the command without and with --with (default --host-parse: the sequences fetched on the host
+instead of laid out on the GPU), and prints per run the whole time, the command's own wall and busy stages, and the
 output's md5 (the two must agree).
 
   python scripts/bench_paf_ab.py --genome bact_Ecoli_K12_W3110_NC_007779.fa.gz --hifi 60000 --ont 30000
+  python scripts/bench_paf_ab.py --genome bact_Ecoli_K12_W3110_NC_007779.fa.gz --hifi 0 --ont 0 --short 1000000
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_paf import reads_with_origin  # noqa: E402
 
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # commands timed with their bytecode cached (docs/benchmarks.md)
-SETS = {"hifi": (10000, 20000, 0.01, "uniform"), "ont": (5000, 20000, 0.10, "long")}
+SETS = {"hifi": (10000, 20000, 0.01, "uniform"), "ont": (5000, 20000, 0.10, "long"),
+        "short": (150, 150, 0.02, "uniform")}
 STAGES = ("wall", "read", "align", "write")
 
 
@@ -74,6 +76,7 @@ def main() -> None:
     ap.add_argument("--genome", required=True, help="FASTA (gzip too); its first record is the reference")
     ap.add_argument("--hifi", type=int, default=60000)
     ap.add_argument("--ont", type=int, default=30000)
+    ap.add_argument("--short", type=int, default=0, help="short reads (150 bp, 2%%), as many")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--with", dest="other", default="--host-parse", help="the option(s) of the second command")
     ap.add_argument("--device", default="gpu")
@@ -82,7 +85,7 @@ def main() -> None:
     work = a.workdir or tempfile.mkdtemp(prefix="gpualign-paf-ab-")
     genome = genome_of(a.genome)
     print("set\tcommand\tround\twhole_s\t" + "\t".join(f"{k}_s" for k in STAGES) + "\tmd5")
-    for label, n in (("hifi", a.hifi), ("ont", a.ont)):
+    for label, n in (("hifi", a.hifi), ("ont", a.ont), ("short", a.short)):
         if n <= 0:
             continue
         paths = write_set(work, label, genome, n)
