@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import time
 
-
 from . import devices, trace, workers
 from .config import EDIT_PENALTIES, AlignConfig
 from .errors import ConfigError

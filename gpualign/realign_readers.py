@@ -4,11 +4,12 @@ In one process, the thread that parses candidates and slices their sequences com
 aligner thread for the interpreter lock; worker processes take that work off it.
 
 Here the main process only reads the PAF's raw lines, in chunks. Worker processes (forked before the
-GPU is set up; each opens the indexed query and target FASTA once) parse a chunk, check it and fetch
-its sequences into a shared-memory block, which becomes the batch's sequence bytes as it is (mapped: the
-block goes when the batch does). The candidates come back in order, as columns (io.paf.Fetched), and become
-the same PairBatches as the in-thread path makes (realign._batch). The first chunk is small and the next ones grow fourfold, so the
-GPU starts early; later chunks are sized to cfg.batch_bases from the candidates seen so far. At most
+GPU is set up; they share the indexed query and target FASTA the main process opened) parse a chunk, check
+it and fetch its sequences into a shared-memory block, which becomes the batch's sequence bytes as it is
+(mapped: the block goes when the batch does). The candidates come back in order, as columns
+(io.paf.Fetched), and become the same PairBatches as the in-thread path makes (realign._batch). The first
+chunk is small and the next ones grow fourfold, so the GPU starts early; later chunks are sized to
+cfg.batch_bases from the candidates seen so far, and to SHARES chunks a worker or more. At most
 `workers + 2` chunks are in flight, beside the batches the pipeline holds (read ahead, aligning,
 writing: a few), so shared memory stays bounded (realign_primary copies out a batch it holds longer).
 """
@@ -93,8 +94,8 @@ def _chunk(name: str, first: int, lines: list, raw: bool = False):
 
 
 def _raw(cands: list):
-    """(io.paf.Fetched, segments) of cands for io/paf_device.py (WindowGather.gather's segs, rc and sizes), or None where a
-    candidate is not as the host path takes it at once (a name or length that does not match, a file not
+    """(io.paf.Fetched, segments) of cands for io/paf_device.py (WindowGather.gather's segs, rc and sizes), or None
+    where a candidate is not as the host path takes it at once (a name or length that does not match, a file not
     read in place, line ends the kernel cannot place): the host path then fetches the chunk, and names the
     error or skips the candidate as it does. Made for the whole chunk at once (columns, not a loop a candidate)."""
     st = _STATE

@@ -28,8 +28,10 @@ def revcomp(seq: bytes) -> bytes:
     return seq.translate(COMPLEMENT)[::-1]
 
 
-class Candidate(NamedTuple):  # (a tuple: a chunk's candidates pickle from the reader processes at half a
-    line: int  # dataclass's cost)
+class Candidate(NamedTuple):
+    """A PAF line's candidate (a tuple: quick to make and to pickle; runs of them travel as Candidates)."""
+
+    line: int
     qname: str
     qlen: int
     qs: int
