@@ -171,12 +171,16 @@ def input_lines(path: str) -> float | None:
     return max(1, text.count(b"\n")) * size / used
 
 
+LEFT_FROM = 0.01  # the share done from which the time left is told (before it, the first small batches' pace
+# told a million-read run "about 11.6 h left")
+
+
 def _done(share: float | None, seconds: float) -> str:
     """'42% done, about 1.2 min left; ' (first: a narrow terminal cuts the line's end), or nothing when the
     share is not known."""
     if share is None:
         return ""
-    left = f", about {duration(seconds * (1 - share) / share)} left" if 0 < share < 0.99 else ""
+    left = f", about {duration(seconds * (1 - share) / share)} left" if LEFT_FROM <= share < 0.99 else ""
     return f"{100 * share:.0f}% done{left}; "
 
 

@@ -76,11 +76,13 @@ def test_share_done_and_time_left_when_the_total_is_known(monkeypatch):
     monkeypatch.setattr(progress, "INTERVAL_S", 0.0)
     console = _Console()
     with progress.records(console, "pairs", quiet=False, total=progress.Total(bases=1_000_000)) as report:
+        report(1, 5_000)
         report(10, 250_000)
         report(99, 2_000_000)
     with progress.records(console, "pairs", quiet=False) as report:
         report(10, 250_000)
-    first, over, unknown = console.file.getvalue().splitlines()
+    early, first, over, unknown = console.file.getvalue().splitlines()
+    assert "] 0% done; 1 records, " in early and "left" not in early  # (under 1%: no time left told yet)
     assert "] 25% done, about " in first and " s left; 10 records, 0.2 Mbp, " in first
     assert "99% done" in over and "left" not in over
     assert "done" not in unknown and "left" not in unknown
