@@ -115,7 +115,7 @@ def _fai_bases(data: bytes) -> int | None:
         return None
     a, b = tabs[first], tabs[first + 1]
     width = b - a - 1
-    if (b > ends).any() or (width < 1).any() or (width > 12).any():  # (no sum near int64's end)
+    if (b > ends).any() or (width < 1).any() or (width > 18).any():
         return None
     value = np.zeros(len(ends), dtype=np.int64)
     for k in range(int(width.max())):
@@ -124,7 +124,7 @@ def _fai_bases(data: bytes) -> int | None:
         if ((digit < 0) | (digit > 9))[held].any():
             return None
         value += np.where(held, digit * 10 ** k, 0)
-    return int(value.sum())
+    return sum(value.tolist())  # (Python ints: no int64 wrap-around)
 
 
 def input_bases(*paths: str) -> float | None:

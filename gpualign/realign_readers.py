@@ -100,7 +100,10 @@ def _raw(cands: list):
     error or skips the candidate as it does. Made for the whole chunk at once (columns, not a loop a candidate)."""
     st = _STATE
     q, t = st["queries"].fa, st["targets"].fa
-    c = P.Candidates(cands)
+    try:
+        c = P.Candidates(cands)
+    except OverflowError:  # (a number past int64: the host path names it)
+        return None
     for fa, names, lengths in ((q, c.qname, c.qlen), (t, c.tname, c.tlen)):
         got = fa.lengths.get
         if not np.array_equal(np.fromiter((got(x, -1) for x in names), np.int64, len(c)), lengths):
@@ -173,11 +176,8 @@ class Readers:
         way. opened: this process's (io.paf.Queries, io.paf.Targets) of the same files, which forked workers
         share (their indexes read here first), or None."""
         self.workers, self.pad, self.raw = workers, pad, raw
-        if opened is not None and can_fork():
-            for side in opened:
-                side.fa.load()
-        else:
-            opened = None
+        if opened is None or not can_fork() or not all([side.fa.load() for side in opened]):
+            opened = None  # (an index that cannot be taken: each worker opens the files, its fetches name the fault)
         self.pool = fork_pool(workers, _init, (query_path, target_path, mode, pad, skip_bad, keep_full, opened),
                               start=False)
         for _ in range(workers):  # each task starts a worker now, without waiting for it

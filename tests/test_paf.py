@@ -552,6 +552,33 @@ def test_pipes_with_reader_processes(tmp_path, pipe):
     assert want[0] == 0 and p.stdout.decode() == want[1] and len(want[1].splitlines()) == 2500
 
 
+def test_reader_processes_meet_a_nul_name_as_the_reader_thread_does(tmp_path):
+    """The reader processes share the index this process read (realign_readers.Readers), unless it cannot be
+    taken: a target whose name holds a NUL is then met by a fetch, as with no processes: skipped with
+    --skip-bad (the fetch that met it), not a failed run; an empty PAF succeeds."""
+    from gpualign.config import AlignConfig
+    from gpualign.errors import InputError
+    from gpualign.realign import run_paf
+
+    seq = "ACGT" * 40
+    (tmp_path / "t.fa").write_bytes(b">t\x001\n" + seq.encode() + b"\n>u\n" + seq.encode() + b"\n")
+    (tmp_path / "q.fa").write_text(">r1\n" + seq[:100] + "\n")
+    (tmp_path / "c.paf").write_text("r1\t100\t0\t100\t+\tu\t160\t0\t100\t100\t100\t60\n" * 40)
+    (tmp_path / "e.paf").write_text("# nothing\n")
+    cfg = AlignConfig(device="cpu", threads=2, batch_pairs=4)
+    for readers in (0, 2):
+        outs, notes = [tmp_path / f"o{readers}.paf", tmp_path / f"e{readers}.paf"], []
+        with pytest.raises(InputError, match="a NUL byte in its name"):
+            run_paf(str(tmp_path / "c.paf"), str(tmp_path / "q.fa"), str(tmp_path / "t.fa"), str(outs[0]), None, cfg,
+                    "test", readers=readers)
+        s = run_paf(str(tmp_path / "c.paf"), str(tmp_path / "q.fa"), str(tmp_path / "t.fa"), str(outs[0]), None, cfg,
+                    "test", readers=readers, skip_bad=True, on_notice=notes.append)
+        assert s.failed >= 1 and s.written + s.failed == 40 and sum("NUL byte" in n for n in notes) == s.failed
+        s = run_paf(str(tmp_path / "e.paf"), str(tmp_path / "q.fa"), str(tmp_path / "t.fa"), str(outs[1]), None, cfg,
+                    "test", readers=readers)
+        assert s.pairs == 0 and outs[1].read_bytes() == b""
+
+
 def test_target_with_mixed_line_ends(tmp_path):
     """A target record whose lines end in CRLF and LF both (61 bytes each: 59 bases + CRLF, 60 + LF): htslib
     indexed it, and a window inside one line of its model came back shifted (NM:i:14 for an exact copy, exit 0).

@@ -125,3 +125,16 @@ def test_rows_and_raw_bounds_equal_span(tmp_path, crlf):
     a, b = faidx.raw_bounds(fa.rows(names), np.array(starts), np.array(ends))
     assert list(zip(a.tolist(), b.tolist())) == want
     fa.close()
+
+
+def test_raw_segments_refuse_numbers_past_int64(tmp_path):
+    """A PAF length of 2^63 or more: the GPU layout's segments are refused (None), so the host path names the
+    line's fault or skips it, as for any other length that does not match."""
+    from gpualign import realign_readers as R
+
+    (tmp_path / "t.fa").write_text(">t\n" + "ACGT" * 50 + "\n")
+    (tmp_path / "q.fa").write_text(">r1\n" + "ACGT" * 10 + "\n")
+    R._init(str(tmp_path / "q.fa"), str(tmp_path / "t.fa"), "ends-free", 10, False, False)
+    good = P.Candidate(1, "r1", 40, 0, 40, "+", "t", 200, 0, 40, 60, [])
+    assert R._raw([good]) is not None
+    assert R._raw([good, good._replace(line=2, qlen=1 << 64, qe=40)]) is None

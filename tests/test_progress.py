@@ -166,7 +166,7 @@ def test_genome_on_cpu_workers_reports_progress(tmp_path):
 @pytest.mark.parametrize("text", [
     b"r0\t123\t4\t60\t61\nr1\t7\t200\t60\t61\n", b"r0\t123456789012345\t4\t60\t61\n", b"r0\t007\t4\n",
     b"r0\t123\t4\t60\t61\nr1\t7\t200\t60\t61", b"r0\t123\t4\n\nr1\t7\t5\n", b"r0\t+5\t4\n", b"r0\t 5\t4\n",
-    b"r0\t5\n", b"r0 5\n", b"\t1\t2\n", b"r0\t1\t2\r\nr1\t2\t3\r\n"])
+    b"r0\t5\n", b"r0 5\n", b"\t1\t2\n", b"r0\t1\t2\r\nr1\t2\t3\r\n", b"r0\t999999999999999999\t4\n" * 10])
 def test_index_sum_at_once_or_line_by_line(tmp_path, text):
     """An index's second column summed (numpy at once where its lines are plain, else a line at a time) as
     int() reads each line's, every layout."""
@@ -177,4 +177,4 @@ def test_index_sum_at_once_or_line_by_line(tmp_path, text):
         want = sum(int(line.split(b"\t")[1]) for line in text.split(b"\n") if line.strip())
     except (ValueError, IndexError):
         want = 4  # (a .fai that cannot be read: the file's own bases)
-    assert progress.input_bases(str(fa)) == want
+    assert progress.input_bases(str(fa)) == float(want)

@@ -85,10 +85,16 @@ class IndexedFasta:
                     self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         return self._map is not None
 
-    def load(self) -> None:
+    def load(self) -> bool:
         """The index read and the file mapped now (a plain file), by a process about to fork workers that read
-        through this object: they share them (forked() in each)."""
-        self._mapped()
+        through this object: they share them (forked() in each). False where the index cannot be taken (a name
+        htslib cuts): the object stays as it was, and that error comes with a fetch, as it would have."""
+        try:
+            self._mapped()
+        except InputError:
+            self._plain, self._index = True, None
+            return False
+        return True
 
     def forked(self) -> None:
         """In a process forked from the one that opened this: htslib's handle, whose file offset the processes
