@@ -139,7 +139,7 @@ def _raw(cands: list):
 
 
 def _ready() -> None:
-    """A task that only makes its worker start (and open the files) now."""
+    """A task that only makes its worker start now (its initializer run)."""
 
 
 def _box_bases(lines: list, pad: int) -> float:
