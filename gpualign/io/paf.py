@@ -92,17 +92,12 @@ class Fetched:
     full_qual: list
 
     @classmethod
-    def of(cls, items: list, lengths: bool = False) -> "Fetched":
-        """From fetch's items (lengths: with the parts' and windows' lengths in place of their bytes)."""
-        ql, tl = ((np.array([it[k] for it in items], dtype=np.int64) if lengths else
-                   np.fromiter((len(it[k]) for it in items), dtype=np.int64, count=len(items))) for k in (1, 2))
+    def of(cls, items: list) -> "Fetched":
+        """From fetch's items."""
+        ql, tl = (np.fromiter((len(it[k]) for it in items), dtype=np.int64, count=len(items)) for k in (1, 2))
         free = np.array([it[6] for it in items], dtype=np.int64).reshape(-1, 2)
         return cls(Candidates(it[0] for it in items), ql, tl, np.array([it[3] for it in items], dtype=np.int64),
                    free, [it[4] for it in items], [it[5] for it in items])
-
-    @property
-    def n(self) -> int:
-        return len(self.q_len)
 
     @property
     def bases(self) -> int:
