@@ -7,9 +7,11 @@ import dataclasses
 import numpy as np
 
 from .. import cigar as C
+from .. import trace
 from ..io.paf import revcomp
-from ..records import RANK_KEY, SA_KEY, SECONDARY, SUPPLEMENTARY, Names
-from .common import cigar_stats, columns
+from ..records import OK, RANK_KEY, SA_KEY, SECONDARY, SUPPLEMENTARY, Names
+from ..text import Strings, join_lines
+from .common import cigar_stats, cigar_text, columns
 from .sam import BAM_LETTERS, SEQ_TABLE, SamToBam, bam_refusal, clean_reason, header_text, refuse_qnames
 
 
@@ -87,6 +89,50 @@ def _coords(batch, res, meta):
     return win + res.t_start, win + t_end
 
 
+def fixed4(num: np.ndarray, den: np.ndarray) -> Strings:
+    """f"{num / den:.4f}" of each row (0.0000 where den is 0; 0 <= num <= den) without a Python step per row: the
+    quotient rounded to 4 places in integers. Python rounds the double num / den, which lies within half an ulp of
+    the quotient and so on the same side of every rounding tie but an exact one; rows exactly on a tie are left to
+    Python (whether the double is above, below or on it decides)."""
+    num, den = np.asarray(num, np.int64), np.asarray(den, np.int64)
+    some = den > 0
+    q, r = np.divmod(num * 10000, np.where(some, den, 1))
+    k = np.where(some, q + (2 * r > den), 0)
+    out = np.empty((len(k), 6), np.uint8)
+    out[:, 0] = 48 + k // 10000
+    out[:, 1] = ord(".")
+    for j, p in enumerate((1000, 100, 10, 1)):
+        out[:, 2 + j] = 48 + k // p % 10
+    for i in np.flatnonzero(some & (2 * r == den)).tolist():
+        out[i] = np.frombuffer(f"{int(num[i]) / int(den[i]):.4f}".encode(), np.uint8)
+    return Strings(out.reshape(-1), np.arange(len(k), dtype=np.int64) * 6, np.full(len(k), 6, np.int64))
+
+
+def _tag_texts(tags: list, second: np.ndarray) -> Strings:
+    """Each row's kept input tags, each after a tab, every tp:A tag's value the re-aligned rank's: S where second
+    (a secondary), else P (minimap2's I/i, an inversion's, too). A tp:A tag whose value is not one letter is
+    rewritten in Python (the bytes are overwritten in place where it is)."""
+    raw = np.frombuffer(("\n".join(map("\t".join, tags)) + "\n").encode(), np.uint8)
+    ends = np.flatnonzero(raw == 10)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    buf = np.insert(raw, starts[ends > starts], 9)  # a tab before each row's first tag
+    row = np.cumsum(buf == 10) - (buf == 10)  # each byte's row
+    tab = np.flatnonzero(buf[:-6] == 9)
+    for j, ch in enumerate(b"tp:A:"):
+        tab = tab[buf[tab + 1 + j] == ch]
+    one = np.isin(buf[np.minimum(tab + 7, len(buf) - 1)], (9, 10)) & (buf[tab + 6] != 9) & (buf[tab + 6] != 10)
+    buf[tab[one] + 6] = np.where(second[row[tab[one]]], ord("S"), ord("P"))
+    ends = np.flatnonzero(buf == 10)
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    out = Strings(buf, starts, ends - starts)
+    odd = np.unique(row[tab[~one]])
+    if len(odd):
+        fixed = [[("tp:A:S" if second[i] else "tp:A:P") if x.startswith("tp:A:") else x for x in tags[i]]
+                 for i in odd.tolist()]
+        out = out.put(odd, Strings.of(["\t" + "\t".join(t) for t in fixed]))
+    return out
+
+
 class RealignedPafLines:
     """The PAF lines of a batch (render), in the writer's thread or in a formatting process
     (output/parallel.py): the candidates travel in batch.meta; only --cs reads the sequences."""
@@ -127,7 +173,37 @@ class RealignedPafLines:
             out.append((bt, r))
         return out
 
+    @trace.traced("paf render")
     def render(self, batch, res) -> tuple[bytes, int]:
+        """(the batch's lines, how many): built in bulk (text.join_lines), or line by line with --cs."""
+        if self.cs:
+            return self.render_rows(batch, res)
+        rows = np.flatnonzero(res.status == OK)
+        if len(rows) == 0:
+            return b"", 0
+        cands, n = batch.meta["cands"], len(rows)
+        ts, te = (v[rows] for v in _coords(batch, res, batch.meta))
+        second = np.asarray(_ranks(batch.meta, res.n))[rows] == SECONDARY
+        if res.has_cigar:
+            tot = cigar_stats(res, gap_opens=True)
+            matches, mism, opens = (tot[k][rows] for k in ("matches", "mismatches", "gap_opens"))
+            nm = mism + (tot["ins"] + tot["dels"])[rows]
+            cig = Strings(*cigar_text(res)).take(rows)
+        else:
+            matches = mism = opens = nm = np.zeros(n, np.int64)
+            cig = Strings(np.zeros(0, np.uint8), nm, nm)
+        name = lambda col: Strings.of(col).take(rows)  # noqa: E731
+        tags = _tag_texts([cands.tags[i] for i in rows.tolist()], second)
+        fields = [name(cands.qname), (b"\t", cands.qlen[rows]), (b"\t", cands.qs[rows]), (b"\t", cands.qe[rows]),
+                  (b"\t", name(cands.strand)), (b"\t", name(cands.tname)), (b"\t", cands.tlen[rows]), (b"\t", ts),
+                  (b"\t", te), (b"\t", matches), (b"\t", matches + nm), (b"\t", np.where(second, 0, cands.mapq[rows])),
+                  (b"\tNM:i:", nm), (b"\tAS:i:", -res.score[rows].astype(np.int64)),
+                  (b"\tde:f:", fixed4(mism + opens, matches + mism + opens)), tags, (b"\tcg:Z:", cig)]
+        # no CIGAR (an empty alignment): no cg:Z (a tag needs a value)
+        return join_lines(fields, n, sep=b"", drop_empty_last=True), n
+
+    def render_rows(self, batch, res) -> tuple[bytes, int]:
+        """render's lines made one at a time (with --cs: the tag replays each alignment's operations)."""
         meta = batch.meta
         c = columns(res)
         ts, te = _coords(batch, res, meta)
