@@ -26,7 +26,7 @@ from .config import AlignConfig
 from .errors import InputError
 from .io import faidx, fastx
 from .io import paf as P
-from .io import paf_device
+from .io import paf_bulk, paf_device
 from .progress import input_lines
 from .workers import can_fork, fork_pool
 
@@ -75,13 +75,18 @@ def _chunk(name: str, first: int, lines: list, raw: bool = False):
     on_bad = skipped.append if st["skip_bad"] else None
     err = None
     try:
+        bulk = paf_bulk.parse(lines, first)  # (None: a line parse_lines must judge)
         if raw:  # (a chunk with a malformed line goes the host's way: its errors come in line order there)
-            faults: list = []
-            cands = list(P.read_candidates(name, faults.append, P.parse_lines(name, enumerate(lines, first))))
-            raw = None if faults or not cands else _raw(cands)
+            if bulk is None:
+                faults: list = []
+                listed = list(P.read_candidates(name, faults.append, P.parse_lines(name, enumerate(lines, first))))
+                raw = None if faults or not listed else _raw(listed)
+            else:
+                raw = _raw(bulk)
             if raw is not None:
                 return raw[0], None, 0, skipped, None, raw[1]
-        cands = P.read_candidates(name, on_bad, P.parse_lines(name, enumerate(lines, first)))
+        cands = bulk if bulk is not None else \
+            P.read_candidates(name, on_bad, P.parse_lines(name, enumerate(lines, first)))
         items.extend(P.fetch(cands, st["queries"], st["targets"], st["mode"], st["pad"], on_bad, st["keep_full"],
                              name))
     except InputError as e:
@@ -93,15 +98,16 @@ def _chunk(name: str, first: int, lines: list, raw: bool = False):
     return fetched, block, fetched.bases, skipped, None, None
 
 
-def _raw(cands: list):
-    """(io.paf.Fetched, segments) of cands for io/paf_device.py (WindowGather.gather's segs, rc and sizes), or None
-    where a candidate is not as the host path takes it at once (a name or length that does not match, a file not
-    read in place, line ends the kernel cannot place): the host path then fetches the chunk, and names the
-    error or skips the candidate as it does. Made for the whole chunk at once (columns, not a loop a candidate)."""
+def _raw(cands):
+    """(io.paf.Fetched, segments) of cands (io.paf.Candidates or a list of Candidate) for io/paf_device.py
+    (WindowGather.gather's segs, rc and sizes), or None where a candidate is not as the host path takes it at once
+    (a name or length that does not match, a file not read in place, line ends the kernel cannot place): the host
+    path then fetches the chunk, and names the error or skips the candidate as it does. Made for the whole chunk
+    at once (columns, not a loop a candidate)."""
     st = _STATE
     q, t = st["queries"].fa, st["targets"].fa
     try:
-        c = P.Candidates(cands)
+        c = cands if isinstance(cands, P.Candidates) else P.Candidates(cands)
     except OverflowError:  # (a number past int64: the host path names it)
         return None
     for fa, names, lengths in ((q, c.qname, c.qlen), (t, c.tname, c.tlen)):

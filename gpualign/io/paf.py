@@ -58,6 +58,14 @@ class Candidates:
         for f, col in zip(Candidate._fields, zip(*cands) if cands else [()] * len(Candidate._fields)):
             setattr(self, f, np.array(col, dtype=np.int64) if f in _INTS else list(col))
 
+    @classmethod
+    def of_columns(cls, **columns) -> "Candidates":
+        """From Candidate's fields as columns (the integers as int64 arrays)."""
+        out = cls.__new__(cls)
+        for f in Candidate._fields:
+            setattr(out, f, columns[f])
+        return out
+
     def __len__(self) -> int:
         return len(self.qname)
 
