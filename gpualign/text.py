@@ -109,6 +109,19 @@ def write_ints(out: np.ndarray, pos: np.ndarray, v: np.ndarray, width: np.ndarra
         at = at - 1
 
 
+def read_ints(buf: np.ndarray, a: np.ndarray, n: np.ndarray) -> np.ndarray | None:
+    """The numbers written in decimal at buf[a : a + n] (uint8 text; 1 <= n <= 18, so int64 holds them), or None
+    where a byte there is not an ASCII digit."""
+    v = np.zeros(len(a), dtype=np.int64)
+    for j in range(int(n.max()) if len(n) else 0):  # left to right, one digit per pass
+        m = n > j
+        d = buf[np.where(m, a + j, a)].astype(np.int64) - 48
+        if ((d < 0) | (d > 9)).any():
+            return None
+        v = np.where(m, v * 10 + d, v)
+    return v
+
+
 def fields_of(fields: list) -> list:
     """Each field as (prefix bytes, column: Strings, an integer array or None)."""
     return [(f, None) if isinstance(f, bytes) else (f if isinstance(f, tuple) else (b"", f)) for f in fields]

@@ -147,17 +147,52 @@ def test_build_fai_leaves_irregular_files_to_htslib(tmp_path, name):
     assert not (tmp_path / "x.fa.fai").exists()
 
 
-def test_index_is_read_at_the_first_fetch(tmp_path):
-    """Opening reads only names and lengths (a process that checks them never loads the .fai's offsets)."""
+def test_plain_index_is_read_in_bulk_without_htslib(tmp_path):
+    """A plain file's .fai, as build_fai or samtools write it, is read at open in bulk (fai_table): no htslib
+    handle (its open of a million reads' index took a second); the rows are those of the row-by-row reader."""
+    from gpualign.io.faidx import FaiRows, _read_fai, fai_table
+
     path = str(tmp_path / "x.fa")
     write_fasta(path, 60)
     fa = IndexedFasta(path)
-    assert fa._index is None and fa._map is None
-    assert fa.lengths["d"] == len(RECORDS["d"])
+    assert fa._fa is None and fa._index is not None and fa._map is not None
+    assert fa.lengths == {n: len(s) for n, s in RECORDS.items()}
     assert fa.fetch("d", 5, 70) == RECORDS["d"][5:70]
-    assert fa._index is not None and fa._map is not None
+    names, c = fai_table(path + ".fai")
+    rows = [x.split("\t") for x in open(path + ".fai").read().splitlines()]
+    assert names == [r[0] for r in rows] and c[:, :4].tolist() == [[int(v) for v in r[1:5]] for r in rows]
+    assert (c[:, 4] == -1).all()
+    index = _read_fai(path + ".fai")
+    assert isinstance(index, FaiRows) and list(index) == names
+    assert [index[n] for n in names] == [(int(r[2]), max(int(r[3]), 1), max(int(r[4]), 1), -1) for r in rows]
+    assert index.rows(names[::-1]).tolist() == [list(index[n][:3]) for n in names[::-1]]
 
 
+@pytest.mark.parametrize("odd", ["plus", "crlf", "twice", "spaces"])
+def test_odd_index_rows_go_the_row_by_row_way(tmp_path, odd):
+    """A .fai that fai_table does not take (a '+5', CRLF rows, a name twice, a column with a space) is read as
+    it always was: htslib opens it, and the rows come from the row-by-row reader, the same lengths and bases."""
+    from gpualign.io.faidx import fai_table
+
+    path = str(tmp_path / "x.fa")
+    write_fasta(path, 60)
+    IndexedFasta(path).close()
+    rows = open(path + ".fai").read().splitlines()
+    f = rows[0].split("\t")
+    if odd == "plus":
+        rows[0] = "\t".join(f[:2] + ["+" + f[2]] + f[3:])
+    elif odd == "twice":
+        rows.append(rows[0])
+    elif odd == "spaces":
+        rows[0] = "\t".join(f[:1] + [" " + f[1]] + f[2:])
+    eol = "\r\n" if odd == "crlf" else "\n"
+    with open(path + ".fai", "w", newline="") as fh:
+        fh.write(eol.join(rows) + eol)
+    assert fai_table(path + ".fai") is None or odd == "twice"
+    fa = IndexedFasta(path)
+    assert fa._fa is not None
+    assert fa.lengths == {n: len(s) for n, s in RECORDS.items()}
+    assert all(fa.fetch(n) == s for n, s in RECORDS.items())
 @pytest.mark.parametrize("body", [b"ACGTACGTA\r\nCGGGTTTCCC\nAAAAATTTTT\n",  # 9 bases + CRLF, 10 + LF: 11 bytes each
                                   b"ACGTACGTAC\nGGGG\rGTTTC\nAAAAAT\n"])  # a CR inside a line
 def test_line_ends_the_index_cannot_place(tmp_path, body):
@@ -175,3 +210,40 @@ def test_line_ends_the_index_cannot_place(tmp_path, body):
         with pytest.raises(InputError, match=r"x\.fa: record 'chr1': its line ends mix CRLF and LF"):
             fa.fetch("chr1", 12, 16)
         fa.close()
+
+
+@pytest.mark.parametrize("layout", ["lf", "crlf", "cr_inside", "past_end"])
+def test_line_ends_of_many_records_checked_at_once_as_one_by_one(tmp_path, layout):
+    """rows() of 1,500 new records checks their line ends at once where the file holds no CR (an LF row then
+    needs only end inside the file): the same rows, and the same error, as the check a record at a time."""
+    from gpualign.io import faidx
+
+    rng = np.random.default_rng(4)
+    recs = {f"r{i}": rng.choice(list(b"ACGT"), int(rng.integers(1, 200))).astype(np.uint8).tobytes()
+            for i in range(1500)}
+    eol = b"\r\n" if layout == "crlf" else b"\n"
+    path = str(tmp_path / "x.fa")
+    with open(path, "wb") as fh:
+        for n, s in recs.items():
+            body = s if layout != "cr_inside" or n != "r700" else s[:1] + b"\r" + s[2:]
+            fh.write(b">" + n.encode() + eol + eol.join(body[i:i + 60] for i in range(0, len(body), 60)) + eol)
+    IndexedFasta(path).close()
+    if layout == "past_end":  # the last record's row says its lines go on past the file's end
+        rows = open(path + ".fai").read().splitlines()
+        f = rows[-1].split("\t")
+        rows[-1] = "\t".join([f[0], str(int(f[1]) + 500)] + f[2:])
+        open(path + ".fai", "w").write("\n".join(rows) + "\n")
+    outcomes = []
+    for bulk in (faidx.BULK_CHECK, 10 ** 9):
+        faidx.BULK_CHECK, saved = bulk, faidx.BULK_CHECK
+        try:
+            fa = IndexedFasta(path)
+            try:
+                outcomes.append(("rows", fa.rows(list(recs)).tolist(), sorted(fa._laid_out)))
+            except InputError as e:
+                outcomes.append(("error", str(e)))
+            fa.close()
+        finally:
+            faidx.BULK_CHECK = saved
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == ("error" if layout in ("cr_inside", "past_end") else "rows")

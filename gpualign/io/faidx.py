@@ -24,8 +24,11 @@ import numpy as np
 
 from .. import interrupt
 from ..errors import InputError
+from ..records import segment_index
+from ..text import read_ints
 from .fastx import display_name, gzipped, record_chunks, shown_as
 
+BULK_CHECK = 1000  # records new to rows() from which their line ends are checked at once (_checked_in_bulk)
 CHECK_BYTES = 1 << 24  # bytes of a record checked at once for its CRs (IndexedFasta._check_line_ends)
 SCAN_CHUNK = 1 << 24  # bytes per thread task when looking for line ends (build_fai)
 MAX_LINES = 1 << 24  # files with more lines are left to htslib (build_fai keeps ~32 bytes per line)
@@ -60,14 +63,27 @@ class IndexedFasta:
                              "not bgzip)")
         bgzf = gzipped(path)
         fai, gzi = index_paths(path, bgzf)
+        self.path, self._fai, self._gzi = path, fai, gzi if bgzf else None
+        self._index = self._map = self._fa = None
+        self._laid_out: set = set()  # records whose line ends were checked against the index
+        self._no_cr = None  # whether the mapped file holds no CR (_without_cr)
+        table = None if bgzf else fai_table(fai)
+        index = None if table is None or not table[1][:, 0].any() else FaiRows(*table)
+        if index is not None and len(index) == len(table[0]):  # a plain file's index as build_fai writes it, no
+            # name twice: read here in bulk (htslib's open of a million reads' index, and a dict made of its rows,
+            # took seconds)
+            names, c = table
+            self.lengths = dict(zip(names, c[:, 0].tolist()))
+            self._plain = False
+            self._index = index
+            with open(path, "rb") as fh:
+                self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            return
         try:
             self._fa = pysam.FastaFile(path, filepath_index=fai, filepath_index_compressed=gzi if bgzf else None)
         except (OSError, ValueError) as e:
             raise Unindexable(f"{display_name(path)}: cannot index for random access ({str(e).strip()})") from None
-        self.path, self._fai, self._gzi = path, fai, gzi if bgzf else None
         self.lengths = dict(zip(self._fa.references, self._fa.lengths))
-        self._index = self._map = None
-        self._laid_out: set = set()  # records whose line ends were checked against the index
         # plain and not empty: mapped, at the first fetch (a process that only checks names and lengths does
         # not read the .fai into a dict)
         self._plain = not bgzf and any(self.lengths.values())
@@ -143,10 +159,30 @@ class IndexedFasta:
         if self._map is None and not self._mapped():
             return None
         index = self._index
-        for name in set(names).difference(self._laid_out):
+        new = list(set(names).difference(self._laid_out))
+        if len(new) >= BULK_CHECK and self._without_cr():
+            new = self._checked_in_bulk(new)
+        for name in new:
             offset, per_line, width, _ = index[name]
             self._check_line_ends(name, offset, per_line, width, self.lengths[name])
-        return np.array([index[name][:3] for name in names], dtype=np.int64).reshape(-1, 3)
+        return index.rows(names)
+
+    def _without_cr(self) -> bool:
+        """Whether the mapped file holds no CR at all (looked for once: memchr over the map)."""
+        if self._no_cr is None:
+            self._no_cr = self._map.find(b"\r") < 0
+        return self._no_cr
+
+    def _checked_in_bulk(self, names: list) -> list:
+        """_check_line_ends of many records of a file without a CR at once: an LF row's lines need only end inside
+        the file. The names left for _check_line_ends (CRLF rows, empty records, rows past the file's end)."""
+        offset, per_line, width = self._index.rows(names).T
+        ln = np.fromiter(map(self.lengths.__getitem__, names), np.int64, len(names))
+        lines = -(-ln // per_line)
+        stop = offset + (lines - 1) * width + ln - (lines - 1) * per_line
+        ok = ((ln > 0) & (width - per_line != 2) & (stop <= len(self._map))).tolist()
+        self._laid_out.update(itertools.compress(names, ok))
+        return [name for name, k in zip(names, ok) if not k]
 
     def quality(self, name: str) -> str | None:
         """Record name's whole quality string: None for FASTA (or bgzip FASTQ, which htslib does not give)."""
@@ -450,10 +486,37 @@ def _add_empty_rows(fai: str, empty: list) -> str | None:
     return None if write_fai([r.split("\t") for r in merged], fai) else f"cannot write {fai}"
 
 
-def _read_fai(path: str) -> dict | None:
-    """name -> (byte offset, bases per line, bytes per line, quality's byte offset or -1) from a FASTA
-    .fai (five columns) or a FASTQ one (six); None when it is neither or cannot be read."""
-    index = {}
+class FaiRows:
+    """A .fai's rows by name: index[name] is (byte offset, bases per line, bytes per line, quality's byte offset or
+    -1), per line and bytes at least 1; rows(names) gives the first three of many at once. Iterates its names.
+    (Columns, not a tuple a record: a million reads' index is made in a fraction of a second.)"""
+
+    def __init__(self, names: list, c: np.ndarray):
+        self._at = dict(zip(names, range(len(names))))  # (a name twice: its last row, as a dict of rows kept it)
+        self._c = np.stack([c[:, 1], np.maximum(c[:, 2], 1), np.maximum(c[:, 3], 1), c[:, 4]], axis=1)
+        self._cols = [col.tolist() for col in self._c.T]
+
+    def __getitem__(self, name: str) -> tuple:
+        i = self._at[name]
+        off, per_line, width, qual = self._cols
+        return off[i], per_line[i], width[i], qual[i]
+
+    def __iter__(self):
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def rows(self, names: list) -> np.ndarray:
+        return self._c[np.fromiter(map(self._at.__getitem__, names), np.int64, len(names)), :3]
+
+
+def _read_fai(path: str) -> FaiRows | None:
+    """path's rows (a FASTA .fai: five columns; a FASTQ one: six); None when it is neither or cannot be read."""
+    table = fai_table(path)
+    if table is not None:
+        return FaiRows(*table)
+    names, rows = [], []
     try:
         with open(path) as fh:
             for line in fh:
@@ -463,10 +526,59 @@ def _read_fai(path: str) -> dict | None:
                 ln, offset, per_line, width = (int(v) for v in f[1:5])
                 if ln and (per_line <= 0 or width < per_line):
                     return None
-                index[f[0]] = (offset, max(per_line, 1), max(width, 1), int(f[5]) if len(f) == 6 else -1)
+                names.append(f[0])
+                rows.append((ln, offset, per_line, width, int(f[5]) if len(f) == 6 else -1))
     except (OSError, ValueError):
         return None
-    return index
+    try:
+        return FaiRows(names, np.array(rows, dtype=np.int64).reshape(-1, 5))
+    except OverflowError:  # (a number past int64: no layout a file has)
+        return None
+
+
+def fai_table(path: str) -> tuple[list, np.ndarray] | None:
+    """A .fai's names and columns (int64, n x 5: length, byte offset, bases per line, bytes per line, quality's
+    byte offset or -1) read in bulk, where every row is as samtools and build_fai write them: five or six
+    columns of digits, line layouts _read_fai takes, UTF-8 names without a NUL. Else None: the row-by-row
+    reader (and htslib) judge the file, as they always did."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    if not data or b"\r" in data or b"\0" in data:
+        return None
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    buf = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    tabs = np.flatnonzero(buf == 9)
+    lo, hi = np.searchsorted(tabs, starts), np.searchsorted(tabs, ends)
+    cols = int(hi[0] - lo[0]) + 1
+    if cols not in (5, 6) or (hi - lo != cols - 1).any():
+        return None
+    at = tabs[lo[:, None] + np.arange(cols - 1)]
+    a, b = at + 1, np.concatenate([at[:, 1:], ends[:, None]], axis=1)
+    n = b - a
+    if not ((n >= 1) & (n <= 18)).all():
+        return None
+    c = np.full((len(ends), 5), -1, dtype=np.int64)
+    for k in range(cols - 1):
+        v = read_ints(buf, a[:, k], n[:, k])
+        if v is None:
+            return None
+        c[:, k] = v
+    ln, per_line, width = c[:, 0], c[:, 2], c[:, 3]
+    if ((ln > 0) & ((per_line <= 0) | (width < per_line))).any():
+        return None
+    named = buf[segment_index(starts, at[:, 0] - starts + 1)].copy()  # each name and the tab after it
+    named[named == 9] = 10
+    try:
+        names = named.tobytes().decode("utf-8").split("\n")[:-1]
+    except UnicodeDecodeError:
+        return None
+    return names, c
 
 
 def build_fai(path: str, fai: str | None = None) -> bool:

@@ -2,9 +2,9 @@
 
 paf.parse_lines takes a line at a time (a regular expression, the columns converted, the tags filtered: ~6 us a
 line, most of a reader process's time on short reads). Here the same rules are checked for every line at once;
-a chunk holding any line they do not take (non-ASCII text, a CR inside a line, a malformed or out-of-range column, a number
-of 19 digits or more) is left to parse_lines, which names the fault in line order. Blank and '#' lines are
-skipped as there.
+a chunk holding any line they do not take (non-ASCII text, a CR inside a line, a malformed or out-of-range
+column, a number of 19 digits or more) is left to parse_lines, which names the fault in line order. Blank and
+'#' lines are skipped as there.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..records import segment_index
+from ..text import read_ints
 from .paf import STALE_TAGS, Candidates
 
-_MAX_DIGITS = 18  # (int64 holds every 18-digit number)
+_MAX_DIGITS = 18  # (text.read_ints' bound)
 _STALE = np.array(sorted(ord(t[0]) << 8 | ord(t[1]) for t in STALE_TAGS), dtype=np.int64)
 _INT_COLUMNS = (2, 3, 4, 7, 8, 9, 10, 11, 12)
 
@@ -59,7 +60,7 @@ def parse(lines: list, first: int) -> Candidates | None:
         n = b - a
         if not ((n >= 1) & (n <= _MAX_DIGITS)).all():
             return None
-        vals[col] = _decimal(buf, a, n)
+        vals[col] = read_ints(buf, a, n)
         if vals[col] is None:
             return None
     a, b = field(5)
@@ -72,18 +73,6 @@ def parse(lines: list, first: int) -> Candidates | None:
         line=row + first, qname=_texts(text, *field(1)), qlen=ql, qs=qs, qe=qe,
         strand=np.where(strand == 43, "+", "-").tolist(), tname=_texts(text, *field(6)), tlen=tl, ts=ts, te=te,
         mapq=mq, tags=_tags(buf, tabs, lo + 11, hi, end))
-
-
-def _decimal(buf: np.ndarray, a: np.ndarray, n: np.ndarray) -> np.ndarray | None:
-    """The numbers written in buf[a : a + n] (1 <= n <= 18), or None where a byte there is not a digit."""
-    v = np.zeros(len(a), dtype=np.int64)
-    for j in range(int(n.max())):
-        m = n > j
-        d = buf[np.where(m, a + j, a)].astype(np.int64) - 48
-        if ((d < 0) | (d > 9)).any():
-            return None
-        v = np.where(m, v * 10 + d, v)
-    return v
 
 
 def _texts(text: str, a: np.ndarray, b: np.ndarray) -> list:
