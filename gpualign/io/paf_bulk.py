@@ -71,7 +71,8 @@ def parse(lines: list, first: int) -> Candidates | None:
         return None
     return Candidates.of_columns(
         line=row + first, qname=_texts(text, *field(1)), qlen=ql, qs=qs, qe=qe,
-        strand=np.where(strand == 43, "+", "-").tolist(), tname=_texts(text, *field(6)), tlen=tl, ts=ts, te=te,
+        strand=[("-", "+")[k] for k in (strand == 43).tolist()], tname=_shared(_texts(text, *field(6))), tlen=tl,
+        ts=ts, te=te,
         mapq=mq, tags=_tags(buf, tabs, lo + 11, hi, end))
 
 
@@ -81,7 +82,8 @@ def _texts(text: str, a: np.ndarray, b: np.ndarray) -> list:
 
 def _tags(buf: np.ndarray, tabs: np.ndarray, lo: np.ndarray, hi: np.ndarray, end: np.ndarray) -> list:
     """Each line's tags after its 12 columns (the tabs from lo to hi of tabs, the line ending at end), but the
-    empty ones and STALE_TAGS's: parse_lines's lists."""
+    empty ones and STALE_TAGS's: parse_lines's lists (lines with the same tags share one list: not to be changed
+    in place)."""
     count = hi - lo
     if not count.any():
         return [[] for _ in range(len(lo))]
@@ -99,4 +101,12 @@ def _tags(buf: np.ndarray, tabs: np.ndarray, lo: np.ndarray, hi: np.ndarray, end
     runs = np.bincount(line[keep], weights=n[keep] + 1, minlength=len(lo)).astype(np.int64)
     firsts = np.cumsum(runs) - runs
     joined = buf[segment_index(at[keep], n[keep] + 1)].tobytes().decode("ascii")
-    return [joined[a + 1:a + k].split("\t") if k else [] for a, k in zip(firsts.tolist(), runs.tolist())]
+    rows = [joined[a:a + k] for a, k in zip(firsts.tolist(), runs.tolist())]
+    lists = {text: text[1:].split("\t") if text else [] for text in dict.fromkeys(rows)}
+    return [lists[text] for text in rows]
+
+
+def _shared(texts: list) -> list:
+    """texts with each distinct string one object (a chunk's target names and tag lists repeat: pickled once)."""
+    one: dict = {}
+    return [one.setdefault(x, x) for x in texts]
