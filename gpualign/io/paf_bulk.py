@@ -69,11 +69,10 @@ def parse(lines: list, first: int) -> Candidates | None:
     if not ((b - a == 1) & ((strand == 43) | (strand == 45)) & (qs <= qe) & (qe <= ql) & (ts <= te) & (te <= tl)
             & (mq <= 255)).all():
         return None
-    return Candidates.of_columns(
-        line=row + first, qname=_texts(text, *field(1)), qlen=ql, qs=qs, qe=qe,
-        strand=[("-", "+")[k] for k in (strand == 43).tolist()], tname=_shared(_texts(text, *field(6))), tlen=tl,
-        ts=ts, te=te,
-        mapq=mq, tags=_tags(buf, tabs, lo + 11, hi, end))
+    strands = [("-", "+")[k] for k in (strand == 43).tolist()]
+    return Candidates.of_columns(line=row + first, qname=_texts(text, *field(1)), qlen=ql, qs=qs, qe=qe,
+                                 strand=strands, tname=_shared(_texts(text, *field(6))), tlen=tl, ts=ts, te=te,
+                                 mapq=mq, tags=_tags(buf, tabs, lo + 11, hi, end))
 
 
 def _texts(text: str, a: np.ndarray, b: np.ndarray) -> list:
