@@ -33,6 +33,10 @@ from .workers import can_fork, fork_pool
 FIRST_CHUNK = 256  # lines in the first chunk (the GPU starts on it while the next ones are read)
 RAMP = 4  # each chunk after it at most this many times larger, up to cfg.batch_bases (item_lists)
 SHARES = 2  # chunks a worker reads at least (item_lists: a PAF's chunks no larger than its lines / (SHARES x workers))
+# ... unless that cuts a chunk below this many lines: a chunk of long reads is read in a fraction of its alignment's
+# time, and cut smaller it only made smaller batches, which the GPU aligns less well (15,000 ONT reads on an H100:
+# 1.92-1.94 s whole uncut, 2.10-2.13 s cut; a million short reads: 5.2 s uncut, 3.8 s cut into 62,500-line chunks)
+SPREAD_FLOOR = 1 << 13
 MIN_PAF_BYTES = 1 << 18  # smaller PAFs (~1,300 candidates) are read in-thread
 # raw mode: the first chunks fetched as always, so that the first batches are ready while the engines start (laid
 # out on the device, the first waited for the CUDA context and the kernels' load, which slowed the engines' start)
@@ -210,9 +214,10 @@ class Readers:
         asked = [0]  # chunks sized so far
         sent = [0]  # chunks sent to the workers so far
         # every worker given SHARES chunks or more of the PAF (its lines estimated): a chunk as large as a batch
-        # can hold would leave most workers idle where the PAF is a few batches' worth (a million short reads)
+        # can hold would leave most workers idle where the PAF is a few batches' worth (a million short reads),
+        # but no chunk cut below SPREAD_FLOOR lines by it
         lines = input_lines(paf_path)
-        spread = cfg.batch_pairs if lines is None else max(FIRST_CHUNK, int(lines / (SHARES * self.workers)))
+        spread = cfg.batch_pairs if lines is None else max(SPREAD_FLOOR, int(lines / (SHARES * self.workers)))
 
         def size() -> int:
             # the first chunks grow RAMP-fold from FIRST_CHUNK: each is read by one worker (a full-size one

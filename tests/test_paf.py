@@ -371,6 +371,7 @@ def test_reader_chunks_spread_over_the_workers(sim, tmp_path, monkeypatch):
 
     d, g, reads, cands = sim
     monkeypatch.setattr(realign_readers, "FIRST_CHUNK", 2)
+    monkeypatch.setattr(realign_readers, "SPREAD_FLOOR", 2)
     sizes = []
     chunks = realign_readers.P.line_chunks
 
@@ -390,6 +391,12 @@ def test_reader_chunks_spread_over_the_workers(sim, tmp_path, monkeypatch):
     assert outs[0] == outs[1] and outs[0]
     most = len(cands) / (realign_readers.SHARES * 3)
     assert sum(sizes) == len(cands) and len(sizes) >= realign_readers.SHARES * 3 and max(sizes) <= most * 1.2
+    # a floor above that size: chunks grow as the batches allow (here to cfg.batch_pairs), not cut by the spread
+    monkeypatch.setattr(realign_readers, "SPREAD_FLOOR", 40)
+    sizes.clear()
+    out = tmp_path / "floor.paf"
+    run_paf(str(d / "c.paf"), str(d / "reads.fa"), str(d / "ref.fa"), str(out), None, cfg, "test", readers=3)
+    assert out.read_bytes() == outs[0] and sum(sizes) == len(cands) and max(sizes) > most * 1.2
 
 
 def test_reader_processes_leave_no_shared_memory(sim):
