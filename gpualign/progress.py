@@ -117,14 +117,10 @@ def _fai_bases(data: bytes) -> int | None:
     width = b - a - 1
     if (b > ends).any() or (width < 1).any() or (width > 18).any():
         return None
-    value = np.zeros(len(ends), dtype=np.int64)
-    for k in range(int(width.max())):
-        digit = raw[np.maximum(b - 1 - k, 0)].astype(np.int64) - 48
-        held = k < width
-        if ((digit < 0) | (digit > 9))[held].any():
-            return None
-        value += np.where(held, digit * 10 ** k, 0)
-    return sum(value.tolist())  # (Python ints: no int64 wrap-around)
+    from .text import read_ints
+
+    value = read_ints(raw, a + 1, width)
+    return None if value is None else sum(value.tolist())  # (Python ints: no int64 wrap-around)
 
 
 def input_bases(*paths: str) -> float | None:
