@@ -168,10 +168,11 @@ def test_plain_index_is_read_in_bulk_without_htslib(tmp_path):
     assert index.rows(names[::-1]).tolist() == [list(index[n][:3]) for n in names[::-1]]
 
 
-@pytest.mark.parametrize("odd", ["plus", "crlf", "twice", "spaces"])
+@pytest.mark.parametrize("odd", ["plus", "crlf", "twice", "spaces", "named", "wide"])
 def test_odd_index_rows_go_the_row_by_row_way(tmp_path, odd):
-    """A .fai that fai_table does not take (a '+5', CRLF rows, a name twice, a column with a space) is read as
-    it always was: htslib opens it, and the rows come from the row-by-row reader, the same lengths and bases."""
+    """A .fai that fai_table does not take (a '+5', CRLF rows, a name twice, a column with a space, a name with
+    one, a line end of 10^10 bytes) is read as it always was: through htslib, which opens it (the rows then come
+    from the row-by-row reader) or refuses it (the file is then read into a copy): the same lengths and bases."""
     from gpualign.io.faidx import fai_table
 
     path = str(tmp_path / "x.fa")
@@ -185,14 +186,25 @@ def test_odd_index_rows_go_the_row_by_row_way(tmp_path, odd):
         rows.append(rows[0])
     elif odd == "spaces":
         rows[0] = "\t".join(f[:1] + [" " + f[1]] + f[2:])
+    elif odd == "named":  # (htslib cuts the name at the space: the row is not read as this name's)
+        rows[0] = "\t".join([f[0] + " desc"] + f[1:])
+    elif odd == "wide":  # (a line end of 10^10 bytes: htslib refuses the row)
+        rows[0] = "\t".join(f[:4] + ["10000000000"] + f[5:])
     eol = "\r\n" if odd == "crlf" else "\n"
     with open(path + ".fai", "w", newline="") as fh:
         fh.write(eol.join(rows) + eol)
     assert fai_table(path + ".fai") is None or odd == "twice"
-    fa = IndexedFasta(path)
-    assert fa._fa is not None
+    fold = bytes.upper if odd in ("named", "wide") else bytes  # (a copy holds its bases case-folded)
+    if odd in ("named", "wide"):  # as before the bulk reader: the index refused, the file read into a copy
+        from gpualign.io.random_access import open_indexed
+
+        fa = open_indexed(path)
+        assert fa.path != path
+    else:
+        fa = IndexedFasta(path)
+        assert fa._fa is not None
     assert fa.lengths == {n: len(s) for n, s in RECORDS.items()}
-    assert all(fa.fetch(n) == s for n, s in RECORDS.items())
+    assert all(fa.fetch(n) == fold(s) for n, s in RECORDS.items())
 @pytest.mark.parametrize("body", [b"ACGTACGTA\r\nCGGGTTTCCC\nAAAAATTTTT\n",  # 9 bases + CRLF, 10 + LF: 11 bytes each
                                   b"ACGTACGTAC\nGGGG\rGTTTC\nAAAAAT\n"])  # a CR inside a line
 def test_line_ends_the_index_cannot_place(tmp_path, body):

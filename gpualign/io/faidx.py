@@ -175,12 +175,13 @@ class IndexedFasta:
 
     def _checked_in_bulk(self, names: list) -> list:
         """_check_line_ends of many records of a file without a CR at once: an LF row's lines need only end inside
-        the file. The names left for _check_line_ends (CRLF rows, empty records, rows past the file's end)."""
+        the file. The names left for _check_line_ends (CRLF rows and any wider line end, empty records, rows past
+        the file's end)."""
         offset, per_line, width = self._index.rows(names).T
         ln = np.fromiter(map(self.lengths.__getitem__, names), np.int64, len(names))
         lines = -(-ln // per_line)
         stop = offset + (lines - 1) * width + ln - (lines - 1) * per_line
-        ok = ((ln > 0) & (width - per_line != 2) & (stop <= len(self._map))).tolist()
+        ok = ((ln > 0) & (width - per_line <= 1) & (stop <= len(self._map))).tolist()  # (LF rows; no wrap-around)
         self._laid_out.update(itertools.compress(names, ok))
         return [name for name, k in zip(names, ok) if not k]
 
@@ -539,8 +540,8 @@ def _read_fai(path: str) -> FaiRows | None:
 def fai_table(path: str) -> tuple[list, np.ndarray] | None:
     """A .fai's names and columns (int64, n x 5: length, byte offset, bases per line, bytes per line, quality's
     byte offset or -1) read in bulk, where every row is as samtools and build_fai write them: five or six
-    columns of digits, line layouts _read_fai takes, UTF-8 names without a NUL. Else None: the row-by-row
-    reader (and htslib) judge the file, as they always did."""
+    columns of digits, line ends of one or two bytes, UTF-8 names without a NUL or white space. Else None:
+    htslib and the row-by-row reader judge the file, as they always did."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -570,9 +571,11 @@ def fai_table(path: str) -> tuple[list, np.ndarray] | None:
             return None
         c[:, k] = v
     ln, per_line, width = c[:, 0], c[:, 2], c[:, 3]
-    if ((ln > 0) & ((per_line <= 0) | (width < per_line))).any():
-        return None
+    if ((ln > 0) & ((per_line <= 0) | (width < per_line) | (width - per_line > 2))).any():
+        return None  # (a line end of more than CR LF: htslib refuses the row)
     named = buf[segment_index(starts, at[:, 0] - starts + 1)].copy()  # each name and the tab after it
+    if np.isin(named, (32, 11, 12)).any():  # (htslib cuts a name at white space)
+        return None
     named[named == 9] = 10
     try:
         names = named.tobytes().decode("utf-8").split("\n")[:-1]
