@@ -259,3 +259,18 @@ def test_line_ends_of_many_records_checked_at_once_as_one_by_one(tmp_path, layou
             faidx.BULK_CHECK = saved
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] == ("error" if layout in ("cr_inside", "past_end") else "rows")
+
+
+def test_index_names_htslib_cuts_are_an_error_not_a_traceback(tmp_path):
+    """A .fai whose names end with white space: htslib opens it and names the records without it; the rows
+    then name no record as htslib does, which is said (one line naming the index), not a KeyError."""
+    path = str(tmp_path / "x.fa")
+    write_fasta(path, 60)
+    IndexedFasta(path).close()
+    rows = [x.split("\t") for x in open(path + ".fai").read().splitlines()]
+    with open(path + ".fai", "w") as fh:
+        fh.write("".join("\t".join([r[0] + " "] + r[1:]) + "\n" for r in rows))
+    fa = IndexedFasta(path)
+    assert fa._fa is not None and set(fa.lengths) == set(RECORDS)
+    with pytest.raises(InputError, match=r"record 'a' is not named so in its \.fai index \(.*x\.fa\.fai\)"):
+        fa.fetch("a", 0, 5)

@@ -96,6 +96,10 @@ class IndexedFasta:
             odd = next((n for n in self._index or () if "\0" in n), None)
             if odd is not None:  # (htslib cuts the name there: it and the .fai's rows disagree)
                 raise InputError(f"{display_name(self.path)}: record {odd!r}: a NUL byte in its name")
+            lost = None if self._index is None else next((n for n in self.lengths if n not in self._index), None)
+            if lost is not None:  # (a .fai name with white space at its end, which htslib cut)
+                raise InputError(f"{display_name(self.path)}: record {lost!r} is not named so in its .fai index "
+                                 f"({display_name(self._fai)}): rebuild the index (samtools faidx)")
             if self._index is not None:
                 with open(self.path, "rb") as fh:
                     self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
