@@ -23,7 +23,6 @@ from .output import parallel
 from .output.formats import infer_format, name_notice, named_format
 from .output.realigned import RealignedBam, RealignedPaf, RealignedSam, sa_entries
 from .output.sam import check_rnames
-from .progress import input_bases
 from .realign_primary import Primaries, count_reads, match_reward6
 from .realign_readers import Readers, worker_count
 from .records import Names, PairBatch
@@ -128,9 +127,9 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
             batches = _batches(items, cfg)
         try:
             # -t 0 (all cores): worker processes as many as the work is worth (about the query file's bases
-            # twice, the targets' windows about as long as the reads); -t N: N
-            bases = input_bases(query_path) if cfg.threads == 0 else None
-            bases = None if bases is None else 2 * bases
+            # twice, the targets' windows about as long as the reads: its index's lengths, read at its open);
+            # -t N: N
+            bases = 2 * sum(queries.fa.lengths.values()) if cfg.threads == 0 else None
             engine_threads, fmt_threads = workers.for_input(cfg.n_threads, bases)
             if fmt == "paf":
                 fmt_pool = parallel.start_pool(fmt_threads, PAF_FORMATTERS)

@@ -97,8 +97,8 @@ def test_line_ends_placed_on_arrays():
 
 @pytest.mark.parametrize("crlf", [False, True])
 def test_rows_and_raw_bounds_equal_span(tmp_path, crlf):
-    """IndexedFasta.rows with faidx.raw_bounds place many ranges as span places each one (records of one line,
-    wrapped, of one base, CRLF)."""
+    """IndexedFasta.rows with faidx.raw_bounds place many ranges as fetch's _raw_bounds places each one, and the
+    file's bytes there are fetch's bases (records of one line, wrapped, of one base, CRLF)."""
     from gpualign.io import faidx
 
     rng = np.random.default_rng(5)
@@ -120,10 +120,13 @@ def test_rows_and_raw_bounds_equal_span(tmp_path, crlf):
         names.append(f"s{i}")
         starts.append(a)
         ends.append(b)
-        span = fa.span(f"s{i}", a, b)
-        want.append((span[0], span[0] + span[1]))
+        offset, per_line, width, _ = fa._index[f"s{i}"]
+        want.append(faidx._raw_bounds(offset, per_line, width, a, b))  # (fetch's own, a range at a time)
     a, b = faidx.raw_bounds(fa.rows(names), np.array(starts), np.array(ends))
     assert list(zip(a.tolist(), b.tolist())) == want
+    data = path.read_bytes()  # the bytes they name are the bases fetch gives, line ends left out
+    for name, x, y, s, e in zip(names, a.tolist(), b.tolist(), starts, ends):
+        assert data[x:y].replace(b"\r", b"").replace(b"\n", b"") == fa.fetch(name, s, e)
     fa.close()
 
 

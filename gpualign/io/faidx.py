@@ -143,22 +143,9 @@ class IndexedFasta:
             self._check_line_ends(name, offset, per_line, width, ln)
         return self._slice(name, offset, per_line, width, start, end)
 
-    def span(self, name: str, start: int, end: int) -> tuple[int, int, int, int] | None:
-        """Where bases [start, end) of record name (0 <= start <= end <= its length) lie in the file, for a
-        reader of the raw bytes: (offset of base start, bytes to its last base's end, bases per line, bytes per
-        line with the line end); None where slices do not come from the memory map (bgzip). Its line ends
-        are checked as fetch checks them (an InputError)."""
-        if self._map is None and not self._mapped():
-            return None
-        offset, per_line, width, _ = self._index[name]
-        if name not in self._laid_out:
-            self._check_line_ends(name, offset, per_line, width, self.lengths[name])
-        a, b = _raw_bounds(offset, per_line, width, start, end)
-        return a, b - a, per_line, width
-
     def rows(self, names: list) -> np.ndarray | None:
         """Each of names' .fai row (offset, bases a line, bytes a line), an int64 array n x 3, for a reader of the
-        raw bytes (span's, for many records at once: raw_bounds places their bases); each record's line ends
+        raw bytes (raw_bounds places their bases, as _raw_bounds does a fetch's); each record's line ends
         checked as fetch checks them (an InputError); None where slices do not come from the memory map (bgzip)."""
         if self._map is None and not self._mapped():
             return None
