@@ -13,6 +13,9 @@ typedef unsigned long long uint64_t;
 #else
 #include <stdint.h>
 #endif
+#ifndef BLOCK_SHARED  // a kernel's own shared variables (tests/emu/cuda_host.h defines it for the CPU)
+#define BLOCK_SHARED __shared__
+#endif
 
 template <int BITS>
 __device__ __forceinline__ uint32_t load_window(const uint32_t* __restrict__ w, uint32_t pos) {

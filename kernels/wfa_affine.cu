@@ -144,12 +144,20 @@ template <> struct Cell<true> {
     unsigned a;
     __device__ __forceinline__ static Cell at(unsigned row, int k) { return Cell{row + 2u * (unsigned)k}; }
     template <int D> __device__ __forceinline__ int ld() const {
+#ifdef __CUDA_ARCH__
         int v;
         asm volatile("ld.shared.s16 %0, [%1+%2];" : "=r"(v) : "r"(a), "n"(2 * D));
         return v;
+#else  // compiled for the CPU by the tests (tests/emu)
+        return emu_lds16(a + 2 * D);
+#endif
     }
     template <int D> __device__ __forceinline__ void st(int v) const {
+#ifdef __CUDA_ARCH__
         asm volatile("st.shared.b16 [%0+%1], %2;" ::"r"(a), "n"(2 * D), "h"((short)v) : "memory");
+#else
+        emu_sts16(a + 2 * D, v);
+#endif
     }
 };
 
@@ -217,8 +225,10 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
     constexpr int NL = Ring<SMEM>::NUL_CELL;
     constexpr int NONE = 0x7fffffff;
     extern __shared__ short smem[];
-    __shared__ int sh_it, sh_end;
-    __shared__ Step sh_step[2];  // score s's in sh_step[s % 2]
+    // sh_end[s % 2]: the least diagonal a cell of score s ends on (ends-free), NONE while none does. Two, because
+    // a warp past score s's barrier may find score s + 1's end before a slower warp has read score s's
+    BLOCK_SHARED int sh_it, sh_end[2];
+    BLOCK_SHARED Step sh_step[2];  // score s's in sh_step[s % 2]
     const int W = 2 * kcap + 3 + fbmax;  // diagonals -kcap-1 .. kcap+1+fbmax: the outer two stay NUL
     const int oe = o + e;
     const int RM = (x > oe ? x : oe) + 1, RI = e + 1;
@@ -229,7 +239,7 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
     T* const Mr = ring + kcap + 1;  // M's row r, diagonal k: Mr[r * W + k]; I's rows from row RM, D's from RM + RI
 
     for (;;) {
-        if (threadIdx.x == 0) { sh_it = atomicAdd(counter, 1); sh_end = NONE; }
+        if (threadIdx.x == 0) { sh_it = atomicAdd(counter, 1); sh_end[0] = sh_end[1] = NONE; }
         // Every ring cell starts NUL. A row is rewritten over a range that contains the range of
         // its previous use (wavefronts only widen), so a read anywhere in the row gives the cell's
         // value or NUL: no bounds checks in the loop below.
@@ -256,14 +266,14 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
                 const int room = n < m - k ? n : m - k;
                 const int h = k + common_prefix_bytes8(raw, qp, tp + k, room);
                 Mr[k] = (T)h;
-                if (h - k == n && h >= m - fe) atomicMin(&sh_end, k);
+                if (h - k == n && h >= m - fe) atomicMin(&sh_end[0], k);
             }
             if (BT) bt_store(bt, k, 3u, k <= fb);
         }
         StepPlan plan(U, e);  // thread 0's: the next step's Step, made while this one runs
         if (threadIdx.x == 0) plan.next(sh_step[1], x, o, e, kcap, fbmax, RM, RI, W, n, m, fb, ke_lo, ke_hi, clear);
         __syncthreads();
-        int final_s = sh_end != NONE ? 0 : -1, s = 0;
+        int final_s = sh_end[0] != NONE ? 0 : -1, s = 0;
         while (final_s < 0 && s < U) {
             s++;
             const Step st = sh_step[s & 1];
@@ -316,7 +326,7 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
                     int l = diff ? (__ffs(diff) - 1) >> 3 : 4;
                     if (!diff && room > 4) l = 4 + common_prefix_bytes8(raw, qp - k + hq + 4, tp + hq + 4, room - 4);
                     mm += l < room ? l : room;
-                    if (EF && mm == n + k && mm >= m - fe) atomicMin(&sh_end, k);
+                    if (EF && mm == n + k && mm >= m - fe) atomicMin(&sh_end[s & 1], k);
                     cmo.template st<D>(mm); cio.template st<D>(i); cdo.template st<D>(d);
                     return (unsigned)(msrc | (iext << 2) | (dext << 3));
                 }
@@ -338,11 +348,11 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
             }
             __syncthreads();
             // every thread reads the same cell or flag: the loop condition stays uniform
-            if (EF ? sh_end != NONE : Mo[m - n] == m) final_s = s;
+            if (EF ? sh_end[s & 1] != NONE : Mo[m - n] == m) final_s = s;
         }
         if (threadIdx.x == 0) {
             score[it] = final_s;
-            kend[it] = EF ? sh_end : m - n;
+            kend[it] = EF ? sh_end[final_s & 1] : m - n;
         }
         __syncthreads();  // the rows, sh_it and sh_end are reused by the next pair
     }

@@ -1,5 +1,7 @@
-"""Affine WFA on the GPU against parasail, WFA2-lib (CPU engine) and edlib (run on the device: pytest -m gpu)."""
+"""Affine WFA on the GPU against parasail, WFA2-lib (CPU engine) and edlib: on the device (pytest -m gpu), and
+with its kernels compiled for the CPU (tests/emu: "emu", CI) where a test's sizes allow."""
 
+import emu
 import numpy as np
 import pytest
 
@@ -12,7 +14,9 @@ from oracles import affine, edit
 from oracles import check_against as verify
 from strategies import adversarial, to_batch
 
-pytestmark = pytest.mark.gpu
+NO_CXX = pytest.mark.skipif(not emu.available(), reason="no g++ to compile the kernels for the CPU")
+GPU_OR_EMU = [pytest.param("gpu", marks=pytest.mark.gpu), pytest.param("emu", marks=NO_CXX)]
+GPU = [pytest.param("gpu", marks=pytest.mark.gpu)]  # (sizes or threads the emulation does not take)
 
 PENALTIES = [Penalties(4, 6, 2), Penalties(1, 0, 1), Penalties(3, 5, 1), Penalties(5, 1, 3), Penalties(2, 12, 1),
              Penalties(6, 2, 2)]
@@ -25,11 +29,21 @@ def cpu():
     engine.close()
 
 
-@pytest.fixture(scope="module")
-def gpu():
+def affine_engine(kind: str, **kw):
+    """The engine on the device (gpu) or with its kernels run on the CPU (emu)."""
     from gpualign.engines.gpu_affine import GpuAffineEngine
 
-    return GpuAffineEngine()
+    return (GpuAffineEngine if kind == "gpu" else emu.emulated(GpuAffineEngine))(**kw)
+
+
+@pytest.fixture(scope="module", params=GPU_OR_EMU)
+def kind(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def gpu(kind):
+    return affine_engine(kind)
 
 
 def pairs_random(n_groups, per_group, seed, max_len=2000, max_rate=0.2, profile="uniform", min_len=1):
@@ -45,10 +59,12 @@ def pairs_random(n_groups, per_group, seed, max_len=2000, max_rate=0.2, profile=
 
 
 @pytest.mark.parametrize("pen", PENALTIES, ids=lambda p: f"{p.mismatch},{p.gap_open},{p.gap_extend}")
-def test_random_pairs_vs_parasail(gpu, pen):
-    """Pairs up to 2 kbp, error 0-20%, uniform and indel-heavy: scores equal parasail's, CIGARs check."""
-    pairs = pairs_random(30, 40, seed=pen.mismatch * 7 + pen.gap_open) + \
-        pairs_random(10, 40, seed=5, profile="long", max_len=1500)
+def test_random_pairs_vs_parasail(gpu, kind, pen):
+    """Pairs up to 2 kbp, error 0-20%, uniform and indel-heavy: scores equal parasail's, CIGARs check (emulated:
+    a tenth of them)."""
+    per = 40 if kind == "gpu" else 3
+    pairs = pairs_random(30, per, seed=pen.mismatch * 7 + pen.gap_open) + \
+        pairs_random(10, per, seed=5, profile="long", max_len=1500)
     batch = to_batch(pairs)
     want = np.array([affine(q, t, pen) for q, t in pairs])
     for do in (False, True):
@@ -70,9 +86,13 @@ def test_adversarial(gpu, cpu, n_mm):
             verify(batch, res, cfg, want)
 
 
-def test_long_pairs_vs_wfa2(gpu, cpu):
-    """10-50 kbp, long-read profile up to 15%: scores equal WFA2-lib's (CPU engine)."""
-    pairs = pairs_random(6, 3, seed=11, min_len=10_000, max_len=50_000, max_rate=0.15, profile="long")
+def test_long_pairs_vs_wfa2(gpu, kind, cpu):
+    """10-50 kbp, long-read profile up to 15%: scores equal WFA2-lib's (CPU engine). Emulated: two pairs of
+    33-34 kbp at up to 2% (beyond int16: the rings in device memory)."""
+    if kind == "gpu":
+        pairs = pairs_random(6, 3, seed=11, min_len=10_000, max_len=50_000, max_rate=0.15, profile="long")
+    else:
+        pairs = pairs_random(1, 2, seed=11, min_len=33_000, max_len=34_000, max_rate=0.02, profile="long")
     batch = to_batch(pairs)
     cfg = AlignConfig(metric="affine")
     want = cpu.align(batch, cfg).score
@@ -81,6 +101,7 @@ def test_long_pairs_vs_wfa2(gpu, cpu):
     assert (res.engine == ENGINE_CODE["gpu-affine"]).all()
 
 
+@pytest.mark.gpu
 def test_edit_metric_beyond_ewfa(cpu):
     """Edit metric: pairs eWFA cannot hold (d > 128, length differences) go to the affine engine; edlib agrees."""
     from gpualign.engines import gpu_engines
@@ -97,22 +118,21 @@ def test_edit_metric_beyond_ewfa(cpu):
         assert counts.get("gpu-affine", 0) > 0 and counts.get("cpu-wfa", 0) == 1, counts
 
 
-def test_forced_rescue(cpu):
+def test_forced_rescue(cpu, kind):
     """A tiny first level and a small second: escalation, then CPU rescue, all exact."""
-    from gpualign.engines.gpu_affine import GpuAffineEngine
-
     pairs = pairs_random(20, 25, seed=9, max_len=1500, max_rate=0.2)
     batch = to_batch(pairs)
     pen = Penalties()
     want = np.array([affine(q, t, pen) for q, t in pairs])
     for do in (False, True):
         cfg = AlignConfig(metric="affine", distance_only=do)
-        res, counts = run_chain(batch, [GpuAffineEngine(levels=(0.02, 0.08)), cpu], cfg)
+        res, counts = run_chain(batch, [affine_engine(kind, levels=(0.02, 0.08)), cpu], cfg)
         verify(batch, res, cfg, want)
         assert counts.get("gpu-affine:L0", 0) > 0 and counts.get("gpu-affine:L1", 0) > 0, counts
         assert counts.get("rescued", 0) > 0 and counts.get("cpu-wfa", 0) > 0, counts
 
 
+@pytest.mark.gpu
 def test_concurrent_threads(cpu):
     """Two threads aligning batches at once through one engine (as stages.stream does with
     `concurrent`), each batch's rings in shared memory beyond the default 48 KB with its own size (the
@@ -145,6 +165,7 @@ def test_concurrent_threads(cpu):
                     assert sum(v for k, v in counts.items()) == b.n, counts
 
 
+@pytest.mark.parametrize("kind", GPU, indirect=True)
 def test_gpu_equals_cpu_many_pairs(gpu, cpu):
     """50,000 pairs of 100-1000 bp at up to 15%: GPU scores == CPU engine scores; CIGARs checked on a sample."""
     pairs = pairs_random(50, 1000, seed=21, max_len=1000, max_rate=0.15, min_len=100)
@@ -156,6 +177,7 @@ def test_gpu_equals_cpu_many_pairs(gpu, cpu):
     verify(batch, res, cfg, ref.score, check_every=97)
 
 
+@pytest.mark.parametrize("kind", GPU, indirect=True)
 def test_real_mito_windows(gpu, cpu, real_data):
     """Human vs orangutan mtDNA windows (real divergence, indels): GPU == WFA2-lib."""
     import os
@@ -213,16 +235,16 @@ def test_ends_free_bounded(gpu, cpu, metric):
 
 @pytest.mark.parametrize("ends_free", [False, True], ids=["global", "ends-free"])
 @pytest.mark.parametrize("pen", PENALTIES[:4], ids=lambda p: f"{p.mismatch},{p.gap_open},{p.gap_extend}")
-def test_estimated_caps_at_the_score(cpu, pen, ends_free):
+def test_estimated_caps_at_the_score(cpu, kind, pen, ends_free):
     """The pruned level with every pair's cap set to its exact score finds every pair (no cell of an
     optimal path is pruned); one below it finds none (they go on to level E2, the levels and the CPU): scores
     exact either way."""
     from gpualign.engines import reference
     from gpualign.engines.affine_plan import reduced
-    from gpualign.engines.gpu_affine import GpuAffineEngine
 
-    pairs = pairs_random(12, 20, seed=31 + pen.gap_open, max_len=900, max_rate=0.2) + \
-        pairs_random(4, 20, seed=32, profile="long", max_len=900)
+    per = 20 if kind == "gpu" else 6
+    pairs = pairs_random(12, per, seed=31 + pen.gap_open, max_len=900, max_rate=0.2) + \
+        pairs_random(4, per, seed=32, profile="long", max_len=900)
     pairs += [(b"", b"ACGT"), (b"ACGT", b""), (b"", b""), (b"ACGTACGT", b"ACGTACGT"), (b"A" * 300, b"C" * 200)]
     batch = to_batch(pairs)
     free = None
@@ -238,7 +260,7 @@ def test_estimated_caps_at_the_score(cpu, pen, ends_free):
     for do in (False, True):
         cfg = AlignConfig(metric="affine", penalties=pen, distance_only=do, ends_free_target=ends_free)
         for delta, n_est in ((0, batch.n), (-1, int((want == 0).sum()))):
-            eng = GpuAffineEngine(estimate_min=1)
+            eng = affine_engine(kind, estimate_min=1)
             eng.tune["caps"] = want // g + delta
             res, counts = run_chain(batch, [eng, cpu], cfg)
             assert (res.status == OK).all() and (res.score == want).all(), np.nonzero(res.score != want)
@@ -254,17 +276,16 @@ def test_estimated_caps_at_the_score(cpu, pen, ends_free):
 
 @pytest.mark.parametrize("where", ["E2", "L0"])
 @pytest.mark.parametrize("ends_free", [False, True], ids=["global", "ends-free"])
-def test_rescue_of_groups_merged(cpu, ends_free, where):
+def test_rescue_of_groups_merged(cpu, kind, ends_free, where):
     """The pairs that the estimated levels of several length groups leave (every 7th pair here, its cap
     below its score) run at level E2 (RAISED times their caps) in one launch, not one per group, and those
     above that too (where="L0": caps under half the score) at level 0 in one launch: scores and CIGARs
     exact either way."""
     from gpualign.engines import reference
     from gpualign.engines.affine_plan import RAISED, length_groups, reduced
-    from gpualign.engines.gpu_affine import GpuAffineEngine
 
     pen = Penalties(4, 6, 2)
-    pairs = pairs_random(6, 30, seed=77, max_len=3000, max_rate=0.15, min_len=100)
+    pairs = pairs_random(6, 30 if kind == "gpu" else 10, seed=77, max_len=3000, max_rate=0.15, min_len=100)
     batch = to_batch(pairs)
     n_groups = len(length_groups(np.maximum(batch.q_len, batch.t_len)))
     assert n_groups >= 3
@@ -279,8 +300,12 @@ def test_rescue_of_groups_merged(cpu, ends_free, where):
     low = (np.arange(batch.n) % 7 == 3) & (s >= 3)
     caps = np.where(low, s - 1 if where == "E2" else (s - 1) // 2, s)
     assert (np.ceil(RAISED * caps[low]) >= s[low] if where == "E2" else np.ceil(RAISED * caps[low]) < s[low]).all()
-    eng = GpuAffineEngine(estimate_min=1)
+    eng = affine_engine(kind, estimate_min=1)
     eng.tune["caps"] = caps
+    if kind == "emu":  # (an H100's SMs: the emulation's two would not take the merged launch in one wave)
+        with emu.cupy_on_numpy():
+            eng._module()
+        eng._sms = 132
     launches = []
     launch = eng._launch
 
@@ -305,44 +330,43 @@ def test_rescue_of_groups_merged(cpu, ends_free, where):
 
 
 @pytest.mark.parametrize("pen", PENALTIES[:3], ids=lambda p: f"{p.mismatch},{p.gap_open},{p.gap_extend}")
-def test_estimated_caps_from_sample(pen):
+def test_estimated_caps_from_sample(kind, pen):
     """Groups of every size take the sampled estimate (estimate_min=1): scores equal parasail's and
-    most pairs finish at the estimated level."""
-    from gpualign.engines.gpu_affine import GpuAffineEngine
-
-    pairs = pairs_random(8, 200, seed=41 + pen.mismatch, max_len=1500, max_rate=0.15, min_len=200) + \
-        pairs_random(4, 100, seed=43, profile="long", max_len=1500, min_len=200)
+    most pairs finish at the estimated level (emulated: a fifth of the pairs)."""
+    per = 200 if kind == "gpu" else 40
+    pairs = pairs_random(8, per, seed=41 + pen.mismatch, max_len=1500, max_rate=0.15, min_len=200) + \
+        pairs_random(4, per // 2, seed=43, profile="long", max_len=1500, min_len=200)
     batch = to_batch(pairs)
     want = np.array([affine(q, t, pen) for q, t in pairs])
     for do in (False, True):
         cfg = AlignConfig(metric="affine", penalties=pen, distance_only=do)
-        eng = GpuAffineEngine(estimate_min=1)
+        eng = affine_engine(kind, estimate_min=1)
         res = eng.align(batch, cfg)
         verify(batch, res, cfg, want)
         assert eng.last_counts.get("gpu-affine:E", 0) > batch.n // 2, eng.last_counts
 
 
 @pytest.mark.parametrize("ends_free", [False, True], ids=["global", "ends-free"])
-def test_estimate_carried_across_batches(monkeypatch, ends_free):
+def test_estimate_carried_across_batches(monkeypatch, kind, ends_free):
     """Once the engine has seen enough pairs of a setting and length class, later batches take their caps
     from those pairs' rates (no sample run): scores still equal parasail's / the reference DP, most pairs
     finish at the estimated level, and a batch far noisier than the history stays exact (its pairs
-    exceed the carried caps and go on to level E2 and the levels)."""
+    exceed the carried caps and go on to level E2 and the levels). Emulated: pairs of 400 bp, not 1,500."""
     import gpualign.engines.gpu_affine as GA
     from gpualign.engines import reference
 
     monkeypatch.setattr(GA, "HISTORY_MIN", 100)
     pen = Penalties(4, 6, 2)
     cfg = AlignConfig(metric="affine", penalties=pen, ends_free_target=ends_free)
-    eng = GA.GpuAffineEngine(estimate_min=1)
+    eng = affine_engine(kind, estimate_min=1)
     rng = np.random.default_rng(5)
     for rate, seed in ((0.05, 1), (0.05, 2), (0.05, 3), (0.25, 4)):
         from simulate import simulate
 
-        q, t = simulate(150, 1500, rate, seed=seed)
+        q, t = simulate(150, 1500 if kind == "gpu" else 400, rate, seed=seed)
         batch = to_batch(list(zip(q, t)))
         longest = np.maximum(batch.q_len, batch.t_len)
-        assert longest.min() > 1024 and longest.max() <= 2048  # one length class: one history
+        assert int(longest.min() - 1).bit_length() == int(longest.max() - 1).bit_length()  # one length class: one history
         if ends_free:
             batch.t_free = rng.integers(0, 40, (batch.n, 2))
             want = np.array([reference.affine_score(a, b, pen, False, int(f0), int(f1))
@@ -364,7 +388,7 @@ def test_estimate_carried_across_batches(monkeypatch, ends_free):
             assert eng.last_counts.get("gpu-affine:E", 0) > batch.n // 2, eng.last_counts
 
 
-def test_device_cigar_text_equals_host(gpu):
+def test_device_cigar_text_equals_host(gpu, kind):
     """The CIGAR text and counts the engine makes on the device (AlignBatch.cigar_text / cigar_stats)
     equal what the writers derive from the ops on the host; writers given either write the same bytes."""
     import io
@@ -374,7 +398,8 @@ def test_device_cigar_text_equals_host(gpu):
     rng = np.random.default_rng(3)
     long_gap = (b"ACGT" * 700, b"ACGT" * 150 + b"ACGT" * 400)  # a 600-base deletion: 3-digit ops
     big = bytes(rng.choice(np.frombuffer(b"ACGT", np.uint8), 4000))
-    pairs = pairs_random(6, 30, seed=9, max_len=3000, max_rate=0.2, profile="long") + adversarial() + \
+    pairs = pairs_random(6, 30 if kind == "gpu" else 6, seed=9, max_len=3000, max_rate=0.2, profile="long") + \
+        adversarial() + \
         [long_gap, (big, big[:1000] + big[2500:]), (big, big), (b"", b"ACG"), (b"ACG", b"")]
     batch = to_batch(pairs)
     res = gpu.align(batch, AlignConfig(metric="affine"))

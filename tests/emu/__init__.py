@@ -83,6 +83,9 @@ def library(stem: str, defines: tuple = ()) -> ctypes.CDLL:
 
 
 class _Function:
+    max_dynamic_shared_size_bytes = 232_448  # (CUDA's function attributes: an H100's opt-in limit, no static part)
+    shared_size_bytes = 0
+
     def __init__(self, lib, name: str):
         self.lib, self.name = lib, name
 
@@ -123,7 +126,8 @@ class _Device:
     id = 0
     mem_info = (64 << 30, 80 << 30)  # (free, total): what launch sizes are planned from
     # (few SMs: gpu_dp.team_size gives the tests' launches either team size; an H100's shared memory an SM)
-    attributes = {"MultiProcessorCount": 2, "MaxSharedMemoryPerMultiprocessor": 233_472}
+    attributes = {"MultiProcessorCount": 2, "MaxSharedMemoryPerMultiprocessor": 233_472,
+                  "MaxSharedMemoryPerBlockOptin": 232_448}
 
     def __enter__(self):
         return self
@@ -190,7 +194,7 @@ def _runtime() -> types.SimpleNamespace:
         locked.add(address)
 
     return types.SimpleNamespace(getDeviceCount=lambda: 1, hostRegister=register, hostUnregister=locked.remove,
-                                 CUDARuntimeError=RuntimeError, locked=locked)
+                                 CUDARuntimeError=RuntimeError, locked=locked, memGetInfo=lambda: _Device.mem_info)
 
 
 def fake_cupy() -> types.ModuleType:

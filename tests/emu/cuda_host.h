@@ -63,6 +63,9 @@ inline unsigned __vcmpeq2(unsigned a, unsigned b) {
 inline unsigned __vminu2(unsigned a, unsigned b) {
     return std::min(a & 0xffffu, b & 0xffffu) | std::min(a >> 16, b >> 16) << 16;
 }
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
+    return (unsigned)((((unsigned long long)hi << 32) | lo) >> (shift & 31));
+}
 inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
     return (unsigned)((((unsigned long long)hi << 32) | lo) << (shift & 31) >> 32);
 }
@@ -74,6 +77,10 @@ inline std::size_t __cvta_generic_to_shared(const void* p) { return (std::size_t
 inline int emu_lds(uint32_t addr) { return *(const int*)(emu_shared_base + addr); }
 inline int emu_lds16(uint32_t addr) { return *(const short*)(emu_shared_base + addr); }
 inline void emu_sts(uint32_t addr, int v) { *(int*)(emu_shared_base + addr) = v; }
+inline void emu_sts16(uint32_t addr, int v) { *(short*)(emu_shared_base + addr) = (short)v; }
+// a kernel's own `__shared__` variables (BLOCK_SHARED in the kernel files): one for every fiber of a block, as
+// blocks run one after another
+#define BLOCK_SHARED static
 
 // A block: its threads as fibers on one thread, taking turns. A thread runs until it waits at a barrier
 // (__syncthreads for the block; __syncwarp and each shuffle for its warp), or ends; a barrier opens when
@@ -196,6 +203,11 @@ inline T __shfl_up_sync(unsigned, T v, int delta) {
     return emu_block->exchange(v, lane >= delta ? lane - delta : lane);
 }
 template <class T>
+inline T __shfl_down_sync(unsigned, T v, int delta) {
+    const int lane = threadIdx.x & 31;
+    return emu_block->exchange(v, lane + delta < 32 ? lane + delta : lane);
+}
+template <class T>
 inline T __shfl_sync(unsigned, T v, int src) {
     return emu_block->exchange(v, src & 31);
 }
@@ -239,6 +251,9 @@ inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+// a warp's vote where each thread runs alone (emu_serial; common.cuh's book_level is compiled, not emulated)
+inline unsigned __activemask() { return 1u << (threadIdx.x & 31); }
+inline unsigned __ballot_sync(unsigned, bool p) { return p ? 1u << (threadIdx.x & 31) : 0u; }
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {  // CUDA's default mode
     const unsigned long long v = ((unsigned long long)y << 32) | x;
     unsigned r = 0;
@@ -247,6 +262,11 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {  // CUDA's def
 }
 inline unsigned atomicAdd(unsigned* p, unsigned v) {  // (one thread runs at a time)
     const unsigned old = *p;
+    *p = old + v;
+    return old;
+}
+inline int atomicAdd(int* p, int v) {
+    const int old = *p;
     *p = old + v;
     return old;
 }
