@@ -303,8 +303,7 @@ def test_rescue_of_groups_merged(cpu, kind, ends_free, where):
     eng = affine_engine(kind, estimate_min=1)
     eng.tune["caps"] = caps
     if kind == "emu":  # (an H100's SMs: the emulation's two would not take the merged launch in one wave)
-        with emu.cupy_on_numpy():
-            eng._module()
+        eng._module()
         eng._sms = 132
     launches = []
     launch = eng._launch

@@ -1,5 +1,7 @@
-"""eWFA on the GPU against edlib and the CPU engine (run on the device: pytest -m gpu)."""
+"""eWFA on the GPU against edlib and the CPU engine: on the device (pytest -m gpu), and with its kernels compiled for
+the CPU (tests/emu: "emu", CI) on fewer pairs."""
 
+import emu
 import numpy as np
 import pytest
 
@@ -11,7 +13,7 @@ from gpualign.route import run_chain
 from oracles import check_against, edit
 from strategies import adversarial, to_batch
 
-pytestmark = pytest.mark.gpu
+NO_CXX = pytest.mark.skipif(not emu.available(), reason="no g++ to compile the kernels for the CPU")
 
 
 @pytest.fixture(scope="module")
@@ -21,12 +23,26 @@ def cpu():
     engine.close()
 
 
-@pytest.fixture(scope="module", params=["auto", "E32"])
-def chain(request, cpu):
-    """The GPU engine with its sampled start level, and forced to start at E32 (every level runs)."""
+def edit_engine(kind: str, **kw):
+    """The engine on the device (gpu) or with its kernels run on the CPU (emu)."""
     from gpualign.engines.gpu_edit import GpuEditEngine
 
-    return [GpuEditEngine(first_level=None if request.param == "auto" else 32), cpu]
+    return (GpuEditEngine if kind == "gpu" else emu.emulated(GpuEditEngine))(**kw)
+
+
+@pytest.fixture(scope="module", params=[pytest.param(("gpu", "auto"), marks=pytest.mark.gpu, id="gpu-auto"),
+                                        pytest.param(("gpu", "E32"), marks=pytest.mark.gpu, id="gpu-E32"),
+                                        pytest.param(("emu", "auto"), marks=NO_CXX, id="emu-auto"),
+                                        pytest.param(("emu", "E32"), marks=NO_CXX, id="emu-E32")])
+def chain(request, cpu):
+    """The GPU engine with its sampled start level, and forced to start at E32 (every level runs)."""
+    kind, start = request.param
+    return [edit_engine(kind, first_level=None if start == "auto" else 32), cpu]
+
+
+def scale(chain, n: int) -> int:
+    """n pairs on the device, a fiftieth emulated (at least 10)."""
+    return n if not type(chain[0]).__name__.startswith("Emulated") else max(10, n // 50)
 
 
 def random_pairs(n_groups, per_group, seed, max_len=2000, max_rate=0.15, with_n=False):
@@ -63,7 +79,7 @@ def test_adversarial(chain, cfg):
 
 @pytest.mark.parametrize("cfg", [AlignConfig(), AlignConfig(distance_only=True)], ids=["cigar", "distance"])
 def test_100k_random_pairs(chain, cfg):
-    batch = to_batch(random_pairs(100, 1000, seed=7))
+    batch = to_batch(random_pairs(100, scale(chain, 1000), seed=7))
     res, counts = run_chain(batch, chain, cfg)
     verify(batch, res, cfg, run_chain(batch, chain[1:], cfg)[0])
     # every level and the CPU rescue were exercised
@@ -78,7 +94,7 @@ def test_100k_random_pairs(chain, cfg):
 @pytest.mark.parametrize("n_mm", [False, True], ids=["N-matches", "N-mismatch"])
 def test_100k_pairs_with_n_and_lowercase(chain, n_mm):
     cfg = AlignConfig(n_mismatch=n_mm)
-    batch = to_batch(random_pairs(100, 1000, seed=8, with_n=True))
+    batch = to_batch(random_pairs(100, scale(chain, 1000), seed=8, with_n=True))
     res, counts = run_chain(batch, chain, cfg)
     verify(batch, res, cfg, check_every=3)
     assert any(k.endswith("-bytes") for k in counts), counts
@@ -118,7 +134,7 @@ def test_real_reads_against_virus(chain, real_data):
         for i, line in enumerate(fh):
             if i % 4 == 1:
                 reads.append(line.strip().encode())
-            if len(reads) >= 20000:
+            if len(reads) >= scale(chain, 20000):
                 break
     genome = b"".join(x.strip().encode() for x in open(os.path.join(real, "virus_DWV_NC_004830.fa")) if not x.startswith(">"))
     rng = np.random.default_rng(1)
@@ -130,6 +146,7 @@ def test_real_reads_against_virus(chain, real_data):
     verify(batch, res, cfg, check_every=5)
 
 
+@pytest.mark.gpu
 def test_cli_gpu_equals_cpu(root, tmp_path):
     """`gpualign pairs --device gpu` end to end: same scores as the CPU engine, valid CIGARs, GPU routes."""
     import os
@@ -152,6 +169,7 @@ def test_cli_gpu_equals_cpu(root, tmp_path):
 
 @pytest.mark.parametrize("memory", ["pinned", "pageable", "device"])
 @pytest.mark.parametrize("metric", ["edit", "affine"])
+@pytest.mark.gpu
 def test_prefetched_batches(cpu, metric, memory):
     """Batches uploaded ahead on the copy stream (as stages.stream does) while the one before aligns,
     one prefetched and never aligned, and --n-mismatch (not prefetched): the same scores as the CPU.
@@ -190,14 +208,15 @@ def test_prefetched_batches(cpu, metric, memory):
                 verify(b, res, c, check_every=7)
 
 
-def test_start_level_learnt_between_samples(cpu):
+@pytest.mark.parametrize("kind", [pytest.param("gpu", marks=pytest.mark.gpu), pytest.param("emu", marks=NO_CXX)])
+def test_start_level_learnt_between_samples(cpu, kind):
     """Batches after a sampled one start where the batch before them would have (gpu_edit.next_level), a
     sample again every SAMPLE_EVERY batches: exact through a shift from close pairs to distant ones and
     back, the shift up followed at once, and one sampled launch (distance only) in SAMPLE_EVERY batches."""
     from gpualign.engines import gpu_edit
     from simulate import simulate
 
-    eng = gpu_edit.GpuEditEngine()
+    eng = edit_engine(kind)
     eng.start()
     cfg = AlignConfig()
     samples, real = [], eng._run_level
@@ -210,7 +229,7 @@ def test_start_level_learnt_between_samples(cpu):
     eng._run_level = spy
     firsts = []
     for i, (ln, rate) in enumerate([(150, 0.02)] * 5 + [(300, 0.15)] * 4 + [(150, 0.02)] * 3):
-        q, t = simulate(3000, ln, rate, seed=100 + i)
+        q, t = simulate(3000 if kind == "gpu" else 1100, ln, rate, seed=100 + i)
         batch = to_batch(list(zip(q, t)))
         res, _ = run_chain(batch, [eng, cpu], cfg)
         verify(batch, res, cfg)

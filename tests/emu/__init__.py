@@ -169,7 +169,11 @@ class DeviceArray(np.ndarray):
 
     device = _Device()
 
-    def get(self, stream=None, out=None) -> np.ndarray:
+    @property
+    def data(self):  # (CuPy's device pointer: .data.ptr, as kernel arguments take it)
+        return types.SimpleNamespace(ptr=self.ctypes.data)
+
+    def get(self, stream=None, out=None, blocking=True) -> np.ndarray:
         if out is None:
             return np.array(self)
         out[...] = self
@@ -296,7 +300,8 @@ def emulated(engine_class):
             real = home.load_module
             home.load_module = load_module
             try:
-                return method(self)
+                with cupy_on_numpy():  # (a module's load asks the device's attributes)
+                    return method(self)
             finally:
                 home.load_module = real
 
@@ -315,6 +320,10 @@ def emulated(engine_class):
         def _stream(self):
             with cupy_on_numpy():
                 yield
+
+        def align(self, batch, cfg):  # (engines without a _stream of their own)
+            with cupy_on_numpy():
+                return super().align(batch, cfg)
 
     Emulated.__name__ = f"Emulated{engine_class.__name__}"
     return Emulated

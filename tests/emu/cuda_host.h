@@ -216,6 +216,29 @@ inline T __shfl_xor_sync(unsigned, T v, int mask) {
     return emu_block->exchange(v, (threadIdx.x & 31) ^ mask);
 }
 
+// a warp's votes: with fibers (emu_run_block) the lanes that have not ended, each lane's bit exchanged; a thread
+// running alone (emu_serial) is a warp of one
+inline unsigned __activemask() {
+    if (!emu_block) return 1u << (threadIdx.x & 31);
+    const int w = threadIdx.x & ~31u;
+    unsigned mask = 0;
+    for (int t = w; t < w + 32 && t < (int)emu_block->thread.size(); ++t) mask |= (*emu_block->done)[t] ? 0u : 1u << (t - w);
+    return mask;
+}
+inline unsigned __ballot_sync(unsigned, bool p) {
+    if (!emu_block) return p ? 1u << (threadIdx.x & 31) : 0u;
+    const unsigned live = __activemask();
+    const int w = threadIdx.x & ~31u;
+    emu_block->slot[threadIdx.x] = p;
+    emu_block->sync_warp();
+    unsigned mask = 0;
+    for (int t = 0; t < 32; ++t) mask |= ((live >> t) & 1u) && emu_block->slot[w + t] ? 1u << t : 0u;
+    emu_block->sync_warp();
+    return mask;
+}
+inline bool __all_sync(unsigned m, bool p) { return __ballot_sync(m, !p) == 0; }
+inline bool __any_sync(unsigned m, bool p) { return __ballot_sync(m, p) != 0; }
+
 // a kernel called with its arguments as CUDA takes them: an array of pointers to the values
 template <class... P, std::size_t... I>
 inline void emu_call(void (*kernel)(P...), void** args, std::index_sequence<I...>) {
@@ -251,9 +274,6 @@ inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
-// a warp's vote where each thread runs alone (emu_serial; common.cuh's book_level is compiled, not emulated)
-inline unsigned __activemask() { return 1u << (threadIdx.x & 31); }
-inline unsigned __ballot_sync(unsigned, bool p) { return p ? 1u << (threadIdx.x & 31) : 0u; }
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {  // CUDA's default mode
     const unsigned long long v = ((unsigned long long)y << 32) | x;
     unsigned r = 0;
