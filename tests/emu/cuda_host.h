@@ -262,6 +262,18 @@ inline void emu_serial(void (*kernel)(P...), int grid, int block, void** args) {
         }
 }
 
+// every block, one after another, its threads as fibers (emu_run_block): kernels whose threads meet at barriers,
+// votes or shuffles
+template <class... P>
+inline void emu_blocks(void (*kernel)(P...), int grid, int block, void** args) {
+    blockDim.x = block;
+    gridDim.x = grid;
+    for (int b = 0; b < grid; ++b) {
+        blockIdx.x = b;
+        emu_run_block([&] { emu_call(kernel, args); });
+    }
+}
+
 // the rest of what myers_search.cu uses
 #define __align__(n) __attribute__((aligned(n)))
 struct uint2 {

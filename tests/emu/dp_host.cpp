@@ -22,15 +22,6 @@ static void serial(void (*kernel)(P...), int grid, int block, void** args) {
     }
 }
 
-// block by block, a block's threads as fibers (emu_run_block)
-template <class... P>
-static void blocks(void (*kernel)(P...), int grid, int block, void** args) {
-    blockDim.x = block;
-    for (int b = 0; b < grid; ++b) {
-        blockIdx.x = b;
-        emu_run_block([&] { emu_call(kernel, args); });
-    }
-}
 
 extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, void** args) {
     const std::string name(name_c);
@@ -46,16 +37,16 @@ extern "C" int emu_launch(const char* name_c, int grid, int grid_y, int block, v
     RUN(serial, dp_fill<0, false>) RUN(serial, dp_fill<1, false>) RUN(serial, dp_fill<2, false>)
     RUN(serial, dp_trace<0, 0>) RUN(serial, dp_trace<1, 0>) RUN(serial, dp_trace<2, 0>)
     RUN(serial, dp_trace<0, 3>) RUN(serial, dp_trace<1, 3>) RUN(serial, dp_trace<2, 3>)
-    RUN(blocks, dp_trace<0, 1>) RUN(blocks, dp_trace<1, 1>) RUN(blocks, dp_trace<2, 1>)
-    RUN(blocks, dp_trace<0, 2>) RUN(blocks, dp_trace<2, 2>)
-    RUN(blocks, dp_long<0, true, false>) RUN(blocks, dp_long<1, true, false>) RUN(blocks, dp_long<2, true, false>)
-    RUN(blocks, dp_long<0, true, true>) RUN(blocks, dp_long<1, true, true>) RUN(blocks, dp_long<2, true, true>)
-    RUN(blocks, dp_long<0, false, false>) RUN(blocks, dp_long<1, false, false>) RUN(blocks, dp_long<2, false, false>)
-    RUN(blocks, dp_long<0, false, true>) RUN(blocks, dp_long<1, false, true>) RUN(blocks, dp_long<2, false, true>)
-    RUN(blocks, dp_long16<0, true, false>) RUN(blocks, dp_long16<1, true, false>) RUN(blocks, dp_long16<2, true, false>)
-    RUN(blocks, dp_long16<0, false, false>) RUN(blocks, dp_long16<1, false, false>) RUN(blocks, dp_long16<2, false, false>)
-    RUN(blocks, dp_long16<0, true, true>) RUN(blocks, dp_long16<2, true, true>)
-    RUN(blocks, dp_long16<0, false, true>) RUN(blocks, dp_long16<2, false, true>)
+    RUN(emu_blocks, dp_trace<0, 1>) RUN(emu_blocks, dp_trace<1, 1>) RUN(emu_blocks, dp_trace<2, 1>)
+    RUN(emu_blocks, dp_trace<0, 2>) RUN(emu_blocks, dp_trace<2, 2>)
+    RUN(emu_blocks, dp_long<0, true, false>) RUN(emu_blocks, dp_long<1, true, false>) RUN(emu_blocks, dp_long<2, true, false>)
+    RUN(emu_blocks, dp_long<0, true, true>) RUN(emu_blocks, dp_long<1, true, true>) RUN(emu_blocks, dp_long<2, true, true>)
+    RUN(emu_blocks, dp_long<0, false, false>) RUN(emu_blocks, dp_long<1, false, false>) RUN(emu_blocks, dp_long<2, false, false>)
+    RUN(emu_blocks, dp_long<0, false, true>) RUN(emu_blocks, dp_long<1, false, true>) RUN(emu_blocks, dp_long<2, false, true>)
+    RUN(emu_blocks, dp_long16<0, true, false>) RUN(emu_blocks, dp_long16<1, true, false>) RUN(emu_blocks, dp_long16<2, true, false>)
+    RUN(emu_blocks, dp_long16<0, false, false>) RUN(emu_blocks, dp_long16<1, false, false>) RUN(emu_blocks, dp_long16<2, false, false>)
+    RUN(emu_blocks, dp_long16<0, true, true>) RUN(emu_blocks, dp_long16<2, true, true>)
+    RUN(emu_blocks, dp_long16<0, false, true>) RUN(emu_blocks, dp_long16<2, false, true>)
     RUN(serial, dp_fill16<0, true, false, false>) RUN(serial, dp_fill16<1, true, false, false>)
     RUN(serial, dp_fill16<2, true, false, false>) RUN(serial, dp_fill16<0, false, false, false>)
     RUN(serial, dp_fill16<1, false, false, false>) RUN(serial, dp_fill16<2, false, false, false>)

@@ -10,21 +10,10 @@
 alignas(16) int smem[1 << 16];  // the warps' wavefronts (gpu_edit.SMEM_TARGET bytes, or one warp's level above it)
 static const bool shared_named = (emu_shared_base = (const char*)smem, true);
 
-// block by block, a block's threads as fibers (emu_run_block): the kernels whose warps vote or shuffle
-template <class... P>
-static void blocks(void (*kernel)(P...), int grid, int block, void** args) {
-    blockDim.x = block;
-    gridDim.x = grid;
-    for (int b = 0; b < grid; ++b) {
-        blockIdx.x = b;
-        emu_run_block([&] { emu_call(kernel, args); });
-    }
-}
-
 extern "C" int emu_launch(const char* name_c, int grid, int, int block, void** args) {
     const std::string name(name_c);
-    if (name == "ewfa_align") return blocks(ewfa_align, grid, block, args), 0;
-    if (name == "book_level") return blocks(book_level, grid, block, args), 0;
+    if (name == "ewfa_align") return emu_blocks(ewfa_align, grid, block, args), 0;
+    if (name == "book_level") return emu_blocks(book_level, grid, block, args), 0;
     if (name == "ewfa_cigar") return emu_serial(ewfa_cigar, grid, block, args), 0;
     if (name == "pack2") return emu_serial(pack2, grid, block, args), 0;
     if (name == "gather_slots") return emu_serial(gather_slots, grid, block, args), 0;

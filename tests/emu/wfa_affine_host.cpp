@@ -10,23 +10,12 @@
 alignas(16) short smem[1 << 17];  // the int16 rings (affine_plan.SMEM_RING_MAX bytes at most)
 static const bool shared_named = (emu_shared_base = (const char*)smem, true);
 
-// block by block, a block's threads as fibers (emu_run_block)
-template <class... P>
-static void blocks(void (*kernel)(P...), int grid, int block, void** args) {
-    blockDim.x = block;
-    gridDim.x = grid;
-    for (int b = 0; b < grid; ++b) {
-        blockIdx.x = b;
-        emu_run_block([&] { emu_call(kernel, args); });
-    }
-}
-
 extern "C" int emu_launch(const char* name_c, int grid, int, int block, void** args) {
     const std::string name(name_c);
     // wfa_affine<BT, EF, SMEM>: whole blocks (a pair's wavefront across the block's threads, a barrier a score)
 #define RUN(B, F, S)                                                \
     if (name == "wfa_affine<" #B ", " #F ", " #S ">") {             \
-        blocks(wfa_affine<B, F, S>, grid, block, args);             \
+        emu_blocks(wfa_affine<B, F, S>, grid, block, args);             \
         return 0;                                                   \
     }
     RUN(true, false, true) RUN(false, false, true) RUN(true, true, true) RUN(false, true, true)
