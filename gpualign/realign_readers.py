@@ -21,7 +21,7 @@ from collections import deque
 
 import numpy as np
 
-from . import shm
+from . import pack, shm
 from .config import AlignConfig
 from .errors import InputError
 from .io import faidx, fastx
@@ -89,6 +89,9 @@ def _chunk(name: str, first: int, lines: list, raw: bool = False):
                 raw = _raw(bulk)
             if raw is not None:
                 return raw[0], None, 0, skipped, None, raw[1]
+        laid = _laid_out(bulk) if bulk is not None and not st["keep_full"] else None
+        if laid is not None:
+            return laid[0], shm.put(laid[1]), laid[0].bases, skipped, None, None
         cands = bulk if bulk is not None else \
             P.read_candidates(name, on_bad, P.parse_lines(name, enumerate(lines, first)))
         items.extend(P.fetch(cands, st["queries"], st["targets"], st["mode"], st["pad"], on_bad, st["keep_full"],
@@ -102,12 +105,12 @@ def _chunk(name: str, first: int, lines: list, raw: bool = False):
     return fetched, block, fetched.bases, skipped, None, None
 
 
-def _raw(cands):
-    """(io.paf.Fetched, segments) of cands (io.paf.Candidates or a list of Candidate) for io/paf_device.py
-    (WindowGather.gather's segs, rc and sizes), or None where a candidate is not as the host path takes it at once
-    (a name or length that does not match, a file not read in place, line ends the kernel cannot place): the host
-    path then fetches the chunk, and names the error or skips the candidate as it does. Made for the whole chunk
-    at once (columns, not a loop a candidate)."""
+def _placed(cands):
+    """(io.paf.Candidates, window starts, ends, free ends, the query and target records' .fai rows) of cands
+    (Candidates or a list of Candidate) read in place from the mapped files, with what fetch checks first
+    checked for the whole chunk at once; None where a candidate is not as the host path takes it at once (a name
+    or length that does not match, a file not read in place): the host path then fetches the chunk, and names
+    the error or skips the candidate as it does."""
     st = _STATE
     q, t = st["queries"].fa, st["targets"].fa
     try:
@@ -127,6 +130,41 @@ def _raw(cands):
             q.quality(c.qname[i])  # host's fetch checks them (lines: one line has none to check)
     except InputError:
         return None
+    return c, ws, we, free, q_rows, t_rows
+
+
+def _laid_out(cands):
+    """(io.paf.Fetched, the chunk's sequence bytes: the query parts joined, the target windows joined) of cands for PAF
+    output (no whole queries kept), as fetch's items give them, made from _placed's rows with a few operations a
+    candidate (fetch runs a dozen functions for each), or None where _placed refuses the chunk, a slice does not
+    match its index or a base is not a letter: the host path then names the fault or skips the candidate."""
+    placed = _placed(cands)
+    if placed is None:
+        return None
+    c, ws, we, free, q_rows, t_rows = placed
+    queries = _STATE["queries"].fa.slices(q_rows, np.zeros(len(c), dtype=np.int64), c.qlen)
+    windows = _STATE["targets"].fa.slices(t_rows, ws, we)
+    if queries is None or windows is None:
+        return None
+    (whole, bad_q), (target, bad_t) = (pack.fold_checked(b"".join(x)) for x in (queries, windows))
+    if bad_q >= 0 or bad_t >= 0:
+        return None
+    at = np.cumsum(c.qlen) - c.qlen
+    parts = [P.revcomp(whole[a:b]) if s == "-" else whole[a:b]
+             for a, b, s in zip((at + c.qs).tolist(), (at + c.qe).tolist(), c.strand)]
+    fetched = P.Fetched(c, c.qe - c.qs, we - ws, ws, free, [None] * len(c), [None] * len(c))
+    return fetched, [b"".join(parts), target]
+
+
+def _raw(cands):
+    """(io.paf.Fetched, segments) of cands (io.paf.Candidates or a list of Candidate) for io/paf_device.py
+    (WindowGather.gather's segs, rc and sizes), or None where a candidate is not as the host path takes it at once
+    (_placed; line ends the kernel cannot place): the host path then fetches the chunk, and names the error or
+    skips the candidate as it does. Made for the whole chunk at once (columns, not a loop a candidate)."""
+    placed = _placed(cands)
+    if placed is None:
+        return None
+    c, ws, we, free, q_rows, t_rows = placed
     zero = np.zeros(len(c), dtype=np.int64)
     q_part, t_part = c.qe - c.qs, we - ws
     segs, sizes = [], []

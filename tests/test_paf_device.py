@@ -337,3 +337,61 @@ def test_whole_run_on_the_gpu_writes_the_host_parse_bytes(tmp_path, layout):
         assert summary.pairs > 400
         outs.append(out.read_bytes())
     assert outs[0] == outs[1] and len(outs[0].splitlines()) > 400
+
+
+@pytest.mark.parametrize("layout", [dict(), dict(width_q=70), dict(eol="\r\n", width_q=33), dict(fastq=True),
+                                    dict(width_t=0), dict(width_t=1)])
+@pytest.mark.parametrize("mode", ["ends-free", "global"])
+def test_host_chunks_laid_out_in_bulk_as_fetch_lays_them(tmp_path, layout, mode):
+    """A reader process's chunk for PAF output made in bulk (realign_readers._laid_out: the records' slices, one
+    case fold, the parts cut) holds the bytes, lengths, window starts and free ends io.paf.fetch's items give, one
+    candidate at a time."""
+    import numpy as np
+
+    from gpualign.io import paf as P
+    from gpualign.io import paf_bulk
+
+    paths = _inputs(tmp_path, 5, **layout)
+    queries, targets = P.Queries(paths[1]), P.Targets(paths[2])
+    realign_readers._init(paths[1], paths[2], mode, 100, False, False, (queries, targets))
+    cands = paf_bulk.parse(open(paths[0]).read().splitlines(True), 1)
+    items = list(P.fetch(cands, queries, targets, mode, 100, None, False))
+    got = realign_readers._laid_out(cands)
+    assert got is not None
+    fetched, parts = got
+    assert b"".join(parts) == b"".join([it[1] for it in items] + [it[2] for it in items])
+    want = P.Fetched.of(items)
+    for k in ("q_len", "t_len", "win_start", "free"):
+        assert np.array_equal(getattr(fetched, k), getattr(want, k)), k
+    assert fetched.cands.qname == want.cands.qname and fetched.full_query == want.full_query
+
+
+@pytest.mark.parametrize("where", ["query outside its range", "target window", "stale index", "none"])
+@pytest.mark.parametrize("skip_bad", [False, True])
+def test_host_chunks_in_bulk_fault_as_fetch(tmp_path, monkeypatch, where, skip_bad):
+    """Whole runs on the host path with chunks laid out in bulk against the same without (fetch's per-candidate
+    path): the same PAF, error or skipped candidates, faulty inputs included (test_faults_named_as_the_host_names_them's
+    faults: the bulk path refuses the chunk and fetch names the fault)."""
+    import pysam
+
+    paths = _inputs(tmp_path, 8, width_t=60)
+    lines = open(paths[0]).read().splitlines()
+    k, f = next((k, x.split("\t")) for k, x in enumerate(lines) if int(x.split("\t")[1]) > 10
+                and x.split("\t")[5] == "chr1" and int(x.split("\t")[8]) - int(x.split("\t")[7]) > 200)
+    ts = int(f[7])
+    if where == "query outside its range":
+        f[2], f[3] = str(int(f[1]) // 2), f[1]
+        lines[k] = "\t".join(f)
+        open(paths[0], "w").write("\n".join(lines) + "\n")
+        _spoil(paths[1], int(f[0][1:]), 0, b"*")
+    elif where == "target window":
+        pos = ts + 150
+        _spoil(paths[2], 0, pos // 60 * 61 + pos % 60, b"5")
+    elif where == "stale index":
+        pysam.faidx(paths[2])
+        _spoil(paths[2], 0, (ts // 60 + 1) * 61 - 1, b"A", keep_time=True)
+    got = _run(paths, tmp_path / "bulk.paf", False, skip_bad=skip_bad)
+    monkeypatch.setattr(realign_readers, "_laid_out", lambda cands: None)
+    want = _run(paths, tmp_path / "fetch.paf", False, skip_bad=skip_bad)
+    assert got == want
+    assert (want[0] is None) == (where != "none" and not skip_bad)

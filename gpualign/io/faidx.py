@@ -158,6 +158,26 @@ class IndexedFasta:
             self._check_line_ends(name, offset, per_line, width, self.lengths[name])
         return index.rows(names)
 
+    def slices(self, rows: np.ndarray, start: np.ndarray, end: np.ndarray) -> list | None:
+        """fetch's bytes (not case-folded) of many slices of records whose rows() came back: rows, and [start, end)
+        inside each record; a few operations a slice. None where one does not match the index as _slice checks
+        it (fetch then says which)."""
+        a, b = raw_bounds(rows, start, end)
+        n = end - start
+        crosses = ((rows[:, 2] > rows[:, 1]) & (b - a > n)).tolist()
+        crlf = (rows[:, 2] - rows[:, 1] == 2).tolist()
+        mm, out = self._map, []
+        for ai, bi, cross, cr, ni in zip(a.tolist(), b.tolist(), crosses, crlf, n.tolist()):
+            raw = mm[ai:bi]
+            if cross:  # (as _slice)
+                raw = raw.replace(b"\n", b"")
+                if cr:
+                    raw = raw.replace(b"\r", b"")
+                if len(raw) != ni:
+                    return None
+            out.append(raw)
+        return out
+
     def _without_cr(self) -> bool:
         """Whether the mapped file holds no CR at all (looked for once: memchr over the map)."""
         if self._no_cr is None:
