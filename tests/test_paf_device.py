@@ -145,14 +145,10 @@ def _spoil(path, record: int, at: int, byte: bytes, keep_time: bool = False):
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-@NO_CXX
-@pytest.mark.parametrize("where", ["query outside its range", "target window", "stale index"])
-@pytest.mark.parametrize("skip_bad", [False, True])
-def test_faults_named_as_the_host_names_them(tmp_path, emulated, where, skip_bad):
-    """A byte a sequence cannot hold (in a query record outside the candidate's range: the host checks the whole
-    record; in a target window), or a line end where the target's .fai does not place it (an index older than an
-    edit): the device refuses the chunk, the host fetches it again and names the same error, or skips the same
-    candidates, as the host path does."""
+def _faulty_inputs(tmp_path, where: str):
+    """_inputs with one fault (where: "none" for none): a byte a sequence cannot hold in a query record outside a
+    candidate's range (the host checks the whole record) or in a target window, or a line end where the target's
+    .fai does not place it (an index older than an edit)."""
     import pysam
 
     paths = _inputs(tmp_path, 8, width_t=60)
@@ -168,9 +164,19 @@ def test_faults_named_as_the_host_names_them(tmp_path, emulated, where, skip_bad
     elif where == "target window":
         pos = ts + 150
         _spoil(paths[2], 0, pos // 60 * 61 + pos % 60, b"5")
-    else:
+    elif where == "stale index":
         pysam.faidx(paths[2])
         _spoil(paths[2], 0, (ts // 60 + 1) * 61 - 1, b"A", keep_time=True)  # the line end after ts's line
+    return paths
+
+
+@NO_CXX
+@pytest.mark.parametrize("where", ["query outside its range", "target window", "stale index"])
+@pytest.mark.parametrize("skip_bad", [False, True])
+def test_faults_named_as_the_host_names_them(tmp_path, emulated, where, skip_bad):
+    """_faulty_inputs' faults: the device refuses the chunk, the host fetches it again and names the same error, or
+    skips the same candidates, as the host path does."""
+    paths = _faulty_inputs(tmp_path, where)
     want = _run(paths, tmp_path / "host.paf", False, skip_bad=skip_bad)
     got = _run(paths, tmp_path / "dev.paf", True, skip_bad=skip_bad)
     assert got == want
@@ -370,26 +376,9 @@ def test_host_chunks_laid_out_in_bulk_as_fetch_lays_them(tmp_path, layout, mode)
 @pytest.mark.parametrize("skip_bad", [False, True])
 def test_host_chunks_in_bulk_fault_as_fetch(tmp_path, monkeypatch, where, skip_bad):
     """Whole runs on the host path with chunks laid out in bulk against the same without (fetch's per-candidate
-    path): the same PAF, error or skipped candidates, faulty inputs included (test_faults_named_as_the_host_names_them's
-    faults: the bulk path refuses the chunk and fetch names the fault)."""
-    import pysam
-
-    paths = _inputs(tmp_path, 8, width_t=60)
-    lines = open(paths[0]).read().splitlines()
-    k, f = next((k, x.split("\t")) for k, x in enumerate(lines) if int(x.split("\t")[1]) > 10
-                and x.split("\t")[5] == "chr1" and int(x.split("\t")[8]) - int(x.split("\t")[7]) > 200)
-    ts = int(f[7])
-    if where == "query outside its range":
-        f[2], f[3] = str(int(f[1]) // 2), f[1]
-        lines[k] = "\t".join(f)
-        open(paths[0], "w").write("\n".join(lines) + "\n")
-        _spoil(paths[1], int(f[0][1:]), 0, b"*")
-    elif where == "target window":
-        pos = ts + 150
-        _spoil(paths[2], 0, pos // 60 * 61 + pos % 60, b"5")
-    elif where == "stale index":
-        pysam.faidx(paths[2])
-        _spoil(paths[2], 0, (ts // 60 + 1) * 61 - 1, b"A", keep_time=True)
+    path): the same PAF, error or skipped candidates, on _faulty_inputs too (the bulk path refuses the chunk and
+    fetch names the fault)."""
+    paths = _faulty_inputs(tmp_path, where)
     got = _run(paths, tmp_path / "bulk.paf", False, skip_bad=skip_bad)
     monkeypatch.setattr(realign_readers, "_laid_out", lambda cands: None)
     want = _run(paths, tmp_path / "fetch.paf", False, skip_bad=skip_bad)
