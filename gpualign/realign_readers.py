@@ -89,7 +89,7 @@ def _chunk(name: str, first: int, lines: list, raw: bool = False):
                 raw = _raw(bulk)
             if raw is not None:
                 return raw[0], None, 0, skipped, None, raw[1]
-        laid = _laid_out(bulk) if bulk is not None and not st["keep_full"] else None
+        laid = _laid_out(bulk, st["keep_full"]) if bulk is not None else None
         if laid is not None:
             return laid[0], shm.put(laid[1]), laid[0].bases, skipped, None, None
         cands = bulk if bulk is not None else \
@@ -133,16 +133,18 @@ def _placed(cands):
     return c, ws, we, free, q_rows, t_rows
 
 
-def _laid_out(cands):
-    """(io.paf.Fetched, the chunk's sequence bytes: the query parts joined, the target windows joined) of cands for PAF
-    output (no whole queries kept), as fetch's items give them, made from _placed's rows with a few operations a
-    candidate (fetch runs a dozen functions for each), or None where _placed refuses the chunk, a slice does not
-    match its index or a base is not a letter: the host path then names the fault or skips the candidate."""
+def _laid_out(cands, keep_full: bool = False):
+    """(io.paf.Fetched, the chunk's sequence bytes: the query parts joined, the target windows joined) of cands, as
+    fetch's items give them (keep_full: with the whole queries and their qualities, for SAM/BAM), made from
+    _placed's rows with a few operations a candidate (fetch runs a dozen functions for each), or None where
+    _placed refuses the chunk, a slice does not match its index or a base is not a letter: the host path then
+    names the fault or skips the candidate."""
     placed = _placed(cands)
     if placed is None:
         return None
     c, ws, we, free, q_rows, t_rows = placed
-    queries = _STATE["queries"].fa.slices(q_rows, np.zeros(len(c), dtype=np.int64), c.qlen)
+    q = _STATE["queries"].fa
+    queries = q.slices(q_rows, np.zeros(len(c), dtype=np.int64), c.qlen)
     windows = _STATE["targets"].fa.slices(t_rows, ws, we)
     if queries is None or windows is None:
         return None
@@ -152,7 +154,14 @@ def _laid_out(cands):
     at = np.cumsum(c.qlen) - c.qlen
     parts = [P.revcomp(whole[a:b]) if s == "-" else whole[a:b]
              for a, b, s in zip((at + c.qs).tolist(), (at + c.qe).tolist(), c.strand)]
-    fetched = P.Fetched(c, c.qe - c.qs, we - ws, ws, free, [None] * len(c), [None] * len(c))
+    full_query, full_qual = [None] * len(c), [None] * len(c)
+    if keep_full:
+        try:
+            full_qual = [q.quality(name) for name in c.qname]
+        except InputError:
+            return None
+        full_query = [whole[a:b] for a, b in zip(at.tolist(), (at + c.qlen).tolist())]
+    fetched = P.Fetched(c, c.qe - c.qs, we - ws, ws, free, full_query, full_qual)
     return fetched, [b"".join(parts), target]
 
 

@@ -348,10 +348,11 @@ def test_whole_run_on_the_gpu_writes_the_host_parse_bytes(tmp_path, layout):
 @pytest.mark.parametrize("layout", [dict(), dict(width_q=70), dict(eol="\r\n", width_q=33), dict(fastq=True),
                                     dict(width_t=0), dict(width_t=1)])
 @pytest.mark.parametrize("mode", ["ends-free", "global"])
-def test_host_chunks_laid_out_in_bulk_as_fetch_lays_them(tmp_path, layout, mode):
-    """A reader process's chunk for PAF output made in bulk (realign_readers._laid_out: the records' slices, one
-    case fold, the parts cut) holds the bytes, lengths, window starts and free ends io.paf.fetch's items give, one
-    candidate at a time."""
+@pytest.mark.parametrize("keep_full", [False, True], ids=["paf", "sam"])
+def test_host_chunks_laid_out_in_bulk_as_fetch_lays_them(tmp_path, layout, mode, keep_full):
+    """A reader process's chunk made in bulk (realign_readers._laid_out: the records' slices, one case fold, the
+    parts cut) holds the bytes, lengths, window starts and free ends io.paf.fetch's items give, one candidate at a
+    time, and for SAM/BAM (keep_full) the whole queries and their qualities."""
     import numpy as np
 
     from gpualign.io import paf as P
@@ -359,28 +360,32 @@ def test_host_chunks_laid_out_in_bulk_as_fetch_lays_them(tmp_path, layout, mode)
 
     paths = _inputs(tmp_path, 5, **layout)
     queries, targets = P.Queries(paths[1]), P.Targets(paths[2])
-    realign_readers._init(paths[1], paths[2], mode, 100, False, False, (queries, targets))
+    realign_readers._init(paths[1], paths[2], mode, 100, False, keep_full, (queries, targets))
     cands = paf_bulk.parse(open(paths[0]).read().splitlines(True), 1)
-    items = list(P.fetch(cands, queries, targets, mode, 100, None, False))
-    got = realign_readers._laid_out(cands)
+    items = list(P.fetch(cands, queries, targets, mode, 100, None, keep_full))
+    got = realign_readers._laid_out(cands, keep_full)
     assert got is not None
     fetched, parts = got
     assert b"".join(parts) == b"".join([it[1] for it in items] + [it[2] for it in items])
     want = P.Fetched.of(items)
     for k in ("q_len", "t_len", "win_start", "free"):
         assert np.array_equal(getattr(fetched, k), getattr(want, k)), k
-    assert fetched.cands.qname == want.cands.qname and fetched.full_query == want.full_query
+    assert fetched.cands.qname == want.cands.qname
+    assert fetched.full_query == want.full_query and fetched.full_qual == want.full_qual
+    assert any(x is not None for x in fetched.full_query) == keep_full
+    assert any(x is not None for x in fetched.full_qual) == (keep_full and layout.get("fastq", False))
 
 
 @pytest.mark.parametrize("where", ["query outside its range", "target window", "stale index", "none"])
 @pytest.mark.parametrize("skip_bad", [False, True])
-def test_host_chunks_in_bulk_fault_as_fetch(tmp_path, monkeypatch, where, skip_bad):
+@pytest.mark.parametrize("fmt", ["paf", "sam"])
+def test_host_chunks_in_bulk_fault_as_fetch(tmp_path, monkeypatch, where, skip_bad, fmt):
     """Whole runs on the host path with chunks laid out in bulk against the same without (fetch's per-candidate
     path): the same PAF, error or skipped candidates, on _faulty_inputs too (the bulk path refuses the chunk and
     fetch names the fault)."""
     paths = _faulty_inputs(tmp_path, where)
-    got = _run(paths, tmp_path / "bulk.paf", False, skip_bad=skip_bad)
-    monkeypatch.setattr(realign_readers, "_laid_out", lambda cands: None)
-    want = _run(paths, tmp_path / "fetch.paf", False, skip_bad=skip_bad)
+    got = _run(paths, tmp_path / f"bulk.{fmt}", False, skip_bad=skip_bad)
+    monkeypatch.setattr(realign_readers, "_laid_out", lambda cands, keep_full=False: None)
+    want = _run(paths, tmp_path / f"fetch.{fmt}", False, skip_bad=skip_bad)
     assert got == want
     assert (want[0] is None) == (where != "none" and not skip_bad)
