@@ -65,6 +65,7 @@ class IndexedFasta:
         fai, gzi = index_paths(path, bgzf)
         self.path, self._fai, self._gzi = path, fai, gzi if bgzf else None
         self._index = self._map = self._fa = None
+        self._broken = None  # why the index cannot be taken (_mapped), said again at every fetch
         self._laid_out: set = set()  # records whose line ends were checked against the index
         self._no_cr = None  # whether the mapped file holds no CR (_without_cr)
         table = None if bgzf else fai_table(fai)
@@ -89,17 +90,23 @@ class IndexedFasta:
         self._plain = not bgzf and any(self.lengths.values())
 
     def _mapped(self) -> bool:
-        """Whether slices come from the memory map (opened now if not yet)."""
+        """Whether slices come from the memory map (opened now if not yet); an InputError, at every call, where the
+        index cannot be taken."""
+        if self._broken is not None:
+            raise InputError(self._broken)
         if self._plain:
             self._plain = False
             self._index = _read_fai(self._fai)
             odd = next((n for n in self._index or () if "\0" in n), None)
-            if odd is not None:  # (htslib cuts the name there: it and the .fai's rows disagree)
-                raise InputError(f"{display_name(self.path)}: record {odd!r}: a NUL byte in its name")
             lost = None if self._index is None else next((n for n in self.lengths if n not in self._index), None)
-            if lost is not None:  # (a .fai name with white space at its end, which htslib cut)
-                raise InputError(f"{display_name(self.path)}: record {lost!r} is not named so in its .fai index "
-                                 f"({display_name(self._fai)}): rebuild the index (samtools faidx)")
+            if odd is not None:  # (htslib cuts the name there: it and the .fai's rows disagree)
+                self._broken = f"{display_name(self.path)}: record {odd!r}: a NUL byte in its name"
+            elif lost is not None:  # (a .fai name with white space at its end, which htslib cut)
+                self._broken = (f"{display_name(self.path)}: record {lost!r} is not named so in its .fai index "
+                                f"({display_name(self._fai)}): rebuild the index (samtools faidx)")
+            if self._broken is not None:
+                self._index = None
+                raise InputError(self._broken)
             if self._index is not None:
                 with open(self.path, "rb") as fh:
                     self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -108,11 +115,10 @@ class IndexedFasta:
     def load(self) -> bool:
         """The index read and the file mapped now (a plain file), by a process about to fork workers that read
         through this object: they share them (forked() in each). False where the index cannot be taken (a name
-        htslib cuts): the object stays as it was, and that error comes with a fetch, as it would have."""
+        htslib cuts): that error comes with every fetch, as it would have."""
         try:
             self._mapped()
         except InputError:
-            self._plain, self._index = True, None
             return False
         return True
 
