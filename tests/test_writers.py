@@ -185,9 +185,11 @@ class _BigLines:
 
 
 def _new_blocks(before: set) -> set:
+    """This process's run's blocks made since `before` (another run's, on the same machine, left out)."""
     import os
 
-    return {x for x in set(os.listdir("/dev/shm")) - before if x.startswith(interrupt.SHM_PREFIX)}
+    ours = interrupt.shm_name().rsplit("_", 1)[0] + "_"
+    return {x for x in set(os.listdir("/dev/shm")) - before if x.startswith(ours)}
 
 
 class _NoStream:
