@@ -43,8 +43,8 @@
 //   M[s][k] = max(M[s-x][k] + 1, I[s][k], D[s][k]), then extended along matches,
 // each candidate kept only inside the matrix (h <= tlen, v <= qlen). Each thread takes two adjacent
 // diagonals per pass (one backtrace byte: no shuffle, half the loop and address work per cell), its
-// seven ring rows addressed once per pass (Cell), one barrier per score; a score's rows and bounds are
-// made once a block, by one thread during the score before (Step). The backtrace keeps,
+// seven ring cells addressed once per score and advanced each pass (Cell), one barrier per score; a
+// score's rows and bounds are made once a block, by one thread during the score before (Step). The backtrace keeps,
 // per cell, which candidate won (4 bits: bits 0-1 M's source X/I/D, bit 2 I extended, bit 3 D
 // extended); a second kernel walks it back into path tokens and replays them forward, re-deriving
 // the matches by extend.
@@ -130,9 +130,9 @@ template <bool SMEM> struct Ring { typedef int T; static constexpr int NUL_CELL 
 template <> struct Ring<true> { typedef short T; static constexpr int NUL_CELL = -32768; };
 
 // One cell of a ring row and its neighbours (Cell<SMEM>::at(row, k)): ld<D>() / st<D>(v) read / write
-// diagonal k + D. In shared memory the cell is a 32-bit shared address and D an immediate offset (one
-// add per row and thread per pass; the compiler otherwise re-derives the shared window's base per
-// access); in device memory a pointer.
+// diagonal k + D; advance(dk) moves it dk diagonals on. In shared memory the cell is a 32-bit shared
+// address and D an immediate offset (one add per row and thread per pass; the compiler otherwise
+// re-derives the shared window's base per access); in device memory a pointer.
 template <int V> struct Int { static constexpr int value = V; };
 template <bool SMEM> struct Cell {
     int* p;
@@ -159,6 +159,7 @@ template <> struct Cell<true> {
         emu_sts16(a + 2 * D, v);
 #endif
     }
+    __device__ __forceinline__ void advance(int dk) { a += 2u * (unsigned)dk; }
 };
 
 // What every thread of a block needs of score s's step, made by one thread (StepPlan) the step before and
@@ -323,7 +324,7 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
                     // at its diagonal's start, inside the pair, with no room: it stays NUL)
                     const int room = mm >= 0 ? hmax - mm : 0, hq = mm >= 0 ? mm : (k > 0 ? k : 0);
                     const uint32_t diff = window8(raw, qp - k + hq) ^ window8(raw, tp + hq);
-                    int l = diff ? (__ffs(diff) - 1) >> 3 : 4;
+                    int l = __clz(__brev(diff)) >> 3;  // 4 where the window matches
                     if (!diff && room > 4) l = 4 + common_prefix_bytes8(raw, qp - k + hq + 4, tp + hq + 4, room - 4);
                     mm += l < room ? l : room;
                     if (EF && mm == n + k && mm >= m - fe) atomicMin(&sh_end[s & 1], k);
@@ -337,14 +338,26 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
             // them may be live
             const int klo = st.klo;
             unsigned char* btp = BT ? bt + st.btb + threadIdx.x : nullptr;
-            for (int k = klo + 2 * (int)threadIdx.x; k <= chi; k += 2 * (int)blockDim.x) {
-                typedef Cell<SMEM> C;
-                const C cx = C::at(rMx, k), cg = C::at(rMg, k), cie = C::at(rIe, k), cde = C::at(rDe, k);
-                const C cmo = C::at(rMo, k), cio = C::at(rIo, k), cdo = C::at(rDo, k);
+            // in shared memory the seven cells' addresses advance with k (made once a step, not re-derived from
+            // the rows each pass); device-memory rows are addressed again each pass (seven 64-bit pointers held
+            // across the loop spill)
+            const int k0 = klo + 2 * (int)threadIdx.x, dk = 2 * (int)blockDim.x;
+            typedef Cell<SMEM> C;
+            C cx = C::at(rMx, k0), cg = C::at(rMg, k0), cie = C::at(rIe, k0), cde = C::at(rDe, k0);
+            C cmo = C::at(rMo, k0), cio = C::at(rIo, k0), cdo = C::at(rDo, k0);
+            for (int k = k0; k <= chi; k += dk) {
+                if constexpr (!SMEM) {
+                    cx = C::at(rMx, k), cg = C::at(rMg, k), cie = C::at(rIe, k), cde = C::at(rDe, k);
+                    cmo = C::at(rMo, k), cio = C::at(rIo, k), cdo = C::at(rDo, k);
+                }
                 const unsigned c0 = one(Int<0>(), k, cx, cg, cie, cde, cmo, cio, cdo);
                 const unsigned c1 = one(Int<1>(), k, cx, cg, cie, cde, cmo, cio, cdo);
                 if (BT && k >= plo - 1 && k <= phi) *btp = (unsigned char)(c0 | (c1 << 4));
                 if (BT) btp += blockDim.x;
+                if constexpr (SMEM) {
+                    cx.advance(dk), cg.advance(dk), cie.advance(dk), cde.advance(dk);
+                    cmo.advance(dk), cio.advance(dk), cdo.advance(dk);
+                }
             }
             __syncthreads();
             // every thread reads the same cell or flag: the loop condition stays uniform

@@ -286,6 +286,12 @@ inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+inline unsigned __brev(unsigned x) {
+    unsigned r = 0;
+    for (int i = 0; i < 32; ++i, x >>= 1) r = (r << 1) | (x & 1u);
+    return r;
+}
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {  // CUDA's default mode
     const unsigned long long v = ((unsigned long long)y << 32) | x;
     unsigned r = 0;
