@@ -44,10 +44,10 @@
 // each candidate kept only inside the matrix (h <= tlen, v <= qlen). Each thread takes two adjacent
 // diagonals per pass (one backtrace byte: no shuffle, half the loop and address work per cell), its
 // seven ring cells addressed once per score and advanced each pass (Cell), one barrier per score; a
-// score's rows and bounds are made once a block, by one thread during the score before (Step). The backtrace keeps,
-// per cell, which candidate won (4 bits: bits 0-1 M's source X/I/D, bit 2 I extended, bit 3 D
-// extended); a second kernel walks it back into path tokens and replays them forward, re-deriving
-// the matches by extend.
+// score's rows and bounds are made once a block, by the last thread during the score before (Step).
+// The backtrace keeps, per cell, which candidate won (4 bits: bits 0-1 M's source X/I/D, bit 2 I
+// extended, bit 3 D extended); a second kernel walks it back into path tokens and replays them
+// forward, re-deriving the matches by extend.
 #include "common.cuh"
 
 #define NUL (-0x40000000)
@@ -238,6 +238,9 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
     if constexpr (SMEM) ring = smem;  // a __shared__ pointer: 32-bit shared-memory addressing
     else ring = ring_g + (long long)blockIdx.x * ring_words;
     T* const Mr = ring + kcap + 1;  // M's row r, diagonal k: Mr[r * W + k]; I's rows from row RM, D's from RM + RI
+    // SMEM: the shared address of this thread's first cell of a pass in M's row 0, with klo = 0
+    unsigned mr_t = 0;
+    if constexpr (SMEM) mr_t = (unsigned)__cvta_generic_to_shared(Mr) + 4u * threadIdx.x;
 
     for (;;) {
         if (threadIdx.x == 0) { sh_it = atomicAdd(counter, 1); sh_end[0] = sh_end[1] = NONE; }
@@ -271,30 +274,20 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
             }
             if (BT) bt_store(bt, k, 3u, k <= fb);
         }
-        StepPlan plan(U, e);  // thread 0's: the next step's Step, made while this one runs
-        if (threadIdx.x == 0) plan.next(sh_step[1], x, o, e, kcap, fbmax, RM, RI, W, n, m, fb, ke_lo, ke_hi, clear);
+        // the next step's Step, made while this one runs by the block's last thread: its warp has the fewest
+        // cells of a step (a pass's cells go to the threads in order, and a step's last pass is part full)
+        const bool planner = threadIdx.x == blockDim.x - 1;
+        StepPlan plan(U, e);
+        if (planner) plan.next(sh_step[1], x, o, e, kcap, fbmax, RM, RI, W, n, m, fb, ke_lo, ke_hi, clear);
         __syncthreads();
         int final_s = sh_end[0] != NONE ? 0 : -1, s = 0;
         while (final_s < 0 && s < U) {
             s++;
             const Step st = sh_step[s & 1];
-            if (threadIdx.x == 0 && s < U)
+            if (planner && s < U)
                 plan.next(sh_step[(s + 1) & 1], x, o, e, kcap, fbmax, RM, RI, W, n, m, fb, ke_lo, ke_hi, clear);
             const int plo = st.plo, phi = st.phi, clo = st.clo, chi = st.chi;
-            const T* Mx = Mr + st.mx;
-            const T* Mg = Mr + st.mg;
-            const T* Ie = Mr + st.ie;
-            const T* De = Mr + st.de;
-            T* Mo = Mr + st.mo;
-            T* Io = Mr + st.io;
-            T* Do = Mr + st.dn;
-            // each row as Cell::at takes it: a shared-memory address, or a pointer
-            auto row = [&](const T* r) {
-                if constexpr (SMEM) return (unsigned)__cvta_generic_to_shared(r);
-                else return (int*)r;
-            };
-            const auto rMx = row(Mx), rMg = row(Mg), rIe = row(Ie), rDe = row(De);
-            const auto rMo = row(Mo), rIo = row(Io), rDo = row(Do);
+            T* const Mo = Mr + st.mo;
             // one cell (k0 + D): computed where live, set NUL in the clear margin, else left alone;
             // returns its backtrace code (0 where not live). hmax = min(m, n + k): a candidate h is inside
             // the matrix iff 0 <= h <= hmax (D keeps v, I keeps h, X moves both): one unsigned compare each
@@ -338,18 +331,27 @@ __global__ void __launch_bounds__(1024, WFA_AFFINE_MIN_BLOCKS) wfa_affine(const 
             // them may be live
             const int klo = st.klo;
             unsigned char* btp = BT ? bt + st.btb + threadIdx.x : nullptr;
-            // in shared memory the seven cells' addresses advance with k (made once a step, not re-derived from
-            // the rows each pass); device-memory rows are addressed again each pass (seven 64-bit pointers held
+            // the seven cells: in shared memory made once a step from the rows' offsets (one add each) and
+            // advanced with k; device-memory rows are addressed again each pass (seven 64-bit pointers held
             // across the loop spill)
             const int k0 = klo + 2 * (int)threadIdx.x, dk = 2 * (int)blockDim.x;
             typedef Cell<SMEM> C;
-            C cx = C::at(rMx, k0), cg = C::at(rMg, k0), cie = C::at(rIe, k0), cde = C::at(rDe, k0);
-            C cmo = C::at(rMo, k0), cio = C::at(rIo, k0), cdo = C::at(rDo, k0);
-            for (int k = k0; k <= chi; k += dk) {
+            C cx, cg, cie, cde, cmo, cio, cdo;
+            T *const Mx = Mr + st.mx, *const Mg = Mr + st.mg, *const Ie = Mr + st.ie, *const De = Mr + st.de;
+            T *const Io = Mr + st.io, *const Do = Mr + st.dn;
+            auto place = [&](int k) {  // device memory: the cells of diagonal k
                 if constexpr (!SMEM) {
-                    cx = C::at(rMx, k), cg = C::at(rMg, k), cie = C::at(rIe, k), cde = C::at(rDe, k);
-                    cmo = C::at(rMo, k), cio = C::at(rIo, k), cdo = C::at(rDo, k);
+                    cx = C::at(Mx, k), cg = C::at(Mg, k), cie = C::at(Ie, k), cde = C::at(De, k);
+                    cmo = C::at(Mo, k), cio = C::at(Io, k), cdo = C::at(Do, k);
                 }
+            };
+            if constexpr (SMEM) {
+                const unsigned b = mr_t + 2u * (unsigned)klo;
+                cx = C{b + 2u * st.mx}, cg = C{b + 2u * st.mg}, cie = C{b + 2u * st.ie}, cde = C{b + 2u * st.de};
+                cmo = C{b + 2u * st.mo}, cio = C{b + 2u * st.io}, cdo = C{b + 2u * st.dn};
+            }
+            for (int k = k0; k <= chi; k += dk) {
+                place(k);
                 const unsigned c0 = one(Int<0>(), k, cx, cg, cie, cde, cmo, cio, cdo);
                 const unsigned c1 = one(Int<1>(), k, cx, cg, cie, cde, cmo, cio, cdo);
                 if (BT && k >= plo - 1 && k <= phi) *btp = (unsigned char)(c0 | (c1 << 4));
