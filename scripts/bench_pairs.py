@@ -135,11 +135,12 @@ def _chunks(qs, ts, n, extra=()):
 
 def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3, files=None, fetch=False):
     """The engine chain on in-memory batches (what `align_pairs` runs), warm: the best of `repeats` passes.
-    Batches are queued as stages.stream queues them (their uploads start on this thread; one aligner
-    thread), results are not written. files (A, B): the batches as the command's device reader makes them
-    from those files (io/fastx_device.py: the sequences already on the GPU, no upload), else built from q, t
-    in page-locked memory as the host reader builds them (uploaded by the engine). fetch: each batch's CIGARs
-    brought to the host (as a host writer reads them; a GPU engine leaves them on the device until then)."""
+    Batches are queued as stages.stream queues them (their uploads start on this thread; as many aligner
+    threads as the first engine's `concurrent`), results are not written. files (A, B): the batches as the
+    command's device reader makes them from those files (io/fastx_device.py: the sequences already on the
+    GPU, no upload), else built from q, t in page-locked memory as the host reader builds them (uploaded by
+    the engine). fetch: each batch's CIGARs brought to the host (as a host writer reads them; a GPU engine
+    leaves them on the device until then)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gpualign.config import AlignConfig
@@ -172,21 +173,23 @@ def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3, 
         return res, counts
 
     times = []
-    with ThreadPoolExecutor(1) as aligner:
+    workers = max(1, int(chain[0].concurrent))  # (dispatch.Here's window)
+    with ThreadPoolExecutor(workers) as aligner:
         for _ in range(repeats):  # the best of a few passes over all batches (the first is often slower)
             t0 = time.perf_counter()
             counts = {}
             pending = []
             for b in [*batches, None]:  # as stages.stream: a batch's upload starts as it is queued, on
-                if b is not None:      # this thread, while the aligner thread runs the one before it
+                if b is not None:      # this thread, while the aligner threads run the ones before it
                     prefetch(b, chain, cfg)
                     pending.append(aligner.submit(run, b))
-                while pending and (b is None or len(pending) > 1):
+                while pending and (b is None or len(pending) > workers):
                     for k, v in pending.pop(0).result()[1].items():
                         counts[k] = counts.get(k, 0) + v
             times.append(time.perf_counter() - t0)
     print(f"# engine passes{' (device input)' if files else ''}{' (CIGARs fetched)' if fetch else ''}: "
-          f"{', '.join(f'{x:.3f}' for x in times)} s ({len(batches)} batches)", file=sys.stderr)
+          f"{', '.join(f'{x:.3f}' for x in times)} s ({len(batches)} batches, {workers} aligner threads)",
+          file=sys.stderr)
     dt = min(times)
     for e in chain:
         e.close()
