@@ -10,11 +10,11 @@ or 129 (SIGHUP). If the unwinding has not reached finish() within GRACE_S, the w
 
 Forked worker processes ignore SIGINT (Ctrl-C reaches the whole process group: the parent ends them)
 and die at once on SIGTERM/SIGHUP (the default action): install() registers that for every fork. A
-process forked after the signal exits at once, and while fork hooks run the handler raises nothing (the
-watchdog ends the run): an exception there would be printed and lost. Where the handler's exception
-lands in code whose exceptions CPython prints and drops (a weakref callback, such as importlib's module
-lock clean-up during an import; a __del__), the drop is silent too (sys.unraisablehook) and the watchdog
-ends the run.
+process forked after the signal exits at once, and while fork hooks run or importlib's own code runs the
+handler raises nothing (the watchdog ends the run): an exception there could be printed and lost. Where
+the handler's exception lands in code whose exceptions CPython prints and drops (a weakref callback, such
+as importlib's module lock clean-up during an import; a __del__), the drop is silent too
+(sys.unraisablehook) and the watchdog ends the run.
 Why: with the workers taking Ctrl-C themselves, `pairs` hung about once in ten (stacks dumped from a hung
 run, 2-core host): the pool's manager thread sat forever in recv() of a result message cut short, as a
 CPU worker's KeyboardInterrupt came while it wrote a large result to the pipe (header and body are
@@ -139,6 +139,10 @@ def _handler(signum, frame) -> None:
     end_children(wait=False)
     threading.Thread(target=_watchdog, name="gpualign-interrupt", daemon=True).start()
     if _forking:  # an exception in a fork hook is printed and dropped: the watchdog ends the run
+        return
+    if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        # importlib's own code: the import may come from C code that prints the exception and goes on (CI
+        # saw a traceback from _lock_unlock_module, the run then ended by the watchdog): the watchdog ends it
         return
     raise Interrupted(signum)
 
