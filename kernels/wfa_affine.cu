@@ -130,8 +130,8 @@ template <bool SMEM> struct Ring { typedef int T; static constexpr int NUL_CELL 
 template <> struct Ring<true> { typedef short T; static constexpr int NUL_CELL = -32768; };
 
 // One cell of a ring row and its neighbours (Cell<SMEM>::at(row, k)): ld<D>() / st<D>(v) read / write
-// diagonal k + D; advance(dk) moves it dk diagonals on. In shared memory the cell is a 32-bit shared
-// address and D an immediate offset (one add per row and thread per pass; the compiler otherwise
+// diagonal k + D. In shared memory the cell is a 32-bit shared address and D an immediate offset, and
+// advance(dk) moves it dk diagonals on (one add per row and thread per pass; the compiler otherwise
 // re-derives the shared window's base per access); in device memory a pointer.
 template <int V> struct Int { static constexpr int value = V; };
 template <bool SMEM> struct Cell {
