@@ -288,9 +288,10 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
 inline unsigned __brev(unsigned x) {
-    unsigned r = 0;
-    for (int i = 0; i < 32; ++i, x >>= 1) r = (r << 1) | (x & 1u);
-    return r;
+    x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+    x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+    x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
+    return __builtin_bswap32(x);
 }
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {  // CUDA's default mode
     const unsigned long long v = ((unsigned long long)y << 32) | x;
