@@ -43,11 +43,11 @@
 //   M[s][k] = max(M[s-x][k] + 1, I[s][k], D[s][k]), then extended along matches,
 // each candidate kept only inside the matrix (h <= tlen, v <= qlen). Each thread takes two adjacent
 // diagonals per pass (one backtrace byte: no shuffle, half the loop and address work per cell), its
-// seven ring cells addressed once per score and advanced each pass (Cell), one barrier per score; a
-// score's rows and bounds are made once a block, by the last thread during the score before (Step).
-// The backtrace keeps, per cell, which candidate won (4 bits: bits 0-1 M's source X/I/D, bit 2 I
-// extended, bit 3 D extended); a second kernel walks it back into path tokens and replays them
-// forward, re-deriving the matches by extend.
+// seven ring cells addressed once per score and advanced each pass in shared memory (Cell), one
+// barrier per score; a score's rows and bounds are made once a block, by the last thread during the
+// score before (Step). The backtrace keeps, per cell, which candidate won (4 bits: bits 0-1 M's source
+// X/I/D, bit 2 I extended, bit 3 D extended); a second kernel walks it back into path tokens and
+// replays them forward, re-deriving the matches by extend.
 #include "common.cuh"
 
 #define NUL (-0x40000000)
