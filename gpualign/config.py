@@ -138,12 +138,17 @@ def preset_penalties(scoring: Scoring, mismatch: int | None, gap_open: int | Non
     return replace(base, **given)
 
 
-def default_batch_bases(scoring: Scoring, distance_only: bool) -> int:
-    """Bases per PairBatch unless given: 2^26 for general scoring's scores only (gpu-dp's work per batch,
+def default_batch_bases(scoring: Scoring, distance_only: bool, metric: str = "edit") -> int:
+    """Bases per PairBatch unless given. 2^26 for general scoring's scores only (gpu-dp's work per batch,
     its launch plan and two waits for the device, paid half as often: 1M DNA pairs 150 x 300 scored 1.3
     times faster than in batches of 2^25; with CIGARs the kernels are longer and no faster so, and 100k
-    proteins in two batches of 96k and 4k pairs barely overlap: docs/notes/benchmark-history.md), else 2^25."""
-    return 1 << 26 if scoring.general and distance_only else 1 << 25
+    proteins in two batches of 96k and 4k pairs barely overlap: docs/notes/benchmark-history.md). 2^26 for
+    the affine metric: the affine engine's host work per batch is paid half as often (1M x 1 kbp at 10%,
+    whole command ~12% faster with or without CIGARs, 4-23% a round; 1M x 150 bp alike: docs/benchmarks.md).
+    Else 2^25 (eWFA: 1M x 150 bp no faster in batches of 2^26)."""
+    if scoring.general:
+        return 1 << 26 if distance_only else 1 << 25
+    return 1 << 26 if metric == "affine" else 1 << 25
 
 
 def default_metric(metric: str | None, scoring: Scoring) -> str:

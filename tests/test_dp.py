@@ -1042,11 +1042,17 @@ def test_team_size():
 
 
 def test_default_batch_bases():
-    """Batches of 2^26 bases for general scoring's scores only (gpu-dp's per-batch work), else 2^25."""
+    """Batches of 2^26 bases for general scoring's scores only (gpu-dp's per-batch work) and for the affine
+    metric (the affine engine's per-batch work), else 2^25; general scoring keeps its rule whatever the
+    metric it was given (a match bonus chooses affine)."""
     from gpualign.config import default_batch_bases
 
     assert default_batch_bases(Scoring(match=2), True) == 1 << 26
     assert default_batch_bases(Scoring(match=2), False) == default_batch_bases(Scoring(), True) == 1 << 25
+    assert default_batch_bases(Scoring(match=2), False, "affine") == 1 << 25
+    assert default_batch_bases(Scoring(match=2), True, "affine") == 1 << 26
+    assert default_batch_bases(Scoring(), False, "affine") == default_batch_bases(Scoring(), True, "affine") == 1 << 26
+    assert default_batch_bases(Scoring(), False, "edit") == 1 << 25
 
 
 def test_api_and_routing():

@@ -71,7 +71,8 @@ def pairs(query, target, output, fmt, metric, mode, match, matrix, alphabet, unk
             cfg = AlignConfig(metric=chosen, penalties=preset_penalties(sc, mismatch, gap_open, gap_extend, chosen),
                               scoring=sc, distance_only=distance_only, n_mismatch=n_mismatch, device=device,
                               threads=n_threads, device_parse=not host_parse,
-                              batch_bases=default_batch_bases(sc, distance_only) if batch_bases is None else batch_bases)
+                              batch_bases=(default_batch_bases(sc, distance_only, chosen) if batch_bases is None
+                                           else batch_bases))
             result = run_pairs(query, target, output, fmt, cfg, command_line(), report, notice, verify,
                                ClusterSpec(gpus, scheduler, cpu_workers))
         print_summary(result, summary, quiet)
