@@ -224,10 +224,12 @@ def test_line_ends_the_index_cannot_place(tmp_path, body):
         fa.close()
 
 
-@pytest.mark.parametrize("layout", ["lf", "crlf", "cr_inside", "past_end"])
+@pytest.mark.parametrize("layout", ["lf", "crlf", "cr_inside", "past_end", "rewrapped"])
 def test_line_ends_of_many_records_checked_at_once_as_one_by_one(tmp_path, layout):
     """rows() of 1,500 new records checks their line ends at once where the file holds no CR (an LF row then
-    needs only end inside the file): the same rows, and the same error, as the check a record at a time."""
+    needs only end inside the file, with its header's, first and last line ends where the row says): the same
+    rows, and the same error, as the check a record at a time. rewrapped: the file written again with lines of 50
+    bases, its .fai (lines of 60) left newer than it."""
     from gpualign.io import faidx
 
     rng = np.random.default_rng(4)
@@ -240,6 +242,14 @@ def test_line_ends_of_many_records_checked_at_once_as_one_by_one(tmp_path, layou
             body = s if layout != "cr_inside" or n != "r700" else s[:1] + b"\r" + s[2:]
             fh.write(b">" + n.encode() + eol + eol.join(body[i:i + 60] for i in range(0, len(body), 60)) + eol)
     IndexedFasta(path).close()
+    if layout == "rewrapped":
+        import os
+
+        with open(path, "wb") as fh:
+            for n, s in recs.items():
+                fh.write(b">" + n.encode() + eol + eol.join(s[i:i + 50] for i in range(0, len(s), 50)) + eol)
+        st = os.stat(path)
+        os.utime(path + ".fai", (st.st_atime + 5, st.st_mtime + 5))
     if layout == "past_end":  # the last record's row says its lines go on past the file's end
         rows = open(path + ".fai").read().splitlines()
         f = rows[-1].split("\t")
@@ -249,16 +259,131 @@ def test_line_ends_of_many_records_checked_at_once_as_one_by_one(tmp_path, layou
     for bulk in (faidx.BULK_CHECK, 10 ** 9):
         faidx.BULK_CHECK, saved = bulk, faidx.BULK_CHECK
         try:
-            fa = IndexedFasta(path)
+            fa = None
             try:
+                fa = IndexedFasta(path)
                 outcomes.append(("rows", fa.rows(list(recs)).tolist(), sorted(fa._laid_out)))
             except InputError as e:
                 outcomes.append(("error", str(e)))
-            fa.close()
+            if fa is not None:
+                fa.close()
         finally:
             faidx.BULK_CHECK = saved
     assert outcomes[0] == outcomes[1]
-    assert outcomes[0][0] == ("error" if layout in ("cr_inside", "past_end") else "rows")
+    assert outcomes[0][0] == ("error" if layout in ("cr_inside", "past_end", "rewrapped") else "rows")
+    if layout == "rewrapped":
+        assert "does not match its .fai index (" in outcomes[0][1] and "x.fa.fai: made for another" in outcomes[0][1]
+
+
+@pytest.mark.parametrize("width", [60, 1000])
+def test_index_of_another_layout_newer_than_the_file(tmp_path, width):
+    """A .fai left newer than its FASTA after the file was wrapped again (cp -p, touch): its rows put line ends
+    where the file has bases, and a fetch came back with line ends inside (a caller then said a sequence held
+    byte 0x0a). Now the fetch names the file, the record and the index, whoever made the index."""
+    import os
+
+    rng = np.random.default_rng(5)
+    seqs = {f"s{i}": rng.choice(list(b"ACGT"), 700).astype(np.uint8).tobytes() for i in range(3)}
+    path = str(tmp_path / "x.fa")
+
+    def write(w):
+        with open(path, "wb") as fh:
+            for n, s in seqs.items():
+                fh.write(b">" + n.encode() + b"\n" + b"\n".join(s[i:i + w] for i in range(0, len(s), w)) + b"\n")
+
+    for made in ("here", "samtools"):
+        write(80)
+        if made == "samtools":
+            os.unlink(path + ".fai")
+            pysam.faidx(path)
+        else:
+            IndexedFasta(path).close()
+        write(width)
+        st = os.stat(path)
+        os.utime(path + ".fai", (st.st_atime + 5, st.st_mtime + 5))
+        with pytest.raises(InputError, match=r"x\.fa: (record 's[0-2]'|its line at byte \d+) does not match its "
+                                             r"\.fai index \(.*x\.fa\.fai: made for"):
+            IndexedFasta(path).fetch("s1", 0, 700)
+        os.unlink(path + ".fai")
+        fa = IndexedFasta(path)  # rebuilt: the bases as written
+        assert fa.fetch("s1", 0, 700) == seqs["s1"]
+        fa.close()
+
+
+@pytest.mark.parametrize("kind", ["fasta", "fastq"])
+def test_samtools_index_of_a_name_given_twice_is_refused(tmp_path, kind):
+    """samtools' .fai of a file naming two records alike keeps the first (with a warning only): a slice by that
+    name came from the first record while the run meant the second, exit 0. The index is now checked against
+    the file when it opens (every line outside its rows a header): refused, naming it; without it, the index
+    built by the run refuses the name twice. A record without bases, which samtools' index also leaves out, blank
+    lines between records and quality lines starting with '@' or '+' stay fine."""
+    import os
+
+    rng = np.random.default_rng(6)
+    seqs = [rng.choice(list("ACGT"), 130).astype("U1") for _ in range(4)]
+    seqs = ["".join(x) for x in seqs]
+    names = ["r0", "r1", "r2", "r1"]
+    if kind == "fasta":
+        text = "".join(f">{n} x\n{q[:60]}\n{q[60:120]}\n{q[120:]}\n" for n, q in zip(names, seqs))
+        fine = f">e\n>r0\n{seqs[0][:60]}\n{seqs[0][60:120]}\n{seqs[0][120:]}\n\n>r1\n{seqs[1]}\n"
+    else:
+        text = "".join(f"@{n}\n{q}\n+\n{'I' * len(q)}\n" for n, q in zip(names, seqs))
+        fine = f"@r0\n{seqs[0]}\n+\n{'@' * len(seqs[0])}\n@r1\n{seqs[1]}\n+\n{'+' * 130}\n"
+    path = str(tmp_path / ("x.fa" if kind == "fasta" else "x.fq"))
+    with open(path, "w") as fh:
+        fh.write(fine)
+    pysam.faidx(path)
+    fa = IndexedFasta(path)  # (FASTA: samtools left out the record without bases, as it does)
+    assert fa.fetch("r0") == seqs[0].encode() and fa.fetch("r1") == seqs[1].encode()
+    fa.close()
+    with open(path, "w") as fh:
+        fh.write(text)
+    os.unlink(path + ".fai")
+    pysam.faidx(path)  # (htslib: "Ignoring duplicate sequence", the first r1 kept)
+    with pytest.raises(InputError, match=r"its line at byte \d+ does not match its \.fai index .*name given twice"):
+        IndexedFasta(path)
+    os.unlink(path + ".fai")
+    with pytest.raises((InputError, Exception), match="'r1' again"):
+        from gpualign.io.random_access import open_indexed
+
+        open_indexed(path).fetch("r1")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_unlisted_line_finds_any_record_left_out(tmp_path, seed, monkeypatch):
+    """faidx.unlisted_line on random FASTA/FASTQ files (widths, CRLF, descriptions, headers longer than GAP_BULK)
+    indexed by samtools: nothing for the whole index; each record left out of its rows found (at its header's
+    byte or before)."""
+    import mmap
+
+    from gpualign.io import faidx
+
+    monkeypatch.setattr(faidx, "GAP_BULK", 64 if seed % 2 else faidx.GAP_BULK)
+    rng = np.random.default_rng(seed)
+    fastq, eol = seed % 3 == 2, b"\r\n" if seed % 3 == 1 else b"\n"
+    parts = []
+    for i in range(int(rng.integers(2, 30))):
+        n = int(rng.integers(1, 300))
+        q = rng.choice(list(b"ACGTN"), n).astype(np.uint8).tobytes()
+        head = f"r{i}" + (" " + "d" * int(rng.integers(0, 150)) if rng.random() < 0.5 else "")
+        if fastq:
+            qual = rng.choice(list(b"@+I#5"), n).astype(np.uint8).tobytes()
+            parts.append(b"@" + head.encode() + eol + q + eol + b"+" + eol + qual + eol)
+        else:
+            w = int(rng.integers(1, 80))
+            parts.append(b">" + head.encode() + eol + eol.join(q[j:j + w] for j in range(0, n, w)) + eol)
+    path = str(tmp_path / ("x.fq" if fastq else "x.fa"))
+    with open(path, "wb") as fh:
+        fh.write(b"".join(parts))
+    pysam.faidx(path)
+    c = faidx.fai_table(path + ".fai")[1]
+    with open(path, "rb") as fh:
+        m = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    assert faidx.unlisted_line(m, c) is None
+    for k in range(len(c)):
+        at = faidx.unlisted_line(m, np.delete(c, k, axis=0))
+        assert at is not None and at <= c[k, 1], (k, at, c[k])
+    m.close()
 
 
 def test_index_names_htslib_cuts_are_an_error_not_a_traceback(tmp_path):

@@ -2,6 +2,7 @@
 
 import gzip
 import os
+import re
 
 import numpy as np
 import parasail
@@ -150,8 +151,9 @@ def test_bad_candidates(sim):
     assert rc == 1 and ("line 3: target 'nochr'" in err or "line 4" in err) and not (d / "o.paf").exists()
     (d / "bad3.paf").write_text("".join(bad))
     rc, out, err = run([str(d / "bad3.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "--skip-bad"])
-    assert rc == 0 and err.count("skipped") == 2 and len(out.splitlines()) == len(cands) - 2
+    assert rc == 0 and err.count("skipped: ") == 2 and len(out.splitlines()) == len(cands) - 2
     assert "line 4: target coordinates" in err
+    assert re.search(r"\bskipped\s+2\s", err) and re.search(r"\bfailed\s+0\s", err), err  # (the summary's rows)
     rc, _, err = run([str(d / "bad2.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "--mode", "banded"])
     assert rc == 2
 
@@ -285,7 +287,7 @@ def _with_bad_field(lines, row, col, value, path):
 def test_bad_candidate_after_batches_were_written(sim, readers):
     """Candidates stream in batches (reader thread or worker processes, aligner, writer): a bad line after
     several batches went out still fails the run with its line number and leaves no output; with
-    skip_bad the run completes and counts it as failed."""
+    skip_bad the run completes and counts it as skipped (a summary row of its own: not a pair, not failed)."""
     from gpualign.config import AlignConfig
     from gpualign.errors import InputError
     from gpualign.realign import run_paf
@@ -303,7 +305,9 @@ def test_bad_candidate_after_batches_were_written(sim, readers):
                       skip_bad=True, readers=readers, on_notice=notes.append)
     assert [n for n in notes if n.startswith("skipped:")] == [f"skipped: {d / 'late.paf'}: line 46: target 'nochr' "
                                                              f"is not in {d / 'ref.fa'}"]
-    assert summary.failed == 1 and summary.pairs == len(cands) - 1 and summary.written == len(cands) - 1
+    assert summary.skipped == 1 and summary.failed == 0
+    assert summary.pairs == len(cands) - 1 and summary.written == len(cands) - 1
+    assert ("skipped", "1") in summary.rows()
     assert len(out.read_text().splitlines()) == len(cands) - 1
 
 
@@ -580,7 +584,8 @@ def test_reader_processes_meet_a_nul_name_as_the_reader_thread_does(tmp_path):
                     "test", readers=readers)
         s = run_paf(str(tmp_path / "c.paf"), str(tmp_path / "q.fa"), str(tmp_path / "t.fa"), str(outs[0]), None, cfg,
                     "test", readers=readers, skip_bad=True, on_notice=notes.append)
-        assert s.failed >= 1 and s.written + s.failed == 40 and sum("NUL byte" in n for n in notes) == s.failed
+        assert s.skipped >= 1 and s.failed == 0 and s.written + s.skipped == 40
+        assert sum("NUL byte" in n for n in notes) == s.skipped
         s = run_paf(str(tmp_path / "e.paf"), str(tmp_path / "q.fa"), str(tmp_path / "t.fa"), str(outs[1]), None, cfg,
                     "test", readers=readers)
         assert s.pairs == 0 and outs[1].read_bytes() == b""
@@ -614,6 +619,34 @@ def test_target_with_mixed_line_ends(tmp_path):
                 else:
                     assert rc == 1 and out == "" and "Traceback" not in err, (index, out, err)
                     assert "t.fa: record 'chr1': its line ends mix CRLF and LF" in err, err
+
+
+@pytest.mark.parametrize("side", ["query", "target"])
+def test_index_left_from_before_a_rewrap(tmp_path, side):
+    """A query or target FASTA wrapped again (80 -> 60 columns) with its old .fai left newer than it (cp -p,
+    touch): the run said a sequence held byte 0x0a. Now it names the file, the record and the index, exit 1."""
+    import os
+
+    rng = np.random.default_rng(8)
+    t = "".join(rng.choice(list("ACGT"), 2000))
+    reads = {f"r{i}": t[100 * i:100 * i + 300] for i in range(5)}
+
+    def wrap(records, w):
+        return "".join(f">{n}\n" + "".join(s[i:i + w] + "\n" for i in range(0, len(s), w)) for n, s in records.items())
+
+    files = {"q.fa": reads, "t.fa": {"chr1": t}}
+    for name, records in files.items():
+        (tmp_path / name).write_text(wrap(records, 80))
+    stale = tmp_path / ("q.fa" if side == "query" else "t.fa")
+    pysam.faidx(str(stale))
+    stale.write_text(wrap(files[stale.name], 60))
+    st = os.stat(stale)
+    os.utime(str(stale) + ".fai", (st.st_atime + 5, st.st_mtime + 5))
+    (tmp_path / "c.paf").write_text("".join(f"r{i}\t300\t0\t300\t+\tchr1\t2000\t{100 * i}\t{100 * i + 300}"
+                                            "\t300\t300\t60\n" for i in range(5)))
+    rc, out, err = run([str(tmp_path / n) for n in ("c.paf", "q.fa", "t.fa")] + ["--device", "cpu", "-t", "1", "-q"])
+    assert rc == 1 and out == "" and "Traceback" not in err, err
+    assert f"{stale.name}: record '" in err and "does not match its .fai index" in err and f"{stale.name}.fai" in err
 
 
 def test_target_whose_last_line_alone_ends_in_crlf(tmp_path):

@@ -62,6 +62,8 @@ class IndexedFasta:
             raise InputError(f"{display_name(path)}: cannot index for random access (compressed with gzip, "
                              "not bgzip)")
         bgzf = gzipped(path)
+        # an index this run did not build (samtools', an old one; not a scratch copy's, nor one built in scratch)
+        found = not bgzf and _fresh(path, path + ".fai") and scratch_get(identity(path)) is None
         fai, gzi = index_paths(path, bgzf)
         self.path, self._fai, self._gzi = path, fai, gzi if bgzf else None
         self._index = self._map = self._fa = None
@@ -79,6 +81,8 @@ class IndexedFasta:
             self._index = index
             with open(path, "rb") as fh:
                 self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            if found and fai == path + ".fai":
+                self._listed(names, c)
             return
         try:
             self._fa = pysam.FastaFile(path, filepath_index=fai, filepath_index_compressed=gzi if bgzf else None)
@@ -88,6 +92,31 @@ class IndexedFasta:
         # plain and not empty: mapped, at the first fetch (a process that only checks names and lengths does
         # not read the .fai into a dict)
         self._plain = not bgzf and any(self.lengths.values())
+
+    def _listed(self, names: list, c: np.ndarray) -> None:
+        """An InputError (the map closed) where the file has a line its index's rows (names, c: as fai_table's)
+        leave out (unlisted_line): a record whose name came before, which htslib's index leaves out (a slice by that
+        name would be the other record), or rows of another file or layout. The record before that line is checked
+        first, for the error its fetch would give (line ends mixing CRLF and LF, as htslib's index misplaces)."""
+        at = unlisted_line(self._map, c)
+        if at is None:
+            return
+        try:
+            before = np.flatnonzero((c[:, 1] <= at) & (c[:, 0] > 0))
+            if len(before):
+                k = int(before[np.argmax(c[before, 1])])
+                self._check_line_ends(names[k], *(int(x) for x in c[k, 1:4]), int(c[k, 0]))
+            raise self._mismatch(f"its line at byte {at}")
+        finally:
+            self._map.close()
+            self._map = None
+
+    def _mismatch(self, what: str) -> InputError:
+        """The error of a file whose .fai rows put bases where it has none (what: the place that says so)."""
+        return InputError(f"{display_name(self.path)}: {what} does not match its .fai index "
+                          f"({display_name(self._fai)}: made for another file or another layout of it, or listing "
+                          "once a name given twice, as samtools does): remove the index (it is then rebuilt, and a "
+                          "name twice refused) or rebuild it (samtools faidx)")
 
     def _mapped(self) -> bool:
         """Whether slices come from the memory map (opened now if not yet); an InputError, at every call, where the
@@ -191,14 +220,26 @@ class IndexedFasta:
         return self._no_cr
 
     def _checked_in_bulk(self, names: list) -> list:
-        """_check_line_ends of many records of a file without a CR at once: an LF row's lines need only end inside
-        the file. The names left for _check_line_ends (CRLF rows and any wider line end, empty records, rows past
-        the file's end)."""
+        """_check_line_ends of many records of a file without a CR at once: an LF row's lines must end inside the
+        file, with line ends where the row puts its header's, its first line's and its last line's. The names left
+        for _check_line_ends (CRLF rows and any wider line end, empty records, rows past the file's end, rows
+        whose line ends are not where the file has them: it says which)."""
         offset, per_line, width = self._index.rows(names).T
         ln = np.fromiter(map(self.lengths.__getitem__, names), np.int64, len(names))
         lines = -(-ln // per_line)
         stop = offset + (lines - 1) * width + ln - (lines - 1) * per_line
-        ok = ((ln > 0) & (width - per_line <= 1) & (stop <= len(self._map))).tolist()  # (LF rows; no wrap-around)
+        size = len(self._map)
+        ok = (ln > 0) & (width - per_line <= 1) & (stop <= size)  # (LF rows; no wrap-around)
+        # line ends where the rows put them (rows that have them): the header's before the first base, the first
+        # line's, and one after the last base (or the file's end); a .fai made before the file was wrapped again
+        # fails here
+        ends = width > per_line
+        at = np.stack([offset - 1, np.where(lines > 1, offset + per_line, offset - 1), stop])
+        at[:, ~(ok & ends & (offset >= 1))] = 0
+        at[2, stop >= size] = 0
+        lf = np.frombuffer(self._map, np.uint8)[at.ravel()].reshape(at.shape) == 10  # (a copy: no view kept)
+        laid = (offset >= 1) & lf[0] & lf[1] & (lf[2] | (stop >= size))
+        ok = (ok & (laid | ~ends)).tolist()
         self._laid_out.update(itertools.compress(names, ok))
         return [name for name, k in zip(names, ok) if not k]
 
@@ -215,16 +256,20 @@ class IndexedFasta:
         """Record name's CRs where its .fai row says (before each line end of a CRLF record, none in an LF one),
         checked once, at its first fetch: htslib's indexer (or samtools', whose .fai may be there already)
         compares line lengths in bytes alone, so a record mixing CRLF lines of n bases and LF lines of n + 1
-        passes, and its bases come back shifted. An InputError if not (read in pieces: no copy of the record)."""
+        passes, and its bases come back shifted. An InputError if not (read in pieces: no copy of the record); also
+        where the record's line ends are not where its row puts them (_rows_line_ends: an index of another layout)."""
         if length == 0:
             return
         lines = -(-length // per_line)
         stop = offset + (lines - 1) * width + length - (lines - 1) * per_line  # after its last base
         crlf = width - per_line == 2
-        ok = stop <= len(self._map)  # (the row's lines past the file's end: not this file's layout)
-        if ok and not crlf:  # an LF row: no CR at all (memchr over the mapped record, no copy)
+        mixed = InputError(f"{display_name(self.path)}: record {name!r}: its line ends mix CRLF and LF (or a CR "
+                           "stands inside a line), which its .fai index cannot place: convert them (dos2unix)")
+        if stop > len(self._map):  # (the row's lines past the file's end: not this file's layout)
+            raise mixed if self._map.find(b"\r", offset) >= 0 else self._mismatch(f"record {name!r}")
+        if not crlf:  # an LF row: no CR at all (memchr over the mapped record, no copy)
             ok = self._map.find(b"\r", offset, stop) < 0
-        elif ok:  # a CRLF row: as many CRs as line ends (counted in pieces)
+        else:  # a CRLF row: as many CRs as line ends (counted in pieces)
             crs = sum(int(np.count_nonzero(np.frombuffer(self._map, np.uint8, min(CHECK_BYTES, stop - a), a) == 13))
                       for a in range(offset, stop, CHECK_BYTES))
             ok = crs == lines - 1
@@ -233,9 +278,29 @@ class IndexedFasta:
             ok = bool((np.frombuffer(self._map, np.uint8, stop - offset, offset)[width - 2::width][:lines - 1]
                        == 13).all())
         if not ok:
-            raise InputError(f"{display_name(self.path)}: record {name!r}: its line ends mix CRLF and LF (or a CR "
-                             "stands inside a line), which its .fai index cannot place: convert them (dos2unix)")
+            raise mixed
+        if not self._rows_line_ends(offset, per_line, width, lines, stop, crlf):
+            raise self._mismatch(f"record {name!r}")
         self._laid_out.add(name)
+
+    def _rows_line_ends(self, offset: int, per_line: int, width: int, lines: int, stop: int, crlf: bool) -> bool:
+        """Whether the file has line ends where a record's .fai row puts them: the header's just before its first
+        base, each of its lines' (LF rows: every one; CRLF rows: _check_line_ends places their CRs) and one just
+        after its last base unless the file ends there. A row without line ends (bytes a line = bases a line)
+        places none: nothing to check."""
+        m, end = self._map, (13 if crlf else 10)
+        if width == per_line:  # a row without line ends (random_access's copies: records back to back)
+            return True
+        if offset < 1 or stop > len(m) or m[offset - 1] != 10 or width - per_line not in (1, 2):
+            return False
+        if stop < len(m) and m[stop] != end:
+            return False
+        if crlf or lines < 2:
+            return True
+        ends = np.frombuffer(m, np.uint8, stop - offset, offset)[per_line::width][:lines - 1]
+        ok = bool((ends == 10).all())
+        del ends  # (no view of the map kept: close() refuses a map with views)
+        return ok
 
     def _slice(self, name: str, offset: int, per_line: int, width: int, start: int, end: int) -> bytes:
         """Bytes [start, end) of the lines from offset (per_line bytes each, width with the line end)."""
@@ -502,6 +567,59 @@ def _add_empty_rows(fai: str, empty: list) -> str | None:
         merged.append("\t".join([name] + ["0"] * (cols - 1)))
     merged.extend(held)
     return None if write_fai([r.split("\t") for r in merged], fai) else f"cannot write {fai}"
+
+
+GAP_BULK = 4096  # gaps between a .fai's records up to this many bytes checked at once (unlisted_line), longer alone
+
+
+def unlisted_line(buf, c: np.ndarray) -> int | None:
+    """Where the file in buf (bytes-like: a memory map) has a line that no row of its .fai (c: n x 5, length,
+    offset, bases a line, bytes a line, quality's offset or -1) accounts for: a line with content outside every
+    row's bases (and qualities) that is not a header ('>', or '@' and '+' beside a FASTQ index's rows). htslib's
+    index leaves out a record whose name came before (keeping the first: a slice by that name would be the other
+    record) and one without bases (a header alone: allowed); an index of another file or layout leaves out more.
+    Returns that line's byte offset, else None. Reads the bytes between the rows only (header lines, mostly)."""
+    size = len(buf)
+    c = c[c[:, 0] > 0]  # (a record without bases has no region: its header stands in a gap, as htslib's leave it)
+    if len(c) == 0:
+        return 0 if size else None
+    order = np.argsort(c[:, 1], kind="stable")
+    ln, off, per, wid, qual = (c[order, k] for k in range(5))
+    per, wid = np.maximum(per, 1), np.maximum(wid, 1)
+    lines = -(-ln // per)
+    data = np.where(qual >= 0, qual, off)  # the last of a row's regions: its qualities (FASTQ) or its bases
+    stop = data + np.maximum(lines - 1, 0) * wid + ln - np.maximum(lines - 1, 0) * per
+    heads = (b">+@" if (qual >= 0).any() else b">")
+    a = np.concatenate([[0], stop])  # each gap: from the last region's end to the next row's first base
+    b = np.concatenate([off, [size]])
+    if (b < a).any() or (stop > size).any():
+        bad = int(np.flatnonzero(b < a)[0]) if (b < a).any() else len(a) - 1
+        return int(min(a[bad], size))
+    n = b - a
+    small = n <= GAP_BULK
+    ok = np.zeros(256, bool)  # a line may start with these
+    ok[np.frombuffer(heads + b"\r\n", np.uint8)] = True
+    for part in np.array_split(np.flatnonzero(small), max(1, int(n[small].sum()) >> 22)):  # (~4M bytes a part)
+        k = n[part]
+        first = np.concatenate([[0], np.cumsum(k)[:-1]])  # each gap's first byte among the part's
+        kind = np.int32 if size < 1 << 31 else np.int64
+        at = np.repeat((a[part] - first).astype(kind), k) + np.arange(int(k.sum()), dtype=kind)
+        view = np.frombuffer(buf, np.uint8)
+        byte = view[at]
+        del view  # (no view of the map kept: a map with views cannot be closed)
+        starts = np.empty(len(byte), bool)  # a line's first byte: after a line end in the gap, or the file's first
+        starts[1:] = byte[:-1] == 10
+        first = first[k > 0]
+        starts[first] = a[part][k > 0] == 0  # (a gap starts inside the line of the bases before it)
+        wrong = np.flatnonzero(starts & ~ok[byte])
+        if len(wrong):
+            return int(at[wrong[0]])
+    pattern = re.compile(rb"\n[^" + re.escape(heads) + rb"\r\n]")
+    for x, y in zip(a[~small].tolist(), b[~small].tolist()):  # (few: a long header, or a record left out)
+        m = pattern.search(b"\n" + buf[0:y] if x == 0 else buf[x - 1:y])
+        if m:
+            return x + m.start()
+    return None
 
 
 class FaiRows:
