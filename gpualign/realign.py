@@ -160,7 +160,7 @@ def _realign(paf_path, query_path, target_path, out, fmt, cfg, command_line, mod
                 ahead.close()
             if fmt_pool is not None:
                 fmt_pool.shutdown(wait=True, cancel_futures=True)
-    summary.failed += len(skipped)
+    summary.skipped += len(skipped)
     summary.seconds = time.perf_counter() - t0
     return summary
 

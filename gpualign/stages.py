@@ -37,6 +37,7 @@ class Summary:
     bases: int = 0
     written: int = 0
     failed: int = 0
+    skipped: int = 0  # input left out with --skip-bad (paf's bad candidates): in neither pairs nor failed
     seconds: float = 0.0
     counts: dict = field(default_factory=dict)
     notice: str = ""
@@ -54,8 +55,9 @@ class Summary:
     def rows(self) -> list[tuple[str, str]]:
         rate = self.pairs / self.seconds if self.seconds > 0 else 0.0
         rows = [("pairs", str(self.pairs)), ("bases", str(self.bases)), ("records_written", str(self.written)),
-                ("failed", str(self.failed)), ("wall_seconds", f"{self.seconds:.3f}"),
-                ("pairs_per_second", f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}")]  # 0.412 for a slow pair
+                ("failed", str(self.failed))] + [("skipped", str(self.skipped))] * (self.skipped > 0)
+        rows += [("wall_seconds", f"{self.seconds:.3f}"),
+                 ("pairs_per_second", f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}")]  # 0.412 for a slow pair
         # busy time of each stage; the stages overlap (reader, aligner and writer run concurrently)
         rows += [(f"{k}_seconds", f"{v:.3f}") for k, v in self.stage_seconds.items()]
         rows += [(f"route:{k}", str(v)) for k, v in sorted(self.counts.items())]

@@ -83,6 +83,17 @@ def test_paf_refuses_penalties_with_edit(fa, tmp_path):
     assert rc == 0 and "AS:i:-1" in out, err
 
 
+def test_distance_only_to_paf_names_every_format_that_takes_it(fa, tmp_path):
+    """PAF's columns come from the CIGAR: --distance-only with a .paf output is refused, naming the formats that
+    take it (BAM was left out of the list)."""
+    rc, out, err = run("pairs", *fa, "--device", "cpu", "-t", "1", "--distance-only", "-o", str(tmp_path / "x.paf"))
+    assert rc == 2 and out == "" and "use --format sam, bam or tsv with --distance-only" in one_error_line(err)
+    assert not (tmp_path / "x.paf").exists()
+    rc, out, err = run("pairs", *fa, "--device", "cpu", "-t", "1", "--distance-only", "-q", "-o",
+                       str(tmp_path / "x.bam"))
+    assert rc == 0 and (tmp_path / "x.bam").exists(), err
+
+
 def test_penalties_given_where_used_still_apply(fa):
     rc, out, err = run("pairs", *fa, "--device", "cpu", "-t", "1", "-q", "-m", "affine", "-x", "3")
     assert rc == 0 and out.splitlines()[0].split("\t")[13] == "AS:i:-3", err

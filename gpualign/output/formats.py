@@ -17,7 +17,9 @@ def infer_format(fmt: str | None, out: str, distance_only: bool, formats: tuple 
     ext = {e: f for e, f in _EXT.items() if f in formats}
     fmt = format_from_name(fmt, out, formats, ext, "tsv" if distance_only else "paf")
     if fmt == "paf" and distance_only:
-        raise ConfigError("PAF needs CIGAR-derived columns: use --format tsv or sam with --distance-only")
+        others = [f for f in formats if f != "paf"]
+        listed = " or ".join([", ".join(others[:-1]), others[-1]] if len(others) > 1 else others)
+        raise ConfigError(f"PAF needs CIGAR-derived columns: use --format {listed} with --distance-only")
     return fmt
 
 
