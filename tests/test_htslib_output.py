@@ -85,16 +85,19 @@ def test_search_sam_bam_read_without_warnings(tmp_path, data, capfd, fmt, all_en
     assert _read_quietly(out, capfd) >= 8
 
 
-def test_bam_converted_as_the_text_comes(tmp_path):
+def test_bam_converted_as_the_text_comes(tmp_path, monkeypatch):
     """output/sam.SamToBam: SAM text written in pieces (one larger than the pipe) becomes a BAM htslib reads
     back record for record; text htslib refuses fails at close() with samtools' words, and leaves no
-    process or temporary directory; abort() ends the conversion at once."""
+    process or temporary directory; abort() ends the conversion at once. (Temporary files in a directory
+    of this test's: tests running beside it make their own.)"""
     import glob
     import tempfile
 
     from gpualign.errors import GpualignError
     from gpualign.output.sam import SamToBam
 
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "gpualign-bam-*")))
     header = "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:t\tLN:100000\n"
     recs = [f"q{i}\t0\tt\t{1 + i}\t60\t4M\t*\t0\t0\tACGT\t*\n" for i in range(30000)]
@@ -148,6 +151,8 @@ def test_bam_conversion_that_cannot_start(tmp_path, monkeypatch):
     from gpualign.errors import GpualignError
     from gpualign.output.sam import SamToBam
 
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # (this test's own: see the test above)
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "gpualign-bam-*")))
     monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
     with pytest.raises(GpualignError, match=r"o\.bam: writing BAM failed \(cannot start .*no-python"):
