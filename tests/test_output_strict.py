@@ -480,6 +480,52 @@ def test_target_names_sam_cannot_hold(tmp_path, fmt, name):
                     assert target in (tmp_path / out).read_text()
 
 
+@pytest.mark.parametrize("fmt, name", [("sam", "t,1"), ("bam", "t[1]")])
+def test_target_names_sam_1_6_forbids(tmp_path, fmt, name):
+    """A target name holding a character SAM 1.6's reference names hold nowhere (\\"'(),<>[]`{}: a comma would
+    also split SA:Z's fields) was written as it was. `pairs`, `genome`, `paf` and `search`, SAM and BAM: one line
+    naming the target file, the target and the character, exit 1, no output; PAF and BED take it."""
+    seq = "ACGTACGTACGTACGTACGTACGTTTGACCATG"
+    (tmp_path / "a.fa").write_text(f">q\n{seq}\n")
+    (tmp_path / "b.fa").write_text(f">{name} desc\n{seq}\n")
+    (tmp_path / "c.paf").write_text(f"q\t{len(seq)}\t0\t{len(seq)}\t+\t{name}\t{len(seq)}\t0\t{len(seq)}\t"
+                                    f"{len(seq)}\t{len(seq)}\t60\n")
+    (tmp_path / "p.fa").write_text(">p\nGTACGTTTGACC\n")
+    runs = {"pairs": ["pairs", "a.fa", "b.fa"], "genome": ["genome", "a.fa", "b.fa"],
+            "paf": ["paf", "c.paf", "a.fa", "b.fa"], "search": ["search", "p.fa", "b.fa", "-k", "0"]}
+    for cmd, args in runs.items():
+        p = _run_to(tmp_path, args, f"o.{fmt}")
+        line = _error_line(p.stderr)
+        assert p.returncode == 1 and not (tmp_path / f"o.{fmt}").exists(), (cmd, line)
+        assert f"{name!r}" in line and f"holds {name[1]!r}" in line, (cmd, line)
+        assert "SAM 1.6" in line and "b.fa" in line, (cmd, line)
+        other = "bed" if cmd == "search" else "paf"
+        p = _run_to(tmp_path, args, f"o.{other}")
+        assert p.returncode == 0 and name in (tmp_path / f"o.{other}").read_text(), (cmd, p.stderr.decode())
+
+
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_query_named_star_alone(tmp_path, fmt):
+    """A query named '*' alone, which a SAM QNAME reads as no name, was written so: refused for SAM/BAM (one
+    line, exit 1, no output) by `pairs` and `paf`; '*x' and PAF are fine."""
+    seq = "ACGTACGTACGTACGTACGTACGTTTGACCATG"
+    (tmp_path / "b.fa").write_text(f">t\n{seq}\n")
+    n = len(seq)
+    for query, refused in (("*", True), ("*x", False)):
+        (tmp_path / "a.fa").write_text(f">{query}\n{seq}\n")
+        (tmp_path / "c.paf").write_text(f"{query}\t{n}\t0\t{n}\t+\tt\t{n}\t0\t{n}\t{n}\t{n}\t60\n")
+        for args in (["pairs", "a.fa", "b.fa"], ["paf", "c.paf", "a.fa", "b.fa"]):
+            p = _run_to(tmp_path, args, f"o.{fmt}")
+            if refused:
+                line = _error_line(p.stderr)
+                assert p.returncode == 1 and "is '*', which a SAM QNAME reads as no name" in line, (args, line)
+                assert not (tmp_path / f"o.{fmt}").exists()
+            else:
+                assert p.returncode == 0, (args, p.stderr.decode())
+                with pysam.AlignmentFile(str(tmp_path / f"o.{fmt}")) as fh:
+                    assert [r.query_name for r in fh] == [query]
+
+
 @pytest.mark.parametrize("fmt", ["sam", "bam"])
 def test_target_names_not_printable(tmp_path, fmt):
     """A target name holding a character other than printable ASCII (a control character, a non-ASCII letter),
