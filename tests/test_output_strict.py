@@ -445,6 +445,19 @@ def _run_to(tmp_path, args: list, out: str) -> subprocess.CompletedProcess:
                           cwd=tmp_path)
 
 
+def _target_named(tmp_path, target: str) -> dict:
+    """Inputs in tmp_path whose one target is named target (a.fa, b.fa, c.paf, p.fa), and each command's
+    arguments over them."""
+    seq = "ACGTACGTACGTACGTACGTACGTTTGACCATG"
+    n = len(seq)
+    (tmp_path / "a.fa").write_text(f">q\n{seq}\n")
+    (tmp_path / "b.fa").write_text(f">{target} desc\n{seq}\n")
+    (tmp_path / "c.paf").write_text(f"q\t{n}\t0\t{n}\t+\t{target}\t{n}\t0\t{n}\t{n}\t{n}\t60\n")
+    (tmp_path / "p.fa").write_text(">p\nGTACGTTTGACC\n")
+    return {"pairs": ["pairs", "a.fa", "b.fa"], "genome": ["genome", "a.fa", "b.fa"],
+            "paf": ["paf", "c.paf", "a.fa", "b.fa"], "search": ["search", "p.fa", "b.fa", "-k", "0"]}
+
+
 @pytest.mark.parametrize("name", ["*", "*x", "=x"])
 @pytest.mark.parametrize("fmt", ["sam", "bam"])
 def test_target_names_sam_cannot_hold(tmp_path, fmt, name):
@@ -452,16 +465,8 @@ def test_target_names_sam_cannot_hold(tmp_path, fmt, name):
     would read the records as unmapped), or a name starting with '*' or '=' (SAM's rule). `pairs`, `genome`,
     `paf` and `search`, SAM and BAM: one line naming the target file and the target, exit 1, no output; PAF,
     TSV and BED take it. The same character inside a name (x*, x=): written, htslib reads it."""
-    seq = "ACGTACGTACGTACGTACGTACGTTTGACCATG"
     for target, written in ((name, False), ("x" + name[0], True)):
-        (tmp_path / "a.fa").write_text(f">q\n{seq}\n")
-        (tmp_path / "b.fa").write_text(f">{target} desc\n{seq}\n")
-        (tmp_path / "c.paf").write_text(f"q\t{len(seq)}\t0\t{len(seq)}\t+\t{target}\t{len(seq)}\t0\t{len(seq)}\t"
-                                        f"{len(seq)}\t{len(seq)}\t60\n")
-        (tmp_path / "p.fa").write_text(">p\nGTACGTTTGACC\n")
-        runs = {"pairs": ["pairs", "a.fa", "b.fa"], "genome": ["genome", "a.fa", "b.fa"],
-                "paf": ["paf", "c.paf", "a.fa", "b.fa"], "search": ["search", "p.fa", "b.fa", "-k", "0"]}
-        for cmd, args in runs.items():
+        for cmd, args in _target_named(tmp_path, target).items():
             other = "bed" if cmd == "search" else "paf"
             for out, refused in ((f"o.{fmt}", not written), (f"o.{other}", False)):
                 p = _run_to(tmp_path, args, out)
@@ -485,15 +490,7 @@ def test_target_names_sam_1_6_forbids(tmp_path, fmt, name):
     """A target name holding a character SAM 1.6's reference names hold nowhere (\\"'(),<>[]`{}: a comma would
     also split SA:Z's fields) was written as it was. `pairs`, `genome`, `paf` and `search`, SAM and BAM: one line
     naming the target file, the target and the character, exit 1, no output; PAF and BED take it."""
-    seq = "ACGTACGTACGTACGTACGTACGTTTGACCATG"
-    (tmp_path / "a.fa").write_text(f">q\n{seq}\n")
-    (tmp_path / "b.fa").write_text(f">{name} desc\n{seq}\n")
-    (tmp_path / "c.paf").write_text(f"q\t{len(seq)}\t0\t{len(seq)}\t+\t{name}\t{len(seq)}\t0\t{len(seq)}\t"
-                                    f"{len(seq)}\t{len(seq)}\t60\n")
-    (tmp_path / "p.fa").write_text(">p\nGTACGTTTGACC\n")
-    runs = {"pairs": ["pairs", "a.fa", "b.fa"], "genome": ["genome", "a.fa", "b.fa"],
-            "paf": ["paf", "c.paf", "a.fa", "b.fa"], "search": ["search", "p.fa", "b.fa", "-k", "0"]}
-    for cmd, args in runs.items():
+    for cmd, args in _target_named(tmp_path, name).items():
         p = _run_to(tmp_path, args, f"o.{fmt}")
         line = _error_line(p.stderr)
         assert p.returncode == 1 and not (tmp_path / f"o.{fmt}").exists(), (cmd, line)
