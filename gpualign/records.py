@@ -62,11 +62,6 @@ def rname_reason(first: str) -> str:
             "('=' is RNEXT's mark for the same reference as RNAME)")
 
 
-SAM_RNAME_NEVER = "\"'(),<>[\\]`{}"  # printable characters SAM 1.6's reference names hold nowhere (its RNAME rule;
-# a comma would also split SA:Z's fields): output/sam.check_rnames and search's text reader refuse them for SAM/BAM
-RNAME_NEVER_REASON = "which SAM's reference names (@SQ SN, RNAME) cannot hold (SAM 1.6: none of \\\"'(),<>[]`{})"
-
-
 def sam_printable(name: str) -> bool:
     """Whether every character of a name is printable ASCII other than the space ('!' to '~'), as SAM's QNAME,
     RNAME and @SQ SN must be (a control character or a non-ASCII one: htslib reads them, samtools drops some)."""

@@ -485,22 +485,6 @@ def test_target_names_sam_cannot_hold(tmp_path, fmt, name):
                     assert target in (tmp_path / out).read_text()
 
 
-@pytest.mark.parametrize("fmt, name", [("sam", "t,1"), ("bam", "t[1]")])
-def test_target_names_sam_1_6_forbids(tmp_path, fmt, name):
-    """A target name holding a character SAM 1.6's reference names hold nowhere (\\"'(),<>[]`{}: a comma would
-    also split SA:Z's fields) was written as it was. `pairs`, `genome`, `paf` and `search`, SAM and BAM: one line
-    naming the target file, the target and the character, exit 1, no output; PAF and BED take it."""
-    for cmd, args in _target_named(tmp_path, name).items():
-        p = _run_to(tmp_path, args, f"o.{fmt}")
-        line = _error_line(p.stderr)
-        assert p.returncode == 1 and not (tmp_path / f"o.{fmt}").exists(), (cmd, line)
-        assert f"{name!r}" in line and f"holds {name[1]!r}" in line, (cmd, line)
-        assert "SAM 1.6" in line and "b.fa" in line, (cmd, line)
-        other = "bed" if cmd == "search" else "paf"
-        p = _run_to(tmp_path, args, f"o.{other}")
-        assert p.returncode == 0 and name in (tmp_path / f"o.{other}").read_text(), (cmd, p.stderr.decode())
-
-
 @pytest.mark.parametrize("fmt", ["sam", "bam"])
 def test_query_named_star_alone(tmp_path, fmt):
     """A query named '*' alone, which a SAM QNAME reads as no name, was written so: refused for SAM/BAM (one

@@ -17,8 +17,8 @@ from .. import __version__, interrupt, trace
 from ..errors import GpualignError
 from ..io.fastx import display_name
 from ..io.targets import TargetLengths
-from ..records import (OK, RNAME_NEVER_REASON, SAM_RNAME_NEVER, SAM_RNAME_NOT_FIRST, AlignBatch, Names, PairBatch,
-                       concatenated, odd_character, rname_reason, unprintable_bytes)
+from ..records import (OK, SAM_RNAME_NOT_FIRST, AlignBatch, Names, PairBatch, concatenated, odd_character,
+                       rname_reason, unprintable_bytes)
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
 
@@ -129,10 +129,9 @@ QNAME_MAX = 254  # SAM's longest QNAME (htslib refuses a longer one)
 
 def check_rnames(names: Names, source: str = "", instead: str = "PAF or TSV") -> None:
     """The GpualignError of the first target whose name SAM's reference names cannot be: one that starts with
-    '*' (RNAME '*' is no reference: htslib reads the target's records as unmapped) or '=' (SAM's rule), one
-    that holds a character other than printable ASCII, or one of SAM_RNAME_NEVER (SAM 1.6's rule; a comma would
-    split SA:Z's fields); source: the file named first in the message, if given; instead: the formats the command
-    could write."""
+    '*' (RNAME '*' is no reference: htslib reads the target's records as unmapped) or '=' (SAM's rule), or one
+    that holds a character other than printable ASCII; source: the file named first in the message, if given;
+    instead: the formats the command could write."""
     if len(names) == 0:
         return
     some = names.length > 0
@@ -140,21 +139,13 @@ def check_rnames(names: Names, source: str = "", instead: str = "PAF or TSV") ->
     first[some] = names.buf[names.start[some]]
     bad = np.isin(first, np.frombuffer(SAM_RNAME_NOT_FIRST.encode(), np.uint8))
     odd = unprintable(names)
-    never = np.zeros(len(names), bool)
-    held = np.isin(names.packed(), np.frombuffer(SAM_RNAME_NEVER.encode(), np.uint8))
-    if held.any():
-        never[np.repeat(np.arange(len(names)), names.length)[held]] = True
-    if bad.any() or odd.any() or never.any():
-        k = int(np.argmax(bad | odd | never))
+    if bad.any() or odd.any():
+        k = int(np.argmax(bad | odd))
         name = names[k]
         where = f"{source}: " if source else ""
-        if bad[k]:
-            why = f"starts with {name[0]!r}, which SAM's reference names (@SQ SN, RNAME) cannot {rname_reason(name[0])}"
-        elif odd[k]:
-            why = (f"holds {odd_character(name)!r}, which SAM's reference names (@SQ SN, RNAME) cannot "
-                   "(printable ASCII only)")
-        else:
-            why = f"holds {next(c for c in name if c in SAM_RNAME_NEVER)!r}, {RNAME_NEVER_REASON}"
+        why = f"starts with {name[0]!r}, which SAM's reference names (@SQ SN, RNAME) cannot {rname_reason(name[0])}" \
+            if bad[k] else \
+            f"holds {odd_character(name)!r}, which SAM's reference names (@SQ SN, RNAME) cannot (printable ASCII only)"
         raise GpualignError(f"{where}target {_shown(name)!r}: its name {why}: rename it, or write {instead}")
 
 
