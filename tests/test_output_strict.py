@@ -487,19 +487,20 @@ def test_target_names_sam_cannot_hold(tmp_path, fmt, name):
 
 @pytest.mark.parametrize("fmt", ["sam", "bam"])
 def test_query_named_star_alone(tmp_path, fmt):
-    """A query named '*' alone, which a SAM QNAME reads as no name, was written so: refused for SAM/BAM (one
-    line, exit 1, no output) by `pairs` and `paf`; '*x' and PAF are fine."""
+    """A query (or search pattern) named '*' alone, which a SAM QNAME reads as no name, was written so: refused
+    for SAM/BAM (one line, exit 1, no output) by `pairs`, `paf` and `search`; '*x' and PAF are fine."""
     seq = "ACGTACGTACGTACGTACGTACGTTTGACCATG"
     (tmp_path / "b.fa").write_text(f">t\n{seq}\n")
     n = len(seq)
     for query, refused in (("*", True), ("*x", False)):
         (tmp_path / "a.fa").write_text(f">{query}\n{seq}\n")
         (tmp_path / "c.paf").write_text(f"{query}\t{n}\t0\t{n}\t+\tt\t{n}\t0\t{n}\t{n}\t{n}\t60\n")
-        for args in (["pairs", "a.fa", "b.fa"], ["paf", "c.paf", "a.fa", "b.fa"]):
+        for args in (["pairs", "a.fa", "b.fa"], ["paf", "c.paf", "a.fa", "b.fa"],
+                     ["search", "a.fa", "b.fa", "-k", "0"]):
             p = _run_to(tmp_path, args, f"o.{fmt}")
             if refused:
                 line = _error_line(p.stderr)
-                assert p.returncode == 1 and "is '*', which a SAM QNAME reads as no name" in line, (args, line)
+                assert p.returncode == 1 and "is '*'" in line and "no name" in line, (args, line)
                 assert not (tmp_path / f"o.{fmt}").exists()
             else:
                 assert p.returncode == 0, (args, p.stderr.decode())

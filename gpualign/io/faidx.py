@@ -100,7 +100,12 @@ class IndexedFasta:
         first, for the error its fetch would give (line ends mixing CRLF and LF, as htslib's index misplaces)."""
         at = unlisted_line(self._map, c)
         if at is None:
-            return
+            k = misnamed_row(self._map, names, c)
+            if k is None:
+                return
+            self._map.close()
+            self._map = None
+            raise self._mismatch(f"record {names[k]!r}")
         try:
             before = np.flatnonzero((c[:, 1] <= at) & (c[:, 0] > 0))
             if len(before):
@@ -284,23 +289,19 @@ class IndexedFasta:
         self._laid_out.add(name)
 
     def _rows_line_ends(self, offset: int, per_line: int, width: int, lines: int, stop: int, crlf: bool) -> bool:
-        """Whether the file has line ends where a record's .fai row puts them: the header's just before its first
-        base, each of its lines' (LF rows: every one; CRLF rows: _check_line_ends places their CRs) and one just
-        after its last base unless the file ends there. A row without line ends (bytes a line = bases a line)
-        places none: nothing to check."""
-        m, end = self._map, (13 if crlf else 10)
+        """Whether the file has line ends where a record's .fai row puts them, as _checked_in_bulk probes them:
+        the header's just before its first base, its first and its last line's (CRLF rows: _check_line_ends
+        places their CRs), and one just after its last base (CR or LF: the last line of a CRLF record may end in
+        LF alone) unless the file ends there. A row without line ends (bytes a line = bases a line) places none:
+        nothing to check."""
+        m = self._map
         if width == per_line:  # a row without line ends (random_access's copies: records back to back)
             return True
         if offset < 1 or stop > len(m) or m[offset - 1] != 10 or width - per_line not in (1, 2):
             return False
-        if stop < len(m) and m[stop] != end:
+        if stop < len(m) and m[stop] not in (10, 13):
             return False
-        if crlf or lines < 2:
-            return True
-        ends = np.frombuffer(m, np.uint8, stop - offset, offset)[per_line::width][:lines - 1]
-        ok = bool((ends == 10).all())
-        del ends  # (no view of the map kept: close() refuses a map with views)
-        return ok
+        return crlf or lines < 2 or m[offset + per_line] == 10 and m[offset + (lines - 1) * width - 1] == 10
 
     def _slice(self, name: str, offset: int, per_line: int, width: int, start: int, end: int) -> bytes:
         """Bytes [start, end) of the lines from offset (per_line bytes each, width with the line end)."""
@@ -619,6 +620,43 @@ def unlisted_line(buf, c: np.ndarray) -> int | None:
         m = pattern.search(b"\n" + buf[0:y] if x == 0 else buf[x - 1:y])
         if m:
             return x + m.start()
+    return None
+
+
+def misnamed_row(buf, names: list, c: np.ndarray) -> int | None:
+    """The first row (an index into names and c, as fai_table's) whose bases do not follow a header line naming
+    it ('>' or '@', the name, then white space or the line's end): a .fai newer than its file after records were
+    renamed or reordered (lengths alike); None if every row's does. Reads each header's first bytes only: where
+    the record before ends (its row's last line), else (blank lines, a record without bases between) the line
+    that ends just before the row's first base."""
+    keep = np.flatnonzero(c[:, 0] > 0)  # (a row without bases: htslib's leave them out, ours hold zeros)
+    if len(keep) == 0:
+        return None
+    keep = keep[np.argsort(c[keep, 1], kind="stable")]
+    ln, off, per, wid, qual = (c[keep, k] for k in range(5))
+    size = len(buf)
+    lines = np.maximum(-(-ln // np.maximum(per, 1)), 1)
+    stop = np.where(qual >= 0, qual, off) + (lines - 1) * wid + ln - (lines - 1) * per
+    a = np.concatenate([[0], stop[:-1]])  # where each row's header starts if it follows the record before
+    word = [names[k].encode() for k in keep.tolist()]
+    wl = np.fromiter(map(len, word), np.int64, len(word))
+    marker = np.where(qual >= 0, ord("@"), ord(">"))
+    view = np.frombuffer(buf, np.uint8)
+    head = np.where(a == 0, 0, a + 1 + (view[np.minimum(a, size - 1)] == 13))  # (past its line end: CR LF or LF)
+    ok = (head + 1 + wl < off) & (view[np.minimum(head, size - 1)] == marker)
+    ok &= np.isin(view[np.minimum(head + 1 + wl, size - 1)], np.frombuffer(b" \t\r\n", np.uint8))
+    starts = np.concatenate([[0], np.cumsum(wl)[:-1]])
+    pos = np.repeat(head + 1 - starts, wl) + np.arange(int(wl.sum()))
+    same = view[np.minimum(pos, size - 1)] == np.frombuffer(b"".join(word), np.uint8)
+    del view  # (no view of the map kept: a map with views cannot be closed)
+    if len(same):
+        ok &= np.logical_and.reduceat(same, starts) | (wl == 0)
+    for i in np.flatnonzero(~ok).tolist():  # (the header elsewhere, or none: the line before the bases, by bytes)
+        y = int(off[i]) - 1
+        h = buf.rfind(b"\n", 0, max(y, 0)) + 1
+        line = buf[h:y]
+        if not (line[:1] == bytes([int(marker[i])]) and line[1:].split(None, 1)[:1] == [word[i]]):
+            return int(keep[i])
     return None
 
 

@@ -81,15 +81,17 @@ def read(path: str, k: int, strand: str, force: bool = False) -> Patterns:
 
 def check_sam_names(pats: Patterns, path: str) -> None:
     """SAM/BAM: a RecordError at the first pattern whose name cannot be its records' QNAME: one starting with
-    '@' (the line would read as a header line), holding a character other than printable ASCII or longer than
+    '@' (the line would read as a header line), '*' alone (SAM's no name), holding a character other than printable
+    ASCII or longer than
     output/sam.QNAME_MAX, or one an earlier pattern has (their records' QNAME would be the same, each with a
     primary hit: a reader could not tell them apart). TSV, PAF and BED take any names, as given."""
     from ..output.sam import QNAME_MAX
 
     for i, name in enumerate(pats.names):
-        if name.startswith("@") or len(name.encode()) > QNAME_MAX or not sam_printable(name):
-            why = "starts with '@'" if name.startswith("@") else f"is longer than {QNAME_MAX} characters" \
-                if len(name.encode()) > QNAME_MAX else f"holds {odd_character(name)!r} (SAM: printable ASCII only)"
+        if name.startswith("@") or name == "*" or len(name.encode()) > QNAME_MAX or not sam_printable(name):
+            why = "starts with '@'" if name.startswith("@") else "is '*' (SAM's no name)" if name == "*" else \
+                f"is longer than {QNAME_MAX} characters" if len(name.encode()) > QNAME_MAX else \
+                f"holds {odd_character(name)!r} (SAM: printable ASCII only)"
             raise RecordError(fastx.display_name(path), i + 1, f"pattern name {why}, which a SAM QNAME cannot "
                               "be: rename it, or write TSV, PAF or BED")
     if len(set(pats.names)) == len(pats.names):
