@@ -96,8 +96,9 @@ class IndexedFasta:
     def _listed(self, names: list, c: np.ndarray) -> None:
         """An InputError (the map closed) where the file has a line its index's rows (names, c: as fai_table's)
         leave out (unlisted_line): a record whose name came before, which htslib's index leaves out (a slice by that
-        name would be the other record), or rows of another file or layout. The record before that line is checked
-        first, for the error its fetch would give (line ends mixing CRLF and LF, as htslib's index misplaces)."""
+        name would be the other record), or rows of another file or layout; the record before that line is checked
+        first, for the error its fetch would give (line ends mixing CRLF and LF, as htslib's index misplaces). Else
+        where a row's bases follow no header naming it (misnamed_row: records reordered or renamed since)."""
         at = unlisted_line(self._map, c)
         if at is None:
             k = misnamed_row(self._map, names, c)
@@ -226,9 +227,9 @@ class IndexedFasta:
 
     def _checked_in_bulk(self, names: list) -> list:
         """_check_line_ends of many records of a file without a CR at once: an LF row's lines must end inside the
-        file, with line ends where the row puts its header's, its first line's and its last line's. The names left
-        for _check_line_ends (CRLF rows and any wider line end, empty records, rows past the file's end, rows
-        whose line ends are not where the file has them: it says which)."""
+        file, with line ends where the row puts its header's, its first line's and one after its last base. The
+        names left for _check_line_ends (CRLF rows and any wider line end, empty records, rows past the file's
+        end, rows whose line ends are not where the file has them: it says which)."""
         offset, per_line, width = self._index.rows(names).T
         ln = np.fromiter(map(self.lengths.__getitem__, names), np.int64, len(names))
         lines = -(-ln // per_line)
@@ -289,10 +290,10 @@ class IndexedFasta:
         self._laid_out.add(name)
 
     def _rows_line_ends(self, offset: int, per_line: int, width: int, lines: int, stop: int, crlf: bool) -> bool:
-        """Whether the file has line ends where a record's .fai row puts them, as _checked_in_bulk probes them:
-        the header's just before its first base, its first and its last line's (CRLF rows: _check_line_ends
-        places their CRs), and one just after its last base (CR or LF: the last line of a CRLF record may end in
-        LF alone) unless the file ends there. A row without line ends (bytes a line = bases a line) places none:
+        """Whether the file has line ends where a record's .fai row puts them: the header's just before its first
+        base, the ends of its first line and of the line before its last (CRLF rows: _check_line_ends places their
+        CRs), and one just after its last base (CR or LF: the last line of a CRLF record may end in LF alone)
+        unless the file ends there. A row without line ends (bytes a line = bases a line) places none:
         nothing to check."""
         m = self._map
         if width == per_line:  # a row without line ends (random_access's copies: records back to back)

@@ -81,10 +81,10 @@ def read(path: str, k: int, strand: str, force: bool = False) -> Patterns:
 
 def check_sam_names(pats: Patterns, path: str) -> None:
     """SAM/BAM: a RecordError at the first pattern whose name cannot be its records' QNAME: one starting with
-    '@' (the line would read as a header line), '*' alone (SAM's no name), holding a character other than printable
-    ASCII or longer than
-    output/sam.QNAME_MAX, or one an earlier pattern has (their records' QNAME would be the same, each with a
-    primary hit: a reader could not tell them apart). TSV, PAF and BED take any names, as given."""
+    '@' (the line would read as a header line), '*' alone (SAM's no name), holding a character other than
+    printable ASCII or longer than output/sam.QNAME_MAX, or one an earlier pattern has (their records' QNAME would
+    be the same, each with a primary hit: a reader could not tell them apart). TSV, PAF and BED take any names,
+    as given."""
     from ..output.sam import QNAME_MAX
 
     for i, name in enumerate(pats.names):
