@@ -639,16 +639,19 @@ def misnamed_row(buf, names: list, c: np.ndarray) -> int | None:
     lines = np.maximum(-(-ln // np.maximum(per, 1)), 1)
     stop = np.where(qual >= 0, qual, off) + (lines - 1) * wid + ln - (lines - 1) * per
     a = np.concatenate([[0], stop[:-1]])  # where each row's header starts if it follows the record before
-    word = [names[k].encode() for k in keep.tolist()]
-    wl = np.fromiter(map(len, word), np.int64, len(word))
+    every = np.frombuffer(("\n".join(names) + "\n").encode(), np.uint8)  # (each name's bytes, one encode)
+    name_end = np.flatnonzero(every == 10)
+    name_at = np.concatenate([[0], name_end[:-1] + 1])
+    wl = (name_end - name_at)[keep]
+    starts = np.concatenate([[0], np.cumsum(wl)[:-1]])
+    name_bytes = every[np.repeat(name_at[keep] - starts, wl) + np.arange(int(wl.sum()))]
     marker = np.where(qual >= 0, ord("@"), ord(">"))
     view = np.frombuffer(buf, np.uint8)
     head = np.where(a == 0, 0, a + 1 + (view[np.minimum(a, size - 1)] == 13))  # (past its line end: CR LF or LF)
     ok = (head + 1 + wl < off) & (view[np.minimum(head, size - 1)] == marker)
     ok &= np.isin(view[np.minimum(head + 1 + wl, size - 1)], np.frombuffer(b" \t\r\n", np.uint8))
-    starts = np.concatenate([[0], np.cumsum(wl)[:-1]])
     pos = np.repeat(head + 1 - starts, wl) + np.arange(int(wl.sum()))
-    same = view[np.minimum(pos, size - 1)] == np.frombuffer(b"".join(word), np.uint8)
+    same = view[np.minimum(pos, size - 1)] == name_bytes
     del view  # (no view of the map kept: a map with views cannot be closed)
     if len(same):
         ok &= np.logical_and.reduceat(same, starts) | (wl == 0)
@@ -656,7 +659,8 @@ def misnamed_row(buf, names: list, c: np.ndarray) -> int | None:
         y = int(off[i]) - 1
         h = buf.rfind(b"\n", 0, max(y, 0)) + 1
         line = buf[h:y]
-        if not (line[:1] == bytes([int(marker[i])]) and line[1:].split(None, 1)[:1] == [word[i]]):
+        word = names[int(keep[i])].encode()
+        if not (line[:1] == bytes([int(marker[i])]) and line[1:].split(None, 1)[:1] == [word]):
             return int(keep[i])
     return None
 
