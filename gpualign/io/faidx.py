@@ -574,6 +574,19 @@ def _add_empty_rows(fai: str, empty: list) -> str | None:
 GAP_BULK = 4096  # gaps between a .fai's records up to this many bytes checked at once (unlisted_line), longer alone
 
 
+def _regions(c: np.ndarray):
+    """The rows of a .fai's columns c (as fai_table's) that hold bases, in file order: their indices into c, first
+    bases' offsets, qualities' offsets (-1: FASTA), and where each row's last region (its qualities, else its
+    bases) ends in the file. A row without bases has no region (htslib's index leaves such records out, ours
+    holds zeros)."""
+    keep = np.flatnonzero(c[:, 0] > 0)
+    keep = keep[np.argsort(c[keep, 1], kind="stable")]
+    ln, off, per, wid, qual = (c[keep, k] for k in range(5))
+    per, wid = np.maximum(per, 1), np.maximum(wid, 1)
+    full = np.maximum(-(-ln // per) - 1, 0)  # lines before the last
+    return keep, off, qual, np.where(qual >= 0, qual, off) + full * wid + ln - full * per
+
+
 def unlisted_line(buf, c: np.ndarray) -> int | None:
     """Where the file in buf (bytes-like: a memory map) has a line that no row of its .fai (c: n x 5, length,
     offset, bases a line, bytes a line, quality's offset or -1) accounts for: a line with content outside every
@@ -582,15 +595,9 @@ def unlisted_line(buf, c: np.ndarray) -> int | None:
     record) and one without bases (a header alone: allowed); an index of another file or layout leaves out more.
     Returns that line's byte offset, else None. Reads the bytes between the rows only (header lines, mostly)."""
     size = len(buf)
-    c = c[c[:, 0] > 0]  # (a record without bases has no region: its header stands in a gap, as htslib's leave it)
-    if len(c) == 0:
+    keep, off, qual, stop = _regions(c)  # (a record without bases: its header stands in a gap, allowed)
+    if len(keep) == 0:
         return 0 if size else None
-    order = np.argsort(c[:, 1], kind="stable")
-    ln, off, per, wid, qual = (c[order, k] for k in range(5))
-    per, wid = np.maximum(per, 1), np.maximum(wid, 1)
-    lines = -(-ln // per)
-    data = np.where(qual >= 0, qual, off)  # the last of a row's regions: its qualities (FASTQ) or its bases
-    stop = data + np.maximum(lines - 1, 0) * wid + ln - np.maximum(lines - 1, 0) * per
     heads = (b">+@" if (qual >= 0).any() else b">")
     a = np.concatenate([[0], stop])  # each gap: from the last region's end to the next row's first base
     b = np.concatenate([off, [size]])
@@ -630,14 +637,10 @@ def misnamed_row(buf, names: list, c: np.ndarray) -> int | None:
     renamed or reordered (lengths alike); None if every row's does. Reads each header's first bytes only: where
     the record before ends (its row's last line), else (blank lines, a record without bases between) the line
     that ends just before the row's first base."""
-    keep = np.flatnonzero(c[:, 0] > 0)  # (a row without bases: htslib's leave them out, ours hold zeros)
+    keep, off, qual, stop = _regions(c)
     if len(keep) == 0:
         return None
-    keep = keep[np.argsort(c[keep, 1], kind="stable")]
-    ln, off, per, wid, qual = (c[keep, k] for k in range(5))
     size = len(buf)
-    lines = np.maximum(-(-ln // np.maximum(per, 1)), 1)
-    stop = np.where(qual >= 0, qual, off) + (lines - 1) * wid + ln - (lines - 1) * per
     a = np.concatenate([[0], stop[:-1]])  # where each row's header starts if it follows the record before
     every = np.frombuffer(("\n".join(names) + "\n").encode(), np.uint8)  # (each name's bytes, one encode)
     name_end = np.flatnonzero(every == 10)
