@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError, RecordError
 from ..io import fastx
-from ..records import odd_character, sam_printable
+from ..records import Names
 from . import alphabet as A
 
 MAX_LEN = 1024  # 32 words of 32 bits per pattern
@@ -80,20 +80,17 @@ def read(path: str, k: int, strand: str, force: bool = False) -> Patterns:
 
 
 def check_sam_names(pats: Patterns, path: str) -> None:
-    """SAM/BAM: a RecordError at the first pattern whose name cannot be its records' QNAME: one starting with
-    '@' (the line would read as a header line), '*' alone (SAM's no name), holding a character other than
-    printable ASCII or longer than output/sam.QNAME_MAX, or one an earlier pattern has (their records' QNAME would
-    be the same, each with a primary hit: a reader could not tell them apart). TSV, PAF and BED take any names,
-    as given."""
-    from ..output.sam import QNAME_MAX
+    """SAM/BAM: a RecordError at the first pattern whose name cannot be its records' QNAME (output/sam.qname_fault:
+    one starting with '@', '*' alone, holding a character other than printable ASCII or longer than QNAME_MAX),
+    or one an earlier pattern has (their records' QNAME would be the same, each with a primary hit: a reader
+    could not tell them apart). TSV, PAF and BED take any names, as given."""
+    from ..output.sam import qname_fault
 
-    for i, name in enumerate(pats.names):
-        if name.startswith("@") or name == "*" or len(name.encode()) > QNAME_MAX or not sam_printable(name):
-            why = "starts with '@'" if name.startswith("@") else "is '*' (SAM's no name)" if name == "*" else \
-                f"is longer than {QNAME_MAX} characters" if len(name.encode()) > QNAME_MAX else \
-                f"holds {odd_character(name)!r} (SAM: printable ASCII only)"
-            raise RecordError(fastx.display_name(path), i + 1, f"pattern name {why}, which a SAM QNAME cannot "
-                              "be: rename it, or write TSV, PAF or BED")
+    fault = qname_fault(Names.of(list(pats.names)))  # (the rule pairs, genome and paf apply to their queries)
+    if fault is not None:
+        k, _, why = fault
+        raise RecordError(fastx.display_name(path), k + 1, f"pattern name {why}: rename it, or write TSV, PAF or "
+                          "BED")
     if len(set(pats.names)) == len(pats.names):
         return
     first: dict = {}
