@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from . import __version__, interrupt
+from . import __version__, driver, interrupt
 from .commands import cache, genome, paf, pairs, search, worker
 from .commands.common import quiet_stdout
 from .commands.usage import Group, command
@@ -71,7 +71,8 @@ def _invoke(args: list[str]) -> int:
 
 def quick_exit(code) -> None:
     """End the process now with code (SystemExit's: None is 0, text is printed and 1), stdout and stderr
-    flushed; a reader that has gone away (a closed pipe) makes it 141."""
+    flushed; a reader that has gone away (a closed pipe) makes it 141. The GPU driver's teardown of this
+    process's contexts is handed to a child (driver.hand_off), unless a signal ended the run."""
     if isinstance(code, str):
         print(code, file=sys.stderr)
         code = 1
@@ -83,6 +84,9 @@ def quick_exit(code) -> None:
             code = code or 141
         except (OSError, ValueError):
             pass
+    if interrupt.signalled() is None:
+        interrupt.ending()
+        driver.hand_off()
     os._exit(code)
 
 

@@ -51,6 +51,7 @@ _finishing = threading.Lock()
 _installed = False
 _inherited: list = []  # a forked child's inherited standard streams (_in_child)
 _forking = False  # the fork hooks are running (the handler must not raise there)
+_ending = False  # the process is ending (ending()): its last fork starts no worker
 
 
 class Interrupted(KeyboardInterrupt):
@@ -87,7 +88,7 @@ def _before_fork() -> None:
     worker without one starts its own, which, when the worker is ended, warns on stderr of the
     shared-memory blocks the worker had open). finish() ends it."""
     global _forking
-    if os.getpid() == _root_pid:
+    if os.getpid() == _root_pid and not _ending:
         from multiprocessing import resource_tracker
 
         _forking = True  # until _fork_done: the fork hooks run (logging's, this one, ...)
@@ -156,6 +157,13 @@ def _unraisable(previous):
             previous(unraisable)
 
     return hook
+
+
+def ending() -> None:
+    """The command is done and the process leaves now (cli.quick_exit): a fork from here on
+    (driver.hand_off's) is no worker's, so no resource tracker is started for it."""
+    global _ending
+    _ending = True
 
 
 def signalled() -> int | None:

@@ -1,6 +1,9 @@
-"""driver.py: which command lines start CUDA early, and forks wait for the starting thread."""
+"""driver.py: which command lines start CUDA early, forks wait for the starting thread, the teardown
+handed to a child at exit."""
 
 import os
+
+import pytest
 
 from gpualign import driver
 
@@ -41,3 +44,118 @@ def test_a_fork_waits_for_the_starting_thread_and_the_child_runs(monkeypatch):
     assert not driver._thread.is_alive()
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 7
+
+
+# -- the driver's teardown handed to a child at exit (hand_off) ---------------------------------------------
+_HANDER = r"""
+import os, sys, time
+sys.path.insert(0, sys.argv[3])
+from gpualign import driver
+fd = int(sys.argv[1])
+want = os.readlink(f"/proc/self/fd/{fd}")  # the stand-in for the driver's device files
+took = driver.hand_off(keep=lambda target: target == want, check_devices=lambda: sys.argv[2] == "shared")
+print("took" if took else "kept", flush=True)
+os.close(fd)  # this process's own reference gone: the child's (if any) holds the stand-in
+os.close(1)   # stdout's reader sees its end now unless the child kept a copy
+time.sleep(1.0)
+os._exit(3)
+"""
+
+
+def _hand_off_run(tmp_path, devices: str):
+    """The script above with a pipe's write end as the stand-in: (its first line, whether stdout ended while
+    the script still ran, whether the stand-in was still held then, the exit code, whether the stand-in's end
+    came within 5 s of the exit)."""
+    import select
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    script = tmp_path / "hander.py"
+    script.write_text(_HANDER)
+    r, w = os.pipe()
+    root = str(Path(driver.__file__).resolve().parents[1])
+    proc = subprocess.Popen([sys.executable, str(script), str(w), devices, root], stdout=subprocess.PIPE,
+                            pass_fds=(w,))
+    os.close(w)
+    try:
+        first = proc.stdout.readline().decode().strip()
+        stdout_ended = proc.stdout.read() == b"" and proc.poll() is None  # (the script sleeps 1 s after closing it)
+        time.sleep(0.2)
+        held = not select.select([r], [], [], 0)[0] and proc.poll() is None
+        code = proc.wait(timeout=30)
+        ready, _, _ = select.select([r], [], [], 5)
+        ended = bool(ready) and os.read(r, 1) == b""
+    finally:
+        os.close(r)
+        proc.stdout.close()
+    return first, stdout_ended, held, code, ended
+
+
+def test_hand_off_child_holds_the_driver_files_until_the_process_is_gone(tmp_path):
+    first, stdout_ended, held, code, ended = _hand_off_run(tmp_path, "shared")
+    assert first == "took" and code == 3
+    assert stdout_ended  # the child closed its copy of stdout at once
+    assert held  # the stand-in stayed open in the child after the process closed its own
+    assert ended  # ... and the child let it go once the process was gone
+
+
+def test_no_hand_off_for_exclusive_devices(tmp_path):
+    first, stdout_ended, held, code, ended = _hand_off_run(tmp_path, "exclusive")
+    assert first == "kept" and code == 3 and stdout_ended and not held and ended
+
+
+def test_no_fork_without_the_driver_files(monkeypatch):
+    def no_fork():
+        raise AssertionError("forked")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert not driver.hand_off()  # (no CUDA in the test process: no /dev/nvidia* open)
+    assert not driver.hand_off(keep=lambda target: False, check_devices=lambda: True)
+    assert not driver.hand_off(keep=lambda target: True, check_devices=lambda: False)
+    monkeypatch.setattr(driver, "_resident", lambda: driver.HAND_OFF_MAX_RSS + 1)
+    assert not driver.hand_off(keep=lambda target: True, check_devices=lambda: True)
+
+
+_PROBE = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import cupy
+from gpualign import driver
+cupy.arange(3).sum().get()
+print(len(driver._driver_files()) > 0, driver._shared_devices())
+"""
+
+
+@pytest.mark.gpu
+def test_a_gpu_process_finds_the_driver_files_and_a_shared_device(tmp_path):
+    """The hand-off's two tests on a real driver: the device files are found (else no child ever takes the
+    teardown) and the device machine's GPUs are in the default compute mode."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(driver.__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", _PROBE, root], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True"]
+
+
+@pytest.mark.gpu
+def test_gpu_commands_back_to_back_with_their_output_complete(tmp_path):
+    """Each command's teardown in its child while the next command starts: every run complete, exit 0, its
+    stdout read to the end (the child holds no copy of it)."""
+    import subprocess
+    import sys
+
+    a, b = tmp_path / "a.fa", tmp_path / "b.fa"
+    a.write_text("".join(f">q{i}\nACGTACGTTTGACCA{'ACGT' * (i % 7)}\n" for i in range(200)))
+    b.write_text("".join(f">t{i}\nACGTACCTTTGACA{'ACGT' * (i % 5)}\n" for i in range(200)))
+    outs = []
+    for _ in range(3):
+        p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", str(a), str(b), "--device", "gpu", "-q",
+                            "-f", "tsv", "-o", "-"], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        outs.append(p.stdout)
+    assert len(outs[0].splitlines()) == 201 and outs[0] == outs[1] == outs[2]
