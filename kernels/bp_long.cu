@@ -161,7 +161,7 @@ struct StreamOut {
 struct Lane {
     unsigned Pv, Mv, eq, oP, oM, w;
     int score;
-    unsigned short sym[AHEAD];  // byte offsets of the symbols' match masks
+    unsigned sym[AHEAD];  // byte offsets of the symbols' match masks (32-bit: no mask before each use)
 };
 
 // 32 steps x0 .. x0 + 31. EDGE: some lane is outside its columns (strip start and end) or lane 31
@@ -170,13 +170,16 @@ template <bool EDGE>
 __device__ __forceinline__ void group(Lane& L, const char* peq_l, const unsigned short* bptr, int x0, int lane, int len,
                                       uint2 cur, StreamOut& out, unsigned long long tag_out, int tops_x,
                                       unsigned long long* tops_slot) {
+    const unsigned y1 = cur.y >> 1;  // (lane 0's hin at step i >= 1: one funnel shift of (y1:cur.x))
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
         const int x = x0 + i;
         const unsigned eq_n = *(const unsigned*)(peq_l + L.sym[(i + 1) & (AHEAD - 1)]);  // step x + 1's match mask
         L.sym[i & (AHEAD - 1)] = bptr[x + AHEAD];
         const unsigned up = __shfl_up_sync(FULL_MASK, L.w, 1);
-        const unsigned st = ((cur.x >> i) & 1u) | ((cur.y << (31 - i)) & 0x80000000u);
+        // lane 0's hin from the strip above: bit 0 its +1 (cur.x bit i), bit 31 its -1 (cur.y bit i); the bits
+        // between are not read
+        const unsigned st = i == 0 ? (cur.x & 1u) | (cur.y << 31) : __funnelshift_r(cur.x, y1, i);
         const unsigned win = lane == 0 ? st : up;  // bit 0: hin = +1, bit 31: hin = -1
         const unsigned pos = win & 1u, neg = win >> 31;
         const unsigned eq = L.eq, Pv = L.Pv, Mv = L.Mv;
