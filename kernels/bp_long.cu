@@ -35,7 +35,8 @@
 // keeps the vertical deltas of 32 rows (Pv/Mv bit vectors) and advances them one column per step;
 // a block's update takes the horizontal delta just above it (hin) and gives the one at its last row
 // (hout) to the lane below. A strip is 32 lanes = 1024 rows, one warp, skewed: lane l works on
-// column cs + x - l at step x, so hout passes down by one shuffle per step. The strip's last lane
+// column cs + x - l at step x, so hout passes down by two shuffles per step (its +1 and -1 words, read at
+// bit 31: no shifts or masks to pack them). The strip's last lane
 // streams its horizontal deltas (2 bits per column) into a slot that the strip below reads: word c
 // (the strip's columns 16c .. 16c + 15) is (2 (producer strip + 1) + lap) << 32 | M bits << 16 | P
 // bits, at ring entry c mod R, lap = (c / R) & 1; so a reader needs no fence, only a word whose tag is
@@ -159,7 +160,7 @@ struct StreamOut {
 
 // Lane state of a strip.
 struct Lane {
-    unsigned Pv, Mv, eq, oP, oM, w;
+    unsigned Pv, Mv, eq, oP, oM, hp, hm;
     int score;
     unsigned sym[AHEAD];  // byte offsets of the symbols' match masks (32-bit: no mask before each use)
 };
@@ -170,49 +171,51 @@ template <bool EDGE>
 __device__ __forceinline__ void group(Lane& L, const char* peq_l, const unsigned short* bptr, int x0, int lane, int len,
                                       uint2 cur, StreamOut& out, unsigned long long tag_out, int tops_x,
                                       unsigned long long* tops_slot) {
-    const unsigned y1 = cur.y >> 1;  // (lane 0's hin at step i >= 1: one funnel shift of (y1:cur.x))
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
         const int x = x0 + i;
         const unsigned eq_n = *(const unsigned*)(peq_l + L.sym[(i + 1) & (AHEAD - 1)]);  // step x + 1's match mask
         L.sym[i & (AHEAD - 1)] = bptr[x + AHEAD];
-        const unsigned up = __shfl_up_sync(FULL_MASK, L.w, 1);
-        // lane 0's hin from the strip above: bit 0 its +1 (cur.x bit i), bit 31 its -1 (cur.y bit i); the bits
-        // between are not read
-        const unsigned st = i == 0 ? (cur.x & 1u) | (cur.y << 31) : __funnelshift_r(cur.x, y1, i);
-        const unsigned win = lane == 0 ? st : up;  // bit 0: hin = +1, bit 31: hin = -1
-        const unsigned pos = win & 1u, neg = win >> 31;
+        // hin from the lane above (its last row's horizontal deltas, two shuffles) or, in lane 0, the strip
+        // above (cur.x / cur.y bit i): bit 31 of up_p is +1, of up_m -1; the bits below are not read
+        unsigned up_p = __shfl_up_sync(FULL_MASK, L.hp, 1), up_m = __shfl_up_sync(FULL_MASK, L.hm, 1);
+        if (lane == 0) {
+            up_p = cur.x << (31 - i);
+            up_m = cur.y << (31 - i);
+        }
+        const unsigned neg = up_m >> 31;
         const unsigned eq = L.eq, Pv = L.Pv, Mv = L.Mv;
         const unsigned xv = eq | Mv;
         const unsigned e = eq | neg;
         const unsigned xh = (((e & Pv) + Pv) ^ Pv) | e;
-        const unsigned ph = Mv | ~(xh | Pv);
-        const unsigned mh = Pv & xh;
-        unsigned w = (ph >> 31) | (mh & 0x80000000u);
-        const unsigned ph2 = (ph << 1) | pos, mh2 = (mh << 1) | neg;
+        unsigned ph = Mv | ~(xh | Pv);
+        unsigned mh = Pv & xh;
+        const unsigned ph2 = __funnelshift_l(up_p, ph, 1), mh2 = __funnelshift_l(up_m, mh, 1);  // (h << 1) | hin
         if (EDGE) {
             const bool act = (unsigned)(x - lane) < (unsigned)len;
             if (act) {
                 L.Pv = mh2 | ~(xv | ph2);
                 L.Mv = ph2 & xv;
             } else {
-                w = 0u;
+                ph = mh = 0u;
             }
         } else {
             L.Pv = mh2 | ~(xv | ph2);
             L.Mv = ph2 & xv;
         }
-        L.w = w;
+        L.hp = ph;
+        L.hm = mh;
         L.eq = eq_n;
-        L.oP = __funnelshift_r(L.oP, w, 1);        // bit 31: this step's +1 on the last row
-        L.oM = (L.oM >> 1) | (w & 0x80000000u);  // bit 31: this step's -1
+        L.oP = __funnelshift_l(ph, L.oP, 1);  // bit 0: this step's +1 on the last row (bit b: b steps ago)
+        L.oM = __funnelshift_l(mh, L.oM, 1);  // bit 0: this step's -1
         if (EDGE && lane == 31 && x == tops_x) {  // the next strip's top score: steps x0 .. x of this group
-            const unsigned keep = FULL_MASK << (31 - i);
+            const unsigned keep = FULL_MASK >> (31 - i);
             const int sc = L.score + __popc(L.oP & keep) - __popc(L.oM & keep);
             st_relaxed(tops_slot, (tag_out << 32) | (unsigned)sc);
         }
         if ((i & 15) == 14 && lane == 31 && x >= 46) {  // column indexes x - 46 .. x - 31 are complete: word
-            if (((x - 46) >> 4) * 16 < len) out.put((L.oM & 0xffff0000u) | (L.oP >> 16));  // (x - 46) / 16
+            if (((x - 46) >> 4) * 16 < len)  // (x - 46) / 16, its oldest column in bit 0
+                out.put((__brev(L.oM) & 0xffff0000u) | (__brev(L.oP) >> 16));
         }
     }
     L.score += __popc(L.oP) - __popc(L.oM);
@@ -274,7 +277,7 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
     Lane L;
     L.Pv = FULL_MASK;
     L.Mv = 0u;
-    L.oP = L.oM = L.w = 0u;
+    L.oP = L.oM = L.hp = L.hm = 0u;
     L.score = top + 32 * (lane + 1);  // D[base + 31][cs - 1] under the all-vertical start
     const char* peq_l = (const char*)(peq + lane);
     const unsigned short* bptr = bcode + BPAD + cs - 1 - lane;  // bptr[x]: symbol of this lane's column at step x
