@@ -15,7 +15,7 @@ import numpy as np
 from .config import Penalties
 from .pack import equal
 from .records import offsets_from_lengths, segment_index
-from .text import digits, write_ints
+from .text import write_ints
 
 OPS = "MIDNSHP=X"
 M, I, D, N, S, H, P, EQ, X = range(9)
@@ -158,23 +158,29 @@ def to_text_buffer(cigar: np.ndarray, off: np.ndarray, length: np.ndarray):
     if len(cigar) == 0:
         z = np.zeros(n, np.int64)
         return np.zeros(0, np.uint8), z, z
-    lens = (cigar >> 4).astype(np.uint32)
-    width = digits(lens)
+    lens = (cigar >> 4).astype(np.uint32, copy=False)
+    top = int(lens.max())
+    chars = np.full(len(lens), 2, dtype=np.uint8)  # each op's characters: its digits and its letter
+    p = 10
+    while p <= top:
+        chars += lens >= p
+        p *= 10
     start = np.zeros(len(lens) + 1, dtype=np.int64)
-    np.cumsum(width + 1, out=start[1:])
-    buf = np.empty(int(start[-1]) + 1, dtype=np.uint8)  # one byte of room in front (see below)
-    at = start[1:]  # each op's character, shifted by the room byte
-    big = np.flatnonzero(lens >= 100)  # the few with 3 or more digits first, written exactly
-    if len(big):
-        write_ints(buf, start[big] + 1, lens[big], width[big])
-    # then the last two digits of every op, without selecting who has them: a 1-digit length's "tens"
-    # lands on the previous op's character (or the room byte), which is written last
-    low = lens % 100
-    buf[at - 1] = _UNITS[low]
-    buf[at - 2] = _TENS[low]
-    buf[at] = _OP_BYTES[cigar & 15]
+    np.cumsum(chars, out=start[1:])
+    buf = np.empty(int(start[-1]) + 3, dtype=np.uint8)  # three bytes of room in front (see below)
+    at = start[1:]  # one past each op's letter in the text (buf[3:])
+    if top >= 100:  # the few with 3 or more digits first, written exactly
+        big = np.flatnonzero(lens >= 100)
+        write_ints(buf, start[big] + 3, lens[big], chars[big].astype(np.int64) - 1)
+    # then the last two digits of every op, without selecting who has them: a 1-digit length's "tens" lands on
+    # the previous op's letter (or the room bytes), which is written last. Views of buf one and two bytes on
+    # take the same positions: no shifted copies of them.
+    low = lens % 100 if top >= 100 else lens
+    buf[at] = _TENS[low]
+    buf[1:][at] = _UNITS[low]
+    buf[2:][at] = _OP_BYTES[cigar & 15]
     stop = off + np.asarray(length, dtype=np.int64)
-    return buf[1:], start[off], start[stop] - start[off]
+    return buf[3:], start[off], start[stop] - start[off]
 
 
 def op_totals(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> dict:
