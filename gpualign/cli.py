@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 runtime/input error, 2 bad options, 130 Ctrl-C,
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import click
@@ -71,8 +72,9 @@ def _invoke(args: list[str]) -> int:
 
 def quick_exit(code) -> None:
     """End the process now with code (SystemExit's: None is 0, text is printed and 1), stdout and stderr
-    flushed; a reader that has gone away (a closed pipe) makes it 141. The GPU driver's teardown of this
-    process's contexts is handed to a child (driver.hand_off), unless a signal ended the run."""
+    flushed; a reader that has gone away (a closed pipe) makes it 141. Unless a signal ended the run, signals are
+    ignored from here and the GPU driver's teardown of this process's contexts is handed to a child
+    (driver.hand_off)."""
     if isinstance(code, str):
         print(code, file=sys.stderr)
         code = 1
@@ -84,9 +86,15 @@ def quick_exit(code) -> None:
             code = code or 141
         except (OSError, ValueError):
             pass
-    if interrupt.signalled() is None:
+    if interrupt.signalled() is None:  # the output is complete: a signal from here on changes nothing
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            try:
+                signal.signal(sig, signal.SIG_IGN)
+            except ValueError:  # (not the main thread: a caller's own)
+                pass
         interrupt.ending()
-        driver.hand_off()
+        if driver.hand_off():
+            interrupt.phase("handed-off")
     os._exit(code)
 
 

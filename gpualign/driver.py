@@ -64,6 +64,7 @@ def context_made() -> bool:
 HAND_OFF_MAX_RSS = 16 << 30  # no hand-off above this resident size: the fork maps it again (H100 host: 10 ms at
 # 0.3 GB, 15 ms at 8 GB more)
 COMPUTE_MODE = 20  # CU_DEVICE_ATTRIBUTE_COMPUTE_MODE; 0: default (several processes may hold a context)
+HAND_OFF_ENV = "GPUALIGN_HAND_OFF"  # "0": none (a container whose first process does not reap orphans)
 
 
 def _is_driver_file(target: str) -> bool:
@@ -113,17 +114,37 @@ def _resident() -> int:
 def hand_off(keep=None, check_devices=None) -> bool:
     """Fork a child that holds the driver's device files until this process has exited, so that the contexts'
     teardown happens there, off the command's time; the caller exits right after (os._exit). Only where this
-    process has the driver's files open, every device is shared (_shared_devices) and the fork is cheap
-    (HAND_OFF_MAX_RSS); returns whether a child took them. keep, check_devices: tests' stand-ins for the
-    driver's file test and the devices' check. The child closes every other descriptor (standard streams,
-    pipes, files: their readers are not held up), ignores SIGINT (the forked hooks of interrupt.py) and leaves
+    process has the driver's files open, every device is shared (_shared_devices), the fork is cheap
+    (HAND_OFF_MAX_RSS) and $GPUALIGN_HAND_OFF is not 0; returns whether a child took them (any failure: no).
+    keep, check_devices: tests' stand-ins for the driver's file test and the devices' check. The garbage
+    collector stays off from here (a finalizer must not run after the output, nor in the child before it has let
+    go of the standard streams); the child closes every other descriptor first, allocating nothing, and leaves
     by os._exit when its pipe from this process reads its end."""
+    import gc
+
+    if os.environ.get(HAND_OFF_ENV) == "0":
+        return False
+    was = gc.isenabled()
+    gc.disable()
+    took = False
+    try:
+        took = _fork_holder(keep or _is_driver_file, check_devices or _shared_devices)
+    except Exception:  # noqa: BLE001 - best effort: the process exits as before
+        took = False
+    finally:
+        if was and not took:
+            gc.enable()
+    return took
+
+
+def _fork_holder(keep, check_devices) -> bool:
     import warnings
 
-    files = _driver_files(keep=keep or _is_driver_file)
-    if not files or _resident() > HAND_OFF_MAX_RSS or not (check_devices or _shared_devices)():
+    files = _driver_files(keep=keep)
+    if not files or _resident() > HAND_OFF_MAX_RSS or not check_devices():
         return False
     r, w = os.pipe()
+    top = max(os.sysconf("SC_OPEN_MAX"), max(files) + 1, r + 1, w + 1)
     try:
         with warnings.catch_warnings():  # (Python 3.12: a fork of a process with threads warns)
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -134,13 +155,11 @@ def hand_off(keep=None, check_devices=None) -> bool:
         return False
     if pid == 0:
         try:
-            held = set(files) | {r}
-            for fd in [int(n) for n in os.listdir("/proc/self/fd")]:
-                if fd not in held:
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
+            low = 0
+            for fd in sorted(files + [r]):
+                os.closerange(low, fd)
+                low = fd + 1
+            os.closerange(low, top)
             while os.read(r, 1):
                 pass
         finally:

@@ -48,16 +48,25 @@ def test_a_fork_waits_for_the_starting_thread_and_the_child_runs(monkeypatch):
 
 # -- the driver's teardown handed to a child at exit (hand_off) ---------------------------------------------
 _HANDER = r"""
-import os, sys, time
+import gc, os, sys, threading, time
 sys.path.insert(0, sys.argv[3])
-from gpualign import driver
+from gpualign import driver, interrupt
+interrupt.install()  # (the real fork hooks)
+interrupt.ending()
+threading.Thread(target=time.sleep, args=(30,), daemon=True).start()  # (a process with threads, as a command is)
 fd = int(sys.argv[1])
 want = os.readlink(f"/proc/self/fd/{fd}")  # the stand-in for the driver's device files
+
+
 took = driver.hand_off(keep=lambda target: target == want, check_devices=lambda: sys.argv[2] == "shared")
-print("took" if took else "kept", flush=True)
+from multiprocessing import resource_tracker
+started = resource_tracker._resource_tracker._pid is not None
+# the collector off before the fork, so in the child too (no finalizer runs there), and off in this process
+print("took" if took else "kept", "tracker" if started else "no-tracker", "gc-on" if gc.isenabled() else "gc-off",
+      flush=True)
 os.close(fd)  # this process's own reference gone: the child's (if any) holds the stand-in
 os.close(1)   # stdout's reader sees its end now unless the child kept a copy
-time.sleep(1.0)
+time.sleep(2.0)
 os._exit(3)
 """
 
@@ -81,7 +90,7 @@ def _hand_off_run(tmp_path, devices: str):
     os.close(w)
     try:
         first = proc.stdout.readline().decode().strip()
-        stdout_ended = proc.stdout.read() == b"" and proc.poll() is None  # (the script sleeps 1 s after closing it)
+        stdout_ended = proc.stdout.read() == b"" and proc.poll() is None  # (the script sleeps 2 s after closing it)
         time.sleep(0.2)
         held = not select.select([r], [], [], 0)[0] and proc.poll() is None
         code = proc.wait(timeout=30)
@@ -95,7 +104,7 @@ def _hand_off_run(tmp_path, devices: str):
 
 def test_hand_off_child_holds_the_driver_files_until_the_process_is_gone(tmp_path):
     first, stdout_ended, held, code, ended = _hand_off_run(tmp_path, "shared")
-    assert first == "took" and code == 3
+    assert first == "took no-tracker gc-off" and code == 3  # (interrupt.ending(): the fork starts no tracker)
     assert stdout_ended  # the child closed its copy of stdout at once
     assert held  # the stand-in stayed open in the child after the process closed its own
     assert ended  # ... and the child let it go once the process was gone
@@ -103,19 +112,36 @@ def test_hand_off_child_holds_the_driver_files_until_the_process_is_gone(tmp_pat
 
 def test_no_hand_off_for_exclusive_devices(tmp_path):
     first, stdout_ended, held, code, ended = _hand_off_run(tmp_path, "exclusive")
-    assert first == "kept" and code == 3 and stdout_ended and not held and ended
+    assert first == "kept no-tracker gc-on" and code == 3 and stdout_ended and not held and ended
 
 
-def test_no_fork_without_the_driver_files(monkeypatch):
-    def no_fork():
-        raise AssertionError("forked")
+def test_no_fork_where_the_hand_off_does_not_apply(monkeypatch):
+    import gc
 
-    monkeypatch.setattr(os, "fork", no_fork)
-    assert not driver.hand_off()  # (no CUDA in the test process: no /dev/nvidia* open)
-    assert not driver.hand_off(keep=lambda target: False, check_devices=lambda: True)
-    assert not driver.hand_off(keep=lambda target: True, check_devices=lambda: False)
+    forks = []
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or -1)  # (recorded; never a child)
+    assert not driver.hand_off(keep=lambda target: False, check_devices=lambda: True)  # no driver files
+    assert not driver.hand_off(keep=lambda target: True, check_devices=lambda: False)  # an exclusive device
     monkeypatch.setattr(driver, "_resident", lambda: driver.HAND_OFF_MAX_RSS + 1)
+    assert not driver.hand_off(keep=lambda target: True, check_devices=lambda: True)  # too large to fork
+    monkeypatch.setattr(driver, "_resident", lambda: 0)
+    monkeypatch.setenv(driver.HAND_OFF_ENV, "0")
+    assert not driver.hand_off(keep=lambda target: True, check_devices=lambda: True)  # turned off
+    assert not forks and gc.isenabled()
+
+
+def test_a_failed_hand_off_is_no_error(monkeypatch):
+    """Out of descriptors at the end (EMFILE): the command still exits with its own code."""
+    import errno
+    import gc
+
+    def no_pipe():
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(os, "pipe", no_pipe)
+    monkeypatch.delenv(driver.HAND_OFF_ENV, raising=False)
     assert not driver.hand_off(keep=lambda target: True, check_devices=lambda: True)
+    assert gc.isenabled()
 
 
 _PROBE = r"""
@@ -143,19 +169,20 @@ def test_a_gpu_process_finds_the_driver_files_and_a_shared_device(tmp_path):
 
 
 @pytest.mark.gpu
-def test_gpu_commands_back_to_back_with_their_output_complete(tmp_path):
-    """Each command's teardown in its child while the next command starts: every run complete, exit 0, its
-    stdout read to the end (the child holds no copy of it)."""
-    import subprocess
-    import sys
+def test_gpu_commands_hand_off_and_run_back_to_back(tmp_path):
+    """Each GPU command hands its teardown to a child (the phase it announces) while the next command starts:
+    every run complete, exit 0, the same output."""
+    from cli_helper import run_cli
 
     a, b = tmp_path / "a.fa", tmp_path / "b.fa"
     a.write_text("".join(f">q{i}\nACGTACGTTTGACCA{'ACGT' * (i % 7)}\n" for i in range(200)))
     b.write_text("".join(f">t{i}\nACGTACCTTTGACA{'ACGT' * (i % 5)}\n" for i in range(200)))
     outs = []
-    for _ in range(3):
-        p = subprocess.run([sys.executable, "-m", "gpualign", "pairs", str(a), str(b), "--device", "gpu", "-q",
-                            "-f", "tsv", "-o", "-"], capture_output=True, text=True, timeout=120)
+    for k in range(3):
+        phases = tmp_path / f"phases{k}"
+        p = run_cli("pairs", a, b, "--device", "gpu", "-q", "-f", "tsv", "-o", "-", text=True, timeout=120,
+                    env={"GPUALIGN_PHASES": str(phases)})
         assert p.returncode == 0, p.stderr
+        assert "handed-off" in phases.read_text().split()
         outs.append(p.stdout)
     assert len(outs[0].splitlines()) == 201 and outs[0] == outs[1] == outs[2]
