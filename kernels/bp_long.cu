@@ -72,13 +72,22 @@
 #endif                   // (capping registers at 72 or 64 for more warps per SM loses)
 
 __device__ __forceinline__ unsigned long long ld_relaxed(const unsigned long long* p) {
+#ifdef __CUDA_ARCH__
     unsigned long long v;
     asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
+#else  // compiled for the CPU by the tests (tests/emu): the other warps take a turn first (spin waits end)
+    emu_spin();
+    return *(volatile const unsigned long long*)p;
+#endif
 }
 
 __device__ __forceinline__ void st_relaxed(unsigned long long* p, unsigned long long v) {
+#ifdef __CUDA_ARCH__
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+    *(volatile unsigned long long*)p = v;
+#endif
 }
 
 __device__ __forceinline__ unsigned long long wait_tag(const unsigned long long* p, unsigned long long v, unsigned tag) {

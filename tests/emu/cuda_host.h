@@ -1,4 +1,4 @@
-// The CUDA C that kernels/dp.cu, myers_search.cu and search_align.cu use, for the CPU: the tests compile
+// The CUDA C that kernels/dp.cu, myers_search.cu, search_align.cu, bp_long.cu and others use, for the CPU: the
 // a kernel file with g++ against this header (tests/emu) and run its kernels on numpy arrays, so that CI (no GPU)
 // checks what they compute against the oracles. A launch runs its blocks one after another; a block's
 // threads run one after another too, or, where the kernel has block- or warp-wide calls (__syncthreads,
@@ -194,6 +194,14 @@ inline void emu_run_block(F&& run) {
 inline void __syncthreads() {
     if (emu_block) emu_block->sync_block();
 }
+// a load that a spin wait repeats (kernels/bp_long.cu's ring words): the other threads take a turn first, and
+// the turn counts as going on (a block whose threads wait for each other's stores is not stuck)
+inline void emu_spin() {
+    if (emu_block) {
+        ++emu_block->arrivals;
+        emu_block->yield();
+    }
+}
 inline void __syncwarp(unsigned = 0xffffffffu) {
     if (emu_block) emu_block->sync_warp();
 }
@@ -316,6 +324,11 @@ inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v)
 }
 inline int atomicMin(int* p, int v) {
     const int old = *p;
+    if (v < old) *p = v;
+    return old;
+}
+inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
+    const unsigned long long old = *p;
     if (v < old) *p = v;
     return old;
 }

@@ -1,0 +1,92 @@
+"""kernels/bp_long.cu (the banded bit-parallel edit distance of `genome`) run on the CPU (tests/emu): its distance
+against edlib's and its last column (col_out) against a plain DP, over strip edges, bands, warps and rings that
+wrap. The GPU tests run it through the engine (tests/test_genome*.py); these check the kernel's bit logic in CI."""
+
+import numpy as np
+import pytest
+
+import emu
+from gpualign.engines.gpu_long import BPAD, _bp_geometry, band
+from gpualign.hirschberg import last_column
+
+pytestmark = pytest.mark.skipif(not emu.available(), reason="no g++ to compile the kernels for the CPU")
+
+edlib = pytest.importorskip("edlib")
+
+
+def _run(qc, tc, sigma, klo, khi, warps, shift=None, col=False):
+    """One launch as engines/gpu_long._bp_launch makes it: (D[n][m] or None, col_out or None)."""
+    n, m = len(qc), len(tc)
+    rows = min(n, m + khi) if col else n
+    nstrips, full = (int(v) for v in _bp_geometry(rows, khi - klo + 1))
+    if shift is None or (1 << shift) * warps < full or (1 << shift) + 1 >= full:
+        shift = 31  # (a wrapping ring needs R * warps >= a strip's words: the kernel's rule)
+    slot_words = full if shift == 31 else (1 << shift) + 1
+    acode = np.full(nstrips * 1024 + 64, sigma, np.uint8)
+    acode[:min(n, nstrips * 1024)] = qc[:nstrips * 1024]
+    bcode = np.full(BPAD + m + BPAD + 128, 128 * sigma, np.uint16)
+    bcode[BPAD:BPAD + m] = tc.astype(np.uint16) * 128
+    nslots = warps + 1
+    ring = np.zeros(nslots * slot_words, np.uint64)
+    tops = np.zeros(nslots, np.uint64)
+    ctl = np.zeros(2, np.int32)
+    out = np.full(n + 1, -7, np.int32) if col else None
+    kern = emu.Module("bp_long").get_function("bp_long")
+    kern((1,), (32 * warps,), (acode, bcode, np.int32(n), np.int32(m), np.int32(sigma), np.int32(klo), np.int32(khi),
+                               np.int32(nstrips), np.int32(nslots), np.int32(slot_words), np.int32(shift), ring, tops,
+                               ctl, ctl[1:], out if col else np.uint64(0)))
+    return (None if col else int(ctl[1])), out
+
+
+def _pair(rng, n, rate, alphabet=b"ACGT"):
+    a = rng.choice(np.frombuffer(alphabet, np.uint8), n)
+    b = []
+    for x in a:
+        r = rng.random()
+        if r < rate / 3:
+            continue
+        if r < 2 * rate / 3:
+            b.append(rng.choice(np.frombuffer(alphabet, np.uint8)))
+        elif r < rate:
+            b += [x, rng.choice(np.frombuffer(alphabet, np.uint8))]
+        else:
+            b.append(x)
+    return a, np.array(b, np.uint8)
+
+
+def _codes(a, b):
+    both = sorted(set(a.tolist()) & set(b.tolist()))
+    table = np.full(256, len(both), np.uint8)
+    table[both] = np.arange(len(both))
+    return table[a], table[b], len(both)
+
+
+CASES = [  # (n, rate, warps, ring shift or None, band slack over the distance)
+    (1, 0.0, 1, None, 0), (31, 0.3, 1, None, 0), (1023, 0.05, 2, None, 0), (1024, 0.1, 3, None, 3),
+    (1025, 0.1, 1, None, 0), (2048, 0.02, 4, 7, 0), (2049, 0.3, 2, 7, 10), (3000, 0.1, 4, 7, 0),
+    (2500, 0.5, 3, None, 0),
+]
+
+
+@pytest.mark.parametrize("n,rate,warps,shift,slack", CASES)
+def test_distance_against_edlib(n, rate, warps, shift, slack):
+    rng = np.random.default_rng(n * 7 + warps)
+    a, b = _pair(rng, n, rate)
+    if n > 2:  # a byte that matches nothing (--n-mismatch's N: the symbol sigma)
+        a[n // 2] = ord("N")
+    d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
+    qc, tc, sigma = _codes(a, b)
+    klo, khi = band(len(a), len(b), d + slack)
+    got, _ = _run(qc, tc, sigma, klo, khi, warps, shift)
+    assert got == d
+
+
+@pytest.mark.parametrize("n,warps,shift", [(700, 1, None), (1024, 2, None), (2100, 3, 7), (2600, 4, 8)])
+def test_last_column_against_the_dp(n, warps, shift):
+    """col_out with the whole matrix as the band: every row's D[i][m], i >= 1 (Hirschberg's splits meet on it)."""
+    rng = np.random.default_rng(n + warps)
+    a, b = _pair(rng, n, 0.15)
+    qc, tc, sigma = _codes(a, b)
+    klo, khi = band(len(a), len(b), len(a) + len(b))
+    _, col = _run(qc, tc, sigma, klo, khi, warps, shift, col=True)
+    assert (col[1:] == last_column(qc, tc)[1:]).all()  # (row 0, D[0][m] = m, is the host's)
