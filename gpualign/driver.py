@@ -118,8 +118,8 @@ def hand_off(keep=None, check_devices=None) -> bool:
     (HAND_OFF_MAX_RSS) and $GPUALIGN_HAND_OFF is not 0; returns whether a child took them (any failure: no).
     keep, check_devices: tests' stand-ins for the driver's file test and the devices' check. The garbage
     collector stays off from here (a finalizer must not run after the output, nor in the child before it has let
-    go of the standard streams); the child closes every other descriptor first, allocating nothing, and leaves
-    by os._exit when its pipe from this process reads its end."""
+    go of the standard streams); the child closes every other descriptor first and leaves by os._exit when its
+    pipe from this process reads its end."""
     import gc
 
     if os.environ.get(HAND_OFF_ENV) == "0":
@@ -144,7 +144,6 @@ def _fork_holder(keep, check_devices) -> bool:
     if not files or _resident() > HAND_OFF_MAX_RSS or not check_devices():
         return False
     r, w = os.pipe()
-    top = max(os.sysconf("SC_OPEN_MAX"), max(files) + 1, r + 1, w + 1)
     try:
         with warnings.catch_warnings():  # (Python 3.12: a fork of a process with threads warns)
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -155,6 +154,9 @@ def _fork_holder(keep, check_devices) -> bool:
         return False
     if pid == 0:
         try:
+            # up to the highest descriptor open now (a limit of 2^30, where close_range(2) is missing, would be
+            # as many closes)
+            top = max(int(name) for name in os.listdir("/proc/self/fd")) + 1
             low = 0
             for fd in sorted(files + [r]):
                 os.closerange(low, fd)
