@@ -205,13 +205,17 @@ def gap_opens(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> np.ndar
     return run[off + np.asarray(length, dtype=np.int64)] - run[off]
 
 
+_TAKES_Q = np.zeros(16, np.int64)  # per op code: 1 where the op consumes query bases (M I S = X)
+_TAKES_Q[[M, I, S, EQ, X]] = 1
+_TAKES_T = np.zeros(16, np.int64)  # ... target bases (M D N = X)
+_TAKES_T[[M, D, N, EQ, X]] = 1
+
+
 def consumed(ops: np.ndarray) -> tuple[int, int]:
     """(query bases, target bases) consumed by a packed CIGAR."""
     op = ops & 15
     ln = (ops >> 4).astype(np.int64)
-    q = int(ln[np.isin(op, (M, I, S, EQ, X))].sum())
-    t = int(ln[np.isin(op, (M, D, N, EQ, X))].sum())
-    return q, t
+    return int(ln @ _TAKES_Q[op]), int(ln @ _TAKES_T[op])
 
 
 def check_cigar(query: bytes, target: bytes, ops: np.ndarray, n_mismatch: bool = False) -> None:
