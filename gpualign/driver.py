@@ -140,10 +140,15 @@ def hand_off(keep=None, check_devices=None) -> bool:
 def _fork_holder(keep, check_devices) -> bool:
     import warnings
 
+    if _thread is not None and _thread.is_alive():  # (the fork hooks would wait for cuInit, signals ignored)
+        return False
     files = _driver_files(keep=keep)
     if not files or _resident() > HAND_OFF_MAX_RSS or not check_devices():
         return False
     r, w = os.pipe()
+    # kept in the child: the driver's files and the pipe's reading end (a listed file closed since may have
+    # given w its number: the child must not keep w, or its read would never end)
+    kept = sorted((set(files) - {w}) | {r})
     try:
         with warnings.catch_warnings():  # (Python 3.12: a fork of a process with threads warns)
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -158,7 +163,7 @@ def _fork_holder(keep, check_devices) -> bool:
             # as many closes)
             top = max(int(name) for name in os.listdir("/proc/self/fd")) + 1
             low = 0
-            for fd in sorted(files + [r]):
+            for fd in kept:
                 os.closerange(low, fd)
                 low = fd + 1
             os.closerange(low, top)

@@ -76,6 +76,7 @@ def install(held: list = ()) -> None:
     if held:
         _handler(held[0], None)
     sys.unraisablehook = _unraisable(sys.unraisablehook)
+    threading.excepthook = _thread_hook(threading.excepthook)
     import logging  # noqa: F401 - its fork hooks registered before ours, so that _forking spans them
 
     os.register_at_fork(before=_before_fork, after_in_parent=_fork_done, after_in_child=_in_child)
@@ -155,6 +156,17 @@ def _unraisable(previous):
     def hook(unraisable) -> None:
         if _signum is None and not isinstance(unraisable.exc_value, Interrupted):
             previous(unraisable)
+
+    return hook
+
+
+def _thread_hook(previous):
+    """A threading.excepthook: once the run is interrupted, a thread's exception is the unwinding's and nothing
+    is printed (concurrent.futures' management thread, finding the pool's workers ended, set an exception on a
+    future the interrupt had cancelled: InvalidStateError, a traceback before `interrupted`); before, previous."""
+    def hook(args) -> None:
+        if _signum is None:
+            previous(args)
 
     return hook
 

@@ -87,6 +87,7 @@ __device__ __forceinline__ void st_relaxed(unsigned long long* p, unsigned long 
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 #else
     *(volatile unsigned long long*)p = v;
+    emu_stored();
 #endif
 }
 

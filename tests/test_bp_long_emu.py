@@ -90,3 +90,60 @@ def test_last_column_against_the_dp(n, warps, shift):
     klo, khi = band(len(a), len(b), len(a) + len(b))
     _, col = _run(qc, tc, sigma, klo, khi, warps, shift, col=True)
     assert (col[1:] == last_column(qc, tc)[1:]).all()  # (row 0, D[0][m] = m, is the host's)
+
+
+def _piece(rng, a, rate, start, length):
+    """a[start:start + length] with edits at rate (as _pair makes them)."""
+    b = []
+    for x in a[start:start + length]:
+        r = rng.random()
+        if r < rate / 3:
+            continue
+        if r < 2 * rate / 3:
+            b.append(rng.choice(np.frombuffer(b"ACGT", np.uint8)))
+        elif r < rate:
+            b += [x, rng.choice(np.frombuffer(b"ACGT", np.uint8))]
+        else:
+            b.append(x)
+    return np.array(b, np.uint8)
+
+
+@pytest.mark.parametrize("n,m,warps,shift", [(4100, 1500, 3, 7), (1100, 4000, 4, 7), (40, 3000, 1, None),
+                                              (3000, 5000, 2, 7), (6100, 4200, 4, 8)])
+def test_rectangular_pairs_in_narrow_bands(n, m, warps, shift):
+    """One string a piece of the other (|n - m| up to 2,960): asymmetric bands, rings that wrap, the top scores
+    handed down where strips start past column 1; the distance as edlib's, and the last column of the band's
+    strips (rows up to m + khi) no lower than the DP's, exact at row n."""
+    rng = np.random.default_rng(n + 3 * m)
+    long_ = rng.choice(np.frombuffer(b"ACGT", np.uint8), max(n, m))
+    short = _piece(rng, long_, 0.05, abs(n - m) // 3, min(n, m))
+    a, b = (long_, short) if n > m else (short, long_)
+    d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
+    qc, tc, sigma = _codes(a, b)
+    klo, khi = band(len(a), len(b), d)
+    got, _ = _run(qc, tc, sigma, klo, khi, warps, shift)
+    assert got == d
+    _, col = _run(qc, tc, sigma, klo, khi, warps, shift, col=True)
+    true = last_column(qc, tc)
+    computed = col[1:] != -7
+    assert (col[1:][computed] >= true[1:][computed]).all() and col[len(qc)] == d
+
+
+@pytest.mark.parametrize("n,warps,shift", [(2100, 2, None), (3100, 3, 7)])
+def test_two_halves_meet_at_the_distance(n, warps, shift):
+    """bp_distance's split: the last columns of the left half forward and of the right half backward, in the band
+    of the distance, meet (min over rows of their sum) at the distance."""
+    rng = np.random.default_rng(n)
+    a, b = _pair(rng, n, 0.08)
+    d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
+    qc, tc, sigma = _codes(a, b)
+    klo, khi = band(len(qc), len(tc), d)
+    half = len(tc) // 2
+    cols = []
+    for q, t in ((qc, tc[:half]), (qc[::-1].copy(), tc[half:][::-1].copy())):
+        _, col = _run(q, t, sigma, klo, khi, warps, shift, col=True)
+        col = col.astype(np.int64)
+        col[col == -7] = 1 << 30  # (rows no strip reached: out of the band)
+        col[0] = len(t)
+        cols.append(col)
+    assert (cols[0] + cols[1][::-1]).min() == d

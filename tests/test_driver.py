@@ -115,7 +115,16 @@ def test_no_hand_off_for_exclusive_devices(tmp_path):
     assert first == "kept no-tracker gc-on" and code == 3 and stdout_ended and not held and ended
 
 
-def test_no_fork_where_the_hand_off_does_not_apply(monkeypatch):
+@pytest.fixture
+def collector_back():
+    """The garbage collector on again after the test, whatever hand_off left (a regression that forks)."""
+    import gc
+
+    yield
+    gc.enable()
+
+
+def test_no_fork_where_the_hand_off_does_not_apply(monkeypatch, collector_back):
     import gc
 
     forks = []
@@ -127,10 +136,18 @@ def test_no_fork_where_the_hand_off_does_not_apply(monkeypatch):
     monkeypatch.setattr(driver, "_resident", lambda: 0)
     monkeypatch.setenv(driver.HAND_OFF_ENV, "0")
     assert not driver.hand_off(keep=lambda target: True, check_devices=lambda: True)  # turned off
+    monkeypatch.delenv(driver.HAND_OFF_ENV)
+
+    class Starting:  # the CUDA start thread still in cuInit: the fork hooks would wait for it
+        def is_alive(self):
+            return True
+
+    monkeypatch.setattr(driver, "_thread", Starting())
+    assert not driver.hand_off(keep=lambda target: True, check_devices=lambda: True)
     assert not forks and gc.isenabled()
 
 
-def test_a_failed_hand_off_is_no_error(monkeypatch):
+def test_a_failed_hand_off_is_no_error(monkeypatch, collector_back):
     """Out of descriptors at the end (EMFILE): the command still exits with its own code."""
     import errno
     import gc

@@ -207,6 +207,22 @@ def test_no_child_after_the_signal():
     assert p.stdout.split() == [str(128 + signal.SIGTERM)], p.stderr
 
 
+def test_thread_exceptions_after_the_signal_print_nothing():
+    """Once the run is interrupted, an exception in a thread prints nothing (concurrent.futures' management
+    thread, finding the pool's workers ended, raised InvalidStateError on a future the interrupt had cancelled:
+    its traceback came before `interrupted`); before the signal, Python's own traceback."""
+    code = ("import signal, threading\n"
+            "from gpualign import interrupt\n"
+            "interrupt.install()\n"
+            "def boom(word):\n"
+            "    raise ValueError(word)\n"
+            "t = threading.Thread(target=boom, args=('before',)); t.start(); t.join()\n"
+            "interrupt._signum = signal.SIGTERM\n"
+            "t = threading.Thread(target=boom, args=('after',)); t.start(); t.join()\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "ValueError: before" in p.stderr and "after" not in p.stderr, p.stderr
+
+
 def _watchdog_ends(code: str) -> None:
     """code, after `from gpualign import interrupt; interrupt.install()`, signals its own process where the
     handler's exception cannot unwind the main thread: the watchdog ends the run within seconds, which

@@ -195,9 +195,18 @@ inline void __syncthreads() {
     if (emu_block) emu_block->sync_block();
 }
 // a load that a spin wait repeats (kernels/bp_long.cu's ring words): the other threads take a turn first, and
-// the turn counts as going on (a block whose threads wait for each other's stores is not stuck)
+// the turn counts as going on (a block whose threads wait for each other's stores is not stuck), unless
+// EMU_SPINS of them pass without a store (emu_stored: the stores they wait for), which ends the run: a
+// deadlock, which would spin forever
+#define EMU_SPINS 1000000LL
+inline long long emu_spins = 0;
+inline void emu_stored() { emu_spins = 0; }
 inline void emu_spin() {
     if (emu_block) {
+        if (++emu_spins > EMU_SPINS) {
+            std::fprintf(stderr, "emu: block %u: %lld spin waits and no store: a deadlock\n", blockIdx.x, EMU_SPINS);
+            std::abort();
+        }
         ++emu_block->arrivals;
         emu_block->yield();
     }
