@@ -147,3 +147,4 @@ def test_two_halves_meet_at_the_distance(n, warps, shift):
         col[0] = len(t)
         cols.append(col)
     assert (cols[0] + cols[1][::-1]).min() == d
+

@@ -1,12 +1,13 @@
 """`gpualign genome` without --distance-only: the Hirschberg split logic against a full DP, whole
 alignments re-scored by the independent CIGAR check (cost = edlib distance), the CLI's formats (BAM's
-long CIGARs in CG:B:I), and the GPU splitter (device)."""
+long CIGARs in CG:B:I), and the GPU splitter (device, and its kernels on the CPU: tests/emu)."""
 
 import gzip
 import struct
 import time
 
 import edlib
+import emu
 import numpy as np
 import pysam
 import pytest
@@ -373,16 +374,29 @@ def test_gpu_splitter_equals_dp(case):
         assert fwd[x, y] + bwd[x, y] == d[k] and d1[k] == fwd[x, y], k
 
 
-@pytest.mark.gpu
+@pytest.fixture(params=[pytest.param("gpu", marks=pytest.mark.gpu),
+                        pytest.param("emu", marks=pytest.mark.skipif(not emu.available(), reason="no g++"))])
+def bp_splitter(request, monkeypatch):
+    """engines/gpu_long.BpSplitter on the device (gpu), or with its kernels (bp_piece_codes, bp_long_jobs,
+    bp_split_min) compiled for the CPU and its host code on numpy arrays (tests/emu: emu, CI)."""
+    from gpualign.engines import gpu_long
+
+    if request.param == "gpu":
+        yield gpu_long.BpSplitter
+        return
+    monkeypatch.setattr(gpu_long, "load_module", emu.load_module)
+    with emu.cupy_on_numpy():
+        yield gpu_long.BpSplitter
+
+
 @pytest.mark.parametrize("warps", [None, 1, 2])
-def test_gpu_splitter_many_strips(warps):
+def test_gpu_splitter_many_strips(bp_splitter, warps):
     """A level of pieces several strips tall (1,024 rows a strip), both orientations, close and distant,
     with an N run (a symbol that matches nothing): the cells dp_split picks (the same middle, the same
     first tied row). warps: fewer warps launched than strips, so that rings are reused (a half's ring
     holds min(its strips, warps launched) + 1 slots: with one warp, halves of 3 or more strips; with
     two, of 4)."""
-    from gpualign.engines.gpu_long import BpSplitter
-
+    BpSplitter = bp_splitter
     q = codes(rand(9000, 21)[:4000] + b"N" * 300 + rand(9000, 21)[4300:])
     t = codes(mutate(rand(9000, 21), 0.15, 22) + rand(3000, 23))
     cut = [(0, 2500, 0, 2700), (2500, 5200, 2700, 4600), (5200, 9000, 4600, 9100), (0, 3000, 9100, 12000)]

@@ -204,7 +204,7 @@ def _runtime() -> types.SimpleNamespace:
 def fake_cupy() -> types.ModuleType:
     """The part of CuPy the engines' host code calls, on numpy arrays (DeviceArray)."""
     m = types.ModuleType("cupy")
-    for name in ("int32", "int64", "uint8", "uint32", "uint64"):
+    for name in ("int32", "int64", "uint8", "uint16", "uint32", "uint64"):
         setattr(m, name, getattr(np, name))
     for name in ("zeros", "empty", "empty_like", "full", "arange"):
         setattr(m, name, _device(getattr(np, name)))
@@ -242,7 +242,10 @@ def numpy_arrays() -> dict:
         a[...] = value
         return a
 
-    return dict(fill=fill, full=lambda n, v, dtype: dev(np.full(n, v, dtype)),
+    def scatter(dst, idx, values):
+        dst[np.asarray(idx)] = np.asarray(values)
+
+    return dict(fill=fill, full=lambda n, v, dtype: dev(np.full(n, v, dtype)), scatter=scatter,
                 arange=lambda start, stop, step=1, dtype=np.int32: dev(np.arange(start, stop, step, dtype=dtype)),
                 gather=lambda src, idx: dev(np.asarray(src)[idx]), translate=translate, cumsum=cumsum,
                 reverse=lambda a: dev(np.asarray(a)[::-1]), sort_pairs=sort_pairs,

@@ -281,14 +281,23 @@ inline void emu_serial(void (*kernel)(P...), int grid, int block, void** args) {
 
 // every block, one after another, its threads as fibers (emu_run_block): kernels whose threads meet at barriers,
 // votes or shuffles
+// (a grid of grid x grid_y blocks: emu_blocks_2d)
 template <class... P>
-inline void emu_blocks(void (*kernel)(P...), int grid, int block, void** args) {
+inline void emu_blocks_2d(void (*kernel)(P...), int grid, int grid_y, int block, void** args) {
     blockDim.x = block;
     gridDim.x = grid;
-    for (int b = 0; b < grid; ++b) {
-        blockIdx.x = b;
-        emu_run_block([&] { emu_call(kernel, args); });
-    }
+    gridDim.y = grid_y;
+    for (int y = 0; y < grid_y; ++y)
+        for (int x = 0; x < grid; ++x) {
+            blockIdx.x = x;
+            blockIdx.y = y;
+            emu_run_block([&] { emu_call(kernel, args); });
+        }
+    gridDim.y = blockIdx.y = 0;
+}
+template <class... P>
+inline void emu_blocks(void (*kernel)(P...), int grid, int block, void** args) {
+    emu_blocks_2d(kernel, grid, 1, block, args);
 }
 
 // the rest of what myers_search.cu uses
