@@ -56,8 +56,6 @@ interrupt.ending()
 threading.Thread(target=time.sleep, args=(30,), daemon=True).start()  # (a process with threads, as a command is)
 fd = int(sys.argv[1])
 want = os.readlink(f"/proc/self/fd/{fd}")  # the stand-in for the driver's device files
-
-
 took = driver.hand_off(keep=lambda target: target == want, check_devices=lambda: sys.argv[2] == "shared")
 from multiprocessing import resource_tracker
 started = resource_tracker._resource_tracker._pid is not None
