@@ -8,6 +8,7 @@ import pytest
 import emu
 from gpualign.engines.gpu_long import BPAD, _bp_geometry, band
 from gpualign.hirschberg import last_column
+from test_genome import mutate, rand
 
 pytestmark = pytest.mark.skipif(not emu.available(), reason="no g++ to compile the kernels for the CPU")
 
@@ -38,20 +39,10 @@ def _run(qc, tc, sigma, klo, khi, warps, shift=None, col=False):
     return (None if col else int(ctl[1])), out
 
 
-def _pair(rng, n, rate, alphabet=b"ACGT"):
-    a = rng.choice(np.frombuffer(alphabet, np.uint8), n)
-    b = []
-    for x in a:
-        r = rng.random()
-        if r < rate / 3:
-            continue
-        if r < 2 * rate / 3:
-            b.append(rng.choice(np.frombuffer(alphabet, np.uint8)))
-        elif r < rate:
-            b += [x, rng.choice(np.frombuffer(alphabet, np.uint8))]
-        else:
-            b.append(x)
-    return a, np.array(b, np.uint8)
+def _pair(seed: int, n: int, rate: float):
+    """A random string of n bases and a copy with edits at rate (test_genome's rand and mutate), as arrays."""
+    a = rand(n, seed)
+    return np.frombuffer(a, np.uint8).copy(), np.frombuffer(mutate(a, rate, seed + 1), np.uint8).copy()
 
 
 def _codes(a, b):
@@ -70,8 +61,7 @@ CASES = [  # (n, rate, warps, ring shift or None, band slack over the distance)
 
 @pytest.mark.parametrize("n,rate,warps,shift,slack", CASES)
 def test_distance_against_edlib(n, rate, warps, shift, slack):
-    rng = np.random.default_rng(n * 7 + warps)
-    a, b = _pair(rng, n, rate)
+    a, b = _pair(n * 7 + warps, n, rate)
     if n > 2:  # a byte that matches nothing (--n-mismatch's N: the symbol sigma)
         a[n // 2] = ord("N")
     d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
@@ -84,28 +74,11 @@ def test_distance_against_edlib(n, rate, warps, shift, slack):
 @pytest.mark.parametrize("n,warps,shift", [(700, 1, None), (1024, 2, None), (2100, 3, 7), (2600, 4, 8)])
 def test_last_column_against_the_dp(n, warps, shift):
     """col_out with the whole matrix as the band: every row's D[i][m], i >= 1 (Hirschberg's splits meet on it)."""
-    rng = np.random.default_rng(n + warps)
-    a, b = _pair(rng, n, 0.15)
+    a, b = _pair(n + warps, n, 0.15)
     qc, tc, sigma = _codes(a, b)
     klo, khi = band(len(a), len(b), len(a) + len(b))
     _, col = _run(qc, tc, sigma, klo, khi, warps, shift, col=True)
     assert (col[1:] == last_column(qc, tc)[1:]).all()  # (row 0, D[0][m] = m, is the host's)
-
-
-def _piece(rng, a, rate, start, length):
-    """a[start:start + length] with edits at rate (as _pair makes them)."""
-    b = []
-    for x in a[start:start + length]:
-        r = rng.random()
-        if r < rate / 3:
-            continue
-        if r < 2 * rate / 3:
-            b.append(rng.choice(np.frombuffer(b"ACGT", np.uint8)))
-        elif r < rate:
-            b += [x, rng.choice(np.frombuffer(b"ACGT", np.uint8))]
-        else:
-            b.append(x)
-    return np.array(b, np.uint8)
 
 
 @pytest.mark.parametrize("n,m,warps,shift", [(4100, 1500, 3, 7), (1100, 4000, 4, 7), (40, 3000, 1, None),
@@ -114,10 +87,10 @@ def test_rectangular_pairs_in_narrow_bands(n, m, warps, shift):
     """One string a piece of the other (|n - m| up to 2,960): asymmetric bands, rings that wrap, the top scores
     handed down where strips start past column 1; the distance as edlib's, and the last column of the band's
     strips (rows up to m + khi) no lower than the DP's, exact at row n."""
-    rng = np.random.default_rng(n + 3 * m)
-    long_ = rng.choice(np.frombuffer(b"ACGT", np.uint8), max(n, m))
-    short = _piece(rng, long_, 0.05, abs(n - m) // 3, min(n, m))
-    a, b = (long_, short) if n > m else (short, long_)
+    long_ = rand(max(n, m), n + 3 * m)
+    at = abs(n - m) // 3
+    short = mutate(long_[at:at + min(n, m)], 0.05, n + 3 * m + 1)
+    a, b = (np.frombuffer(x, np.uint8).copy() for x in ((long_, short) if n > m else (short, long_)))
     d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
     qc, tc, sigma = _codes(a, b)
     klo, khi = band(len(a), len(b), d)
@@ -133,8 +106,7 @@ def test_rectangular_pairs_in_narrow_bands(n, m, warps, shift):
 def test_two_halves_meet_at_the_distance(n, warps, shift):
     """bp_distance's split: the last columns of the left half forward and of the right half backward, in the band
     of the distance, meet (min over rows of their sum) at the distance."""
-    rng = np.random.default_rng(n)
-    a, b = _pair(rng, n, 0.08)
+    a, b = _pair(n, n, 0.08)
     d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
     qc, tc, sigma = _codes(a, b)
     klo, khi = band(len(qc), len(tc), d)
