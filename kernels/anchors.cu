@@ -18,11 +18,14 @@ typedef unsigned long long uint64_t;
 
 #define K 16
 #define SAMPLE_BITS 3
+#ifndef BLOCK_SHARED  // a kernel's own shared variables (tests/emu/cuda_host.h defines it for the CPU)
+#define BLOCK_SHARED __shared__
+#endif
 
 extern "C" __global__ void kmer_sample(const uint8_t* __restrict__ s, long long n, const uint8_t* __restrict__ code,
                                        unsigned long long* __restrict__ count, uint32_t* __restrict__ codes,
                                        long long* __restrict__ pos) {
-    __shared__ uint8_t c2[256];
+    BLOCK_SHARED uint8_t c2[256];
     for (int i = threadIdx.x; i < 256; i += blockDim.x) c2[i] = code[i];
     __syncthreads();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i + K <= n;

@@ -171,7 +171,8 @@ class DeviceArray(np.ndarray):
 
     @property
     def data(self):  # (CuPy's device pointer: .data.ptr, as kernel arguments take it)
-        return types.SimpleNamespace(ptr=self.ctypes.data)
+        ptr = self.ctypes.data
+        return types.SimpleNamespace(ptr=ptr, memset_async=lambda value, size: ctypes.memset(ptr, value, size))
 
     def get(self, stream=None, out=None, blocking=True) -> np.ndarray:
         if out is None:
