@@ -436,3 +436,19 @@ def test_index_names_htslib_cuts_are_an_error_not_a_traceback(tmp_path):
     assert fa._fa is not None and set(fa.lengths) == set(RECORDS)
     with pytest.raises(InputError, match=r"record 'a' is not named so in its \.fai index \(.*x\.fa\.fai\)"):
         fa.fetch("a", 0, 5)
+
+
+@pytest.mark.parametrize("where", ["last", "first"])
+def test_samtools_index_of_a_bare_header_is_no_traceback(tmp_path, where):
+    """A record whose header is '>' alone, which samtools indexes under an empty name: the open-time check of
+    that index (misnamed_row) had no bytes of the name to compare and failed with an IndexError; the index is
+    taken and the other records read as they are."""
+    path = str(tmp_path / "x.fa")
+    recs = [">a\nACGTACGT\n", ">\nACGTTT\n"]
+    with open(path, "w") as fh:
+        fh.write("".join(recs if where == "last" else recs[::-1]))
+    pysam.faidx(path)
+    assert "" in [r.split("\t")[0] for r in open(path + ".fai").read().splitlines()]
+    fa = IndexedFasta(path)
+    assert fa.fetch("a") == b"ACGTACGT"
+    fa.close()

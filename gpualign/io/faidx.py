@@ -656,8 +656,9 @@ def misnamed_row(buf, names: list, c: np.ndarray) -> int | None:
     pos = np.repeat(head + 1 - starts, wl) + np.arange(int(wl.sum()))
     same = view[np.minimum(pos, size - 1)] == name_bytes
     del view  # (no view of the map kept: a map with views cannot be closed)
-    if len(same):
-        ok &= np.logical_and.reduceat(same, starts) | (wl == 0)
+    named = wl > 0  # (an empty name, as htslib indexes a bare '>': no bytes to compare, and no segment for reduceat)
+    if named.any():
+        ok[named] &= np.logical_and.reduceat(same, starts[named])
     for i in np.flatnonzero(~ok).tolist():  # (the header elsewhere, or none: the line before the bases, by bytes)
         y = int(off[i]) - 1
         h = buf.rfind(b"\n", 0, max(y, 0)) + 1
