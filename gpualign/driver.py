@@ -71,16 +71,16 @@ def _is_driver_file(target: str) -> bool:
     return target.startswith("/dev/nvidia")
 
 
-def _driver_files(fd_dir: str = "/proc/self/fd", keep=_is_driver_file) -> list[int]:
-    """This process's open descriptors whose targets keep accepts (the driver's device files)."""
+def _driver_files(keep) -> list[int]:
+    """This process's open descriptors whose targets keep accepts (_is_driver_file: the driver's device files)."""
     out = []
     try:
-        names = os.listdir(fd_dir)
+        names = os.listdir("/proc/self/fd")
     except OSError:  # (no /proc)
         return out
     for name in names:
         try:
-            if keep(os.readlink(f"{fd_dir}/{name}")):
+            if keep(os.readlink(f"/proc/self/fd/{name}")):
                 out.append(int(name))
         except OSError:  # (gone meanwhile: the listing's own descriptor)
             pass
