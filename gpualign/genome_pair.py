@@ -36,6 +36,7 @@ WFA_STEP_S = 1.1e-6  # seconds per wavefront step at least (close strings)
 BP_STEP_S = 6.5e-8  # seconds per DP column: the banded bit-parallel kernel's sequential chain
 BP_CELLS_PER_S = 1.5e13  # its DP cells (rows x band) per second when enough strips run at once
 BP_SLACK = 1.25  # band from the estimate: this much above the estimated distance (too narrow: widened)
+BP_PRUNED = (0.5, 0.75)  # share of the band's cells left by the kernel's pruning (a model): one pass, two halves
 
 
 @dataclass
@@ -71,6 +72,21 @@ def kernel_options(q: np.ndarray, t: np.ndarray) -> KernelPlan:
     bp_s = max((m / halves + width) * BP_STEP_S, n * width / BP_CELLS_PER_S)
     return KernelPlan("bp" if bp_s < wfa_s else "wfa", bound, rate < WARP_EXTEND_BELOW, guess, band_guess,
                       rate <= BOUND_MAX_RATE)
+
+
+def bp_split(n: int, m: int, width: int) -> bool:
+    """Whether the bit-parallel distance runs as two halves met in the middle (gpu_long.bp_distance's split) for a
+    band width wide: halves halve the kernel's sequential chain of columns, one pass prunes more of the band (a
+    cell goes once its distance so far and the least cost to the end pass the bound, so one pass keeps about half
+    the band's cells, two halves, each ending in the middle, about three quarters). Two halves win on narrow bands
+    (5 Mbp at 10%), one pass on wide ones (48 Mbp at 8.4%, the E. coli pair at 52%: docs/benchmarks.md)."""
+    from .engines import gpu_long
+
+    if m < gpu_long.BP_SPLIT_MIN:
+        return False
+    cells = n * width / BP_CELLS_PER_S
+    halves = max((m / 2 + width) * BP_STEP_S, BP_PRUNED[1] * cells)
+    return halves < max((m + width) * BP_STEP_S, BP_PRUNED[0] * cells)
 
 
 def gpu_bound(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, detail: bool = False):
@@ -136,7 +152,10 @@ def _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn, other=None):
     upper = _bound(q, t, cfg) if prune and plan.bound else None
     try:
         if plan.kernel == "bp" and prune:  # a guessed band is widened until it holds the result
-            r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, progress=progress, other=other)
+            u = plan.band_guess if upper is None else min(upper, plan.band_guess)
+            split = other is not None or bp_split(len(q), len(t), min(max(len(q), len(t)), u))
+            r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, split=split, progress=progress,
+                                     other=other)
             if r is not None:
                 return r, "bp"
         return gpu_long.distance(q, t, prune=prune, progress=progress, upper=upper,

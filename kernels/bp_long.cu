@@ -1,6 +1,7 @@
 // bp_long.cu -- exact edit distance between two very long strings by banded bit-parallel dynamic
 // programming (Myers 1999 / Hyyro's multi-word form, as edlib uses on the CPU), run in strips on the GPU.
-// Distance only. tests/bp_model.py is a plain-Python transcription of the same bookkeeping.
+// Distance only. tests/bp_model.py is a plain-Python transcription of the same bookkeeping (without the
+// pruning: tests/test_bp_long_emu.py runs the kernel itself on the CPU).
 // The alignment path (gpualign/hirschberg.py, engines/gpu_long.BpSplitter) splits a level of pieces with
 // three more entry points (after bp_long): bp_piece_codes writes every half's acode/bcode, bp_long_jobs
 // runs every half (bp_long's strips, one ticket for all), bp_split_min turns their last columns into
@@ -8,7 +9,7 @@
 //
 // Entry point:
 //   bp_long(acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, ring_shift, stream, tops, ticket,
-//           result, col_out)
+//           result, col_out, cells)
 //     acode   uint8*  row symbols: acode[i-1] = code of A[i] (i = 1..n), padded with sigma to
 //                     nstrips * 1024 entries
 //     bcode   uint16* column symbols as byte offsets into a warp's match masks: bcode[BPAD + j - 1] =
@@ -23,11 +24,13 @@
 //     ring_shift int  a slot's ring holds 1 << ring_shift words (16 columns each) and a strip waits for
 //                     its reader before it overwrites one; 31: the ring holds the whole strip (slot_words
 //                     >= ceil((1024 + khi - klo) / 16) + 4) and nothing waits
-//     stream  uint64* nslots * slot_words zeroed words; tops: nslots zeroed uint64
+//     stream  uint64* nslots * slot_words zeroed words; tops: 2 * nslots zeroed uint64
 //     ticket  int*    one zeroed word (strips are taken in order from it)
 //     result  int*    D[n][m] when the kernel ends (when row n lies in the last strip)
 //     col_out int*    nullptr, or n + 1 entries: every strip that reaches column m writes D[i][m] of its
 //                     rows i <= n there (the host meets two halves of a long problem in the middle)
+//     cells   uint64* nullptr, or one zeroed word: the DP cells the strips computed are added to it (columns
+//                     to the end or the stop x 1024 rows a strip)
 //     Launch: any number of warps (blocks of a multiple of 32 threads), dynamic shared memory
 //     (sigma + 1) * 128 bytes per warp.
 //
@@ -49,16 +52,20 @@
 // the band values are those of real paths (a strip starts from "all vertical" deltas under the
 // score handed down from the strip above, and takes hin = +1 once the strip above has ended), so
 // every computed value is >= the true one and the result equals the distance whenever it is <= U;
-// the host checks that and widens the band otherwise.
-// Slots: strips finish in order (a strip's last column comes after its upper neighbour's), so when
-// a warp takes strip s, strip s - (warps) has finished and slot s % nslots is free again. Slot word 0
+// the host checks that and widens the band otherwise. Within the band a strip starts where the strip
+// above hands its start down and may stop before its band ends (bp_strip: the cells that no path of
+// cost <= U passes), with the same guarantee.
+// Slots: strips are done with their slots in order (a strip's last column comes after its upper
+// neighbour's, and a strip stops only after the strip above has stopped or ended), so when a warp
+// takes strip s, strip s - (warps) is done and slot s % nslots is free again. Slot word 0
 // is the reader's progress, (reader strip) << 32 | words it is done with, published once per 32 steps;
 // the ring (R = 1 << ring_shift words) follows. A writer R words ahead of its reader waits (a reader
-// not yet started has read nothing). No strip waits forever when R >= 128 and R * (warps resident) >= a
-// strip's words: a chain of waiting writers ends at the oldest strip in flight, R words per strip ahead
-// of the newest, so it has written its whole stream and ends, and its warp takes the next strip; and a
-// reader's first group (after the tops word, 64 words in) never waits on a writer stopped at R. Warps
-// of the launch that are not resident hold no strip. The host keeps R * w >= 4 * words with w = the
+// not yet started has read nothing; one whose start is handed down reads from there). No strip waits
+// forever when R >= 128 and R * (warps resident) >= a strip's words: a chain of waiting writers ends at
+// the oldest strip in flight, R words per strip ahead of the newest, so it has written its whole stream
+// and ends, and its warp takes the next strip; and a reader's first group never waits on a writer stopped
+// at R (the writer waits on nothing before it hands the start down, and then at most a few words past
+// it). Warps of the launch that are not resident hold no strip. The host keeps R * w >= 4 * words with w = the
 // warps of one block per SM (resident once the launch runs alone: the other half's launch ends without
 // it): ring memory ~ warps * R * 8 bytes, not warps * band / 2 (4.98 GB for 48 Mbp at 8.4% on an H200).
 #include "common.cuh"
@@ -91,8 +98,10 @@ __device__ __forceinline__ void st_relaxed(unsigned long long* p, unsigned long 
 #endif
 }
 
+#define END_TAG 0x80000000u  // a stream word's tag bit: the writer stopped; its columns from this word on are +1
+
 __device__ __forceinline__ unsigned long long wait_tag(const unsigned long long* p, unsigned long long v, unsigned tag) {
-    while ((unsigned)(v >> 32) != tag) v = ld_relaxed(p);
+    while (((unsigned)(v >> 32) & ~END_TAG) != tag) v = ld_relaxed(p);
     return v;
 }
 
@@ -134,6 +143,10 @@ struct StreamIn {
         for (int k = 0; k < 3; ++k) {
             if (c0 + k >= nch || (k == 2 && !sh)) break;
             const unsigned long long v = wait_tag(in + ring_pos(c0 + k, shift), w[k], ring_tag(tag, c0 + k, shift));
+            if ((unsigned)(v >> 32) & END_TAG) {  // the writer stopped: its stream ends before this word
+                plen = 16 * (c0 + k);
+                break;
+            }
             p |= (v & 0xffffull) << (16 * k);
             m |= ((v >> 16) & 0xffffull) << (16 * k);
         }
@@ -141,6 +154,7 @@ struct StreamIn {
         if (shift < 31) st_relaxed(done, (unsigned long long)me << 32 | (unsigned)(c0 + 2));
         unsigned P = (unsigned)(p >> sh), M = (unsigned)(m >> sh);
         const long long v = plen - j0;
+        if (v <= 0) return make_uint2(FULL_MASK, 0u);
         if (v < 32) {
             const unsigned valid = (1u << v) - 1u;
             P = (P & valid) | ~valid;
@@ -158,20 +172,20 @@ struct StreamOut {
     unsigned tag, reader;            // the words' tag base (2 (s + 1)), the reading strip
     int shift, lim, next;            // lim: INT_MAX without a reader or a wrapping ring; next: the next word
 
-    __device__ __forceinline__ void put(unsigned payload) {
+    __device__ __forceinline__ void put(unsigned payload, unsigned end = 0u) {
         const int c = next++;
         while (c >= lim) {
             const unsigned long long v = ld_relaxed(done);
             if ((unsigned)(v >> 32) == reader) lim = (int)(unsigned)v + (1 << shift);
         }
-        st_relaxed(ring + ring_pos(c, shift), (unsigned long long)ring_tag(tag, c, shift) << 32 | payload);
+        st_relaxed(ring + ring_pos(c, shift), (unsigned long long)(ring_tag(tag, c, shift) | end) << 32 | payload);
     }
 };
 
 // Lane state of a strip.
 struct Lane {
     unsigned Pv, Mv, eq, oP, oM, hp, hm;
-    int score;
+    int score, rec;  // rec (lane 31): D on the last row at the next strip's first band column less one
     unsigned sym[AHEAD];  // byte offsets of the symbols' match masks (32-bit: no mask before each use)
 };
 
@@ -179,8 +193,7 @@ struct Lane {
 // hands down the score this group: steps are checked one by one.
 template <bool EDGE>
 __device__ __forceinline__ void group(Lane& L, const char* peq_l, const unsigned short* bptr, int x0, int lane, int len,
-                                      uint2 cur, StreamOut& out, unsigned long long tag_out, int tops_x,
-                                      unsigned long long* tops_slot) {
+                                      uint2 cur, StreamOut& out, int tops_x) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
         const int x = x0 + i;
@@ -218,10 +231,9 @@ __device__ __forceinline__ void group(Lane& L, const char* peq_l, const unsigned
         L.eq = eq_n;
         L.oP = __funnelshift_l(ph, L.oP, 1);  // bit 0: this step's +1 on the last row (bit b: b steps ago)
         L.oM = __funnelshift_l(mh, L.oM, 1);  // bit 0: this step's -1
-        if (EDGE && lane == 31 && x == tops_x) {  // the next strip's top score: steps x0 .. x of this group
+        if (EDGE && lane == 31 && x == tops_x) {  // the next strip's band starts a column on: steps x0 .. x
             const unsigned keep = FULL_MASK >> (31 - i);
-            const int sc = L.score + __popc(L.oP & keep) - __popc(L.oM & keep);
-            st_relaxed(tops_slot, (tag_out << 32) | (unsigned)sc);
+            L.rec = L.score + __popc(L.oP & keep) - __popc(L.oM & keep);
         }
         if ((i & 15) == 14 && lane == 31 && x >= 46) {  // column indexes x - 46 .. x - 31 are complete: word
             if (((x - 46) >> 4) * 16 < len)  // (x - 46) / 16, its oldest column in bit 0
@@ -231,12 +243,42 @@ __device__ __forceinline__ void group(Lane& L, const char* peq_l, const unsigned
     L.score += __popc(L.oP) - __popc(L.oM);
 }
 
+// The next strip's start, handed down by lane 31: its first column L (the next strip's first band column plus
+// a multiple of 16) and top = D[r0 + 1023][L - 1], as two words tagged with the next strip (its tops slot).
+__device__ __forceinline__ void hand_start(unsigned long long* tops_slot, unsigned long long tag, int ncs, int L,
+                                           int top) {
+    st_relaxed(tops_slot + 1, tag << 32 | (unsigned)(L - ncs));
+    st_relaxed(tops_slot, tag << 32 | (unsigned)top);
+}
+
+// D on the last row at column c - nb, from its value at column c (L.score) and the last nb steps' deltas
+// (oP / oM bit b: column c - b), 1 <= nb <= 32.
+__device__ __forceinline__ int score_back(const Lane& L, int nb) {
+    const unsigned keep = FULL_MASK >> (32 - nb);
+    return L.score - __popc(L.oP & keep) + __popc(L.oM & keep);
+}
+
 // Strip s of one problem (the body of both entry points): the warp's lane, its match-mask words peq.
+// Pruning (on top of the band): with U = khi - klo + 1 >= the bound the band was made from and kend = klo + khi
+// = n - m of the whole problem (band() makes klo and khi so), a cell (i, j) with D[i][j] + |i - j - kend| > U
+// lies on no path of cost <= U (|i - j - kend| is a lower bound of the cost from (i, j) to the end, also in the
+// halves' and the Hirschberg pieces' reversed coordinates). A cell on an optimal path of cost <= U is computed
+// exactly by induction along the path, so it is never taken for such a cell; the values D and |k - kend| change
+// by at most 1 a row or a column, hence the margins below. Two cuts:
+//  - where the next strip starts: lane 31 checks its last row every 32 columns from the next strip's first band
+//    column on; the next strip starts (a multiple of 16 columns on) at the first check that may hold a cell
+//    within U (margin 64: the 32 columns since the last check). Before it, every path into the next strip passes
+//    the last row at a cell above U; the next strip starts there from that row's value, all vertical below it;
+//  - where a strip stops: every 32 steps, once the strip above has stopped left of lane 0's column, if every
+//    lane's 32 rows are above U at its column (its last row's score less 31, and |k - kend| less 31, plus 2 for
+//    the cell diagonally above lane l's first row, which is at most 2 below it: margin 64), every path into the
+//    strip's columns further right passes a cell above U: lane 31's stream ends with an END word (the reader
+//    takes +1 from there), and the strip's rows write no result (a last strip writes 1 << 30: above any bound).
 __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict__ acode,
                                          const unsigned short* __restrict__ bcode, int n, int m, int sigma, int klo,
                                          int khi, int nstrips, int nslots, int slot_words, int ring_shift,
                                          unsigned long long* stream, unsigned long long* tops, int* result,
-                                         int* col_out, unsigned* peq, int lane) {
+                                         int* col_out, unsigned long long* cells, unsigned* peq, int lane) {
     const int r0 = s * STRIP_ROWS + 1;
     const int base = r0 + lane * 32;  // row of bit 0
     // match masks of this lane's rows, one word per symbol (and 0 for "matches nothing")
@@ -249,17 +291,27 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
     __syncwarp();
     int cs, ce;
     strip_columns(s, m, klo, khi, cs, ce);
-    const int len = ce - cs + 1;
     const int slot = s % nslots, pslot = (s + nslots - 1) % nslots;
     const bool last = s == nstrips - 1;
+    const long long kend = (long long)klo + khi, over = (long long)khi - klo + 1 + 64;  // U + the margin
+    // the strip's first column (from its band's cs on) and D[r0 - 1][start - 1]: column 0, or as handed down
+    int top = r0 - 1, start = cs;
+    if (cs > 1) {
+        if (lane == 0) {
+            top = (int)(unsigned)wait_tag(tops + 2 * pslot, 0ull, (unsigned)s);
+            start = cs + (int)(unsigned)wait_tag(tops + 2 * pslot + 1, 0ull, (unsigned)s);
+        }
+        top = __shfl_sync(FULL_MASK, top, 0);
+        start = __shfl_sync(FULL_MASK, start, 0);
+    }
+    const int len = ce - start + 1;  // >= 0: a strip starts at most one column past its upper neighbour's end
     StreamOut out;
     out.ring = stream + (size_t)slot * slot_words + 1;
     out.done = out.ring - 1;
     out.tag = 2u * (unsigned)(s + 1);
     out.reader = (unsigned)(s + 1);
     out.shift = ring_shift;
-    out.lim = (last || ring_shift >= 31) ? 0x7fffffff : 1 << ring_shift;  // a reader not yet started read nothing
-    out.next = 0;
+    out.next = (start - cs) >> 4;
     StreamIn sin;
     sin.in = nullptr;
     sin.tag = 2u * (unsigned)s;  // strip s - 1's words
@@ -271,32 +323,35 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
         int pcs, pce;
         strip_columns(s - 1, m, klo, khi, pcs, pce);
         sin.plen = pce - pcs + 1;
-        delta = cs - pcs;
+        delta = start - pcs;
         sin.done = stream + (size_t)pslot * slot_words;
         sin.in = sin.done + 1;
     }
-    // D[r0 - 1][cs - 1]: column 0, or the score the strip above handed down
-    int top = r0 - 1;
-    if (cs > 1) {
-        if (lane == 0) top = (int)(unsigned)wait_tag(tops + pslot, 0ull, (unsigned)s);
-        top = __shfl_sync(FULL_MASK, top, 0);
-    }
-    // lane 31 hands down D[r0 + 1023][ncs - 1], ncs = where the next strip starts
-    const long long ncs = (long long)r0 + STRIP_ROWS - khi;
-    const int tops_x = (!last && ncs > 1) ? (int)(ncs - 1 - cs) + 31 : -1;
+    // the next strip: its band's first column ncs; lane 31 hands down where it starts and the score there
+    const long long ncs_l = (long long)r0 + STRIP_ROWS - khi;
+    const bool hands = !last && ncs_l > 1;
+    const int ncs = hands ? (int)ncs_l : 0;
+    const int tops_x = (hands && ncs - 1 >= start) ? (ncs - 1 - start) + 31 : -1;  // the step at column ncs - 1
+    bool handed = !hands, dead = false;  // dead: lane 31's last check of the next strip's start was above U
+    // a reader from column 1 has read nothing before it starts; one whose start is handed down reads from there
+    out.lim = (last || ring_shift >= 31 || hands) ? 0x7fffffff : 1 << ring_shift;
+    const unsigned long long tag_out = (unsigned long long)(s + 1);
+    const long long row_last = (long long)r0 + STRIP_ROWS - 1;
     Lane L;
     L.Pv = FULL_MASK;
     L.Mv = 0u;
     L.oP = L.oM = L.hp = L.hm = 0u;
-    L.score = top + 32 * (lane + 1);  // D[base + 31][cs - 1] under the all-vertical start
+    L.score = top + 32 * (lane + 1);  // D[base + 31][start - 1] under the all-vertical start
+    L.rec = 0;
+    const int score0 = L.score;
     const char* peq_l = (const char*)(peq + lane);
-    const unsigned short* bptr = bcode + BPAD + cs - 1 - lane;  // bptr[x]: symbol of this lane's column at step x
+    const unsigned short* bptr = bcode + BPAD + start - 1 - lane;  // bptr[x]: symbol of this lane's column at step x
 #pragma unroll
     for (int k = 0; k < AHEAD; ++k) L.sym[k] = bptr[k];
     L.eq = *(const unsigned*)(peq_l + L.sym[0]);
     const int steps = len + 63;  // one extra group: lane 31 publishes its last words inside the loop
-    const unsigned long long tag_out = (unsigned long long)(s + 1);
     if (lane == 0) sin.issue(delta);
+    int stop = -1;  // the group after which the strip stopped
     for (int x0 = 0; x0 < steps; x0 += 32) {
         uint2 cur = make_uint2(0u, 0u);
         if (lane == 0) {
@@ -305,9 +360,60 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
         }
         const bool edge = x0 < 32 || x0 + 32 > len || (tops_x >= x0 && tops_x < x0 + 32);
         if (edge)
-            group<true>(L, peq_l, bptr, x0, lane, len, cur, out, tag_out, tops_x, tops + slot);
+            group<true>(L, peq_l, bptr, x0, lane, len, cur, out, tops_x);
         else
-            group<false>(L, peq_l, bptr, x0, lane, len, cur, out, tag_out, tops_x, tops + slot);
+            group<false>(L, peq_l, bptr, x0, lane, len, cur, out, tops_x);
+        // lane l is at column start + x0 + 31 - l
+        if (lane == 31 && !handed && x0 <= len - 1 && start + x0 >= ncs) {
+            const int c = start + x0;
+            long long h = row_last - c - kend;
+            h = h < 0 ? -h : h;
+            if ((long long)L.score + h <= over || x0 + 32 > len - 1) {  // may hold a cell within U, or the end is near
+                // columns before ncs - 1 are out of the band, those before start out of this strip's cut, and each
+                // check above U clears its 32 columns on (start = ncs + a multiple of 16 when start > ncs)
+                const int at = dead ? ncs + ((c - ncs) & ~15) : (start > ncs ? start : ncs);
+                hand_start(tops + 2 * slot, tag_out, ncs, at, score_back(L, c - at + 1));
+                handed = true;
+                if (ring_shift < 31) out.lim = ((at - cs) >> 4) + (1 << ring_shift);
+            } else {
+                dead = true;
+            }
+        }
+        if (s > 0 && x0 >= 32 && x0 + 32 < len) {
+            bool off = lane != 0 || sin.plen <= delta + x0 + 31;  // the strip above stopped left of lane 0
+            if (base <= n) {
+                long long h = (long long)base + 31 - ((long long)start + x0 + 31 - lane) - kend;
+                h = h < 0 ? -h : h;
+                off = off && (long long)L.score + h > over;
+            }
+            if (__all_sync(FULL_MASK, off)) {
+                stop = x0;
+                break;
+            }
+        }
+    }
+    if (lane == 31 && !handed) {
+        int at, sc;
+        if (stop >= 0) {  // the stream ends at column c (the END word below); c >= ncs: this group's check was dead
+            const int c = start + stop;
+            at = c >= ncs ? ncs + ((c - ncs) & ~15) : ncs;
+            sc = c >= ncs ? score_back(L, c - at + 1) : score_back(L, 1) + (ncs - c);
+        } else if (ncs <= start) {  // (len 0: nothing computed)
+            at = start;
+            sc = score0;
+        } else {
+            at = ncs;
+            sc = ncs - 1 <= start + len - 1 ? L.rec : L.score + (ncs - start - len);
+        }
+        hand_start(tops + 2 * slot, tag_out, ncs, at, sc);
+        if (at - cs >= 16 * out.next) out.next = (at - cs) >> 4;  // (stopped left of at: END where the reader looks)
+    }
+    if (cells != nullptr && lane == 0)  // the strip's columns (to its stop) x its rows
+        atomicAdd(cells, (unsigned long long)(stop >= 0 ? stop + 32 : len) * STRIP_ROWS);
+    if (stop >= 0) {
+        if (lane == 31 && !last) out.put(0u, END_TAG);
+        if (last && n >= base && n < base + 32) *result = 1 << 30;
+        return;
     }
     if (last && n >= base && n < base + 32) {  // row n: this lane's last row less the deltas below n
         const int tb = n - base;
@@ -327,7 +433,7 @@ extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long(const u
                                    const unsigned short* __restrict__ bcode,
                                    int n, int m, int sigma, int klo, int khi, int nstrips, int nslots, int slot_words,
                                    int ring_shift, unsigned long long* stream, unsigned long long* tops, int* ticket,
-                                   int* result, int* col_out) {
+                                   int* result, int* col_out, unsigned long long* cells) {
     extern __shared__ unsigned s_peq[];
     const int lane = threadIdx.x & 31;
     unsigned* peq = s_peq + (threadIdx.x >> 5) * (sigma + 1) * 32;
@@ -337,7 +443,7 @@ extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long(const u
         s = __shfl_sync(FULL_MASK, s, 0);
         if (s >= nstrips) return;
         bp_strip(s, acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, ring_shift, stream, tops, result,
-                 col_out, peq, lane);
+                 col_out, cells, peq, lane);
     }
 }
 
@@ -371,7 +477,7 @@ extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long_jobs(co
         const long long* J = jobs + (size_t)(g - first[lo]) * BP_JOB;
         bp_strip(lo, (const unsigned char*)J[0], (const unsigned short*)J[1], (int)J[6], (int)J[7], sigma, (int)J[8],
                  (int)J[9], (int)J[10], (int)J[11], (int)J[12], (int)J[13], (unsigned long long*)J[2],
-                 (unsigned long long*)J[3], (int*)J[4], (int*)J[5], peq, lane);
+                 (unsigned long long*)J[3], (int*)J[4], (int*)J[5], nullptr, peq, lane);
     }
 }
 

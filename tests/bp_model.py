@@ -6,7 +6,9 @@ all-ones start of a strip (a real path cost), the top score handed down by the s
 stream of bottom-row horizontal deltas, +1 once the strip above has ended, and each lane's score along
 its last row (row n's taken from its lane's less the vertical deltas below n). Columns are taken one
 at a time, lanes top to bottom (the kernel's skew computes the same values). Used by
-tests/test_bp_model.py against edlib; never by the product.
+tests/test_bp_model.py against edlib; never by the product. The kernel's pruning within the band (strips
+that start where the strip above hands their start down, and stop early) is not modelled:
+tests/test_bp_long_emu.py runs the kernel itself.
 """
 
 from __future__ import annotations

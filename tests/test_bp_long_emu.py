@@ -16,7 +16,8 @@ edlib = pytest.importorskip("edlib")
 
 
 def _run(qc, tc, sigma, klo, khi, warps, shift=None, col=False):
-    """One launch as engines/gpu_long._bp_launch makes it: (D[n][m] or None, col_out or None)."""
+    """One launch as engines/gpu_long._bp_launch makes it: (D[n][m] or None, col_out or None, the tops words: per
+    slot the last top score and start handed down)."""
     n, m = len(qc), len(tc)
     rows = min(n, m + khi) if col else n
     nstrips, full = (int(v) for v in _bp_geometry(rows, khi - klo + 1))
@@ -29,14 +30,15 @@ def _run(qc, tc, sigma, klo, khi, warps, shift=None, col=False):
     bcode[BPAD:BPAD + m] = tc.astype(np.uint16) * 128
     nslots = warps + 1
     ring = np.zeros(nslots * slot_words, np.uint64)
-    tops = np.zeros(nslots, np.uint64)
-    ctl = np.zeros(2, np.int32)
+    tops = np.zeros(2 * nslots, np.uint64)
+    ctl = np.zeros(4, np.int32)  # ticket, result, cells (uint64)
     out = np.full(n + 1, -7, np.int32) if col else None
     kern = emu.Module("bp_long").get_function("bp_long")
     kern((1,), (32 * warps,), (acode, bcode, np.int32(n), np.int32(m), np.int32(sigma), np.int32(klo), np.int32(khi),
                                np.int32(nstrips), np.int32(nslots), np.int32(slot_words), np.int32(shift), ring, tops,
-                               ctl, ctl[1:], out if col else np.uint64(0)))
-    return (None if col else int(ctl[1])), out
+                               ctl, ctl[1:], out if col else np.uint64(0), ctl[2:].view(np.uint64)))
+    _run.cells = int(ctl[2:].view(np.uint64)[0])
+    return (None if col else int(ctl[1])), out, tops
 
 
 def _pair(seed: int, n: int, rate: float):
@@ -67,7 +69,7 @@ def test_distance_against_edlib(n, rate, warps, shift, slack):
     d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
     qc, tc, sigma = _codes(a, b)
     klo, khi = band(len(a), len(b), d + slack)
-    got, _ = _run(qc, tc, sigma, klo, khi, warps, shift)
+    got, _, _ = _run(qc, tc, sigma, klo, khi, warps, shift)
     assert got == d
 
 
@@ -77,7 +79,7 @@ def test_last_column_against_the_dp(n, warps, shift):
     a, b = _pair(n + warps, n, 0.15)
     qc, tc, sigma = _codes(a, b)
     klo, khi = band(len(a), len(b), len(a) + len(b))
-    _, col = _run(qc, tc, sigma, klo, khi, warps, shift, col=True)
+    _, col, _ = _run(qc, tc, sigma, klo, khi, warps, shift, col=True)
     assert (col[1:] == last_column(qc, tc)[1:]).all()  # (row 0, D[0][m] = m, is the host's)
 
 
@@ -94,9 +96,9 @@ def test_rectangular_pairs_in_narrow_bands(n, m, warps, shift):
     d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
     qc, tc, sigma = _codes(a, b)
     klo, khi = band(len(a), len(b), d)
-    got, _ = _run(qc, tc, sigma, klo, khi, warps, shift)
+    got, _, _ = _run(qc, tc, sigma, klo, khi, warps, shift)
     assert got == d
-    _, col = _run(qc, tc, sigma, klo, khi, warps, shift, col=True)
+    _, col, _ = _run(qc, tc, sigma, klo, khi, warps, shift, col=True)
     true = last_column(qc, tc)
     computed = col[1:] != -7
     assert (col[1:][computed] >= true[1:][computed]).all() and col[len(qc)] == d
@@ -113,10 +115,81 @@ def test_two_halves_meet_at_the_distance(n, warps, shift):
     half = len(tc) // 2
     cols = []
     for q, t in ((qc, tc[:half]), (qc[::-1].copy(), tc[half:][::-1].copy())):
-        _, col = _run(q, t, sigma, klo, khi, warps, shift, col=True)
+        _, col, _ = _run(q, t, sigma, klo, khi, warps, shift, col=True)
         col = col.astype(np.int64)
         col[col == -7] = 1 << 30  # (rows no strip reached: out of the band)
         col[0] = len(t)
         cols.append(col)
     assert (cols[0] + cols[1][::-1]).min() == d
 
+
+
+def _band_cells(nstrips: int, m: int, klo: int, khi: int) -> int:
+    """The cells the strips of a band compute without the pruning (kernels/bp_long.cu's strip_columns)."""
+    r0 = np.arange(nstrips, dtype=np.int64) * 1024 + 1
+    cs, ce = np.maximum(1, r0 - khi), np.minimum(m, r0 + 1023 - klo)
+    return int(np.maximum(ce - cs + 1, 0).sum()) * 1024
+
+
+def _starts(tops):
+    """The start offsets handed down (columns past a strip's band start), one per ring slot."""
+    return (tops[1::2] & np.uint64(0xFFFFFFFF)).astype(np.int64)
+
+
+@pytest.mark.parametrize("n,rate,warps,shift,slack", [
+    (30000, 0.1, 8, None, 0), (20000, 0.3, 5, 7, 0), (12000, 0.5, 4, 8, 0), (20000, 0.1, 4, 7, 400),
+    (16000, 0.08, 3, None, 5000), (9000, 0.2, 2, 8, -40), (12000, 0.3, 4, 7, -1300), (12000, 0.1, 4, None, -700),
+    (20000, 0.5, 6, 7, -2000), (13770, 0.35, 3, 8, 3500)])
+def test_pruned_strips_against_edlib(n, rate, warps, shift, slack):
+    """Wide enough for the pruning to cut (strips that start past their band's start, and stop before its end):
+    the distance as edlib's whenever the band's bound holds it, and never below it when it does not (slack < 0:
+    a bound under the distance, whole strips stop before the next one's band starts: the next one still ends). The
+    last: a band so wide that the strips below the first hand no start down (their band starts at column 1) and
+    rings that wrap."""
+    a, b = _pair(n * 3 + warps, n, rate)
+    d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
+    qc, tc, sigma = _codes(a, b)
+    klo, khi = band(len(a), len(b), d + slack)
+    got, _, tops = _run(qc, tc, sigma, klo, khi, warps, shift)
+    assert 0 < _run.cells < _band_cells(-(-len(qc) // 1024), len(tc), klo, khi)  # (the strips' own count)
+    if slack >= 0:
+        assert got == d
+        assert _starts(tops).max() > 0  # (some strip started past its band's first column)
+    else:
+        assert got >= d
+
+
+@pytest.mark.parametrize("n,m,rate,warps,shift", [(24000, 21000, 0.15, 6, 7), (15000, 19000, 0.3, 4, None)])
+def test_pruned_halves_meet_at_the_distance(n, m, rate, warps, shift):
+    """bp_distance's split with the pruning: the rows a stopped strip leaves unwritten are none of the optimal
+    paths', so the two last columns still meet at the distance."""
+    a, _ = _pair(n * 5 + m, n, 0.0)
+    b = np.frombuffer(mutate(a.tobytes()[:m] if m <= n else a.tobytes() + rand(m - n, m), rate, n + m), np.uint8)
+    d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
+    qc, tc, sigma = _codes(a, b.copy())
+    klo, khi = band(len(qc), len(tc), d)
+    half = len(tc) // 2
+    cols = []
+    for q, t in ((qc, tc[:half]), (qc[::-1].copy(), tc[half:][::-1].copy())):
+        _, col, tops = _run(q, t, sigma, klo, khi, warps, shift, col=True)
+        assert _starts(tops).max() > 0
+        col = col.astype(np.int64)
+        col[col == -7] = 1 << 30
+        col[0] = len(t)
+        cols.append(col)
+    assert (cols[0] + cols[1][::-1]).min() == d
+
+
+@pytest.mark.parametrize("n,m,rate,seed,slack,warps,shift", [
+    (1555, 1606, 0.02, 885070322, 4, 1, 7),  # the next strip's start past its band's first column, no check under it
+    (13770, 13844, 0.35, 287379080, 3570, 3, 8),  # starts at column 1 below the first strip: rings from word 0
+])
+def test_pruning_cases_found_by_a_random_sweep(n, m, rate, seed, slack, warps, shift):
+    """Pairs on which an earlier form of the pruning went wrong (a distance 4 too high; a ring overwritten before it
+    was read: a deadlock), from a sweep of random sizes, rates, bounds, warps and rings against edlib."""
+    a = rand(n, seed)
+    b = mutate(a[:m] if m <= n else a + rand(m - n, seed + 7), rate, seed + 1)
+    d = edlib.align(a, b, task="distance")["editDistance"]
+    qc, tc, sigma = _codes(np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8))
+    klo, khi = band(len(a), len(b), d + slack)
+    assert _run(qc, tc, sigma, klo, khi, warps, shift)[0] == d

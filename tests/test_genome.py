@@ -309,3 +309,14 @@ def test_gpu_progress_reports(kernel):
         else:
             # (a round of BAND steps may run past d before the end is seen)
             assert 0 <= p["score"] <= want + gpu_long.BAND and want <= p["bound"] and p["target_len"] == len(b)
+
+
+@pytest.mark.parametrize("n,d,split", [(5_000_000, 470_000, True), (48_000_000, 3_900_000, False),
+                                       (4_646_332, 3_000_000, False), (60_000, 6_000, False)])
+def test_bit_parallel_distance_split_only_where_it_pays(n, d, split):
+    """genome_pair.bp_split: two halves met in the middle for narrow bands (bench_genome's G2: 5 Mbp at 10%), one
+    pass for wide ones, whose pruning cuts more (G3: 48 Mbp at 8.4%; the E. coli pair, band from the estimate),
+    none under gpu_long.BP_SPLIT_MIN."""
+    from gpualign.genome_pair import bp_split
+
+    assert bp_split(n, n, d) == split

@@ -252,12 +252,12 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
     with stream:  # every fill on the kernel's stream: it must not start before they are done
         acode, bcode = _bp_codes(qc, tc, sigma, nstrips)
         ring = cupy.zeros(nslots * slot_words, dtype=cupy.uint64)  # zero: no word carries a valid tag
-        tops = cupy.zeros(nslots, dtype=cupy.uint64)
-        ctl = cupy.zeros(2, dtype=cupy.int32)  # ticket, result
+        tops = cupy.zeros(2 * nslots, dtype=cupy.uint64)  # per slot: the next strip's top score and start
+        ctl = cupy.zeros(4, dtype=cupy.int32)  # ticket, result, the cells computed (uint64)
         kern((blocks,), (threads,), (acode, bcode, np.int32(n), np.int32(m), np.int32(sigma), np.int32(klo),
                                      np.int32(khi), np.int32(nstrips), np.int32(nslots), np.int32(slot_words),
                                      np.int32(shift), ring, tops, ctl, ctl[1:],
-                                     col_out if col_out is not None else np.uint64(0)),
+                                     col_out if col_out is not None else np.uint64(0), ctl[2:].view(cupy.uint64)),
              shared_mem=smem)
     return ctl, (acode, bcode, ring, tops), nstrips
 
@@ -277,17 +277,18 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
     distance (default: max(n, m)); guess: a band to try first (any value). The band holds every path
     of cost <= its width parameter u = min(guess, upper); a result above u is not trusted and u is
     doubled (up to upper, whose band holds the optimal path) until it holds the result.
-    Time ~ n * band / 32 lane steps, and at least one sequential step per column: split runs the first
+    Time ~ n * band / 32 lane steps (fewer: the kernel skips the band's cells that no path within u passes, about
+    half of them in one pass), and at least one sequential step per column: split runs the first
     half of the target forwards and the second half backwards (both strings reversed) at the same time,
     each giving its whole last column, and takes d = min_i F[i] + R[n - i]: half the sequential steps.
-    Default: split when the target has BP_SPLIT_MIN symbols or more (runs bound by cells rather than
-    steps lose a little: docs/notes/benchmark-history.md). other: a device number: with split, the backward
-    half runs there (its strings uploaded there, its last column copied back to the current device); else
-    both halves share the current device. It beats the
-    wavefront kernel on distant strings. None when the strings hold more than BP_MAX_SYMBOLS distinct
+    Default: split when the target has BP_SPLIT_MIN symbols or more (`genome` chooses by genome_pair.bp_split:
+    each half prunes less, so runs bound by cells rather than steps lose). other: a device number: with
+    split, the backward half runs there (its strings uploaded there, its last column copied back to the
+    current device); else both halves share the current device. It beats the wavefront kernel on distant
+    strings. None when the strings hold more than BP_MAX_SYMBOLS distinct
     common symbols (use distance()). progress: called every poll seconds with dict(kernel="bp", strips_taken, strips, band,
-    band_pass, halves, elapsed). Returns dict(distance, cells (DP cells computed), seconds, passes, split,
-    cut): with split, cut = (i, m1, d1), a cell on an optimal path and the distance of q[:i] vs t[:m1]."""
+    band_pass, halves, elapsed). Returns dict(distance, cells (DP cells the strips computed), seconds, passes,
+    split, cut): with split, cut = (i, m1, d1), a cell on an optimal path and the distance of q[:i] vs t[:m1]."""
     import cupy
 
     n, m = len(q), len(t)
@@ -341,8 +342,12 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
                 cols.append(col)
         _watch(streams, [r[0][:1] for r in runs], progress, poll, t0, _strips_report([r[2] for r in runs], info),
                homes)
+        counts = []  # ticket, result and cells of each run (_watch waited for them)
+        for r, dev in zip(runs, homes):
+            with on_device(dev):
+                counts.append(r[0].get())
         if not split:
-            d = int(runs[0][0][1].get())
+            d = int(counts[0][1])
         else:
             with on_device(homes[0]):
                 back = cols[1]
@@ -355,7 +360,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
             d, cut = int(total[0]), (int(row[0]), m1, int(left[0]))
         del runs
         passes += 1
-        cells += n * min(m, width)  # rows x band: what the strips compute, about
+        cells += sum(int(c[2:].view(np.uint64)[0]) for c in counts)  # what the strips computed (pruned)
         if d <= u or u >= ceiling:
             return dict(distance=d, cells=cells, seconds=time.perf_counter() - t0, passes=passes, split=split,
                         cut=cut if split else None)
@@ -450,13 +455,13 @@ class BpSplitter:
                                   cupy.uint16)
         ring_len = nslots * slot_words
         ring = cupy.zeros(int(ring_len.sum()), dtype=cupy.uint64)  # zero: no word carries a valid tag
-        tops = cupy.zeros(int(nslots.sum()), dtype=cupy.uint64)
+        tops = cupy.zeros(2 * int(nslots.sum()), dtype=cupy.uint64)  # two words a slot
         result = cupy.zeros(len(r), dtype=cupy.int32)
         ticket = cupy.zeros(1, dtype=cupy.uint64)
         col = np.where(back, bwd.data.ptr, fwd.data.ptr) + 4 * np.repeat(off[:-1], 2)
         ring_at, tops_at = np.cumsum(ring_len) - ring_len, np.cumsum(nslots) - nslots
         table = np.stack([acode.data.ptr + a_at, bcode.data.ptr + 2 * b_at, ring.data.ptr + 8 * ring_at,
-                          tops.data.ptr + 8 * tops_at, result.data.ptr + 4 * np.arange(len(r)), col, r, c, klo, khi,
+                          tops.data.ptr + 16 * tops_at, result.data.ptr + 4 * np.arange(len(r)), col, r, c, klo, khi,
                           nstrips, nslots, slot_words, np.full(len(r), 31)], axis=1).astype(np.int64)
         order = np.argsort(-nstrips, kind="stable")  # rounds of tickets: strip s of every job that has one
         rounds = int(nstrips.max())
