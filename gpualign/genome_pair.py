@@ -153,7 +153,8 @@ def _distance_gpu(q, t, cfg, prune, progress, on_notice, qn, tn, other=None):
     try:
         if plan.kernel == "bp" and prune:  # a guessed band is widened until it holds the result
             u = plan.band_guess if upper is None else min(upper, plan.band_guess)
-            split = other is not None or bp_split(len(q), len(t), min(max(len(q), len(t)), u))
+            split = (other is not None and len(t) >= gpu_long.BP_SPLIT_MIN) or \
+                bp_split(len(q), len(t), min(max(len(q), len(t)), u))  # (another device: a half each)
             r = gpu_long.bp_distance(q, t, upper=upper, guess=plan.band_guess, split=split, progress=progress,
                                      other=other)
             if r is not None:

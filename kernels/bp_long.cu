@@ -22,13 +22,15 @@
 //     nslots  int     the number of warps launched + 1
 //     slot_words int  words per slot: 1 + the ring's words (see Slots)
 //     ring_shift int  a slot's ring holds 1 << ring_shift words (16 columns each) and a strip waits for
-//                     its reader before it overwrites one; 31: the ring holds the whole strip (slot_words
+//                     its reader before it overwrites one it reads; 31: the ring holds the whole strip (slot_words
 //                     >= ceil((1024 + khi - klo) / 16) + 4) and nothing waits
 //     stream  uint64* nslots * slot_words zeroed words; tops: 2 * nslots zeroed uint64
 //     ticket  int*    one zeroed word (strips are taken in order from it)
-//     result  int*    D[n][m] when the kernel ends (when row n lies in the last strip)
+//     result  int*    D[n][m] when the kernel ends (when row n lies in the last strip): a value >= it, the
+//                     distance when that is <= U; INT_MAX when the last strip stopped (the distance is > U)
 //     col_out int*    nullptr, or n + 1 entries: every strip that reaches column m writes D[i][m] of its
-//                     rows i <= n there (the host meets two halves of a long problem in the middle)
+//                     rows i <= n there (the host meets two halves of a long problem in the middle): values
+//                     >= D[i][m], equal on every optimal path of cost <= U; a stopped strip writes none
 //     cells   uint64* nullptr, or one zeroed word: the DP cells the strips computed are added to it (columns
 //                     to the end or the stop x 1024 rows a strip)
 //     Launch: any number of warps (blocks of a multiple of 32 threads), dynamic shared memory
@@ -60,7 +62,8 @@
 // takes strip s, strip s - (warps) is done and slot s % nslots is free again. Slot word 0
 // is the reader's progress, (reader strip) << 32 | words it is done with, published once per 32 steps;
 // the ring (R = 1 << ring_shift words) follows. A writer R words ahead of its reader waits (a reader
-// not yet started has read nothing; one whose start is handed down reads from there). No strip waits
+// not yet started has read nothing; one whose start is handed down reads from there: before that the
+// writer writes less than a ring's words, then hands the start down). No strip waits
 // forever when R >= 128 and R * (warps resident) >= a strip's words: a chain of waiting writers ends at
 // the oldest strip in flight, R words per strip ahead of the newest, so it has written its whole stream
 // and ends, and its warp takes the next strip; and a reader's first group never waits on a writer stopped
@@ -170,7 +173,8 @@ struct StreamOut {
     unsigned long long* ring;
     const unsigned long long* done;  // the slot's progress word
     unsigned tag, reader;            // the words' tag base (2 (s + 1)), the reading strip
-    int shift, lim, next;            // lim: INT_MAX without a reader or a wrapping ring; next: the next word
+    int shift, lim, next;            // lim: INT_MAX without a reader or a wrapping ring, or until the reader's
+                                     // start is handed down; next: the next word
 
     __device__ __forceinline__ void put(unsigned payload, unsigned end = 0u) {
         const int c = next++;
@@ -266,14 +270,17 @@ __device__ __forceinline__ int score_back(const Lane& L, int nb) {
 // exactly by induction along the path, so it is never taken for such a cell; the values D and |k - kend| change
 // by at most 1 a row or a column, hence the margins below. Two cuts:
 //  - where the next strip starts: lane 31 checks its last row every 32 columns from the next strip's first band
-//    column on; the next strip starts (a multiple of 16 columns on) at the first check that may hold a cell
-//    within U (margin 64: the 32 columns since the last check). Before it, every path into the next strip passes
-//    the last row at a cell above U; the next strip starts there from that row's value, all vertical below it;
+//    column on; at the first check that may hold a cell within U (margin 64: the 32 columns since the last
+//    check), the next strip starts up to 15 columns before it (its band start plus a multiple of 16), or at its
+//    band start (or this strip's start) when no check above U came first. Before that column every path into the
+//    next strip passes the last row at a cell above U; the next strip starts from that row's value there, all
+//    vertical below it. A strip that has written a ring's words without handing the start down hands it at once
+//    (the reader then starts earlier than it could): no ring position is written twice before its reader reads;
 //  - where a strip stops: every 32 steps, once the strip above has stopped left of lane 0's column, if every
 //    lane's 32 rows are above U at its column (its last row's score less 31, and |k - kend| less 31, plus 2 for
 //    the cell diagonally above lane l's first row, which is at most 2 below it: margin 64), every path into the
 //    strip's columns further right passes a cell above U: lane 31's stream ends with an END word (the reader
-//    takes +1 from there), and the strip's rows write no result (a last strip writes 1 << 30: above any bound).
+//    takes +1 from there), and the strip's rows write no col_out (a last strip's result is INT_MAX).
 __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict__ acode,
                                          const unsigned short* __restrict__ bcode, int n, int m, int sigma, int klo,
                                          int khi, int nstrips, int nslots, int slot_words, int ring_shift,
@@ -312,6 +319,7 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
     out.reader = (unsigned)(s + 1);
     out.shift = ring_shift;
     out.next = (start - cs) >> 4;
+    const int first = out.next;  // (the first word written)
     StreamIn sin;
     sin.in = nullptr;
     sin.tag = 2u * (unsigned)s;  // strip s - 1's words
@@ -368,7 +376,8 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
             const int c = start + x0;
             long long h = row_last - c - kend;
             h = h < 0 ? -h : h;
-            if ((long long)L.score + h <= over || x0 + 32 > len - 1) {  // may hold a cell within U, or the end is near
+            const bool lap = ring_shift < 31 && out.next - first + 4 >= (1 << ring_shift);  // (a ring written)
+            if ((long long)L.score + h <= over || x0 + 32 > len - 1 || lap) {  // a cell within U?, the end near
                 // columns before ncs - 1 are out of the band, those before start out of this strip's cut, and each
                 // check above U clears its 32 columns on (start = ncs + a multiple of 16 when start > ncs)
                 const int at = dead ? ncs + ((c - ncs) & ~15) : (start > ncs ? start : ncs);
@@ -398,10 +407,10 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
             const int c = start + stop;
             at = c >= ncs ? ncs + ((c - ncs) & ~15) : ncs;
             sc = c >= ncs ? score_back(L, c - at + 1) : score_back(L, 1) + (ncs - c);
-        } else if (ncs <= start) {  // (len 0: nothing computed)
-            at = start;
+        } else if (ncs <= start) {  // (not reached: the checks hand it down when len >= 1, and a handed start lies
+            at = start;               // within the strip above's columns, so len >= 1; were len 0, from here)
             sc = score0;
-        } else {
+        } else {  // ncs within the last 32 columns (from L.rec), or (not reached) past them
             at = ncs;
             sc = ncs - 1 <= start + len - 1 ? L.rec : L.score + (ncs - start - len);
         }
@@ -412,7 +421,10 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
         atomicAdd(cells, (unsigned long long)(stop >= 0 ? stop + 32 : len) * STRIP_ROWS);
     if (stop >= 0) {
         if (lane == 31 && !last) out.put(0u, END_TAG);
-        if (last && n >= base && n < base + 32) *result = 1 << 30;
+        // the whole warp waits for it: lane 0 must not take the next ticket (the reader, perhaps) while lane 31
+        // waits in put for that reader to read
+        __syncwarp();
+        if (last && n >= base && n < base + 32) *result = 0x7fffffff;  // above any bound (strings < 2^31)
         return;
     }
     if (last && n >= base && n < base + 32) {  // row n: this lane's last row less the deltas below n

@@ -152,6 +152,8 @@ BP_WARPS_PER_SM = 20  # strips in flight per SM at most (the best of 6..20 tried
 BP_SPLIT_MIN = 1 << 16  # targets at least this long run as two halves at once, met in the middle
 BP_RING_BYTES = None  # a cap on one launch's ring memory (fewer warps on wide bands); None: a quarter of free
 BP_RING_MIN = 1024  # bp_long's rings: at least this many words (16 columns each) per strip in flight
+FAR = np.iinfo(np.int32).max  # a last column's rows that no strip wrote (out of the band, or pruned): any sum
+# of two is above every distance (bp_split_min adds them in 64 bits)
 
 
 def band(n: int, m: int, upper: int) -> tuple[int, int]:
@@ -322,7 +324,6 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
             caps.append(cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_SM // homes.count(dev))
             cupy.cuda.get_current_stream().synchronize()  # the codes and halves above are ready for the streams
     cells, passes = 0, 0
-    big = np.int32(1 << 30)
     while True:
         klo, khi = band(n, m, u)  # the same diagonals in both halves' own coordinates
         width = khi - klo + 1
@@ -336,7 +337,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
                 col = None
                 if split:
                     with st:
-                        col = arrays.full(n + 1, big, np.int32)
+                        col = arrays.full(n + 1, FAR, np.int32)
                         col[:1].set(np.array([len(b)], np.int32))  # D[0][j] = j
                 runs.append(_bp_launch(mod.get_function("bp_long"), a, b, sigma, klo, khi, w, col, st))
                 cols.append(col)
@@ -479,14 +480,13 @@ class BpSplitter:
         rows, cols = np.where(swap, m, n), np.where(swap, n, m)
         mid = cols // 2
         off = np.concatenate([[0], np.cumsum(rows + 1)]).astype(np.int64)
-        big = 1 << 30
-        fwd = arrays.full(int(off[-1]), big, np.int32)
-        bwd = arrays.full(int(off[-1]), big, np.int32)
+        fwd = arrays.full(int(off[-1]), FAR, np.int32)
+        bwd = arrays.full(int(off[-1]), FAR, np.int32)
         d_off = cupy.asarray(off[:-1])
         arrays.scatter(fwd, d_off, cupy.asarray(mid.astype(np.int32)))  # D[0][j] = j
         arrays.scatter(bwd, d_off, cupy.asarray((cols - mid).astype(np.int32)))
         klo, khi = band(rows, cols, p.d)
-        self.cells += int((rows * np.minimum(cols, khi - klo + 1)).sum())
+        self.cells += int((rows * np.minimum(cols, khi - klo + 1)).sum())  # (the band's: the kernel prunes some)
         keep = self._halves(p, swap, rows, cols, mid, klo, khi, fwd, bwd, off)  # alive until the results are read
         total, row, left = _split_min(self.best, fwd, bwd, off[:-1], rows.astype(np.int32))
         if (total != p.d).any():
