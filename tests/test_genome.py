@@ -187,6 +187,26 @@ def test_gpu_bp_equals_edlib(case):
     assert gpu_long.bp_distance(q, t, upper=want, guess=floor)["distance"] == want  # widened up to the bound
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,rate,split", [(400_000, 0.12, False), (400_000, 0.12, True), (250_000, 0.45, False)])
+def test_gpu_bp_pruned_band(n, rate, split):
+    """The kernel's pruning on the device, where rings wrap and thousands of strips run at once: the distance as
+    edlib's in a band of exactly the distance, with fewer cells computed than the band holds (the kernel's own
+    count), and a bound under the distance never answered below it."""
+    from gpualign.engines import gpu_long
+
+    q = rand(n, 91)
+    t = mutate(q, rate, 92)
+    want = edit(q, t)
+    a, b = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
+    r = gpu_long.bp_distance(a, b, upper=want, split=split)
+    klo, khi = gpu_long.band(len(a), len(b), want)
+    assert r["distance"] == want and r["passes"] == 1
+    assert 0 < r["cells"] < len(a) * (khi - klo + 1) * 0.95
+    low = gpu_long.bp_distance(a, b, upper=want - want // 4, guess=want - want // 4, split=split)
+    assert low["distance"] >= want
+
+
 def test_bp_ring_sizes():
     """bp_long's rings (kernels/bp_long.cu, Slots): either a whole strip's words (31), or a power of two of
     at least 128 words with ring * warps >= 4 * words (no strip waits forever, writers seldom wait),
