@@ -311,7 +311,7 @@ __device__ __forceinline__ void bp_strip(int s, const unsigned char* __restrict_
         top = __shfl_sync(FULL_MASK, top, 0);
         start = __shfl_sync(FULL_MASK, start, 0);
     }
-    const int len = ce - start + 1;  // >= 0: a strip starts at most one column past its upper neighbour's end
+    const int len = ce - start + 1;  // >= 1: a handed start is within the strip above's columns, ce >= theirs
     StreamOut out;
     out.ring = stream + (size_t)slot * slot_words + 1;
     out.done = out.ring - 1;

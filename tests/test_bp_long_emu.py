@@ -16,8 +16,8 @@ edlib = pytest.importorskip("edlib")
 
 
 def _run(qc, tc, sigma, klo, khi, warps, shift=None, col=False):
-    """One launch as engines/gpu_long._bp_launch makes it: (D[n][m] or None, col_out or None, the tops words: per
-    slot the last top score and start handed down)."""
+    """One launch as engines/gpu_long._bp_launch makes it: (D[n][m] or None, col_out or None, the tops words (per
+    slot the last top score and start handed down), the cells the strips computed)."""
     n, m = len(qc), len(tc)
     rows = min(n, m + khi) if col else n
     nstrips, full = (int(v) for v in _bp_geometry(rows, khi - klo + 1))
@@ -37,8 +37,7 @@ def _run(qc, tc, sigma, klo, khi, warps, shift=None, col=False):
     kern((1,), (32 * warps,), (acode, bcode, np.int32(n), np.int32(m), np.int32(sigma), np.int32(klo), np.int32(khi),
                                np.int32(nstrips), np.int32(nslots), np.int32(slot_words), np.int32(shift), ring, tops,
                                ctl, ctl[1:], out if col else np.uint64(0), ctl[2:].view(np.uint64)))
-    _run.cells = int(ctl[2:].view(np.uint64)[0])
-    return (None if col else int(ctl[1])), out, tops
+    return (None if col else int(ctl[1])), out, tops, int(ctl[2:].view(np.uint64)[0])
 
 
 def _pair(seed: int, n: int, rate: float):
@@ -69,7 +68,7 @@ def test_distance_against_edlib(n, rate, warps, shift, slack):
     d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
     qc, tc, sigma = _codes(a, b)
     klo, khi = band(len(a), len(b), d + slack)
-    got, _, _ = _run(qc, tc, sigma, klo, khi, warps, shift)
+    got = _run(qc, tc, sigma, klo, khi, warps, shift)[0]
     assert got == d
 
 
@@ -79,7 +78,7 @@ def test_last_column_against_the_dp(n, warps, shift):
     a, b = _pair(n + warps, n, 0.15)
     qc, tc, sigma = _codes(a, b)
     klo, khi = band(len(a), len(b), len(a) + len(b))
-    _, col, _ = _run(qc, tc, sigma, klo, khi, warps, shift, col=True)
+    _, col, *_ = _run(qc, tc, sigma, klo, khi, warps, shift, col=True)
     assert (col[1:] == last_column(qc, tc)[1:]).all()  # (row 0, D[0][m] = m, is the host's)
 
 
@@ -96,9 +95,9 @@ def test_rectangular_pairs_in_narrow_bands(n, m, warps, shift):
     d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
     qc, tc, sigma = _codes(a, b)
     klo, khi = band(len(a), len(b), d)
-    got, _, _ = _run(qc, tc, sigma, klo, khi, warps, shift)
+    got = _run(qc, tc, sigma, klo, khi, warps, shift)[0]
     assert got == d
-    _, col, _ = _run(qc, tc, sigma, klo, khi, warps, shift, col=True)
+    _, col, *_ = _run(qc, tc, sigma, klo, khi, warps, shift, col=True)
     true = last_column(qc, tc)
     computed = col[1:] != -7
     assert (col[1:][computed] >= true[1:][computed]).all() and col[len(qc)] == d
@@ -112,16 +111,22 @@ def test_two_halves_meet_at_the_distance(n, warps, shift):
     d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
     qc, tc, sigma = _codes(a, b)
     klo, khi = band(len(qc), len(tc), d)
+    assert _halves_meet(qc, tc, sigma, klo, khi, warps, shift)[0] == d
+
+
+def _halves_meet(qc, tc, sigma, klo, khi, warps, shift):
+    """bp_distance's split as two launches: the left half of tc forwards, the right half backwards, each giving its
+    last column; (min over rows of their sum, each half's tops words)."""
     half = len(tc) // 2
-    cols = []
+    cols, tops = [], []
     for q, t in ((qc, tc[:half]), (qc[::-1].copy(), tc[half:][::-1].copy())):
-        _, col, _ = _run(q, t, sigma, klo, khi, warps, shift, col=True)
+        _, col, top, _ = _run(q, t, sigma, klo, khi, warps, shift, col=True)
         col = col.astype(np.int64)
-        col[col == -7] = 1 << 30  # (rows no strip reached: out of the band)
+        col[col == -7] = 1 << 30  # (rows no strip wrote: out of the band, or in a stopped strip)
         col[0] = len(t)
         cols.append(col)
-    assert (cols[0] + cols[1][::-1]).min() == d
-
+        tops.append(top)
+    return int((cols[0] + cols[1][::-1]).min()), tops
 
 
 def _band_cells(nstrips: int, m: int, klo: int, khi: int) -> int:
@@ -150,8 +155,8 @@ def test_pruned_strips_against_edlib(n, rate, warps, shift, slack):
     d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
     qc, tc, sigma = _codes(a, b)
     klo, khi = band(len(a), len(b), d + slack)
-    got, _, tops = _run(qc, tc, sigma, klo, khi, warps, shift)
-    assert 0 < _run.cells < _band_cells(-(-len(qc) // 1024), len(tc), klo, khi)  # (the strips' own count)
+    got, _, tops, cells = _run(qc, tc, sigma, klo, khi, warps, shift)
+    assert 0 < cells < _band_cells(-(-len(qc) // 1024), len(tc), klo, khi)  # (the strips' own count)
     if slack >= 0:
         assert got == d
         assert _starts(tops).max() > 0  # (some strip started past its band's first column)
@@ -168,16 +173,9 @@ def test_pruned_halves_meet_at_the_distance(n, m, rate, warps, shift):
     d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
     qc, tc, sigma = _codes(a, b.copy())
     klo, khi = band(len(qc), len(tc), d)
-    half = len(tc) // 2
-    cols = []
-    for q, t in ((qc, tc[:half]), (qc[::-1].copy(), tc[half:][::-1].copy())):
-        _, col, tops = _run(q, t, sigma, klo, khi, warps, shift, col=True)
-        assert _starts(tops).max() > 0
-        col = col.astype(np.int64)
-        col[col == -7] = 1 << 30
-        col[0] = len(t)
-        cols.append(col)
-    assert (cols[0] + cols[1][::-1]).min() == d
+    met, tops = _halves_meet(qc, tc, sigma, klo, khi, warps, shift)
+    assert met == d
+    assert all(_starts(t).max() > 0 for t in tops)
 
 
 @pytest.mark.parametrize("n,m,rate,seed,slack,warps,shift", [
