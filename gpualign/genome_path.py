@@ -25,6 +25,9 @@ from .records import OK, PairBatch, offsets_from_lengths, segment_index
 # pair's 1,024 leaves need 4.74 GiB in one launch: capped, they take 3 launches and the path's peak is the
 # first split level's rings, ~4 GiB in all, for 0.04-0.1 s (docs/benchmarks.md)
 LEAF_WORKSPACE = 2 << 30
+# the Hirschberg levels' rings: one launch's at most (bytes; None: gpu_long's own cap, a quarter of the free
+# memory). Uncapped, the real E. coli pair's first level took 3.88 GiB, the path's peak (docs/benchmarks.md)
+SPLIT_RINGS = 3 << 30
 
 
 def leaf_aligner(chain, cfg: AlignConfig):
@@ -72,6 +75,15 @@ def leaf_chain(cfg: AlignConfig) -> list:
         if hasattr(e, "workspace_max") and LEAF_WORKSPACE is not None:
             e.workspace_max = LEAF_WORKSPACE
     return chain
+
+
+def level_splitter(q: np.ndarray, t: np.ndarray):
+    """gpu_long.BpSplitter for q and t, each level's rings within SPLIT_RINGS."""
+    from .engines.gpu_long import BpSplitter
+
+    splitter = BpSplitter(q, t)
+    splitter.ring_max = SPLIT_RINGS
+    return splitter
 
 
 def close_chain(chain: list) -> None:
@@ -150,12 +162,10 @@ class Spread:
 
 
 def spread_splitter(q: np.ndarray, t: np.ndarray, spread: Spread, make=None):
-    """hirschberg.align_path's split over spread's devices: make(q, t) on each (default gpu_long.BpSplitter: a
+    """hirschberg.align_path's split over spread's devices: make(q, t) on each (default level_splitter: a
     splitter with a cells count), a level's pieces divided by their DP cells (rows x band, about); cells():
     the splitters' cells."""
-    if make is None:
-        from .engines.gpu_long import BpSplitter as make
-
+    make = make or level_splitter
     splitters = spread.run(lambda k, _: make(q, t), [True] * len(spread.devices))
 
     def split(q, t, p):
@@ -235,11 +245,9 @@ def gpu_path(q: np.ndarray, t: np.ndarray, cfg: AlignConfig, plan, bound: dict |
 
 def _levels(q, t, cfg, d, first_cells, how, pieces, chain, spread, many, progress, t0, first_s):
     """gpu_path's Hirschberg levels and leaves (on many's devices, when it is given)."""
-    from .engines import gpu_long
-
     try:
         if many is None:
-            splitter = gpu_long.BpSplitter(q, t)
+            splitter = level_splitter(q, t)
             cells = lambda: splitter.cells  # noqa: E731
         else:
             splitter = spread_splitter(q, t, many)

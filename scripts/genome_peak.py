@@ -2,8 +2,8 @@
 """Where `gpualign genome`'s device memory peak is, stage by stage (GPU): the alignment path of one long pair
 (genome_path.gpu_path, as `gpualign genome A B -o out.paf` runs it) with the CuPy pool's size read, then its
 cached blocks released, after the anchored bound, after the distance (the first pass), after each Hirschberg
-level's splits and after the leaves; for each ring cap given (gpu_long.BP_RING_BYTES: 'none' = today's, a
-quarter of the free memory; else GiB), --repeats runs (the first on a fresh machine compiles the kernels).
+level's splits and after the leaves; for each ring cap given (gpu_long.BP_RING_BYTES and genome_path.SPLIT_RINGS:
+'none' = a quarter of the free memory; else GiB), --repeats runs (the first on a fresh machine compiles the kernels).
 
   python scripts/genome_peak.py W3110.fa.gz EC590.fa.gz --caps none,4,2,1
   python scripts/genome_peak.py W3110.fa.gz EC590.fa.gz --caps none --leaf-caps none,4,3,2,1 --repeats 3
@@ -71,6 +71,7 @@ def main() -> None:
     plan = kernel_options(q, t)
     for cap in a.caps.split(","):
         gpu_long.BP_RING_BYTES = None if cap == "none" else int(float(cap) * 2**30)
+        genome_path.SPLIT_RINGS = gpu_long.BP_RING_BYTES  # the levels' own cap too
         hirschberg.align_path = marked  # (genome_path looks it up at each call)
         for run in range(a.repeats):
             marks.clear()

@@ -389,13 +389,13 @@ def bp_splitter(request, monkeypatch):
         yield gpu_long.BpSplitter
 
 
-@pytest.mark.parametrize("warps", [None, 1, 2])
-def test_gpu_splitter_many_strips(bp_splitter, warps):
+@pytest.mark.parametrize("warps,ring_max", [(None, None), (1, None), (2, None), (None, 1)])
+def test_gpu_splitter_many_strips(bp_splitter, warps, ring_max):
     """A level of pieces several strips tall (1,024 rows a strip), both orientations, close and distant,
     with an N run (a symbol that matches nothing): the cells dp_split picks (the same middle, the same
     first tied row). warps: fewer warps launched than strips, so that rings are reused (a half's ring
     holds min(its strips, warps launched) + 1 slots: with one warp, halves of 3 or more strips; with
-    two, of 4)."""
+    two, of 4). ring_max: the level's rings capped (genome_path.SPLIT_RINGS' way), here to one warp's."""
     BpSplitter = bp_splitter
     q = codes(rand(9000, 21)[:4000] + b"N" * 300 + rand(9000, 21)[4300:])
     t = codes(mutate(rand(9000, 21), 0.15, 22) + rand(3000, 23))
@@ -406,6 +406,7 @@ def test_gpu_splitter_many_strips(bp_splitter, warps):
     sp = BpSplitter(q, t)
     if warps is not None:
         sp.warps = warps
+    sp.ring_max = ring_max
     got = sp(q, t, p)
     for g, w in zip(got, H.dp_split(q, t, p)):
         assert np.array_equal(np.asarray(g, np.int64), w)

@@ -405,6 +405,7 @@ class BpSplitter:
         self.kern, self.best = mod.get_function("bp_long_jobs"), mod.get_function("bp_split_min")
         self.piece_codes = mod.get_function("bp_piece_codes")
         self.warps = cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_SM  # in flight at most
+        self.ring_max = None  # bytes: a cap on a level's rings below _ring_cap's (fewer warps on wide levels)
         self.cells = 0
 
     def _codes(self, seg_len, pos, count, flags, pre, scale, dtype):
@@ -423,8 +424,8 @@ class BpSplitter:
     def _launch_shape(self, nstrips: np.ndarray, slot_words: np.ndarray):
         """bp_long_jobs' blocks, threads per block and each job's ring slots: every strip of the level may be
         in flight; a job's ring holds min(its strips, warps launched) + 1 slots, the warps halved until a
-        quarter of the free memory (or BP_RING_BYTES) holds the rings."""
-        cap = _ring_cap()
+        quarter of the free memory (or BP_RING_BYTES, or ring_max) holds the rings."""
+        cap = min(_ring_cap(), self.ring_max or np.iinfo(np.int64).max)
         warps = int(min(self.warps, nstrips.sum()))
         while True:
             blocks = -(-warps // BP_WARPS_PER_BLOCK)
