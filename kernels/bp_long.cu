@@ -9,7 +9,7 @@
 //
 // Entry point:
 //   bp_long(acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, ring_shift, stream, tops, ticket,
-//           result, col_out, cells)
+//           result, col_out, cells, deal)
 //     acode   uint8*  row symbols: acode[i-1] = code of A[i] (i = 1..n), padded with sigma to
 //                     nstrips * 1024 entries
 //     bcode   uint16* column symbols as byte offsets into a warp's match masks: bcode[BPAD + j - 1] =
@@ -33,6 +33,13 @@
 //                     >= D[i][m], equal on every optimal path of cost <= U; a stopped strip writes none
 //     cells   uint64* nullptr, or one zeroed word: the DP cells the strips computed are added to it (columns
 //                     to the end or the stop x 1024 rows a strip)
+//     deal    int     0: each warp takes its next strip from ticket (any number of warps, resident or not); or
+//                     the GPU's SMs: strip s goes to warp s mod W of the launch's W, numbered so that consecutive
+//                     strips fall on consecutive blocks (one an SM while there are more SMs than blocks, as the
+//                     hardware deals a launch's blocks), then on each block's warps (one a scheduler), then on the
+//                     SMs' next blocks: the few strips in flight of a narrow band are spread over the schedulers
+//                     instead of piling onto some (a chain of strips runs at its slowest strip's pace). Every block
+//                     must be resident at once (a strip waits on the warp before it); ticket then counts strips.
 //     Launch: any number of warps (blocks of a multiple of 32 threads), dynamic shared memory
 //     (sigma + 1) * 128 bytes per warp.
 //
@@ -445,10 +452,21 @@ extern "C" __global__ void __launch_bounds__(128, BP_MIN_BLOCKS) bp_long(const u
                                    const unsigned short* __restrict__ bcode,
                                    int n, int m, int sigma, int klo, int khi, int nstrips, int nslots, int slot_words,
                                    int ring_shift, unsigned long long* stream, unsigned long long* tops, int* ticket,
-                                   int* result, int* col_out, unsigned long long* cells) {
+                                   int* result, int* col_out, unsigned long long* cells, int deal) {
     extern __shared__ unsigned s_peq[];
     const int lane = threadIdx.x & 31;
     unsigned* peq = s_peq + (threadIdx.x >> 5) * (sigma + 1) * 32;
+    if (deal > 0) {  // strips dealt, not taken: strip s to warp r = s mod W (see the header), every block resident
+        const int nsm = (int)gridDim.x <= deal || gridDim.x % deal ? (int)gridDim.x : deal;
+        const int wpb = blockDim.x >> 5, b = blockIdx.x;
+        const int W = gridDim.x * wpb, r = b % nsm + nsm * ((int)(threadIdx.x >> 5) + wpb * (b / nsm));
+        for (int s = r; s < nstrips; s += W) {
+            if (lane == 0) atomicAdd(ticket, 1);  // (the host's progress)
+            bp_strip(s, acode, bcode, n, m, sigma, klo, khi, nstrips, nslots, slot_words, ring_shift, stream, tops,
+                     result, col_out, cells, peq, lane);
+        }
+        return;
+    }
     for (;;) {
         int s = 0;
         if (lane == 0) s = atomicAdd(ticket, 1);

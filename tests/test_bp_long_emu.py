@@ -15,9 +15,10 @@ pytestmark = pytest.mark.skipif(not emu.available(), reason="no g++ to compile t
 edlib = pytest.importorskip("edlib")
 
 
-def _run(qc, tc, sigma, klo, khi, warps, shift=None, col=False):
+def _run(qc, tc, sigma, klo, khi, warps, shift=None, col=False, deal=0):
     """One launch as engines/gpu_long._bp_launch makes it: (D[n][m] or None, col_out or None, the tops words (per
-    slot the last top score and start handed down), the cells the strips computed)."""
+    slot the last top score and start handed down), the cells the strips computed). deal: the kernel's (the
+    emulation runs every warp in one block: strip s on warp s mod warps)."""
     n, m = len(qc), len(tc)
     rows = min(n, m + khi) if col else n
     nstrips, full = (int(v) for v in _bp_geometry(rows, khi - klo + 1))
@@ -36,7 +37,8 @@ def _run(qc, tc, sigma, klo, khi, warps, shift=None, col=False):
     kern = emu.Module("bp_long").get_function("bp_long")
     kern((1,), (32 * warps,), (acode, bcode, np.int32(n), np.int32(m), np.int32(sigma), np.int32(klo), np.int32(khi),
                                np.int32(nstrips), np.int32(nslots), np.int32(slot_words), np.int32(shift), ring, tops,
-                               ctl, ctl[1:], out if col else np.uint64(0), ctl[2:].view(np.uint64)))
+                               ctl, ctl[1:], out if col else np.uint64(0), ctl[2:].view(np.uint64),
+                               np.int32(deal)))
     return (None if col else int(ctl[1])), out, tops, int(ctl[2:].view(np.uint64)[0])
 
 
@@ -145,17 +147,18 @@ def _starts(tops):
     (30000, 0.1, 8, None, 0), (20000, 0.3, 5, 7, 0), (12000, 0.5, 4, 8, 0), (20000, 0.1, 4, 7, 400),
     (16000, 0.08, 3, None, 5000), (9000, 0.2, 2, 8, -40), (12000, 0.3, 4, 7, -1300), (12000, 0.1, 4, None, -700),
     (20000, 0.5, 6, 7, -2000), (13770, 0.35, 3, 8, 3500)])
-def test_pruned_strips_against_edlib(n, rate, warps, shift, slack):
+@pytest.mark.parametrize("deal", [0, 1])
+def test_pruned_strips_against_edlib(n, rate, warps, shift, slack, deal):
     """Wide enough for the pruning to cut (strips that start past their band's start, and stop before its end):
     the distance as edlib's whenever the band's bound holds it, and never below it when it does not (slack < 0:
     a bound under the distance, whole strips stop before the next one's band starts: the next one still ends). The
     last: a band so wide that the strips below the first hand no start down (their band starts at column 1) and
-    rings that wrap."""
+    rings that wrap. deal: strips dealt to the warps in turn instead of taken from the ticket."""
     a, b = _pair(n * 3 + warps, n, rate)
     d = edlib.align(a.tobytes(), b.tobytes(), task="distance")["editDistance"]
     qc, tc, sigma = _codes(a, b)
     klo, khi = band(len(a), len(b), d + slack)
-    got, _, tops, cells = _run(qc, tc, sigma, klo, khi, warps, shift)
+    got, _, tops, cells = _run(qc, tc, sigma, klo, khi, warps, shift, deal=deal)
     assert 0 < cells < _band_cells(-(-len(qc) // 1024), len(tc), klo, khi)  # (the strips' own count)
     if slack >= 0:
         assert got == d

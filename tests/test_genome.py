@@ -189,11 +189,14 @@ def test_gpu_bp_equals_edlib(case):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,rate,split", [(400_000, 0.12, False), (400_000, 0.12, True), (250_000, 0.45, False)])
-def test_gpu_bp_pruned_band(n, rate, split):
+@pytest.mark.parametrize("deal", [False, True])
+def test_gpu_bp_pruned_band(n, rate, split, deal, monkeypatch):
     """The kernel's pruning on the device, where rings wrap and thousands of strips run at once: the distance as
     edlib's in a band of exactly the distance, with fewer cells computed than the band holds (the kernel's own
-    count), and a bound under the distance never answered below it."""
+    count), and a bound under the distance never answered below it; strips taken from the ticket or dealt."""
     from gpualign.engines import gpu_long
+
+    monkeypatch.setattr(gpu_long, "BP_DEAL", deal)
 
     q = rand(n, 91)
     t = mutate(q, rate, 92)
@@ -237,13 +240,16 @@ def _tightest_ring(words, warps):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", sorted(CASES) + ["len3001", "long_vs_short", "short_vs_long", "disjoint_symbols"])
-def test_gpu_bp_tight_rings(case, monkeypatch):
+@pytest.mark.parametrize("deal", [False, True])
+def test_gpu_bp_tight_rings(case, deal, monkeypatch):
     """The bit-parallel kernel with the smallest rings it allows (strips wrap their rings many times and
     wait for their readers) == edlib: in one piece and as two halves, with as many warps as the band
-    needs, and with 3, 4 and 7 (rings of a whole strip or close to it), 32 (rings of 128 words)."""
+    needs, and with 3, 4 and 7 (rings of a whole strip or close to it), 32 (rings of 128 words); strips taken
+    from the ticket or dealt to the warps."""
     from gpualign.engines import gpu_long
 
     monkeypatch.setattr(gpu_long, "_ring_shift", _tightest_ring)
+    monkeypatch.setattr(gpu_long, "BP_DEAL", deal)
     qb, tb = (CASES[case]() if case in CASES else BP_EDGES[case])
     q, t = (np.frombuffer(x.upper() if case in CASES else x, np.uint8) for x in (qb, tb))
     want = edit(q.tobytes(), t.tobytes())

@@ -152,6 +152,7 @@ BP_WARPS_PER_SM = 20  # strips in flight per SM at most (the best of 6..20 tried
 BP_SPLIT_MIN = 1 << 16  # targets at least this long run as two halves at once, met in the middle
 BP_RING_BYTES = None  # a cap on one launch's ring memory (fewer warps on wide bands); None: a quarter of free
 BP_RING_MIN = 1024  # bp_long's rings: at least this many words (16 columns each) per strip in flight
+BP_DEAL = False  # bp_long's strips dealt to resident warps spread over the SMs, not taken from a ticket (deal)
 FAR = np.iinfo(np.int32).max  # a last column's rows that no strip wrote (out of the band, or pruned): any sum
 # of two is above every distance (bp_split_min adds them in 64 bits)
 
@@ -228,6 +229,19 @@ def _bp_codes(qc, tc, sigma, nstrips):
     return acode, bcode
 
 
+def _resident_warps(kern) -> int:
+    """bp_long's warps an SM holds at once (its registers' limit, in blocks of BP_WARPS_PER_BLOCK), or 0 when the
+    kernel does not say (the tests' emulation)."""
+    import cupy
+
+    regs = getattr(kern, "num_regs", 0)
+    if not regs:
+        return 0
+    per_block = -(-regs * 32 // 256) * 256 * BP_WARPS_PER_BLOCK  # registers are given to a warp in 256s
+    return BP_WARPS_PER_BLOCK * min(cupy.cuda.Device().attributes["MaxRegistersPerMultiprocessor"] // per_block,
+                                    BP_WARPS_PER_SM // BP_WARPS_PER_BLOCK)
+
+
 def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
     """One run of the kernel on stream: D[n][m] (into the returned ctl[1]) or, with col_out, the last
     column. Returns what must stay alive until the stream is done."""
@@ -238,9 +252,14 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
     nstrips, full = (int(v) for v in _bp_geometry(rows, khi - klo + 1))
     want = max(1, min(nstrips, warps))
     cap = _ring_cap()
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     # one block per SM is resident once the launch runs alone (the other half's launch, MPS neighbours
     # and more warps than fit wait for it): rings are sized for those warps, not for all launched
-    sure = cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_BLOCK
+    sure, deal = sms * BP_WARPS_PER_BLOCK, 0
+    resident = _resident_warps(kern)
+    if BP_DEAL and resident:  # strips dealt: every warp resident (the caller's warps within resident a SM)
+        want = sure = min(want, sms * resident)
+        deal = sms
     while True:  # the strips' rings: 8 bytes per 16 columns, at most a strip's, per warp
         shift = _ring_shift(full - 4, min(want, sure))
         slot_words = full if shift == 31 else (1 << shift) + 1
@@ -259,7 +278,8 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
         kern((blocks,), (threads,), (acode, bcode, np.int32(n), np.int32(m), np.int32(sigma), np.int32(klo),
                                      np.int32(khi), np.int32(nstrips), np.int32(nslots), np.int32(slot_words),
                                      np.int32(shift), ring, tops, ctl, ctl[1:],
-                                     col_out if col_out is not None else np.uint64(0), ctl[2:].view(cupy.uint64)),
+                                     col_out if col_out is not None else np.uint64(0), ctl[2:].view(cupy.uint64),
+                                     np.int32(deal)),
              shared_mem=smem)
     return ctl, (acode, bcode, ring, tops), nstrips
 
@@ -321,7 +341,8 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         with on_device(dev):
             kerns.append(load_module("bp_long.cu", ("bp_long", "bp_split_min"), BP_DEFINES))
             streams.append(cupy.cuda.Stream(non_blocking=True))
-            caps.append(cupy.cuda.Device().attributes["MultiProcessorCount"] * BP_WARPS_PER_SM // homes.count(dev))
+            per_sm = (BP_DEAL and _resident_warps(kerns[-1].get_function("bp_long"))) or BP_WARPS_PER_SM
+            caps.append(cupy.cuda.Device().attributes["MultiProcessorCount"] * per_sm // homes.count(dev))
             cupy.cuda.get_current_stream().synchronize()  # the codes and halves above are ready for the streams
     cells, passes = 0, 0
     while True:
