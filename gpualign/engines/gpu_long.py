@@ -152,7 +152,10 @@ BP_WARPS_PER_SM = 20  # strips in flight per SM at most (the best of 6..20 tried
 BP_SPLIT_MIN = 1 << 16  # targets at least this long run as two halves at once, met in the middle
 BP_RING_BYTES = None  # a cap on one launch's ring memory (fewer warps on wide bands); None: a quarter of free
 BP_RING_MIN = 1024  # bp_long's rings: at least this many words (16 columns each) per strip in flight
-BP_DEAL = False  # bp_long's strips dealt to resident warps spread over the SMs, not taken from a ticket (deal)
+# bp_long's strips dealt to resident warps spread over the SMs, not taken from a ticket (kernel argument deal):
+# 7% faster on 48 Mbp at 8.4%, but off until two dealt launches sharing a device (two slots on one GPU, MPS)
+# cannot wait on each other's unplaced blocks (docs/notes/pruned-band.md)
+BP_DEAL = False
 FAR = np.iinfo(np.int32).max  # a last column's rows that no strip wrote (out of the band, or pruned): any sum
 # of two is above every distance (bp_split_min adds them in 64 bits)
 
