@@ -507,8 +507,10 @@ def test_pairs_and_paf_on_this_hosts_gpus(pair_inputs, tmp_path, gpus, fail):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("gpus,fail", [("1", ""), ("0,0", "0:0")])
+@pytest.mark.parametrize("gpus,fail", [("1", ""), ("0,0", ""), ("0,0", "0:0")])
 def test_genome_and_search_on_this_hosts_gpus(tmp_path, gpus, fail):
+    """genome and search with --gpus: the one-process run's bytes. ("0,0", ""): two pairs side by side on one
+    GPU, each kernel launched as if it had the GPU alone (what gpu_long.BP_DEAL must not hang on)."""
     from simulate import simulate, write_fasta
 
     env = {devices.FAIL_ENV: fail} if fail else None
