@@ -210,6 +210,56 @@ def test_gpu_bp_pruned_band(n, rate, split, deal, monkeypatch):
     assert low["distance"] >= want
 
 
+def test_dealt_runs_one_at_a_time_per_device():
+    """gpu_long.dealing: a second holder of a device waits for the first (a dealt launch assumes the SMs), holders
+    of other devices do not, and two holders of the same two devices named in either order both finish."""
+    import threading
+
+    from gpualign.engines import gpu_long
+
+    events = []
+    first_in = threading.Event()
+    release = threading.Event()
+
+    def hold(devices, tag, wait=None):
+        with gpu_long.dealing(devices):
+            events.append(f"{tag} in")
+            if wait is not None:
+                first_in.set()
+                wait.wait(5)
+            events.append(f"{tag} out")
+
+    a = threading.Thread(target=hold, args=([7], "a", release))
+    a.start()
+    assert first_in.wait(5)
+    b = threading.Thread(target=hold, args=([7], "b"))
+    c = threading.Thread(target=hold, args=([8], "c"))
+    b.start()
+    c.start()
+    c.join(5)
+    assert "c out" in events and "b in" not in events  # another device: at once; the same one: after a
+    release.set()
+    a.join(5)
+    b.join(5)
+    assert events.index("b in") > events.index("a out")
+    crossed = [threading.Thread(target=lambda d=d: [hold(d, "x") for _ in range(200)]) for d in ([7, 8], [8, 7])]
+    for t in crossed:
+        t.start()
+    for t in crossed:
+        t.join(10)
+    assert not any(t.is_alive() for t in crossed) and events.count("x out") == 400
+
+
+def test_dealing_left_to_tickets_under_mps(tmp_path, monkeypatch):
+    """An MPS daemon's pipe (its clients share the SMs): gpu_long deals no strips."""
+    from gpualign.engines import gpu_long
+
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
+    assert not gpu_long._mps()
+    (tmp_path / "control").touch()
+    assert gpu_long._mps()
+
+
 def test_bp_ring_sizes():
     """bp_long's rings (kernels/bp_long.cu, Slots): either a whole strip's words (31), or a power of two of
     at least 128 words with ring * warps >= 4 * words (no strip waits forever, writers seldom wait),

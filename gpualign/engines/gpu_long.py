@@ -14,6 +14,9 @@ steps in strips of 1024 rows, the target's two halves at once, met in the middle
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 import time
 
 import numpy as np
@@ -153,9 +156,12 @@ BP_SPLIT_MIN = 1 << 16  # targets at least this long run as two halves at once, 
 BP_RING_BYTES = None  # a cap on one launch's ring memory (fewer warps on wide bands); None: a quarter of free
 BP_RING_MIN = 1024  # bp_long's rings: at least this many words (16 columns each) per strip in flight
 # bp_long's strips dealt to resident warps spread over the SMs, not taken from a ticket (kernel argument deal):
-# 7% faster on 48 Mbp at 8.4%, but off until two dealt launches sharing a device (two slots on one GPU, MPS)
-# cannot wait on each other's unplaced blocks (docs/notes/pruned-band.md)
+# 7% faster on 48 Mbp at 8.4%. A dealt launch needs all its blocks placed at once: one dealt run at a time per
+# device in this process (dealing), none under MPS (_mps). Off until the GPU tests have run with those guards
+# (docs/notes/pruned-band.md)
 BP_DEAL = False
+_DEALT: dict = {}  # device id -> the lock of its dealt runs
+_DEALT_GUARD = threading.Lock()
 FAR = np.iinfo(np.int32).max  # a last column's rows that no strip wrote (out of the band, or pruned): any sum
 # of two is above every distance (bp_split_min adds them in 64 bits)
 
@@ -232,6 +238,27 @@ def _bp_codes(qc, tc, sigma, nstrips):
     return acode, bcode
 
 
+def _mps() -> bool:
+    """Whether an MPS control daemon serves this host's CUDA processes (its pipe): its clients share the SMs, so
+    a dealt launch's blocks might never all be placed."""
+    return os.path.exists(os.path.join(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"), "control"))
+
+
+@contextlib.contextmanager
+def dealing(devices):
+    """The dealt-run lock of each device id held (taken in order of id: two holders never wait on each other), so
+    that no two dealt launches of this process share a device's SMs."""
+    with _DEALT_GUARD:
+        locks = [_DEALT.setdefault(d, threading.Lock()) for d in sorted(set(devices))]
+    for lock in locks:
+        lock.acquire()
+    try:
+        yield
+    finally:
+        for lock in reversed(locks):
+            lock.release()
+
+
 def _resident_warps(kern) -> int:
     """bp_long's warps an SM holds at once (its registers' limit, in blocks of BP_WARPS_PER_BLOCK), or 0 when the
     kernel does not say (the tests' emulation)."""
@@ -245,9 +272,10 @@ def _resident_warps(kern) -> int:
                                     BP_WARPS_PER_SM // BP_WARPS_PER_BLOCK)
 
 
-def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
+def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream, deal: bool = False):
     """One run of the kernel on stream: D[n][m] (into the returned ctl[1]) or, with col_out, the last
-    column. Returns what must stay alive until the stream is done."""
+    column; deal: its strips dealt to resident warps (the caller holds dealing()). Returns what must stay alive
+    until the stream is done."""
     import cupy
 
     n, m = len(qc), len(tc)
@@ -258,11 +286,11 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     # one block per SM is resident once the launch runs alone (the other half's launch, MPS neighbours
     # and more warps than fit wait for it): rings are sized for those warps, not for all launched
-    sure, deal = sms * BP_WARPS_PER_BLOCK, 0
+    sure, dealt = sms * BP_WARPS_PER_BLOCK, 0
     resident = _resident_warps(kern)
-    if BP_DEAL and resident:  # strips dealt: every warp resident (the caller's warps within resident a SM)
+    if deal and resident:  # strips dealt: every warp resident (the caller's warps within resident a SM)
         want = sure = min(want, sms * resident)
-        deal = sms
+        dealt = sms
     while True:  # the strips' rings: 8 bytes per 16 columns, at most a strip's, per warp
         shift = _ring_shift(full - 4, min(want, sure))
         slot_words = full if shift == 31 else (1 << shift) + 1
@@ -282,7 +310,7 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream):
                                      np.int32(khi), np.int32(nstrips), np.int32(nslots), np.int32(slot_words),
                                      np.int32(shift), ring, tops, ctl, ctl[1:],
                                      col_out if col_out is not None else np.uint64(0), ctl[2:].view(cupy.uint64),
-                                     np.int32(deal)),
+                                     np.int32(dealt)),
              shared_mem=smem)
     return ctl, (acode, bcode, ring, tops), nstrips
 
@@ -340,37 +368,40 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
             bq, bt = (qc, tc[m1:]) if homes[1] is None else symbol_codes(q, t[m1:], made)[:2]
             halves.append((arrays.reverse(bq), arrays.reverse(bt)))
     kerns, streams, caps = [], [], []  # caps: a launch's warps at most (its device's share)
+    deal = BP_DEAL and not _mps()
     for dev in homes:
         with on_device(dev):
             kerns.append(load_module("bp_long.cu", ("bp_long", "bp_split_min"), BP_DEFINES))
             streams.append(cupy.cuda.Stream(non_blocking=True))
-            per_sm = (BP_DEAL and _resident_warps(kerns[-1].get_function("bp_long"))) or BP_WARPS_PER_SM
+            per_sm = (deal and _resident_warps(kerns[-1].get_function("bp_long"))) or BP_WARPS_PER_SM
             caps.append(cupy.cuda.Device().attributes["MultiProcessorCount"] * per_sm // homes.count(dev))
             cupy.cuda.get_current_stream().synchronize()  # the codes and halves above are ready for the streams
+    ids = [cupy.cuda.Device().id if dev is None else dev for dev in homes]
     cells, passes = 0, 0
     while True:
         klo, khi = band(n, m, u)  # the same diagonals in both halves' own coordinates
         width = khi - klo + 1
         info = dict(band=width, band_pass=passes + 1, halves=len(streams))
-        cols, runs = [], []
-        for (a, b), st, dev, mod, cap in zip(halves, streams, homes, kerns, caps):
-            # strips in flight: a strip starts ~STRIP_ROWS columns after the one above and runs
-            # STRIP_ROWS + width columns; more warps than that would only wait
-            w = warps or min((STRIP_ROWS + width) // STRIP_ROWS + 2, cap)
-            with on_device(dev):
-                col = None
-                if split:
-                    with st:
-                        col = arrays.full(n + 1, FAR, np.int32)
-                        col[:1].set(np.array([len(b)], np.int32))  # D[0][j] = j
-                runs.append(_bp_launch(mod.get_function("bp_long"), a, b, sigma, klo, khi, w, col, st))
-                cols.append(col)
-        _watch(streams, [r[0][:1] for r in runs], progress, poll, t0, _strips_report([r[2] for r in runs], info),
-               homes)
-        counts = []  # ticket, result and cells of each run (_watch waited for them)
-        for r, dev in zip(runs, homes):
-            with on_device(dev):
-                counts.append(r[0].get())
+        with dealing(ids) if deal else contextlib.nullcontext():  # (a dealt launch assumes the SMs)
+            cols, runs = [], []
+            for (a, b), st, dev, mod, cap in zip(halves, streams, homes, kerns, caps):
+                # strips in flight: a strip starts ~STRIP_ROWS columns after the one above and runs
+                # STRIP_ROWS + width columns; more warps than that would only wait
+                w = warps or min((STRIP_ROWS + width) // STRIP_ROWS + 2, cap)
+                with on_device(dev):
+                    col = None
+                    if split:
+                        with st:
+                            col = arrays.full(n + 1, FAR, np.int32)
+                            col[:1].set(np.array([len(b)], np.int32))  # D[0][j] = j
+                    runs.append(_bp_launch(mod.get_function("bp_long"), a, b, sigma, klo, khi, w, col, st, deal))
+                    cols.append(col)
+            _watch(streams, [r[0][:1] for r in runs], progress, poll, t0,
+                   _strips_report([r[2] for r in runs], info), homes)
+            counts = []  # ticket, result and cells of each run (_watch waited for them)
+            for r, dev in zip(runs, homes):
+                with on_device(dev):
+                    counts.append(r[0].get())
         if not split:
             d = int(counts[0][1])
         else:
