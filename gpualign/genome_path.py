@@ -22,8 +22,8 @@ from .config import AlignConfig
 from .records import OK, PairBatch, offsets_from_lengths, segment_index
 
 # the leaves' engines: one launch's workspace at most (bytes; None: the engine's own cap). The real E. coli
-# pair's 1,024 leaves need 4.74 GiB in one launch: capped, they take 3 launches and the path's peak is the
-# first split level's rings, ~4 GiB in all, for 0.04-0.1 s (docs/benchmarks.md)
+# pair's 1,024 leaves need 4.74 GiB in one launch: capped, they take 3 launches (0.04-0.1 s more), and with the
+# levels' rings capped too (SPLIT_RINGS) the path's peak is the leaves', 3.1 GiB (docs/benchmarks.md)
 LEAF_WORKSPACE = 2 << 30
 # the Hirschberg levels' rings: one launch's at most (bytes; None: gpu_long's own cap, a quarter of the free
 # memory). Uncapped, the real E. coli pair's first level took 3.88 GiB, the path's peak (docs/benchmarks.md)

@@ -36,10 +36,11 @@
 //     deal    int     0: each warp takes its next strip from ticket (any number of warps, resident or not); or
 //                     the GPU's SMs: strip s goes to warp s mod W of the launch's W, numbered so that consecutive
 //                     strips fall on consecutive blocks (one an SM while there are more SMs than blocks, as the
-//                     hardware deals a launch's blocks), then on each block's warps (one a scheduler), then on the
-//                     SMs' next blocks: the few strips in flight of a narrow band are spread over the schedulers
-//                     instead of piling onto some (a chain of strips runs at its slowest strip's pace). Every block
-//                     must be resident at once (a strip waits on the warp before it); ticket then counts strips.
+//                     hardware usually places a launch's blocks), then on each block's warps (one a scheduler),
+//                     then on the SMs' next blocks: the few strips in flight of a narrow band are spread over the
+//                     schedulers instead of piling onto some (a chain of strips runs at its slowest strip's pace).
+//                     Every block must be resident at once (a strip waits on the warp before it); ticket then
+//                     counts strips.
 //     Launch: any number of warps (blocks of a multiple of 32 threads), dynamic shared memory
 //     (sigma + 1) * 128 bytes per warp.
 //
@@ -78,6 +79,8 @@
 // it). Warps of the launch that are not resident hold no strip. The host keeps R * w >= 4 * words with w = the
 // warps of one block per SM (resident once the launch runs alone: the other half's launch ends without
 // it): ring memory ~ warps * R * 8 bytes, not warps * band / 2 (4.98 GB for 48 Mbp at 8.4% on an H200).
+// Dealt strips (deal > 0): a warp takes strip s once its strip s - W (W = the warps launched) is done, so the
+// same holds with every warp launched counted as resident, which all must be.
 #include "common.cuh"
 
 #define FULL_MASK 0xffffffffu

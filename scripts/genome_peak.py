@@ -3,7 +3,8 @@
 (genome_path.gpu_path, as `gpualign genome A B -o out.paf` runs it) with the CuPy pool's size read, then its
 cached blocks released, after the anchored bound, after the distance (the first pass), after each Hirschberg
 level's splits and after the leaves; for each ring cap given (gpu_long.BP_RING_BYTES and genome_path.SPLIT_RINGS:
-'none' = a quarter of the free memory; else GiB), --repeats runs (the first on a fresh machine compiles the kernels).
+'default' = as shipped, 'none' = a quarter of the free memory, else GiB), --repeats runs (the first on a fresh
+machine compiles the kernels).
 
   python scripts/genome_peak.py W3110.fa.gz EC590.fa.gz --caps none,4,2,1
   python scripts/genome_peak.py W3110.fa.gz EC590.fa.gz --caps none --leaf-caps none,4,3,2,1 --repeats 3
@@ -29,7 +30,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("query")
     ap.add_argument("target")
-    ap.add_argument("--caps", default="none", help="ring caps, comma-separated: none or GiB (e.g. none,4,2,1)")
+    ap.add_argument("--caps", default="default", help="ring caps, comma-separated: default (as shipped), none or "
+                    "GiB (e.g. default,none,4,2,1)")
     ap.add_argument("--leaf-caps", default="", help="then, per ring cap, leaf workspace caps (genome_path."
                     "LEAF_WORKSPACE): none or GiB, the pool's peak polled over whole runs (no release)")
     ap.add_argument("--repeats", type=int, default=2)
@@ -70,8 +72,9 @@ def main() -> None:
 
     plan = kernel_options(q, t)
     for cap in a.caps.split(","):
-        gpu_long.BP_RING_BYTES = None if cap == "none" else int(float(cap) * 2**30)
-        genome_path.SPLIT_RINGS = gpu_long.BP_RING_BYTES  # the levels' own cap too
+        if cap != "default":
+            gpu_long.BP_RING_BYTES = None if cap == "none" else int(float(cap) * 2**30)
+            genome_path.SPLIT_RINGS = gpu_long.BP_RING_BYTES  # the levels' own cap too
         hirschberg.align_path = marked  # (genome_path looks it up at each call)
         for run in range(a.repeats):
             marks.clear()

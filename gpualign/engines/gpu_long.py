@@ -155,10 +155,9 @@ BP_WARPS_PER_SM = 20  # strips in flight per SM at most (the best of 6..20 tried
 BP_SPLIT_MIN = 1 << 16  # targets at least this long run as two halves at once, met in the middle
 BP_RING_BYTES = None  # a cap on one launch's ring memory (fewer warps on wide bands); None: a quarter of free
 BP_RING_MIN = 1024  # bp_long's rings: at least this many words (16 columns each) per strip in flight
-# bp_long's strips dealt to resident warps spread over the SMs, not taken from a ticket (kernel argument deal):
-# 7% faster on 48 Mbp at 8.4%. A dealt launch needs all its blocks placed at once: one dealt run at a time per
-# device in this process (dealing), none under MPS (_mps). Off until the GPU tests have run with those guards
-# (docs/notes/pruned-band.md)
+# bp_long's strips dealt to resident warps spread over the SMs, not taken from a ticket (kernel argument deal).
+# A dealt launch needs all its blocks placed at once: one dealt pass at a time per device in this process
+# (dealing), none under MPS (_mps). Off until the GPU tests have run with those guards (docs/notes/pruned-band.md)
 BP_DEAL = False
 _DEALT: dict = {}  # device id -> the lock of its dealt runs
 _DEALT_GUARD = threading.Lock()
@@ -259,23 +258,24 @@ def dealing(devices):
             lock.release()
 
 
-def _resident_warps(kern) -> int:
-    """bp_long's warps an SM holds at once (its registers' limit, in blocks of BP_WARPS_PER_BLOCK), or 0 when the
-    kernel does not say (the tests' emulation)."""
-    import cupy
+def _resident_warps(kern, sigma: int) -> int:
+    """bp_long's warps an SM holds at once in blocks of BP_WARPS_PER_BLOCK (the driver's occupancy for its
+    registers and shared memory), at most BP_WARPS_PER_SM; 0 where the driver cannot say (the tests' emulation)."""
+    threads = 32 * BP_WARPS_PER_BLOCK
+    try:
+        from cupy.cuda import driver
 
-    regs = getattr(kern, "num_regs", 0)
-    if not regs:
+        blocks = driver.occupancyMaxActiveBlocksPerMultiprocessor(kern.kernel.ptr, threads,
+                                                                   BP_WARPS_PER_BLOCK * (sigma + 1) * 32 * 4)
+    except (AttributeError, ImportError, RuntimeError):
         return 0
-    per_block = -(-regs * 32 // 256) * 256 * BP_WARPS_PER_BLOCK  # registers are given to a warp in 256s
-    return BP_WARPS_PER_BLOCK * min(cupy.cuda.Device().attributes["MaxRegistersPerMultiprocessor"] // per_block,
-                                    BP_WARPS_PER_SM // BP_WARPS_PER_BLOCK)
+    return BP_WARPS_PER_BLOCK * min(blocks, BP_WARPS_PER_SM // BP_WARPS_PER_BLOCK)
 
 
-def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream, deal: bool = False):
+def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream, deal: int = 0):
     """One run of the kernel on stream: D[n][m] (into the returned ctl[1]) or, with col_out, the last
-    column; deal: its strips dealt to resident warps (the caller holds dealing()). Returns what must stay alive
-    until the stream is done."""
+    column. deal: 0, or the launches that share the device at once (the caller holds dealing()): its strips
+    dealt to warps that all fit beside them. Returns what must stay alive until the stream is done."""
     import cupy
 
     n, m = len(qc), len(tc)
@@ -287,9 +287,11 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream, deal: bool
     # one block per SM is resident once the launch runs alone (the other half's launch, MPS neighbours
     # and more warps than fit wait for it): rings are sized for those warps, not for all launched
     sure, dealt = sms * BP_WARPS_PER_BLOCK, 0
-    resident = _resident_warps(kern)
-    if deal and resident:  # strips dealt: every warp resident (the caller's warps within resident a SM)
-        want = sure = min(want, sms * resident)
+    fit = 0  # dealt: the warps that fit beside the device's other launches, in whole blocks
+    if deal:
+        fit = sms * _resident_warps(kern, sigma) // deal // BP_WARPS_PER_BLOCK * BP_WARPS_PER_BLOCK
+    if fit:
+        want = sure = min(want, fit)
         dealt = sms
     while True:  # the strips' rings: 8 bytes per 16 columns, at most a strip's, per warp
         shift = _ring_shift(full - 4, min(want, sure))
@@ -373,7 +375,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         with on_device(dev):
             kerns.append(load_module("bp_long.cu", ("bp_long", "bp_split_min"), BP_DEFINES))
             streams.append(cupy.cuda.Stream(non_blocking=True))
-            per_sm = (deal and _resident_warps(kerns[-1].get_function("bp_long"))) or BP_WARPS_PER_SM
+            per_sm = (deal and _resident_warps(kerns[-1].get_function("bp_long"), sigma)) or BP_WARPS_PER_SM
             caps.append(cupy.cuda.Device().attributes["MultiProcessorCount"] * per_sm // homes.count(dev))
             cupy.cuda.get_current_stream().synchronize()  # the codes and halves above are ready for the streams
     ids = [cupy.cuda.Device().id if dev is None else dev for dev in homes]
@@ -394,7 +396,8 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
                         with st:
                             col = arrays.full(n + 1, FAR, np.int32)
                             col[:1].set(np.array([len(b)], np.int32))  # D[0][j] = j
-                    runs.append(_bp_launch(mod.get_function("bp_long"), a, b, sigma, klo, khi, w, col, st, deal))
+                    runs.append(_bp_launch(mod.get_function("bp_long"), a, b, sigma, klo, khi, w, col, st,
+                                           homes.count(dev) if deal else 0))
                     cols.append(col)
             _watch(streams, [r[0][:1] for r in runs], progress, poll, t0,
                    _strips_report([r[2] for r in runs], info), homes)
