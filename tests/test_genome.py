@@ -197,7 +197,9 @@ def test_gpu_bp_pruned_band(n, rate, split, deal, monkeypatch):
     from gpualign.engines import gpu_long
 
     monkeypatch.setattr(gpu_long, "BP_DEAL", deal)
-
+    if deal:  # (the driver tells the kernel's residency, else nothing would be dealt)
+        kern = gpu_long.load_module("bp_long.cu", ("bp_long", "bp_split_min"), gpu_long.BP_DEFINES)
+        assert gpu_long._resident_warps(kern.get_function("bp_long"), 4) >= gpu_long.BP_WARPS_PER_BLOCK
     q = rand(n, 91)
     t = mutate(q, rate, 92)
     want = edit(q, t)
