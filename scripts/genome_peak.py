@@ -71,7 +71,9 @@ def main() -> None:
         return align_path(q, t, pieces, split, marked_leaves, level)
 
     plan = kernel_options(q, t)
+    shipped = gpu_long.BP_RING_BYTES, genome_path.SPLIT_RINGS
     for cap in a.caps.split(","):
+        gpu_long.BP_RING_BYTES, genome_path.SPLIT_RINGS = shipped
         if cap != "default":
             gpu_long.BP_RING_BYTES = None if cap == "none" else int(float(cap) * 2**30)
             genome_path.SPLIT_RINGS = gpu_long.BP_RING_BYTES  # the levels' own cap too

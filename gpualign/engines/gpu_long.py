@@ -274,8 +274,9 @@ def _resident_warps(kern, sigma: int) -> int:
 
 def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream, deal: int = 0):
     """One run of the kernel on stream: D[n][m] (into the returned ctl[1]) or, with col_out, the last
-    column. deal: 0, or the launches that share the device at once (the caller holds dealing()): its strips
-    dealt to warps that all fit beside them. Returns what must stay alive until the stream is done."""
+    column. deal: 0, or the warps that are sure to be resident beside the device's other launches (whole blocks;
+    the caller holds dealing()): its strips dealt to at most that many. Returns what must stay alive until the
+    stream is done."""
     import cupy
 
     n, m = len(qc), len(tc)
@@ -287,11 +288,8 @@ def _bp_launch(kern, qc, tc, sigma, klo, khi, warps, col_out, stream, deal: int 
     # one block per SM is resident once the launch runs alone (the other half's launch, MPS neighbours
     # and more warps than fit wait for it): rings are sized for those warps, not for all launched
     sure, dealt = sms * BP_WARPS_PER_BLOCK, 0
-    fit = 0  # dealt: the warps that fit beside the device's other launches, in whole blocks
     if deal:
-        fit = sms * _resident_warps(kern, sigma) // deal // BP_WARPS_PER_BLOCK * BP_WARPS_PER_BLOCK
-    if fit:
-        want = sure = min(want, fit)
+        want = sure = min(want, deal)
         dealt = sms
     while True:  # the strips' rings: 8 bytes per 16 columns, at most a strip's, per warp
         shift = _ring_shift(full - 4, min(want, sure))
@@ -369,14 +367,18 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         with on_device(homes[1]):  # the backward half's strings on its device (the same codes)
             bq, bt = (qc, tc[m1:]) if homes[1] is None else symbol_codes(q, t[m1:], made)[:2]
             halves.append((arrays.reverse(bq), arrays.reverse(bt)))
-    kerns, streams, caps = [], [], []  # caps: a launch's warps at most (its device's share)
+    # caps: a launch's warps at most (its device's share); fits: dealt, the warps sure to be resident beside the
+    # device's other launch in whole blocks (0: strips taken from the ticket)
+    kerns, streams, caps, fits = [], [], [], []
     deal = BP_DEAL and not _mps()
     for dev in homes:
         with on_device(dev):
             kerns.append(load_module("bp_long.cu", ("bp_long", "bp_split_min"), BP_DEFINES))
             streams.append(cupy.cuda.Stream(non_blocking=True))
-            per_sm = (deal and _resident_warps(kerns[-1].get_function("bp_long"), sigma)) or BP_WARPS_PER_SM
-            caps.append(cupy.cuda.Device().attributes["MultiProcessorCount"] * per_sm // homes.count(dev))
+            sms, share = cupy.cuda.Device().attributes["MultiProcessorCount"], homes.count(dev)
+            resident = _resident_warps(kerns[-1].get_function("bp_long"), sigma) if deal else 0
+            fits.append(sms * resident // share // BP_WARPS_PER_BLOCK * BP_WARPS_PER_BLOCK)
+            caps.append(fits[-1] or sms * BP_WARPS_PER_SM // share)
             cupy.cuda.get_current_stream().synchronize()  # the codes and halves above are ready for the streams
     ids = [cupy.cuda.Device().id if dev is None else dev for dev in homes]
     cells, passes = 0, 0
@@ -384,9 +386,9 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
         klo, khi = band(n, m, u)  # the same diagonals in both halves' own coordinates
         width = khi - klo + 1
         info = dict(band=width, band_pass=passes + 1, halves=len(streams))
-        with dealing(ids) if deal else contextlib.nullcontext():  # (a dealt launch assumes the SMs)
+        with dealing(ids) if any(fits) else contextlib.nullcontext():  # (a dealt launch assumes the SMs)
             cols, runs = [], []
-            for (a, b), st, dev, mod, cap in zip(halves, streams, homes, kerns, caps):
+            for (a, b), st, dev, mod, cap, fit in zip(halves, streams, homes, kerns, caps, fits):
                 # strips in flight: a strip starts ~STRIP_ROWS columns after the one above and runs
                 # STRIP_ROWS + width columns; more warps than that would only wait
                 w = warps or min((STRIP_ROWS + width) // STRIP_ROWS + 2, cap)
@@ -396,8 +398,7 @@ def bp_distance(q: np.ndarray, t: np.ndarray, upper: int | None = None, guess: i
                         with st:
                             col = arrays.full(n + 1, FAR, np.int32)
                             col[:1].set(np.array([len(b)], np.int32))  # D[0][j] = j
-                    runs.append(_bp_launch(mod.get_function("bp_long"), a, b, sigma, klo, khi, w, col, st,
-                                           homes.count(dev) if deal else 0))
+                    runs.append(_bp_launch(mod.get_function("bp_long"), a, b, sigma, klo, khi, w, col, st, fit))
                     cols.append(col)
             _watch(streams, [r[0][:1] for r in runs], progress, poll, t0,
                    _strips_report([r[2] for r in runs], info), homes)
