@@ -317,6 +317,7 @@ def test_fast_path_and_strict_parser_agree(tmp_path, monkeypatch, seed):
     want = [(n, s.encode(), q) for n, _, s, q in recs]
     monkeypatch.setattr(fastx_fast, "_BLOCK", rnd.choice([16, 100, 1 << 23]))
     monkeypatch.setattr("gpualign.io.fastx_strict.MANY", rnd.choice([1, 3, 64]))  # FASTA records at once from
+    monkeypatch.setattr("gpualign.io.fastx_strict.BLOCK", rnd.choice([3, 16, 100, 1 << 23]))  # (lines cut)
     for fast in (True, False):
         got = [r for names, seqs, quals in fastx.record_chunks(str(path), chunk=5, fast=fast)
                for r in zip(names, seqs, quals)]
@@ -342,6 +343,31 @@ def test_genome_scale_multiline_record(tmp_path):
     path = tmp_path / "g.fa"
     path.write_text(">chr\n" + "\n".join(seq[i:i + 60] for i in range(0, len(seq), 60)) + "\n")
     assert list(fastx.records(str(path), chunk=1, fast=False)) == [("chr", seq.encode(), None)]
+
+
+@pytest.mark.parametrize("block", range(1, 24))
+def test_lines_longer_than_a_block(tmp_path, monkeypatch, block):
+    """The strict parser takes a line longer than the bytes buffered (unwrapped FASTA: a chromosome on one
+    line) in parts, cut at every offset here: the same records, CR LF ends whose CR and LF fall in different
+    blocks read as line ends, and a byte refused inside a line named as such ('>' and '@' there start no
+    record), a line starting with '@' or a lone CR at the end as before."""
+    monkeypatch.setattr("gpualign.io.fastx_strict.BLOCK", block)
+    monkeypatch.setattr("gpualign.io.fastx_strict.MANY", 1 << 20)  # (records one at a time)
+    path = tmp_path / "u.fa"
+    good = {b">r1 x\nACGTACGTACGTAACCGGTT\n>r2\nAC\n": [("r1", b"ACGTACGTACGTAACCGGTT"), ("r2", b"AC")],
+            b">r1\r\nACGTACGTACGTAACCGGTT\r\nGG\r\n>r2\r\nAC": [("r1", b"ACGTACGTACGTAACCGGTTGG"), ("r2", b"AC")]}
+    for data, want in good.items():
+        path.write_bytes(data)
+        assert [(n, s) for n, s, _ in fastx.records(str(path), chunk=1, fast=False)] == want, data
+    bad = {b">r1\nACGTACGTAC>GTAACCGGTT\n>r2\nAC\n": r"record 1 \(line 2\): invalid sequence character '>'",
+           b">r1\nACGTACGTACGTAACCGG@T\n": r"record 1 \(line 2\): invalid sequence character '@'",
+           b">r1\nACGTACGTACGTAACCGGTT\n@GT\n": r"record 1 \(line 3\): a line starts with '@' inside a FASTA",
+           b">r1\nACGTACGTACGTAACCGGTT\r": r"record 1 \(line 2\): invalid sequence character byte 0x0d",
+           b">r1\nACGTACGTACG\rTAACCGGTT\n": r"record 1 \(line 2\): invalid sequence character byte 0x0d"}
+    for data, error in bad.items():
+        path.write_bytes(data)
+        with pytest.raises(InputError, match=error):
+            list(fastx.records(str(path), chunk=1, fast=False))
 
 
 @pytest.mark.parametrize("layout", ["unique", "same length again", "other length, other chunk",
