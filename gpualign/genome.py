@@ -49,10 +49,10 @@ class GenomeResult:
                 f"{self.seconds:.3f}\t{cups:.4g}\t{cps}\t{self.engine}\n")
 
 
-def _pick(path: str, name: str | None):
+def _pick(path: str, name: str | None, held: tuple | None = None):
     """All records of path in order, or the one named (a missing name is an error); a malformed record's
-    error (the reader's) names its number in the file."""
-    for rec in fastx.records(path, chunk=1, fast=False):
+    error (the reader's) names its number in the file. held: path's only record, read already (record_names)."""
+    for rec in [held] if held is not None else fastx.records(path, chunk=1, fast=False):
         if name is None or rec[0] == name:
             yield rec
             if name is not None:
@@ -70,15 +70,23 @@ def _more_records(longer: str, shorter: str, common: int) -> InputError:
     return InputError(f"{longer} has more records than {shorter} ({shorter} ends after {common})")
 
 
-def record_names(path: str) -> list[str] | None:
+def record_names(path: str) -> tuple[list[str] | None, tuple | None]:
     """The names of path's records, in order: from its .fai where that lists every record the file holds
     (faidx.listed_names), else from a first pass by the strict reader (one record in memory at a time: ~15 ms
     per E. coli genome, gzip; 0.2 s for 48 Mbp of plain FASTA on a 2-core machine), which also finds a
-    malformed record before anything is written; None for stdin or a pipe (read once: checked as it is read)."""
+    malformed record before anything is written; None for stdin or a pipe (read once: checked as it is read).
+    With them, the file's record as the reader gives it where the first pass read a file of one record (not
+    read again: a chromosome's file), else None."""
     if fastx.streamed(path):
-        return None
+        return None, None
     names = faidx.listed_names(path)
-    return names if names is not None else [rec[0] for rec in fastx.records(path, chunk=1, fast=False)]
+    if names is not None:
+        return names, None
+    names, only = [], None
+    for rec in fastx.records(path, chunk=1, fast=False):
+        names.append(rec[0])
+        only = rec if len(names) == 1 else None
+    return names, only
 
 
 def _once(path: str, names: list | None, name: str) -> None:
@@ -94,9 +102,11 @@ def select_records(path_a: str, path_b: str, qname: str | None, tname: str | Non
     written: neither named, (None, None): record i with record i, the counts equal; both named, those;
     one named, that record with the other file's record of the same name, else with its only record,
     else an error. Names on stdin or a pipe are checked as it is read. Also returns the number of record
-    pairs (None when not known before reading: stdin or a pipe), and the query records' names with their
-    record numbers (None when not known: stdin or a pipe)."""
-    names_a, names_b = record_names(path_a), record_names(path_b)
+    pairs (None when not known before reading: stdin or a pipe), the query records' names with their
+    record numbers (None when not known: stdin or a pipe), and the files' records read already (record_names:
+    path -> its only record, for _pairs)."""
+    (names_a, only_a), (names_b, only_b) = record_names(path_a), record_names(path_b)
+    held = {path: rec for path, rec in ((path_a, only_a), (path_b, only_b)) if rec is not None}
     for path, names, name in ((path_a, names_a, qname), (path_b, names_b, tname)):
         if name is not None and names is not None and name not in names:
             raise _no_record(path, name)
@@ -106,11 +116,11 @@ def select_records(path_a: str, path_b: str, qname: str | None, tname: str | Non
             raise _more_records(longer, shorter, min(len(names_a), len(names_b)))
         known = names_a if names_a is not None else names_b
         queries = None if names_a is None else (names_a, list(range(1, len(names_a) + 1)))
-        return None, None, (len(known) if known is not None else None), queries
+        return None, None, (len(known) if known is not None else None), queries, held
     if qname is not None and tname is not None:
         _once(path_a, names_a, qname)
         _once(path_b, names_b, tname)
-        return qname, tname, 1, _named(names_a, qname)
+        return qname, tname, 1, _named(names_a, qname), held
     name, given, other, names, option = ((qname, "--query-record", path_b, names_b, "--target-record")
                                          if tname is None else
                                          (tname, "--target-record", path_a, names_a, "--query-record"))
@@ -127,7 +137,7 @@ def select_records(path_a: str, path_b: str, qname: str | None, tname: str | Non
     pair = (name, partner) if tname is None else (partner, name)
     _once(path_a, names_a, pair[0])
     _once(path_b, names_b, pair[1])
-    return pair + (1, _named(names_a, pair[0]))
+    return pair + (1, _named(names_a, pair[0]), held)
 
 
 def _named(names: list | None, name: str) -> tuple | None:
@@ -135,10 +145,12 @@ def _named(names: list | None, name: str) -> tuple | None:
     return None if names is None else ([name], [names.index(name) + 1])
 
 
-def _pairs(path_a, path_b, qname, tname, quals=None):
+def _pairs(path_a, path_b, qname, tname, quals=None, held=None):
     """(query name, target name, query codes, target codes) per record pair, in order; quals (a deque): each
-    query's FASTQ quality (None for FASTA) appended as its pair is read, for SAM/BAM's QUAL."""
-    ra, rb = _pick(path_a, qname), _pick(path_b, tname)
+    query's FASTQ quality (None for FASTA) appended as its pair is read, for SAM/BAM's QUAL; held: select_records'
+    records read already (given out, not read again)."""
+    held = held or {}
+    ra, rb = _pick(path_a, qname, held.get(path_a)), _pick(path_b, tname, held.get(path_b))
     pairs = 0
     while True:
         a, b = next(ra, None), next(rb, None)
@@ -227,7 +239,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     elif fmt is None and named_format(out) not in (None, "tsv"):  # (TSV named .bam: not what its name says)
         raise ConfigError(f"{out}: gpualign genome --distance-only writes TSV only: name the output otherwise "
                           "(.tsv, .txt), or give -f tsv")
-    qname, tname, count, queries = select_records(path_a, path_b, qname, tname)
+    qname, tname, count, queries, held = select_records(path_a, path_b, qname, tname)
     targets = _sam_targets(fmt if with_path else None, path_b, tname)
     if with_path and fmt in ("sam", "bam") and queries is not None:  # (before hours of aligning; else the writer's)
         from .output.sam import refuse_qnames
@@ -280,7 +292,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             pending.clear()
 
         for qn, tn, q0, t0, (d, ops, cells, engine, code, seconds) in _computed(
-                _pairs(path_a, path_b, qname, tname, quals), cfg, gpu, prune, cpu_method, progress, on_notice,
+                _pairs(path_a, path_b, qname, tname, quals, held), cfg, gpu, prune, cpu_method, progress, on_notice,
                 remote, count):
             res = GenomeResult(qn, tn, len(q0), len(t0), d, seconds, cells, engine)
             qual = quals.popleft()

@@ -185,7 +185,7 @@ def test_record_names_not_from_a_fai(files, tmp_path):
 
     fai = files["dir"] / "b.fa.fai"
     fai.write_text("y\t1\t0\t1\t2\nonly_in_fai\t1\t0\t1\t2\n")
-    assert record_names(files["b"]) == ["y", "z"]
+    assert record_names(files["b"]) == (["y", "z"], None)
     e = write_fa(tmp_path / "e.fa", [("a", X), ("b", b""), ("c", Y)])
     two = write_fa(tmp_path / "two.fa", [("x", X), ("y", Y)])
     pysam.faidx(e)
@@ -220,13 +220,13 @@ def test_record_names_from_a_fai_that_lists_every_record(tmp_path, monkeypatch):
     monkeypatch.setattr(genome.fastx, "records", lambda *a, **k: first_pass.append(a[0]) or records(*a, **k))
     for name in good:
         want = ["a", "b"] if name == "full.fa" else ["a", "b", "c"]
-        assert genome.record_names(str(tmp_path / name)) == want and not first_pass, name
+        assert genome.record_names(str(tmp_path / name)) == (want, None) and not first_pass, name
     for name, want in (("empty.fa", ["a", "e", "c"]), ("dup.fa", ["a", "a", "c"]), ("blank.fa", ["a", "c"])):
-        assert genome.record_names(str(tmp_path / name)) == want and first_pass[-1] == str(tmp_path / name)
+        assert genome.record_names(str(tmp_path / name))[0] == want and first_pass[-1] == str(tmp_path / name)
     other = tmp_path / "other.fa"  # (the same count of records; lf.fa's .fai copied beside it, newer)
     other.write_bytes(b">x\nACGTACGTAC\nGT\n>y\nAAAAAAAAAA\n>z\nC\n")
     (tmp_path / "other.fa.fai").write_bytes((tmp_path / "lf.fa.fai").read_bytes())
-    assert genome.record_names(str(other)) == ["x", "y", "z"] and first_pass[-1] == str(other)
+    assert genome.record_names(str(other))[0] == ["x", "y", "z"] and first_pass[-1] == str(other)
     cr = tmp_path / "cr.fa"  # (a CR inside a header line: the reader's error, not the .fai's name)
     cr.write_bytes(b">a\rb\nACGT\n>c\nGG\n")
     (tmp_path / "cr.fa.fai").write_bytes(b"a\t4\t5\t4\t5\nc\t2\t13\t2\t3\n")
@@ -235,7 +235,30 @@ def test_record_names_from_a_fai_that_lists_every_record(tmp_path, monkeypatch):
     gz = tmp_path / "z.fa.gz"
     gz.write_bytes(gzip.compress(body))
     (tmp_path / "z.fa.gz.fai").write_bytes((tmp_path / "lf.fa.fai").read_bytes())
-    assert genome.record_names(str(gz)) == ["a", "b", "c"] and first_pass[-1] == str(gz)
+    assert genome.record_names(str(gz))[0] == ["a", "b", "c"] and first_pass[-1] == str(gz)
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_one_record_files_read_once(files, tmp_path, monkeypatch, named):
+    """A file of one record (a chromosome's) is read once: the first pass that checks it and finds its name
+    gives its record to the run; a file of several is read again. The same rows either way."""
+    from gpualign import genome
+    from gpualign.config import AlignConfig
+
+    one = write_fa(tmp_path / "y.fa", [("y", Y)])
+    query, names = (files["a"], ("x", "y")) if named else (files["one"], ())
+    rc, out, err = run([query, one, *CPU] + (["--query-record", "x", "--target-record", "y"] if named else []))
+    assert rc == 0, err
+    reads = []
+    real = genome.fastx.records
+    monkeypatch.setattr(genome.fastx, "records", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    assert genome.record_names(one) == (["y"], ("y", Y, None))
+    assert genome.record_names(files["a"]) == (["x", "y"], None)
+    reads.clear()
+    cfg = AlignConfig(metric="edit", device="cpu", distance_only=True, threads=1)
+    got = genome.run_genome(query, one, str(tmp_path / "o.tsv"), cfg, *names)
+    assert sorted(reads) == sorted([query, one] + ([query] if named else [])), reads
+    assert [[r.query, r.target, str(r.distance)] for r in got] == [w[:2] + [w[4]] for w in rows(out)]
 
 
 @pytest.mark.parametrize("option", ["--query-record", "--target-record"])
