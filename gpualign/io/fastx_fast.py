@@ -149,12 +149,17 @@ def simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: byt
             return NotSimple(done, base, done * (step or 2) + 1, pending)
 
         while True:
-            pending = carry
+            parts = [carry]
             try:
-                block = fh.read(_BLOCK)
+                while True:  # blocks without a line end (a line longer than a block: unwrapped FASTA) joined
+                    block = fh.read(_BLOCK)  # once its end has come (each added to the carry: quadratic)
+                    parts.append(block)
+                    if not block or b"\n" in block:
+                        break
             except READ_ERRORS:
+                pending = b"".join(parts)  # (what stop() hands over)
                 raise stop() from None  # the strict parser reports the damage with the record number
-            data = pending = carry + block
+            data = pending = b"".join(parts)
             if b"\r" in data:
                 raise stop()
             lines = data.split(b"\n")
