@@ -157,8 +157,8 @@ BP_RING_BYTES = None  # a cap on one launch's ring memory (fewer warps on wide b
 BP_RING_MIN = 1024  # bp_long's rings: at least this many words (16 columns each) per strip in flight
 # bp_long's strips dealt to resident warps spread over the SMs, not taken from a ticket (kernel argument deal).
 # A dealt launch needs all its blocks placed at once: one dealt pass at a time per device in this process
-# (dealing), none under MPS (_mps). Off until the GPU tests have run with those guards (docs/notes/pruned-band.md)
-BP_DEAL = False
+# (dealing), none under MPS (_mps) (docs/notes/pruned-band.md)
+BP_DEAL = True
 _DEALT: dict = {}  # device id -> the lock of its dealt runs
 _DEALT_GUARD = threading.Lock()
 FAR = np.iinfo(np.int32).max  # a last column's rows that no strip wrote (out of the band, or pruned): any sum
