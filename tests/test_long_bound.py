@@ -58,6 +58,18 @@ def test_bound_is_an_upper_bound(case):
         assert r["bound"] <= 1.02 * d and r["anchors"] > 100
 
 
+@pytest.mark.parametrize("case", ["1pct", "10pct", "n_runs"])
+def test_gaps_gathered_or_in_place_alike(case, monkeypatch):
+    """The gaps sent to the aligner gathered, or in place in the two strings: the same bound and gap costs."""
+    q, t = (u8(s) for s in CASES[case]())
+    got = []
+    for share in (0.0, 2.0):
+        monkeypatch.setattr(LB, "GATHER_BELOW", share)
+        got.append(LB.upper_bound(q, t, [CpuEngine(2)], CFG))
+    assert got[0]["bound"] == got[1]["bound"] and got[0]["aligned"] == got[1]["aligned"] > 0
+    assert all(np.array_equal(a, b) for a, b in zip(got[0]["path"], got[1]["path"]))
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_anchors_are_colinear_exact_matches(case):
     q, t = CASES[case]()
