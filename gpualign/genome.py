@@ -149,8 +149,9 @@ def _pairs(path_a, path_b, qname, tname, quals=None, held=None):
     """(query name, target name, query codes, target codes) per record pair, in order; quals (a deque): each
     query's FASTQ quality (None for FASTA) appended as its pair is read, for SAM/BAM's QUAL; held: select_records'
     records read already (given out, not read again)."""
-    held = held or {}
-    ra, rb = _pick(path_a, qname, held.get(path_a)), _pick(path_b, tname, held.get(path_b))
+    held = held if held is not None else {}
+    a = held.pop(path_a, None)  # (given out, not kept: the pair's bases are held by the run only)
+    ra, rb = _pick(path_a, qname, a), _pick(path_b, tname, held.pop(path_b, a if path_b == path_a else None))
     pairs = 0
     while True:
         a, b = next(ra, None), next(rb, None)

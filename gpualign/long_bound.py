@@ -29,7 +29,7 @@ from .pack import CODE2
 K = 16
 SAMPLE_BITS = 3  # keep 1/8 of k-mer positions (by content hash, so both strings keep the same k-mers)
 GATHER_BELOW = 0.5  # gaps holding less than this share of the bases are gathered for the aligner, else sent in
-# place in the two strings (48 Mbp at 8.4%: 84% of the bases in gaps, gathered in ~4x the time of one copy)
+# place in the two strings (48 Mbp at 8.4%: 84% of the bases in gaps, gathered in ~40x the time of one copy)
 MAX_GAP = 4096  # gaps longer than this are not aligned (cost max(len_q, len_t))
 _HASH = np.uint32(0x9E3779B1)
 

@@ -259,6 +259,9 @@ def test_one_record_files_read_once(files, tmp_path, monkeypatch, named):
     got = genome.run_genome(query, one, str(tmp_path / "o.tsv"), cfg, *names)
     assert sorted(reads) == sorted([query, one] + ([query] if named else [])), reads
     assert [[r.query, r.target, str(r.distance)] for r in got] == [w[:2] + [w[4]] for w in rows(out)]
+    reads.clear()  # (one file as both: its first passes give the record to both sides)
+    got = genome.run_genome(one, one, str(tmp_path / "o.tsv"), cfg)
+    assert reads == [one, one] and [(r.query, r.target, r.distance) for r in got] == [("y", "y", 0)]
 
 
 @pytest.mark.parametrize("option", ["--query-record", "--target-record"])

@@ -350,7 +350,8 @@ def test_lines_longer_than_a_block(tmp_path, monkeypatch, block):
     """The strict parser takes a line longer than the bytes buffered (unwrapped FASTA: a chromosome on one
     line) in parts, cut at every offset here: the same records, CR LF ends whose CR and LF fall in different
     blocks read as line ends, and a byte refused inside a line named as such ('>' and '@' there start no
-    record), a line starting with '@' or a lone CR at the end as before."""
+    record; before a lone CR earlier in the line, as when the line is read whole), a line starting with '@'
+    or a lone CR at the end as before."""
     monkeypatch.setattr("gpualign.io.fastx_strict.BLOCK", block)
     monkeypatch.setattr("gpualign.io.fastx_strict.MANY", 1 << 20)  # (records one at a time)
     path = tmp_path / "u.fa"
@@ -363,7 +364,9 @@ def test_lines_longer_than_a_block(tmp_path, monkeypatch, block):
            b">r1\nACGTACGTACGTAACCGG@T\n": r"record 1 \(line 2\): invalid sequence character '@'",
            b">r1\nACGTACGTACGTAACCGGTT\n@GT\n": r"record 1 \(line 3\): a line starts with '@' inside a FASTA",
            b">r1\nACGTACGTACGTAACCGGTT\r": r"record 1 \(line 2\): invalid sequence character byte 0x0d",
-           b">r1\nACGTACGTACG\rTAACCGGTT\n": r"record 1 \(line 2\): invalid sequence character byte 0x0d"}
+           b">r1\nACGTACGTACG\rTAACCGGTT\n": r"record 1 \(line 2\): invalid sequence character byte 0x0d",
+           b">r1\nACG\rTACGTACGTAACCGG!T\n": r"record 1 \(line 2\): invalid sequence character '!'",
+           b">r1\nACG\rTACGTACG\rTAACC>GGT\n>r2\nA\n": r"record 1 \(line 2\): invalid sequence character '>'"}
     for data, error in bad.items():
         path.write_bytes(data)
         with pytest.raises(InputError, match=error):

@@ -152,7 +152,7 @@ def simple_chunks(path: str, chunk: int, data: bytes | None = None, symbols: byt
             parts = [carry]
             try:
                 while True:  # blocks without a line end (a line longer than a block: unwrapped FASTA) joined
-                    block = fh.read(_BLOCK)  # once its end has come (each added to the carry: quadratic)
+                    block = fh.read(_BLOCK)  # once the line has ended, in one copy
                     parts.append(block)
                     if not block or b"\n" in block:
                         break

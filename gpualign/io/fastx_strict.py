@@ -173,7 +173,7 @@ class _Input:
         return line[:-1] if line.endswith(b"\r") else line
 
     def take(self, n: int) -> bytes:
-        """The next n bytes (whole lines), counting their lines."""
+        """The next n bytes, counting their lines."""
         data = self.buf[self.pos:self.pos + n]
         self.pos += n
         self.line += data.count(b"\n")
@@ -245,17 +245,23 @@ class _Parser:
         except UnicodeDecodeError:
             raise self.error("the record's name is not UTF-8 text", line) from None
 
-    def _sequence(self, data: bytes, line: int, fastq: bool, within: bool = False) -> bytes:
-        """data: whole sequence lines starting at `line` (within: data starts inside a line, the rest of
-        whose first part was read before), checked; their letters (one translate: line ends dropped, a byte
-        not allowed made 0)."""
+    def _sequence(self, data: bytes, line: int, fastq: bool, within: bool = False, lone_cr: list | None = None):
+        """data: whole sequence lines starting at `line`, or a part of them (within: data starts inside a line,
+        the rest of whose first part was read before), checked; their letters (one translate: line ends
+        dropped, a byte not allowed made 0). A byte not allowed is refused before a lone CR; lone_cr (a list):
+        a lone CR's refusal is put there (_refuse's arguments, the first only), not raised, so that a byte
+        not allowed in the rest of the lines is refused first, as in whole lines."""
         out = data.translate(self.keep, _CRLF)
         if out.find(0) >= 0:
             at = _bad_at(data, self.ok_table)
             self._refuse(data, at, line + data.count(b"\n", 0, at), fastq, within)
         if b"\r" in data and data.count(b"\r") != data.count(_CRLF):
             at = next(i for i in range(len(data)) if data[i] == 13 and data[i + 1:i + 2] != b"\n")
-            self._refuse(data, at, line + data.count(b"\n", 0, at), fastq, within)
+            refusal = (data, at, line + data.count(b"\n", 0, at), fastq, within)
+            if lone_cr is None:
+                self._refuse(*refusal)
+            if not lone_cr:
+                lone_cr.append(refusal)
         return out
 
     def _refuse(self, data: bytes, at: int, line: int, fastq: bool, within: bool = False):
@@ -274,15 +280,17 @@ class _Parser:
     def fasta(self) -> tuple[str, bytes]:
         inp = self.inp
         name = self._name(inp.take_line(), inp.line - 1)
-        pieces = []
+        pieces, lone_cr = [], []
         mid_line = False  # the last piece ended inside a line (a '>' next is in that line, not a header)
-        while (c := inp.peek()) != b"" and (mid_line or c != b">"):  # whole lines buffered up to the next
-            end = inp.header_buffered()  # header, checked at once
+        # the whole lines buffered up to the next header are checked at once; a line longer than the bytes
+        # buffered (unwrapped FASTA), in parts: the part buffered, less a CR that may start its line end
+        while (c := inp.peek()) != b"" and (mid_line or c != b">"):
+            end = inp.header_buffered()
             n = end + 1 if end >= 0 else inp.lines_buffered()
             within = mid_line
-            if n == 0:  # a line longer than the bytes buffered (unwrapped FASTA): its part buffered, less a CR
-                n = len(inp.buf) - inp.pos  # that may start its line end (reading the whole line before taking
-                if inp.buf.endswith(b"\r") and not inp.eof:  # it copied the buffer at each block: quadratic)
+            if n == 0:
+                n = len(inp.buf) - inp.pos
+                if inp.buf.endswith(b"\r") and not inp.eof:
                     if n == 1:
                         inp.fill()
                         continue
@@ -290,7 +298,11 @@ class _Parser:
             at = inp.line
             piece = inp.take(n)
             mid_line = not piece.endswith(b"\n")
-            pieces.append(self._sequence(piece, at, False, within))
+            pieces.append(self._sequence(piece, at, False, within, lone_cr if mid_line or lone_cr else None))
+            if lone_cr and not mid_line:  # (a lone CR in a line read in parts: refused once the line has ended)
+                self._refuse(*lone_cr[0])
+        if lone_cr:
+            self._refuse(*lone_cr[0])
         return name, pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     def fasta_many(self) -> tuple[list, list] | None:
