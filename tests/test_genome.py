@@ -313,6 +313,25 @@ def test_gpu_bp_tight_rings(case, deal, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("rate", [0.01, 0.10])
+def test_gpu_bound_gaps_in_place_or_gathered(rate, monkeypatch):
+    """The anchored bound's gaps sent to the GPU aligner in place in the two strings (offsets into them) or
+    gathered: the same bound, gaps aligned and path, at or above edlib's distance."""
+    from gpualign import long_bound
+
+    q = rand(400_000, 31)
+    t = mutate(q, rate, 32)
+    a, b = np.frombuffer(q, np.uint8), np.frombuffer(t, np.uint8)
+    got = []
+    for share in (0.0, 2.0):
+        monkeypatch.setattr(long_bound, "GATHER_BELOW", share)
+        got.append(gpu_bound(a, b, AlignConfig(distance_only=True), detail=True))
+    assert got[0]["bound"] == got[1]["bound"] >= edlib.align(q, t, task="distance")["editDistance"]
+    assert got[0]["aligned"] == got[1]["aligned"] > 100
+    assert all(np.array_equal(x, y) for x, y in zip(got[0]["path"], got[1]["path"]))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("n,rate", [(2_000_000, 0.01), (500_000, 0.10), (200_000, 0.30), (100_000, 0.50)])
 def test_gpu_large(n, rate):
     from gpualign.engines import gpu_long
