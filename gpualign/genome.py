@@ -215,15 +215,31 @@ def _path_records(records, first: int = 0):
     return batch, res
 
 
+def _timed(items, stages: dict, key: str):
+    """items' items, the time spent getting each added to stages[key]."""
+    it = iter(items)
+    while True:
+        start = time.perf_counter()
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        finally:
+            stages[key] = stages.get(key, 0.0) + time.perf_counter() - start
+        yield item
+
+
 def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None, tname=None, on_notice=None,
                progress=None, prune: bool = True, cpu_method: str = "auto", fmt: str | None = None,
-               command_line: str = "gpualign genome", cluster=None, extra: list | None = None) -> list[GenomeResult]:
+               command_line: str = "gpualign genome", cluster=None, extra: list | None = None,
+               stages: dict | None = None) -> list[GenomeResult]:
     """Each record pair's exact edit distance (TSV, with cfg.distance_only) or an optimal alignment
     (PAF/SAM/BAM/TSV with the CIGAR, format from fmt or the output name). Options and inputs (record
     names and counts: select_records) are checked before any notice, and the output's header waits for
     the first pair. cluster: a cluster.ClusterSpec (record pairs on Dask workers, one per worker at a
     time, or on this host's devices: --gpus) or None; extra: a list given the devices' or workers' summary
-    rows. On the CPU, up to cfg.n_threads pairs at once."""
+    rows; stages: a dict given the seconds this thread spent reading the inputs ("read") and writing the
+    output ("write"). On the CPU, up to cfg.n_threads pairs at once."""
     from .output.formats import infer_format, name_notice, named_format
 
     cfg.validate()
@@ -240,8 +256,12 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     elif fmt is None and named_format(out) not in (None, "tsv"):  # (TSV named .bam: not what its name says)
         raise ConfigError(f"{out}: gpualign genome --distance-only writes TSV only: name the output otherwise "
                           "(.tsv, .txt), or give -f tsv")
+    stages = stages if stages is not None else {}
+    stages.update(read=0.0, write=0.0)
+    start = time.perf_counter()
     qname, tname, count, queries, held = select_records(path_a, path_b, qname, tname)
     targets = _sam_targets(fmt if with_path else None, path_b, tname)
+    stages["read"] += time.perf_counter() - start
     if with_path and fmt in ("sam", "bam") and queries is not None:  # (before hours of aligning; else the writer's)
         from .output.sam import refuse_qnames
 
@@ -284,6 +304,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
 
         def write() -> None:
             nonlocal writer
+            start = time.perf_counter()
             if with_path:
                 writer = writer or _path_writer(fmt, output, targets, command_line, fastx.display_name(path_a))
                 writer.write(*_path_records(pending, len(results) - len(pending)))
@@ -291,10 +312,11 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                 output.target.write("".join(pending).encode())
                 output.target.flush()
             pending.clear()
+            stages["write"] += time.perf_counter() - start
 
         for qn, tn, q0, t0, (d, ops, cells, engine, code, seconds) in _computed(
-                _pairs(path_a, path_b, qname, tname, quals, held), cfg, gpu, prune, cpu_method, progress, on_notice,
-                remote, count):
+                _timed(_pairs(path_a, path_b, qname, tname, quals, held), stages, "read"), cfg, gpu, prune,
+                cpu_method, progress, on_notice, remote, count):
             res = GenomeResult(qn, tn, len(q0), len(t0), d, seconds, cells, engine)
             qual = quals.popleft()
             if with_path:
@@ -309,9 +331,11 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                 write()
         if pending:
             write()
+        start = time.perf_counter()
         if writer is not None:
             writer.close()
         output.commit()
+        stages["write"] += time.perf_counter() - start
     except BaseException:
         if writer is not None and hasattr(writer, "abort"):
             writer.abort()
@@ -328,17 +352,20 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     return results
 
 
-def summary(results: list[GenomeResult], seconds: float, extra: list | None = None):
+def summary(results: list[GenomeResult], seconds: float, extra: list | None = None, stages: dict | None = None):
     """The run's summary (stages.Summary's rows): pairs, bases, records written, the engines that ran
-    (route:<engine>), the wall time and the pairs' own compute time (align_seconds); extra: more rows (the
-    devices' or workers': run_genome's)."""
+    (route:<engine>), the wall time, the pairs' own compute time (align_seconds) and, from stages (run_genome's),
+    the time spent reading the inputs and writing the output; extra: more rows (the devices' or workers':
+    run_genome's)."""
     from collections import Counter
 
     from .stages import Summary
 
+    stages = stages or {}
     return Summary(pairs=len(results), bases=sum(r.query_len + r.target_len for r in results),
                    written=len(results), seconds=seconds, counts=dict(Counter(r.engine for r in results)),
-                   stage_seconds={"align": sum(r.seconds for r in results)}, extra=list(extra or []))
+                   stage_seconds={"read": stages.get("read", 0.0), "align": sum(r.seconds for r in results),
+                                  "write": stages.get("write", 0.0)}, extra=list(extra or []))
 
 
 def _computed(pairs, cfg, gpu, prune, cpu_method, progress, on_notice, remote, count=None):

@@ -97,6 +97,7 @@ def test_summary_file_and_threads(files):
         assert summary["key"] == "value" and summary["pairs"] == summary["records_written"] == "2"
         assert summary["bases"] == str(2 * (len(X) + len(Y))) and summary["route:cpu-wfa"] == "2"
         assert float(summary["wall_seconds"]) > 0
+        assert {"read_seconds", "align_seconds", "write_seconds"} <= set(summary)
     assert results["1"] == results["2"] == [["x", "x", "3000", "3000", "0", "1.000000", "cpu-wfa"],
                                             ["y", "y", "2000", "2000", "0", "1.000000", "cpu-wfa"]]
 
@@ -236,6 +237,35 @@ def test_record_names_from_a_fai_that_lists_every_record(tmp_path, monkeypatch):
     gz.write_bytes(gzip.compress(body))
     (tmp_path / "z.fa.gz.fai").write_bytes((tmp_path / "lf.fa.fai").read_bytes())
     assert genome.record_names(str(gz))[0] == ["a", "b", "c"] and first_pass[-1] == str(gz)
+
+
+def test_stages_read_and_write_timed(files, tmp_path, monkeypatch):
+    """run_genome's stages: the seconds spent reading the inputs (the first pass and the records) and writing the
+    output, apart from the pairs' own time; the summary's read_seconds and write_seconds."""
+    import time
+
+    from gpualign import genome
+    from gpualign.config import AlignConfig
+
+    real_records, real_commit = genome.fastx.records, genome.Output.commit
+
+    def slow_records(*a, **k):
+        time.sleep(0.05)
+        yield from real_records(*a, **k)
+
+    def slow_commit(self):
+        time.sleep(0.05)
+        return real_commit(self)
+
+    monkeypatch.setattr(genome.fastx, "records", slow_records)
+    monkeypatch.setattr(genome.Output, "commit", slow_commit)
+    stages = {}
+    got = genome.run_genome(files["a"], files["a"], str(tmp_path / "o.tsv"),
+                            AlignConfig(metric="edit", device="cpu", distance_only=True, threads=1), stages=stages)
+    assert stages["read"] >= 0.2 and stages["write"] >= 0.05  # (a.fa read twice: names, then records)
+    rows = dict(genome.summary(got, 1.0, stages=stages).rows())
+    assert float(rows["read_seconds"]) >= 0.2 and float(rows["write_seconds"]) >= 0.05
+    assert float(rows["align_seconds"]) == pytest.approx(sum(r.seconds for r in got), abs=1e-3)
 
 
 @pytest.mark.parametrize("named", [False, True])

@@ -54,9 +54,10 @@ def genome(query, target, distance_only, output, fmt, query_record, target_recor
         with feedback("genome", threads, quiet) as (n_threads, notice, report):
             cfg = AlignConfig(distance_only=distance_only, n_mismatch=n_mismatch, device=device, threads=n_threads)
             extra: list = []  # the device slots' or workers' rows
+            stages: dict = {}  # seconds reading and writing
             results = run_genome(query, target, output, cfg, query_record, target_record, notice, report,
                                  not no_prune, cpu_method, fmt, command_line(), ClusterSpec(gpus, scheduler, cpu_workers),
-                                 extra)
-        print_summary(genome_summary(results, time.perf_counter() - start, extra), summary, quiet)
+                                 extra, stages)
+        print_summary(genome_summary(results, time.perf_counter() - start, extra, stages), summary, quiet)
 
     run_guarded(body, debug, (query, target), quiet)
