@@ -73,7 +73,7 @@ def _more_records(longer: str, shorter: str, common: int) -> InputError:
 def record_names(path: str) -> tuple[list[str] | None, tuple | None]:
     """The names of path's records, in order: from its .fai where that lists every record the file holds
     (faidx.listed_names), else from a first pass by the strict reader (one record in memory at a time: ~15 ms
-    per E. coli genome, gzip; 0.2 s for 48 Mbp of plain FASTA on a 2-core machine), which also finds a
+    per E. coli genome, gzip; ~0.1 s for 48 Mbp of plain FASTA on a 2-core machine), which also finds a
     malformed record before anything is written; None for stdin or a pipe (read once: checked as it is read).
     With them, the file's record as the reader gives it where the first pass read a file of one record (not
     read again: a chromosome's file), else None."""
@@ -173,9 +173,10 @@ BATCHED_MAX = LEAF_SHORT  # record pairs no longer than this on both sides are a
 # batched engines, which align the path's leaves of that size anyway (one at a time: ~7 ms a pair)
 
 
-def _sam_targets(fmt: str | None, target_path: str, tname) -> dict:
+def _sam_targets(fmt: str | None, target_path: str, tname, held: tuple | None = None) -> dict:
     """The target records' names -> lengths for SAM/BAM's @SQ lines (tname: that record alone; else each name
-    once: a name twice is an error, as the records are paired by number), {} for the other formats."""
+    once: a name twice is an error, as the records are paired by number), {} for the other formats. held: the
+    target file's only record, read already (record_names: not read again for its length)."""
     if fmt not in ("sam", "bam"):
         return {}
     if fastx.streamed(target_path):
@@ -183,7 +184,8 @@ def _sam_targets(fmt: str | None, target_path: str, tname) -> dict:
                           "target as a file, or write PAF or TSV")
     from .output.sam import check_rnames
 
-    targets = fastx.target_lengths(target_path, unique=tname is None, sequences=False)
+    targets = ({held[0]: len(held[1])} if held is not None else
+               fastx.target_lengths(target_path, unique=tname is None, sequences=False))
     if tname is not None:
         targets = {tname: targets[tname]} if tname in targets else {}  # (not there: _pick's error, before any output)
     check_rnames(Names.of(list(targets)), fastx.display_name(target_path))
@@ -260,7 +262,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
     stages.update(read=0.0, write=0.0)
     start = time.perf_counter()
     qname, tname, count, queries, held = select_records(path_a, path_b, qname, tname)
-    targets = _sam_targets(fmt if with_path else None, path_b, tname)
+    targets = _sam_targets(fmt if with_path else None, path_b, tname, held.get(path_b))
     stages["read"] += time.perf_counter() - start
     if with_path and fmt in ("sam", "bam") and queries is not None:  # (before hours of aligning; else the writer's)
         from .output.sam import refuse_qnames

@@ -282,6 +282,8 @@ def test_one_record_files_read_once(files, tmp_path, monkeypatch, named):
     reads = []
     real = genome.fastx.records
     monkeypatch.setattr(genome.fastx, "records", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    lengths = genome.fastx.target_lengths
+    monkeypatch.setattr(genome.fastx, "target_lengths", lambda *a, **k: reads.append(a[0]) or lengths(*a, **k))
     assert genome.record_names(one) == (["y"], ("y", Y, None))
     assert genome.record_names(files["a"]) == (["x", "y"], None)
     reads.clear()
@@ -289,6 +291,12 @@ def test_one_record_files_read_once(files, tmp_path, monkeypatch, named):
     got = genome.run_genome(query, one, str(tmp_path / "o.tsv"), cfg, *names)
     assert sorted(reads) == sorted([query, one] + ([query] if named else [])), reads
     assert [[r.query, r.target, str(r.distance)] for r in got] == [w[:2] + [w[4]] for w in rows(out)]
+    reads.clear()  # (SAM: the target's @SQ length from the record held, not a read of its own)
+    genome.run_genome(query, one, str(tmp_path / "o.sam"), AlignConfig(metric="edit", device="cpu", threads=1),
+                      *names)
+    assert sorted(reads) == sorted([query, one] + ([query] if named else [])), reads
+    sq = [line for line in open(tmp_path / "o.sam") if line.startswith("@SQ")]
+    assert sq == [f"@SQ\tSN:y\tLN:{len(Y)}\n"], sq
     reads.clear()  # (one file as both: its first passes give the record to both sides)
     got = genome.run_genome(one, one, str(tmp_path / "o.tsv"), cfg)
     assert reads == [one, one] and [(r.query, r.target, r.distance) for r in got] == [("y", "y", 0)]
