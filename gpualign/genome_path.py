@@ -19,7 +19,7 @@ import numpy as np
 
 from . import hirschberg
 from .config import AlignConfig
-from .records import OK, PairBatch, offsets_from_lengths, segment_index
+from .records import OK, PairBatch, concatenated, offsets_from_lengths, segment_index
 
 # the leaves' engines: one launch's workspace at most (bytes; None: the engine's own cap). The real E. coli
 # pair's 1,024 leaves need 4.74 GiB in one launch: capped, they take 3 launches (0.04-0.1 s more), and with the
@@ -28,6 +28,9 @@ LEAF_WORKSPACE = 2 << 30
 # the Hirschberg levels' rings: one launch's at most (bytes; None: gpu_long's own cap, a quarter of the free
 # memory). Uncapped, the real E. coli pair's first level took 3.88 GiB, the path's peak (docs/benchmarks.md)
 SPLIT_RINGS = 3 << 30
+# the leaves of a batch whose bases are at least this share of the stretches of q and t they span are sent as
+# those stretches (one copy each), not gathered base by base (48 Mbp at 8.4%: the gaps are 84% of the bases)
+SPAN_SHARE = 0.5
 
 
 def leaf_aligner(chain, cfg: AlignConfig):
@@ -48,21 +51,34 @@ def leaf_aligner(chain, cfg: AlignConfig):
             stop = max(start + 1, int(np.searchsorted(size, base + leaf_cfg.batch_bases, side="right")))
             stop = min(stop, start + leaf_cfg.batch_pairs, len(p))
             idx = np.arange(start, stop)
-            seq = np.concatenate([q[segment_index(p.qa[idx], n[idx])], t[segment_index(p.ta[idx], m[idx])]])
-            res, _ = run_chain(PairBatch.from_joined(seq, n[idx], m[idx]), chain, leaf_cfg)
+            res, _ = run_chain(_leaf_batch(q, t, p.take(idx)), chain, leaf_cfg)
             bad = (res.status != OK) | (res.score != p.d[idx])
             if bad.any():
                 k = int(np.argmax(bad))
                 raise RuntimeError(f"alignment path: a leaf of {int(n[idx][k])} x {int(m[idx][k])} came back "
                                    f"{res.reason.get(k, 'at ' + str(int(res.score[k])))}, its distance is "
                                    f"{int(p.d[idx][k])}")
-            ops.append(res.cigar[segment_index(res.cigar_off, res.cigar_len)])
+            ops.append(concatenated(res.cigar, res.cigar_off, res.cigar_len))
             lens.append(res.cigar_len)
             start = stop
         ln = np.concatenate(lens)
         return np.concatenate(ops), offsets_from_lengths(ln), ln
 
     return align_leaves
+
+
+def _leaf_batch(q: np.ndarray, t: np.ndarray, p: hirschberg.Pieces) -> PairBatch:
+    """The pieces p (in path order) as a batch: where their bases are at least SPAN_SHARE of the stretches of q
+    and t they lie in (the anchored route's gaps, between anchors of K bases), those two stretches copied
+    whole, the pieces at offsets into them; else each piece's bases gathered."""
+    n, m = p.qb - p.qa, p.tb - p.ta
+    bases = int(n.sum() + m.sum())
+    q0, q1, t0, t1 = int(p.qa[0]), int(p.qb[-1]), int(p.ta[0]), int(p.tb[-1])
+    if bases >= SPAN_SHARE * (q1 - q0 + t1 - t0):
+        return PairBatch(np.concatenate([q[q0:q1], t[t0:t1]]), p.qa - q0, n, p.ta - t0 + (q1 - q0), m,
+                         np.arange(len(p), dtype=np.int64))
+    seq = np.concatenate([q[segment_index(p.qa, n)], t[segment_index(p.ta, m)]])
+    return PairBatch.from_joined(seq, n, m)
 
 
 def leaf_chain(cfg: AlignConfig) -> list:

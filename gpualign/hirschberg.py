@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cigar import D, EQ, I, X, consumed, pack_runs
-from .records import segment_index
+from .records import concatenated, segment_index
 
 # Leaves (the batched engines' pieces): the rule measured best of three on 5 Mbp at 1% and 10% and the
 # real E. coli pair (docs/notes/benchmark-history.md)
@@ -114,7 +114,7 @@ def align_path(q: np.ndarray, t: np.ndarray, pieces: Pieces, split, align_leaves
     op[start[e]] = np.where(n[e] == 0, D, np.where(m[e] == 0, I, EQ))
     length[start[e]] = np.where(n[e] == 0, m[e], n[e])
     if len(hard):
-        leaf_ops = ops[segment_index(off, ln)]
+        leaf_ops = concatenated(ops, off, ln)
         at = segment_index(start[hard], ln)
         op[at], length[at] = leaf_ops & 15, leaf_ops >> 4
     out = pack_runs(op, length)

@@ -266,6 +266,55 @@ def test_anchored_pieces_cpu(rate, cpu_chain):
     assert C.score_cigar(ops, EDIT) == d
 
 
+@pytest.mark.parametrize("case", ["anchored", "10pct", "big_deletion", "n_runs"])
+def test_leaves_sent_as_stretches_or_gathered(case, cpu_chain, monkeypatch):
+    """The leaves' batch as the stretches of q and t they lie in, or each leaf's bases gathered (genome_path's
+    SPAN_SHARE either way): the same CIGAR, byte for byte, valid and of the edlib distance; at the default
+    share the anchored route's gaps go as stretches."""
+    from gpualign import genome_path, long_bound
+    from gpualign.genome_path import anchored_pieces
+    from simulate import simulate
+
+    chain, cfg = cpu_chain
+    if case == "anchored":
+        q, t = simulate(1, 60_000, 0.05, seed=7)
+        q, t = q[0], t[0]
+        b = long_bound.upper_bound(codes(q), codes(t), chain, AlignConfig(distance_only=True, device="cpu",
+                                                                          threads=2))
+        pieces = anchored_pieces(len(q), len(t), b["path"])
+        d = int(pieces.d.sum())
+    else:
+        monkeypatch.setattr(H, "LEAF_SHORT", 300)
+        monkeypatch.setattr(H, "LEAF_LONG", 1_000)
+        monkeypatch.setattr(H, "LEAF_EDITS", 20)
+        q, t = PATHS[case]()
+        d = edlib.align(q, t, task="distance")["editDistance"]
+        pieces = H.Pieces.one(len(q), len(t), d)
+    made = []  # (bases of the leaves, of the stretches they lie in, of the batch's buffer)
+    real = genome_path._leaf_batch
+
+    def leaf_batch(q, t, p):
+        b = real(q, t, p)
+        made.append((int((p.qb - p.qa).sum() + (p.tb - p.ta).sum()), int(p.qb[-1] - p.qa[0] + p.tb[-1] - p.ta[0]),
+                     len(b.seq)))
+        return b
+
+    monkeypatch.setattr(genome_path, "_leaf_batch", leaf_batch)
+    out, default = {}, genome_path.SPAN_SHARE
+    for share in (0.0, 2.0, default):  # every batch as stretches; every one gathered; the default
+        monkeypatch.setattr(genome_path, "SPAN_SHARE", share)
+        made.clear()
+        out[share] = H.align_path(codes(q), codes(t), pieces, H.dp_split, leaf_aligner(chain, cfg)).tobytes()
+        assert made and all(size == (span if share == 0.0 else bases) for bases, span, size in made
+                            if share != default)
+        if case == "anchored" and share == default:
+            assert all(size == span > bases for bases, span, size in made)  # (the anchors between the gaps)
+    assert out[0.0] == out[2.0] == out[default]
+    ops = np.frombuffer(out[0.0], np.uint32)
+    C.check_cigar(q, t, ops)
+    assert C.score_cigar(ops, EDIT) == d == edlib.align(q, t, task="distance")["editDistance"]
+
+
 def _bam_first_record_cigar(path: str) -> tuple[int, list]:
     """(n_cigar_op, ops) of the first record, read from the BAM bytes (independent of htslib's decoding)."""
     raw = gzip.open(path).read()
