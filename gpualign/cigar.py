@@ -36,19 +36,41 @@ def pack_runs(op: np.ndarray, length: np.ndarray) -> np.ndarray:
     it; only strings of over 2^28 bases can have one)."""
     op, length = np.asarray(op, np.uint32), np.asarray(length, np.int64)
     keep = length > 0
-    op, length = op[keep], length[keep]
+    if not keep.all():
+        op, length = op[keep], length[keep]
     if len(op) == 0:
         return np.zeros(0, np.uint32)
-    first = np.nonzero(np.concatenate([[True], op[1:] != op[:-1]]))[0]
-    op, length = op[first], np.add.reduceat(length, first)
-    reps = (length + MAX_OP - 1) // MAX_OP
-    if (reps > 1).any():
+    later = np.flatnonzero(op[1:] != op[:-1]) + 1  # each run's start but the first's
+    if len(later) + 1 < len(op):  # runs of equal ops merged: their lengths summed (a running sum's differences)
+        total = np.zeros(len(length) + 1, np.int64)
+        np.cumsum(length, out=total[1:])
+        first = np.concatenate([[0], later])
+        op, length = op[first], np.diff(total[np.concatenate([first, [len(total) - 1]])])
+    if int(length.max()) > MAX_OP:
+        reps = (length + MAX_OP - 1) // MAX_OP
         last = np.cumsum(reps) - 1
         op = np.repeat(op, reps)
         cut = np.full(int(reps.sum()), MAX_OP, np.int64)
         cut[last] = length - (reps - 1) * MAX_OP
         length = cut
     return (length.astype(np.uint32) << 4) | op
+
+
+def merged(ops: np.ndarray) -> np.ndarray:
+    """Packed CIGAR ops with any zero-length op dropped and adjacent equal ops merged (pack_runs); ops
+    themselves where there is nothing to do."""
+    code = ops & np.uint32(15)
+    if len(ops) < 2 or (code[1:] != code[:-1]).all() and (ops >> 4).all():
+        return ops
+    return pack_runs(code, ops >> 4)
+
+
+def op_sums(ops: np.ndarray) -> np.ndarray:
+    """Bases per op code (int64[16], indexed by M, I, D, ..., EQ, X) of a packed CIGAR: one pass."""
+    if len(ops) == 0:
+        return np.zeros(16, np.int64)
+    sums = np.bincount((ops & np.uint32(15)).astype(np.intp), weights=ops >> np.uint32(4), minlength=16)
+    return sums.astype(np.int64)  # (exact: float64 holds integers to 2^53)
 
 
 def _op_starts(cig: np.ndarray, off, lens, q0, t0) -> tuple:
@@ -189,6 +211,9 @@ def op_totals(cigar: np.ndarray, off: np.ndarray, length: np.ndarray) -> dict:
     CIGARs are stored contiguously in pair order (the AlignBatch invariant). One bincount over
     (pair, op) keys: faster than four running sums."""
     n = len(length)
+    if n == 1 and len(cigar) == int(length[0]):  # (one pair, a chromosome's: no pair keys)
+        sums = op_sums(np.asarray(cigar, np.uint32))[None, :]
+        return {"matches": sums[:, EQ], "mismatches": sums[:, X], "ins": sums[:, I], "dels": sums[:, D]}
     pair = np.repeat(np.arange(n, dtype=np.int64), np.asarray(length, dtype=np.int64))
     key = pair * 16 + (cigar & 15)
     sums = np.bincount(key, weights=(cigar >> 4), minlength=16 * n).reshape(n, 16).astype(np.int64)
@@ -211,11 +236,10 @@ _TAKES_T = np.zeros(16, np.int64)  # ... target bases (M D N = X)
 _TAKES_T[[M, D, N, EQ, X]] = 1
 
 
-def consumed(ops: np.ndarray) -> tuple[int, int]:
-    """(query bases, target bases) consumed by a packed CIGAR."""
-    op = ops & 15
-    ln = (ops >> 4).astype(np.int64)
-    return int(ln @ _TAKES_Q[op]), int(ln @ _TAKES_T[op])
+def consumed(ops: np.ndarray, sums: np.ndarray | None = None) -> tuple[int, int]:
+    """(query bases, target bases) consumed by a packed CIGAR (sums: its op_sums, when known)."""
+    sums = op_sums(np.asarray(ops, np.uint32)) if sums is None else sums
+    return int(sums @ _TAKES_Q), int(sums @ _TAKES_T)
 
 
 def check_cigar(query: bytes, target: bytes, ops: np.ndarray, n_mismatch: bool = False) -> None:

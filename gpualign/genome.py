@@ -160,8 +160,7 @@ def _pairs(path_a, path_b, qname, tname, quals=None, held=None):
                 raise _more_records(*((path_a, path_b) if b is None else (path_b, path_a)), pairs)
             return
         pairs += 1
-        qa = np.frombuffer(fastx.encode([a[1]]), dtype=np.uint8)
-        tb = np.frombuffer(fastx.encode([b[1]]), dtype=np.uint8)
+        qa, tb = fastx.folded_letters(a[1]), fastx.folded_letters(b[1])
         if quals is not None:
             quals.append(a[2])
         yield a[0], b[0], qa, tb

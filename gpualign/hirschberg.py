@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cigar import D, EQ, I, X, consumed, pack_runs
+from .cigar import D, EQ, I, MAX_OP, X, consumed, merged, op_sums, pack_runs
 from .records import concatenated, segment_index
 
 # Leaves (the batched engines' pieces): the rule measured best of three on 5 Mbp at 1% and 10% and the
@@ -75,10 +75,10 @@ def split_level(p: Pieces, i: np.ndarray, j: np.ndarray, d1: np.ndarray, which: 
     return out
 
 
-def edits(ops: np.ndarray) -> int:
-    """Edits of a packed CIGAR (X, I and D bases)."""
-    op = ops & 15
-    return int((ops >> 4)[(op == X) | (op == I) | (op == D)].astype(np.int64).sum())
+def edits(ops: np.ndarray, sums: np.ndarray | None = None) -> int:
+    """Edits of a packed CIGAR (X, I and D bases; sums: its cigar.op_sums, when known)."""
+    sums = op_sums(np.asarray(ops, np.uint32)) if sums is None else sums
+    return int(sums[X] + sums[I] + sums[D])
 
 
 def align_path(q: np.ndarray, t: np.ndarray, pieces: Pieces, split, align_leaves, progress=None) -> np.ndarray:
@@ -108,19 +108,29 @@ def align_path(q: np.ndarray, t: np.ndarray, pieces: Pieces, split, align_leaves
         ops, off, ln = align_leaves(q, t, pieces.take(hard))
         count[hard] = ln
     start = np.cumsum(count) - count
-    op = np.empty(int(count.sum()), np.uint32)
-    length = np.empty(int(count.sum()), np.int64)  # (lengths may pass 2^28 before they are cut)
     e = np.nonzero(easy & (count > 0))[0]
-    op[start[e]] = np.where(n[e] == 0, D, np.where(m[e] == 0, I, EQ))
-    length[start[e]] = np.where(n[e] == 0, m[e], n[e])
-    if len(hard):
-        leaf_ops = concatenated(ops, off, ln)
-        at = segment_index(start[hard], ln)
-        op[at], length[at] = leaf_ops & 15, leaf_ops >> 4
-    out = pack_runs(op, length)
-    if edits(out) != total:
-        raise RuntimeError(f"alignment path: stitched CIGAR costs {edits(out)}, the distance is {total}")
-    qn, tn = consumed(out)
+    op = np.where(n[e] == 0, D, np.where(m[e] == 0, I, EQ)).astype(np.uint32)
+    length = np.where(n[e] == 0, m[e], n[e])
+    if len(e) and int(length.max()) > MAX_OP:  # (an op too long to pack: runs, packed with the leaves')
+        full_op, full_len = np.empty(int(count.sum()), np.uint32), np.empty(int(count.sum()), np.int64)
+        full_op[start[e]], full_len[start[e]] = op, length
+        if len(hard):
+            at = segment_index(start[hard], ln)
+            leaf_ops = concatenated(ops, off, ln)
+            full_op[at], full_len[at] = leaf_ops & 15, leaf_ops >> 4
+        out = pack_runs(full_op, full_len)
+    else:  # packed as they are: the easy pieces' ops at their places, the leaves' ops in the places between
+        out = np.empty(int(count.sum()), np.uint32)
+        if len(hard):
+            rest = np.ones(len(out), bool)
+            rest[start[e]] = False
+            out[rest] = concatenated(ops, off, ln)
+        out[start[e]] = (length.astype(np.uint32) << 4) | op
+        out = merged(out)  # (pieces' ops meeting at their borders)
+    sums = op_sums(out)
+    if edits(out, sums) != total:
+        raise RuntimeError(f"alignment path: stitched CIGAR costs {edits(out, sums)}, the distance is {total}")
+    qn, tn = consumed(out, sums)
     if (qn, tn) != (len(q), len(t)):
         raise RuntimeError(f"alignment path: stitched CIGAR spans {qn} x {tn} bases, the strings {len(q)} x {len(t)}")
     return out

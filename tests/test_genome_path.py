@@ -108,6 +108,62 @@ def test_merge_runs_cuts_ops_longer_than_a_packed_op_holds():
     assert [int(v >> 4) for v in ops] == [C.MAX_OP] * 3 + [1]
 
 
+def _runs_reference(op, length):
+    """pack_runs by a plain loop: zero lengths dropped, equal neighbours merged, as (op, length) pairs."""
+    out = []
+    for o, n in zip(op.tolist(), length.tolist()):
+        if n == 0:
+            continue
+        if out and out[-1][0] == o:
+            out[-1][1] += n
+        else:
+            out.append([o, n])
+    return [tuple(r) for r in out]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pack_runs_merged_and_op_sums_against_a_loop(seed):
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(0, 400))
+    codes_ = np.array([C.EQ, C.X, C.I, C.D], np.uint32)
+    op = rng.choice(codes_[: int(rng.integers(1, 5))], size).astype(np.uint32)  # (one code: everything merges)
+    length = rng.integers(0, 4 if seed % 2 else 1_000, size).astype(np.int64)
+    want = _runs_reference(op, length)
+    ops = C.pack_runs(op, length)
+    assert [(int(v & 15), int(v >> 4)) for v in ops] == want
+    packed = (length.astype(np.uint32) << 4) | op
+    assert [(int(v & 15), int(v >> 4)) for v in C.merged(packed)] == want
+    sums = C.op_sums(packed)
+    for code in codes_:
+        assert sums[code] == int(length[op == code].sum())
+    assert C.consumed(packed) == (int(length[np.isin(op, [C.EQ, C.X, C.I])].sum()),
+                                  int(length[np.isin(op, [C.EQ, C.X, C.D])].sum()))
+    assert H.edits(packed) == int(length[op != C.EQ].sum())
+
+
+@pytest.mark.parametrize("case", ["big_deletion", "big_insertion", "identical", "one_empty"])
+def test_align_path_stitches_long_easy_ops_the_same(case, cpu_chain, monkeypatch):
+    """An easy piece's op too long to pack as it is (MAX_OP lowered: the runs' way, pack_runs cutting none
+    here) stitches the CIGAR the packed way does, byte for byte."""
+    monkeypatch.setattr(H, "LEAF_SHORT", 300)
+    monkeypatch.setattr(H, "LEAF_LONG", 1_000)
+    monkeypatch.setattr(H, "LEAF_EDITS", 20)
+    q, t = PATHS[case]()
+    d = edlib.align(q, t, task="distance")["editDistance"]
+    run = lambda: H.align_path(codes(q), codes(t), H.Pieces.one(len(q), len(t), d), H.dp_split,  # noqa: E731
+                               leaf_aligner(*cpu_chain)).tobytes()
+    packed = run()
+    monkeypatch.setattr(H, "MAX_OP", 1)
+    placed = []  # the runs' way places the leaves' ops by segment_index (the packed way does not)
+    real = H.segment_index
+    monkeypatch.setattr(H, "segment_index", lambda *a: placed.append(a) or real(*a))
+    assert run() == packed
+    assert placed or case in ("identical", "one_empty")  # (no leaves there: one easy piece)
+    ops = np.frombuffer(packed, np.uint32)
+    C.check_cigar(q, t, ops)
+    assert C.score_cigar(ops, EDIT) == d
+
+
 def test_align_path_trivial_pieces():
     """Empty sides, distance 0 and empty pieces need no engine; neighbours' equal ops merge."""
     q, t = codes(b"ACGTTTAC"), codes(b"ACGGGTTTAC")

@@ -216,6 +216,12 @@ def encode(seqs: list) -> bytes:
     return b"".join(seqs).translate(pack.FOLD)
 
 
+def folded_letters(seq: bytes) -> np.ndarray:
+    """A sequence of letters only (the reader's, checked with no symbols) case-folded, as uint8: ASCII's
+    lower-case bit cleared (a fifth of a translate's time on 48 Mbp)."""
+    return np.bitwise_and(np.frombuffer(seq, np.uint8), np.uint8(0xDF))
+
+
 def encoded_chunks(path: str, chunk: int = CHUNK, symbols: bytes = b"",
                    start: tuple = (0, 0, 1)) -> Iterator[tuple[list, bytes, np.ndarray, list]]:
     """(names, sequences joined + case-folded, their lengths, qualities) per chunk (start: record_chunks'); names
