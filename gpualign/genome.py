@@ -202,10 +202,11 @@ def _path_writer(fmt: str, output: Output, targets: dict, command_line: str, que
     return cls(output.target, targets=targets, command_line=command_line, metric="edit", query_name=query_name)
 
 
-def _path_records(records, first: int = 0):
+def _path_records(records, first: int = 0, gpu: bool = False):
     """The batch and result the writers take for records [(qn, tn, q, t, distance, ops, engine name, query's
     quality or None)] (q, t: the folded input, before the rule); first: the first record pair's index in the
-    run (0-based: messages number the pairs)."""
+    run (0-based: messages number the pairs); gpu: one record's CIGAR of text_device.LONG_CIGAR_MIN ops or more
+    has its text and counts made on the device (out of memory there: by the writer, on the host)."""
     qn, tn, q, t, d, ops, engine, quals = zip(*records)
     batch = PairBatch.from_joined(np.concatenate([*q, *t]), [len(x) for x in q], [len(x) for x in t], first, qn,
                                   tn, quals)  # (the bases copied once: 96 MB for a chromosome pair)
@@ -213,6 +214,16 @@ def _path_records(records, first: int = 0):
     res = AlignBatch(np.array(d, np.int32), np.full(len(d), OK, np.uint8),
                      np.array([ENGINE_CODE[e] for e in engine], np.uint8),
                      np.concatenate([np.asarray(x, np.uint32) for x in ops]), np.cumsum(ln) - ln, ln)
+    from . import text_device
+
+    if gpu and len(ln) == 1 and ln[0] >= text_device.LONG_CIGAR_MIN:
+        from .gpu.kernels import is_out_of_memory
+
+        try:
+            res.cigar_text, res.cigar_stats = text_device.long_cigar_text(res.cigar)
+        except Exception as err:  # noqa: BLE001 - no room on the device: the writer's numpy text
+            if not is_out_of_memory(err):
+                raise
     return batch, res
 
 
@@ -308,7 +319,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             start = time.perf_counter()
             if with_path:
                 writer = writer or _path_writer(fmt, output, targets, command_line, fastx.display_name(path_a))
-                writer.write(*_path_records(pending, len(results) - len(pending)))
+                writer.write(*_path_records(pending, len(results) - len(pending), gpu))
             else:
                 output.target.write("".join(pending).encode())
                 output.target.flush()

@@ -232,3 +232,26 @@ class DeviceLines:
             args = (np.int32(len(fields)), np.int32(len(sep)))
             return self._two_passes(n, "line_lengths", (d_spec, *args, d_ints, d_len, np.int64(n)), "line_write",
                                     (d_spec, *args, d_consts, d_ints, d_sbuf, d_start, d_len, np.int64(n)))
+
+
+LONG_CIGAR_RUN = 256  # ops per thread when one long CIGAR's text is made on the device (long_cigar_text)
+LONG_CIGAR_MIN = 1 << 20  # a CIGAR of at least this many ops has its text made so (genome's path)
+
+
+def long_cigar_text(ops: np.ndarray) -> tuple[tuple, np.ndarray]:
+    """One long packed CIGAR's text and counts, made on the current device (a chromosome pair's path: ~10M ops,
+    whose text numpy makes in ~0.2 s): the ops cut into runs of LONG_CIGAR_RUN, the text and counts of each run
+    by cigar_text.cuh's kernels (a thread per run), the texts end to end. ((text, start [0], length [len]),
+    counts (1 x 5: =, X, I, D bases and I/D runs)), as AlignBatch.cigar_text and cigar_stats hold them."""
+    import cupy
+
+    from .engines._results import text_kernels
+
+    if len(ops) == 0:
+        return (np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(1, np.int64)), np.zeros((1, 5), np.int64)
+    off = np.arange(0, len(ops), LONG_CIGAR_RUN, dtype=np.int64)
+    lens = np.minimum(LONG_CIGAR_RUN, len(ops) - off)
+    _, host = text_kernels(load_module(*KERNELS))(cupy.asarray(np.asarray(ops, np.uint32)), cupy.asarray(off),
+                                                   cupy.asarray(lens))
+    (text, _, _), stats = host()
+    return (text, np.zeros(1, np.int64), np.array([len(text)], np.int64)), stats.sum(axis=0, keepdims=True)

@@ -517,6 +517,67 @@ def test_gpu_splitter_many_strips(bp_splitter, warps, ring_max):
         assert np.array_equal(np.asarray(g, np.int64), w)
 
 
+@pytest.fixture(params=[pytest.param("gpu", marks=pytest.mark.gpu),
+                        pytest.param("emu", marks=pytest.mark.skipif(not emu.available(), reason="no g++"))])
+def long_text(request, monkeypatch):
+    """text_device.long_cigar_text on the device (gpu), or with lines.cu compiled for the CPU (emu: CI)."""
+    from gpualign import text_device
+
+    if request.param == "gpu":
+        yield text_device.long_cigar_text
+        return
+    monkeypatch.setattr(text_device, "load_module", emu.load_module)
+    with emu.cupy_on_numpy():
+        yield text_device.long_cigar_text
+
+
+@pytest.mark.parametrize("size", [0, 1, 255, 256, 257, 20_000])
+def test_long_cigar_text_is_the_hosts(size, long_text):
+    """One long CIGAR's text and counts made on the device (runs of ops, a thread each) equal the writers' host
+    text and totals byte for byte: lengths of 1 to 9 digits, every op the path writes."""
+    rng = np.random.default_rng(size)
+    op = rng.choice(np.array([C.EQ, C.X, C.I, C.D], np.uint32), size)
+    length = 10 ** rng.integers(0, 9, size) + rng.integers(0, 10, size)
+    ops = C.pack_runs(op, length)
+    (text, start, length_), stats = long_text(ops)
+    one = (np.zeros(1, np.int64), np.array([len(ops)], np.int64))
+    want, wstart, wlen = C.to_text_buffer(ops, *one)
+    assert text.tobytes() == want[int(wstart[0]):int(wstart[0] + wlen[0])].tobytes()
+    assert start.tolist() == [0] and length_.tolist() == [len(text)]
+    tot = C.op_totals(ops, *one)
+    assert stats.tolist() == [[int(tot["matches"][0]), int(tot["mismatches"][0]), int(tot["ins"][0]),
+                               int(tot["dels"][0]), int(C.gap_opens(ops, *one)[0])]]
+
+
+@pytest.mark.parametrize("fmt", ["paf", "sam", "tsv"])
+def test_genome_path_text_made_on_the_device_is_the_hosts(fmt, long_text, cpu_chain, tmp_path, monkeypatch):
+    """genome's path records with the CIGAR's text and counts from the device (long_cigar_text, every CIGAR
+    taken as long) write the bytes the host's text gives, in each format."""
+    from gpualign import text_device
+    from gpualign.genome import _path_records, _path_writer
+    from gpualign.stages import Output
+
+    monkeypatch.setattr(H, "LEAF_SHORT", 300)
+    q, t = PATHS["10pct"]()
+    d = edlib.align(q, t, task="distance")["editDistance"]
+    ops = H.align_path(codes(q), codes(t), H.Pieces.one(len(q), len(t), d), H.dp_split, leaf_aligner(*cpu_chain))
+    record = [("q1", "t1", codes(q), codes(t), d, ops, "gpu-long", None)]
+    monkeypatch.setattr(text_device, "LONG_CIGAR_MIN", 1)
+    out = {}
+    for device in (False, True):
+        path = str(tmp_path / f"x{device}.{fmt}")
+        output = Output(path, binary_via_path=False)
+        writer = _path_writer(fmt, output, {"t1": len(t)} if fmt == "sam" else {}, "gpualign genome")
+        batch, res = _path_records(record, 0, device)
+        assert (res.cigar_text is not None) == device
+        writer.write(batch, res)
+        writer.close()
+        output.commit()
+        with open(path, "rb") as fh:
+            out[device] = fh.read()
+    assert out[True] == out[False] and len(out[True]) > 1_000
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,rate,oracle", [(5_000_000, 0.01, "edlib"), (5_000_000, 0.10, "wavefront"),
                                           (300_000, 0.30, "edlib"), (200_000, 0.50, "edlib")])
