@@ -58,11 +58,28 @@ def pack_runs(op: np.ndarray, length: np.ndarray) -> np.ndarray:
 
 def merged(ops: np.ndarray) -> np.ndarray:
     """Packed CIGAR ops with any zero-length op dropped and adjacent equal ops merged (pack_runs); ops
-    themselves where there is nothing to do."""
+    themselves where there is nothing to do. Where few ops merge (pieces' CIGARs meeting at their borders),
+    only those are summed: each run of equal ops into its first, the others dropped."""
+    ops = np.asarray(ops, np.uint32)
     code = ops & np.uint32(15)
-    if len(ops) < 2 or (code[1:] != code[:-1]).all() and (ops >> 4).all():
+    if len(ops) < 2:
+        return ops if len(ops) == 0 or ops[0] >> 4 else ops[:0]
+    later = np.flatnonzero(code[1:] == code[:-1]) + 1  # ops that merge into the one before them
+    if not (ops >> 4).all() or len(later) > len(ops) // 4:  # (zero lengths, or many merges: the runs' way)
+        return pack_runs(code, ops >> 4)
+    if len(later) == 0:
         return ops
-    return pack_runs(code, ops >> 4)
+    # each group of consecutive merging ops, and the op before it (its head), which takes their lengths
+    starts = np.flatnonzero(np.concatenate([[True], later[1:] != later[:-1] + 1]))
+    head = later[starts] - 1
+    length = (ops[head] >> 4).astype(np.int64) + np.add.reduceat((ops[later] >> 4).astype(np.int64), starts)
+    if int(length.max()) > MAX_OP:  # (a merged op too long to pack as one: the runs' way)
+        return pack_runs(code, ops >> 4)
+    out = ops.copy()
+    out[head] = (length.astype(np.uint32) << 4) | code[head]
+    keep = np.ones(len(ops), bool)
+    keep[later] = False
+    return out[keep]
 
 
 def op_sums(ops: np.ndarray) -> np.ndarray:

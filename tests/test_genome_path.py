@@ -141,6 +141,28 @@ def test_pack_runs_merged_and_op_sums_against_a_loop(seed):
     assert H.edits(packed) == int(length[op != C.EQ].sum())
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_merged_few_merges_against_a_loop(seed):
+    """merged where few ops merge (the summed-in-place way): groups of 2 to 5 equal ops, at the start and the
+    end too, lengths that sum past what one packed op holds (then the runs' way), against the plain loop."""
+    rng = np.random.default_rng(100 + seed)
+    size = int(rng.integers(2, 3_000))
+    op = np.resize(np.array([C.EQ, C.X, C.EQ, C.I, C.EQ, C.D], np.uint32), size)
+    for at in rng.integers(0, size, int(rng.integers(0, size // 20 + 2))):
+        op[at:at + int(rng.integers(2, 6))] = op[at]
+    if seed % 3 == 0:
+        op[:3] = op[0]
+        op[-3:] = op[-1]
+    big = seed == 7
+    length = rng.integers(1, C.MAX_OP if big else 10_000, size).astype(np.int64)
+    want = _runs_reference(op, length)
+    got = C.merged((length.astype(np.uint32) << 4) | op)
+    if big:  # (a sum past MAX_OP is cut into several ops by pack_runs)
+        assert got.tobytes() == C.pack_runs(op, length).tobytes()
+    else:
+        assert [(int(v & 15), int(v >> 4)) for v in got] == want
+
+
 @pytest.mark.parametrize("case", ["big_deletion", "big_insertion", "identical", "one_empty"])
 def test_align_path_stitches_long_easy_ops_the_same(case, cpu_chain, monkeypatch):
     """An easy piece's op too long to pack as it is (MAX_OP lowered: the runs' way, pack_runs cutting none
@@ -606,6 +628,38 @@ def test_gpu_path_large(n, rate, oracle):
         C.check_cigar(q, t, ops)
         assert C.score_cigar(ops, EDIT) == want
         assert stats["levels"] >= 1
+
+
+@pytest.mark.gpu
+def test_gpu_path_levels_rings_capped_same_bytes(monkeypatch):
+    """The levels' rings capped (genome_path.SPLIT_RINGS: fewer warps per level launch) or not: the same
+    distance and CIGAR, byte for byte, cost = edlib's distance."""
+    from gpualign import genome_path
+    from gpualign.genome_pair import kernel_options
+    from gpualign.genome_path import gpu_path
+
+    q = rand(1_000_000, 91)
+    t = mutate(q, 0.20, 92)
+    a, b = codes(q), codes(t)
+    from gpualign.engines import gpu_long
+
+    cfg = AlignConfig(device="gpu")
+    shape = gpu_long.BpSplitter._launch_shape
+    got, warps = {}, {}
+    for cap in (None, 1 << 20):  # 1 MiB: the warps halved down to a few
+        monkeypatch.setattr(genome_path, "SPLIT_RINGS", cap)
+        launched = []
+        monkeypatch.setattr(gpu_long.BpSplitter, "_launch_shape",
+                            lambda self, *a: launched.append(shape(self, *a)) or launched[-1])
+        d, ops, stats = gpu_path(a, b, cfg, kernel_options(a, b), None)
+        assert stats["how"] == "split" and stats["levels"] > 3
+        got[cap], warps[cap] = (d, ops.tobytes()), max(bl * th // 32 for bl, th, _ in launched)
+    assert got[None] == got[1 << 20]
+    assert warps[1 << 20] < warps[None]  # (the cap bit)
+    d, ops = got[None][0], np.frombuffer(got[None][1], np.uint32)
+    assert d == edlib.align(q, t, task="distance")["editDistance"]
+    C.check_cigar(q, t, ops)
+    assert C.score_cigar(ops, EDIT) == d
 
 
 @pytest.mark.gpu
