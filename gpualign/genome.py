@@ -206,7 +206,8 @@ def _path_records(records, first: int = 0, gpu: bool = False):
     """The batch and result the writers take for records [(qn, tn, q, t, distance, ops, engine name, query's
     quality or None)] (q, t: the folded input, before the rule); first: the first record pair's index in the
     run (0-based: messages number the pairs); gpu: one record's CIGAR of text_device.LONG_CIGAR_MIN ops or more
-    has its text and counts made on the device (out of memory there: by the writer, on the host)."""
+    has its text and counts made on the current device (the one the pairs ran on: not with --gpus), else, and
+    where that device is out of memory or fails, by the writer, on the host."""
     qn, tn, q, t, d, ops, engine, quals = zip(*records)
     batch = PairBatch.from_joined(np.concatenate([*q, *t]), [len(x) for x in q], [len(x) for x in t], first, qn,
                                   tn, quals)  # (the bases copied once: 96 MB for a chromosome pair)
@@ -217,12 +218,13 @@ def _path_records(records, first: int = 0, gpu: bool = False):
     from . import text_device
 
     if gpu and len(ln) == 1 and ln[0] >= text_device.LONG_CIGAR_MIN:
+        from .devices import is_device_failure
         from .gpu.kernels import is_out_of_memory
 
         try:
             res.cigar_text, res.cigar_stats = text_device.long_cigar_text(res.cigar)
-        except Exception as err:  # noqa: BLE001 - no room on the device: the writer's numpy text
-            if not is_out_of_memory(err):
+        except Exception as err:  # noqa: BLE001 - no room on the device, or it failed: the writer's numpy text
+            if not (is_out_of_memory(err) or is_device_failure(err)):
                 raise
     return batch, res
 
@@ -319,7 +321,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             start = time.perf_counter()
             if with_path:
                 writer = writer or _path_writer(fmt, output, targets, command_line, fastx.display_name(path_a))
-                writer.write(*_path_records(pending, len(results) - len(pending), gpu))
+                writer.write(*_path_records(pending, len(results) - len(pending), gpu and ids is None))
             else:
                 output.target.write("".join(pending).encode())
                 output.target.flush()

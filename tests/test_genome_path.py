@@ -139,6 +139,10 @@ def test_pack_runs_merged_and_op_sums_against_a_loop(seed):
     assert C.consumed(packed) == (int(length[np.isin(op, [C.EQ, C.X, C.I])].sum()),
                                   int(length[np.isin(op, [C.EQ, C.X, C.D])].sum()))
     assert H.edits(packed) == int(length[op != C.EQ].sum())
+    one = C.op_totals(packed, np.zeros(1, np.int64), np.array([size], np.int64))  # (one pair: op_sums' way)
+    two = C.op_totals(np.concatenate([packed, packed[:7]]), np.array([0, size], np.int64),
+                      np.array([size, min(7, size)], np.int64))  # (pair keys' way)
+    assert all(one[k].tolist() == two[k][:1].tolist() for k in ("matches", "mismatches", "ins", "dels"))
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -342,6 +346,25 @@ def test_anchored_pieces_cpu(rate, cpu_chain):
     ops = H.align_path(codes(q), codes(t), p, H.dp_split, leaf_aligner(chain, cfg))
     C.check_cigar(q, t, ops)
     assert C.score_cigar(ops, EDIT) == d
+
+
+@pytest.mark.parametrize("order", ["path", "reversed", "overlapping"])
+def test_leaf_batch_holds_each_pieces_bases(order):
+    """_leaf_batch's pairs are the pieces' own bases whatever their order (out of path order: gathered)."""
+    from gpualign.genome_path import _leaf_batch
+
+    q, t = codes(rand(3_000, 41)), codes(rand(2_800, 42))
+    qa, ta = np.array([0, 500, 1_200, 2_000], np.int64), np.array([10, 480, 1_100, 1_900], np.int64)
+    ln = np.array([400, 600, 700, 900], np.int64)
+    if order == "reversed":
+        qa, ta = qa[::-1].copy(), ta[::-1].copy()
+    if order == "overlapping":
+        qa[2] = 300
+    p = H.Pieces(qa, qa + ln, ta, ta + ln - 5, np.ones(4, np.int64))
+    b = _leaf_batch(q, t, p)
+    for k in range(4):
+        assert b.query(k) == q[qa[k]:qa[k] + ln[k]].tobytes() and b.target(k) == t[ta[k]:ta[k] + ln[k] - 5].tobytes()
+    assert (len(b.seq) > int(ln.sum() * 2 - 20)) == (order == "path")  # (stretches: the bases between too)
 
 
 @pytest.mark.parametrize("case", ["anchored", "10pct", "big_deletion", "n_runs"])

@@ -83,12 +83,15 @@ def test_missing_sequence_line_names_the_record_before(tmp_path):
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 @pytest.mark.parametrize("gz", [False, True])
-@pytest.mark.parametrize("block", [64, 1 << 23])
-def test_refused_after_many_records_across_blocks(tmp_path, monkeypatch, case, gz, block):
+@pytest.mark.parametrize("block,count", [(64, None), (1 << 23, None), (64, 1), (1 << 23, 1)])
+def test_refused_after_many_records_across_blocks(tmp_path, monkeypatch, case, gz, block, count):
     """After 300 valid records, in 64-byte or 8 MB blocks: the fast path hands over to the strict parser,
-    which counts records and lines from the start of the file (FASTA records at once where there are many)."""
+    which counts records and lines from the start of the file (FASTA records at once where there are many);
+    count 1: every piece's line ends counted by numpy (else only pieces of COUNT_BY_NUMPY bytes or more)."""
     monkeypatch.setattr(fastx_fast, "_BLOCK", block)
     monkeypatch.setattr("gpualign.io.fastx_strict.BLOCK", block)
+    if count is not None:
+        monkeypatch.setattr("gpualign.io.fastx_strict.COUNT_BY_NUMPY", count)
     text, recs, lines = _prefixed(MALFORMED[case][0], 300)
     path = tmp_path / ("in.fx.gz" if gz else "in.fx")
     path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
