@@ -524,19 +524,28 @@ def test_gpu_splitter_equals_dp(case):
         assert fwd[x, y] + bwd[x, y] == d[k] and d1[k] == fwd[x, y], k
 
 
-@pytest.fixture(params=[pytest.param("gpu", marks=pytest.mark.gpu),
-                        pytest.param("emu", marks=pytest.mark.skipif(not emu.available(), reason="no g++"))])
+GPU_OR_EMU = [pytest.param("gpu", marks=pytest.mark.gpu),
+              pytest.param("emu", marks=pytest.mark.skipif(not emu.available(), reason="no g++"))]
+
+
+def _gpu_or_emu(request, monkeypatch, module, value):
+    """value on the device (gpu), or with module's kernels compiled for the CPU and its host code on numpy
+    arrays (tests/emu: emu, CI)."""
+    if request.param == "gpu":
+        yield value
+        return
+    monkeypatch.setattr(module, "load_module", emu.load_module)
+    with emu.cupy_on_numpy():
+        yield value
+
+
+@pytest.fixture(params=GPU_OR_EMU)
 def bp_splitter(request, monkeypatch):
-    """engines/gpu_long.BpSplitter on the device (gpu), or with its kernels (bp_piece_codes, bp_long_jobs,
-    bp_split_min) compiled for the CPU and its host code on numpy arrays (tests/emu: emu, CI)."""
+    """engines/gpu_long.BpSplitter (its kernels bp_piece_codes, bp_long_jobs, bp_split_min) on the device or
+    emulated."""
     from gpualign.engines import gpu_long
 
-    if request.param == "gpu":
-        yield gpu_long.BpSplitter
-        return
-    monkeypatch.setattr(gpu_long, "load_module", emu.load_module)
-    with emu.cupy_on_numpy():
-        yield gpu_long.BpSplitter
+    yield from _gpu_or_emu(request, monkeypatch, gpu_long, gpu_long.BpSplitter)
 
 
 @pytest.mark.parametrize("warps,ring_max", [(None, None), (1, None), (2, None), (None, 1)])
@@ -562,18 +571,12 @@ def test_gpu_splitter_many_strips(bp_splitter, warps, ring_max):
         assert np.array_equal(np.asarray(g, np.int64), w)
 
 
-@pytest.fixture(params=[pytest.param("gpu", marks=pytest.mark.gpu),
-                        pytest.param("emu", marks=pytest.mark.skipif(not emu.available(), reason="no g++"))])
+@pytest.fixture(params=GPU_OR_EMU)
 def long_text(request, monkeypatch):
-    """text_device.long_cigar_text on the device (gpu), or with lines.cu compiled for the CPU (emu: CI)."""
+    """text_device.long_cigar_text (lines.cu's kernels) on the device or emulated."""
     from gpualign import text_device
 
-    if request.param == "gpu":
-        yield text_device.long_cigar_text
-        return
-    monkeypatch.setattr(text_device, "load_module", emu.load_module)
-    with emu.cupy_on_numpy():
-        yield text_device.long_cigar_text
+    yield from _gpu_or_emu(request, monkeypatch, text_device, text_device.long_cigar_text)
 
 
 @pytest.mark.parametrize("size", [0, 1, 255, 256, 257, 20_000])
