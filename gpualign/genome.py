@@ -23,7 +23,7 @@ from .hirschberg import LEAF_SHORT, edits
 from .io import faidx, fastx
 from .progress import ticking
 from .records import ENGINE_CODE, OK, AlignBatch, Names, PairBatch
-from .stages import Output, check_output, in_order
+from .stages import Output, check_output, in_order, timed
 
 HEADER = ("query\ttarget\tquery_len\ttarget_len\tdistance\tidentity\tseconds\tcups\tcells_per_second\t"
           "engine\n")
@@ -229,20 +229,6 @@ def _path_records(records, first: int = 0, gpu: bool = False):
     return batch, res
 
 
-def _timed(items, stages: dict, key: str):
-    """items' items, the time spent getting each added to stages[key]."""
-    it = iter(items)
-    while True:
-        start = time.perf_counter()
-        try:
-            item = next(it)
-        except StopIteration:
-            return
-        finally:
-            stages[key] = stages.get(key, 0.0) + time.perf_counter() - start
-        yield item
-
-
 def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None, tname=None, on_notice=None,
                progress=None, prune: bool = True, cpu_method: str = "auto", fmt: str | None = None,
                command_line: str = "gpualign genome", cluster=None, extra: list | None = None,
@@ -329,7 +315,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             stages["write"] += time.perf_counter() - start
 
         for qn, tn, q0, t0, (d, ops, cells, engine, code, seconds) in _computed(
-                _timed(_pairs(path_a, path_b, qname, tname, quals, held), stages, "read"), cfg, gpu, prune,
+                timed(_pairs(path_a, path_b, qname, tname, quals, held), stages, "read"), cfg, gpu, prune,
                 cpu_method, progress, on_notice, remote, count):
             res = GenomeResult(qn, tn, len(q0), len(t0), d, seconds, cells, engine)
             qual = quals.popleft()

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import hirschberg
 from .config import AlignConfig
-from .records import OK, PairBatch, concatenated, offsets_from_lengths, segment_index
+from .records import OK, PairBatch, concatenated, offsets_from_lengths
 
 # the leaves' engines: one launch's workspace at most (bytes; None: the engine's own cap). The real E. coli
 # pair's 1,024 leaves need 4.74 GiB in one launch: capped, they take 3 launches (0.04-0.1 s more), and with the
@@ -68,18 +68,9 @@ def leaf_aligner(chain, cfg: AlignConfig):
 
 
 def _leaf_batch(q: np.ndarray, t: np.ndarray, p: hirschberg.Pieces) -> PairBatch:
-    """The pieces p as a batch: where they are in path order and their bases are at least SPAN_SHARE of the
-    stretches of q and t they lie in (the anchored route's gaps, between anchors of K bases), those two
-    stretches copied whole, the pieces at offsets into them; else each piece's bases gathered."""
-    n, m = p.qb - p.qa, p.tb - p.ta
-    bases = int(n.sum() + m.sum())
-    q0, q1, t0, t1 = int(p.qa[0]), int(p.qb[-1]), int(p.ta[0]), int(p.tb[-1])
-    in_order = bool((p.qa[1:] >= p.qb[:-1]).all() and (p.ta[1:] >= p.tb[:-1]).all())
-    if in_order and bases >= SPAN_SHARE * (q1 - q0 + t1 - t0):
-        return PairBatch(np.concatenate([q[q0:q1], t[t0:t1]]), p.qa - q0, n, p.ta - t0 + (q1 - q0), m,
-                         np.arange(len(p), dtype=np.int64))
-    seq = np.concatenate([q[segment_index(p.qa, n)], t[segment_index(p.ta, m)]])
-    return PairBatch.from_joined(seq, n, m)
+    """The pieces p as a batch (PairBatch.of_pieces: the stretches they lie in where they fill SPAN_SHARE of
+    them, else gathered)."""
+    return PairBatch.of_pieces(q, t, p.qa, p.qb - p.qa, p.ta, p.tb - p.ta, SPAN_SHARE)
 
 
 def leaf_chain(cfg: AlignConfig) -> list:

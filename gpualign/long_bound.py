@@ -28,8 +28,8 @@ from .pack import CODE2
 
 K = 16
 SAMPLE_BITS = 3  # keep 1/8 of k-mer positions (by content hash, so both strings keep the same k-mers)
-GATHER_BELOW = 0.5  # gaps holding less than this share of the bases are gathered for the aligner, else sent in
-# place in the two strings (48 Mbp at 8.4%: 84% of the bases in gaps, gathered in ~40x the time of one copy)
+GATHER_BELOW = 0.5  # gaps holding less than this share of the stretches they lie in are gathered for the aligner,
+# else those stretches sent (48 Mbp at 8.4%: 84% of the bases in gaps, gathered in ~40x the time of one copy)
 MAX_GAP = 4096  # gaps longer than this are not aligned (cost max(len_q, len_t))
 _HASH = np.uint32(0x9E3779B1)
 
@@ -127,7 +127,7 @@ def upper_bound(q: np.ndarray, t: np.ndarray, chain, cfg, find=raw_anchors) -> d
     aligned (gaps aligned by the chain), seconds, path). chain: pairs engines for distance-only edit
     pairs. path = (anchor query starts, anchor target starts, each gap's cost): the path behind the
     bound (gaps() gives the gaps' coordinates), an optimal alignment's pieces when bound = distance."""
-    from .records import OK, PairBatch, segment_index
+    from .records import OK, PairBatch
     from .route import run_chain
 
     t0 = time.perf_counter()
@@ -138,14 +138,7 @@ def upper_bound(q: np.ndarray, t: np.ndarray, chain, cfg, find=raw_anchors) -> d
     todo = np.nonzero((ql > 0) & (tl > 0) & (cost <= MAX_GAP))[0]
     aligned = 0
     if len(todo):
-        qlen, tlen = ql[todo].astype(np.int64), tl[todo].astype(np.int64)
-        index = np.arange(len(todo), dtype=np.int64)
-        if int(qlen.sum() + tlen.sum()) >= GATHER_BELOW * (n + m):  # the gaps in place in q + t: one copy
-            batch = PairBatch(np.concatenate([q, t]), qs[todo].astype(np.int64), qlen,
-                              ts[todo].astype(np.int64) + n, tlen, index)
-        else:  # (few gap bases: gathered, not the whole strings sent)
-            seq = np.concatenate([q[segment_index(qs[todo], qlen)], t[segment_index(ts[todo], tlen)]])
-            batch = PairBatch(seq, np.cumsum(qlen) - qlen, qlen, np.cumsum(tlen) - tlen + int(qlen.sum()), tlen, index)
+        batch = PairBatch.of_pieces(q, t, qs[todo], ql[todo], ts[todo], tl[todo], GATHER_BELOW)
         res, _ = run_chain(batch, chain, cfg)
         ok = res.status == OK
         cost[todo[ok]] = res.score[ok]

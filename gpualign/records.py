@@ -269,6 +269,23 @@ class PairBatch:
         return cls.from_joined(seq, ql, tl, index_start, q_names, t_names, q_quals)
 
     @classmethod
+    def of_pieces(cls, q: np.ndarray, t: np.ndarray, qa: np.ndarray, ql: np.ndarray, ta: np.ndarray,
+                  tl: np.ndarray, share: float) -> "PairBatch":
+        """Pairs q[qa:qa + ql] vs t[ta:ta + tl] (uint8 arrays; index 0, 1, ...): where the pieces follow one
+        another along both strings and their bases are at least `share` of the stretches of q and t they lie in
+        (a long pair's gaps between anchors), those two stretches copied whole, the pairs at offsets into them;
+        else each piece's bases gathered (its int64 index: several times the copy's time)."""
+        qa, ql, ta, tl = (np.asarray(a, np.int64) for a in (qa, ql, ta, tl))
+        if len(ql) == 0:
+            return cls.from_joined(np.zeros(0, np.uint8), ql, tl)
+        q0, q1, t0, t1 = int(qa[0]), int(qa[-1] + ql[-1]), int(ta[0]), int(ta[-1] + tl[-1])
+        in_order = bool((qa[1:] >= qa[:-1] + ql[:-1]).all() and (ta[1:] >= ta[:-1] + tl[:-1]).all())
+        if in_order and int(ql.sum() + tl.sum()) >= share * (q1 - q0 + t1 - t0):
+            return cls(np.concatenate([q[q0:q1], t[t0:t1]]), qa - q0, ql, ta - t0 + (q1 - q0), tl,
+                       np.arange(len(ql), dtype=np.int64))
+        return cls.from_joined(np.concatenate([q[segment_index(qa, ql)], t[segment_index(ta, tl)]]), ql, tl)
+
+    @classmethod
     def from_joined(cls, seq: np.ndarray, ql: np.ndarray, tl: np.ndarray, index_start: int = 0, q_names=None,
                     t_names=None, q_quals=None) -> "PairBatch":
         """A batch whose sequence bytes are already joined in seq: the queries (lengths ql), then the

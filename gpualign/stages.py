@@ -223,7 +223,7 @@ def aborting(writer):
         raise
 
 
-def _timed(gen, stages: dict, key: str):
+def timed(gen, stages: dict, key: str):
     """Iterate gen, adding the time spent producing each item to stages[key]; closing this closes gen."""
     it = iter(gen)
     try:
@@ -251,7 +251,7 @@ class ReadAhead:
         self.q: queue.Queue = queue.Queue(maxsize=ahead)
         self.stop = threading.Event()
         self.stage = stage
-        gen = batches if stage is None else _timed(batches, stages, stage)
+        gen = batches if stage is None else timed(batches, stages, stage)
         self.thread = threading.Thread(target=self._run, args=(gen,), daemon=True)
         self.thread.start()
 
