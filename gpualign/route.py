@@ -32,16 +32,16 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
     An engine's accepts() is asked only while some pair still needs an engine (as a rule the first
     takes every pair and the rest are never asked)."""
     n = batch.n
-    unplaced = np.ones(n, dtype=bool)  # no engine has accepted it yet
-    carried = np.zeros(n, dtype=bool)  # exceeded an engine: goes to the next that accepts it
+    need = np.ones(n, dtype=bool)  # no engine has aligned it yet: none accepted it, or it exceeded those that did
+    seen = None  # accepted by an engine so far: None for no pair, True for every pair, else a mask
     parts, counts = [], {}
     for engine in chain:
-        if not (unplaced.any() or carried.any()):
+        if not need.any():
             break
         ok = engine.accepts(batch, cfg)
-        here = (unplaced | carried) & ok
-        unplaced &= ~ok
-        carried &= ~here
+        every = bool(ok.all())
+        here = need if every else need & ok
+        seen = True if every or seen is True else ok.copy() if seen is None else seen | ok
         idx = None if here.all() else np.nonzero(here)[0]  # None: the whole batch
         if idx is not None and len(idx) == 0:
             continue
@@ -52,9 +52,13 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
         for key, v in getattr(engine, "last_counts", {}).items():  # per-kernel counts, if the engine has them
             counts[key] = counts.get(key, 0) + v
         exceeded = res.status == EXCEEDED
-        if exceeded.any():
-            carried[exceeded if idx is None else idx[exceeded]] = True
-            counts["rescued"] = counts.get("rescued", 0) + int(exceeded.sum())
+        if idx is None:
+            need = exceeded
+        else:
+            need[idx] = exceeded
+        rescued = int(np.count_nonzero(exceeded))
+        if rescued:
+            counts["rescued"] = counts.get("rescued", 0) + rescued
     if len(parts) == 1 and parts[0][0] is None:
         out = parts[0][1]  # one engine took every pair, in order: nothing to move
     else:
@@ -63,11 +67,13 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
         out = scoring.restate_matches(batch, out, cfg)
     if out.t_start is not None and out.t_end is not None:
         _inside_target(out, batch.t_len)
-    for i in np.nonzero(unplaced)[0].tolist():
-        out.reason[i] = "no engine accepts this pair"
-    for i in np.nonzero(carried)[0].tolist():
-        out.status[i] = FAILED
-        out.reason[i] = "exceeded the bounds of every engine"
+    if need.any():  # (seen: np.bool_ broadcasts as the masks do)
+        seen = np.bool_(seen is not None) if seen is None or seen is True else seen
+        for i in np.nonzero(need & ~seen)[0].tolist():
+            out.reason[i] = "no engine accepts this pair"
+        for i in np.nonzero(need & seen)[0].tolist():
+            out.status[i] = FAILED
+            out.reason[i] = "exceeded the bounds of every engine"
     return out, counts
 
 

@@ -295,7 +295,8 @@ class StageRecorder:
     LABELS = {"align": "run_chain", "merge": "merge", "upload": "upload (copy+H2D+meta)", "edit upload": "upload+pack",
               "edit level": "eWFA level (kernel+cigar)", "affine level queued": "affine level (kernels)",
               "results record": "Results.record (affine)", "results": "Results.finish (affine)",
-              "slot results book": "SlotResults.book (eWFA)", "slot results": "SlotResults.finish (eWFA)",
+              "slot results book": "SlotResults.book (eWFA)",
+              "slot results settle": "SlotResults.settle (eWFA)", "slot results": "SlotResults.finish (eWFA)",
               "dp fill": "dp_fill or dp_long (gpu-dp)", "dp trace": "dp_trace (gpu-dp)", "dp gather": "dp_gather (gpu-dp)"}
 
     def __init__(self):

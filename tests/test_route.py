@@ -75,6 +75,31 @@ def test_nothing_dropped_when_no_engine_can_hold():
     assert failed.any() and all(i in res.reason for i in np.nonzero(failed)[0])
 
 
+def test_unaligned_pairs_say_why():
+    """A pair no engine accepts is not OK and says why; one every engine that took it exceeded is FAILED
+    with that reason; the rest are aligned, each by the first engine that accepts and holds it."""
+    from gpualign.records import FAILED
+
+    batch = to_batch(_pairs())
+    longest = np.maximum(batch.q_len, batch.t_len)
+    small = BoundedEngine("gpu-edit-32", max_len=500, bound=20)
+    mid = BoundedEngine("gpu-edit-64", max_len=300, bound=10)  # takes some of small's exceeded, holds none
+    res, counts = run_chain(batch, [small, mid], AlignConfig())
+    ref, _ = run_chain(batch, [CpuEngine(1)], AlignConfig())
+    unplaced = longest > 500
+    over = ~unplaced & (ref.score > 20)
+    assert unplaced.any() and over.any()
+    assert all(res.reason.get(i) == "no engine accepts this pair" for i in np.nonzero(unplaced)[0])
+    assert (res.status[unplaced] != OK).all()
+    assert (res.status[over] == FAILED).all()
+    assert all(res.reason.get(i) == "exceeded the bounds of every engine" for i in np.nonzero(over)[0])
+    done = ~unplaced & ~over
+    assert (res.status[done] == OK).all() and (res.score[done] == ref.score[done]).all()
+    assert set(res.reason) == set(np.nonzero(unplaced | over)[0])
+    assert counts["gpu-edit-32"] == int((~unplaced).sum()) and counts["gpu-edit-64"] == int(over.sum())
+    assert counts["rescued"] == 2 * int(over.sum())
+
+
 class OutOfMemoryError(Exception):
     """Stands in for cupy.cuda.memory.OutOfMemoryError (matched by name)."""
 

@@ -84,6 +84,7 @@ class GpuEditEngine(BatchEngine):
         self.first_level = first_level
         self.last_counts: dict = {}  # pairs per kernel level of the last align() call
         self._start: dict = {}  # levels -> (the next batch's first level, batches left before a sample)
+        self._smem_set: set = set()  # dynamic shared memory sizes the kernel has been allowed
 
     def _module(self):
         if self._mod is None:
@@ -133,7 +134,7 @@ class GpuEditEngine(BatchEngine):
         d_raw, d_meta = self._staging.upload(batch, cfg)
         nwords = len(d_raw) // 16
         d_packed = cupy.empty(nwords + 2, dtype=cupy.uint32)
-        d_packed[-2:] = 0
+        d_packed[-2:].data.memset_async(0, 8)  # (a cupy fill costs a kernel and its Python side)
         self._mod.get_function("pack2")((min(4096, (nwords + 255) // 256),), (256,),
                                         (d_raw.view(cupy.uint32), d_packed, np.int32(nwords)))
         return d_packed, d_raw.view(cupy.uint32), d_meta
@@ -172,7 +173,8 @@ class GpuEditEngine(BatchEngine):
             if left == 0:
                 break
             s, mode, ops, cnt = self._run_level(e, dev, todo, left, want_cigar)
-            todo, left, two_bit, other = res.book(todo, left, s, mode, cnt, ops, 2 * e + 1)
+            todo = res.book(todo, left, s, mode, cnt, ops, 2 * e + 1)
+            left, two_bit, other = res.settle()
             done_at[e] = two_bit + other
             for key, v in ((f"gpu-edit:E{e}", two_bit), (f"gpu-edit:E{e}-bytes", other)):
                 if v:
@@ -198,8 +200,10 @@ class GpuEditEngine(BatchEngine):
         per_warp = 4 * _smem_words(e, want_cigar)
         warps = max(1, min(8, SMEM_TARGET // per_warp))
         smem = warps * per_warp
-        if smem > max(48 * 1024, kern.max_dynamic_shared_size_bytes):
-            kern.max_dynamic_shared_size_bytes = smem
+        if smem > 48 * 1024 and smem not in self._smem_set:  # (the attribute read is a driver call)
+            if smem > kern.max_dynamic_shared_size_bytes:
+                kern.max_dynamic_shared_size_bytes = smem
+            self._smem_set.add(smem)
         grid = max(1, min((nl + warps - 1) // warps, self._sms * 64))
         kern((grid,), (32 * warps,), (np.int32(e), np.int32(want_cigar), d_packed, d_raw, ids, np.int32(nl), d_qpos,
                                       d_qlen, d_tpos, d_tlen, d_score, d_mode, d_bt), shared_mem=smem)
