@@ -236,3 +236,82 @@ def test_start_level_learnt_between_samples(cpu, kind):
         firsts.append(eng._start[gpu_edit.CIGAR_LEVELS][0])
     assert samples == [1024, 1024]  # batches 0 and SAMPLE_EVERY (gpu_edit.SAMPLE_EVERY = 8)
     assert firsts[:5] == [32] * 5 and firsts[5] > 32  # (150 bp at 2%: 3 edits; 300 bp at 15%: 45)
+
+
+@pytest.mark.parametrize("kind", [pytest.param("gpu", marks=pytest.mark.gpu), pytest.param("emu", marks=NO_CXX)])
+def test_tiny_batches(kind):
+    """Batches of no pair and of one (aligned, and beyond every level), with CIGARs and scores only."""
+    from gpualign.records import EXCEEDED, OK
+
+    eng = edit_engine(kind)
+    far = (b"A" * 600, b"C" * 600)  # 600 edits: beyond E128 (and E512 scores only)
+    for cfg in (AlignConfig(), AlignConfig(distance_only=True)):
+        assert eng.align(to_batch([]), cfg).n == 0
+        one = to_batch([(b"ACGTACGTTT", b"ACGACGTTTA")])
+        res = eng.align(one, cfg)
+        verify(one, res, cfg)
+        res = eng.align(to_batch([far]), cfg)
+        assert res.status[0] == EXCEEDED and not res.reason
+        res = eng.align(to_batch([far, (b"ACGT", b"ACGT")]), cfg)
+        assert list(res.status) == [EXCEEDED, OK] and res.score[1] == 0
+
+
+def scale_n(kind: str, n: int) -> int:
+    """n pairs on the device, a thirtieth emulated (at least 5)."""
+    return n if kind == "gpu" else max(5, n // 30)
+
+
+def _device_text_checks(res) -> None:
+    """The CIGARs' text and counts made on the device (AlignBatch.device_cigar, and the host's copy of them)
+    equal what the writers derive from the ops on the host."""
+    from gpualign import cigar as C
+    from test_dp import writers_text
+
+    res.cigar_text  # noqa: B018 - (the deferred copies: brought over now)
+    assert writers_text(res)
+    dev = res.device_cigar
+    assert C.text_list(*(np.asarray(dev[k]) for k in ("text", "start", "length"))) == \
+        C.to_text(res.cigar, res.cigar_off, res.cigar_len)
+
+
+@pytest.mark.parametrize("kind", [pytest.param("gpu", marks=pytest.mark.gpu), pytest.param("emu", marks=NO_CXX)])
+def test_every_level_in_one_batch(kind):
+    """One batch whose pairs end at every level and beyond (from E32 up): scores as edlib's, CIGARs checked,
+    the device's text as the host's, exceeded pairs without ops; scores only likewise."""
+    from simulate import simulate
+
+    from gpualign.records import EXCEEDED, OK
+
+    pairs = []
+    for i, rate in enumerate((0.0, 0.02, 0.08, 0.15, 0.3, 0.5)):  # 400 bp: 0 to ~200 edits
+        q, t = simulate(scale_n(kind, 300), 400, rate, seed=70 + i)
+        pairs += list(zip(q, t))
+    batch = to_batch([pairs[i] for i in np.random.default_rng(7).permutation(len(pairs))])
+    want = np.array([edit(batch.query(i), batch.target(i), False) for i in range(batch.n)])
+    for cfg in (AlignConfig(), AlignConfig(distance_only=True)):
+        eng = edit_engine(kind, first_level=32)
+        res = eng.align(batch, cfg)
+        ok = res.status == OK
+        assert (ok == (want <= (128 if not cfg.distance_only else 512))).all()
+        assert (res.status[~ok] == EXCEEDED).all() and (res.score[ok] == want[ok]).all()
+        assert len({k.split("-bytes")[0] for k in eng.last_counts}) == 3, eng.last_counts
+        if not cfg.distance_only:
+            assert (res.cigar_len[~ok] == 0).all()
+            check_against(batch.take(np.nonzero(ok)[0]), res.take(np.nonzero(ok)[0]), cfg, want[ok], 5)
+            _device_text_checks(res)
+
+
+@pytest.mark.parametrize("kind", [pytest.param("gpu", marks=pytest.mark.gpu), pytest.param("emu", marks=NO_CXX)])
+@pytest.mark.parametrize("d", [31, 32, 60, 64])
+def test_cigars_that_fill_their_slots(kind, d):
+    """=X=X...X=: d mismatches make 2d + 1 runs, all of a slot at d = E (the ops kept where they were
+    gathered, not compacted: their total is over half the room)."""
+    alt = bytearray(b"A" * 400)
+    for j in range(d):
+        alt[2 * j + 1] = ord("C")
+    batch = to_batch([(bytes(alt), b"A" * 400)] * 3)
+    cfg = AlignConfig()
+    res = edit_engine(kind, first_level=32).align(batch, cfg)
+    verify(batch, res, cfg)
+    assert (res.cigar_len == 2 * d + 1).all()
+    _device_text_checks(res)
