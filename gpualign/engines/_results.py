@@ -272,6 +272,7 @@ class SlotResults:
     def finish(self, name: str) -> AlignBatch:
         """The AlignBatch in pair order (scores and statuses in pinned host arrays, the CIGARs deferred)."""
         n, got = self.n, self._ready if self._ready is not None else self._queue_finish()
+        self._ready = None  # (its host arrays are the AlignBatch's now: a second finish copies its own)
         cig = got["cig"]
         lens = got["lens"] if cig else np.zeros(n, np.int64)
         offs = got["offs"][:n] if cig else np.zeros(n, np.int64)
