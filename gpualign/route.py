@@ -67,8 +67,9 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
         out = scoring.restate_matches(batch, out, cfg)
     if out.t_start is not None and out.t_end is not None:
         _inside_target(out, batch.t_len)
-    if need.any():  # (seen: np.bool_ broadcasts as the masks do)
-        seen = np.bool_(seen is not None) if seen is None or seen is True else seen
+    if need.any():
+        if seen is None or seen is True:  # (as a scalar, which broadcasts as a mask would)
+            seen = np.bool_(seen is True)
         for i in np.nonzero(need & ~seen)[0].tolist():
             out.reason[i] = "no engine accepts this pair"
         for i in np.nonzero(need & seen)[0].tolist():
