@@ -6,8 +6,9 @@ times, on the same data:
   e2e      gpualign pairs A.fa B.fa -o out.paf   (end to end: parse, align, format, write)
   engine   the engine chain alone on in-memory batches (upload + kernels; a GPU engine's CIGARs stay on the
            device, where the command's PAF/SAM lines are made from them)
-  engine_dev, engine_dev_fetch (--engine-device-input) the same on the batches the device reader makes from
-           the files (no upload); _fetch: each batch's CIGARs brought to the host as well
+  engine_dev, engine_dev_fetch, engine_dev_serial (--engine-device-input) the same on the batches the device
+           reader makes from the files (no upload); _fetch: each batch's CIGARs brought to the host as well;
+           _serial: each batch queued and aligned on one thread, the device synchronised around each pass
   pywfa    pywfa (WFA2-lib) called directly, all cores, same metric, CIGAR, no I/O
   edlib    edlib, all cores, edit distance + path (edit metric only)
   parasail parasail nw (striped, traceback), all cores, affine metric only, on a sample of the pairs
@@ -133,14 +134,17 @@ def _chunks(qs, ts, n, extra=()):
     return [(*extra, qs[i:i + step], ts[i:i + step]) for i in range(0, len(qs), step)]
 
 
-def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3, files=None, fetch=False):
+def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3, files=None, fetch=False,
+                 serial=False):
     """The engine chain on in-memory batches (what `align_pairs` runs), warm: the best of `repeats` passes.
     Batches are queued as stages.stream queues them (their uploads start on this thread; as many aligner
     threads as the first engine's `concurrent`), results are not written. files (A, B): the batches as the
     command's device reader makes them from those files (io/fastx_device.py: the sequences already on the
     GPU, no upload), else built from q, t in page-locked memory as the host reader builds them (uploaded by
     the engine). fetch: each batch's CIGARs brought to the host (as a host writer reads them; a GPU engine
-    leaves them on the device until then)."""
+    leaves them on the device until then). serial: each batch queued and aligned on this thread, one after
+    the other, the device synchronised before and after each pass (the engine's own time, no thread
+    hand-offs)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gpualign.config import AlignConfig
@@ -172,28 +176,52 @@ def _engine_time(q, t, metric, device, threads, distance_only=False, repeats=3, 
             res.cigar  # noqa: B018 - (a deferred copy: brought over now)
         return res, counts
 
+    def serial_pass(counts):
+        sync()
+        for b in batches:
+            prefetch(b, chain, cfg)
+            for k, v in run(b)[1].items():
+                counts[k] = counts.get(k, 0) + v
+        sync()
+
+    def threaded_pass(counts):
+        pending = []
+        for b in [*batches, None]:  # as stages.stream: a batch's upload starts as it is queued, on
+            if b is not None:      # this thread, while the aligner threads run the ones before it
+                prefetch(b, chain, cfg)
+                pending.append(aligner.submit(run, b))
+            while pending and (b is None or len(pending) > workers):
+                for k, v in pending.pop(0).result()[1].items():
+                    counts[k] = counts.get(k, 0) + v
+
     times = []
-    workers = max(1, int(chain[0].concurrent))  # (dispatch.Here's window)
-    with ThreadPoolExecutor(workers) as aligner:
+    sync = _device_sync(device)
+    workers = 0 if serial else max(1, int(chain[0].concurrent))  # (dispatch.Here's window)
+    with ThreadPoolExecutor(max(1, workers)) as aligner:
         for _ in range(repeats):  # the best of a few passes over all batches (the first is often slower)
             t0 = time.perf_counter()
             counts = {}
-            pending = []
-            for b in [*batches, None]:  # as stages.stream: a batch's upload starts as it is queued, on
-                if b is not None:      # this thread, while the aligner threads run the ones before it
-                    prefetch(b, chain, cfg)
-                    pending.append(aligner.submit(run, b))
-                while pending and (b is None or len(pending) > workers):
-                    for k, v in pending.pop(0).result()[1].items():
-                        counts[k] = counts.get(k, 0) + v
+            (serial_pass if serial else threaded_pass)(counts)
             times.append(time.perf_counter() - t0)
     print(f"# engine passes{' (device input)' if files else ''}{' (CIGARs fetched)' if fetch else ''}: "
-          f"{', '.join(f'{x:.3f}' for x in times)} s ({len(batches)} batches, {workers} aligner threads)",
+          f"{', '.join(f'{x:.4f}' for x in times)} s ({len(batches)} batches, "
+          f"{'serial, device synchronised' if serial else f'{workers} aligner threads'})",
           file=sys.stderr)
     dt = min(times)
     for e in chain:
         e.close()
     return dt, counts, notice
+
+
+def _device_sync(device: str):
+    """A call that waits for the GPU's queued work (nothing on the CPU)."""
+    if device == "cpu":
+        return lambda: None
+    try:
+        import cupy
+    except ImportError:
+        return lambda: None
+    return lambda: cupy.cuda.Device().synchronize()
 
 
 def main() -> None:
@@ -293,9 +321,10 @@ def main() -> None:
             row["engine_s"], row["routes"], row["notice"] = _engine_time(q, t, a.metric, a.device, a.threads,
                                                                          a.distance_only, a.engine_repeats)
             if a.engine_device_input:
-                for key, fetch in (("engine_dev_s", False), ("engine_dev_fetch_s", True)):
+                for key, fetch, serial in (("engine_dev_s", False, False), ("engine_dev_fetch_s", True, False),
+                                           ("engine_dev_serial_s", False, True)):
                     row[key] = _engine_time(q, t, a.metric, a.device, a.threads, a.distance_only, a.engine_repeats,
-                                            (fa, fb), fetch)[0]
+                                            (fa, fb), fetch, serial)[0]
             qs = [x.decode() for x in q]
             ts = [x.decode() for x in t]
             if "pywfa" in peers:
@@ -313,8 +342,8 @@ def main() -> None:
                 with open(a.json, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
             print(json.dumps(row), file=sys.stderr)
-    cols = [c for c in ("e2e_s", "e2e_host_s", "engine_s", "engine_dev_s", "engine_dev_fetch_s", "pywfa_s", "edlib_s",
-                        "parasail_s", "wfa2c_s")
+    cols = [c for c in ("e2e_s", "e2e_host_s", "engine_s", "engine_dev_s", "engine_dev_fetch_s", "engine_dev_serial_s",
+                        "pywfa_s", "edlib_s", "parasail_s", "wfa2c_s")
             if any(c in r for r in rows)]
     print(f"\n{a.metric}{' distance-only' if a.distance_only else ''}, profile {a.profile}, device={a.device}, "
           f"{a.threads} threads, {platform.node()} (parasail: sampled, scaled)")
