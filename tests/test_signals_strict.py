@@ -80,8 +80,8 @@ def _startup_s() -> float:
 def test_sigint_during_startup(tmp_path):
     """Ctrl-C from 50 ms to 0.6 s after launch (the first delays no sooner than 2.5 times the bare
     interpreter's start-up), both launchers, a run that would wait for stdin: always exit 130 and only
-    `interrupted` (at the first delay, a start still inside the interpreter's own may die of the signal
-    instead, writing nothing: CI's 2 cores shared with other tests once made it so)."""
+    `interrupted` (at the first delay, a start slowed by the tests beside this one may still be inside the
+    interpreter's own, which then dies of the signal, writing nothing)."""
     for name in ("a.fa", "b.fa"):
         (tmp_path / name).write_text(">r\nACGTACGTAC\n")
     floor = 2.5 * _startup_s()  # (tests beside this one, -n, may slow a start after it was measured)
@@ -103,8 +103,6 @@ def test_sigint_during_startup(tmp_path):
                             os.killpg(p.pid, signal.SIGKILL)
                             p.wait()
                     got = (p.returncode, err.decode())
-                    # at the first delay, a start slowed by the tests beside this one may still be inside the
-                    # interpreter's own start, before its SIGINT handler: the default action, nothing written
                     early = delay == delays[0] and got == (-signal.SIGINT, "")
                     assert got == (130, "interrupted\n") or early, f"{how}, SIGINT at {delay:.2f} s: {got}"
     finally:
