@@ -26,6 +26,7 @@ from .config import AlignConfig
 from .engines import select_engines
 from .errors import DeviceError, InputError
 from .io.fastx import shown_as
+from .output.reserve import Reserve
 from .output.sink import STDOUT_NAMES, BgzfSink, Sink, compressed, inherited_fd, is_stream
 from .records import OK
 from .stdio import CLOSED_AT_START, stdout_closed
@@ -135,7 +136,8 @@ class Output:
                 raise InputError(f"{path}: cannot write ({e.strerror})") from None
             interrupt.track(self.tmp)  # removed by the interrupt handler if abort() cannot run
             shown_as(self.tmp, path)  # (messages about it, such as htslib's on BAM, name the output)
-            self.sink = Sink(fd, path, own=True)
+            # (BAM: htslib writes the file by its name, none of it through this sink, so nothing is taken ahead)
+            self.sink = Sink(fd, path, own=True, reserve=None if binary_via_path else Reserve.ahead_of(fd))
             if compressed(path) and not binary_via_path:
                 self.sink = BgzfSink(self.sink)
         self.target = self.sink
@@ -157,9 +159,8 @@ class Output:
             umask = os.umask(0)  # mkstemp made the file 0600: give it the mode a plain open() would
             os.umask(umask)
             os.chmod(self.tmp, 0o666 & ~umask)
-            # (renamed over a file already there, ext4's auto_da_alloc writes the new one out before the rename
-            # returns, 0.3-0.6 s a GB: the price of a replace that leaves the old file or the new one, never
-            # neither, whatever happens meanwhile)
+            # (the old file or the new one, never neither, whatever happens meanwhile; on ext4 the sink's
+            # Reserve spares the new one's write-out that a rename over a file would begin: reserve.py)
             os.replace(self.tmp, self.path)
             interrupt.untrack(self.tmp)
             self.tmp = None

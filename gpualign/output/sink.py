@@ -17,6 +17,7 @@ import zlib
 
 from .. import trace
 from ..errors import ConfigError, WriteError
+from .reserve import Reserve
 
 BUFFER = 1 << 20  # small writes are gathered up to this many bytes; larger ones go out at once
 STDOUT_NAMES = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
@@ -79,9 +80,11 @@ class Sink:
     """Bytes to a file descriptor, each write whole (small ones gathered up to BUFFER bytes first);
     a failure raises WriteError naming the output."""
 
-    def __init__(self, fd: int, name: str, own: bool):
-        """own: close fd at close() (not stdout's)."""
+    def __init__(self, fd: int, name: str, own: bool, reserve: Reserve | None = None):
+        """own: close fd at close() (not stdout's). reserve: blocks taken ahead of the writes (a new file
+        that will be renamed over its name; reserve.py), given back past the end at close()."""
         self.fd, self.name, self.own = fd, name, own
+        self.reserve, self.written = reserve, 0
         self.buf = bytearray()
         self.sendfile = True  # False once the output refused it (send_file then says so at once)
 
@@ -110,6 +113,7 @@ class Sink:
         if not self.sendfile:
             return False
         self.flush()
+        self._cover(count)
         done = 0
         try:
             while done < count:
@@ -117,6 +121,7 @@ class Sink:
                 if sent == 0:
                     raise OSError(errno.EIO, f"{count - done} bytes left unsent")
                 done += sent
+                self.written += sent
         except OSError as e:
             if done == 0 and e.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
                 self.sendfile = False
@@ -128,8 +133,16 @@ class Sink:
         """Everything written out; the descriptor closed if it is ours."""
         try:
             self.flush()
+            if self.reserve:
+                self.reserve.give_back()
         finally:
             self.release()
+
+    def _cover(self, count: int) -> None:
+        """Blocks taken for the next count bytes where this file has a Reserve (none from the first refusal)."""
+        if self.reserve and not self.reserve.cover(self.written + count):
+            self.reserve.give_back()
+            self.reserve = None
 
     def release(self) -> None:
         """The descriptor closed if it is ours, nothing more written (the run failed)."""
@@ -145,12 +158,14 @@ class Sink:
     def _out(self, data) -> None:
         failed = None
         with memoryview(data) as view:
+            self._cover(len(view))
             done = 0
             try:
                 while done < len(view):
                     done += os.write(self.fd, view[done:])
             except OSError as e:
                 failed = e
+            self.written += done
         if failed is not None:  # raised with the views released (write's comment)
             raise WriteError(self.name, failed) from None
 
