@@ -270,7 +270,8 @@ def _device_text_checks(res) -> None:
     res.cigar_text  # noqa: B018 - (the deferred copies: brought over now)
     assert writers_text(res)
     dev = res.device_cigar
-    assert C.text_list(*(np.asarray(dev[k]) for k in ("text", "start", "length"))) == \
+    host = [a.get() if hasattr(a, "get") else np.asarray(a) for a in (dev[k] for k in ("text", "start", "length"))]
+    assert C.text_list(*host) == \
         C.to_text(res.cigar, res.cigar_off, res.cigar_len)
 
 
