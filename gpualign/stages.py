@@ -181,7 +181,7 @@ def running(chain, output: "Output", cfg: AlignConfig):
     """Engines started (the first one run once on a few pairs: cfg's path loaded) and the output
     committed on success; on any failure the partial output is removed. The engines are closed
     either way."""
-    for e in reversed(chain):  # the CPU engine's worker processes are forked before the GPU is used
+    for e in reversed(chain):  # a CPU chain's worker processes forked first (a GPU chain's rescue: at first use)
         e.start()
     if chain:  # (none here: --gpus's device slots have theirs)
         chain[0].warm(cfg)

@@ -2,9 +2,10 @@
 single helper process for one job (Forked).
 
 Pools are forked where the platform can (the platform's default start method elsewhere), and a pool made
-to start now forks every worker at once, before this process has threads or a CUDA context a child must
-not inherit (the callers make theirs before the reader threads and the GPU). Forked children ignore SIGINT
-and are ended by the parent (interrupt.py's fork hooks, once the CLI installed them)."""
+to start now forks every worker at once (a CPU chain's engine at its start, before the aligner threads; a GPU
+chain's rescue engine at its first batch too large to align inline: engines/_pool.py). Forked children
+ignore SIGINT and are ended by the parent (interrupt.py's fork hooks, once the CLI installed them), and
+never use the CUDA context they may inherit (driver.py's fork hook waits for its making)."""
 
 from __future__ import annotations
 

@@ -238,3 +238,46 @@ def test_cpu_wfa_chunk_with_a_failed_pair(monkeypatch, ends_free):
         import edlib
 
         assert clean[0].tolist() == [edlib.align(q, t, task="distance")["editDistance"] for q, t in seqs]
+
+
+def test_rescue_pool_forked_at_first_use(monkeypatch):
+    """A GPU chain's CPU engine (select_engines marks it rescue) forks no workers at start(); its first
+    batch too large to align inline makes the pool, once, whichever of two aligner threads gets there first,
+    and the scores are edlib's."""
+    import threading
+
+    import gpualign.engines as engines
+    from gpualign.engines import select_engines
+    from gpualign.engines import _pool
+    from oracles import edit
+    from simulate import simulate
+
+    monkeypatch.setattr(engines, "gpu_status", lambda: (True, "a GPU (faked)"))
+    chain, notice = select_engines(AlignConfig(device="gpu", threads=2))
+    cpu = chain[-1]
+    assert cpu.rescue and "rescue cpu-wfa" in notice and all(not getattr(e, "rescue", False) for e in chain[:-1])
+    assert not select_engines(AlignConfig(device="cpu", threads=2))[0][0].rescue
+    cpu.inline_bases = 0
+    made = []
+    real = _pool.fork_pool
+    monkeypatch.setattr(_pool, "fork_pool", lambda *a, **k: made.append(1) or real(*a, **k))
+    try:
+        cpu.start()
+        assert cpu._pool is None and not made
+        q, t = simulate(40, 200, 0.1, seed=3)
+        batch = to_batch(list(zip(q, t)))
+        out = [None, None]
+
+        def run(i):
+            out[i] = cpu.align(batch, AlignConfig())
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert made == [1] and cpu._pool is not None
+        want = [edit(a, b) for a, b in zip(q, t)]
+        assert all(list(o.score) == want for o in out)
+    finally:
+        cpu.close()

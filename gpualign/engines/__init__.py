@@ -73,6 +73,7 @@ def select_engines(cfg: AlignConfig) -> tuple[list, str]:
             raise DeviceError(f"--device gpu: no GPU engine for --metric {cfg.metric} in this version")
         return [cpu], f"engine: {cpu_note}; GPU {what} present but no GPU engine for this metric"
     names = ", ".join(e.name for e in gpus)
+    cpu.rescue = True
     return [*gpus, cpu], f"engines: {names} on {what}, rescue {cpu_note}"
 
 
@@ -90,6 +91,7 @@ def _general_chain(cfg: AlignConfig) -> tuple[list, str]:
 
         gpu = GpuDpEngine()
         if gpu.accepts_cfg(cfg):
+            dp.rescue = True
             return [gpu, dp], f"engines: gpu-dp on {what}, rescue {cpu_note}"
         what = f"{what} present but the matrix has over {MAX_LETTERS} letters"
     if cfg.device == "gpu":

@@ -6,6 +6,7 @@ forked child (interrupt.killable), so that a signal is not held up by the C call
 from __future__ import annotations
 
 import importlib
+import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -48,9 +49,13 @@ class Done(Future):
 
 class ChunkPool(Engine):
     """Process pool (forked, created on first use or at start()) and the batch-splitting rule. A
-    subclass names the module its workers import (``requires``)."""
+    subclass names the module its workers import (``requires``). rescue: the engine is a GPU chain's last
+    (select_engines), its pool forked at the first batch that needs one, not at start(): most GPU runs send it
+    nothing or only small batches (aligned inline), and 16 forks of a process holding a CUDA context took
+    ~0.06 s of the start's critical path, before the first batch could align."""
 
     requires = ""
+    rescue = False
 
     @classmethod
     def available(cls) -> bool:
@@ -64,16 +69,18 @@ class ChunkPool(Engine):
         self.threads = max(1, threads)
         self.inline_bases = inline_bases
         self._pool: ProcessPoolExecutor | None = None
+        self._pool_lock = threading.Lock()  # (a rescue's pool is made by whichever aligner thread needs it first)
 
     def _get_pool(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = fork_pool(self.threads, start=False)
-        return self._pool
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = fork_pool(self.threads, start=False)
+            return self._pool
 
     def start(self) -> None:
-        """Create the worker pool now (before threads or CUDA exist in this process)."""
-        if self.threads > 1:  # with fork the pool forks every worker at its first job: that is now, not
-            self._get_pool().submit(int).result()  # from the aligner thread (locks other threads hold)
+        """Create the worker pool now, before the aligner threads (a rescue's: at its first use)."""
+        if self.threads > 1 and not self.rescue:  # with fork the pool forks every worker at its first job:
+            self._get_pool().submit(int).result()  # that is now, not from an aligner thread
 
     def close(self) -> None:
         if self._pool is not None:
