@@ -281,3 +281,44 @@ def test_rescue_pool_forked_at_first_use(monkeypatch):
         assert all(list(o.score) == want for o in out)
     finally:
         cpu.close()
+
+
+@pytest.mark.gpu
+def test_rescue_pool_forked_beside_the_gpu():
+    """On a GPU: the chain's rescue forks its pool from an aligner thread while another thread aligns on the
+    device (the run's shape once rescue is needed); both give edlib's scores, and the process goes on using
+    the device after the fork."""
+    import threading
+
+    from gpualign.engines import select_engines
+    from oracles import edit
+    from simulate import simulate
+
+    cfg = AlignConfig(device="gpu", threads=4)
+    chain, _ = select_engines(cfg)
+    cpu = chain[-1]
+    assert cpu.rescue
+    for e in reversed(chain):
+        e.start()
+    chain[0].warm(cfg)
+    cpu.inline_bases = 0
+    q, t = simulate(400, 300, 0.1, seed=8)
+    batch = to_batch(list(zip(q, t)))
+    want = [edit(a, b) for a, b in zip(q, t)]
+    out = {}
+    try:
+        def gpu_side():
+            for i in range(20):
+                out[f"gpu{i}"] = chain[0].align(batch, cfg)
+
+        th = threading.Thread(target=gpu_side)
+        th.start()
+        out["cpu"] = cpu.align(batch, cfg)
+        th.join()
+        out["after"] = chain[0].align(batch, cfg)
+        assert cpu._pool is not None
+        assert all(list(r.score) == want for r in out.values()), {k: int((r.score != want).sum()) for k, r in
+                                                                  out.items()}
+    finally:
+        for e in chain:
+            e.close()
