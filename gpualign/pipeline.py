@@ -117,7 +117,6 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
                          note, on_notice)
     t0 = time.perf_counter()
     spooled = reader = fmt_pool = ahead = dispatcher = scanner = None
-    switch = contextlib.ExitStack()
     try:
         sam = fmt in ("sam", "bam")
         target_name = fastx.display_name(path_b)
@@ -151,9 +150,6 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
         # pageable memory, then, once a GPU engine runs, in page-locked memory (host_allocator)
         batches = scoring.checked(reader, cfg, path_a, path_b, done=lambda b: b.device is not None) \
             if cfg.general else reader  # (the device reader's batches checked by its kernels)
-        if gpu_read:  # the switch interval shortened where threads share the interpreter (reading on the GPU,
-            # the engines' start and warm-up, then aligning and writing), from the reader's first batch on
-            switch.enter_context(switching())
         ahead = ReadAhead(batches, summary.stage_seconds)
         here = cluster is None or not cluster.wanted
         pool_cfg = cfg.with_(threads=engine_threads) if here else cfg
@@ -173,13 +169,14 @@ def run_pairs(path_a: str, path_b: str, out: str, fmt: str | None, cfg: AlignCon
             lines = text_device.DeviceLines() if on_device else None
             if lines is not None and lines.ready():  # (else joined here by numpy: CuPy unusable after all)
                 writer.fmt.lines = lines
-            with aborting(writer):
+            # the switch interval shortened where three threads share the interpreter (reading on the GPU,
+            # aligning, writing)
+            with aborting(writer), switching() if gpu_read else contextlib.nullcontext():
                 stream(ahead, dispatcher, cfg, parallel.OrderedWriter(writer, fmt_pool), summary, progress, verify,
                        checker)
                 writer.close()
         dispatcher_summary(dispatcher, summary)
     finally:
-        switch.close()
         if dispatcher is not None:
             dispatcher.close()
         if ahead is not None:
