@@ -119,8 +119,7 @@ class Output:
         if path in STDOUT_NAMES:
             if stdout_closed():
                 raise InputError(_STDOUT_CLOSED)
-            fd = sys.stdout.fileno()
-            self.sink = Sink(fd, "stdout", own=False, reserve=Reserve.ahead_of(fd))  # (BAM's bytes too, at commit)
+            self.sink = Sink(sys.stdout.fileno(), "stdout", own=False)
         elif stream:
             fd = inherited_fd(path)
             if fd in CLOSED_AT_START:  # (/dev/null since: the output would be lost)

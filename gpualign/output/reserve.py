@@ -5,17 +5,14 @@ ext4 allocates a written page's block late (delayed allocation); renamed over an
 such pages is written out before rename() returns (auto_da_alloc: 0.3-0.6 s a GB on the GPU hosts, 0.16 s for
 400 MB on the development machine). Blocks taken ahead with fallocate(FALLOC_FL_KEEP_SIZE) leave no page
 to allocate late, so the rename returns at once; the blocks past the file's end are given back at close
-(ftruncate to its size). The same holds for stdout redirected to a file over an existing one (`> out.paf`:
-the shell truncated it, and ext4 writes a truncated file out at its last close: 0.31-0.34 s against
-0.16-0.20 s for 400 MB on the development machine). Elsewhere (other file systems, no fallocate, a full
-disk) nothing is taken and the file is written as before."""
+(ftruncate to its size). Elsewhere (other file systems, no fallocate, a full disk) nothing is taken and the
+file is written as before."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import os
-import stat
 
 EXT4_MAGIC = 0xEF53  # statfs's f_type for ext2/3/4
 KEEP_SIZE = 1  # FALLOC_FL_KEEP_SIZE: blocks past the end, the file's size unchanged
@@ -45,31 +42,23 @@ def on_ext4(fd: int) -> bool:
 
 
 class Reserve:
-    """Blocks taken ahead of the writes to a file open as fd, written in order from its end (a new file's
-    offset 0; stdout's position, or the end it appends to)."""
+    """Blocks taken ahead of the writes to a new file open as fd (written from offset 0, in order)."""
 
-    def __init__(self, fd: int, base: int = 0):
-        self.fd, self.base = fd, base
-        self.taken = base  # bytes of the file with blocks taken
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.taken = 0  # bytes of the file with blocks taken
 
     @classmethod
     def ahead_of(cls, fd: int) -> Reserve | None:
-        """A Reserve for fd where it helps (a regular file on ext4), else None."""
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or not on_ext4(fd):
-                return None
-            return cls(fd, max(st.st_size, os.lseek(fd, 0, os.SEEK_CUR)))
-        except OSError:
-            return None
+        """A Reserve for fd where it helps (ext4), else None."""
+        return cls(fd) if on_ext4(fd) else None
 
-    def cover(self, written: int) -> bool:
-        """Blocks taken for the first `written` bytes of the writes at least; False (the caller gives back
-        what is taken and stops asking) where fallocate refused."""
-        end = self.base + written
+    def cover(self, end: int) -> bool:
+        """Blocks taken up to byte end at least; False (and nothing held past written bytes from then on:
+        the caller stops asking) where fallocate refused."""
         if end <= self.taken:
             return True
-        step = min(max(self.taken - self.base, FIRST), STEP_MAX)
+        step = min(max(self.taken, FIRST), STEP_MAX)
         if _LIBC.fallocate(self.fd, KEEP_SIZE, self.taken, end - self.taken + step) != 0:
             return False
         self.taken = end + step
@@ -82,4 +71,4 @@ class Reserve:
             os.ftruncate(self.fd, os.fstat(self.fd).st_size)
         except OSError:  # the blocks stay taken past the end; the file's bytes are whole
             pass
-        self.taken = self.base = 0
+        self.taken = 0

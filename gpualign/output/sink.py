@@ -82,7 +82,7 @@ class Sink:
 
     def __init__(self, fd: int, name: str, own: bool, reserve: Reserve | None = None):
         """own: close fd at close() (not stdout's). reserve: blocks taken ahead of the writes (a new file
-        renamed over its name at commit, or stdout's file: reserve.py), given back past the end at close()."""
+        that will be renamed over its name; reserve.py), given back past the end at close()."""
         self.fd, self.name, self.own = fd, name, own
         self.reserve, self.written = reserve, 0
         self.buf = bytearray()
@@ -133,6 +133,8 @@ class Sink:
         """Everything written out; the descriptor closed if it is ours."""
         try:
             self.flush()
+            if self.reserve:
+                self.reserve.give_back()
         finally:
             self.release()
 
@@ -145,9 +147,6 @@ class Sink:
     def release(self) -> None:
         """The descriptor closed if it is ours, nothing more written (the run failed)."""
         self.buf = bytearray()
-        if self.reserve and self.fd >= 0:  # (stdout's file stays: nothing left taken past its end)
-            self.reserve.give_back()
-            self.reserve = None
         if self.own and self.fd >= 0:
             try:
                 os.close(self.fd)
