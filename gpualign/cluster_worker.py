@@ -39,7 +39,7 @@ def align_batch(batch, cfg: AlignConfig, run: str, seq: int):
     chain = _chains.get(cfg)
     if chain is None:
         chain, _ = select_engines(cfg)
-        for e in reversed(chain):  # the CPU engine's processes forked before the GPU is used
+        for e in reversed(chain):  # a CPU chain's processes forked first (a GPU chain's rescue: at first use)
             e.start()
         chain[0].warm(cfg)
         _chains[cfg] = chain

@@ -397,7 +397,7 @@ def start_engines(cfg: AlignConfig, cluster=None):
 
 def _on_devices(cfg: AlignConfig, gpus: str):
     """start_engines for --gpus: one chain per device slot (devices.chain_set), the CPU engine shared by them
-    (its processes forked first, before the slots' threads)."""
+    (the chain's rescue: its processes forked by the first slot that needs them, engines/_pool.py)."""
     from .devices import chain_set, present
 
     ids = present(gpus)

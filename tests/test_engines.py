@@ -245,6 +245,7 @@ def test_rescue_pool_forked_at_first_use(monkeypatch):
     batch too large to align inline makes the pool, once, whichever of two aligner threads gets there first,
     and the scores are edlib's."""
     import threading
+    import time
 
     import gpualign.engines as engines
     from gpualign.engines import select_engines
@@ -260,7 +261,12 @@ def test_rescue_pool_forked_at_first_use(monkeypatch):
     cpu.inline_bases = 0
     made = []
     real = _pool.fork_pool
-    monkeypatch.setattr(_pool, "fork_pool", lambda *a, **k: made.append(1) or real(*a, **k))
+    def slow(*a, **k):  # (the second thread comes while the first makes the pool)
+        made.append(1)
+        time.sleep(0.3)
+        return real(*a, **k)
+
+    monkeypatch.setattr(_pool, "fork_pool", slow)
     try:
         cpu.start()
         assert cpu._pool is None and not made

@@ -83,9 +83,10 @@ class ChunkPool(Engine):
             self._get_pool().submit(int).result()  # that is now, not from an aligner thread
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        with self._pool_lock:  # (a pool being made by an aligner thread now is made, then shut down)
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
 
     def align(self, batch: PairBatch, cfg) -> AlignBatch:
         return self.submit(batch, cfg).result()  # submit(batch, cfg) -> Future: the engine's own

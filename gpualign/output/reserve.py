@@ -16,7 +16,7 @@ import os
 
 EXT4_MAGIC = 0xEF53  # statfs's f_type for ext2/3/4
 KEEP_SIZE = 1  # FALLOC_FL_KEEP_SIZE: blocks past the end, the file's size unchanged
-FIRST = 64 << 20  # the first step ahead; then the size so far, up to STEP_MAX
+FIRST = 64 << 20  # the first step ahead; then the size so far, up to STEP_MAX (a quarter of the free space at most)
 STEP_MAX = 1 << 30
 
 
@@ -59,6 +59,11 @@ class Reserve:
         if end <= self.taken:
             return True
         step = min(max(self.taken, FIRST), STEP_MAX)
+        try:  # no more ahead than a quarter of the free space: other files (the run's scratch too) still fit
+            st = os.fstatvfs(self.fd)
+            step = min(step, st.f_bavail * st.f_frsize // 4)
+        except OSError:
+            pass
         if _LIBC.fallocate(self.fd, KEEP_SIZE, self.taken, end - self.taken + step) != 0:
             return False
         self.taken = end + step
