@@ -33,15 +33,14 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
     takes every pair and the rest are never asked)."""
     n = batch.n
     need = np.ones(n, dtype=bool)  # no engine has aligned it yet: none accepted it, or it exceeded those that did
-    seen = None  # accepted by an engine so far: None for no pair, True for every pair, else a mask
+    seen = np.zeros(n, dtype=bool)  # accepted by an engine so far
     parts, counts = [], {}
     for engine in chain:
         if not need.any():
             break
         ok = engine.accepts(batch, cfg)
-        every = bool(ok.all())
-        here = need if every else need & ok
-        seen = True if every or seen is True else ok.copy() if seen is None else seen | ok
+        here = need & ok
+        seen |= ok
         idx = None if here.all() else np.nonzero(here)[0]  # None: the whole batch
         if idx is not None and len(idx) == 0:
             continue
@@ -68,8 +67,6 @@ def run_chain(batch: PairBatch, chain, cfg) -> tuple[AlignBatch, dict]:
     if out.t_start is not None and out.t_end is not None:
         _inside_target(out, batch.t_len)
     if need.any():
-        if seen is None or seen is True:  # (as a scalar, which broadcasts as a mask would)
-            seen = np.bool_(seen is True)
         for i in np.nonzero(need & ~seen)[0].tolist():
             out.reason[i] = "no engine accepts this pair"
         for i in np.nonzero(need & seen)[0].tolist():
