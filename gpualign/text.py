@@ -49,6 +49,14 @@ class Strings:
         write_ints(buf, start, v, width)
         return cls(buf, start, width)
 
+    @classmethod
+    def ints_or(cls, values: np.ndarray, mask: np.ndarray, text: bytes):
+        """An integer column of join_lines (formatted where the lines are joined: on the device by
+        text_device) when mask holds no row; else Strings of the integers, text in the rows mask holds."""
+        if not mask.any():
+            return np.asarray(values, dtype=np.int64)
+        return cls.of_ints(values).where(mask, text)
+
     def take(self, rows: np.ndarray) -> "Strings":
         return Strings(self.buf, self.start[rows], self.length[rows])
 

@@ -314,3 +314,14 @@ def test_device_sam_emulated():
             clean.device_cols = dict(batch.device_cols, q_seq=(clean.seq, q_off))
             got = bam.render(clean, res)
             assert bytes(got[0]) == bytes(SamFormat("edit").render(clean, res)[0])
+
+
+def test_ints_or_writes_the_integers_or_the_text():
+    """Strings.ints_or: an integer column (formatted where the lines are joined) when no row is masked,
+    else the integers as text with the masked rows' text; the same lines either way as Python writes."""
+    v = np.array([-5, 0, 17, 10**12, np.iinfo(np.int64).min])
+    for mask in (np.zeros(len(v), bool), np.array([0, 1, 0, 1, 0], bool), np.ones(len(v), bool)):
+        col = Strings.ints_or(v, mask, b"*")
+        assert isinstance(col, np.ndarray) == (not mask.any())
+        want = "".join(("*" if m else str(x)) + "\tx\n" for x, m in zip(v.tolist(), mask.tolist()))
+        assert join_lines([col, b"x"], len(v)) == want.encode()

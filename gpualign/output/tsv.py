@@ -30,12 +30,12 @@ class TsvFormat:
         if n == 0:
             return b"", 0
         failed = res.status != OK
-        score = Strings.of_ints(res.score).where(failed, b"*")
+        score = Strings.ints_or(res.score, failed, b"*")
         if self.scored:
             return self._render_scored(batch, res, failed, score), n
         if res.has_cigar:
             tot = cigar_stats(res)
-            nm = Strings.of_ints(tot["mismatches"] + tot["ins"] + tot["dels"]).where(failed, b"*")
+            nm = Strings.ints_or(tot["mismatches"] + tot["ins"] + tot["dels"], failed, b"*")
             cig = Strings(*cigar_text(res))
             cig = cig.where(failed | (res.cigar_len == 0), b"*")
         else:  # distance only: the edit distance is the score (edit metric), no CIGAR
@@ -44,14 +44,14 @@ class TsvFormat:
                   _STATUS.take(res.status.astype(np.int64))]
         return self.lines(fields, n), n
 
-    def _render_scored(self, batch: PairBatch, res: AlignBatch, failed: np.ndarray, score: Strings):
+    def _render_scored(self, batch: PairBatch, res: AlignBatch, failed: np.ndarray, score):
         qs, qe, ts, te = aligned_ranges(batch, res)
         unknown_q, unknown_t = failed | (qs < 0), failed | (ts < 0)  # score-only: starts not known
-        ranges = [Strings.of_ints(v).where(m, b"*") for v, m in ((qs, unknown_q), (qe, unknown_q), (ts, unknown_t),
-                                                                   (te, unknown_t))]
+        ranges = [Strings.ints_or(v, m, b"*") for v, m in ((qs, unknown_q), (qe, unknown_q), (ts, unknown_t),
+                                                            (te, unknown_t))]
         if res.has_cigar:
             tot = cigar_stats(res)
-            nm = Strings.of_ints(tot["mismatches"] + tot["ins"] + tot["dels"]).where(failed, b"*")
+            nm = Strings.ints_or(tot["mismatches"] + tot["ins"] + tot["dels"], failed, b"*")
             cig = Strings(*cigar_text(res)).where(failed | (res.cigar_len == 0), b"*")
         else:
             nm = cig = b"*"
