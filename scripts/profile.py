@@ -93,7 +93,8 @@ class TimelineRecorder:
 
     AROUND = ("load_module", "select_engines", "engine start", "engine warm", "align", "upload",
               "affine level queued", "results", "write submit", "write flush", "commit", "device read",
-              "target scan", "sam header", "search submit", "search collect")
+              "target scan", "sam header", "search submit", "search collect", "tsv render", "paf render",
+              "device lines", "device paf", "device sam", "sink out")
     SLOW = ("pinned_empty", "send", "estimated level", "length_groups", "longest_first", "shm take", "write one",
             "batch build")
 
@@ -241,6 +242,15 @@ def summarise(tl: dict, wall: float) -> None:
         print(f"aligning from {a0:.3f} to {b1:.3f} s ({b1 - a0:.3f} s): GPU busy {busy:.3f} s, "
               f"idle {b1 - a0 - busy:.3f} s")
     end = {e["what"]: e["t"] for e in ev}
+    if spans:  # what the run did once its last batch was aligned (writing, the commit), every thread's
+        last = max(b for _, b in spans)
+        tail = sorted((e for e in ev if e["t"] >= last and e["what"] not in ("quick_exit", "dumped")),
+                      key=lambda e: e["t"])
+        more = ", the first 40" if len(tail) > 40 else ""
+        print(f"after the last alignment ({last:.3f} s): {len(tail)} events{more}")
+        for e in tail[:40]:
+            took = f" ({e['dt']:.3f} s from {e['start']:.3f})" if "dt" in e else ""
+            print(f"  {e['t']:7.3f} {e['thread'][:18]:<18} {e['what']}{took}")
     print("SciPy imported (by CuPy's own kernels) by the end:", tl.get("scipy"))
     print(f"last align end -> quick_exit {end.get('quick_exit', 0) - (spans[-1][1] if spans else 0):.3f} s; "
           f"quick_exit at {end.get('quick_exit', 0):.3f} s; process gone at {wall:.3f} s "

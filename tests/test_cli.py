@@ -447,3 +447,28 @@ def test_sass_mix_script_names_one_function(root, tmp_path):
     assert run("kern<1>").stdout.startswith("kern<1>: 3 SASS instructions")
     p = run("kern")
     assert p.returncode != 0 and "names 2 functions" in p.stderr
+
+
+def test_profile_timeline_lists_what_follows_the_last_alignment(root, tmp_path):
+    """scripts/profile.py timeline (a run on the CPU: no kernels) lists what the run did after its last batch
+    aligned, in time order: the last batch's lines written and the output committed."""
+    out = tmp_path / "out.tsv"
+    p = subprocess.run([sys.executable, os.path.join(root, "scripts", "profile.py"), "timeline", "pairs",
+                        os.path.join(root, "data", "demo", "a.fa"), os.path.join(root, "data", "demo", "b.fa"),
+                        "-o", str(out), "--", "--device", "cpu", "-t", "1", "-f", "tsv"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("after the last alignment ("))
+    last = float(lines[head].split("(")[1].split(" s)")[0])
+    rows = []
+    for ln in lines[head + 1:]:
+        if not ln.startswith("  "):
+            break
+        t, _, what = ln.split(maxsplit=2)
+        rows.append((float(t), what))
+    whats = [w for _, w in rows]
+    assert {"tsv render begin", "tsv render end", "commit begin", "commit end"} <= set(whats), p.stdout
+    assert whats.index("commit begin") > whats.index("tsv render end")
+    assert all(t >= last for t, _ in rows) and [t for t, _ in rows] == sorted(t for t, _ in rows)
+    assert out.stat().st_size > 0
