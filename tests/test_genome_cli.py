@@ -425,3 +425,28 @@ def test_sam_bam_refuse_a_target_name_twice(tmp_path):
         assert p.returncode == 0, p.stderr.decode()
     p = run_cli("genome", tmp_path / "q.fa", tmp_path / "t.fa", "--device", "cpu", "-q", "-o", tmp_path / "o.paf")
     assert p.returncode == 0 and len((tmp_path / "o.paf").read_text().splitlines()) == 3, p.stderr.decode()
+
+
+def test_alignment_path_stops_at_a_closed_pipe(tmp_path):
+    """The alignment path's records go out batch by batch (as --distance-only's do): with its reader gone
+    before the first byte, the run stops at the first pair's write (exit 141, one line), not after aligning
+    every pair into the sink's buffer."""
+    import subprocess
+
+    from cli_helper import cli_command, cli_env
+
+    pairs = [(rand(2000, 40 + i), mutate(rand(2000, 40 + i), 0.05, 80 + i)) for i in range(30)]
+    a = write_fa(tmp_path / "a.fa", [(f"q{i}", q) for i, (q, _) in enumerate(pairs)])
+    b = write_fa(tmp_path / "b.fa", [(f"t{i}", t) for i, (_, t) in enumerate(pairs)])
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run(cli_command("genome", a, b, "--device", "cpu", "-t", "1"), stdout=w,
+                           stderr=subprocess.PIPE, env=cli_env(), timeout=300)
+    finally:
+        os.close(w)
+    err = p.stderr.decode()
+    assert p.returncode == 141 and "Traceback" not in err, err
+    assert "broken pipe" in err.splitlines()[-1]
+    aligned = [ln for ln in err.splitlines() if re.search(r"^gpualign: q\d+ vs t\d+: distance", ln)]
+    assert 1 <= len(aligned) <= 2, err
