@@ -48,6 +48,7 @@ class Summary:
     verified_cigar_faults: int = 0  # verified pairs whose CIGAR is no alignment of their score (check.cigar_faults)
     stage_seconds: dict = field(default_factory=lambda: {"read": 0.0, "align": 0.0, "write": 0.0})
     extra: list = field(default_factory=list)  # (key, value) rows of a cluster run: per worker, retried
+    first_failure: str = ""  # the first failed pair in input order, and why (failure_note)
 
     def add_counts(self, counts: dict) -> None:
         for k, v in counts.items():
@@ -467,6 +468,13 @@ def _verify(batch, res, checker, cfg, fraction: float, summary: Summary) -> None
     summary.verified_optimal += int(ok.sum())
 
 
+def failure_note(batch, res, row: int) -> str:
+    """'pair N (query name): reason' of a failed row (N counted from 1 in the input; no name where the batch
+    has none)."""
+    name = f" ({batch.q_names[row]})" if row < len(batch.q_names) else ""
+    return f"pair {int(batch.index[row]) + 1}{name}: {res.reason.get(row, 'failed')}"
+
+
 def stream(batches, dispatcher, cfg, out, summary: Summary, progress, verify: float = 0.0, checker=None) -> None:
     """Align an iterable of PairBatches (or a ReadAhead already reading them) through the dispatcher
     (dispatch.py: this process's chain, this host's devices, a Dask cluster) and hand each result, in order,
@@ -500,7 +508,10 @@ def stream(batches, dispatcher, cfg, out, summary: Summary, progress, verify: fl
             stages["write"] += time.perf_counter() - t0
             summary.pairs += batch.n
             summary.bases += batch.bases
-            summary.failed += int((res.status != OK).sum())
+            failed = np.flatnonzero(res.status != OK)
+            summary.failed += len(failed)
+            if len(failed) and not summary.first_failure:
+                summary.first_failure = failure_note(batch, res, int(failed[0]))
             summary.add_counts(counts)
             if verify > 0:
                 _verify(batch, res, checker, cfg, verify, summary)

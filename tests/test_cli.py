@@ -472,3 +472,22 @@ def test_profile_timeline_lists_what_follows_the_last_alignment(root, tmp_path):
     assert whats.index("commit begin") > whats.index("tsv render end")
     assert all(t >= last for t, _ in rows) and [t for t, _ in rows] == sorted(t for t, _ in rows)
     assert out.stat().st_size > 0
+
+
+def test_failed_pairs_warning_names_the_first_and_why(tmp_path):
+    """A run with a failed pair (over the CPU traceback's cells, local scoring) says how many failed, which was
+    the first (its number and name) and why, on one line; -q says nothing; SAM's zr:Z has the same reason."""
+    rng = np.random.default_rng(5)
+    big = [bytes(rng.choice(list(b"ACGT"), 50_000).astype(np.uint8)) for _ in range(2)]
+    a = write(tmp_path / "a.fa", b">ok1\nACGT\n>big\n%s\n>ok3\nACGT\n" % big[0])
+    b = write(tmp_path / "b.fa", b">t1\nACGA\n>tbig\n%s\n>t3\nACGT\n" % big[1])
+    opts = ["--device", "cpu", "-t", "1", "--mode", "local", "--match", "1"]
+    rc, _, err = run(["pairs", a, b, "-o", str(tmp_path / "o.paf"), *opts])
+    assert rc == 0, err
+    warn = [ln for ln in err.splitlines() if "warning:" in ln]
+    assert len(warn) == 1 and "1 pair(s) failed; the first: pair 2 (big): 50000 x 50000 cells exceed" in warn[0], err
+    assert (tmp_path / "o.paf").read_text().count("\n") == 2
+    rc, _, err = run(["pairs", a, b, "-o", str(tmp_path / "o.sam"), "-q", *opts])
+    assert rc == 0 and "warning" not in err
+    sam = [ln for ln in (tmp_path / "o.sam").read_text().splitlines() if ln.startswith("big\t")]
+    assert len(sam) == 1 and "zr:Z:50000 x 50000 cells exceed" in sam[0]

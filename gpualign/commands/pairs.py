@@ -77,7 +77,8 @@ def pairs(query, target, output, fmt, metric, mode, match, matrix, alphabet, unk
                                ClusterSpec(gpus, scheduler, cpu_workers))
         print_summary(result, summary, quiet)
         if result.failed and not quiet:
-            stderr_console().print(f"gpualign: warning: {result.failed} pair(s) failed (see zr:Z / status)",
-                                   markup=False)
+            stderr_console().print(f"gpualign: warning: {result.failed} pair(s) failed; the first: "
+                                   f"{result.first_failure} (each one's reason: SAM's zr:Z tag; PAF leaves failed "
+                                   "pairs out)", markup=False, soft_wrap=True)
 
     run_guarded(body, debug, (query, target), quiet)
