@@ -74,6 +74,7 @@ def test_record_count_mismatch_before_any_output(files):
     rc, out, err = run([files["a"], files["one"], *CPU])
     assert rc == 1 and out == "" and len(err.strip().splitlines()) == 1
     assert "has more records than" in err
+    assert "one.fa ends after 1 record)" in err  # (pairs' words)
 
 
 def test_missing_record_on_stdin_before_any_output(files):

@@ -158,6 +158,23 @@ def test_bad_candidates(sim):
     assert rc == 2
 
 
+@pytest.mark.parametrize("cols,why", [((3, 6, 2), "query start 6 is after its end 2"),
+                                      ((3, 2, 9), "query coordinates 2-9 outside 0-8"),
+                                      ((8, 12, 4), "target start 12 is after its end 4"),
+                                      ((8, 4, 17), "target coordinates 4-17 outside 0-16")])
+def test_coordinates_out_of_order_or_range(tmp_path, cols, why):
+    """A candidate whose start comes after its end is named so, not as outside the sequence (one line, exit 1)."""
+    (tmp_path / "t.fa").write_text(">t2\nGGGGCCCCAAAATTTT\n")
+    (tmp_path / "q.fa").write_text(">q2\nCCCCAAAA\n")
+    f = "q2\t8\t0\t8\t+\tt2\t16\t4\t12\t8\t8\t60".split("\t")
+    f[cols[0] - 1], f[cols[0]] = str(cols[1]), str(cols[2])
+    (tmp_path / "c.paf").write_text("\t".join(f) + "\n")
+    rc, _, err = run([str(tmp_path / "c.paf"), str(tmp_path / "q.fa"), str(tmp_path / "t.fa"), "--device", "cpu",
+                      "-t", "1", "-o", str(tmp_path / "o.paf")])
+    assert rc == 1 and "c.paf: line 1: " + why in err and "Traceback" not in err, err
+    assert not (tmp_path / "o.paf").exists()
+
+
 @pytest.mark.parametrize("col12,why", [("300", "column 12 (mapping quality) is 300, over 255"),
                                         ("-5", "column 12 is not an integer >= 0 ('-5')"),
                                         ("+60", "column 12 is not an integer >= 0 ('+60')"),

@@ -285,10 +285,11 @@ def _check(name: str, ln: int, f: list) -> str | None:
         return f"{name}: line {ln}: column 12 (mapping quality) is {vals[12]}, over 255 (SAM's MAPQ)"
     if f[4] not in ("+", "-"):
         return f"{name}: line {ln}: column 5 (strand) must be + or - (got {f[4]!r})"
-    if not 0 <= vals[3] <= vals[4] <= vals[2]:
-        return f"{name}: line {ln}: query coordinates {vals[3]}-{vals[4]} outside 0-{vals[2]}"
-    if not 0 <= vals[8] <= vals[9] <= vals[7]:
-        return f"{name}: line {ln}: target coordinates {vals[8]}-{vals[9]} outside 0-{vals[7]}"
+    for what, start, end, length in (("query", vals[3], vals[4], vals[2]), ("target", vals[8], vals[9], vals[7])):
+        if max(start, end) > length:
+            return f"{name}: line {ln}: {what} coordinates {start}-{end} outside 0-{length}"
+        if start > end:
+            return f"{name}: line {ln}: {what} start {start} is after its end {end}"
     return None
 
 
