@@ -29,6 +29,8 @@ MALFORMED = {
     "short_quality": ("@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIII\n@r3\nACGT\n+\nIIII\n", 2, 5,
                       "quality length 3 != sequence length 4"),
     "long_quality": ("@r1\nACGT\n+\nIIIII\n", 1, 1, "quality length 5 != sequence length 4"),
+    "last_quality_short": ("@r1\nACGT\n+\nIII\n", 1, 1,
+                           "quality length 3 != sequence length 4 (the input ends before the quality is complete)"),
     # (record 2's sequence line missing: it reads as an empty record, and the next line is no header)
     "sequence_line_missing": ("@r1\nACGT\n+\nIIII\n@r2\n+\nIIII\n@r3\nACGT\n+\nIIII\n", 3, 7,
                               "read with an empty sequence: its sequence line missing?"),

@@ -372,7 +372,8 @@ class _Parser:
         want, parts, got = len(seq), [], 0
         while got < want:
             if inp.peek() == b"":
-                raise self.error(f"quality length {got} != sequence length {want} (the input ends)", line)
+                raise self.error(f"quality length {got} != sequence length {want} (the input ends before the quality "
+                                 "is complete)", line)
             at, q = inp.line, inp.take_line()
             if parts and got + len(q) > want:  # (a short quality runs into the next record)
                 raise self.error(f"quality length {got} != sequence length {want}", line)
