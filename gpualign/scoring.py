@@ -51,7 +51,8 @@ def _load_matrix(name: str):
         return sm.load(name)  # (a directory of that name aside: Biopython's own)
     except FileNotFoundError:
         known = ", ".join(sm.load())
-        raise ConfigError(f"--matrix {name}: neither a file nor a matrix Biopython knows ({known})") from None
+        what = "a directory, not a matrix file," if os.path.isdir(name) else "neither a file"
+        raise ConfigError(f"--matrix {name}: {what} nor a matrix Biopython knows ({known})") from None
     except OSError as e:
         why = "a directory, not a matrix file" if os.path.isdir(name) else f"cannot read it ({e.strerror})"
         raise ConfigError(f"--matrix {name}: {why}") from None

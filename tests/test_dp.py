@@ -1155,6 +1155,18 @@ def test_cli_bad_input(tmp_path, seqs, opts, needle):
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], err
 
 
+def test_matrix_named_as_a_relative_directory(tmp_path, monkeypatch):
+    """--matrix naming a directory by a relative name that is no Biopython matrix says it is a directory (it
+    said only 'neither a file nor a matrix Biopython knows')."""
+    q = fasta(tmp_path / "q.fa", ["AC"])
+    (tmp_path / "mats").mkdir()
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run([q, q, "--matrix", "mats", "-q"])
+    lines = err.strip().splitlines()
+    assert rc != 0 and out == "" and len(lines) == 1, err
+    assert "--matrix mats: a directory, not a matrix file, nor a matrix Biopython knows (" in lines[0], err
+
+
 def test_matrix_files_biopython_ships_and_a_directory_named_like_one(tmp_path, monkeypatch):
     """Every matrix file Biopython ships passes the layout check (comment lines, NCBI headers, '*'), and a
     directory named BLOSUM62 where the command runs leaves --alphabet protein's BLOSUM62 (Biopython's) as it was;
