@@ -67,7 +67,8 @@ def _no_record(path: str, name: str) -> InputError:
 
 def _more_records(longer: str, shorter: str, common: int) -> InputError:
     longer, shorter = fastx.display_name(longer), fastx.display_name(shorter)
-    return InputError(f"{longer} has more records than {shorter} ({shorter} ends after {common} record{'s' * (common != 1)})")
+    records = f"{common} record{'s' * (common != 1)}"
+    return InputError(f"{longer} has more records than {shorter} ({shorter} ends after {records})")
 
 
 def record_names(path: str) -> tuple[list[str] | None, tuple | None]:
