@@ -311,8 +311,7 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
                 writer.write(*_path_records(pending, len(results) - len(pending), gpu and ids is None))
             else:
                 output.target.write("".join(pending).encode())
-            if not isinstance(output.target, str):  # (BAM: htslib writes the file by its name)
-                output.target.flush()  # out now: a reader sees each batch, a closed pipe stops the run here
+            output.flush()  # out now: a reader sees each batch, a closed pipe stops the run here
             pending.clear()
             stages["write"] += time.perf_counter() - start
 

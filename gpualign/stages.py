@@ -149,6 +149,11 @@ class Output:
                 interrupt.track(self.staged)
             self.target = self.staged or self.tmp
 
+    def flush(self) -> None:
+        """What was written through target out now (nothing where target is a path: htslib writes it)."""
+        if not isinstance(self.target, str):
+            self.target.flush()
+
     @trace.traced("commit")
     def commit(self) -> None:
         if self.staged:

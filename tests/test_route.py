@@ -469,3 +469,21 @@ def test_take_a_run_and_scattered_pairs():
         assert [sub.target(i) for i in range(sub.n)] == [ts[i] for i in idx]
         assert sub.seq.size == sum(len(qs[i]) + len(ts[i]) for i in idx)
         assert not np.shares_memory(sub.seq, batch.seq)
+
+
+def test_failure_note_names_the_pair_by_its_input_number():
+    """stages.failure_note: the failed row's number in the input (from 1), its query name where the batch has
+    names, and the engine's reason ('failed' where it gave none)."""
+    from gpualign.records import FAILED, AlignBatch, PairBatch
+    from gpualign.stages import failure_note
+
+    def res(n, reason):
+        r = AlignBatch(np.zeros(n, np.int32), np.full(n, FAILED, np.uint8), np.zeros(n, np.uint8),
+                       np.zeros(0, np.uint32), np.zeros(n, np.int64), np.zeros(n, np.int64))
+        r.reason.update(reason)
+        return r
+
+    named = PairBatch.from_sequences([b"AC", b"GT"], [b"AC", b"GA"], index_start=10, q_names=["a", "b"])
+    assert failure_note(named, res(2, {1: "too long"}), 1) == "pair 12 (b): too long"
+    nameless = PairBatch.from_sequences([b"AC"], [b"AG"], index_start=4)
+    assert failure_note(nameless, res(1, {}), 0) == "pair 5: failed"
