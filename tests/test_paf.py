@@ -246,6 +246,31 @@ def test_empty_query_range_written_unmapped(tmp_path):
     assert rc == 0 and rec[5] == "4S8D4S" and rec[3] == "12", out
 
 
+def test_candidate_on_an_empty_target_written_unmapped(tmp_path):
+    """A candidate on a zero-length target (no @SQ line can name it): SAM wrote it mapped (FLAG 0, POS 0, CIGAR
+    8I) on a reference the header lacks, BAM as FLAG 4 with the CIGAR kept and no reason, exit 0. Now unmapped
+    in both, zr:Z:empty_target, as pairs writes such a pair; a read's other candidate is written as before."""
+    (tmp_path / "q.fa").write_text(">q1\nGGTCAAAC\n")
+    (tmp_path / "t.fa").write_text(">t1\nACGGGTCAAACT\n>e\n\n")
+    (tmp_path / "c.paf").write_text("q1\t8\t0\t8\t+\te\t0\t0\t0\t0\t0\t60\n"
+                                    "q1\t8\t0\t8\t+\tt1\t12\t3\t11\t8\t8\t60\n")
+    files = [str(tmp_path / n) for n in ("c.paf", "q.fa", "t.fa")]
+    recs = []
+    for fmt in ("sam", "bam"):
+        rc, _, err = run([*files, "-o", str(tmp_path / f"o.{fmt}"), "--device", "cpu", "-t", "1"])
+        assert rc == 0, err
+        with pysam.AlignmentFile(str(tmp_path / f"o.{fmt}")) as fh:
+            assert fh.references == ("t1",)
+            recs += list(fh)
+    assert len(recs) == 4
+    for r in recs:
+        if r.reference_name is None:
+            assert r.is_unmapped and r.cigartuples is None and r.get_tag("zr") == "empty_target"
+        else:
+            assert r.reference_name == "t1" and r.cigarstring == "8=" and r.reference_start == 3
+    assert sum(r.is_unmapped for r in recs) == 2
+
+
 @pytest.mark.slow
 def test_minimap2_candidates(tmp_path, real_data):
     """Candidates from minimap2 itself (mappy) on ONT-like reads from a real genome: every re-alignment

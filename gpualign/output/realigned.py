@@ -72,12 +72,18 @@ def sa_entries(batch, res, rows: list) -> list:
     out = []
     for i in rows:
         cand = batch.meta["cands"][i]
-        if not (c.ok[i] and c.cigar[i]) or "," in cand.tname or ";" in cand.tname:
+        if not _placed(c, i, cand) or "," in cand.tname or ";" in cand.tname:
             out.append(None)
             continue
         pos, cig = _sam_place(cand, ts[i], c.cigar[i])
         out.append(f"{cand.tname},{pos},{cand.strand},{cig},{cand.mapq},{c.nm[i]};")
     return out
+
+
+def _placed(c, i: int, cand) -> bool:
+    """Whether candidate i's record is mapped: aligned, with a CIGAR (an empty query range has none), on a target
+    of some length (a zero-length target is no @SQ: its record is unmapped, zr:Z:empty_target, as pairs' is)."""
+    return bool(c.ok[i] and c.cigar[i]) and cand.tlen > 0
 
 
 def _coords(batch, res, meta):
@@ -262,13 +268,14 @@ def sam_records(batch, res, meta, paf_name: str = "") -> list[str]:
     for i, cand in enumerate(meta["cands"]):
         seq, qual = meta["full_query"][i], meta["full_qual"][i]
         rev = cand.strand == "-"
-        mapped = c.ok[i] and c.cigar[i]  # (an empty alignment, of an empty query range: no SAM CIGAR)
+        mapped = _placed(c, i, cand)
         if rev and mapped:  # (an unmapped record keeps the read as given: FLAG 16 says reversed)
             seq, qual = revcomp(seq), (qual[::-1] if qual else qual)
         s = seq.translate(SEQ_TABLE).decode() or "*"
         q = qual or "*"
         if not mapped:
-            why = res.reason.get(i, "failed") if not c.ok[i] else "empty_alignment"
+            why = res.reason.get(i, "failed") if not c.ok[i] else "empty_target" if cand.tlen == 0 else \
+                "empty_alignment"
             out.append(f"{cand.qname}\t{4 | (256 if ranks[i] == SECONDARY else 0)}\t*\t0\t0\t*\t*\t0\t0\t{s}\t{q}\t"
                        f"zr:Z:{clean_reason(why)}\n")
             continue
