@@ -62,19 +62,31 @@ def rname_reason(first: str) -> str:
             "('=' is RNEXT's mark for the same reference as RNAME)")
 
 
-def sam_printable(name: str) -> bool:
-    """Whether every character of a name is printable ASCII other than the space ('!' to '~'), as SAM's QNAME,
-    RNAME and @SQ SN must be (a control character or a non-ASCII one: htslib reads them, samtools drops some)."""
-    return name.isascii() and name.isprintable() and " " not in name
+SAM_RNAME_NEVER = "\\,\"'`()[]{}<>"  # what SAM 1.6's reference names cannot hold anywhere (its RNAME rule)
+
+
+def rname_odd(name: str) -> str | None:
+    """The first character of name that SAM's reference names (@SQ SN, RNAME) cannot hold: one outside printable
+    ASCII ('!' to '~') or one of SAM_RNAME_NEVER; None where there is none."""
+    return next((c for c in name if not "!" <= c <= "~" or c in SAM_RNAME_NEVER), None)
+
+
+def rname_odd_bytes(buf: np.ndarray) -> np.ndarray:
+    """Per byte of buf (uint8): one that rname_odd refuses."""
+    return unprintable_bytes(buf) | np.isin(buf, np.frombuffer(SAM_RNAME_NEVER.encode(), np.uint8))
+
+
+RNAME_RULE = "printable ASCII but \\ , \" ' ` ( ) [ ] { } < >"  # rname_odd's rule as messages give it
 
 
 def odd_character(name: str) -> str:
-    """The first character of name that sam_printable refuses."""
+    """The first character of name outside printable ASCII ('!' to '~'), which SAM's names cannot hold (htslib
+    reads them, samtools drops some)."""
     return next(c for c in name if not "!" <= c <= "~")
 
 
 def unprintable_bytes(buf: np.ndarray) -> np.ndarray:
-    """Per byte of buf (uint8): outside '!' to '~' (sam_printable's rule, on bytes)."""
+    """Per byte of buf (uint8): outside '!' to '~' (odd_character's rule, on bytes)."""
     return (buf - np.uint8(0x21)) > np.uint8(0x7E - 0x21)
 
 

@@ -377,13 +377,14 @@ def test_shared_memory_block_to_a_full_device():
 
 @pytest.mark.parametrize("fmt", ["sam", "bam", "paf", "tsv"])
 @pytest.mark.parametrize("name,why", [("@q7", "starts with '@'"), ("r" * 255, "longer than 254 characters"),
-                                      ("q\x01x", "holds '\\x01'"), ("q\u00e9", "holds '\u00e9'")])
+                                      ("q\x01x", "holds '\\x01'"), ("q\u00e9", "holds '\u00e9'"),
+                                      ("q@7", "holds '@'")])
 def test_names_sam_cannot_hold(tmp_path, fmt, name, why):
     """A query name SAM cannot hold as its QNAME: one starting with '@' (its line would read as a header line:
     htslib could not read the file), longer than 254 characters (htslib refuses it), or holding a character
-    other than printable ASCII (SAM's rule: htslib reads a control character, samtools view drops it). SAM and
-    BAM: one line naming the query and its pair, exit 1, no output; PAF and TSV take it. 254 characters and
-    '@' inside: SAM written, htslib reads it."""
+    other than printable ASCII (SAM's rule: htslib reads a control character, samtools view drops it), or '@'
+    anywhere (SAM 1.6's QNAME rule, [!-?A-~]: htslib reads it, other readers need not). SAM and BAM: one line
+    naming the query and its pair, exit 1, no output; PAF and TSV take it. 254 characters: SAM written."""
     names = [f"q{i}" for i in range(300)]
     names[150] = name
     (tmp_path / "a.fa").write_text("".join(f">{n}\nACGTACGTACGTAC\n" for n in names), encoding="utf-8")
@@ -403,7 +404,7 @@ def test_names_sam_cannot_hold(tmp_path, fmt, name, why):
     line = _error_line(p.stderr)
     assert line.startswith(f"error: {tmp_path / 'a.fa'}: query ") and "(pair 151)" in line and why in line \
         and "QNAME" in line, line
-    names[150] = "r" * 254 if name.startswith("r") else "q@7"
+    names[150] = "r" * 254
     (tmp_path / "a.fa").write_text("".join(f">{n}\nACGTACGTACGTAC\n" for n in names))
     p = run()
     assert p.returncode == 0, p.stderr.decode()
@@ -545,6 +546,39 @@ def test_target_names_not_printable(tmp_path, fmt):
                 assert p.returncode == 0, (cmd, out, p.stderr.decode())
                 if cmd != "search":  # (p's one hit is in the record named s0)
                     assert target in (tmp_path / out).read_text(encoding="utf-8"), cmd
+
+
+@pytest.mark.parametrize("target", ["a,b", "chr(1)", "x\\y", "t<2>"])
+def test_target_names_with_characters_sam_refuses(tmp_path, target):
+    """A target name holding a character SAM 1.6's reference names cannot (\\ , " ' ` ( ) [ ] { } < >: the
+    RNAME rule) was written to @SQ SN and RNAME, exit 0. Now `pairs`, `genome`, `paf` and `search` refuse SAM
+    with one line naming the target file, the name and the character, exit 1, no output; PAF and BED take it,
+    and a query name may hold it (QNAME's rule allows it)."""
+    seq = "ACGTACGTACGTACGTACGTACGTTTGACCATG"
+    n = len(seq)
+    (tmp_path / "a.fa").write_text(f">q\n{seq}\n")
+    (tmp_path / "b.fa").write_text(f">{target} desc\n{seq}\n")
+    (tmp_path / "many.fa").write_text("".join(f">{'s' + str(i) if i != 199 else target}\n{seq}\n"
+                                              for i in range(300)))
+    (tmp_path / "c.paf").write_text(f"q\t{n}\t0\t{n}\t+\t{target}\t{n}\t0\t{n}\t{n}\t{n}\t60\n")
+    (tmp_path / "p.fa").write_text(">p\nGTACGTTTGACC\n")
+    runs = {"pairs": (["pairs", "a.fa", "b.fa"], "b.fa"), "genome": (["genome", "a.fa", "b.fa"], "b.fa"),
+            "paf": (["paf", "c.paf", "a.fa", "b.fa"], "b.fa"),
+            "search": (["search", "p.fa", "many.fa", "-k", "0"], "many.fa: record 200")}
+    odd = next(c for c in target if c in "\\,()<>")
+    for cmd, (args, where) in runs.items():
+        for out, refused in (("o.sam", True), ("o.bed" if cmd == "search" else "o.paf", False)):
+            p = _run_to(tmp_path, args, out)
+            if not refused:
+                assert p.returncode == 0, (cmd, out, p.stderr.decode())
+                continue
+            line = _error_line(p.stderr)
+            assert p.returncode == 1 and not (tmp_path / out).exists(), (cmd, line)
+            assert f"holds {odd!r}" in line and where in line and "printable ASCII but" in line, (cmd, line)
+    p = _run_to(tmp_path, ["pairs", "b.fa", "a.fa"], "o.sam")  # (the name as a QNAME)
+    assert p.returncode == 0, p.stderr.decode()
+    with pysam.AlignmentFile(str(tmp_path / "o.sam")) as fh:
+        assert [r.query_name for r in fh] == [target]
 
 
 def test_target_names_sam_cannot_hold_from_the_scanning_child(tmp_path, monkeypatch):

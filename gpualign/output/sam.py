@@ -17,8 +17,8 @@ from .. import __version__, interrupt, trace
 from ..errors import GpualignError
 from ..io.fastx import display_name
 from ..io.targets import TargetLengths
-from ..records import (OK, SAM_RNAME_NOT_FIRST, AlignBatch, Names, PairBatch, concatenated, odd_character,
-                       rname_reason, unprintable_bytes)
+from ..records import (OK, RNAME_RULE, SAM_RNAME_NOT_FIRST, AlignBatch, Names, PairBatch, concatenated,
+                       odd_character, rname_odd, rname_odd_bytes, rname_reason, unprintable_bytes)
 from ..text import Strings, join_lines
 from .common import aligned_ranges, cigar_stats, cigar_text, empty_alignment
 
@@ -130,22 +130,22 @@ QNAME_MAX = 254  # SAM's longest QNAME (htslib refuses a longer one)
 def check_rnames(names: Names, source: str = "", instead: str = "PAF or TSV") -> None:
     """The GpualignError of the first target whose name SAM's reference names cannot be: one that starts with
     '*' (RNAME '*' is no reference: htslib reads the target's records as unmapped) or '=' (SAM's rule), or one
-    that holds a character other than printable ASCII; source: the file named first in the message, if given;
-    instead: the formats the command could write."""
+    that holds a character SAM 1.6's RNAME rule refuses (records.rname_odd); source: the file named first in the
+    message, if given; instead: the formats the command could write."""
     if len(names) == 0:
         return
     some = names.length > 0
     first = np.zeros(len(names), np.uint8)
     first[some] = names.buf[names.start[some]]
     bad = np.isin(first, np.frombuffer(SAM_RNAME_NOT_FIRST.encode(), np.uint8))
-    odd = unprintable(names)
+    odd = _holding(names, rname_odd_bytes)
     if bad.any() or odd.any():
         k = int(np.argmax(bad | odd))
         name = names[k]
         where = f"{source}: " if source else ""
         why = f"starts with {name[0]!r}, which SAM's reference names (@SQ SN, RNAME) cannot {rname_reason(name[0])}" \
             if bad[k] else \
-            f"holds {odd_character(name)!r}, which SAM's reference names (@SQ SN, RNAME) cannot (printable ASCII only)"
+            f"holds {rname_odd(name)!r}, which SAM's reference names (@SQ SN, RNAME) cannot ({RNAME_RULE})"
         raise GpualignError(f"{where}target {_shown(name)!r}: its name {why}: rename it, or write {instead}")
 
 
@@ -169,8 +169,9 @@ def refuse_qnames(names: Names, place, instead: str, source: str = "") -> None:
 
 def qname_fault(names: Names) -> tuple[int, str, str] | None:
     """(index, name, why) of the first name that cannot be a SAM QNAME: one that starts with '@' (its line
-    would read as a header line: the file could not be read), is '*' alone (no name), holds a character other
-    than printable ASCII or is longer than QNAME_MAX; None if all can."""
+    would read as a header line: the file could not be read) or holds one (SAM 1.6's QNAME rule: [!-?A-~]), is
+    '*' alone (no name), holds a character other than printable ASCII or is longer than QNAME_MAX; None if all
+    can."""
     if len(names) == 0:
         return None
     first = np.zeros(len(names), bool)
@@ -179,8 +180,9 @@ def qname_fault(names: Names) -> tuple[int, str, str] | None:
     if some.any():
         first[some] = names.buf[names.start[some]] == ord("@")
         star[some] = (names.buf[names.start[some]] == ord("*")) & (names.length[some] == 1)
-    odd = unprintable(names)
-    bad = first | star | (names.length > QNAME_MAX) | odd
+    odd = _holding(names, unprintable_bytes)
+    at = _holding(names, lambda buf: buf == ord("@"))
+    bad = first | at | star | (names.length > QNAME_MAX) | odd
     if not bad.any():
         return None
     k = int(np.argmax(bad))
@@ -188,16 +190,17 @@ def qname_fault(names: Names) -> tuple[int, str, str] | None:
     why = "starts with '@' (its line would read as a header line), which a SAM QNAME cannot" if first[k] \
         else "is '*', which a SAM QNAME reads as no name" if star[k] \
         else f"holds {odd_character(name)!r}, which a SAM QNAME cannot (printable ASCII only)" if odd[k] \
+        else "holds '@', which a SAM QNAME cannot (SAM 1.6: printable ASCII but '@')" if at[k] \
         else f"is longer than {QNAME_MAX} characters, which a SAM QNAME cannot be"
     return k, name, why
 
 
-def unprintable(names: Names) -> np.ndarray:
-    """Per name: whether it holds a byte other than printable ASCII ('!' to '~'), which SAM names cannot."""
+def _holding(names: Names, refused) -> np.ndarray:
+    """Per name: whether it holds a byte that refused(bytes) -> per-byte bools marks."""
     out = np.zeros(len(names), bool)
     if len(names) == 0:
         return out
-    bad = unprintable_bytes(names.packed())
+    bad = refused(names.packed())
     if bad.any():
         out[np.repeat(np.arange(len(names)), names.length)[bad]] = True
     return out

@@ -19,7 +19,7 @@ from .. import trace
 from ..errors import InputError, RecordError
 from ..io import fastx, ranged
 from ..io.fastx_strict import CR_IN_HEADER
-from ..records import SAM_RNAME_NOT_FIRST, odd_character, rname_reason, sam_printable
+from ..records import RNAME_RULE, SAM_RNAME_NOT_FIRST, rname_odd, rname_reason
 from . import alphabet as A
 from . import text_ranges as TR
 from . import text_scan
@@ -258,10 +258,10 @@ class _Checker:
                 raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} starts with {nm[0]!r}, "
                                  f"which SAM/BAM's reference names cannot {rname_reason(nm[0])}; rename it, "
                                  "or write TSV, PAF or BED")
-            if not sam_printable(nm):
+            if rname_odd(nm) is not None:
                 raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} holds "
-                                 f"{odd_character(nm)!r}, which SAM/BAM's reference names cannot (printable ASCII "
-                                 "only); rename it, or write TSV, PAF or BED")
+                                 f"{rname_odd(nm)!r}, which SAM/BAM's reference names cannot ({RNAME_RULE}); "
+                                 "rename it, or write TSV, PAF or BED")
             if nm in self.seen:
                 raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} appears twice (record "
                                  f"{self.seen[nm] + 1}): SAM/BAM name each record once (@SQ); rename it, or "
@@ -287,7 +287,7 @@ class _Checker:
         joined = "\n" + "\n".join(names)  # (each name's first character after a line end: no step per name)
         refused = self.seen is not None and (len(fresh) < len(names) or not fresh.isdisjoint(self.seen)
                                              or any("\n" + c in joined for c in SAM_RNAME_NOT_FIRST)
-                                             or not sam_printable(joined[1:].replace("\n", "!")))
+                                             or rname_odd(joined[1:].replace("\n", "!")) is not None)
         cr = b"\r" in (lines + b"\n").replace(b"\r\n", b"\n")  # (a CR that ends no line)
         if len(names) != len(headers) or "" in fresh or refused or cr or not _utf8(joined):
             for h, c in zip(headers, counts.tolist()):  # (the first error, as header() gives it)
