@@ -65,14 +65,14 @@ _COLUMNS = "columns"  # batch.meta's key for _sam_columns
 
 def sa_entries(batch, res, rows: list) -> list:
     """The SA:Z entry (rname,pos,strand,CIGAR,mapQ,NM;) of each of rows' records, None for one not mapped or whose
-    target name holds a ',' (which SAM 1.6 does not allow in a reference name) or a ';': SA:Z's fields and
-    entries would split there, so the read's records get no SA:Z."""
+    target name holds a ';' (SA:Z's entries would split there: the read's records get no SA:Z; a ',', which would
+    split its fields, SAM output refuses in every reference name, check_rnames)."""
     c = _sam_columns(batch, res)
     ts, _ = _coords(batch, res, batch.meta)
     out = []
     for i in rows:
         cand = batch.meta["cands"][i]
-        if not _placed(c, i, cand) or "," in cand.tname or ";" in cand.tname:
+        if not _placed(c, i, cand) or ";" in cand.tname:
             out.append(None)
             continue
         pos, cig = _sam_place(cand, ts[i], c.cigar[i])
