@@ -196,7 +196,7 @@ def qname_fault(names: Names) -> tuple[int, str, str] | None:
 
 
 def _holding(names: Names, refused) -> np.ndarray:
-    """Per name: whether it holds a byte that refused(bytes) -> per-byte bools marks."""
+    """Per name: whether one of its bytes is marked by refused (a uint8 array -> a bool per byte)."""
     out = np.zeros(len(names), bool)
     if len(names) == 0:
         return out
