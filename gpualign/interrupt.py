@@ -541,6 +541,22 @@ def killable(fn, *args):
     return value
 
 
+PARENT_POLL_S = 0.5  # how often a worker checks that its parent process lives (end_with_parent)
+
+
+def end_with_parent(parent: int) -> None:
+    """This worker process (a pool's or a Forked helper) ended within PARENT_POLL_S once its parent process
+    `parent` is gone, killed without its own clean-up (SIGKILL: the OOM killer, a job scheduler): a daemon
+    thread watches the parent's pid. Not PR_SET_PDEATHSIG (_die_with), which follows the parent *thread* that
+    forked: a pool may be forked by a reader or aligner thread that ends long before the process."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="gpualign-parent-watch", daemon=True).start()
+
+
 def _die_with(parent: int) -> None:
     """This process killed when its parent ends (Linux's PR_SET_PDEATHSIG; elsewhere not), and ended now
     where the parent already has (it may have gone before the request)."""

@@ -25,11 +25,20 @@ def fork_pool(workers: int, initializer=None, initargs: tuple = (), start: bool 
     """A pool of `workers` processes, each running initializer(*initargs) first; start: every worker
     started before this returns (with fork the first job starts them all), else on the first job."""
     ctx = mp.get_context("fork") if can_fork() else None
-    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=initializer, initargs=initargs)
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_start,
+                               initargs=(os.getpid(), initializer, initargs))
     if start:
         for fut in [pool.submit(int) for _ in range(1 if ctx is not None else workers)]:
             fut.result()
     return pool
+
+
+def _worker_start(parent: int, initializer, initargs: tuple) -> None:
+    """A pool worker's first step: ended with its parent process (interrupt.end_with_parent: a parent killed
+    by SIGKILL left its workers running for good), then initializer(*initargs)."""
+    interrupt.end_with_parent(parent)
+    if initializer is not None:
+        initializer(*initargs)
 
 
 class Forked:
@@ -49,7 +58,8 @@ class Forked:
         self._block = interrupt.shm_name()
         self._conn, child = ctx.Pipe(duplex=False)
         try:
-            self._proc = ctx.Process(target=_call, args=(child, fn, args, big, self._block), daemon=True)
+            self._proc = ctx.Process(target=_call, args=(os.getpid(), child, fn, args, big, self._block),
+                                     daemon=True)
             self._proc.start()
         except BaseException:
             self._conn.close()
@@ -93,9 +103,10 @@ class Forked:
         shm.discard(self._block)  # (gone already where result() took it)
 
 
-def _call(conn, fn, args: tuple, big: int | None, block: str) -> None:
+def _call(parent: int, conn, fn, args: tuple, big: int | None, block: str) -> None:
     import pickle
 
+    interrupt.end_with_parent(parent)
     try:
         value = fn(*args)
         if big is not None and isinstance(value, bytes) and len(value) >= big:

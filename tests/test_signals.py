@@ -192,6 +192,44 @@ def test_forked_children_ignore_sigint_and_take_sigterm():
     assert p.stdout.split() == ["7", str(-signal.SIGTERM)], p.stderr
 
 
+def test_workers_end_with_a_parent_killed_outright():
+    """A parent killed by SIGKILL (the OOM killer, a job scheduler: no handler runs) left its pool workers and
+    Forked helpers running for good. They now end within a second of it (workers.fork_pool's and Forked's
+    watch of the parent), whichever thread forked them: here a thread that ended before the kill."""
+    code = ("import threading, time\n"
+            "from gpualign import interrupt, workers\n"
+            "interrupt.install()\n"
+            "pools = []\n"
+            "t = threading.Thread(target=lambda: pools.append(workers.fork_pool(2)))\n"
+            "t.start(); t.join()\n"
+            "job = workers.Forked(time.sleep, 60)\n"
+            "print(*pools[0]._processes, job._proc.pid, flush=True)\n"
+            "time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(x) for x in p.stdout.readline().split()]
+        assert len(pids) == 3
+        time.sleep(0.5)
+        assert all(_alive(pid) for pid in pids)
+        p.kill()
+        p.wait(timeout=10)
+        end = time.monotonic() + 5
+        while any(_alive(pid) for pid in pids) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not [pid for pid in pids if _alive(pid)]
+    finally:
+        p.kill()
+
+
+def _alive(pid: int) -> bool:
+    """Whether process pid runs (a zombie, ended but not yet reaped by its new parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_no_child_after_the_signal():
     """A process forked once the run is interrupted (multiprocessing.Pool replaces the workers the handler
     ended) exits at once instead of outliving the run."""
