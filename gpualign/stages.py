@@ -13,6 +13,7 @@ import contextlib
 import os
 import queue
 import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -107,12 +108,13 @@ _STDOUT_CLOSED = "stdout: cannot write (it is closed): give the output a name wi
 class Output:
     """Where a run's output goes (output/sink.py): stdout, a device or pipe named as the output (/dev/null,
     /dev/stdout, a FIFO, a shell's >(...)), written in place and never replaced, or a temporary file renamed
-    over the name at commit(). target: a Sink (BGZF-compressed for a file named .gz) that writes whole or
+    over the name at commit() (over a symbolic link's target, the link kept), with the mode of the file it
+    replaces. target: a Sink (BGZF-compressed for a file named .gz) that writes whole or
     raises WriteError; with binary_via_path (BAM, made by htslib) a path instead: the temporary file, or for
     a stream a temporary file copied to it at commit()."""
 
     def __init__(self, path: str, binary_via_path: bool):
-        self.path = path
+        self.path = self.dest = path
         self.tmp = self.staged = None
         if os.path.isdir(path):
             raise InputError(f"{path}: cannot write (a directory)")
@@ -130,7 +132,9 @@ class Output:
             except OSError as e:
                 raise InputError(f"{path}: cannot write ({e.strerror})") from None
         else:
-            d = os.path.dirname(os.path.abspath(path))
+            # a symbolic link's target replaced, the link kept (as a plain open() would write through it)
+            self.dest = os.path.realpath(path) if os.path.islink(path) else path
+            d = os.path.dirname(os.path.abspath(self.dest))
             try:
                 fd, self.tmp = tempfile.mkstemp(prefix=".gpualign-", suffix=os.path.basename(path), dir=d)
             except OSError as e:
@@ -162,12 +166,17 @@ class Output:
             self._unstage()
         self.sink.close()
         if self.tmp:
-            umask = os.umask(0)  # mkstemp made the file 0600: give it the mode a plain open() would
-            os.umask(umask)
-            os.chmod(self.tmp, 0o666 & ~umask)
+            # mkstemp made the file 0600: give it the mode a plain open() would (the file replaced's, if any)
+            try:
+                mode = stat.S_IMODE(os.stat(self.dest).st_mode)
+            except OSError:
+                umask = os.umask(0)
+                os.umask(umask)
+                mode = 0o666 & ~umask
+            os.chmod(self.tmp, mode)
             # (the old file or the new one, never neither, whatever happens meanwhile; on ext4 the sink's
             # Reserve spares the new one's write-out that a rename over a file would begin: reserve.py)
-            os.replace(self.tmp, self.path)
+            os.replace(self.tmp, self.dest)
             interrupt.untrack(self.tmp)
             self.tmp = None
 

@@ -633,15 +633,20 @@ def test_empty_output_name_refused_before_the_run(fa, tmp_path, cmd):
 
 
 def test_output_paths_that_stay_allowed(fa, tmp_path):
-    """/dev/stdout for the summary, a link named as the output (the finished output is renamed over the link, not
-    written through it), a summary file that exists in place: the run writes them, the inputs stay."""
+    """/dev/stdout for the summary, a link named as the output (the finished output replaces what it points
+    to, the link kept, as a plain open() writes through it; a link to an input is refused: the run would
+    overwrite the input), a summary file that exists in place: the run writes them, the inputs stay."""
     q, t = fa
     before = open(q, "rb").read()
     link = tmp_path / "link.paf"
     os.symlink(q, link)
+    rc, out, err = run("pairs", q, t, "-o", str(link), "--device", "cpu", "-q")
+    assert rc == 2 and "is an input file" in one_error_line(err) and open(q, "rb").read() == before, err
+    link.unlink()
+    os.symlink(tmp_path / "real.paf", link)
     rc, out, err = run("pairs", q, t, "-o", str(link), "--summary", "/dev/stdout", "--device", "cpu", "-q")
     assert rc == 0 and out.startswith("key\tvalue\n"), err
-    assert open(q, "rb").read() == before and not link.is_symlink() and link.read_text().count("\n") == 2
+    assert open(q, "rb").read() == before and link.is_symlink() and (tmp_path / "real.paf").read_text().count("\n") == 2
     summary = tmp_path / "s.tsv"
     summary.write_text("old")
     rc, out, err = run("pairs", q, t, "--summary", str(summary), "--device", "cpu", "-q")

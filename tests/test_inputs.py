@@ -85,20 +85,33 @@ def test_the_summary_reports_peak_memory():
 
 def test_an_existing_output_is_replaced_whole(tmp_path):
     """The output written over a file already at its path (the finished file renamed over it): the new bytes
-    only, the mode a plain open() gives, no temporary file left."""
+    only, the mode a plain open() gives (the old file's: it was 0644 whatever the old one's), no temporary
+    file left; a new file's mode from the umask; over a symbolic link, its target replaced and the link kept
+    (it was replaced by a plain file)."""
     from gpualign.stages import Output
+
+    def write(path, data):
+        out = Output(str(path), binary_via_path=False)
+        out.target.write(data)
+        out.commit()
 
     path = tmp_path / "out.paf"
     path.write_bytes(b"old bytes, longer than the new ones\n")
-    os.chmod(path, 0o600)
-    out = Output(str(path), binary_via_path=False)
-    out.target.write(b"new\n")
-    out.commit()
+    os.chmod(path, 0o640)
+    write(path, b"new\n")
     assert path.read_bytes() == b"new\n"
+    assert os.stat(path).st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.paf"]
     umask = os.umask(0)
     os.umask(umask)
-    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.paf"]
+    write(tmp_path / "fresh.paf", b"x\n")
+    assert os.stat(tmp_path / "fresh.paf").st_mode & 0o777 == 0o666 & ~umask
+    (tmp_path / "d").mkdir()
+    (tmp_path / "link.paf").symlink_to(tmp_path / "d" / "real.paf")  # (dangling: its target made)
+    for data in (b"first\n", b"second\n"):
+        write(tmp_path / "link.paf", data)
+        assert (tmp_path / "link.paf").is_symlink() and (tmp_path / "d" / "real.paf").read_bytes() == data
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["real.paf"]
 
 
 def test_the_switch_interval_is_set_back():

@@ -58,9 +58,10 @@ def _same_file(a: str, b: str) -> bool:
 
 def _same_name(a: str, b: str) -> bool:
     """Whether renaming a file over path a (as the output is committed) replaces file b: the same directory
-    entry (a link named a is replaced, not what it points to), or the entry of the file b reaches through
-    links (b a link to a's file: the input's bytes went, exit 0); a directory reached by two paths (a bind
-    mount) counts as one. (A hard link to b is another entry: b keeps its bytes.)"""
+    entry (a symbolic link named a: the entry it points to, which the output replaces, the link kept), or the
+    entry of the file b reaches through links (b a link to a's file: the input's bytes went, exit 0); a
+    directory reached by two paths (a bind mount) counts as one. (A hard link to b is another entry: b keeps
+    its bytes.)"""
     def entry(p):
         return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(p))), os.path.basename(p))
 
@@ -73,7 +74,7 @@ def _same_name(a: str, b: str) -> bool:
         except OSError:  # (a directory not there: the output's check says so)
             return False
 
-    at = entry(a)
+    at = entry(os.path.realpath(a) if os.path.islink(a) else a)
     return same_entry(at, entry(b)) or same_entry(at, os.path.realpath(b))
 
 
