@@ -4,8 +4,9 @@ single helper process for one job (Forked).
 Pools are forked where the platform can (the platform's default start method elsewhere), and a pool made
 to start now forks every worker at once (a CPU chain's engine at its start, before the aligner threads; a GPU
 chain's rescue engine at its first batch too large to align inline: engines/_pool.py). Forked children
-ignore SIGINT and are ended by the parent (interrupt.py's fork hooks, once the CLI installed them), and
-never use the CUDA context they may inherit (driver.py's fork hook waits for its making)."""
+ignore SIGINT and are ended by the parent (interrupt.py's fork hooks, once the CLI installed them), end on
+their own once the parent process is gone (interrupt.end_with_parent: a parent killed outright), and never
+use the CUDA context they may inherit (driver.py's fork hook waits for its making)."""
 
 from __future__ import annotations
 
