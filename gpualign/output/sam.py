@@ -138,7 +138,7 @@ def check_rnames(names: Names, source: str = "", instead: str = "PAF or TSV") ->
     first = np.zeros(len(names), np.uint8)
     first[some] = names.buf[names.start[some]]
     bad = np.isin(first, np.frombuffer(SAM_RNAME_NOT_FIRST.encode(), np.uint8))
-    odd = _holding(names, rname_odd_bytes)
+    odd = _holding(names, rname_odd_bytes(names.packed()))
     if bad.any() or odd.any():
         k = int(np.argmax(bad | odd))
         name = names[k]
@@ -180,8 +180,8 @@ def qname_fault(names: Names) -> tuple[int, str, str] | None:
     if some.any():
         first[some] = names.buf[names.start[some]] == ord("@")
         star[some] = (names.buf[names.start[some]] == ord("*")) & (names.length[some] == 1)
-    odd = _holding(names, unprintable_bytes)
-    at = _holding(names, lambda buf: buf == ord("@"))
+    buf = names.packed()
+    odd, at = _holding(names, unprintable_bytes(buf)), _holding(names, buf == ord("@"))
     bad = first | at | star | (names.length > QNAME_MAX) | odd
     if not bad.any():
         return None
@@ -195,12 +195,11 @@ def qname_fault(names: Names) -> tuple[int, str, str] | None:
     return k, name, why
 
 
-def _holding(names: Names, refused) -> np.ndarray:
-    """Per name: whether one of its bytes is marked by refused (a uint8 array -> a bool per byte)."""
+def _holding(names: Names, bad: np.ndarray) -> np.ndarray:
+    """Per name: whether one of its bytes is marked in bad (a bool per byte of names.packed())."""
     out = np.zeros(len(names), bool)
     if len(names) == 0:
         return out
-    bad = refused(names.packed())
     if bad.any():
         out[np.repeat(np.arange(len(names)), names.length)[bad]] = True
     return out
