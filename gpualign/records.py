@@ -68,6 +68,8 @@ SAM_RNAME_NEVER = "\\,\"'`()[]{}<>"  # what SAM 1.6's reference names cannot hol
 def rname_odd(name: str) -> str | None:
     """The first character of name that SAM's reference names (@SQ SN, RNAME) cannot hold: one outside printable
     ASCII ('!' to '~') or one of SAM_RNAME_NEVER; None where there is none."""
+    if name.isascii() and name.isprintable() and " " not in name and not any(c in name for c in SAM_RNAME_NEVER):
+        return None  # (str's own scans: search checks a text's many names joined in one string)
     return next((c for c in name if not "!" <= c <= "~" or c in SAM_RNAME_NEVER), None)
 
 
