@@ -632,6 +632,19 @@ def test_empty_output_name_refused_before_the_run(fa, tmp_path, cmd):
         assert rc == 2 and "an empty file name" in one_error_line(err) and not out, err
 
 
+@pytest.mark.parametrize("command", ["pairs", "genome", "search", "paf"])
+def test_a_directory_as_the_output_is_one_answer(tmp_path, command):
+    """-o naming a directory: exit 1, 'cannot write (a directory)', with or without -f (without, it was exit 2,
+    'cannot tell the format from the name': a helper's audit)."""
+    inputs = _inputs(tmp_path, command)
+    (tmp_path / "d").mkdir()
+    k = ["-k", "1"] if command == "search" else []
+    for fmt in ([], ["-f", "tsv" if command == "search" else "paf"]):
+        rc, out, err = run(command, *inputs, *k, "-o", str(tmp_path / "d"), *fmt, "--device", "cpu", "-q")
+        assert rc == 1 and one_error_line(err) == f"error: {tmp_path / 'd'}: cannot write (a directory)", err
+        assert not list((tmp_path / "d").iterdir())
+
+
 def test_output_paths_that_stay_allowed(fa, tmp_path):
     """/dev/stdout for the summary, a link named as the output (the finished output replaces what it points
     to, the link kept, as a plain open() writes through it; a link to an input is refused: the run would

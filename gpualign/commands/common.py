@@ -97,6 +97,8 @@ def check_paths(inputs: list, output: str, summary: Optional[str]) -> None:
             raise ConfigError(f"{flag}: an empty file name (give a path{', or - for stdout' if flag == '-o' else ''})")
     if summary == "-":
         raise ConfigError("--summary takes a file name ('-' is not stdout here; /dev/stdout is)")
+    if named(output) and os.path.isdir(output):  # (before the format is read from its name: one answer)
+        raise InputError(f"{output}: cannot write (a directory)")
     if named(summary) and named(output) and _same_file(summary, output):
         raise ConfigError(f"--summary {summary} is the output file (-o): give it another name")
     for flag, p, same in (("-o", output, _same_name), ("--summary", summary, _same_file)):
