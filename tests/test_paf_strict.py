@@ -550,10 +550,12 @@ def test_records_without_bases(tmp_path, form):
 
 
 def test_format_messages_name_only_what_paf_writes(data, tmp_path):
-    """`paf -o .` listed tsv among the formats to pick, which paf then refuses."""
+    """`paf -o out` (a name without an extension) listed tsv among the formats to pick, which paf then refuses.
+    (`-o .`, a directory, is refused as one: test_cli_strict.)"""
     d, genome, reads, lines = data
     args = [str(d / "sorted.paf"), str(d / "reads.fa"), str(d / "ref.fa"), "--device", "cpu", "-q"]
-    for opts, want in ((["-o", str(tmp_path)], "use --format paf|sam|bam, or a name ending in .bam, .paf, .sam "),
+    nameless = str(tmp_path / "out")
+    for opts, want in ((["-o", nameless], "use --format paf|sam|bam, or a name ending in .bam, .paf, .sam "),
                        (["-o", str(tmp_path / "x.tsv")], "gpualign paf writes paf, sam or bam"),
                        (["-f", "TSV"], "gpualign paf writes paf, sam or bam")):
         rc, out, err = _cli(args + opts)
