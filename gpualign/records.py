@@ -78,7 +78,7 @@ def rname_odd_bytes(buf: np.ndarray) -> np.ndarray:
     return unprintable_bytes(buf) | np.isin(buf, np.frombuffer(SAM_RNAME_NEVER.encode(), np.uint8))
 
 
-RNAME_RULE = "printable ASCII but \\ , \" ' ` ( ) [ ] { } < >"  # rname_odd's rule as messages give it
+RNAME_RULE = "printable ASCII but " + " ".join(SAM_RNAME_NEVER)  # rname_odd's rule as messages give it
 
 
 def odd_character(name: str) -> str:

@@ -258,9 +258,9 @@ class _Checker:
                 raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} starts with {nm[0]!r}, "
                                  f"which SAM/BAM's reference names cannot {rname_reason(nm[0])}; rename it, "
                                  "or write TSV, PAF or BED")
-            if rname_odd(nm) is not None:
+            if (odd := rname_odd(nm)) is not None:
                 raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} holds "
-                                 f"{rname_odd(nm)!r}, which SAM/BAM's reference names cannot ({RNAME_RULE}); "
+                                 f"{odd!r}, which SAM/BAM's reference names cannot ({RNAME_RULE}); "
                                  "rename it, or write TSV, PAF or BED")
             if nm in self.seen:
                 raise InputError(f"{self.name}: record {self.rec + 1}: record name {nm!r} appears twice (record "
