@@ -859,16 +859,17 @@ __global__ void __launch_bounds__(128) dp_fill16(PAIRS_ARGS, const int* __restri
 }
 
 // ---- dp_fill's launch plan, made on the device (gpu_dp.GpuDpEngine._plan) ----
-// dp_keys: key[i] = qlen[p] << 32 | tlen[p] of pair p = idx[i] (use_idx 0: p = i), i < n, its bits inverted
-// where invert (an ascending sort then gives the longest first). Sorted (stably), the keys set pairs of like
-// lengths side by side, so that a warp's 32 pairs need about the same room.
+// dp_keys: key[i] = qlen[p] << tbits | tlen[p] of pair p = idx[i] (use_idx 0: p = i), i < n, every length below
+// 2^tbits and every key below 2^bits, the key reversed (2^bits - 1 - key) where invert (an ascending sort then
+// gives the longest first). Sorted (stably, on its `bits` low bits only), the keys set pairs of like lengths side
+// by side, so that a warp's 32 pairs need about the same room.
 __global__ void dp_keys(const int* __restrict__ qlen, const int* __restrict__ tlen, const int* __restrict__ idx,
-                        int use_idx, int n, int invert, uint64_t* __restrict__ key) {
+                        int use_idx, int n, int invert, int tbits, int bits, uint64_t* __restrict__ key) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const int p = use_idx ? idx[i] : i;
-    const uint64_t k = (uint64_t)(uint32_t)qlen[p] << 32 | (uint32_t)tlen[p];
-    key[i] = invert ? ~k : k;
+    const uint64_t k = (uint64_t)(uint32_t)qlen[p] << tbits | (uint32_t)tlen[p];
+    key[i] = invert ? ((1ull << bits) - 1ull) - k : k;
 }
 
 // dp_warps: a thread per warp w of the launch order: slots[32 w + l], the pair at sorted position s = 32 w +

@@ -982,7 +982,7 @@ def test_launches_fit_their_limit():
 
 @pytest.mark.parametrize("kind", GPU_OR_EMU)
 def test_device_plan(kind):
-    """GpuDpEngine._plan (dp_keys, CuPy's stable argsort, dp_warps; on the device and emulated): the
+    """GpuDpEngine._plan (dp_keys, arrays.argsort on the keys' bits, dp_warps; on the device and emulated): the
     group's pairs by query length, then target length (descending where LONGEST_FIRST), ties in batch order,
     padded to whole warps with -1; per warp its longest target and its longest query's stripes of ROWS
     rows, against a loop over the warps; a group of some of the batch's pairs (a subset, in any order)
@@ -997,9 +997,11 @@ def test_device_plan(kind):
         for _ in range(200):
             n, top = int(rng.integers(1, 150)), int(rng.choice([5, 400, 70_000]))
             ql, tl = rng.integers(1, top, n), rng.integers(1, top, n)
+            if rng.random() < 0.3:  # a longest length of a power of two (the keys' bits: its bit_length)
+                ql[0], tl[-1] = 1 << int(rng.integers(0, 17)), 1 << int(rng.integers(0, 17))
             group = None if rng.random() < 0.3 else rng.permutation(n)[:int(rng.integers(1, n + 1))]
             meta = cupy.asarray(np.stack([np.zeros(n), ql, np.zeros(n), tl]).astype(np.int32))
-            d_slots, maxn, stripes = e._plan(group, n, meta)
+            d_slots, maxn, stripes = e._plan(group, n, meta, int(ql.max()), int(tl.max()))
             pairs = np.arange(n) if group is None else group
             sign = -1 if gpu_dp.LONGEST_FIRST else 1  # (the longest first: descending, ties in batch order)
             want = sorted(pairs.tolist(), key=lambda p: (sign * ql[p], sign * tl[p], pairs.tolist().index(p)))

@@ -394,7 +394,7 @@ class GpuDpEngine(BatchEngine):
         for wide, group in groups:
             if group is not None and not len(group):
                 continue
-            d_slots, maxn, stripes = self._plan(group, len(ql), d_meta)
+            d_slots, maxn, stripes = self._plan(group, len(ql), d_meta, int(sq.max()), int(st.max()))
             slots = d_slots.get() if want else None
             bound = (maxn.astype(np.int64) + 1) * 32
             words = fill_words(maxn, stripes, wide) if want else np.zeros(len(maxn), np.int64)
@@ -420,21 +420,25 @@ class GpuDpEngine(BatchEngine):
                 yield sel, args, int(bound[a:b].sum()), int(words[a:b].sum()), len(sel), team, wide
 
     @trace.traced("dp plan")
-    def _plan(self, group, n: int, d_meta) -> tuple:
+    def _plan(self, group, n: int, d_meta, qmax: int, tmax: int) -> tuple:
         """dp_fill's (or dp_fill16's) order of the pairs `group` (batch indices; None: all n of the batch), made
         on the device: sorted by query length, then target length (stable; LONGEST_FIRST: descending), padded
-        to whole warps with -1
-        (device int32), and per warp its longest target and its longest query's stripes (host int32)."""
+        to whole warps with -1 (device int32), and per warp its longest target and its longest query's stripes
+        (host int32). qmax, tmax: at least the group's longest query and target (the keys' bits: a radix pass
+        for each 8 of them, 3 for 300 bp pairs, not 8)."""
         import cupy
 
         count = n if group is None else len(group)
         nwarps = -(-count // 32)
         d_idx = d_meta[1] if group is None else to_device(group, np.int32)  # (None: not read)
         picked = (d_meta[1], d_meta[3], d_idx, np.int32(group is not None))
+        tbits = max(1, tmax.bit_length())
+        bits = tbits + qmax.bit_length()
         d_key = cupy.empty(count, cupy.uint64)
         self._module().get_function("dp_keys")((-(-count // BLOCK),), (BLOCK,),
-                                               (*picked, np.int32(count), np.int32(LONGEST_FIRST), d_key))
-        d_sorted = arrays.argsort(d_key)
+                                               (*picked, np.int32(count), np.int32(LONGEST_FIRST), np.int32(tbits),
+                                                np.int32(bits), d_key))
+        d_sorted = arrays.argsort(d_key, bits)
         d_slots, d_warps = cupy.empty(nwarps * 32, cupy.int32), cupy.empty((2, nwarps), cupy.int32)
         self._module().get_function("dp_warps")((-(-nwarps // BLOCK),), (BLOCK,),
                                                 (*picked, d_sorted, np.int32(count), np.int32(nwarps), d_slots,
