@@ -142,7 +142,8 @@ class Primaries:
                 c = cands[i]
                 r = self._read(c.qname)
                 r.pending -= 1
-                aligned = bool(ok[i]) and c.qe > c.qs  # (global mode aligns an empty query range: deletions only)
+                # (global mode aligns an empty query range: deletions only; a zero-length target is written unmapped)
+                aligned = bool(ok[i]) and c.qe > c.qs and c.tlen > 0
                 key = (False, -int(value[i])) if aligned else (True, 0)
                 r.cands.append((key, int(batch.index[i]), c.qs, c.qe, entry if aligned else None))
                 names.append(c.qname)

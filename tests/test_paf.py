@@ -271,6 +271,43 @@ def test_candidate_on_an_empty_target_written_unmapped(tmp_path):
     assert sum(r.is_unmapped for r in recs) == 2
 
 
+def test_empty_query_range_unmapped_whatever_the_box(tmp_path):
+    """An empty query range in a box wider than twice --target-pad: the window's free ends did not meet, so it
+    aligned as deletions (SAM: FLAG 0, MAPQ 60, '100D40S', primary), against the rule that such a candidate
+    aligns no base. Now an empty window at the box's start at every pad: SAM unmapped (zr:Z:empty_alignment),
+    PAF an empty alignment at the box's start, without cg:Z or cs:Z (`cs:Z:` had no value)."""
+    (tmp_path / "q.fq").write_text("@a\n" + "ACGT" * 10 + "\n+\n" + "I" * 40 + "\n")
+    (tmp_path / "t.fa").write_text(">t1\n" + "ACGT" * 75 + "\n")
+    (tmp_path / "c.paf").write_text("a\t40\t0\t0\t+\tt1\t300\t0\t300\t0\t0\t60\n")
+    files = [str(tmp_path / n) for n in ("c.paf", "q.fq", "t.fa")]
+    for pad in ("10", "100", "150"):
+        rc, out, err = run([*files, "--device", "cpu", "-t", "1", "--target-pad", pad, "-f", "sam"])
+        (rec,) = [x.split("\t") for x in out.splitlines() if not x.startswith("@")]
+        assert rc == 0 and rec[1:6] == ["4", "*", "0", "0", "*"] and rec[11:] == ["zr:Z:empty_alignment"], out
+        rc, out, err = run([*files, "--device", "cpu", "-t", "1", "--target-pad", pad, "--cs"])
+        assert rc == 0 and out == "a\t40\t0\t0\t+\tt1\t300\t0\t0\t0\t0\t60\tNM:i:0\tAS:i:0\tde:f:0.0000\n", out
+
+
+def test_candidate_on_an_empty_target_ranks_as_failed(tmp_path):
+    """A read with a candidate on a zero-length target beside a real one: the empty target's record (unmapped,
+    zr:Z:empty_target) ranked as aligned, so the read had two records without 256 or 2048 (or, the real box
+    poor, an unmapped primary and its only alignment supplementary). It ranks with the failed ones now:
+    FLAG 4 | 256, the real alignment primary, tp:A:S for the empty target's PAF line."""
+    (tmp_path / "q.fq").write_text("@a\n" + "ACGT" * 25 + "T" * 10 + "\n+\n" + "I" * 110 + "\n")
+    (tmp_path / "t.fa").write_text(">t1\n" + "ACGT" * 75 + "\n>empty\n\n")
+    files = [str(tmp_path / n) for n in ("c.paf", "q.fq", "t.fa")]
+    for box, pad in (("0\t100", "100"), ("180\t280", "0")):
+        (tmp_path / "c.paf").write_text(f"a\t110\t0\t100\t+\tt1\t300\t{box}\t0\t0\t60\ttp:A:P\n"
+                                        "a\t110\t100\t110\t+\tempty\t0\t0\t0\t0\t0\t60\ttp:A:P\n")
+        rc, out, err = run([*files, "--device", "cpu", "-t", "1", "--target-pad", pad, "-f", "sam"])
+        rows = [x.split("\t") for x in out.splitlines() if not x.startswith("@")]
+        assert rc == 0 and [(r[1], r[2]) for r in rows] == [("0", "t1"), ("260", "*")], out
+        assert rows[1][11:] == ["zr:Z:empty_target"] and not any(t.startswith("SA:Z:") for r in rows for t in r[11:])
+        rc, out, err = run([*files, "--device", "cpu", "-t", "1", "--target-pad", pad])
+        assert rc == 0 and [[t for t in x.split("\t") if t.startswith("tp:")] for x in out.splitlines()] == [
+            ["tp:A:P"], ["tp:A:S"]], out
+
+
 @pytest.mark.slow
 def test_minimap2_candidates(tmp_path, real_data):
     """Candidates from minimap2 itself (mappy) on ONT-like reads from a real genome: every re-alignment

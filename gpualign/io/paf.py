@@ -156,9 +156,13 @@ def fetch(cands, queries, targets, mode, pad, on_bad=None, keep_full: bool = Tru
 
 
 def window(c: Candidate, mode: str, pad: int) -> tuple[int, int, tuple[int, int]]:
-    """(start, end) of candidate c's target window and the target bases free at its two ends."""
+    """(start, end) of candidate c's target window and the target bases free at its two ends. Ends-free, an
+    empty query range aligns no base: an empty window at the box's start (else, with a box wider than twice
+    the pad, its free ends would not meet and it would align as deletions)."""
     if mode == "global":
         return c.ts, c.te, (0, 0)
+    if c.qe == c.qs:
+        return c.ts, c.ts, (0, 0)
     ws, we = max(0, c.ts - pad), min(c.tlen, c.te + pad)
     return ws, we, (c.ts + pad - ws, we - (c.te - pad))
 
@@ -167,8 +171,12 @@ def windows(c: Candidates, mode: str, pad: int) -> tuple[np.ndarray, np.ndarray,
     """window's (starts, ends, free ends n x 2) of many candidates at once."""
     if mode == "global":
         return c.ts.copy(), c.te.copy(), np.zeros((len(c), 2), dtype=np.int64)
-    ws, we = np.maximum(0, c.ts - pad), np.minimum(c.tlen, c.te + pad)
-    return ws, we, np.stack([c.ts + pad - ws, we - (c.te - pad)], axis=1)
+    empty = c.qe == c.qs
+    ws = np.where(empty, c.ts, np.maximum(0, c.ts - pad))
+    we = np.where(empty, c.ts, np.minimum(c.tlen, c.te + pad))
+    free = np.stack([c.ts + pad - ws, we - (c.te - pad)], axis=1)
+    free[empty] = 0
+    return ws, we, free
 
 
 def read_candidates(path: str, on_bad=None, items=None, name: str | None = None) -> Iterator[Candidate]:

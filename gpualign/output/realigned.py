@@ -227,9 +227,9 @@ class RealignedPafLines:
             second = ranks[i] == SECONDARY
             kept = [("tp:A:S" if second else "tp:A:P") if t.startswith("tp:A:") else t for t in cand.tags]
             tags = [f"NM:i:{c.nm[i]}", f"AS:i:{-c.score[i]}", f"de:f:{de:.4f}", *kept]
-            if c.cigar[i]:  # (a tag needs a value: none for an empty alignment)
+            if c.cigar[i]:  # (a tag needs a value: neither for an empty alignment)
                 tags.append(f"cg:Z:{c.cigar[i]}")
-            if self.cs:
+            if self.cs and c.cigar[i]:
                 ops = res.cigar[res.cigar_off[i]: res.cigar_off[i] + res.cigar_len[i]]
                 w = int(meta["win_start"][i])
                 t_al = batch.target(i)[ts[i] - w: te[i] - w]
