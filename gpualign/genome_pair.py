@@ -214,7 +214,9 @@ def _on_cpu(q, t, cpu_method, with_path, progress, on_notice, qn, tn):
     method, rate, expected = cpu_long.plan(qb, tb, cpu_method)
     if with_path:
         expected *= cpu_long.PATH_FACTOR
-    if on_notice:
+    if on_notice and method == "trivial":
+        on_notice(f"{qn} vs {tn}: cpu-trivial (an empty record)")
+    elif on_notice:
         on_notice(f"{qn} vs {tn}: cpu-{method}{' alignment path' if with_path else ''}, sampled divergence "
                   f"{100 * rate:.1f}%: expected to take "
                   f"{'under a second' if expected < 0.5 else 'about ' + duration(expected)}"

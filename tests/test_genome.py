@@ -56,6 +56,17 @@ def test_cpu_distance(case, method):
     assert cpu_long.distance(q, t, method)[0] == edit(q, t)
 
 
+def test_cpu_plan_notice_figures():
+    """cpu_long.plan, the CPU route's notice: an empty side is 'trivial' (the notice named edlib, which never ran);
+    edlib's expected time is bounded by the whole matrix's (1 kbp against 1 Mbp said about 4 minutes, for a pair
+    edlib aligns in under a second)."""
+    big = rand(1_000_000, 13)
+    assert cpu_long.plan(b"", big[:1000]) == ("trivial", 1.0, 0.0)
+    assert cpu_long.plan(b"", b"") == ("trivial", 0.0, 0.0)
+    method, rate, seconds = cpu_long.plan(rand(1_000, 14), big)
+    assert method == "edlib" and rate > 0.9 and seconds <= 1_000 * len(big) / cpu_long.EDLIB_ND_PER_S < 0.5
+
+
 def write_fa(path, recs):
     with open(path, "wb") as fh:
         for name, s in recs:
