@@ -323,7 +323,8 @@ def run_genome(path_a: str, path_b: str, out: str, cfg: AlignConfig, qname=None,
             if with_path:
                 pending.append((qn, tn, q0, t0, d, ops, code, qual if fmt in ("sam", "bam") else None))
                 if on_notice:
-                    on_notice(f"{qn} vs {tn}: distance {d:,}, {len(ops):,} CIGAR operation{'' if len(ops) == 1 else 's'}, {res.seconds:.3f} s "
+                    ops_word = "operation" if len(ops) == 1 else "operations"
+                    on_notice(f"{qn} vs {tn}: distance {d:,}, {len(ops):,} CIGAR {ops_word}, {res.seconds:.3f} s "
                               f"({engine})")
             else:
                 pending.append(res.tsv() if results else HEADER + res.tsv())
