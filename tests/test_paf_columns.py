@@ -81,7 +81,9 @@ def test_windows_equal_window(mode, pad):
         tl = int(rng.integers(1, 5000))
         ts = int(rng.integers(0, tl + 1))
         te = int(rng.integers(ts, tl + 1))
-        cands.append(P.Candidate(i, f"r{i}", 10, 0, 10, "+", "t", tl, ts, te, 60, []))
+        qs = int(rng.integers(0, 11))
+        qe = qs if i % 4 == 0 else int(rng.integers(qs, 11))  # (empty query ranges: an empty window, ends-free)
+        cands.append(P.Candidate(i, f"r{i}", 10, qs, qe, "+", "t", tl, ts, te, 60, []))
     ws, we, free = P.windows(P.Candidates(cands), mode, pad)
     for c, a, b, f in zip(cands, ws.tolist(), we.tolist(), free.tolist()):
         w = P.window(c, mode, pad)
