@@ -119,15 +119,42 @@ def _semaphores() -> set:
 
 def _mapped_by_a_process(names: set) -> set:
     """Those of names (/dev/shm semaphores) a living process has mapped: another run's in use (tests beside this
-    one, -n), not one left behind."""
+    one, -n), not one left behind. Matched by device and inode, as interrupt.py does: glibc maps a new semaphore
+    under a temporary name before linking it under its own, so /proc/PID/maps may not show the name."""
+    want = {}
+    for n in names:
+        try:
+            st = os.stat(os.path.join("/dev/shm", n))
+        except OSError:
+            continue
+        want[(st.st_dev, st.st_ino)] = n
     held = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/maps") as fh:
-                held.update(n for n in names if n in fh.read())
+                lines = fh.read().splitlines()
         except OSError:
             continue
+        for line in lines:
+            f = line.split(None, 5)  # address, perms, offset, major:minor (hex), inode, path
+            if len(f) == 6 and f[5].startswith("/dev/shm/"):
+                major, minor = f[3].split(":")
+                n = want.get((os.makedev(int(major, 16), int(minor, 16)), int(f[4])))
+                if n is not None:
+                    held.add(n)
     return held
+
+
+def _left_behind(names: set) -> set:
+    """Those of names that stay in /dev/shm, mapped by no process, for 10 s: a semaphore another run beside this
+    one still holds is mapped, or is removed by that run's resource tracker once its processes end; one this
+    run left behind stays (its tracker was ended with it)."""
+    end = time.monotonic() + 10
+    while True:
+        left = (names & _semaphores()) - _mapped_by_a_process(names)
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.25)
 
 
 @pytest.fixture(scope="module")
@@ -184,11 +211,7 @@ def test_cluster_interrupted_as_it_starts_leaves_nothing(tmp_path, cluster_pairs
             group = [q for q, _, g in interrupt.processes() if g == p.pid]
             time.sleep(0.05)
         assert not group, f"{where}: processes left {group}"
-        left = _semaphores() - before
-        if left:  # (another test's run beside this one, -n: its semaphores are mapped by its processes; this run's,
-            # its processes gone, by none)
-            time.sleep(1)
-            left = (left & _semaphores()) - _mapped_by_a_process(left)
+        left = _left_behind(_semaphores() - before)
         assert not left, f"{where}: left in /dev/shm: {sorted(left)}"
     assert interrupted, "every run ended before its signal"
 
