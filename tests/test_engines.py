@@ -131,6 +131,24 @@ def test_long_pairs_take_biwfa_and_stay_exact(chain):
         check_results(batch, res, cfg)
 
 
+def test_costly_pairs_with_large_penalties(chain):
+    """Pairs whose cost is large in the penalties' units (the documented range goes to 10,000 each): one base
+    against 10,001 at 40/60/1000 (BiWFA gave up, status -300: now run as 2/3/50, their common divisor taken
+    out) and 100 bases in 2,000 at 1/10000/10000 (WFA2-lib's high memory mode kept ~19 million wavefronts and
+    crashed its process at 9,000: now the medium mode). The oracles judge both, with and without CIGARs."""
+    import random
+
+    rng = random.Random(1)
+    t = "".join(rng.choice("ACGT") for _ in range(10_001)).encode()
+    for pair, pen in (((b"A", t), Penalties(40, 60, 1000)), ((t[5000:5100], t[:2000]), Penalties(1, 10000, 10000))):
+        batch = to_batch([pair])
+        cfg = AlignConfig(metric="affine", penalties=pen)
+        res, _ = _run(chain, batch, cfg)
+        check_results(batch, res, cfg)
+        dist, _ = _run(chain, batch, cfg.with_(distance_only=True))
+        assert dist.score.tolist() == res.score.tolist()
+
+
 def test_an_empty_side_against_a_long_pair(chain):
     """An empty query or target beside one over 10 kbp (BiWFA's pairs, which score an empty side INT_MIN):
     one gap, scored and written as for a short pair; the oracles judge every one."""
@@ -177,11 +195,13 @@ def test_bounded_ends_free(chain):
             assert C.score_cigar(ops, pen) == want
 
 
+@pytest.mark.parametrize("medium_fails", [True, False], ids=["failed", "retried"])
 @pytest.mark.parametrize("ends_free", [False, True])
-def test_cpu_wfa_chunk_with_a_failed_pair(monkeypatch, ends_free):
-    """A pair WFA2-lib fails (its status) between others: FAILED with its reason, no CIGAR ops, its target range
-    whole, and the pairs around it keep their own scores, CIGARs and (ends-free, free target flanks trimmed)
-    target ranges: the chunk's flat op list stays in step."""
+def test_cpu_wfa_chunk_with_a_failed_pair(monkeypatch, ends_free, medium_fails):
+    """A pair WFA2-lib fails (its status) between others, in its own memory mode and again in the medium mode it
+    is retried in: FAILED with its reason, no CIGAR ops, its target range whole, and the pairs around it keep their
+    own scores, CIGARs and (ends-free, free target flanks trimmed) target ranges: the chunk's flat op list stays
+    in step. Where the medium mode succeeds (retried), every pair is as without the failure."""
     from gpualign.engines import cpu_wfa
     from gpualign.records import FAILED, OK
 
@@ -202,12 +222,13 @@ def test_cpu_wfa_chunk_with_a_failed_pair(monkeypatch, ends_free):
     real = cpu_wfa._aligner
 
     class Failing:  # the real aligner (its settings passed on), whose status says failed on the third pair
+        # (in every memory mode: the retry in the medium mode fails too)
         def __init__(self, al):
             object.__setattr__(self, "al", al)
-            object.__setattr__(self, "calls", 0)
+            object.__setattr__(self, "pair", None)
 
         def wavefront_align(self, t, q):
-            object.__setattr__(self, "calls", self.calls + 1)
+            object.__setattr__(self, "pair", (q, t))
             return self.al.wavefront_align(t, q)
 
         def __getattr__(self, name):
@@ -218,11 +239,17 @@ def test_cpu_wfa_chunk_with_a_failed_pair(monkeypatch, ends_free):
 
         @property
         def status(self):
-            return -1 if self.calls == 3 else self.al.status
+            fails = self.pair == seqs[2] and (medium_fails or self.al.memory_mode != "medium")
+            return -1 if fails else self.al.status
 
     fake = {}
-    monkeypatch.setattr(cpu_wfa, "_aligner", lambda k: fake.setdefault(id(k), Failing(real(k))))
+    monkeypatch.setattr(cpu_wfa, "_aligner", lambda k: fake.setdefault(repr(sorted(k.items())), Failing(real(k))))
     score, status, ops, clen, reason, t_start, t_end = cpu_wfa._align_chunk(*args)
+    if not medium_fails:
+        assert status.tolist() == [OK] * 5 and not reason
+        for got, want in zip((score, ops, clen, t_start, t_end), (clean[0], clean[2], clean[3], clean[5], clean[6])):
+            assert got.tolist() == want.tolist()
+        return
     assert status.tolist() == [OK, OK, FAILED, OK, OK] and reason == {2: "WFA2-lib status -1"}
     assert clen[2] == 0 and score[2] == 0 and (t_start[2], t_end[2]) == (0, t_len[2])
     keep = [0, 1, 3, 4]

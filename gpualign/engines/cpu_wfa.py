@@ -7,6 +7,7 @@ WFA2-lib's CIGAR uses the opposite I/D orientation to SAM: converted here.
 
 from __future__ import annotations
 
+import math
 import threading
 from concurrent.futures import Future
 from itertools import chain
@@ -35,6 +36,9 @@ def wfa_text(raw: bytes) -> str:
 OPMAP = {0: 7, 8: 8, 1: 2, 2: 1}
 LONG_PAIR = 10_000  # above this length use WFA2-lib's medium memory mode
 INT32_MAX = (1 << 31) - 1
+# WFA2-lib's high memory mode keeps every wavefront: a pair whose cost is certain to take more score steps
+# than this many cells' worth (its length difference under a large gap extension) takes the medium mode
+HIGH_CELLS = 1 << 26
 
 _aligners: dict = {}
 
@@ -63,6 +67,30 @@ def sam_codes(wfa_ops: np.ndarray) -> np.ndarray:
     return _SAM_OP[wfa_ops]
 
 
+def reduced(kwargs: dict) -> tuple[dict, int]:
+    """kwargs with the affine penalties divided by their common divisor, and that divisor: WFA2-lib takes a
+    step per unit of cost, so 40/60/1000 runs as 2/3/50 (twenty times fewer steps; BiWFA gave up on such pairs,
+    status -300). Every cost is a multiple of the divisor: the same alignments, the scores times it."""
+    if kwargs["distance"] != "affine":
+        return kwargs, 1
+    g = math.gcd(kwargs["mismatch"], kwargs["gap_opening"], kwargs["gap_extension"])
+    if g <= 1:
+        return kwargs, 1
+    return dict(kwargs, mismatch=kwargs["mismatch"] // g, gap_opening=kwargs["gap_opening"] // g,
+                gap_extension=kwargs["gap_extension"] // g), g
+
+
+def _high_fits(kwargs: dict, ql: int, tl: int, free: int) -> bool:
+    """Whether WFA2-lib's high memory mode can take the pair: the steps its cost is certain to take (the gap
+    its length difference needs beyond free target bases) times the widest wavefront they reach stay within
+    HIGH_CELLS. A 100 bp query in a 9 kbp target at -O 10000 -E 10000 crashed its worker process."""
+    if kwargs["distance"] != "affine":  # (edit: a step a base of difference, at most LONG_PAIR)
+        return True
+    gap = max(ql - tl, tl - ql - free, 0)
+    steps = gap_cost(kwargs, gap)
+    return steps * min(ql + tl + 1, 2 * steps // max(1, kwargs["gap_extension"]) + 1) <= HIGH_CELLS
+
+
 def gap_cost(kwargs: dict, length: int) -> int:
     """The cost of one gap of length bases under kwargs' end-to-end metric (0 for none)."""
     if not length:
@@ -81,6 +109,7 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
     as much as WFA2-lib's own work on 150 bp pairs)."""
     text = seq if isinstance(seq, str) else wfa_text(seq.tobytes())
     q_off, q_len, t_off, t_len, free_b, free_e = as_lists(q_off, q_len, t_off, t_len, free_b, free_e)
+    (kwargs, unit), (long_kwargs, _) = reduced(kwargs), reduced(long_kwargs)
     n = len(q_len)
     ends_free = kwargs["span"] == "ends-free"
     scores = [0] * n
@@ -89,11 +118,12 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
     clen = [0] * n
     t_start, t_end = ([0] * n, list(t_len)) if ends_free else (None, None)
     short_al, long_al = _aligner(kwargs), _aligner(long_kwargs)
+    safe = dict(kwargs, memory_mode="medium")  # (pairs the other modes cannot take, or gave up on)
     for i in range(n):
         qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
         if not (ql and tl or ends_free):  # one gap (or nothing), without WFA2-lib: BiWFA, which takes pairs
             # over LONG_PAIR, scores an empty side INT_MIN
-            cost = gap_cost(kwargs, ql + tl)
+            cost = gap_cost(kwargs, ql + tl) * unit
             if cost >= INT32_MAX:
                 reason[i] = f"its cost reaches {INT32_MAX:,} (32-bit scores)"
             else:
@@ -102,16 +132,24 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
                     runs.extend((2 if tl == 0 else 1, ql + tl))  # (WFA ops: 1 a target base alone, 2 a query's)
                     clen[i] = 1
             continue
-        al = long_al if max(ql, tl) > LONG_PAIR else short_al
-        if ends_free:
-            al.text_begin_free, al.text_end_free = min(tl, free_b[i]), min(tl, free_e[i])
-        s = al.wavefront_align(text[to : to + tl], text[qo : qo + ql])
+        free = (min(tl, free_b[i]), min(tl, free_e[i])) if ends_free else (0, 0)
+        if max(ql, tl) > LONG_PAIR:
+            al = long_al
+        else:
+            al = short_al if _high_fits(kwargs, ql, tl, sum(free)) else _aligner(safe)
+        for attempt in range(2):
+            if ends_free:
+                al.text_begin_free, al.text_end_free = free
+            s = al.wavefront_align(text[to : to + tl], text[qo : qo + ql])
+            if al.status == 0 or attempt or al.memory_mode == "medium":
+                break
+            al = _aligner(safe)  # BiWFA gives up on some costly pairs (status -300); the medium mode does not
         if al.status != 0:
             reason[i] = f"WFA2-lib status {al.status}"
-        elif abs(s) >= INT32_MAX:  # (WFA2-lib's int scores: a cost past them comes back as INT_MIN)
+        elif abs(s) * unit >= INT32_MAX:  # (WFA2-lib's int scores: a cost past them comes back as INT_MIN)
             reason[i] = f"its cost reaches {INT32_MAX:,} (32-bit scores)"
         else:
-            scores[i] = abs(s)
+            scores[i] = abs(s) * unit
             if want_cigar:
                 tup = al.cigartuples
                 if ends_free:  # free target ends come back as leading/trailing WFA 'I' (target-only): trim
