@@ -306,20 +306,26 @@ def _unlink_prefixed(where: str, prefix: str) -> None:
             pass
 
 
+def shm_mapped(pid: int | str = "self") -> set:
+    """(device, inode) of each /dev/shm file process pid has mapped (OSError when it cannot be read). By inode,
+    not name: glibc maps a new semaphore under a temporary name before linking it under its own."""
+    mapped = set()
+    with open(f"/proc/{pid}/maps") as fh:
+        for line in fh:
+            f = line.split(None, 5)  # address, perms, offset, major:minor (hex), inode, path
+            if len(f) == 6 and f[5].startswith("/dev/shm/"):
+                major, minor = f[3].split(":")
+                mapped.add((os.makedev(int(major, 16), int(minor, 16)), int(f[4])))
+    return mapped
+
+
 def _unlink_semaphores() -> None:
     """multiprocessing's named semaphores that this process holds (/dev/shm/sem.mp-*: the locks and queues
     of a spawn context, such as those Dask's nanny makes for each worker it starts). Their finalizers or
     the resource tracker remove them, neither of which runs when finish() ends the process. Each is found
-    by its inode among this process's mappings (glibc maps a new semaphore under a temporary name), so
-    another program's are never touched."""
-    mapped = set()
+    by its inode among this process's mappings (shm_mapped), so another program's are never touched."""
     try:
-        with open("/proc/self/maps") as fh:
-            for line in fh:
-                f = line.split(None, 5)  # address, perms, offset, major:minor (hex), inode, path
-                if len(f) == 6 and f[5].startswith("/dev/shm/"):
-                    major, minor = f[3].split(":")
-                    mapped.add((os.makedev(int(major, 16), int(minor, 16)), int(f[4])))
+        mapped = shm_mapped()
         names = [n for n in os.listdir("/dev/shm") if n.startswith("sem.mp-")] if mapped else []
     except (OSError, ValueError):
         return

@@ -119,8 +119,7 @@ def _semaphores() -> set:
 
 def _mapped_by_a_process(names: set) -> set:
     """Those of names (/dev/shm semaphores) a living process has mapped: another run's in use (tests beside this
-    one, -n), not one left behind. Matched by device and inode, as interrupt.py does: glibc maps a new semaphore
-    under a temporary name before linking it under its own, so /proc/PID/maps may not show the name."""
+    one, -n), not one left behind (matched by device and inode: interrupt.shm_mapped)."""
     want = {}
     for n in names:
         try:
@@ -131,17 +130,9 @@ def _mapped_by_a_process(names: set) -> set:
     held = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{pid}/maps") as fh:
-                lines = fh.read().splitlines()
-        except OSError:
+            held.update(want[k] for k in interrupt.shm_mapped(pid) if k in want)
+        except (OSError, ValueError):
             continue
-        for line in lines:
-            f = line.split(None, 5)  # address, perms, offset, major:minor (hex), inode, path
-            if len(f) == 6 and f[5].startswith("/dev/shm/"):
-                major, minor = f[3].split(":")
-                n = want.get((os.makedev(int(major, 16), int(minor, 16)), int(f[4])))
-                if n is not None:
-                    held.add(n)
     return held
 
 
