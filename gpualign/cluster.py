@@ -52,14 +52,17 @@ def connect_timeout() -> float:
     return seconds
 
 
-def quiet_dask(scratch: str | None = None) -> None:
+def quiet_dask(scratch: str | None = None) -> str | None:
     """Dask set up for gpualign in this process (a client's, or `gpualign worker`'s): its log lines are not for
     our stderr (its failures reach us as exceptions), a batch may be given up after RETRIES worker deaths,
     workers may fork (the CPU engine's pool), every batch's start event kept; scratch: its temporary
-    directory. Processes started from here inherit the config."""
+    directory. Processes started from here inherit the config. Returns the temporary directory it had (for
+    ClusterAligner.close to set back once scratch is removed)."""
     import logging
 
     import dask
+
+    before = dask.config.get("temporary-directory", None)
 
     # a batch travels inside its task (not scattered): when a worker dies the scheduler still holds it
     warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
@@ -76,6 +79,7 @@ def quiet_dask(scratch: str | None = None) -> None:
     # the local cluster's worker processes are spawned: distributed sets up their logging as it is
     # imported there, from the environment, before any config of ours reaches them
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
+    return before
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,7 @@ class ClusterAligner(Dispatcher):
     scratch: str = ""
     loop_runner: object = None
     _restore_spawn: object = field(default=lambda: None, repr=False)  # spawn_ignoring_sigint's undo
+    _temporary_before: str | None = None  # Dask's temporary directory before start() set scratch
 
     def start(self) -> str:
         """Connect; returns a notice line."""
@@ -174,7 +179,7 @@ class ClusterAligner(Dispatcher):
             self.scratch = tempfile.mkdtemp(prefix=interrupt.temp_prefix() + "dask-")
             interrupt.track(self.scratch)
             self._restore_spawn = interrupt.spawn_ignoring_sigint(self.scratch)  # its workers ignore Ctrl-C
-        quiet_dask(self.scratch or None)
+        self._temporary_before = quiet_dask(self.scratch or None)
         host_cores = usable_cores()
         if s.scheduler:
             try:
@@ -270,5 +275,9 @@ class ClusterAligner(Dispatcher):
                     self._restore_spawn()
                     shutil.rmtree(self.scratch, ignore_errors=True)
                     interrupt.untrack(self.scratch)
+                    import dask
+
+                    # (a later cluster of this process made its scratch in the removed one, which stayed)
+                    dask.config.set({"temporary-directory": self._temporary_before})
                 if self.loop_runner is not None:  # (the cluster's event loop, once the cluster is closed)
                     self.loop_runner.stop()

@@ -128,16 +128,22 @@ def test_worker_killed_mid_run_loses_nothing(inputs, tmp_path):
 
 def test_local_workers_log_nothing_below_critical():
     """The spawned workers of a local cluster keep Dask's warnings off the run's stderr (a task cancelled by
-    an interrupt logged one from distributed.worker.state_machine)."""
+    an interrupt logged one from distributed.worker.state_machine). Closed, the cluster gives Dask back its
+    temporary directory: a later cluster of this process made its scratch inside the removed one, left."""
+    import dask
+
     from gpualign.cluster import ClusterAligner
 
+    before = dask.config.get("temporary-directory", None)
     remote = ClusterAligner(ClusterSpec(cpu_workers=1), AlignConfig(device="cpu"))
     try:
         remote.start()
+        assert dask.config.get("temporary-directory") == remote.scratch
         levels = remote.client.run(lambda: logging.getLogger("distributed.worker.state_machine").getEffectiveLevel())
     finally:
         remote.close()
     assert list(levels.values()) == [logging.CRITICAL]
+    assert dask.config.get("temporary-directory", None) == before
 
 
 def test_local_workers_share_the_threads_asked():
