@@ -149,6 +149,21 @@ def test_costly_pairs_with_large_penalties(chain):
         assert dist.score.tolist() == res.score.tolist()
 
 
+def test_high_memory_mode_only_where_its_wavefronts_fit():
+    """WFA2-lib's high memory mode (every wavefront kept) for pairs whose possible cost keeps it within
+    cpu_wfa.HIGH_CELLS: every pair up to 10 kbp at the default 4/6/2 (its speed), not two unrelated 2 kbp
+    sequences at 97/100/89 (2.5 GB there; 10 kbp would take ~60 GB) nor 100 bases in 2 kbp at 1/10000/10000."""
+    from gpualign.engines.cpu_wfa import _high_fits, reduced
+
+    def fits(pen, ql, tl, free=0, ends_free=False):
+        cfg = AlignConfig(metric="affine", penalties=Penalties(*pen), ends_free_target=ends_free)
+        return _high_fits(reduced(cfg.to_pywfa_kwargs())[0], ql, tl, free)
+
+    assert fits((4, 6, 2), 10_000, 10_000) and fits((4, 6, 2), 10_000, 12_000, 2_000, True)
+    assert fits((4, 6, 2), 150, 10_000) and fits((97, 100, 89), 1_000, 1_000)
+    assert not fits((97, 100, 89), 2_000, 2_000) and not fits((1, 10_000, 10_000), 100, 2_000)
+
+
 def test_an_empty_side_against_a_long_pair(chain):
     """An empty query or target beside one over 10 kbp (BiWFA's pairs, which score an empty side INT_MIN):
     one gap, scored and written as for a short pair; the oracles judge every one."""
