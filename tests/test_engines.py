@@ -157,7 +157,7 @@ def test_high_memory_mode_only_where_its_wavefronts_fit():
 
     def fits(pen, ql, tl, free=0, ends_free=False):
         cfg = AlignConfig(metric="affine", penalties=Penalties(*pen), ends_free_target=ends_free)
-        return _high_fits(reduced(cfg.to_pywfa_kwargs())[0], ql, tl, free)
+        return bool(_high_fits(reduced(cfg.to_pywfa_kwargs())[0], [ql], [tl], [free])[0])
 
     assert fits((4, 6, 2), 10_000, 10_000) and fits((4, 6, 2), 10_000, 12_000, 2_000, True)
     assert fits((4, 6, 2), 150, 10_000) and fits((97, 100, 89), 1_000, 1_000)

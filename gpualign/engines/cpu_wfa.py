@@ -80,15 +80,18 @@ def reduced(kwargs: dict) -> tuple[dict, int]:
                 gap_extension=kwargs["gap_extension"] // g), g
 
 
-def _high_fits(kwargs: dict, ql: int, tl: int, free: int) -> bool:
-    """Whether WFA2-lib's high memory mode can take the pair: the score steps its cost may take (at most that
-    of its bases mismatched and its length difference one gap beyond the free target bases) times the widest
-    wavefront they reach stay within HIGH_CELLS. Two unrelated 2 kbp sequences at 97/100/89 held 2.5 GB; at
-    -O 10000 -E 10000, 100 bases in 9 kbp take ~89 million steps."""
+def _high_fits(kwargs: dict, ql, tl, free) -> np.ndarray:
+    """Per pair (lengths and free target bases as arrays), whether WFA2-lib's high memory mode can take it: the
+    score steps its cost may take (at most that of its bases mismatched and its length difference one gap
+    beyond the free target bases) times the widest wavefront they reach stay within HIGH_CELLS. Two unrelated
+    2 kbp sequences at 97/100/89 held 2.5 GB; at -O 10000 -E 10000, 100 bases in 9 kbp take ~89 million steps."""
+    ql, tl, free = (np.asarray(a, np.int64) for a in (ql, tl, free))
     if kwargs["distance"] != "affine":  # (edit: a step a base of difference, at most LONG_PAIR)
-        return True
-    steps = kwargs["mismatch"] * min(ql, tl) + gap_cost(kwargs, max(ql - tl, tl - ql - free, 0))
-    return steps * min(ql + tl + 1, 2 * steps // max(1, kwargs["gap_extension"]) + 1) <= HIGH_CELLS
+        return np.ones(len(ql), bool)
+    gap = np.maximum(np.maximum(ql - tl, tl - ql - free), 0)
+    steps = kwargs["mismatch"] * np.minimum(ql, tl) + np.where(gap > 0, kwargs["gap_opening"], 0) \
+        + kwargs["gap_extension"] * gap
+    return steps * np.minimum(ql + tl + 1, 2 * steps // max(1, kwargs["gap_extension"]) + 1) <= HIGH_CELLS
 
 
 def gap_cost(kwargs: dict, length: int) -> int:
@@ -108,10 +111,13 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
     made once, after it (numpy scalar stores and a generator per CIGAR op made the Python around each call cost
     as much as WFA2-lib's own work on 150 bp pairs)."""
     text = seq if isinstance(seq, str) else wfa_text(seq.tobytes())
-    q_off, q_len, t_off, t_len, free_b, free_e = as_lists(q_off, q_len, t_off, t_len, free_b, free_e)
     (kwargs, unit), (long_kwargs, _) = reduced(kwargs), reduced(long_kwargs)
-    n = len(q_len)
     ends_free = kwargs["span"] == "ends-free"
+    tl_ = np.asarray(t_len, np.int64)
+    free = np.minimum(tl_, free_b) + np.minimum(tl_, free_e) if ends_free else 0
+    high = _high_fits(kwargs, q_len, tl_, free).tolist()
+    q_off, q_len, t_off, t_len, free_b, free_e = as_lists(q_off, q_len, t_off, t_len, free_b, free_e)
+    n = len(q_len)
     scores = [0] * n
     reason = {}
     runs: list = []  # (WFA op, length) of every pair's CIGAR, one after another
@@ -132,14 +138,13 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
                     runs.extend((2 if tl == 0 else 1, ql + tl))  # (WFA ops: 1 a target base alone, 2 a query's)
                     clen[i] = 1
             continue
-        free = (min(tl, free_b[i]), min(tl, free_e[i])) if ends_free else (0, 0)
         if max(ql, tl) > LONG_PAIR:
             al = long_al
         else:
-            al = short_al if _high_fits(kwargs, ql, tl, sum(free)) else _aligner(safe)
+            al = short_al if high[i] else _aligner(safe)
         for attempt in range(2):
             if ends_free:
-                al.text_begin_free, al.text_end_free = free
+                al.text_begin_free, al.text_end_free = min(tl, free_b[i]), min(tl, free_e[i])
             s = al.wavefront_align(text[to : to + tl], text[qo : qo + ql])
             if al.status == 0 or attempt or al.memory_mode == "medium":
                 break
