@@ -7,7 +7,6 @@ WFA2-lib's CIGAR uses the opposite I/D orientation to SAM: converted here.
 
 from __future__ import annotations
 
-import math
 import threading
 from concurrent.futures import Future
 from itertools import chain
@@ -18,6 +17,7 @@ from .. import pack
 from ..cigar import MAX_OP
 from ..config import AlignConfig
 from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
+from . import affine_plan
 from ._pool import ChunkPool, as_lists
 
 NAME = "cpu-wfa"
@@ -73,11 +73,8 @@ def reduced(kwargs: dict) -> tuple[dict, int]:
     the divisor: the same alignments, the scores times it."""
     if kwargs["distance"] != "affine":
         return kwargs, 1
-    g = math.gcd(kwargs["mismatch"], kwargs["gap_opening"], kwargs["gap_extension"])
-    if g <= 1:
-        return kwargs, 1
-    return dict(kwargs, mismatch=kwargs["mismatch"] // g, gap_opening=kwargs["gap_opening"] // g,
-                gap_extension=kwargs["gap_extension"] // g), g
+    (x, o, e), g = affine_plan.reduced(kwargs["mismatch"], kwargs["gap_opening"], kwargs["gap_extension"])
+    return (dict(kwargs, mismatch=x, gap_opening=o, gap_extension=e), g) if g > 1 else (kwargs, 1)
 
 
 def _high_fits(kwargs: dict, ql, tl, free) -> np.ndarray:
@@ -124,7 +121,7 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
     clen = [0] * n
     t_start, t_end = ([0] * n, list(t_len)) if ends_free else (None, None)
     short_al, long_al = _aligner(kwargs), _aligner(long_kwargs)
-    safe = dict(kwargs, memory_mode="medium")  # (pairs the other modes cannot take, or gave up on)
+    safe_al = _aligner(dict(kwargs, memory_mode="medium"))  # pairs the other modes cannot take, or gave up on
     for i in range(n):
         qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
         if not (ql and tl or ends_free):  # one gap (or nothing), without WFA2-lib: BiWFA, which takes pairs
@@ -141,14 +138,14 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
         if max(ql, tl) > LONG_PAIR:
             al = long_al
         else:
-            al = short_al if high[i] else _aligner(safe)
+            al = short_al if high[i] else safe_al
         for attempt in range(2):
             if ends_free:
                 al.text_begin_free, al.text_end_free = min(tl, free_b[i]), min(tl, free_e[i])
             s = al.wavefront_align(text[to : to + tl], text[qo : qo + ql])
             if al.status == 0 or attempt or al.memory_mode == "medium":
                 break
-            al = _aligner(safe)  # BiWFA gives up on some costly pairs (status -300); the medium mode does not
+            al = safe_al  # BiWFA gives up on some costly pairs (status -300); the medium mode does not
         if al.status != 0:
             reason[i] = f"WFA2-lib status {al.status}"
         elif abs(s) * unit >= INT32_MAX:  # (WFA2-lib's int scores: a cost past them comes back as INT_MIN)
