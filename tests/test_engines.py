@@ -149,6 +149,59 @@ def test_costly_pairs_with_large_penalties(chain):
         assert dist.score.tolist() == res.score.tolist()
 
 
+def test_costly_pairs_aligned_by_the_dp(monkeypatch):
+    """End-to-end affine pairs that cost WFA2-lib more than a DP of their cells (unrelated sequences, large
+    penalties, a short sequence in a long one) are aligned by parasail's DP once WFA2-lib reaches its step cap
+    (cpu_wfa.DP_BREAK_EVEN): 1 kbp unrelated at 97/100/89 took WFA2-lib ~0.26 s, the DP ~2 ms. Close pairs,
+    ends-free pairs and edit distance stay with WFA2-lib. The oracles judge every score and CIGAR, with N
+    unmatchable too, and with the bytes WFA2-lib pads with ('!', '?') in the sequences."""
+    import random
+
+    from gpualign import pack
+    from gpualign.engines import cpu_wfa
+
+    rng = random.Random(3)
+
+    def rand(n, letters="ACGT"):
+        return "".join(rng.choice(letters) for _ in range(n)).encode()
+
+    def mutate(s, rate):
+        return bytes(b if rng.random() > rate else rng.choice(b"ACGT") for b in s)
+
+    base = rand(1000)
+    costly = [(rand(1000), rand(1000)), (rand(300), rand(350)), (rand(50), rand(2000)), (rand(400, "ACGTN"),
+              rand(400, "ACGTN")), (rand(200, "AC!?"), rand(200, "GT!?")), (b"A", rand(700))]
+    close = [(base, mutate(base, 0.01)), (base[:150], mutate(base[:150], 0.02))]
+    calls = []
+    real = cpu_wfa._dp_align
+    monkeypatch.setattr(cpu_wfa, "_dp_align", lambda *a: calls.append(1) or real(*a))
+
+    def run(pairs, cfg):
+        batch = to_batch(pairs)
+        kw = (cfg.to_pywfa_kwargs(), cfg.to_pywfa_kwargs(long_pairs=True))
+        free = np.stack([batch.t_len, batch.t_len], axis=1)
+        part = cpu_wfa._align_chunk(*kw, pack.compare_view(batch, cfg.n_mismatch), batch.q_off, batch.q_len,
+                                    batch.t_off, batch.t_len, free[:, 0], free[:, 1], not cfg.distance_only)
+        return batch, cpu_wfa._assemble([part], not cfg.distance_only, cfg.ends_free_target)
+
+    # at 1/10000/10000 the unrelated pairs of equal lengths cost their mismatches only: WFA2-lib's
+    for pen, dp in ((Penalties(4, 6, 2), 6), (Penalties(97, 100, 89), 6), (Penalties(1, 10000, 10000), 3)):
+        for n_mismatch in (False, True):
+            cfg = AlignConfig(metric="affine", penalties=pen, n_mismatch=n_mismatch)
+            calls.clear()
+            batch, res = run(costly, cfg)
+            check_results(batch, res, cfg)
+            assert len(calls) == dp, (pen, len(calls))
+            _, dist = run(costly, cfg.with_(distance_only=True))
+            assert dist.score.tolist() == res.score.tolist()
+    calls.clear()
+    for cfg in (AlignConfig(metric="affine"), AlignConfig(metric="affine", ends_free_target=True), AlignConfig()):
+        batch, res = run(close + costly[:2] if cfg.metric == "affine" and not cfg.ends_free_target else close, cfg)
+        if not cfg.ends_free_target:
+            check_results(batch, res, cfg)
+    assert len(calls) == 2  # the two costly pairs of the end-to-end affine run only
+
+
 def test_high_memory_mode_only_where_its_wavefronts_fit():
     """WFA2-lib's high memory mode (every wavefront kept) for pairs whose possible cost keeps it within
     cpu_wfa.HIGH_CELLS: every pair up to 10 kbp at the default 4/6/2 (its speed), not two unrelated 2 kbp

@@ -40,6 +40,15 @@ INT32_MAX = (1 << 31) - 1
 # many cells of them takes the medium mode (4/6/2 pairs up to LONG_PAIR stay within it)
 HIGH_CELLS = 1 << 29
 
+# A costly pair (unrelated sequences, large penalties) takes WFA2-lib ~6 ns times steps^2 / e (each step's
+# wavefronts widen by 2 / e diagonals), where parasail's DP takes ~1 ns a cell with its traceback (one core): an
+# end-to-end affine pair whose cost could pass DP_BREAK_EVEN * sqrt(e * cells) steps is tried with its steps capped
+# there and, when WFA2-lib reaches the cap, aligned by parasail's DP (pairs of at most DP_CELLS cells: its
+# traceback takes ~4 bytes a cell). The DP scores the same alignments; of co-optimal CIGARs it may pick another.
+DP_BREAK_EVEN = 0.4
+DP_CELLS = 1 << 26
+MAX_STEPS_REACHED = -100  # WFA2-lib's WF_STATUS_MAX_STEPS_REACHED
+
 _aligners: dict = {}
 
 
@@ -77,18 +86,76 @@ def reduced(kwargs: dict) -> tuple[dict, int]:
     return (dict(kwargs, mismatch=x, gap_opening=o, gap_extension=e), g) if g > 1 else (kwargs, 1)
 
 
+def _worst_steps(kwargs: dict, ql: np.ndarray, tl: np.ndarray, free) -> np.ndarray:
+    """Per affine pair, the most score steps its cost may take: that of its bases mismatched and its length
+    difference one gap beyond the free target bases."""
+    gap = np.maximum(np.maximum(ql - tl, tl - ql - free), 0)
+    return kwargs["mismatch"] * np.minimum(ql, tl) + np.where(gap > 0, kwargs["gap_opening"], 0) \
+        + kwargs["gap_extension"] * gap
+
+
 def _high_fits(kwargs: dict, ql, tl, free) -> np.ndarray:
     """Per pair (lengths and free target bases as arrays), whether WFA2-lib's high memory mode can take it: the
-    score steps its cost may take (at most that of its bases mismatched and its length difference one gap
-    beyond the free target bases) times the widest wavefront they reach stay within HIGH_CELLS. Two unrelated
-    2 kbp sequences at 97/100/89 held 2.5 GB; at -O 10000 -E 10000, 100 bases in 9 kbp take ~89 million steps."""
+    score steps its cost may take (_worst_steps) times the widest wavefront they reach stay within HIGH_CELLS.
+    Two unrelated 2 kbp sequences at 97/100/89 held 2.5 GB; at -O 10000 -E 10000, 100 bases in 9 kbp take ~89
+    million steps."""
     ql, tl, free = (np.asarray(a, np.int64) for a in (ql, tl, free))
     if kwargs["distance"] != "affine":  # (edit: a step a base of difference, at most LONG_PAIR)
         return np.ones(len(ql), bool)
-    gap = np.maximum(np.maximum(ql - tl, tl - ql - free), 0)
-    steps = kwargs["mismatch"] * np.minimum(ql, tl) + np.where(gap > 0, kwargs["gap_opening"], 0) \
-        + kwargs["gap_extension"] * gap
+    steps = _worst_steps(kwargs, ql, tl, free)
     return steps * np.minimum(ql + tl + 1, 2 * steps // max(1, kwargs["gap_extension"]) + 1) <= HIGH_CELLS
+
+
+def _dp_caps(kwargs: dict, ql, tl) -> np.ndarray:
+    """Per pair, WFA2-lib's step cap before parasail's DP takes it (DP_BREAK_EVEN), or 0 where it goes
+    uncapped: edit distance, ends-free, a pair over DP_CELLS, or one whose cost cannot pass the cap."""
+    ql, tl = np.asarray(ql, np.int64), np.asarray(tl, np.int64)
+    caps = np.zeros(len(ql), np.int64)
+    if kwargs["distance"] != "affine" or kwargs["span"] != "end-to-end":
+        return caps
+    cells = ql * tl
+    cap = np.ceil(DP_BREAK_EVEN * np.sqrt(kwargs["gap_extension"] * cells.astype(np.float64))).astype(np.int64)
+    use = (cells <= DP_CELLS) & (ql > 0) & (tl > 0) & (_worst_steps(kwargs, ql, tl, 0) > cap)
+    caps[use] = np.maximum(cap[use], 1)
+    return caps
+
+
+_WFA_OP = {7: 0, 8: 8, 2: 1, 1: 2}  # parasail's BAM op codes (SAM orientation) as WFA2-lib's (OPMAP's inverse)
+
+
+def _dp_align(kwargs: dict, q: str, t: str, want_cigar: bool) -> tuple[int, list] | None:
+    """parasail's global affine DP of one pair under kwargs (reduced penalties, match 0): (its cost, its CIGAR
+    as (WFA op, length) runs), or None where parasail could not allocate it."""
+    from .cpu_dp import RANGE16, RANGE32, _function, _NoMemory, _run, reach
+
+    import parasail
+
+    x, gaps = kwargs["mismatch"], (kwargs["gap_opening"] + kwargs["gap_extension"], kwargs["gap_extension"])
+    bound = reach(len(q), len(t), x, gaps)
+    if bound >= RANGE32:
+        return None
+    letters = "".join(sorted(set(q) | set(t)))
+    matrix = _dp_matrices.get((letters, x))
+    if matrix is None:
+        matrix = _dp_matrices[(letters, x)] = parasail.matrix_create(letters, 0, -x)
+    fn16 = _function("global", want_cigar, 16, gaps) if bound < RANGE16 else None
+    try:
+        r = _run(fn16, _function("global", want_cigar, 32, gaps), q, t, gaps, matrix)
+        if r.saturated:
+            return None
+        runs = []
+        if want_cigar:
+            for v in r.get_cigar().seq:
+                op = _WFA_OP.get(int(v) & 15)
+                if op is None:
+                    raise RuntimeError(f"parasail returned a CIGAR op outside {sorted(_WFA_OP)}")
+                runs.extend((op, int(v) >> 4))
+    except _NoMemory:
+        return None
+    return -r.score, runs
+
+
+_dp_matrices: dict = {}
 
 
 def gap_cost(kwargs: dict, length: int) -> int:
@@ -113,6 +180,7 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
     tl_ = np.asarray(t_len, np.int64)
     free = np.minimum(tl_, free_b) + np.minimum(tl_, free_e) if ends_free else 0
     high = _high_fits(kwargs, q_len, tl_, free).tolist()
+    caps = _dp_caps(kwargs, q_len, tl_).tolist()
     q_off, q_len, t_off, t_len, free_b, free_e = as_lists(q_off, q_len, t_off, t_len, free_b, free_e)
     n = len(q_len)
     scores = [0] * n
@@ -122,6 +190,9 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
     t_start, t_end = ([0] * n, list(t_len)) if ends_free else (None, None)
     short_al, long_al = _aligner(kwargs), _aligner(long_kwargs)
     safe_al = _aligner(dict(kwargs, memory_mode="medium"))  # pairs the other modes cannot take, or gave up on
+    capped = {}  # each aligner's step cap now (DP_BREAK_EVEN); uncapped first (a chunk before may have ended capped)
+    for al in (short_al, long_al, safe_al):
+        al.max_steps = capped[id(al)] = INT32_MAX
     for i in range(n):
         qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
         if not (ql and tl or ends_free):  # one gap (or nothing), without WFA2-lib: BiWFA, which takes pairs
@@ -139,7 +210,25 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
             al = long_al
         else:
             al = short_al if high[i] else safe_al
-        for attempt in range(2):
+        aligned = False
+        if caps[i]:  # a costly pair: WFA2-lib up to the DP's cost, then the DP (DP_BREAK_EVEN)
+            if capped.get(id(al)) != caps[i]:  # (set when it changes: pairs of one length share it)
+                al.max_steps = capped[id(al)] = caps[i]
+            s = al.wavefront_align(text[to : to + tl], text[qo : qo + ql])
+            if al.status == MAX_STEPS_REACHED:
+                dp = _dp_align(kwargs, text[qo : qo + ql], text[to : to + tl], want_cigar)
+                if dp is not None:
+                    if dp[0] * unit >= INT32_MAX:
+                        reason[i] = f"its cost reaches {INT32_MAX:,} (32-bit scores)"
+                    else:
+                        scores[i] = dp[0] * unit
+                        runs.extend(dp[1])
+                        clen[i] = len(dp[1]) // 2
+                    continue
+            aligned = al.status == 0  # (else as any other pair: parasail could not allocate it, or WFA2-lib failed)
+        for attempt in range(0 if aligned else 2):
+            if capped.get(id(al), INT32_MAX) != INT32_MAX:
+                al.max_steps = capped[id(al)] = INT32_MAX
             if ends_free:
                 al.text_begin_free, al.text_end_free = min(tl, free_b[i]), min(tl, free_e[i])
             s = al.wavefront_align(text[to : to + tl], text[qo : qo + ql])
