@@ -44,9 +44,11 @@ HIGH_CELLS = 1 << 29
 # wavefronts widen by 2 / e diagonals), where parasail's DP takes ~1 ns a cell with its traceback (one core): an
 # end-to-end affine pair whose cost could pass DP_BREAK_EVEN * sqrt(e * cells) steps is tried with its steps capped
 # there and, when WFA2-lib reaches the cap, aligned by parasail's DP (pairs of at most DP_CELLS cells: its
-# traceback takes ~4 bytes a cell). The DP scores the same alignments; of co-optimal CIGARs it may pick another.
+# traceback takes ~4.5 bytes a cell; every pair of a batch the pool aligns inline, 20,000 bases, is within it, so
+# no pair aligned inline holds the interpreter for long). The DP scores the same alignments; of co-optimal CIGARs
+# it may pick another.
 DP_BREAK_EVEN = 0.4
-DP_CELLS = 1 << 26
+DP_CELLS = 10**8
 MAX_STEPS_REACHED = -100  # WFA2-lib's WF_STATUS_MAX_STEPS_REACHED
 
 _aligners: dict = {}
