@@ -50,6 +50,19 @@ def test_full_arange_gather_scatter_reverse(A, cp, dtype):
             assert np.array_equal(A.arange(start, stop, step, dtype).get(), np.arange(start, stop, step, dtype=dtype))
 
 
+def test_copy_of_a_slice(A, cp):
+    """A contiguous slice copied (eWFA's CIGARs compacted after a batch of several levels): its own memory, the
+    same values; CuPy's ndarray.copy() would compile a kernel (test_kernel_cache's first runs compile none)."""
+    src = np.arange(70_001, dtype=np.uint32) * 7
+    d = cp.asarray(src)
+    for a, b in ((0, 0), (0, 1), (5, 70_001), (3, 40_000)):
+        out = A.copy(d[a:b])
+        assert out.data.ptr != d[a:b].data.ptr or a == b
+        assert np.array_equal(out.get(), src[a:b])
+    A.fill(d, 0)
+    assert np.array_equal(out.get(), src[3:40_000])
+
+
 def test_translate_and_byte_counts(A, cp):
     rng = np.random.default_rng(2)
     for n in SIZES:

@@ -284,7 +284,7 @@ class SlotResults:
             return res
         flat = got["d_flat"][:total]
         if 2 * total < len(got["d_flat"]):  # (room for every slot booked: kept as long as the batch, so compacted)
-            flat = flat.copy()
+            flat = arrays.copy(flat)
         # the writers' CIGAR text and counts made here too (numpy passes over every op on the host else); on
         # the host only when a host writer reads them
         res.device_cigar, host_text = text_write(self._mod, flat, got["d_off"], self.ops_len[:n], got["measured"],

@@ -58,6 +58,17 @@ def full(n: int, value, dtype):
     return fill(cupy.empty(n, dtype=dtype), value)
 
 
+def copy(a):
+    """A copy of the contiguous device array a, by a device-to-device copy on the current stream (CuPy's
+    ndarray.copy() runs an elementwise kernel of its own)."""
+    import cupy
+
+    out = cupy.empty_like(a)
+    if a.nbytes:
+        out.data.copy_from_device_async(a.data, a.nbytes)
+    return out
+
+
 def arange(start: int, stop: int, step: int = 1, dtype=np.int32):
     """cupy.arange(start, stop, step, dtype) for a positive step."""
     import cupy
