@@ -57,6 +57,13 @@ class WorkerLost(GpualignError):
         return cause is None or "Traceback (most recent call last)" not in str(cause)
 
 
+class OutOfMemory(GpualignError):
+    """The host could not give an allocation the run needed (numpy's MemoryError, a worker's included)."""
+
+    def __init__(self, what: str):
+        super().__init__(f"out of memory: {what}; the run stopped (try fewer threads, -t, or smaller batches)")
+
+
 class DeviceError(GpualignError):
     """A requested device or engine is not available."""
 

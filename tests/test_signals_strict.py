@@ -363,3 +363,22 @@ def test_a_killed_worker_is_one_line_not_a_traceback(capsys):
     err = capsys.readouterr().err
     assert e.value.exit_code == 1 and err.startswith("error: a worker process ended without its result (killed;")
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_out_of_memory_is_one_line_not_a_traceback(capsys):
+    """numpy's MemoryError (a memory audit: `search` of a 10-mer in a 200 Mbp record under `ulimit -v`, its hits
+    held until the record ends) came out as a traceback. Now one line naming the allocation, exit 1."""
+    import click
+
+    from gpualign.commands.common import run_guarded
+
+    def body():
+        import numpy as np
+
+        np.empty((1 << 50,), np.uint8)  # (a PiB: numpy refuses it at once, _ArrayMemoryError, a MemoryError)
+
+    with pytest.raises(click.exceptions.Exit) as e:
+        run_guarded(body, debug=False)
+    err = capsys.readouterr().err
+    assert e.value.exit_code == 1 and err.startswith("error: out of memory: Unable to allocate"), err
+    assert "try fewer threads, -t" in err and err.count("\n") == 1 and "Traceback" not in err

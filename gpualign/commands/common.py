@@ -13,7 +13,7 @@ import click
 
 from .. import interrupt, progress
 from ..config import cap_threads
-from ..errors import ConfigError, GpualignError, InputError, RecordError, WorkerLost, WriteError
+from ..errors import ConfigError, GpualignError, InputError, OutOfMemory, RecordError, WorkerLost, WriteError
 
 CHAR_RULE = ("Sequences are compared case-insensitively. By default two equal characters match "
              "(N matches N, as in edlib and WFA2-lib); with --n-mismatch every character other than "
@@ -166,6 +166,8 @@ def run_guarded(body, debug: bool, inputs: tuple = (), quiet: bool = False) -> N
             if not WorkerLost.died(e):
                 raise
             raise WorkerLost() from e
+        except MemoryError as e:  # (numpy's: "Unable to allocate 1.2 GiB for an array with shape ...")
+            raise OutOfMemory(str(e) or type(e).__name__) from e
     except GpualignError as e:
         if isinstance(e, WriteError) and e.broken_pipe:
             quiet_stdout()
