@@ -21,6 +21,7 @@ class _Buffered:
         self.chunks = Chunks(path, min_bytes, workers, symbols, start)
         self.pieces: deque = deque()  # [sequence bytes, lengths, Names, qualities] not yet taken
         self.lens = np.zeros(0, np.int64)  # lengths of every buffered record
+        self.name_lens = np.zeros(0, np.int64)  # and of their names
         self.count = 0  # records buffered
         self.done = False
 
@@ -32,14 +33,16 @@ class _Buffered:
                 self.done = True
                 break
             seq = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
-            self.pieces.append([seq, ln, Names.of(n), q])
+            names = Names.of(n)
+            self.pieces.append([seq, ln, names, q])
             self.lens = np.concatenate([self.lens, ln])
+            self.name_lens = np.concatenate([self.name_lens, names.length])
             self.count += len(ln)
         return self.count
 
     def take(self, k: int):
         """(Names, quals, sequence byte pieces (arrays, in order), lengths) of the next k records."""
-        lens, self.lens = self.lens[:k], self.lens[k:]
+        lens, self.lens, self.name_lens = self.lens[:k], self.lens[k:], self.name_lens[k:]
         self.count -= k
         names, quals, parts, need = [], [], [], k
         while need:
@@ -116,14 +119,16 @@ class PairReader:
 
 def _batches(a: _Buffered, b: _Buffered, path_a: str, path_b: str, batch_bases: int,
              batch_pairs: int, alloc, count: int = 0) -> Iterator[PairBatch]:
-    """PairBatches of a's and b's records; count: pairs before them (the first batch's index)."""
+    """PairBatches of a's and b's records; count: pairs before them (the first batch's index). A batch holds at
+    most batch_bases bases and batch_bases bytes of names (records of 100 kB names made one batch of a file)."""
     try:
         while True:
             want = CHUNK
             while True:  # enough records buffered for one batch, or the end of a file
                 avail = min(a.fill(want), b.fill(want))
                 total = int(a.lens[:avail].sum() + b.lens[:avail].sum())
-                if avail < want or total >= batch_bases or avail >= batch_pairs:
+                names = int(a.name_lens[:avail].sum() + b.name_lens[:avail].sum())
+                if avail < want or max(total, names) >= batch_bases or avail >= batch_pairs:
                     break
                 want += CHUNK
             if avail == 0:
@@ -133,7 +138,9 @@ def _batches(a: _Buffered, b: _Buffered, path_a: str, path_b: str, batch_bases: 
                                      f"({display_name(shorter)} ends after {count} record{'s' * (count != 1)})")
                 return
             # as many pairs as the size bounds allow (at least one)
-            k = int(np.searchsorted(np.cumsum(a.lens[:avail] + b.lens[:avail]), batch_bases, side="left")) + 1
+            k = min(int(np.searchsorted(np.cumsum(a.lens[:avail] + b.lens[:avail]), batch_bases, side="left")),
+                    int(np.searchsorted(np.cumsum(a.name_lens[:avail] + b.name_lens[:avail]), batch_bases,
+                                        side="left"))) + 1
             k = max(1, min(k, avail, batch_pairs))
             qn, qq, qparts, ql = a.take(k)
             tn, _, tparts, tl = b.take(k)
