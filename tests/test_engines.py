@@ -200,6 +200,14 @@ def test_costly_pairs_aligned_by_the_dp(monkeypatch):
         if not cfg.ends_free_target:
             check_results(batch, res, cfg)
     assert len(calls) == 2  # the two costly pairs of the end-to-end affine run only
+    # related pairs of moderate divergence stay with WFA2-lib, whose narrow wavefronts beat the DP for them: the
+    # cap is above their cost (at DP_BREAK_EVEN 0.4 these two went to the DP after WFA2-lib's work up to it)
+    calls.clear()
+    for pen, rate in ((Penalties(4, 6, 2), 0.4), (Penalties(97, 100, 89), 0.06)):
+        cfg = AlignConfig(metric="affine", penalties=pen)
+        batch, res = run([(base, mutate(base, rate)), (base[:150], mutate(base[:150], rate))], cfg)
+        check_results(batch, res, cfg)
+    assert not calls
 
 
 def test_high_memory_mode_only_where_its_wavefronts_fit():

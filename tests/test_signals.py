@@ -440,8 +440,7 @@ def test_forked_child_does_not_wait_for_a_stream_lock_held_at_fork():
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_signal_during_one_long_c_call(tmp_path, threads):
     """One pair whose WFA2-lib call takes a minute or more (two unrelated sequences of 10 and 11 kbp at 97/100/89,
-    over the cells cpu_wfa hands to parasail's DP; a helper's case was one base against 216,000 at penalties of
-    10,000, now the DP's in a millisecond): with -t 1, or a batch of one pair, the CPU engine ran it in the
+    over the cells cpu_wfa hands to parasail's DP): with -t 1, or a batch of one pair, the CPU engine ran it in the
     aligning thread, and the call held the interpreter until it returned (92 s to stop after SIGTERM). Now such a
     batch runs in a killable child: exit 143 at once, nothing left."""
     rng = np.random.default_rng(2)

@@ -47,6 +47,8 @@ class Done(Future):
         self.set_result(value)
 
 
+INLINE_BASES = 20_000  # a batch of at most this many bases is aligned in the calling thread
+
 class ChunkPool(Engine):
     """Process pool (forked, created on first use or at start()) and the batch-splitting rule. A
     subclass names the module its workers import (``requires``). rescue: the engine is a GPU chain's last
@@ -65,7 +67,7 @@ class ChunkPool(Engine):
             return False
         return True
 
-    def __init__(self, threads: int = 1, inline_bases: int = 20_000):
+    def __init__(self, threads: int = 1, inline_bases: int = INLINE_BASES):
         self.threads = max(1, threads)
         self.inline_bases = inline_bases
         self._pool: ProcessPoolExecutor | None = None

@@ -18,7 +18,7 @@ from ..cigar import MAX_OP
 from ..config import AlignConfig
 from ..records import ENGINE_CODE, FAILED, OK, AlignBatch, PairBatch, offsets_from_lengths
 from . import affine_plan
-from ._pool import ChunkPool, as_lists
+from ._pool import INLINE_BASES, ChunkPool, as_lists
 
 NAME = "cpu-wfa"
 # WFA2-lib pads the pattern with '!' and the text with '?': a text holding '!'
@@ -40,15 +40,17 @@ INT32_MAX = (1 << 31) - 1
 # many cells of them takes the medium mode (4/6/2 pairs up to LONG_PAIR stay within it)
 HIGH_CELLS = 1 << 29
 
-# A costly pair (unrelated sequences, large penalties) takes WFA2-lib ~6 ns times steps^2 / e (each step's
-# wavefronts widen by 2 / e diagonals), where parasail's DP takes ~1 ns a cell with its traceback (one core): an
-# end-to-end affine pair whose cost could pass DP_BREAK_EVEN * sqrt(e * cells) steps is tried with its steps capped
-# there and, when WFA2-lib reaches the cap, aligned by parasail's DP (pairs of at most DP_CELLS cells: its
-# traceback takes ~4.5 bytes a cell; every pair of a batch the pool aligns inline, 20,000 bases, is within it, so
-# no pair aligned inline holds the interpreter for long). The DP scores the same alignments; of co-optimal CIGARs
-# it may pick another.
-DP_BREAK_EVEN = 0.4
-DP_CELLS = 10**8
+# A costly pair (unrelated sequences, large penalties) takes WFA2-lib up to ~6 ns times steps^2 / e (each step's
+# wavefronts widen by 2 / e diagonals; less where the sequences are related), where parasail's DP takes ~1 ns a
+# cell with its traceback and ~40 us a call (one core): an end-to-end affine pair whose cost could pass
+# DP_BREAK_EVEN * sqrt(e * (cells + DP_CALL_CELLS)) steps is tried with its steps capped there and, when WFA2-lib
+# reaches the cap, aligned by parasail's DP. The cap is set high enough to leave related pairs of moderate
+# divergence, whose wavefronts stay narrow, to WFA2-lib. Pairs of at most DP_CELLS cells: the traceback takes ~4.5
+# bytes a cell, and every pair of a batch aligned inline (_pool.INLINE_BASES) is within it. The DP scores the same
+# alignments; of co-optimal CIGARs it may pick another.
+DP_BREAK_EVEN = 0.8
+DP_CALL_CELLS = 40_000
+DP_CELLS = (INLINE_BASES // 2) ** 2
 MAX_STEPS_REACHED = -100  # WFA2-lib's WF_STATUS_MAX_STEPS_REACHED
 
 _aligners: dict = {}
@@ -109,28 +111,39 @@ def _high_fits(kwargs: dict, ql, tl, free) -> np.ndarray:
 
 
 def _dp_caps(kwargs: dict, ql, tl) -> np.ndarray:
-    """Per pair, WFA2-lib's step cap before parasail's DP takes it (DP_BREAK_EVEN), or 0 where it goes
-    uncapped: edit distance, ends-free, a pair over DP_CELLS, or one whose cost cannot pass the cap."""
+    """Per pair, WFA2-lib's step cap before parasail's DP takes it (DP_BREAK_EVEN), rounded up to eighths of a
+    power of two (pairs of about one length share it: WFA2-lib's setting changes seldom), or INT32_MAX where it
+    goes uncapped: edit distance, ends-free, a pair over DP_CELLS, or one whose cost cannot pass the cap."""
     ql, tl = np.asarray(ql, np.int64), np.asarray(tl, np.int64)
-    caps = np.zeros(len(ql), np.int64)
+    caps = np.full(len(ql), INT32_MAX, np.int64)
     if kwargs["distance"] != "affine" or kwargs["span"] != "end-to-end":
         return caps
     cells = ql * tl
-    cap = np.ceil(DP_BREAK_EVEN * np.sqrt(kwargs["gap_extension"] * cells.astype(np.float64))).astype(np.int64)
+    cap = np.ceil(DP_BREAK_EVEN * np.sqrt(kwargs["gap_extension"] * (cells + DP_CALL_CELLS).astype(np.float64)))
+    cap = cap.astype(np.int64)
+    step = np.maximum(1, 1 << np.maximum(0, _bit_length(cap) - 4))
+    cap = -(-cap // step) * step
     use = (cells <= DP_CELLS) & (ql > 0) & (tl > 0) & (_worst_steps(kwargs, ql, tl, 0) > cap)
-    caps[use] = np.maximum(cap[use], 1)
+    caps[use] = cap[use]
     return caps
 
 
-_WFA_OP = {7: 0, 8: 8, 2: 1, 1: 2}  # parasail's BAM op codes (SAM orientation) as WFA2-lib's (OPMAP's inverse)
+def _bit_length(a: np.ndarray) -> np.ndarray:
+    """Per entry (positive int64 below 2^53), its bit length."""
+    return np.floor(np.log2(np.maximum(a, 1))).astype(np.int64) + 1
+
+
+_WFA_OP = {v: k for k, v in OPMAP.items()}  # parasail's BAM op codes (SAM orientation) as WFA2-lib's
+_dp_matrices: dict = {}  # (letters, mismatch) -> parasail matrix, per process
 
 
 def _dp_align(kwargs: dict, q: str, t: str, want_cigar: bool) -> tuple[int, list] | None:
     """parasail's global affine DP of one pair under kwargs (reduced penalties, match 0): (its cost, its CIGAR
-    as (WFA op, length) runs), or None where parasail could not allocate it."""
-    from .cpu_dp import RANGE16, RANGE32, _function, _NoMemory, _run, reach
-
+    as (WFA op, length) runs, flat), or None where parasail cannot give it (its values could pass its 32-bit
+    lanes, they saturated, or it could not allocate the pair)."""
     import parasail
+
+    from .cpu_dp import RANGE16, RANGE32, _function, _NoMemory, _run, reach
 
     x, gaps = kwargs["mismatch"], (kwargs["gap_opening"] + kwargs["gap_extension"], kwargs["gap_extension"])
     bound = reach(len(q), len(t), x, gaps)
@@ -155,9 +168,6 @@ def _dp_align(kwargs: dict, q: str, t: str, want_cigar: bool) -> tuple[int, list
     except _NoMemory:
         return None
     return -r.score, runs
-
-
-_dp_matrices: dict = {}
 
 
 def gap_cost(kwargs: dict, length: int) -> int:
@@ -192,9 +202,22 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
     t_start, t_end = ([0] * n, list(t_len)) if ends_free else (None, None)
     short_al, long_al = _aligner(kwargs), _aligner(long_kwargs)
     safe_al = _aligner(dict(kwargs, memory_mode="medium"))  # pairs the other modes cannot take, or gave up on
-    capped = {}  # each aligner's step cap now (DP_BREAK_EVEN); uncapped first (a chunk before may have ended capped)
-    for al in (short_al, long_al, safe_al):
-        al.max_steps = capped[id(al)] = INT32_MAX
+    als = list({id(a): a for a in (short_al, long_al, safe_al)}.values())  # (the same object where kwargs agree)
+    at = {id(a): j for j, a in enumerate(als)}
+    a_short, a_long, a_safe = at[id(short_al)], at[id(long_al)], at[id(safe_al)]
+    cur = [INT32_MAX] * len(als)  # each aligner's step cap now (_dp_caps); uncapped first (a chunk before may
+    for a in als:  # have ended with one capped)
+        a.max_steps = INT32_MAX
+
+    def uncapped(al, a: int, i: int) -> int:
+        """Pair i aligned again by al (index a in als) without a step cap (the rare second tries)."""
+        if cur[a] != INT32_MAX:
+            al.max_steps = cur[a] = INT32_MAX
+        tl = t_len[i]
+        if ends_free:
+            al.text_begin_free, al.text_end_free = min(tl, free_b[i]), min(tl, free_e[i])
+        return al.wavefront_align(text[t_off[i] : t_off[i] + tl], text[q_off[i] : q_off[i] + q_len[i]])
+
     for i in range(n):
         qo, ql, to, tl = q_off[i], q_len[i], t_off[i], t_len[i]
         if not (ql and tl or ends_free):  # one gap (or nothing), without WFA2-lib: BiWFA, which takes pairs
@@ -209,15 +232,17 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
                     clen[i] = 1
             continue
         if max(ql, tl) > LONG_PAIR:
-            al = long_al
+            al, a = long_al, a_long
         else:
-            al = short_al if high[i] else safe_al
-        aligned = False
-        if caps[i]:  # a costly pair: WFA2-lib up to the DP's cost, then the DP (DP_BREAK_EVEN)
-            if capped.get(id(al)) != caps[i]:  # (set when it changes: pairs of one length share it)
-                al.max_steps = capped[id(al)] = caps[i]
-            s = al.wavefront_align(text[to : to + tl], text[qo : qo + ql])
-            if al.status == MAX_STEPS_REACHED:
+            al, a = (short_al, a_short) if high[i] else (safe_al, a_safe)
+        cap = caps[i]
+        if cur[a] != cap:
+            al.max_steps = cur[a] = cap
+        if ends_free:
+            al.text_begin_free, al.text_end_free = min(tl, free_b[i]), min(tl, free_e[i])
+        s = al.wavefront_align(text[to : to + tl], text[qo : qo + ql])
+        if al.status != 0:
+            if al.status == MAX_STEPS_REACHED and cap != INT32_MAX:  # a costly pair: parasail's DP (_dp_caps)
                 dp = _dp_align(kwargs, text[qo : qo + ql], text[to : to + tl], want_cigar)
                 if dp is not None:
                     if dp[0] * unit >= INT32_MAX:
@@ -227,16 +252,10 @@ def _align_chunk(kwargs: dict, long_kwargs: dict, seq, q_off, q_len, t_off, t_le
                         runs.extend(dp[1])
                         clen[i] = len(dp[1]) // 2
                     continue
-            aligned = al.status == 0  # (else as any other pair: parasail could not allocate it, or WFA2-lib failed)
-        for attempt in range(0 if aligned else 2):
-            if capped.get(id(al), INT32_MAX) != INT32_MAX:
-                al.max_steps = capped[id(al)] = INT32_MAX
-            if ends_free:
-                al.text_begin_free, al.text_end_free = min(tl, free_b[i]), min(tl, free_e[i])
-            s = al.wavefront_align(text[to : to + tl], text[qo : qo + ql])
-            if al.status == 0 or attempt or al.memory_mode == "medium":
-                break
-            al = safe_al  # BiWFA gives up on some costly pairs (status -300); the medium mode does not
+                s = uncapped(al, a, i)  # (the DP could not: WFA2-lib to the end)
+            if al.status != 0 and al.memory_mode != "medium":  # BiWFA gives up on some costly pairs (status
+                al, a = safe_al, a_safe  # -300); the medium mode does not
+                s = uncapped(al, a, i)
         if al.status != 0:
             reason[i] = f"WFA2-lib status {al.status}"
         elif abs(s) * unit >= INT32_MAX:  # (WFA2-lib's int scores: a cost past them comes back as INT_MIN)
