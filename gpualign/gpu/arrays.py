@@ -63,6 +63,8 @@ def copy(a):
     ndarray.copy() runs an elementwise kernel of its own)."""
     import cupy
 
+    if not a.flags.c_contiguous:
+        raise ValueError("arrays.copy takes a contiguous array")
     out = cupy.empty_like(a)
     if a.nbytes:
         out.data.copy_from_device_async(a.data, a.nbytes)

@@ -184,7 +184,8 @@ class DeviceArray(np.ndarray):
         self[...] = host
 
     def copy(self, order="C"):
-        raise AssertionError("CuPy's ndarray.copy() compiles a kernel of its own on first use: gpu.arrays.copy")
+        raise AssertionError("a device array's copy() (CuPy's elementwise kernel, compiled on a fresh machine's "
+                             "first run; numpy functions that copy their argument call it too): gpu.arrays.copy")
 
 
 def _device(make):
