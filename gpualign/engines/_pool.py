@@ -49,6 +49,7 @@ class Done(Future):
 
 INLINE_BASES = 20_000  # a batch of at most this many bases is aligned in the calling thread
 
+
 class ChunkPool(Engine):
     """Process pool (forked, created on first use or at start()) and the batch-splitting rule. A
     subclass names the module its workers import (``requires``). rescue: the engine is a GPU chain's last

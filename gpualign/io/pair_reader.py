@@ -120,7 +120,7 @@ class PairReader:
 def _batches(a: _Buffered, b: _Buffered, path_a: str, path_b: str, batch_bases: int,
              batch_pairs: int, alloc, count: int = 0) -> Iterator[PairBatch]:
     """PairBatches of a's and b's records; count: pairs before them (the first batch's index). A batch holds at
-    most batch_bases bases and batch_bases bytes of names (records of 100 kB names made one batch of a file)."""
+    most batch_bases bases and batch_bases bytes of names (so that long names cannot make a whole file one batch)."""
     try:
         while True:
             want = CHUNK
