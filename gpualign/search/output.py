@@ -65,7 +65,8 @@ class HitWriter:
     def write(self, done: tuple) -> None:
         """The hits of complete records: (their indices, names, lengths, their Hits), in text order."""
         recs, rec_names, rec_lengths, h = done
-        self.records += zip(rec_names, rec_lengths)
+        if self.spool is not None:  # (SAM/BAM: every record in the header)
+            self.records += zip(rec_names, rec_lengths)
         if not h.n:
             return
         n, pats = h.n, self.pats
