@@ -73,22 +73,32 @@ def reach(ql: int, tl: int, smax: int, gaps: tuple, mode: str = "global") -> int
     return max(smax * min(ql, tl) + gaps[1] * gap_bases, gaps[1] * ql) + 2 * gaps[0]
 
 
-class _NoMemory(Exception):
+class NoMemory(Exception):
     """parasail could not allocate a pair's matrices or traceback: its result is NULL (it prints
     'posix_memalign failed'; under `ulimit -v`, a scheduler's memory limit)."""
 
 
-def _run(fn16, fn32, q: str, t: str, gaps, matrix):
-    """fn16's result (None: not tried) unless it saturated, else fn32's; _NoMemory for a NULL one."""
-    if fn16 is not None:
+def lanes(mode: str, trace: bool, gaps: tuple) -> tuple:
+    """parasail's 16- and 32-bit functions for mode (with the traceback or not), as run_pair takes them."""
+    return _function(mode, trace, 16, gaps), _function(mode, trace, 32, gaps)
+
+
+def run_pair(fns: tuple, q: str, t: str, gaps, matrix, bound: int):
+    """parasail's result for one pair on the narrowest lanes its values fit (bound: reach's), 16-bit first and
+    32-bit where those saturated; None where the values could pass even the 32-bit lanes (the result may still
+    say saturated); NoMemory where parasail could not allocate it."""
+    if bound >= RANGE32:
+        return None
+    fn16, fn32 = fns
+    if bound < RANGE16:
         r = fn16(q, t, gaps[0], gaps[1], matrix)
         if not r.pointer:
-            raise _NoMemory
+            raise NoMemory
         if not r.saturated:
             return r
     r = fn32(q, t, gaps[0], gaps[1], matrix)
     if not r.pointer:
-        raise _NoMemory
+        raise NoMemory
     return r
 
 
@@ -131,7 +141,7 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
     q_off, q_len, t_off, t_len = as_lists(q_off, q_len, t_off, t_len)
     n = len(q_len)
     matrix = _matrix(sub)
-    fn16, fn32 = _function(mode, want_cigar, 16, gaps), _function(mode, want_cigar, 32, gaps)
+    fns = lanes(mode, want_cigar, gaps)
     smax = int(np.abs(sub.array()).max())
     score = [0] * n
     starts = [(0, 0)] * n  # (q_start, t_start); the ends follow from the CIGAR (or the lengths)
@@ -154,11 +164,10 @@ def _align_chunk(sub: scoring.Substitution, mode: str, gaps: tuple, want_cigar: 
             continue
         bound = reach(ql, tl, smax, gaps, mode)
         try:
-            r = None if bound >= RANGE32 else \
-                _run(fn16 if bound < RANGE16 else None, fn32, text[qo:qo + ql], text[to:to + tl], gaps, matrix)
+            r = run_pair(fns, text[qo:qo + ql], text[to:to + tl], gaps, matrix, bound)
             c = r.get_cigar() if want_cigar and r is not None and not r.saturated and \
                 not (mode == "local" and r.score <= 0) else None
-        except _NoMemory:
+        except NoMemory:
             failed[i] = (f"the CPU aligner could not allocate the memory of {ql} x {tl} cells"
                          + (" and their traceback (use --distance-only, fewer threads: -t)" if want_cigar else ""))
             continue

@@ -143,20 +143,16 @@ def _dp_align(kwargs: dict, q: str, t: str, want_cigar: bool) -> tuple[int, list
     lanes, they saturated, or it could not allocate the pair)."""
     import parasail
 
-    from .cpu_dp import RANGE16, RANGE32, _function, _NoMemory, _run, reach
+    from .cpu_dp import NoMemory, lanes, reach, run_pair
 
     x, gaps = kwargs["mismatch"], (kwargs["gap_opening"] + kwargs["gap_extension"], kwargs["gap_extension"])
-    bound = reach(len(q), len(t), x, gaps)
-    if bound >= RANGE32:
-        return None
     letters = "".join(sorted(set(q) | set(t)))
     matrix = _dp_matrices.get((letters, x))
     if matrix is None:
         matrix = _dp_matrices[(letters, x)] = parasail.matrix_create(letters, 0, -x)
-    fn16 = _function("global", want_cigar, 16, gaps) if bound < RANGE16 else None
     try:
-        r = _run(fn16, _function("global", want_cigar, 32, gaps), q, t, gaps, matrix)
-        if r.saturated:
+        r = run_pair(lanes("global", want_cigar, gaps), q, t, gaps, matrix, reach(len(q), len(t), x, gaps))
+        if r is None or r.saturated:
             return None
         runs = []
         if want_cigar:
@@ -165,7 +161,7 @@ def _dp_align(kwargs: dict, q: str, t: str, want_cigar: bool) -> tuple[int, list
                 if op is None:
                     raise RuntimeError(f"parasail returned a CIGAR op outside {sorted(_WFA_OP)}")
                 runs.extend((op, int(v) >> 4))
-    except _NoMemory:
+    except NoMemory:
         return None
     return -r.score, runs
 
